@@ -1,0 +1,9 @@
+# Sourced at the start of a run on the GPU machine: the Vulkan loader
+# (carried as Debian's libvulkan1 in .gl/) and the Dawn library path.
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+export LD_LIBRARY_PATH="$PWD/.deps/dawn${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export WGNN_DEPS_DIR="$PWD/.deps"

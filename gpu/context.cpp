@@ -1,0 +1,600 @@
+#include "gpu/context.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "gpu/context_impl.h"
+#include "gpu/dawn_values.h"
+#include "gpu/driver.h"
+#include "gpu/shaders.h"
+
+namespace wgnn::gpu {
+namespace {
+
+const char* backend_name(WGPUBackendType b) {
+  switch (b) {
+    case WGPUBackendType_Null: return "Null";
+    case WGPUBackendType_WebGPU: return "WebGPU";
+    case WGPUBackendType_D3D11: return "D3D11";
+    case WGPUBackendType_D3D12: return "D3D12";
+    case WGPUBackendType_Metal: return "Metal";
+    case WGPUBackendType_Vulkan: return "Vulkan";
+    case WGPUBackendType_OpenGL: return "OpenGL";
+    case WGPUBackendType_OpenGLES: return "OpenGLES";
+    default: return "unknown";
+  }
+}
+
+const char* adapter_type_name(WGPUAdapterType t) {
+  switch (t) {
+    case WGPUAdapterType_DiscreteGPU: return "discrete GPU";
+    case WGPUAdapterType_IntegratedGPU: return "integrated GPU";
+    case WGPUAdapterType_CPU: return "CPU";
+    default: return "unknown";
+  }
+}
+
+// Output structs are filled by the binary, whose struct may be a little
+// larger than the header's (the two differ by a few months); a guard area
+// keeps such a write inside our memory.
+template <typename T>
+struct Guarded {
+  T value;
+  unsigned char guard[256];
+  Guarded() { std::memset(static_cast<void*>(this), 0, sizeof(*this)); }
+};
+
+void on_uncaptured_error(WGPUDevice const*, WGPUErrorType type, WGPUStringView message, void* userdata1, void*) {
+  auto* impl = static_cast<Context::Impl*>(userdata1);
+  std::lock_guard<std::mutex> lock(impl->error_mutex);
+  if (impl->pending_error.empty()) {
+    const char* kind = type == WGPUErrorType_OutOfMemory ? "out of memory"
+                       : type == WGPUErrorType_Validation ? "validation error"
+                       : type == WGPUErrorType_Internal   ? "internal error"
+                                                          : "error";
+    impl->pending_error = fmt::format("WebGPU {}: {}", kind, str(message));
+  }
+}
+
+void on_device_lost(WGPUDevice const*, WGPUDeviceLostReason reason, WGPUStringView message, void* userdata1, void*) {
+  if (reason == WGPUDeviceLostReason_Destroyed || reason == WGPUDeviceLostReason_CallbackCancelled) return;
+  auto* impl = static_cast<Context::Impl*>(userdata1);
+  std::lock_guard<std::mutex> lock(impl->error_mutex);
+  impl->lost = true;
+  impl->lost_message = str(message);
+}
+
+Limits to_limits(const WGPULimits& l) {
+  Limits o;
+  o.max_buffer_size = l.maxBufferSize;
+  o.max_storage_buffer_binding_size = l.maxStorageBufferBindingSize;
+  o.max_uniform_buffer_binding_size = l.maxUniformBufferBindingSize;
+  o.max_storage_buffers_per_shader_stage = l.maxStorageBuffersPerShaderStage;
+  o.max_bind_groups = l.maxBindGroups;
+  o.max_bindings_per_bind_group = l.maxBindingsPerBindGroup;
+  o.min_storage_buffer_offset_alignment = l.minStorageBufferOffsetAlignment;
+  o.min_uniform_buffer_offset_alignment = l.minUniformBufferOffsetAlignment;
+  o.max_compute_workgroup_storage_size = l.maxComputeWorkgroupStorageSize;
+  o.max_compute_invocations_per_workgroup = l.maxComputeInvocationsPerWorkgroup;
+  o.max_compute_workgroup_size_x = l.maxComputeWorkgroupSizeX;
+  o.max_compute_workgroup_size_y = l.maxComputeWorkgroupSizeY;
+  o.max_compute_workgroup_size_z = l.maxComputeWorkgroupSizeZ;
+  o.max_compute_workgroups_per_dimension = l.maxComputeWorkgroupsPerDimension;
+  return o;
+}
+
+std::string human_bytes(uint64_t b) {
+  if (b >= (1ull << 30)) return fmt::format("{} bytes ({:.2f} GiB)", b, double(b) / double(1ull << 30));
+  if (b >= (1ull << 20)) return fmt::format("{} bytes ({:.2f} MiB)", b, double(b) / double(1ull << 20));
+  return fmt::format("{} bytes", b);
+}
+
+struct AdapterResult {
+  WGPUAdapter adapter = nullptr;
+  std::string message;
+};
+
+WGPUAdapter request_adapter(Context::Impl& impl, std::string* message) {
+  WGPURequestAdapterOptions opts = WGPU_REQUEST_ADAPTER_OPTIONS_INIT;
+  opts.powerPreference = WGPUPowerPreference_HighPerformance;
+  AdapterResult result;
+  WGPURequestAdapterCallbackInfo cb = WGPU_REQUEST_ADAPTER_CALLBACK_INFO_INIT;
+  cb.mode = WGPUCallbackMode_WaitAnyOnly;
+  cb.callback = [](WGPURequestAdapterStatus status, WGPUAdapter adapter, WGPUStringView msg, void* ud, void*) {
+    auto* r = static_cast<AdapterResult*>(ud);
+    if (status == WGPURequestAdapterStatus_Success) r->adapter = adapter;
+    r->message = str(msg);
+  };
+  cb.userdata1 = &result;
+  impl.wait(wgpuInstanceRequestAdapter(impl.instance, &opts, cb), "requesting a WebGPU adapter");
+  *message = result.message;
+  return result.adapter;
+}
+
+}  // namespace
+
+void Context::Impl::wait(WGPUFuture future, const char* what) {
+  WGPUFutureWaitInfo wi{future, false};
+  const WGPUWaitStatus status = wgpuInstanceWaitAny(instance, 1, &wi, timeout_ns);
+  if (status == WGPUWaitStatus_TimedOut) {
+    throw GpuError(fmt::format("{}: the GPU did not finish within {} s (WGNN_GPU_TIMEOUT_S sets the limit)", what,
+                               timeout_ns / 1000000000ull));
+  }
+  if (status != WGPUWaitStatus_Success || !wi.completed) {
+    throw GpuError(fmt::format("{}: waiting for the GPU failed", what));
+  }
+}
+
+std::string Context::Impl::pop_scope() {
+  struct R {
+    std::string message;
+  } r;
+  WGPUPopErrorScopeCallbackInfo cb = WGPU_POP_ERROR_SCOPE_CALLBACK_INFO_INIT;
+  cb.mode = WGPUCallbackMode_WaitAnyOnly;
+  cb.callback = [](WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStringView msg, void* ud, void*) {
+    auto* rr = static_cast<R*>(ud);
+    if (status == WGPUPopErrorScopeStatus_Success && type != WGPUErrorType_NoError) {
+      rr->message = str(msg);
+      if (rr->message.empty()) rr->message = "unspecified error";
+    }
+  };
+  cb.userdata1 = &r;
+  wait(wgpuDevicePopErrorScope(device, cb), "reading a WebGPU error scope");
+  return r.message;
+}
+
+void Context::Impl::throw_pending() {
+  std::string msg;
+  bool was_lost = false;
+  {
+    std::lock_guard<std::mutex> lock(error_mutex);
+    if (lost) {
+      was_lost = true;
+      msg = lost_message;
+    } else {
+      msg.swap(pending_error);
+    }
+  }
+  if (was_lost) throw DeviceLost("the WebGPU device was lost: " + msg);
+  if (!msg.empty()) throw GpuError(msg);
+}
+
+Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  if (const char* t = std::getenv("WGNN_GPU_TIMEOUT_S"); t && std::atoll(t) > 0) {
+    s.timeout_ns = uint64_t(std::atoll(t)) * 1000000000ull;
+  }
+  DriverChoice driver = choose_vulkan_driver(options.adapter);
+
+  std::string adapter_message;
+  for (int attempt = 0; attempt < 2 && !s.adapter; ++attempt) {
+    WGPUInstanceFeatureName instance_features[] = {WGPUInstanceFeatureName_TimedWaitAny};
+    WGPUInstanceDescriptor idesc = WGPU_INSTANCE_DESCRIPTOR_INIT;
+    idesc.requiredFeatureCount = 1;
+    idesc.requiredFeatures = instance_features;
+    s.instance = wgpuCreateInstance(&idesc);
+    if (!s.instance) throw GpuError("could not create a WebGPU instance (Dawn)");
+    s.adapter = request_adapter(s, &adapter_message);
+    if (s.adapter) {
+      // Dawn falls back to its Null backend (which computes nothing) when no
+      // real driver loads: that is no adapter.
+      Guarded<WGPUAdapterInfo> gi;
+      wgpuAdapterGetInfo(s.adapter, &gi.value);
+      const bool null_backend = gi.value.backendType == WGPUBackendType_Null;
+      wgpuAdapterInfoFreeMembers(gi.value);
+      if (!null_backend) break;
+      wgpuAdapterRelease(s.adapter);
+      s.adapter = nullptr;
+      adapter_message = "only Dawn's Null backend was found (no Vulkan driver loaded)";
+    }
+    // The machine's drivers gave nothing usable: fall back to the bundled
+    // lavapipe once, when it exists and the choice was automatic.
+    wgpuInstanceRelease(s.instance);
+    s.instance = nullptr;
+    if (attempt == 0 && driver.mode == "gpu" && (options.adapter.empty() || options.adapter == "auto")) {
+      try {
+        driver = choose_vulkan_driver("auto", /*retry_with_lavapipe=*/true);
+        driver.description = "the machine's Vulkan driver offered no adapter: " + driver.description;
+        continue;
+      } catch (const Error&) {
+      }
+    }
+    break;
+  }
+  if (!s.adapter) {
+    throw GpuError(fmt::format("no WebGPU adapter found ({}; driver: {}). On a machine without a GPU, "
+                               "scripts/setup fetches lavapipe.",
+                               adapter_message.empty() ? "no message" : adapter_message, driver.description));
+  }
+
+  {
+    Guarded<WGPUAdapterInfo> gi;
+    if (wgpuAdapterGetInfo(s.adapter, &gi.value) != WGPUStatus_Success) throw GpuError("wgpuAdapterGetInfo failed");
+    const WGPUAdapterInfo& ai = gi.value;
+    s.info.name = str(ai.device);
+    s.info.vendor = str(ai.vendor);
+    s.info.architecture = str(ai.architecture);
+    s.info.description = str(ai.description);
+    s.info.backend = backend_name(ai.backendType);
+    s.info.adapter_type = adapter_type_name(ai.adapterType);
+    s.info.vendor_id = ai.vendorID;
+    s.info.device_id = ai.deviceID;
+    s.info.subgroup_min_size = ai.subgroupMinSize;
+    s.info.subgroup_max_size = ai.subgroupMaxSize;
+    s.info.driver_source = driver.description;
+    wgpuAdapterInfoFreeMembers(ai);
+  }
+
+  Guarded<WGPULimits> adapter_limits;
+  if (wgpuAdapterGetLimits(s.adapter, &adapter_limits.value) != WGPUStatus_Success) {
+    throw GpuError("wgpuAdapterGetLimits failed");
+  }
+  {
+    WGPUSupportedFeatures sf{};
+    wgpuAdapterGetFeatures(s.adapter, &sf);
+    for (size_t i = 0; i < sf.featureCount; ++i) s.features.adapter_features.push_back(dawn::feature_name(sf.features[i]));
+    wgpuSupportedFeaturesFreeMembers(sf);
+  }
+  std::vector<WGPUFeatureName> wanted;
+  for (uint32_t f : {dawn::kFeatureShaderF16, dawn::kFeatureSubgroups, dawn::kFeatureTimestampQuery}) {
+    if (wgpuAdapterHasFeature(s.adapter, static_cast<WGPUFeatureName>(f))) wanted.push_back(static_cast<WGPUFeatureName>(f));
+  }
+
+  // Timestamps are quantized by default (a browser's defence against timing
+  // attacks); a native runtime wants them exact for profiling.
+  std::vector<const char*> enabled;
+  for (const auto& t : options.enable_toggles) enabled.push_back(t.c_str());
+  const char* disabled[] = {"timestamp_quantization"};
+  WGPUDawnTogglesDescriptor toggles{};
+  toggles.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);
+  toggles.enabledToggleCount = enabled.size();
+  toggles.enabledToggles = enabled.data();
+  toggles.disabledToggleCount = 1;
+  toggles.disabledToggles = disabled;
+
+  WGPUDeviceDescriptor ddesc = WGPU_DEVICE_DESCRIPTOR_INIT;
+  ddesc.nextInChain = &toggles.chain;
+  ddesc.label = sv("wgnn");
+  ddesc.requiredFeatureCount = wanted.size();
+  ddesc.requiredFeatures = wanted.data();
+  ddesc.requiredLimits = &adapter_limits.value;
+  ddesc.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowSpontaneous;
+  ddesc.deviceLostCallbackInfo.callback = on_device_lost;
+  ddesc.deviceLostCallbackInfo.userdata1 = &s;
+  ddesc.uncapturedErrorCallbackInfo.callback = on_uncaptured_error;
+  ddesc.uncapturedErrorCallbackInfo.userdata1 = &s;
+
+  struct DevResult {
+    WGPUDevice device = nullptr;
+    std::string message;
+  } dr;
+  WGPURequestDeviceCallbackInfo dcb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
+  dcb.mode = WGPUCallbackMode_WaitAnyOnly;
+  dcb.callback = [](WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView msg, void* ud, void*) {
+    auto* r = static_cast<DevResult*>(ud);
+    if (status == WGPURequestDeviceStatus_Success) r->device = device;
+    r->message = str(msg);
+  };
+  dcb.userdata1 = &dr;
+  s.wait(wgpuAdapterRequestDevice(s.adapter, &ddesc, dcb), "requesting a WebGPU device");
+  if (!dr.device) throw GpuError("could not create a WebGPU device on " + s.info.name + ": " + dr.message);
+  s.device = dr.device;
+  s.queue = wgpuDeviceGetQueue(s.device);
+
+  Guarded<WGPULimits> device_limits;
+  wgpuDeviceGetLimits(s.device, &device_limits.value);
+  s.limits = to_limits(device_limits.value);
+  auto has = [&](uint32_t f) { return wgpuDeviceHasFeature(s.device, static_cast<WGPUFeatureName>(f)) != 0; };
+  s.features.shader_f16 = has(dawn::kFeatureShaderF16);
+  s.features.subgroups = has(dawn::kFeatureSubgroups);
+  s.features.timestamp_query = has(dawn::kFeatureTimestampQuery);
+}
+
+Context::~Context() {
+  Impl& s = *impl_;
+  s.pipelines.clear();
+  s.dummy = Buffer();
+  if (s.queue) wgpuQueueRelease(s.queue);
+  if (s.device) {
+    wgpuDeviceDestroy(s.device);
+    wgpuDeviceRelease(s.device);
+  }
+  if (s.adapter) wgpuAdapterRelease(s.adapter);
+  if (s.instance) {
+    wgpuInstanceProcessEvents(s.instance);
+    wgpuInstanceRelease(s.instance);
+  }
+}
+
+const AdapterInfo& Context::adapter() const { return impl_->info; }
+const Limits& Context::limits() const { return impl_->limits; }
+const Features& Context::features() const { return impl_->features; }
+WGPUDeviceImpl* Context::device() const { return impl_->device; }
+WGPUQueueImpl* Context::queue() const { return impl_->queue; }
+WGPUInstanceImpl* Context::instance() const { return impl_->instance; }
+uint64_t Context::pipeline_cache_hits() const { return impl_->cache_hits; }
+uint64_t Context::pipeline_cache_misses() const { return impl_->cache_misses; }
+
+void Context::check() { impl_->throw_pending(); }
+
+Buffer Context::create_buffer(uint64_t bytes, uint64_t usage, std::string_view label) {
+  Impl& s = *impl_;
+  s.throw_pending();
+  const uint64_t size = std::max<uint64_t>(16, (bytes + 15) / 16 * 16);
+  const std::string name = label.empty() ? std::string("buffer") : std::string(label);
+  if (size > s.limits.max_buffer_size) {
+    throw Error(fmt::format("buffer '{}' of {} exceeds this device's maxBufferSize of {}", name, human_bytes(bytes),
+                            human_bytes(s.limits.max_buffer_size)));
+  }
+  WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
+  desc.label = sv(name);
+  desc.size = size;
+  desc.usage = usage;
+  WGPUBuffer b = s.scoped(fmt::format("creating buffer '{}' of {}", name, human_bytes(size)),
+                          [&] { return wgpuDeviceCreateBuffer(s.device, &desc); });
+  if (!b) throw GpuError(fmt::format("creating buffer '{}' of {} failed", name, human_bytes(size)));
+  Buffer out;
+  out.handle_ = std::shared_ptr<WGPUBufferImpl>(b, [](WGPUBuffer p) {
+    wgpuBufferDestroy(p);
+    wgpuBufferRelease(p);
+  });
+  out.label_ = std::make_shared<const std::string>(name);
+  out.size_ = size;
+  out.usage_ = usage;
+  return out;
+}
+
+void Context::write(const Buffer& dst, const void* data, uint64_t bytes, uint64_t offset) {
+  Impl& s = *impl_;
+  if (offset + bytes > dst.size()) {
+    throw Error(fmt::format("write of {} bytes at offset {} overruns buffer '{}' of {} bytes", bytes, offset,
+                            dst.label(), dst.size()));
+  }
+  if (offset % 4 != 0) throw Error(fmt::format("write offset {} into '{}' is not a multiple of 4", offset, dst.label()));
+  if (bytes == 0) return;
+  const uint64_t whole = bytes / 4 * 4;
+  if (whole) wgpuQueueWriteBuffer(s.queue, dst.handle(), offset, data, whole);
+  if (whole != bytes) {  // WriteBuffer moves whole words; pad the tail with zeros
+    unsigned char tail[4] = {0, 0, 0, 0};
+    std::memcpy(tail, static_cast<const unsigned char*>(data) + whole, bytes - whole);
+    wgpuQueueWriteBuffer(s.queue, dst.handle(), offset + whole, tail, 4);
+  }
+  s.throw_pending();
+}
+
+void Context::read(const Buffer& src, void* data, uint64_t bytes, uint64_t offset) {
+  Impl& s = *impl_;
+  if (offset + bytes > src.size()) {
+    throw Error(fmt::format("read of {} bytes at offset {} overruns buffer '{}' of {} bytes", bytes, offset,
+                            src.label(), src.size()));
+  }
+  if (offset % 4 != 0) throw Error(fmt::format("read offset {} from '{}' is not a multiple of 4", offset, src.label()));
+  if (bytes == 0) return;
+  const uint64_t padded = (bytes + 3) / 4 * 4;
+  Buffer staging = create_buffer(padded, kMapRead | kCopyDst, "readback");
+  WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(s.device, nullptr);
+  wgpuCommandEncoderCopyBufferToBuffer(enc, src.handle(), offset, staging.handle(), 0, padded);
+  WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, nullptr);
+  wgpuQueueSubmit(s.queue, 1, &cmd);
+  wgpuCommandBufferRelease(cmd);
+  wgpuCommandEncoderRelease(enc);
+
+  struct R {
+    WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
+    std::string message;
+  } r;
+  WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
+  cb.mode = WGPUCallbackMode_WaitAnyOnly;
+  cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView msg, void* ud, void*) {
+    auto* rr = static_cast<R*>(ud);
+    rr->status = status;
+    rr->message = str(msg);
+  };
+  cb.userdata1 = &r;
+  s.wait(wgpuBufferMapAsync(staging.handle(), WGPUMapMode_Read, 0, padded, cb), "reading back a GPU buffer");
+  s.throw_pending();
+  if (r.status != WGPUMapAsyncStatus_Success) {
+    throw GpuError(fmt::format("mapping the readback of '{}' failed: {}", src.label(), r.message));
+  }
+  const void* mapped = wgpuBufferGetConstMappedRange(staging.handle(), 0, padded);
+  if (!mapped) throw GpuError("mapped range of the readback buffer is null");
+  std::memcpy(data, mapped, bytes);
+  wgpuBufferUnmap(staging.handle());
+}
+
+void Context::clear(const Buffer& dst, uint64_t offset, uint64_t bytes) {
+  Impl& s = *impl_;
+  if (bytes == ~uint64_t(0)) bytes = dst.size() - offset;
+  WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(s.device, nullptr);
+  wgpuCommandEncoderClearBuffer(enc, dst.handle(), offset, bytes);
+  WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, nullptr);
+  wgpuQueueSubmit(s.queue, 1, &cmd);
+  wgpuCommandBufferRelease(cmd);
+  wgpuCommandEncoderRelease(enc);
+  s.throw_pending();
+}
+
+Buffer Context::uniform(const void* data, uint64_t bytes, std::string_view label) {
+  Buffer b = create_buffer(bytes, kUniform | kCopyDst, label.empty() ? std::string_view("uniforms") : label);
+  write(b, data, bytes);
+  return b;
+}
+
+const Buffer& Context::dummy_buffer() {
+  Impl& s = *impl_;
+  if (!s.dummy.valid()) {
+    s.dummy = create_buffer(64, kStorageUsage, "absent optional input");
+    clear(s.dummy);
+  }
+  return s.dummy;
+}
+
+void Context::wait_idle() {
+  Impl& s = *impl_;
+  WGPUQueueWorkDoneCallbackInfo cb = WGPU_QUEUE_WORK_DONE_CALLBACK_INFO_INIT;
+  cb.mode = WGPUCallbackMode_WaitAnyOnly;
+  cb.callback = [](WGPUQueueWorkDoneStatus, WGPUStringView, void*, void*) {};
+  s.wait(wgpuQueueOnSubmittedWorkDone(s.queue, cb), "waiting for the GPU queue");
+  s.throw_pending();
+}
+
+const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, const Constants& constants,
+                                  std::string_view entry) {
+  Impl& s = *impl_;
+  std::string key;
+  key.reserve(wgsl.size() + 64);
+  key.append(entry).push_back('\0');
+  for (const auto& [k, v] : constants) key += fmt::format("{}={:a};", k, v);
+  key.push_back('\0');
+  key.append(wgsl);
+  std::lock_guard<std::mutex> lock(s.pipeline_mutex);
+  if (auto it = s.pipelines.find(key); it != s.pipelines.end()) {
+    ++s.cache_hits;
+    return *it->second;
+  }
+  ++s.cache_misses;
+
+  // Compile, then turn the first error message into "line L, column C".
+  WGPUShaderSourceWGSL src = WGPU_SHADER_SOURCE_WGSL_INIT;
+  src.code = sv(wgsl);
+  WGPUShaderModuleDescriptor mdesc = WGPU_SHADER_MODULE_DESCRIPTOR_INIT;
+  mdesc.nextInChain = &src.chain;
+  mdesc.label = sv(name);
+  wgpuDevicePushErrorScope(s.device, WGPUErrorFilter_Validation);
+  WGPUShaderModule module = wgpuDeviceCreateShaderModule(s.device, &mdesc);
+  struct Compile {
+    std::string error;
+  } compile;
+  WGPUCompilationInfoCallbackInfo ccb = WGPU_COMPILATION_INFO_CALLBACK_INFO_INIT;
+  ccb.mode = WGPUCallbackMode_WaitAnyOnly;
+  ccb.userdata1 = &compile;
+  ccb.userdata2 = const_cast<char*>(wgsl.data());
+  struct Ctx {
+    Compile* out;
+    std::string_view text;
+    std::string_view name;
+  } cctx{&compile, wgsl, name};
+  ccb.userdata1 = &cctx;
+  ccb.callback = [](WGPUCompilationInfoRequestStatus, const WGPUCompilationInfo* info, void* ud, void*) {
+    auto* c = static_cast<Ctx*>(ud);
+    if (!info) return;
+    for (size_t i = 0; i < info->messageCount; ++i) {
+      const WGPUCompilationMessage& m = info->messages[i];
+      if (m.type != WGPUCompilationMessageType_Error) continue;
+      std::string line_text;
+      {
+        std::istringstream in{std::string(c->text)};
+        std::string l;
+        for (uint64_t n = 1; std::getline(in, l); ++n) {
+          if (n == m.lineNum) {
+            line_text = l;
+            break;
+          }
+        }
+      }
+      if (!c->out->error.empty()) c->out->error += "\n";
+      c->out->error += fmt::format("WGSL error in '{}' at line {}, column {}: {}\n    {}", c->name, m.lineNum,
+                                   m.linePos, str(m.message), line_text);
+    }
+  };
+  s.wait(wgpuShaderModuleGetCompilationInfo(module, ccb), "compiling a WGSL shader");
+  std::string scope_error = s.pop_scope();
+  if (!compile.error.empty() || !scope_error.empty()) {
+    wgpuShaderModuleRelease(module);
+    throw GpuError(!compile.error.empty() ? compile.error : fmt::format("shader '{}': {}", name, scope_error));
+  }
+
+  std::vector<WGPUConstantEntry> entries;
+  for (const auto& [k, v] : constants) {
+    WGPUConstantEntry e = WGPU_CONSTANT_ENTRY_INIT;
+    e.key = sv(k);
+    e.value = v;
+    entries.push_back(e);
+  }
+  WGPUComputePipelineDescriptor pdesc = WGPU_COMPUTE_PIPELINE_DESCRIPTOR_INIT;
+  pdesc.label = sv(name);
+  pdesc.compute.module = module;
+  pdesc.compute.entryPoint = sv(entry);
+  pdesc.compute.constantCount = entries.size();
+  pdesc.compute.constants = entries.data();
+  WGPUComputePipeline cp = nullptr;
+  try {
+    cp = s.scoped(fmt::format("creating the compute pipeline '{}'", name),
+                  [&] { return wgpuDeviceCreateComputePipeline(s.device, &pdesc); });
+  } catch (...) {
+    wgpuShaderModuleRelease(module);
+    throw;
+  }
+  wgpuShaderModuleRelease(module);
+  auto p = std::make_unique<Pipeline>();
+  p->pipeline_ = std::shared_ptr<WGPUComputePipelineImpl>(cp, wgpuComputePipelineRelease);
+  p->layout_ = std::shared_ptr<WGPUBindGroupLayoutImpl>(wgpuComputePipelineGetBindGroupLayout(cp, 0),
+                                                        wgpuBindGroupLayoutRelease);
+  p->name_ = std::string(name);
+  const Pipeline& ref = *p;
+  s.pipelines.emplace(std::move(key), std::move(p));
+  return ref;
+}
+
+const Pipeline& Context::kernel(std::string_view path, const Constants& constants, std::string_view entry) {
+  return pipeline(path, shader_source(path), constants, entry);
+}
+
+BindGroup Context::bind_group(const Pipeline& pipeline, const std::vector<BufferBinding>& bindings,
+                              std::string_view what) {
+  Impl& s = *impl_;
+  std::vector<WGPUBindGroupEntry> entries;
+  entries.reserve(bindings.size());
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    const BufferBinding& b = bindings[i];
+    if (!b.buffer || !b.buffer->valid()) {
+      throw Error(fmt::format("{}: binding {} of '{}' has no buffer", what.empty() ? "dispatch" : what, i,
+                              pipeline.name()));
+    }
+    const uint64_t size = b.size == ~uint64_t(0) ? b.buffer->size() - b.offset : b.size;
+    const bool is_uniform = (b.buffer->usage() & kUniform) != 0;
+    const uint64_t limit =
+        is_uniform ? s.limits.max_uniform_buffer_binding_size : s.limits.max_storage_buffer_binding_size;
+    if (size > limit) {
+      throw Error(fmt::format("{}: buffer '{}' bound as binding {} of '{}' is {}, over this device's {} of {}",
+                              what.empty() ? "dispatch" : what, b.buffer->label(), i, pipeline.name(),
+                              human_bytes(size),
+                              is_uniform ? "maxUniformBufferBindingSize" : "maxStorageBufferBindingSize",
+                              human_bytes(limit)));
+    }
+    const uint32_t align =
+        is_uniform ? s.limits.min_uniform_buffer_offset_alignment : s.limits.min_storage_buffer_offset_alignment;
+    if (align && b.offset % align != 0) {
+      throw Error(fmt::format("{}: binding {} of '{}' starts at offset {}, not a multiple of the device's {}",
+                              what.empty() ? "dispatch" : what, i, pipeline.name(), b.offset, align));
+    }
+    WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
+    e.binding = uint32_t(i);
+    e.buffer = b.buffer->handle();
+    e.offset = b.offset;
+    e.size = size;
+    entries.push_back(e);
+  }
+  WGPUBindGroupDescriptor desc = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
+  desc.layout = pipeline.layout();
+  desc.entryCount = entries.size();
+  desc.entries = entries.data();
+  WGPUBindGroup g = s.scoped(fmt::format("binding buffers to '{}'", pipeline.name()),
+                             [&] { return wgpuDeviceCreateBindGroup(s.device, &desc); });
+  BindGroup out;
+  out.group_ = std::shared_ptr<WGPUBindGroupImpl>(g, wgpuBindGroupRelease);
+  return out;
+}
+
+std::string_view shader_source(std::string_view path) {
+  const auto& all = embedded_shaders();
+  auto it = all.find(path);
+  if (it == all.end()) throw Error(fmt::format("no embedded WGSL kernel named '{}'", path));
+  return it->second;
+}
+
+}  // namespace wgnn::gpu

@@ -1,0 +1,197 @@
+#pragma once
+// The WebGPU device layer. gpu/ is the only part of wgnn that includes
+// webgpu.h; everything above it sees these small RAII types.
+//
+//   Context    instance, adapter, device; limits and features; buffers;
+//              the pipeline cache; errors -> exceptions
+//   Buffer     a GPU buffer (shared handle) with its size
+//   Pipeline   a compiled compute pipeline (cached per process)
+//   Recorder   (gpu/recorder.h) many dispatches, one command buffer, one submit
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "gpu/error.h"
+
+struct WGPUBufferImpl;
+struct WGPUComputePipelineImpl;
+struct WGPUBindGroupLayoutImpl;
+struct WGPUBindGroupImpl;
+struct WGPUDeviceImpl;
+struct WGPUQueueImpl;
+struct WGPUInstanceImpl;
+
+namespace wgnn::gpu {
+
+// The limits wgnn cares about, as granted to the device (the adapter's maxima).
+struct Limits {
+  uint64_t max_buffer_size = 0;
+  uint64_t max_storage_buffer_binding_size = 0;
+  uint64_t max_uniform_buffer_binding_size = 0;
+  uint32_t max_storage_buffers_per_shader_stage = 0;
+  uint32_t max_bind_groups = 0;
+  uint32_t max_bindings_per_bind_group = 0;
+  uint32_t min_storage_buffer_offset_alignment = 0;
+  uint32_t min_uniform_buffer_offset_alignment = 0;
+  uint32_t max_compute_workgroup_storage_size = 0;
+  uint32_t max_compute_invocations_per_workgroup = 0;
+  uint32_t max_compute_workgroup_size_x = 0;
+  uint32_t max_compute_workgroup_size_y = 0;
+  uint32_t max_compute_workgroup_size_z = 0;
+  uint32_t max_compute_workgroups_per_dimension = 0;
+};
+
+struct AdapterInfo {
+  std::string name;          // device name, e.g. "NVIDIA H200"
+  std::string vendor;
+  std::string architecture;
+  std::string description;   // driver description
+  std::string backend;       // "Vulkan", "Metal", ...
+  std::string adapter_type;  // "discrete GPU", "integrated GPU", "CPU", "unknown"
+  uint32_t vendor_id = 0;
+  uint32_t device_id = 0;
+  uint32_t subgroup_min_size = 0;
+  uint32_t subgroup_max_size = 0;
+  std::string driver_source;  // how the driver was chosen (see gpu/driver.h)
+};
+
+struct Features {
+  bool shader_f16 = false;
+  bool subgroups = false;
+  bool timestamp_query = false;
+  std::vector<std::string> adapter_features;  // every feature the adapter offers, by name
+};
+
+// Buffer usage bits, the values of WGPUBufferUsage.
+enum BufferUsage : uint64_t {
+  kMapRead = 0x1,
+  kMapWrite = 0x2,
+  kCopySrc = 0x4,
+  kCopyDst = 0x8,
+  kUniform = 0x40,
+  kStorage = 0x80,
+  kQueryResolve = 0x200,
+};
+inline constexpr uint64_t kStorageUsage = kStorage | kCopySrc | kCopyDst;
+
+class Context;
+
+class Buffer {
+ public:
+  Buffer() = default;
+  uint64_t size() const { return size_; }
+  uint64_t usage() const { return usage_; }
+  const std::string& label() const { return *label_; }
+  bool valid() const { return handle_ != nullptr; }
+  WGPUBufferImpl* handle() const { return handle_.get(); }
+  bool operator==(const Buffer& o) const { return handle_ == o.handle_; }
+
+ private:
+  friend class Context;
+  std::shared_ptr<WGPUBufferImpl> handle_;
+  std::shared_ptr<const std::string> label_;
+  uint64_t size_ = 0;
+  uint64_t usage_ = 0;
+};
+
+// A slice of a buffer bound to one binding slot.
+struct BufferBinding {
+  const Buffer* buffer = nullptr;
+  uint64_t offset = 0;
+  uint64_t size = ~uint64_t(0);  // ~0: from offset to the end
+};
+
+// Override constants of a pipeline (WGSL `override` declarations).
+using Constants = std::vector<std::pair<std::string, double>>;
+
+class Pipeline {
+ public:
+  WGPUComputePipelineImpl* handle() const { return pipeline_.get(); }
+  WGPUBindGroupLayoutImpl* layout() const { return layout_.get(); }
+  const std::string& name() const { return name_; }
+
+ private:
+  friend class Context;
+  std::shared_ptr<WGPUComputePipelineImpl> pipeline_;
+  std::shared_ptr<WGPUBindGroupLayoutImpl> layout_;
+  std::string name_;
+};
+
+// Bind group 0 of a pipeline, made once and reused by as many dispatches as
+// need the same buffers.
+class BindGroup {
+ public:
+  WGPUBindGroupImpl* handle() const { return group_.get(); }
+
+ private:
+  friend class Context;
+  std::shared_ptr<WGPUBindGroupImpl> group_;
+};
+
+struct ContextOptions {
+  // "auto" (the machine's GPU driver if there is one, else the bundled
+  // lavapipe), "gpu" (the system's Vulkan drivers only) or "lavapipe".
+  // Empty: the environment variable WGNN_ADAPTER, else "auto".
+  std::string adapter;
+  // Dawn toggles to enable on the device, e.g. "disable_robustness".
+  std::vector<std::string> enable_toggles;
+};
+
+class Context {
+ public:
+  explicit Context(const ContextOptions& options = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const AdapterInfo& adapter() const;
+  const Limits& limits() const;
+  const Features& features() const;
+
+  // Buffers. Sizes are rounded up to 16 bytes so vec4 views are valid; a size
+  // above maxBufferSize throws an Error naming the size and the limit.
+  Buffer create_buffer(uint64_t bytes, uint64_t usage = kStorageUsage, std::string_view label = {});
+  void write(const Buffer& dst, const void* data, uint64_t bytes, uint64_t offset = 0);
+  void read(const Buffer& src, void* data, uint64_t bytes, uint64_t offset = 0);
+  void clear(const Buffer& dst, uint64_t offset = 0, uint64_t bytes = ~uint64_t(0));
+  // A uniform buffer holding `bytes` of `data`.
+  Buffer uniform(const void* data, uint64_t bytes, std::string_view label = {});
+  // A small zero-filled storage buffer standing in for an absent optional
+  // input (valid for vec4<f32> views).
+  const Buffer& dummy_buffer();
+
+  // Pipelines, compiled once per (source, entry point, constants) and cached.
+  // WGSL errors throw an Error naming the shader, line and column.
+  const Pipeline& pipeline(std::string_view name, std::string_view wgsl, const Constants& constants = {},
+                           std::string_view entry = "main");
+  // The same for an embedded kernel file (see gpu/shaders.h).
+  const Pipeline& kernel(std::string_view path, const Constants& constants = {}, std::string_view entry = "main");
+  uint64_t pipeline_cache_hits() const;
+  uint64_t pipeline_cache_misses() const;
+
+  // A bind group for bindings 0..n-1 of `pipeline`. Each binding is checked
+  // against maxStorageBufferBindingSize and the offset alignment.
+  BindGroup bind_group(const Pipeline& pipeline, const std::vector<BufferBinding>& bindings,
+                       std::string_view what = {});
+
+  // Waits until the GPU has finished all submitted work; throws a pending
+  // error (validation, device lost) if one was reported.
+  void wait_idle();
+  // Throws the first error the device reported since the last check.
+  void check();
+
+  // Raw handles for gpu/ internals (recorder, timers).
+  WGPUDeviceImpl* device() const;
+  WGPUQueueImpl* queue() const;
+  WGPUInstanceImpl* instance() const;
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace wgnn::gpu

@@ -1,0 +1,65 @@
+#pragma once
+// Internal to gpu/: the state behind Context, shared with the recorder.
+#include <webgpu/webgpu.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "gpu/context.h"
+
+namespace wgnn::gpu {
+
+inline WGPUStringView sv(std::string_view s) { return WGPUStringView{s.data(), s.size()}; }
+inline std::string str(WGPUStringView s) {
+  if (!s.data) return {};
+  if (s.length == WGPU_STRLEN) return std::string(s.data);
+  return std::string(s.data, s.length);
+}
+
+struct Context::Impl {
+  WGPUInstance instance = nullptr;
+  WGPUAdapter adapter = nullptr;
+  WGPUDevice device = nullptr;
+  WGPUQueue queue = nullptr;
+  AdapterInfo info;
+  Limits limits;
+  Features features;
+
+  std::mutex error_mutex;
+  std::string pending_error;  // first uncaptured error since the last check
+  bool lost = false;
+  std::string lost_message;
+
+  std::mutex pipeline_mutex;
+  std::unordered_map<std::string, std::unique_ptr<Pipeline>> pipelines;
+  uint64_t cache_hits = 0, cache_misses = 0;
+
+  Buffer dummy;
+  uint64_t timeout_ns = 600ull * 1000 * 1000 * 1000;
+
+  // Blocks until `future` completes (or the timeout passes: then throws).
+  void wait(WGPUFuture future, const char* what);
+  // Runs `fn` inside validation and out-of-memory error scopes and throws
+  // GpuError with `what` and Dawn's message if either caught something.
+  template <typename Fn>
+  auto scoped(const std::string& what, Fn&& fn);
+  std::string pop_scope();
+  void throw_pending();
+};
+
+template <typename Fn>
+auto Context::Impl::scoped(const std::string& what, Fn&& fn) {
+  wgpuDevicePushErrorScope(device, WGPUErrorFilter_OutOfMemory);
+  wgpuDevicePushErrorScope(device, WGPUErrorFilter_Validation);
+  auto result = fn();
+  std::string validation = pop_scope();
+  std::string oom = pop_scope();
+  if (!validation.empty()) throw GpuError(what + ": " + validation);
+  if (!oom.empty()) throw GpuError(what + ": out of GPU memory: " + oom);
+  return result;
+}
+
+}  // namespace wgnn::gpu

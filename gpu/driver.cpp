@@ -1,0 +1,110 @@
+#include "gpu/driver.h"
+
+#include <dlfcn.h>
+#include <glob.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpu/error.h"
+
+#ifndef WGNN_DEPS_DIR
+#define WGNN_DEPS_DIR ""
+#endif
+
+namespace fs = std::filesystem;
+
+namespace wgnn::gpu {
+namespace {
+
+bool exists_glob(const char* pattern) {
+  glob_t g{};
+  const bool found = glob(pattern, 0, nullptr, &g) == 0 && g.gl_pathc > 0;
+  globfree(&g);
+  return found;
+}
+
+bool has_gpu_device_node() { return exists_glob("/dev/nvidia[0-9]*") || exists_glob("/dev/dri/renderD*"); }
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+// Points the Vulkan loader at the bundled lavapipe. The backported lavapipe
+// needs a newer libdrm than the system's; loading the bundled copies first
+// (RTLD_GLOBAL) satisfies its DT_NEEDED entries by soname, so no
+// LD_LIBRARY_PATH is needed.
+void use_bundled_lavapipe(const std::string& deps) {
+  static std::once_flag once;
+  const std::string icd = deps + "/lavapipe/lvp_icd.json";
+  if (!fs::exists(icd)) {
+    throw Error(fmt::format(
+        "the bundled lavapipe driver was requested but {} is missing: run scripts/setup (it fetches lavapipe on "
+        "machines without a GPU driver; WGNN_FORCE_LAVAPIPE=1 fetches it anyway)",
+        icd));
+  }
+  std::call_once(once, [&] {
+    const std::string lib = deps + "/lavapipe/root/usr/lib/x86_64-linux-gnu/";
+    for (const char* so : {"libdrm.so.2", "libdrm_amdgpu.so.1"}) {
+      const std::string path = lib + so;
+      if (fs::exists(path)) dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    }
+    // lavapipe's window-system code looks for a Wayland socket and complains
+    // on stderr when XDG_RUNTIME_DIR is unset; compute needs no display.
+    if (!std::getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0);
+    setenv("VK_DRIVER_FILES", icd.c_str(), 1);
+    setenv("VK_ICD_FILENAMES", icd.c_str(), 1);
+  });
+}
+
+}  // namespace
+
+std::string deps_dir() {
+  std::vector<std::string> candidates;
+  if (auto e = env("WGNN_DEPS_DIR"); !e.empty()) candidates.push_back(e);
+  candidates.emplace_back(WGNN_DEPS_DIR);
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back((exe.parent_path() / ".." / ".deps").string());
+    candidates.push_back((exe.parent_path() / ".." / ".." / ".deps").string());
+  }
+  for (const auto& c : candidates) {
+    if (!c.empty() && fs::is_directory(c)) return fs::weakly_canonical(c).string();
+  }
+  return {};
+}
+
+DriverChoice choose_vulkan_driver(const std::string& requested, bool retry_with_lavapipe) {
+  std::string mode = requested.empty() ? env("WGNN_ADAPTER") : requested;
+  if (mode.empty()) mode = "auto";
+  if (mode != "auto" && mode != "gpu" && mode != "lavapipe") {
+    throw Error(fmt::format("unknown adapter choice '{}': accepted are auto, gpu, lavapipe", mode));
+  }
+  const std::string user_icd = !env("VK_DRIVER_FILES").empty() ? env("VK_DRIVER_FILES") : env("VK_ICD_FILENAMES");
+  const std::string deps = deps_dir();
+  const bool bundled = !deps.empty() && fs::exists(deps + "/lavapipe/lvp_icd.json");
+
+  if (mode == "lavapipe" || (mode == "auto" && retry_with_lavapipe)) {
+    use_bundled_lavapipe(deps);
+    return {"lavapipe", fmt::format("bundled lavapipe (Mesa, Vulkan on the CPU) from {}/lavapipe", deps)};
+  }
+  if (mode == "auto" && !user_icd.empty()) {
+    return {"environment", fmt::format("Vulkan driver named by the environment ({})", user_icd)};
+  }
+  if (mode == "auto" && !has_gpu_device_node() && bundled) {
+    use_bundled_lavapipe(deps);
+    return {"lavapipe",
+            fmt::format("no GPU device on this machine: bundled lavapipe (Mesa, Vulkan on the CPU) from {}/lavapipe",
+                        deps)};
+  }
+  return {"gpu", "the machine's Vulkan driver"};
+}
+
+}  // namespace wgnn::gpu

@@ -1,0 +1,74 @@
+#pragma once
+// Recording work for the GPU: many dispatches share one compute pass and one
+// command buffer, submitted once. WebGPU orders the dispatches of a pass and
+// makes each one's storage writes visible to the next (each dispatch is its
+// own usage scope), so read-after-write between dispatches needs no barrier
+// from us; tests/gpu/recorder_test checks it on a chain of dependent kernels.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/context.h"
+#include "gpu/dispatch.h"
+
+struct WGPUCommandEncoderImpl;
+struct WGPUComputePassEncoderImpl;
+struct WGPUQuerySetImpl;
+
+namespace wgnn::gpu {
+
+enum class Timing {
+  None,         // one pass for everything: the fast path
+  Total,        // one pass, GPU time of the whole pass
+  PerDispatch,  // one pass per dispatch, GPU time of each (profiling)
+};
+
+struct TimedSpan {
+  std::string label;
+  double ms = 0;
+};
+
+class Recorder {
+ public:
+  explicit Recorder(Context& ctx, Timing timing = Timing::None);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // Records one dispatch of `pipeline` with bind group 0 made from
+  // `bindings` (checked against the device limits) over `grid`.
+  void dispatch(const Pipeline& pipeline, const std::vector<BufferBinding>& bindings, Grid grid,
+                std::string_view label = {});
+  // The same with a bind group made earlier (no host work beyond encoding).
+  void dispatch(const Pipeline& pipeline, const BindGroup& group, Grid grid, std::string_view label = {});
+  void copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes);
+
+  // Ends the pass and submits the command buffer (once).
+  void submit();
+  // submit(), then waits until the GPU is done; throws any device error.
+  void finish();
+  // After finish(), with Timing other than None: the GPU time of each span
+  // (a pass, or a dispatch for PerDispatch).
+  std::vector<TimedSpan> timings();
+  double total_gpu_ms();
+  size_t dispatch_count() const { return dispatches_; }
+
+ private:
+  void ensure_pass(std::string_view label);
+  void end_pass();
+
+  Context& ctx_;
+  Timing timing_;
+  WGPUCommandEncoderImpl* encoder_ = nullptr;
+  WGPUComputePassEncoderImpl* pass_ = nullptr;
+  std::vector<BindGroup> keep_alive_;
+  std::vector<std::shared_ptr<WGPUQuerySetImpl>> query_sets_;
+  std::vector<std::string> span_labels_;
+  uint32_t queries_used_in_set_ = 0;
+  Buffer resolve_, readback_;
+  bool submitted_ = false, finished_ = false;
+  size_t dispatches_ = 0;
+  std::vector<TimedSpan> spans_;
+};
+
+}  // namespace wgnn::gpu

@@ -1,0 +1,134 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "gpu/recorder.h"
+#include "gpu/shaders.h"
+#include "gpu_fixture.h"
+
+using namespace wgnn;
+using testing::HasSubstr;
+using wgnn::test::ctx;
+
+TEST(Context, ReportsAdapterAndLimits) {
+  const auto& a = ctx().adapter();
+  EXPECT_FALSE(a.name.empty());
+  EXPECT_EQ(a.backend, "Vulkan");
+  EXPECT_GE(ctx().limits().max_storage_buffer_binding_size, 128ull << 20);
+  EXPECT_GE(ctx().limits().max_compute_invocations_per_workgroup, 256u);
+  EXPECT_GE(ctx().limits().max_compute_workgroups_per_dimension, 65535u);
+}
+
+class RoundTrip : public testing::TestWithParam<size_t> {};
+
+TEST_P(RoundTrip, UploadDownload) {
+  const size_t bytes = GetParam();
+  std::vector<unsigned char> in(bytes), out(bytes, 0xEE);
+  for (size_t i = 0; i < bytes; ++i) in[i] = static_cast<unsigned char>((i * 131 + 7) & 0xFF);
+  gpu::Buffer b = ctx().create_buffer(bytes, gpu::kStorageUsage, "roundtrip");
+  ctx().write(b, in.data(), bytes);
+  ctx().read(b, out.data(), bytes);
+  EXPECT_EQ(in, out);
+}
+INSTANTIATE_TEST_SUITE_P(Sizes, RoundTrip, testing::Values(1, 3, 4, 17, 4096, 65537, (size_t(1) << 22) + 5));
+
+TEST(Context, WriteAtOffsetAndClear) {
+  std::vector<uint32_t> ones(64, 0xFFFFFFFFu), back(64);
+  gpu::Buffer b = ctx().create_buffer(256, gpu::kStorageUsage, "clear");
+  ctx().write(b, ones.data(), 256);
+  ctx().clear(b, 64, 128);
+  ctx().read(b, back.data(), 256);
+  for (size_t i = 0; i < 64; ++i) EXPECT_EQ(back[i], (i >= 16 && i < 48) ? 0u : 0xFFFFFFFFu) << i;
+}
+
+TEST(Context, OversizeBufferNamesSizeAndLimit) {
+  const uint64_t limit = ctx().limits().max_buffer_size;
+  try {
+    ctx().create_buffer(limit + 4096, gpu::kStorageUsage, "too big");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("too big"));
+    EXPECT_THAT(e.what(), HasSubstr("maxBufferSize"));
+    EXPECT_THAT(e.what(), HasSubstr(std::to_string(limit)));
+  }
+}
+
+TEST(Context, BindingOverStorageLimitNamesLimit) {
+  // A buffer over maxStorageBufferBindingSize (128 MiB on lavapipe) can exist
+  // where maxBufferSize allows, but binding it whole must fail loud.
+  const auto& l = ctx().limits();
+  if (l.max_buffer_size <= l.max_storage_buffer_binding_size) {
+    GTEST_SKIP() << "maxBufferSize does not exceed maxStorageBufferBindingSize here";
+  }
+  const uint64_t size = l.max_storage_buffer_binding_size + 1024;
+  gpu::Buffer big = ctx().create_buffer(size, gpu::kStorageUsage, "big");
+  gpu::Buffer small = ctx().create_buffer(1024, gpu::kStorageUsage, "small");
+  const auto& p = ctx().kernel("gpu/kernels/copy_vec4.wgsl");
+  try {
+    ctx().bind_group(p, {{&big}, {&small}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("maxStorageBufferBindingSize"));
+    EXPECT_THAT(e.what(), HasSubstr("'big'"));
+  }
+}
+
+TEST(Context, InvalidWgslNamesTheLine) {
+  const char* bad =
+      "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n"
+      "@compute @workgroup_size(1)\n"
+      "fn main() {\n"
+      "  x[0] = undefined_thing + 1.0;\n"
+      "}\n";
+  try {
+    ctx().pipeline("bad.wgsl", bad);
+    FAIL() << "expected an error";
+  } catch (const gpu::GpuError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("bad.wgsl"));
+    EXPECT_THAT(e.what(), HasSubstr("line 4"));
+    EXPECT_THAT(e.what(), HasSubstr("undefined_thing"));
+  }
+}
+
+TEST(Context, PipelineCacheHitsOnSecondRequest) {
+  const char* src =
+      "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n"
+      "override V: f32 = 1.0;\n"
+      "@compute @workgroup_size(1) fn main() { x[0] = V; }\n";
+  const uint64_t misses = ctx().pipeline_cache_misses();
+  const uint64_t hits = ctx().pipeline_cache_hits();
+  const auto& p1 = ctx().pipeline("cache.wgsl", src, {{"V", 2.0}});
+  const auto& p2 = ctx().pipeline("cache.wgsl", src, {{"V", 2.0}});
+  EXPECT_EQ(&p1, &p2);
+  EXPECT_EQ(ctx().pipeline_cache_misses(), misses + 1);
+  EXPECT_EQ(ctx().pipeline_cache_hits(), hits + 1);
+  const auto& p3 = ctx().pipeline("cache.wgsl", src, {{"V", 3.0}});  // other constants: a new pipeline
+  EXPECT_NE(&p1, &p3);
+  EXPECT_EQ(ctx().pipeline_cache_misses(), misses + 2);
+}
+
+TEST(Context, EveryEmbeddedKernelCompiles) {
+  ASSERT_FALSE(gpu::embedded_shaders().empty());
+  for (const auto& [name, text] : gpu::embedded_shaders()) {
+    SCOPED_TRACE(std::string(name));
+    // Kernels needing f16 are compiled only where the device offers it.
+    if (text.find("enable f16;") != std::string_view::npos && !ctx().features().shader_f16) continue;
+    if (text.find("enable subgroups;") != std::string_view::npos && !ctx().features().subgroups) continue;
+    EXPECT_NO_THROW(ctx().pipeline(name, text));
+  }
+}
+
+TEST(Context, UnknownKernelNamesFile) {
+  EXPECT_THROW(
+      {
+        try {
+          ctx().kernel("ops/kernels/nope.wgsl");
+        } catch (const Error& e) {
+          EXPECT_THAT(e.what(), HasSubstr("nope.wgsl"));
+          throw;
+        }
+      },
+      Error);
+}

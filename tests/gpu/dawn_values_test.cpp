@@ -1,0 +1,71 @@
+// Proves the numbers of gpu/dawn_values.h against the loaded Dawn: asking for
+// a feature the adapter lacks makes Dawn name it in its error, and a device
+// granted a feature must accept what that feature enables.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "gpu/dawn_values.h"
+#include "gpu/recorder.h"
+#include "gpu_fixture.h"
+
+using namespace wgnn;
+using testing::HasSubstr;
+using wgnn::test::ctx;
+
+namespace {
+bool adapter_offers(const std::string& name) {
+  const auto& f = ctx().features().adapter_features;
+  return std::find(f.begin(), f.end(), name) != f.end();
+}
+}  // namespace
+
+TEST(DawnValues, ShaderF16NumberEnablesF16) {
+  if (!adapter_offers("shader-f16")) GTEST_SKIP() << "adapter has no shader-f16";
+  ASSERT_TRUE(ctx().features().shader_f16);
+  EXPECT_NO_THROW(ctx().pipeline("f16 probe",
+                                 "enable f16;\n@group(0) @binding(0) var<storage, read_write> x: array<f16>;\n"
+                                 "@compute @workgroup_size(1) fn main() { x[0] = 1.5h; }\n"));
+}
+
+TEST(DawnValues, SubgroupsNumberEnablesSubgroups) {
+  if (!adapter_offers("subgroups")) GTEST_SKIP() << "adapter has no subgroups";
+  ASSERT_TRUE(ctx().features().subgroups);
+  EXPECT_NO_THROW(ctx().pipeline("subgroup probe",
+                                 "enable subgroups;\n@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n"
+                                 "@compute @workgroup_size(32) fn main() { x[0] = subgroupAdd(1.0); }\n"));
+}
+
+TEST(DawnValues, TimestampQueryNumberAllowsQuerySets) {
+  if (!adapter_offers("timestamp-query")) GTEST_SKIP() << "adapter has no timestamp-query";
+  gpu::Buffer a = ctx().create_buffer(1024, gpu::kStorageUsage, "a");
+  gpu::Buffer b = ctx().create_buffer(1024, gpu::kStorageUsage, "b");
+  gpu::Recorder rec(ctx(), gpu::Timing::Total);
+  rec.dispatch(ctx().kernel("gpu/kernels/copy_vec4.wgsl"), {{&a}, {&b}}, gpu::Grid{1, 1, 1});
+  EXPECT_NO_THROW(rec.finish());
+  EXPECT_EQ(rec.timings().size(), 1u);
+}
+
+TEST(DawnValues, DawnNamesTheTextureFeatures) {
+  // ETC2 and ASTC are absent on desktop Vulkan drivers; their numbers are the
+  // same in both numberings and anchor the probe itself.
+  EXPECT_THAT(gpu::probe_feature_request(ctx(), 0x6), HasSubstr("TextureCompressionETC2"));
+}
+
+TEST(DawnValues, SubgroupMatrixFeatureNumber) {
+  if (adapter_offers("chromium-experimental-subgroup-matrix")) {
+    EXPECT_EQ(gpu::probe_feature_request(ctx(), gpu::dawn::kFeatureSubgroupMatrix), "");
+  } else {
+    // Named either way, depending on whether the adapter knows it at all.
+    EXPECT_THAT(gpu::probe_feature_request(ctx(), gpu::dawn::kFeatureSubgroupMatrix),
+                testing::AnyOf(HasSubstr("ChromiumExperimentalSubgroupMatrix"),
+                               HasSubstr("chromium-experimental-subgroup-matrix")));
+  }
+}
+
+TEST(DawnValues, TimestampInsidePassesFeatureNumber) {
+  // Without allow_unsafe_apis this feature is refused, and named.
+  EXPECT_THAT(gpu::probe_feature_request(ctx(), gpu::dawn::kFeatureTimestampQueryInsidePasses),
+              HasSubstr("chromium-experimental-timestamp-query-inside-passes"));
+}

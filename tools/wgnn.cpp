@@ -1,0 +1,110 @@
+// wgnn: the command-line tool.
+//   wgnn info [--json]                 the adapter, its features and limits
+//   wgnn bench-copy [--mib N]          memory bandwidth of a vec4 copy kernel
+//   wgnn selfcheck                     a few kernels against the CPU
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+
+#include "gpu/context.h"
+#include "gpu/recorder.h"
+#include "tools/commands.h"
+
+using nlohmann::json;
+using namespace wgnn;
+
+namespace {
+
+json limits_json(const gpu::Limits& l) {
+  return json{{"maxBufferSize", l.max_buffer_size},
+              {"maxStorageBufferBindingSize", l.max_storage_buffer_binding_size},
+              {"maxUniformBufferBindingSize", l.max_uniform_buffer_binding_size},
+              {"maxStorageBuffersPerShaderStage", l.max_storage_buffers_per_shader_stage},
+              {"maxComputeWorkgroupStorageSize", l.max_compute_workgroup_storage_size},
+              {"maxComputeInvocationsPerWorkgroup", l.max_compute_invocations_per_workgroup},
+              {"maxComputeWorkgroupSizeX", l.max_compute_workgroup_size_x},
+              {"maxComputeWorkgroupsPerDimension", l.max_compute_workgroups_per_dimension},
+              {"minStorageBufferOffsetAlignment", l.min_storage_buffer_offset_alignment}};
+}
+
+int cmd_info(gpu::Context& ctx, bool as_json) {
+  const auto& a = ctx.adapter();
+  const auto& f = ctx.features();
+  if (as_json) {
+    json j{{"adapter", a.name},
+           {"vendor", a.vendor},
+           {"architecture", a.architecture},
+           {"backend", a.backend},
+           {"adapter_type", a.adapter_type},
+           {"driver", a.description},
+           {"driver_source", a.driver_source},
+           {"subgroup_size", {a.subgroup_min_size, a.subgroup_max_size}},
+           {"features",
+            {{"shader-f16", f.shader_f16},
+             {"subgroups", f.subgroups},
+             {"timestamp-query", f.timestamp_query},
+             {"adapter", f.adapter_features}}},
+           {"limits", limits_json(ctx.limits())}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  const auto& l = ctx.limits();
+  fmt::print("adapter        {}\n", a.name);
+  fmt::print("vendor         {} (0x{:04x}), {}\n", a.vendor, a.vendor_id, a.architecture);
+  fmt::print("backend        {}, {}\n", a.backend, a.adapter_type);
+  fmt::print("driver         {}\n", a.description);
+  fmt::print("chosen         {}\n", a.driver_source);
+  fmt::print("subgroups      {}..{}\n", a.subgroup_min_size, a.subgroup_max_size);
+  fmt::print("features       shader-f16 {}, subgroups {}, timestamp-query {}\n", f.shader_f16 ? "yes" : "no",
+             f.subgroups ? "yes" : "no", f.timestamp_query ? "yes" : "no");
+  fmt::print("adapter offers {}\n", fmt::join(f.adapter_features, ", "));
+  fmt::print("limits         maxStorageBufferBindingSize {} MiB, maxBufferSize {} MiB\n",
+             l.max_storage_buffer_binding_size >> 20, l.max_buffer_size >> 20);
+  fmt::print("               workgroup storage {} KiB, {} invocations, {} workgroups per dimension\n",
+             l.max_compute_workgroup_storage_size >> 10, l.max_compute_invocations_per_workgroup,
+             l.max_compute_workgroups_per_dimension);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"wgnn: neural-network inference on the GPU through WebGPU"};
+  app.require_subcommand(1);
+  std::string adapter;
+  app.add_option("--adapter", adapter, "auto (default), gpu or lavapipe; WGNN_ADAPTER sets the default");
+
+  auto* info = app.add_subcommand("info", "Show the WebGPU adapter, its features and limits");
+  bool info_json = false;
+  info->add_flag("--json", info_json, "Print a JSON object");
+
+  auto* bench = app.add_subcommand("bench-copy", "Memory bandwidth of a vec4 copy kernel (the yardstick)");
+  tools::BenchCopyOptions bc;
+  bench->add_option("--mib", bc.mib, "Buffer size in MiB (each of source and destination)");
+  bench->add_option("--iters", bc.iters, "Copies per measurement");
+  bench->add_option("--reps", bc.reps, "Measurements (the median is reported)");
+  bench->add_flag("--json", bc.json, "Print one JSON object");
+
+  auto* self = app.add_subcommand("selfcheck", "Run a few kernels and compare with the CPU");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    gpu::ContextOptions opts;
+    opts.adapter = adapter;
+    gpu::Context ctx(opts);
+    if (info->parsed()) return cmd_info(ctx, info_json);
+    if (bench->parsed()) return tools::bench_copy(ctx, bc);
+    if (self->parsed()) return tools::selfcheck(ctx);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wgnn: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
