@@ -1,5 +1,6 @@
 # Writes OUT: a C++ source that maps each WGSL file (path relative to ROOT)
 # to its text, so kernels stay readable files yet ship inside the binary.
+string(REPLACE "|" ";" FILES "${FILES}")
 set(body "")
 set(index "")
 set(i 0)

@@ -100,6 +100,7 @@ struct AdapterResult {
 
 WGPUAdapter request_adapter(Context::Impl& impl, std::string* message) {
   WGPURequestAdapterOptions opts = WGPU_REQUEST_ADAPTER_OPTIONS_INIT;
+  opts.nextInChain = impl.adapter_toggles;
   opts.powerPreference = WGPUPowerPreference_HighPerformance;
   AdapterResult result;
   WGPURequestAdapterCallbackInfo cb = WGPU_REQUEST_ADAPTER_CALLBACK_INFO_INIT;
@@ -170,10 +171,20 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   }
   DriverChoice driver = choose_vulkan_driver(options.adapter);
 
+  // Dawn offers ShaderF16 on NVIDIA's Vulkan driver only with this toggle,
+  // given to the instance and the adapter request.
+  const char* adapter_enabled[] = {"vulkan_enable_f16_on_nvidia"};
+  WGPUDawnTogglesDescriptor adapter_toggles{};
+  adapter_toggles.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);
+  adapter_toggles.enabledToggleCount = 1;
+  adapter_toggles.enabledToggles = adapter_enabled;
+  s.adapter_toggles = &adapter_toggles.chain;
+
   std::string adapter_message;
   for (int attempt = 0; attempt < 2 && !s.adapter; ++attempt) {
     WGPUInstanceFeatureName instance_features[] = {WGPUInstanceFeatureName_TimedWaitAny};
     WGPUInstanceDescriptor idesc = WGPU_INSTANCE_DESCRIPTOR_INIT;
+    idesc.nextInChain = &adapter_toggles.chain;
     idesc.requiredFeatureCount = 1;
     idesc.requiredFeatures = instance_features;
     s.instance = wgpuCreateInstance(&idesc);
@@ -246,7 +257,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
 
   // Timestamps are quantized by default (a browser's defence against timing
   // attacks); a native runtime wants them exact for profiling.
-  std::vector<const char*> enabled;
+  std::vector<const char*> enabled(std::begin(adapter_enabled), std::end(adapter_enabled));
   for (const auto& t : options.enable_toggles) enabled.push_back(t.c_str());
   const char* disabled[] = {"timestamp_quantization"};
   WGPUDawnTogglesDescriptor toggles{};
@@ -284,6 +295,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   if (!dr.device) throw GpuError("could not create a WebGPU device on " + s.info.name + ": " + dr.message);
   s.device = dr.device;
   s.queue = wgpuDeviceGetQueue(s.device);
+  s.adapter_toggles = nullptr;
 
   Guarded<WGPULimits> device_limits;
   wgpuDeviceGetLimits(s.device, &device_limits.value);

@@ -24,6 +24,7 @@ struct Context::Impl {
   WGPUAdapter adapter = nullptr;
   WGPUDevice device = nullptr;
   WGPUQueue queue = nullptr;
+  WGPUChainedStruct* adapter_toggles = nullptr;  // during construction only
   AdapterInfo info;
   Limits limits;
   Features features;

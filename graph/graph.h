@@ -1,0 +1,117 @@
+#pragma once
+// The graph: the single owner of a model's tensors and GPU work. Ops add
+// tensors and dispatches to it; prepare() gives every tensor its storage and
+// builds every bind group once; run() records all dispatches into one
+// compute pass, submits once and waits.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/context.h"
+#include "gpu/dispatch.h"
+#include "gpu/recorder.h"
+#include "graph/tensor.h"
+
+namespace wgnn {
+
+enum class TensorKind { Input, Output, Intermediate, Constant };
+
+struct TensorInfo {
+  Shape shape;
+  DType dtype = DType::F32;
+  TensorKind kind = TensorKind::Intermediate;
+  std::string name;
+  // Storage, set by prepare() (or at once for constants). A view shares the
+  // storage of `view_of` at no cost.
+  gpu::Buffer buffer;
+  uint64_t offset = 0;
+  int view_of = -1;
+  int64_t numel() const { return wgnn::numel(shape); }
+  uint64_t nbytes() const { return uint64_t(numel()) * dtype_size(dtype); }
+};
+
+// One binding of a dispatch: a tensor of the graph or a buffer the op made
+// (uniform parameters, folded constants).
+struct Binding {
+  int tensor = -1;
+  gpu::Buffer buffer;
+  static Binding of(TensorRef t) { return Binding{t.id, {}}; }
+  static Binding of(gpu::Buffer b) { return Binding{-1, std::move(b)}; }
+};
+
+struct DispatchNode {
+  const gpu::Pipeline* pipeline = nullptr;
+  std::vector<Binding> bindings;
+  gpu::Grid grid;
+  std::string op;     // the op that recorded it, e.g. "aten.relu.default"
+  std::string label;  // kernel name for profiles
+  gpu::BindGroup group;
+};
+
+class Graph {
+ public:
+  explicit Graph(gpu::Context& ctx);
+  gpu::Context& ctx() { return ctx_; }
+
+  TensorRef add_tensor(const Shape& shape, DType dtype, TensorKind kind = TensorKind::Intermediate,
+                       std::string name = {});
+  // A constant with its data uploaded now.
+  TensorRef add_constant(const Shape& shape, DType dtype, const void* data, std::string name = {});
+  // A tensor that shares `base`'s storage with another shape (same numel).
+  TensorRef add_view(TensorRef base, const Shape& shape);
+  const TensorInfo& info(TensorRef t) const;
+  TensorInfo& info(TensorRef t);
+  size_t tensor_count() const { return tensors_.size(); }
+  void mark_output(TensorRef t);
+
+  // Records a dispatch that runs on every run(), in order.
+  void add_dispatch(const gpu::Pipeline& pipeline, std::vector<Binding> bindings, gpu::Grid grid,
+                    std::string op, std::string label = {});
+  // Records a dispatch that runs once, in prepare() (folding constants).
+  void add_init_dispatch(const gpu::Pipeline& pipeline, std::vector<Binding> bindings, gpu::Grid grid,
+                         std::string op, std::string label = {});
+  // A uniform buffer with `bytes` of `data`, owned by the graph.
+  gpu::Buffer uniform(const void* data, size_t bytes);
+  template <typename T>
+  gpu::Buffer uniform(const T& params) {
+    return uniform(&params, sizeof(T));
+  }
+  // A storage buffer for an op's own data (e.g. folded constants).
+  gpu::Buffer scratch(uint64_t bytes, std::string label);
+
+  // Assigns storage and builds bind groups; runs init dispatches. Called by
+  // run() if needed; adding work afterwards calls for a new prepare().
+  void prepare();
+  bool prepared() const { return prepared_; }
+
+  void write(TensorRef t, const void* data, size_t bytes);
+  void read(TensorRef t, void* data, size_t bytes);
+  template <typename T>
+  std::vector<T> read(TensorRef t) {
+    std::vector<T> out(info(t).nbytes() / sizeof(T));
+    read(t, out.data(), out.size() * sizeof(T));
+    return out;
+  }
+
+  // Records every dispatch into one compute pass, submits once, waits.
+  void run();
+  // The same with one timed pass per dispatch.
+  std::vector<gpu::TimedSpan> run_profiled();
+  const std::vector<DispatchNode>& dispatches() const { return nodes_; }
+
+ private:
+  void record(gpu::Recorder& rec);
+  gpu::BufferBinding resolve(const Binding& b);
+  void ensure_storage(int id);
+
+  gpu::Context& ctx_;
+  std::vector<TensorInfo> tensors_;
+  std::vector<DispatchNode> nodes_;
+  std::vector<DispatchNode> init_nodes_;
+  std::vector<gpu::Buffer> owned_;
+  bool prepared_ = false;
+};
+
+}  // namespace wgnn

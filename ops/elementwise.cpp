@@ -1,0 +1,120 @@
+// Unary elementwise ops. Each is one line of the table below: its ATen
+// name, the WGSL expression of `x` (vec4<f32>), and how its parameters p0
+// and p1 come from the op's arguments. One kernel (kernels/unary.wgsl) runs
+// them all, vectorized, in f32 math for f32 and f16 storage, in place for the
+// ATen `op_` variants.
+#include <cmath>
+#include <fmt/format.h>
+
+#include "ops/helpers.h"
+#include "ops/registry.h"
+
+namespace wgnn::ops {
+namespace {
+
+constexpr float kInf = 3.4028234e38f;  // WGSL has no infinity literal
+
+struct UnaryOp {
+  const char* name;  // ATen base name, e.g. "relu"
+  const char* expr;
+  // Reads p0, p1 from the arguments after the input tensor (index 1...).
+  std::function<std::pair<float, float>(const Args&)> params = nullptr;
+};
+
+std::pair<float, float> no_params(const Args&) { return {0.f, 0.f}; }
+
+const std::vector<UnaryOp>& unary_ops() {
+  static const std::vector<UnaryOp> ops = {
+      {"relu", "max(x, vec4<f32>(0.0))"},
+      {"sigmoid", "1.0 / (1.0 + exp(-x))"},
+      {"tanh", "tanh(clamp(x, vec4<f32>(-15.0), vec4<f32>(15.0)))"},
+      {"exp", "exp(x)"},
+      {"log", "log(x)"},
+      {"sqrt", "sqrt(x)"},
+      {"rsqrt", "inverseSqrt(x)"},
+      {"reciprocal", "1.0 / x"},
+      {"neg", "-x"},
+      {"abs", "abs(x)"},
+      {"sign", "sign(x)"},
+      {"floor", "floor(x)"},
+      {"ceil", "ceil(x)"},
+      {"round", "round(x)"},
+      {"sin", "sin(x)"},
+      {"cos", "cos(x)"},
+      {"erf", "erf4(x)"},
+      {"silu", "x / (1.0 + exp(-x))"},
+      {"softplus", "select(log(1.0 + exp(x)), x, x > vec4<f32>(20.0))"},
+      {"hardswish", "x * clamp(x + 3.0, vec4<f32>(0.0), vec4<f32>(6.0)) / 6.0"},
+      // hardsigmoid(x) = clamp(p0*x + p1, 0, 1): ATen's 1/6 and 1/2 by default
+      // (ONNX HardSigmoid maps alpha, beta onto the same parameters).
+      {"hardsigmoid", "clamp(p0 * x + p1, vec4<f32>(0.0), vec4<f32>(1.0))",
+       [](const Args& a) {
+         return std::pair<float, float>{float(a.scalar(1, "alpha", 1.0 / 6.0)), float(a.scalar(2, "beta", 0.5))};
+       }},
+      {"leaky_relu", "select(p0 * x, x, x >= vec4<f32>(0.0))",
+       [](const Args& a) { return std::pair<float, float>{float(a.scalar(1, "negative_slope", 0.01)), 0.f}; }},
+      {"elu", "select(p0 * (exp(x) - 1.0), x, x > vec4<f32>(0.0))",
+       [](const Args& a) { return std::pair<float, float>{float(a.scalar(1, "alpha", 1.0)), 0.f}; }},
+      {"clamp", "min(max(x, vec4<f32>(p0)), vec4<f32>(p1))",
+       [](const Args& a) {
+         const double lo = a.scalar(1, "min", -kInf), hi = a.scalar(2, "max", kInf);
+         if (std::isnan(lo) || std::isnan(hi)) a.fail("min and max must not be NaN");
+         return std::pair<float, float>{float(lo), float(hi)};
+       }},
+      // gelu(x, approximate='none'|'tanh'); p0 = 1 selects the tanh form.
+      {"gelu",
+       "select(0.5 * x * (1.0 + erf4(x * 0.70710678118654752)),"
+       " 0.5 * x * (1.0 + tanh(clamp(0.7978845608028654 * (x + 0.044715 * x * x * x), vec4<f32>(-15.0), "
+       "vec4<f32>(15.0)))), p0 > 0.5)",
+       [](const Args& a) {
+         const std::string approx = a.string(1, "approximate", "none");
+         if (approx != "none" && approx != "tanh") {
+           a.fail(fmt::format("argument 'approximate' is '{}'; accepted: 'none', 'tanh'", approx));
+         }
+         return std::pair<float, float>{approx == "tanh" ? 1.f : 0.f, 0.f};
+       }},
+  };
+  return ops;
+}
+
+struct UnaryParams {
+  uint32_t count;
+  float p0, p1;
+  uint32_t pad;
+};
+
+Value run_unary(const UnaryOp& u, bool inplace, std::string_view op, Graph& g, const ValueList& args) {
+  Args a{op, args, g};
+  TensorRef x = a.tensor(0, "self");
+  a.require_float(x, "self");
+  a.require_fits_binding(x, "self");
+  const TensorInfo xi = g.info(x);
+  const auto [p0, p1] = u.params ? u.params(a) : no_params(a);
+  const uint64_t groups = (uint64_t(xi.numel()) + 3) / 4;
+  if (groups > 0xFFFFFFFFull) a.fail("tensor too large for 32-bit indexing");
+  Subs subs = float_subs(g, xi.dtype, op);
+  subs.emplace_back("EXPR", u.expr);
+  const gpu::Pipeline& p = kernel(g, "ops/kernels/unary.wgsl", subs, {}, inplace ? "main_inplace" : "main");
+  gpu::Buffer params = g.uniform(UnaryParams{uint32_t(groups), p0, p1, 0});
+  const gpu::Grid grid = grid_for(g, gpu::ceil_div(groups, 256));
+  if (inplace) {
+    g.add_dispatch(p, {Binding::of(x), Binding::of(params)}, grid, std::string(op), u.name);
+    return x;
+  }
+  TensorRef y = g.add_tensor(xi.shape, xi.dtype);
+  g.add_dispatch(p, {Binding::of(y), Binding::of(params), Binding::of(x)}, grid, std::string(op), u.name);
+  return y;
+}
+
+}  // namespace
+
+void register_elementwise_ops(OpRegistry& r) {
+  for (const UnaryOp& u : unary_ops()) {
+    const std::string name = fmt::format("aten.{}.default", u.name);
+    const std::string name_ = fmt::format("aten.{}_.default", u.name);
+    r.add(name, [&u, name](Graph& g, const ValueList& args) { return run_unary(u, false, name, g, args); });
+    r.add(name_, [&u, name_](Graph& g, const ValueList& args) { return run_unary(u, true, name_, g, args); });
+  }
+}
+
+}  // namespace wgnn::ops

@@ -1,0 +1,58 @@
+#pragma once
+// Helpers every op uses, each written once: reading arguments with clear
+// errors, specializing and compiling a kernel, binding an optional input,
+// and sizing a dispatch grid.
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace wgnn::ops {
+
+// "{{NAME}}" -> text substitutions applied to a kernel file before compiling.
+using Subs = std::vector<std::pair<std::string, std::string>>;
+
+// The pipeline of kernel file `path` (see gpu/shaders.h) after `subs`, with
+// override `constants`. Compiled once per process per distinct source.
+const gpu::Pipeline& kernel(Graph& g, std::string_view path, const Subs& subs = {},
+                            const gpu::Constants& constants = {}, std::string_view entry = "main");
+
+// Subs for a float storage type: {{T}} -> f32/f16, {{ENABLE}} -> "enable f16;"
+// or "". Throws if f16 is asked for on a device without shader-f16.
+Subs float_subs(Graph& g, DType dtype, std::string_view op);
+
+// A binding for an optional tensor argument: the tensor, or a small
+// zero-filled dummy buffer (valid for vec4 views) when the argument is None.
+Binding optional_input(Graph& g, const Value& v);
+
+// A dispatch grid of `workgroups` workgroups folded within the device's
+// maxComputeWorkgroupsPerDimension (kernels decode the flat index).
+gpu::Grid grid_for(Graph& g, uint64_t workgroups);
+
+// Argument access with errors that name the op, the argument, what it got
+// and what it accepts.
+struct Args {
+  std::string_view op;
+  const ValueList& args;
+  Graph& g;
+
+  const Value& at(size_t i, std::string_view name) const;
+  TensorRef tensor(size_t i, std::string_view name) const;
+  // None (or a missing trailing argument) -> std::nullopt-like -1 id.
+  TensorRef optional_tensor(size_t i, std::string_view name) const;
+  // Double or Int; None or missing -> def; anything else -> error.
+  double scalar(size_t i, std::string_view name, double def) const;
+  int64_t integer(size_t i, std::string_view name, int64_t def) const;
+  bool boolean(size_t i, std::string_view name, bool def) const;
+  IntList int_list(size_t i, std::string_view name) const;
+  std::string string(size_t i, std::string_view name, std::string def) const;
+
+  // Checks: dtype is f32 or f16; the tensor fits one storage binding.
+  void require_float(TensorRef t, std::string_view name) const;
+  void require_fits_binding(TensorRef t, std::string_view name) const;
+  [[noreturn]] void fail(std::string_view msg) const;
+};
+
+}  // namespace wgnn::ops

@@ -1,0 +1,208 @@
+// Normalization ops: batch_norm (inference) and layer_norm, with ATen's
+// names, arguments and multi-output results.
+#include <cmath>
+#include <fmt/format.h>
+
+#include "ops/helpers.h"
+#include "ops/registry.h"
+
+namespace wgnn::ops {
+namespace {
+
+// Subs for a kernel that reads its data as {{V}}: vec4 when `vec4`.
+Subs vector_subs(Graph& g, DType dtype, bool vec4, std::string_view op) {
+  Subs s = float_subs(g, dtype, op);
+  const std::string t = dtype == DType::F16 ? "f16" : "f32";
+  if (vec4) {
+    s.insert(s.end(), {{"V", "vec4<" + t + ">"},
+                       {"F32V", "vec4<f32>"},
+                       {"VW", "4"},
+                       {"CSUM", "dot(v, vec4<f32>(1.0))"},
+                       {"CSQ", "dot(d, d)"},
+                       {"FIRST", "f32(v.x)"}});
+  } else {
+    s.insert(s.end(), {{"V", t}, {"F32V", "f32"}, {"VW", "1"}, {"CSUM", "v"}, {"CSQ", "d * d"}, {"FIRST", "f32(v)"}});
+  }
+  return s;
+}
+
+void require_eps(const Args& a, double eps) {
+  if (!(eps >= 0.0) || !std::isfinite(eps)) {
+    a.fail(fmt::format("argument 'eps' is {}; accepted: a finite value >= 0", eps));
+  }
+}
+
+void require_channel_vector(const Args& a, TensorRef t, std::string_view name, int64_t channels, DType dtype) {
+  if (t.id < 0) return;
+  const TensorInfo& ti = a.g.info(t);
+  if (ti.shape.size() != 1 || ti.shape[0] != channels) {
+    a.fail(fmt::format("argument '{}' has shape {}; expected [{}] (one value per channel)", name,
+                       shape_str(ti.shape), channels));
+  }
+  if (ti.dtype != dtype) {
+    a.fail(fmt::format("argument '{}' has dtype {} but the other parameters have {}; they must agree", name,
+                       dtype_name(ti.dtype), dtype_name(dtype)));
+  }
+}
+
+struct FoldParams {
+  uint32_t channels;
+  float eps;
+  uint32_t has_weight, has_bias;
+};
+struct BatchNormParams {
+  uint32_t count, inner, channels, pad;
+};
+
+// aten._native_batch_norm_legit_no_training(input, weight?, bias?,
+//     running_mean, running_var, momentum, eps) -> (out, save_mean, save_invstd)
+Value batch_norm_no_training(Graph& g, const ValueList& args) {
+  const std::string op = "aten._native_batch_norm_legit_no_training.default";
+  Args a{op, args, g};
+  TensorRef x = a.tensor(0, "input");
+  TensorRef w = a.optional_tensor(1, "weight");
+  TensorRef b = a.optional_tensor(2, "bias");
+  TensorRef mean = a.tensor(3, "running_mean");
+  TensorRef var = a.tensor(4, "running_var");
+  (void)a.scalar(5, "momentum", 0.1);  // unused in inference
+  const double eps = a.scalar(6, "eps", 1e-5);
+  require_eps(a, eps);
+  a.require_float(x, "input");
+  a.require_fits_binding(x, "input");
+  const TensorInfo xi = g.info(x);
+  if (xi.shape.size() < 2 || xi.shape.size() > 5) {
+    a.fail(fmt::format("argument 'input' has shape {}; accepted: rank 2 to 5, N x C x ...", shape_str(xi.shape)));
+  }
+  const int64_t channels = xi.shape[1];
+  a.require_float(mean, "running_mean");
+  const DType pdtype = g.info(mean).dtype;
+  require_channel_vector(a, mean, "running_mean", channels, pdtype);
+  require_channel_vector(a, var, "running_var", channels, pdtype);
+  require_channel_vector(a, w, "weight", channels, pdtype);
+  require_channel_vector(a, b, "bias", channels, pdtype);
+  if (xi.numel() > 0xFFFFFFFFll) a.fail("input too large for 32-bit indexing");
+
+  // Fold (scale, shift) per channel: once at prepare() when every parameter
+  // is a constant, else on every run.
+  gpu::Buffer folded = g.scratch(uint64_t(std::max<int64_t>(channels, 1)) * 8, "batch_norm folded");
+  {
+    const gpu::Pipeline& fold = kernel(g, "ops/kernels/batch_norm_fold.wgsl", float_subs(g, pdtype, op));
+    gpu::Buffer fp = g.uniform(FoldParams{uint32_t(channels), float(eps), w.id >= 0, b.id >= 0});
+    std::vector<Binding> bind = {Binding::of(folded), Binding::of(fp),
+                                 w.id >= 0 ? Binding::of(w) : Binding::of(g.ctx().dummy_buffer()),
+                                 b.id >= 0 ? Binding::of(b) : Binding::of(g.ctx().dummy_buffer()),
+                                 Binding::of(mean), Binding::of(var)};
+    bool constant = true;
+    for (TensorRef t : {w, b, mean, var}) {
+      if (t.id >= 0 && g.info(t).kind != TensorKind::Constant) constant = false;
+    }
+    const gpu::Grid grid = grid_for(g, gpu::ceil_div(uint64_t(channels), 64));
+    if (constant) {
+      g.add_init_dispatch(fold, std::move(bind), grid, op, "batch_norm_fold");
+    } else {
+      g.add_dispatch(fold, std::move(bind), grid, op, "batch_norm_fold");
+    }
+  }
+
+  int64_t inner = 1;
+  for (size_t d = 2; d < xi.shape.size(); ++d) inner *= xi.shape[d];
+  const bool vec4 = inner % 4 == 0;
+  const int vw = vec4 ? 4 : 1;
+  const uint64_t count = uint64_t(xi.numel()) / vw;
+  const gpu::Pipeline& p = kernel(g, "ops/kernels/batch_norm.wgsl", vector_subs(g, xi.dtype, vec4, op));
+  gpu::Buffer params =
+      g.uniform(BatchNormParams{uint32_t(count), uint32_t(inner / vw), uint32_t(std::max<int64_t>(channels, 1)), 0});
+  TensorRef y = g.add_tensor(xi.shape, xi.dtype);
+  g.add_dispatch(p, {Binding::of(y), Binding::of(params), Binding::of(x), Binding::of(folded)},
+                 grid_for(g, gpu::ceil_div(count, 256)), op, "batch_norm");
+  // In inference ATen returns empty statistics.
+  TensorRef save_mean = g.add_tensor({0}, xi.dtype);
+  TensorRef save_invstd = g.add_tensor({0}, xi.dtype);
+  return ValueList{y, save_mean, save_invstd};
+}
+
+struct LayerNormParams {
+  uint32_t rows, width_v;
+  float width, eps;
+  uint32_t has_weight, has_bias, pad0, pad1;
+};
+
+uint32_t pow2_floor(uint64_t v) {
+  uint32_t p = 1;
+  while (uint64_t(p) * 2 <= v) p *= 2;
+  return p;
+}
+
+// aten.native_layer_norm(input, normalized_shape, weight?, bias?, eps)
+//     -> (out, mean, rstd)
+Value native_layer_norm(Graph& g, const ValueList& args) {
+  const std::string op = "aten.native_layer_norm.default";
+  Args a{op, args, g};
+  TensorRef x = a.tensor(0, "input");
+  const IntList normalized = a.int_list(1, "normalized_shape");
+  TensorRef w = a.optional_tensor(2, "weight");
+  TensorRef b = a.optional_tensor(3, "bias");
+  const double eps = a.scalar(4, "eps", 1e-5);
+  require_eps(a, eps);
+  a.require_float(x, "input");
+  a.require_fits_binding(x, "input");
+  const TensorInfo xi = g.info(x);
+  const size_t k = normalized.size();
+  if (k == 0 || k > xi.shape.size()) {
+    a.fail(fmt::format("normalized_shape {} must name 1 to {} trailing dims of input {}", shape_str(normalized),
+                       xi.shape.size(), shape_str(xi.shape)));
+  }
+  const size_t axis = xi.shape.size() - k;
+  for (size_t i = 0; i < k; ++i) {
+    if (xi.shape[axis + i] != normalized[i]) {
+      a.fail(fmt::format("normalized_shape {} does not match the trailing dims of input {}", shape_str(normalized),
+                         shape_str(xi.shape)));
+    }
+  }
+  int64_t width = 1, rows = 1;
+  for (size_t i = 0; i < xi.shape.size(); ++i) (i < axis ? rows : width) *= xi.shape[i];
+  if (width == 0) a.fail("normalized_shape has a zero dimension; rows must not be empty");
+  for (auto [t, name] : {std::pair{w, "weight"}, std::pair{b, "bias"}}) {
+    if (t.id < 0) continue;
+    const TensorInfo& ti = g.info(t);
+    if (ti.shape != Shape(normalized.begin(), normalized.end())) {
+      a.fail(fmt::format("argument '{}' has shape {}; expected normalized_shape {}", name, shape_str(ti.shape),
+                         shape_str(normalized)));
+    }
+    if (ti.dtype != xi.dtype) {
+      a.fail(fmt::format("argument '{}' has dtype {}; expected the input's {}", name, dtype_name(ti.dtype),
+                         dtype_name(xi.dtype)));
+    }
+  }
+  if (xi.numel() > 0xFFFFFFFFll) a.fail("input too large for 32-bit indexing");
+
+  const bool vec4 = width % 4 == 0;
+  const int64_t width_v = width / (vec4 ? 4 : 1);
+  const uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(width_v / 4, 1))));
+  const gpu::Pipeline& p =
+      kernel(g, "ops/kernels/layer_norm.wgsl", vector_subs(g, xi.dtype, vec4, op), {{"TPR", double(tpr)}});
+  gpu::Buffer params = g.uniform(LayerNormParams{uint32_t(rows), uint32_t(width_v), float(width), float(eps),
+                                                 w.id >= 0, b.id >= 0, 0, 0});
+  Shape stat_shape(xi.shape.begin(), xi.shape.begin() + long(axis));
+  stat_shape.insert(stat_shape.end(), k, 1);
+  TensorRef y = g.add_tensor(xi.shape, xi.dtype);
+  TensorRef mean = g.add_tensor(stat_shape, DType::F32);
+  TensorRef rstd = g.add_tensor(stat_shape, DType::F32);
+  const uint64_t rows_per_group = 256 / tpr;
+  g.add_dispatch(p,
+                 {Binding::of(y), Binding::of(mean), Binding::of(rstd), Binding::of(params), Binding::of(x),
+                  optional_input(g, w.id >= 0 ? Value(w) : Value(None{})),
+                  optional_input(g, b.id >= 0 ? Value(b) : Value(None{}))},
+                 grid_for(g, gpu::ceil_div(uint64_t(rows), rows_per_group)), op,
+                 fmt::format("layer_norm tpr={}", tpr));
+  return ValueList{y, mean, rstd};
+}
+
+}  // namespace
+
+void register_norm_ops(OpRegistry& r) {
+  r.add("aten._native_batch_norm_legit_no_training.default", batch_norm_no_training);
+  r.add("aten.native_layer_norm.default", native_layer_norm);
+}
+
+}  // namespace wgnn::ops
