@@ -37,6 +37,22 @@ Subs float_subs(Graph& g, DType dtype, std::string_view op) {
   throw Error(fmt::format("{}: dtype {} is not a float type (accepted: float32, float16)", op, dtype_name(dtype)));
 }
 
+Subs vector_subs(Graph& g, DType dtype, bool vec4, std::string_view op) {
+  Subs s = float_subs(g, dtype, op);
+  const std::string t = dtype == DType::F16 ? "f16" : "f32";
+  if (vec4) {
+    s.insert(s.end(), {{"V", "vec4<" + t + ">"},
+                       {"F32V", "vec4<f32>"},
+                       {"VW", "4"},
+                       {"CSUM", "dot(v, vec4<f32>(1.0))"},
+                       {"CSQ", "dot(d, d)"},
+                       {"FIRST", "f32(v.x)"}});
+  } else {
+    s.insert(s.end(), {{"V", t}, {"F32V", "f32"}, {"VW", "1"}, {"CSUM", "v"}, {"CSQ", "d * d"}, {"FIRST", "f32(v)"}});
+  }
+  return s;
+}
+
 Binding optional_input(Graph& g, const Value& v) {
   if (v.is_none()) return Binding::of(g.ctx().dummy_buffer());
   return Binding::of(v.tensor());

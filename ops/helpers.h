@@ -23,6 +23,12 @@ const gpu::Pipeline& kernel(Graph& g, std::string_view path, const Subs& subs = 
 // or "". Throws if f16 is asked for on a device without shader-f16.
 Subs float_subs(Graph& g, DType dtype, std::string_view op);
 
+// float_subs plus the names of a kernel that moves data as {{V}}: vec4<T>
+// when `vec4` (then {{F32V}} is vec4<f32>, {{VW}} 4), else T (f32, 1), and
+// the per-chunk reductions {{CSUM}}, {{CSQ}} and {{FIRST}} over a chunk `v`
+// and its deviations `d`.
+Subs vector_subs(Graph& g, DType dtype, bool vec4, std::string_view op);
+
 // A binding for an optional tensor argument: the tensor, or a small
 // zero-filled dummy buffer (valid for vec4 views) when the argument is None.
 Binding optional_input(Graph& g, const Value& v);

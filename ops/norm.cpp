@@ -9,23 +9,6 @@
 namespace wgnn::ops {
 namespace {
 
-// Subs for a kernel that reads its data as {{V}}: vec4 when `vec4`.
-Subs vector_subs(Graph& g, DType dtype, bool vec4, std::string_view op) {
-  Subs s = float_subs(g, dtype, op);
-  const std::string t = dtype == DType::F16 ? "f16" : "f32";
-  if (vec4) {
-    s.insert(s.end(), {{"V", "vec4<" + t + ">"},
-                       {"F32V", "vec4<f32>"},
-                       {"VW", "4"},
-                       {"CSUM", "dot(v, vec4<f32>(1.0))"},
-                       {"CSQ", "dot(d, d)"},
-                       {"FIRST", "f32(v.x)"}});
-  } else {
-    s.insert(s.end(), {{"V", t}, {"F32V", "f32"}, {"VW", "1"}, {"CSUM", "v"}, {"CSQ", "d * d"}, {"FIRST", "f32(v)"}});
-  }
-  return s;
-}
-
 void require_eps(const Args& a, double eps) {
   if (!(eps >= 0.0) || !std::isfinite(eps)) {
     a.fail(fmt::format("argument 'eps' is {}; accepted: a finite value >= 0", eps));

@@ -47,14 +47,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let r_local = lid / TPR;
   let t = lid % TPR;
   let row = group * (WG / TPR) + r_local;
-  let active = row < params.rows;
+  let live = row < params.rows;
   let base = row * params.width_v;
 
   var shift = 0.0;
   var n = 0.0;
   var mean = 0.0;
   var m2 = 0.0;
-  if (active) {
+  if (live) {
     shift = first_element(x[base]);
     for (var j = t; j < params.width_v; j += TPR) {
       let v = {{F32V}}(x[base + j]) - shift;
@@ -87,7 +87,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
   }
-  if (!active) {
+  if (!live) {
     return;
   }
   let head = r_local * TPR;

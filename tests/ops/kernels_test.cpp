@@ -1,0 +1,30 @@
+// Every kernel template of ops/kernels compiles in each storage variant
+// (f32 and f16, vec4 and scalar).
+#include <gtest/gtest.h>
+
+#include "gpu/shaders.h"
+#include "op_test_util.h"
+#include "ops/helpers.h"
+
+using namespace wgnn;
+using wgnn::test::ctx;
+
+TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
+  Graph g(ctx());
+  int compiled = 0;
+  for (const auto& [name, text] : gpu::embedded_shaders()) {
+    if (text.find("{{") == std::string_view::npos) continue;
+    for (DType dt : {DType::F32, DType::F16}) {
+      if (dt == DType::F16 && !ctx().features().shader_f16) continue;
+      for (bool vec4 : {true, false}) {
+        SCOPED_TRACE(std::string(name) + " " + dtype_name(dt) + (vec4 ? " vec4" : " scalar"));
+        ops::Subs subs = ops::vector_subs(g, dt, vec4, "test");
+        subs.emplace_back("EXPR", "x");
+        std::string entry = text.find("fn main(") != std::string_view::npos ? "main" : "";
+        EXPECT_NO_THROW(ops::kernel(g, name, subs, {}, entry));
+        ++compiled;
+      }
+    }
+  }
+  EXPECT_GT(compiled, 0);
+}
