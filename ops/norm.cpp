@@ -162,8 +162,13 @@ Value native_layer_norm(Graph& g, const ValueList& args) {
   const bool vec4 = width % 4 == 0;
   const int64_t width_v = width / (vec4 ? 4 : 1);
   const uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(width_v / 4, 1))));
-  const gpu::Pipeline& p =
-      kernel(g, "ops/kernels/layer_norm.wgsl", vector_subs(g, xi.dtype, vec4, op), {{"TPR", double(tpr)}});
+  // Shares of at most 16 chunks per thread stay in registers (x read once).
+  const uint64_t chunks = gpu::ceil_div(uint64_t(width_v), tpr);
+  const bool cached = chunks <= 16;
+  const gpu::Pipeline& p = kernel(g, "ops/kernels/layer_norm.wgsl", vector_subs(g, xi.dtype, vec4, op),
+                                  {{"TPR", double(tpr)},
+                                   {"CHUNKS", double(cached ? chunks : 1)},
+                                   {"CACHED", cached ? 1.0 : 0.0}});
   gpu::Buffer params = g.uniform(LayerNormParams{uint32_t(rows), uint32_t(width_v), float(width), float(eps),
                                                  w.id >= 0, b.id >= 0, 0, 0});
   Shape stat_shape(xi.shape.begin(), xi.shape.begin() + long(axis));
@@ -177,7 +182,7 @@ Value native_layer_norm(Graph& g, const ValueList& args) {
                   optional_input(g, w.id >= 0 ? Value(w) : Value(None{})),
                   optional_input(g, b.id >= 0 ? Value(b) : Value(None{}))},
                  grid_for(g, gpu::ceil_div(uint64_t(rows), rows_per_group)), op,
-                 fmt::format("layer_norm tpr={}", tpr));
+                 fmt::format("layer_norm tpr={}{}", tpr, cached ? fmt::format(" cached{}", chunks) : ""));
   return ValueList{y, mean, rstd};
 }
 

@@ -3,14 +3,22 @@
 //
 // TPR threads share a row (TPR a power of two, 1..256), so one workgroup of
 // 256 covers 256 / TPR rows: short rows pack many to a workgroup, long rows
-// get all 256 threads. Each thread runs a shifted Welford over its share,
-// one {{V}} chunk at a time (chunk mean and M2 merged by Chan's formula), and
-// the TPR partial results merge pairwise in workgroup memory. Values are
-// shifted by the row's first element first, so rows with a large mean and a
-// small spread keep their precision (never E[x^2] - E[x]^2).
+// get all 256 threads. Values are shifted by the row's first element, so
+// rows with a large mean and a small spread keep their precision; each
+// thread computes the mean and M2 of its share, and the TPR partial results
+// merge pairwise (Chan et al.) in workgroup memory. Never E[x^2] - E[x]^2.
+//
+// CACHED (CHUNKS <= MAX_CHUNKS chunks per thread): the thread loads its whole
+// share into registers at once (many loads in flight), reads x from memory
+// once, and computes its mean and M2 in two passes over the registers.
+// Otherwise the share streams through a per-chunk Welford/Chan update and x
+// is read a second time for the output.
 {{ENABLE}}
 
 override TPR: u32 = 64u;
+override CHUNKS: u32 = 4u;
+override CACHED: bool = true;
+const MAX_CHUNKS: u32 = 16u;
 const WG: u32 = 256u;
 
 struct Params {
@@ -40,6 +48,17 @@ fn first_element(v: {{V}}) -> f32 {
   return {{FIRST}};
 }
 
+fn affine(o_in: {{F32V}}, j: u32) -> {{F32V}} {
+  var o = o_in;
+  if (params.has_weight != 0u) {
+    o = o * {{F32V}}(weight[j]);
+  }
+  if (params.has_bias != 0u) {
+    o = o + {{F32V}}(bias[j]);
+  }
+  return o;
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -49,24 +68,47 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let row = group * (WG / TPR) + r_local;
   let live = row < params.rows;
   let base = row * params.width_v;
+  let nb = f32({{VW}});
 
   var shift = 0.0;
   var n = 0.0;
   var mean = 0.0;
   var m2 = 0.0;
+  var cache: array<{{F32V}}, MAX_CHUNKS>;
   if (live) {
     shift = first_element(x[base]);
-    for (var j = t; j < params.width_v; j += TPR) {
-      let v = {{F32V}}(x[base + j]) - shift;
-      let nb = f32({{VW}});
-      let cm = {{CSUM}} / nb;
-      let d = v - cm;
-      let cm2 = {{CSQ}};
-      let nn = n + nb;
-      let delta = cm - mean;
-      mean += delta * (nb / nn);
-      m2 += cm2 + delta * delta * (n * nb / nn);
-      n = nn;
+    if (CACHED) {
+      var sum = 0.0;
+      for (var c = 0u; c < CHUNKS; c++) {
+        let j = t + c * TPR;
+        if (j < params.width_v) {
+          let v = {{F32V}}(x[base + j]) - shift;
+          cache[c] = v;
+          sum += {{CSUM}};
+          n += nb;
+        }
+      }
+      if (n > 0.0) {
+        mean = sum / n;
+        for (var c = 0u; c < CHUNKS; c++) {
+          if (t + c * TPR < params.width_v) {
+            let d = cache[c] - mean;
+            m2 += {{CSQ}};
+          }
+        }
+      }
+    } else {
+      for (var j = t; j < params.width_v; j += TPR) {
+        let v = {{F32V}}(x[base + j]) - shift;
+        let cm = {{CSUM}} / nb;
+        let d = v - cm;
+        let cm2 = {{CSQ}};
+        let nn = n + nb;
+        let delta = cm - mean;
+        mean += delta * (nb / nn);
+        m2 += cm2 + delta * delta * (n * nb / nn);
+        n = nn;
+      }
     }
   }
   s_n[lid] = n;
@@ -76,12 +118,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   for (var off = TPR / 2u; off > 0u; off = off / 2u) {
     if (t < off) {
       let na = s_n[lid];
-      let nb = s_n[lid + off];
-      let nn = na + nb;
-      if (nb > 0.0) {
+      let nc = s_n[lid + off];
+      let nn = na + nc;
+      if (nc > 0.0) {
         let delta = s_mean[lid + off] - s_mean[lid];
-        s_mean[lid] = s_mean[lid] + delta * (nb / nn);
-        s_m2[lid] = s_m2[lid] + s_m2[lid + off] + delta * delta * (na * nb / nn);
+        s_mean[lid] = s_mean[lid] + delta * (nc / nn);
+        s_m2[lid] = s_m2[lid] + s_m2[lid + off] + delta * delta * (na * nc / nn);
         s_n[lid] = nn;
       }
     }
@@ -98,14 +140,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     mean_out[row] = mean_s + shift;
     rstd_out[row] = rstd;
   }
-  for (var j = t; j < params.width_v; j += TPR) {
-    var o = ({{F32V}}(x[base + j]) - shift - mean_s) * rstd;
-    if (params.has_weight != 0u) {
-      o = o * {{F32V}}(weight[j]);
+  if (CACHED) {
+    for (var c = 0u; c < CHUNKS; c++) {
+      let j = t + c * TPR;
+      if (j < params.width_v) {
+        y[base + j] = {{V}}(affine((cache[c] - mean_s) * rstd, j));
+      }
     }
-    if (params.has_bias != 0u) {
-      o = o + {{F32V}}(bias[j]);
+  } else {
+    for (var j = t; j < params.width_v; j += TPR) {
+      y[base + j] = {{V}}(affine(({{F32V}}(x[base + j]) - shift - mean_s) * rstd, j));
     }
-    y[base + j] = {{V}}(o);
   }
 }
