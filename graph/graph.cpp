@@ -22,9 +22,7 @@ TensorRef Graph::add_tensor(const Shape& shape, DType dtype, TensorKind kind, st
 
 TensorRef Graph::add_constant(const Shape& shape, DType dtype, const void* data, std::string name) {
   TensorRef t = add_tensor(shape, dtype, TensorKind::Constant, std::move(name));
-  ensure_storage(t.id);
-  const TensorInfo& ti = tensors_[size_t(t.id)];
-  if (ti.nbytes()) ctx_.write(ti.buffer, data, ti.nbytes(), ti.offset);
+  write(t, data, info(t).nbytes());
   return t;
 }
 
@@ -87,12 +85,12 @@ void Graph::ensure_storage(int id) {
     return;
   }
   const uint64_t limit = ctx_.limits().max_storage_buffer_binding_size;
-  if (t.nbytes() > limit) {
+  if (t.gpu_bytes() > limit) {
     throw Error(fmt::format("tensor '{}' {} {} needs {} bytes, over this device's maxStorageBufferBindingSize of {} "
                             "bytes; ops bind whole tensors, so it cannot run on this device",
-                            t.name, dtype_name(t.dtype), shape_str(t.shape), t.nbytes(), limit));
+                            t.name, dtype_name(t.dtype), shape_str(t.shape), t.gpu_bytes(), limit));
   }
-  t.buffer = ctx_.create_buffer(t.nbytes(), gpu::kStorageUsage, t.name);
+  t.buffer = ctx_.create_buffer(t.gpu_bytes(), gpu::kStorageUsage, t.name);
   t.offset = 0;
 }
 
@@ -100,7 +98,7 @@ gpu::BufferBinding Graph::resolve(const Binding& b) {
   if (b.tensor >= 0) {
     const TensorInfo& t = tensors_[size_t(b.tensor)];
     // Bind the tensor's bytes rounded up to 16 (vec4 views of the tail).
-    const uint64_t size = std::min<uint64_t>((std::max<uint64_t>(t.nbytes(), 4) + 15) / 16 * 16,
+    const uint64_t size = std::min<uint64_t>((std::max<uint64_t>(t.gpu_bytes(), 4) + 15) / 16 * 16,
                                              t.buffer.size() - t.offset);
     return gpu::BufferBinding{&t.buffer, t.offset, size};
   }
@@ -136,16 +134,19 @@ void Graph::write(TensorRef t, const void* data, size_t bytes) {
     throw Error(fmt::format("writing {} bytes into tensor '{}' {} {} of {} bytes", bytes, ti.name,
                             dtype_name(ti.dtype), shape_str(ti.shape), ti.nbytes()));
   }
-  ctx_.write(ti.buffer, data, bytes, ti.offset);
+  const std::vector<uint8_t> gpu = to_gpu_layout(ti.dtype, data, size_t(ti.numel()), ti.name);
+  ctx_.write(ti.buffer, gpu.data(), gpu.size(), ti.offset);
 }
 
 void Graph::read(TensorRef t, void* data, size_t bytes) {
   ensure_storage(t.id);
   const TensorInfo& ti = info(t);
-  if (bytes > ti.nbytes()) {
+  if (bytes != ti.nbytes()) {
     throw Error(fmt::format("reading {} bytes from tensor '{}' of {} bytes", bytes, ti.name, ti.nbytes()));
   }
-  ctx_.read(ti.buffer, data, bytes, ti.offset);
+  std::vector<uint8_t> gpu(ti.gpu_bytes());
+  ctx_.read(ti.buffer, gpu.data(), gpu.size(), ti.offset);
+  from_gpu_layout(ti.dtype, gpu.data(), size_t(ti.numel()), data);
 }
 
 void Graph::record(gpu::Recorder& rec) {

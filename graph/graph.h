@@ -29,7 +29,8 @@ struct TensorInfo {
   uint64_t offset = 0;
   int view_of = -1;
   int64_t numel() const { return wgnn::numel(shape); }
-  uint64_t nbytes() const { return uint64_t(numel()) * dtype_size(dtype); }
+  uint64_t nbytes() const { return uint64_t(numel()) * dtype_size(dtype); }          // host layout
+  uint64_t gpu_bytes() const { return uint64_t(numel()) * gpu_dtype_size(dtype); }  // GPU storage
 };
 
 // One binding of a dispatch: a tensor of the graph or a buffer the op made
@@ -57,7 +58,7 @@ class Graph {
 
   TensorRef add_tensor(const Shape& shape, DType dtype, TensorKind kind = TensorKind::Intermediate,
                        std::string name = {});
-  // A constant with its data uploaded now.
+  // A constant with its data (host layout) uploaded now.
   TensorRef add_constant(const Shape& shape, DType dtype, const void* data, std::string name = {});
   // A tensor that shares `base`'s storage with another shape (same numel).
   TensorRef add_view(TensorRef base, const Shape& shape);
@@ -86,6 +87,8 @@ class Graph {
   void prepare();
   bool prepared() const { return prepared_; }
 
+  // Host-layout data (numel * dtype_size bytes); see gpu_dtype_size for the
+  // conversions to and from GPU storage.
   void write(TensorRef t, const void* data, size_t bytes);
   void read(TensorRef t, void* data, size_t bytes);
   template <typename T>

@@ -1,5 +1,9 @@
 #include "graph/tensor.h"
 
+#include <climits>
+
+#include "gpu/error.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -29,6 +33,74 @@ const char* dtype_name(DType d) {
     case DType::I8: return "int8";
   }
   return "?";
+}
+
+size_t gpu_dtype_size(DType d) { return d == DType::F16 ? 2 : 4; }
+
+const char* wgsl_type(DType d) {
+  switch (d) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::I32:
+    case DType::I64:
+    case DType::I8: return "i32";
+    case DType::Bool:
+    case DType::U8: return "u32";
+  }
+  return "?";
+}
+
+std::vector<uint8_t> to_gpu_layout(DType d, const void* host, size_t count, const std::string& what) {
+  std::vector<uint8_t> out(count * gpu_dtype_size(d));
+  if (d == DType::F32 || d == DType::F16 || d == DType::I32) {
+    if (count) std::memcpy(out.data(), host, out.size());
+    return out;
+  }
+  auto* o32 = reinterpret_cast<int32_t*>(out.data());
+  switch (d) {
+    case DType::I64: {
+      const auto* in = static_cast<const int64_t*>(host);
+      for (size_t i = 0; i < count; ++i) {
+        if (in[i] < INT32_MIN || in[i] > INT32_MAX) {
+          throw Error(fmt::format("{}: int64 value {} at index {} is outside the int32 range that GPU storage "
+                                  "holds (int64 tensors are stored as int32 on the GPU)",
+                                  what, in[i], i));
+        }
+        o32[i] = int32_t(in[i]);
+      }
+      break;
+    }
+    case DType::Bool:
+    case DType::U8: {
+      const auto* in = static_cast<const uint8_t*>(host);
+      for (size_t i = 0; i < count; ++i) o32[i] = d == DType::Bool ? (in[i] != 0) : in[i];
+      break;
+    }
+    case DType::I8: {
+      const auto* in = static_cast<const int8_t*>(host);
+      for (size_t i = 0; i < count; ++i) o32[i] = in[i];
+      break;
+    }
+    default: break;
+  }
+  return out;
+}
+
+void from_gpu_layout(DType d, const void* gpu, size_t count, void* host) {
+  if (d == DType::F32 || d == DType::F16 || d == DType::I32) {
+    if (count) std::memcpy(host, gpu, count * gpu_dtype_size(d));
+    return;
+  }
+  const auto* in = static_cast<const int32_t*>(gpu);
+  for (size_t i = 0; i < count; ++i) {
+    switch (d) {
+      case DType::I64: static_cast<int64_t*>(host)[i] = in[i]; break;
+      case DType::Bool: static_cast<uint8_t*>(host)[i] = in[i] != 0; break;
+      case DType::U8: static_cast<uint8_t*>(host)[i] = uint8_t(in[i]); break;
+      case DType::I8: static_cast<int8_t*>(host)[i] = int8_t(in[i]); break;
+      default: break;
+    }
+  }
 }
 
 int64_t numel(const Shape& s) {

@@ -2,6 +2,7 @@
 // Tensors and values as ops receive them (ExecuTorch style): a tensor is an id
 // into its Graph, which knows its shape, dtype and storage.
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <variant>
 #include <vector>
@@ -10,8 +11,23 @@ namespace wgnn {
 
 enum class DType { F32, F16, I32, I64, Bool, U8, I8 };
 
+// Bytes per element on the host (as in ONNX, numpy and ATen).
 size_t dtype_size(DType d);
 const char* dtype_name(DType d);
+
+// Bytes per element in GPU storage. WGSL has 32-bit integers only and no
+// 8-bit loads, so every non-float dtype is stored as 32 bits: int64 is
+// narrowed to int32 (host values are checked on upload: a value outside the
+// int32 range is an error, never silently truncated), bool and uint8 as u32,
+// int8 as i32. float16 is 2 bytes, float32 4.
+size_t gpu_dtype_size(DType d);
+// The WGSL scalar type that stores `d` ("f32", "f16", "i32", "u32").
+const char* wgsl_type(DType d);
+
+// Host bytes -> GPU layout, and back. Throws Error (naming `what`) for an
+// int64 value outside the int32 range.
+std::vector<uint8_t> to_gpu_layout(DType d, const void* host, size_t count, const std::string& what);
+void from_gpu_layout(DType d, const void* gpu, size_t count, void* host);
 
 using Shape = std::vector<int64_t>;
 int64_t numel(const Shape& s);

@@ -128,9 +128,9 @@ void Args::require_float(TensorRef t, std::string_view name) const {
 void Args::require_fits_binding(TensorRef t, std::string_view name) const {
   const TensorInfo& ti = g.info(t);
   const uint64_t limit = g.ctx().limits().max_storage_buffer_binding_size;
-  if (ti.nbytes() > limit) {
+  if (ti.gpu_bytes() > limit) {
     fail(fmt::format("argument '{}' {} {} is {} bytes, over this device's maxStorageBufferBindingSize of {} bytes",
-                     name, dtype_name(ti.dtype), shape_str(ti.shape), ti.nbytes(), limit));
+                     name, dtype_name(ti.dtype), shape_str(ti.shape), ti.gpu_bytes(), limit));
   }
 }
 

@@ -1,0 +1,67 @@
+#include <gmock/gmock.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "op_test_util.h"
+
+using namespace wgnn;
+using namespace wgnn::test;
+using testing::HasSubstr;
+
+TEST(Graph, Int64RoundTripsThroughInt32Storage) {
+  Graph g(ctx());
+  std::vector<int64_t> v = {0, -1, 7, INT32_MAX, INT32_MIN, 123456789};
+  TensorRef t = g.add_tensor({6}, DType::I64, TensorKind::Input);
+  EXPECT_EQ(g.info(t).gpu_bytes(), 24u);
+  g.write(t, v.data(), v.size() * 8);
+  EXPECT_EQ(g.read<int64_t>(t), v);
+}
+
+TEST(Graph, Int64OutsideInt32IsAnError) {
+  Graph g(ctx());
+  std::vector<int64_t> v = {1, int64_t(INT32_MAX) + 1};
+  TensorRef t = g.add_tensor({2}, DType::I64, TensorKind::Input, "shape_data");
+  try {
+    g.write(t, v.data(), 16);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("shape_data"));
+    EXPECT_THAT(e.what(), HasSubstr("2147483648"));
+    EXPECT_THAT(e.what(), HasSubstr("int32"));
+  }
+}
+
+TEST(Graph, BoolAndBytesRoundTrip) {
+  Graph g(ctx());
+  std::vector<uint8_t> b = {1, 0, 1, 1, 0};
+  TensorRef tb = g.add_tensor({5}, DType::Bool, TensorKind::Input);
+  g.write(tb, b.data(), b.size());
+  EXPECT_EQ(g.read<uint8_t>(tb), b);
+  std::vector<int8_t> i8 = {-128, 127, 0, -1};
+  TensorRef ti = g.add_tensor({4}, DType::I8, TensorKind::Input);
+  g.write(ti, i8.data(), i8.size());
+  EXPECT_EQ(g.read<int8_t>(ti), i8);
+}
+
+TEST(Graph, WrongByteCountIsAnError) {
+  Graph g(ctx());
+  TensorRef t = g.add_tensor({4}, DType::F32, TensorKind::Input, "x");
+  std::vector<float> v(3);
+  EXPECT_THROW(g.write(t, v.data(), 12), Error);
+}
+
+TEST(Graph, ViewSharesStorageWithoutDispatch) {
+  Graph g(ctx());
+  auto data = random_floats(24, -1, 1, 3);
+  TensorRef x = upload(g, {2, 3, 4}, data, DType::F32);
+  TensorRef v = g.add_view(x, {6, 4});
+  TensorRef y = ops::call(g, "aten.neg.default", {v}).tensor();
+  EXPECT_EQ(g.dispatches().size(), 1u);
+  g.run();
+  EXPECT_EQ(g.info(y).shape, (Shape{6, 4}));
+  std::vector<double> ref(data.begin(), data.end());
+  for (auto& r : ref) r = -r;
+  EXPECT_TRUE(all_close(download(g, y), ref, 0, 0));
+  EXPECT_THROW(g.add_view(x, {5, 5}), Error);
+}
