@@ -17,7 +17,7 @@ struct HostTensor {
   std::vector<uint8_t> data;
 
   HostTensor() = default;
-  HostTensor(DType d, Shape s) : dtype(d), shape(std::move(s)), data(size_t(numel(shape)) * dtype_size(d)) {}
+  HostTensor(DType d, Shape s) : dtype(d), shape(std::move(s)), data(size_t(wgnn::numel(shape)) * dtype_size(d)) {}
   int64_t numel() const { return wgnn::numel(shape); }
   size_t nbytes() const { return data.size(); }
   template <typename T>
