@@ -1,0 +1,99 @@
+// .npy reading and writing, checked against files numpy itself writes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "graph/npy.h"
+
+using namespace wgnn;
+using testing::HasSubstr;
+namespace fs = std::filesystem;
+
+namespace {
+fs::path tmpdir() {
+  fs::path d = fs::temp_directory_path() / ("wgnn_npy_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+int python(const std::string& code) {
+  const fs::path script = tmpdir() / "gen.py";
+  std::ofstream(script) << code;
+  return std::system(("/usr/bin/python3 " + script.string()).c_str());
+}
+std::string read_error(const fs::path& p) {
+  try {
+    read_npy(p);
+  } catch (const wgnn::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST(Npy, ReadsWhatNumpyWrites) {
+  const fs::path d = tmpdir();
+  ASSERT_EQ(python("import numpy as np\nd='" + d.string() +
+                   "'\n"
+                   "np.save(d+'/f32.npy', np.arange(6, dtype=np.float32).reshape(2,3) / 4)\n"
+                   "np.save(d+'/f16.npy', np.array([1.5, -2.25, 65504], dtype=np.float16))\n"
+                   "np.save(d+'/i64.npy', np.array([[-3], [2**40]], dtype=np.int64))\n"
+                   "np.save(d+'/b.npy', np.array([True, False, True]))\n"
+                   "np.save(d+'/scalar.npy', np.float32(7.5))\n"
+                   "np.save(d+'/u8.npy', np.arange(5, dtype=np.uint8))\n"
+                   "np.save(d+'/fortran.npy', np.asfortranarray(np.ones((2,3), np.float32)))\n"
+                   "np.save(d+'/f64.npy', np.ones(3))\n"),
+            0);
+  HostTensor a = read_npy(d / "f32.npy");
+  EXPECT_EQ(a.dtype, DType::F32);
+  EXPECT_EQ(a.shape, (Shape{2, 3}));
+  EXPECT_FLOAT_EQ(a.as<float>()[5], 1.25f);
+  HostTensor h = read_npy(d / "f16.npy");
+  EXPECT_EQ(h.dtype, DType::F16);
+  EXPECT_DOUBLE_EQ(h.get_double(1), -2.25);
+  EXPECT_DOUBLE_EQ(h.get_double(2), 65504);
+  HostTensor i = read_npy(d / "i64.npy");
+  EXPECT_EQ(i.shape, (Shape{2, 1}));
+  EXPECT_EQ(i.as<int64_t>()[1], int64_t(1) << 40);
+  HostTensor b = read_npy(d / "b.npy");
+  EXPECT_EQ(b.dtype, DType::Bool);
+  EXPECT_EQ(b.as<uint8_t>()[1], 0);
+  HostTensor s = read_npy(d / "scalar.npy");
+  EXPECT_TRUE(s.shape.empty());
+  EXPECT_FLOAT_EQ(s.as<float>()[0], 7.5f);
+  EXPECT_EQ(read_npy(d / "u8.npy").as<uint8_t>()[4], 4);
+  EXPECT_THAT(read_error(d / "fortran.npy"), HasSubstr("Fortran"));
+  EXPECT_THAT(read_error(d / "f64.npy"), HasSubstr("'<f8' is not supported"));
+}
+
+TEST(Npy, NumpyReadsWhatWeWrite) {
+  const fs::path d = tmpdir();
+  HostTensor t(DType::F32, {2, 2, 3});
+  for (int k = 0; k < 12; ++k) t.as<float>()[k] = float(k) - 5.5f;
+  write_npy(d / "w.npy", t);
+  HostTensor v(DType::I64, {4});
+  for (int k = 0; k < 4; ++k) v.as<int64_t>()[k] = -k * 1000000000000LL;
+  write_npy(d / "v.npy", v);
+  HostTensor e(DType::F16, {});
+  e.as<uint16_t>()[0] = 0x3C00;  // 1.0
+  write_npy(d / "e.npy", e);
+  EXPECT_EQ(python("import numpy as np\nd='" + d.string() +
+                   "'\n"
+                   "a = np.load(d+'/w.npy'); assert a.shape == (2,2,3) and a.dtype == np.float32, a\n"
+                   "assert (a.ravel() == np.arange(12) - 5.5).all()\n"
+                   "v = np.load(d+'/v.npy'); assert v.dtype == np.int64 and v[3] == -3 * 10**12\n"
+                   "e = np.load(d+'/e.npy'); assert e.shape == () and e.dtype == np.float16 and e == 1.0\n"),
+            0);
+  EXPECT_EQ(read_npy(d / "w.npy").data, t.data);
+}
+
+TEST(Npy, TruncatedAndGarbageAreErrors) {
+  EXPECT_THROW(parse_npy("hello", "x"), Error);
+  HostTensor t(DType::F32, {4});
+  std::string good = format_npy(t);
+  EXPECT_THROW(parse_npy(good.substr(0, good.size() - 3), "x"), Error);
+  EXPECT_THROW(parse_npy(good.substr(0, 12), "x"), Error);
+  EXPECT_THROW(read_npy("/nonexistent/file.npy"), Error);
+}
