@@ -12,6 +12,13 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Something wgnn does not implement (an op, a dtype, an attribute value):
+// the input may be valid, but this runtime cannot run it.
+class Unsupported : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace gpu {
 
 // An error reported by the WebGPU implementation (validation, out of memory,

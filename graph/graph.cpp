@@ -106,25 +106,109 @@ gpu::BufferBinding Graph::resolve(const Binding& b) {
 }
 
 void Graph::prepare() {
-  for (size_t i = 0; i < tensors_.size(); ++i) ensure_storage(int(i));
+  // Liveness of each storage root over the dispatch list.
+  const size_t n = tensors_.size();
+  auto root_of = [&](int id) {
+    while (tensors_[size_t(id)].view_of >= 0) id = tensors_[size_t(id)].view_of;
+    return id;
+  };
+  std::vector<int> first(n, -1), last(n, -1);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    for (const Binding& b : nodes_[i].bindings) {
+      if (b.tensor < 0) continue;
+      const size_t r = size_t(root_of(b.tensor));
+      if (first[r] < 0) first[r] = int(i);
+      last[r] = int(i);
+    }
+  }
+  // Users hold views too: a view's uses count for its root (done above);
+  // an intermediate nobody reads after its producer is a result.
+  std::vector<bool> pooled(n, false);
+  memory_ = MemoryStats{};
+  for (size_t t = 0; t < n; ++t) {
+    TensorInfo& ti = tensors_[t];
+    if (ti.view_of >= 0) continue;
+    const bool intermediate = ti.kind == TensorKind::Intermediate && first[t] >= 0 && last[t] > first[t];
+    if (intermediate) {
+      pooled[t] = true;
+      ti.buffer = gpu::Buffer();  // (re)planned below
+      memory_.intermediate_sum += ti.gpu_bytes();
+    }
+  }
+  std::vector<gpu::Buffer> pool, free_list;
+  std::vector<std::vector<size_t>> dies_at(nodes_.size());
+  for (size_t t = 0; t < n; ++t) {
+    if (pooled[t]) dies_at[size_t(last[t])].push_back(t);
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    for (const Binding& b : nodes_[i].bindings) {
+      if (b.tensor < 0) continue;
+      const size_t r = size_t(root_of(b.tensor));
+      if (!pooled[r] || tensors_[r].buffer.valid()) continue;
+      TensorInfo& ti = tensors_[r];
+      const uint64_t need = std::max<uint64_t>(16, (ti.gpu_bytes() + 255) / 256 * 256);
+      const uint64_t limit = ctx_.limits().max_storage_buffer_binding_size;
+      if (ti.gpu_bytes() > limit) {
+        throw Error(fmt::format("tensor '{}' {} {} needs {} bytes, over this device's maxStorageBufferBindingSize of "
+                                "{} bytes; ops bind whole tensors, so it cannot run on this device",
+                                ti.name, dtype_name(ti.dtype), shape_str(ti.shape), ti.gpu_bytes(), limit));
+      }
+      size_t best = free_list.size();
+      for (size_t k = 0; k < free_list.size(); ++k) {
+        if (free_list[k].size() >= need && (best == free_list.size() || free_list[k].size() < free_list[best].size()))
+          best = k;
+      }
+      if (best < free_list.size()) {
+        ti.buffer = free_list[best];
+        free_list.erase(free_list.begin() + long(best));
+      } else {
+        ti.buffer = ctx_.create_buffer(need, gpu::kStorageUsage, fmt::format("pool {}", pool.size()));
+        pool.push_back(ti.buffer);
+        memory_.intermediate_pool += ti.buffer.size();
+      }
+      ti.offset = 0;
+    }
+    for (size_t t : dies_at[i]) free_list.push_back(tensors_[t].buffer);
+  }
+  memory_.pool_buffers = pool.size();
+  for (size_t t = 0; t < n; ++t) {
+    TensorInfo& ti = tensors_[t];
+    if (ti.view_of >= 0) {
+      ti.buffer = gpu::Buffer();  // re-derived from the root
+    }
+  }
+  for (size_t i = 0; i < n; ++i) ensure_storage(int(i));
+  for (size_t t = 0; t < n; ++t) {
+    const TensorInfo& ti = tensors_[t];
+    if (ti.view_of >= 0 || pooled[t]) continue;
+    (ti.kind == TensorKind::Constant ? memory_.constant_bytes : memory_.io_bytes) += ti.gpu_bytes();
+  }
+
   auto build = [&](std::vector<DispatchNode>& nodes) {
-    for (auto& n : nodes) {
-      if (n.group.handle()) continue;
+    for (auto& node : nodes) {
       std::vector<gpu::BufferBinding> bs;
-      bs.reserve(n.bindings.size());
-      for (const auto& b : n.bindings) bs.push_back(resolve(b));
-      n.group = ctx_.bind_group(*n.pipeline, bs, n.op);
+      bs.reserve(node.bindings.size());
+      for (const auto& b : node.bindings) bs.push_back(resolve(b));
+      node.group = ctx_.bind_group(*node.pipeline, bs, node.op);
     }
   };
   build(nodes_);
   build(init_nodes_);
   if (!init_nodes_.empty()) {
     gpu::Recorder rec(ctx_);
-    for (auto& n : init_nodes_) rec.dispatch(*n.pipeline, n.group, n.grid, n.label);
+    for (auto& node : init_nodes_) rec.dispatch(*node.pipeline, node.group, node.grid, node.label);
     rec.finish();
     init_nodes_.clear();
   }
   prepared_ = true;
+}
+
+std::string Graph::memory_summary() const {
+  const auto mib = [](uint64_t b) { return double(b) / double(1 << 20); };
+  return fmt::format("intermediates {:.2f} MiB in {} pooled buffers (vs {:.2f} MiB unplanned); inputs/outputs "
+                     "{:.2f} MiB; constants {:.2f} MiB",
+                     mib(memory_.intermediate_pool), memory_.pool_buffers, mib(memory_.intermediate_sum),
+                     mib(memory_.io_bytes), mib(memory_.constant_bytes));
 }
 
 void Graph::write(TensorRef t, const void* data, size_t bytes) {

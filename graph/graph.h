@@ -84,6 +84,13 @@ class Graph {
 
   // Assigns storage and builds bind groups; runs init dispatches. Called by
   // run() if needed; adding work afterwards calls for a new prepare().
+  //
+  // Memory plan: inputs, outputs and constants get buffers of their own.
+  // Intermediates share pooled buffers by liveness: a tensor holds a buffer
+  // from the first dispatch that touches it (its producer) to the last that
+  // reads it, then the buffer returns to the pool (best fit, never shared
+  // within one dispatch). A tensor that no later dispatch reads is a result
+  // and keeps its buffer. Read only outputs and such results after run().
   void prepare();
   bool prepared() const { return prepared_; }
 
@@ -104,6 +111,16 @@ class Graph {
   std::vector<gpu::TimedSpan> run_profiled();
   const std::vector<DispatchNode>& dispatches() const { return nodes_; }
 
+  struct MemoryStats {
+    uint64_t intermediate_sum = 0;   // bytes if every intermediate had its own buffer
+    uint64_t intermediate_pool = 0;  // bytes of the shared buffers the plan uses
+    size_t pool_buffers = 0;
+    uint64_t io_bytes = 0;           // inputs, outputs, results
+    uint64_t constant_bytes = 0;
+  };
+  const MemoryStats& memory() const { return memory_; }
+  std::string memory_summary() const;
+
  private:
   void record(gpu::Recorder& rec);
   gpu::BufferBinding resolve(const Binding& b);
@@ -115,6 +132,7 @@ class Graph {
   std::vector<DispatchNode> init_nodes_;
   std::vector<gpu::Buffer> owned_;
   bool prepared_ = false;
+  MemoryStats memory_;
 };
 
 }  // namespace wgnn

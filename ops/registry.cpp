@@ -31,7 +31,7 @@ const OpFn& OpRegistry::get(std::string_view name) const {
   for (const auto& [k, v] : ops_) {
     if (!base.empty() && k.rfind(base, 0) == 0) near.push_back(k);
   }
-  throw Error(fmt::format("unknown op '{}'{}", name,
+  throw Unsupported(fmt::format("unknown op '{}'{}", name,
                           near.empty() ? std::string(" (see `wgnn ops` for the supported ones)")
                                        : fmt::format("; registered with that name: {}", fmt::join(near, ", "))));
 }

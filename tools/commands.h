@@ -1,6 +1,8 @@
 #pragma once
 // Subcommands of the wgnn CLI that are more than a few lines.
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "gpu/context.h"
 
@@ -13,6 +15,24 @@ struct BenchCopyOptions {
   bool json = false;
 };
 int bench_copy(gpu::Context& ctx, const BenchCopyOptions& o);
+
+struct RunOptions {
+  std::string model;
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::string output_dir = ".";
+  uint32_t seed = 0;
+  bool verbose = false;
+};
+int run_model(gpu::Context& ctx, const RunOptions& o);
+
+struct ConformanceOptions {
+  std::vector<std::string> dirs;
+  std::string filter;
+  double rtol = 1e-3, atol = 1e-5;
+  bool verbose = false;
+  bool quiet_unsupported = false;
+};
+int conformance(gpu::Context& ctx, const ConformanceOptions& o);
 int selfcheck(gpu::Context& ctx);
 
 }  // namespace wgnn::tools

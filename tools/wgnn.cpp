@@ -15,6 +15,7 @@
 
 #include "gpu/context.h"
 #include "gpu/recorder.h"
+#include "ops/registry.h"
 #include "tools/commands.h"
 
 using nlohmann::json;
@@ -94,7 +95,30 @@ int main(int argc, char** argv) {
 
   auto* self = app.add_subcommand("selfcheck", "Run a few kernels and compare with the CPU");
 
+  auto* run = app.add_subcommand("run", "Run an ONNX model; write each output to DIR/<name>.npy");
+  tools::RunOptions ro;
+  run->add_option("model", ro.model, "ONNX model file")->required();
+  run->add_option("--input", ro.inputs, "NAME=FILE.npy (inputs not given get seeded random data)");
+  run->add_option("--output-dir", ro.output_dir, "Where to write the outputs");
+  run->add_option("--seed", ro.seed, "Seed of the random inputs");
+  run->add_flag("--verbose", ro.verbose, "Timing, dispatch and memory summary");
+
+  auto* conf = app.add_subcommand("conformance", "Run ONNX backend test cases and compare with their outputs");
+  tools::ConformanceOptions co;
+  conf->add_option("dirs", co.dirs, "Case folders, or folders of case folders")->required();
+  conf->add_option("--filter", co.filter, "Only cases whose name contains this");
+  conf->add_option("--rtol", co.rtol, "Relative tolerance");
+  conf->add_option("--atol", co.atol, "Absolute tolerance");
+  conf->add_flag("--verbose", co.verbose, "Print every case");
+  conf->add_flag("--quiet-unsupported", co.quiet_unsupported, "Do not list unsupported cases");
+
+  auto* ops_cmd = app.add_subcommand("ops", "List the supported operators");
+
   CLI11_PARSE(app, argc, argv);
+  if (ops_cmd->parsed()) {
+    for (const auto& n : ops::OpRegistry::global().names()) fmt::print("{}\n", n);
+    return 0;
+  }
   try {
     gpu::ContextOptions opts;
     opts.adapter = adapter;
@@ -102,6 +126,8 @@ int main(int argc, char** argv) {
     if (info->parsed()) return cmd_info(ctx, info_json);
     if (bench->parsed()) return tools::bench_copy(ctx, bc);
     if (self->parsed()) return tools::selfcheck(ctx);
+    if (run->parsed()) return tools::run_model(ctx, ro);
+    if (conf->parsed()) return tools::conformance(ctx, co);
   } catch (const std::exception& e) {
     fmt::print(stderr, "wgnn: error: {}\n", e.what());
     return 1;

@@ -1,0 +1,623 @@
+// ONNX operators -> wgnn ops. One entry per ONNX op type: the dtypes it
+// accepts, how it builds GPU work (views cost nothing), and, for shape
+// arithmetic, how it folds on the host when every input is known there.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "onnx/host_ops.h"
+#include "onnx/node_ctx.h"
+#include "onnx/tensor_proto.h"
+#include "ops/layout.h"
+
+namespace wgnn::onnx_import {
+
+// ---- NodeCtx --------------------------------------------------------------
+
+std::string NodeCtx::where() const {
+  return fmt::format("node '{}' ({}, opset {})", node.name().empty() ? node.output(0) : node.name(), node.op_type(),
+                     opset);
+}
+void NodeCtx::fail(const std::string& msg) const { throw Error(where() + ": " + msg); }
+void NodeCtx::unsupported(const std::string& msg) const { throw Unsupported(where() + ": " + msg); }
+
+const Shape& NodeCtx::shape(size_t i) const {
+  if (!has(i)) fail(fmt::format("input {} is missing", i));
+  return in_[i]->shape;
+}
+DType NodeCtx::dtype(size_t i) const {
+  if (!has(i)) fail(fmt::format("input {} is missing", i));
+  return in_[i]->dtype;
+}
+
+TensorRef NodeCtx::tensor(size_t i) {
+  if (!has(i)) fail(fmt::format("input {} is missing", i));
+  Slot& s = *in_[i];
+  if (s.ref.id < 0) s.ref = g.add_constant(s.value.shape, s.value.dtype, s.value.data.data(), node.input(int(i)));
+  return s.ref;
+}
+
+const HostTensor& NodeCtx::host(size_t i, const char* what) const {
+  if (!has(i)) fail(fmt::format("input {} ('{}') is missing", i, what));
+  if (!in_[i]->host) {
+    unsupported(fmt::format("input '{}' must be known when the model loads (a constant or computed from shapes); "
+                            "here it is computed on the GPU",
+                            what));
+  }
+  return in_[i]->value;
+}
+
+std::vector<int64_t> NodeCtx::host_ints(size_t i, const char* what) const { return host::to_ints(host(i, what)); }
+
+const onnx::AttributeProto* NodeCtx::attr(const std::string& name) const {
+  for (const auto& a : node.attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+bool NodeCtx::has_attr(const std::string& name) const { return attr(name) != nullptr; }
+int64_t NodeCtx::attr_int(const std::string& name, int64_t def) const {
+  const auto* a = attr(name);
+  return a ? a->i() : def;
+}
+float NodeCtx::attr_float(const std::string& name, float def) const {
+  const auto* a = attr(name);
+  return a ? a->f() : def;
+}
+std::string NodeCtx::attr_string(const std::string& name, const std::string& def) const {
+  const auto* a = attr(name);
+  return a ? a->s() : def;
+}
+std::vector<int64_t> NodeCtx::attr_ints(const std::string& name) const {
+  const auto* a = attr(name);
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
+}
+
+Value NodeCtx::call(const std::string& op, const ValueList& args) {
+  try {
+    return ops::call(g, op, args);
+  } catch (const Unsupported& e) {
+    throw Unsupported(where() + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(where() + ": " + e.what());
+  }
+}
+
+TensorRef NodeCtx::view(TensorRef t, const Shape& shape) { return g.add_view(t, shape); }
+
+// ---- helpers ----------------------------------------------------------------
+
+namespace {
+
+using Mappers = std::map<std::string, OpMapper>;
+const std::vector<DType> kFloat = {DType::F32, DType::F16};
+const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::I32, DType::I64};
+const std::vector<DType> kBool = {DType::Bool};
+
+std::vector<Slot> one(Slot s) {
+  std::vector<Slot> v;
+  v.push_back(std::move(s));
+  return v;
+}
+std::vector<HostTensor> one_host(HostTensor t) {
+  std::vector<HostTensor> v;
+  v.push_back(std::move(t));
+  return v;
+}
+
+// ONNX ScalarType (TensorProto.DataType) -> ATen ScalarType code.
+int64_t aten_dtype_code(DType d) {
+  switch (d) {
+    case DType::U8: return 0;
+    case DType::I8: return 1;
+    case DType::I32: return 3;
+    case DType::I64: return 4;
+    case DType::F16: return 5;
+    case DType::F32: return 6;
+    case DType::Bool: return 11;
+  }
+  return -1;
+}
+
+// Output shape of Reshape (0 copies the input dim unless allowzero, -1 infers).
+Shape reshape_target(const NodeCtx& c, const Shape& in, const std::vector<int64_t>& spec, bool allowzero) {
+  Shape out(spec.size());
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    if (spec[i] == -1) {
+      if (infer >= 0) c.fail("shape has more than one -1");
+      infer = int64_t(i);
+      out[i] = 1;
+    } else if (spec[i] == 0 && !allowzero) {
+      if (i >= in.size()) c.fail(fmt::format("shape {} copies dim {} that input {} lacks", shape_str(spec), i,
+                                             shape_str(in)));
+      out[i] = in[i];
+    } else if (spec[i] < 0) {
+      c.fail(fmt::format("shape {} has a negative dim", shape_str(spec)));
+    } else {
+      out[i] = spec[i];
+    }
+    if (int64_t(i) != infer) known *= out[i];
+  }
+  const int64_t n = numel(in);
+  if (infer >= 0) {
+    if (known == 0 || n % known != 0) c.fail(fmt::format("cannot reshape {} to {}", shape_str(in), shape_str(spec)));
+    out[size_t(infer)] = n / known;
+  }
+  if (numel(out) != n) c.fail(fmt::format("cannot reshape {} to {}", shape_str(in), shape_str(spec)));
+  return out;
+}
+
+// A node that only changes the shape: a view on the GPU, a reshape on the host.
+OpMapper view_op(std::function<Shape(NodeCtx&)> shape_of) {
+  OpMapper m;
+  m.build = [shape_of](NodeCtx& c) { return one(c.out(c.view(c.tensor(0), shape_of(c)))); };
+  m.fold = [shape_of](NodeCtx& c) { return one_host(host::reshape(c.host(0, "data"), shape_of(c))); };
+  return m;
+}
+
+std::vector<int64_t> axes_of(NodeCtx& c, size_t input, int since_opset) {
+  if (c.opset >= since_opset) return c.has(input) ? c.host_ints(input, "axes") : std::vector<int64_t>{};
+  return c.attr_ints("axes");
+}
+
+Shape squeeze_shape(NodeCtx& c) {
+  const Shape& in = c.shape(0);
+  std::vector<int64_t> axes = axes_of(c, 1, 13);
+  std::vector<bool> drop(in.size(), false);
+  if (axes.empty()) {
+    for (size_t d = 0; d < in.size(); ++d) drop[d] = in[d] == 1;
+  }
+  for (int64_t a : axes) {
+    const int64_t ax = ops::normalize_axis(a, int64_t(in.size()), "Squeeze", "axes");
+    if (in[size_t(ax)] != 1) c.fail(fmt::format("cannot squeeze dim {} of size {}", ax, in[size_t(ax)]));
+    drop[size_t(ax)] = true;
+  }
+  Shape out;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (!drop[d]) out.push_back(in[d]);
+  }
+  return out;
+}
+
+Shape unsqueeze_shape(NodeCtx& c) {
+  const Shape& in = c.shape(0);
+  std::vector<int64_t> axes = axes_of(c, 1, 13);
+  const int64_t r = int64_t(in.size() + axes.size());
+  std::vector<bool> ins(size_t(r), false);
+  for (int64_t a : axes) {
+    const int64_t ax = ops::normalize_axis(a, r, "Unsqueeze", "axes");
+    if (ins[size_t(ax)]) c.fail("repeated axis");
+    ins[size_t(ax)] = true;
+  }
+  Shape out;
+  size_t k = 0;
+  for (int64_t d = 0; d < r; ++d) out.push_back(ins[size_t(d)] ? 1 : in[k++]);
+  return out;
+}
+
+Shape flatten_shape(NodeCtx& c) {
+  const Shape& in = c.shape(0);
+  const int64_t r = int64_t(in.size());
+  int64_t axis = c.attr_int("axis", 1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis > r) c.fail(fmt::format("axis {} out of range for rank {}", c.attr_int("axis", 1), r));
+  int64_t a = 1, b = 1;
+  for (int64_t d = 0; d < r; ++d) (d < axis ? a : b) *= in[size_t(d)];
+  return {a, b};
+}
+
+OpMapper unary(const std::string& aten, std::vector<DType> dtypes = kFloat) {
+  OpMapper m;
+  m.dtypes = std::move(dtypes);
+  m.build = [aten](NodeCtx& c) { return one(c.out(c.call(aten, {c.tensor(0)}))); };
+  return m;
+}
+
+// Binary elementwise ops; variadic ones (Sum, Min, Max, Mean) chain.
+OpMapper binary(const std::string& onnx_op, const std::string& aten, std::vector<DType> dtypes) {
+  OpMapper m;
+  m.dtypes = std::move(dtypes);
+  m.build = [onnx_op, aten](NodeCtx& c) {
+    std::string op = aten;
+    ValueList extra;
+    if (onnx_op == "Div" && !host::is_float(c.dtype(0))) {
+      op = "aten.div.Tensor_mode";
+      extra = {std::string("trunc")};
+    }
+    if (onnx_op == "Mod") op = c.attr_int("fmod", 0) ? "aten.fmod.Tensor" : "aten.remainder.Tensor";
+    TensorRef acc = c.tensor(0);
+    for (size_t i = 1; i < c.inputs(); ++i) {
+      ValueList args{acc, c.tensor(i)};
+      args.insert(args.end(), extra.begin(), extra.end());
+      acc = c.call(op, args).tensor();
+    }
+    return one(c.out(acc));
+  };
+  m.fold = [onnx_op](NodeCtx& c) {
+    const std::string op = onnx_op == "Sum" ? "Add" : onnx_op;
+    HostTensor acc = c.host(0, "A");
+    for (size_t i = 1; i < c.inputs(); ++i) acc = host::binary(op, acc, c.host(i, "B"), int(c.attr_int("fmod", 0)));
+    return one_host(std::move(acc));
+  };
+  return m;
+}
+
+std::vector<int64_t> reduce_axes(NodeCtx& c, bool axes_input) {
+  std::vector<int64_t> axes = axes_input ? (c.has(1) ? c.host_ints(1, "axes") : std::vector<int64_t>{})
+                                         : c.attr_ints("axes");
+  return axes;
+}
+
+OpMapper reduce(const std::string& onnx_op, const std::string& aten, int axes_input_since,
+                std::vector<DType> dtypes) {
+  OpMapper m;
+  m.dtypes = std::move(dtypes);
+  m.build = [onnx_op, aten, axes_input_since](NodeCtx& c) {
+    std::vector<int64_t> axes = reduce_axes(c, c.opset >= axes_input_since);
+    const bool keep = c.attr_int("keepdims", 1) != 0;
+    if (axes.empty() && c.attr_int("noop_with_empty_axes", 0)) return one(c.out(c.view(c.tensor(0), c.shape(0))));
+    if (axes.empty()) {
+      for (size_t d = 0; d < c.shape(0).size(); ++d) axes.push_back(int64_t(d));
+    }
+    return one(c.out(c.call(aten, {c.tensor(0), IntList(axes), keep})));
+  };
+  m.fold = [onnx_op, axes_input_since](NodeCtx& c) {
+    std::vector<int64_t> axes = reduce_axes(c, c.opset >= axes_input_since);
+    if (axes.empty() && c.attr_int("noop_with_empty_axes", 0)) return one_host(c.host(0, "data"));
+    return one_host(host::reduce(onnx_op, c.host(0, "data"), axes, c.attr_int("keepdims", 1) != 0));
+  };
+  return m;
+}
+
+OpMapper softmax(const std::string& aten) {
+  OpMapper m;
+  m.dtypes = kFloat;
+  m.build = [aten](NodeCtx& c) {
+    const Shape& s = c.shape(0);
+    const int64_t r = int64_t(s.size());
+    if (c.opset >= 13) {
+      const int64_t axis = ops::normalize_axis(c.attr_int("axis", -1), r, c.node.op_type(), "axis");
+      return one(c.out(c.call(aten, {c.tensor(0), axis, false})));
+    }
+    // Before opset 13: softmax over the input flattened to 2-D at `axis`.
+    int64_t axis = c.attr_int("axis", 1);
+    if (axis < 0) axis += r;
+    int64_t a = 1, b = 1;
+    for (int64_t d = 0; d < r; ++d) (d < axis ? a : b) *= s[size_t(d)];
+    TensorRef flat = c.view(c.tensor(0), {a, b});
+    TensorRef y = c.call(aten, {flat, int64_t(1), false}).tensor();
+    return one(c.out(c.view(y, s)));
+  };
+  return m;
+}
+
+// ---- the table ----------------------------------------------------------------
+
+Mappers make_mappers() {
+  Mappers m;
+  // Unary math.
+  for (auto [onnx_op, aten] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"Relu", "aten.relu.default"},       {"Sigmoid", "aten.sigmoid.default"}, {"Tanh", "aten.tanh.default"},
+           {"Exp", "aten.exp.default"},         {"Log", "aten.log.default"},         {"Sqrt", "aten.sqrt.default"},
+           {"Reciprocal", "aten.reciprocal.default"}, {"Floor", "aten.floor.default"}, {"Ceil", "aten.ceil.default"},
+           {"Round", "aten.round.default"},     {"Sin", "aten.sin.default"},         {"Cos", "aten.cos.default"},
+           {"Erf", "aten.erf.default"},         {"Softplus", "aten.softplus.default"},
+           {"HardSwish", "aten.hardswish.default"}}) {
+    m[onnx_op] = unary(aten);
+  }
+  m["Neg"] = unary("aten.neg.default");
+  m["Abs"] = unary("aten.abs.default");
+  m["Sign"] = unary("aten.sign.default");
+  for (const char* op : {"Neg", "Abs", "Sign", "Sqrt", "Floor", "Ceil", "Reciprocal", "Exp", "Log", "Relu"}) {
+    m[op].fold = [op = std::string(op)](NodeCtx& c) { return one_host(host::unary(op, c.host(0, "X"))); };
+  }
+  m["LeakyRelu"] = {kFloat, [](NodeCtx& c) {
+                      return one(c.out(c.call("aten.leaky_relu.default",
+                                              {c.tensor(0), double(c.attr_float("alpha", 0.01f))})));
+                    }, nullptr};
+  m["Elu"] = {kFloat, [](NodeCtx& c) {
+                return one(c.out(c.call("aten.elu.default", {c.tensor(0), double(c.attr_float("alpha", 1.f))})));
+              }, nullptr};
+  m["HardSigmoid"] = {kFloat, [](NodeCtx& c) {
+                        return one(c.out(c.call("aten.hardsigmoid.default",
+                                                {c.tensor(0), double(c.attr_float("alpha", 0.2f)),
+                                                 double(c.attr_float("beta", 0.5f))})));
+                      }, nullptr};
+  m["Gelu"] = {kFloat, [](NodeCtx& c) {
+                 return one(c.out(c.call("aten.gelu.default",
+                                         {c.tensor(0), c.attr_string("approximate", "none")})));
+               }, nullptr};
+  m["Clip"] = {kFloat, [](NodeCtx& c) {
+                 std::optional<double> lo, hi;
+                 if (c.opset < 11) {
+                   lo = double(c.attr_float("min", -std::numeric_limits<float>::max()));
+                   hi = double(c.attr_float("max", std::numeric_limits<float>::max()));
+                 } else {
+                   if (c.has(1)) lo = host::get(c.host(1, "min"), 0);
+                   if (c.has(2)) hi = host::get(c.host(2, "max"), 0);
+                   if (!lo && !hi) return one(c.out(c.view(c.tensor(0), c.shape(0))));
+                 }
+                 return one(c.out(c.call("aten.clamp.default", {c.tensor(0), lo ? Value(*lo) : Value(None{}),
+                                                               hi ? Value(*hi) : Value(None{})})));
+               }, nullptr};
+
+  // Normalization.
+  m["LayerNormalization"] = {kFloat, [](NodeCtx& c) {
+                               const Shape& s = c.shape(0);
+                               const int64_t axis =
+                                   ops::normalize_axis(c.attr_int("axis", -1), int64_t(s.size()), "LayerNormalization", "axis");
+                               if (c.attr_int("stash_type", 1) != 1) c.unsupported("stash_type other than float");
+                               Value r = c.call("aten.native_layer_norm.default",
+                                                {c.tensor(0), IntList(s.begin() + axis, s.end()), c.tensor_or_none(1),
+                                                 c.tensor_or_none(2), double(c.attr_float("epsilon", 1e-5f))});
+                               std::vector<Slot> out;
+                               for (const Value& v : r.list()) out.push_back(c.out(v));
+                               return out;
+                             }, nullptr};
+  m["BatchNormalization"] = {kFloat, [](NodeCtx& c) {
+                               if (c.attr_int("training_mode", 0)) c.unsupported("training_mode=1 (only inference)");
+                               if (c.node.output_size() > 1 && c.opset < 14) {
+                                 for (int i = 1; i < c.node.output_size(); ++i)
+                                   if (!c.node.output(i).empty()) c.unsupported("training outputs (only inference)");
+                               }
+                               Value r = c.call("aten._native_batch_norm_legit_no_training.default",
+                                                {c.tensor(0), c.tensor(1), c.tensor(2), c.tensor(3), c.tensor(4),
+                                                 double(c.attr_float("momentum", 0.9f)),
+                                                 double(c.attr_float("epsilon", 1e-5f))});
+                               return one(c.out(r.list()[0]));
+                             }, nullptr};
+
+  // Binary and variadic elementwise.
+  m["Add"] = binary("Add", "aten.add.Tensor", kNumeric);
+  m["Sub"] = binary("Sub", "aten.sub.Tensor", kNumeric);
+  m["Mul"] = binary("Mul", "aten.mul.Tensor", kNumeric);
+  m["Div"] = binary("Div", "aten.div.Tensor", kNumeric);
+  m["Pow"] = binary("Pow", "aten.pow.Tensor_Tensor", kFloat);
+  m["Mod"] = binary("Mod", "aten.remainder.Tensor", kNumeric);
+  m["Min"] = binary("Min", "aten.minimum.default", kNumeric);
+  m["Max"] = binary("Max", "aten.maximum.default", kNumeric);
+  m["Sum"] = binary("Sum", "aten.add.Tensor", kNumeric);
+  m["Mean"] = {kFloat, [](NodeCtx& c) {
+                 TensorRef acc = c.tensor(0);
+                 for (size_t i = 1; i < c.inputs(); ++i) acc = c.call("aten.add.Tensor", {acc, c.tensor(i)}).tensor();
+                 HostTensor k = host::scalar_like(c.dtype(0), 1.0 / double(c.inputs()));
+                 TensorRef kt = c.g.add_constant({}, k.dtype, k.data.data());
+                 return one(c.out(c.call("aten.mul.Tensor", {acc, kt})));
+               }, nullptr};
+  std::vector<DType> cmp = kNumeric;
+  cmp.push_back(DType::Bool);
+  m["Equal"] = binary("Equal", "aten.eq.Tensor", cmp);
+  m["Less"] = binary("Less", "aten.lt.Tensor", kNumeric);
+  m["LessOrEqual"] = binary("LessOrEqual", "aten.le.Tensor", kNumeric);
+  m["Greater"] = binary("Greater", "aten.gt.Tensor", kNumeric);
+  m["GreaterOrEqual"] = binary("GreaterOrEqual", "aten.ge.Tensor", kNumeric);
+  m["And"] = binary("And", "aten.logical_and.default", kBool);
+  m["Or"] = binary("Or", "aten.logical_or.default", kBool);
+  m["Xor"] = binary("Xor", "aten.logical_xor.default", kBool);
+  m["Not"] = unary("aten.logical_not.default", kBool);
+  m["Not"].fold = [](NodeCtx& c) { return one_host(host::unary("Not", c.host(0, "X"))); };
+  m["Where"] = {{}, [](NodeCtx& c) {
+                  if (c.dtype(0) != DType::Bool) c.fail("condition must be bool");
+                  return one(c.out(c.call("aten.where.self", {c.tensor(0), c.tensor(1), c.tensor(2)})));
+                },
+                [](NodeCtx& c) {
+                  return one_host(host::where(c.host(0, "condition"), c.host(1, "X"), c.host(2, "Y")));
+                }};
+  m["Cast"] = {{}, [](NodeCtx& c) {
+                 const DType to = dtype_from_onnx(int(c.attr_int("to", 0)), c.where());
+                 if (to == c.dtype(0)) return one(c.out(c.view(c.tensor(0), c.shape(0))));
+                 return one(c.out(c.call("aten._to_copy.default", {c.tensor(0), aten_dtype_code(to)})));
+               },
+               [](NodeCtx& c) {
+                 return one_host(host::cast(c.host(0, "input"), dtype_from_onnx(int(c.attr_int("to", 0)), c.where())));
+               }};
+
+  // Shape-only ops: views on the GPU.
+  m["Identity"] = view_op([](NodeCtx& c) { return c.shape(0); });
+  m["Dropout"] = view_op([](NodeCtx& c) {
+    if (c.node.output_size() > 1 && !c.node.output(1).empty()) c.unsupported("the mask output of Dropout");
+    if (c.has(2) && (!c.is_host(2) || host::get_int(c.host(2, "training_mode"), 0))) c.unsupported("training_mode");
+    return c.shape(0);
+  });
+  m["Reshape"] = view_op([](NodeCtx& c) {
+    return reshape_target(c, c.shape(0), c.opset >= 5 ? c.host_ints(1, "shape") : c.attr_ints("shape"),
+                          c.attr_int("allowzero", 0) != 0);
+  });
+  m["Flatten"] = view_op(flatten_shape);
+  m["Squeeze"] = view_op(squeeze_shape);
+  m["Unsqueeze"] = view_op(unsqueeze_shape);
+
+  // Values known from shapes alone: always on the host.
+  m["Shape"] = {{}, [](NodeCtx& c) {
+                  const Shape& s = c.shape(0);
+                  int64_t r = int64_t(s.size()), b = c.attr_int("start", 0), e = c.attr_int("end", r);
+                  b = std::clamp<int64_t>(b < 0 ? b + r : b, 0, r);
+                  e = std::clamp<int64_t>(e < 0 ? e + r : e, 0, r);
+                  return one(Slot::of_host(host::from_ints(std::vector<int64_t>(s.begin() + b, s.begin() + std::max(b, e)))));
+                }, nullptr};
+  m["Size"] = {{}, [](NodeCtx& c) {
+                 HostTensor t(DType::I64, {});
+                 t.as<int64_t>()[0] = numel(c.shape(0));
+                 return one(Slot::of_host(std::move(t)));
+               }, nullptr};
+  m["Constant"] = {{}, [](NodeCtx& c) {
+                     const auto& a = c.node.attribute(0);
+                     if (a.name() == "value") return one(Slot::of_host(from_tensor_proto(a.t(), ".")));
+                     if (a.name() == "value_float") return one(Slot::of_host(host::scalar_like(DType::F32, a.f())));
+                     if (a.name() == "value_int") return one(Slot::of_host(host::scalar_like(DType::I64, double(a.i()))));
+                     if (a.name() == "value_floats") {
+                       HostTensor t(DType::F32, {a.floats_size()});
+                       for (int i = 0; i < a.floats_size(); ++i) t.as<float>()[i] = a.floats(i);
+                       return one(Slot::of_host(std::move(t)));
+                     }
+                     if (a.name() == "value_ints")
+                       return one(Slot::of_host(host::from_ints({a.ints().begin(), a.ints().end()})));
+                     c.unsupported("Constant attribute '" + a.name() + "'");
+                   }, nullptr};
+  m["ConstantOfShape"] = {{}, [](NodeCtx& c) {
+                            const Shape s = c.host_ints(0, "input");
+                            HostTensor v = c.has_attr("value") ? from_tensor_proto(c.attr("value")->t(), ".")
+                                                               : host::scalar_like(DType::F32, 0.0);
+                            HostTensor t(v.dtype, s);
+                            const size_t es = dtype_size(v.dtype);
+                            for (int64_t i = 0; i < t.numel(); ++i)
+                              std::memcpy(t.data.data() + size_t(i) * es, v.data.data(), es);
+                            return one(Slot::of_host(std::move(t)));
+                          }, nullptr};
+  m["Range"] = {{}, [](NodeCtx& c) {
+                  const HostTensor& s = c.host(0, "start");
+                  const double start = host::get(s, 0), limit = host::get(c.host(1, "limit"), 0),
+                               delta = host::get(c.host(2, "delta"), 0);
+                  if (delta == 0) c.fail("delta is 0");
+                  const int64_t n = std::max<int64_t>(int64_t(std::ceil((limit - start) / delta)), 0);
+                  HostTensor t(s.dtype, {n});
+                  for (int64_t i = 0; i < n; ++i) host::set(t, size_t(i), start + double(i) * delta);
+                  return one(Slot::of_host(std::move(t)));
+                }, nullptr};
+
+  // Data movement.
+  m["Transpose"] = {{}, [](NodeCtx& c) {
+                      std::vector<int64_t> perm = c.attr_ints("perm");
+                      if (perm.empty())
+                        for (int64_t d = int64_t(c.shape(0).size()) - 1; d >= 0; --d) perm.push_back(d);
+                      return one(c.out(c.call("aten.permute.default", {c.tensor(0), IntList(perm)})));
+                    },
+                    [](NodeCtx& c) {
+                      std::vector<int64_t> perm = c.attr_ints("perm");
+                      if (perm.empty())
+                        for (int64_t d = int64_t(c.shape(0).size()) - 1; d >= 0; --d) perm.push_back(d);
+                      return one_host(host::transpose(c.host(0, "data"), perm));
+                    }};
+  m["Concat"] = {{}, [](NodeCtx& c) {
+                   ValueList parts;
+                   for (size_t i = 0; i < c.inputs(); ++i) parts.push_back(c.tensor(i));
+                   return one(c.out(c.call("aten.cat.default", {parts, c.attr_int("axis", 0)})));
+                 },
+                 [](NodeCtx& c) {
+                   std::vector<const HostTensor*> parts;
+                   for (size_t i = 0; i < c.inputs(); ++i) parts.push_back(&c.host(i, "inputs"));
+                   return one_host(host::concat(parts, c.attr_int("axis", 0)));
+                 }};
+  m["Split"] = {{}, [](NodeCtx& c) {
+                  const Shape& s = c.shape(0);
+                  const int64_t axis = ops::normalize_axis(c.attr_int("axis", 0), int64_t(s.size()), "Split", "axis");
+                  std::vector<int64_t> sizes =
+                      c.opset >= 13 ? (c.has(1) ? c.host_ints(1, "split") : std::vector<int64_t>{}) : c.attr_ints("split");
+                  const int64_t dim = s[size_t(axis)];
+                  if (sizes.empty()) {
+                    const int64_t parts = c.has_attr("num_outputs") ? c.attr_int("num_outputs", 1) : c.node.output_size();
+                    const int64_t each = (dim + parts - 1) / parts;
+                    for (int64_t k = 0, left = dim; k < parts; ++k, left -= each) sizes.push_back(std::min(each, left));
+                  }
+                  Value r = c.call("aten.split_with_sizes.default", {c.tensor(0), IntList(sizes), axis});
+                  std::vector<Slot> out;
+                  for (const Value& v : r.list()) out.push_back(c.out(v));
+                  return out;
+                }, nullptr};
+  m["Slice"] = {{}, [](NodeCtx& c) {
+                  std::vector<int64_t> starts, ends, axes, steps;
+                  if (c.opset < 10) {
+                    starts = c.attr_ints("starts");
+                    ends = c.attr_ints("ends");
+                    axes = c.attr_ints("axes");
+                  } else {
+                    starts = c.host_ints(1, "starts");
+                    ends = c.host_ints(2, "ends");
+                    if (c.has(3)) axes = c.host_ints(3, "axes");
+                    if (c.has(4)) steps = c.host_ints(4, "steps");
+                  }
+                  if (starts.size() != ends.size()) c.fail("starts and ends differ in length");
+                  TensorRef t = c.tensor(0);
+                  const int64_t r = int64_t(c.shape(0).size());
+                  for (size_t k = 0; k < starts.size(); ++k) {
+                    const int64_t ax = ops::normalize_axis(axes.empty() ? int64_t(k) : axes[k], r, "Slice", "axes");
+                    t = c.call("aten.slice.Tensor", {t, ax, starts[k], ends[k], steps.empty() ? int64_t(1) : steps[k]})
+                            .tensor();
+                  }
+                  return one(c.out(starts.empty() ? c.view(t, c.shape(0)) : t));
+                },
+                [](NodeCtx& c) {
+                  if (c.opset < 10)
+                    return one_host(host::slice(c.host(0, "data"), c.attr_ints("starts"), c.attr_ints("ends"),
+                                                c.attr_ints("axes"), {}));
+                  return one_host(host::slice(c.host(0, "data"), c.host_ints(1, "starts"), c.host_ints(2, "ends"),
+                                              c.has(3) ? c.host_ints(3, "axes") : std::vector<int64_t>{},
+                                              c.has(4) ? c.host_ints(4, "steps") : std::vector<int64_t>{}));
+                }};
+  m["Gather"] = {{}, [](NodeCtx& c) {
+                   const Shape& s = c.shape(0);
+                   const Shape& is = c.shape(1);
+                   const int64_t axis = ops::normalize_axis(c.attr_int("axis", 0), int64_t(s.size()), "Gather", "axis");
+                   TensorRef idx = c.view(c.tensor(1), {numel(is)});
+                   TensorRef y = c.call("aten.index_select.default", {c.tensor(0), axis, idx}).tensor();
+                   Shape out(s.begin(), s.begin() + axis);
+                   out.insert(out.end(), is.begin(), is.end());
+                   out.insert(out.end(), s.begin() + axis + 1, s.end());
+                   return one(c.out(c.view(y, out)));
+                 },
+                 [](NodeCtx& c) {
+                   return one_host(host::gather(c.host(0, "data"), c.host(1, "indices"), c.attr_int("axis", 0)));
+                 }};
+  m["GatherElements"] = {{}, [](NodeCtx& c) {
+                           const int64_t axis = ops::normalize_axis(c.attr_int("axis", 0), int64_t(c.shape(0).size()),
+                                                                    "GatherElements", "axis");
+                           return one(c.out(c.call("aten.gather.default", {c.tensor(0), axis, c.tensor(1)})));
+                         }, nullptr};
+  m["Expand"] = {{}, [](NodeCtx& c) {
+                   const Shape target = ops::broadcast_shapes(c.shape(0), c.host_ints(1, "shape"), "Expand");
+                   return one(c.out(c.call("aten.expand.default", {c.tensor(0), IntList(target)})));
+                 },
+                 [](NodeCtx& c) { return one_host(host::expand(c.host(0, "input"), c.host_ints(1, "shape"))); }};
+  m["Tile"] = {{}, [](NodeCtx& c) {
+                 return one(c.out(c.call("aten.repeat.default", {c.tensor(0), IntList(c.host_ints(1, "repeats"))})));
+               }, nullptr};
+  m["Pad"] = {{}, [](NodeCtx& c) {
+                const Shape& s = c.shape(0);
+                const int64_t r = int64_t(s.size());
+                std::string mode = c.attr_string("mode", "constant");
+                std::vector<int64_t> pads = c.opset >= 11 ? c.host_ints(1, "pads") : c.attr_ints("pads");
+                double value = c.opset >= 11 ? (c.has(2) ? host::get(c.host(2, "constant_value"), 0) : 0.0)
+                                             : double(c.attr_float("value", 0.f));
+                std::vector<int64_t> axes;
+                if (c.has(3)) axes = c.host_ints(3, "axes");
+                if (axes.empty())
+                  for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+                const size_t k = axes.size();
+                if (pads.size() != 2 * k) c.fail(fmt::format("pads has {} values; expected {}", pads.size(), 2 * k));
+                std::vector<int64_t> begin(size_t(r), 0), end(size_t(r), 0);
+                for (size_t i = 0; i < k; ++i) {
+                  const int64_t ax = ops::normalize_axis(axes[i], r, "Pad", "axes");
+                  begin[size_t(ax)] = pads[i];
+                  end[size_t(ax)] = pads[i + k];
+                }
+                IntList aten_pad;  // last dim first: (begin, end) pairs
+                for (int64_t d = r - 1; d >= 0; --d) {
+                  aten_pad.push_back(begin[size_t(d)]);
+                  aten_pad.push_back(end[size_t(d)]);
+                }
+                if (mode == "edge") mode = "replicate";
+                else if (mode != "constant" && mode != "reflect") c.unsupported("mode '" + mode + "'");
+                return one(c.out(c.call("aten.pad.default", {c.tensor(0), aten_pad, mode, value})));
+              }, nullptr};
+
+  // Reductions and softmax.
+  m["ReduceMean"] = reduce("ReduceMean", "aten.mean.dim", 18, kFloat);
+  m["ReduceSum"] = reduce("ReduceSum", "aten.sum.dim_IntList", 13, kNumeric);
+  m["ReduceMax"] = reduce("ReduceMax", "aten.amax.default", 18, kNumeric);
+  m["ReduceMin"] = reduce("ReduceMin", "aten.amin.default", 18, kNumeric);
+  m["Softmax"] = softmax("aten._softmax.default");
+  m["LogSoftmax"] = softmax("aten._log_softmax.default");
+  return m;
+}
+
+}  // namespace
+
+const std::map<std::string, OpMapper>& op_mappers() {
+  static const Mappers m = make_mappers();
+  return m;
+}
+
+}  // namespace wgnn::onnx_import

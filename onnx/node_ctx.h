@@ -1,0 +1,98 @@
+#pragma once
+// Internal to onnx/: what a node mapper sees while the importer builds the
+// graph, and the per-op table (onnx/mappers.cpp).
+#include <onnx/onnx_pb.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gpu/error.h"
+#include "graph/graph.h"
+#include "graph/host_tensor.h"
+#include "ops/registry.h"
+
+namespace wgnn::onnx_import {
+
+// A value of the ONNX graph while importing: known on the host (a constant,
+// or folded from constants and shapes), or a tensor of the GPU graph.
+struct Slot {
+  bool host = false;
+  HostTensor value;       // when host
+  TensorRef ref{-1};      // GPU tensor (for host values: once uploaded)
+  DType dtype = DType::F32;
+  Shape shape;
+
+  static Slot of_host(HostTensor t) {
+    Slot s;
+    s.host = true;
+    s.dtype = t.dtype;
+    s.shape = t.shape;
+    s.value = std::move(t);
+    return s;
+  }
+  static Slot of_tensor(Graph& g, TensorRef r) {
+    Slot s;
+    s.ref = r;
+    s.dtype = g.info(r).dtype;
+    s.shape = g.info(r).shape;
+    return s;
+  }
+};
+
+class NodeCtx {
+ public:
+  NodeCtx(Graph& graph, const onnx::NodeProto& n, int op_set, std::vector<Slot*> inputs)
+      : g(graph), node(n), opset(op_set), in_(std::move(inputs)) {}
+
+  Graph& g;
+  const onnx::NodeProto& node;
+  int opset;
+
+  std::string where() const;  // "node 'name' (OpType)"
+  [[noreturn]] void fail(const std::string& msg) const;
+  [[noreturn]] void unsupported(const std::string& msg) const;
+
+  size_t inputs() const { return in_.size(); }
+  bool has(size_t i) const { return i < in_.size() && in_[i] != nullptr; }
+  bool is_host(size_t i) const { return has(i) && in_[i]->host; }
+  const Shape& shape(size_t i) const;
+  DType dtype(size_t i) const;
+  // The input as a GPU tensor (a host value is uploaded once, as a constant).
+  TensorRef tensor(size_t i);
+  // The input's value on the host; Unsupported if it is only known on the GPU.
+  const HostTensor& host(size_t i, const char* what) const;
+  std::vector<int64_t> host_ints(size_t i, const char* what) const;
+  Value tensor_or_none(size_t i) { return has(i) ? Value(tensor(i)) : Value(None{}); }
+
+  bool has_attr(const std::string& name) const;
+  int64_t attr_int(const std::string& name, int64_t def) const;
+  float attr_float(const std::string& name, float def) const;
+  std::string attr_string(const std::string& name, const std::string& def) const;
+  std::vector<int64_t> attr_ints(const std::string& name) const;
+  const onnx::AttributeProto* attr(const std::string& name) const;
+
+  // Calls a wgnn op; errors are re-thrown with this node's name.
+  Value call(const std::string& op, const ValueList& args);
+  Slot out(TensorRef r) { return Slot::of_tensor(g, r); }
+  Slot out(const Value& v) { return Slot::of_tensor(g, v.tensor()); }
+  TensorRef view(TensorRef t, const Shape& shape);
+
+ private:
+  std::vector<Slot*> in_;
+};
+
+struct OpMapper {
+  // Dtypes accepted for the first input (empty: any). Others are Unsupported.
+  std::vector<DType> dtypes;
+  // Builds GPU work (or host values) for the node.
+  std::function<std::vector<Slot>(NodeCtx&)> build;
+  // Evaluates the node on the host when every input is a host value (shape
+  // arithmetic); absent for ops that always run on the GPU.
+  std::function<std::vector<HostTensor>(NodeCtx&)> fold;
+};
+
+const std::map<std::string, OpMapper>& op_mappers();
+
+}  // namespace wgnn::onnx_import

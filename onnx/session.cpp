@@ -1,0 +1,279 @@
+#include "onnx/session.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <onnx/onnx_pb.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include "onnx/node_ctx.h"
+#include "onnx/tensor_proto.h"
+
+namespace wgnn::onnx_import {
+
+struct Session::Built {
+  std::unique_ptr<Graph> graph;
+  std::map<std::string, TensorRef> inputs;
+  std::vector<std::pair<std::string, Slot>> outputs;  // in model order
+  int folded = 0, mapped = 0;
+};
+
+namespace {
+
+constexpr int kMinOpset = 7, kMaxOpset = 21;
+
+std::unique_ptr<onnx::ModelProto> parse_model(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error(fmt::format("cannot open model '{}'", path));
+  auto model = std::make_unique<onnx::ModelProto>();
+  bool ok = false;
+  {
+    google::protobuf::io::FileInputStream raw(fd);
+    google::protobuf::io::CodedInputStream coded(&raw);
+    coded.SetTotalBytesLimit(INT32_MAX);  // the protobuf maximum; larger models keep weights as external data
+    ok = model->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+  }
+  ::close(fd);
+  if (!ok) throw Error(fmt::format("'{}' is not a valid ONNX model (protobuf parsing failed: truncated or not ONNX)", path));
+  if (!model->has_graph()) throw Error(fmt::format("'{}' has no graph: not an ONNX model", path));
+  return model;
+}
+
+ValueInfo value_info(const onnx::ValueInfoProto& v) {
+  ValueInfo info;
+  info.name = v.name();
+  if (!v.type().has_tensor_type()) {
+    throw Unsupported(fmt::format("graph value '{}' is not a tensor (sequences, maps and optionals are not supported)",
+                                  v.name()));
+  }
+  const auto& tt = v.type().tensor_type();
+  info.dtype = dtype_from_onnx(tt.elem_type(), fmt::format("graph value '{}'", v.name()));
+  if (tt.has_shape()) {
+    for (const auto& d : tt.shape().dim()) {
+      info.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+      info.dim_names.push_back(d.has_dim_param() ? d.dim_param() : "");
+    }
+  }
+  return info;
+}
+
+std::string shape_key(const std::map<std::string, HostTensor>& inputs) {
+  std::string k;
+  for (const auto& [n, t] : inputs) k += n + shape_str(t.shape) + ";";
+  return k;
+}
+
+}  // namespace
+
+Session::Session(gpu::Context& ctx, const std::string& path, SessionOptions options)
+    : ctx_(ctx), options_(options), model_(parse_model(path)) {
+  model_dir_ = std::filesystem::absolute(path).parent_path().string();
+  for (const auto& op : model_->opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = int(op.version());
+  }
+  if (opset_ == 0) opset_ = 1;
+  if (opset_ < kMinOpset || opset_ > kMaxOpset) {
+    throw Unsupported(fmt::format("'{}' uses ONNX opset {}; supported: {} to {}", path, opset_, kMinOpset, kMaxOpset));
+  }
+  const auto& g = model_->graph();
+  for (const auto& init : g.initializer()) {
+    initializers_.emplace(init.name(), from_tensor_proto(init, model_dir_));
+  }
+  for (const auto& in : g.input()) {
+    if (initializers_.count(in.name())) continue;  // old-style models list weights as inputs
+    inputs_.push_back(value_info(in));
+  }
+  for (const auto& out : g.output()) outputs_.push_back(value_info(out));
+
+  // Every node the outputs need must be supported: one error lists them all.
+  std::set<std::string> needed;
+  for (const auto& o : g.output()) needed.insert(o.name());
+  std::vector<bool> live(size_t(g.node_size()), false);
+  for (int i = g.node_size() - 1; i >= 0; --i) {
+    const auto& n = g.node(i);
+    bool used = false;
+    for (const auto& o : n.output()) used |= needed.count(o) > 0;
+    if (!used) continue;
+    live[size_t(i)] = true;
+    for (const auto& in : n.input()) needed.insert(in);
+  }
+  std::vector<std::string> problems;
+  const auto& mappers = op_mappers();
+  std::set<std::string> produced;
+  for (const auto& in : inputs_) produced.insert(in.name);
+  for (const auto& [name, t] : initializers_) produced.insert(name);
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& n = g.node(i);
+    const std::string where = fmt::format("node '{}' ({}, opset {})", n.name().empty() ? n.output(0) : n.name(),
+                                          n.op_type(), opset_);
+    for (const auto& in : n.input()) {
+      if (!in.empty() && !produced.count(in)) {
+        throw Error(fmt::format("{}: input '{}' is produced by no earlier node, initializer or graph input "
+                                "(the graph is malformed or not topologically sorted)",
+                                where, in));
+      }
+    }
+    for (const auto& o : n.output()) produced.insert(o);
+    if (!live[size_t(i)]) continue;
+    if (!n.domain().empty() && n.domain() != "ai.onnx") {
+      problems.push_back(fmt::format("{}: operator domain '{}' is not supported", where, n.domain()));
+    } else if (!mappers.count(n.op_type())) {
+      problems.push_back(fmt::format("{}: operator not supported", where));
+    }
+  }
+  for (const auto& o : g.output()) {
+    if (!produced.count(o.name())) throw Error(fmt::format("graph output '{}' is produced by nothing", o.name()));
+  }
+  if (!problems.empty()) {
+    throw Unsupported(fmt::format("'{}' has {} unsupported node{}:\n  {}", path, problems.size(),
+                                  problems.size() > 1 ? "s" : "", fmt::join(problems, "\n  ")));
+  }
+}
+
+Session::~Session() = default;
+
+Graph& Session::graph() {
+  if (!last_) throw Error("Session::graph(): the session has not run yet");
+  return *last_->graph;
+}
+
+Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inputs) {
+  const std::string key = shape_key(inputs);
+  if (auto it = built_.find(key); it != built_.end()) return *it->second;
+
+  auto b = std::make_unique<Built>();
+  b->graph = std::make_unique<Graph>(ctx_);
+  Graph& g = *b->graph;
+  std::map<std::string, Slot> values;
+  for (const auto& [name, t] : initializers_) values[name] = Slot::of_host(t);
+  for (const auto& in : inputs_) {
+    const HostTensor& t = inputs.at(in.name);
+    TensorRef r = g.add_tensor(t.shape, t.dtype, TensorKind::Input, in.name);
+    b->inputs[in.name] = r;
+    values[in.name] = Slot::of_tensor(g, r);
+  }
+  const auto& mappers = op_mappers();
+  std::set<std::string> needed;
+  const auto& graph = model_->graph();
+  for (const auto& o : graph.output()) needed.insert(o.name());
+  std::vector<bool> live(size_t(graph.node_size()), false);
+  for (int i = graph.node_size() - 1; i >= 0; --i) {
+    const auto& n = graph.node(i);
+    for (const auto& o : n.output()) live[size_t(i)] = live[size_t(i)] || needed.count(o);
+    if (live[size_t(i)])
+      for (const auto& in : n.input()) needed.insert(in);
+  }
+  for (int i = 0; i < graph.node_size(); ++i) {
+    if (!live[size_t(i)]) continue;
+    const auto& n = graph.node(i);
+    std::vector<Slot*> in;
+    bool all_host = true;
+    for (const auto& name : n.input()) {
+      if (name.empty()) {
+        in.push_back(nullptr);
+        continue;
+      }
+      Slot& s = values.at(name);
+      all_host &= s.host;
+      in.push_back(&s);
+    }
+    const OpMapper& m = mappers.at(n.op_type());
+    NodeCtx c(g, n, opset_, in);
+    const bool fold = all_host && m.fold;
+    if (!fold && !m.dtypes.empty() && c.has(0) &&
+        std::find(m.dtypes.begin(), m.dtypes.end(), c.dtype(0)) == m.dtypes.end()) {
+      std::vector<std::string> names;
+      for (DType d : m.dtypes) names.emplace_back(dtype_name(d));
+      c.unsupported(fmt::format("input dtype {} is not supported; accepted: {}", dtype_name(c.dtype(0)),
+                                fmt::join(names, ", ")));
+    }
+    std::vector<Slot> outs;
+    if (fold) {
+      try {
+        for (HostTensor& t : m.fold(c)) outs.push_back(Slot::of_host(std::move(t)));
+      } catch (const Unsupported&) {
+        throw;
+      } catch (const Error& e) {
+        c.fail(e.what());
+      }
+      ++b->folded;
+    } else {
+      outs = m.build(c);
+      ++b->mapped;
+    }
+    if (outs.size() < size_t(n.output_size())) {
+      for (int k = int(outs.size()); k < n.output_size(); ++k) {
+        if (!n.output(k).empty() && needed.count(n.output(k))) c.unsupported(fmt::format("output {} is not produced", k));
+      }
+    }
+    for (int k = 0; k < n.output_size() && size_t(k) < outs.size(); ++k) {
+      if (!n.output(k).empty()) values[n.output(k)] = std::move(outs[size_t(k)]);
+    }
+  }
+  for (const auto& o : outputs_) {
+    Slot& s = values.at(o.name);
+    if (!s.host) g.mark_output(s.ref);
+    b->outputs.emplace_back(o.name, s);
+  }
+  g.prepare();
+  ++builds_;
+  return *built_.emplace(key, std::move(b)).first->second;
+}
+
+std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostTensor>& inputs) {
+  for (const auto& [name, t] : inputs) {
+    if (std::none_of(inputs_.begin(), inputs_.end(), [&](const ValueInfo& v) { return v.name == name; })) {
+      throw Error(fmt::format("'{}' is not an input of this model", name));
+    }
+  }
+  for (const auto& in : inputs_) {
+    auto it = inputs.find(in.name);
+    if (it == inputs.end()) throw Error(fmt::format("input '{}' was not given", in.name));
+    const HostTensor& t = it->second;
+    if (t.dtype != in.dtype) {
+      throw Error(fmt::format("input '{}' has dtype {}; the model declares {}", in.name, dtype_name(t.dtype),
+                              dtype_name(in.dtype)));
+    }
+    bool ok = in.shape.empty() || t.shape.size() == in.shape.size();
+    for (size_t d = 0; ok && d < in.shape.size(); ++d) ok = in.shape[d] < 0 || in.shape[d] == t.shape[d];
+    if (!ok) {
+      throw Error(fmt::format("input '{}' has shape {}; the model declares {} (-1: any size)", in.name,
+                              shape_str(t.shape), shape_str(in.shape)));
+    }
+  }
+  Built& b = build_for(inputs);
+  last_ = &b;
+  Graph& g = *b.graph;
+  for (const auto& [name, ref] : b.inputs) {
+    const HostTensor& t = inputs.at(name);
+    g.write(ref, t.data.data(), t.data.size());
+  }
+  g.run();
+  std::map<std::string, HostTensor> out;
+  for (const auto& [name, slot] : b.outputs) {
+    if (slot.host) {
+      out[name] = slot.value;
+      continue;
+    }
+    const TensorInfo& ti = g.info(slot.ref);
+    HostTensor t(ti.dtype, ti.shape);
+    g.read(slot.ref, t.data.data(), t.data.size());
+    out[name] = std::move(t);
+  }
+  return out;
+}
+
+std::string Session::summary() const {
+  if (!last_) return "not run yet";
+  const Graph& g = *last_->graph;
+  return fmt::format("{} nodes mapped to GPU work, {} folded on the host; {} dispatches; {}", last_->mapped,
+                     last_->folded, g.dispatches().size(), g.memory_summary());
+}
+
+}  // namespace wgnn::onnx_import

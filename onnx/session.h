@@ -1,0 +1,78 @@
+#pragma once
+// Loading an ONNX model and running it on the GPU.
+//
+//   gpu::Context ctx;
+//   onnx_import::Session s(ctx, "model.onnx");
+//   for (auto& in : s.inputs()) ...                 // names, dtypes, shapes (-1: dynamic)
+//   auto outputs = s.run({{"input", host_tensor}});   // name -> HostTensor
+//
+// A Session builds its Graph for the input shapes of the first run (symbolic
+// dims resolved from the actual inputs) and reuses it, with every bind group
+// and uniform made once, for later runs with the same shapes; new shapes
+// build (and cache) another graph. A Session may be used from one thread at a
+// time; sessions on one Context must not run concurrently.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/context.h"
+#include "graph/graph.h"
+#include "graph/host_tensor.h"
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace wgnn::onnx_import {
+
+struct ValueInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;                         // -1 for a dynamic dimension
+  std::vector<std::string> dim_names;  // symbolic names ("" if none)
+};
+
+struct SessionOptions {
+  bool verbose = false;
+};
+
+class Session {
+ public:
+  Session(gpu::Context& ctx, const std::string& path, SessionOptions options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const std::vector<ValueInfo>& inputs() const { return inputs_; }
+  const std::vector<ValueInfo>& outputs() const { return outputs_; }
+  int opset() const { return opset_; }
+
+  // Runs the model; every input must be given with its declared dtype and a
+  // shape matching the declared one (dynamic dims take any size).
+  std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs);
+
+  // The graph built for the last run's shapes (for inspection, benchmarks).
+  Graph& graph();
+  // How many graphs were built (a second run with the same shapes builds none).
+  int builds() const { return builds_; }
+  // A few lines: nodes, dispatches, folded constants, memory.
+  std::string summary() const;
+
+ private:
+  struct Built;
+  Built& build_for(const std::map<std::string, HostTensor>& inputs);
+
+  gpu::Context& ctx_;
+  SessionOptions options_;
+  std::unique_ptr<onnx::ModelProto> model_;
+  std::string model_dir_;
+  int opset_ = 0;
+  std::vector<ValueInfo> inputs_, outputs_;
+  std::map<std::string, HostTensor> initializers_;
+  std::map<std::string, std::unique_ptr<Built>> built_;
+  Built* last_ = nullptr;
+  int builds_ = 0;
+};
+
+}  // namespace wgnn::onnx_import
