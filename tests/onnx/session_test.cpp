@@ -1,0 +1,248 @@
+// ONNX sessions on models built here with the ONNX protobuf classes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "gpu_fixture.h"
+#include "onnx/session.h"
+
+using namespace wgnn;
+using onnx_import::Session;
+using testing::HasSubstr;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ModelBuilder {
+  onnx::ModelProto m;
+  onnx::GraphProto* g;
+  explicit ModelBuilder(int opset = 17) {
+    m.set_ir_version(8);
+    auto* op = m.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+    g = m.mutable_graph();
+    g->set_name("test");
+  }
+  void io(onnx::ValueInfoProto* v, const std::string& name, int elem, const std::vector<int64_t>& shape,
+          const std::vector<std::string>& params = {}) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    auto* sh = tt->mutable_shape();
+    for (size_t i = 0; i < shape.size(); ++i) {
+      auto* d = sh->add_dim();
+      if (shape[i] >= 0) d->set_dim_value(shape[i]);
+      else d->set_dim_param(i < params.size() ? params[i] : "N");
+    }
+  }
+  void input(const std::string& n, const std::vector<int64_t>& s, int elem = onnx::TensorProto::FLOAT) {
+    io(g->add_input(), n, elem, s);
+  }
+  void output(const std::string& n, const std::vector<int64_t>& s, int elem = onnx::TensorProto::FLOAT) {
+    io(g->add_output(), n, elem, s);
+  }
+  onnx::NodeProto* node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(out.empty() ? op : out[0]);
+    for (auto& s : in) n->add_input(s);
+    for (auto& s : out) n->add_output(s);
+    return n;
+  }
+  void init_i64(const std::string& n, const std::vector<int64_t>& v) {
+    auto* t = g->add_initializer();
+    t->set_name(n);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(int64_t(v.size()));
+    for (auto x : v) t->add_int64_data(x);
+  }
+  void init_f32(const std::string& n, const std::vector<int64_t>& dims, const std::vector<float>& v, bool raw = false) {
+    auto* t = g->add_initializer();
+    t->set_name(n);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->add_dims(d);
+    if (raw) t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+    else
+      for (auto x : v) t->add_float_data(x);
+  }
+  std::string save(const std::string& name) {
+    fs::path dir = fs::temp_directory_path() / ("wgnn_onnx_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::string p = (dir / name).string();
+    std::ofstream out(p, std::ios::binary);
+    m.SerializeToOstream(&out);
+    return p;
+  }
+};
+
+HostTensor f32(const Shape& s, float start = 0.f, float step = 1.f) {
+  HostTensor t(DType::F32, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = start + step * float(i);
+  return t;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(Session, ShapeArithmeticFoldsAndReshapeIsAView) {
+  // y = relu(reshape(x, concat(shape(x)[0:1], [-1]))) with the shape chain
+  // folded on the host.
+  ModelBuilder b;
+  b.input("x", {-1, 3, 4});
+  b.output("y", {-1, 12});
+  b.init_i64("zero", {0});
+  b.init_i64("minus1", {-1});
+  b.node("Shape", {"x"}, {"s"});
+  auto* gather = b.node("Gather", {"s", "zero"}, {"n"});
+  gather->add_attribute()->set_name("axis");
+  gather->mutable_attribute(0)->set_type(onnx::AttributeProto::INT);
+  gather->mutable_attribute(0)->set_i(0);
+  auto* cat = b.node("Concat", {"n", "minus1"}, {"target"});
+  auto* ax = cat->add_attribute();
+  ax->set_name("axis");
+  ax->set_type(onnx::AttributeProto::INT);
+  ax->set_i(0);
+  b.node("Reshape", {"x", "target"}, {"r"});
+  b.node("Relu", {"r"}, {"y"});
+  Session s(test::ctx(), b.save("fold.onnx"));
+  ASSERT_EQ(s.inputs().size(), 1u);
+  EXPECT_EQ(s.inputs()[0].shape, (Shape{-1, 3, 4}));
+  auto out = s.run({{"x", f32({2, 3, 4}, -5.f)}});
+  const HostTensor& y = out.at("y");
+  EXPECT_EQ(y.shape, (Shape{2, 12}));
+  for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(y.as<float>()[i], std::max(0.f, -5.f + float(i)));
+  EXPECT_EQ(s.graph().dispatches().size(), 1u);  // only the Relu reaches the GPU
+  EXPECT_EQ(s.builds(), 1);
+
+  // Same shapes again: no rebuild. New batch size: one more build.
+  s.run({{"x", f32({2, 3, 4}, 1.f)}});
+  EXPECT_EQ(s.builds(), 1);
+  auto out3 = s.run({{"x", f32({3, 3, 4}, -1.f)}});
+  EXPECT_EQ(out3.at("y").shape, (Shape{3, 12}));
+  EXPECT_EQ(s.builds(), 2);
+}
+
+TEST(Session, LayerNormAndBatchNormFromInitializers) {
+  ModelBuilder b;
+  b.input("x", {2, 4, 3, 3});
+  b.output("y", {2, 4, 3, 3});
+  b.init_f32("scale", {4}, {1, 2, 0.5f, 1});
+  b.init_f32("bias", {4}, {0, 1, -1, 0.25f}, /*raw=*/true);
+  b.init_f32("mean", {4}, {0.1f, 0.2f, 0.3f, 0.4f});
+  b.init_f32("var", {4}, {1, 2, 3, 4}, true);
+  b.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y"});
+  Session s(test::ctx(), b.save("bn.onnx"));
+  HostTensor x = f32({2, 4, 3, 3}, -3.f, 0.1f);
+  auto y = s.run({{"x", x}}).at("y");
+  const float sc[] = {1, 2, 0.5f, 1}, bi[] = {0, 1, -1, 0.25f}, mu[] = {0.1f, 0.2f, 0.3f, 0.4f}, va[] = {1, 2, 3, 4};
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const int c = int((i / 9) % 4);
+    const double ref = (x.as<float>()[i] - mu[c]) / std::sqrt(va[c] + 1e-5) * sc[c] + bi[c];
+    EXPECT_NEAR(y.as<float>()[i], ref, 1e-5) << i;
+  }
+}
+
+TEST(Session, InputChecks) {
+  ModelBuilder b;
+  b.input("x", {-1, 4});
+  b.output("y", {-1, 4});
+  b.node("Sigmoid", {"x"}, {"y"});
+  Session s(test::ctx(), b.save("sig.onnx"));
+  EXPECT_THAT(error_of([&] { s.run({}); }), HasSubstr("input 'x' was not given"));
+  EXPECT_THAT(error_of([&] { s.run({{"x", f32({2, 5})}}); }), HasSubstr("declares [-1, 4]"));
+  HostTensor i(DType::I32, {2, 4});
+  EXPECT_THAT(error_of([&] { s.run({{"x", i}}); }), HasSubstr("dtype int32"));
+  EXPECT_THAT(error_of([&] { s.run({{"x", f32({1, 4})}, {"z", f32({1})}}); }), HasSubstr("'z' is not an input"));
+}
+
+TEST(Session, UnsupportedNodesAreAllListed) {
+  ModelBuilder b;
+  b.input("x", {4});
+  b.output("y", {4});
+  b.node("FancyOp", {"x"}, {"a"});
+  b.node("Relu", {"a"}, {"b"});
+  b.node("OtherFancyOp", {"b"}, {"y"});
+  b.node("ThirdFancyOp", {"x"}, {"unused"});  // dead: not needed by any output
+  const std::string msg = error_of([&] { Session s(test::ctx(), b.save("bad_ops.onnx")); });
+  EXPECT_THAT(msg, HasSubstr("2 unsupported nodes"));
+  EXPECT_THAT(msg, HasSubstr("FancyOp"));
+  EXPECT_THAT(msg, HasSubstr("OtherFancyOp"));
+  EXPECT_THAT(msg, testing::Not(HasSubstr("ThirdFancyOp")));
+}
+
+TEST(Session, MalformedFilesAreClearErrors) {
+  const fs::path dir = fs::temp_directory_path();
+  const std::string garbage = (dir / "wgnn_garbage.onnx").string();
+  std::ofstream(garbage) << "this is not a model at all \x01\x02\x03";
+  EXPECT_THAT(error_of([&] { Session s(test::ctx(), garbage); }), HasSubstr("not a valid ONNX model"));
+
+  ModelBuilder b;
+  b.input("x", {4});
+  b.output("y", {4});
+  b.node("Relu", {"x"}, {"y"});
+  const std::string good = b.save("good.onnx");
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string truncated = (dir / "wgnn_truncated.onnx").string();
+  std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  EXPECT_THAT(error_of([&] { Session s(test::ctx(), truncated); }), HasSubstr("not a valid ONNX model"));
+  EXPECT_THAT(error_of([&] { Session s(test::ctx(), "/nonexistent/model.onnx"); }), HasSubstr("cannot open"));
+
+  ModelBuilder m;
+  m.input("x", {4});
+  m.output("y", {4});
+  m.node("Add", {"x", "ghost"}, {"y"});
+  EXPECT_THAT(error_of([&] { Session s(test::ctx(), m.save("missing.onnx")); }),
+              HasSubstr("input 'ghost' is produced by no earlier node"));
+}
+
+TEST(Session, ExternalData) {
+  ModelBuilder b;
+  b.input("x", {3});
+  b.output("y", {3});
+  auto* t = b.g->add_initializer();
+  t->set_name("w");
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_dims(3);
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* loc = t->add_external_data();
+  loc->set_key("location");
+  loc->set_value("weights.bin");
+  auto* off = t->add_external_data();
+  off->set_key("offset");
+  off->set_value("8");
+  auto* len = t->add_external_data();
+  len->set_key("length");
+  len->set_value("12");
+  b.node("Concat", {"x", "w"}, {"c"})->add_attribute()->set_name("axis");
+  b.g->mutable_node(0)->mutable_attribute(0)->set_type(onnx::AttributeProto::INT);
+  b.g->mutable_node(0)->mutable_attribute(0)->set_i(0);
+  b.node("Shape", {"c"}, {"s"});
+  b.node("Relu", {"x"}, {"y"});
+  const std::string path = b.save("ext.onnx");
+  const float w[] = {0, 0, 1.5f, -2.f, 3.f};
+  std::ofstream(fs::path(path).parent_path() / "weights.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(w), sizeof(w));
+  Session s(test::ctx(), path);
+  auto y = s.run({{"x", f32({3}, -1.f)}}).at("y");
+  EXPECT_EQ(y.as<float>()[2], 1.f);
+  // A length that does not match the tensor is an error.
+  b.g->mutable_initializer(0)->mutable_external_data(2)->set_value("8");
+  EXPECT_THAT(error_of([&] { Session s2(test::ctx(), b.save("ext_bad.onnx")); }), HasSubstr("does not match"));
+}
