@@ -1,0 +1,148 @@
+"""Small ONNX models built with onnx.helper, run by `wgnn run` and by ONNX
+Runtime's CPU provider on the same .npy inputs; outputs must agree.
+
+usage: models_vs_ort.py WGNN ORT_MODULE_DIR WORKDIR
+Prints one line per model and a last line "N passed, N failed".
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+WGNN, ORT_DIR, WORK = (os.path.abspath(a) for a in sys.argv[1:4])
+HERE = os.path.dirname(os.path.abspath(__file__))
+rng = np.random.default_rng(0)
+
+
+def model(name, nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+def vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+F, I64, F16, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.FLOAT16, TensorProto.BOOL
+MODELS = []
+
+# 1. Normalization and activations.
+MODELS.append((model("norms", [
+    helper.make_node("LayerNormalization", ["x", "g", "b"], ["ln"], axis=-1, epsilon=1e-5),
+    helper.make_node("Sigmoid", ["ln"], ["s"]),
+    helper.make_node("Transpose", ["x4"], ["x4t"], perm=[0, 1, 2, 3]),
+    helper.make_node("BatchNormalization", ["x4t", "sc", "bb", "mu", "var"], ["bn"], epsilon=1e-3),
+    helper.make_node("Relu", ["bn"], ["r"]),
+    helper.make_node("LeakyRelu", ["r"], ["y2"], alpha=0.1),
+], [vi("x", F, [5, 768]), vi("x4", F, [2, 8, 7, 9])], [vi("s", F, [5, 768]), vi("y2", F, [2, 8, 7, 9])], [
+    numpy_helper.from_array(rng.normal(1, 0.1, 768).astype(np.float32), "g"),
+    numpy_helper.from_array(rng.normal(0, 0.1, 768).astype(np.float32), "b"),
+    numpy_helper.from_array(rng.normal(1, 0.1, 8).astype(np.float32), "sc"),
+    numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "bb"),
+    numpy_helper.from_array(rng.normal(0, 0.5, 8).astype(np.float32), "mu"),
+    numpy_helper.from_array(rng.uniform(0.5, 2, 8).astype(np.float32), "var"),
+]), {"x": rng.normal(3, 2, (5, 768)).astype(np.float32), "x4": rng.normal(0, 1, (2, 8, 7, 9)).astype(np.float32)}))
+
+# 2. Shape arithmetic folded on the host, then elementwise work.
+MODELS.append((model("shape_chain", [
+    helper.make_node("Shape", ["x"], ["s"]),
+    helper.make_node("Gather", ["s", "i0"], ["n"], axis=0),
+    helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
+    helper.make_node("Concat", ["n1", "m1"], ["target"], axis=0),
+    helper.make_node("Reshape", ["x", "target"], ["flat"]),
+    helper.make_node("ConstantOfShape", ["target2"], ["ones"], value=helper.make_tensor("v", F, [1], [0.5])),
+    helper.make_node("Mul", ["flat", "ones"], ["scaled"]),
+    helper.make_node("Range", ["r0", "r1", "r2"], ["rng"]),
+    helper.make_node("Cast", ["rng"], ["rngf"], to=F),
+    helper.make_node("Add", ["scaled", "rngf"], ["added"]),
+    helper.make_node("Softmax", ["added"], ["y"], axis=-1),
+    helper.make_node("ReduceMean", ["added"], ["m"], axes=[1], keepdims=1),
+    helper.make_node("Greater", ["added", "m"], ["gt"]),
+    helper.make_node("Where", ["gt", "added", "m"], ["w"]),
+], [vi("x", F, [3, 4, 5])], [vi("y", F, [3, 20]), vi("w", F, [3, 20])], [
+    numpy_helper.from_array(np.array(0, np.int64), "i0"),
+    numpy_helper.from_array(np.array([0], np.int64), "ax0"),
+    numpy_helper.from_array(np.array([-1], np.int64), "m1"),
+    numpy_helper.from_array(np.array([3, 20], np.int64), "target2"),
+    numpy_helper.from_array(np.array(0, np.int64), "r0"),
+    numpy_helper.from_array(np.array(20, np.int64), "r1"),
+    numpy_helper.from_array(np.array(1, np.int64), "r2"),
+]), {"x": rng.normal(0, 1, (3, 4, 5)).astype(np.float32)}))
+
+# 3. Data movement.
+MODELS.append((model("movement", [
+    helper.make_node("Transpose", ["x"], ["t"], perm=[2, 0, 1]),
+    helper.make_node("Slice", ["t", "st", "en", "axs", "stp"], ["sl"]),
+    helper.make_node("Concat", ["sl", "sl"], ["c"], axis=1),
+    helper.make_node("Pad", ["c", "pads"], ["p"], mode="reflect"),
+    helper.make_node("Split", ["p", "split"], ["a", "b"], axis=2),
+    helper.make_node("Gather", ["a", "idx"], ["g"], axis=1),
+    helper.make_node("Tile", ["b", "reps"], ["tl"]),
+    helper.make_node("ReduceSum", ["tl", "rax"], ["rs"], keepdims=0),
+    helper.make_node("Expand", ["g", "eshape"], ["ex"]),
+], [vi("x", F, [4, 6, 8])], [vi("ex", F, [2, 3, 2, 2, 2]), vi("rs", F, [6, 9])], [
+    numpy_helper.from_array(np.array([1, 5], np.int64), "st"),
+    numpy_helper.from_array(np.array([7, 0], np.int64), "en"),
+    numpy_helper.from_array(np.array([0, 2], np.int64), "axs"),
+    numpy_helper.from_array(np.array([2, -2], np.int64), "stp"),
+    numpy_helper.from_array(np.array([0, 1, 1, 0, 1, 1], np.int64), "pads"),
+    numpy_helper.from_array(np.array([2, 3], np.int64), "split"),
+    numpy_helper.from_array(np.array([[0, -1], [2, 1]], np.int64), "idx"),
+    numpy_helper.from_array(np.array([2, 1, 3], np.int64), "reps"),
+    numpy_helper.from_array(np.array([1], np.int64), "rax"),
+    numpy_helper.from_array(np.array([2, 1, 1, 1, 1], np.int64), "eshape"),
+]), {"x": rng.normal(0, 1, (4, 6, 8)).astype(np.float32)}))
+
+# 4. float16 through casts.
+MODELS.append((model("half", [
+    helper.make_node("Cast", ["x"], ["h"], to=F16),
+    helper.make_node("Sigmoid", ["h"], ["sh"]),
+    helper.make_node("Mul", ["sh", "h"], ["silu"]),
+    helper.make_node("Cast", ["silu"], ["y"], to=F),
+], [vi("x", F, [64, 33])], [vi("y", F, [64, 33])]), {"x": rng.normal(0, 3, (64, 33)).astype(np.float32)}))
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])}... failed:\n{r.stdout}{r.stderr}")
+
+
+passed = failed = 0
+env_mod = os.path.join(ORT_DIR, "node_modules", "onnxruntime-node")
+os.environ["WGNN_ORT_MODULE"] = env_mod
+for m, feeds in MODELS:
+    name = m.graph.name
+    d = os.path.join(WORK, name)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    onnx.save(m, path)
+    specs = []
+    for k, v in feeds.items():
+        np.save(os.path.join(d, k + ".npy"), v)
+        specs.append(f"{k}={os.path.join(d, k + '.npy')}")
+    try:
+        run(["node", os.path.join(HERE, "..", "tools", "ort_reference.js"), path, os.path.join(d, "ort")] + specs)
+        run([WGNN, "run", path, "--output-dir", os.path.join(d, "wgnn")] + sum([["--input", s] for s in specs], []))
+        worst = 0.0
+        for o in m.graph.output:
+            want = np.load(os.path.join(d, "ort", o.name + ".npy"))
+            got = np.load(os.path.join(d, "wgnn", o.name + ".npy"))
+            assert got.dtype == want.dtype and got.shape == want.shape, \
+                f"{o.name}: {got.dtype}{got.shape} vs ORT {want.dtype}{want.shape}"
+            tol = 2e-3 if "half" in name else 1e-4
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=o.name)
+            worst = max(worst, float(np.max(np.abs(got.astype(np.float64) - want))) if got.size else 0.0)
+        print(f"PASS {name} (max abs diff {worst:.2e})")
+        passed += 1
+    except Exception as e:  # noqa: BLE001 - report and go on
+        print(f"FAIL {name}: {e}")
+        failed += 1
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
