@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 namespace wgnn {
 
 Graph::Graph(gpu::Context& ctx) : ctx_(ctx) {}
@@ -239,9 +241,17 @@ void Graph::record(gpu::Recorder& rec) {
 
 void Graph::run() {
   if (!prepared_) prepare();
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
   gpu::Recorder rec(ctx_);
   record(rec);
+  rec.submit();
+  const auto t1 = clock::now();
   rec.finish();
+  const auto t2 = clock::now();
+  last_run_.encode_us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+  last_run_.wait_us = std::chrono::duration<double, std::micro>(t2 - t1).count();
+  last_run_.dispatches = nodes_.size();
 }
 
 std::vector<gpu::TimedSpan> Graph::run_profiled() {

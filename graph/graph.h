@@ -107,6 +107,12 @@ class Graph {
 
   // Records every dispatch into one compute pass, submits once, waits.
   void run();
+  struct RunStats {
+    double encode_us = 0;  // host time to encode and submit the dispatches
+    double wait_us = 0;    // until the GPU finished
+    size_t dispatches = 0;
+  };
+  const RunStats& last_run() const { return last_run_; }
   // The same with one timed pass per dispatch.
   std::vector<gpu::TimedSpan> run_profiled();
   const std::vector<DispatchNode>& dispatches() const { return nodes_; }
@@ -133,6 +139,7 @@ class Graph {
   std::vector<gpu::Buffer> owned_;
   bool prepared_ = false;
   MemoryStats memory_;
+  RunStats last_run_;
 };
 
 }  // namespace wgnn

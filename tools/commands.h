@@ -21,6 +21,7 @@ struct RunOptions {
   std::vector<std::string> inputs;  // NAME=FILE.npy
   std::string output_dir = ".";
   uint32_t seed = 0;
+  int repeat = 1;
   bool verbose = false;
 };
 int run_model(gpu::Context& ctx, const RunOptions& o);

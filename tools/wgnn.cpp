@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
   run->add_option("--input", ro.inputs, "NAME=FILE.npy (inputs not given get seeded random data)");
   run->add_option("--output-dir", ro.output_dir, "Where to write the outputs");
   run->add_option("--seed", ro.seed, "Seed of the random inputs");
+  run->add_option("--repeat", ro.repeat, "Run N times (the same inputs) and report host overhead per run");
   run->add_flag("--verbose", ro.verbose, "Timing, dispatch and memory summary");
 
   auto* conf = app.add_subcommand("conformance", "Run ONNX backend test cases and compare with their outputs");
