@@ -10,6 +10,7 @@ OpRegistry& OpRegistry::global() {
     auto* reg = new OpRegistry();
     register_elementwise_ops(*reg);
     register_norm_ops(*reg);
+    register_binary_ops(*reg);
     return reg;
   }();
   return *r;

@@ -33,5 +33,6 @@ Value call(Graph& g, std::string_view name, const ValueList& args);
 // Registration, one function per op family (called once by global()).
 void register_elementwise_ops(OpRegistry& r);
 void register_norm_ops(OpRegistry& r);
+void register_binary_ops(OpRegistry& r);
 
 }  // namespace wgnn::ops

@@ -1,0 +1,449 @@
+// Binary elementwise ops (arithmetic, comparisons, logical), where, and
+// casts, with ATen names and numpy broadcasting. Every op is one WGSL
+// expression run by one kernel (kernels/binary.wgsl): four output elements
+// per invocation, inputs read contiguously, as one splatted element, or
+// through broadcast strides (see that file).
+//
+// Dtypes: both tensor operands must have the same dtype (no type
+// promotion). float16 and float32 compute in f32; int32 and int64 in i32 with
+// wrapping arithmetic (int64 tensors are stored as int32, see graph/tensor.h);
+// bool and uint8 in u32. Comparisons and logical ops return bool; true
+// division (aten.div.Tensor) of integers returns float32, as in ATen.
+// Integer division by zero follows WGSL: x / 0 = x, x % 0 = 0.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ops/helpers.h"
+#include "ops/layout.h"
+#include "ops/registry.h"
+
+namespace wgnn::ops {
+namespace {
+
+using DTypes = std::vector<DType>;
+const DTypes kNumeric = {DType::F32, DType::F16, DType::I32, DType::I64};
+const DTypes kAll = {DType::F32, DType::F16, DType::I32, DType::I64, DType::Bool, DType::U8, DType::I8};
+
+bool is_float(DType d) { return d == DType::F32 || d == DType::F16; }
+// u32 storage (bool, uint8) vs i32 storage (int32, int64, int8).
+bool is_u32(DType d) { return d == DType::Bool || d == DType::U8; }
+// The WGSL scalar type an input of dtype `d` is computed in.
+const char* compute_type(DType d) { return is_float(d) ? "f32" : is_u32(d) ? "u32" : "i32"; }
+
+std::string dtype_names(const DTypes& ds) {
+  std::vector<std::string> n;
+  for (DType d : ds) n.emplace_back(dtype_name(d));
+  return fmt::format("{}", fmt::join(n, ", "));
+}
+
+void require_dtype(const Args& a, TensorRef t, std::string_view name, const DTypes& ok) {
+  const DType d = a.g.info(t).dtype;
+  if (std::find(ok.begin(), ok.end(), d) == ok.end()) {
+    a.fail(fmt::format("argument '{}' has dtype {}; accepted: {}", name, dtype_name(d), dtype_names(ok)));
+  }
+}
+
+void require_same_dtype(const Args& a, TensorRef x, std::string_view xn, TensorRef y, std::string_view yn) {
+  const DType dx = a.g.info(x).dtype, dy = a.g.info(y).dtype;
+  if (dx != dy) {
+    a.fail(fmt::format("arguments '{}' ({}) and '{}' ({}) must have the same dtype (no type promotion; cast one "
+                       "with aten._to_copy.default)",
+                       xn, dtype_name(dx), yn, dtype_name(dy)));
+  }
+}
+
+void require_at_most(const Args& a, size_t n) {
+  if (a.args.size() > n) a.fail(fmt::format("takes at most {} arguments, got {}", n, a.args.size()));
+}
+
+// One dispatch of kernels/binary.wgsl.
+struct Launch {
+  DType in = DType::F32;  // storage dtype of in_a and in_b
+  std::string compute;    // WGSL scalar type of x and y
+  DType out = DType::F32;
+  std::string expr;
+  float falpha = 1.f;
+  int32_t ialpha = 1;
+  std::string label;
+};
+
+// An input of the kernel: a tensor and its argument name, or absent (id -1).
+struct Input {
+  TensorRef t{-1};
+  std::string_view name;
+};
+
+struct alignas(16) Params {
+  uint32_t count, numel, rank;
+  int32_t ialpha;
+  float falpha;
+  uint32_t pad[3];
+  Dims shape, sa, sb, sc;
+};
+static_assert(sizeof(Params) == 160);
+
+// Validates shapes (broadcasting, rank, binding size), adds the result and
+// records the dispatch (none when the result is empty).
+TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
+  Graph& g = a.g;
+  Shape out_shape;
+  bool first = true;
+  std::vector<std::string> all;
+  for (const Input& in : ins) {
+    if (in.t.id >= 0) all.push_back(fmt::format("'{}' {}", in.name, shape_str(g.info(in.t).shape)));
+  }
+  for (const Input& in : ins) {
+    if (in.t.id < 0) continue;
+    const Shape& s = g.info(in.t).shape;
+    require_rank(s, a.op, in.name);
+    a.require_fits_binding(in.t, in.name);
+    if (first) {
+      out_shape = s;
+      first = false;
+      continue;
+    }
+    try {
+      out_shape = broadcast_shapes(out_shape, s, a.op);
+    } catch (const Error&) {
+      a.fail(fmt::format("shapes do not broadcast: {}", fmt::join(all, ", ")));
+    }
+  }
+  const int64_t n = numel(out_shape);
+  if (n > int64_t(UINT32_MAX) - 3) {
+    a.fail(fmt::format("the result {} is too large for 32-bit indexing", shape_str(out_shape)));
+  }
+  const uint64_t bytes = uint64_t(n) * gpu_dtype_size(l.out), limit = g.ctx().limits().max_storage_buffer_binding_size;
+  if (bytes > limit) {
+    a.fail(fmt::format("the result {} {} is {} bytes, over this device's maxStorageBufferBindingSize of {} bytes",
+                       dtype_name(l.out), shape_str(out_shape), bytes, limit));
+  }
+  TensorRef y = g.add_tensor(out_shape, l.out);
+  if (n == 0) return y;
+
+  // Modes: 0 same layout as the result, 1 one element, 2 strided.
+  std::array<uint32_t, 3> mode{1, 1, 1};
+  std::array<Shape, 3> strides;
+  bool strided = false;
+  for (size_t k = 0; k < 3; ++k) {
+    strides[k] = Shape(out_shape.size(), 0);
+    if (ins[k].t.id < 0) continue;
+    const TensorInfo& ti = g.info(ins[k].t);
+    if (ti.numel() == n) {
+      mode[k] = 0;
+    } else if (ti.numel() == 1) {
+      mode[k] = 1;
+    } else {
+      mode[k] = 2;
+      strided = true;
+      strides[k] = broadcast_strides(ti.shape, out_shape);
+    }
+  }
+  // Merge dims that decode alike for every strided input (and drop dims of
+  // size 1): [N, C, H, W] + [1, C, 1, 1] decodes as [N, C, H*W].
+  Shape shape;
+  std::array<Shape, 3> st;
+  if (strided) {
+    for (size_t d = 0; d < out_shape.size(); ++d) {
+      if (out_shape[d] == 1) continue;
+      bool merge = !shape.empty();
+      for (size_t k = 0; k < 3 && merge; ++k) {
+        if (mode[k] == 2 && st[k].back() != strides[k][d] * out_shape[d]) merge = false;
+      }
+      if (merge) {
+        shape.back() *= out_shape[d];
+        for (size_t k = 0; k < 3; ++k) st[k].back() = strides[k][d];
+      } else {
+        shape.push_back(out_shape[d]);
+        for (size_t k = 0; k < 3; ++k) st[k].push_back(strides[k][d]);
+      }
+    }
+  }
+
+  const bool f16 = l.in == DType::F16 || l.out == DType::F16;
+  if (f16) (void)float_subs(g, DType::F16, a.op);  // throws without shader-f16
+  Subs subs = {{"ENABLE", f16 ? "enable f16;" : ""}};
+  subs.insert(subs.end(),
+              {{"T", wgsl_type(l.in)}, {"C", l.compute}, {"O", wgsl_type(l.out)}, {"EXPR", l.expr}});
+  const gpu::Constants modes = {
+      {"MODE_A", double(mode[0])}, {"MODE_B", double(mode[1])}, {"MODE_C", double(mode[2])}};
+  const gpu::Pipeline& p = kernel(g, "ops/kernels/binary.wgsl", subs, modes);
+  const uint64_t count = (uint64_t(n) + 3) / 4;
+  Params params{};
+  params.count = uint32_t(count);
+  params.numel = uint32_t(n);
+  params.rank = uint32_t(shape.size());
+  params.ialpha = l.ialpha;
+  params.falpha = l.falpha;
+  params.shape = pack(shape, a.op);
+  params.sa = pack(st[0], a.op);
+  params.sb = pack(st[1], a.op);
+  params.sc = pack(st[2], a.op);
+  std::vector<Binding> bind = {Binding::of(y), Binding::of(g.uniform(params))};
+  for (const Input& in : ins) bind.push_back(in.t.id >= 0 ? Binding::of(in.t) : Binding::of(g.ctx().dummy_buffer()));
+  g.add_dispatch(p, std::move(bind), grid_for(g, gpu::ceil_div(count, 256)), std::string(a.op),
+                 fmt::format("{}{}", l.label, strided ? " bcast" : ""));
+  return y;
+}
+
+// ---- binary ops
+
+struct BinaryOp {
+  const char* name;  // ATen name
+  const DTypes* accepts;
+  bool bool_out;
+  const char* f;  // x, y: vec4<f32> (float16, float32)
+  const char* i;  // x, y: vec4<i32> (int32, int64, int8)
+  const char* u;  // x, y: vec4<u32> (bool, uint8)
+  bool alpha = false;
+  bool true_div = false;  // integer inputs divide as float32 (ATen's true division)
+};
+
+// Float comparisons spell out NaN (any_nan in the kernel): x == NaN is
+// false, x != NaN true, whatever the device assumes about NaN.
+const std::vector<BinaryOp>& binary_ops() {
+  static const std::vector<BinaryOp> ops = {
+      {"aten.add.Tensor", &kNumeric, false, "x + params.falpha * y", "x + params.ialpha * y", nullptr, true},
+      {"aten.sub.Tensor", &kNumeric, false, "x - params.falpha * y", "x - params.ialpha * y", nullptr, true},
+      {"aten.mul.Tensor", &kNumeric, false, "x * y", "x * y", nullptr},
+      {"aten.div.Tensor", &kNumeric, false, "x / y", nullptr, nullptr, false, true},
+      {"aten.pow.Tensor_Tensor", &kNumeric, false, "pow_f(x, y)", "pow_i(x, y)", nullptr},
+      {"aten.minimum.default", &kAll, false, "min_f(x, y)", "min(x, y)", "min(x, y)"},
+      {"aten.maximum.default", &kAll, false, "max_f(x, y)", "max(x, y)", "max(x, y)"},
+      {"aten.remainder.Tensor", &kNumeric, false, "rem_f(x, y)", "rem_i(x, y)", nullptr},
+      {"aten.fmod.Tensor", &kNumeric, false, "fmod_f(x, y)", "x % y", nullptr},
+      {"aten.eq.Tensor", &kAll, true, "(x == y) & !any_nan(x, y)", "x == y", "x == y"},
+      {"aten.ne.Tensor", &kAll, true, "(x != y) | any_nan(x, y)", "x != y", "x != y"},
+      {"aten.lt.Tensor", &kAll, true, "(x < y) & !any_nan(x, y)", "x < y", "x < y"},
+      {"aten.le.Tensor", &kAll, true, "(x <= y) & !any_nan(x, y)", "x <= y", "x <= y"},
+      {"aten.gt.Tensor", &kAll, true, "(x > y) & !any_nan(x, y)", "x > y", "x > y"},
+      {"aten.ge.Tensor", &kAll, true, "(x >= y) & !any_nan(x, y)", "x >= y", "x >= y"},
+      {"aten.logical_and.default", &kAll, true, "nz_f(x) & nz_f(y)", "(x != C4(0)) & (y != C4(0))",
+       "(x != C4(0)) & (y != C4(0))"},
+      {"aten.logical_or.default", &kAll, true, "nz_f(x) | nz_f(y)", "(x != C4(0)) | (y != C4(0))",
+       "(x != C4(0)) | (y != C4(0))"},
+      {"aten.logical_xor.default", &kAll, true, "nz_f(x) != nz_f(y)", "(x != C4(0)) != (y != C4(0))",
+       "(x != C4(0)) != (y != C4(0))"},
+  };
+  return ops;
+}
+
+const BinaryOp& binary_op(std::string_view name) {
+  for (const BinaryOp& b : binary_ops()) {
+    if (b.name == name) return b;
+  }
+  throw Error(fmt::format("no binary op {}", name));
+}
+
+// aten.div.Tensor_mode's rounded divisions.
+const BinaryOp kDivTrunc{"aten.div.Tensor_mode", &kNumeric, false, "trunc(x / y)", "x / y", nullptr};
+const BinaryOp kDivFloor{"aten.div.Tensor_mode", &kNumeric, false, "floor(x / y)", "div_floor_i(x, y)", nullptr};
+
+// "aten.add.Tensor" -> "add"
+std::string short_name(std::string_view op) {
+  std::string s(op.substr(op.find('.') + 1));
+  return s.substr(0, s.find('.'));
+}
+
+Value run_binary(const BinaryOp& b, const Args& a) {
+  TensorRef x = a.tensor(0, "self");
+  TensorRef y = a.tensor(1, "other");
+  require_dtype(a, x, "self", *b.accepts);
+  require_dtype(a, y, "other", *b.accepts);
+  require_same_dtype(a, x, "self", y, "other");
+  const DType dt = a.g.info(x).dtype;
+  Launch l;
+  l.in = dt;
+  l.compute = compute_type(dt);
+  l.out = b.bool_out ? DType::Bool : dt;
+  l.label = fmt::format("{} {}", short_name(a.op), dtype_name(dt));
+  if (is_float(dt)) {
+    l.expr = b.f;
+  } else if (b.true_div) {
+    l.compute = "f32";
+    l.out = DType::F32;
+    l.expr = b.f;
+  } else {
+    l.expr = is_u32(dt) ? b.u : b.i;
+  }
+  if (b.alpha) {
+    const Value& v = a.args.size() > 2 ? a.args[2] : Value(None{});
+    const double alpha = a.scalar(2, "alpha", 1.0);
+    if (!is_float(dt)) {
+      if (v.is_double() && alpha != std::trunc(alpha)) {
+        a.fail(fmt::format("argument 'alpha' is {}; for integer tensors it must be an Int", v.describe()));
+      }
+      if (alpha < double(std::numeric_limits<int32_t>::min()) || alpha > double(std::numeric_limits<int32_t>::max())) {
+        a.fail(fmt::format("argument 'alpha' is {}; for integer tensors it must fit int32", v.describe()));
+      }
+      l.ialpha = int32_t(alpha);
+    }
+    l.falpha = float(alpha);
+  }
+  return launch(a, l, {Input{x, "self"}, Input{y, "other"}, Input{}});
+}
+
+// aten.div.Tensor_mode(self, other, *, rounding_mode: 'trunc' | 'floor' | None)
+Value div_mode(Graph& g, const ValueList& args) {
+  Args a{"aten.div.Tensor_mode", args, g};
+  require_at_most(a, 3);
+  const Value& m = args.size() > 2 ? args[2] : Value(None{});
+  if (m.is_none()) return run_binary(binary_op("aten.div.Tensor"), a);  // true division
+  if (!std::holds_alternative<std::string>(m.v)) {
+    a.fail(fmt::format("argument 'rounding_mode' must be a String or None, got {}; accepted: 'trunc', 'floor', None",
+                       m.describe()));
+  }
+  const std::string mode = std::get<std::string>(m.v);
+  if (mode == "trunc") return run_binary(kDivTrunc, a);
+  if (mode == "floor") return run_binary(kDivFloor, a);
+  a.fail(fmt::format("argument 'rounding_mode' is '{}'; accepted: 'trunc', 'floor', None", mode));
+}
+
+// ---- where
+
+// aten.where.self(condition, self, other): condition ? self : other.
+Value where_self(Graph& g, const ValueList& args) {
+  Args a{"aten.where.self", args, g};
+  require_at_most(a, 3);
+  TensorRef cond = a.tensor(0, "condition");
+  TensorRef x = a.tensor(1, "self");
+  TensorRef y = a.tensor(2, "other");
+  require_dtype(a, cond, "condition", {DType::Bool});
+  require_same_dtype(a, x, "self", y, "other");
+  const DType dt = g.info(x).dtype;
+  Launch l;
+  l.in = l.out = dt;
+  l.compute = wgsl_type(dt);  // no conversion: the selected bits are stored as they are
+  l.expr = "select(y, x, c != vec4<u32>(0u))";
+  l.label = fmt::format("where {}", dtype_name(dt));
+  return launch(a, l, {Input{x, "self"}, Input{y, "other"}, Input{cond, "condition"}});
+}
+
+// ---- unary: logical_not and casts
+
+Value logical_not(Graph& g, const ValueList& args) {
+  Args a{"aten.logical_not.default", args, g};
+  require_at_most(a, 1);
+  TensorRef x = a.tensor(0, "self");
+  const DType dt = g.info(x).dtype;
+  Launch l;
+  l.in = dt;
+  l.compute = compute_type(dt);
+  l.out = DType::Bool;
+  l.expr = is_float(dt) ? "!nz_f(x)" : "x == C4(0)";
+  l.label = fmt::format("logical_not {}", dtype_name(dt));
+  return launch(a, l, {Input{x, "self"}, Input{}, Input{}});
+}
+
+// ATen ScalarType codes of the dtypes wgnn has.
+constexpr std::pair<int64_t, DType> kScalarTypes[] = {{0, DType::U8},  {1, DType::I8},  {3, DType::I32},
+                                                      {4, DType::I64}, {5, DType::F16}, {6, DType::F32},
+                                                      {11, DType::Bool}};
+
+const char* aten_scalar_type_name(int64_t code) {
+  switch (code) {
+    case 2: return "int16";
+    case 7: return "float64";
+    case 8: return "complex32";
+    case 9: return "complex64";
+    case 10: return "complex128";
+    case 15: return "bfloat16";
+    default: return "unknown";
+  }
+}
+
+// The expression converting x (vec4<compute_type(src)>) to dst.
+std::string cast_expr(DType src, DType dst) {
+  if (is_float(src)) {
+    switch (dst) {
+      case DType::F32: return "x";
+      case DType::F16: return "f16_range(x)";
+      case DType::I32:
+      case DType::I64: return "to_i32(x)";
+      case DType::I8: return "wrap_i8(to_i32(x))";
+      case DType::U8: return "to_i32(x) & vec4<i32>(255)";
+      case DType::Bool: return "nz_f(x)";
+    }
+  }
+  const std::string xi = is_u32(src) ? "vec4<i32>(x)" : "x";
+  switch (dst) {
+    case DType::F32: return "x";
+    case DType::F16: return "f16_range(vec4<f32>(x))";
+    case DType::I32:
+    case DType::I64: return "x";
+    case DType::I8: return "wrap_i8(" + xi + ")";
+    case DType::U8: return xi + " & vec4<i32>(255)";
+    case DType::Bool: return "x != C4(0)";
+  }
+  return "x";
+}
+
+// aten._to_copy.default(self, *, dtype=None, layout, device, pin_memory,
+// non_blocking, memory_format): a copy, converted to `dtype` (an ATen
+// ScalarType code). Only dtype is read; the other arguments describe
+// placement and layout, which the graph decides.
+//   float -> integer: truncation toward zero (as C and ONNX Cast), NaN -> 0,
+//     saturating at the int32 range: int64 tensors are stored as int32, so a
+//     float cast to int64 clamps to [-2^31, 2^31 - 1].
+//   integer -> int8 / uint8: the low 8 bits (two's complement wrap);
+//     float -> int8 / uint8 truncates to int32 first, then wraps.
+//   any -> bool: != 0 (NaN is true).
+//   -> float16: values beyond its range become +-inf.
+Value to_copy(Graph& g, const ValueList& args) {
+  Args a{"aten._to_copy.default", args, g};
+  TensorRef x = a.tensor(0, "self");
+  const DType src = g.info(x).dtype;
+  DType dst = src;
+  if (args.size() > 1 && !args[1].is_none()) {
+    if (args[1].is_bool()) {
+      a.fail(fmt::format("argument 'dtype' must be an Int (a ScalarType code), got {}", args[1].describe()));
+    }
+    const int64_t code = a.integer(1, "dtype", -1);
+    bool found = false;
+    for (auto [c, d] : kScalarTypes) {
+      if (c == code) {
+        dst = d;
+        found = true;
+      }
+    }
+    if (!found) {
+      a.fail(fmt::format("argument 'dtype' is {} ({}); accepted ScalarType codes: 0 (uint8), 1 (int8), 3 (int32), "
+                         "4 (int64), 5 (float16), 6 (float32), 11 (bool)",
+                         code, aten_scalar_type_name(code)));
+    }
+  }
+  Launch l;
+  l.in = src;
+  l.out = dst;
+  // Every stored value is valid in dst as it is: int32 <-> int64, int8 ->
+  // int32/int64, bool -> uint8 (and a copy to the same dtype).
+  const bool same_storage = std::string_view(wgsl_type(src)) == wgsl_type(dst);
+  const bool keep = src == dst || (same_storage && dst != DType::I8 && dst != DType::Bool);
+  l.compute = keep ? wgsl_type(src) : compute_type(src);
+  l.expr = keep ? std::string("x") : cast_expr(src, dst);
+  l.label = fmt::format("cast {} -> {}", dtype_name(src), dtype_name(dst));
+  return launch(a, l, {Input{x, "self"}, Input{}, Input{}});
+}
+
+}  // namespace
+
+void register_binary_ops(OpRegistry& r) {
+  for (const BinaryOp& b : binary_ops()) {
+    r.add(b.name, [&b](Graph& g, const ValueList& args) {
+      Args a{b.name, args, g};
+      require_at_most(a, b.alpha ? 3 : 2);
+      return run_binary(b, a);
+    });
+  }
+  r.add("aten.div.Tensor_mode", div_mode);
+  r.add("aten.where.self", where_self);
+  r.add("aten.logical_not.default", logical_not);
+  r.add("aten._to_copy.default", to_copy);
+}
+
+}  // namespace wgnn::ops
