@@ -230,7 +230,11 @@ OpMapper binary(const std::string& onnx_op, const std::string& aten, std::vector
     if (onnx_op == "Mod") op = c.attr_int("fmod", 0) ? "aten.fmod.Tensor" : "aten.remainder.Tensor";
     TensorRef acc = c.tensor(0);
     for (size_t i = 1; i < c.inputs(); ++i) {
-      ValueList args{acc, c.tensor(i)};
+      TensorRef rhs = c.tensor(i);
+      // Pow's exponent may have another type than its base.
+      if (onnx_op == "Pow" && c.dtype(i) != c.dtype(0))
+        rhs = c.call("aten._to_copy.default", {rhs, aten_dtype_code(c.dtype(0))}).tensor();
+      ValueList args{acc, rhs};
       args.insert(args.end(), extra.begin(), extra.end());
       acc = c.call(op, args).tensor();
     }
@@ -375,7 +379,7 @@ Mappers make_mappers() {
   m["Sub"] = binary("Sub", "aten.sub.Tensor", kNumeric);
   m["Mul"] = binary("Mul", "aten.mul.Tensor", kNumeric);
   m["Div"] = binary("Div", "aten.div.Tensor", kNumeric);
-  m["Pow"] = binary("Pow", "aten.pow.Tensor_Tensor", kFloat);
+  m["Pow"] = binary("Pow", "aten.pow.Tensor_Tensor", kNumeric);
   m["Mod"] = binary("Mod", "aten.remainder.Tensor", kNumeric);
   m["Min"] = binary("Min", "aten.minimum.default", kNumeric);
   m["Max"] = binary("Max", "aten.maximum.default", kNumeric);
