@@ -11,6 +11,7 @@ OpRegistry& OpRegistry::global() {
     register_elementwise_ops(*reg);
     register_norm_ops(*reg);
     register_binary_ops(*reg);
+    register_movement_ops(*reg);
     return reg;
   }();
   return *r;

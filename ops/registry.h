@@ -34,5 +34,6 @@ Value call(Graph& g, std::string_view name, const ValueList& args);
 void register_elementwise_ops(OpRegistry& r);
 void register_norm_ops(OpRegistry& r);
 void register_binary_ops(OpRegistry& r);
+void register_movement_ops(OpRegistry& r);
 
 }  // namespace wgnn::ops

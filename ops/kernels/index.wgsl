@@ -1,0 +1,58 @@
+// Indexed copy along one dimension `dim` of `src` (contiguous, rank <= 8):
+// one invocation per output element, at coordinates c of the output shape,
+//
+//   dst[i] = src[sum_{d != dim} c[d] * src_stride[d] + idx * src_stride[dim]]
+//
+// with idx = index[c[dim]] (index_select / ONNX Gather, ELEMENTS false) or
+// idx = index[i] (gather / ONNX GatherElements: the index has the output's
+// shape, ELEMENTS true). Negative indices count from the end; indices still
+// outside [0, dim_size) are clamped (constant indices are checked on the
+// host instead, see ops/movement.cpp). Data moves bit for bit: {{T}} is u32
+// for 32-bit dtypes and f16 for float16; indices are int32 (int64 is stored
+// as int32).
+{{ENABLE}}
+
+override ELEMENTS: bool = false;
+const WG: u32 = 256u;
+
+struct Params {
+  count: u32,     // output elements
+  rank: u32,
+  dim: u32,
+  dim_size: u32,  // src's size along dim (>= 1)
+  shape: array<vec4<u32>, 2>,       // output shape
+  src_stride: array<vec4<u32>, 2>,  // src's contiguous strides
+}
+
+@group(0) @binding(0) var<storage, read_write> dst: array<{{T}}>;
+@group(0) @binding(1) var<uniform> params: Params;
+@group(0) @binding(2) var<storage, read> src: array<{{T}}>;
+@group(0) @binding(3) var<storage, read> index: array<i32>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let i = (wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y) * WG + lid;
+  if (i >= params.count) {
+    return;
+  }
+  var rem = i;
+  var s_off = 0u;
+  var k = 0u;
+  for (var r = params.rank; r > 0u; r--) {
+    let d = r - 1u;
+    let n = params.shape[d >> 2u][d & 3u];
+    let c = rem % n;
+    rem = rem / n;
+    if (d == params.dim) {
+      k = c;
+    } else {
+      s_off += c * params.src_stride[d >> 2u][d & 3u];
+    }
+  }
+  let size = i32(params.dim_size);
+  var idx = index[select(k, i, ELEMENTS)];
+  idx = select(idx, idx + size, idx < 0);
+  idx = clamp(idx, 0, size - 1);
+  dst[i] = src[s_off + u32(idx) * params.src_stride[params.dim >> 2u][params.dim & 3u]];
+}

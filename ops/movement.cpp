@@ -1,0 +1,673 @@
+// Data-movement ops with ATen's names and arguments: permute, cat,
+// split_with_sizes, slice, index_select, gather, expand, repeat and pad.
+// Every output is a new contiguous tensor.
+//
+// Two kernels do all of it. kernels/copy.wgsl is a strided copy over an
+// iteration shape of rank <= 8 (affine source offsets with signed strides,
+// or per-dimension wrap / pad transforms); kernels/index.wgsl reads through
+// an index tensor along one dimension. Both move elements bit for bit in
+// their storage type: u32 for every 32-bit GPU dtype (float32, int32, int64
+// stored as int32, bool / uint8 / int8 stored as 32 bits) and f16 for
+// float16. float16 is moved as array<f16>, one 2-byte element per
+// invocation, so it needs the shader-f16 feature like every other float16
+// op (the error says so); moving packed u32 pairs would need read-modify-
+// write at the seams of cat and is not worth it while float16 compute needs
+// the feature anyway.
+//
+// Before recording, a copy is simplified: size-1 dims are dropped and
+// neighbouring dims that are contiguous in both source and destination are
+// merged (an identity permute becomes a flat copy). Zero-size results
+// record no dispatch.
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "graph/half.h"
+#include "ops/helpers.h"
+#include "ops/layout.h"
+#include "ops/registry.h"
+
+namespace wgnn::ops {
+namespace {
+
+// Offsets are computed in 32 bits on the GPU.
+constexpr int64_t kMaxElements = INT32_MAX;
+
+std::string list_str(const IntList& l) { return fmt::format("[{}]", fmt::join(l, ", ")); }
+
+// {{T}} for kernels that move elements of `dtype` bit for bit.
+Subs element_subs(Graph& g, DType dtype, std::string_view op) {
+  if (dtype == DType::F16) return float_subs(g, dtype, op);
+  return {{"T", "u32"}, {"ENABLE", ""}};
+}
+
+void check_input(const Args& a, TensorRef t, std::string_view name) {
+  const TensorInfo& ti = a.g.info(t);
+  require_rank(ti.shape, a.op, name);
+  a.require_fits_binding(t, name);
+  if (ti.numel() > kMaxElements) {
+    a.fail(fmt::format("argument '{}' {} has {} elements; at most {} are supported (32-bit offsets)", name,
+                       shape_str(ti.shape), ti.numel(), kMaxElements));
+  }
+}
+
+// Adds the op's result after checking its rank and size.
+TensorRef add_output(const Args& a, const Shape& shape, DType dtype) {
+  if (shape.size() > size_t(kMaxRank)) {
+    a.fail(fmt::format("the result would have rank {} ({}); at most {} is supported", shape.size(),
+                       shape_str(shape), kMaxRank));
+  }
+  const int64_t n = numel(shape);
+  const uint64_t bytes = uint64_t(n) * gpu_dtype_size(dtype);
+  const uint64_t limit = a.g.ctx().limits().max_storage_buffer_binding_size;
+  if (bytes > limit) {
+    a.fail(fmt::format("the result {} {} would be {} bytes, over this device's maxStorageBufferBindingSize of {} bytes",
+                       dtype_name(dtype), shape_str(shape), bytes, limit));
+  }
+  if (n > kMaxElements) {
+    a.fail(fmt::format("the result {} would have {} elements; at most {} are supported (32-bit offsets)",
+                       shape_str(shape), n, kMaxElements));
+  }
+  return a.g.add_tensor(shape, dtype);
+}
+
+bool arg_is_none(const Args& a, size_t i) { return i >= a.args.size() || a.args[i].is_none(); }
+
+// ---------------------------------------------------------------------------
+// The strided copy (kernels/copy.wgsl).
+
+enum CopyMode : uint32_t {
+  kAffine = 0,
+  kWrap = 1,
+  kPadConstant = 2,
+  kPadReflect = 3,
+  kPadReplicate = 4,
+  kPadCircular = 5,
+};
+
+// For each coordinate c of `shape`: dst offset dst_base + sum c*dst_stride;
+// source coordinate c (affine), c % in_dim (wrap) or c - lo with the pad
+// rule (pad modes); src offset src_base + sum coord*src_stride.
+struct CopyPlan {
+  CopyMode mode = kAffine;
+  Shape shape, dst_stride, src_stride, lo, in_dim;
+  int64_t dst_base = 0, src_base = 0;
+};
+
+// A plan over `shape` writing a contiguous result and reading with
+// `src_stride` (lo 0, in_dim = shape: every dim plain).
+CopyPlan plain_plan(const Shape& shape, const Shape& src_stride, int64_t src_base = 0) {
+  CopyPlan p;
+  p.shape = shape;
+  p.dst_stride = contiguous_strides(shape);
+  p.src_stride = src_stride;
+  p.lo.assign(shape.size(), 0);
+  p.in_dim = shape;
+  p.src_base = src_base;
+  return p;
+}
+
+// Drops size-1 plain dims and merges neighbouring plain dims that are
+// contiguous in both source and destination.
+void simplify(CopyPlan& p) {
+  CopyPlan q;
+  q.mode = p.mode;
+  q.dst_base = p.dst_base;
+  q.src_base = p.src_base;
+  auto plain = [&](size_t d) { return p.lo[d] == 0 && p.in_dim[d] == p.shape[d]; };
+  std::vector<bool> q_plain;
+  for (size_t d = 0; d < p.shape.size(); ++d) {
+    if (p.shape[d] == 1 && plain(d)) continue;
+    if (!q.shape.empty() && plain(d) && q_plain.back() && q.dst_stride.back() == p.dst_stride[d] * p.shape[d] &&
+        q.src_stride.back() == p.src_stride[d] * p.shape[d]) {
+      q.shape.back() *= p.shape[d];
+      q.in_dim.back() = q.shape.back();
+      q.dst_stride.back() = p.dst_stride[d];
+      q.src_stride.back() = p.src_stride[d];
+      continue;
+    }
+    q.shape.push_back(p.shape[d]);
+    q.dst_stride.push_back(p.dst_stride[d]);
+    q.src_stride.push_back(p.src_stride[d]);
+    q.lo.push_back(p.lo[d]);
+    q.in_dim.push_back(p.in_dim[d]);
+    q_plain.push_back(plain(d));
+  }
+  p = std::move(q);
+}
+
+struct CopyParams {
+  uint32_t count, rank, dst_base, src_base;
+  std::array<uint32_t, kMaxRank> shape, dst_stride, src_stride, lo, in_dim;
+};
+static_assert(sizeof(CopyParams) == 176);
+
+uint32_t bits32(int64_t v) { return uint32_t(int32_t(v)); }
+
+void record_copy(const Args& a, TensorRef dst, TensorRef src, CopyPlan p, const Binding& fill,
+                 std::string_view label) {
+  const int64_t count = numel(p.shape);
+  if (count == 0) return;
+  simplify(p);
+  CopyParams cp{};
+  cp.count = uint32_t(count);
+  cp.rank = uint32_t(p.shape.size());
+  cp.dst_base = uint32_t(p.dst_base);
+  cp.src_base = uint32_t(p.src_base);
+  for (size_t d = 0; d < p.shape.size(); ++d) {
+    cp.shape[d] = uint32_t(p.shape[d]);
+    cp.dst_stride[d] = uint32_t(p.dst_stride[d]);
+    cp.src_stride[d] = bits32(p.src_stride[d]);
+    cp.lo[d] = bits32(p.lo[d]);
+    cp.in_dim[d] = uint32_t(p.in_dim[d]);
+  }
+  Graph& g = a.g;
+  const gpu::Pipeline& pl =
+      kernel(g, "ops/kernels/copy.wgsl", element_subs(g, g.info(dst).dtype, a.op), {{"MODE", double(p.mode)}});
+  g.add_dispatch(pl, {Binding::of(dst), Binding::of(g.uniform(cp)), Binding::of(src), fill},
+                 grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op), std::string(label));
+}
+
+Binding no_fill(Graph& g) { return Binding::of(g.ctx().dummy_buffer()); }
+
+// ---------------------------------------------------------------------------
+
+// aten.permute(self, dims)
+Value permute(Graph& g, const ValueList& args) {
+  Args a{"aten.permute.default", args, g};
+  TensorRef x = a.tensor(0, "self");
+  const IntList dims = a.int_list(1, "dims");
+  check_input(a, x, "self");
+  const Shape in = g.info(x).shape;
+  const DType dtype = g.info(x).dtype;
+  const int64_t rank = int64_t(in.size());
+  auto bad = [&] {
+    a.fail(fmt::format("argument 'dims' is {}; accepted: a permutation of the {} dims of self {} (negative dims "
+                       "count from the end)",
+                       list_str(dims), rank, shape_str(in)));
+  };
+  if (int64_t(dims.size()) != rank) bad();
+  std::vector<bool> seen(in.size(), false);
+  Shape out(in.size()), src_stride(in.size());
+  const Shape strides = contiguous_strides(in);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < -rank || dims[i] >= rank) bad();
+    const size_t d = size_t(dims[i] < 0 ? dims[i] + rank : dims[i]);
+    if (seen[d]) bad();
+    seen[d] = true;
+    out[i] = in[d];
+    src_stride[i] = strides[d];
+  }
+  TensorRef y = add_output(a, out, dtype);
+  record_copy(a, y, x, plain_plan(out, src_stride), no_fill(g), "permute");
+  return y;
+}
+
+// aten.cat(tensors, dim=0). Legacy 1-D empty tensors ([0]) are skipped as
+// in ATen; other inputs must agree in rank, dtype and every size but dim's.
+Value cat(Graph& g, const ValueList& args) {
+  Args a{"aten.cat.default", args, g};
+  const Value& tv = a.at(0, "tensors");
+  if (!tv.is_list()) a.fail(fmt::format("argument 'tensors' must be a ValueList of Tensors, got {}", tv.describe()));
+  const ValueList& list = tv.list();
+  if (list.empty()) a.fail("argument 'tensors' is an empty list; accepted: one or more tensors");
+  std::vector<TensorRef> ts;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_tensor()) {
+      a.fail(fmt::format("argument 'tensors' element {} must be a Tensor, got {}", i, list[i].describe()));
+    }
+    ts.push_back(list[i].tensor());
+    check_input(a, ts.back(), fmt::format("tensors[{}]", i));
+  }
+  const int64_t dim_arg = a.integer(1, "dim", 0);
+  const DType dtype = g.info(ts[0]).dtype;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (g.info(ts[i]).dtype != dtype) {
+      a.fail(fmt::format("tensors[{}] has dtype {} but tensors[0] has {}; all inputs must have the same dtype", i,
+                         dtype_name(g.info(ts[i]).dtype), dtype_name(dtype)));
+    }
+  }
+  auto skipped = [&](size_t i) { return g.info(ts[i]).shape == Shape{0}; };
+  size_t ref = ts.size();
+  for (size_t i = 0; i < ts.size() && ref == ts.size(); ++i) {
+    if (!skipped(i)) ref = i;
+  }
+  if (ref == ts.size()) return add_output(a, {0}, dtype);  // every input is a legacy empty tensor
+  const Shape ref_shape = g.info(ts[ref]).shape;
+  if (ref_shape.empty()) a.fail(fmt::format("tensors[{}] is zero-dimensional and cannot be concatenated", ref));
+  const int64_t rank = int64_t(ref_shape.size());
+  const size_t d = size_t(normalize_axis(dim_arg, rank, a.op, "dim"));
+  Shape out = ref_shape;
+  out[d] = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (skipped(i)) continue;
+    const Shape& s = g.info(ts[i]).shape;
+    bool ok = s.size() == ref_shape.size();
+    for (size_t k = 0; ok && k < s.size(); ++k) ok = k == d || s[k] == ref_shape[k];
+    if (!ok) {
+      a.fail(fmt::format("tensors[{}] has shape {} but tensors[{}] has {}; they must match except in dim {}", i,
+                         shape_str(s), ref, shape_str(ref_shape), d));
+    }
+    out[d] += s[d];
+  }
+  TensorRef y = add_output(a, out, dtype);
+  const Shape out_stride = contiguous_strides(out);
+  int64_t offset = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (skipped(i)) continue;
+    const Shape s = g.info(ts[i]).shape;
+    CopyPlan p = plain_plan(s, contiguous_strides(s));
+    p.dst_stride = out_stride;
+    p.dst_base = offset * out_stride[d];
+    record_copy(a, y, ts[i], p, no_fill(g), "cat");
+    offset += s[d];
+  }
+  return y;
+}
+
+// aten.split_with_sizes(self, split_sizes, dim=0) -> list of tensors
+Value split_with_sizes(Graph& g, const ValueList& args) {
+  Args a{"aten.split_with_sizes.default", args, g};
+  TensorRef x = a.tensor(0, "self");
+  const IntList sizes = a.int_list(1, "split_sizes");
+  check_input(a, x, "self");
+  const Shape in = g.info(x).shape;
+  const DType dtype = g.info(x).dtype;
+  if (in.empty()) a.fail("argument 'self' is zero-dimensional; accepted: a tensor with at least one dim");
+  const size_t d = size_t(normalize_axis(a.integer(2, "dim", 0), int64_t(in.size()), a.op, "dim"));
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0) {
+      a.fail(fmt::format("argument 'split_sizes' is {}; accepted: sizes >= 0 that sum to {} (dim {} of self {})",
+                         list_str(sizes), in[d], d, shape_str(in)));
+    }
+    total += s;
+  }
+  if (total != in[d] || sizes.empty()) {
+    a.fail(fmt::format("argument 'split_sizes' is {} (sum {}); accepted: sizes >= 0 that sum to {} (dim {} of self {})",
+                       list_str(sizes), total, in[d], d, shape_str(in)));
+  }
+  const Shape strides = contiguous_strides(in);
+  ValueList outs;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    Shape out = in;
+    out[d] = s;
+    TensorRef y = add_output(a, out, dtype);
+    record_copy(a, y, x, plain_plan(out, strides, start * strides[d]), no_fill(g), "split");
+    outs.push_back(y);
+    start += s;
+  }
+  return outs;
+}
+
+// aten.slice.Tensor(self, dim=0, start=None, end=None, step=1), with Python
+// clamping of start and end, and (as ONNX Slice) negative steps too: then
+// start defaults to the last element, end to before the first, start
+// clamps to [0, size-1] and end to [-1, size-1].
+Value slice(Graph& g, const ValueList& args) {
+  Args a{"aten.slice.Tensor", args, g};
+  TensorRef x = a.tensor(0, "self");
+  check_input(a, x, "self");
+  const Shape in = g.info(x).shape;
+  const DType dtype = g.info(x).dtype;
+  if (in.empty()) a.fail("argument 'self' is zero-dimensional; accepted: a tensor with at least one dim");
+  const size_t d = size_t(normalize_axis(a.integer(1, "dim", 0), int64_t(in.size()), a.op, "dim"));
+  const int64_t step = a.integer(4, "step", 1);
+  if (step == 0) a.fail("argument 'step' is 0; accepted: any non-zero Int");
+  const int64_t size = in[d];
+  int64_t start = a.integer(2, "start", step > 0 ? 0 : INT64_MAX);
+  int64_t end = a.integer(3, "end", step > 0 ? INT64_MAX : INT64_MIN);
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  int64_t len = 0;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, size);
+    end = std::clamp<int64_t>(end, 0, size);
+    if (end > start) len = 1 + (end - start - 1) / step;
+  } else {
+    start = std::clamp<int64_t>(start, 0, size - 1);
+    end = std::clamp<int64_t>(end, -1, size - 1);
+    // -step overflows for INT64_MIN; any step beyond the size takes one element.
+    const int64_t neg = step < -size ? size + 1 : -step;
+    if (size > 0 && start > end) len = 1 + (start - end - 1) / neg;
+  }
+  Shape out = in;
+  out[d] = len;
+  Shape strides = contiguous_strides(in);
+  const int64_t base = len > 0 ? start * strides[d] : 0;
+  strides[d] = len > 1 ? strides[d] * step : 0;  // |step| < size when two or more elements are taken
+  TensorRef y = add_output(a, out, dtype);
+  record_copy(a, y, x, plain_plan(out, strides, base), no_fill(g), "slice");
+  return y;
+}
+
+// ---------------------------------------------------------------------------
+// Indexed reads (kernels/index.wgsl).
+
+struct IndexParams {
+  uint32_t count, rank, dim, dim_size;
+  std::array<uint32_t, kMaxRank> shape, src_stride;
+};
+
+void check_index_tensor(const Args& a, TensorRef index) {
+  const DType dt = a.g.info(index).dtype;
+  if (dt != DType::I32 && dt != DType::I64) {
+    a.fail(fmt::format("argument 'index' has dtype {}; accepted: int32, int64", dtype_name(dt)));
+  }
+  check_input(a, index, "index");
+}
+
+// The GPU clamps an index outside [-size, size) (checking costs a pass and
+// a read-back); a constant index is checked here, on the host, instead.
+void check_constant_index(const Args& a, TensorRef index, int64_t size, size_t d) {
+  const TensorInfo& ti = a.g.info(index);
+  if (ti.kind != TensorKind::Constant || ti.numel() == 0) return;
+  std::vector<int64_t> v;
+  if (ti.dtype == DType::I64) {
+    v = a.g.read<int64_t>(index);
+  } else {
+    const auto v32 = a.g.read<int32_t>(index);
+    v.assign(v32.begin(), v32.end());
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] < -size || v[i] >= size) {
+      a.fail(fmt::format("argument 'index' holds {} at flat position {}; accepted: indices in [{}, {}) for dim {} "
+                         "of size {}",
+                         v[i], i, -size, size, d, size));
+    }
+  }
+}
+
+void record_index(const Args& a, TensorRef dst, TensorRef src, TensorRef index, const Shape& out_shape,
+                  const Shape& src_shape, size_t d, bool elements, std::string_view label) {
+  const int64_t count = numel(out_shape);
+  if (count == 0) return;
+  IndexParams p{};
+  p.count = uint32_t(count);
+  p.rank = uint32_t(out_shape.size());
+  p.dim = uint32_t(d);
+  p.dim_size = uint32_t(src_shape[d]);
+  const Shape strides = contiguous_strides(src_shape);
+  for (size_t k = 0; k < out_shape.size(); ++k) {
+    p.shape[k] = uint32_t(out_shape[k]);
+    p.src_stride[k] = uint32_t(strides[k]);
+  }
+  Graph& g = a.g;
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/index.wgsl", element_subs(g, g.info(dst).dtype, a.op),
+                                   {{"ELEMENTS", elements ? 1.0 : 0.0}});
+  g.add_dispatch(pl, {Binding::of(dst), Binding::of(g.uniform(p)), Binding::of(src), Binding::of(index)},
+                 grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op), std::string(label));
+}
+
+// aten.index_select(self, dim, index): index 0-D or 1-D, int32 or int64;
+// negative indices count from the end (ONNX Gather).
+Value index_select(Graph& g, const ValueList& args) {
+  Args a{"aten.index_select.default", args, g};
+  TensorRef x = a.tensor(0, "self");
+  const int64_t dim = a.integer(1, "dim", 0);
+  TensorRef index = a.tensor(2, "index");
+  check_input(a, x, "self");
+  check_index_tensor(a, index);
+  const Shape in = g.info(x).shape;
+  const DType dtype = g.info(x).dtype;
+  const Shape ishape = g.info(index).shape;
+  const int64_t n = numel(ishape);
+  if (ishape.size() > 1) {
+    a.fail(fmt::format("argument 'index' has shape {}; accepted: a 0-D or 1-D tensor", shape_str(ishape)));
+  }
+  const size_t d = size_t(normalize_axis(dim, int64_t(in.size()), a.op, "dim"));
+  if (in.empty() && n != 1) {
+    a.fail(fmt::format("argument 'index' has {} elements; indexing a zero-dimensional self takes exactly 1", n));
+  }
+  // A zero-dimensional self is read as shape [1] and gives a zero-dimensional result.
+  const Shape src = in.empty() ? Shape{1} : in;
+  Shape out = src;
+  out[d] = n;
+  if (src[d] == 0 && n > 0) {
+    a.fail(fmt::format("argument 'index' has {} elements but dim {} of self {} has size 0: every index is out of "
+                       "range",
+                       n, d, shape_str(in)));
+  }
+  check_constant_index(a, index, src[d], d);
+  TensorRef y = add_output(a, in.empty() ? Shape{} : out, dtype);
+  record_index(a, y, x, index, out, src, d, false, "index_select");
+  return y;
+}
+
+// aten.gather(self, dim, index, sparse_grad=False) (ONNX GatherElements):
+// index has self's rank and sizes <= self's outside dim; negative indices
+// count from the end.
+Value gather(Graph& g, const ValueList& args) {
+  Args a{"aten.gather.default", args, g};
+  TensorRef x = a.tensor(0, "self");
+  const int64_t dim = a.integer(1, "dim", 0);
+  TensorRef index = a.tensor(2, "index");
+  (void)a.boolean(3, "sparse_grad", false);
+  check_input(a, x, "self");
+  check_index_tensor(a, index);
+  const Shape in = g.info(x).shape;
+  const DType dtype = g.info(x).dtype;
+  const Shape ishape = g.info(index).shape;
+  const size_t d = size_t(normalize_axis(dim, int64_t(in.size()), a.op, "dim"));
+  const Shape src = in.empty() ? Shape{1} : in;
+  const Shape idx = ishape.empty() ? Shape{1} : ishape;
+  bool ok = idx.size() == src.size();
+  for (size_t k = 0; ok && k < idx.size(); ++k) ok = k == d || idx[k] <= src[k];
+  if (!ok) {
+    a.fail(fmt::format("argument 'index' has shape {}; accepted: the rank of self {} ({}) and sizes no larger than "
+                       "self's outside dim {}",
+                       shape_str(ishape), shape_str(in), in.size(), d));
+  }
+  if (src[d] == 0 && numel(idx) > 0) {
+    a.fail(fmt::format("argument 'index' is not empty but dim {} of self {} has size 0: every index is out of range",
+                       d, shape_str(in)));
+  }
+  check_constant_index(a, index, src[d], d);
+  TensorRef y = add_output(a, ishape, dtype);
+  record_index(a, y, x, index, idx, src, d, true, "gather");
+  return y;
+}
+
+// ---------------------------------------------------------------------------
+
+// aten.expand(self, size, implicit=False): numpy broadcasting of self to
+// `size`; -1 keeps a dim; new leading dims must be given (>= 0).
+Value expand(Graph& g, const ValueList& args) {
+  Args a{"aten.expand.default", args, g};
+  TensorRef x = a.tensor(0, "self");
+  const IntList size = a.int_list(1, "size");
+  (void)a.boolean(2, "implicit", false);
+  check_input(a, x, "self");
+  const Shape in = g.info(x).shape;
+  const DType dtype = g.info(x).dtype;
+  if (size.size() < in.size()) {
+    a.fail(fmt::format("argument 'size' is {} with {} dims; accepted: at least the {} dims of self {}", list_str(size),
+                       size.size(), in.size(), shape_str(in)));
+  }
+  const size_t lead = size.size() - in.size();
+  const Shape strides = contiguous_strides(in);
+  Shape out(size.size()), src_stride(size.size(), 0);
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (i < lead) {
+      if (size[i] < 0) {
+        a.fail(fmt::format("argument 'size' is {}; new leading dim {} must be >= 0 (-1 keeps an existing dim only)",
+                           list_str(size), i));
+      }
+      out[i] = size[i];
+      continue;
+    }
+    const size_t j = i - lead;
+    if (size[i] == -1 || size[i] == in[j]) {
+      out[i] = in[j];
+      src_stride[i] = strides[j];
+    } else if (in[j] == 1 && size[i] >= 0) {
+      out[i] = size[i];
+    } else {
+      a.fail(fmt::format("argument 'size' is {}; dim {} asks for {} but self {} has {} there (accepted: -1, {}, or "
+                         "any size >= 0 where self has 1)",
+                         list_str(size), i, size[i], shape_str(in), in[j], in[j]));
+    }
+  }
+  TensorRef y = add_output(a, out, dtype);
+  record_copy(a, y, x, plain_plan(out, src_stride), no_fill(g), "expand");
+  return y;
+}
+
+// aten.repeat(self, repeats) (ONNX Tile): repeats has at least self's rank;
+// extra leading entries add dims.
+Value repeat(Graph& g, const ValueList& args) {
+  Args a{"aten.repeat.default", args, g};
+  TensorRef x = a.tensor(0, "self");
+  const IntList reps = a.int_list(1, "repeats");
+  check_input(a, x, "self");
+  const Shape in = g.info(x).shape;
+  const DType dtype = g.info(x).dtype;
+  if (reps.size() < in.size()) {
+    a.fail(fmt::format("argument 'repeats' is {} with {} entries; accepted: at least the {} dims of self {}",
+                       list_str(reps), reps.size(), in.size(), shape_str(in)));
+  }
+  Shape src(reps.size() - in.size(), 1);
+  src.insert(src.end(), in.begin(), in.end());
+  Shape out(reps.size());
+  for (size_t i = 0; i < reps.size(); ++i) {
+    if (reps[i] < 0) a.fail(fmt::format("argument 'repeats' is {}; accepted: counts >= 0", list_str(reps)));
+    if (src[i] != 0 && reps[i] > kMaxElements / src[i]) {
+      a.fail(fmt::format("argument 'repeats' is {}: the result would have more than {} elements", list_str(reps),
+                         kMaxElements));
+    }
+    out[i] = src[i] * reps[i];
+  }
+  TensorRef y = add_output(a, out, dtype);
+  CopyPlan p = plain_plan(out, contiguous_strides(src));
+  p.mode = kWrap;
+  p.in_dim = src;
+  record_copy(a, y, x, p, no_fill(g), "repeat");
+  return y;
+}
+
+// The pad value as one element of `dtype` in host layout.
+std::vector<uint8_t> fill_value(const Args& a, DType dtype, double v) {
+  std::vector<uint8_t> out(dtype_size(dtype));
+  auto int_in = [&](double lo, double hi) {
+    if (!(v >= lo && v <= hi)) {
+      a.fail(fmt::format("argument 'value' is {}; a {} tensor takes values in [{}, {}]", v, dtype_name(dtype), lo, hi));
+    }
+    return int64_t(v);
+  };
+  switch (dtype) {
+    case DType::F32: {
+      const float f = float(v);
+      std::memcpy(out.data(), &f, 4);
+      break;
+    }
+    case DType::F16: {
+      const uint16_t h = float_to_half(float(v));
+      std::memcpy(out.data(), &h, 2);
+      break;
+    }
+    case DType::I32: {
+      const auto i = int32_t(int_in(INT32_MIN, INT32_MAX));
+      std::memcpy(out.data(), &i, 4);
+      break;
+    }
+    case DType::I64: {
+      const int64_t i = int_in(INT32_MIN, INT32_MAX);  // stored as int32 on the GPU
+      std::memcpy(out.data(), &i, 8);
+      break;
+    }
+    case DType::Bool: out[0] = v != 0; break;
+    case DType::U8: out[0] = uint8_t(int_in(0, 255)); break;
+    case DType::I8: out[0] = uint8_t(int8_t(int_in(-128, 127))); break;
+  }
+  return out;
+}
+
+// aten.pad(self, pad, mode='constant', value=None): pad lists (before,
+// after) pairs from the last dim backwards; negative pads crop. Modes
+// 'constant', 'reflect', 'replicate' and 'circular', for any number of dims.
+Value pad(Graph& g, const ValueList& args) {
+  Args a{"aten.pad.default", args, g};
+  TensorRef x = a.tensor(0, "self");
+  const IntList pads = a.int_list(1, "pad");
+  const std::string mode = a.string(2, "mode", "constant");
+  check_input(a, x, "self");
+  const Shape in = g.info(x).shape;
+  const DType dtype = g.info(x).dtype;
+  CopyMode cm = kPadConstant;
+  if (mode == "reflect") cm = kPadReflect;
+  else if (mode == "replicate") cm = kPadReplicate;
+  else if (mode == "circular") cm = kPadCircular;
+  else if (mode != "constant") {
+    a.fail(fmt::format("argument 'mode' is '{}'; accepted: 'constant', 'reflect', 'replicate', 'circular'", mode));
+  }
+  double value = 0;
+  if (!arg_is_none(a, 3)) {
+    value = a.scalar(3, "value", 0.0);
+    if (cm != kPadConstant && value != 0) {
+      a.fail(fmt::format("argument 'value' is {}; mode '{}' takes no value (accepted: None)", value, mode));
+    }
+  }
+  if (pads.size() % 2 != 0 || pads.size() / 2 > in.size()) {
+    a.fail(fmt::format("argument 'pad' is {}; accepted: an even number of entries, at most 2 per dim of self {} "
+                       "(before and after, last dim first)",
+                       list_str(pads), shape_str(in)));
+  }
+  Shape out = in, lo(in.size(), 0);
+  for (size_t k = 0; k < pads.size() / 2; ++k) {
+    const size_t d = in.size() - 1 - k;
+    const int64_t before = pads[2 * k], after = pads[2 * k + 1];
+    out[d] = in[d] + before + after;
+    lo[d] = before;
+    if (out[d] < 0) {
+      a.fail(fmt::format("argument 'pad' is {}: dim {} of self {} padded by ({}, {}) would have negative size {}",
+                         list_str(pads), d, shape_str(in), before, after, out[d]));
+    }
+    const bool grows = before > 0 || after > 0;
+    if (cm == kPadReflect && grows && (before >= in[d] || after >= in[d])) {
+      a.fail(fmt::format("argument 'pad' is {}: mode 'reflect' needs pads smaller than the dim, got ({}, {}) for dim "
+                         "{} of size {}",
+                         list_str(pads), before, after, d, in[d]));
+    }
+    if (cm == kPadCircular && (before > in[d] || after > in[d])) {
+      a.fail(fmt::format("argument 'pad' is {}: mode 'circular' needs pads no larger than the dim, got ({}, {}) for "
+                         "dim {} of size {}",
+                         list_str(pads), before, after, d, in[d]));
+    }
+    if (cm != kPadConstant && in[d] == 0 && out[d] > 0) {
+      a.fail(fmt::format("argument 'pad' is {}: mode '{}' cannot pad dim {} of size 0", list_str(pads), mode, d));
+    }
+  }
+  TensorRef y = add_output(a, out, dtype);
+  Binding fill = no_fill(g);
+  if (cm == kPadConstant) {
+    const std::vector<uint8_t> v = fill_value(a, dtype, value);
+    fill = Binding::of(g.add_constant({1}, dtype, v.data(), "pad value"));
+  }
+  CopyPlan p = plain_plan(out, contiguous_strides(in));
+  p.mode = cm;
+  p.lo = lo;
+  p.in_dim = in;
+  record_copy(a, y, x, p, fill, "pad");
+  return y;
+}
+
+}  // namespace
+
+void register_movement_ops(OpRegistry& r) {
+  r.add("aten.permute.default", permute);
+  r.add("aten.cat.default", cat);
+  r.add("aten.split_with_sizes.default", split_with_sizes);
+  r.add("aten.slice.Tensor", slice);
+  r.add("aten.index_select.default", index_select);
+  r.add("aten.gather.default", gather);
+  r.add("aten.expand.default", expand);
+  r.add("aten.repeat.default", repeat);
+  r.add("aten.pad.default", pad);
+}
+
+}  // namespace wgnn::ops
