@@ -12,6 +12,7 @@ OpRegistry& OpRegistry::global() {
     register_norm_ops(*reg);
     register_binary_ops(*reg);
     register_movement_ops(*reg);
+    register_reduce_ops(*reg);
     return reg;
   }();
   return *r;

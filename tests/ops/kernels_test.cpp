@@ -20,8 +20,10 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
         SCOPED_TRACE(std::string(name) + " " + dtype_name(dt) + (vec4 ? " vec4" : " scalar"));
         ops::Subs subs = ops::vector_subs(g, dt, vec4, "test");
         subs.emplace_back("EXPR", "x");
-        // binary.wgsl also takes a compute type and an output storage type.
+        // Kernels with a compute or accumulator type and an output storage
+        // type: {{C}} (binary.wgsl), {{A}} (reduce.wgsl), {{O}}.
         subs.emplace_back("C", "f32");
+        subs.emplace_back("A", "f32");
         subs.emplace_back("O", dt == DType::F16 ? "f16" : "f32");
         std::string entry = text.find("fn main(") != std::string_view::npos ? "main" : "";
         EXPECT_NO_THROW(ops::kernel(g, name, subs, {}, entry));

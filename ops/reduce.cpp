@@ -1,0 +1,307 @@
+// Reductions over a list of dims (sum, mean, amax, amin, prod) and softmax /
+// log_softmax over one dim, with ATen's names and arguments.
+//
+// Reductions: float32 and float16 accumulate in f32; int32, int64 (stored as
+// int32), bool, uint8 and int8 in i32 (integer sums wrap at 32 bits). As in
+// ATen, sum and prod of an integer or bool tensor give int64 and mean takes
+// floats only. The input is never permuted: its dims are coalesced (size-1
+// dims dropped, neighbours of the same kind merged), and then either
+//   - the reduced dims are the innermost: a group of LANES threads per
+//     output reads its contiguous row (coalesced) and combines in workgroup
+//     memory (kernels/reduce.wgsl, INNER), or
+//   - reduced dims sit anywhere: each output decodes its kept and reduced
+//     offsets from shapes and strides, adjacent threads take adjacent
+//     outputs, and LANES threads per output split long reductions.
+//
+// Softmax: the last axis uses kernels/softmax.wgsl (threads per row, max
+// subtracted, the row kept in registers when it is short enough); any other
+// axis kernels/softmax_strided.wgsl (a thread per column).
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ops/helpers.h"
+#include "ops/layout.h"
+#include "ops/registry.h"
+
+namespace wgnn::ops {
+namespace {
+
+constexpr int64_t kMaxElements = INT32_MAX;
+
+enum ReduceOp : uint32_t { kSum = 0, kProd = 1, kMax = 2, kMin = 3 };
+
+bool is_float(DType d) { return d == DType::F32 || d == DType::F16; }
+
+// c10::ScalarType numbering, as ExecuTorch passes a `dtype` argument.
+int64_t scalar_type_code(DType d) {
+  switch (d) {
+    case DType::U8: return 0;
+    case DType::I8: return 1;
+    case DType::I32: return 3;
+    case DType::I64: return 4;
+    case DType::F16: return 5;
+    case DType::F32: return 6;
+    case DType::Bool: return 11;
+  }
+  return -1;
+}
+
+uint32_t pow2_floor(uint64_t v) {
+  uint32_t p = 1;
+  while (uint64_t(p) * 2 <= v) p *= 2;
+  return p;
+}
+
+void check_input(const Args& a, TensorRef t) {
+  const TensorInfo& ti = a.g.info(t);
+  require_rank(ti.shape, a.op, "self");
+  a.require_fits_binding(t, "self");
+  if (ti.numel() > kMaxElements) {
+    a.fail(fmt::format("argument 'self' {} has {} elements; at most {} are supported (32-bit offsets)",
+                       shape_str(ti.shape), ti.numel(), kMaxElements));
+  }
+}
+
+// An optional `dtype` argument: None, or the ScalarType code of the result
+// dtype ATen would choose anyway (conversions are not supported).
+void check_dtype_arg(const Args& a, size_t i, DType result) {
+  if (i >= a.args.size() || a.args[i].is_none()) return;
+  const Value& v = a.args[i];
+  if (v.is_int() && std::get<int64_t>(v.v) == scalar_type_code(result)) return;
+  a.fail(fmt::format("argument 'dtype' is {}; accepted: None or Int {} ({}, the result's dtype)", v.describe(),
+                     scalar_type_code(result), dtype_name(result)));
+}
+
+// The reduced dims from a `dim` argument: None, an Int or an IntList; None
+// and the empty list reduce every dim.
+std::vector<bool> reduced_dims(const Args& a, size_t i, size_t rank) {
+  std::vector<bool> red(rank, false);
+  IntList dims;
+  if (i < a.args.size() && !a.args[i].is_none()) dims = a.int_list(i, "dim");
+  if (dims.empty()) {
+    red.assign(rank, true);
+    return red;
+  }
+  std::vector<bool> seen(std::max<size_t>(rank, 1), false);
+  for (int64_t d : dims) {
+    const auto k = size_t(normalize_axis(d, int64_t(rank), a.op, "dim"));
+    if (seen[k]) {
+      a.fail(fmt::format("argument 'dim' is [{}]; dim {} appears more than once", fmt::join(dims, ", "), k));
+    }
+    seen[k] = true;
+    if (k < rank) red[k] = true;
+  }
+  return red;
+}
+
+struct ReduceParams {
+  uint32_t rows, count;
+  float scale;
+  uint32_t kept_rank, red_rank, pad0, pad1, pad2;
+  std::array<uint32_t, kMaxRank> kept_shape, kept_stride, red_shape, red_stride;
+};
+static_assert(sizeof(ReduceParams) == 160);
+
+Value reduce(const Args& a, TensorRef x, const std::vector<bool>& red, bool keepdim, ReduceOp op, bool mean,
+             DType out_dtype, std::string_view label) {
+  Graph& g = a.g;
+  const Shape in = g.info(x).shape;
+  const DType dtype = g.info(x).dtype;
+  Shape out;
+  int64_t rows = 1, count = 1;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (red[d]) {
+      count *= in[d];
+      if (keepdim) out.push_back(1);
+    } else {
+      rows *= in[d];
+      out.push_back(in[d]);
+    }
+  }
+  if ((op == kMax || op == kMin) && count == 0 && rows > 0) {
+    a.fail(fmt::format("self {} has size 0 in a reduced dim; {} of no elements is undefined (specify dims of "
+                       "non-zero size)",
+                       shape_str(in), label));
+  }
+  TensorRef y = g.add_tensor(out, out_dtype);
+  if (rows == 0) return y;
+
+  // Coalesce: drop size-1 dims, merge neighbours of the same kind.
+  struct Group {
+    int64_t size, stride;
+    bool reduced;
+  };
+  std::vector<Group> groups;
+  if (count > 0) {
+    const Shape strides = contiguous_strides(in);
+    for (size_t d = 0; d < in.size(); ++d) {
+      if (in[d] == 1) continue;
+      if (!groups.empty() && groups.back().reduced == red[d]) {
+        groups.back().size *= in[d];
+        groups.back().stride = strides[d];
+      } else {
+        groups.push_back({in[d], strides[d], red[d]});
+      }
+    }
+  }
+  // Contiguous rows of `count` (also: nothing to reduce, or count 0).
+  const bool inner = groups.empty() || !groups.back().reduced ? count <= 1 : groups.size() <= 2;
+  ReduceParams p{};
+  p.rows = uint32_t(rows);
+  p.count = uint32_t(count);
+  p.scale = float(1.0 / double(count));  // count 0: inf, so the mean is 0 * inf = NaN as in ATen
+  uint32_t lanes = 1;
+  if (inner) {
+    lanes = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(count / 4, 1))));
+  } else {
+    for (const Group& gr : groups) {
+      uint32_t& rank = gr.reduced ? p.red_rank : p.kept_rank;
+      (gr.reduced ? p.red_shape : p.kept_shape)[rank] = uint32_t(gr.size);
+      (gr.reduced ? p.red_stride : p.kept_stride)[rank] = uint32_t(gr.stride);
+      ++rank;
+    }
+    // Enough threads to fill the device, at least 8 elements per lane.
+    while (lanes < 256 && rows * lanes < 65536 && int64_t(lanes) * 8 <= count) lanes *= 2;
+  }
+  Subs subs;
+  if (is_float(dtype)) {
+    subs = float_subs(g, dtype, a.op);
+    subs.insert(subs.end(), {{"A", "f32"}, {"O", wgsl_type(out_dtype)}});
+  } else {
+    subs = {{"T", "i32"}, {"A", "i32"}, {"O", "i32"}, {"ENABLE", ""}};
+  }
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/reduce.wgsl", subs,
+                                   {{"OP", double(op)},
+                                    {"MEAN", mean ? 1.0 : 0.0},
+                                    {"INNER", inner ? 1.0 : 0.0},
+                                    {"LANES", double(lanes)}});
+  const uint64_t outs_per_group = 256 / lanes;
+  g.add_dispatch(pl, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x)},
+                 grid_for(g, gpu::ceil_div(uint64_t(rows), outs_per_group)), std::string(a.op),
+                 fmt::format("{} {} lanes={}", label, inner ? "inner" : "strided", lanes));
+  return y;
+}
+
+// sum and prod: integer and bool inputs give int64, as in ATen.
+DType sum_dtype(DType d) { return is_float(d) ? d : DType::I64; }
+
+// aten.sum.dim_IntList(self, dim, keepdim=False, dtype=None)
+Value sum_dim(Graph& g, const ValueList& args) {
+  Args a{"aten.sum.dim_IntList", args, g};
+  TensorRef x = a.tensor(0, "self");
+  check_input(a, x);
+  const auto red = reduced_dims(a, 1, g.info(x).shape.size());
+  const bool keepdim = a.boolean(2, "keepdim", false);
+  const DType out = sum_dtype(g.info(x).dtype);
+  check_dtype_arg(a, 3, out);
+  return reduce(a, x, red, keepdim, kSum, false, out, "sum");
+}
+
+// aten.mean.dim(self, dim, keepdim=False, dtype=None): float32 and float16.
+Value mean_dim(Graph& g, const ValueList& args) {
+  Args a{"aten.mean.dim", args, g};
+  TensorRef x = a.tensor(0, "self");
+  a.require_float(x, "self");
+  check_input(a, x);
+  const auto red = reduced_dims(a, 1, g.info(x).shape.size());
+  const bool keepdim = a.boolean(2, "keepdim", false);
+  check_dtype_arg(a, 3, g.info(x).dtype);
+  return reduce(a, x, red, keepdim, kSum, true, g.info(x).dtype, "mean");
+}
+
+// aten.amax / aten.amin (self, dim=[], keepdim=False)
+Value amax_amin(Graph& g, const ValueList& args, bool max) {
+  Args a{max ? "aten.amax.default" : "aten.amin.default", args, g};
+  TensorRef x = a.tensor(0, "self");
+  check_input(a, x);
+  const auto red = reduced_dims(a, 1, g.info(x).shape.size());
+  const bool keepdim = a.boolean(2, "keepdim", false);
+  return reduce(a, x, red, keepdim, max ? kMax : kMin, false, g.info(x).dtype, max ? "amax" : "amin");
+}
+
+// aten.prod.dim_int(self, dim, keepdim=False, dtype=None)
+Value prod_dim(Graph& g, const ValueList& args) {
+  Args a{"aten.prod.dim_int", args, g};
+  TensorRef x = a.tensor(0, "self");
+  check_input(a, x);
+  const Value& dv = a.at(1, "dim");
+  if (!dv.is_int()) a.fail(fmt::format("argument 'dim' must be an Int, got {}", dv.describe()));
+  const auto red = reduced_dims(a, 1, g.info(x).shape.size());
+  const bool keepdim = a.boolean(2, "keepdim", false);
+  const DType out = sum_dtype(g.info(x).dtype);
+  check_dtype_arg(a, 3, out);
+  return reduce(a, x, red, keepdim, kProd, false, out, "prod");
+}
+
+struct SoftmaxParams {
+  uint32_t rows, width, pad0, pad1;
+};
+struct SoftmaxStridedParams {
+  uint32_t columns, n, inner, pad;
+};
+
+// aten._softmax / aten._log_softmax (self, dim, half_to_float): float32 and
+// float16; half_to_float (float16 input only) gives a float32 result.
+Value softmax(Graph& g, const ValueList& args, bool log) {
+  Args a{log ? "aten._log_softmax.default" : "aten._softmax.default", args, g};
+  TensorRef x = a.tensor(0, "self");
+  const int64_t dim = a.integer(1, "dim", -1);
+  const bool half_to_float = a.boolean(2, "half_to_float", false);
+  a.require_float(x, "self");
+  check_input(a, x);
+  const Shape in = g.info(x).shape;
+  const DType dtype = g.info(x).dtype;
+  if (half_to_float && dtype != DType::F16) {
+    a.fail(fmt::format("argument 'half_to_float' is True but self is {}; accepted: False, or True with a float16 "
+                       "self",
+                       dtype_name(dtype)));
+  }
+  const size_t d = size_t(normalize_axis(dim, int64_t(in.size()), a.op, "dim"));
+  int64_t outer = 1, n = 1, inner = 1;
+  for (size_t k = 0; k < in.size(); ++k) (k < d ? outer : k == d ? n : inner) *= in[k];
+  const DType out_dtype = half_to_float ? DType::F32 : dtype;
+  TensorRef y = g.add_tensor(in, out_dtype);
+  if (outer * n * inner == 0) return y;
+  Subs subs = float_subs(g, dtype, a.op);
+  subs.emplace_back("O", wgsl_type(out_dtype));
+  const std::string op(a.op);
+  if (inner == 1) {
+    const uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(n / 4, 1))));
+    const uint64_t chunks = gpu::ceil_div(uint64_t(n), tpr);
+    const bool cached = chunks <= 16;
+    const gpu::Pipeline& pl = kernel(g, "ops/kernels/softmax.wgsl", subs,
+                                     {{"TPR", double(tpr)},
+                                      {"CHUNKS", double(cached ? chunks : 1)},
+                                      {"CACHED", cached ? 1.0 : 0.0},
+                                      {"LOG", log ? 1.0 : 0.0}});
+    gpu::Buffer params = g.uniform(SoftmaxParams{uint32_t(outer), uint32_t(n), 0, 0});
+    g.add_dispatch(pl, {Binding::of(y), Binding::of(params), Binding::of(x)},
+                   grid_for(g, gpu::ceil_div(uint64_t(outer), 256 / tpr)), op,
+                   fmt::format("softmax tpr={}{}", tpr, cached ? fmt::format(" cached{}", chunks) : ""));
+  } else {
+    const gpu::Pipeline& pl =
+        kernel(g, "ops/kernels/softmax_strided.wgsl", subs, {{"LOG", log ? 1.0 : 0.0}});
+    const uint64_t columns = uint64_t(outer * inner);
+    gpu::Buffer params = g.uniform(SoftmaxStridedParams{uint32_t(columns), uint32_t(n), uint32_t(inner), 0});
+    g.add_dispatch(pl, {Binding::of(y), Binding::of(params), Binding::of(x)}, grid_for(g, gpu::ceil_div(columns, 256)),
+                   op, "softmax strided");
+  }
+  return y;
+}
+
+}  // namespace
+
+void register_reduce_ops(OpRegistry& r) {
+  r.add("aten.sum.dim_IntList", sum_dim);
+  r.add("aten.mean.dim", mean_dim);
+  r.add("aten.amax.default", [](Graph& g, const ValueList& args) { return amax_amin(g, args, true); });
+  r.add("aten.amin.default", [](Graph& g, const ValueList& args) { return amax_amin(g, args, false); });
+  r.add("aten.prod.dim_int", prod_dim);
+  r.add("aten._softmax.default", [](Graph& g, const ValueList& args) { return softmax(g, args, false); });
+  r.add("aten._log_softmax.default", [](Graph& g, const ValueList& args) { return softmax(g, args, true); });
+}
+
+}  // namespace wgnn::ops
