@@ -327,9 +327,12 @@ TEST_P(Movement, IndexSelectZeroDimensional) {
   const auto x = random_values(1, dt(), 450);
   TensorRef idx = put(g, {1}, DType::I64, {-1});
   TensorRef y = ops::call(g, "aten.index_select.default", {put(g, {}, dt(), x), 0, idx}).tensor();
+  TensorRef z = ops::call(g, "aten.gather.default", {put(g, {}, dt(), x), -1, put(g, {}, DType::I32, {0})}).tensor();
   EXPECT_EQ(g.info(y).shape, Shape{});
+  EXPECT_EQ(g.info(z).shape, Shape{});
   g.run();
   EXPECT_EQ(get(g, y), x);
+  EXPECT_EQ(get(g, z), x);
 }
 
 TEST_P(Movement, Gather) {
