@@ -61,16 +61,25 @@ TensorRef add_output(const Args& a, const Shape& shape, DType dtype) {
     a.fail(fmt::format("the result would have rank {} ({}); at most {} is supported", shape.size(),
                        shape_str(shape), kMaxRank));
   }
-  const int64_t n = numel(shape);
+  // The element count, saturated at kMaxElements + 1 (requested sizes may be
+  // huge: numel could overflow).
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d == 0) {
+      n = 0;
+      break;
+    }
+  }
+  for (size_t i = 0; n != 0 && i < shape.size(); ++i) n = shape[i] > kMaxElements / n ? kMaxElements + 1 : n * shape[i];
+  if (n > kMaxElements) {
+    a.fail(fmt::format("the result {} would have more than {} elements; at most {} are supported (32-bit offsets)",
+                       shape_str(shape), kMaxElements, kMaxElements));
+  }
   const uint64_t bytes = uint64_t(n) * gpu_dtype_size(dtype);
   const uint64_t limit = a.g.ctx().limits().max_storage_buffer_binding_size;
   if (bytes > limit) {
     a.fail(fmt::format("the result {} {} would be {} bytes, over this device's maxStorageBufferBindingSize of {} bytes",
                        dtype_name(dtype), shape_str(shape), bytes, limit));
-  }
-  if (n > kMaxElements) {
-    a.fail(fmt::format("the result {} would have {} elements; at most {} are supported (32-bit offsets)",
-                       shape_str(shape), n, kMaxElements));
   }
   return a.g.add_tensor(shape, dtype);
 }
@@ -281,7 +290,7 @@ Value split_with_sizes(Graph& g, const ValueList& args) {
   const size_t d = size_t(normalize_axis(a.integer(2, "dim", 0), int64_t(in.size()), a.op, "dim"));
   int64_t total = 0;
   for (int64_t s : sizes) {
-    if (s < 0) {
+    if (s < 0 || s > in[d]) {
       a.fail(fmt::format("argument 'split_sizes' is {}; accepted: sizes >= 0 that sum to {} (dim {} of self {})",
                          list_str(sizes), in[d], d, shape_str(in)));
     }
@@ -329,12 +338,12 @@ Value slice(Graph& g, const ValueList& args) {
     start = std::clamp<int64_t>(start, 0, size);
     end = std::clamp<int64_t>(end, 0, size);
     if (end > start) len = 1 + (end - start - 1) / step;
-  } else {
+  } else if (size > 0) {
     start = std::clamp<int64_t>(start, 0, size - 1);
     end = std::clamp<int64_t>(end, -1, size - 1);
     // -step overflows for INT64_MIN; any step beyond the size takes one element.
     const int64_t neg = step < -size ? size + 1 : -step;
-    if (size > 0 && start > end) len = 1 + (start - end - 1) / neg;
+    if (start > end) len = 1 + (start - end - 1) / neg;
   }
   Shape out = in;
   out[d] = len;
@@ -536,11 +545,7 @@ Value repeat(Graph& g, const ValueList& args) {
   Shape out(reps.size());
   for (size_t i = 0; i < reps.size(); ++i) {
     if (reps[i] < 0) a.fail(fmt::format("argument 'repeats' is {}; accepted: counts >= 0", list_str(reps)));
-    if (src[i] != 0 && reps[i] > kMaxElements / src[i]) {
-      a.fail(fmt::format("argument 'repeats' is {}: the result would have more than {} elements", list_str(reps),
-                         kMaxElements));
-    }
-    out[i] = src[i] * reps[i];
+    out[i] = src[i] > 0 && reps[i] > kMaxElements ? kMaxElements + 1 : src[i] * reps[i];  // add_output rejects
   }
   TensorRef y = add_output(a, out, dtype);
   CopyPlan p = plain_plan(out, contiguous_strides(src));
@@ -621,6 +626,10 @@ Value pad(Graph& g, const ValueList& args) {
   for (size_t k = 0; k < pads.size() / 2; ++k) {
     const size_t d = in.size() - 1 - k;
     const int64_t before = pads[2 * k], after = pads[2 * k + 1];
+    if (before < -kMaxElements || before > kMaxElements || after < -kMaxElements || after > kMaxElements) {
+      a.fail(fmt::format("argument 'pad' is {}; accepted: pads of at most {} in magnitude", list_str(pads),
+                         kMaxElements));
+    }
     out[d] = in[d] + before + after;
     lo[d] = before;
     if (out[d] < 0) {

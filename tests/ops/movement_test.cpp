@@ -652,6 +652,10 @@ TEST(MovementOps, Errors) {
   expect_error(pad, {xh, IntList{1, 1}, std::string("constant"), 1e12}, "takes values in");
   expect_error(pad, {g.add_tensor({2, 0}, DType::F32), IntList{1, 1}, std::string("replicate")}, "size 0");
   expect_error(expand, {big, IntList{2, 1, 1, 1, 1, 1, 1, 1, 1}}, "rank 9");
+  expect_error(expand, {big, IntList{INT64_MAX, INT64_MAX, 4, 1, 1, 1, 1, 1}}, "more than 2147483647 elements");
+  expect_error(repeat, {x, IntList{1 << 30, 1 << 30, 4}}, "more than 2147483647 elements");
+  expect_error(pad, {x, IntList{INT64_MAX, INT64_MAX}}, "pads of at most");
+  expect_error(split, {x, IntList{INT64_MAX, INT64_MAX, 2}, 2}, "sizes >= 0 that sum to 4");
   expect_error(permute, {g.add_tensor({1, 1, 1, 1, 1, 1, 1, 1, 1}, DType::F32), IntList{}}, "rank 9");
 }
 
