@@ -12,6 +12,9 @@
 //   - reduced dims sit anywhere: each output decodes its kept and reduced
 //     offsets from shapes and strides, adjacent threads take adjacent
 //     outputs, and LANES threads per output split long reductions.
+// Few outputs of many elements (e.g. reducing everything) take two passes:
+// one partial result per segment into an f32 / i32 intermediate, then a
+// reduction of the partials, so the first pass fills the device.
 //
 // Softmax: the last axis uses kernels/softmax.wgsl (threads per row, max
 // subtracted, the row kept in registers when it is short enough); any other
@@ -19,6 +22,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <optional>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -100,34 +104,27 @@ std::vector<bool> reduced_dims(const Args& a, size_t i, size_t rank) {
 struct ReduceParams {
   uint32_t rows, count;
   float scale;
-  uint32_t kept_rank, red_rank, pad0, pad1, pad2;
+  uint32_t kept_rank, red_rank, segs, seg_len, pad;
   std::array<uint32_t, kMaxRank> kept_shape, kept_stride, red_shape, red_stride;
 };
 static_assert(sizeof(ReduceParams) == 160);
 
-Value reduce(const Args& a, TensorRef x, const std::vector<bool>& red, bool keepdim, ReduceOp op, bool mean,
-             DType out_dtype, std::string_view label) {
+// WGSL storage type a reduction reads or writes for `d` (bool and the
+// integer dtypes are all read as i32: 0/1 and sign-extended values).
+const char* reduce_type(DType d) { return is_float(d) ? wgsl_type(d) : "i32"; }
+
+// Records the reduction of tensor `x` (shape `in`) over the dims `red`
+// into `y` (rows of the kept dims, contiguous). `scale` multiplies the
+// result (mean), if set. Few long reductions are split: a first pass writes
+// one partial result per segment of the reduced range into an f32 / i32
+// intermediate, and a second pass reduces the partials.
+void record_reduce(const Args& a, TensorRef x, const Shape& in, const std::vector<bool>& red, ReduceOp op,
+                   std::optional<float> scale, TensorRef y, std::string_view label, bool may_split = true) {
   Graph& g = a.g;
-  const Shape in = g.info(x).shape;
   const DType dtype = g.info(x).dtype;
-  Shape out;
   int64_t rows = 1, count = 1;
-  for (size_t d = 0; d < in.size(); ++d) {
-    if (red[d]) {
-      count *= in[d];
-      if (keepdim) out.push_back(1);
-    } else {
-      rows *= in[d];
-      out.push_back(in[d]);
-    }
-  }
-  if ((op == kMax || op == kMin) && count == 0 && rows > 0) {
-    a.fail(fmt::format("self {} has size 0 in a reduced dim; {} of no elements is undefined (specify dims of "
-                       "non-zero size)",
-                       shape_str(in), label));
-  }
-  TensorRef y = g.add_tensor(out, out_dtype);
-  if (rows == 0) return y;
+  for (size_t d = 0; d < in.size(); ++d) (red[d] ? count : rows) *= in[d];
+  if (rows == 0) return;
 
   // Coalesce: drop size-1 dims, merge neighbours of the same kind.
   struct Group {
@@ -152,10 +149,15 @@ Value reduce(const Args& a, TensorRef x, const std::vector<bool>& red, bool keep
   ReduceParams p{};
   p.rows = uint32_t(rows);
   p.count = uint32_t(count);
-  p.scale = float(1.0 / double(count));  // count 0: inf, so the mean is 0 * inf = NaN as in ATen
   uint32_t lanes = 1;
+  int64_t segs = 1;
   if (inner) {
     lanes = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(count / 4, 1))));
+    // Rows get a workgroup each; split long rows until ~512 workgroups run,
+    // keeping >= 2048 elements per segment.
+    if (may_split && rows < 512 && count >= 16384) {
+      segs = std::min<int64_t>(int64_t(gpu::ceil_div(512, uint64_t(rows))), int64_t(gpu::ceil_div(uint64_t(count), 2048)));
+    }
   } else {
     for (const Group& gr : groups) {
       uint32_t& rank = gr.reduced ? p.red_rank : p.kept_rank;
@@ -163,25 +165,75 @@ Value reduce(const Args& a, TensorRef x, const std::vector<bool>& red, bool keep
       (gr.reduced ? p.red_stride : p.kept_stride)[rank] = uint32_t(gr.stride);
       ++rank;
     }
-    // Enough threads to fill the device, at least 8 elements per lane.
+    // Enough threads to fill the device, at least 8 elements per lane; then
+    // split what still leaves more than 64 elements per lane.
     while (lanes < 256 && rows * lanes < 65536 && int64_t(lanes) * 8 <= count) lanes *= 2;
+    if (may_split && rows * lanes < 65536 && count > int64_t(lanes) * 64) {
+      segs = std::min<int64_t>(int64_t(gpu::ceil_div(65536, uint64_t(rows * lanes))),
+                               int64_t(gpu::ceil_div(uint64_t(count), uint64_t(lanes) * 64)));
+    }
   }
-  Subs subs;
-  if (is_float(dtype)) {
-    subs = float_subs(g, dtype, a.op);
-    subs.insert(subs.end(), {{"A", "f32"}, {"O", wgsl_type(out_dtype)}});
-  } else {
-    subs = {{"T", "i32"}, {"A", "i32"}, {"O", "i32"}, {"ENABLE", ""}};
+  const int64_t seg_len = segs > 1 ? int64_t(gpu::ceil_div(uint64_t(count), uint64_t(segs))) : count;
+  if (segs > 1) segs = int64_t(gpu::ceil_div(uint64_t(count), uint64_t(seg_len)));  // no empty segment
+  p.segs = uint32_t(segs);
+  p.seg_len = uint32_t(seg_len);
+  p.scale = segs > 1 ? 1.f : scale.value_or(1.f);
+
+  // Partials: [rows, segs] for rows (a second inner pass), [segs, rows]
+  // otherwise (a second strided pass; adjacent threads, adjacent outputs).
+  const DType acc_dtype = is_float(dtype) ? DType::F32 : DType::I32;
+  TensorRef dst = y;
+  if (segs > 1) dst = g.add_tensor(inner ? Shape{rows, segs} : Shape{segs, rows}, acc_dtype);
+  const DType dst_dtype = g.info(dst).dtype;
+  Subs subs = {{"T", reduce_type(dtype)},
+               {"A", is_float(dtype) ? "f32" : "i32"},
+               {"O", reduce_type(dst_dtype)},
+               {"ENABLE", ""}};
+  if (dtype == DType::F16 || dst_dtype == DType::F16) {
+    (void)float_subs(g, DType::F16, a.op);  // throws without shader-f16
+    subs.back().second = "enable f16;";
   }
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/reduce.wgsl", subs,
                                    {{"OP", double(op)},
-                                    {"MEAN", mean ? 1.0 : 0.0},
+                                    {"MEAN", segs == 1 && scale ? 1.0 : 0.0},
                                     {"INNER", inner ? 1.0 : 0.0},
                                     {"LANES", double(lanes)}});
   const uint64_t outs_per_group = 256 / lanes;
-  g.add_dispatch(pl, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x)},
-                 grid_for(g, gpu::ceil_div(uint64_t(rows), outs_per_group)), std::string(a.op),
-                 fmt::format("{} {} lanes={}", label, inner ? "inner" : "strided", lanes));
+  g.add_dispatch(pl, {Binding::of(dst), Binding::of(g.uniform(p)), Binding::of(x)},
+                 grid_for(g, gpu::ceil_div(uint64_t(rows * segs), outs_per_group)), std::string(a.op),
+                 fmt::format("{} {} lanes={}{}", label, inner ? "inner" : "strided", lanes,
+                             segs > 1 ? fmt::format(" segs={}", segs) : ""));
+  if (segs > 1) {
+    record_reduce(a, dst, g.info(dst).shape, inner ? std::vector<bool>{false, true} : std::vector<bool>{true, false},
+                  op, scale, y, label, false);
+  }
+}
+
+Value reduce(const Args& a, TensorRef x, const std::vector<bool>& red, bool keepdim, ReduceOp op, bool mean,
+             DType out_dtype, std::string_view label) {
+  Graph& g = a.g;
+  const Shape in = g.info(x).shape;
+  Shape out;
+  int64_t rows = 1, count = 1;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (red[d]) {
+      count *= in[d];
+      if (keepdim) out.push_back(1);
+    } else {
+      rows *= in[d];
+      out.push_back(in[d]);
+    }
+  }
+  if ((op == kMax || op == kMin) && count == 0 && rows > 0) {
+    a.fail(fmt::format("self {} has size 0 in a reduced dim; {} of no elements is undefined (specify dims of "
+                       "non-zero size)",
+                       shape_str(in), label));
+  }
+  TensorRef y = g.add_tensor(out, out_dtype);
+  // count 0: the scale is inf, so the mean is 0 * inf = NaN as in ATen.
+  std::optional<float> scale;
+  if (mean) scale = float(1.0 / double(count));
+  record_reduce(a, x, in, red, op, scale, y, label);
   return y;
 }
 

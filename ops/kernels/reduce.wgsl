@@ -1,5 +1,6 @@
 // Reductions (sum, prod, max, min; mean = sum * scale) of `count` elements
-// for each of `rows` outputs. {{T}} is the input's storage type, {{A}} the
+// for each of `rows` outputs, or of `seg_len`-element segments of them (the
+// first pass of a split reduction: `segs` partial results per output). {{T}} is the input's storage type, {{A}} the
 // accumulator (f32 for float32 / float16, i32 for int32 / int64 / bool) and
 // {{O}} the output's storage type.
 //
@@ -25,14 +26,14 @@ override LANES: u32 = 1u;
 const WG: u32 = 256u;
 
 struct Params {
-  rows: u32,       // outputs
+  rows: u32,       // outputs (of the kept dims)
   count: u32,      // reduced elements per output
   scale: f32,      // MEAN: 1 / count
   kept_rank: u32,
   red_rank: u32,
-  _pad0: u32,
-  _pad1: u32,
-  _pad2: u32,
+  segs: u32,       // segments per output (a first pass of two; else 1)
+  seg_len: u32,    // reduced elements per segment (count when segs is 1)
+  _pad: u32,
   kept_shape: array<vec4<u32>, 2>,
   kept_stride: array<vec4<u32>, 2>,
   red_shape: array<vec4<u32>, 2>,
@@ -115,19 +116,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     t = lid / outs;
     lane_stride = outs;
   }
-  let live = o < params.rows;
+  let live = o < params.rows * params.segs;
+  // Output o is segment `seg` of row `row`: [rows, segs] for INNER, else
+  // [segs, rows] (adjacent threads on adjacent rows).
+  var row: u32;
+  var seg: u32;
+  if (INNER) {
+    row = o / params.segs;
+    seg = o % params.segs;
+  } else {
+    row = o % params.rows;
+    seg = o / params.rows;
+  }
+  let r0 = seg * params.seg_len;
+  let r1 = min(params.count, r0 + params.seg_len);
   var acc = {{A}}(select(0, 1, OP == 1u));
   if (live) {
     var base: u32;
     if (INNER) {
-      base = o * params.count;
+      base = row * params.count;
     } else {
-      base = kept_offset(o);
+      base = kept_offset(row);
     }
-    if (OP >= 2u && params.count > 0u) {
-      acc = {{A}}(x[base]);
+    if (OP >= 2u && r0 < r1) {
+      if (INNER) {
+        acc = {{A}}(x[base + r0]);
+      } else {
+        acc = {{A}}(x[base + red_offset(r0)]);
+      }
     }
-    for (var r = t; r < params.count; r += LANES) {
+    for (var r = r0 + t; r < r1; r += LANES) {
       var off: u32;
       if (INNER) {
         off = r;

@@ -124,7 +124,8 @@ const std::vector<RedCase>& reduce_cases() {
         {{7}, IntList{0}},                {{}, IntList{}},                {{}, IntList{0}},
         {{4, 1, 6}, IntList{1}},          {{1, 1, 9}, IntList{0, 1}},     {{3, 5000}, IntList{1}},
         {{5000, 3}, IntList{0}},          {{2, 3000, 5}, IntList{1}},     {{100003}, IntList{0}},
-        {{64, 2, 65}, IntList{0, 2}},
+        {{64, 2, 65}, IntList{0, 2}},     {{2, 40000}, IntList{1}},       {{40000, 3}, IntList{0}},
+        {{2, 20000, 3}, IntList{1}},
     };
     for (const auto& [shape, dims] : base) {
       for (bool keepdim : {false, true}) v.push_back({shape, dims, keepdim});
@@ -198,6 +199,35 @@ TEST(ReduceOps, MaxAndMinPropagateNaN) {
   EXPECT_TRUE(std::isnan(c[1]));
   EXPECT_EQ(c[2], inf);
   EXPECT_TRUE(std::isnan(c[3]));
+}
+
+TEST(ReduceOps, LongReductionsSplitInTwoPasses) {
+  // Few outputs of many elements: partial results per segment, then a
+  // second pass (inner rows, strided layouts and all dims).
+  struct Case {
+    Shape shape;
+    IntList dims;
+  };
+  for (const Case& c : {Case{{3, 50000}, {1}}, Case{{50000, 3}, {0}}, Case{{4, 30000, 2}, {1}}, Case{{300007}, {}}}) {
+    for (Red r : {Red::Sum, Red::Mean, Red::Max, Red::Min}) {
+      for (DType dt : {DType::F32, DType::I64}) {
+        if (r == Red::Mean && dt == DType::I64) continue;
+        SCOPED_TRACE(std::string(red_op(r)) + " " + dtype_name(dt) + " " + shape_str(c.shape));
+        Graph g(ctx());
+        const auto x = random_values(size_t(numel(c.shape)), dt, 77, is_float(dt) ? -1 : -100, is_float(dt) ? 1 : 100);
+        TensorRef y = ops::call(g, red_op(r), {put(g, c.shape, dt, x), c.dims, false}).tensor();
+        EXPECT_EQ(g.dispatches().size(), 2u);
+        g.run();
+        const auto ref = reference(r, c.shape, x, c.dims, false).second;
+        const auto got = get(g, y);
+        if (dt == DType::I64) {
+          EXPECT_EQ(got, ref);
+        } else {
+          EXPECT_TRUE(all_close(std::vector<float>(got.begin(), got.end()), ref, 1e-4, 1e-5));
+        }
+      }
+    }
+  }
 }
 
 TEST(ReduceOps, DtypeArgument) {
