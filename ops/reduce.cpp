@@ -4,8 +4,10 @@
 // Reductions: float32 and float16 accumulate in f32; int32, int64 (stored as
 // int32), bool, uint8 and int8 in i32 (integer sums wrap at 32 bits). As in
 // ATen, sum and prod of an integer or bool tensor give int64 and mean takes
-// floats only. The input is never permuted: its dims are coalesced (size-1
-// dims dropped, neighbours of the same kind merged), and then either
+// floats only; a `dtype` argument picks the result's dtype for sum, mean
+// and prod (float32 or float16, and for integer inputs int32 or int64). The input is never
+// permuted: its dims are coalesced (size-1 dims dropped, neighbours of the
+// same kind merged), and then either
 //   - the reduced dims are the innermost: a group of LANES threads per
 //     output reads its contiguous row (coalesced) and combines in workgroup
 //     memory (kernels/reduce.wgsl, INNER), or
@@ -39,20 +41,6 @@ enum ReduceOp : uint32_t { kSum = 0, kProd = 1, kMax = 2, kMin = 3 };
 
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16; }
 
-// c10::ScalarType numbering, as ExecuTorch passes a `dtype` argument.
-int64_t scalar_type_code(DType d) {
-  switch (d) {
-    case DType::U8: return 0;
-    case DType::I8: return 1;
-    case DType::I32: return 3;
-    case DType::I64: return 4;
-    case DType::F16: return 5;
-    case DType::F32: return 6;
-    case DType::Bool: return 11;
-  }
-  return -1;
-}
-
 uint32_t pow2_floor(uint64_t v) {
   uint32_t p = 1;
   while (uint64_t(p) * 2 <= v) p *= 2;
@@ -69,14 +57,30 @@ void check_input(const Args& a, TensorRef t) {
   }
 }
 
-// An optional `dtype` argument: None, or the ScalarType code of the result
-// dtype ATen would choose anyway (conversions are not supported).
-void check_dtype_arg(const Args& a, size_t i, DType result) {
-  if (i >= a.args.size() || a.args[i].is_none()) return;
+// An optional `dtype` argument (a c10::ScalarType code, as ExecuTorch
+// passes it): None -> `def`; else float32 (6), float16 (5), int32 (3) or
+// int64 (4), floats only when `float_only`. The result is converted from the
+// accumulator (f32 or i32) when it is written, so integer inputs may give
+// any of them, but float inputs give floats only (ATen would truncate each
+// element before summing, not the sum).
+DType dtype_arg(const Args& a, size_t i, DType def, bool float_only) {
+  if (i >= a.args.size() || a.args[i].is_none()) return def;
   const Value& v = a.args[i];
-  if (v.is_int() && std::get<int64_t>(v.v) == scalar_type_code(result)) return;
-  a.fail(fmt::format("argument 'dtype' is {}; accepted: None or Int {} ({}, the result's dtype)", v.describe(),
-                     scalar_type_code(result), dtype_name(result)));
+  if (v.is_int()) {
+    switch (std::get<int64_t>(v.v)) {
+      case 6: return DType::F32;
+      case 5: return DType::F16;
+      case 3:
+        if (!float_only) return DType::I32;
+        break;
+      case 4:
+        if (!float_only) return DType::I64;
+        break;
+      default: break;
+    }
+  }
+  a.fail(fmt::format("argument 'dtype' is {}; accepted: None or the ScalarType code of float32 (6), float16 (5){}",
+                     v.describe(), float_only ? "" : ", int32 (3), int64 (4)"));
 }
 
 // The reduced dims from a `dim` argument: None, an Int or an IntList; None
@@ -247,8 +251,7 @@ Value sum_dim(Graph& g, const ValueList& args) {
   check_input(a, x);
   const auto red = reduced_dims(a, 1, g.info(x).shape.size());
   const bool keepdim = a.boolean(2, "keepdim", false);
-  const DType out = sum_dtype(g.info(x).dtype);
-  check_dtype_arg(a, 3, out);
+  const DType out = dtype_arg(a, 3, sum_dtype(g.info(x).dtype), is_float(g.info(x).dtype));
   return reduce(a, x, red, keepdim, kSum, false, out, "sum");
 }
 
@@ -260,8 +263,8 @@ Value mean_dim(Graph& g, const ValueList& args) {
   check_input(a, x);
   const auto red = reduced_dims(a, 1, g.info(x).shape.size());
   const bool keepdim = a.boolean(2, "keepdim", false);
-  check_dtype_arg(a, 3, g.info(x).dtype);
-  return reduce(a, x, red, keepdim, kSum, true, g.info(x).dtype, "mean");
+  const DType out = dtype_arg(a, 3, g.info(x).dtype, true);
+  return reduce(a, x, red, keepdim, kSum, true, out, "mean");
 }
 
 // aten.amax / aten.amin (self, dim=[], keepdim=False)
@@ -283,8 +286,7 @@ Value prod_dim(Graph& g, const ValueList& args) {
   if (!dv.is_int()) a.fail(fmt::format("argument 'dim' must be an Int, got {}", dv.describe()));
   const auto red = reduced_dims(a, 1, g.info(x).shape.size());
   const bool keepdim = a.boolean(2, "keepdim", false);
-  const DType out = sum_dtype(g.info(x).dtype);
-  check_dtype_arg(a, 3, out);
+  const DType out = dtype_arg(a, 3, sum_dtype(g.info(x).dtype), is_float(g.info(x).dtype));
   return reduce(a, x, red, keepdim, kProd, false, out, "prod");
 }
 

@@ -231,11 +231,41 @@ TEST(ReduceOps, LongReductionsSplitInTwoPasses) {
 }
 
 TEST(ReduceOps, DtypeArgument) {
+  // ScalarType codes: 6 float32, 5 float16, 3 int32, 4 int64.
+  const bool f16 = ctx().features().shader_f16;
   Graph g(ctx());
-  TensorRef x = put(g, {2, 3}, DType::I32, {1, 2, 3, 4, 5, 6});
-  TensorRef y = ops::call(g, "aten.sum.dim_IntList", {x, IntList{1}, false, int64_t(4)}).tensor();  // int64
+  TensorRef xi = put(g, {2, 3}, DType::I32, {1, 2, 3, 4, 5, 6});
+  TensorRef xf = put(g, {2, 3}, DType::F32, {1.5, 2, 3, 4, 5.25, -6});
+  struct Case {
+    std::string op;
+    TensorRef x;
+    int64_t code;
+    DType want;
+    std::vector<double> ref;
+  };
+  std::vector<Case> cases = {
+      {"aten.sum.dim_IntList", xi, 4, DType::I64, {6, 15}},
+      {"aten.sum.dim_IntList", xi, 3, DType::I32, {6, 15}},
+      {"aten.sum.dim_IntList", xi, 6, DType::F32, {6, 15}},
+      {"aten.prod.dim_int", xi, 3, DType::I32, {6, 120}},
+      {"aten.mean.dim", xf, 6, DType::F32, {6.5 / 3, 3.25 / 3}},
+  };
+  if (f16) {
+    cases.push_back({"aten.mean.dim", xf, 5, DType::F16, {half_to_float(float_to_half(6.5f / 3)),
+                                                          half_to_float(float_to_half(3.25f / 3))}});
+  }
+  std::vector<TensorRef> ys;
+  for (const Case& c : cases) {
+    const Value dims = c.op == "aten.prod.dim_int" ? Value(1) : Value(IntList{1});
+    ys.push_back(ops::call(g, c.op, {c.x, dims, false, c.code}).tensor());
+    EXPECT_EQ(g.info(ys.back()).dtype, c.want) << c.op << " " << c.code;
+  }
   g.run();
-  EXPECT_EQ(get(g, y), (std::vector<double>{6, 15}));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto got = get(g, ys[i]);
+    ASSERT_EQ(got.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) EXPECT_NEAR(got[k], cases[i].ref[k], 1e-6) << cases[i].op << " " << cases[i].code;
+  }
 }
 
 TEST(ReduceOps, Errors) {
@@ -255,7 +285,9 @@ TEST(ReduceOps, Errors) {
   expect_error("aten.sum.dim_IntList", {x, IntList{3}, false}, "'dim' is 3; accepted for rank 3: -3..2");
   expect_error("aten.sum.dim_IntList", {x, IntList{1, -2}, false}, "dim 1 appears more than once");
   expect_error("aten.sum.dim_IntList", {x, std::string("a"), false}, "must be an IntList");
-  expect_error("aten.sum.dim_IntList", {x, IntList{1}, false, int64_t(4)}, "accepted: None or Int 6 (float32");
+  expect_error("aten.sum.dim_IntList", {x, IntList{1}, false, int64_t(7)}, "'dtype' is Int 7; accepted: None or");
+  expect_error("aten.mean.dim", {x, IntList{1}, false, int64_t(3)}, "float16 (5)");
+  expect_error("aten.sum.dim_IntList", {x, IntList{1}, false, int64_t(4)}, "float16 (5)");
   expect_error("aten.mean.dim", {xi, IntList{1}, false}, "dtype int32; accepted: float32, float16");
   expect_error("aten.amax.default", {z, IntList{1}, false}, "size 0 in a reduced dim");
   expect_error("aten.amin.default", {z, IntList{}, false}, "size 0 in a reduced dim");
