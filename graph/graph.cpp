@@ -124,13 +124,21 @@ void Graph::prepare() {
     }
   }
   // Users hold views too: a view's uses count for its root (done above);
-  // an intermediate nobody reads after its producer is a result.
+  // an intermediate nobody reads after its producer is a result. A root
+  // with a view that is an output (or input) keeps its own buffer too.
+  std::vector<bool> external(n, false);
+  for (size_t t = 0; t < n; ++t) {
+    if (tensors_[t].view_of >= 0 && tensors_[t].kind != TensorKind::Intermediate) {
+      external[size_t(root_of(int(t)))] = true;
+    }
+  }
   std::vector<bool> pooled(n, false);
   memory_ = MemoryStats{};
   for (size_t t = 0; t < n; ++t) {
     TensorInfo& ti = tensors_[t];
     if (ti.view_of >= 0) continue;
-    const bool intermediate = ti.kind == TensorKind::Intermediate && first[t] >= 0 && last[t] > first[t];
+    const bool intermediate =
+        ti.kind == TensorKind::Intermediate && !external[t] && first[t] >= 0 && last[t] > first[t];
     if (intermediate) {
       pooled[t] = true;
       ti.buffer = gpu::Buffer();  // (re)planned below

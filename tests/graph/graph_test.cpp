@@ -65,3 +65,22 @@ TEST(Graph, ViewSharesStorageWithoutDispatch) {
   EXPECT_TRUE(all_close(download(g, y), ref, 0, 0));
   EXPECT_THROW(g.add_view(x, {5, 5}), Error);
 }
+
+TEST(Graph, OutputViewKeepsItsRootOutOfThePool) {
+  // `a` is an intermediate that a later dispatch reads, and a view of it is
+  // an output: its buffer must not return to the pool when `b` is made, or
+  // `c` (same size, made later) would overwrite what the output shows.
+  Graph g(ctx());
+  auto data = random_floats(12, -1, 1, 4);
+  TensorRef x = upload(g, {3, 4}, data, DType::F32);
+  TensorRef a = ops::call(g, "aten.neg.default", {x}).tensor();
+  TensorRef b = ops::call(g, "aten.neg.default", {a}).tensor();
+  TensorRef c = ops::call(g, "aten.exp.default", {b}).tensor();
+  ops::call(g, "aten.neg.default", {c});
+  TensorRef v = g.add_view(a, {12});
+  g.mark_output(v);
+  g.run();
+  std::vector<double> ref(data.begin(), data.end());
+  for (auto& r : ref) r = -r;
+  EXPECT_TRUE(all_close(download(g, v), ref, 0, 0));
+}
