@@ -266,6 +266,8 @@ OpMapper reduce(const std::string& onnx_op, const std::string& aten, int axes_in
     if (axes.empty()) {
       for (size_t d = 0; d < c.shape(0).size(); ++d) axes.push_back(int64_t(d));
     }
+    if ((aten == "aten.sum.dim_IntList") && !host::is_float(c.dtype(0)))
+      return one(c.out(c.call(aten, {c.tensor(0), IntList(axes), keep, aten_dtype_code(c.dtype(0))})));
     return one(c.out(c.call(aten, {c.tensor(0), IntList(axes), keep})));
   };
   m.fold = [onnx_op, axes_input_since](NodeCtx& c) {
@@ -603,6 +605,7 @@ Mappers make_mappers() {
                   aten_pad.push_back(end[size_t(d)]);
                 }
                 if (mode == "edge") mode = "replicate";
+                else if (mode == "wrap") mode = "circular";
                 else if (mode != "constant" && mode != "reflect") c.unsupported("mode '" + mode + "'");
                 return one(c.out(c.call("aten.pad.default", {c.tensor(0), aten_pad, mode, value})));
               }, nullptr};
