@@ -41,6 +41,10 @@ TensorRef NodeCtx::tensor(size_t i) {
 
 const HostTensor& NodeCtx::host(size_t i, const char* what) const {
   if (!has(i)) fail(fmt::format("input {} ('{}') is missing", i, what));
+  if (!in_[i]->host && in_[i]->input_value && value_inputs_) {
+    value_inputs_->insert(in_[i]->input_name);
+    return *in_[i]->input_value;
+  }
   if (!in_[i]->host) {
     unsupported(fmt::format("input '{}' must be known when the model loads (a constant or computed from shapes); "
                             "here it is computed on the GPU",
@@ -311,7 +315,10 @@ Mappers make_mappers() {
            {"Reciprocal", "aten.reciprocal.default"}, {"Floor", "aten.floor.default"}, {"Ceil", "aten.ceil.default"},
            {"Round", "aten.round.default"},     {"Sin", "aten.sin.default"},         {"Cos", "aten.cos.default"},
            {"Erf", "aten.erf.default"},         {"Softplus", "aten.softplus.default"},
-           {"HardSwish", "aten.hardswish.default"}}) {
+           {"HardSwish", "aten.hardswish.default"}, {"Tan", "aten.tan.default"}, {"Asin", "aten.asin.default"},
+           {"Acos", "aten.acos.default"},       {"Atan", "aten.atan.default"},       {"Sinh", "aten.sinh.default"},
+           {"Cosh", "aten.cosh.default"},       {"Asinh", "aten.asinh.default"},     {"Acosh", "aten.acosh.default"},
+           {"Atanh", "aten.atanh.default"},     {"Softsign", "aten.softsign.default"}}) {
     m[onnx_op] = unary(aten);
   }
   m["Neg"] = unary("aten.neg.default");
@@ -332,11 +339,28 @@ Mappers make_mappers() {
                                                 {c.tensor(0), double(c.attr_float("alpha", 0.2f)),
                                                  double(c.attr_float("beta", 0.5f))})));
                       }, nullptr};
+  m["ThresholdedRelu"] = {kFloat, [](NodeCtx& c) {
+                            return one(c.out(c.call("aten.threshold.default",
+                                                    {c.tensor(0), double(c.attr_float("alpha", 1.f)), 0.0})));
+                          }, nullptr};
+  m["Celu"] = {kFloat, [](NodeCtx& c) {
+                 return one(c.out(c.call("aten.celu.default", {c.tensor(0), double(c.attr_float("alpha", 1.f))})));
+               }, nullptr};
+  m["Selu"] = {kFloat, [](NodeCtx& c) {
+                 return one(c.out(c.call("aten.selu.default", {c.tensor(0), double(c.attr_float("alpha", 1.67326319217681884765625f)),
+                                                              double(c.attr_float("gamma", 1.05070102214813232421875f))})));
+               }, nullptr};
   m["Gelu"] = {kFloat, [](NodeCtx& c) {
                  return one(c.out(c.call("aten.gelu.default",
                                          {c.tensor(0), c.attr_string("approximate", "none")})));
                }, nullptr};
-  m["Clip"] = {kFloat, [](NodeCtx& c) {
+  m["Clip"] = {{}, [](NodeCtx& c) {
+                 if (!host::is_float(c.dtype(0))) {
+                   TensorRef t = c.tensor(0);
+                   if (c.has(1)) t = c.call("aten.maximum.default", {t, c.tensor(1)}).tensor();
+                   if (c.has(2)) t = c.call("aten.minimum.default", {t, c.tensor(2)}).tensor();
+                   return one(c.out(c.has(1) || c.has(2) ? t : c.view(t, c.shape(0))));
+                 }
                  std::optional<double> lo, hi;
                  if (c.opset < 11) {
                    lo = double(c.attr_float("min", -std::numeric_limits<float>::max()));
@@ -421,13 +445,27 @@ Mappers make_mappers() {
                  return one_host(host::cast(c.host(0, "input"), dtype_from_onnx(int(c.attr_int("to", 0)), c.where())));
                }};
 
+  m["CastLike"] = {{}, [](NodeCtx& c) {
+                     const DType to = c.dtype(1);
+                     if (to == c.dtype(0)) return one(c.out(c.view(c.tensor(0), c.shape(0))));
+                     return one(c.out(c.call("aten._to_copy.default", {c.tensor(0), aten_dtype_code(to)})));
+                   },
+                   [](NodeCtx& c) { return one_host(host::cast(c.host(0, "input"), c.dtype(1))); }};
+
   // Shape-only ops: views on the GPU.
   m["Identity"] = view_op([](NodeCtx& c) { return c.shape(0); });
-  m["Dropout"] = view_op([](NodeCtx& c) {
-    if (c.node.output_size() > 1 && !c.node.output(1).empty()) c.unsupported("the mask output of Dropout");
-    if (c.has(2) && (!c.is_host(2) || host::get_int(c.host(2, "training_mode"), 0))) c.unsupported("training_mode");
-    return c.shape(0);
-  });
+  m["Dropout"] = {{}, [](NodeCtx& c) {
+                    if (c.has(2) && host::get_int(c.host(2, "training_mode"), 0)) c.unsupported("training_mode");
+                    if (c.has_attr("is_test") == false && c.opset < 7 && c.attr_int("is_test", 0) == 0)
+                      c.unsupported("training mode");
+                    std::vector<Slot> out = one(c.out(c.view(c.tensor(0), c.shape(0))));
+                    if (c.node.output_size() > 1 && !c.node.output(1).empty()) {
+                      HostTensor mask(DType::Bool, c.shape(0));  // inference: every element kept
+                      std::fill(mask.data.begin(), mask.data.end(), uint8_t(1));
+                      out.push_back(Slot::of_host(std::move(mask)));
+                    }
+                    return out;
+                  }, nullptr};
   m["Reshape"] = view_op([](NodeCtx& c) {
     return reshape_target(c, c.shape(0), c.opset >= 5 ? c.host_ints(1, "shape") : c.attr_ints("shape"),
                           c.attr_int("allowzero", 0) != 0);
@@ -615,6 +653,71 @@ Mappers make_mappers() {
   m["ReduceSum"] = reduce("ReduceSum", "aten.sum.dim_IntList", 13, kNumeric);
   m["ReduceMax"] = reduce("ReduceMax", "aten.amax.default", 18, kNumeric);
   m["ReduceMin"] = reduce("ReduceMin", "aten.amin.default", 18, kNumeric);
+  // prod takes one dim at a time.
+  m["ReduceProd"] = reduce("ReduceProd", "aten.prod.dim_int", 18, kNumeric);
+  m["ReduceProd"].build = [](NodeCtx& c) {
+    std::vector<int64_t> axes = reduce_axes(c, c.opset >= 18);
+    const bool keep = c.attr_int("keepdims", 1) != 0;
+    if (axes.empty() && c.attr_int("noop_with_empty_axes", 0)) return one(c.out(c.view(c.tensor(0), c.shape(0))));
+    const int64_t r = int64_t(c.shape(0).size());
+    if (axes.empty())
+      for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+    for (auto& a : axes) a = ops::normalize_axis(a, r, "ReduceProd", "axes");
+    std::sort(axes.rbegin(), axes.rend());  // innermost first keeps the other indices valid
+    TensorRef t = c.tensor(0);
+    for (int64_t a : axes) {
+      ValueList args{t, a, keep};
+      if (!host::is_float(c.dtype(0))) args.push_back(aten_dtype_code(c.dtype(0)));
+      t = c.call("aten.prod.dim_int", args).tensor();
+    }
+    return one(c.out(t));
+  };
+  // Reductions composed of elementwise ops and a sum.
+  auto composed = [](const std::string& kind) {
+    OpMapper om;
+    om.dtypes = kFloat;
+    om.build = [kind](NodeCtx& c) {
+      std::vector<int64_t> axes = reduce_axes(c, c.opset >= 18);
+      const bool keep = c.attr_int("keepdims", 1) != 0;
+      const int64_t r = int64_t(c.shape(0).size());
+      if (axes.empty() && c.attr_int("noop_with_empty_axes", 0)) {
+        TensorRef x = c.tensor(0);
+        if (kind == "L1") x = c.call("aten.abs.default", {x}).tensor();
+        else if (kind == "L2" || kind == "SumSquare") x = c.call("aten.mul.Tensor", {x, x}).tensor();
+        if (kind == "L2") x = c.call("aten.sqrt.default", {x}).tensor();
+        if (kind == "LogSum") x = c.call("aten.log.default", {x}).tensor();
+        return one(c.out(x));
+      }
+      if (axes.empty())
+        for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+      TensorRef x = c.tensor(0), mx;
+      if (kind == "L1") x = c.call("aten.abs.default", {x}).tensor();
+      if (kind == "L2" || kind == "SumSquare") x = c.call("aten.mul.Tensor", {x, x}).tensor();
+      if (kind == "LogSumExp") {
+        mx = c.call("aten.amax.default", {x, IntList(axes), true}).tensor();
+        x = c.call("aten.exp.default", {c.call("aten.sub.Tensor", {x, mx}).tensor()}).tensor();
+      }
+      TensorRef y = c.call("aten.sum.dim_IntList", {x, IntList(axes), true}).tensor();
+      if (kind == "L2") y = c.call("aten.sqrt.default", {y}).tensor();
+      if (kind == "LogSum" || kind == "LogSumExp") y = c.call("aten.log.default", {y}).tensor();
+      if (kind == "LogSumExp") y = c.call("aten.add.Tensor", {y, mx}).tensor();
+      if (!keep) {
+        Shape s;
+        std::vector<bool> red(size_t(r), false);
+        for (int64_t a : axes) red[size_t(ops::normalize_axis(a, r, "Reduce", "axes"))] = true;
+        for (int64_t d = 0; d < r; ++d)
+          if (!red[size_t(d)]) s.push_back(c.shape(0)[size_t(d)]);
+        y = c.view(y, s);
+      }
+      return one(c.out(y));
+    };
+    return om;
+  };
+  m["ReduceL1"] = composed("L1");
+  m["ReduceL2"] = composed("L2");
+  m["ReduceSumSquare"] = composed("SumSquare");
+  m["ReduceLogSum"] = composed("LogSum");
+  m["ReduceLogSumExp"] = composed("LogSumExp");
   m["Softmax"] = softmax("aten._softmax.default");
   m["LogSoftmax"] = softmax("aten._log_softmax.default");
   return m;

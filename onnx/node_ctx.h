@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ struct Slot {
   bool host = false;
   HostTensor value;       // when host
   TensorRef ref{-1};      // GPU tensor (for host values: once uploaded)
+  // A graph input whose value the session has: ops that need host data
+  // (a Reshape's shape, a Range's limit) may read it; the graph is then
+  // specialized on that value (see Session).
+  const HostTensor* input_value = nullptr;
+  std::string input_name;
   DType dtype = DType::F32;
   Shape shape;
 
@@ -43,8 +49,9 @@ struct Slot {
 
 class NodeCtx {
  public:
-  NodeCtx(Graph& graph, const onnx::NodeProto& n, int op_set, std::vector<Slot*> inputs)
-      : g(graph), node(n), opset(op_set), in_(std::move(inputs)) {}
+  NodeCtx(Graph& graph, const onnx::NodeProto& n, int op_set, std::vector<Slot*> inputs,
+          std::set<std::string>* value_inputs = nullptr)
+      : g(graph), node(n), opset(op_set), in_(std::move(inputs)), value_inputs_(value_inputs) {}
 
   Graph& g;
   const onnx::NodeProto& node;
@@ -81,6 +88,7 @@ class NodeCtx {
 
  private:
   std::vector<Slot*> in_;
+  std::set<std::string>* value_inputs_;
 };
 
 struct OpMapper {

@@ -63,9 +63,14 @@ ValueInfo value_info(const onnx::ValueInfoProto& v) {
   return info;
 }
 
-std::string shape_key(const std::map<std::string, HostTensor>& inputs) {
+// The graph cache key: every input's shape, plus the bytes of the inputs
+// whose values a graph was specialized on.
+std::string shape_key(const std::map<std::string, HostTensor>& inputs, const std::set<std::string>& by_value) {
   std::string k;
-  for (const auto& [n, t] : inputs) k += n + shape_str(t.shape) + ";";
+  for (const auto& [n, t] : inputs) {
+    k += n + shape_str(t.shape) + ";";
+    if (by_value.count(n)) k.append(reinterpret_cast<const char*>(t.data.data()), t.data.size()).push_back(';');
+  }
   return k;
 }
 
@@ -144,8 +149,7 @@ Graph& Session::graph() {
 }
 
 Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inputs) {
-  const std::string key = shape_key(inputs);
-  if (auto it = built_.find(key); it != built_.end()) return *it->second;
+  if (auto it = built_.find(shape_key(inputs, value_inputs_)); it != built_.end()) return *it->second;
 
   auto b = std::make_unique<Built>();
   b->graph = std::make_unique<Graph>(ctx_);
@@ -156,7 +160,10 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
     const HostTensor& t = inputs.at(in.name);
     TensorRef r = g.add_tensor(t.shape, t.dtype, TensorKind::Input, in.name);
     b->inputs[in.name] = r;
-    values[in.name] = Slot::of_tensor(g, r);
+    Slot slot = Slot::of_tensor(g, r);
+    slot.input_value = &t;
+    slot.input_name = in.name;
+    values[in.name] = slot;
   }
   const auto& mappers = op_mappers();
   std::set<std::string> needed;
@@ -184,7 +191,7 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
       in.push_back(&s);
     }
     const OpMapper& m = mappers.at(n.op_type());
-    NodeCtx c(g, n, opset_, in);
+    NodeCtx c(g, n, opset_, in, &value_inputs_);
     const bool fold = all_host && m.fold;
     if (!fold && !m.dtypes.empty() && c.has(0) &&
         std::find(m.dtypes.begin(), m.dtypes.end(), c.dtype(0)) == m.dtypes.end()) {
@@ -216,6 +223,7 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
       if (!n.output(k).empty()) values[n.output(k)] = std::move(outs[size_t(k)]);
     }
   }
+  for (auto& [name, v] : values) v.input_value = nullptr;
   for (const auto& o : outputs_) {
     Slot& s = values.at(o.name);
     if (!s.host) g.mark_output(s.ref);
@@ -223,7 +231,7 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
   }
   g.prepare();
   ++builds_;
-  return *built_.emplace(key, std::move(b)).first->second;
+  return *built_.emplace(shape_key(inputs, value_inputs_), std::move(b)).first->second;
 }
 
 std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostTensor>& inputs) {

@@ -11,7 +11,13 @@
 // and uniform made once, for later runs with the same shapes; new shapes
 // build (and cache) another graph. A Session may be used from one thread at a
 // time; sessions on one Context must not run concurrently.
+//
+// An input that an op needs on the host (a Reshape's target shape, Range's
+// limit, Slice's starts: data that decides shapes) is read from the values
+// given to run(); the graph is then built for those values and cached by
+// them, so the next run with other values builds another graph.
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +77,9 @@ class Session {
   std::vector<ValueInfo> inputs_, outputs_;
   std::map<std::string, HostTensor> initializers_;
   std::map<std::string, std::unique_ptr<Built>> built_;
+  // Inputs some op read on the host (shape-like data given as a graph
+  // input): graphs are cached per value of these.
+  std::set<std::string> value_inputs_;
   Built* last_ = nullptr;
   int builds_ = 0;
 };

@@ -41,6 +41,18 @@ const std::vector<UnaryOp>& unary_ops() {
       {"round", "round(x)"},
       {"sin", "sin(x)"},
       {"cos", "cos(x)"},
+      {"tan", "tan(x)"},
+      // Through atan2: some drivers' asin/acos are off by 1e-4 near +-1.
+      {"asin", "atan2(x, sqrt((1.0 - x) * (1.0 + x)))"},
+      {"acos", "atan2(sqrt((1.0 - x) * (1.0 + x)), x)"},
+      {"atan", "atan(x)"},
+      {"sinh", "sinh(x)"},
+      {"cosh", "cosh(x)"},
+      // Explicit forms: some drivers' asinh/acosh cancel badly (x < 0, x near 1).
+      {"asinh", "sign(x) * log(abs(x) + sqrt(x * x + 1.0))"},
+      {"acosh", "log(x + sqrt((x - 1.0) * (x + 1.0)))"},
+      {"atanh", "atanh(x)"},
+      {"softsign", "x / (1.0 + abs(x))"},
       {"erf", "erf4(x)"},
       {"silu", "x / (1.0 + exp(-x))"},
       {"softplus", "select(log(1.0 + exp(x)), x, x > vec4<f32>(20.0))"},
@@ -55,6 +67,23 @@ const std::vector<UnaryOp>& unary_ops() {
        [](const Args& a) { return std::pair<float, float>{float(a.scalar(1, "negative_slope", 0.01)), 0.f}; }},
       {"elu", "select(p0 * (exp(x) - 1.0), x, x > vec4<f32>(0.0))",
        [](const Args& a) { return std::pair<float, float>{float(a.scalar(1, "alpha", 1.0)), 0.f}; }},
+      // threshold(x, threshold, value): x where x > threshold, else value.
+      {"threshold", "select(vec4<f32>(p1), x, x > vec4<f32>(p0))",
+       [](const Args& a) {
+         return std::pair<float, float>{float(a.scalar(1, "threshold", 0.0)), float(a.scalar(2, "value", 0.0))};
+       }},
+      {"celu", "max(x, vec4<f32>(0.0)) + min(vec4<f32>(0.0), p0 * (exp(x / p0) - 1.0))",
+       [](const Args& a) {
+         const double alpha = a.scalar(1, "alpha", 1.0);
+         if (alpha == 0) a.fail("argument 'alpha' must not be 0");
+         return std::pair<float, float>{float(alpha), 0.f};
+       }},
+      // selu with ONNX's alpha (p0) and gamma (p1); ATen's constants by default.
+      {"selu", "p1 * select(p0 * (exp(x) - 1.0), x, x > vec4<f32>(0.0))",
+       [](const Args& a) {
+         return std::pair<float, float>{float(a.scalar(1, "alpha", 1.6732632423543772)),
+                                        float(a.scalar(2, "scale", 1.0507009873554805))};
+       }},
       {"clamp", "min(max(x, vec4<f32>(p0)), vec4<f32>(p1))",
        [](const Args& a) {
          const double lo = a.scalar(1, "min", -kInf), hi = a.scalar(2, "max", kInf);

@@ -50,6 +50,21 @@ const std::vector<RefOp>& ref_ops() {
          return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
        },
        -6, 6, {std::string("tanh")}, 1e-6, 1e-5},
+      {"tan", [](double x) { return std::tan(x); }, -1.4f, 1.4f, {}, 1e-5, 1e-5},
+      {"asin", [](double x) { return std::asin(x); }, -0.99f, 0.99f, {}, 1e-6, 1e-5},
+      {"acos", [](double x) { return std::acos(x); }, -0.99f, 0.99f, {}, 1e-6, 1e-5},
+      {"atan", [](double x) { return std::atan(x); }, -10, 10, {}, 1e-6, 1e-5},
+      {"sinh", [](double x) { return std::sinh(x); }, -5, 5, {}, 1e-5, 1e-5},
+      {"cosh", [](double x) { return std::cosh(x); }, -5, 5, {}, 1e-5, 1e-5},
+      {"asinh", [](double x) { return std::asinh(x); }, -10, 10, {}, 1e-6, 1e-5},
+      {"acosh", [](double x) { return std::acosh(x); }, 1.01f, 10, {}, 1e-5, 1e-5},
+      {"atanh", [](double x) { return std::atanh(x); }, -0.9f, 0.9f, {}, 1e-6, 1e-5},
+      {"softsign", [](double x) { return x / (1 + std::abs(x)); }, -5, 5},
+      {"threshold", [](double x) { return x > 0.5 ? x : -2.0; }, -3, 3, {0.5, -2.0}},
+      {"celu", [](double x) { return std::max(x, 0.0) + std::min(0.0, 1.5 * (std::exp(x / 1.5) - 1)); }, -4, 4,
+       {1.5}, 1e-6, 1e-5},
+      {"selu", [](double x) { return 1.0507009873554805 * (x > 0 ? x : 1.6732632423543772 * (std::exp(x) - 1)); },
+       -4, 4, {}, 1e-6, 1e-5},
   };
   return ops;
 }
@@ -78,7 +93,7 @@ TEST_P(Unary, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, Unary,
-                         testing::Combine(testing::Range<size_t>(0, 20), testing::Values<size_t>(1, 5, 1023, 70001),
+                         testing::Combine(testing::Range<size_t>(0, 33), testing::Values<size_t>(1, 5, 1023, 70001),
                                           testing::Values(DType::F32, DType::F16)));
 
 }  // namespace
