@@ -246,3 +246,26 @@ TEST(Session, ExternalData) {
   b.g->mutable_initializer(0)->mutable_external_data(2)->set_value("8");
   EXPECT_THAT(error_of([&] { Session s2(test::ctx(), b.save("ext_bad.onnx")); }), HasSubstr("does not match"));
 }
+
+TEST(Session, ShapeGivenAsInputSpecializesTheGraph) {
+  ModelBuilder b;
+  b.input("x", {2, 6});
+  b.input("shape", {2}, onnx::TensorProto::INT64);
+  b.output("y", {-1, -1});
+  b.node("Reshape", {"x", "shape"}, {"r"});
+  b.node("Neg", {"r"}, {"y"});
+  Session s(test::ctx(), b.save("reshape_input.onnx"));
+  auto shape = [](int64_t a, int64_t c) {
+    HostTensor t(DType::I64, {2});
+    t.as<int64_t>()[0] = a;
+    t.as<int64_t>()[1] = c;
+    return t;
+  };
+  EXPECT_EQ(s.run({{"x", f32({2, 6})}, {"shape", shape(3, 4)}}).at("y").shape, (Shape{3, 4}));
+  EXPECT_EQ(s.run({{"x", f32({2, 6})}, {"shape", shape(3, 4)}}).at("y").shape, (Shape{3, 4}));
+  EXPECT_EQ(s.builds(), 1);
+  auto y = s.run({{"x", f32({2, 6}, 1.f)}, {"shape", shape(12, -1)}}).at("y");
+  EXPECT_EQ(y.shape, (Shape{12, 1}));
+  EXPECT_EQ(y.as<float>()[11], -12.f);
+  EXPECT_EQ(s.builds(), 2);
+}
