@@ -65,6 +65,54 @@ ValueInfo value_info(const onnx::ValueInfoProto& v) {
 
 // The graph cache key: every input's shape, plus the bytes of the inputs
 // whose values a graph was specialized on.
+// Orders the nodes so every input is produced before it is used. ONNX asks
+// for topological order, but converters do not always give it (ISNet's
+// graph casts its input in a node listed last). Original order is kept where
+// it is valid; an input produced by nothing, or a cycle, is an error.
+void sort_topologically(onnx::GraphProto& g, const std::set<std::string>& available) {
+  const int n = g.node_size();
+  std::map<std::string, int> producer;
+  for (int i = 0; i < n; ++i)
+    for (const auto& o : g.node(i).output())
+      if (!o.empty()) producer[o] = i;
+  std::vector<std::vector<int>> users(static_cast<size_t>(n));
+  std::vector<int> pending(static_cast<size_t>(n), 0);
+  for (int i = 0; i < n; ++i) {
+    const auto& node = g.node(i);
+    std::set<int> deps;
+    for (const auto& in : node.input()) {
+      if (in.empty() || available.count(in)) continue;
+      auto it = producer.find(in);
+      if (it == producer.end()) {
+        throw Error(fmt::format("node '{}' ({}): input '{}' is produced by no node, initializer or graph input "
+                                "(the graph is malformed)",
+                                node.name().empty() ? node.output(0) : node.name(), node.op_type(), in));
+      }
+      if (it->second != i) deps.insert(it->second);
+    }
+    pending[size_t(i)] = int(deps.size());
+    for (int d : deps) users[size_t(d)].push_back(i);
+  }
+  std::set<int> ready;
+  for (int i = 0; i < n; ++i)
+    if (pending[size_t(i)] == 0) ready.insert(i);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    const int i = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(i);
+    for (int u : users[size_t(i)])
+      if (--pending[size_t(u)] == 0) ready.insert(u);
+  }
+  if (int(order.size()) != n) throw Error("the graph has a cycle: its nodes cannot be ordered");
+  bool sorted = true;
+  for (int i = 0; i < n; ++i) sorted &= order[size_t(i)] == i;
+  if (sorted) return;
+  std::vector<onnx::NodeProto> nodes(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) nodes[size_t(i)].Swap(g.mutable_node(order[size_t(i)]));
+  for (int i = 0; i < n; ++i) g.mutable_node(i)->Swap(&nodes[size_t(i)]);
+}
+
 std::string shape_key(const std::map<std::string, HostTensor>& inputs, const std::set<std::string>& by_value) {
   std::string k;
   for (const auto& [n, t] : inputs) {
@@ -95,6 +143,12 @@ Session::Session(gpu::Context& ctx, const std::string& path, SessionOptions opti
     inputs_.push_back(value_info(in));
   }
   for (const auto& out : g.output()) outputs_.push_back(value_info(out));
+  {
+    std::set<std::string> available;
+    for (const auto& in : g.input()) available.insert(in.name());
+    for (const auto& [name, t] : initializers_) available.insert(name);
+    sort_topologically(*model_->mutable_graph(), available);
+  }
 
   // Every node the outputs need must be supported: one error lists them all.
   std::set<std::string> needed;
@@ -117,13 +171,6 @@ Session::Session(gpu::Context& ctx, const std::string& path, SessionOptions opti
     const auto& n = g.node(i);
     const std::string where = fmt::format("node '{}' ({}, opset {})", n.name().empty() ? n.output(0) : n.name(),
                                           n.op_type(), opset_);
-    for (const auto& in : n.input()) {
-      if (!in.empty() && !produced.count(in)) {
-        throw Error(fmt::format("{}: input '{}' is produced by no earlier node, initializer or graph input "
-                                "(the graph is malformed or not topologically sorted)",
-                                where, in));
-      }
-    }
     for (const auto& o : n.output()) produced.insert(o);
     if (!live[size_t(i)]) continue;
     if (!n.domain().empty() && n.domain() != "ai.onnx") {

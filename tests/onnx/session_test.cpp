@@ -209,7 +209,30 @@ TEST(Session, MalformedFilesAreClearErrors) {
   m.output("y", {4});
   m.node("Add", {"x", "ghost"}, {"y"});
   EXPECT_THAT(error_of([&] { Session s(test::ctx(), m.save("missing.onnx")); }),
-              HasSubstr("input 'ghost' is produced by no earlier node"));
+              HasSubstr("input 'ghost' is produced by no node"));
+}
+
+TEST(Session, NodesOutOfOrderAreSorted) {
+  // Like ISNet's converter output: the node feeding the first one comes last.
+  ModelBuilder b;
+  b.input("x", {4});
+  b.output("y", {4});
+  b.node("Relu", {"n"}, {"y"});
+  b.node("Neg", {"x"}, {"n"});
+  Session s(test::ctx(), b.save("unsorted.onnx"));
+  HostTensor x(DType::F32, {4});
+  for (int i = 0; i < 4; ++i) x.as<float>()[i] = float(i) - 2.f;
+  auto y = s.run({{"x", x}}).at("y");
+  EXPECT_EQ(y.as<float>()[0], 2.f);
+  EXPECT_EQ(y.as<float>()[3], 0.f);
+
+  ModelBuilder cyc;
+  cyc.input("x", {4});
+  cyc.output("y", {4});
+  cyc.node("Add", {"x", "b"}, {"a"});
+  cyc.node("Neg", {"a"}, {"b"});
+  cyc.node("Relu", {"a"}, {"y"});
+  EXPECT_THAT(error_of([&] { Session s2(test::ctx(), cyc.save("cycle.onnx")); }), HasSubstr("cycle"));
 }
 
 TEST(Session, ExternalData) {
