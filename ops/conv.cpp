@@ -1,0 +1,708 @@
+// Convolution and pooling ops with ATen's names, arguments and output sizes,
+// for 1 to 3 spatial dims (every kernel sees D x H x W, missing dims of size
+// 1), plus internal variants for ONNX that take separate begin and end pads.
+//
+// Convolution picks one of three kernels:
+//   - kernels/conv_depthwise.wgsl: forward with one input channel per group
+//     (depthwise, with channel multipliers; also C_in == 1): a direct loop
+//     per output element;
+//   - kernels/conv.wgsl with POINTWISE: forward 1x1, stride 1, no padding: a
+//     tiled matrix product over channels;
+//   - kernels/conv.wgsl: everything else (any groups, stride, padding,
+//     dilation, transposed) as an implicit GEMM with workgroup-staged tiles;
+//     the host builds a small table that decodes the reduction index.
+// Bias is fused; f32 and f16 storage, f32 math.
+//
+// Pooling: kernels/pool.wgsl (one thread per output: max with optional
+// argmax, average, adaptive average), and kernels/global_pool.wgsl for a
+// window that is the whole input (global average / max pooling): a row
+// reduction with several threads per row.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ops/helpers.h"
+#include "ops/registry.h"
+
+namespace wgnn::ops {
+namespace {
+
+// Spatial values, left-padded to three dims (D, H, W): dim j of d spatial
+// dims is slot 3 - d + j.
+using Dims3 = std::array<int64_t, 3>;
+
+constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
+
+std::string dims_str(const Dims3& v, int d) {
+  return fmt::format("[{}]", fmt::join(v.begin() + (3 - d), v.end(), ", "));
+}
+
+void require_at_most(const Args& a, size_t n) {
+  if (a.args.size() > n) a.fail(fmt::format("takes at most {} arguments, got {}", n, a.args.size()));
+}
+
+// An IntList argument of `d` values (one value applies to every dim).
+// `def` fills an absent (None) argument; `empty_def`, when given, fills an
+// empty list (pooling's stride defaults to the kernel size).
+Dims3 spatial(const Args& a, size_t i, std::string_view name, int d, int64_t def,
+              const Dims3* empty_def = nullptr) {
+  Dims3 out{def, def, def};
+  if (i >= a.args.size() || a.args[i].is_none()) {
+    if (empty_def) return *empty_def;
+    return out;
+  }
+  const IntList v = a.int_list(i, name);
+  if (v.empty() && empty_def) return *empty_def;
+  if (v.size() != 1 && v.size() != size_t(d)) {
+    a.fail(fmt::format("argument '{}' is {}; expected {} value{} (or one for every dim)", name, shape_str(v), d,
+                       d > 1 ? "s" : ""));
+  }
+  for (int j = 0; j < d; ++j) out[size_t(3 - d + j)] = v.size() == 1 ? v[0] : v[size_t(j)];
+  return out;
+}
+
+// Begin and end pads: `padding` of d values (symmetric) or, when `split`,
+// of 2 * d values (begins, then ends: ONNX's order).
+void read_pads(const Args& a, size_t i, int d, bool split, Dims3& begin, Dims3& end) {
+  if (!split) {
+    begin = end = spatial(a, i, "padding", d, 0);
+    return;
+  }
+  const IntList v = a.int_list(i, "padding");
+  begin = end = Dims3{0, 0, 0};
+  if (v.size() != size_t(2 * d)) {
+    a.fail(fmt::format("argument 'padding' is {}; expected {} values (begin pads, then end pads)", shape_str(v),
+                       2 * d));
+  }
+  for (int j = 0; j < d; ++j) {
+    begin[size_t(3 - d + j)] = v[size_t(j)];
+    end[size_t(3 - d + j)] = v[size_t(d + j)];
+  }
+}
+
+void require_positive(const Args& a, const Dims3& v, int d, std::string_view name) {
+  for (int64_t x : v) {
+    if (x <= 0) a.fail(fmt::format("argument '{}' is {}; every value must be > 0", name, dims_str(v, d)));
+  }
+}
+
+void require_non_negative(const Args& a, const Dims3& v, int d, std::string_view name) {
+  for (int64_t x : v) {
+    if (x < 0) a.fail(fmt::format("argument '{}' is {}; every value must be >= 0", name, dims_str(v, d)));
+  }
+}
+
+void require_index_range(const Args& a, int64_t n, std::string_view what, const Shape& s) {
+  if (n > kMaxIndex) a.fail(fmt::format("{} {} is too large for 32-bit indexing", what, shape_str(s)));
+}
+
+void require_result_fits(const Args& a, const Shape& shape, DType dtype) {
+  require_index_range(a, numel(shape), "the result", shape);
+  const uint64_t bytes = uint64_t(numel(shape)) * gpu_dtype_size(dtype);
+  const uint64_t limit = a.g.ctx().limits().max_storage_buffer_binding_size;
+  if (bytes > limit) {
+    a.fail(fmt::format("the result {} {} is {} bytes, over this device's maxStorageBufferBindingSize of {} bytes",
+                       dtype_name(dtype), shape_str(shape), bytes, limit));
+  }
+}
+
+// ---- convolution ------------------------------------------------------------
+
+struct ConvSpec {
+  int d = 2;
+  Dims3 stride{1, 1, 1}, pad_begin{0, 0, 0}, pad_end{0, 0, 0}, dil{1, 1, 1}, out_pad{0, 0, 0};
+  bool transposed = false;
+  int64_t groups = 1;
+};
+
+struct alignas(16) ConvParams {
+  uint32_t cin, cout, cin_g, cout_g, kred, kvol, npix, has_bias;
+  uint32_t in_d, in_h, in_w, in_vol, out_d, out_h, out_w, out_vol;
+  int32_t stride[4], pad[4];
+  uint32_t mtiles, ntiles, tiles, pad0;
+};
+static_assert(sizeof(ConvParams) == 112);
+
+struct alignas(16) DepthwiseParams {
+  uint32_t count, cout, mult, has_bias;
+  uint32_t in_d, in_h, in_w, in_vol, out_d, out_h, out_w, out_vol, k_d, k_h, k_w, kvol;
+  int32_t stride[4], pad[4], dil[4];
+};
+static_assert(sizeof(DepthwiseParams) == 112);
+
+// The tile shape (TM output channels x TN pixels, TK reduction step) that
+// pads the matrix product least; ties go to the square tile.
+struct Tile {
+  uint32_t tm, tn, tk;
+};
+Tile pick_tile(uint64_t cout_g, uint64_t npix) {
+  constexpr Tile kTiles[] = {{64, 64, 16}, {32, 128, 16}, {16, 256, 8}};
+  Tile best = kTiles[0];
+  uint64_t best_cost = UINT64_MAX;
+  for (const Tile& t : kTiles) {
+    const uint64_t cost = gpu::ceil_div(cout_g, t.tm) * t.tm * gpu::ceil_div(npix, t.tn) * t.tn;
+    if (cost < best_cost) {
+      best = t;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, const ConvSpec& s) {
+  Graph& g = a.g;
+  a.require_float(x, "input");
+  const TensorInfo xi = g.info(x);
+  const TensorInfo wi = g.info(w);
+  const int d = s.d;
+  const size_t rank = size_t(d) + 2;
+  if (xi.shape.size() != rank) {
+    a.fail(fmt::format("argument 'input' has shape {}; a {}-D convolution takes rank {} (N, C{})",
+                       shape_str(xi.shape), d, rank, d == 1 ? ", L" : d == 2 ? ", H, W" : ", D, H, W"));
+  }
+  if (wi.shape.size() != rank) {
+    a.fail(fmt::format("argument 'weight' has shape {}; expected rank {} like the input {}", shape_str(wi.shape), rank,
+                       shape_str(xi.shape)));
+  }
+  if (wi.dtype != xi.dtype) {
+    a.fail(fmt::format("argument 'weight' has dtype {}; expected the input's {}", dtype_name(wi.dtype),
+                       dtype_name(xi.dtype)));
+  }
+  const int64_t groups = s.groups;
+  if (groups < 1) a.fail(fmt::format("argument 'groups' is {}; it must be >= 1", groups));
+  const int64_t n = xi.shape[0], cin = xi.shape[1];
+  if (cin < 1) a.fail(fmt::format("argument 'input' {} has no channels", shape_str(xi.shape)));
+  if (cin % groups != 0) {
+    a.fail(fmt::format("input channels ({}) are not divisible by groups ({})", cin, groups));
+  }
+  int64_t cout;
+  if (!s.transposed) {
+    cout = wi.shape[0];
+    if (cout % groups != 0) {
+      a.fail(fmt::format("weight {} has {} output channels, not divisible by groups ({})", shape_str(wi.shape), cout,
+                         groups));
+    }
+    if (wi.shape[1] * groups != cin) {
+      a.fail(fmt::format("weight {} with groups={} expects input to have {} channels, but input {} has {}",
+                         shape_str(wi.shape), groups, wi.shape[1] * groups, shape_str(xi.shape), cin));
+    }
+  } else {
+    if (wi.shape[0] != cin) {
+      a.fail(fmt::format("transposed weight {} expects input to have {} channels (weight dim 0), but input {} has {}",
+                         shape_str(wi.shape), wi.shape[0], shape_str(xi.shape), cin));
+    }
+    cout = wi.shape[1] * groups;
+  }
+  if (b.id >= 0) {
+    const TensorInfo& bi = g.info(b);
+    if (bi.shape != Shape{cout}) {
+      a.fail(fmt::format("argument 'bias' has shape {}; expected [{}] (one value per output channel)",
+                         shape_str(bi.shape), cout));
+    }
+    if (bi.dtype != xi.dtype) {
+      a.fail(fmt::format("argument 'bias' has dtype {}; expected the input's {}", dtype_name(bi.dtype),
+                         dtype_name(xi.dtype)));
+    }
+  }
+  require_positive(a, s.stride, d, "stride");
+  require_positive(a, s.dil, d, "dilation");
+  if (!s.transposed) {
+    require_non_negative(a, s.pad_begin, d, "padding");
+    require_non_negative(a, s.pad_end, d, "padding");
+  }
+
+  Dims3 in{1, 1, 1}, k{1, 1, 1}, out{1, 1, 1};
+  for (int j = 0; j < d; ++j) {
+    in[size_t(3 - d + j)] = xi.shape[size_t(2 + j)];
+    k[size_t(3 - d + j)] = wi.shape[size_t(2 + j)];
+  }
+  for (size_t j = 3 - size_t(d); j < 3; ++j) {
+    if (k[j] < 1) a.fail(fmt::format("weight {} has an empty kernel", shape_str(wi.shape)));
+    const int64_t ext = s.dil[j] * (k[j] - 1) + 1;
+    if (!s.transposed) {
+      const int64_t padded = in[j] + s.pad_begin[j] + s.pad_end[j];
+      if (padded < ext) {
+        a.fail(fmt::format("the kernel {} (dilation {}) spans {} but the padded input is {} ({} plus padding) along "
+                           "spatial dim {}: the kernel can't be greater than the padded input",
+                           dims_str(k, d), dims_str(s.dil, d), ext, padded, in[j], j - (3 - size_t(d))));
+      }
+      out[j] = (padded - ext) / s.stride[j] + 1;
+    } else {
+      out[j] = (in[j] - 1) * s.stride[j] - s.pad_begin[j] - s.pad_end[j] + ext + s.out_pad[j];
+      if (out[j] < 1) {
+        a.fail(fmt::format("the transposed convolution's output along spatial dim {} would be {} (input {}, stride "
+                           "{}, padding {} + {}, kernel span {}, output_padding {})",
+                           j - (3 - size_t(d)), out[j], in[j], s.stride[j], s.pad_begin[j], s.pad_end[j], ext,
+                           s.out_pad[j]));
+      }
+    }
+  }
+  Shape out_shape{n, cout};
+  for (size_t j = 3 - size_t(d); j < 3; ++j) out_shape.push_back(out[j]);
+  a.require_fits_binding(x, "input");
+  a.require_fits_binding(w, "weight");
+  require_index_range(a, xi.numel(), "the input", xi.shape);
+  require_index_range(a, wi.numel(), "the weight", wi.shape);
+  require_result_fits(a, out_shape, xi.dtype);
+  TensorRef y = g.add_tensor(out_shape, xi.dtype);
+  if (numel(out_shape) == 0) return y;
+
+  const Subs subs = float_subs(g, xi.dtype, a.op);
+  const int64_t cin_g = cin / groups, cout_g = cout / groups;
+  const int64_t kvol = k[0] * k[1] * k[2];
+  const int64_t in_vol = in[0] * in[1] * in[2], out_vol = out[0] * out[1] * out[2];
+  const Binding bias = b.id >= 0 ? Binding::of(b) : Binding::of(g.ctx().dummy_buffer());
+
+  if (!s.transposed && cin_g == 1) {
+    DepthwiseParams p{};
+    p.count = uint32_t(numel(out_shape));
+    p.cout = uint32_t(cout);
+    p.mult = uint32_t(cout / cin);
+    p.has_bias = b.id >= 0;
+    p.in_d = uint32_t(in[0]), p.in_h = uint32_t(in[1]), p.in_w = uint32_t(in[2]), p.in_vol = uint32_t(in_vol);
+    p.out_d = uint32_t(out[0]), p.out_h = uint32_t(out[1]), p.out_w = uint32_t(out[2]), p.out_vol = uint32_t(out_vol);
+    p.k_d = uint32_t(k[0]), p.k_h = uint32_t(k[1]), p.k_w = uint32_t(k[2]), p.kvol = uint32_t(kvol);
+    for (size_t j = 0; j < 3; ++j) {
+      p.stride[j] = int32_t(s.stride[j]);
+      p.pad[j] = int32_t(s.pad_begin[j]);
+      p.dil[j] = int32_t(s.dil[j]);
+    }
+    const gpu::Pipeline& pipe = kernel(g, "ops/kernels/conv_depthwise.wgsl", subs);
+    g.add_dispatch(pipe, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias},
+                   grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
+                   fmt::format("conv depthwise k={}", dims_str(k, d)));
+    return y;
+  }
+
+  const bool pointwise = !s.transposed && kvol == 1 && s.stride == Dims3{1, 1, 1} && s.pad_begin == Dims3{0, 0, 0} &&
+                         s.pad_end == Dims3{0, 0, 0};
+  const int64_t kred = cin_g * kvol;
+  const int64_t npix = n * out_vol;
+  require_index_range(a, npix * std::max<int64_t>(cout_g, 1), "the result", out_shape);
+  const Tile t = pick_tile(uint64_t(cout_g), uint64_t(npix));
+  ConvParams p{};
+  p.cin = uint32_t(cin), p.cout = uint32_t(cout), p.cin_g = uint32_t(cin_g), p.cout_g = uint32_t(cout_g);
+  p.kred = uint32_t(kred), p.kvol = uint32_t(kvol), p.npix = uint32_t(npix), p.has_bias = b.id >= 0;
+  p.in_d = uint32_t(in[0]), p.in_h = uint32_t(in[1]), p.in_w = uint32_t(in[2]), p.in_vol = uint32_t(in_vol);
+  p.out_d = uint32_t(out[0]), p.out_h = uint32_t(out[1]), p.out_w = uint32_t(out[2]), p.out_vol = uint32_t(out_vol);
+  for (size_t j = 0; j < 3; ++j) {
+    p.stride[j] = int32_t(s.stride[j]);
+    p.pad[j] = int32_t(s.pad_begin[j]);
+  }
+  p.mtiles = uint32_t(gpu::ceil_div(uint64_t(cout_g), t.tm));
+  p.ntiles = uint32_t(gpu::ceil_div(uint64_t(npix), t.tn));
+  const uint64_t tiles = uint64_t(groups) * p.mtiles * p.ntiles;
+  if (tiles > UINT32_MAX) a.fail("too many output tiles for 32-bit indexing");
+  p.tiles = uint32_t(tiles);
+
+  // The reduction index k = (ci, kd, kh, kw) decoded on the host.
+  Binding table = Binding::of(g.ctx().dummy_buffer());
+  if (!pointwise) {
+    const int64_t per = s.transposed ? 8 : 4;
+    std::vector<int32_t> tab(size_t(kred * per), 0);
+    for (int64_t ci = 0; ci < cin_g; ++ci) {
+      for (int64_t kd = 0; kd < k[0]; ++kd) {
+        for (int64_t kh = 0; kh < k[1]; ++kh) {
+          for (int64_t kw = 0; kw < k[2]; ++kw) {
+            const int64_t kk = (kd * k[1] + kh) * k[2] + kw;
+            int32_t* e = &tab[size_t((ci * kvol + kk) * per)];
+            e[0] = int32_t(ci * in_vol);
+            e[1] = int32_t(kd * s.dil[0]);
+            e[2] = int32_t(kh * s.dil[1]);
+            e[3] = int32_t(kw * s.dil[2]);
+            if (s.transposed) e[4] = int32_t(ci * cout_g * kvol + kk);
+          }
+        }
+      }
+    }
+    table = Binding::of(g.add_constant({int64_t(tab.size())}, DType::I32, tab.data(), "conv k table"));
+  }
+  const gpu::Pipeline& pipe =
+      kernel(g, "ops/kernels/conv.wgsl", subs,
+             {{"TM", double(t.tm)},
+              {"TN", double(t.tn)},
+              {"TK", double(t.tk)},
+              {"TRANSPOSED", s.transposed ? 1.0 : 0.0},
+              {"POINTWISE", pointwise ? 1.0 : 0.0}});
+  g.add_dispatch(pipe, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias, table},
+                 grid_for(g, tiles), std::string(a.op),
+                 fmt::format("conv{} {} k={} tile={}x{}", s.transposed ? " transposed" : "",
+                             pointwise ? "pointwise" : "gemm", dims_str(k, d), t.tm, t.tn));
+  return y;
+}
+
+// The number of spatial dims of a convolution: the weight's rank - 2 (the
+// input must have the weight's rank).
+int conv_dims(const Args& a, TensorRef x, TensorRef w) {
+  const Shape& xs = a.g.info(x).shape;
+  const Shape& ws = a.g.info(w).shape;
+  if (ws.size() < 3 || ws.size() > 5) {
+    a.fail(fmt::format("argument 'weight' has shape {}; accepted: rank 3 (1-D), 4 (2-D) or 5 (3-D convolution)",
+                       shape_str(ws)));
+  }
+  if (xs.size() != ws.size()) {
+    a.fail(fmt::format("expected {}-dimensional input for {}-dimensional weight {}, but got input {} (batched "
+                       "input only: N, C, spatial...)",
+                       ws.size(), ws.size(), shape_str(ws), shape_str(xs)));
+  }
+  return int(ws.size()) - 2;
+}
+
+// aten.convolution.default(input, weight, bias?, stride, padding, dilation,
+//     transposed, output_padding, groups)
+// and wgnn.convolution_padded.default with the same arguments, except that
+// `padding` holds 2 * d values (begin pads, then end pads, as ONNX), and
+// that a transposed convolution's pads may be negative (extra output).
+Value convolution_op(Graph& g, const ValueList& args, bool split_pads) {
+  Args a{split_pads ? "wgnn.convolution_padded.default" : "aten.convolution.default", args, g};
+  require_at_most(a, 9);
+  TensorRef x = a.tensor(0, "input");
+  TensorRef w = a.tensor(1, "weight");
+  TensorRef b = a.optional_tensor(2, "bias");
+  ConvSpec s;
+  s.d = conv_dims(a, x, w);
+  s.stride = spatial(a, 3, "stride", s.d, 1);
+  read_pads(a, 4, s.d, split_pads, s.pad_begin, s.pad_end);
+  s.dil = spatial(a, 5, "dilation", s.d, 1);
+  s.transposed = a.boolean(6, "transposed", false);
+  s.out_pad = spatial(a, 7, "output_padding", s.d, 0);
+  s.groups = a.integer(8, "groups", 1);
+  if (s.transposed) {
+    require_non_negative(a, s.out_pad, s.d, "output_padding");
+    if (!split_pads) {
+      require_non_negative(a, s.pad_begin, s.d, "padding");
+      for (size_t j = 0; j < 3; ++j) {
+        if (s.out_pad[j] >= s.stride[j] && s.out_pad[j] >= s.dil[j]) {
+          a.fail(fmt::format("output_padding {} must be smaller than either stride {} or dilation {}",
+                             dims_str(s.out_pad, s.d), dims_str(s.stride, s.d), dims_str(s.dil, s.d)));
+        }
+      }
+    }
+  }
+  return convolution(a, x, w, b, s);
+}
+
+// ---- pooling ------------------------------------------------------------------
+
+struct PoolSpec {
+  int d = 2;
+  Dims3 kernel{1, 1, 1}, stride{1, 1, 1}, pad_begin{0, 0, 0}, pad_end{0, 0, 0}, dil{1, 1, 1};
+  bool avg = false;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+  int64_t divisor_override = 0;
+  bool adaptive = false;
+  Dims3 adaptive_out{1, 1, 1};
+  // Argmax output: none, ATen's (offset in the (n, c) plane), or ONNX's
+  // (offset from the tensor's start, row- or column-major).
+  enum class Indices { None, Plane, OnnxRowMajor, OnnxColMajor } indices = Indices::None;
+};
+
+struct alignas(16) PoolParams {
+  uint32_t count, divisor_override, count_include_pad, idx_plane, idx_col_major, p0, p1, p2;
+  uint32_t in_dims[4], out_dims[4];
+  int32_t kernel[4], stride[4], pad_begin[4], pad_end[4], dil[4];
+};
+static_assert(sizeof(PoolParams) == 144);
+
+struct alignas(16) GlobalPoolParams {
+  uint32_t rows, width, p0, p1;
+};
+
+uint32_t pow2_floor(uint64_t v) {
+  uint32_t p = 1;
+  while (uint64_t(p) * 2 <= v) p *= 2;
+  return p;
+}
+
+const std::vector<DType> kMaxPoolDtypes = {DType::F32, DType::F16, DType::I32, DType::I64, DType::U8, DType::I8};
+
+// ATen's pooling output size (pooling_output_shape_pad_lr): with ceil_mode
+// the last window must start inside the input or its begin padding.
+int64_t pool_out_size(int64_t in, int64_t k, int64_t pb, int64_t pe, int64_t s, int64_t dil, bool ceil_mode) {
+  const int64_t span = in + pb + pe - dil * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t out = (span >= 0 ? span / s : -((-span + s - 1) / s)) + 1;
+  if (ceil_mode && (out - 1) * s >= in + pb) --out;
+  return out;
+}
+
+// Returns the output, and with spec.indices the argmax (int64) too.
+ValueList pool(const Args& a, TensorRef x, const PoolSpec& s) {
+  Graph& g = a.g;
+  const TensorInfo xi = g.info(x);
+  const int d = s.d;
+  if (xi.shape.size() != size_t(d) + 1 && xi.shape.size() != size_t(d) + 2) {
+    a.fail(fmt::format("argument 'self' has shape {}; a {}-D pooling takes rank {} (C{}) or {} (N, C{})",
+                       shape_str(xi.shape), d, d + 1, d == 1 ? ", L" : d == 2 ? ", H, W" : ", D, H, W", d + 2,
+                       d == 1 ? ", L" : d == 2 ? ", H, W" : ", D, H, W"));
+  }
+  if (s.avg) {
+    a.require_float(x, "self");
+  } else if (std::find(kMaxPoolDtypes.begin(), kMaxPoolDtypes.end(), xi.dtype) == kMaxPoolDtypes.end()) {
+    a.fail(fmt::format("argument 'self' has dtype {}; accepted: float32, float16, int32, int64, uint8, int8",
+                       dtype_name(xi.dtype)));
+  }
+  const size_t lead = xi.shape.size() - size_t(d);
+  int64_t planes = 1;
+  for (size_t i = 0; i < lead; ++i) planes *= xi.shape[i];
+  Dims3 in{1, 1, 1}, out{1, 1, 1};
+  for (int j = 0; j < d; ++j) in[size_t(3 - d + j)] = xi.shape[lead + size_t(j)];
+  if (s.adaptive) {
+    require_positive(a, s.adaptive_out, d, "output_size");
+    out = s.adaptive_out;
+    for (size_t j = 0; j < 3; ++j) {
+      if (in[j] < 1) a.fail(fmt::format("argument 'self' {} has an empty spatial dim", shape_str(xi.shape)));
+    }
+  } else {
+    require_positive(a, s.kernel, d, "kernel_size");
+    require_positive(a, s.stride, d, "stride");
+    require_positive(a, s.dil, d, "dilation");
+    require_non_negative(a, s.pad_begin, d, "padding");
+    require_non_negative(a, s.pad_end, d, "padding");
+    for (size_t j = 3 - size_t(d); j < 3; ++j) {
+      out[j] = pool_out_size(in[j], s.kernel[j], s.pad_begin[j], s.pad_end[j], s.stride[j], s.dil[j], s.ceil_mode);
+      if (out[j] < 1) {
+        a.fail(fmt::format("the output size along spatial dim {} would be {}: input {} with kernel {} (dilation {}) "
+                           "and padding {} + {} is too small",
+                           j - (3 - size_t(d)), out[j], in[j], s.kernel[j], s.dil[j], s.pad_begin[j], s.pad_end[j]));
+      }
+    }
+  }
+  Shape out_shape(xi.shape.begin(), xi.shape.begin() + long(lead));
+  for (size_t j = 3 - size_t(d); j < 3; ++j) out_shape.push_back(out[j]);
+  a.require_fits_binding(x, "self");
+  require_index_range(a, xi.numel(), "the input", xi.shape);
+  require_result_fits(a, out_shape, xi.dtype);
+  TensorRef y = g.add_tensor(out_shape, xi.dtype);
+  const bool want_idx = s.indices != PoolSpec::Indices::None;
+  TensorRef idx = want_idx ? g.add_tensor(out_shape, DType::I64) : TensorRef{-1};
+  ValueList result{y};
+  if (want_idx) result.push_back(idx);
+  const int64_t count = numel(out_shape);
+  if (count == 0) return result;
+
+  const bool is_float = xi.dtype == DType::F32 || xi.dtype == DType::F16;
+  const int64_t in_vol = in[0] * in[1] * in[2];
+  const bool whole = s.adaptive ? out == Dims3{1, 1, 1}
+                                : in == s.kernel && s.dil == Dims3{1, 1, 1} && s.pad_begin == Dims3{0, 0, 0} &&
+                                      s.pad_end == Dims3{0, 0, 0} && s.divisor_override == 0;
+  if (whole && is_float && !want_idx) {
+    const uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(in_vol / 4, 1))));
+    const gpu::Pipeline& p = kernel(g, "ops/kernels/global_pool.wgsl", float_subs(g, xi.dtype, a.op),
+                                    {{"TPR", double(tpr)}, {"AVG", s.avg ? 1.0 : 0.0}});
+    GlobalPoolParams gp{uint32_t(planes), uint32_t(in_vol), 0, 0};
+    g.add_dispatch(p, {Binding::of(y), Binding::of(g.uniform(gp)), Binding::of(x)},
+                   grid_for(g, gpu::ceil_div(uint64_t(planes), 256 / tpr)), std::string(a.op),
+                   fmt::format("global {} pool tpr={}", s.avg ? "avg" : "max", tpr));
+    return result;
+  }
+
+  Subs subs;
+  if (is_float) {
+    subs = float_subs(g, xi.dtype, a.op);
+    subs.emplace_back("C", "f32");
+  } else {
+    subs = {{"ENABLE", ""}, {"T", wgsl_type(xi.dtype)}, {"C", wgsl_type(xi.dtype)}};
+  }
+  // What a max window without any input element gives (the dtype's lowest
+  // value; ONNX Runtime's choice).
+  double empty = 0;
+  switch (xi.dtype) {
+    case DType::F32:
+    case DType::F16: empty = -double(std::numeric_limits<float>::max()); break;
+    case DType::I8: empty = -128; break;
+    case DType::U8: empty = 0; break;
+    default: empty = double(std::numeric_limits<int32_t>::min()); break;
+  }
+  const gpu::Pipeline& p = kernel(g, "ops/kernels/pool.wgsl", subs,
+                                  {{"AVG", s.avg ? 1.0 : 0.0},
+                                   {"ADAPTIVE", s.adaptive ? 1.0 : 0.0},
+                                   {"WRITE_IDX", want_idx ? 1.0 : 0.0},
+                                   {"IS_FLOAT", is_float ? 1.0 : 0.0},
+                                   {"EMPTY", empty}});
+  PoolParams pp{};
+  pp.count = uint32_t(count);
+  pp.divisor_override = uint32_t(s.divisor_override);
+  pp.count_include_pad = s.count_include_pad;
+  pp.idx_plane = s.indices == PoolSpec::Indices::OnnxRowMajor || s.indices == PoolSpec::Indices::OnnxColMajor
+                     ? uint32_t(in_vol)
+                     : 0;
+  pp.idx_col_major = s.indices == PoolSpec::Indices::OnnxColMajor;
+  for (size_t j = 0; j < 3; ++j) {
+    pp.in_dims[j] = uint32_t(in[j]);
+    pp.out_dims[j] = uint32_t(out[j]);
+    pp.kernel[j] = int32_t(s.kernel[j]);
+    pp.stride[j] = int32_t(s.stride[j]);
+    pp.pad_begin[j] = int32_t(s.pad_begin[j]);
+    pp.pad_end[j] = int32_t(s.pad_end[j]);
+    pp.dil[j] = int32_t(s.dil[j]);
+  }
+  pp.in_dims[3] = uint32_t(in_vol);
+  pp.out_dims[3] = uint32_t(out[0] * out[1] * out[2]);
+  g.add_dispatch(p,
+                 {Binding::of(y), Binding::of(g.uniform(pp)), Binding::of(x),
+                  want_idx ? Binding::of(idx) : Binding::of(g.ctx().dummy_buffer())},
+                 grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op),
+                 fmt::format("{} pool k={}", s.adaptive ? "adaptive avg" : s.avg ? "avg" : "max",
+                             dims_str(s.adaptive ? out : s.kernel, d)));
+  return result;
+}
+
+// ATen's checks on pooling padding: at most half the (effective) kernel.
+void require_half_kernel_pads(const Args& a, const PoolSpec& s) {
+  for (size_t j = 3 - size_t(s.d); j < 3; ++j) {
+    const int64_t eff = s.avg ? s.kernel[j] : s.dil[j] * (s.kernel[j] - 1) + 1;
+    if (s.pad_begin[j] > eff / 2) {
+      a.fail(fmt::format("padding {} should be at most half of the {}kernel size {} (dilation {})",
+                         dims_str(s.pad_begin, s.d), s.avg ? "" : "effective ", dims_str(s.kernel, s.d),
+                         dims_str(s.dil, s.d)));
+    }
+  }
+}
+
+// aten.max_pool{1,2,3}d[_with_indices].default(self, kernel_size, stride=[],
+//     padding=0, dilation=1, ceil_mode=False)
+Value max_pool(Graph& g, const ValueList& args, const std::string& op, int d, bool with_indices) {
+  Args a{op, args, g};
+  require_at_most(a, 6);
+  TensorRef x = a.tensor(0, "self");
+  PoolSpec s;
+  s.d = d;
+  if (a.int_list(1, "kernel_size").empty()) a.fail("argument 'kernel_size' is empty");
+  s.kernel = spatial(a, 1, "kernel_size", d, 1);
+  s.stride = spatial(a, 2, "stride", d, 1, &s.kernel);
+  s.pad_begin = s.pad_end = spatial(a, 3, "padding", d, 0);
+  s.dil = spatial(a, 4, "dilation", d, 1);
+  s.ceil_mode = a.boolean(5, "ceil_mode", false);
+  s.indices = with_indices ? PoolSpec::Indices::Plane : PoolSpec::Indices::None;
+  require_positive(a, s.kernel, d, "kernel_size");
+  require_positive(a, s.dil, d, "dilation");
+  require_non_negative(a, s.pad_begin, d, "padding");
+  require_half_kernel_pads(a, s);
+  ValueList r = pool(a, x, s);
+  return with_indices ? Value(r) : r[0];
+}
+
+// aten.avg_pool1d.default(self, kernel_size, stride=[], padding=0,
+//     ceil_mode=False, count_include_pad=True)
+// aten.avg_pool{2,3}d.default(..., divisor_override=None)
+Value avg_pool(Graph& g, const ValueList& args, const std::string& op, int d) {
+  Args a{op, args, g};
+  require_at_most(a, d == 1 ? 6 : 7);
+  TensorRef x = a.tensor(0, "self");
+  PoolSpec s;
+  s.d = d;
+  s.avg = true;
+  if (a.int_list(1, "kernel_size").empty()) a.fail("argument 'kernel_size' is empty");
+  s.kernel = spatial(a, 1, "kernel_size", d, 1);
+  s.stride = spatial(a, 2, "stride", d, 1, &s.kernel);
+  s.pad_begin = s.pad_end = spatial(a, 3, "padding", d, 0);
+  s.ceil_mode = a.boolean(4, "ceil_mode", false);
+  s.count_include_pad = a.boolean(5, "count_include_pad", true);
+  if (d > 1) {
+    s.divisor_override = a.integer(6, "divisor_override", 0);
+    if (a.args.size() > 6 && !a.args[6].is_none() && s.divisor_override <= 0) {
+      a.fail(fmt::format("argument 'divisor_override' is {}; it must be > 0 (or None)", s.divisor_override));
+    }
+  }
+  require_positive(a, s.kernel, d, "kernel_size");
+  require_non_negative(a, s.pad_begin, d, "padding");
+  require_half_kernel_pads(a, s);
+  return pool(a, x, s)[0];
+}
+
+// aten.adaptive_avg_pool{1,2,3}d.default(self, output_size) (and
+// aten._adaptive_avg_pool{2,3}d.default)
+Value adaptive_avg_pool(Graph& g, const ValueList& args, const std::string& op, int d) {
+  Args a{op, args, g};
+  require_at_most(a, 2);
+  TensorRef x = a.tensor(0, "self");
+  PoolSpec s;
+  s.d = d;
+  s.avg = true;
+  s.adaptive = true;
+  const IntList v = a.int_list(1, "output_size");
+  if (v.size() != size_t(d) && v.size() != 1) {
+    a.fail(fmt::format("argument 'output_size' is {}; expected {} value{}", shape_str(v), d, d > 1 ? "s" : ""));
+  }
+  s.adaptive_out = spatial(a, 1, "output_size", d, 1);
+  return pool(a, x, s)[0];
+}
+
+// wgnn.max_pool_padded.default(input, kernel_size, stride, padding,
+//     dilation, ceil_mode) and
+// wgnn.max_pool_padded_with_indices.default(..., storage_order) -> (out,
+//     indices): the spatial dims d are kernel_size's length; `padding` holds
+//     2 * d values (begins, then ends); no limit on the pads; indices as ONNX
+//     MaxPool's (offsets from the tensor's start; storage_order 1: column-
+//     major over H x W).
+// wgnn.avg_pool_padded.default(input, kernel_size, stride, padding,
+//     dilation, ceil_mode, count_include_pad, divisor_override=None)
+Value padded_pool(Graph& g, const ValueList& args, const std::string& op, bool avg, bool with_indices) {
+  Args a{op, args, g};
+  require_at_most(a, avg ? 8 : with_indices ? 7 : 6);
+  TensorRef x = a.tensor(0, "input");
+  const IntList ks = a.int_list(1, "kernel_size");
+  if (ks.empty() || ks.size() > 3) {
+    a.fail(fmt::format("argument 'kernel_size' is {}; expected 1 to 3 values", shape_str(ks)));
+  }
+  PoolSpec s;
+  s.d = int(ks.size());
+  s.avg = avg;
+  s.kernel = spatial(a, 1, "kernel_size", s.d, 1);
+  s.stride = spatial(a, 2, "stride", s.d, 1, &s.kernel);
+  read_pads(a, 3, s.d, true, s.pad_begin, s.pad_end);
+  s.dil = spatial(a, 4, "dilation", s.d, 1);
+  s.ceil_mode = a.boolean(5, "ceil_mode", false);
+  if (avg) {
+    s.count_include_pad = a.boolean(6, "count_include_pad", false);
+    s.divisor_override = a.integer(7, "divisor_override", 0);
+    if (s.divisor_override < 0) a.fail("argument 'divisor_override' must be > 0 (or None)");
+  }
+  if (with_indices) {
+    const int64_t order = a.integer(6, "storage_order", 0);
+    if (order != 0 && order != 1) a.fail(fmt::format("argument 'storage_order' is {}; accepted: 0, 1", order));
+    if (order == 1 && s.d == 3) a.fail("storage_order 1 (column-major indices) is supported for 1-D and 2-D only");
+    s.indices = order ? PoolSpec::Indices::OnnxColMajor : PoolSpec::Indices::OnnxRowMajor;
+  }
+  ValueList r = pool(a, x, s);
+  return with_indices ? Value(r) : r[0];
+}
+
+}  // namespace
+
+void register_conv_ops(OpRegistry& r) {
+  r.add("aten.convolution.default", [](Graph& g, const ValueList& a) { return convolution_op(g, a, false); });
+  r.add("wgnn.convolution_padded.default", [](Graph& g, const ValueList& a) { return convolution_op(g, a, true); });
+  for (int d = 1; d <= 3; ++d) {
+    const std::string mp = fmt::format("aten.max_pool{}d.default", d);
+    r.add(mp, [mp, d](Graph& g, const ValueList& a) { return max_pool(g, a, mp, d, false); });
+    if (d > 1) {
+      const std::string mpi = fmt::format("aten.max_pool{}d_with_indices.default", d);
+      r.add(mpi, [mpi, d](Graph& g, const ValueList& a) { return max_pool(g, a, mpi, d, true); });
+    }
+    const std::string ap = fmt::format("aten.avg_pool{}d.default", d);
+    r.add(ap, [ap, d](Graph& g, const ValueList& a) { return avg_pool(g, a, ap, d); });
+    const std::string aap = fmt::format("aten.adaptive_avg_pool{}d.default", d);
+    r.add(aap, [aap, d](Graph& g, const ValueList& a) { return adaptive_avg_pool(g, a, aap, d); });
+    if (d > 1) {
+      const std::string aap_ = fmt::format("aten._adaptive_avg_pool{}d.default", d);
+      r.add(aap_, [aap_, d](Graph& g, const ValueList& a) { return adaptive_avg_pool(g, a, aap_, d); });
+    }
+  }
+  r.add("wgnn.max_pool_padded.default", [](Graph& g, const ValueList& a) {
+    return padded_pool(g, a, "wgnn.max_pool_padded.default", false, false);
+  });
+  r.add("wgnn.max_pool_padded_with_indices.default", [](Graph& g, const ValueList& a) {
+    return padded_pool(g, a, "wgnn.max_pool_padded_with_indices.default", false, true);
+  });
+  r.add("wgnn.avg_pool_padded.default", [](Graph& g, const ValueList& a) {
+    return padded_pool(g, a, "wgnn.avg_pool_padded.default", true, false);
+  });
+}
+
+}  // namespace wgnn::ops

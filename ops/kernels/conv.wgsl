@@ -1,0 +1,189 @@
+// Convolution (and transposed convolution) as an implicit GEMM, for 1 to 3
+// spatial dims (seen as D x H x W, missing dims of size 1), with groups and a
+// fused bias. Per group g, the output is a matrix product
+//   y[co, q] = sum_k w[co, k] * col[k, q]
+// over k = (ci, kd, kh, kw) in C_in/groups * kernel volume, and q = (n, od,
+// oh, ow) over the batch and the output pixels. `col` is never stored: its
+// elements are gathered from x when a tile is staged.
+//
+// A workgroup of 256 threads computes a TM x TN tile (output channels x
+// pixels); each thread 4 x 4 of it (4 channels, 4 consecutive pixels). The
+// reduction walks k in steps of TK, staging a TM x TK tile of w and a
+// TK x TN tile of col in workgroup memory (as f32, whatever the storage).
+// Each thread stages col for one fixed pixel (TN divides 256), so the pixel
+// is decoded once per thread, and k is decoded through `ktab`, a table the
+// host builds per convolution:
+//   forward:    ktab[k]      = (ci * in_vol, kd * dil_d, kh * dil_h, kw * dil_w)
+//   transposed: ktab[2k]     = the same,
+//               ktab[2k + 1] = (ci * cout_g * kvol + kernel offset, 0, 0, 0)
+// POINTWISE (1x1 kernel, stride 1, no padding, forward) needs no table: col
+// is x itself, read at x[n, ci, q].
+//
+// Forward: input position = o * stride - pad_begin + k * dil.
+// Transposed: o + pad_begin - k * dil must be a multiple of the stride, and
+// the quotient is the input position (a gather: no atomics).
+{{ENABLE}}
+
+override TM: u32 = 64u;
+override TN: u32 = 64u;
+override TK: u32 = 16u;
+override TRANSPOSED: bool = false;
+override POINTWISE: bool = false;
+const WG: u32 = 256u;
+
+struct Params {
+  cin: u32,
+  cout: u32,
+  cin_g: u32,
+  cout_g: u32,
+  kred: u32,     // cin_g * kvol: the reduction length
+  kvol: u32,
+  npix: u32,     // n * out_vol: GEMM columns
+  has_bias: u32,
+  in_d: u32,
+  in_h: u32,
+  in_w: u32,
+  in_vol: u32,
+  out_d: u32,
+  out_h: u32,
+  out_w: u32,
+  out_vol: u32,
+  stride: vec4<i32>,  // d, h, w, -
+  pad: vec4<i32>,     // begin pads d, h, w, -
+  mtiles: u32,
+  ntiles: u32,
+  tiles: u32,         // groups * mtiles * ntiles
+  _p0: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> y: array<{{T}}>;
+@group(0) @binding(1) var<uniform> params: Params;
+@group(0) @binding(2) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(3) var<storage, read> w: array<{{T}}>;
+@group(0) @binding(4) var<storage, read> bias: array<{{T}}>;
+@group(0) @binding(5) var<storage, read> ktab: array<vec4<i32>>;
+
+// k-major tiles: ws[kk][m] and xs[kk][q], four consecutive m (or q) per vec4.
+var<workgroup> ws: array<vec4<f32>, TK * TM / 4u>;
+var<workgroup> xs: array<vec4<f32>, TK * TN / 4u>;
+
+// Element (k, this thread's pixel) of col. `org` is the pixel's origin in
+// input coordinates (see the header), `xbase` the offset of its image and
+// group in x.
+fn gather(k: u32, org: vec3<i32>, xbase: u32, pl: u32) -> f32 {
+  if (POINTWISE) {
+    return f32(x[xbase + k * params.in_vol + pl]);
+  }
+  let dims = vec3<u32>(params.in_d, params.in_h, params.in_w);
+  if (TRANSPOSED) {
+    let t = ktab[2u * k];
+    let s = params.stride.xyz;
+    let u = org - t.yzw;
+    // u >= 0, a multiple of the stride, and u / stride inside the input.
+    if (any(u < vec3<i32>(0)) || any(u % s != vec3<i32>(0))) {
+      return 0.0;
+    }
+    let p = vec3<u32>(u / s);
+    if (any(p >= dims)) {
+      return 0.0;
+    }
+    return f32(x[xbase + u32(t.x) + (p.x * params.in_h + p.y) * params.in_w + p.z]);
+  }
+  let t = ktab[k];
+  let p = vec3<u32>(org + t.yzw);  // negative -> huge: one unsigned test per dim
+  if (any(p >= dims)) {
+    return 0.0;
+  }
+  return f32(x[xbase + u32(t.x) + (p.x * params.in_h + p.y) * params.in_w + p.z]);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let tile = wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y;
+  if (tile >= params.tiles) {
+    return;
+  }
+  let tn = tile % params.ntiles;
+  let gi = tile / params.ntiles / params.mtiles;
+  let co0 = (tile / params.ntiles) % params.mtiles * TM;
+  let q0 = tn * TN;
+
+  // The pixel this thread stages for col.
+  let col = lid % TN;
+  let q = q0 + col;
+  let qvalid = q < params.npix;
+  let img = q / params.out_vol;
+  let pl = q % params.out_vol;
+  let ohw = params.out_h * params.out_w;
+  let o = vec3<i32>(vec3<u32>(pl / ohw, (pl % ohw) / params.out_w, pl % params.out_w));
+  var org: vec3<i32>;
+  if (TRANSPOSED) {
+    org = o + params.pad.xyz;
+  } else {
+    org = o * params.stride.xyz - params.pad.xyz;
+  }
+  let xbase = (img * params.cin + gi * params.cin_g) * params.in_vol;
+  let wbase = gi * params.cout_g * params.kred;  // the group's weights (either layout)
+
+  let tx = lid % (TN / 4u);
+  let ty = lid / (TN / 4u);
+  var acc: array<vec4<f32>, 4>;
+
+  for (var k0 = 0u; k0 < params.kred; k0 += TK) {
+    for (var e = lid; e < TM * TK; e += WG) {
+      let kk = e % TK;
+      let m = e / TK;
+      let k = k0 + kk;
+      let co = co0 + m;
+      var v = 0.0;
+      if (k < params.kred && co < params.cout_g) {
+        if (TRANSPOSED) {
+          v = f32(w[wbase + u32(ktab[2u * k + 1u].x) + co * params.kvol]);
+        } else {
+          v = f32(w[wbase + co * params.kred + k]);
+        }
+      }
+      ws[kk * (TM / 4u) + m / 4u][m % 4u] = v;
+    }
+    for (var e = lid; e < TK * TN; e += WG) {
+      let kk = e / TN;
+      let k = k0 + kk;
+      var v = 0.0;
+      if (k < params.kred && qvalid) {
+        v = gather(k, org, xbase, pl);
+      }
+      xs[kk * (TN / 4u) + col / 4u][col % 4u] = v;
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < TK; kk++) {
+      let a = ws[kk * (TM / 4u) + ty];
+      let b = xs[kk * (TN / 4u) + tx];
+      acc[0] += a.x * b;
+      acc[1] += a.y * b;
+      acc[2] += a.z * b;
+      acc[3] += a.w * b;
+    }
+    workgroupBarrier();
+  }
+
+  for (var i = 0u; i < 4u; i++) {
+    let co = co0 + ty * 4u + i;
+    if (co >= params.cout_g) {
+      break;
+    }
+    let c = gi * params.cout_g + co;
+    var b = 0.0;
+    if (params.has_bias != 0u) {
+      b = f32(bias[c]);
+    }
+    for (var j = 0u; j < 4u; j++) {
+      let qj = q0 + tx * 4u + j;
+      if (qj >= params.npix) {
+        break;
+      }
+      let n = qj / params.out_vol;
+      y[(n * params.cout + c) * params.out_vol + qj % params.out_vol] = {{T}}(acc[i][j] + b);
+    }
+  }
+}

@@ -1,0 +1,79 @@
+// Depthwise convolution (one input channel per group: groups == C_in, and
+// C_out = mult * C_in), forward, 1 to 3 spatial dims seen as D x H x W: one
+// thread per output element, a direct loop over the kernel window with a
+// fused bias, f32 math.
+//   y[n, co, o] = bias[co] + sum_k w[co, 0, k] * x[n, co / mult, o * stride - pad + k * dil]
+{{ENABLE}}
+
+struct Params {
+  count: u32,  // output elements
+  cout: u32,
+  mult: u32,   // C_out / C_in
+  has_bias: u32,
+  in_d: u32,
+  in_h: u32,
+  in_w: u32,
+  in_vol: u32,
+  out_d: u32,
+  out_h: u32,
+  out_w: u32,
+  out_vol: u32,
+  k_d: u32,
+  k_h: u32,
+  k_w: u32,
+  kvol: u32,
+  stride: vec4<i32>,
+  pad: vec4<i32>,
+  dil: vec4<i32>,
+}
+
+@group(0) @binding(0) var<storage, read_write> y: array<{{T}}>;
+@group(0) @binding(1) var<uniform> params: Params;
+@group(0) @binding(2) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(3) var<storage, read> w: array<{{T}}>;
+@group(0) @binding(4) var<storage, read> bias: array<{{T}}>;
+
+const WG: u32 = 256u;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let i = (wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y) * WG + lid;
+  if (i >= params.count) {
+    return;
+  }
+  let pl = i % params.out_vol;
+  let nc = i / params.out_vol;  // n * cout + co
+  let co = nc % params.cout;
+  let ci_plane = nc / params.mult;  // n * cin + co / mult (cout = mult * cin)
+  let ohw = params.out_h * params.out_w;
+  let o = vec3<i32>(vec3<u32>(pl / ohw, (pl % ohw) / params.out_w, pl % params.out_w));
+  let org = o * params.stride.xyz - params.pad.xyz;
+  let xbase = ci_plane * params.in_vol;
+  let wbase = co * params.kvol;
+  var acc = 0.0;
+  if (params.has_bias != 0u) {
+    acc = f32(bias[co]);
+  }
+  for (var kd = 0u; kd < params.k_d; kd++) {
+    let id = u32(org.x + i32(kd) * params.dil.x);
+    if (id >= params.in_d) {
+      continue;
+    }
+    for (var kh = 0u; kh < params.k_h; kh++) {
+      let ih = u32(org.y + i32(kh) * params.dil.y);
+      if (ih >= params.in_h) {
+        continue;
+      }
+      let row = xbase + (id * params.in_h + ih) * params.in_w;
+      let wrow = wbase + (kd * params.k_h + kh) * params.k_w;
+      for (var kw = 0u; kw < params.k_w; kw++) {
+        let iw = u32(org.z + i32(kw) * params.dil.z);
+        if (iw < params.in_w) {
+          acc += f32(x[row + iw]) * f32(w[wrow + kw]);
+        }
+      }
+    }
+  }
+  y[i] = {{T}}(acc);
+}
