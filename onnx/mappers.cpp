@@ -282,6 +282,217 @@ OpMapper reduce(const std::string& onnx_op, const std::string& aten, int axes_in
   return m;
 }
 
+// ---- convolution and pooling --------------------------------------------------
+
+// The spatial dims of a Conv / pooling input (N, C, spatial...): 1 to 3.
+size_t spatial_dims(NodeCtx& c) {
+  const Shape& s = c.shape(0);
+  if (s.size() < 3 || s.size() > 5) {
+    c.unsupported(fmt::format("input {} has {} spatial dims; supported: 1 to 3 (rank 3 to 5)", shape_str(s),
+                              s.size() < 2 ? 0 : s.size() - 2));
+  }
+  return s.size() - 2;
+}
+
+// An attribute of one value per spatial dim, `def` for each when absent.
+std::vector<int64_t> spatial_attr(NodeCtx& c, const char* name, size_t d, int64_t def) {
+  std::vector<int64_t> v = c.attr_ints(name);
+  if (v.empty()) return std::vector<int64_t>(d, def);
+  if (v.size() != d) c.fail(fmt::format("attribute '{}' has {} values; expected {}", name, v.size(), d));
+  return v;
+}
+
+// Begin and end pads (ONNX order: begins, then ends) of Conv, MaxPool and
+// AveragePool from `pads` or `auto_pad`. SAME_UPPER / SAME_LOWER pad so that
+// out = ceil(in / stride); an odd total puts the extra pad at the end
+// (UPPER) or the beginning (LOWER).
+std::vector<int64_t> window_pads(NodeCtx& c, const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                                 const std::vector<int64_t>& dilations) {
+  const size_t d = kernel.size();
+  const Shape& s = c.shape(0);
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "NOTSET" || auto_pad.empty()) {
+    std::vector<int64_t> pads = c.attr_ints("pads");
+    if (pads.empty()) return std::vector<int64_t>(2 * d, 0);
+    if (pads.size() != 2 * d) c.fail(fmt::format("attribute 'pads' has {} values; expected {}", pads.size(), 2 * d));
+    for (int64_t p : pads) {
+      if (p < 0) c.fail(fmt::format("attribute 'pads' {} has a negative value", shape_str(pads)));
+    }
+    return pads;
+  }
+  if (auto_pad == "VALID") return std::vector<int64_t>(2 * d, 0);
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") {
+    c.fail(fmt::format("attribute 'auto_pad' is '{}'; accepted: NOTSET, SAME_UPPER, SAME_LOWER, VALID", auto_pad));
+  }
+  std::vector<int64_t> pads(2 * d, 0);
+  for (size_t i = 0; i < d; ++i) {
+    const int64_t in = s[2 + i], st = strides[i];
+    const int64_t out = (in + st - 1) / st;
+    const int64_t total = std::max<int64_t>(0, (out - 1) * st + (kernel[i] - 1) * dilations[i] + 1 - in);
+    const int64_t small = total / 2, large = total - small;
+    pads[i] = auto_pad == "SAME_UPPER" ? small : large;
+    pads[d + i] = auto_pad == "SAME_UPPER" ? large : small;
+  }
+  return pads;
+}
+
+bool symmetric(const std::vector<int64_t>& pads) {
+  const size_t d = pads.size() / 2;
+  return std::equal(pads.begin(), pads.begin() + long(d), pads.begin() + long(d));
+}
+
+std::vector<int64_t> kernel_shape(NodeCtx& c, size_t d) {
+  std::vector<int64_t> k = c.attr_ints("kernel_shape");
+  if (k.size() != d) c.fail(fmt::format("attribute 'kernel_shape' has {} values; expected {}", k.size(), d));
+  return k;
+}
+
+OpMapper conv_mapper(bool transposed) {
+  OpMapper m;
+  m.dtypes = kFloat;
+  m.build = [transposed](NodeCtx& c) {
+    const size_t d = spatial_dims(c);
+    const Shape& xs = c.shape(0);
+    const Shape& ws = c.shape(1);
+    if (ws.size() != xs.size()) c.fail(fmt::format("weight {} and input {} differ in rank", shape_str(ws), shape_str(xs)));
+    std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
+    if (c.has_attr("kernel_shape") && c.attr_ints("kernel_shape") != kernel) {
+      c.fail(fmt::format("attribute 'kernel_shape' {} does not match weight {}", shape_str(c.attr_ints("kernel_shape")),
+                         shape_str(ws)));
+    }
+    const std::vector<int64_t> strides = spatial_attr(c, "strides", d, 1);
+    const std::vector<int64_t> dilations = spatial_attr(c, "dilations", d, 1);
+    const int64_t group = c.attr_int("group", 1);
+    std::vector<int64_t> out_pad(d, 0), pads;
+    if (!transposed) {
+      pads = window_pads(c, kernel, strides, dilations);
+    } else {
+      out_pad = spatial_attr(c, "output_padding", d, 0);
+      std::vector<int64_t> out_shape = c.attr_ints("output_shape");
+      if (out_shape.size() == d + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+      if (!out_shape.empty() && out_shape.size() != d) {
+        c.fail(fmt::format("attribute 'output_shape' has {} values; expected {}", out_shape.size(), d));
+      }
+      const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+      const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+      if (!out_shape.empty() || same) {
+        // Pads that give this output size (ONNX's reference): total =
+        // stride * (in - 1) + output_padding + kernel span - out, split in
+        // half (floor); SAME_UPPER puts the larger half at the end.
+        pads.assign(2 * d, 0);
+        for (size_t i = 0; i < d; ++i) {
+          const int64_t target = out_shape.empty() ? xs[2 + i] * strides[i] : out_shape[i];
+          const int64_t total = strides[i] * (xs[2 + i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - target;
+          const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // floor
+          pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+          pads[d + i] = total - pads[i];
+        }
+      } else if (auto_pad == "NOTSET" || auto_pad.empty() || auto_pad == "VALID") {
+        pads = auto_pad == "VALID" ? std::vector<int64_t>(2 * d, 0) : c.attr_ints("pads");
+        if (pads.empty()) pads.assign(2 * d, 0);
+        if (pads.size() != 2 * d) c.fail(fmt::format("attribute 'pads' has {} values; expected {}", pads.size(), 2 * d));
+      } else {
+        c.fail(fmt::format("attribute 'auto_pad' is '{}'; accepted: NOTSET, SAME_UPPER, SAME_LOWER, VALID", auto_pad));
+      }
+    }
+    bool aten = symmetric(pads);
+    for (size_t i = 0; i < d; ++i) {
+      aten = aten && pads[i] >= 0 && (out_pad[i] == 0 || out_pad[i] < strides[i] || out_pad[i] < dilations[i]);
+    }
+    const IntList begin(pads.begin(), pads.begin() + long(d));
+    Value r = c.call(aten ? "aten.convolution.default" : "wgnn.convolution_padded.default",
+                     {c.tensor(0), c.tensor(1), c.tensor_or_none(2), IntList(strides), aten ? begin : IntList(pads),
+                      IntList(dilations), transposed, IntList(out_pad), group});
+    return one(c.out(r));
+  };
+  return m;
+}
+
+OpMapper max_pool_mapper() {
+  OpMapper m;
+  m.dtypes = {DType::F32, DType::F16, DType::U8, DType::I8};
+  m.build = [](NodeCtx& c) {
+    const size_t d = spatial_dims(c);
+    const std::vector<int64_t> kernel = kernel_shape(c, d);
+    const std::vector<int64_t> strides = spatial_attr(c, "strides", d, 1);
+    const std::vector<int64_t> dilations = spatial_attr(c, "dilations", d, 1);
+    const std::vector<int64_t> pads = window_pads(c, kernel, strides, dilations);
+    const bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
+    if (c.node.output_size() > 1 && !c.node.output(1).empty()) {
+      const int64_t order = c.attr_int("storage_order", 0);
+      if (order == 1 && d == 3) c.unsupported("column-major (storage_order 1) Indices of a 3-D MaxPool");
+      Value r = c.call("wgnn.max_pool_padded_with_indices.default",
+                       {c.tensor(0), IntList(kernel), IntList(strides), IntList(pads), IntList(dilations), ceil_mode,
+                        order});
+      std::vector<Slot> out;
+      for (const Value& v : r.list()) out.push_back(c.out(v));
+      return out;
+    }
+    // ATen's max_pool takes symmetric pads of at most half the effective kernel.
+    bool aten = symmetric(pads);
+    for (size_t i = 0; i < d; ++i) aten = aten && pads[i] <= ((kernel[i] - 1) * dilations[i] + 1) / 2;
+    if (aten) {
+      return one(c.out(c.call(fmt::format("aten.max_pool{}d.default", d),
+                              {c.tensor(0), IntList(kernel), IntList(strides),
+                               IntList(pads.begin(), pads.begin() + long(d)), IntList(dilations), ceil_mode})));
+    }
+    return one(c.out(c.call("wgnn.max_pool_padded.default", {c.tensor(0), IntList(kernel), IntList(strides),
+                                                              IntList(pads), IntList(dilations), ceil_mode})));
+  };
+  return m;
+}
+
+OpMapper avg_pool_mapper() {
+  OpMapper m;
+  m.dtypes = kFloat;
+  m.build = [](NodeCtx& c) {
+    const size_t d = spatial_dims(c);
+    const std::vector<int64_t> kernel = kernel_shape(c, d);
+    const std::vector<int64_t> strides = spatial_attr(c, "strides", d, 1);
+    const std::vector<int64_t> dilations = spatial_attr(c, "dilations", d, 1);
+    const std::vector<int64_t> pads = window_pads(c, kernel, strides, dilations);
+    const bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
+    const bool count_include_pad = c.attr_int("count_include_pad", 0) != 0;
+    // ATen's avg_pool: symmetric pads of at most half the kernel, no dilation.
+    bool aten = symmetric(pads);
+    for (size_t i = 0; i < d; ++i) aten = aten && dilations[i] == 1 && pads[i] <= kernel[i] / 2;
+    if (aten) {
+      ValueList args{c.tensor(0), IntList(kernel), IntList(strides), IntList(pads.begin(), pads.begin() + long(d)),
+                     ceil_mode, count_include_pad};
+      if (d > 1) args.push_back(None{});
+      return one(c.out(c.call(fmt::format("aten.avg_pool{}d.default", d), args)));
+    }
+    return one(c.out(c.call("wgnn.avg_pool_padded.default", {c.tensor(0), IntList(kernel), IntList(strides),
+                                                              IntList(pads), IntList(dilations), ceil_mode,
+                                                              count_include_pad})));
+  };
+  return m;
+}
+
+// GlobalAveragePool / GlobalMaxPool over every spatial dim (any number of
+// them): 2-D through aten.adaptive_avg_pool2d / aten.max_pool2d, others as
+// a 1-D pool over the flattened spatial dims.
+OpMapper global_pool_mapper(bool avg) {
+  OpMapper m;
+  m.dtypes = kFloat;
+  m.build = [avg](NodeCtx& c) {
+    const Shape& s = c.shape(0);
+    if (s.size() < 3) c.fail(fmt::format("input {} has no spatial dims (rank < 3)", shape_str(s)));
+    Shape out(s.begin(), s.begin() + 2);
+    out.resize(s.size(), 1);
+    if (s.size() == 4) {
+      if (avg) return one(c.out(c.call("aten.adaptive_avg_pool2d.default", {c.tensor(0), IntList{1, 1}})));
+      return one(c.out(c.call("aten.max_pool2d.default", {c.tensor(0), IntList{s[2], s[3]}})));
+    }
+    const int64_t width = numel(Shape(s.begin() + 2, s.end()));
+    TensorRef flat = c.view(c.tensor(0), {s[0], s[1], width});
+    Value r = avg ? c.call("aten.adaptive_avg_pool1d.default", {flat, IntList{1}})
+                  : c.call("aten.max_pool1d.default", {flat, IntList{width}});
+    return one(c.out(c.view(r.tensor(), out)));
+  };
+  return m;
+}
+
 OpMapper softmax(const std::string& aten) {
   OpMapper m;
   m.dtypes = kFloat;
@@ -399,6 +610,14 @@ Mappers make_mappers() {
                                                  double(c.attr_float("epsilon", 1e-5f))});
                                return one(c.out(r.list()[0]));
                              }, nullptr};
+
+  // Convolution and pooling.
+  m["Conv"] = conv_mapper(false);
+  m["ConvTranspose"] = conv_mapper(true);
+  m["MaxPool"] = max_pool_mapper();
+  m["AveragePool"] = avg_pool_mapper();
+  m["GlobalAveragePool"] = global_pool_mapper(true);
+  m["GlobalMaxPool"] = global_pool_mapper(false);
 
   // Binary and variadic elementwise.
   m["Add"] = binary("Add", "aten.add.Tensor", kNumeric);
