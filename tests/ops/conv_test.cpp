@@ -1,0 +1,752 @@
+// Convolution and pooling ops against plain C++ double-precision
+// references: 1-D, 2-D and 3-D; kernels 1x1 to 7x7; stride, padding,
+// dilation; groups (2, depthwise, channel multipliers); no bias; batches;
+// transposed convolution with stride, output_padding, groups and dilation;
+// every kernel path and tile shape; max / average / adaptive / global
+// pooling with ceil_mode, count_include_pad, divisor_override, indices,
+// NaN and integer dtypes; float16; every validation error.
+#include <gmock/gmock.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "op_test_util.h"
+
+using namespace wgnn;
+using namespace wgnn::test;
+using testing::HasSubstr;
+
+namespace {
+
+bool has_f16() { return ctx().features().shader_f16; }
+
+using D3 = std::array<int64_t, 3>;
+
+// A spatial list (one value for all dims, or one per dim) as 3 dims,
+// left-padded with `fill`.
+D3 dims3(const IntList& v, size_t d, int64_t fill) {
+  D3 r{fill, fill, fill};
+  for (size_t j = 0; j < d; ++j) r[3 - d + j] = v.size() == 1 ? v[0] : v[j];
+  return r;
+}
+
+// ---- convolution reference --------------------------------------------------
+
+struct Conv {
+  Shape x, w;
+  bool bias = true;
+  IntList stride{1}, padding{0}, dilation{1};
+  bool transposed = false;
+  IntList output_padding{0};
+  int64_t groups = 1;
+  DType dtype = DType::F32;
+  bool split = false;  // wgnn.convolution_padded: padding = begins, then ends
+};
+
+struct Ref {
+  Shape shape;
+  std::vector<double> v;
+};
+
+Ref ref_conv(const Conv& c, const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b) {
+  const size_t d = c.x.size() - 2;
+  D3 in = dims3(IntList(c.x.begin() + 2, c.x.end()), d, 1), k = dims3(IntList(c.w.begin() + 2, c.w.end()), d, 1);
+  D3 s = dims3(c.stride, d, 1), dil = dims3(c.dilation, d, 1), op = dims3(c.output_padding, d, 0);
+  D3 pb, pe;
+  if (c.split) {
+    pb = dims3(IntList(c.padding.begin(), c.padding.begin() + long(d)), d, 0);
+    pe = dims3(IntList(c.padding.begin() + long(d), c.padding.end()), d, 0);
+  } else {
+    pb = pe = dims3(c.padding, d, 0);
+  }
+  const int64_t n = c.x[0], cin = c.x[1], g = c.groups;
+  const int64_t cout = c.transposed ? c.w[1] * g : c.w[0];
+  const int64_t cin_g = cin / g, cout_g = cout / g;
+  D3 out;
+  for (size_t j = 0; j < 3; ++j) {
+    out[j] = c.transposed ? (in[j] - 1) * s[j] - pb[j] - pe[j] + dil[j] * (k[j] - 1) + op[j] + 1
+                          : (in[j] + pb[j] + pe[j] - dil[j] * (k[j] - 1) - 1) / s[j] + 1;
+  }
+  Ref r;
+  r.shape = {n, cout};
+  for (size_t j = 3 - d; j < 3; ++j) r.shape.push_back(out[j]);
+  const int64_t ovol = out[0] * out[1] * out[2], ivol = in[0] * in[1] * in[2], kvol = k[0] * k[1] * k[2];
+  r.v.assign(size_t(n * cout * ovol), 0.0);
+  for (int64_t i = 0; i < n * cout; ++i) {
+    for (int64_t p = 0; p < ovol; ++p) r.v[size_t(i * ovol + p)] = c.bias ? b[size_t(i % cout)] : 0.0;
+  }
+  auto xat = [&](int64_t nn, int64_t ci, int64_t a, int64_t bb, int64_t cc) {
+    return double(x[size_t(((nn * cin + ci) * in[0] + a) * in[1] + bb) * size_t(in[2]) + size_t(cc)]);
+  };
+  for (int64_t nn = 0; nn < n; ++nn) {
+    for (int64_t gi = 0; gi < g; ++gi) {
+      for (int64_t co = 0; co < cout_g; ++co) {
+        for (int64_t ci = 0; ci < cin_g; ++ci) {
+          for (int64_t kd = 0; kd < k[0]; ++kd) {
+            for (int64_t kh = 0; kh < k[1]; ++kh) {
+              for (int64_t kw = 0; kw < k[2]; ++kw) {
+                const int64_t kk = (kd * k[1] + kh) * k[2] + kw;
+                // forward: w[co, ci, k]; transposed: w[ci, co, k]
+                const double wv =
+                    c.transposed ? w[size_t(((gi * cin_g + ci) * cout_g + co) * kvol + kk)]
+                                 : w[size_t(((gi * cout_g + co) * cin_g + ci) * kvol + kk)];
+                const int64_t icc = gi * cin_g + ci, occ = gi * cout_g + co;
+                if (!c.transposed) {
+                  for (int64_t a = 0; a < out[0]; ++a) {
+                    const int64_t ia = a * s[0] - pb[0] + kd * dil[0];
+                    if (ia < 0 || ia >= in[0]) continue;
+                    for (int64_t bb = 0; bb < out[1]; ++bb) {
+                      const int64_t ib = bb * s[1] - pb[1] + kh * dil[1];
+                      if (ib < 0 || ib >= in[1]) continue;
+                      for (int64_t cc = 0; cc < out[2]; ++cc) {
+                        const int64_t ic = cc * s[2] - pb[2] + kw * dil[2];
+                        if (ic < 0 || ic >= in[2]) continue;
+                        r.v[size_t(((nn * cout + occ) * out[0] + a) * out[1] + bb) * size_t(out[2]) + size_t(cc)] +=
+                            wv * xat(nn, icc, ia, ib, ic);
+                      }
+                    }
+                  }
+                } else {
+                  // Scatter: input position i reaches output i * s - pb + k * dil.
+                  for (int64_t a = 0; a < in[0]; ++a) {
+                    const int64_t oa = a * s[0] - pb[0] + kd * dil[0];
+                    if (oa < 0 || oa >= out[0]) continue;
+                    for (int64_t bb = 0; bb < in[1]; ++bb) {
+                      const int64_t ob = bb * s[1] - pb[1] + kh * dil[1];
+                      if (ob < 0 || ob >= out[1]) continue;
+                      for (int64_t cc = 0; cc < in[2]; ++cc) {
+                        const int64_t oc = cc * s[2] - pb[2] + kw * dil[2];
+                        if (oc < 0 || oc >= out[2]) continue;
+                        r.v[size_t(((nn * cout + occ) * out[0] + oa) * out[1] + ob) * size_t(out[2]) + size_t(oc)] +=
+                            wv * xat(nn, icc, a, bb, cc);
+                      }
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  (void)ivol;
+  return r;
+}
+
+// Runs `c` on the GPU (weights as constants or as inputs) and compares.
+void run_conv(const Conv& c, uint32_t seed, bool weight_input = false) {
+  if (c.dtype == DType::F16 && !has_f16()) GTEST_SKIP() << "no shader-f16";
+  const int64_t cout = c.transposed ? c.w[1] * c.groups : c.w[0];
+  auto x = quantize(random_floats(size_t(numel(c.x)), -1, 1, seed), c.dtype);
+  auto w = quantize(random_floats(size_t(numel(c.w)), -1, 1, seed + 1), c.dtype);
+  auto b = quantize(random_floats(size_t(cout), -1, 1, seed + 2), c.dtype);
+  Graph g(ctx());
+  TensorRef tx = upload(g, c.x, x, c.dtype);
+  TensorRef tw = weight_input ? upload(g, c.w, w, c.dtype) : constant(g, c.w, w, c.dtype);
+  Value tb = c.bias ? Value(constant(g, {cout}, b, c.dtype)) : Value(None{});
+  const std::string op = c.split ? "wgnn.convolution_padded.default" : "aten.convolution.default";
+  TensorRef y = ops::call(g, op, {tx, tw, tb, c.stride, c.padding, c.dilation, c.transposed, c.output_padding,
+                                  c.groups})
+                    .tensor();
+  const Ref r = ref_conv(c, x, w, b);
+  ASSERT_EQ(g.info(y).shape, r.shape);
+  EXPECT_EQ(g.info(y).dtype, c.dtype);
+  g.run();
+  // Terms are products of values in [-1, 1]; the reduction is at most a few
+  // hundred long.
+  const bool f16 = c.dtype == DType::F16;
+  EXPECT_TRUE(all_close(download(g, y), r.v, f16 ? 2e-2 : 1e-4, f16 ? 4e-3 : 1e-5));
+}
+
+// The label of the last dispatch (which kernel ran).
+std::string last_label(const Graph& g) { return g.dispatches().empty() ? "" : g.dispatches().back().label; }
+
+std::string conv_label(const Conv& c) {
+  Graph g(ctx());
+  TensorRef tx = g.add_tensor(c.x, c.dtype, TensorKind::Input);
+  TensorRef tw = g.add_tensor(c.w, c.dtype, TensorKind::Input);
+  ops::call(g, c.split ? "wgnn.convolution_padded.default" : "aten.convolution.default",
+            {tx, tw, None{}, c.stride, c.padding, c.dilation, c.transposed, c.output_padding, c.groups});
+  return last_label(g);
+}
+
+struct Named {
+  const char* name;
+  Conv c;
+};
+void PrintTo(const Named& n, std::ostream* os) { *os << n.name; }
+
+// clang-format off
+const std::vector<Named>& conv_cases() {
+  static const std::vector<Named> v = {
+      {"k3_pad1_odd", {{2, 3, 7, 9}, {5, 3, 3, 3}, true, {1}, {1}}},
+      {"k1_pointwise", {{2, 17, 6, 5}, {33, 17, 1, 1}}},
+      {"k1_pointwise_wide", {{2, 70, 15, 15}, {100, 70, 1, 1}}},
+      {"k1_stride2", {{1, 16, 9, 11}, {24, 16, 1, 1}, true, {2}}},
+      {"k1_pad1", {{1, 5, 4, 4}, {6, 5, 1, 1}, true, {1}, {1}}},
+      {"k3_stride2_pad1", {{1, 8, 13, 12}, {16, 8, 3, 3}, true, {2}, {1}}},
+      {"k5_stride2_pad2", {{1, 6, 17, 15}, {7, 6, 5, 5}, true, {2}, {2}}},
+      {"k7_stride2_pad3_stem", {{1, 3, 31, 29}, {8, 3, 7, 7}, true, {2}, {3}}},
+      {"k3_dilation2", {{1, 4, 12, 13}, {6, 4, 3, 3}, true, {1}, {2}, {2}}},
+      {"k3_dilation2_stride2_pad1", {{2, 4, 12, 13}, {6, 4, 3, 3}, true, {2}, {1}, {2}}},
+      {"rect_kernel_per_dim_lists", {{1, 3, 10, 9}, {4, 3, 3, 2}, true, {2, 1}, {1, 0}, {1, 2}}},
+      {"groups2", {{2, 6, 7, 8}, {4, 3, 3, 3}, true, {1}, {1}, {1}, false, {0}, 2}},
+      {"groups3_stride2", {{1, 9, 11, 10}, {12, 3, 3, 3}, true, {2}, {1}, {1}, false, {0}, 3}},
+      {"groups2_pointwise", {{1, 8, 5, 5}, {6, 4, 1, 1}, true, {1}, {0}, {1}, false, {0}, 2}},
+      {"depthwise3x3", {{2, 8, 10, 9}, {8, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 8}},
+      {"depthwise3x3_stride2", {{1, 12, 15, 14}, {12, 1, 3, 3}, true, {2}, {1}, {1}, false, {0}, 12}},
+      {"depthwise5x5_dilation2", {{1, 4, 16, 16}, {4, 1, 5, 5}, true, {1}, {4}, {2}, false, {0}, 4}},
+      {"depthwise7x7_convnext", {{1, 16, 14, 14}, {16, 1, 7, 7}, true, {1}, {3}, {1}, false, {0}, 16}},
+      {"depthwise_multiplier2", {{2, 4, 6, 6}, {8, 1, 3, 3}, true, {1}, {0}, {1}, false, {0}, 4}},
+      {"single_input_channel", {{1, 1, 9, 9}, {5, 1, 3, 3}, true, {1}, {1}}},
+      {"no_bias", {{2, 3, 6, 5}, {4, 3, 3, 2}, false}},
+      {"no_bias_depthwise", {{1, 5, 6, 6}, {5, 1, 3, 3}, false, {1}, {1}, {1}, false, {0}, 5}},
+      {"batch5", {{5, 3, 8, 7}, {4, 3, 3, 3}, true, {1}, {1}}},
+      {"long_reduction", {{1, 40, 9, 9}, {20, 40, 3, 3}, true, {1}, {1}}},
+      {"one_pixel_output", {{1, 7, 3, 3}, {5, 7, 3, 3}}},
+      {"one_element", {{1, 1, 1, 1}, {1, 1, 1, 1}}},
+      {"wide_tile_few_channels", {{1, 4, 40, 40}, {3, 4, 3, 3}, true, {1}, {1}}},
+      {"mid_tile_32_channels", {{1, 4, 24, 24}, {32, 4, 3, 3}, true, {1}, {1}}},
+      {"conv1d", {{2, 4, 13}, {5, 4, 3}, true, {2}, {1}, {2}}},
+      {"conv1d_pointwise", {{3, 6, 10}, {4, 6, 1}}},
+      {"conv1d_groups_depthwise", {{2, 6, 11}, {6, 1, 5}, true, {1}, {2}, {1}, false, {0}, 6}},
+      {"conv3d", {{2, 3, 5, 6, 4}, {4, 3, 2, 3, 2}, true, {1, 2, 1}, {1, 0, 1}}},
+      {"conv3d_groups_dilated", {{1, 4, 6, 6, 6}, {6, 2, 2, 2, 2}, true, {2}, {1}, {2}, false, {0}, 2}},
+      {"conv3d_depthwise", {{1, 3, 5, 5, 5}, {6, 1, 3, 3, 3}, true, {1}, {1}, {1}, false, {0}, 3}},
+      {"transposed_stride2_outpad1", {{2, 4, 5, 6}, {4, 3, 3, 3}, true, {2}, {1}, {1}, true, {1}}},
+      {"transposed_stride3_2", {{1, 3, 7, 6}, {3, 4, 3, 3}, true, {3, 2}, {1}, {1}, true, {1, 1}}},
+      {"transposed_k4_stride2_pad1", {{1, 8, 6, 6}, {8, 5, 4, 4}, true, {2}, {1}, {1}, true, {0}}},
+      {"transposed_groups2", {{1, 6, 5, 4}, {6, 2, 3, 3}, true, {2}, {0}, {1}, true, {0}, 2}},
+      {"transposed_dilation2", {{1, 2, 4, 5}, {2, 3, 2, 3}, true, {1}, {0}, {2}, true, {0}}},
+      {"transposed_no_bias_k1", {{1, 5, 4, 4}, {5, 3, 1, 1}, false, {2}, {0}, {1}, true, {1}}},
+      {"transposed_1d", {{2, 3, 7}, {3, 2, 4}, true, {3}, {1}, {1}, true, {2}}},
+      {"transposed_3d", {{1, 2, 3, 4, 3}, {2, 3, 3, 3, 2}, true, {2, 1, 2}, {1, 0, 0}, {1}, true, {1, 0, 1}}},
+      {"padded_asymmetric", {{1, 3, 7, 5}, {4, 3, 3, 3}, true, {2}, {1, 0, 1, 2}, {1}, false, {0}, 1,
+                             DType::F32, true}},
+      {"padded_asymmetric_depthwise", {{1, 4, 6, 6}, {4, 1, 3, 3}, true, {1}, {0, 2, 1, 0}, {1}, false, {0}, 4,
+                                       DType::F32, true}},
+      {"padded_transposed_negative", {{1, 2, 3, 3}, {2, 3, 3, 3}, true, {3, 2}, {0, 0, -1, -1}, {1}, true, {0}, 1,
+                                      DType::F32, true}},
+      {"padded_transposed_asymmetric", {{1, 2, 4, 3}, {2, 2, 3, 3}, true, {2}, {0, 1, 2, 1}, {1}, true, {1}, 1,
+                                        DType::F32, true}},
+      {"padded_1d", {{1, 3, 9}, {2, 3, 4}, true, {2}, {3, 0}, {1}, false, {0}, 1, DType::F32, true}},
+      {"f16_k3", {{2, 5, 9, 7}, {6, 5, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, DType::F16}},
+      {"f16_pointwise", {{1, 24, 6, 6}, {20, 24, 1, 1}, true, {1}, {0}, {1}, false, {0}, 1, DType::F16}},
+      {"f16_depthwise", {{1, 8, 9, 9}, {8, 1, 3, 3}, true, {2}, {1}, {1}, false, {0}, 8, DType::F16}},
+      {"f16_transposed", {{1, 4, 5, 5}, {4, 3, 3, 3}, true, {2}, {1}, {1}, true, {1}, 1, DType::F16}},
+      {"f16_conv1d_groups", {{2, 4, 12}, {6, 2, 3}, false, {1}, {1}, {1}, false, {0}, 2, DType::F16}},
+  };
+  return v;
+}
+// clang-format on
+
+class ConvCase : public testing::TestWithParam<Named> {};
+
+TEST_P(ConvCase, MatchesReference) { run_conv(GetParam().c, 7); }
+INSTANTIATE_TEST_SUITE_P(Cases, ConvCase, testing::ValuesIn(conv_cases()),
+                         [](const testing::TestParamInfo<Named>& i) { return std::string(i.param.name); });
+
+}  // namespace
+
+TEST(Conv, WeightAsInputNotConstant) {
+  run_conv({{1, 6, 7, 7}, {4, 6, 3, 3}, true, {1}, {1}}, 3, true);
+  run_conv({{1, 6, 7, 7}, {6, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 6}, 4, true);
+  run_conv({{1, 4, 3, 3}, {4, 2, 3, 3}, true, {2}, {0}, {1}, true, {1}}, 5, true);
+}
+
+TEST(Conv, PicksTheKernelForTheShape) {
+  EXPECT_THAT(conv_label({{1, 8, 5, 5}, {16, 8, 1, 1}}), HasSubstr("pointwise"));
+  EXPECT_THAT(conv_label({{1, 8, 5, 5}, {16, 8, 1, 1}, true, {2}}), HasSubstr("gemm"));
+  EXPECT_THAT(conv_label({{1, 8, 5, 5}, {16, 8, 3, 3}}), HasSubstr("gemm k=[3, 3] tile=64x64"));
+  EXPECT_THAT(conv_label({{1, 8, 5, 5}, {8, 1, 3, 3}, true, {1}, {0}, {1}, false, {0}, 8}), HasSubstr("depthwise"));
+  EXPECT_THAT(conv_label({{1, 8, 5, 5}, {8, 1, 3, 3}, true, {1}, {0}, {1}, true, {0}}), HasSubstr("transposed"));
+  EXPECT_THAT(conv_label({{1, 4, 40, 40}, {3, 4, 3, 3}}), HasSubstr("tile=16x256"));
+  EXPECT_THAT(conv_label({{1, 4, 24, 24}, {32, 4, 3, 3}}), HasSubstr("tile=32x128"));
+}
+
+TEST(Conv, ManyTilesAndLargeOutputs) {
+  // 112 x 112 x 64 channels from 32 (MobileNet-like): several hundred tiles.
+  run_conv({{1, 32, 112, 112}, {64, 32, 1, 1}}, 11);
+  run_conv({{1, 16, 56, 56}, {24, 16, 3, 3}, true, {1}, {1}}, 12);
+}
+
+TEST(Conv, EmptyBatchRecordsNoDispatch) {
+  Graph g(ctx());
+  TensorRef x = g.add_tensor({0, 3, 5, 5}, DType::F32, TensorKind::Input);
+  TensorRef w = g.add_tensor({4, 3, 3, 3}, DType::F32, TensorKind::Input);
+  TensorRef y = ops::call(g, "aten.convolution.default",
+                          {x, w, None{}, IntList{1}, IntList{0}, IntList{1}, false, IntList{0}, int64_t(1)})
+                    .tensor();
+  EXPECT_EQ(g.info(y).shape, (Shape{0, 4, 3, 3}));
+  EXPECT_TRUE(g.dispatches().empty());
+}
+
+// ---- pooling reference ----------------------------------------------------------
+
+namespace {
+
+struct Pool {
+  enum Kind { Max, Avg, Adaptive } kind = Max;
+  Shape x;
+  IntList kernel{1}, stride{}, padding{0}, dilation{1};
+  bool ceil_mode = false, count_include_pad = true;
+  int64_t divisor = 0;  // divisor_override
+  IntList output_size{};
+  DType dtype = DType::F32;
+  bool split = false;  // wgnn.*_pool_padded: padding = begins, then ends
+  int indices = 0;     // 1: ATen's (per plane), 2: ONNX row-major, 3: ONNX column-major
+};
+
+struct PoolRef {
+  Shape shape;
+  std::vector<double> v;
+  std::vector<int64_t> idx;
+};
+
+// ATen's output size: floor or ceil, the last window starting inside the
+// input or its begin padding.
+int64_t out_size(int64_t in, int64_t k, int64_t pb, int64_t pe, int64_t s, int64_t d, bool ceil_mode) {
+  const double span = double(in + pb + pe - d * (k - 1) - 1) / double(s);
+  int64_t o = int64_t(ceil_mode ? std::ceil(span) : std::floor(span)) + 1;
+  if (ceil_mode && (o - 1) * s >= in + pb) --o;
+  return o;
+}
+
+PoolRef ref_pool(const Pool& p, const std::vector<float>& x) {
+  const size_t d = p.kind == Pool::Adaptive ? p.output_size.size() : p.kernel.size();
+  const size_t lead = p.x.size() - d;
+  int64_t planes = 1;
+  for (size_t i = 0; i < lead; ++i) planes *= p.x[i];
+  D3 in = dims3(IntList(p.x.begin() + long(lead), p.x.end()), d, 1);
+  D3 k = dims3(p.kernel, d, 1), s = p.stride.empty() ? k : dims3(p.stride, d, 1), dil = dims3(p.dilation, d, 1);
+  D3 pb, pe;
+  if (p.split) {
+    pb = dims3(IntList(p.padding.begin(), p.padding.begin() + long(d)), d, 0);
+    pe = dims3(IntList(p.padding.begin() + long(d), p.padding.end()), d, 0);
+  } else {
+    pb = pe = dims3(p.padding, d, 0);
+  }
+  D3 out;
+  for (size_t j = 0; j < 3; ++j) {
+    out[j] = p.kind == Pool::Adaptive ? dims3(p.output_size, d, 1)[j]
+                                      : out_size(in[j], k[j], pb[j], pe[j], s[j], dil[j], p.ceil_mode);
+  }
+  PoolRef r;
+  r.shape = Shape(p.x.begin(), p.x.begin() + long(lead));
+  for (size_t j = 3 - d; j < 3; ++j) r.shape.push_back(out[j]);
+  const int64_t ivol = in[0] * in[1] * in[2];
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    for (int64_t a = 0; a < out[0]; ++a) {
+      for (int64_t b = 0; b < out[1]; ++b) {
+        for (int64_t c = 0; c < out[2]; ++c) {
+          const D3 o{a, b, c};
+          // Per dim: the taps (positions) of the window, and for average
+          // pooling ATen's window clipped to the padded input.
+          std::array<std::vector<int64_t>, 3> taps;
+          int64_t pool_size = 1;
+          for (size_t j = 0; j < 3; ++j) {
+            if (p.kind == Pool::Adaptive) {
+              const int64_t st = (o[j] * in[j]) / out[j];
+              const int64_t en = ((o[j] + 1) * in[j] + out[j] - 1) / out[j];
+              for (int64_t t = st; t < en; ++t) taps[j].push_back(t);
+              pool_size *= en - st;
+              continue;
+            }
+            const int64_t st = o[j] * s[j] - pb[j];
+            int64_t inside_padded = 0;
+            for (int64_t t = 0; t < k[j]; ++t) {
+              const int64_t pos = st + t * dil[j];
+              if (pos < in[j] + pe[j]) ++inside_padded;
+              if (pos >= 0 && pos < in[j]) taps[j].push_back(pos);
+            }
+            pool_size *= inside_padded;
+          }
+          double acc = p.kind == Pool::Max ? -std::numeric_limits<double>::infinity() : 0.0;
+          int64_t arg = -1, count = 0;
+          for (int64_t ta : taps[0]) {
+            for (int64_t tb : taps[1]) {
+              for (int64_t tc : taps[2]) {
+                const int64_t off = (ta * in[1] + tb) * in[2] + tc;
+                const double v = x[size_t(pl * ivol + off)];
+                ++count;
+                if (p.kind == Pool::Max) {
+                  if (arg < 0 || v > acc || std::isnan(v)) {
+                    acc = v;
+                    arg = off;
+                  }
+                } else {
+                  acc += v;
+                }
+              }
+            }
+          }
+          if (p.kind == Pool::Max) {
+            if (arg < 0) acc = -double(std::numeric_limits<float>::max());
+            if (p.indices == 3) arg = (arg % in[2]) * in[1] + (arg / in[2]) % in[1];
+            if (p.indices >= 2) arg += pl * ivol;
+            r.idx.push_back(arg);
+          } else {
+            const int64_t div = p.kind == Pool::Adaptive ? pool_size
+                                : p.divisor > 0      ? p.divisor
+                                : p.count_include_pad ? pool_size
+                                                      : count;
+            acc = count ? acc / double(div) : 0.0;
+          }
+          r.v.push_back(acc);
+        }
+      }
+    }
+  }
+  return r;
+}
+
+ValueList pool_args(const Pool& p, TensorRef x) {
+  const size_t d = p.kernel.size();
+  if (p.kind == Pool::Adaptive) return {x, p.output_size};
+  if (p.split) {
+    if (p.kind == Pool::Max) {
+      ValueList a{x, p.kernel, p.stride, p.padding, p.dilation, p.ceil_mode};
+      if (p.indices) a.push_back(int64_t(p.indices == 3 ? 1 : 0));
+      return a;
+    }
+    return {x, p.kernel, p.stride, p.padding, p.dilation, p.ceil_mode, p.count_include_pad,
+            p.divisor ? Value(p.divisor) : Value(None{})};
+  }
+  if (p.kind == Pool::Max) return {x, p.kernel, p.stride, p.padding, p.dilation, p.ceil_mode};
+  ValueList a{x, p.kernel, p.stride, p.padding, p.ceil_mode, p.count_include_pad};
+  if (d > 1) a.push_back(p.divisor ? Value(p.divisor) : Value(None{}));
+  return a;
+}
+
+std::string pool_op(const Pool& p) {
+  const size_t d = p.kind == Pool::Adaptive ? p.output_size.size() : p.kernel.size();
+  if (p.split) {
+    if (p.kind == Pool::Avg) return "wgnn.avg_pool_padded.default";
+    return p.indices ? "wgnn.max_pool_padded_with_indices.default" : "wgnn.max_pool_padded.default";
+  }
+  switch (p.kind) {
+    case Pool::Max: return fmt::format("aten.max_pool{}d{}.default", d, p.indices ? "_with_indices" : "");
+    case Pool::Avg: return fmt::format("aten.avg_pool{}d.default", d);
+    case Pool::Adaptive: return fmt::format("aten.adaptive_avg_pool{}d.default", d);
+  }
+  return "";
+}
+
+void run_pool(const Pool& p, uint32_t seed, std::vector<float> x = {}) {
+  if (p.dtype == DType::F16 && !has_f16()) GTEST_SKIP() << "no shader-f16";
+  if (x.empty()) x = random_floats(size_t(numel(p.x)), -4, 4, seed);
+  const bool is_int = p.dtype != DType::F32 && p.dtype != DType::F16;
+  if (is_int) {
+    for (auto& v : x) v = std::round(v * 20);
+    if (p.dtype == DType::U8) {
+      for (auto& v : x) v = std::abs(v);
+    }
+  }
+  x = quantize(x, p.dtype == DType::F16 ? DType::F16 : DType::F32);
+  Graph g(ctx());
+  TensorRef tx;
+  if (is_int) {
+    tx = g.add_tensor(p.x, p.dtype, TensorKind::Input);
+    if (p.dtype == DType::I32) {
+      std::vector<int32_t> h(x.begin(), x.end());
+      g.write(tx, h.data(), h.size() * 4);
+    } else if (p.dtype == DType::I64) {
+      std::vector<int64_t> h(x.begin(), x.end());
+      g.write(tx, h.data(), h.size() * 8);
+    } else if (p.dtype == DType::U8) {
+      std::vector<uint8_t> h(x.begin(), x.end());
+      g.write(tx, h.data(), h.size());
+    } else {
+      std::vector<int8_t> h(x.begin(), x.end());
+      g.write(tx, h.data(), h.size());
+    }
+  } else {
+    tx = upload(g, p.x, x, p.dtype);
+  }
+  Value out = ops::call(g, pool_op(p), pool_args(p, tx));
+  TensorRef y = p.indices ? out.list()[0].tensor() : out.tensor();
+  const PoolRef r = ref_pool(p, x);
+  ASSERT_EQ(g.info(y).shape, r.shape);
+  EXPECT_EQ(g.info(y).dtype, p.dtype);
+  g.run();
+  std::vector<float> got;
+  switch (p.dtype) {
+    case DType::I32: {
+      auto h = g.read<int32_t>(y);
+      got.assign(h.begin(), h.end());
+      break;
+    }
+    case DType::I64: {
+      auto h = g.read<int64_t>(y);
+      got.assign(h.begin(), h.end());
+      break;
+    }
+    case DType::U8: {
+      auto h = g.read<uint8_t>(y);
+      got.assign(h.begin(), h.end());
+      break;
+    }
+    case DType::I8: {
+      auto h = g.read<int8_t>(y);
+      got.assign(h.begin(), h.end());
+      break;
+    }
+    default: got = download(g, y);
+  }
+  const bool f16 = p.dtype == DType::F16;
+  EXPECT_TRUE(all_close(got, r.v, f16 ? 4e-3 : 1e-5, f16 ? 2e-3 : 1e-5));
+  if (p.indices) {
+    TensorRef ti = out.list()[1].tensor();
+    EXPECT_EQ(g.info(ti).dtype, DType::I64);
+    EXPECT_EQ(g.info(ti).shape, r.shape);
+    EXPECT_EQ(g.read<int64_t>(ti), r.idx);
+  }
+}
+
+struct NamedPool {
+  const char* name;
+  Pool p;
+};
+void PrintTo(const NamedPool& n, std::ostream* os) { *os << n.name; }
+
+// clang-format off
+const std::vector<NamedPool>& pool_cases() {
+  using P = Pool;
+  static const std::vector<NamedPool> v = {
+      {"max2d_k3_s2_p1_resnet", {P::Max, {2, 3, 15, 14}, {3, 3}, {2}, {1}}},
+      {"max2d_k2_default_stride", {P::Max, {1, 4, 9, 8}, {2, 2}}},
+      {"max2d_ceil", {P::Max, {1, 2, 10, 11}, {3, 3}, {2, 2}, {0}, {1}, true}},
+      {"max2d_ceil_pad", {P::Max, {1, 2, 9, 12}, {3, 2}, {2, 3}, {1, 1}, {1}, true}},
+      {"max2d_dilation2", {P::Max, {2, 2, 11, 10}, {3, 2}, {1, 2}, {1}, {2, 3}}},
+      {"max2d_unbatched", {P::Max, {3, 8, 7}, {2, 2}, {2}, {1}, {1}, true}},
+      {"max2d_global_window", {P::Max, {2, 6, 7, 7}, {7, 7}}},
+      {"max2d_window_is_input_unbatched", {P::Max, {5, 4, 9}, {4, 9}}},
+      {"max1d", {P::Max, {2, 3, 20}, {4}, {3}, {1}, {2}}},
+      {"max3d", {P::Max, {1, 2, 5, 6, 7}, {2, 3, 2}, {2, 1, 2}, {1, 1, 0}, {1}, true}},
+      {"max2d_indices", {P::Max, {2, 3, 9, 8}, {3, 3}, {2}, {1}, {1}, true, true, 0, {}, DType::F32, false, 1}},
+      {"max3d_indices", {P::Max, {1, 2, 4, 5, 6}, {2, 2, 2}, {2}, {1}, {1}, false, true, 0, {}, DType::F32, false, 1}},
+      {"max2d_f16", {P::Max, {1, 5, 9, 9}, {3, 3}, {2}, {1}, {1}, false, true, 0, {}, DType::F16}},
+      {"max2d_int32", {P::Max, {1, 3, 7, 7}, {3, 3}, {2}, {1}, {1}, false, true, 0, {}, DType::I32}},
+      {"max2d_int64", {P::Max, {1, 2, 6, 5}, {2, 2}, {1}, {1}, {1}, false, true, 0, {}, DType::I64}},
+      {"max2d_uint8", {P::Max, {1, 2, 5, 5}, {5, 5}, {1}, {2}, {1}, false, true, 0, {}, DType::U8}},
+      {"max2d_int8", {P::Max, {1, 2, 6, 6}, {3, 3}, {1}, {1}, {1}, false, true, 0, {}, DType::I8}},
+      {"avg2d_pad_include", {P::Avg, {2, 3, 11, 10}, {3, 3}, {2}, {1}, {1}, false, true}},
+      {"avg2d_pad_exclude", {P::Avg, {2, 3, 11, 10}, {3, 3}, {2}, {1}, {1}, false, false}},
+      {"avg2d_ceil_include", {P::Avg, {1, 2, 10, 9}, {3, 2}, {2, 2}, {1, 1}, {1}, true, true}},
+      {"avg2d_ceil_exclude", {P::Avg, {1, 2, 10, 9}, {3, 2}, {2, 2}, {1, 0}, {1}, true, false}},
+      {"avg2d_divisor_override", {P::Avg, {1, 3, 8, 8}, {3, 3}, {2}, {1}, {1}, true, true, 5}},
+      {"avg2d_default_stride", {P::Avg, {2, 4, 8, 6}, {2, 2}}},
+      {"avg2d_global_window", {P::Avg, {2, 5, 6, 7}, {6, 7}}},
+      {"avg1d", {P::Avg, {2, 3, 17}, {4}, {3}, {2}, {1}, true, false}},
+      {"avg3d", {P::Avg, {1, 2, 5, 6, 7}, {3, 2, 3}, {2}, {1, 1, 0}, {1}, true, true}},
+      {"avg2d_f16", {P::Avg, {1, 4, 9, 9}, {3, 3}, {2}, {1}, {1}, false, false, 0, {}, DType::F16}},
+      {"adaptive2d_1x1", {P::Adaptive, {2, 3, 7, 7}, {1}, {}, {0}, {1}, false, true, 0, {1, 1}}},
+      {"adaptive2d_1x1_large", {P::Adaptive, {1, 3, 64, 64}, {1}, {}, {0}, {1}, false, true, 0, {1, 1}}},
+      {"adaptive2d_1x1_one_element", {P::Adaptive, {1, 3, 1, 1}, {1}, {}, {0}, {1}, false, true, 0, {1, 1}}},
+      {"adaptive2d_uneven", {P::Adaptive, {2, 3, 7, 11}, {1}, {}, {0}, {1}, false, true, 0, {3, 5}}},
+      {"adaptive2d_upsamples", {P::Adaptive, {1, 2, 3, 2}, {1}, {}, {0}, {1}, false, true, 0, {5, 4}}},
+      {"adaptive2d_unbatched", {P::Adaptive, {4, 6, 6}, {1}, {}, {0}, {1}, false, true, 0, {2, 3}}},
+      {"adaptive1d", {P::Adaptive, {2, 3, 10}, {1}, {}, {0}, {1}, false, true, 0, {4}}},
+      {"adaptive3d", {P::Adaptive, {1, 2, 5, 4, 6}, {1}, {}, {0}, {1}, false, true, 0, {2, 3, 4}}},
+      {"adaptive2d_f16", {P::Adaptive, {1, 8, 5, 5}, {1}, {}, {0}, {1}, false, true, 0, {1, 1}, DType::F16}},
+      {"padded_max_asymmetric_ceil", {P::Max, {1, 2, 9, 8}, {3, 3}, {2, 2}, {0, 2, 1, 0}, {1, 1}, true, true, 0, {},
+                                      DType::F32, true}},
+      {"padded_max_big_pads", {P::Max, {1, 1, 4, 4}, {2, 2}, {1, 1}, {3, 3, 3, 3}, {1, 1}, false, true, 0, {},
+                               DType::F32, true}},
+      {"padded_avg_asymmetric_include", {P::Avg, {1, 2, 9, 8}, {3, 3}, {2, 2}, {0, 2, 1, 0}, {1, 1}, true, true, 0,
+                                         {}, DType::F32, true}},
+      {"padded_avg_asymmetric_exclude", {P::Avg, {1, 2, 9, 8}, {3, 3}, {2, 2}, {0, 2, 1, 0}, {1, 1}, false, false, 0,
+                                         {}, DType::F32, true}},
+      {"padded_avg_dilation", {P::Avg, {1, 2, 10, 9}, {2, 3}, {1, 2}, {1, 1, 1, 1}, {2, 2}, false, true, 0, {},
+                               DType::F32, true}},
+      {"padded_avg_1d", {P::Avg, {2, 2, 11}, {3}, {2}, {2, 0}, {1}, false, false, 0, {}, DType::F32, true}},
+      {"padded_max_indices_row_major", {P::Max, {2, 3, 5, 5}, {2, 2}, {2, 2}, {0, 0, 1, 1}, {1, 1}, false, true, 0,
+                                        {}, DType::F32, true, 2}},
+      {"padded_max_indices_col_major", {P::Max, {2, 3, 5, 6}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, true, 0,
+                                        {}, DType::F32, true, 3}},
+  };
+  return v;
+}
+// clang-format on
+
+class PoolCase : public testing::TestWithParam<NamedPool> {};
+
+TEST_P(PoolCase, MatchesReference) { run_pool(GetParam().p, 21); }
+INSTANTIATE_TEST_SUITE_P(Cases, PoolCase, testing::ValuesIn(pool_cases()),
+                         [](const testing::TestParamInfo<NamedPool>& i) { return std::string(i.param.name); });
+
+}  // namespace
+
+TEST(Pool, AlternativeSpellingsOfAdaptiveAvgPool) {
+  Graph g(ctx());
+  auto x = random_floats(2 * 3 * 6 * 6, -1, 1, 4);
+  TensorRef tx = upload(g, {2, 3, 6, 6}, x, DType::F32);
+  TensorRef a = ops::call(g, "aten._adaptive_avg_pool2d.default", {tx, IntList{2, 2}}).tensor();
+  TensorRef b = ops::call(g, "aten.adaptive_avg_pool2d.default", {tx, IntList{2}}).tensor();
+  TensorRef c = ops::call(g, "aten.avg_pool2d.default", {tx, IntList{3, 3}}).tensor();
+  g.run();
+  EXPECT_EQ(download(g, a), download(g, c));
+  EXPECT_EQ(download(g, b), download(g, c));
+}
+
+TEST(Pool, MaxPropagatesNaN) {
+  std::vector<float> x(2 * 16, 1.0f);
+  x[5] = std::nanf("");
+  x[16 + 15] = std::nanf("");
+  x[16 + 0] = 100.f;
+  // NaN in a window wins, in the general kernel and in the global one.
+  for (const IntList& k : {IntList{2, 2}, IntList{4, 4}}) {
+    Graph g(ctx());
+    TensorRef tx = upload(g, {1, 2, 4, 4}, x, DType::F32);
+    TensorRef y = ops::call(g, "aten.max_pool2d.default", {tx, k}).tensor();
+    g.run();
+    auto got = download(g, y);
+    if (k[0] == 2) {
+      ASSERT_EQ(got.size(), 8u);
+      EXPECT_TRUE(std::isnan(got[0]));
+      EXPECT_EQ(got[1], 1.f);
+      EXPECT_EQ(got[4], 100.f);
+      EXPECT_TRUE(std::isnan(got[7]));
+    } else {
+      ASSERT_EQ(got.size(), 2u);
+      EXPECT_TRUE(std::isnan(got[0]));
+      EXPECT_TRUE(std::isnan(got[1]));
+    }
+  }
+}
+
+TEST(Pool, AllNegativeWindowsAndMissingTapsGiveLowest) {
+  // Max of negative values with padding: padding never wins.
+  std::vector<float> x(9, -5.f);
+  run_pool({Pool::Max, {1, 1, 3, 3}, {3, 3}, {1}, {1}}, 1, x);
+  // A window wholly in padding (ONNX allows any pads): the lowest float.
+  Graph g(ctx());
+  TensorRef tx = upload(g, {1, 1, 2, 2}, {1, 2, 3, 4}, DType::F32);
+  TensorRef y = ops::call(g, "wgnn.max_pool_padded.default",
+                          {tx, IntList{1, 1}, IntList{1, 1}, IntList{1, 0, 0, 0}, IntList{1, 1}, false})
+                    .tensor();
+  g.run();
+  EXPECT_EQ(download(g, y), (std::vector<float>{-std::numeric_limits<float>::max(),
+                                                -std::numeric_limits<float>::max(), 1, 2, 3, 4}));
+}
+
+TEST(Pool, MoreWorkgroupsThanOneGridDimension) {
+  // 4100 x 4100 outputs: more than 65535 workgroups of 256.
+  const int64_t n = 4100;
+  if (uint64_t(n * n) * 4 > ctx().limits().max_storage_buffer_binding_size) GTEST_SKIP() << "binding limit";
+  Graph g(ctx());
+  std::vector<float> x(size_t(n * n));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 1000);
+  TensorRef tx = upload(g, {1, 1, n, n}, x, DType::F32);
+  TensorRef y = ops::call(g, "aten.max_pool2d.default", {tx, IntList{1}}).tensor();
+  g.run();
+  std::vector<double> ref(x.begin(), x.end());
+  EXPECT_TRUE(all_close(download(g, y), ref, 0, 0));
+}
+
+// ---- errors ---------------------------------------------------------------------
+
+namespace {
+
+void expect_error(Graph& g, const std::string& op, const ValueList& args, std::vector<std::string> needles) {
+  try {
+    ops::call(g, op, args);
+    ADD_FAILURE() << "no error from " << op << " (expected " << needles[0] << ")";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(op));
+    for (const auto& n : needles) EXPECT_THAT(e.what(), HasSubstr(n));
+  }
+}
+
+}  // namespace
+
+TEST(Conv, Errors) {
+  Graph g(ctx());
+  auto t = [&](const Shape& s, DType d = DType::F32) { return g.add_tensor(s, d, TensorKind::Input); };
+  const std::string op = "aten.convolution.default";
+  TensorRef x = t({1, 4, 8, 8});
+  TensorRef w = t({6, 4, 3, 3});
+  auto args = [&](TensorRef xx, TensorRef ww, Value b, IntList s, IntList p, IntList d, bool tr, IntList op_,
+                  int64_t groups) { return ValueList{xx, ww, b, s, p, d, tr, op_, groups}; };
+  const IntList one{1}, zero{0};
+  expect_error(g, op, args(x, t({6, 3, 3, 3}), None{}, one, zero, one, false, zero, 1),
+               {"expects input to have 3 channels", "has 4"});
+  expect_error(g, op, args(x, t({6, 2, 3, 3}), None{}, one, zero, one, false, zero, 3),
+               {"input channels (4) are not divisible by groups (3)"});
+  expect_error(g, op, args(x, t({6, 4, 3, 3}), None{}, one, zero, one, false, zero, 0), {"'groups' is 0"});
+  expect_error(g, op, args(x, t({5, 2, 3, 3}), None{}, one, zero, one, false, zero, 2),
+               {"5 output channels, not divisible by groups (2)"});
+  expect_error(g, op, args(x, t({6, 4, 9, 3}), None{}, one, zero, one, false, zero, 1),
+               {"can't be greater than the padded input", "spans 9", "padded input is 8"});
+  expect_error(g, op, args(x, t({6, 4, 5, 5}), None{}, one, zero, IntList{2}, false, zero, 1),
+               {"can't be greater than the padded input", "spans 9"});
+  expect_error(g, op, args(t({4, 8, 8}), w, None{}, one, zero, one, false, zero, 1),
+               {"expected 4-dimensional input for 4-dimensional weight [6, 4, 3, 3], but got input [4, 8, 8]"});
+  expect_error(g, op, args(t({1, 1, 4, 8, 8, 2}), w, None{}, one, zero, one, false, zero, 1),
+               {"got input [1, 1, 4, 8, 8, 2]"});
+  expect_error(g, op, args(x, t({6, 4, 3}), None{}, one, zero, one, false, zero, 1),
+               {"3-dimensional weight [6, 4, 3], but got input [1, 4, 8, 8]"});
+  expect_error(g, op, args(x, t({6, 4}), None{}, one, zero, one, false, zero, 1),
+               {"'weight' has shape [6, 4]", "rank 3 (1-D)"});
+  expect_error(g, op, args(x, w, t({5}), one, zero, one, false, zero, 1), {"'bias' has shape [5]", "expected [6]"});
+  expect_error(g, op, args(x, w, t({6}, DType::F16), one, zero, one, false, zero, 1), {"'bias' has dtype float16"});
+  expect_error(g, op, args(x, t({6, 4, 3, 3}, DType::F16), None{}, one, zero, one, false, zero, 1),
+               {"'weight' has dtype float16"});
+  expect_error(g, op, args(t({1, 4, 8, 8}, DType::I32), w, None{}, one, zero, one, false, zero, 1),
+               {"'input' has dtype int32"});
+  expect_error(g, op, args(x, w, None{}, IntList{0}, zero, one, false, zero, 1), {"'stride' is [0, 0]", "> 0"});
+  expect_error(g, op, args(x, w, None{}, IntList{1, 1, 1}, zero, one, false, zero, 1),
+               {"'stride' is [1, 1, 1]", "expected 2 values"});
+  expect_error(g, op, args(x, w, None{}, one, IntList{-1}, one, false, zero, 1), {"'padding' is [-1, -1]", ">= 0"});
+  expect_error(g, op, args(x, w, None{}, one, zero, IntList{0}, false, zero, 1), {"'dilation' is [0, 0]"});
+  // Transposed: weight is (C_in, C_out / groups, k...).
+  TensorRef wt = t({4, 3, 3, 3});
+  expect_error(g, op, args(t({1, 5, 4, 4}), wt, None{}, one, zero, one, true, zero, 1),
+               {"transposed weight [4, 3, 3, 3] expects input to have 4 channels", "has 5"});
+  expect_error(g, op, args(x, wt, None{}, IntList{2}, zero, one, true, IntList{2}, 1),
+               {"output_padding [2, 2] must be smaller than either stride [2, 2] or dilation [1, 1]"});
+  expect_error(g, op, args(t({1, 4, 1, 1}), t({4, 3, 1, 1}), None{}, one, IntList{1}, one, true, zero, 1),
+               {"output along spatial dim 0 would be -1"});
+  expect_error(g, op, {x}, {"missing argument 1 'weight'"});
+  expect_error(g, op, {x, 2.0}, {"'weight' must be a Tensor"});
+  expect_error(g, op, ValueList(10, Value(x)), {"at most 9 arguments"});
+  expect_error(g, "wgnn.convolution_padded.default", args(x, w, None{}, one, IntList{1, 1}, one, false, zero, 1),
+               {"'padding' is [1, 1]", "expected 4 values (begin pads, then end pads)"});
+  expect_error(g, "wgnn.convolution_padded.default",
+               args(x, w, None{}, one, IntList{0, -1, 0, 0}, one, false, zero, 1), {">= 0"});
+}
+
+TEST(Pool, Errors) {
+  Graph g(ctx());
+  auto t = [&](const Shape& s, DType d = DType::F32) { return g.add_tensor(s, d, TensorKind::Input); };
+  TensorRef x = t({1, 2, 6, 6});
+  expect_error(g, "aten.max_pool2d.default", {t({6, 6}), IntList{2}}, {"'self' has shape [6, 6]", "rank 3 (C, H, W)"});
+  expect_error(g, "aten.max_pool2d.default", {x, IntList{7}}, {"output size along spatial dim 0 would be 0"});
+  expect_error(g, "aten.max_pool2d.default", {x, IntList{2}, IntList{2}, IntList{2}},
+               {"padding [2, 2] should be at most half of the effective kernel size [2, 2]"});
+  expect_error(g, "aten.avg_pool2d.default", {x, IntList{3}, IntList{1}, IntList{2}},
+               {"padding [2, 2] should be at most half of the kernel size [3, 3]"});
+  expect_error(g, "aten.max_pool2d.default", {x, IntList{0}}, {"'kernel_size' is [0, 0]"});
+  expect_error(g, "aten.max_pool2d.default", {x, IntList{}}, {"'kernel_size' is empty"});
+  expect_error(g, "aten.max_pool2d.default", {x, IntList{2}, IntList{0}}, {"'stride' is [0, 0]"});
+  expect_error(g, "aten.max_pool2d.default", {x, IntList{2, 2, 2}}, {"'kernel_size' is [2, 2, 2]", "expected 2"});
+  expect_error(g, "aten.max_pool2d.default", {t({1, 2, 6, 6}, DType::Bool), IntList{2}}, {"'self' has dtype bool"});
+  expect_error(g, "aten.avg_pool2d.default", {t({1, 2, 6, 6}, DType::I32), IntList{2}}, {"'self' has dtype int32"});
+  expect_error(g, "aten.avg_pool2d.default", {x, IntList{2}, IntList{}, IntList{0}, false, true, int64_t(0)},
+               {"'divisor_override' is 0"});
+  expect_error(g, "aten.adaptive_avg_pool2d.default", {x, IntList{0, 1}}, {"'output_size' is [0, 1]"});
+  expect_error(g, "aten.adaptive_avg_pool2d.default", {x, IntList{1, 1, 1}}, {"'output_size' is [1, 1, 1]"});
+  expect_error(g, "aten.adaptive_avg_pool2d.default", {t({1, 2, 0, 3}), IntList{1, 1}}, {"empty spatial dim"});
+  expect_error(g, "aten.max_pool1d.default", {x, IntList{2}}, {"'self' has shape [1, 2, 6, 6]", "rank 2 (C, L)"});
+  expect_error(g, "wgnn.max_pool_padded.default", {x, IntList{2, 2}, IntList{1, 1}, IntList{1, 1}},
+               {"'padding' is [1, 1]", "expected 4 values"});
+  expect_error(g, "wgnn.max_pool_padded.default", {x, IntList{2, 2, 2, 2}}, {"expected 1 to 3 values"});
+  expect_error(g, "wgnn.max_pool_padded_with_indices.default",
+               {x, IntList{2, 2}, IntList{1, 1}, IntList{0, 0, 0, 0}, IntList{1, 1}, false, int64_t(2)},
+               {"'storage_order' is 2"});
+}
