@@ -456,6 +456,11 @@ ValueList pool(const Args& a, TensorRef x, const PoolSpec& s) {
     out = s.adaptive_out;
     for (size_t j = 0; j < 3; ++j) {
       if (in[j] < 1) a.fail(fmt::format("argument 'self' {} has an empty spatial dim", shape_str(xi.shape)));
+      // The kernel computes window bounds as (o + 1) * in in 32 bits.
+      if ((out[j] + 1) * in[j] > kMaxIndex) {
+        a.fail(fmt::format("output_size {} over input {} is too large for 32-bit window arithmetic",
+                           dims_str(out, d), shape_str(xi.shape)));
+      }
     }
   } else {
     require_positive(a, s.kernel, d, "kernel_size");
