@@ -107,6 +107,41 @@ MODELS.append((model("half", [
     helper.make_node("Cast", ["silu"], ["y"], to=F),
 ], [vi("x", F, [64, 33])], [vi("y", F, [64, 33])]), {"x": rng.normal(0, 3, (64, 33)).astype(np.float32)}))
 
+# 5. A small CNN: strided 7x7 stem, max pooling, depthwise with a channel
+# multiplier, pointwise, SAME_LOWER, an asymmetric ConvTranspose, ceil-mode
+# average pooling with count_include_pad, global pools; a 1-D branch.
+MODELS.append((model("cnn", [
+    helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], strides=[2, 2], pads=[3, 3, 3, 3]),
+    helper.make_node("Relu", ["c1"], ["r1"]),
+    helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+    helper.make_node("Conv", ["p1", "w2"], ["dw"], group=8, pads=[1, 1, 1, 1]),
+    helper.make_node("Conv", ["dw", "w3", "b3"], ["pw"]),
+    helper.make_node("Conv", ["pw", "w4"], ["sl"], auto_pad="SAME_LOWER", strides=[2, 1]),
+    helper.make_node("ConvTranspose", ["sl", "w5", "b5"], ["ct"], strides=[2, 2], pads=[1, 0, 0, 1],
+                     output_padding=[1, 0]),
+    helper.make_node("AveragePool", ["ct"], ["avg"], kernel_shape=[3, 3], strides=[2, 2], pads=[0, 1, 1, 0],
+                     ceil_mode=1, count_include_pad=1),
+    helper.make_node("GlobalAveragePool", ["avg"], ["gap"]),
+    helper.make_node("GlobalMaxPool", ["dw"], ["gmp"]),
+    helper.make_node("MaxPool", ["ct"], ["mpd"], kernel_shape=[2, 3], strides=[2, 2], dilations=[2, 1],
+                     ceil_mode=1),
+    helper.make_node("Conv", ["x1", "w6"], ["c1d"], dilations=[2], pads=[2, 0]),
+    helper.make_node("MaxPool", ["c1d"], ["m1d"], kernel_shape=[2], strides=[2], ceil_mode=1),
+], [vi("x", F, [2, 3, 33, 31]), vi("x1", F, [2, 4, 20])],
+   [vi("avg", F, [2, 4, 6, 8]), vi("gap", F, [2, 4, 1, 1]), vi("gmp", F, [2, 16, 1, 1]),
+    vi("mpd", F, [2, 4, 5, 8]), vi("m1d", F, [2, 5, 9])], [
+    numpy_helper.from_array(rng.normal(0, 0.2, (8, 3, 7, 7)).astype(np.float32), "w1"),
+    numpy_helper.from_array(rng.normal(0, 0.2, 8).astype(np.float32), "b1"),
+    numpy_helper.from_array(rng.normal(0, 0.3, (16, 1, 3, 3)).astype(np.float32), "w2"),
+    numpy_helper.from_array(rng.normal(0, 0.3, (12, 16, 1, 1)).astype(np.float32), "w3"),
+    numpy_helper.from_array(rng.normal(0, 0.2, 12).astype(np.float32), "b3"),
+    numpy_helper.from_array(rng.normal(0, 0.3, (6, 12, 2, 3)).astype(np.float32), "w4"),
+    numpy_helper.from_array(rng.normal(0, 0.3, (6, 4, 3, 3)).astype(np.float32), "w5"),
+    numpy_helper.from_array(rng.normal(0, 0.2, 4).astype(np.float32), "b5"),
+    numpy_helper.from_array(rng.normal(0, 0.3, (5, 4, 3)).astype(np.float32), "w6"),
+]), {"x": rng.normal(0, 1, (2, 3, 33, 31)).astype(np.float32),
+     "x1": rng.normal(0, 1, (2, 4, 20)).astype(np.float32)}))
+
 
 def run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True)
