@@ -10,7 +10,9 @@
 //     tiled matrix product over channels;
 //   - kernels/conv.wgsl: everything else (any groups, stride, padding,
 //     dilation, transposed) as an implicit GEMM with workgroup-staged tiles;
-//     the host builds a small table that decodes the reduction index.
+//     the host builds a small table that decodes the reduction index;
+//     with few output tiles and a long reduction, split-K (partial sums
+//     over ranges of the reduction, then kernels/conv_splitk.wgsl).
 // Bias is fused; f32 and f16 storage, f32 math.
 //
 // Pooling: kernels/pool.wgsl (one thread per output: max with optional
@@ -123,9 +125,13 @@ struct alignas(16) ConvParams {
   uint32_t cin, cout, cin_g, cout_g, kred, kvol, npix, has_bias;
   uint32_t in_d, in_h, in_w, in_vol, out_d, out_h, out_w, out_vol;
   int32_t stride[4], pad[4];
-  uint32_t mtiles, ntiles, tiles, pad0;
+  uint32_t mtiles, ntiles, tiles, groups, kchunk, pad0, pad1, pad2;
 };
-static_assert(sizeof(ConvParams) == 112);
+static_assert(sizeof(ConvParams) == 128);
+
+struct alignas(16) SplitKParams {
+  uint32_t count, cout, out_vol, npix, splits, has_bias, pad0, pad1;
+};
 
 struct alignas(16) DepthwiseParams {
   uint32_t count, cout, mult, has_bias;
@@ -139,6 +145,16 @@ static_assert(sizeof(DepthwiseParams) == 112);
 struct Tile {
   uint32_t tm, tn, tk;
 };
+// Split-K: with few output tiles and a long reduction (a late ResNet layer
+// at batch 1: 512 channels of 7x7, K = 4608, is 8 tiles of 64x64), the
+// reduction is cut into ranges of at least 16 steps so that about 192
+// workgroups run; partial sums go through an f32 buffer.
+uint64_t pick_splits(uint64_t tiles, uint64_t kred, uint32_t tk) {
+  const uint64_t steps = gpu::ceil_div(kred, tk);
+  if (tiles >= 96 || steps < 32) return 1;
+  return std::min<uint64_t>({gpu::ceil_div(192, tiles), steps / 16, 32});
+}
+
 Tile pick_tile(uint64_t cout_g, uint64_t npix) {
   constexpr Tile kTiles[] = {{64, 64, 16}, {32, 128, 16}, {16, 256, 8}};
   Tile best = kTiles[0];
@@ -295,7 +311,17 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   }
   p.mtiles = uint32_t(gpu::ceil_div(uint64_t(cout_g), t.tm));
   p.ntiles = uint32_t(gpu::ceil_div(uint64_t(npix), t.tn));
-  const uint64_t tiles = uint64_t(groups) * p.mtiles * p.ntiles;
+  p.groups = uint32_t(groups);
+  uint64_t splits = pick_splits(uint64_t(groups) * p.mtiles * p.ntiles, uint64_t(kred), t.tk);
+  const uint64_t kchunk = gpu::ceil_div(gpu::ceil_div(uint64_t(kred), t.tk), splits) * t.tk;
+  splits = gpu::ceil_div(uint64_t(kred), kchunk);
+  const uint64_t part_elems = splits * uint64_t(cout) * uint64_t(npix);
+  if (splits > 1 && (part_elems > uint64_t(kMaxIndex) ||
+                     part_elems * 4 > g.ctx().limits().max_storage_buffer_binding_size)) {
+    splits = 1;
+  }
+  p.kchunk = uint32_t(splits > 1 ? kchunk : uint64_t(kred));
+  const uint64_t tiles = splits * groups * p.mtiles * p.ntiles;
   if (tiles > UINT32_MAX) a.fail("too many output tiles for 32-bit indexing");
   p.tiles = uint32_t(tiles);
 
@@ -321,17 +347,32 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     }
     table = Binding::of(g.add_constant({int64_t(tab.size())}, DType::I32, tab.data(), "conv k table"));
   }
+  Subs gemm_subs = subs;
+  gemm_subs.emplace_back("O", splits > 1 ? "f32" : xi.dtype == DType::F16 ? "f16" : "f32");
   const gpu::Pipeline& pipe =
-      kernel(g, "ops/kernels/conv.wgsl", subs,
+      kernel(g, "ops/kernels/conv.wgsl", gemm_subs,
              {{"TM", double(t.tm)},
               {"TN", double(t.tn)},
               {"TK", double(t.tk)},
               {"TRANSPOSED", s.transposed ? 1.0 : 0.0},
-              {"POINTWISE", pointwise ? 1.0 : 0.0}});
-  g.add_dispatch(pipe, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias, table},
-                 grid_for(g, tiles), std::string(a.op),
-                 fmt::format("conv{} {} k={} tile={}x{}", s.transposed ? " transposed" : "",
-                             pointwise ? "pointwise" : "gemm", dims_str(k, d), t.tm, t.tn));
+              {"POINTWISE", pointwise ? 1.0 : 0.0},
+              {"SPLITK", splits > 1 ? 1.0 : 0.0}});
+  const std::string label = fmt::format("conv{} {} k={} tile={}x{}", s.transposed ? " transposed" : "",
+                                        pointwise ? "pointwise" : "gemm", dims_str(k, d), t.tm, t.tn);
+  if (splits == 1) {
+    g.add_dispatch(pipe, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias, table},
+                   grid_for(g, tiles), std::string(a.op), label);
+    return y;
+  }
+  TensorRef part = g.add_tensor({int64_t(splits), cout, npix}, DType::F32);
+  g.add_dispatch(pipe, {Binding::of(part), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias, table},
+                 grid_for(g, tiles), std::string(a.op), fmt::format("{} splitk={}", label, splits));
+  SplitKParams sp{uint32_t(numel(out_shape)), uint32_t(cout), uint32_t(out_vol), uint32_t(npix), uint32_t(splits),
+                  b.id >= 0, 0, 0};
+  g.add_dispatch(kernel(g, "ops/kernels/conv_splitk.wgsl", subs),
+                 {Binding::of(y), Binding::of(g.uniform(sp)), Binding::of(part), bias},
+                 grid_for(g, gpu::ceil_div(uint64_t(sp.count), 256)), std::string(a.op),
+                 fmt::format("conv splitk sum {}", splits));
   return y;
 }
 

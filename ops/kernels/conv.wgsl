@@ -22,6 +22,12 @@
 // Forward: input position = o * stride - pad_begin + k * dil.
 // Transposed: o + pad_begin - k * dil must be a multiple of the stride, and
 // the quotient is the input position (a gather: no atomics).
+//
+// SPLITK (few tiles, a long reduction): the reduction is cut into `splits`
+// ranges of `kchunk`; each workgroup sums one range of one tile and writes
+// it, without bias, as f32 ({{O}}) to y[split][c][q];
+// conv_splitk.wgsl adds the ranges and the bias. Otherwise {{O}} is {{T}}
+// and y is the output.
 {{ENABLE}}
 
 override TM: u32 = 64u;
@@ -29,6 +35,7 @@ override TN: u32 = 64u;
 override TK: u32 = 16u;
 override TRANSPOSED: bool = false;
 override POINTWISE: bool = false;
+override SPLITK: bool = false;
 const WG: u32 = 256u;
 
 struct Params {
@@ -52,11 +59,15 @@ struct Params {
   pad: vec4<i32>,     // begin pads d, h, w, -
   mtiles: u32,
   ntiles: u32,
-  tiles: u32,         // groups * mtiles * ntiles
+  tiles: u32,         // splits * groups * mtiles * ntiles
+  groups: u32,
+  kchunk: u32,        // reduction range per split (a multiple of TK)
   _p0: u32,
+  _p1: u32,
+  _p2: u32,
 }
 
-@group(0) @binding(0) var<storage, read_write> y: array<{{T}}>;
+@group(0) @binding(0) var<storage, read_write> y: array<{{O}}>;
 @group(0) @binding(1) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(3) var<storage, read> w: array<{{T}}>;
@@ -105,9 +116,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     return;
   }
   let tn = tile % params.ntiles;
-  let gi = tile / params.ntiles / params.mtiles;
   let co0 = (tile / params.ntiles) % params.mtiles * TM;
+  let gs = tile / params.ntiles / params.mtiles;  // split * groups + group
+  let gi = gs % params.groups;
+  let split = gs / params.groups;
   let q0 = tn * TN;
+  var kbeg = 0u;
+  var kend = params.kred;
+  if (SPLITK) {
+    kbeg = split * params.kchunk;
+    kend = min(kbeg + params.kchunk, params.kred);
+  }
 
   // The pixel this thread stages for col.
   let col = lid % TN;
@@ -130,14 +149,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let ty = lid / (TN / 4u);
   var acc: array<vec4<f32>, 4>;
 
-  for (var k0 = 0u; k0 < params.kred; k0 += TK) {
+  for (var k0 = kbeg; k0 < kend; k0 += TK) {
     for (var e = lid; e < TM * TK; e += WG) {
       let kk = e % TK;
       let m = e / TK;
       let k = k0 + kk;
       let co = co0 + m;
       var v = 0.0;
-      if (k < params.kred && co < params.cout_g) {
+      if (k < kend && co < params.cout_g) {
         if (TRANSPOSED) {
           v = f32(w[wbase + u32(ktab[2u * k + 1u].x) + co * params.kvol]);
         } else {
@@ -150,7 +169,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       let kk = e / TN;
       let k = k0 + kk;
       var v = 0.0;
-      if (k < params.kred && qvalid) {
+      if (k < kend && qvalid) {
         v = gather(k, org, xbase, pl);
       }
       xs[kk * (TN / 4u) + col / 4u][col % 4u] = v;
@@ -174,7 +193,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let c = gi * params.cout_g + co;
     var b = 0.0;
-    if (params.has_bias != 0u) {
+    if (params.has_bias != 0u && !SPLITK) {
       b = f32(bias[c]);
     }
     for (var j = 0u; j < 4u; j++) {
@@ -182,8 +201,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       if (qj >= params.npix) {
         break;
       }
-      let n = qj / params.out_vol;
-      y[(n * params.cout + c) * params.out_vol + qj % params.out_vol] = {{T}}(acc[i][j] + b);
+      if (SPLITK) {
+        y[(split * params.cout + c) * params.npix + qj] = {{O}}(acc[i][j]);
+      } else {
+        let n = qj / params.out_vol;
+        y[(n * params.cout + c) * params.out_vol + qj % params.out_vol] = {{O}}(acc[i][j] + b);
+      }
     }
   }
 }

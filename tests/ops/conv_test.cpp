@@ -2,7 +2,7 @@
 // references: 1-D, 2-D and 3-D; kernels 1x1 to 7x7; stride, padding,
 // dilation; groups (2, depthwise, channel multipliers); no bias; batches;
 // transposed convolution with stride, output_padding, groups and dilation;
-// every kernel path and tile shape; max / average / adaptive / global
+// every kernel path, tile shape and split-K; max / average / adaptive / global
 // pooling with ceil_mode, count_include_pad, divisor_override, indices,
 // NaN and integer dtypes; float16; every validation error.
 #include <gmock/gmock.h>
@@ -163,16 +163,16 @@ void run_conv(const Conv& c, uint32_t seed, bool weight_input = false) {
   EXPECT_TRUE(all_close(download(g, y), r.v, f16 ? 2e-2 : 1e-4, f16 ? 4e-3 : 1e-5));
 }
 
-// The label of the last dispatch (which kernel ran).
-std::string last_label(const Graph& g) { return g.dispatches().empty() ? "" : g.dispatches().back().label; }
-
+// The labels of the dispatches a convolution records, joined by " | ".
 std::string conv_label(const Conv& c) {
   Graph g(ctx());
   TensorRef tx = g.add_tensor(c.x, c.dtype, TensorKind::Input);
   TensorRef tw = g.add_tensor(c.w, c.dtype, TensorKind::Input);
   ops::call(g, c.split ? "wgnn.convolution_padded.default" : "aten.convolution.default",
             {tx, tw, None{}, c.stride, c.padding, c.dilation, c.transposed, c.output_padding, c.groups});
-  return last_label(g);
+  std::string all;
+  for (const auto& d : g.dispatches()) all += (all.empty() ? "" : " | ") + d.label;
+  return all;
 }
 
 struct Named {
@@ -235,6 +235,15 @@ const std::vector<Named>& conv_cases() {
       {"padded_transposed_asymmetric", {{1, 2, 4, 3}, {2, 2, 3, 3}, true, {2}, {0, 1, 2, 1}, {1}, true, {1}, 1,
                                         DType::F32, true}},
       {"padded_1d", {{1, 3, 9}, {2, 3, 4}, true, {2}, {3, 0}, {1}, false, {0}, 1, DType::F32, true}},
+      // Few tiles and a long reduction: split-K (ranges not dividing K too).
+      {"splitk_2", {{1, 64, 7, 7}, {64, 64, 3, 3}, true, {1}, {1}}},
+      {"splitk_9", {{1, 256, 5, 5}, {32, 256, 3, 3}, true, {1}, {1}}},
+      {"splitk_uneven_ranges", {{1, 200, 4, 4}, {20, 200, 3, 3}, true, {1}, {1}}},
+      {"splitk_batch2", {{2, 64, 5, 5}, {40, 64, 3, 3}, false, {1}, {1}}},
+      {"splitk_pointwise", {{2, 1024, 3, 3}, {30, 1024, 1, 1}}},
+      {"splitk_groups2", {{1, 128, 6, 6}, {64, 64, 3, 3}, true, {1}, {1}, {1}, false, {0}, 2}},
+      {"splitk_transposed", {{1, 128, 3, 3}, {128, 16, 3, 3}, true, {2}, {0}, {1}, true, {0}}},
+      {"splitk_f16", {{1, 64, 5, 5}, {48, 64, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, DType::F16}},
       {"f16_k3", {{2, 5, 9, 7}, {6, 5, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, DType::F16}},
       {"f16_pointwise", {{1, 24, 6, 6}, {20, 24, 1, 1}, true, {1}, {0}, {1}, false, {0}, 1, DType::F16}},
       {"f16_depthwise", {{1, 8, 9, 9}, {8, 1, 3, 3}, true, {2}, {1}, {1}, false, {0}, 8, DType::F16}},
@@ -267,6 +276,17 @@ TEST(Conv, PicksTheKernelForTheShape) {
   EXPECT_THAT(conv_label({{1, 8, 5, 5}, {8, 1, 3, 3}, true, {1}, {0}, {1}, true, {0}}), HasSubstr("transposed"));
   EXPECT_THAT(conv_label({{1, 4, 40, 40}, {3, 4, 3, 3}}), HasSubstr("tile=16x256"));
   EXPECT_THAT(conv_label({{1, 4, 24, 24}, {32, 4, 3, 3}}), HasSubstr("tile=32x128"));
+  // ResNet-50's last 3x3 convolution at batch 1: 8 tiles, K = 4608.
+  EXPECT_EQ(conv_label({{1, 512, 7, 7}, {512, 512, 3, 3}, true, {1}, {1}}),
+            "conv gemm k=[3, 3] tile=64x64 splitk=18 | conv splitk sum 18");
+  EXPECT_THAT(conv_label({{16, 512, 7, 7}, {512, 512, 3, 3}, true, {1}, {1}}), testing::Not(HasSubstr("splitk")));
+  for (const char* name : {"splitk_2", "splitk_9", "splitk_uneven_ranges", "splitk_batch2", "splitk_pointwise",
+                           "splitk_groups2", "splitk_transposed", "splitk_f16"}) {
+    for (const Named& n : conv_cases()) {
+      if (n.c.dtype == DType::F16 && !has_f16()) continue;
+      if (std::string(n.name) == name) EXPECT_THAT(conv_label(n.c), HasSubstr("splitk sum")) << name;
+    }
+  }
 }
 
 TEST(Conv, ManyTilesAndLargeOutputs) {
