@@ -727,10 +727,8 @@ void register_conv_ops(OpRegistry& r) {
   for (int d = 1; d <= 3; ++d) {
     const std::string mp = fmt::format("aten.max_pool{}d.default", d);
     r.add(mp, [mp, d](Graph& g, const ValueList& a) { return max_pool(g, a, mp, d, false); });
-    if (d > 1) {
-      const std::string mpi = fmt::format("aten.max_pool{}d_with_indices.default", d);
-      r.add(mpi, [mpi, d](Graph& g, const ValueList& a) { return max_pool(g, a, mpi, d, true); });
-    }
+    const std::string mpi = fmt::format("aten.max_pool{}d_with_indices.default", d);
+    r.add(mpi, [mpi, d](Graph& g, const ValueList& a) { return max_pool(g, a, mpi, d, true); });
     const std::string ap = fmt::format("aten.avg_pool{}d.default", d);
     r.add(ap, [ap, d](Graph& g, const ValueList& a) { return avg_pool(g, a, ap, d); });
     const std::string aap = fmt::format("aten.adaptive_avg_pool{}d.default", d);

@@ -549,6 +549,7 @@ const std::vector<NamedPool>& pool_cases() {
       {"max1d", {P::Max, {2, 3, 20}, {4}, {3}, {1}, {2}}},
       {"max3d", {P::Max, {1, 2, 5, 6, 7}, {2, 3, 2}, {2, 1, 2}, {1, 1, 0}, {1}, true}},
       {"max2d_indices", {P::Max, {2, 3, 9, 8}, {3, 3}, {2}, {1}, {1}, true, true, 0, {}, DType::F32, false, 1}},
+      {"max1d_indices", {P::Max, {2, 3, 11}, {3}, {2}, {1}, {1}, true, true, 0, {}, DType::F32, false, 1}},
       {"max3d_indices", {P::Max, {1, 2, 4, 5, 6}, {2, 2, 2}, {2}, {1}, {1}, false, true, 0, {}, DType::F32, false, 1}},
       {"max2d_f16", {P::Max, {1, 5, 9, 9}, {3, 3}, {2}, {1}, {1}, false, true, 0, {}, DType::F16}},
       {"max2d_int32", {P::Max, {1, 3, 7, 7}, {3, 3}, {2}, {1}, {1}, false, true, 0, {}, DType::I32}},
