@@ -13,6 +13,7 @@ OpRegistry& OpRegistry::global() {
     register_binary_ops(*reg);
     register_movement_ops(*reg);
     register_reduce_ops(*reg);
+    register_matmul_ops(*reg);
     return reg;
   }();
   return *r;

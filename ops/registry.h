@@ -36,5 +36,6 @@ void register_norm_ops(OpRegistry& r);
 void register_binary_ops(OpRegistry& r);
 void register_movement_ops(OpRegistry& r);
 void register_reduce_ops(OpRegistry& r);
+void register_matmul_ops(OpRegistry& r);
 
 }  // namespace wgnn::ops
