@@ -400,6 +400,18 @@ Mappers make_mappers() {
                                return one(c.out(r.list()[0]));
                              }, nullptr};
 
+  // Matrix products.
+  m["MatMul"] = {kFloat, [](NodeCtx& c) {
+                   return one(c.out(c.call("aten.matmul.default", {c.tensor(0), c.tensor(1)})));
+                 }, nullptr};
+  // Gemm (opsets 7 to 13 alike): C broadcasts to [M, N] and may be absent (11+).
+  m["Gemm"] = {kFloat, [](NodeCtx& c) {
+                 return one(c.out(c.call("wgnn.gemm.default",
+                                         {c.tensor(0), c.tensor(1), c.tensor_or_none(2),
+                                          double(c.attr_float("alpha", 1.f)), double(c.attr_float("beta", 1.f)),
+                                          c.attr_int("transA", 0) != 0, c.attr_int("transB", 0) != 0})));
+               }, nullptr};
+
   // Binary and variadic elementwise.
   m["Add"] = binary("Add", "aten.add.Tensor", kNumeric);
   m["Sub"] = binary("Sub", "aten.sub.Tensor", kNumeric);
