@@ -2,10 +2,9 @@
 // GroupNormalization and PRelu through sessions.
 //
 // The ONNX backend cases of Resize and Upsample feed scales and sizes as
-// graph inputs, which wgnn needs as constants (they decide the graph), so
-// the conformance runner reports them unsupported. Here the same cases run
-// with every input but the first turned into an initializer, against the
-// stored reference outputs.
+// graph inputs (the session specializes the graph on their values); here
+// the same cases also run with every input but the first turned into an
+// initializer, against the stored reference outputs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
@@ -344,12 +343,13 @@ TEST(OnnxCases, ResizeUnsupportedCases) {
     EXPECT_THAT(error_of([&] { s.run({{"x", ramp({1, 1, 4, 4}, 0, 1)}}); }), HasSubstr("antialias"));
   }
   {
-    // Scales computed from a graph input: unknown when the graph is built.
+    // Scales computed on the GPU: unknown when the graph is built.
     ModelBuilder b(13);
     b.input("x", {1, 1, 4, 4});
     b.input("scales", {4});
     b.output("y", {1, 1, 8, 8});
-    b.node("Resize", {"x", "", "scales"}, {"y"});
+    b.node("Relu", {"scales"}, {"s"});
+    b.node("Resize", {"x", "", "s"}, {"y"});
     Session s(test::ctx(), b.save("dyn.onnx"));
     HostTensor sc(DType::F32, {4});
     for (int i = 0; i < 4; ++i) sc.as<float>()[i] = i < 2 ? 1.f : 2.f;
