@@ -156,7 +156,8 @@ TensorRef record(const Args& a, Gemm p) {
                                     {"B_TRANS", p.b_trans ? 1.0 : 0.0},
                                     {"A_VEC", a_vec ? 1.0 : 0.0},
                                     {"B_VEC", b_vec ? 1.0 : 0.0},
-                                    {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0}});
+                                    {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0},
+                                    {"F16_OUT", dt == DType::F16 ? 1.0 : 0.0}});
   g.add_dispatch(pl,
                  {Binding::of(y), Binding::of(g.uniform(params)), Binding::of(p.a), Binding::of(p.b),
                   p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer())},

@@ -27,6 +27,10 @@ override B_TRANS: bool = false;
 override A_VEC: bool = false;
 override B_VEC: bool = false;
 override HAS_BIAS: bool = false;
+// float16 results beyond its range become +-inf (as IEEE and ATen), not a
+// device-defined value.
+override F16_OUT: bool = false;
+var<private> inf_bits: u32 = 0x7f800000u;
 
 struct Params {
   M: u32,
@@ -206,6 +210,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       var y = v[j];
       if (HAS_BIAS) {
         y += params.beta * bias_at(oc + m * params.bias_sm + n * params.bias_sn);
+      }
+      if (F16_OUT && abs(y) >= 65520.0) {
+        y = sign(y) * bitcast<f32>(inf_bits);
       }
       out[ob_out + m * N + n] = {{T}}(y);
     }

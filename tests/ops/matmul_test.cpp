@@ -135,6 +135,20 @@ TEST(Matmul, BatchBroadcast) {
   check_matmul({2, 1, 7, 9}, {3, 9, 5}, DType::F16, 9);
 }
 
+TEST(Matmul, Float16OverflowIsInfinity) {
+  if (!has_f16()) GTEST_SKIP() << "no shader-f16";
+  Graph g(ctx());
+  // 300 * 300 = 90000 and -90000 overflow float16 (max 65504); 200 * 300 fits.
+  TensorRef a = upload(g, {3, 1}, {300.f, -300.f, 200.f}, DType::F16);
+  TensorRef b = upload(g, {1, 1}, {300.f}, DType::F16);
+  TensorRef y = ops::call(g, "aten.matmul.default", {a, b}).tensor();
+  g.run();
+  auto got = download(g, y);
+  EXPECT_EQ(got[0], INFINITY);
+  EXPECT_EQ(got[1], -INFINITY);
+  EXPECT_EQ(got[2], 60000.f);
+}
+
 TEST(Matmul, ManyBatchesBeyondOneGridDimension) {
   // 70000 batches of one tile each: more workgroups than one dimension holds.
   check_matmul({70000, 3, 5}, {70000, 5, 2}, DType::F32, 10);
