@@ -515,6 +515,158 @@ OpMapper softmax(const std::string& aten) {
   return m;
 }
 
+// ONNX PRelu: x where x >= 0, else slope * x, slope broadcasting to x (numpy
+// rules). One value or one per channel (dim 1) is aten.prelu; other shapes
+// compose where(x < 0, x * slope, x).
+std::vector<Slot> prelu(NodeCtx& c) {
+  const Shape& xs = c.shape(0);
+  const Shape& ss = c.shape(1);
+  if (c.dtype(1) != c.dtype(0)) c.fail("X and slope must have the same dtype");
+  if (ss.size() > xs.size()) c.fail(fmt::format("slope {} has more dims than X {}", shape_str(ss), shape_str(xs)));
+  // slope right-aligned to X: is it [C, 1, ..., 1] at dim 1?
+  const size_t off = xs.size() - ss.size();
+  bool per_channel = xs.size() >= 2;
+  for (size_t d = 0; d < ss.size() && per_channel; ++d) {
+    if (off + d != 1 && ss[d] != 1) per_channel = false;
+    if (off + d == 1 && ss[d] != xs[1] && ss[d] != 1) per_channel = false;
+  }
+  TensorRef x = c.tensor(0);
+  TensorRef slope = c.tensor(1);
+  const int64_t n = numel(ss);
+  if (n == 1) return one(c.out(c.call("aten.prelu.default", {x, c.view(slope, {1})})));
+  if (per_channel && n == xs[1]) return one(c.out(c.call("aten.prelu.default", {x, c.view(slope, {n})})));
+  HostTensor zero = host::scalar_like(c.dtype(0), 0.0);
+  TensorRef z = c.g.add_constant({}, zero.dtype, zero.data.data());
+  TensorRef neg = c.call("aten.lt.Tensor", {x, z}).tensor();
+  TensorRef scaled = c.call("aten.mul.Tensor", {x, slope}).tensor();
+  if (c.g.info(scaled).shape != xs) c.fail(fmt::format("slope {} does not broadcast to X {}", shape_str(ss), shape_str(xs)));
+  return one(c.out(c.call("aten.where.self", {neg, scaled, x})));
+}
+
+// GroupNormalization: opset 18 has one scale and bias per group, opset 21
+// one per channel. Per-group constants are repeated per channel on the host;
+// per-group tensors computed on the GPU scale the normalized groups.
+std::vector<Slot> group_normalization(NodeCtx& c) {
+  const Shape& s = c.shape(0);
+  if (s.size() < 2) c.fail(fmt::format("X {} must be N x C x ...", shape_str(s)));
+  if (!c.has_attr("num_groups")) c.fail("attribute num_groups is required");
+  if (c.attr_int("stash_type", 1) != 1) c.unsupported("stash_type other than float");
+  const int64_t N = s[0], C = s[1], G = c.attr_int("num_groups", 1);
+  int64_t hw = 1;
+  for (size_t d = 2; d < s.size(); ++d) hw *= s[d];
+  const double eps = double(c.attr_float("epsilon", 1e-5f));
+  const int64_t want = c.opset >= 21 ? C : G;
+  for (size_t i : {size_t(1), size_t(2)}) {
+    if (numel(c.shape(i)) != want || c.shape(i).size() != 1) {
+      c.fail(fmt::format("{} has shape {}; opset {} expects [{}] (one per {})", i == 1 ? "scale" : "bias",
+                         shape_str(c.shape(i)), c.opset, want, c.opset >= 21 ? "channel" : "group"));
+    }
+    if (c.dtype(i) != c.dtype(0)) c.fail("scale and bias must have X's dtype");
+  }
+  auto call = [&](Value w, Value b) {
+    return c.call("aten.native_group_norm.default", {c.tensor(0), w, b, N, C, hw, G, eps}).list()[0].tensor();
+  };
+  if (want == C) return one(c.out(call(c.tensor(1), c.tensor(2))));
+  if (G <= 0 || C % G != 0) c.fail(fmt::format("num_groups {} must divide C = {}", G, C));
+  const int64_t cg = C / G;
+  if (c.is_host(1) && c.is_host(2)) {
+    auto per_channel = [&](size_t i) {
+      const HostTensor& h = c.host(i, i == 1 ? "scale" : "bias");
+      HostTensor t(h.dtype, {C});
+      const size_t es = dtype_size(h.dtype);
+      for (int64_t ch = 0; ch < C; ++ch) std::memcpy(t.data.data() + size_t(ch) * es, h.data.data() + size_t(ch / cg) * es, es);
+      return c.g.add_constant(t.shape, t.dtype, t.data.data(), c.node.input(int(i)));
+    };
+    return one(c.out(call(per_channel(1), per_channel(2))));
+  }
+  TensorRef y = c.view(call(None{}, None{}), {N, G, cg * hw});
+  y = c.call("aten.mul.Tensor", {y, c.view(c.tensor(1), {G, 1})}).tensor();
+  y = c.call("aten.add.Tensor", {y, c.view(c.tensor(2), {G, 1})}).tensor();
+  return one(c.out(c.view(y, s)));
+}
+
+// Resize (opsets 10 to 19) and Upsample (7, 9). Scales, sizes and roi must
+// be known when the model loads. Resize-10 and Upsample use asymmetric
+// coordinates, and for nearest the rule of those versions ('simple').
+std::vector<Slot> resize(NodeCtx& c) {
+  const Shape& in = c.shape(0);
+  const size_t rank = in.size();
+  const bool upsample = c.node.op_type() == "Upsample";
+  const bool legacy = upsample || c.opset < 11;
+  std::string mode = c.attr_string("mode", "nearest");
+  std::vector<double> scales;
+  IntList sizes;
+  std::vector<double> roi;
+  ValueList args;
+  if (legacy) {
+    if (mode == "bilinear") mode = "linear";
+    if (mode != "nearest" && mode != "linear") c.unsupported("mode '" + mode + "' (accepted: nearest, linear)");
+    if (upsample && c.opset < 9) {
+      const auto* a = c.attr("scales");
+      if (!a) c.fail("attribute scales is required");
+      for (float f : a->floats()) scales.push_back(double(f));
+    } else {
+      const HostTensor& t = c.host(1, "scales");
+      for (int64_t i = 0; i < t.numel(); ++i) scales.push_back(host::get(t, size_t(i)));
+    }
+    if (scales.size() != rank) c.fail(fmt::format("scales has {} values for X of rank {}", scales.size(), rank));
+    return one(c.out(c.call("wgnn.resize.default", {c.tensor(0), None{}, ValueList(scales.begin(), scales.end()),
+                                                     mode, std::string("asymmetric"), std::string("simple")})));
+  }
+  const std::string coord = c.attr_string("coordinate_transformation_mode", "half_pixel");
+  if (c.attr_int("antialias", 0)) c.unsupported("antialias=1");
+  if (coord == "half_pixel_symmetric") c.unsupported("coordinate_transformation_mode 'half_pixel_symmetric'");
+  std::vector<int64_t> axes = c.attr_ints("axes");
+  if (axes.empty()) {
+    for (size_t d = 0; d < rank; ++d) axes.push_back(int64_t(d));
+  }
+  for (int64_t& a : axes) a = ops::normalize_axis(a, int64_t(rank), "Resize", "axes");
+  const bool by_sizes = c.has(3) && numel(c.shape(3)) > 0;
+  if (by_sizes) {
+    const std::vector<int64_t> v = c.host_ints(3, "sizes");
+    if (v.size() != axes.size()) c.fail(fmt::format("sizes has {} values for {} axes", v.size(), axes.size()));
+    sizes.assign(in.begin(), in.end());
+    for (size_t i = 0; i < axes.size(); ++i) sizes[size_t(axes[i])] = v[i];
+    const std::string policy = c.attr_string("keep_aspect_ratio_policy", "stretch");
+    if (policy != "stretch") {
+      if (policy != "not_larger" && policy != "not_smaller") c.fail("keep_aspect_ratio_policy '" + policy + "'");
+      double scale = policy == "not_larger" ? INFINITY : 0.0;
+      for (int64_t a : axes) {
+        const double r = double(sizes[size_t(a)]) / double(in[size_t(a)]);
+        scale = policy == "not_larger" ? std::min(scale, r) : std::max(scale, r);
+      }
+      scales.assign(rank, 1.0);
+      for (int64_t a : axes) {
+        scales[size_t(a)] = scale;
+        sizes[size_t(a)] = int64_t(scale * double(in[size_t(a)]) + 0.5);
+      }
+    }
+  } else {
+    if (!c.has(2) || numel(c.shape(2)) == 0) c.fail("neither scales nor sizes is given");
+    const HostTensor& t = c.host(2, "scales");
+    if (size_t(t.numel()) != axes.size()) c.fail(fmt::format("scales has {} values for {} axes", t.numel(), axes.size()));
+    scales.assign(rank, 1.0);
+    for (size_t i = 0; i < axes.size(); ++i) scales[size_t(axes[i])] = host::get(t, i);
+  }
+  if (coord == "tf_crop_and_resize") {
+    if (!c.has(1) || numel(c.shape(1)) == 0) c.fail("tf_crop_and_resize needs roi");
+    const HostTensor& t = c.host(1, "roi");
+    if (size_t(t.numel()) != 2 * axes.size()) c.fail(fmt::format("roi has {} values for {} axes", t.numel(), axes.size()));
+    roi.assign(rank, 0.0);
+    roi.resize(2 * rank, 1.0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      roi[size_t(axes[i])] = host::get(t, i);
+      roi[rank + size_t(axes[i])] = host::get(t, axes.size() + i);
+    }
+  }
+  auto list = [](const std::vector<double>& v) { return v.empty() ? Value(None{}) : Value(ValueList(v.begin(), v.end())); };
+  return one(c.out(c.call("wgnn.resize.default",
+                          {c.tensor(0), by_sizes ? Value(sizes) : Value(None{}), list(scales), mode, coord,
+                           c.attr_string("nearest_mode", "round_prefer_floor"),
+                           double(c.attr_float("cubic_coeff_a", -0.75f)), c.attr_int("exclude_outside", 0) != 0,
+                           double(c.attr_float("extrapolation_value", 0.f)), list(roi)})));
+}
+
 // ---- the table ----------------------------------------------------------------
 
 Mappers make_mappers() {
@@ -618,6 +770,27 @@ Mappers make_mappers() {
   m["AveragePool"] = avg_pool_mapper();
   m["GlobalAveragePool"] = global_pool_mapper(true);
   m["GlobalMaxPool"] = global_pool_mapper(false);
+  // Matrix products.
+  m["MatMul"] = {kFloat, [](NodeCtx& c) {
+                   return one(c.out(c.call("aten.matmul.default", {c.tensor(0), c.tensor(1)})));
+                 }, nullptr};
+  // Gemm (opsets 7 to 13 alike): C broadcasts to [M, N] and may be absent (11+).
+  m["Gemm"] = {kFloat, [](NodeCtx& c) {
+                 return one(c.out(c.call("wgnn.gemm.default",
+                                         {c.tensor(0), c.tensor(1), c.tensor_or_none(2),
+                                          double(c.attr_float("alpha", 1.f)), double(c.attr_float("beta", 1.f)),
+                                          c.attr_int("transA", 0) != 0, c.attr_int("transB", 0) != 0})));
+               }, nullptr};
+
+  m["InstanceNormalization"] = {kFloat, [](NodeCtx& c) {
+                                  return one(c.out(c.call("aten.instance_norm.default",
+                                                          {c.tensor(0), c.tensor(1), c.tensor(2), None{}, None{}, true,
+                                                           0.1, double(c.attr_float("epsilon", 1e-5f)), false})));
+                                }, nullptr};
+  m["GroupNormalization"] = {kFloat, group_normalization, nullptr};
+  m["PRelu"] = {kFloat, prelu, nullptr};
+  m["Resize"] = {kFloat, resize, nullptr};
+  m["Upsample"] = {kFloat, resize, nullptr};
 
   // Binary and variadic elementwise.
   m["Add"] = binary("Add", "aten.add.Tensor", kNumeric);
@@ -884,10 +1057,9 @@ Mappers make_mappers() {
     for (auto& a : axes) a = ops::normalize_axis(a, r, "ReduceProd", "axes");
     std::sort(axes.rbegin(), axes.rend());  // innermost first keeps the other indices valid
     TensorRef t = c.tensor(0);
+    const int64_t code = host::is_float(c.dtype(0)) ? -1 : aten_dtype_code(c.dtype(0));
     for (int64_t a : axes) {
-      ValueList args{t, a, keep};
-      if (!host::is_float(c.dtype(0))) args.push_back(aten_dtype_code(c.dtype(0)));
-      t = c.call("aten.prod.dim_int", args).tensor();
+      t = c.call("aten.prod.dim_int", {t, a, keep, code < 0 ? Value(None{}) : Value(code)}).tensor();
     }
     return one(c.out(t));
   };

@@ -1,4 +1,4 @@
-// Binary elementwise ops (arithmetic, comparisons, logical), where, and
+// Binary elementwise ops (arithmetic, comparisons, logical), where, prelu and
 // casts, with ATen names and numpy broadcasting. Every op is one WGSL
 // expression run by one kernel (kernels/binary.wgsl): four output elements
 // per invocation, inputs read contiguously, as one splatted element, or
@@ -324,6 +324,40 @@ Value where_self(Graph& g, const ValueList& args) {
   return launch(a, l, {Input{x, "self"}, Input{y, "other"}, Input{cond, "condition"}});
 }
 
+// ---- prelu
+
+// aten.prelu.default(self, weight): self where self >= 0 (or NaN), else
+// weight * self. weight holds one value for all, or one per channel (dim 1
+// of self); it is read as [C, 1, ..., 1] against self's trailing dims.
+Value prelu(Graph& g, const ValueList& args) {
+  Args a{"aten.prelu.default", args, g};
+  require_at_most(a, 2);
+  TensorRef x = a.tensor(0, "self");
+  TensorRef w = a.tensor(1, "weight");
+  require_dtype(a, x, "self", {DType::F32, DType::F16});
+  require_same_dtype(a, x, "self", w, "weight");
+  const Shape& xs = g.info(x).shape;
+  const Shape& ws = g.info(w).shape;
+  const int64_t n = numel(ws);
+  const int64_t channels = xs.size() >= 2 ? xs[1] : 1;
+  if (ws.size() > 1 || (n != 1 && n != channels)) {
+    a.fail(fmt::format("argument 'weight' has shape {}; expected one value, or [{}] (one per channel of self {})",
+                       shape_str(ws), channels, shape_str(xs)));
+  }
+  TensorRef wv = w;
+  if (n != 1) {
+    Shape per_channel(xs.size() - 1, 1);
+    per_channel[0] = n;
+    wv = g.add_view(w, per_channel);
+  }
+  Launch l;
+  l.in = l.out = g.info(x).dtype;
+  l.compute = "f32";
+  l.expr = "select(x, y * x, x < vec4<f32>(0.0))";
+  l.label = fmt::format("prelu {}", dtype_name(l.in));
+  return launch(a, l, {Input{x, "self"}, Input{wv, "weight"}, Input{}});
+}
+
 // ---- unary: logical_not and casts
 
 Value logical_not(Graph& g, const ValueList& args) {
@@ -442,6 +476,7 @@ void register_binary_ops(OpRegistry& r) {
   }
   r.add("aten.div.Tensor_mode", div_mode);
   r.add("aten.where.self", where_self);
+  r.add("aten.prelu.default", prelu);
   r.add("aten.logical_not.default", logical_not);
   r.add("aten._to_copy.default", to_copy);
 }

@@ -1,5 +1,6 @@
-// Normalization ops: batch_norm (inference) and layer_norm, with ATen's
-// names, arguments and multi-output results.
+// Normalization ops: batch_norm (inference), layer_norm, group_norm and
+// instance_norm, with ATen's names, arguments and multi-output results.
+#include <array>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -186,11 +187,133 @@ Value native_layer_norm(Graph& g, const ValueList& args) {
   return ValueList{y, mean, rstd};
 }
 
+struct GroupNormParams {
+  uint32_t rows, width_v;
+  float width, eps;
+  uint32_t has_weight, has_bias, groups, hw_v;
+  uint32_t channels_per_group, pad0, pad1, pad2;
+};
+
+// Group norm of x viewed as [N, C, HxW] (shapes checked by the caller):
+// returns (out, mean [N, groups], rstd [N, groups]); mean and rstd are f32.
+ValueList group_norm(const Args& a, TensorRef x, TensorRef w, TensorRef b, int64_t N, int64_t C, int64_t hw,
+                     int64_t groups, double eps) {
+  Graph& g = a.g;
+  const TensorInfo xi = g.info(x);
+  for (auto [t, name] : {std::pair{w, "weight"}, std::pair{b, "bias"}}) {
+    if (t.id < 0) continue;
+    const TensorInfo& ti = g.info(t);
+    if (ti.shape != Shape{C}) {
+      a.fail(fmt::format("argument '{}' has shape {}; expected [{}] (one value per channel)", name,
+                         shape_str(ti.shape), C));
+    }
+    if (ti.dtype != xi.dtype) {
+      a.fail(fmt::format("argument '{}' has dtype {}; expected the input's {}", name, dtype_name(ti.dtype),
+                         dtype_name(xi.dtype)));
+    }
+  }
+  if (xi.numel() > 0xFFFFFFFFll) a.fail("input too large for 32-bit indexing");
+  const int64_t rows = N * groups, width = C / groups * hw;
+  TensorRef y = g.add_tensor(xi.shape, xi.dtype);
+  TensorRef mean = g.add_tensor({N, groups}, DType::F32);
+  TensorRef rstd = g.add_tensor({N, groups}, DType::F32);
+  if (rows == 0) return ValueList{y, mean, rstd};
+  if (width == 0) a.fail("each group is empty (C / group * HxW = 0); groups must not be empty");
+
+  const bool vec4 = hw % 4 == 0;
+  const int64_t width_v = width / (vec4 ? 4 : 1);
+  const uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(width_v / 4, 1))));
+  const uint64_t chunks = gpu::ceil_div(uint64_t(width_v), tpr);
+  const bool cached = chunks <= 16;
+  const gpu::Pipeline& p = kernel(g, "ops/kernels/group_norm.wgsl", vector_subs(g, xi.dtype, vec4, a.op),
+                                  {{"TPR", double(tpr)},
+                                   {"CHUNKS", double(cached ? chunks : 1)},
+                                   {"CACHED", cached ? 1.0 : 0.0}});
+  gpu::Buffer params = g.uniform(GroupNormParams{uint32_t(rows), uint32_t(width_v), float(width), float(eps),
+                                                 w.id >= 0, b.id >= 0, uint32_t(groups),
+                                                 uint32_t(hw / (vec4 ? 4 : 1)), uint32_t(C / groups), 0, 0, 0});
+  const uint64_t rows_per_group = 256 / tpr;
+  g.add_dispatch(p,
+                 {Binding::of(y), Binding::of(mean), Binding::of(rstd), Binding::of(params), Binding::of(x),
+                  optional_input(g, w.id >= 0 ? Value(w) : Value(None{})),
+                  optional_input(g, b.id >= 0 ? Value(b) : Value(None{}))},
+                 grid_for(g, gpu::ceil_div(uint64_t(rows), rows_per_group)), std::string(a.op),
+                 fmt::format("group_norm tpr={}{}", tpr, cached ? fmt::format(" cached{}", chunks) : ""));
+  return ValueList{y, mean, rstd};
+}
+
+// Input [N, C, ...] of a float dtype: N, C and the product of the rest.
+std::array<int64_t, 3> ncx(const Args& a, TensorRef x) {
+  a.require_float(x, "input");
+  a.require_fits_binding(x, "input");
+  const Shape& s = a.g.info(x).shape;
+  if (s.size() < 2) a.fail(fmt::format("argument 'input' has shape {}; expected N x C x ...", shape_str(s)));
+  int64_t hw = 1;
+  for (size_t d = 2; d < s.size(); ++d) hw *= s[d];
+  return {s[0], s[1], hw};
+}
+
+// aten.native_group_norm(input, weight?, bias?, N, C, HxW, group, eps)
+//     -> (out, mean [N, group], rstd [N, group])
+Value native_group_norm(Graph& g, const ValueList& args) {
+  const std::string op = "aten.native_group_norm.default";
+  Args a{op, args, g};
+  TensorRef x = a.tensor(0, "input");
+  TensorRef w = a.optional_tensor(1, "weight");
+  TensorRef b = a.optional_tensor(2, "bias");
+  const int64_t N = a.integer(3, "N", -1), C = a.integer(4, "C", -1), hw = a.integer(5, "HxW", -1);
+  const int64_t groups = a.integer(6, "group", -1);
+  const double eps = a.scalar(7, "eps", 1e-5);
+  require_eps(a, eps);
+  const auto [xn, xc, xhw] = ncx(a, x);
+  if (N != xn || C != xc || hw != xhw) {
+    a.fail(fmt::format("N={}, C={}, HxW={} do not describe input {} (expected N={}, C={}, HxW={})", N, C, hw,
+                       shape_str(g.info(x).shape), xn, xc, xhw));
+  }
+  if (groups <= 0 || C % groups != 0) {
+    a.fail(fmt::format("argument 'group' is {}; it must be positive and divide C = {}", groups, C));
+  }
+  return group_norm(a, x, w, b, N, C, hw, groups, eps);
+}
+
+// aten.instance_norm(input, weight?, bias?, running_mean?, running_var?,
+//     use_input_stats, momentum, eps, cudnn_enabled) -> out
+// With use_input_stats, each (n, c) plane normalizes by its own statistics
+// (group norm with one channel per group); the running statistics are not
+// updated (inference). Without, it is batch norm with the running ones.
+Value instance_norm(Graph& g, const ValueList& args) {
+  const std::string op = "aten.instance_norm.default";
+  Args a{op, args, g};
+  TensorRef x = a.tensor(0, "input");
+  TensorRef w = a.optional_tensor(1, "weight");
+  TensorRef b = a.optional_tensor(2, "bias");
+  TensorRef rm = a.optional_tensor(3, "running_mean");
+  TensorRef rv = a.optional_tensor(4, "running_var");
+  const bool use_input_stats = a.boolean(5, "use_input_stats", true);
+  const double momentum = a.scalar(6, "momentum", 0.1);
+  const double eps = a.scalar(7, "eps", 1e-5);
+  (void)a.boolean(8, "cudnn_enabled", false);
+  require_eps(a, eps);
+  const auto [n, c, hw] = ncx(a, x);
+  if (!use_input_stats) {
+    if (rm.id < 0 || rv.id < 0) a.fail("use_input_stats=False needs running_mean and running_var");
+    auto opt = [](TensorRef t) { return t.id >= 0 ? Value(t) : Value(None{}); };
+    try {
+      return batch_norm_no_training(g, {x, opt(w), opt(b), rm, rv, momentum, eps}).list()[0];
+    } catch (const Error& e) {
+      a.fail(fmt::format("with use_input_stats=False (batch norm): {}", e.what()));
+    }
+  }
+  return group_norm(a, x, w, b, n, c, hw, c, eps)[0];
+}
+
 }  // namespace
 
 void register_norm_ops(OpRegistry& r) {
   r.add("aten._native_batch_norm_legit_no_training.default", batch_norm_no_training);
   r.add("aten.native_layer_norm.default", native_layer_norm);
+  r.add("aten.native_group_norm.default", native_group_norm);
+  r.add("aten.instance_norm.default", instance_norm);
 }
 
 }  // namespace wgnn::ops

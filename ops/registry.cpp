@@ -14,6 +14,8 @@ OpRegistry& OpRegistry::global() {
     register_movement_ops(*reg);
     register_reduce_ops(*reg);
     register_conv_ops(*reg);
+    register_matmul_ops(*reg);
+    register_resize_ops(*reg);
     return reg;
   }();
   return *r;

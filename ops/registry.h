@@ -37,5 +37,7 @@ void register_binary_ops(OpRegistry& r);
 void register_movement_ops(OpRegistry& r);
 void register_reduce_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
+void register_matmul_ops(OpRegistry& r);
+void register_resize_ops(OpRegistry& r);
 
 }  // namespace wgnn::ops

@@ -141,6 +141,33 @@ MODELS.append((model("cnn", [
     numpy_helper.from_array(rng.normal(0, 0.3, (5, 4, 3)).astype(np.float32), "w6"),
 ]), {"x": rng.normal(0, 1, (2, 3, 33, 31)).astype(np.float32),
      "x1": rng.normal(0, 1, (2, 4, 20)).astype(np.float32)}))
+# 6. Matrix products, instance norm, PRelu and resizing.
+MODELS.append((model("products_resize", [
+    helper.make_node("MatMul", ["a", "b"], ["ab"]),
+    helper.make_node("Gemm", ["g", "w", "c"], ["gm"], alpha=0.5, beta=2.0, transB=1),
+    helper.make_node("Gemm", ["gt", "w2"], ["gm2"], transA=1),
+    helper.make_node("InstanceNormalization", ["img", "isc", "ib"], ["inorm"], epsilon=1e-4),
+    helper.make_node("PRelu", ["inorm", "slope"], ["pr"]),
+    helper.make_node("Resize", ["pr", "", "scales"], ["up"], mode="linear"),
+    helper.make_node("Resize", ["pr", "", "", "sizes"], ["cub"], mode="cubic",
+                     coordinate_transformation_mode="pytorch_half_pixel"),
+    helper.make_node("Resize", ["pr", "", "", "sizes"], ["nn"], mode="nearest",
+                     coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+], [vi("a", F, [2, 1, 7, 33]), vi("b", F, [3, 33, 20]), vi("g", F, [9, 70]), vi("gt", F, [13, 5]),
+    vi("img", F, [2, 3, 6, 10])],
+   [vi("ab", F, [2, 3, 7, 20]), vi("gm", F, [9, 65]), vi("gm2", F, [5, 6]), vi("up", F, [2, 3, 12, 15]),
+    vi("cub", F, [2, 3, 9, 7]), vi("nn", F, [2, 3, 9, 7])], [
+    numpy_helper.from_array(rng.normal(0, 0.2, (65, 70)).astype(np.float32), "w"),
+    numpy_helper.from_array(rng.normal(0, 1, (65,)).astype(np.float32), "c"),
+    numpy_helper.from_array(rng.normal(0, 1, (13, 6)).astype(np.float32), "w2"),
+    numpy_helper.from_array(rng.normal(1, 0.2, (3,)).astype(np.float32), "isc"),
+    numpy_helper.from_array(rng.normal(0, 0.2, (3,)).astype(np.float32), "ib"),
+    numpy_helper.from_array(rng.uniform(0, 0.5, (3, 1, 1)).astype(np.float32), "slope"),
+    numpy_helper.from_array(np.array([1, 1, 2, 1.5], np.float32), "scales"),
+    numpy_helper.from_array(np.array([2, 3, 9, 7], np.int64), "sizes"),
+]), {"a": rng.normal(0, 1, (2, 1, 7, 33)).astype(np.float32), "b": rng.normal(0, 1, (3, 33, 20)).astype(np.float32),
+     "g": rng.normal(0, 1, (9, 70)).astype(np.float32), "gt": rng.normal(0, 1, (13, 5)).astype(np.float32),
+     "img": rng.normal(5, 2, (2, 3, 6, 10)).astype(np.float32)}))
 
 
 def run(cmd):

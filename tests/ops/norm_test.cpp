@@ -231,3 +231,150 @@ TEST(BatchNorm, Errors) {
   expect_error({x, c4, c4, c4, c4, 0.1, -1e-5}, "'eps'");
   expect_error({x, c4, c4, c4}, "missing argument 4 'running_var'");
 }
+
+namespace {
+
+struct GnCase {
+  Shape shape;  // N, C, ...
+  int64_t groups;
+  bool weight, bias;
+  DType dtype;
+  float center = 0, spread = 1;
+};
+
+// Reference statistics per (n, group) in double.
+void run_group_norm(const GnCase& c, uint32_t seed, bool instance = false) {
+  if (c.dtype == DType::F16 && !ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  SCOPED_TRACE(shape_str(c.shape) + " groups " + std::to_string(c.groups));
+  const int64_t n = numel(c.shape), N = c.shape[0], C = c.shape[1], hw = n / std::max<int64_t>(N * C, 1);
+  const int64_t cg = C / c.groups, width = cg * hw;
+  Graph g(ctx());
+  auto x = quantize(random_floats(size_t(n), c.center - c.spread, c.center + c.spread, seed), c.dtype);
+  auto w = quantize(random_floats(size_t(C), 0.5f, 1.5f, seed + 1), c.dtype);
+  auto b = quantize(random_floats(size_t(C), -1, 1, seed + 2), c.dtype);
+  TensorRef tx = upload(g, c.shape, x, c.dtype);
+  Value tw = c.weight ? Value(constant(g, {C}, w, c.dtype)) : Value(None{});
+  Value tb = c.bias ? Value(constant(g, {C}, b, c.dtype)) : Value(None{});
+  const double eps = 1e-5;
+  TensorRef ty{-1}, tm{-1}, tr{-1};
+  if (instance) {
+    ty = ops::call(g, "aten.instance_norm.default", {tx, tw, tb, None{}, None{}, true, 0.1, eps, false}).tensor();
+  } else {
+    Value out = ops::call(g, "aten.native_group_norm.default", {tx, tw, tb, N, C, hw, c.groups, eps});
+    ASSERT_EQ(out.list().size(), 3u);
+    ty = out.list()[0].tensor();
+    tm = out.list()[1].tensor();
+    tr = out.list()[2].tensor();
+    EXPECT_EQ(g.info(tm).shape, (Shape{N, c.groups}));
+    EXPECT_EQ(g.info(tr).dtype, DType::F32);
+  }
+  EXPECT_EQ(g.info(ty).shape, c.shape);
+  g.run();
+  const int64_t rows = N * c.groups;
+  std::vector<double> ry(static_cast<size_t>(n)), rm(static_cast<size_t>(rows)), rr(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data() + r * width;
+    double mean = 0, m2 = 0;
+    for (int64_t j = 0; j < width; ++j) mean += xr[j];
+    mean /= double(width);
+    for (int64_t j = 0; j < width; ++j) m2 += (xr[j] - mean) * (xr[j] - mean);
+    const double rstd = 1 / std::sqrt(m2 / double(width) + eps);
+    rm[size_t(r)] = mean;
+    rr[size_t(r)] = rstd;
+    for (int64_t j = 0; j < width; ++j) {
+      const size_t ch = size_t((r % c.groups) * cg + j / hw);
+      double y = (xr[j] - mean) * rstd;
+      if (c.weight) y *= w[ch];
+      if (c.bias) y += b[ch];
+      ry[size_t(r * width + j)] = y;
+    }
+  }
+  const bool f16 = c.dtype == DType::F16;
+  EXPECT_TRUE(all_close(download(g, ty), ry, f16 ? 1e-2 : 3e-5, f16 ? 4e-3 : 2e-5)) << "out";
+  if (tm.id >= 0) {
+    EXPECT_TRUE(all_close(download(g, tm), rm, f16 ? 1e-3 : 1e-5 * std::max({1.f, std::abs(c.center), c.spread}),
+                          1e-5))
+        << "mean";
+    EXPECT_TRUE(all_close(download(g, tr), rr, 1e-4, f16 ? 1e-3 : 1e-4)) << "rstd";
+  }
+}
+
+}  // namespace
+
+TEST(GroupNorm, Shapes) {
+  run_group_norm({{2, 6, 5, 7}, 3, true, true, DType::F32}, 1);      // odd plane: scalar kernel
+  run_group_norm({{2, 8, 4, 4}, 2, true, true, DType::F32}, 2);      // vec4
+  run_group_norm({{1, 32, 17, 9}, 32, true, true, DType::F32}, 3);   // one channel per group
+  run_group_norm({{3, 4, 1}, 1, true, true, DType::F32}, 4);         // one group
+  run_group_norm({{5, 6}, 3, true, true, DType::F32}, 5);            // no spatial dims
+  run_group_norm({{1, 1, 1}, 1, true, true, DType::F32}, 6);         // one element
+  run_group_norm({{2, 4, 3, 5, 7}, 2, true, true, DType::F32}, 7);   // 3-D spatial
+  run_group_norm({{1, 64, 48, 40}, 32, true, true, DType::F32}, 8);  // streamed rows (> 16 chunks per thread)
+  run_group_norm({{2, 6, 5, 7}, 3, true, true, DType::F16}, 9);
+  run_group_norm({{2, 8, 16, 16}, 4, true, true, DType::F16}, 10);
+}
+TEST(GroupNorm, AbsentAffine) {
+  run_group_norm({{2, 6, 5, 7}, 2, false, true, DType::F32}, 11);
+  run_group_norm({{2, 6, 5, 7}, 2, true, false, DType::F32}, 12);
+  run_group_norm({{2, 6, 4, 4}, 6, false, false, DType::F32}, 13);
+}
+TEST(GroupNorm, LargeMeanSmallSpread) {
+  run_group_norm({{2, 8, 16, 16}, 4, true, true, DType::F32, 1e4f, 1e-2f}, 14);
+  run_group_norm({{2, 6, 33, 31}, 3, true, true, DType::F32, -3e4f, 3e-2f}, 15);
+}
+TEST(GroupNorm, ManyRows) { run_group_norm({{70000, 4, 3}, 2, true, true, DType::F32}, 16); }
+
+TEST(InstanceNorm, MatchesGroupNormPerChannel) {
+  run_group_norm({{2, 3, 5, 7}, 3, true, true, DType::F32}, 20, true);
+  run_group_norm({{2, 5, 8, 8}, 5, false, false, DType::F32}, 21, true);
+  run_group_norm({{1, 4, 1000}, 4, true, true, DType::F32, 5e3f, 1e-2f}, 22, true);
+  run_group_norm({{2, 3, 4, 4}, 3, true, true, DType::F16}, 23, true);
+}
+
+TEST(InstanceNorm, RunningStatsAreBatchNorm) {
+  Graph g(ctx());
+  const Shape s{2, 3, 4, 5};
+  auto x = random_floats(120, -2, 2, 30);
+  std::vector<float> m{0.5f, -1.f, 2.f}, v{1.f, 4.f, 0.25f}, w{1.f, 2.f, 3.f}, b{0.f, 1.f, -1.f};
+  TensorRef y = ops::call(g, "aten.instance_norm.default",
+                          {upload(g, s, x, DType::F32), constant(g, {3}, w, DType::F32), constant(g, {3}, b, DType::F32),
+                           constant(g, {3}, m, DType::F32), constant(g, {3}, v, DType::F32), false, 0.1, 1e-5, false})
+                    .tensor();
+  g.run();
+  std::vector<double> ref(120);
+  for (size_t i = 0; i < 120; ++i) {
+    const size_t ch = (i / 20) % 3;
+    ref[i] = (x[i] - m[ch]) / std::sqrt(double(v[ch]) + 1e-5) * w[ch] + b[ch];
+  }
+  EXPECT_TRUE(all_close(download(g, y), ref, 1e-5, 1e-5));
+}
+
+TEST(GroupNorm, Errors) {
+  Graph g(ctx());
+  TensorRef x = g.add_tensor({2, 6, 3, 3}, DType::F32, TensorKind::Input);
+  TensorRef x1 = g.add_tensor({6}, DType::F32, TensorKind::Input);
+  TensorRef w5 = g.add_tensor({5}, DType::F32, TensorKind::Input);
+  TensorRef wh = g.add_tensor({6}, DType::F16, TensorKind::Input);
+  TensorRef xi = g.add_tensor({2, 6, 3, 3}, DType::I32, TensorKind::Input);
+  auto expect_error = [&](const char* op, const ValueList& args, const char* needle) {
+    try {
+      ops::call(g, op, args);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(op));
+      EXPECT_THAT(e.what(), HasSubstr(needle));
+    }
+  };
+  const char* gn = "aten.native_group_norm.default";
+  expect_error(gn, {x, None{}, None{}, 2, 6, 9, 4, 1e-5}, "'group' is 4");
+  expect_error(gn, {x, None{}, None{}, 2, 6, 9, 0, 1e-5}, "'group' is 0");
+  expect_error(gn, {x, None{}, None{}, 2, 6, 8, 3, 1e-5}, "do not describe input");
+  expect_error(gn, {x, w5, None{}, 2, 6, 9, 3, 1e-5}, "'weight' has shape [5]");
+  expect_error(gn, {x, None{}, wh, 2, 6, 9, 3, 1e-5}, "dtype float16");
+  expect_error(gn, {x, None{}, None{}, 2, 6, 9, 3, -1.0}, "'eps'");
+  expect_error(gn, {xi, None{}, None{}, 2, 6, 9, 3, 1e-5}, "int32");
+  expect_error(gn, {x1, None{}, None{}, 1, 6, 1, 3, 1e-5}, "N x C");
+  const char* in = "aten.instance_norm.default";
+  expect_error(in, {x, None{}, None{}, None{}, None{}, false, 0.1, 1e-5, false}, "needs running_mean");
+  expect_error(in, {x, w5, None{}, None{}, None{}, true, 0.1, 1e-5, false}, "'weight' has shape [5]");
+}

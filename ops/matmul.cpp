@@ -1,0 +1,399 @@
+// Matrix products with ATen names and semantics: matmul (numpy rules: 1-D
+// operands, broadcast batch dims), mm, bmm, addmm, linear, and wgnn.gemm for
+// ONNX Gemm (transposed operands, alpha, beta, a broadcast C). All run one
+// tiled kernel (kernels/matmul.wgsl) with the bias fused in its epilogue.
+//
+// Dtypes: float32 or float16, every operand the same (no type promotion);
+// float16 accumulates in f32. Transposed operands are read in place (no
+// copy). A batch of matrices times one shared matrix (linear on [B, S, K])
+// runs as one [B * S, K] product.
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ops/helpers.h"
+#include "ops/layout.h"
+#include "ops/registry.h"
+
+namespace wgnn::ops {
+namespace {
+
+// A product of the kernel: out[b] = alpha * op(A[b]) @ op(B[b]) + beta * bias[b].
+struct Gemm {
+  TensorRef a, b, bias{-1};
+  bool a_trans = false, b_trans = false;
+  int64_t M = 0, N = 0, K = 0;
+  Shape batch;            // output batch dims
+  Shape sa, sb, sc;       // their element strides in A, B, bias (0: broadcast)
+  int64_t bias_sm = 0, bias_sn = 0;
+  double alpha = 1, beta = 1;
+  Shape out_shape;        // the result's shape (M x N per batch, contiguous)
+};
+
+struct alignas(16) Params {
+  uint32_t M, N, K, batch;
+  uint32_t tiles_m, tiles_n, lda, ldb;
+  uint32_t bias_sm, bias_sn, rank, pad0;
+  float alpha, beta;
+  uint32_t pad1, pad2;
+  Dims shape, sa, sb, sc;
+};
+static_assert(sizeof(Params) == 192);
+
+constexpr uint32_t kTile = 64;
+
+void require_operand(const Args& a, TensorRef t, std::string_view name) {
+  a.require_float(t, name);
+  a.require_fits_binding(t, name);
+  require_rank(a.g.info(t).shape, a.op, name);
+  if (a.g.info(t).numel() > int64_t(UINT32_MAX)) {
+    a.fail(fmt::format("argument '{}' {} is too large for 32-bit indexing", name, shape_str(a.g.info(t).shape)));
+  }
+}
+
+void require_same_dtype(const Args& a, TensorRef x, std::string_view xn, TensorRef y, std::string_view yn) {
+  const DType dx = a.g.info(x).dtype, dy = a.g.info(y).dtype;
+  if (dx != dy) {
+    a.fail(fmt::format("arguments '{}' ({}) and '{}' ({}) must have the same dtype (no type promotion)", xn,
+                       dtype_name(dx), yn, dtype_name(dy)));
+  }
+}
+
+// Element strides of `shape`'s leading dims (all but the last two) read at
+// the indices of `batch` (right-aligned; 0 where `shape` has size 1 or no dim).
+Shape batch_strides(const Shape& shape, const Shape& batch) {
+  const Shape cs = contiguous_strides(shape);
+  const size_t nb = shape.size() - 2;
+  Shape s(batch.size(), 0);
+  for (size_t i = 0; i < nb; ++i) s[batch.size() - nb + i] = shape[i] == 1 ? 0 : cs[i];
+  return s;
+}
+
+// Records the product (none when the result is empty).
+TensorRef record(const Args& a, Gemm p) {
+  Graph& g = a.g;
+  const DType dt = g.info(p.a).dtype;
+  const int64_t total = numel(p.out_shape);
+  if (total > int64_t(UINT32_MAX)) {
+    a.fail(fmt::format("the result {} is too large for 32-bit indexing", shape_str(p.out_shape)));
+  }
+  const uint64_t bytes = uint64_t(total) * gpu_dtype_size(dt), limit = g.ctx().limits().max_storage_buffer_binding_size;
+  if (bytes > limit) {
+    a.fail(fmt::format("the result {} {} is {} bytes, over this device's maxStorageBufferBindingSize of {} bytes",
+                       dtype_name(dt), shape_str(p.out_shape), bytes, limit));
+  }
+  TensorRef y = g.add_tensor(p.out_shape, dt);
+  if (total == 0) return y;
+  if (p.beta == 0) p.bias = TensorRef{-1};  // ATen and ONNX: C is ignored (NaN in it too)
+
+  // A batch of A against one B (and a bias shared by every row) is one
+  // taller product: [b, M, K] x [K, N] -> [b * M, K] x [K, N].
+  const bool b_shared = std::all_of(p.sb.begin(), p.sb.end(), [](int64_t s) { return s == 0; });
+  const bool bias_rows_shared =
+      p.bias.id < 0 || (p.bias_sm == 0 && std::all_of(p.sc.begin(), p.sc.end(), [](int64_t s) { return s == 0; }));
+  bool a_dense = !p.a_trans;
+  int64_t expect = p.M * p.K;
+  for (size_t d = p.batch.size(); d-- > 0 && a_dense;) {
+    if (p.batch[d] != 1 && p.sa[d] != expect) a_dense = false;
+    expect *= p.batch[d];
+  }
+  if (!p.batch.empty() && b_shared && bias_rows_shared && a_dense) {
+    p.M *= numel(p.batch);
+    p.batch.clear();
+    p.sa.clear();
+    p.sb.clear();
+    p.sc.clear();
+  }
+  // Drop batch dims of size 1; merge dims that every operand strides alike.
+  Shape shape;
+  std::array<Shape, 3> st;
+  const std::array<const Shape*, 3> in = {&p.sa, &p.sb, &p.sc};
+  for (size_t d = 0; d < p.batch.size(); ++d) {
+    if (p.batch[d] == 1) continue;
+    bool merge = !shape.empty();
+    for (size_t k = 0; k < 3 && merge; ++k) merge = st[k].back() == (*in[k])[d] * p.batch[d];
+    if (merge) {
+      shape.back() *= p.batch[d];
+      for (size_t k = 0; k < 3; ++k) st[k].back() = (*in[k])[d];
+    } else {
+      shape.push_back(p.batch[d]);
+      for (size_t k = 0; k < 3; ++k) st[k].push_back((*in[k])[d]);
+    }
+  }
+  const int64_t batch = std::max<int64_t>(numel(shape), 1);
+  const int64_t lda = p.a_trans ? p.M : p.K, ldb = p.b_trans ? p.K : p.N;
+  // vec4 loads: the contiguous dim and every row and batch offset a multiple of 4.
+  auto all4 = [](const Shape& s) { return std::all_of(s.begin(), s.end(), [](int64_t v) { return v % 4 == 0; }); };
+  const bool a_vec = (p.a_trans ? p.M : p.K) % 4 == 0 && all4(st[0]);
+  const bool b_vec = (p.b_trans ? p.K : p.N) % 4 == 0 && all4(st[1]);
+
+  const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), kTile), tiles_n = gpu::ceil_div(uint64_t(p.N), kTile);
+  const uint64_t groups = tiles_m * tiles_n * uint64_t(batch);
+  if (groups > UINT32_MAX) a.fail(fmt::format("the result {} needs too many workgroups", shape_str(p.out_shape)));
+  Params params{};
+  params.M = uint32_t(p.M);
+  params.N = uint32_t(p.N);
+  params.K = uint32_t(p.K);
+  params.batch = uint32_t(batch);
+  params.tiles_m = uint32_t(tiles_m);
+  params.tiles_n = uint32_t(tiles_n);
+  params.lda = uint32_t(lda);
+  params.ldb = uint32_t(ldb);
+  params.bias_sm = uint32_t(p.bias_sm);
+  params.bias_sn = uint32_t(p.bias_sn);
+  params.rank = uint32_t(shape.size());
+  params.alpha = float(p.alpha);
+  params.beta = float(p.beta);
+  params.shape = pack(shape, a.op);
+  params.sa = pack(st[0], a.op);
+  params.sb = pack(st[1], a.op);
+  params.sc = pack(st[2], a.op);
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul.wgsl", float_subs(g, dt, a.op),
+                                   {{"A_TRANS", p.a_trans ? 1.0 : 0.0},
+                                    {"B_TRANS", p.b_trans ? 1.0 : 0.0},
+                                    {"A_VEC", a_vec ? 1.0 : 0.0},
+                                    {"B_VEC", b_vec ? 1.0 : 0.0},
+                                    {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0},
+                                    {"F16_OUT", dt == DType::F16 ? 1.0 : 0.0}});
+  g.add_dispatch(pl,
+                 {Binding::of(y), Binding::of(g.uniform(params)), Binding::of(p.a), Binding::of(p.b),
+                  p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer())},
+                 grid_for(g, groups), std::string(a.op),
+                 fmt::format("gemm {}x{}x{}{}{}{}{}", p.M, p.N, p.K, batch > 1 ? fmt::format(" batch {}", batch) : "",
+                             p.a_trans ? " At" : "", p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : ""));
+  return y;
+}
+
+// Sets the bias of `p` (broadcast to [batch..., M, N]) with its strides.
+void set_bias(const Args& a, Gemm& p, TensorRef bias, std::string_view name) {
+  if (bias.id < 0) return;
+  require_operand(a, bias, name);
+  if (a.g.info(bias).dtype != a.g.info(p.a).dtype) {
+    a.fail(fmt::format("argument '{}' has dtype {} but the matrices have {}; they must agree", name,
+                       dtype_name(a.g.info(bias).dtype), dtype_name(a.g.info(p.a).dtype)));
+  }
+  Shape full = p.batch;
+  full.push_back(p.M);
+  full.push_back(p.N);
+  const Shape& bs = a.g.info(bias).shape;
+  bool ok = bs.size() <= full.size();
+  for (size_t i = 0; ok && i < bs.size(); ++i) {
+    const int64_t d = bs[bs.size() - 1 - i];
+    ok = d == 1 || d == full[full.size() - 1 - i];
+  }
+  if (!ok) {
+    a.fail(fmt::format("argument '{}' {} does not broadcast to the product's shape {}", name, shape_str(bs),
+                       shape_str(full)));
+  }
+  const Shape s = broadcast_strides(bs, full);
+  p.bias = bias;
+  p.sc.assign(s.begin(), s.end() - 2);
+  p.bias_sm = s[s.size() - 2];
+  p.bias_sn = s[s.size() - 1];
+}
+
+// aten.matmul.default(self, other): numpy matmul. 1-D operands get a dim of
+// 1 prepended (self) or appended (other), removed from the result; leading
+// dims broadcast.
+Value matmul(Graph& g, const ValueList& args) {
+  Args a{"aten.matmul.default", args, g};
+  if (args.size() > 2) a.fail(fmt::format("takes 2 arguments, got {}", args.size()));
+  TensorRef x = a.tensor(0, "self");
+  TensorRef y = a.tensor(1, "other");
+  require_operand(a, x, "self");
+  require_operand(a, y, "other");
+  require_same_dtype(a, x, "self", y, "other");
+  Shape xs = g.info(x).shape, ys = g.info(y).shape;
+  if (xs.empty() || ys.empty()) {
+    a.fail(fmt::format("both arguments must be at least 1-D, got {} and {}", shape_str(xs), shape_str(ys)));
+  }
+  const bool x1 = xs.size() == 1, y1 = ys.size() == 1;
+  if (x1) xs.insert(xs.begin(), 1);
+  if (y1) ys.push_back(1);
+  Gemm p;
+  p.a = x;
+  p.b = y;
+  p.M = xs[xs.size() - 2];
+  p.K = xs.back();
+  p.N = ys.back();
+  if (ys[ys.size() - 2] != p.K) {
+    a.fail(fmt::format("shapes {} and {} cannot be multiplied ({} != {})", shape_str(g.info(x).shape),
+                       shape_str(g.info(y).shape), p.K, ys[ys.size() - 2]));
+  }
+  const Shape xb(xs.begin(), xs.end() - 2), yb(ys.begin(), ys.end() - 2);
+  try {
+    p.batch = broadcast_shapes(xb, yb, a.op);
+  } catch (const Error&) {
+    a.fail(fmt::format("batch dims of {} and {} do not broadcast", shape_str(g.info(x).shape),
+                       shape_str(g.info(y).shape)));
+  }
+  p.sa = batch_strides(xs, p.batch);
+  p.sb = batch_strides(ys, p.batch);
+  p.sc = Shape(p.batch.size(), 0);
+  p.out_shape = p.batch;
+  if (!x1) p.out_shape.push_back(p.M);
+  if (!y1) p.out_shape.push_back(p.N);
+  p.beta = 0;
+  return record(a, p);
+}
+
+// Both operands exactly 2-D (mm) or 3-D with one batch (bmm).
+Value mm_like(Graph& g, const ValueList& args, const char* op, size_t rank) {
+  Args a{op, args, g};
+  if (args.size() > 2) a.fail(fmt::format("takes 2 arguments, got {}", args.size()));
+  TensorRef x = a.tensor(0, "self");
+  TensorRef y = a.tensor(1, "mat2");
+  require_operand(a, x, "self");
+  require_operand(a, y, "mat2");
+  require_same_dtype(a, x, "self", y, "mat2");
+  const Shape &xs = g.info(x).shape, &ys = g.info(y).shape;
+  if (xs.size() != rank || ys.size() != rank) {
+    a.fail(fmt::format("expects {}-D tensors, got {} and {}", rank, shape_str(xs), shape_str(ys)));
+  }
+  if (rank == 3 && xs[0] != ys[0]) a.fail(fmt::format("batch sizes differ: {} and {}", shape_str(xs), shape_str(ys)));
+  if (xs[rank - 1] != ys[rank - 2]) {
+    a.fail(fmt::format("shapes {} and {} cannot be multiplied ({} != {})", shape_str(xs), shape_str(ys), xs[rank - 1],
+                       ys[rank - 2]));
+  }
+  return matmul(g, {x, y});
+}
+
+// aten.addmm.default(self, mat1, mat2, *, beta=1, alpha=1):
+// beta * self + alpha * (mat1 @ mat2), self broadcast to [M, N].
+Value addmm(Graph& g, const ValueList& args) {
+  Args a{"aten.addmm.default", args, g};
+  if (args.size() > 5) a.fail(fmt::format("takes at most 5 arguments, got {}", args.size()));
+  TensorRef bias = a.tensor(0, "self");
+  TensorRef x = a.tensor(1, "mat1");
+  TensorRef y = a.tensor(2, "mat2");
+  Gemm p;
+  p.beta = a.scalar(3, "beta", 1.0);
+  p.alpha = a.scalar(4, "alpha", 1.0);
+  require_operand(a, x, "mat1");
+  require_operand(a, y, "mat2");
+  require_same_dtype(a, x, "mat1", y, "mat2");
+  const Shape &xs = g.info(x).shape, &ys = g.info(y).shape;
+  if (xs.size() != 2 || ys.size() != 2) {
+    a.fail(fmt::format("'mat1' and 'mat2' must be 2-D, got {} and {}", shape_str(xs), shape_str(ys)));
+  }
+  if (xs[1] != ys[0]) {
+    a.fail(fmt::format("shapes {} and {} cannot be multiplied ({} != {})", shape_str(xs), shape_str(ys), xs[1], ys[0]));
+  }
+  p.a = x;
+  p.b = y;
+  p.M = xs[0];
+  p.K = xs[1];
+  p.N = ys[1];
+  p.out_shape = {p.M, p.N};
+  set_bias(a, p, bias, "self");
+  return record(a, p);
+}
+
+// aten.linear.default(input, weight, bias=None): input @ weight^T + bias, with
+// input [..., K], weight [N, K] (or [K]: no N dim in the result) and bias
+// broadcast to the result (usually [N]).
+Value linear(Graph& g, const ValueList& args) {
+  Args a{"aten.linear.default", args, g};
+  if (args.size() > 3) a.fail(fmt::format("takes at most 3 arguments, got {}", args.size()));
+  TensorRef x = a.tensor(0, "input");
+  TensorRef w = a.tensor(1, "weight");
+  TensorRef bias = a.optional_tensor(2, "bias");
+  require_operand(a, x, "input");
+  require_operand(a, w, "weight");
+  require_same_dtype(a, x, "input", w, "weight");
+  Shape xs = g.info(x).shape;
+  const Shape& ws = g.info(w).shape;
+  if (xs.empty()) a.fail("argument 'input' must be at least 1-D, got a 0-d tensor");
+  if (ws.size() != 2 && ws.size() != 1) {
+    a.fail(fmt::format("argument 'weight' must be 2-D [out_features, in_features], got {}", shape_str(ws)));
+  }
+  if (ws.back() != xs.back()) {
+    a.fail(fmt::format("input {} and weight {} do not match: {} input features, weight expects {}", shape_str(xs),
+                       shape_str(ws), xs.back(), ws.back()));
+  }
+  Gemm p;
+  p.a = x;
+  p.b = w;
+  p.b_trans = true;  // weight is [N, K]
+  p.out_shape = Shape(xs.begin(), xs.end() - 1);
+  if (ws.size() == 2) p.out_shape.push_back(ws[0]);
+  if (xs.size() == 1) xs.insert(xs.begin(), 1);
+  p.M = xs[xs.size() - 2];
+  p.K = xs.back();
+  p.N = ws.size() == 2 ? ws[0] : 1;
+  p.batch = Shape(xs.begin(), xs.end() - 2);
+  p.sa = batch_strides(xs, p.batch);
+  p.sb = Shape(p.batch.size(), 0);
+  p.sc = Shape(p.batch.size(), 0);
+  if (bias.id >= 0) {
+    const Shape& bs = g.info(bias).shape;
+    bool ok = bs.size() <= p.out_shape.size();
+    for (size_t i = 0; ok && i < bs.size(); ++i) {
+      const int64_t d = bs[bs.size() - 1 - i];
+      ok = d == 1 || d == p.out_shape[p.out_shape.size() - 1 - i];
+    }
+    if (!ok) {
+      a.fail(fmt::format("argument 'bias' {} does not broadcast to the result {}", shape_str(bs),
+                         shape_str(p.out_shape)));
+    }
+    if (ws.size() == 1) {  // the result has no N dim: read the bias as [..., 1]
+      Shape b1 = bs;
+      b1.push_back(1);
+      bias = g.add_view(bias, b1);
+    }
+    set_bias(a, p, bias, "bias");
+  }
+  return record(a, p);
+}
+
+// wgnn.gemm.default(A, B, C=None, alpha=1, beta=1, transA=False, transB=False):
+// ONNX Gemm. alpha * op(A) @ op(B) + beta * C with A, B 2-D (op transposes
+// when asked) and C broadcast to [M, N].
+Value gemm(Graph& g, const ValueList& args) {
+  Args a{"wgnn.gemm.default", args, g};
+  if (args.size() > 7) a.fail(fmt::format("takes at most 7 arguments, got {}", args.size()));
+  TensorRef x = a.tensor(0, "A");
+  TensorRef y = a.tensor(1, "B");
+  TensorRef c = a.optional_tensor(2, "C");
+  Gemm p;
+  p.alpha = a.scalar(3, "alpha", 1.0);
+  p.beta = a.scalar(4, "beta", 1.0);
+  p.a_trans = a.boolean(5, "transA", false);
+  p.b_trans = a.boolean(6, "transB", false);
+  require_operand(a, x, "A");
+  require_operand(a, y, "B");
+  require_same_dtype(a, x, "A", y, "B");
+  const Shape &xs = g.info(x).shape, &ys = g.info(y).shape;
+  if (xs.size() != 2 || ys.size() != 2) {
+    a.fail(fmt::format("'A' and 'B' must be 2-D, got {} and {}", shape_str(xs), shape_str(ys)));
+  }
+  p.a = x;
+  p.b = y;
+  p.M = p.a_trans ? xs[1] : xs[0];
+  p.K = p.a_trans ? xs[0] : xs[1];
+  const int64_t kb = p.b_trans ? ys[1] : ys[0];
+  p.N = p.b_trans ? ys[0] : ys[1];
+  if (kb != p.K) {
+    a.fail(fmt::format("op(A) is {}x{} and op(B) is {}x{}: inner dims differ (transA={}, transB={})", p.M, p.K, kb,
+                       p.N, p.a_trans, p.b_trans));
+  }
+  p.out_shape = {p.M, p.N};
+  set_bias(a, p, c, "C");
+  return record(a, p);
+}
+
+}  // namespace
+
+void register_matmul_ops(OpRegistry& r) {
+  r.add("aten.matmul.default", matmul);
+  r.add("aten.mm.default", [](Graph& g, const ValueList& args) { return mm_like(g, args, "aten.mm.default", 2); });
+  r.add("aten.bmm.default", [](Graph& g, const ValueList& args) { return mm_like(g, args, "aten.bmm.default", 3); });
+  r.add("aten.addmm.default", addmm);
+  r.add("aten.linear.default", linear);
+  r.add("wgnn.gemm.default", gemm);
+}
+
+}  // namespace wgnn::ops

@@ -1,0 +1,368 @@
+// matmul, mm, bmm, addmm, linear and wgnn.gemm against a double-precision
+// reference: edge sizes of the 64 x 64 tiles, K not a multiple of 4 (scalar
+// loads) and a multiple (vec4 loads), transposed operands, broadcast batch
+// dims and biases, 1-D operands, more workgroups than one grid dimension,
+// float16, and every validation error.
+#include <gmock/gmock.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "op_test_util.h"
+
+using namespace wgnn;
+using namespace wgnn::test;
+using testing::HasSubstr;
+
+namespace {
+
+bool has_f16() { return ctx().features().shader_f16; }
+
+// A host matrix stack: shape and row-major values.
+struct HostT {
+  Shape shape;
+  std::vector<float> v;
+};
+
+HostT make(const Shape& shape, DType dtype, uint32_t seed, float lo = -1, float hi = 1) {
+  return {shape, quantize(random_floats(size_t(numel(shape)), lo, hi, seed), dtype)};
+}
+
+// Value of `t` (right-aligned to `rank` dims) at coordinate `idx` of a
+// broadcast result: dims of size 1 repeat.
+double at(const HostT& t, const Shape& idx) {
+  const size_t off = idx.size() - t.shape.size();
+  int64_t flat = 0;
+  for (size_t d = 0; d < t.shape.size(); ++d) flat = flat * t.shape[d] + (t.shape[d] == 1 ? 0 : idx[off + d]);
+  return t.v[size_t(flat)];
+}
+
+// The reference: out[batch..., m, n] = alpha * sum_k A[m, k] B[k, n] + beta * C
+// with numpy broadcasting of the batch dims (A, B at least 2-D here) and
+// C broadcast to the whole result.
+std::vector<double> reference(const HostT& A, const HostT& B, bool ta, bool tb, const HostT* C, double alpha,
+                              double beta, Shape* out_shape = nullptr) {
+  const size_t ra = A.shape.size(), rb = B.shape.size();
+  const int64_t M = ta ? A.shape[ra - 1] : A.shape[ra - 2], K = ta ? A.shape[ra - 2] : A.shape[ra - 1];
+  const int64_t N = tb ? B.shape[rb - 2] : B.shape[rb - 1];
+  const size_t nb = std::max(ra, rb) - 2;
+  Shape batch(nb, 1);
+  for (size_t i = 0; i < nb; ++i) {
+    const int64_t da = i + ra >= nb + 2 ? A.shape[i + ra - nb - 2] : 1;
+    const int64_t db = i + rb >= nb + 2 ? B.shape[i + rb - nb - 2] : 1;
+    batch[i] = std::max(da, db);
+  }
+  Shape full = batch;
+  full.push_back(M);
+  full.push_back(N);
+  if (out_shape) *out_shape = full;
+  std::vector<double> out(size_t(numel(full)));
+  Shape idx(full.size(), 0);
+  for (size_t o = 0; o < out.size(); ++o) {
+    int64_t r = int64_t(o);
+    for (size_t d = full.size(); d-- > 0;) {
+      idx[d] = r % full[d];
+      r /= full[d];
+    }
+    const int64_t m = idx[nb], n = idx[nb + 1];
+    Shape ia(idx.begin(), idx.end()), ib(idx.begin(), idx.end());
+    double s = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      ia[nb] = ta ? k : m;
+      ia[nb + 1] = ta ? m : k;
+      ib[nb] = tb ? n : k;
+      ib[nb + 1] = tb ? k : n;
+      s += at(A, ia) * at(B, ib);
+    }
+    double y = alpha * s;
+    if (C && beta != 0) y += beta * at(*C, idx);
+    out[o] = y;
+  }
+  return out;
+}
+
+double atol_for(int64_t K, DType dt) { return dt == DType::F16 ? 4e-3 * std::sqrt(double(K) + 1) : 2e-6 * double(K + 1); }
+double rtol_for(DType dt) { return dt == DType::F16 ? 2e-3 : 1e-5; }
+
+// aten.matmul.default on 2-D and larger operands.
+void check_matmul(const Shape& as, const Shape& bs, DType dt, uint32_t seed) {
+  if (dt == DType::F16 && !has_f16()) GTEST_SKIP() << "no shader-f16";
+  SCOPED_TRACE(shape_str(as) + " x " + shape_str(bs) + " " + dtype_name(dt));
+  Graph g(ctx());
+  HostT A = make(as, dt, seed), B = make(bs, dt, seed + 1);
+  TensorRef ta = upload(g, as, A.v, dt), tb = upload(g, bs, B.v, dt);
+  TensorRef y = ops::call(g, "aten.matmul.default", {ta, tb}).tensor();
+  Shape want;
+  auto ref = reference(A, B, false, false, nullptr, 1, 0, &want);
+  EXPECT_EQ(g.info(y).shape, want);
+  EXPECT_EQ(g.info(y).dtype, dt);
+  g.run();
+  EXPECT_TRUE(all_close(download(g, y), ref, atol_for(as.back(), dt), rtol_for(dt)));
+}
+
+class MatmulSizes : public testing::TestWithParam<std::tuple<std::array<int64_t, 3>, DType>> {};
+
+TEST_P(MatmulSizes, MatchesReference) {
+  const auto [mkn, dt] = GetParam();
+  const auto [M, K, N] = mkn;
+  check_matmul({M, K}, {K, N}, dt, uint32_t(M * 7 + K * 3 + N));
+}
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MatmulSizes,
+    testing::Combine(testing::Values(std::array<int64_t, 3>{1, 1, 1}, std::array<int64_t, 3>{7, 13, 5},
+                                     std::array<int64_t, 3>{64, 64, 64}, std::array<int64_t, 3>{129, 257, 65},
+                                     std::array<int64_t, 3>{65, 16, 63}, std::array<int64_t, 3>{3, 8, 4},
+                                     std::array<int64_t, 3>{1, 300, 1}, std::array<int64_t, 3>{200, 3, 130},
+                                     std::array<int64_t, 3>{17, 4, 1}, std::array<int64_t, 3>{1, 36, 100}),
+                     testing::Values(DType::F32, DType::F16)));
+
+}  // namespace
+
+TEST(Matmul, Large) { check_matmul({256, 384}, {384, 320}, DType::F32, 1); }
+TEST(Matmul, LargeF16) { check_matmul({192, 260}, {260, 136}, DType::F16, 2); }
+
+TEST(Matmul, BatchBroadcast) {
+  check_matmul({2, 1, 7, 9}, {3, 9, 5}, DType::F32, 3);
+  check_matmul({2, 1, 12, 8}, {3, 8, 16}, DType::F32, 4);  // vec4 loads
+  check_matmul({4, 5, 6}, {6, 3}, DType::F32, 5);          // shared B: one taller product
+  check_matmul({5, 6}, {4, 6, 3}, DType::F32, 6);          // shared A
+  check_matmul({1, 3, 70, 33}, {2, 1, 33, 66}, DType::F32, 7);
+  check_matmul({2, 3, 1, 4, 5, 6}, {3, 1, 6, 7}, DType::F32, 8);
+  check_matmul({2, 1, 7, 9}, {3, 9, 5}, DType::F16, 9);
+}
+
+TEST(Matmul, Float16OverflowIsInfinity) {
+  if (!has_f16()) GTEST_SKIP() << "no shader-f16";
+  Graph g(ctx());
+  // 300 * 300 = 90000 and -90000 overflow float16 (max 65504); 200 * 300 fits.
+  TensorRef a = upload(g, {3, 1}, {300.f, -300.f, 200.f}, DType::F16);
+  TensorRef b = upload(g, {1, 1}, {300.f}, DType::F16);
+  TensorRef y = ops::call(g, "aten.matmul.default", {a, b}).tensor();
+  g.run();
+  auto got = download(g, y);
+  EXPECT_EQ(got[0], INFINITY);
+  EXPECT_EQ(got[1], -INFINITY);
+  EXPECT_EQ(got[2], 60000.f);
+}
+
+TEST(Matmul, ManyBatchesBeyondOneGridDimension) {
+  // 70000 batches of one tile each: more workgroups than one dimension holds.
+  check_matmul({70000, 3, 5}, {70000, 5, 2}, DType::F32, 10);
+}
+
+TEST(Matmul, OneDimensionalOperands) {
+  struct Case {
+    Shape a, b, out;
+  };
+  for (const Case& c : {Case{{5}, {5}, {}}, Case{{6}, {6, 3}, {3}}, Case{{4, 6}, {6}, {4}},
+                        Case{{7}, {2, 7, 3}, {2, 3}}, Case{{2, 3, 7}, {7}, {2, 3}}, Case{{1}, {1}, {}},
+                        Case{{260}, {260}, {}}}) {
+    SCOPED_TRACE(shape_str(c.a) + " x " + shape_str(c.b));
+    Graph g(ctx());
+    HostT A = make(c.a, DType::F32, 11), B = make(c.b, DType::F32, 12);
+    TensorRef y = ops::call(g, "aten.matmul.default",
+                            {upload(g, c.a, A.v, DType::F32), upload(g, c.b, B.v, DType::F32)})
+                      .tensor();
+    EXPECT_EQ(g.info(y).shape, c.out);
+    // Reference with the 1-D operands made 2-D.
+    HostT A2 = A, B2 = B;
+    if (c.a.size() == 1) A2.shape = {1, c.a[0]};
+    if (c.b.size() == 1) B2.shape = {c.b[0], 1};
+    auto ref = reference(A2, B2, false, false, nullptr, 1, 0);
+    g.run();
+    EXPECT_TRUE(all_close(download(g, y), ref, 1e-4, 1e-5));
+  }
+}
+
+TEST(Matmul, EmptyAndZeroInner) {
+  Graph g(ctx());
+  // K = 0: a product of empty sums is zero.
+  TensorRef a = upload(g, {3, 0}, {}, DType::F32), b = upload(g, {0, 5}, {}, DType::F32);
+  TensorRef y = ops::call(g, "aten.matmul.default", {a, b}).tensor();
+  EXPECT_EQ(g.info(y).shape, (Shape{3, 5}));
+  // M = 0: an empty result, no dispatch.
+  TensorRef e = ops::call(g, "aten.matmul.default", {upload(g, {0, 4}, {}, DType::F32),
+                                                     upload(g, {4, 2}, std::vector<float>(8, 1.f), DType::F32)})
+                    .tensor();
+  EXPECT_EQ(g.info(e).shape, (Shape{0, 2}));
+  g.mark_output(y);
+  g.run();
+  EXPECT_TRUE(all_close(download(g, y), std::vector<double>(15, 0.0), 0, 0));
+}
+
+TEST(Matmul, MmAndBmm) {
+  Graph g(ctx());
+  HostT A = make({9, 10}, DType::F32, 13), B = make({10, 11}, DType::F32, 14);
+  TensorRef y = ops::call(g, "aten.mm.default", {upload(g, A.shape, A.v, DType::F32), upload(g, B.shape, B.v, DType::F32)})
+                    .tensor();
+  HostT C = make({3, 9, 10}, DType::F32, 15), D = make({3, 10, 4}, DType::F32, 16);
+  TensorRef z =
+      ops::call(g, "aten.bmm.default", {upload(g, C.shape, C.v, DType::F32), upload(g, D.shape, D.v, DType::F32)})
+          .tensor();
+  g.run();
+  EXPECT_TRUE(all_close(download(g, y), reference(A, B, false, false, nullptr, 1, 0), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(download(g, z), reference(C, D, false, false, nullptr, 1, 0), 1e-5, 1e-5));
+}
+
+namespace {
+
+// addmm and gemm: alpha * op(A) @ op(B) + beta * C.
+void check_gemm(int64_t M, int64_t K, int64_t N, bool ta, bool tb, const std::optional<Shape>& cs, double alpha,
+                double beta, DType dt, bool use_addmm, uint32_t seed) {
+  if (dt == DType::F16 && !has_f16()) GTEST_SKIP() << "no shader-f16";
+  SCOPED_TRACE(fmt::format("{}x{}x{} ta={} tb={} C={} alpha={} beta={} {}", M, K, N, ta, tb,
+                           cs ? shape_str(*cs) : "none", alpha, beta, dtype_name(dt)));
+  Graph g(ctx());
+  HostT A = make(ta ? Shape{K, M} : Shape{M, K}, dt, seed), B = make(tb ? Shape{N, K} : Shape{K, N}, dt, seed + 1);
+  HostT C = cs ? make(*cs, dt, seed + 2) : HostT{};
+  TensorRef tA = upload(g, A.shape, A.v, dt), tB = upload(g, B.shape, B.v, dt);
+  Value tC = cs ? Value(upload(g, C.shape, C.v, dt)) : Value(None{});
+  TensorRef y;
+  if (use_addmm) {
+    y = ops::call(g, "aten.addmm.default", {tC, tA, tB, beta, alpha}).tensor();
+  } else {
+    y = ops::call(g, "wgnn.gemm.default", {tA, tB, tC, alpha, beta, ta, tb}).tensor();
+  }
+  EXPECT_EQ(g.info(y).shape, (Shape{M, N}));
+  g.run();
+  auto ref = reference(A, B, ta, tb, cs ? &C : nullptr, alpha, beta);
+  EXPECT_TRUE(all_close(download(g, y), ref, atol_for(K, dt) * std::max(1.0, std::abs(alpha)), rtol_for(dt)));
+}
+
+}  // namespace
+
+TEST(Gemm, Transposes) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      check_gemm(7, 13, 5, ta, tb, Shape{5}, 1.0, 1.0, DType::F32, false, 20);
+      check_gemm(129, 68, 72, ta, tb, Shape{129, 72}, 0.5, 2.0, DType::F32, false, 21);  // vec4 loads
+      check_gemm(65, 33, 70, ta, tb, std::nullopt, -1.5, 1.0, DType::F32, false, 22);
+      check_gemm(66, 20, 67, ta, tb, Shape{1}, 1.0, 1.0, DType::F16, false, 23);
+    }
+  }
+}
+
+TEST(Gemm, BiasBroadcasts) {
+  check_gemm(6, 5, 4, false, false, Shape{}, 1.0, 0.25, DType::F32, false, 30);      // scalar
+  check_gemm(6, 5, 4, false, false, Shape{1}, 1.0, 1.0, DType::F32, false, 31);      // one element
+  check_gemm(6, 5, 4, false, false, Shape{4}, 1.0, 1.0, DType::F32, false, 32);      // per column
+  check_gemm(6, 5, 4, false, false, Shape{6, 1}, 1.0, 1.0, DType::F32, false, 33);   // per row
+  check_gemm(6, 5, 4, false, false, Shape{1, 4}, 1.0, 1.0, DType::F32, false, 34);
+  check_gemm(6, 5, 4, false, false, Shape{6, 4}, 2.0, -1.0, DType::F32, false, 35);  // full
+}
+
+TEST(Gemm, BetaZeroIgnoresC) {
+  Graph g(ctx());
+  HostT A = make({3, 4}, DType::F32, 40), B = make({4, 2}, DType::F32, 41);
+  std::vector<float> nan(6, std::numeric_limits<float>::quiet_NaN());
+  TensorRef y = ops::call(g, "wgnn.gemm.default",
+                          {upload(g, A.shape, A.v, DType::F32), upload(g, B.shape, B.v, DType::F32),
+                           upload(g, {3, 2}, nan, DType::F32), 1.0, 0.0, false, false})
+                    .tensor();
+  g.run();
+  EXPECT_TRUE(all_close(download(g, y), reference(A, B, false, false, nullptr, 1, 0), 1e-5, 1e-5));
+}
+
+TEST(Addmm, BetaAlpha) {
+  check_gemm(7, 13, 5, false, false, Shape{5}, 1.0, 1.0, DType::F32, true, 50);
+  check_gemm(70, 31, 66, false, false, Shape{70, 66}, 0.5, 3.0, DType::F32, true, 51);
+  check_gemm(9, 8, 12, false, false, Shape{9, 1}, 2.0, 0.5, DType::F32, true, 52);
+  check_gemm(9, 8, 12, false, false, Shape{12}, 1.0, 1.0, DType::F16, true, 53);
+}
+
+namespace {
+
+void check_linear(const Shape& xs, int64_t N, const std::optional<Shape>& bias_shape, DType dt, uint32_t seed,
+                  bool vector_weight = false) {
+  if (dt == DType::F16 && !has_f16()) GTEST_SKIP() << "no shader-f16";
+  SCOPED_TRACE(fmt::format("{} N={} bias {} {}", shape_str(xs), N, bias_shape ? shape_str(*bias_shape) : "none",
+                           dtype_name(dt)));
+  const int64_t K = xs.back();
+  Graph g(ctx());
+  HostT X = make(xs, dt, seed);
+  HostT W = make(vector_weight ? Shape{K} : Shape{N, K}, dt, seed + 1);
+  HostT Bi = bias_shape ? make(*bias_shape, dt, seed + 2) : HostT{};
+  TensorRef y = ops::call(g, "aten.linear.default",
+                          {upload(g, xs, X.v, dt), upload(g, W.shape, W.v, dt),
+                           bias_shape ? Value(upload(g, Bi.shape, Bi.v, dt)) : Value(None{})})
+                    .tensor();
+  Shape want(xs.begin(), xs.end() - 1);
+  if (!vector_weight) want.push_back(N);
+  EXPECT_EQ(g.info(y).shape, want);
+  g.run();
+  // Reference as [rows, K] x [N, K]^T + bias broadcast to the result.
+  HostT X2{{numel(xs) / std::max<int64_t>(K, 1), K}, X.v};
+  HostT W2{{vector_weight ? 1 : N, K}, W.v};
+  auto prod = reference(X2, W2, false, true, nullptr, 1, 0);
+  if (bias_shape) {
+    Shape idx(want.size());
+    for (size_t o = 0; o < prod.size(); ++o) {
+      int64_t r = int64_t(o);
+      for (size_t d = want.size(); d-- > 0;) {
+        idx[d] = r % want[d];
+        r /= want[d];
+      }
+      prod[o] += at(Bi, idx);
+    }
+  }
+  EXPECT_TRUE(all_close(download(g, y), prod, atol_for(K, dt), rtol_for(dt)));
+}
+
+}  // namespace
+
+TEST(Linear, Shapes) {
+  check_linear({2, 3, 16}, 8, Shape{8}, DType::F32, 60);    // shared weight: one [6, 16] product
+  check_linear({5, 13}, 7, Shape{7}, DType::F32, 61);
+  check_linear({5, 13}, 7, std::nullopt, DType::F32, 62);
+  check_linear({13}, 7, Shape{7}, DType::F32, 63);            // 1-D input
+  check_linear({3, 70, 33}, 65, Shape{65}, DType::F32, 64);
+  check_linear({2, 3, 16}, 8, Shape{3, 8}, DType::F32, 65);  // bias varying along rows
+  check_linear({2, 3, 16}, 8, Shape{2, 1, 8}, DType::F32, 66);
+  check_linear({4, 9}, 1, Shape{1}, DType::F32, 67);
+  check_linear({4, 9}, 1, std::nullopt, DType::F32, 68, true);  // 1-D weight: no N dim
+  check_linear({2, 3, 16}, 8, Shape{8}, DType::F16, 69);
+}
+
+TEST(Matmul, Errors) {
+  Graph g(ctx());
+  TensorRef a = g.add_tensor({3, 4}, DType::F32, TensorKind::Input);
+  TensorRef b = g.add_tensor({5, 2}, DType::F32, TensorKind::Input);
+  TensorRef c = g.add_tensor({4, 2}, DType::F32, TensorKind::Input);
+  TensorRef h = g.add_tensor({4, 2}, DType::F16, TensorKind::Input);
+  TensorRef i = g.add_tensor({4, 2}, DType::I32, TensorKind::Input);
+  TensorRef s = g.add_tensor({}, DType::F32, TensorKind::Input);
+  TensorRef b3 = g.add_tensor({2, 4, 2}, DType::F32, TensorKind::Input);
+  TensorRef a3 = g.add_tensor({3, 3, 4}, DType::F32, TensorKind::Input);
+  TensorRef bias = g.add_tensor({5}, DType::F32, TensorKind::Input);
+  auto expect_error = [&](const char* op, const ValueList& args, const char* needle) {
+    try {
+      ops::call(g, op, args);
+      ADD_FAILURE() << op << ": no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(op));
+      EXPECT_THAT(e.what(), HasSubstr(needle));
+    }
+  };
+  expect_error("aten.matmul.default", {a, b}, "cannot be multiplied (4 != 5)");
+  expect_error("aten.matmul.default", {a, h}, "same dtype");
+  expect_error("aten.matmul.default", {a, i}, "int32");
+  expect_error("aten.matmul.default", {s, c}, "at least 1-D");
+  expect_error("aten.matmul.default", {a3, b3}, "do not broadcast");
+  expect_error("aten.matmul.default", {a, c, c}, "takes 2 arguments");
+  expect_error("aten.mm.default", {a3, c}, "expects 2-D");
+  expect_error("aten.bmm.default", {a3, b3}, "batch sizes differ");
+  expect_error("aten.addmm.default", {bias, a, c}, "'self' [5] does not broadcast");
+  expect_error("aten.addmm.default", {c, a, b}, "cannot be multiplied");
+  expect_error("aten.linear.default", {a, b}, "do not match");
+  expect_error("aten.linear.default", {a, a3}, "must be 2-D");
+  expect_error("aten.linear.default", {a, g.add_tensor({2, 4}, DType::F32, TensorKind::Input), bias},
+               "'bias' [5] does not broadcast");
+  expect_error("wgnn.gemm.default", {a, c, None{}, 1.0, 1.0, true, false}, "inner dims differ");
+  expect_error("wgnn.gemm.default", {a, c, h, 1.0, 1.0}, "'C' has dtype float16");
+  expect_error("wgnn.gemm.default", {a, c, None{}, std::string("x")}, "'alpha'");
+  expect_error("wgnn.gemm.default", {a3, c}, "must be 2-D");
+}
