@@ -8,16 +8,20 @@
 // CoreFeaturesAndLimits. Asking for the header's values gives a device that
 // *has* those features yet rejects `enable f16;` and timestamp query sets.
 // Every such number lives here and nowhere else; tests/gpu/dawn_values_test
-// proves each against the loaded library.
+// proves each against the loaded library. None of this applies to a Dawn
+// built from source (WGNN_DAWN_NPM=0): there the header's names are used.
 #include <cstdint>
 #include <string>
 
+#if !WGNN_DAWN_NPM
+#include <webgpu/webgpu.h>
+#endif
+
 namespace wgnn::gpu::dawn {
 
+#if WGNN_DAWN_NPM
 // sType of WGPUDawnTogglesDescriptor: the same in header and binary.
 inline constexpr uint32_t kSTypeTogglesDescriptor = 0x0005000A;
-
-#if WGNN_DAWN_NPM
 // The binary's numbering of the standard features (the webgpu.h of early 2025).
 inline constexpr uint32_t kFeatureDepthClipControl = 0x1;
 inline constexpr uint32_t kFeatureDepth32FloatStencil8 = 0x2;
@@ -38,23 +42,26 @@ inline constexpr uint32_t kFeatureCoreFeaturesAndLimits = 0x12;
 inline constexpr uint32_t kFeatureTimestampQueryInsidePasses = 0x00050003;
 inline constexpr uint32_t kFeatureSubgroupMatrix = 0x00050037;
 #else
-// A Dawn built with its own header: the header's numbers hold.
-inline constexpr uint32_t kFeatureCoreFeaturesAndLimits = 0x1;
-inline constexpr uint32_t kFeatureDepthClipControl = 0x2;
-inline constexpr uint32_t kFeatureDepth32FloatStencil8 = 0x3;
-inline constexpr uint32_t kFeatureTextureCompressionBC = 0x4;
-inline constexpr uint32_t kFeatureTimestampQuery = 0x9;
-inline constexpr uint32_t kFeatureIndirectFirstInstance = 0xA;
-inline constexpr uint32_t kFeatureShaderF16 = 0xB;
-inline constexpr uint32_t kFeatureRG11B10UfloatRenderable = 0xC;
-inline constexpr uint32_t kFeatureBGRA8UnormStorage = 0xD;
-inline constexpr uint32_t kFeatureFloat32Filterable = 0xE;
-inline constexpr uint32_t kFeatureFloat32Blendable = 0xF;
-inline constexpr uint32_t kFeatureClipDistances = 0x10;
-inline constexpr uint32_t kFeatureDualSourceBlending = 0x11;
-inline constexpr uint32_t kFeatureSubgroups = 0x12;
-inline constexpr uint32_t kFeatureTimestampQueryInsidePasses = 0x00050003;
-inline constexpr uint32_t kFeatureSubgroupMatrix = 0x00050034;
+inline constexpr uint32_t kSTypeTogglesDescriptor = WGPUSType_DawnTogglesDescriptor;
+// Dawn built from source (cmake -DWGNN_DAWN=source) with the webgpu.h
+// generated in the same build: the header's numbers are the binary's, so they
+// are taken from the header as they are.
+inline constexpr uint32_t kFeatureCoreFeaturesAndLimits = WGPUFeatureName_CoreFeaturesAndLimits;
+inline constexpr uint32_t kFeatureDepthClipControl = WGPUFeatureName_DepthClipControl;
+inline constexpr uint32_t kFeatureDepth32FloatStencil8 = WGPUFeatureName_Depth32FloatStencil8;
+inline constexpr uint32_t kFeatureTextureCompressionBC = WGPUFeatureName_TextureCompressionBC;
+inline constexpr uint32_t kFeatureTimestampQuery = WGPUFeatureName_TimestampQuery;
+inline constexpr uint32_t kFeatureIndirectFirstInstance = WGPUFeatureName_IndirectFirstInstance;
+inline constexpr uint32_t kFeatureShaderF16 = WGPUFeatureName_ShaderF16;
+inline constexpr uint32_t kFeatureRG11B10UfloatRenderable = WGPUFeatureName_RG11B10UfloatRenderable;
+inline constexpr uint32_t kFeatureBGRA8UnormStorage = WGPUFeatureName_BGRA8UnormStorage;
+inline constexpr uint32_t kFeatureFloat32Filterable = WGPUFeatureName_Float32Filterable;
+inline constexpr uint32_t kFeatureFloat32Blendable = WGPUFeatureName_Float32Blendable;
+inline constexpr uint32_t kFeatureClipDistances = WGPUFeatureName_ClipDistances;
+inline constexpr uint32_t kFeatureDualSourceBlending = WGPUFeatureName_DualSourceBlending;
+inline constexpr uint32_t kFeatureSubgroups = WGPUFeatureName_Subgroups;
+inline constexpr uint32_t kFeatureTimestampQueryInsidePasses = WGPUFeatureName_ChromiumExperimentalTimestampQueryInsidePasses;
+inline constexpr uint32_t kFeatureSubgroupMatrix = WGPUFeatureName_ChromiumExperimentalSubgroupMatrix;
 #endif
 
 // The name of a feature number of the loaded binary ("0x..." if unknown).
