@@ -87,6 +87,20 @@ Limits to_limits(const WGPULimits& l) {
   return o;
 }
 
+#if !WGNN_DAWN_NPM
+const char* component_type_name(WGPUSubgroupMatrixComponentType t) {
+  switch (t) {
+    case WGPUSubgroupMatrixComponentType_F32: return "f32";
+    case WGPUSubgroupMatrixComponentType_F16: return "f16";
+    case WGPUSubgroupMatrixComponentType_U32: return "u32";
+    case WGPUSubgroupMatrixComponentType_I32: return "i32";
+    case WGPUSubgroupMatrixComponentType_U8: return "u8";
+    case WGPUSubgroupMatrixComponentType_I8: return "i8";
+    default: return "unknown";
+  }
+}
+#endif
+
 std::string human_bytes(uint64_t b) {
   if (b >= (1ull << 30)) return fmt::format("{} bytes ({:.2f} GiB)", b, double(b) / double(1ull << 30));
   if (b >= (1ull << 20)) return fmt::format("{} bytes ({:.2f} MiB)", b, double(b) / double(1ull << 20));
@@ -171,13 +185,20 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   }
   DriverChoice driver = choose_vulkan_driver(options.adapter);
 
-  // Dawn offers ShaderF16 on NVIDIA's Vulkan driver only with this toggle,
-  // given to the instance and the adapter request.
-  const char* adapter_enabled[] = {"vulkan_enable_f16_on_nvidia"};
+  // Dawn offers ShaderF16 on NVIDIA's Vulkan driver only with
+  // vulkan_enable_f16_on_nvidia, given to the instance and the adapter
+  // request (and the device, below). allow_unsafe_apis goes the same three
+  // ways: the adapter's toggles decide which experimental features (subgroup
+  // matrices) and configurations it lists.
+  const char* env_unsafe = std::getenv("WGNN_ALLOW_UNSAFE_APIS");
+  const bool allow_unsafe = options.allow_unsafe_apis || (env_unsafe && std::string(env_unsafe) == "1");
+  s.features.unsafe_apis = allow_unsafe;
+  std::vector<const char*> adapter_enabled = {"vulkan_enable_f16_on_nvidia"};
+  if (allow_unsafe) adapter_enabled.push_back("allow_unsafe_apis");
   WGPUDawnTogglesDescriptor adapter_toggles{};
   adapter_toggles.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);
-  adapter_toggles.enabledToggleCount = 1;
-  adapter_toggles.enabledToggles = adapter_enabled;
+  adapter_toggles.enabledToggleCount = adapter_enabled.size();
+  adapter_toggles.enabledToggles = adapter_enabled.data();
   s.adapter_toggles = &adapter_toggles.chain;
 
   std::string adapter_message;
@@ -251,13 +272,15 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
     wgpuSupportedFeaturesFreeMembers(sf);
   }
   std::vector<WGPUFeatureName> wanted;
-  for (uint32_t f : {dawn::kFeatureShaderF16, dawn::kFeatureSubgroups, dawn::kFeatureTimestampQuery}) {
+  std::vector<uint32_t> candidates = {dawn::kFeatureShaderF16, dawn::kFeatureSubgroups, dawn::kFeatureTimestampQuery};
+  if (allow_unsafe) candidates.push_back(dawn::kFeatureSubgroupMatrix);
+  for (uint32_t f : candidates) {
     if (wgpuAdapterHasFeature(s.adapter, static_cast<WGPUFeatureName>(f))) wanted.push_back(static_cast<WGPUFeatureName>(f));
   }
 
   // Timestamps are quantized by default (a browser's defence against timing
   // attacks); a native runtime wants them exact for profiling.
-  std::vector<const char*> enabled(std::begin(adapter_enabled), std::end(adapter_enabled));
+  std::vector<const char*> enabled = adapter_enabled;
   for (const auto& t : options.enable_toggles) enabled.push_back(t.c_str());
   const char* disabled[] = {"timestamp_quantization"};
   WGPUDawnTogglesDescriptor toggles{};
@@ -304,6 +327,25 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   s.features.shader_f16 = has(dawn::kFeatureShaderF16);
   s.features.subgroups = has(dawn::kFeatureSubgroups);
   s.features.timestamp_query = has(dawn::kFeatureTimestampQuery);
+  s.features.subgroup_matrix = has(dawn::kFeatureSubgroupMatrix);
+#if !WGNN_DAWN_NPM
+  // The shapes and types on offer. (The npm Dawn numbers this sType
+  // differently and cannot use subgroup matrices on Vulkan anyway.)
+  if (s.features.subgroup_matrix) {
+    WGPUAdapterPropertiesSubgroupMatrixConfigs configs = WGPU_ADAPTER_PROPERTIES_SUBGROUP_MATRIX_CONFIGS_INIT;
+    WGPUAdapterInfo ai = WGPU_ADAPTER_INFO_INIT;
+    ai.nextInChain = &configs.chain;
+    if (wgpuAdapterGetInfo(s.adapter, &ai) == WGPUStatus_Success) {
+      for (size_t i = 0; i < configs.configCount; ++i) {
+        const WGPUSubgroupMatrixConfig& c = configs.configs[i];
+        s.features.subgroup_matrix_configs.push_back(
+            {component_type_name(c.componentType), component_type_name(c.resultComponentType), c.M, c.N, c.K});
+      }
+      wgpuAdapterPropertiesSubgroupMatrixConfigsFreeMembers(configs);
+      wgpuAdapterInfoFreeMembers(ai);
+    }
+  }
+#endif
 }
 
 Context::~Context() {

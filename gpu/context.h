@@ -58,10 +58,25 @@ struct AdapterInfo {
   std::string driver_source;  // how the driver was chosen (see gpu/driver.h)
 };
 
+// One shape and type combination of WGSL subgroup matrices the adapter
+// supports: a subgroup multiplies an MxK `component` matrix by a KxN one into
+// an MxN `result` matrix. Types: "f32", "f16", "u32", "i32", "u8", "i8".
+struct SubgroupMatrixConfig {
+  std::string component;
+  std::string result;
+  uint32_t m = 0, n = 0, k = 0;
+};
+
 struct Features {
   bool shader_f16 = false;
   bool subgroups = false;
   bool timestamp_query = false;
+  // chromium-experimental-subgroup-matrix (`enable chromium_experimental_subgroup_matrix;`,
+  // tensor cores): granted only with ContextOptions::allow_unsafe_apis, and
+  // only a Dawn built from source offers it on Vulkan (docs/DAWN.md).
+  bool subgroup_matrix = false;
+  std::vector<SubgroupMatrixConfig> subgroup_matrix_configs;  // with a Dawn from source
+  bool unsafe_apis = false;  // the allow_unsafe_apis toggle is on
   std::vector<std::string> adapter_features;  // every feature the adapter offers, by name
 };
 
@@ -138,6 +153,11 @@ struct ContextOptions {
   std::string adapter;
   // Dawn toggles to enable on the device, e.g. "disable_robustness".
   std::vector<std::string> enable_toggles;
+  // Dawn's allow_unsafe_apis toggle, on the instance, the adapter request and
+  // the device; needed for experimental features, subgroup matrices above
+  // all, which the device then gets when the adapter offers them. Also turned
+  // on by the environment variable WGNN_ALLOW_UNSAFE_APIS=1.
+  bool allow_unsafe_apis = false;
 };
 
 class Context {

@@ -38,6 +38,10 @@ json limits_json(const gpu::Limits& l) {
 int cmd_info(gpu::Context& ctx, bool as_json) {
   const auto& a = ctx.adapter();
   const auto& f = ctx.features();
+  json sm_configs = json::array();
+  for (const auto& c : f.subgroup_matrix_configs) {
+    sm_configs.push_back({{"component", c.component}, {"result", c.result}, {"M", c.m}, {"N", c.n}, {"K", c.k}});
+  }
   if (as_json) {
     json j{{"adapter", a.name},
            {"vendor", a.vendor},
@@ -51,6 +55,8 @@ int cmd_info(gpu::Context& ctx, bool as_json) {
             {{"shader-f16", f.shader_f16},
              {"subgroups", f.subgroups},
              {"timestamp-query", f.timestamp_query},
+             {"subgroup-matrix", f.subgroup_matrix},
+             {"subgroup-matrix-configs", sm_configs},
              {"adapter", f.adapter_features}}},
            {"limits", limits_json(ctx.limits())}};
     std::cout << j.dump(2) << "\n";
@@ -65,6 +71,13 @@ int cmd_info(gpu::Context& ctx, bool as_json) {
   fmt::print("subgroups      {}..{}\n", a.subgroup_min_size, a.subgroup_max_size);
   fmt::print("features       shader-f16 {}, subgroups {}, timestamp-query {}\n", f.shader_f16 ? "yes" : "no",
              f.subgroups ? "yes" : "no", f.timestamp_query ? "yes" : "no");
+  fmt::print("               subgroup-matrix {}\n",
+             f.subgroup_matrix ? "yes"
+             : f.unsafe_apis   ? "no"
+                               : "no (needs --allow-unsafe-apis, and a Dawn built from source on Vulkan)");
+  for (const auto& c : f.subgroup_matrix_configs) {
+    fmt::print("                 {}x{} -> {}, M{} N{} K{}\n", c.component, c.component, c.result, c.m, c.n, c.k);
+  }
   fmt::print("adapter offers {}\n", fmt::join(f.adapter_features, ", "));
   fmt::print("limits         maxStorageBufferBindingSize {} MiB, maxBufferSize {} MiB\n",
              l.max_storage_buffer_binding_size >> 20, l.max_buffer_size >> 20);
@@ -81,6 +94,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string adapter;
   app.add_option("--adapter", adapter, "auto (default), gpu or lavapipe; WGNN_ADAPTER sets the default");
+  bool allow_unsafe = false;
+  app.add_flag("--allow-unsafe-apis", allow_unsafe,
+               "Dawn's allow_unsafe_apis toggle: experimental features such as subgroup matrices "
+               "(WGNN_ALLOW_UNSAFE_APIS=1 does the same)");
 
   auto* info = app.add_subcommand("info", "Show the WebGPU adapter, its features and limits");
   bool info_json = false;
@@ -123,6 +140,7 @@ int main(int argc, char** argv) {
   try {
     gpu::ContextOptions opts;
     opts.adapter = adapter;
+    opts.allow_unsafe_apis = allow_unsafe;
     gpu::Context ctx(opts);
     if (info->parsed()) return cmd_info(ctx, info_json);
     if (bench->parsed()) return tools::bench_copy(ctx, bc);

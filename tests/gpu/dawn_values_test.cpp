@@ -65,7 +65,30 @@ TEST(DawnValues, SubgroupMatrixFeatureNumber) {
 }
 
 TEST(DawnValues, TimestampInsidePassesFeatureNumber) {
+  if (ctx().features().unsafe_apis) GTEST_SKIP() << "WGNN_ALLOW_UNSAFE_APIS is set";
   // Without allow_unsafe_apis this feature is refused, and named.
   EXPECT_THAT(gpu::probe_feature_request(ctx(), gpu::dawn::kFeatureTimestampQueryInsidePasses),
               HasSubstr("chromium-experimental-timestamp-query-inside-passes"));
+}
+
+// allow_unsafe_apis must reach the adapter (which lists the experimental
+// features only then) and the device (which grants them only then); the
+// timestamp-inside-passes feature shows both on any adapter with timestamps.
+TEST(DawnValues, AllowUnsafeApisReachesAdapterAndDevice) {
+  if (!adapter_offers("timestamp-query")) GTEST_SKIP() << "adapter has no timestamp-query";
+  gpu::ContextOptions opts;
+  opts.allow_unsafe_apis = true;
+  gpu::Context unsafe(opts);
+  EXPECT_TRUE(unsafe.features().unsafe_apis);
+  const auto& f = unsafe.features().adapter_features;
+  ASSERT_NE(std::find(f.begin(), f.end(), "chromium-experimental-timestamp-query-inside-passes"), f.end());
+  EXPECT_EQ(gpu::probe_feature_request(unsafe, gpu::dawn::kFeatureTimestampQueryInsidePasses), "");
+  if (!ctx().features().unsafe_apis) EXPECT_FALSE(adapter_offers("chromium-experimental-timestamp-query-inside-passes"));
+  // Subgroup matrices are granted whenever offered, with their configurations.
+  const bool offered =
+      std::find(f.begin(), f.end(), "chromium-experimental-subgroup-matrix") != f.end();
+  EXPECT_EQ(unsafe.features().subgroup_matrix, offered);
+#if !WGNN_DAWN_NPM
+  EXPECT_EQ(!unsafe.features().subgroup_matrix_configs.empty(), offered);
+#endif
 }
