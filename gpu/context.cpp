@@ -112,16 +112,23 @@ struct AdapterResult {
   std::string message;
 };
 
-WGPUAdapter request_adapter(Context::Impl& impl, std::string* message) {
+}  // namespace
+
+WGPUAdapter Context::Impl::request_adapter(std::string* message) {
+  Impl& impl = *this;
+  WGPUDawnTogglesDescriptor toggles{};
+  toggles.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);
+  toggles.enabledToggleCount = adapter_toggles.size();
+  toggles.enabledToggles = adapter_toggles.data();
   WGPURequestAdapterOptions opts = WGPU_REQUEST_ADAPTER_OPTIONS_INIT;
-  opts.nextInChain = impl.adapter_toggles;
+  opts.nextInChain = &toggles.chain;
   opts.powerPreference = WGPUPowerPreference_HighPerformance;
   AdapterResult result;
   WGPURequestAdapterCallbackInfo cb = WGPU_REQUEST_ADAPTER_CALLBACK_INFO_INIT;
   cb.mode = WGPUCallbackMode_WaitAnyOnly;
-  cb.callback = [](WGPURequestAdapterStatus status, WGPUAdapter adapter, WGPUStringView msg, void* ud, void*) {
+  cb.callback = [](WGPURequestAdapterStatus status, WGPUAdapter a, WGPUStringView msg, void* ud, void*) {
     auto* r = static_cast<AdapterResult*>(ud);
-    if (status == WGPURequestAdapterStatus_Success) r->adapter = adapter;
+    if (status == WGPURequestAdapterStatus_Success) r->adapter = a;
     r->message = str(msg);
   };
   cb.userdata1 = &result;
@@ -129,8 +136,6 @@ WGPUAdapter request_adapter(Context::Impl& impl, std::string* message) {
   *message = result.message;
   return result.adapter;
 }
-
-}  // namespace
 
 void Context::Impl::wait(WGPUFuture future, const char* what) {
   WGPUFutureWaitInfo wi{future, false};
@@ -193,24 +198,23 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   const char* env_unsafe = std::getenv("WGNN_ALLOW_UNSAFE_APIS");
   const bool allow_unsafe = options.allow_unsafe_apis || (env_unsafe && std::string(env_unsafe) == "1");
   s.features.unsafe_apis = allow_unsafe;
-  std::vector<const char*> adapter_enabled = {"vulkan_enable_f16_on_nvidia"};
-  if (allow_unsafe) adapter_enabled.push_back("allow_unsafe_apis");
-  WGPUDawnTogglesDescriptor adapter_toggles{};
-  adapter_toggles.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);
-  adapter_toggles.enabledToggleCount = adapter_enabled.size();
-  adapter_toggles.enabledToggles = adapter_enabled.data();
-  s.adapter_toggles = &adapter_toggles.chain;
+  s.adapter_toggles = {"vulkan_enable_f16_on_nvidia"};
+  if (allow_unsafe) s.adapter_toggles.push_back("allow_unsafe_apis");
+  WGPUDawnTogglesDescriptor instance_toggles{};
+  instance_toggles.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);
+  instance_toggles.enabledToggleCount = s.adapter_toggles.size();
+  instance_toggles.enabledToggles = s.adapter_toggles.data();
 
   std::string adapter_message;
   for (int attempt = 0; attempt < 2 && !s.adapter; ++attempt) {
     WGPUInstanceFeatureName instance_features[] = {WGPUInstanceFeatureName_TimedWaitAny};
     WGPUInstanceDescriptor idesc = WGPU_INSTANCE_DESCRIPTOR_INIT;
-    idesc.nextInChain = &adapter_toggles.chain;
+    idesc.nextInChain = &instance_toggles.chain;
     idesc.requiredFeatureCount = 1;
     idesc.requiredFeatures = instance_features;
     s.instance = wgpuCreateInstance(&idesc);
     if (!s.instance) throw GpuError("could not create a WebGPU instance (Dawn)");
-    s.adapter = request_adapter(s, &adapter_message);
+    s.adapter = s.request_adapter(&adapter_message);
     if (s.adapter) {
       // Dawn falls back to its Null backend (which computes nothing) when no
       // real driver loads: that is no adapter.
@@ -280,7 +284,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
 
   // Timestamps are quantized by default (a browser's defence against timing
   // attacks); a native runtime wants them exact for profiling.
-  std::vector<const char*> enabled = adapter_enabled;
+  std::vector<const char*> enabled = s.adapter_toggles;
   for (const auto& t : options.enable_toggles) enabled.push_back(t.c_str());
   const char* disabled[] = {"timestamp_quantization"};
   WGPUDawnTogglesDescriptor toggles{};
@@ -318,7 +322,6 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   if (!dr.device) throw GpuError("could not create a WebGPU device on " + s.info.name + ": " + dr.message);
   s.device = dr.device;
   s.queue = wgpuDeviceGetQueue(s.device);
-  s.adapter_toggles = nullptr;
 
   Guarded<WGPULimits> device_limits;
   wgpuDeviceGetLimits(s.device, &device_limits.value);

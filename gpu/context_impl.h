@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "gpu/context.h"
 
@@ -24,7 +25,9 @@ struct Context::Impl {
   WGPUAdapter adapter = nullptr;
   WGPUDevice device = nullptr;
   WGPUQueue queue = nullptr;
-  WGPUChainedStruct* adapter_toggles = nullptr;  // during construction only
+  // Toggles given to the instance, every adapter request and the device
+  // (string literals).
+  std::vector<const char*> adapter_toggles;
   AdapterInfo info;
   Limits limits;
   Features features;
@@ -41,6 +44,9 @@ struct Context::Impl {
   Buffer dummy;
   uint64_t timeout_ns = 600ull * 1000 * 1000 * 1000;
 
+  // A new adapter from `instance`, with `adapter_toggles`; null on failure,
+  // with Dawn's message in `message`.
+  WGPUAdapter request_adapter(std::string* message);
   // Blocks until `future` completes (or the timeout passes: then throws).
   void wait(WGPUFuture future, const char* what);
   // Runs `fn` inside validation and out-of-memory error scopes and throws

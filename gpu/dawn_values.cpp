@@ -30,6 +30,11 @@ std::string dawn::feature_name(uint32_t f) {
 
 std::string probe_feature_request(Context& ctx, uint32_t feature) {
   Context::Impl& s = ctx.impl();
+  // A fresh adapter with the context's toggles: a newer Dawn lets an adapter
+  // create one device only ("adapter is consumed").
+  std::string adapter_message;
+  WGPUAdapter adapter = s.request_adapter(&adapter_message);
+  if (!adapter) return "no adapter for the probe: " + adapter_message;
   WGPUFeatureName f = static_cast<WGPUFeatureName>(feature);
   WGPUDeviceDescriptor d = WGPU_DEVICE_DESCRIPTOR_INIT;
   d.requiredFeatureCount = 1;
@@ -46,7 +51,8 @@ std::string probe_feature_request(Context& ctx, uint32_t feature) {
     rr->message = str(msg);
   };
   cb.userdata1 = &r;
-  s.wait(wgpuAdapterRequestDevice(s.adapter, &d, cb), "probing a Dawn feature");
+  s.wait(wgpuAdapterRequestDevice(adapter, &d, cb), "probing a Dawn feature");
+  wgpuAdapterRelease(adapter);
   if (r.device) {
     wgpuDeviceDestroy(r.device);
     wgpuDeviceRelease(r.device);
