@@ -6,4 +6,7 @@ if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
 export LD_LIBRARY_PATH="$PWD/.deps/dawn${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Libraries the GPU machine lacks (libonnx_proto, libprotobuf), copied from
+# this machine into .payload/lib by bench/make_payload.sh.
+if [ -d .payload/lib ]; then export LD_LIBRARY_PATH="$PWD/.payload/lib:$LD_LIBRARY_PATH"; fi
 export WGNN_DEPS_DIR="$PWD/.deps"

@@ -117,10 +117,14 @@ int main(int argc, char** argv) {
   int iters = 50, reps = 5;
   bool f16 = false;
   std::string only;
+  bool f16_only = false;
+  int rounds = 1;
   app.add_option("--iters", iters, "dispatches per timed pass");
   app.add_option("--reps", reps, "timed passes (median)");
   app.add_flag("--f16", f16, "also run float16");
   app.add_option("--only", only, "comma-separated ops to run (layer_norm,batch_norm,relu,sigmoid)");
+  app.add_flag("--f16-only", f16_only, "run the float16 cases only");
+  app.add_option("--rounds", rounds, "run the case list this many times in one process");
   CLI11_PARSE(app, argc, argv);
   try {
     gpu::Context ctx;
@@ -136,6 +140,12 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < k; ++i) cases.push_back({cases[i].op, cases[i].shape, DType::F16});
     }
     std::cerr << "adapter: " << ctx.adapter().name << "\n";
+    if (f16_only) {
+      if (!ctx.features().shader_f16) throw Error("--f16-only: this adapter has no shader-f16");
+      std::erase_if(cases, [](const Case& c) { return c.dtype != DType::F16; });
+    }
+    const std::vector<Case> once = cases;
+    for (int r = 1; r < rounds; ++r) cases.insert(cases.end(), once.begin(), once.end());
     for (const auto& c : cases) {
       if (!only.empty() && ("," + only + ",").find("," + c.op + ",") == std::string::npos) continue;
       auto j = run_case(ctx, c, iters, reps);

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Copies the shared libraries wgnn links that the GPU machine lacks into
+# .payload/lib (git-ignored), to carry beside build/ to that machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .payload/lib
+for lib in libonnx_proto.so.1 libprotobuf.so.32; do
+  cp -L "/usr/lib/x86_64-linux-gnu/$lib" .payload/lib/
+done
