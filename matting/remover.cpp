@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "onnx/session.h"
 
@@ -150,7 +151,20 @@ Cutout Remover::run(const image::Image& rgb) {
   std::memcpy(in.data.data(), planar.data(), in.nbytes());
 
   const auto t0 = clock::now();
-  auto outs = session_->run({{input_, in}});
+  std::map<std::string, HostTensor> outs;
+  const bool resized = declared_[2] > 0 && declared_[3] > 0 && (declared_[2] != h || declared_[3] != w);
+  try {
+    outs = session_->run({{input_, in}});
+  } catch (const Unsupported&) {
+    throw;
+  } catch (const Error& e) {
+    if (!resized) throw;
+    // Some exports trace their upsampling to constant sizes and only run at
+    // the size they declare.
+    throw Error(fmt::format("{}\nThe model declares a {}x{} input and fails at {}x{}: run it without --size{}", e.what(),
+                            declared_[3], declared_[2], w, h,
+                            kind_ == Preprocess::ISNet ? " (or use isnet_any_size.onnx, which scripts/setup derives)" : ""));
+  }
   c.run_s = seconds_since(t0);
 
   const auto& first = session_->outputs().front();

@@ -52,6 +52,13 @@ struct ModelBuilder {
     for (auto& s : out) n->add_output(s);
     return n;
   }
+  void init_i64(const std::string& n, const std::vector<int64_t>& v) {
+    auto* t = g->add_initializer();
+    t->set_name(n);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(int64_t(v.size()));
+    for (auto x : v) t->add_int64_data(x);
+  }
   static void attr_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n->add_attribute();
     a->set_name(name);

@@ -39,7 +39,7 @@ struct RemoveBgOptions {
   std::string input;
   std::string output;  // default: <input's stem>_cutout.png in the current folder
   std::string mask;    // the matte alone as 8-bit gray PNG (optional)
-  std::string model;   // default: models/isnet.onnx beside the wgnn binary
+  std::string model;   // default: models/isnet_any_size.onnx beside the wgnn binary
   int size = 0;        // 0: the model's own
   std::string preprocess = "auto";
   int runs = 1;

@@ -76,7 +76,8 @@ class Step {
 std::string default_model() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("models/isnet.onnx") : (exe.parent_path() / "models" / "isnet.onnx").string();
+  const fs::path dir = ec ? fs::path("models") : exe.parent_path() / "models";
+  return (dir / "isnet_any_size.onnx").string();
 }
 
 // The output must be a .png in a folder that exists: checked before the

@@ -163,6 +163,28 @@ TEST(RemoveBg, PreprocessFlagOverridesTheChoice) {
   EXPECT_THAT(error_of([] { matting::parse_preprocess("u2net"); }), HasSubstr("auto, isnet, modnet"));
 }
 
+TEST(RemoveBg, AModelTracedAtItsSizeSaysSoAtAnother) {
+  // A constant Reshape target ties the model to 64x64 (as ISNet's constant
+  // Resize sizes tie the original export to 1024x1024).
+  ModelBuilder b;
+  b.input("input", {1, 3, 64, 64});
+  b.output("output", {1, 1, 64, 64});
+  b.init_i64("target", {1, 1, 64, 64});
+  auto* mean = b.node("ReduceMean", {"input"}, {"mean"});
+  ModelBuilder::attr_ints(mean, "axes", {1});
+  b.node("Reshape", {"mean", "target"}, {"r"});
+  b.node("Sigmoid", {"r"}, {"output"});
+  const std::string path = b.save("traced.onnx");
+  EXPECT_EQ(Remover(test::ctx(), path).run(solid(10, 10, 1, 2, 3)).alpha.width, 10);
+  matting::RemoverOptions o;
+  o.size = 32;
+  Remover r(test::ctx(), path, o);
+  const std::string e = error_of([&] { r.run(solid(10, 10, 1, 2, 3)); });
+  EXPECT_THAT(e, HasSubstr("Reshape"));
+  EXPECT_THAT(e, HasSubstr("declares a 64x64 input and fails at 32x32: run it without --size"));
+  EXPECT_THAT(e, HasSubstr("isnet_any_size.onnx"));
+}
+
 TEST(RemoveBg, ModelErrors) {
   auto& ctx = test::ctx();
   EXPECT_THAT(error_of([&] { Remover(ctx, "/nonexistent/isnet.onnx"); }), HasSubstr("no such file"));
