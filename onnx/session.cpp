@@ -190,6 +190,17 @@ Session::Session(gpu::Context& ctx, const std::string& path, SessionOptions opti
 
 Session::~Session() = default;
 
+void Session::set_input_shape(const std::string& name, const Shape& shape) {
+  auto it = std::find_if(inputs_.begin(), inputs_.end(), [&](const ValueInfo& v) { return v.name == name; });
+  if (it == inputs_.end()) throw Error(fmt::format("set_input_shape: '{}' is not an input of this model", name));
+  if (!it->shape.empty() && it->shape.size() != shape.size()) {
+    throw Error(fmt::format("set_input_shape: input '{}' has rank {}; got shape {}", name, it->shape.size(),
+                            shape_str(shape)));
+  }
+  it->shape = shape;
+  it->dim_names.resize(shape.size());
+}
+
 Graph& Session::graph() {
   if (!last_) throw Error("Session::graph(): the session has not run yet");
   return *last_->graph;

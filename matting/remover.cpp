@@ -1,0 +1,189 @@
+#include "matting/remover.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "onnx/session.h"
+
+namespace wgnn::matting {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
+
+constexpr int kISNetDefaultSize = 1024;
+constexpr int kMODNetDefaultSize = 512;
+constexpr int kMultiple = 32;
+
+std::string describe(const std::vector<onnx_import::ValueInfo>& vs) {
+  std::vector<std::string> parts;
+  for (const auto& v : vs) parts.push_back(fmt::format("'{}' {} {}", v.name, dtype_name(v.dtype), shape_str(v.shape)));
+  return parts.empty() ? "none" : fmt::format("{}", fmt::join(parts, ", "));
+}
+
+int round_to_multiple(double x) { return std::max(kMultiple, int(std::lround(x / kMultiple)) * kMultiple); }
+
+}  // namespace
+
+Preprocess parse_preprocess(const std::string& s) {
+  if (s == "auto") return Preprocess::Auto;
+  if (s == "isnet") return Preprocess::ISNet;
+  if (s == "modnet") return Preprocess::MODNet;
+  throw Error(fmt::format("pre-processing '{}' is unknown; accepted: auto, isnet, modnet", s));
+}
+
+const char* preprocess_name(Preprocess p) {
+  switch (p) {
+    case Preprocess::Auto: return "auto";
+    case Preprocess::ISNet: return "isnet";
+    case Preprocess::MODNet: return "modnet";
+  }
+  return "?";
+}
+
+Remover::Remover(gpu::Context& ctx, const std::string& model_path, RemoverOptions options)
+    : ctx_(ctx), options_(options) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(model_path, ec)) {
+    throw Error(std::filesystem::exists(model_path, ec)
+                    ? fmt::format("model '{}' is not a file", model_path)
+                    : fmt::format("model '{}': no such file", model_path));
+  }
+  if (options_.size != 0 && (options_.size < kMultiple || options_.size > image::kMaxSide || options_.size % kMultiple)) {
+    throw Error(fmt::format("--size {}: give a multiple of {} from {} to {}", options_.size, kMultiple, kMultiple,
+                            image::kMaxSide));
+  }
+  const auto t0 = clock::now();
+  session_ = std::make_unique<onnx_import::Session>(ctx, model_path);
+  load_s_ = seconds_since(t0);
+
+  const auto& ins = session_->inputs();
+  std::vector<const onnx_import::ValueInfo*> rgb;
+  for (const auto& v : ins) {
+    if (v.dtype == DType::F32 && v.shape.size() == 4 && (v.shape[1] == 3 || v.shape[1] < 0) && v.shape[0] <= 1) {
+      rgb.push_back(&v);
+    }
+  }
+  if (rgb.empty()) {
+    throw Error(fmt::format("model '{}' has no image input: remove-bg needs a float32 input of shape 1x3xHxW "
+                            "(RGB, NCHW); the model's inputs: {}",
+                            model_path, describe(ins)));
+  }
+  if (ins.size() > 1) {
+    throw Error(fmt::format("model '{}' has {} inputs ({}); remove-bg feeds exactly one, a float32 1x3xHxW image",
+                            model_path, ins.size(), describe(ins)));
+  }
+  input_ = rgb[0]->name;
+  declared_ = rgb[0]->shape;
+  const bool static_h = declared_[2] > 0, static_w = declared_[3] > 0;
+  kind_ = options_.preprocess;
+  if (kind_ == Preprocess::Auto) {
+    if (static_h && static_w) {
+      kind_ = Preprocess::ISNet;
+    } else if (!static_h && !static_w) {
+      kind_ = Preprocess::MODNet;
+    } else {
+      throw Error(fmt::format("model '{}': input '{}' {} has one fixed and one free side; pick the pre-processing "
+                              "with --preprocess isnet|modnet",
+                              model_path, input_, shape_str(declared_)));
+    }
+  }
+  // A fixed-size model run at another size (--size; MODNet's aspect ratio):
+  // the declared size is only the one it was exported at.
+  if ((static_h || static_w) && (options_.size != 0 || kind_ == Preprocess::MODNet)) {
+    session_->set_input_shape(input_, {1, 3, -1, -1});
+  }
+}
+
+Remover::~Remover() = default;
+
+InputPlan Remover::plan(int photo_w, int photo_h) const {
+  if (photo_w <= 0 || photo_h <= 0) throw Error(fmt::format("an image of {}x{} pixels is empty", photo_w, photo_h));
+  InputPlan p;
+  p.input = input_;
+  p.kind = kind_;
+  const bool declared = declared_[2] > 0 && declared_[3] > 0;
+  if (kind_ == Preprocess::ISNet) {
+    p.norm = image::kISNetNormalization;
+    if (options_.size != 0) {
+      p.width = p.height = options_.size;
+    } else if (declared) {
+      p.width = int(declared_[3]);
+      p.height = int(declared_[2]);
+    } else {
+      p.width = p.height = kISNetDefaultSize;
+    }
+  } else {
+    p.norm = image::kMODNetNormalization;
+    const int s = options_.size != 0 ? options_.size : kMODNetDefaultSize;
+    if (photo_w >= photo_h) {
+      p.height = s;
+      p.width = round_to_multiple(double(s) * photo_w / photo_h);
+    } else {
+      p.width = s;
+      p.height = round_to_multiple(double(s) * photo_h / photo_w);
+    }
+  }
+  const uint64_t bytes = uint64_t(p.width) * uint64_t(p.height) * 3 * sizeof(float);
+  const uint64_t limit = ctx_.limits().max_storage_buffer_binding_size;
+  if (p.width > image::kMaxSide || p.height > image::kMaxSide || bytes > limit) {
+    throw Error(fmt::format("the model input would be {}x{} ({} MiB); this device binds at most {} MiB and sides "
+                            "of at most {} px are accepted: use a smaller --size",
+                            p.width, p.height, bytes >> 20, limit >> 20, image::kMaxSide));
+  }
+  return p;
+}
+
+Cutout Remover::run(const image::Image& rgb) {
+  if (rgb.channels != 3) throw Error(fmt::format("Remover::run: needs an RGB image; got {} channels", rgb.channels));
+  Cutout c;
+  c.plan = plan(rgb.width, rgb.height);
+  const int w = c.plan.width, h = c.plan.height;
+  HostTensor in(DType::F32, {1, 3, h, w});
+  const std::vector<float> planar = image::to_planar(rgb, w, h, c.plan.norm);
+  std::memcpy(in.data.data(), planar.data(), in.nbytes());
+
+  const auto t0 = clock::now();
+  std::map<std::string, HostTensor> outs;
+  const bool resized = declared_[2] > 0 && declared_[3] > 0 && (declared_[2] != h || declared_[3] != w);
+  try {
+    outs = session_->run({{input_, in}});
+  } catch (const Unsupported&) {
+    throw;
+  } catch (const Error& e) {
+    if (!resized) throw;
+    // Some exports trace their upsampling to constant sizes and only run at
+    // the size they declare.
+    throw Error(fmt::format("{}\nThe model declares a {}x{} input and fails at {}x{}: run it without --size{}", e.what(),
+                            declared_[3], declared_[2], w, h,
+                            kind_ == Preprocess::ISNet ? " (or use isnet_any_size.onnx, which scripts/setup derives)" : ""));
+  }
+  c.run_s = seconds_since(t0);
+
+  const auto& first = session_->outputs().front();
+  const HostTensor& m = outs.at(first.name);
+  bool ok = m.shape.size() >= 2 && m.shape[m.shape.size() - 2] == h && m.shape.back() == w && m.numel() == int64_t(w) * h;
+  if (!ok || (m.dtype != DType::F32 && m.dtype != DType::F16)) {
+    throw Error(fmt::format("the model's first output '{}' is {} {}; remove-bg reads it as the matte and needs "
+                            "float 1x1x{}x{} (the input's height and width)",
+                            first.name, dtype_name(m.dtype), shape_str(m.shape), h, w));
+  }
+  std::vector<float> matte(size_t(m.numel()));
+  if (m.dtype == DType::F32) {
+    std::memcpy(matte.data(), m.data.data(), m.nbytes());
+  } else {
+    for (size_t i = 0; i < matte.size(); ++i) matte[i] = float(m.get_double(i));
+  }
+  c.alpha = image::matte_to_alpha(matte, w, h, rgb.width, rgb.height);
+  c.rgba = image::with_alpha(rgb, c.alpha);
+  return c;
+}
+
+}  // namespace wgnn::matting

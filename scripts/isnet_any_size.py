@@ -1,0 +1,116 @@
+"""Makes ISNet run at any input size: writes a copy of the model whose
+Resize nodes take their target size from the tensor they are resized to
+match, instead of the constants the export traced at 1024x1024.
+
+usage: isnet_any_size.py IN.onnx OUT.onnx
+
+ISNet upsamples with `_upsample_like(src, tar)` (F.interpolate to
+tar.shape[2:]); the ONNX export folded tar's height and width into
+constants. Each Resize's `sizes` is Concat(Shape(x)[0:2], CONSTANT); here
+the constant becomes Shape(tar)[2:4], where tar is the other input of the
+Concat that takes the Resize's result, or the model's input for the
+Resizes that lead to a Sigmoid (the side outputs, at the input's size).
+At the declared 1024x1024 every size is what it was (checked), so the
+model computes exactly what the original does there; at another input size
+(a multiple of 32) every upsampled map matches the one it joins.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+src, dst = sys.argv[1:3]
+m = onnx.load(src)
+g = m.graph
+prod = {o: n for n in g.node for o in n.output}
+cons = {}
+for n in g.node:
+    for i in n.input:
+        cons.setdefault(i, []).append(n)
+inp = g.input[0]
+dims = inp.type.tensor_type.shape.dim
+declared = [d.dim_value for d in dims]
+assert len(declared) == 4 and declared[2] > 0 and declared[3] > 0, f"input {inp.name} is not a fixed NCHW image"
+
+
+def constant(name):
+    p = prod.get(name)
+    if p is None or p.op_type != "Constant":
+        return None
+    return numpy_helper.to_array(p.attribute[0].t)
+
+
+# Static shapes at the declared size: the rewrite is checked against them.
+inferred = onnx.shape_inference.infer_shapes(m)
+shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+          for v in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output)}
+
+new_nodes = []
+dropped = set()  # the traced constants, dropped when nothing else reads them
+rewired = 0
+for n in g.node:
+    if n.op_type != "Resize" or len(n.input) < 4 or not n.input[3]:
+        continue
+    sizes = prod[n.input[3]]
+    if sizes.op_type != "Concat" or len(sizes.input) != 2 or constant(sizes.input[1]) is None:
+        sys.exit(f"{n.name}: sizes are not Concat(Shape slice, constant); this is not the ISNet export expected")
+    hw = [int(v) for v in constant(sizes.input[1]).tolist()]
+    # The consumer, through Casts.
+    out, users = n.output[0], cons.get(n.output[0], [])
+    while len(users) == 1 and users[0].op_type == "Cast":
+        out, users = users[0].output[0], cons.get(users[0].output[0], [])
+    if len(users) == 1 and users[0].op_type == "Concat":
+        others = [i for i in users[0].input if i != out]
+        assert len(others) == 1, f"{n.name}: its Concat has {len(others)} other inputs"
+        tar = others[0]
+    elif len(users) == 1 and users[0].op_type == "Sigmoid":
+        tar = inp.name
+    else:
+        sys.exit(f"{n.name}: its result goes to {[u.op_type for u in users]}; expected a Concat or a Sigmoid")
+    if shapes.get(tar, [0, 0, 0, 0])[2:4] != hw:
+        sys.exit(f"{n.name}: target {tar} is {shapes.get(tar)} at the declared size, the constant says {hw}")
+    base = f"any_size/{rewired}"
+    new_nodes += [
+        helper.make_node("Shape", [tar], [base + "/shape"], name=base + "/Shape"),
+        helper.make_node("Slice", [base + "/shape", base + "/starts", base + "/ends"], [base + "/hw"],
+                         name=base + "/Slice"),
+    ]
+    g.initializer.extend([numpy_helper.from_array(np.array([2], np.int64), base + "/starts"),
+                          numpy_helper.from_array(np.array([4], np.int64), base + "/ends")])
+    dropped.add(sizes.input[1])
+    sizes.input[1] = base + "/hw"
+    rewired += 1
+
+if rewired == 0:
+    sys.exit(f"{src}: no Resize with traced constant sizes; this is not the ISNet export expected")
+
+# Topological order again (a Resize now waits for its target), otherwise
+# keeping the original order.
+still_read = {i for n in g.node for i in n.input}
+nodes = [n for n in g.node if not (n.op_type == "Constant" and n.output[0] in dropped and n.output[0] not in still_read)]
+nodes += new_nodes
+ready = {i.name for i in g.input} | {t.name for t in g.initializer} | {""}
+order, pending = [], list(range(len(nodes)))
+while pending:
+    rest = []
+    for k in pending:
+        if all(i in ready for i in nodes[k].input):
+            order.append(nodes[k])
+            ready.update(nodes[k].output)
+        else:
+            rest.append(k)
+    if len(rest) == len(pending):
+        sys.exit("the rewritten graph has a cycle")
+    pending = rest
+del g.node[:]
+g.node.extend(order)
+# The declared input stays 1x3x1024x1024, the size ISNet is meant for (what
+# `wgnn remove-bg` feeds it unless --size says otherwise); the outputs'
+# declared sizes hold at that size.
+del g.value_info[:]
+onnx.checker.check_model(m)
+onnx.save(m, dst + ".part")
+os.replace(dst + ".part", dst)
+print(f"{dst}: {rewired} Resize nodes take their size from their target")

@@ -1,0 +1,53 @@
+// Session::set_input_shape: a model declared at one size run at another.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "gpu_fixture.h"
+#include "onnx/session.h"
+#include "onnx_model_builder.h"
+
+using namespace wgnn;
+using onnx_import::Session;
+using test::ModelBuilder;
+using testing::HasSubstr;
+
+namespace {
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+HostTensor ramp(const Shape& s) {
+  HostTensor t(DType::F32, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = float(i % 7) - 3.f;
+  return t;
+}
+
+}  // namespace
+
+TEST(SessionInputShape, AFixedSizeModelRunsAtAnotherSize) {
+  ModelBuilder b;
+  b.input("x", {1, 2, 4, 4});
+  b.output("y", {1, 2, 4, 4});
+  b.node("Relu", {"x"}, {"y"});
+  Session s(test::ctx(), b.save("fixed_relu.onnx"));
+  EXPECT_THAT(error_of([&] { s.run({{"x", ramp({1, 2, 6, 3})}}); }), HasSubstr("the model declares [1, 2, 4, 4]"));
+
+  s.set_input_shape("x", {1, 2, -1, -1});
+  EXPECT_EQ(s.inputs()[0].shape, (Shape{1, 2, -1, -1}));
+  const HostTensor x = ramp({1, 2, 6, 3});
+  const HostTensor y = s.run({{"x", x}}).at("y");
+  ASSERT_EQ(y.shape, (Shape{1, 2, 6, 3}));
+  for (int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(y.as<float>()[i], std::max(0.f, x.as<float>()[i])) << i;
+  EXPECT_THAT(error_of([&] { s.run({{"x", ramp({1, 3, 6, 3})}}); }), HasSubstr("[1, 2, -1, -1]"));
+
+  EXPECT_THAT(error_of([&] { s.set_input_shape("x", {1, 2, 4}); }), HasSubstr("has rank 4"));
+  EXPECT_THAT(error_of([&] { s.set_input_shape("z", {1}); }), HasSubstr("'z' is not an input"));
+}
