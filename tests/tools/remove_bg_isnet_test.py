@@ -1,0 +1,90 @@
+"""`wgnn remove-bg` on ISNet against an independent pipeline: the same
+pre-processing written in numpy (area filter shrinking, bilinear growing,
+(x - 128) / 256), ONNX Runtime's CPU provider for the network, and the same
+post-processing; the two alphas must agree within 2/255 per pixel.
+Runs ISNet at 320x320 (the derived any-size model) to stay quick on a CPU.
+
+usage: remove_bg_isnet_test.py WGNN ORT_MODULE_DIR ISNET_ANY_SIZE.onnx WORKDIR
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from PIL import Image
+
+WGNN, ORT_DIR, MODEL, WORK = (os.path.abspath(a) for a in sys.argv[1:5])
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIZE = 320
+shutil.rmtree(WORK, ignore_errors=True)
+os.makedirs(WORK)
+import imageio  # noqa: E402  (Debian's python3-imageio ships the photo)
+
+photo = os.path.join(os.path.dirname(imageio.__file__), "resources", "images", "astronaut.png")
+if not os.path.exists(photo):
+    print(f"skipped: {photo} is missing")
+    sys.exit(77)
+
+
+def weights(n_src, n_dst):
+    """Rows: output pixels; columns: source pixels (area shrinking, bilinear growing)."""
+    w = np.zeros((n_dst, n_src))
+    s = n_src / n_dst
+    for i in range(n_dst):
+        if n_dst < n_src:
+            lo, hi = i * s, (i + 1) * s
+            for j in range(int(np.floor(lo)), min(n_src, int(np.ceil(hi)))):
+                w[i, j] = (min(j + 1, hi) - max(j, lo)) / s
+        elif n_dst > n_src:
+            x = min(max((i + 0.5) * s - 0.5, 0), n_src - 1)
+            j = int(np.floor(x))
+            w[i, j] += 1 - (x - j)
+            w[i, min(j + 1, n_src - 1)] += x - j
+        else:
+            w[i, i] = 1
+    return w
+
+
+def resize(img, w, h):  # img: H x W x C
+    rows = np.einsum("yh,hwc->ywc", weights(img.shape[0], h), img)
+    return np.einsum("xw,ywc->yxc", weights(img.shape[1], w), rows)
+
+
+rgb = np.asarray(Image.open(photo).convert("RGB")).astype(np.float64)
+H, W = rgb.shape[:2]
+x = ((resize(rgb, SIZE, SIZE) - 128) / 256).transpose(2, 0, 1)[None].astype(np.float32)
+np.save(os.path.join(WORK, "input.npy"), x)
+
+# ONNX Runtime checks the declared 1024x1024: a copy with a free height and width.
+m = onnx.load(MODEL)
+for d in m.graph.input[0].type.tensor_type.shape.dim[2:]:
+    d.Clear()
+    d.dim_param = "hw"
+for o in m.graph.output:
+    for d in o.type.tensor_type.shape.dim[2:]:
+        d.Clear()
+free = os.path.join(WORK, "isnet_free.onnx")
+onnx.save(m, free)
+env = dict(os.environ, WGNN_ORT_MODULE=os.path.join(ORT_DIR, "node_modules", "onnxruntime-node"))
+r = subprocess.run(["node", os.path.join(HERE, "ort_reference.js"), free, os.path.join(WORK, "ort"),
+                    "input=" + os.path.join(WORK, "input.npy")], capture_output=True, text=True, env=env)
+if r.returncode != 0:
+    sys.exit(f"ONNX Runtime failed: {r.stderr[-2000:]}")
+matte = np.clip(np.load(os.path.join(WORK, "ort", "output.npy"))[0, 0].astype(np.float64), 0, 1)
+want = np.round(255 * resize(matte[..., None], W, H)[..., 0])
+
+mask = os.path.join(WORK, "mask.png")
+r = subprocess.run([WGNN, "remove-bg", photo, "-o", os.path.join(WORK, "cut.png"), "--mask", mask,
+                    "--model", MODEL, "--size", str(SIZE)], capture_output=True, text=True)
+if r.returncode != 0:
+    sys.exit(f"wgnn remove-bg failed: {r.stderr[-2000:]}")
+print(r.stdout.strip())
+got = np.asarray(Image.open(mask)).astype(np.float64)
+diff = np.abs(got - want)
+print(f"alpha vs numpy + ONNX Runtime: max {diff.max():.0f}/255, mean {diff.mean():.4f}, "
+      f"subject {np.mean(got > 128):.3f} of the photo")
+ok = got.shape == want.shape and diff.max() <= 2 and diff.mean() < 0.05
+print("ok" if ok else "FAIL")
+sys.exit(0 if ok else 1)
