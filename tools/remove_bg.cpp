@@ -40,7 +40,7 @@ class Step {
     stop();
     done_ = true;
     if (!quiet_) {
-      if (tty_) fmt::print(stderr, "\rremove-bg: {} ... ", what_);
+      if (tty_) fmt::print(stderr, "\rremove-bg: {} ...", what_);
       fmt::print(stderr, " {:.1f} s\n", s);
     }
     return s;
