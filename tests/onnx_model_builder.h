@@ -59,6 +59,15 @@ struct ModelBuilder {
     t->add_dims(int64_t(v.size()));
     for (auto x : v) t->add_int64_data(x);
   }
+  void init_f32(const std::string& n, const std::vector<int64_t>& dims, const std::vector<float>& v, bool raw = false) {
+    auto* t = g->add_initializer();
+    t->set_name(n);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->add_dims(d);
+    if (raw) t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+    else
+      for (auto x : v) t->add_float_data(x);
+  }
   static void attr_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n->add_attribute();
     a->set_name(name);
