@@ -408,16 +408,33 @@ OpMapper conv_mapper(bool transposed) {
   return m;
 }
 
+// The window attributes MaxPool and AveragePool share, with auto_pad
+// resolved into explicit begin/end pads.
+struct PoolWindow {
+  size_t d;
+  std::vector<int64_t> kernel, strides, dilations, pads;
+  bool ceil_mode;
+};
+
+PoolWindow pool_window(NodeCtx& c) {
+  PoolWindow w;
+  w.d = spatial_dims(c);
+  w.kernel = kernel_shape(c, w.d);
+  w.strides = spatial_attr(c, "strides", w.d, 1);
+  w.dilations = spatial_attr(c, "dilations", w.d, 1);
+  w.pads = window_pads(c, w.kernel, w.strides, w.dilations);
+  w.ceil_mode = c.attr_int("ceil_mode", 0) != 0;
+  return w;
+}
+
 OpMapper max_pool_mapper() {
   OpMapper m;
   m.dtypes = {DType::F32, DType::F16, DType::U8, DType::I8};
   m.build = [](NodeCtx& c) {
-    const size_t d = spatial_dims(c);
-    const std::vector<int64_t> kernel = kernel_shape(c, d);
-    const std::vector<int64_t> strides = spatial_attr(c, "strides", d, 1);
-    const std::vector<int64_t> dilations = spatial_attr(c, "dilations", d, 1);
-    const std::vector<int64_t> pads = window_pads(c, kernel, strides, dilations);
-    const bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
+    const PoolWindow w = pool_window(c);
+    const size_t d = w.d;
+    const std::vector<int64_t>&kernel = w.kernel, &strides = w.strides, &dilations = w.dilations, &pads = w.pads;
+    const bool ceil_mode = w.ceil_mode;
     if (c.node.output_size() > 1 && !c.node.output(1).empty()) {
       const int64_t order = c.attr_int("storage_order", 0);
       if (order == 1 && d == 3) c.unsupported("column-major (storage_order 1) Indices of a 3-D MaxPool");
@@ -446,12 +463,10 @@ OpMapper avg_pool_mapper() {
   OpMapper m;
   m.dtypes = kFloat;
   m.build = [](NodeCtx& c) {
-    const size_t d = spatial_dims(c);
-    const std::vector<int64_t> kernel = kernel_shape(c, d);
-    const std::vector<int64_t> strides = spatial_attr(c, "strides", d, 1);
-    const std::vector<int64_t> dilations = spatial_attr(c, "dilations", d, 1);
-    const std::vector<int64_t> pads = window_pads(c, kernel, strides, dilations);
-    const bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
+    const PoolWindow w = pool_window(c);
+    const size_t d = w.d;
+    const std::vector<int64_t>&kernel = w.kernel, &strides = w.strides, &dilations = w.dilations, &pads = w.pads;
+    const bool ceil_mode = w.ceil_mode;
     const bool count_include_pad = c.attr_int("count_include_pad", 0) != 0;
     // ATen's avg_pool: symmetric pads of at most half the kernel, no dilation.
     bool aten = symmetric(pads);
