@@ -1,0 +1,142 @@
+// Subgroup-matrix (tensor-core) GEMM benchmark: C = A @ B with A (MxK) and B
+// (KxN) float16, f32 accumulation, C float32, for several kernel
+// configurations. Per configuration and size: GPU microseconds (timestamps,
+// median of reps), TFLOP/s (2*M*N*K per product) and the largest error on
+// 512 sampled elements against a double-precision CPU reference computed
+// from the same float16 inputs. One JSON object per line;
+// bench/torch_gemm.py measures PyTorch on the same shapes, and
+// bench/gemm_report.py puts both in one table.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "gpu/recorder.h"
+#include "graph/half.h"
+#include "ops/subgroup_matmul.h"
+
+using namespace wgnn;
+
+namespace {
+
+ops::SubgroupMatmulConfig parse_config(const std::string& text) {
+  // BMxBNxBK:SGMxSGN:STAGES, e.g. 128x128x32:2x2:2
+  ops::SubgroupMatmulConfig c;
+  if (std::sscanf(text.c_str(), "%ux%ux%u:%ux%u:%u", &c.bm, &c.bn, &c.bk, &c.sg_m, &c.sg_n, &c.stages) != 6) {
+    throw std::runtime_error("bad --configs entry '" + text + "' (expected BMxBNxBK:SGMxSGN:STAGES)");
+  }
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"wgnn subgroup-matrix GEMM benchmark"};
+  std::vector<int64_t> sizes{4096};
+  std::vector<std::string> configs{"128x128x32:2x2:2", "128x128x32:2x4:2", "128x128x32:4x2:2", "64x128x32:2x2:2",
+                                   "128x64x32:2x2:2", "128x256x32:2x4:1", "256x128x32:4x2:1", "128x128x64:2x2:1"};
+  int iters = 10, reps = 5;
+  app.add_option("--sizes", sizes, "square sizes M=N=K");
+  app.add_option("--configs", configs, "kernel configurations BMxBNxBK:SGMxSGN:STAGES");
+  app.add_option("--iters", iters, "products per timed pass");
+  app.add_option("--reps", reps, "timed passes (median)");
+  std::string print;
+  app.add_option("--print-wgsl", print, "print the WGSL of one configuration and exit");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (!print.empty()) {
+      std::cout << ops::subgroup_matmul_wgsl(parse_config(print));
+      return 0;
+    }
+    gpu::ContextOptions opts;
+    opts.allow_unsafe_apis = true;
+    gpu::Context ctx(opts);
+    if (!ops::subgroup_matmul_supported(ctx)) {
+      std::cerr << "this adapter/Dawn offers no f16 subgroup matrices (16x16x16, f32 results): nothing to measure\n";
+      return 2;
+    }
+    for (int64_t n : sizes) {
+      const int64_t M = n, N = n, K = n;
+      std::mt19937 rng(7);
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      std::vector<float> a(size_t(M * K)), b(size_t(K * N));
+      for (auto& v : a) v = dist(rng);
+      for (auto& v : b) v = dist(rng);
+      const std::vector<uint16_t> ah = to_half(a), bh = to_half(b);
+      a = from_half(ah);
+      b = from_half(bh);
+      gpu::Buffer ab = ctx.create_buffer(ah.size() * 2, gpu::kStorageUsage, "A");
+      gpu::Buffer bb = ctx.create_buffer(bh.size() * 2, gpu::kStorageUsage, "B");
+      gpu::Buffer cb = ctx.create_buffer(uint64_t(M * N) * 4, gpu::kStorageUsage, "C");
+      ctx.write(ab, ah.data(), ah.size() * 2);
+      ctx.write(bb, bh.data(), bh.size() * 2);
+      std::vector<std::pair<int64_t, int64_t>> samples;
+      for (int s = 0; s < 512; ++s) samples.emplace_back(int64_t(rng() % M), int64_t(rng() % N));
+      std::vector<double> want, scale;
+      for (auto [i, j] : samples) {
+        double acc = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          acc += double(a[size_t(i * K + k)]) * b[size_t(k * N + j)];
+          mag += std::abs(double(a[size_t(i * K + k)]) * b[size_t(k * N + j)]);
+        }
+        want.push_back(acc);
+        scale.push_back(mag);
+      }
+      for (const auto& text : configs) {
+        nlohmann::json out{{"bench", "gemm"}, {"config", text}, {"M", M}, {"N", N}, {"K", K}};
+        try {
+          ops::SubgroupMatmulConfig cfg = parse_config(text);
+          if (!ops::subgroup_matmul_supported(ctx, cfg)) {
+            out["error"] = fmt::format("needs {} bytes of workgroup storage or {} invocations", cfg.workgroup_bytes(),
+                                       cfg.threads());
+            std::cout << out.dump() << std::endl;
+            continue;
+          }
+          const auto& pipe = ctx.pipeline(cfg.name(), ops::subgroup_matmul_wgsl(cfg));
+          ops::SubgroupMatmulParams p{};
+          p.M = uint32_t(M), p.N = uint32_t(N), p.K = uint32_t(K);
+          p.tiles_n = uint32_t(gpu::ceil_div(N, cfg.bn));
+          p.alpha = 1.0f, p.beta = 0.0f;
+          gpu::Buffer ub = ctx.uniform(&p, sizeof(p), "gemm params");
+          const gpu::BindGroup group = ctx.bind_group(pipe, {{&ab}, {&bb}, {&cb}, {&ub}});
+          const gpu::Grid grid{p.tiles_n, uint32_t(gpu::ceil_div(M, cfg.bm)), 1};
+          std::vector<double> t;
+          for (int r = 0; r < reps + 1; ++r) {
+            gpu::Recorder rec(ctx, gpu::Timing::Total);
+            for (int i = 0; i < iters; ++i) rec.dispatch(pipe, group, grid, "gemm");
+            rec.finish();
+            if (r > 0) t.push_back(rec.total_gpu_ms() / iters);
+          }
+          std::sort(t.begin(), t.end());
+          const double ms = t[t.size() / 2];
+          std::vector<float> c(size_t(M * N));
+          ctx.read(cb, c.data(), c.size() * 4);
+          double worst = 0;  // error / (1e-3 * sum |a b| + 1e-5): must stay below 1
+          double max_abs = 0;
+          for (size_t s = 0; s < samples.size(); ++s) {
+            const double got = c[size_t(samples[s].first * N + samples[s].second)];
+            const double err = std::abs(got - want[s]);
+            max_abs = std::max(max_abs, err);
+            worst = std::max(worst, err / (1e-3 * scale[s] + 1e-5));
+          }
+          out["us"] = ms * 1e3;
+          out["tflops"] = 2.0 * double(M) * double(N) * double(K) / (ms * 1e-3) / 1e12;
+          out["max_abs_err"] = max_abs;
+          out["ok"] = worst < 1.0 && std::isfinite(worst);
+          out["workgroup_bytes"] = cfg.workgroup_bytes();
+        } catch (const std::exception& e) {
+          out["error"] = e.what();
+        }
+        std::cout << out.dump() << std::endl;
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

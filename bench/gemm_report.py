@@ -1,0 +1,25 @@
+"""Table of bench/gemm_bench.cpp (wgnn, subgroup matrices) beside
+bench/torch_gemm.py (PyTorch fp16 and fp32) from one run:
+  python3 bench/gemm_report.py wgnn_gemm.jsonl torch_gemm.jsonl"""
+import json
+import sys
+
+
+def rows(path):
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.startswith("{")]
+
+
+wgnn, torch = rows(sys.argv[1]), rows(sys.argv[2])
+print("| size | wgnn kernel | wgnn TFLOP/s | checked | PyTorch fp16 TFLOP/s | wgnn / PyTorch fp16 | PyTorch fp32 TFLOP/s |")
+print("|---|---|---|---|---|---|---|")
+for r in wgnn:
+    t16 = next((t for t in torch if t["M"] == r["M"] and t["dtype"] == "float16"), None)
+    t32 = next((t for t in torch if t["M"] == r["M"] and t["dtype"] == "float32"), None)
+    size = f'{r["M"]}x{r["N"]}x{r["K"]}'
+    if "error" in r:
+        print(f'| {size} | {r["config"]} | error: {r["error"][:80]} | | | | |')
+        continue
+    ratio = f'{r["tflops"] / t16["tflops"]:.2f}' if t16 else "-"
+    print(f'| {size} | {r["config"]} | {r["tflops"]:.1f} | {"yes" if r["ok"] else "NO"} | '
+          f'{t16["tflops"] if t16 else float("nan"):.1f} | {ratio} | {t32["tflops"] if t32 else float("nan"):.1f} |')

@@ -1,0 +1,54 @@
+#pragma once
+// Matrix products on subgroup matrices (tensor cores): WGSL's
+// chromium_experimental_subgroup_matrix, offered by a Dawn built from source
+// on Vulkan drivers with VK_KHR_cooperative_matrix (docs/DAWN.md).
+//
+// C[b] = alpha * A[b] (M x K) @ B[b] (K x N) + beta * bias, A and B float16
+// row-major, accumulated in f32 on 16x16x16 matrices, C float32 or float16.
+// A workgroup computes a BM x BN block of C with SG_M x SG_N subgroups, each
+// holding (BM / SG_M / 16) x (BN / SG_N / 16) result matrices; A and B tiles
+// of depth BK are staged through workgroup memory (double-buffered when
+// `stages` is 2, the next tile's global loads issued before the current
+// tile's multiplies). Operands are read as vec4<u32> (8 halves), so K and N
+// must be multiples of 8; M, N and K need not be multiples of the tile.
+#include <cstdint>
+#include <string>
+
+namespace wgnn::gpu {
+class Context;
+}
+
+namespace wgnn::ops {
+
+struct SubgroupMatmulConfig {
+  uint32_t bm = 128, bn = 128, bk = 32;
+  uint32_t sg_m = 2, sg_n = 2;  // subgroups per workgroup along M and N
+  uint32_t stages = 2;          // 1: one tile buffer; 2: double-buffered
+  bool out_f16 = false;         // C is float16 (else float32)
+  bool bias = false;            // a bias operand (binding 4), read with strides
+  bool bias_f16 = false;
+
+  uint32_t subgroups() const { return sg_m * sg_n; }
+  uint32_t threads() const { return subgroups() * 32; }
+  uint32_t workgroup_bytes() const;
+  std::string name() const;
+};
+
+// Uniform parameters of the kernel (binding 3).
+struct alignas(16) SubgroupMatmulParams {
+  uint32_t M, N, K, tiles_n;
+  uint32_t a_batch, b_batch, c_batch, bias_batch;  // element strides per batch (0: shared)
+  uint32_t bias_sm, bias_sn, pad0, pad1;
+  float alpha, beta, pad2, pad3;
+};
+static_assert(sizeof(SubgroupMatmulParams) == 64);
+
+// The WGSL of one configuration. Throws wgnn::Error for an invalid one.
+std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& cfg);
+
+// Whether the device runs this kernel: the subgroup-matrix feature with the
+// f16 x f16 -> f32 16x16x16 configuration, shader-f16, subgroup size 32, and
+// workgroup storage for the configuration.
+bool subgroup_matmul_supported(const gpu::Context& ctx, const SubgroupMatmulConfig& cfg = {});
+
+}  // namespace wgnn::ops
