@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -26,8 +27,18 @@ namespace {
 ops::SubgroupMatmulConfig parse_config(const std::string& text) {
   // BMxBNxBK:SGMxSGN:STAGES, e.g. 128x128x32:2x2:2
   ops::SubgroupMatmulConfig c;
-  if (std::sscanf(text.c_str(), "%ux%ux%u:%ux%u:%u", &c.bm, &c.bn, &c.bk, &c.sg_m, &c.sg_n, &c.stages) != 6) {
-    throw std::runtime_error("bad --configs entry '" + text + "' (expected BMxBNxBK:SGMxSGN:STAGES)");
+  char mode = 0;
+  const int n = std::sscanf(text.c_str(), "%ux%ux%u:%ux%u:%u:%c", &c.bm, &c.bn, &c.bk, &c.sg_m, &c.sg_n, &c.stages, &mode);
+  if (n < 6 || (n == 7 && mode != 'f' && mode != 'v')) {
+    throw std::runtime_error("bad --configs entry '" + text + "' (expected BMxBNxBK:SGMxSGN:STAGES[:v|:f][/aN][/tN][/r])");
+  }
+  c.full_tiles = mode == 'f';
+  if (const auto at = text.find("/a"); at != std::string::npos) c.ablate = uint32_t(std::stoul(text.substr(at + 2)));
+  c.no_rotation = text.find("/r") != std::string::npos;
+  if (const auto at = text.find("/t"); at != std::string::npos) {
+    const unsigned t = unsigned(std::stoul(text.substr(at + 2)));  // 1: A transposed, 2: B, 3: both
+    c.a_trans = t & 1;
+    c.b_trans = t & 2;
   }
   return c;
 }
@@ -37,9 +48,12 @@ ops::SubgroupMatmulConfig parse_config(const std::string& text) {
 int main(int argc, char** argv) {
   CLI::App app{"wgnn subgroup-matrix GEMM benchmark"};
   std::vector<int64_t> sizes{4096};
-  std::vector<std::string> configs{"128x128x32:2x2:2", "128x128x32:2x4:2", "128x128x32:4x2:2", "64x128x32:2x2:2",
-                                   "128x64x32:2x2:2", "128x256x32:2x4:1", "256x128x32:4x2:1", "128x128x64:2x2:1"};
+  std::vector<std::string> configs{"256x128x32:4x4:1:v",   "256x128x32:4x4:1:v/t1", "256x128x32:4x4:1:v/t2",
+                                   "256x128x32:4x4:1:v/t3", "256x128x32:4x4:1:v/r",  "128x128x64:2x4:1:v",
+                                   "128x128x32:2x4:2:v",    "64x64x32:2x2:2:v"};
   int iters = 10, reps = 5;
+  bool no_robustness = false;
+  app.add_flag("--disable-robustness", no_robustness, "turn Dawn's robustness (index clamping) off");
   app.add_option("--sizes", sizes, "square sizes M=N=K");
   app.add_option("--configs", configs, "kernel configurations BMxBNxBK:SGMxSGN:STAGES");
   app.add_option("--iters", iters, "products per timed pass");
@@ -54,6 +68,7 @@ int main(int argc, char** argv) {
     }
     gpu::ContextOptions opts;
     opts.allow_unsafe_apis = true;
+    if (no_robustness) opts.enable_toggles.push_back("disable_robustness");
     gpu::Context ctx(opts);
     if (!ops::subgroup_matmul_supported(ctx)) {
       std::cerr << "this adapter/Dawn offers no f16 subgroup matrices (16x16x16, f32 results): nothing to measure\n";
@@ -76,18 +91,23 @@ int main(int argc, char** argv) {
       ctx.write(bb, bh.data(), bh.size() * 2);
       std::vector<std::pair<int64_t, int64_t>> samples;
       for (int s = 0; s < 512; ++s) samples.emplace_back(int64_t(rng() % M), int64_t(rng() % N));
-      std::vector<double> want, scale;
-      for (auto [i, j] : samples) {
-        double acc = 0, mag = 0;
-        for (int64_t k = 0; k < K; ++k) {
-          acc += double(a[size_t(i * K + k)]) * b[size_t(k * N + j)];
-          mag += std::abs(double(a[size_t(i * K + k)]) * b[size_t(k * N + j)]);
+      // Reference for each layout (bit 1: the buffer holds A as K x M, bit 2: B as N x K).
+      std::array<std::vector<double>, 4> wants, scales;
+      for (int layout = 0; layout < 4; ++layout) {
+        for (auto [i, j] : samples) {
+          double acc = 0, mag = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double x = a[size_t((layout & 1) ? k * M + i : i * K + k)];
+            const double y = b[size_t((layout & 2) ? j * K + k : k * N + j)];
+            acc += x * y;
+            mag += std::abs(x * y);
+          }
+          wants[size_t(layout)].push_back(acc);
+          scales[size_t(layout)].push_back(mag);
         }
-        want.push_back(acc);
-        scale.push_back(mag);
       }
       for (const auto& text : configs) {
-        nlohmann::json out{{"bench", "gemm"}, {"config", text}, {"M", M}, {"N", N}, {"K", K}};
+        nlohmann::json out{{"bench", "gemm"}, {"config", text + (no_robustness ? " norobust" : "")}, {"M", M}, {"N", N}, {"K", K}};
         try {
           ops::SubgroupMatmulConfig cfg = parse_config(text);
           if (!ops::subgroup_matmul_supported(ctx, cfg)) {
@@ -102,7 +122,9 @@ int main(int argc, char** argv) {
           p.tiles_n = uint32_t(gpu::ceil_div(N, cfg.bn));
           p.alpha = 1.0f, p.beta = 0.0f;
           gpu::Buffer ub = ctx.uniform(&p, sizeof(p), "gemm params");
-          const gpu::BindGroup group = ctx.bind_group(pipe, {{&ab}, {&bb}, {&cb}, {&ub}});
+          if (cfg.full_tiles && (M % cfg.bm || N % cfg.bn)) throw std::runtime_error("the full-tile variant needs M and N multiples of the tile");
+          const gpu::BindGroup group =
+              ctx.bind_group(pipe, {{&ab}, {&bb}, {&cb}, {&ub}});
           const gpu::Grid grid{p.tiles_n, uint32_t(gpu::ceil_div(M, cfg.bm)), 1};
           std::vector<double> t;
           for (int r = 0; r < reps + 1; ++r) {
@@ -115,6 +137,9 @@ int main(int argc, char** argv) {
           const double ms = t[t.size() / 2];
           std::vector<float> c(size_t(M * N));
           ctx.read(cb, c.data(), c.size() * 4);
+          const size_t layout = (cfg.a_trans ? 1 : 0) + (cfg.b_trans ? 2 : 0);
+          const std::vector<double>& want = wants[layout];
+          const std::vector<double>& scale = scales[layout];
           double worst = 0;  // error / (1e-3 * sum |a b| + 1e-5): must stay below 1
           double max_abs = 0;
           for (size_t s = 0; s < samples.size(); ++s) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: the subgroup-matrix GEMM configurations (wgnn built
-# against the Dawn from source, build-source/) beside PyTorch fp16/fp32 on the
-# same shapes, in one run. Carry build-source, .deps/dawn-source-*, .gl.
+# against the Dawn from source, build-source/) with Dawn's robustness on and
+# off, beside PyTorch fp16/fp32 on the same shapes, in one run.
+# Carry build-source/bench/wgnn_bench_gemm, .deps/dawn-source-*/lib, .gl.
 #   bash bench/run_gemm.sh [SIZES] [CONFIGS...]
 set -uo pipefail
 source bench/gpu_env.sh
@@ -12,6 +13,9 @@ SIZES=${1:-4096,8192}
 shift || true
 CFG=()
 if [ $# -gt 0 ]; then CFG=(--configs "$@"); fi
-build-source/bench/wgnn_bench_gemm --sizes ${SIZES//,/ } "${CFG[@]}" | tee "$OUT/gemm_wgnn.jsonl"
+: > "$OUT/gemm_wgnn.jsonl"
+for R in "" --disable-robustness; do
+  build-source/bench/wgnn_bench_gemm --sizes ${SIZES//,/ } $R "${CFG[@]}" | tee -a "$OUT/gemm_wgnn.jsonl"
+done
 python3 bench/torch_gemm.py "$SIZES" | tee "$OUT/gemm_torch.jsonl"
 python3 bench/gemm_report.py "$OUT/gemm_wgnn.jsonl" "$OUT/gemm_torch.jsonl" | tee "$OUT/gemm.md"

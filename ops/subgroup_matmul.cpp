@@ -7,7 +7,7 @@
 // subgroup works on its own sub-block, so the offsets depend on the subgroup
 // index (local_invocation_index / 32), which WGSL's uniformity analysis
 // cannot see is subgroup-uniform; the kernel turns the
-// chromium_experimental.subgroup_matrix_uniformity diagnostic off and is only
+// chromium.subgroup_matrix_uniformity diagnostic off and is only
 // chosen where subgroups are exactly 32 invocations (subgroup_matmul_supported),
 // so invocations 32s..32s+31 are subgroup s (Dawn requires full subgroups for
 // shaders using subgroup matrices).
@@ -15,39 +15,91 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "gpu/context.h"
 #include "gpu/error.h"
 
 namespace wgnn::ops {
 
 uint32_t SubgroupMatmulConfig::workgroup_bytes() const {
-  const uint32_t as = bk + 8, bs = bn + 8;
-  return stages * bm * as * 2 + stages * bk * bs * 2 + subgroups() * 256 * 4;
+  const uint32_t as = (a_trans ? bm : bk) + 8, bs = (b_trans ? bk : bn) + 8;
+  const uint32_t a_rows = a_trans ? bk : bm, b_rows = b_trans ? bn : bk;
+  const uint32_t scratch = full_tiles ? 0 : subgroups() * 256 * 4;
+  return stages * a_rows * as * 2 + stages * b_rows * bs * 2 + scratch;
 }
 
 std::string SubgroupMatmulConfig::name() const {
-  return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
-                     out_f16 ? " f16out" : "", bias ? " bias" : "");
+  return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
+                     out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") + (ablate ? fmt::format(" ablate{}", ablate) : "");
 }
+
+namespace {
+
+// The per-thread word rotation (a WGSL expression of `lane`) that spreads the
+// scalar stores of a warp's 16-byte chunks over the most banks: a tile with
+// `cols` halves per row and a row stride of `stride` halves, chunks assigned
+// in thread order. Tried: (lane / d) % 4 and (lane / d1 + lane / d2) % 4.
+std::string best_rotation(uint32_t cols, uint32_t stride) {
+  auto conflicts = [&](auto rot) {
+    int worst = 0;
+    for (uint32_t j = 0; j < 4; ++j) {
+      int count[32] = {};
+      for (uint32_t t = 0; t < 32; ++t) {
+        const uint32_t word = ((t / (cols / 8)) * stride + (t % (cols / 8)) * 8) / 2 + (j + rot(t)) % 4;
+        worst = std::max(worst, ++count[word % 32]);
+      }
+    }
+    return worst;
+  };
+  std::string best = "0u";
+  int best_n = conflicts([](uint32_t) { return 0u; });
+  const uint32_t ds[] = {1, 2, 4, 8, 16};
+  for (uint32_t d1 : ds) {
+    const int n = conflicts([&](uint32_t t) { return t / d1; });
+    if (n < best_n) best_n = n, best = fmt::format("(lane / {}u) % 4u", d1);
+  }
+  for (uint32_t d1 : ds)
+    for (uint32_t d2 : ds) {
+      if (d2 <= d1) continue;
+      const int n = conflicts([&](uint32_t t) { return t / d1 + t / d2; });
+      if (n < best_n) best_n = n, best = fmt::format("(lane / {}u + lane / {}u) % 4u", d1, d2);
+    }
+  return best;
+}
+
+}  // namespace
 
 std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   const uint32_t T = c.threads();
   const bool valid = c.sg_m > 0 && c.sg_n > 0 && c.bm % (c.sg_m * 16) == 0 && c.bn % (c.sg_n * 16) == 0 &&
                      c.bk % 16 == 0 && c.bk > 0 && (c.stages == 1 || c.stages == 2) &&
-                     (c.bm * c.bk / 8) % T == 0 && (c.bk * c.bn / 8) % T == 0;
-  if (!valid) throw Error(fmt::format("invalid subgroup matmul configuration: {}", c.name()));
+                     (c.bm * c.bk / 8) % 32 == 0 && (c.bk * c.bn / 8) % 32 == 0;
+  if (!valid)
+    throw Error(fmt::format("invalid subgroup matmul configuration: {}", c.name()));
   const uint32_t TM = c.bm / c.sg_m / 16, TN = c.bn / c.sg_n / 16;
-  const uint32_t AS = c.bk + 8, BS = c.bn + 8;  // padded row strides (halves): no bank conflicts
-  const uint32_t NA = c.bm * c.bk / 8 / T, NB = c.bk * c.bn / 8 / T;
+  // Workgroup tiles, rows padded by 8 halves (16 bytes) against bank
+  // conflicts: A as [BM][BK] (or [BK][BM] when A is transposed in memory),
+  // B as [BK][BN] (or [BN][BK] when transposed); a transposed tile is read
+  // as a column-major subgroup matrix.
+  const uint32_t A_ROWS = c.a_trans ? c.bk : c.bm, A_COLS = c.a_trans ? c.bm : c.bk;
+  const uint32_t B_ROWS = c.b_trans ? c.bn : c.bk, B_COLS = c.b_trans ? c.bk : c.bn;
+  const uint32_t AS = A_COLS + 8, BS = B_COLS + 8;
+  const uint32_t SA_STAGE = A_ROWS * AS, SB_STAGE = B_ROWS * BS;
+  // vec4 loads per thread for the A and B tiles (the last may be partial).
+  const uint32_t NA = (c.bm * c.bk / 8 + T - 1) / T, NB = (c.bk * c.bn / 8 + T - 1) / T;
+  const uint32_t TOTAL_A = c.bm * c.bk / 8, TOTAL_B = c.bk * c.bn / 8;
 
   std::string s;
   auto add = [&](const std::string& line) { s += line; s += '\n'; };
   add("enable f16;");
   add("enable chromium_experimental_subgroup_matrix;");
-  add("diagnostic(off, chromium_experimental.subgroup_matrix_uniformity);");
+  add("diagnostic(off, chromium.subgroup_matrix_uniformity);");
   add("struct Params { M: u32, N: u32, K: u32, tiles_n: u32, a_batch: u32, b_batch: u32, c_batch: u32,");
   add("  bias_batch: u32, bias_sm: u32, bias_sn: u32, pad0: u32, pad1: u32, alpha: f32, beta: f32,");
   add("  pad2: f32, pad3: f32 }");
+  const bool no_scratch = c.full_tiles;
+  if (c.full_tiles && (c.bias || c.out_f16)) throw Error("the full-tile variant has no bias or float16 output");
   add("@group(0) @binding(0) var<storage, read> A: array<vec4<u32>>;");
   add("@group(0) @binding(1) var<storage, read> B: array<vec4<u32>>;");
   add(fmt::format("@group(0) @binding(2) var<storage, read_write> C: array<{}>;", c.out_f16 ? "vec4<u32>" : "f32"));
@@ -55,20 +107,29 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   if (c.bias) add(fmt::format("@group(0) @binding(4) var<storage, read> BIAS: array<{}>;", c.bias_f16 ? "f16" : "f32"));
   add(fmt::format("const BM = {}u; const BN = {}u; const BK = {}u; const AS = {}u; const BS = {}u;", c.bm, c.bn, c.bk,
                   AS, BS));
-  add(fmt::format("var<workgroup> sa: array<f16, {}>;", c.stages * c.bm * AS));
-  add(fmt::format("var<workgroup> sb: array<f16, {}>;", c.stages * c.bk * BS));
-  add(fmt::format("var<workgroup> sc: array<f32, {}>;", c.subgroups() * 256));
+  add(fmt::format("var<workgroup> sa: array<f16, {}>;", c.stages * SA_STAGE));
+  add(fmt::format("var<workgroup> sb: array<f16, {}>;", c.stages * SB_STAGE));
+  if (!no_scratch) add(fmt::format("var<workgroup> sc: array<f32, {}>;", c.subgroups() * 256));
 
-  // Eight halves packed in a vec4<u32> into workgroup memory at `i`.
+  // Eight halves packed in a vec4<u32> into workgroup memory at `i`, the
+  // four words in an order rotated by `rot`. Scalar f16 stores of 16-byte
+  // chunks all land on the same 8 of the 32 banks (4-way conflicts, the
+  // bottleneck of the whole kernel when measured); rotating the word order
+  // per thread spreads one store instruction over all banks.
   for (const char* arr : {"sa", "sb"}) {
-    add(fmt::format("fn put_{}(i: u32, v: vec4<u32>) {{", arr));
+    add(fmt::format("fn put_{}(i: u32, v: vec4<u32>, rot: u32) {{", arr));
+    // r[w] = v[(w + rot) % 4] with selects (a dynamic vector index is slower).
+    add("  let r1 = select(v, v.yzwx, (rot & 1u) != 0u);");
+    add("  let r = select(r1, r1.zwxy, (rot & 2u) != 0u);");
     for (int w = 0; w < 4; ++w) {
-      add(fmt::format("  let h{0} = bitcast<vec2<f16>>(v[{0}]); {1}[i + {2}u] = h{0}.x; {1}[i + {3}u] = h{0}.y;", w,
-                      arr, 2 * w, 2 * w + 1));
+      add(fmt::format("  {{ let o = i + 2u * (({0}u + rot) & 3u); let h = bitcast<vec2<f16>>(r[{0}]); {1}[o] = h.x; "
+                      "{1}[o + 1u] = h.y; }}",
+                      w, arr));
     }
     add("}");
   }
 
+  if (!no_scratch) {
   // The epilogue of one 16x16 result staged in `sc` at `sbase`: each lane
   // writes 8 consecutive columns of one row (N % 8 == 0: all in or all out).
   add("fn emit(r0: u32, c0: u32, sbase: u32, lane: u32, c_off: u32, bias_off: u32) {");
@@ -87,6 +148,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     for (int q = 0; q < 8; ++q) add(fmt::format("  C[c_off + r * P.N + col + {0}u] = v{0};", q));
   }
   add("}");
+  }
 
   add(fmt::format("@compute @workgroup_size({})", T));
   add("fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {");
@@ -96,52 +158,88 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("  let m0 = wid.y * BM; let n0 = wid.x * BN; let bt = wid.z;");
   add("  let a_off = bt * P.a_batch; let b_off = bt * P.b_batch;");
   add("  let ktiles = (K + BK - 1u) / BK;");
+  add(fmt::format("  let rot_a = {};", c.no_rotation ? "0u" : best_rotation(A_COLS, AS)));
+  add(fmt::format("  let rot_b = {};", c.no_rotation ? "0u" : best_rotation(B_COLS, BS)));
   for (uint32_t i = 0; i < TM; ++i)
     for (uint32_t j = 0; j < TN; ++j) add(fmt::format("  var acc{}_{} = subgroup_matrix_result<f32, 16, 16>();", i, j));
   // Per-thread coordinates of its share of the A and B tiles.
   for (uint32_t q = 0; q < NA; ++q) {
-    add(fmt::format("  let ar{0} = (lid + {1}u) / {2}u; let ac{0} = ((lid + {1}u) % {2}u) * 8u;", q, q * T, c.bk / 8));
+    add(fmt::format("  let ar{0} = (lid + {1}u) / {2}u; let ac{0} = ((lid + {1}u) % {2}u) * 8u;", q, q * T, A_COLS / 8));
     add(fmt::format("  var ra{} = vec4<u32>();", q));
   }
   for (uint32_t q = 0; q < NB; ++q) {
-    add(fmt::format("  let br{0} = (lid + {1}u) / {2}u; let bc{0} = ((lid + {1}u) % {2}u) * 8u;", q, q * T, c.bn / 8));
+    add(fmt::format("  let br{0} = (lid + {1}u) / {2}u; let bc{0} = ((lid + {1}u) % {2}u) * 8u;", q, q * T, B_COLS / 8));
     add(fmt::format("  var rb{} = vec4<u32>();", q));
   }
   auto load_regs = [&](const std::string& kt, const std::string& ind) {
     for (uint32_t q = 0; q < NA; ++q) {
-      add(fmt::format("{0}{{ let gm = m0 + ar{1}; let gk = {2} * BK + ac{1}; ra{1} = vec4<u32>();", ind, q, kt));
-      add(fmt::format("{0}  if (gm < M && gk < K) {{ ra{1} = A[(a_off + gm * K + gk) / 8u]; }} }}", ind, q));
+      const std::string guard = (q + 1) * T > TOTAL_A ? fmt::format(" && ar{} < {}u", q, A_ROWS) : std::string();
+      if (c.a_trans) {
+        add(fmt::format("{0}{{ let gk = {2} * BK + ar{1}; let gm = m0 + ac{1}; ra{1} = vec4<u32>();", ind, q, kt));
+        add(fmt::format("{0}  if (gm < M && gk < K{2}) {{ ra{1} = A[(a_off + gk * M + gm) / 8u]; }} }}", ind, q, guard));
+      } else {
+        add(fmt::format("{0}{{ let gm = m0 + ar{1}; let gk = {2} * BK + ac{1}; ra{1} = vec4<u32>();", ind, q, kt));
+        add(fmt::format("{0}  if (gm < M && gk < K{2}) {{ ra{1} = A[(a_off + gm * K + gk) / 8u]; }} }}", ind, q, guard));
+      }
     }
     for (uint32_t q = 0; q < NB; ++q) {
-      add(fmt::format("{0}{{ let gk = {2} * BK + br{1}; let gn = n0 + bc{1}; rb{1} = vec4<u32>();", ind, q, kt));
-      add(fmt::format("{0}  if (gk < K && gn < N) {{ rb{1} = B[(b_off + gk * N + gn) / 8u]; }} }}", ind, q));
+      const std::string guard = (q + 1) * T > TOTAL_B ? fmt::format(" && br{} < {}u", q, B_ROWS) : std::string();
+      if (c.b_trans) {
+        add(fmt::format("{0}{{ let gn = n0 + br{1}; let gk = {2} * BK + bc{1}; rb{1} = vec4<u32>();", ind, q, kt));
+        add(fmt::format("{0}  if (gk < K && gn < N{2}) {{ rb{1} = B[(b_off + gn * K + gk) / 8u]; }} }}", ind, q, guard));
+      } else {
+        add(fmt::format("{0}{{ let gk = {2} * BK + br{1}; let gn = n0 + bc{1}; rb{1} = vec4<u32>();", ind, q, kt));
+        add(fmt::format("{0}  if (gk < K && gn < N{2}) {{ rb{1} = B[(b_off + gk * N + gn) / 8u]; }} }}", ind, q, guard));
+      }
     }
   };
   auto store_regs = [&](const std::string& buf, const std::string& ind) {
     for (uint32_t q = 0; q < NA; ++q)
-      add(fmt::format("{0}put_sa({1} * {2}u + ar{3} * AS + ac{3}, ra{3});", ind, buf, c.bm * AS, q));
+      add(fmt::format("{0}{4}put_sa({1} * {2}u + ar{3} * AS + ac{3}, ra{3}, rot_a);{5}", ind, buf, SA_STAGE, q,
+                      (q + 1) * T > TOTAL_A ? fmt::format("if (ar{} < {}u) {{ ", q, A_ROWS) : std::string(),
+                      (q + 1) * T > TOTAL_A ? " }" : ""));
     for (uint32_t q = 0; q < NB; ++q)
-      add(fmt::format("{0}put_sb({1} * {2}u + br{3} * BS + bc{3}, rb{3});", ind, buf, c.bk * BS, q));
+      add(fmt::format("{0}{4}put_sb({1} * {2}u + br{3} * BS + bc{3}, rb{3}, rot_b);{5}", ind, buf, SB_STAGE, q,
+                      (q + 1) * T > TOTAL_B ? fmt::format("if (br{} < {}u) {{ ", q, B_ROWS) : std::string(),
+                      (q + 1) * T > TOTAL_B ? " }" : ""));
   };
   load_regs("0u", "  ");
   store_regs("0u", "  ");
   add("  workgroupBarrier();");
+  if (c.ablate & 4) {
+    if (c.a_trans || c.b_trans) throw Error("ablation 4 is for untransposed operands");
+    for (uint32_t i = 0; i < TM; ++i)
+      add(fmt::format("  let pl{} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, wm * {}u + {}u, false, AS);", i,
+                      TM * 16 * AS, i * 16 * AS));
+    for (uint32_t j = 0; j < TN; ++j)
+      add(fmt::format("  let pr{} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, wn * {}u + {}u, false, BS);", j,
+                      TN * 16, j * 16));
+  }
   add("  for (var kt = 0u; kt < ktiles; kt++) {");
   add(c.stages == 2 ? "    let cur = kt & 1u; let nxt = cur ^ 1u;" : "    let cur = 0u; let nxt = 0u;");
   add("    let more = kt + 1u < ktiles;");
   add("    if (more) {");
-  load_regs("(kt + 1u)", "      ");
+  if (!(c.ablate & 1)) load_regs("(kt + 1u)", "      ");
   add("    }");
-  add(fmt::format("    let abase = cur * {}u + wm * {}u;", c.bm * AS, TM * 16 * AS));
-  add(fmt::format("    let bbase = cur * {}u + wn * {}u;", c.bk * BS, TN * 16));
+  // Offsets of result row block i / column block j at depth step ks.
+  auto a_frag = [&](uint32_t i, uint32_t ks) {
+    return c.a_trans ? fmt::format("abase + {}u, true", ks * 16 * AS + i * 16)
+                     : fmt::format("abase + {}u, false", i * 16 * AS + ks * 16);
+  };
+  auto b_frag = [&](uint32_t j, uint32_t ks) {
+    return c.b_trans ? fmt::format("bbase + {}u, true", j * 16 * BS + ks * 16)
+                     : fmt::format("bbase + {}u, false", ks * 16 * BS + j * 16);
+  };
+  add(fmt::format("    let abase = cur * {}u + wm * {}u;", SA_STAGE, c.a_trans ? TM * 16 : TM * 16 * AS));
+  add(fmt::format("    let bbase = cur * {}u + wn * {}u;", SB_STAGE, c.b_trans ? TN * 16 * BS : TN * 16));
   for (uint32_t ks = 0; ks < c.bk / 16; ++ks) {
     add("    {");
     for (uint32_t i = 0; i < TM; ++i)
-      add(fmt::format("      let l{} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, abase + {}u, false, AS);",
-                      i, i * 16 * AS + ks * 16));
+      add(fmt::format(fmt::runtime((c.ablate & 4) ? "      let l{0} = pl{0};" : "      let l{} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, {}, AS);"),
+                      i, a_frag(i, ks)));
     for (uint32_t j = 0; j < TN; ++j)
-      add(fmt::format("      let r{} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, bbase + {}u, false, BS);",
-                      j, ks * 16 * BS + j * 16));
+      add(fmt::format(fmt::runtime((c.ablate & 4) ? "      let r{0} = pr{0};" : "      let r{} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, {}, BS);"),
+                      j, b_frag(j, ks)));
     for (uint32_t i = 0; i < TM; ++i)
       for (uint32_t j = 0; j < TN; ++j)
         add(fmt::format("      acc{0}_{1} = subgroupMatrixMultiplyAccumulate(l{0}, r{1}, acc{0}_{1});", i, j));
@@ -149,7 +247,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   }
   if (c.stages == 1) add("    workgroupBarrier();");
   add("    if (more) {");
-  store_regs("nxt", "      ");
+  if (!(c.ablate & 2)) store_regs("nxt", "      ");
   add("    }");
   add("    workgroupBarrier();");
   add("  }");
@@ -157,6 +255,14 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("  let c_off = bt * P.c_batch; let bias_off = bt * P.bias_batch;");
   add(fmt::format("  let wm0 = m0 + wm * {}u; let wn0 = n0 + wn * {}u;", TM * 16, TN * 16));
   const bool direct = !c.out_f16 && !c.bias;
+  if (no_scratch) {  // full tiles only
+    for (uint32_t i = 0; i < TM; ++i)
+      for (uint32_t j = 0; j < TN; ++j)
+        add(fmt::format("  subgroupMatrixStore(&C, c_off + (wm0 + {}u) * N + wn0 + {}u, acc{}_{}, false, N);", i * 16,
+                        j * 16, i, j));
+    add("}");
+    return s;
+  }
   if (direct) {
     add("  if (P.alpha == 1.0 && m0 + BM <= M && n0 + BN <= N) {");
     for (uint32_t i = 0; i < TM; ++i)

@@ -27,6 +27,16 @@ struct SubgroupMatmulConfig {
   bool out_f16 = false;         // C is float16 (else float32)
   bool bias = false;            // a bias operand (binding 4), read with strides
   bool bias_f16 = false;
+  bool a_trans = false;  // A stored K x M (needs M % 8 == 0)
+  bool b_trans = false;  // B stored N x K (needs K % 8 == 0; N % 8 == 0 still, for the epilogue)
+  // Benchmark variant for M, N multiples of the tile: no edge epilogue (no
+  // scratch workgroup memory).
+  bool full_tiles = false;
+  // Benchmark-only ablations (wrong results, for finding the bottleneck):
+  // 1 skips the global loads of the next tile, 2 its stores to workgroup
+  // memory, 4 the per-step operand loads from workgroup memory.
+  uint32_t ablate = 0;
+  bool no_rotation = false;  // benchmark: store words unrotated (bank conflicts)
 
   uint32_t subgroups() const { return sg_m * sg_n; }
   uint32_t threads() const { return subgroups() * 32; }
