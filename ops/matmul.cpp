@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -17,6 +18,7 @@
 #include "ops/helpers.h"
 #include "ops/layout.h"
 #include "ops/registry.h"
+#include "ops/subgroup_matmul.h"
 
 namespace wgnn::ops {
 namespace {
@@ -70,6 +72,57 @@ Shape batch_strides(const Shape& shape, const Shape& batch) {
   Shape s(batch.size(), 0);
   for (size_t i = 0; i < nb; ++i) s[batch.size() - nb + i] = shape[i] == 1 ? 0 : cs[i];
   return s;
+}
+
+// The product on subgroup matrices (tensor cores) when the device has them
+// and the operands suit the kernel (ops/subgroup_matmul.h): float16, at most
+// one batch dim after merging, 8-element rows. Returns false to fall back.
+bool record_subgroup(Graph& g, const Gemm& p, const Shape& shape, const std::array<Shape, 3>& st, int64_t batch,
+                     TensorRef y, std::string_view op) {
+  if (g.info(p.a).dtype != DType::F16 || shape.size() > 1) return false;
+  if (const char* env = std::getenv("WGNN_SUBGROUP_MATMUL"); env && std::string_view(env) == "0") return false;
+  if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
+  const int64_t sa = shape.empty() ? 0 : st[0][0], sb = shape.empty() ? 0 : st[1][0];
+  const int64_t sc = shape.empty() ? 0 : st[2][0];
+  if (sa % 8 != 0 || sb % 8 != 0) return false;
+  SubgroupMatmulConfig cfg;
+  const int64_t big_tiles = int64_t(gpu::ceil_div(uint64_t(p.M), 256) * gpu::ceil_div(uint64_t(p.N), 128)) * batch;
+  if (big_tiles >= 128) {
+    cfg.bm = 256, cfg.bn = 128, cfg.bk = 32, cfg.sg_m = 4, cfg.sg_n = 4, cfg.stages = 1;
+  } else {
+    cfg.bm = 64, cfg.bn = 64, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 2;
+  }
+  cfg.a_trans = p.a_trans;
+  cfg.b_trans = p.b_trans;
+  cfg.out_f16 = true;
+  cfg.bias = p.bias.id >= 0;
+  cfg.bias_f16 = true;
+  if (!subgroup_matmul_supported(g.ctx(), cfg)) return false;
+  const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), cfg.bm), tiles_n = gpu::ceil_div(uint64_t(p.N), cfg.bn);
+  const uint64_t max_dim = g.ctx().limits().max_compute_workgroups_per_dimension;
+  if (tiles_m > max_dim || tiles_n > max_dim || uint64_t(batch) > max_dim) return false;
+  SubgroupMatmulParams params{};
+  params.M = uint32_t(p.M);
+  params.N = uint32_t(p.N);
+  params.K = uint32_t(p.K);
+  params.tiles_n = uint32_t(tiles_n);
+  params.a_batch = uint32_t(sa);
+  params.b_batch = uint32_t(sb);
+  params.c_batch = uint32_t(p.M * p.N);
+  params.bias_batch = uint32_t(sc);
+  params.bias_sm = uint32_t(p.bias_sm);
+  params.bias_sn = uint32_t(p.bias_sn);
+  params.alpha = float(p.alpha);
+  params.beta = float(p.beta);
+  const gpu::Pipeline& pl = g.ctx().pipeline(cfg.name(), subgroup_matmul_wgsl(cfg));
+  std::vector<Binding> bindings{Binding::of(p.a), Binding::of(p.b), Binding::of(y), Binding::of(g.uniform(params))};
+  if (cfg.bias) bindings.push_back(Binding::of(p.bias));
+  g.add_dispatch(pl, std::move(bindings), gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(batch)},
+                 std::string(op),
+                 fmt::format("gemm subgroup-matrix {}x{}x{}{}{}{}{}", p.M, p.N, p.K,
+                             batch > 1 ? fmt::format(" batch {}", batch) : "", p.a_trans ? " At" : "",
+                             p.b_trans ? " Bt" : "", cfg.bias ? " bias" : ""));
+  return true;
 }
 
 // Records the product (none when the result is empty).
@@ -129,6 +182,8 @@ TensorRef record(const Args& a, Gemm p) {
   auto all4 = [](const Shape& s) { return std::all_of(s.begin(), s.end(), [](int64_t v) { return v % 4 == 0; }); };
   const bool a_vec = (p.a_trans ? p.M : p.K) % 4 == 0 && all4(st[0]);
   const bool b_vec = (p.b_trans ? p.K : p.N) % 4 == 0 && all4(st[1]);
+
+  if (record_subgroup(g, p, shape, st, batch, y, a.op)) return y;
 
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), kTile), tiles_n = gpu::ceil_div(uint64_t(p.N), kTile);
   const uint64_t groups = tiles_m * tiles_n * uint64_t(batch);

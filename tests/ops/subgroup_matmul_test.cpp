@@ -1,0 +1,156 @@
+// The subgroup-matrix (tensor-core) matrix product (ops/subgroup_matmul.h).
+// Everywhere: the WGSL generator's checks. Where the device offers f16
+// subgroup matrices (a Dawn built from source on a GPU with cooperative
+// matrices, with unsafe APIs allowed): float16 products through the ops,
+// which then take the tensor-core kernel, against a double-precision
+// reference and against the regular kernel of a device without subgroup
+// matrices. On lavapipe and with the npm Dawn those cases skip; the regular
+// kernels (the fallback) are covered by matmul_test.
+#include <gmock/gmock.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+
+#include "op_test_util.h"
+#include "ops/subgroup_matmul.h"
+
+using namespace wgnn;
+using namespace wgnn::test;
+using testing::HasSubstr;
+
+namespace {
+
+gpu::Context& unsafe_ctx() {
+  static gpu::Context* c = [] {
+    gpu::ContextOptions opts;
+    opts.allow_unsafe_apis = true;
+    return new gpu::Context(opts);
+  }();
+  return *c;
+}
+
+struct Case {
+  int64_t batch, M, K, N;
+  bool ta, tb;
+  std::optional<Shape> bias;  // broadcast to [batch, M, N] (or [M, N])
+  double alpha, beta;
+  bool shared_b;  // B without batch dims (broadcast)
+};
+
+// Runs one case on `c` through aten.matmul / wgnn.gemm; returns the result and
+// the labels of the recorded dispatches.
+std::vector<float> run_case(gpu::Context& c, const Case& k, const std::vector<float>& a, const std::vector<float>& b,
+                            const std::vector<float>& bias, std::vector<std::string>* labels) {
+  Graph g(c);
+  const Shape as = k.batch > 1 ? Shape{k.batch, k.ta ? k.K : k.M, k.ta ? k.M : k.K} : Shape{k.ta ? k.K : k.M, k.ta ? k.M : k.K};
+  const Shape b2 = k.tb ? Shape{k.N, k.K} : Shape{k.K, k.N};
+  Shape bs = b2;
+  if (k.batch > 1 && !k.shared_b) bs.insert(bs.begin(), k.batch);
+  TensorRef ta = upload(g, as, a, DType::F16), tb = upload(g, bs, b, DType::F16);
+  TensorRef y;
+  if (k.batch == 1) {
+    Value tc = k.bias ? Value(upload(g, *k.bias, bias, DType::F16)) : Value(None{});
+    y = ops::call(g, "wgnn.gemm.default", {ta, tb, tc, k.alpha, k.beta, k.ta, k.tb}).tensor();
+  } else {
+    // Batched: transpose flags through aten.transpose views are not needed here;
+    // the batched cases use untransposed operands.
+    y = ops::call(g, "aten.matmul.default", {ta, tb}).tensor();
+  }
+  g.run();
+  for (const auto& n : g.dispatches()) labels->push_back(n.label);
+  return download(g, y);
+}
+
+std::vector<double> reference(const Case& k, const std::vector<float>& a, const std::vector<float>& b,
+                              const std::vector<float>& bias) {
+  std::vector<double> out(size_t(k.batch * k.M * k.N));
+  for (int64_t t = 0; t < k.batch; ++t)
+    for (int64_t m = 0; m < k.M; ++m)
+      for (int64_t n = 0; n < k.N; ++n) {
+        double s = 0;
+        const size_t ao = size_t(t * k.M * k.K), bo = k.shared_b ? 0 : size_t(t * k.K * k.N);
+        for (int64_t q = 0; q < k.K; ++q) {
+          const double x = a[ao + size_t(k.ta ? q * k.M + m : m * k.K + q)];
+          const double y = b[bo + size_t(k.tb ? n * k.K + q : q * k.N + n)];
+          s += x * y;
+        }
+        double v = k.alpha * s;
+        if (k.bias && k.beta != 0) {
+          const Shape& cs = *k.bias;  // [N], [1, N], [M, 1] or [M, N]
+          const int64_t cm = cs.size() == 2 && cs[0] != 1 ? m : 0;
+          const int64_t cn = cs.back() != 1 ? n : 0;
+          v += k.beta * bias[size_t(cm * (cs.back()) + cn)];
+        }
+        out[size_t((t * k.M + m) * k.N + n)] = v;
+      }
+  return out;
+}
+
+}  // namespace
+
+TEST(SubgroupMatmulWgsl, GeneratesEveryLayoutAndRejectsBadTiles) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool bias : {false, true}) {
+        ops::SubgroupMatmulConfig c;
+        c.bm = 256, c.bn = 128, c.bk = 32, c.sg_m = 4, c.sg_n = 4, c.stages = 1;
+        c.a_trans = ta, c.b_trans = tb, c.bias = bias, c.out_f16 = bias;
+        const std::string w = ops::subgroup_matmul_wgsl(c);
+        EXPECT_THAT(w, HasSubstr("subgroupMatrixMultiplyAccumulate"));
+        EXPECT_THAT(w, HasSubstr("@workgroup_size(512)"));
+        // Transposed tiles are read as column-major subgroup matrices.
+        EXPECT_EQ(w.find(", true, AS)") != std::string::npos, ta);
+        EXPECT_EQ(w.find(", true, BS)") != std::string::npos, tb);
+        EXPECT_LE(c.workgroup_bytes(), 48u * 1024u) << c.name();
+      }
+  ops::SubgroupMatmulConfig bad;
+  bad.bm = 100;  // not a multiple of 16 per subgroup row
+  EXPECT_THROW(ops::subgroup_matmul_wgsl(bad), Error);
+  bad = {};
+  bad.stages = 3;
+  EXPECT_THROW(ops::subgroup_matmul_wgsl(bad), Error);
+}
+
+TEST(SubgroupMatmul, MatchesReferenceAndRegularKernel) {
+  gpu::Context& c = unsafe_ctx();
+  if (!ops::subgroup_matmul_supported(c)) GTEST_SKIP() << "no f16 subgroup matrices with this Dawn and adapter";
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16 for the regular kernel";
+  const std::vector<Case> cases = {
+      {1, 1, 8, 8, false, false, std::nullopt, 1, 0, false},
+      {1, 37, 24, 40, false, false, std::nullopt, 1, 0, false},
+      {1, 200, 72, 136, false, false, Shape{136}, 1, 1, false},
+      {1, 130, 40, 264, true, false, Shape{130, 1}, 0.5, 2, false},
+      {1, 96, 88, 48, false, true, Shape{96, 48}, 1, 1, false},  // linear: x @ W^T + b
+      {1, 64, 64, 64, true, true, std::nullopt, -1.5, 0, false},
+      {3, 70, 32, 56, false, false, std::nullopt, 1, 0, false},
+      {4, 33, 16, 24, false, false, std::nullopt, 1, 0, true},  // B shared by the batch
+      {1, 4096, 64, 1024, false, false, Shape{1024}, 1, 1, false},  // the 256x128 tiles
+      {1, 1000, 136, 2056, false, true, Shape{2056}, 1, 1, false},  // 256x128 tiles, ragged edges
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(fmt::format("batch {} M {} K {} N {} ta {} tb {} bias {} alpha {} beta {}", k.batch, k.M, k.K, k.N,
+                             k.ta, k.tb, k.bias ? shape_str(*k.bias) : "none", k.alpha, k.beta));
+    const uint32_t seed = uint32_t(k.M * 31 + k.K * 7 + k.N);
+    const auto a = quantize(random_floats(size_t(k.batch * k.M * k.K), -1, 1, seed), DType::F16);
+    const auto b = quantize(random_floats(size_t((k.shared_b ? 1 : k.batch) * k.K * k.N), -1, 1, seed + 1), DType::F16);
+    const auto bias = k.bias ? quantize(random_floats(size_t(numel(*k.bias)), -1, 1, seed + 2), DType::F16)
+                             : std::vector<float>{};
+    std::vector<std::string> tc_labels, reg_labels;
+    const auto tc = run_case(c, k, a, b, bias, &tc_labels);
+    setenv("WGNN_SUBGROUP_MATMUL", "0", 1);  // the regular kernel, also where ctx() has subgroup matrices
+    const auto reg = run_case(ctx(), k, a, b, bias, &reg_labels);
+    unsetenv("WGNN_SUBGROUP_MATMUL");
+    ASSERT_EQ(tc_labels.size(), 1u);
+    EXPECT_THAT(tc_labels[0], HasSubstr("subgroup-matrix"));
+    EXPECT_THAT(reg_labels[0], testing::Not(HasSubstr("subgroup-matrix")));
+    const auto ref = reference(k, a, b, bias);
+    // Both round the f32 sum to f16 once: within a few f16 ulps of the reference.
+    const double atol = 4e-3 * std::sqrt(double(k.K) + 1) * std::max(1.0, std::abs(k.alpha)), rtol = 2e-3;
+    EXPECT_TRUE(all_close(tc, ref, atol, rtol));
+    std::vector<double> reg_d(reg.begin(), reg.end());
+    EXPECT_TRUE(all_close(tc, reg_d, atol, rtol)) << "tensor-core result against the regular kernel";
+  }
+}
