@@ -22,6 +22,7 @@ struct RunOptions {
   std::vector<std::string> shapes;  // NAME=DIMS of random inputs with dynamic dims
   std::string output_dir = ".";
   uint32_t seed = 0;
+  std::string int_range = "0:4";    // LO:HI of random integer inputs, [LO, HI)
   int repeat = 1;
   bool verbose = false;
 };

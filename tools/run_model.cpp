@@ -32,6 +32,7 @@ int run_model(gpu::Context& ctx, const RunOptions& o) {
   io.files = o.inputs;
   io.shapes = o.shapes;
   io.seed = o.seed;
+  parse_int_range(o.int_range, io);
   const std::map<std::string, HostTensor> inputs = model_inputs(s, io);
   const auto t1 = clock::now();
   auto outputs = s.run(inputs);

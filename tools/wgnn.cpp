@@ -123,6 +123,8 @@ int main(int argc, char** argv) {
   run->add_option("--output-dir", ro.output_dir, "Where to write the outputs");
   run->add_option("--shape", ro.shapes, "NAME=DIMS (e.g. 1x3x224x224): the shape of a random input with dynamic dims");
   run->add_option("--seed", ro.seed, "Seed of the random inputs");
+  run->add_option("--int-range", ro.int_range,
+                  "LO:HI: random integer inputs (token ids, indices) are uniform in [LO, HI) (default 0:4)");
   run->add_option("--repeat", ro.repeat, "Run N times (the same inputs) and report host overhead per run");
   run->add_flag("--verbose", ro.verbose, "Timing, dispatch and memory summary");
 
