@@ -55,8 +55,19 @@ void require_model_file(const std::string& path) {
   if (!std::filesystem::is_regular_file(path, ec)) throw Error(fmt::format("model '{}': no such file", path));
 }
 
-// A value for a table column: "-" where there is nothing to show.
-std::string num(double v, int decimals) { return v > 0 ? fmt::format("{:.{}f}", v, decimals) : "-"; }
+// A rate for a table column, 3 significant digits (small ones on a CPU
+// adapter stay readable); "-" where there is nothing to show.
+std::string rate(double v) {
+  if (!(v > 0)) return "-";
+  if (v >= 100) return fmt::format("{:.0f}", v);
+  if (v >= 10) return fmt::format("{:.1f}", v);
+  if (v >= 1) return fmt::format("{:.2f}", v);
+  return fmt::format("{:.3g}", v);
+}
+
+// Kernel names carry their template values (WGSL expressions): long ones
+// are cut in tables (the JSON and the trace keep them whole).
+std::string cut(const std::string& s, size_t n = 72) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
 
 struct Group {
   std::string key;
@@ -109,14 +120,14 @@ json groups_json(const std::vector<Group>& groups, double total, const char* key
 void print_groups(const std::vector<Group>& groups, double total, const char* title, int top) {
   size_t width = std::string_view(title).size();
   const size_t shown = top > 0 ? std::min(groups.size(), size_t(top)) : groups.size();
-  for (size_t i = 0; i < shown; ++i) width = std::max(width, groups[i].key.size());
-  fmt::print("{:<{}}  {:>10}  {:>6}  {:>5}  {:>9}  {:>10}  {:>7}\n", title, width, "GPU ms", "%", "count",
+  for (size_t i = 0; i < shown; ++i) width = std::max(width, cut(groups[i].key).size());
+  fmt::print("{:<{}}  {:>10}  {:>6}  {:>5}  {:>9}  {:>10}  {:>8}\n", title, width, "GPU ms", "%", "count",
              "us each", "GB/s", "TFLOP/s");
   for (size_t i = 0; i < shown; ++i) {
     const Group& gr = groups[i];
-    fmt::print("{:<{}}  {:>10.3f}  {:>6.1f}  {:>5}  {:>9.1f}  {:>10}  {:>7}\n", gr.key, width, gr.ms,
+    fmt::print("{:<{}}  {:>10.3f}  {:>6.1f}  {:>5}  {:>9.1f}  {:>10}  {:>8}\n", cut(gr.key), width, gr.ms,
                total > 0 ? 100.0 * gr.ms / total : 0.0, gr.count, 1000.0 * gr.ms / double(gr.count),
-               num(gr.gbps(), 1), num(gr.tflops(), 2));
+               rate(gr.gbps()), rate(gr.tflops()));
   }
   if (shown < groups.size()) {
     double rest = 0;
