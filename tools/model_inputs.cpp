@@ -80,7 +80,7 @@ void parse_int_range(const std::string& spec, InputOptions& o) {
   o.int_hi = hi;
 }
 
-std::map<std::string, HostTensor> model_inputs(const onnx_import::Session& s, const InputOptions& o) {
+std::map<std::string, HostTensor> model_inputs(onnx_import::Session& s, const InputOptions& o) {
   auto find = [&](const std::string& name, const char* option) -> const onnx_import::ValueInfo& {
     for (const auto& v : s.inputs()) {
       if (v.name == name) return v;
@@ -107,12 +107,12 @@ std::map<std::string, HostTensor> model_inputs(const onnx_import::Session& s, co
       throw Error(fmt::format("--shape {}={}: the model declares rank {} ({})", name, text, v.shape.size(),
                               shape_str(v.shape)));
     }
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (v.shape[d] >= 0 && v.shape[d] != shape[d]) {
-        throw Error(fmt::format("--shape {}={}: dim {} is declared {} ({}; -1: dynamic)", name, text, d, v.shape[d],
-                                shape_str(v.shape)));
-      }
-    }
+    bool other = false;
+    for (size_t d = 0; d < shape.size(); ++d) other = other || (v.shape[d] >= 0 && v.shape[d] != shape[d]);
+    // A model declared at one size (a fully convolutional network exported
+    // at 1024x1024) runs at another: the Session is told; one that cannot
+    // fails when its graph is built, naming the node.
+    if (other) s.set_input_shape(name, shape);
     shapes[name] = shape;
   }
   std::mt19937 rng(o.seed);

@@ -24,9 +24,11 @@ struct InputOptions {
 void parse_int_range(const std::string& spec, InputOptions& o);
 
 // Every input of the session: from its file, or random (floats standard
-// normal, integers in the range, bool 0/1). Errors name the input and say
-// what to pass.
-std::map<std::string, HostTensor> model_inputs(const onnx_import::Session& s, const InputOptions& o);
+// normal, integers in the range, bool 0/1) of the declared shape or the
+// --shape given. A --shape that differs from a fixed declared dim declares
+// the input at that shape (Session::set_input_shape). Errors name the
+// input and say what to pass.
+std::map<std::string, HostTensor> model_inputs(onnx_import::Session& s, const InputOptions& o);
 
 // "name float32 1x3x224x224, ids int64 1x32"
 std::string describe_inputs(const std::map<std::string, HostTensor>& inputs);
