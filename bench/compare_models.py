@@ -66,7 +66,7 @@ def last_json_line(text):
 def short_error(p_stdout, p_stderr, limit=300):
     lines = [l for l in (p_stderr or "").strip().splitlines() + (p_stdout or "").strip().splitlines()
              if l.strip() and "XDG_RUNTIME_DIR" not in l]
-    errs = [l for l in lines if "error" in l.lower()]
+    errs = [l for l in lines if l.startswith("FAIL ")] or [l for l in lines if "error" in l.lower()]
     msg = (errs[-1] if errs else lines[-1] if lines else "no output").strip()
     return msg[:limit]
 
