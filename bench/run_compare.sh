@@ -4,9 +4,10 @@
 #
 #   bash bench/run_compare.sh [all | NAME,NAME,...]     (default: all)
 #
-# Carry build/ (a Release build; build/wgnn is what runs), .deps/dawn, .gl and
-# .payload (lib/ from bench/make_payload.sh, ortpeer.tar.xz from
-# bench/make_ort_peer.sh). The model zoo (scripts/models) exports the models
+# Carry build/wgnn (a Release build; the whole build/ does not fit beside the
+# rest), .deps/dawn, .gl and .payload (lib/ from bench/make_payload.sh,
+# ortpeer.tar.xz from bench/make_ort_peer.sh): about 61 MB, under the 64 MiB
+# carry limit. The model zoo (scripts/models) exports the models
 # here, with the machine's PyTorch. ISNet is timed when .deps/models/isnet.onnx
 # is there, or ISNET=FILE, or .payload/isnet.onnx.part-* (the model split to
 # fit the carry limit, joined here).
