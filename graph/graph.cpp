@@ -53,9 +53,9 @@ TensorInfo& Graph::info(TensorRef t) {
 void Graph::mark_output(TensorRef t) { info(t).kind = TensorKind::Output; }
 
 void Graph::add_dispatch(const gpu::Pipeline& pipeline, std::vector<Binding> bindings, gpu::Grid grid,
-                         std::string op, std::string label) {
+                         std::string op, std::string label, double flops) {
   nodes_.push_back(DispatchNode{&pipeline, std::move(bindings), grid, std::move(op),
-                                label.empty() ? pipeline.name() : std::move(label), {}});
+                                label.empty() ? pipeline.name() : std::move(label), {}, flops});
   prepared_ = false;
 }
 
@@ -247,11 +247,21 @@ void Graph::record(gpu::Recorder& rec) {
   for (const auto& n : nodes_) rec.dispatch(*n.pipeline, n.group, n.grid, n.label);
 }
 
+void Graph::set_timing(gpu::Timing timing) {
+  if (timing == gpu::Timing::PerDispatch) {
+    throw Error("Graph::set_timing: per-dispatch timing is run_profiled(), not a mode of run()");
+  }
+  if (timing != gpu::Timing::None && !ctx_.features().timestamp_query) {
+    throw Error("GPU timing was requested but this adapter does not offer the timestamp-query feature");
+  }
+  timing_ = timing;
+}
+
 void Graph::run() {
   if (!prepared_) prepare();
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  gpu::Recorder rec(ctx_);
+  gpu::Recorder rec(ctx_, timing_);
   record(rec);
   rec.submit();
   const auto t1 = clock::now();
@@ -259,15 +269,39 @@ void Graph::run() {
   const auto t2 = clock::now();
   last_run_.encode_us = std::chrono::duration<double, std::micro>(t1 - t0).count();
   last_run_.wait_us = std::chrono::duration<double, std::micro>(t2 - t1).count();
+  last_run_.gpu_ms = timing_ == gpu::Timing::None ? -1 : rec.total_gpu_ms();
   last_run_.dispatches = nodes_.size();
 }
 
-std::vector<gpu::TimedSpan> Graph::run_profiled() {
+std::vector<Graph::DispatchTime> Graph::run_profiled() {
   if (!prepared_) prepare();
   gpu::Recorder rec(ctx_, gpu::Timing::PerDispatch);
-  record(rec);
+  std::vector<DispatchTime> out;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const DispatchNode& n = nodes_[i];
+    if (n.grid.count() == 0) continue;  // the Recorder skips it: no pass, no span
+    rec.dispatch(*n.pipeline, n.group, n.grid, n.label);
+    out.push_back({i, 0});
+  }
   rec.finish();
-  return rec.timings();
+  const std::vector<gpu::TimedSpan> spans = rec.timings();
+  if (spans.size() != out.size()) {
+    throw Error(fmt::format("run_profiled: {} timed spans for {} dispatches", spans.size(), out.size()));
+  }
+  for (size_t k = 0; k < out.size(); ++k) out[k].ms = spans[k].ms;
+  return out;
+}
+
+uint64_t Graph::bound_bytes(const DispatchNode& node) const {
+  uint64_t bytes = 0;
+  for (const Binding& b : node.bindings) {
+    if (b.tensor >= 0) {
+      bytes += tensors_[size_t(b.tensor)].gpu_bytes();
+    } else if (b.buffer.valid() && !(b.buffer.usage() & gpu::kUniform)) {
+      bytes += b.buffer.size();
+    }
+  }
+  return bytes;
 }
 
 }  // namespace wgnn

@@ -49,6 +49,9 @@ struct DispatchNode {
   std::string op;     // the op that recorded it, e.g. "aten.relu.default"
   std::string label;  // kernel name for profiles
   gpu::BindGroup group;
+  // Floating-point operations of the dispatch where the op knows them
+  // (matrix products, convolutions: 2 per multiply-add); 0 otherwise.
+  double flops = 0;
 };
 
 class Graph {
@@ -69,7 +72,7 @@ class Graph {
 
   // Records a dispatch that runs on every run(), in order.
   void add_dispatch(const gpu::Pipeline& pipeline, std::vector<Binding> bindings, gpu::Grid grid,
-                    std::string op, std::string label = {});
+                    std::string op, std::string label = {}, double flops = 0);
   // Records a dispatch that runs once, in prepare() (folding constants).
   void add_init_dispatch(const gpu::Pipeline& pipeline, std::vector<Binding> bindings, gpu::Grid grid,
                          std::string op, std::string label = {});
@@ -107,15 +110,31 @@ class Graph {
 
   // Records every dispatch into one compute pass, submits once, waits.
   void run();
+  // Timing of later run()s: None (the default) or Total, which adds
+  // timestamp writes around the pass and reads them back after the wait
+  // (RunStats::gpu_ms). PerDispatch is run_profiled().
+  void set_timing(gpu::Timing timing);
   struct RunStats {
     double encode_us = 0;  // host time to encode and submit the dispatches
     double wait_us = 0;    // until the GPU finished
+    double gpu_ms = -1;    // GPU time of the pass (Timing::Total), else -1
     size_t dispatches = 0;
   };
   const RunStats& last_run() const { return last_run_; }
-  // The same with one timed pass per dispatch.
-  std::vector<gpu::TimedSpan> run_profiled();
+  // The same with one timed pass per dispatch: the GPU time of each
+  // dispatch that ran (index into dispatches(); empty grids do not run).
+  // Each pass has its own start and end, so the sum exceeds the one-pass
+  // time of run() with Timing::Total.
+  struct DispatchTime {
+    size_t node = 0;
+    double ms = 0;
+  };
+  std::vector<DispatchTime> run_profiled();
   const std::vector<DispatchNode>& dispatches() const { return nodes_; }
+  // Bytes of storage a dispatch binds (tensors at their GPU size, op-owned
+  // storage buffers whole; uniforms not counted): what it moves if it
+  // touches each bound byte once.
+  uint64_t bound_bytes(const DispatchNode& node) const;
 
   struct MemoryStats {
     uint64_t intermediate_sum = 0;   // bytes if every intermediate had its own buffer
@@ -140,6 +159,7 @@ class Graph {
   bool prepared_ = false;
   MemoryStats memory_;
   RunStats last_run_;
+  gpu::Timing timing_ = gpu::Timing::None;
 };
 
 }  // namespace wgnn

@@ -290,7 +290,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     const gpu::Pipeline& pipe = kernel(g, "ops/kernels/conv_depthwise.wgsl", subs);
     g.add_dispatch(pipe, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias},
                    grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
-                   fmt::format("conv depthwise k={}", dims_str(k, d)));
+                   fmt::format("conv depthwise k={}", dims_str(k, d)), 2.0 * double(p.count) * double(kvol));
     return y;
   }
 
@@ -359,14 +359,19 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
               {"SPLITK", splits > 1 ? 1.0 : 0.0}});
   const std::string label = fmt::format("conv{} {} k={} tile={}x{}", s.transposed ? " transposed" : "",
                                         pointwise ? "pointwise" : "gemm", dims_str(k, d), t.tm, t.tn);
+  // Useful work, 2 per multiply-add: each output takes cin_g * kvol taps
+  // forward; transposed, each input element meets cout_g * kvol outputs
+  // (the taps the gather skips as zero are not counted).
+  const double flops = s.transposed ? 2.0 * double(n * in_vol) * double(cin) * double(cout_g * kvol)
+                                    : 2.0 * double(npix) * double(cout) * double(kred);
   if (splits == 1) {
     g.add_dispatch(pipe, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias, table},
-                   grid_for(g, tiles), std::string(a.op), label);
+                   grid_for(g, tiles), std::string(a.op), label, flops);
     return y;
   }
   TensorRef part = g.add_tensor({int64_t(splits), cout, npix}, DType::F32);
   g.add_dispatch(pipe, {Binding::of(part), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias, table},
-                 grid_for(g, tiles), std::string(a.op), fmt::format("{} splitk={}", label, splits));
+                 grid_for(g, tiles), std::string(a.op), fmt::format("{} splitk={}", label, splits), flops);
   SplitKParams sp{uint32_t(numel(out_shape)), uint32_t(cout), uint32_t(out_vol), uint32_t(npix), uint32_t(splits),
                   b.id >= 0, 0, 0};
   g.add_dispatch(kernel(g, "ops/kernels/conv_splitk.wgsl", subs),

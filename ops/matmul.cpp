@@ -218,7 +218,8 @@ TensorRef record(const Args& a, Gemm p) {
                   p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer())},
                  grid_for(g, groups), std::string(a.op),
                  fmt::format("gemm {}x{}x{}{}{}{}{}", p.M, p.N, p.K, batch > 1 ? fmt::format(" batch {}", batch) : "",
-                             p.a_trans ? " At" : "", p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : ""));
+                             p.a_trans ? " At" : "", p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : ""),
+                 2.0 * double(p.M) * double(p.N) * double(p.K) * double(batch));
   return y;
 }
 

@@ -19,12 +19,45 @@ int bench_copy(gpu::Context& ctx, const BenchCopyOptions& o);
 struct RunOptions {
   std::string model;
   std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::vector<std::string> shapes;  // NAME=DIMS of random inputs with dynamic dims
   std::string output_dir = ".";
   uint32_t seed = 0;
+  std::string int_range = "0:4";    // LO:HI of random integer inputs, [LO, HI)
   int repeat = 1;
   bool verbose = false;
 };
 int run_model(gpu::Context& ctx, const RunOptions& o);
+
+// Model-level timing: `wgnn bench` (host-to-host and one-pass GPU time) and
+// `wgnn profile` (per-dispatch GPU time by op and kernel, Chrome trace).
+struct ModelInputArgs {
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::vector<std::string> shapes;  // NAME=DIMS
+  uint32_t seed = 0;
+  std::string int_range = "0:4";    // LO:HI of random integer inputs, [LO, HI)
+};
+struct BenchOptions {
+  std::string model;
+  ModelInputArgs in;
+  int runs = 20;
+  int warmup = 3;
+  bool json = false;
+  bool fp16 = false;
+};
+int bench_model(gpu::Context& ctx, const BenchOptions& o);
+// Checks what needs no GPU (arguments, --fp16) before a Context is made.
+void check_bench_options(const BenchOptions& o);
+
+struct ProfileOptions {
+  std::string model;
+  ModelInputArgs in;
+  int runs = 5;
+  int top = 15;  // rows per table; 0: all
+  std::string trace;
+  bool json = false;
+};
+int profile_model(gpu::Context& ctx, const ProfileOptions& o);
+void check_profile_options(const ProfileOptions& o);
 
 struct ConformanceOptions {
   std::vector<std::string> dirs;

@@ -2,6 +2,9 @@
 //   wgnn info [--json]                 the adapter, its features and limits
 //   wgnn bench-copy [--mib N]          memory bandwidth of a vec4 copy kernel
 //   wgnn selfcheck                     a few kernels against the CPU
+//   wgnn run MODEL                     run an ONNX model, write its outputs
+//   wgnn bench MODEL [--json]          load, first-run, steady host-to-host and GPU time
+//   wgnn profile MODEL [--trace F]     per-dispatch GPU time by op and kernel
 //   wgnn remove-bg PHOTO [-o OUT.png]   cut out the photo's subject (matting model)
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -118,9 +121,39 @@ int main(int argc, char** argv) {
   run->add_option("model", ro.model, "ONNX model file")->required();
   run->add_option("--input", ro.inputs, "NAME=FILE.npy (inputs not given get seeded random data)");
   run->add_option("--output-dir", ro.output_dir, "Where to write the outputs");
+  run->add_option("--shape", ro.shapes, "NAME=DIMS (e.g. 1x3x224x224): the shape of a random input with dynamic dims");
   run->add_option("--seed", ro.seed, "Seed of the random inputs");
+  run->add_option("--int-range", ro.int_range,
+                  "LO:HI: random integer inputs (token ids, indices) are uniform in [LO, HI) (default 0:4)");
   run->add_option("--repeat", ro.repeat, "Run N times (the same inputs) and report host overhead per run");
   run->add_flag("--verbose", ro.verbose, "Timing, dispatch and memory summary");
+
+  auto add_input_options = [](CLI::App* c, tools::ModelInputArgs& in) {
+    c->add_option("--input", in.inputs, "NAME=FILE.npy (inputs not given get seeded random data)");
+    c->add_option("--shape", in.shapes, "NAME=DIMS (e.g. 1x3x224x224): the shape of a random input with dynamic dims");
+    c->add_option("--seed", in.seed, "Seed of the random inputs");
+    c->add_option("--int-range", in.int_range,
+                  "LO:HI: random integer inputs (token ids, indices) are uniform in [LO, HI) (default 0:4)");
+  };
+  auto* bm = app.add_subcommand(
+      "bench", "Time a model: load, first run, steady host-to-host median/min (upload + run + readback), GPU time");
+  tools::BenchOptions bmo;
+  bm->add_option("model", bmo.model, "ONNX model file")->required();
+  add_input_options(bm, bmo.in);
+  bm->add_option("--runs", bmo.runs, "Timed runs (default 20)");
+  bm->add_option("--warmup", bmo.warmup, "Untimed runs after the first (default 3)");
+  bm->add_flag("--json", bmo.json, "Print one JSON object");
+  bm->add_flag("--fp16", bmo.fp16, "Run in float16 (not implemented yet: rejected)");
+
+  auto* pf = app.add_subcommand("profile",
+                                "Per-dispatch GPU time of a model by op and by kernel, with GB/s and TFLOP/s");
+  tools::ProfileOptions pfo;
+  pf->add_option("model", pfo.model, "ONNX model file")->required();
+  add_input_options(pf, pfo.in);
+  pf->add_option("--runs", pfo.runs, "Profiled runs; each dispatch's median is reported (default 5)");
+  pf->add_option("--top", pfo.top, "Rows per table (default 15; 0: all)");
+  pf->add_option("--trace", pfo.trace, "Write a Chrome trace (chrome://tracing, Perfetto): one event per dispatch");
+  pf->add_flag("--json", pfo.json, "Print one JSON object (every op and kernel)");
 
   auto* conf = app.add_subcommand("conformance", "Run ONNX backend test cases and compare with their outputs");
   tools::ConformanceOptions co;
@@ -157,11 +190,16 @@ int main(int argc, char** argv) {
     opts.adapter = adapter;
     opts.allow_unsafe_apis = allow_unsafe;
     if (rb->parsed()) return tools::remove_bg(opts, rbo);
+    // Argument errors before the GPU starts.
+    if (bm->parsed()) tools::check_bench_options(bmo);
+    if (pf->parsed()) tools::check_profile_options(pfo);
     gpu::Context ctx(opts);
     if (info->parsed()) return cmd_info(ctx, info_json);
     if (bench->parsed()) return tools::bench_copy(ctx, bc);
     if (self->parsed()) return tools::selfcheck(ctx);
     if (run->parsed()) return tools::run_model(ctx, ro);
+    if (bm->parsed()) return tools::bench_model(ctx, bmo);
+    if (pf->parsed()) return tools::profile_model(ctx, pfo);
     if (conf->parsed()) return tools::conformance(ctx, co);
   } catch (const std::exception& e) {
     fmt::print(stderr, "wgnn: error: {}\n", e.what());

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# On the GPU machine: whole models timed by wgnn, PyTorch eager fp32 and fp16
+# (CUDA) and ONNX Runtime WebGPU and CPU in one run (bench/compare_models.py).
+#
+#   bash bench/run_compare.sh [all | NAME,NAME,...]     (default: all)
+#
+# Carry build/wgnn (a Release build; the whole build/ does not fit beside the
+# rest), .deps/dawn, .gl and .payload (lib/ from bench/make_payload.sh,
+# ortpeer.tar.xz from bench/make_ort_peer.sh): about 61 MB, under the 64 MiB
+# carry limit. The model zoo (scripts/models) exports the models
+# here, with the machine's PyTorch. ISNet is timed when .deps/models/isnet.onnx
+# is there, or ISNET=FILE, or .payload/isnet.onnx.part-* (the model split to
+# fit the carry limit, joined here).
+# Writes $OUT/models_h200.{md,png,jsonl}; a command has a time limit, so
+# larger sets can run in several calls (NAME=... per call) and be merged with
+#   python3 bench/compare_models.py --report-only A.jsonl B.jsonl --out docs/results
+# Variables: RUNS (50), WARMUP (10), CPU_RUNS (5), OPSET (17), DYNAMO=1,
+# TIMEOUT (seconds per step, 240), NAME (models_h200), ISNET, SKIP (tools).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source bench/gpu_env.sh
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+work=${TMPDIR:-/tmp}/wgnn_compare
+mkdir -p "$work"
+if [ ! -x "$work/ortpeer/node" ]; then
+  if [ ! -f .payload/ortpeer.tar.xz ]; then
+    echo "run_compare: .payload/ortpeer.tar.xz is missing: run bench/make_ort_peer.sh and carry .payload" >&2
+    exit 1
+  fi
+  tar -C "$work" -xJf .payload/ortpeer.tar.xz
+fi
+isnet=${ISNET:-auto}
+if [ "$isnet" = auto ] && [ ! -f .deps/models/isnet.onnx ] && ls .payload/isnet.onnx.part-* > /dev/null 2>&1; then
+  cat .payload/isnet.onnx.part-* > "$work/isnet.onnx"
+  isnet=$work/isnet.onnx
+fi
+build/wgnn info | tee "$OUT/info.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>/dev/null | tee -a "$OUT/info.txt"
+python3 bench/compare_models.py --wgnn build/wgnn --ort-peer "$work/ortpeer" --out "$OUT" \
+  --name "${NAME:-models_h200}" --models "${1:-all}" --runs "${RUNS:-50}" --warmup "${WARMUP:-10}" \
+  --cpu-runs "${CPU_RUNS:-5}" --opset "${OPSET:-17}" ${DYNAMO:+--dynamo} --timeout "${TIMEOUT:-240}" \
+  --isnet "$isnet" --work "$work" --reuse --skip "${SKIP:-}" --device cuda

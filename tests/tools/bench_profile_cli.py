@@ -1,0 +1,177 @@
+"""`wgnn bench` and `wgnn profile` as a person runs them, on a small model
+built with onnx.helper (Conv, Relu, MatMul, and a Gather of an embedding by
+int64 token ids with a dynamic length): bench's JSON, profile's JSON and
+Chrome trace against each other and against the model's known sizes and
+FLOPs, random integer inputs within --int-range, and the errors.
+
+usage: bench_profile_cli.py WGNN WORKDIR
+"""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+WGNN, WORK = (os.path.abspath(a) for a in sys.argv[1:3])
+shutil.rmtree(WORK, ignore_errors=True)
+os.makedirs(WORK)
+failures = []
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def run(*args):
+    p = subprocess.run([WGNN, *args], cwd=WORK, capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+rng = np.random.default_rng(0)
+W = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+B = rng.standard_normal((8,)).astype(np.float32)
+M = rng.standard_normal((16, 16)).astype(np.float32)
+E = rng.standard_normal((100, 16)).astype(np.float32)
+graph = helper.make_graph(
+    [helper.make_node("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+     helper.make_node("Relu", ["c"], ["r"]),
+     helper.make_node("MatMul", ["r", "M"], ["y"]),
+     helper.make_node("Gather", ["E", "ids"], ["e"]),
+     helper.make_node("MatMul", ["e", "M"], ["z"])],
+    "small",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16]),
+     helper.make_tensor_value_info("ids", TensorProto.INT64, [1, "seq"])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+     helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+    [numpy_helper.from_array(a, n) for a, n in ((W, "W"), (B, "B"), (M, "M"), (E, "E"))])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+model.ir_version = 8
+onnx.save(model, os.path.join(WORK, "small.onnx"))
+SEQ = 8
+# The model's work: conv 8x3x3x3 over 16x16, relu over 8x16x16, two matmuls.
+FLOPS = {"conv": 2 * 8 * 16 * 16 * 27, "matmul_r": 2 * (8 * 16) * 16 * 16, "matmul_e": 2 * SEQ * 16 * 16}
+RELU_BYTES = 2 * 8 * 16 * 16 * 4
+
+# --- bench ---------------------------------------------------------------
+rc, out, err = run("bench", "small.onnx", "--shape", f"ids=1x{SEQ}", "--int-range", "0:100", "--runs", "5",
+                   "--warmup", "1", "--json")
+check(rc == 0, f"bench --json runs (rc {rc}: {err.strip()[-300:]})")
+bench = {}
+try:
+    bench = json.loads(out)
+except ValueError as e:
+    check(False, f"bench --json prints one JSON object ({e}: {out!r})")
+if bench:
+    for k in ("load_ms", "first_run_ms", "median_ms", "min_ms", "max_ms", "gpu_ms", "gpu_min_ms", "encode_us",
+              "wait_us"):
+        v = bench.get(k)
+        check(isinstance(v, (int, float)) and v > 0 and math.isfinite(v), f"bench {k} is a positive number: {v}")
+    check(bench.get("min_ms", 0) <= bench.get("median_ms", 0) <= bench.get("max_ms", 0),
+          "bench min <= median <= max")
+    check(bench.get("runs") == 5 and bench.get("warmup") == 1, "bench reports its runs and warm-up")
+    check(bench.get("dispatches") == 5, f"bench counts 5 dispatches (conv, relu, 2 matmul, gather): "
+                                        f"{bench.get('dispatches')}")
+    check(bench.get("model") == "small.onnx" and bench.get("adapter"), "bench names the model and adapter")
+    check(bench.get("inputs") == {"x": {"dtype": "float32", "shape": [1, 3, 16, 16]},
+                                  "ids": {"dtype": "int64", "shape": [1, SEQ]}},
+          f"bench lists the inputs it made: {bench.get('inputs')}")
+
+rc, out, err = run("bench", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "3")
+check(rc == 0 and "steady" in out and "median" in out and "GPU" in out and "encode" in out,
+      f"bench prints a readable summary (rc {rc}): {out!r} {err[-300:]!r}")
+
+# A fixed declared size overridden by --shape: the model runs at that size.
+rc, out, err = run("bench", "small.onnx", "--shape", "ids=1x4", "--shape", "x=1x3x24x16", "--runs", "2", "--json")
+j = json.loads(out) if rc == 0 else {}
+check(rc == 0 and j.get("inputs", {}).get("x", {}).get("shape") == [1, 3, 24, 16],
+      f"--shape runs a model declared at 16x16 at 24x16 (rc {rc}: {err.strip()[-300:]})")
+
+# --- random integer inputs stay in --int-range ----------------------------
+# All ids 7: z is row 7 of E times M (numpy reference).
+rc, out, err = run("run", "small.onnx", "--shape", f"ids=1x{SEQ}", "--int-range", "7:8", "--output-dir", "out")
+check(rc == 0, f"run --int-range 7:8 (rc {rc}: {err.strip()[-300:]})")
+if rc == 0:
+    z = np.load(os.path.join(WORK, "out", "z.npy"))
+    want = np.tile(E[7] @ M, (1, SEQ, 1))
+    check(z.shape == (1, SEQ, 16) and np.allclose(z, want, rtol=1e-4, atol=1e-4),
+          f"ids drawn from [7, 8) gather row 7: max error {np.abs(z - want).max() if z.shape == want.shape else z.shape}")
+
+# --- profile -----------------------------------------------------------------
+trace_path = os.path.join(WORK, "trace.json")
+rc, out, err = run("profile", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "3", "--trace", "trace.json",
+                   "--json")
+check(rc == 0, f"profile --trace --json runs (rc {rc}: {err.strip()[-300:]})")
+prof, trace = {}, {}
+try:
+    prof = json.loads(out)
+    with open(trace_path) as f:
+        trace = json.load(f)
+except (ValueError, OSError) as e:
+    check(False, f"profile writes valid JSON and a valid trace ({e})")
+if prof and trace:
+    events = trace.get("traceEvents", [])
+    n = prof["dispatches"]
+    check(n == 5 and len(events) == n, f"one trace event per dispatch: {len(events)} events, {n} dispatches")
+    check(all(e.get("ph") == "X" and e.get("dur", -1) >= 0 and "ts" in e for e in events),
+          "every event is a complete ('X') event with ts and dur")
+    check(all({"op", "kernel", "bytes"} <= set(e.get("args", {})) for e in events),
+          "every event carries op, kernel and bytes")
+    total = prof["total_ms"]
+    check(total > 0 and prof["one_pass_gpu_ms"] > 0, f"profile totals are positive: {total}, "
+                                                     f"one pass {prof['one_pass_gpu_ms']}")
+    check(math.isclose(sum(e["dur"] for e in events) / 1000, total, rel_tol=1e-9),
+          "the trace's durations sum to the total")
+    per_op = {}
+    for e in events:
+        per_op[e["args"]["op"]] = per_op.get(e["args"]["op"], 0) + e["dur"] / 1000
+    by_op = {g["op"]: g for g in prof["by_op"]}
+    check(set(per_op) == set(by_op) and all(math.isclose(per_op[k], by_op[k]["ms"], rel_tol=1e-9) for k in per_op),
+          f"the trace's per-op sums equal profile's by_op: {per_op} vs { {k: g['ms'] for k, g in by_op.items()} }")
+    check(math.isclose(sum(g["ms"] for g in prof["by_op"]), total, rel_tol=1e-9) and
+          math.isclose(sum(g["ms"] for g in prof["by_kernel"]), total, rel_tol=1e-9),
+          "by_op and by_kernel each sum to the total")
+    check(math.isclose(sum(g["percent"] for g in prof["by_op"]), 100, rel_tol=1e-9), "percentages sum to 100")
+    check(sum(g["count"] for g in prof["by_op"]) == n, "dispatch counts sum to the dispatches")
+    ms = [g["ms"] for g in prof["by_op"]]
+    check(ms == sorted(ms, reverse=True), "ops are sorted by time, descending")
+    check(by_op.get("aten.matmul.default", {}).get("count") == 2, "the two MatMuls are one op with 2 dispatches")
+    check(by_op.get("aten.convolution.default", {}).get("flops") == FLOPS["conv"],
+          f"convolution FLOPs are 2 x outputs x taps: {by_op.get('aten.convolution.default', {}).get('flops')}")
+    check(by_op.get("aten.matmul.default", {}).get("flops") == FLOPS["matmul_r"] + FLOPS["matmul_e"],
+          f"matmul FLOPs are 2MNK: {by_op.get('aten.matmul.default', {}).get('flops')}")
+    relu = by_op.get("aten.relu.default", {})
+    check(relu.get("bytes") == RELU_BYTES and relu.get("tflops") is None,
+          f"relu binds its input and output ({RELU_BYTES} bytes) and has no FLOP figure: {relu}")
+    g = by_op.get("aten.convolution.default", {})
+    check(g.get("ms", 0) > 0 and math.isclose(g["gbps"], g["bytes"] / (g["ms"] * 1e6), rel_tol=1e-9) and
+          math.isclose(g["tflops"], g["flops"] / (g["ms"] * 1e9), rel_tol=1e-9), "GB/s and TFLOP/s follow from ms")
+    check(any(e["args"].get("flops") for e in events), "dispatches that know their FLOPs carry them in the trace")
+
+rc, out, err = run("profile", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "2", "--top", "2")
+check(rc == 0 and "aten.convolution.default" in out and "(2 more)" in out and "gpu_ms" in out,
+      f"profile prints tables cut at --top and says totals differ from bench's gpu_ms: {out!r} {err[-300:]!r}")
+
+# --- errors -----------------------------------------------------------------
+for args, says in (
+        (["bench", "small.onnx", "--shape", "ids=1x8", "--fp16"], "not implemented yet"),
+        (["bench", "small.onnx"], "--shape ids="),
+        (["bench", "small.onnx", "--shape", "ids=8"], "the model declares rank 2"),
+        (["bench", "small.onnx", "--shape", "tokens=1x8"], "no input 'tokens'"),
+        (["bench", "small.onnx", "--shape", "ids=1x8", "--int-range", "9:3"], "LO must be below HI"),
+        (["bench", "small.onnx", "--shape", "ids=1x8", "--runs", "0"], "--runs 0"),
+        (["bench", "missing.onnx"], "no such file"),
+        (["profile", "small.onnx", "--shape", "ids=1x8", "--trace", "nowhere/t.json"], "does not exist"),
+):
+    rc, out, err = run(*args)
+    check(rc != 0 and says in err and "wgnn: error:" in err, f"{' '.join(args[1:])} fails saying '{says}': "
+                                                            f"rc {rc}, {err.strip()!r}")
+
+print(f"{len(failures)} failed" if failures else "all passed")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,366 @@
+// `wgnn bench` and `wgnn profile`: what a model costs per inference, and
+// where the GPU time goes.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "onnx/session.h"
+#include "tools/commands.h"
+#include "tools/model_inputs.h"
+
+using nlohmann::json;
+
+namespace wgnn::tools {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double ms_since(clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) throw Error("median of no values");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+
+InputOptions input_options(const ModelInputArgs& a) {
+  InputOptions io;
+  io.files = a.inputs;
+  io.shapes = a.shapes;
+  io.seed = a.seed;
+  parse_int_range(a.int_range, io);
+  return io;
+}
+
+std::string model_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+json inputs_json(const std::map<std::string, HostTensor>& inputs) {
+  json j = json::object();
+  for (const auto& [name, t] : inputs) j[name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}};
+  return j;
+}
+
+void require_model_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw Error(fmt::format("model '{}': no such file", path));
+}
+
+// A rate for a table column, 3 significant digits (small ones on a CPU
+// adapter stay readable); "-" where there is nothing to show.
+std::string rate(double v) {
+  if (!(v > 0)) return "-";
+  if (v >= 100) return fmt::format("{:.0f}", v);
+  if (v >= 10) return fmt::format("{:.1f}", v);
+  if (v >= 1) return fmt::format("{:.2f}", v);
+  return fmt::format("{:.3g}", v);
+}
+
+// Kernel names carry their template values (WGSL expressions): long ones
+// are cut in tables (the JSON and the trace keep them whole).
+std::string cut(const std::string& s, size_t n = 72) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
+
+struct Group {
+  std::string key;
+  double ms = 0;
+  size_t count = 0;
+  double bytes = 0, flops = 0;
+  double gbps() const { return ms > 0 ? bytes / (ms * 1e6) : 0; }
+  double tflops() const { return ms > 0 && flops > 0 ? flops / (ms * 1e9) : 0; }
+};
+
+// One dispatch of the profile: its node and median time over the runs.
+struct Timed {
+  size_t node = 0;
+  double ms = 0;
+};
+
+std::vector<Group> group_by(const Graph& g, const std::vector<Timed>& timed, bool by_op) {
+  std::map<std::string, Group> groups;
+  for (const Timed& t : timed) {
+    const DispatchNode& n = g.dispatches()[t.node];
+    const std::string& key = by_op ? n.op : n.pipeline->name();
+    Group& gr = groups[key];
+    gr.key = key;
+    gr.ms += t.ms;
+    gr.count += 1;
+    gr.bytes += double(g.bound_bytes(n));
+    gr.flops += n.flops;
+  }
+  std::vector<Group> out;
+  for (auto& [k, gr] : groups) out.push_back(gr);
+  std::stable_sort(out.begin(), out.end(), [](const Group& a, const Group& b) { return a.ms > b.ms; });
+  return out;
+}
+
+json groups_json(const std::vector<Group>& groups, double total, const char* key_name) {
+  json arr = json::array();
+  for (const Group& gr : groups) {
+    arr.push_back({{key_name, gr.key},
+                   {"ms", gr.ms},
+                   {"percent", total > 0 ? 100.0 * gr.ms / total : 0.0},
+                   {"count", gr.count},
+                   {"bytes", gr.bytes},
+                   {"gbps", gr.gbps()},
+                   {"flops", gr.flops},
+                   {"tflops", gr.flops > 0 ? json(gr.tflops()) : json(nullptr)}});
+  }
+  return arr;
+}
+
+void print_groups(const std::vector<Group>& groups, double total, const char* title, int top) {
+  size_t width = std::string_view(title).size();
+  const size_t shown = top > 0 ? std::min(groups.size(), size_t(top)) : groups.size();
+  for (size_t i = 0; i < shown; ++i) width = std::max(width, cut(groups[i].key).size());
+  fmt::print("{:<{}}  {:>10}  {:>6}  {:>5}  {:>9}  {:>10}  {:>8}\n", title, width, "GPU ms", "%", "count",
+             "us each", "GB/s", "TFLOP/s");
+  for (size_t i = 0; i < shown; ++i) {
+    const Group& gr = groups[i];
+    fmt::print("{:<{}}  {:>10.3f}  {:>6.1f}  {:>5}  {:>9.1f}  {:>10}  {:>8}\n", cut(gr.key), width, gr.ms,
+               total > 0 ? 100.0 * gr.ms / total : 0.0, gr.count, 1000.0 * gr.ms / double(gr.count),
+               rate(gr.gbps()), rate(gr.tflops()));
+  }
+  if (shown < groups.size()) {
+    double rest = 0;
+    size_t count = 0;
+    for (size_t i = shown; i < groups.size(); ++i) rest += groups[i].ms, count += groups[i].count;
+    fmt::print("{:<{}}  {:>10.3f}  {:>6.1f}  {:>5}\n", fmt::format("({} more)", groups.size() - shown), width, rest,
+               total > 0 ? 100.0 * rest / total : 0.0, count);
+  }
+}
+
+}  // namespace
+
+void check_bench_options(const BenchOptions& o) {
+  if (o.fp16) {
+    throw Error(
+        "--fp16: running a model in float16 is not implemented yet (wgnn has no fp16 mode: float32 models run "
+        "in float32, float16 tensors a model declares stay float16); bench without --fp16");
+  }
+  if (o.runs < 1) throw Error(fmt::format("--runs {}: at least 1 timed run is needed", o.runs));
+  if (o.warmup < 0) throw Error(fmt::format("--warmup {}: must be 0 or more", o.warmup));
+  InputOptions io;
+  parse_int_range(o.in.int_range, io);
+  require_model_file(o.model);
+}
+
+void check_profile_options(const ProfileOptions& o) {
+  if (o.runs < 1) throw Error(fmt::format("--runs {}: at least 1 profiled run is needed", o.runs));
+  if (o.top < 0) throw Error(fmt::format("--top {}: must be 0 (all) or more", o.top));
+  InputOptions io;
+  parse_int_range(o.in.int_range, io);
+  require_model_file(o.model);
+  if (!o.trace.empty()) {
+    const auto dir = std::filesystem::absolute(o.trace).parent_path();
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      throw Error(fmt::format("--trace {}: the folder {} does not exist", o.trace, dir.string()));
+    }
+  }
+}
+
+int bench_model(gpu::Context& ctx, const BenchOptions& o) {
+  check_bench_options(o);
+  const auto t0 = clock::now();
+  onnx_import::Session s(ctx, o.model);
+  const double load_ms = ms_since(t0);
+  const std::map<std::string, HostTensor> inputs = model_inputs(s, input_options(o.in));
+
+  // First run: builds the graph, compiles pipelines, allocates storage.
+  const auto t1 = clock::now();
+  s.run(inputs);
+  const double first_ms = ms_since(t1);
+  for (int i = 0; i < o.warmup; ++i) s.run(inputs);
+
+  // Host to host, untimed passes: what a caller of Session::run pays.
+  std::vector<double> wall, encode_us, wait_us;
+  for (int i = 0; i < o.runs; ++i) {
+    const auto a = clock::now();
+    s.run(inputs);
+    wall.push_back(ms_since(a));
+    encode_us.push_back(s.graph().last_run().encode_us);
+    wait_us.push_back(s.graph().last_run().wait_us);
+  }
+  const size_t dispatches = s.graph().last_run().dispatches;
+  if (s.builds() != 1) {
+    throw Error(fmt::format("bench: the session built {} graphs for one set of inputs; timings would include "
+                            "rebuilds",
+                            s.builds()));
+  }
+
+  // GPU time of the one pass, from timestamps, in separate runs so that the
+  // timestamp resolve and readback stay out of the host-to-host numbers.
+  std::vector<double> gpu;
+  const bool timestamps = ctx.features().timestamp_query;
+  if (timestamps) {
+    Graph& g = s.graph();
+    g.set_timing(gpu::Timing::Total);
+    for (int i = 0; i < o.runs; ++i) {
+      s.run(inputs);
+      gpu.push_back(g.last_run().gpu_ms);
+    }
+    g.set_timing(gpu::Timing::None);
+  }
+
+  const auto& a = ctx.adapter();
+  if (o.json) {
+    json j{{"model", model_name(o.model)},
+           {"adapter", a.name},
+           {"backend", a.backend},
+           {"inputs", inputs_json(inputs)},
+           {"seed", o.in.seed},
+           {"load_ms", load_ms},
+           {"first_run_ms", first_ms},
+           {"warmup", o.warmup},
+           {"runs", o.runs},
+           {"median_ms", median(wall)},
+           {"min_ms", min_of(wall)},
+           {"max_ms", max_of(wall)},
+           {"gpu_ms", timestamps ? json(median(gpu)) : json(nullptr)},
+           {"gpu_min_ms", timestamps ? json(min_of(gpu)) : json(nullptr)},
+           {"encode_us", median(encode_us)},
+           {"wait_us", median(wait_us)},
+           {"dispatches", dispatches}};
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  fmt::print("model      {}\n", o.model);
+  fmt::print("adapter    {} ({})\n", a.name, a.backend);
+  fmt::print("inputs     {}\n", describe_inputs(inputs));
+  fmt::print("load       {:.1f} ms\n", load_ms);
+  fmt::print("first run  {:.1f} ms (builds the graph, compiles pipelines, allocates storage)\n", first_ms);
+  fmt::print("steady     median {:.3f} ms, min {:.3f} ms, max {:.3f} ms over {} runs after {} warm-up\n",
+             median(wall), min_of(wall), max_of(wall), o.runs, o.warmup);
+  fmt::print("           (host to host: input upload, run, output readback)\n");
+  if (timestamps) {
+    fmt::print("GPU        median {:.3f} ms, min {:.3f} ms (timestamps around the one compute pass)\n", median(gpu),
+               min_of(gpu));
+  } else {
+    fmt::print("GPU        - (the adapter offers no timestamp-query)\n");
+  }
+  const double enc = median(encode_us);
+  fmt::print("host       {:.1f} us to encode and submit {} dispatches ({:.2f} us each), {:.3f} ms until the GPU "
+             "finished\n",
+             enc, dispatches, dispatches ? enc / double(dispatches) : 0.0, median(wait_us) / 1000.0);
+  return 0;
+}
+
+int profile_model(gpu::Context& ctx, const ProfileOptions& o) {
+  check_profile_options(o);
+  if (!ctx.features().timestamp_query) {
+    throw Error(fmt::format("profile needs the timestamp-query feature, which this adapter ({}) does not offer",
+                            ctx.adapter().name));
+  }
+  onnx_import::Session s(ctx, o.model);
+  const std::map<std::string, HostTensor> inputs = model_inputs(s, input_options(o.in));
+  s.run(inputs);  // builds the graph and leaves the inputs in place
+  Graph& g = s.graph();
+
+  // One-pass GPU time, as `wgnn bench` measures it, for comparison.
+  std::vector<double> one_pass;
+  g.set_timing(gpu::Timing::Total);
+  for (int i = 0; i < o.runs; ++i) {
+    g.run();
+    one_pass.push_back(g.last_run().gpu_ms);
+  }
+  g.set_timing(gpu::Timing::None);
+
+  g.run_profiled();  // warm-up
+  std::vector<std::vector<Graph::DispatchTime>> runs;
+  for (int i = 0; i < o.runs; ++i) runs.push_back(g.run_profiled());
+  std::vector<Timed> timed;
+  for (size_t k = 0; k < runs[0].size(); ++k) {
+    std::vector<double> v;
+    for (const auto& r : runs) v.push_back(r[k].ms);
+    timed.push_back({runs[0][k].node, median(v)});
+  }
+  double total = 0;
+  for (const Timed& t : timed) total += t.ms;
+  const std::vector<Group> by_op = group_by(g, timed, true), by_kernel = group_by(g, timed, false);
+  const auto& a = ctx.adapter();
+
+  if (!o.trace.empty()) {
+    // Chrome trace (chrome://tracing, Perfetto): one complete event per
+    // dispatch, laid end to end in dispatch order with its median duration.
+    json events = json::array();
+    double ts_us = 0;
+    for (const Timed& t : timed) {
+      const DispatchNode& n = g.dispatches()[t.node];
+      const double dur_us = t.ms * 1000.0;
+      json args{{"op", n.op},
+                {"kernel", n.pipeline->name()},
+                {"label", n.label},
+                {"index", t.node},
+                {"bytes", g.bound_bytes(n)},
+                {"workgroups", n.grid.count()}};
+      if (n.flops > 0) args["flops"] = n.flops;
+      events.push_back({{"name", n.label},
+                        {"cat", n.op},
+                        {"ph", "X"},
+                        {"ts", ts_us},
+                        {"dur", dur_us},
+                        {"pid", 1},
+                        {"tid", 1},
+                        {"args", std::move(args)}});
+      ts_us += dur_us;
+    }
+    json trace{{"traceEvents", std::move(events)},
+               {"displayTimeUnit", "ms"},
+               {"otherData",
+                {{"model", model_name(o.model)},
+                 {"adapter", a.name},
+                 {"runs", o.runs},
+                 {"dispatches", timed.size()},
+                 {"total_ms", total},
+                 {"one_pass_gpu_ms", median(one_pass)},
+                 {"note",
+                  "each dispatch timed in its own compute pass (median of the runs), laid end to end; the sum "
+                  "exceeds the one-pass GPU time"}}}};
+    std::ofstream f(o.trace);
+    f << trace.dump() << "\n";
+    f.close();
+    if (!f) throw Error(fmt::format("--trace {}: could not write the file", o.trace));
+  }
+
+  if (o.json) {
+    json j{{"model", model_name(o.model)},
+           {"adapter", a.name},
+           {"backend", a.backend},
+           {"inputs", inputs_json(inputs)},
+           {"runs", o.runs},
+           {"dispatches", timed.size()},
+           {"total_ms", total},
+           {"one_pass_gpu_ms", median(one_pass)},
+           {"by_op", groups_json(by_op, total, "op")},
+           {"by_kernel", groups_json(by_kernel, total, "kernel")}};
+    if (!o.trace.empty()) j["trace"] = o.trace;
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  fmt::print("model      {}\n", o.model);
+  fmt::print("adapter    {} ({})\n", a.name, a.backend);
+  fmt::print("inputs     {}\n", describe_inputs(inputs));
+  fmt::print("GPU time   {:.3f} ms in {} dispatches, each timed in its own pass (median of {} runs per dispatch)\n",
+             total, timed.size(), o.runs);
+  fmt::print("one pass   {:.3f} ms (all dispatches in one pass, as `wgnn bench` reports gpu_ms)\n",
+             median(one_pass));
+  fmt::print("           Per-dispatch passes add each pass's start and end and drain the GPU between\n"
+             "           dispatches, so these totals exceed `wgnn bench`'s gpu_ms; compare shares, not sums.\n");
+  fmt::print("           GB/s: bytes bound by the dispatches (inputs, outputs, op buffers) over their time.\n\n");
+  print_groups(by_op, total, "op", o.top);
+  fmt::print("\n");
+  print_groups(by_kernel, total, "kernel", o.top);
+  if (!o.trace.empty()) fmt::print("\ntrace      {} ({} events; chrome://tracing or ui.perfetto.dev)\n", o.trace, timed.size());
+  return 0;
+}
+
+}  // namespace wgnn::tools
