@@ -121,7 +121,8 @@ bool record_subgroup(Graph& g, const Gemm& p, const Shape& shape, const std::arr
                  std::string(op),
                  fmt::format("gemm subgroup-matrix {}x{}x{}{}{}{}{}", p.M, p.N, p.K,
                              batch > 1 ? fmt::format(" batch {}", batch) : "", p.a_trans ? " At" : "",
-                             p.b_trans ? " Bt" : "", cfg.bias ? " bias" : ""));
+                             p.b_trans ? " Bt" : "", cfg.bias ? " bias" : ""),
+                 2.0 * double(p.M) * double(p.N) * double(p.K) * double(batch));
   return true;
 }
 
