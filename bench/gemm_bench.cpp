@@ -24,24 +24,7 @@ using namespace wgnn;
 
 namespace {
 
-ops::SubgroupMatmulConfig parse_config(const std::string& text) {
-  // BMxBNxBK:SGMxSGN:STAGES, e.g. 128x128x32:2x2:2
-  ops::SubgroupMatmulConfig c;
-  char mode = 0;
-  const int n = std::sscanf(text.c_str(), "%ux%ux%u:%ux%u:%u:%c", &c.bm, &c.bn, &c.bk, &c.sg_m, &c.sg_n, &c.stages, &mode);
-  if (n < 6 || (n == 7 && mode != 'f' && mode != 'v')) {
-    throw std::runtime_error("bad --configs entry '" + text + "' (expected BMxBNxBK:SGMxSGN:STAGES[:v|:f][/aN][/tN][/r])");
-  }
-  c.full_tiles = mode == 'f';
-  if (const auto at = text.find("/a"); at != std::string::npos) c.ablate = uint32_t(std::stoul(text.substr(at + 2)));
-  c.no_rotation = text.find("/r") != std::string::npos;
-  if (const auto at = text.find("/t"); at != std::string::npos) {
-    const unsigned t = unsigned(std::stoul(text.substr(at + 2)));  // 1: A transposed, 2: B, 3: both
-    c.a_trans = t & 1;
-    c.b_trans = t & 2;
-  }
-  return c;
-}
+ops::SubgroupMatmulConfig parse_config(const std::string& text) { return ops::parse_subgroup_matmul_config(text); }
 
 }  // namespace
 
