@@ -1022,6 +1022,15 @@ Mappers make_mappers() {
                    return one(c.out(c.call("aten.expand.default", {c.tensor(0), IntList(target)})));
                  },
                  [](NodeCtx& c) { return one_host(host::expand(c.host(0, "input"), c.host_ints(1, "shape"))); }};
+  m["Trilu"] = {{}, [](NodeCtx& c) {
+                  const int64_t k = c.has(1) ? host::get_int(c.host(1, "k"), 0) : 0;
+                  const char* op = c.attr_int("upper", 1) ? "aten.triu.default" : "aten.tril.default";
+                  return one(c.out(c.call(op, {c.tensor(0), k})));
+                },
+                [](NodeCtx& c) {
+                  return one_host(host::trilu(c.host(0, "input"), c.has(1) ? host::get_int(c.host(1, "k"), 0) : 0,
+                                              c.attr_int("upper", 1) != 0));
+                }};
   m["Tile"] = {{}, [](NodeCtx& c) {
                  return one(c.out(c.call("aten.repeat.default", {c.tensor(0), IntList(c.host_ints(1, "repeats"))})));
                }, nullptr};

@@ -169,6 +169,19 @@ MODELS.append((model("products_resize", [
      "g": rng.normal(0, 1, (9, 70)).astype(np.float32), "gt": rng.normal(0, 1, (13, 5)).astype(np.float32),
      "img": rng.normal(5, 2, (2, 3, 6, 10)).astype(np.float32)}))
 
+# 7. Trilu on a computed tensor (upper with k from an initializer, lower with
+# the default k), and on a constant (folded on the host) used as a mask.
+MODELS.append((model("trilu", [
+    helper.make_node("Relu", ["x"], ["rx"]),
+    helper.make_node("Trilu", ["rx", "k"], ["up"], upper=1),
+    helper.make_node("Trilu", ["x"], ["low"], upper=0),
+    helper.make_node("Trilu", ["ones"], ["cmask"], upper=1),
+    helper.make_node("Mul", ["x", "cmask"], ["masked"]),
+], [vi("x", F, [2, 5, 7])], [vi("up", F, [2, 5, 7]), vi("low", F, [2, 5, 7]), vi("masked", F, [2, 5, 7])], [
+    numpy_helper.from_array(np.array(-1, np.int64), "k"),
+    numpy_helper.from_array(np.ones((5, 7), np.float32), "ones"),
+]), {"x": rng.normal(0, 1, (2, 5, 7)).astype(np.float32)}))
+
 
 def run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True)
