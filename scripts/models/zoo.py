@@ -421,6 +421,240 @@ def _transformer_inputs(mini=False):
             "x": torch.randn(1, s, d, generator=g), "keep": keep}
 
 
+# ---------------------------------------------------------------------------
+# Plain-torch stand-ins for the timm and transformers models, written from
+# the papers' descriptions, so their patterns export with any torch (1.13 has
+# neither package): a ViT with a class token (DeiT), window and channel
+# attention with padding and convolutional position encoding (DaViT), a
+# Conv1d front end with sinusoidal positions and pre-norm layers (Whisper's
+# encoder), and a post-norm decoder with learned positions, a causal mask and
+# cross-attention (BART's decoder).
+
+
+class _MHA(nn.Module):
+    """Multi-head attention with separate projections (transformers style)."""
+
+    def __init__(self, d, heads, k_bias=True):
+        super().__init__()
+        self.h, self.scaling = heads, (d // heads) ** -0.5
+        self.q_proj, self.k_proj = nn.Linear(d, d), nn.Linear(d, d, bias=k_bias)
+        self.v_proj, self.out_proj = nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x, kv=None, mask=None):
+        kv = x if kv is None else kv
+        b, s, d = x.shape
+        split = lambda t: t.reshape(b, -1, self.h, d // self.h).transpose(1, 2)  # noqa: E731
+        q, k, v = split(self.q_proj(x) * self.scaling), split(self.k_proj(kv)), split(self.v_proj(kv))
+        w = q @ k.transpose(2, 3)
+        if mask is not None:
+            w = w + mask
+        return self.out_proj((torch.softmax(w, dim=-1) @ v).transpose(1, 2).reshape(b, s, d))
+
+
+class _FusedAttention(nn.Module):
+    """One qkv projection, heads split by reshape/permute/unbind (timm style)."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.h, self.scale = heads, (d // heads) ** -0.5
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.h, c // self.h).permute(2, 0, 3, 1, 4).unbind(0)
+        a = torch.softmax((q * self.scale) @ k.transpose(-2, -1), dim=-1)
+        return self.proj((a @ v).transpose(1, 2).reshape(b, n, c))
+
+
+def _mlp(d, hidden):
+    return nn.Sequential(nn.Linear(d, hidden), nn.GELU(), nn.Linear(hidden, d))
+
+
+class _PreNormBlock(nn.Module):
+    def __init__(self, d, heads, attn):
+        super().__init__()
+        self.n1, self.n2, self.attn, self.mlp = nn.LayerNorm(d), nn.LayerNorm(d), attn, _mlp(d, 4 * d)
+
+    def forward(self, x):
+        x = x + self.attn(self.n1(x))
+        return x + self.mlp(self.n2(x))
+
+
+class ViTLike(nn.Module):
+    def __init__(self, img=64, patch=16, d=64, depth=2, heads=2, classes=100):
+        super().__init__()
+        n = (img // patch) ** 2
+        self.patch = nn.Conv2d(3, d, patch, patch)
+        self.cls = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, n + 1, d) * 0.02)
+        self.blocks = nn.Sequential(*[_PreNormBlock(d, heads, _FusedAttention(d, heads)) for _ in range(depth)])
+        self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, classes)
+
+    def forward(self, image):
+        x = self.patch(image).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
+class _LayerNorm2d(nn.LayerNorm):
+    def forward(self, x):
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class _ConvPosEnc(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = nn.Conv2d(d, d, 3, 1, 1, groups=d)
+
+    def forward(self, x, hw):
+        b, n, c = x.shape
+        return x + self.proj(x.transpose(1, 2).reshape(b, c, hw[0], hw[1])).flatten(2).transpose(1, 2)
+
+
+class _WindowBlock(nn.Module):
+    def __init__(self, d, heads, ws):
+        super().__init__()
+        self.ws, self.cpe1, self.cpe2 = ws, _ConvPosEnc(d), _ConvPosEnc(d)
+        self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn, self.mlp = _FusedAttention(d, heads), _mlp(d, 4 * d)
+
+    def forward(self, x, hw):
+        h, w = hw
+        b, _, c = x.shape
+        x = self.cpe1(x, hw)
+        y = self.n1(x).view(b, h, w, c)
+        ph, pw = (self.ws - h % self.ws) % self.ws, (self.ws - w % self.ws) % self.ws
+        y = F.pad(y, (0, 0, 0, pw, 0, ph))
+        hp, wp, ws = h + ph, w + pw, self.ws
+        y = y.view(b, hp // ws, ws, wp // ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, ws * ws, c)
+        y = self.attn(y).view(b, hp // ws, wp // ws, ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(b, hp, wp, c)
+        x = x + y[:, :h, :w, :].reshape(b, h * w, c)
+        x = self.cpe2(x, hw)
+        return x + self.mlp(self.n2(x))
+
+
+class _ChannelAttention(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.h, self.scale = heads, (d // heads) ** -0.5
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.h, c // self.h).permute(2, 0, 3, 1, 4).unbind(0)
+        a = torch.softmax((k * self.scale).transpose(-1, -2) @ v, dim=-1)
+        y = (a @ q.transpose(-1, -2)).transpose(-1, -2)
+        return self.proj(y.transpose(1, 2).reshape(b, n, c))
+
+
+class _ChannelBlock(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.cpe1, self.cpe2 = _ConvPosEnc(d), _ConvPosEnc(d)
+        self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn, self.mlp = _ChannelAttention(d, heads), _mlp(d, 4 * d)
+
+    def forward(self, x, hw):
+        x = self.cpe1(x, hw)
+        x = x + self.attn(self.n1(x))
+        x = self.cpe2(x, hw)
+        return x + self.mlp(self.n2(x))
+
+
+class DaViTLike(nn.Module):
+    def __init__(self, dims=(16, 32, 64, 128), heads=(1, 2, 4, 8), ws=7, classes=100):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, dims[0], 7, 4, 3), _LayerNorm2d(dims[0]))
+        self.down = nn.ModuleList([nn.Sequential(_LayerNorm2d(dims[i - 1]), nn.Conv2d(dims[i - 1], dims[i], 2, 2))
+                                   for i in range(1, 4)])
+        self.stages = nn.ModuleList([nn.ModuleList([_WindowBlock(d, h, ws), _ChannelBlock(d, h)])
+                                     for d, h in zip(dims, heads)])
+        self.norm, self.head = nn.LayerNorm(dims[-1]), nn.Linear(dims[-1], classes)
+
+    def forward(self, image):
+        x = self.stem(image)
+        for i, stage in enumerate(self.stages):
+            if i:
+                x = self.down[i - 1](x)
+            b, c, h, w = x.shape
+            t = x.flatten(2).transpose(1, 2)
+            for blk in stage:
+                t = blk(t, (h, w))
+            x = t.transpose(1, 2).reshape(b, c, h, w)
+        return self.head(self.norm(x.mean((2, 3))))
+
+
+def _sinusoids(length, d):
+    inc = math.log(10000) / (d // 2 - 1)
+    t = torch.arange(length)[:, None] * torch.exp(-inc * torch.arange(d // 2))[None, :]
+    return torch.cat([torch.sin(t), torch.cos(t)], dim=1)
+
+
+class _EncoderLayer(nn.Module):
+    def __init__(self, d, heads, ffn):
+        super().__init__()
+        self.attn = _MHA(d, heads, k_bias=False)
+        self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.fc1, self.fc2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
+
+    def forward(self, x):
+        x = x + self.attn(self.n1(x))
+        return x + self.fc2(F.gelu(self.fc1(self.n2(x))))
+
+
+class SpeechEncoderLike(nn.Module):
+    def __init__(self, mels=80, d=64, layers=2, heads=2, ffn=128, positions=100):
+        super().__init__()
+        self.conv1 = nn.Conv1d(mels, d, 3, padding=1)
+        self.conv2 = nn.Conv1d(d, d, 3, stride=2, padding=1)
+        self.register_buffer("pos", _sinusoids(positions, d))
+        self.layers = nn.ModuleList([_EncoderLayer(d, heads, ffn) for _ in range(layers)])
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, input_features):
+        x = F.gelu(self.conv2(F.gelu(self.conv1(input_features)))).permute(0, 2, 1) + self.pos
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm(x)
+
+
+class _DecoderLayer(nn.Module):
+    def __init__(self, d, heads, ffn):
+        super().__init__()
+        self.self_attn, self.cross_attn = _MHA(d, heads), _MHA(d, heads)
+        self.n1, self.n2, self.n3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.fc1, self.fc2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
+
+    def forward(self, x, enc, mask):
+        x = self.n1(x + self.self_attn(x, mask=mask))
+        x = self.n2(x + self.cross_attn(x, kv=enc))
+        return self.n3(x + self.fc2(F.gelu(self.fc1(x))))
+
+
+class DecoderLike(nn.Module):
+    def __init__(self, vocab=1000, d=64, layers=2, heads=4, ffn=128, positions=64):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(positions + 2, d)  # BART offsets positions by 2
+        self.norm_embed = nn.LayerNorm(d)
+        self.layers = nn.ModuleList([_DecoderLayer(d, heads, ffn) for _ in range(layers)])
+
+    def forward(self, input_ids, encoder_hidden_states):
+        s = input_ids.shape[1]
+        x = self.norm_embed(self.embed(input_ids) + self.pos(torch.arange(s) + 2))
+        mask = torch.triu(torch.full((s, s), torch.finfo(x.dtype).min), diagonal=1)[None, None]
+        for layer in self.layers:
+            x = layer(x, encoder_hidden_states, mask)
+        return x
+
+
+def _standin(cls, **kw):  # one (small) size: mini or not
+    def build(mini=False):
+        torch.manual_seed(SEED)
+        return _finish(cls(**kw))
+    return build
+
+
 def _images(full, mini):
     return lambda mini_=False: {"image": _image(mini if mini_ else full)}
 
@@ -442,6 +676,17 @@ MODELS: Dict[str, Spec] = {
     "transformer_block": Spec(_transformer, _transformer_inputs, ["hidden"],
                               "two hand-written pre-norm blocks: masked softmax attention, layer_norm, GELU"),
 }
+
+MODELS.update({
+    "vit_standin": Spec(_standin(ViTLike), _images(64, 64), ["logits"],
+                        "plain-torch ViT with a class token (DeiT's pattern)"),
+    "davit_standin": Spec(_standin(DaViTLike), _images(96, 96), ["logits"],
+                          "plain-torch window + channel attention, padding, conv position encoding (DaViT's pattern)"),
+    "whisper_standin": Spec(_standin(SpeechEncoderLike), _whisper_inputs, ["last_hidden_state"],
+                            "plain-torch Conv1d front end + pre-norm encoder layers (Whisper encoder's pattern)"),
+    "bart_standin": Spec(_standin(DecoderLike), _bart_inputs, ["last_hidden_state"],
+                         "plain-torch post-norm decoder, causal mask, cross-attention (BART decoder's pattern)"),
+})
 
 # The nine models of the README (ISNet is fetched by scripts/setup, not built here).
 ZOO = ["modnet", "resnet50", "mobilenetv2", "convnext_tiny", "deit_tiny", "davit_base", "whisper_base_encoder",

@@ -9,7 +9,11 @@ provider (node) on the same inputs: every output must be within
   - resnet50 (reduced depth): 7x7 stem, MaxPool, bottlenecks, Gemm;
   - convnext_tiny (reduced): 7x7 depthwise, LayerNormalization, erf GELU;
   - transformer_block: embedding Gather, masked softmax attention (causal and
-    padding masks through Where), LayerNormalization, GELU (erf and tanh).
+    padding masks through Where), LayerNormalization, GELU (erf and tanh);
+  - plain-torch stand-ins with the patterns of DeiT (class token), DaViT
+    (padded window attention, channel attention, depthwise position
+    encoding), Whisper's encoder (Conv1d front end) and BART's decoder
+    (torch.triu causal mask, cross-attention, post-norm).
 
 usage: zoo_vs_ort.py WGNN ORT_MODULE_DIR WORKDIR
 Prints one line per model and a last line "N passed, N failed".
@@ -30,6 +34,10 @@ NEEDS = {
     "resnet50": {"Conv", "BatchNormalization", "MaxPool", "Relu", "Add", "Gemm"},
     "convnext_tiny": {"Conv", "LayerNormalization", "Erf", "Transpose", "MatMul"},
     "transformer_block": {"Gather", "MatMul", "Softmax", "Where", "LayerNormalization", "Erf", "Tanh"},
+    "vit_standin": {"Conv", "Concat", "Expand", "Softmax", "LayerNormalization", "Gather", "Gemm"},
+    "davit_standin": {"Conv", "Pad", "Softmax", "LayerNormalization", "Transpose", "ReduceMean", "Slice"},
+    "whisper_standin": {"Conv", "Erf", "Softmax", "LayerNormalization", "MatMul"},
+    "bart_standin": {"Trilu", "Gather", "Softmax", "LayerNormalization", "MatMul"},
 }
 
 try:
