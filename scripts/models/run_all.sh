@@ -16,7 +16,11 @@
 # torchvision, onnx, and timm / transformers for those models; onnxruntime
 # or node with .deps/ort), MODELS (default: the eight zoo models), OPSETS
 # (default "17 18"), FULL=0 skips the full-size models, MINI=0 the minis,
-# STEP_TIMEOUT (seconds per export or comparison, default 1200).
+# STEP_TIMEOUT (seconds per export or comparison, default 500).
+# Where one command may run only 10 minutes, split the work into calls, e.g.
+#   OPSETS=17 MINI=0 ...; OPSETS=18 MINI=0 ...; FULL=0 ...
+# (or MODELS="davit_base whisper_base_encoder" ...); each call writes its own
+# OUTDIR/summary.md.
 # On the GPU machine bench/gpu_env.sh is sourced when .gl/ is there.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +31,7 @@ if [ -d .gl ]; then source bench/gpu_env.sh; fi
 WGNN=$(realpath -m "${WGNN:-build/wgnn}")
 PY=${PYTHON:-python3}
 OPSETS=${OPSETS:-17 18}
-STEP_TIMEOUT=${STEP_TIMEOUT:-1200}
+STEP_TIMEOUT=${STEP_TIMEOUT:-500}
 MODELS=${MODELS:-$("$PY" -c 'import sys; sys.path.insert(0, "scripts/models"); import zoo; print(" ".join(zoo.ZOO))')}
 LOGS="$WORK/logs"
 mkdir -p "$OUT/mini" "$LOGS"
