@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Exports every zoo model (scripts/models/zoo.py) at full size with opset 17
-# (TorchScript exporter) and opset 18 (dynamo exporter; the TorchScript one
-# when dynamo fails, said so in the table), compares each with ONNX Runtime
+# (TorchScript exporter) and opset 18 (dynamo exporter); when one exporter
+# fails the other is tried, and the table says so. Compares each with ONNX Runtime
 # CPU (scripts/models/compare.py) and prints a summary table. Also exports the
 # --mini models (opsets 17 and 18), compares them, and packs them with their
 # inputs into OUTDIR/mini/minis_opsetN.tar.xz for debugging elsewhere.
@@ -54,26 +54,34 @@ EOF
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"
 
+# try_export EXPORTER NAME OPSET FLAG DIR LOG
+try_export() {
+  local extra=""
+  [ "$1" = dynamo ] && extra=--dynamo
+  timeout "$STEP_TIMEOUT" "$PY" scripts/models/export.py --model "$2" --opset "$3" $4 --out "$5" $extra \
+    > "$6.export_$1.log" 2>&1
+}
+
 # export_and_compare KIND(full|mini) NAME OPSET DIR
 export_and_compare() {
   local kind=$1 name=$2 opset=$3 dir=$4 flag="" base exporter log
   [ "$kind" = mini ] && flag=--mini
   base="${name}$([ "$kind" = mini ] && echo _mini)_opset${opset}"
   log="$LOGS/$base"
-  exporter=torchscript
-  if [ "$opset" -ge 18 ]; then
-    exporter=dynamo
-    if ! timeout "$STEP_TIMEOUT" "$PY" scripts/models/export.py --model "$name" --opset "$opset" $flag \
-        --out "$dir" --dynamo > "$log.export_dynamo.log" 2>&1; then
-      exporter="torchscript (dynamo failed: $(grep -m1 '^FAIL' "$log.export_dynamo.log" | cut -c1-160))"
-    fi
-  fi
-  if [ "${exporter%% *}" = torchscript ]; then
-    if ! timeout "$STEP_TIMEOUT" "$PY" scripts/models/export.py --model "$name" --opset "$opset" $flag \
-        --out "$dir" > "$log.export.log" 2>&1; then
-      local why
-      why=$(grep -m1 '^FAIL' "$log.export.log" || tail -n 1 "$log.export.log")
-      printf '%s\t%s\t%s\t%s\t%s\n' "$base" "$opset" "$exporter" EXPORT-FAIL "$why" | tee -a "$RESULTS"
+  # Opset 17: the TorchScript exporter first; 18 and later: dynamo first.
+  # When the first fails, the other one is tried and the table says so.
+  local first=torchscript second=dynamo why1 why2
+  if [ "$opset" -ge 18 ]; then first=dynamo; second=torchscript; fi
+  if try_export "$first" "$name" "$opset" "$flag" "$dir" "$log"; then
+    exporter=$first
+  else
+    why1=$(grep -m1 '^FAIL' "$log.export_$first.log" || tail -n 1 "$log.export_$first.log")
+    if try_export "$second" "$name" "$opset" "$flag" "$dir" "$log"; then
+      exporter="$second ($first failed: $(echo "$why1" | cut -c1-160))"
+    else
+      why2=$(grep -m1 '^FAIL' "$log.export_$second.log" || tail -n 1 "$log.export_$second.log")
+      printf '%s\t%s\t%s\t%s\t%s\n' "$base" "$opset" "$first, $second" EXPORT-FAIL "$why1 // $why2" \
+        | tee -a "$RESULTS"
       failed=1
       return
     fi
