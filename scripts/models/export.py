@@ -29,6 +29,26 @@ def base_name(name, opset, mini):
     return f"{name}{'_mini' if mini else ''}_opset{opset}"
 
 
+def rename_io(path, in_names, out_names):
+    """Gives the graph's inputs and outputs the zoo's names, in order, where an
+    exporter chose others (compare.py finds <input>.npy by name)."""
+    m = onnx.load(path)
+    inits = {i.name for i in m.graph.initializer}
+    graph_in = [i for i in m.graph.input if i.name not in inits]
+    if len(graph_in) != len(in_names) or len(m.graph.output) != len(out_names):
+        raise RuntimeError(f"the export has inputs {[i.name for i in graph_in]} and outputs "
+                           f"{[o.name for o in m.graph.output]}; expected {in_names} and {out_names}")
+    ren = {v.name: n for v, n in zip(list(graph_in) + list(m.graph.output), in_names + out_names) if v.name != n}
+    if not ren:
+        return
+    for v in list(graph_in) + list(m.graph.output) + list(m.graph.value_info):
+        v.name = ren.get(v.name, v.name)
+    for node in m.graph.node:
+        node.input[:] = [ren.get(x, x) for x in node.input]
+        node.output[:] = [ren.get(x, x) for x in node.output]
+    onnx.save(m, path)
+
+
 def export_one(name, opset, mini, out, dynamo):
     spec = MODELS[name]
     model = spec.build(mini)
@@ -61,6 +81,7 @@ def export_one(name, opset, mini, out, dynamo):
     with torch.no_grad():
         exporter(model, tuple(inputs.values()), path, **kw)
     seconds = time.time() - t0
+    rename_io(path, list(inputs), list(spec.output_names))
     onnx.checker.check_model(path)
     m = onnx.load(path, load_external_data=False)
     ops = Counter(n.op_type for n in m.graph.node)

@@ -299,6 +299,7 @@ def _davit_base(mini=False):
 
 
 def _eager(config):
+    """Eager attention (explicit MatMul / Softmax), whatever the default is."""
     try:
         config._attn_implementation = "eager"
     except Exception:  # noqa: BLE001 - older configs have a plain attribute
@@ -306,15 +307,25 @@ def _eager(config):
     return config
 
 
-class _FirstOutput(nn.Module):
-    """Wraps a transformers module so forward returns last_hidden_state."""
+class _EncoderOutput(nn.Module):
+    """A transformers encoder whose forward returns last_hidden_state (named
+    arguments, so every exporter names the graph input after them)."""
 
-    def __init__(self, m, arg_names, **fixed):
+    def __init__(self, m):
         super().__init__()
-        self.m, self.arg_names, self.fixed = m, list(arg_names), fixed
+        self.m = m
 
-    def forward(self, *args):
-        return _first(self.m(**dict(zip(self.arg_names, args)), **self.fixed))
+    def forward(self, input_features):
+        return _first(self.m(input_features=input_features))
+
+
+class _DecoderOutput(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, encoder_hidden_states):
+        return _first(self.m(input_ids=input_ids, encoder_hidden_states=encoder_hidden_states, use_cache=False))
 
 
 def _whisper_sizes(mini):
@@ -333,7 +344,7 @@ def _whisper_encoder(mini=False):
     from transformers.models.whisper.modeling_whisper import WhisperEncoder
     torch.manual_seed(SEED)
     cfg = _eager(WhisperConfig(num_mel_bins=80, **_whisper_sizes(mini)))
-    return _finish(_FirstOutput(WhisperEncoder(cfg), ["input_features"]))
+    return _finish(_EncoderOutput(WhisperEncoder(cfg)))
 
 
 def _whisper_inputs(mini=False):
@@ -356,7 +367,7 @@ def _bart_decoder(mini=False):
     from transformers.models.bart.modeling_bart import BartDecoder
     torch.manual_seed(SEED)
     cfg = _eager(BartConfig(use_cache=False, **_bart_sizes(mini)))
-    return _finish(_FirstOutput(BartDecoder(cfg), ["input_ids", "encoder_hidden_states"], use_cache=False))
+    return _finish(_DecoderOutput(BartDecoder(cfg)))
 
 
 def _bart_inputs(mini=False):
