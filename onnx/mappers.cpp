@@ -1166,6 +1166,14 @@ Mappers make_mappers() {
   m["ReduceSumSquare"] = composed("SumSquare");
   m["ReduceLogSum"] = composed("LogSum");
   m["ReduceLogSumExp"] = composed("LogSumExp");
+  for (const bool max : {true, false}) {
+    m[max ? "ArgMax" : "ArgMin"] = {{DType::F32, DType::F16, DType::I32, DType::I64}, [max](NodeCtx& c) {
+                                      return one(c.out(c.call(max ? "aten.argmax.default" : "aten.argmin.default",
+                                                              {c.tensor(0), c.attr_int("axis", 0),
+                                                               c.attr_int("keepdims", 1) != 0,
+                                                               c.attr_int("select_last_index", 0) != 0})));
+                                    }, nullptr};
+  }
   m["Softmax"] = softmax("aten._softmax.default");
   m["LogSoftmax"] = softmax("aten._log_softmax.default");
   return m;

@@ -219,6 +219,17 @@ MODELS.append((model("bn_training", [
 ], opset=15), {"x": rng.normal(2, 3, (2, 8, 7, 9)).astype(np.float32),
                "x3": rng.normal(-1, 0.5, (1, 8, 30)).astype(np.float32)}))
 
+# 10. ArgMax / ArgMin with ties: first and last index, keepdims, int64 input.
+MODELS.append((model("argmax", [
+    helper.make_node("ArgMax", ["x"], ["amax"], axis=1),
+    helper.make_node("ArgMax", ["x"], ["amax_last"], axis=-1, keepdims=0, select_last_index=1),
+    helper.make_node("ArgMin", ["x"], ["amin"], axis=0, keepdims=0),
+    helper.make_node("ArgMin", ["xi"], ["amin_i"], axis=1, select_last_index=1),
+], [vi("x", F, [4, 6, 5]), vi("xi", I64, [3, 7])],
+   [vi("amax", I64, [4, 1, 5]), vi("amax_last", I64, [4, 6]), vi("amin", I64, [6, 5]), vi("amin_i", I64, [3, 1])]),
+    {"x": np.round(rng.normal(0, 1.5, (4, 6, 5))).astype(np.float32),
+     "xi": rng.integers(-2, 3, (3, 7)).astype(np.int64)}))
+
 
 def bn_running_stats(m, feeds):
     """The running statistics as the ONNX spec defines them (input * momentum
