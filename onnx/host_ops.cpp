@@ -352,4 +352,17 @@ HostTensor reduce(const std::string& op, const HostTensor& a, std::vector<int64_
   return out;
 }
 
+HostTensor trilu(const HostTensor& a, int64_t k, bool upper) {
+  const size_t r = a.shape.size();
+  if (r < 2) throw Error(fmt::format("Trilu: input {} has rank {}; accepted: 2 or more", shape_str(a.shape), r));
+  HostTensor out(a.dtype, a.shape);
+  const int64_t rows = a.shape[r - 2], cols = a.shape[r - 1];
+  const size_t es = dtype_size(a.dtype);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const int64_t d = i % cols - (i / cols) % rows;
+    if (upper ? d >= k : d <= k) std::memcpy(out.data.data() + size_t(i) * es, a.data.data() + size_t(i) * es, es);
+  }
+  return out;
+}
+
 }  // namespace wgnn::onnx_import::host

@@ -35,5 +35,8 @@ HostTensor slice(const HostTensor& a, const std::vector<int64_t>& starts, const 
 HostTensor expand(const HostTensor& a, const Shape& shape);
 HostTensor transpose(const HostTensor& a, const std::vector<int64_t>& perm);
 HostTensor reduce(const std::string& op, const HostTensor& a, std::vector<int64_t> axes, bool keepdims);
+// Trilu: keeps element (r, c) of each trailing matrix when c - r >= k
+// (upper) or c - r <= k (lower), zeroes the others.
+HostTensor trilu(const HostTensor& a, int64_t k, bool upper);
 
 }  // namespace wgnn::onnx_import::host

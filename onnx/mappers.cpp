@@ -682,6 +682,39 @@ std::vector<Slot> resize(NodeCtx& c) {
                            double(c.attr_float("extrapolation_value", 0.f)), list(roi)})));
 }
 
+// BatchNormalization with training_mode=1 (opset 14+; what torch's dynamo
+// exporter writes for an instance norm): normalized with the batch's own
+// per-channel statistics over every dim but 1, the population variance;
+// the optional outputs 1 and 2 are the running statistics moved towards them,
+// input * momentum + current * (1 - momentum).
+std::vector<Slot> batch_norm_training(NodeCtx& c) {
+  if (c.opset < 14) c.unsupported("training_mode before opset 14");
+  const Shape& s = c.shape(0);
+  if (s.size() < 2) c.fail(fmt::format("input {} needs a channel dim", shape_str(s)));
+  IntList dims{0};
+  for (int64_t d = 2; d < int64_t(s.size()); ++d) dims.push_back(d);
+  const double momentum = double(c.attr_float("momentum", 0.9f));
+  TensorRef x = c.tensor(0);
+  TensorRef mean = c.call("aten.mean.dim", {x, dims, true}).tensor();
+  TensorRef xc = c.call("aten.sub.Tensor", {x, mean}).tensor();
+  TensorRef var = c.call("aten.mean.dim", {c.call("aten.mul.Tensor", {xc, xc}).tensor(), dims, true}).tensor();
+  TensorRef mean_c = c.view(mean, {s[1]}), var_c = c.view(var, {s[1]});
+  Value r = c.call("aten._native_batch_norm_legit_no_training.default",
+                   {x, c.tensor(1), c.tensor(2), mean_c, var_c, momentum, double(c.attr_float("epsilon", 1e-5f))});
+  std::vector<Slot> out{c.out(r.list()[0])};
+  for (int i = 1; i < c.node.output_size() && i < 3; ++i) {
+    if (c.node.output(i).empty()) {
+      out.push_back(Slot{});
+      continue;
+    }
+    // current + momentum * (running - current)
+    TensorRef cur = i == 1 ? mean_c : var_c;
+    TensorRef diff = c.call("aten.sub.Tensor", {c.tensor(size_t(i) + 2), cur}).tensor();
+    out.push_back(c.out(c.call("aten.add.Tensor", {cur, diff, momentum})));
+  }
+  return out;
+}
+
 // ---- the table ----------------------------------------------------------------
 
 Mappers make_mappers() {
@@ -766,7 +799,7 @@ Mappers make_mappers() {
                                return out;
                              }, nullptr};
   m["BatchNormalization"] = {kFloat, [](NodeCtx& c) {
-                               if (c.attr_int("training_mode", 0)) c.unsupported("training_mode=1 (only inference)");
+                               if (c.attr_int("training_mode", 0)) return batch_norm_training(c);
                                if (c.node.output_size() > 1 && c.opset < 14) {
                                  for (int i = 1; i < c.node.output_size(); ++i)
                                    if (!c.node.output(i).empty()) c.unsupported("training outputs (only inference)");
@@ -1022,6 +1055,15 @@ Mappers make_mappers() {
                    return one(c.out(c.call("aten.expand.default", {c.tensor(0), IntList(target)})));
                  },
                  [](NodeCtx& c) { return one_host(host::expand(c.host(0, "input"), c.host_ints(1, "shape"))); }};
+  m["Trilu"] = {{}, [](NodeCtx& c) {
+                  const int64_t k = c.has(1) ? host::get_int(c.host(1, "k"), 0) : 0;
+                  const char* op = c.attr_int("upper", 1) ? "aten.triu.default" : "aten.tril.default";
+                  return one(c.out(c.call(op, {c.tensor(0), k})));
+                },
+                [](NodeCtx& c) {
+                  return one_host(host::trilu(c.host(0, "input"), c.has(1) ? host::get_int(c.host(1, "k"), 0) : 0,
+                                              c.attr_int("upper", 1) != 0));
+                }};
   m["Tile"] = {{}, [](NodeCtx& c) {
                  return one(c.out(c.call("aten.repeat.default", {c.tensor(0), IntList(c.host_ints(1, "repeats"))})));
                }, nullptr};
@@ -1124,6 +1166,14 @@ Mappers make_mappers() {
   m["ReduceSumSquare"] = composed("SumSquare");
   m["ReduceLogSum"] = composed("LogSum");
   m["ReduceLogSumExp"] = composed("LogSumExp");
+  for (const bool max : {true, false}) {
+    m[max ? "ArgMax" : "ArgMin"] = {{DType::F32, DType::F16, DType::I32, DType::I64}, [max](NodeCtx& c) {
+                                      return one(c.out(c.call(max ? "aten.argmax.default" : "aten.argmin.default",
+                                                              {c.tensor(0), c.attr_int("axis", 0),
+                                                               c.attr_int("keepdims", 1) != 0,
+                                                               c.attr_int("select_last_index", 0) != 0})));
+                                    }, nullptr};
+  }
   m["Softmax"] = softmax("aten._softmax.default");
   m["LogSoftmax"] = softmax("aten._log_softmax.default");
   return m;

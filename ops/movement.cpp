@@ -1,11 +1,12 @@
 // Data-movement ops with ATen's names and arguments: permute, cat,
-// split_with_sizes, slice, index_select, gather, expand, repeat and pad.
+// split_with_sizes, slice, index_select, gather, expand, repeat, pad, triu and tril.
 // Every output is a new contiguous tensor.
 //
 // Two kernels do all of it. kernels/copy.wgsl is a strided copy over an
 // iteration shape of rank <= 8 (affine source offsets with signed strides,
 // or per-dimension wrap / pad transforms); kernels/index.wgsl reads through
-// an index tensor along one dimension. Both move elements bit for bit in
+// an index tensor along one dimension (kernels/trilu.wgsl, for triu and tril,
+// zeroes outside a band of the last two dims). They move elements bit for bit in
 // their storage type: u32 for every 32-bit GPU dtype (float32, int32, int64
 // stored as int32, bool / uint8 / int8 stored as 32 bits) and f16 for
 // float16. float16 is moved as array<f16>, one 2-byte element per
@@ -665,9 +666,41 @@ Value pad(Graph& g, const ValueList& args) {
   return y;
 }
 
+struct TriluParams {
+  uint32_t count, rows, cols;
+  int32_t diagonal;
+};
+
+// aten.triu(self, diagonal=0) / aten.tril(self, diagonal=0) (ONNX Trilu):
+// self of rank >= 2, any dtype; the last two dims are the matrices.
+Value trilu(Graph& g, const ValueList& args, bool upper) {
+  Args a{upper ? "aten.triu.default" : "aten.tril.default", args, g};
+  TensorRef x = a.tensor(0, "self");
+  const int64_t diagonal = a.integer(1, "diagonal", 0);
+  check_input(a, x, "self");
+  const Shape in = g.info(x).shape;
+  if (in.size() < 2) {
+    a.fail(fmt::format("argument 'self' has shape {}; accepted: rank 2 or more (the last two dims are the matrices)",
+                       shape_str(in)));
+  }
+  TensorRef y = add_output(a, in, g.info(x).dtype);
+  const int64_t count = numel(in);
+  if (count == 0) return y;
+  const int64_t rows = in[in.size() - 2], cols = in[in.size() - 1];
+  TriluParams p{uint32_t(count), uint32_t(rows), uint32_t(cols),
+                int32_t(std::clamp<int64_t>(diagonal, -rows, cols))};
+  const gpu::Pipeline& pl =
+      kernel(g, "ops/kernels/trilu.wgsl", element_subs(g, g.info(y).dtype, a.op), {{"UPPER", upper ? 1.0 : 0.0}});
+  g.add_dispatch(pl, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x)},
+                 grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op), upper ? "triu" : "tril");
+  return y;
+}
+
 }  // namespace
 
 void register_movement_ops(OpRegistry& r) {
+  r.add("aten.triu.default", [](Graph& g, const ValueList& args) { return trilu(g, args, true); });
+  r.add("aten.tril.default", [](Graph& g, const ValueList& args) { return trilu(g, args, false); });
   r.add("aten.permute.default", permute);
   r.add("aten.cat.default", cat);
   r.add("aten.split_with_sizes.default", split_with_sizes);

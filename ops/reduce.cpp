@@ -1,5 +1,7 @@
-// Reductions over a list of dims (sum, mean, amax, amin, prod) and softmax /
-// log_softmax over one dim, with ATen's names and arguments.
+// Reductions over a list of dims (sum, mean, amax, amin, prod), argmax /
+// argmin and softmax / log_softmax over one dim, with ATen's names and
+// arguments. argmax / argmin (kernels/argmax.wgsl) walk the dim with one
+// thread per output.
 //
 // Reductions: float32 and float16 accumulate in f32; int32, int64 (stored as
 // int32), bool, uint8 and int8 in i32 (integer sums wrap at 32 bits). As in
@@ -290,6 +292,56 @@ Value prod_dim(Graph& g, const ValueList& args) {
   return reduce(a, x, red, keepdim, kProd, false, out, "prod");
 }
 
+struct ArgParams {
+  uint32_t count, n, inner, pad;
+};
+
+// aten.argmax / aten.argmin (self, dim=None, keepdim=False): int64 indices of
+// the first extreme along dim (every element, flattened, when dim is None);
+// float32, float16, int32 and int64 inputs. `select_last` (ONNX's
+// select_last_index) takes the last of equal extremes instead.
+Value argmax_argmin(Graph& g, const ValueList& args, bool max) {
+  Args a{max ? "aten.argmax.default" : "aten.argmin.default", args, g};
+  TensorRef x = a.tensor(0, "self");
+  check_input(a, x);
+  const DType dt = g.info(x).dtype;
+  if (dt != DType::F32 && dt != DType::F16 && dt != DType::I32 && dt != DType::I64) {
+    a.fail(fmt::format("argument 'self' has dtype {}; accepted: float32, float16, int32, int64", dtype_name(dt)));
+  }
+  const Shape in = g.info(x).shape;
+  const bool keepdim = a.boolean(2, "keepdim", false);
+  const bool last = a.boolean(3, "select_last", false);
+  const bool flat = args.size() < 2 || args[1].is_none();
+  int64_t outer = 1, n = 1, inner = 1;
+  Shape out;
+  if (flat) {
+    n = numel(in);
+    out = keepdim ? Shape(in.size(), 1) : Shape{};
+  } else {
+    const int64_t d = in.empty() ? normalize_axis(a.integer(1, "dim", 0), 1, a.op, "dim")
+                                 : normalize_axis(a.integer(1, "dim", 0), int64_t(in.size()), a.op, "dim");
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (int64_t(k) < d) outer *= in[k];
+      else if (int64_t(k) > d) inner *= in[k];
+      else n = in[k];
+      if (int64_t(k) != d) out.push_back(in[k]);
+      else if (keepdim) out.push_back(1);
+    }
+  }
+  if (n == 0) a.fail(fmt::format("argument 'self' {} has no elements along the reduced dim", shape_str(in)));
+  TensorRef y = g.add_tensor(out, DType::I64);
+  ArgParams p{uint32_t(outer * inner), uint32_t(n), uint32_t(inner), 0};
+  if (p.count == 0) return y;
+  const bool fl = is_float(dt);
+  Subs subs = fl ? float_subs(g, dt, a.op) : Subs{{"T", "i32"}, {"ENABLE", ""}};
+  subs.push_back({"C", fl ? "f32" : "i32"});
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/argmax.wgsl", subs,
+                                   {{"MAX", max ? 1.0 : 0.0}, {"LAST", last ? 1.0 : 0.0}, {"FLOAT", fl ? 1.0 : 0.0}});
+  g.add_dispatch(pl, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x)},
+                 grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op), max ? "argmax" : "argmin");
+  return y;
+}
+
 struct SoftmaxParams {
   uint32_t rows, width, pad0, pad1;
 };
@@ -354,6 +406,8 @@ void register_reduce_ops(OpRegistry& r) {
   r.add("aten.amax.default", [](Graph& g, const ValueList& args) { return amax_amin(g, args, true); });
   r.add("aten.amin.default", [](Graph& g, const ValueList& args) { return amax_amin(g, args, false); });
   r.add("aten.prod.dim_int", prod_dim);
+  r.add("aten.argmax.default", [](Graph& g, const ValueList& args) { return argmax_argmin(g, args, true); });
+  r.add("aten.argmin.default", [](Graph& g, const ValueList& args) { return argmax_argmin(g, args, false); });
   r.add("aten._softmax.default", [](Graph& g, const ValueList& args) { return softmax(g, args, false); });
   r.add("aten._log_softmax.default", [](Graph& g, const ValueList& args) { return softmax(g, args, true); });
 }

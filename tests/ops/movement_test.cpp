@@ -1,5 +1,5 @@
 // Data-movement ops (permute, cat, split_with_sizes, slice, index_select,
-// gather, expand, repeat, pad) against plain C++ references, for every
+// gather, expand, repeat, pad, triu, tril) against plain C++ references, for every
 // storage kind: float32, float16, int32, int64 (stored as int32) and bool.
 // Data moves bit for bit, so results must match exactly.
 #include <gmock/gmock.h>
@@ -559,6 +559,53 @@ TEST(MovementOps, MovesBitsExactly) {
   if (!f16.empty()) {
     const auto goth = g.read<uint16_t>(yh);
     for (size_t i = 0; i < 8; ++i) EXPECT_EQ(goth[i], f16[(i % 2) * 4 + i / 2]) << i;
+  }
+}
+
+TEST_P(Movement, TriuTril) {
+  struct Case {
+    Shape shape;
+    int64_t diagonal;
+  };
+  const std::vector<Case> cases = {
+      {{5, 7}, 0},  {{5, 7}, 2},     {{5, 7}, -3},   {{7, 5}, 1},    {{3, 4, 6}, 0}, {{2, 3, 5, 5}, -1},
+      {{1, 1}, 0},  {{4, 4}, 100},   {{4, 4}, -100}, {{6, 3}, -6},   {{2, 0, 3}, 0}, {{33, 17}, 5},
+  };
+  uint32_t seed = 900;
+  for (const Case& c : cases) {
+    for (const bool upper : {true, false}) {
+      SCOPED_TRACE(shape_str(c.shape) + (upper ? " triu " : " tril ") + std::to_string(c.diagonal));
+      Graph g(ctx());
+      const auto x = random_values(size_t(numel(c.shape)), dt(), seed++);
+      TensorRef y = ops::call(g, upper ? "aten.triu.default" : "aten.tril.default",
+                              {put(g, c.shape, dt(), x), c.diagonal})
+                        .tensor();
+      ASSERT_EQ(g.info(y).shape, c.shape);
+      g.run();
+      const size_t r = c.shape.size();
+      EXPECT_EQ(get(g, y), ref_map(c.shape, x, [&](const Coords& o) -> int64_t {
+                  const int64_t d = o[r - 1] - o[r - 2];
+                  return (upper ? d >= c.diagonal : d <= c.diagonal) ? ravel(o, c.shape) : -1;
+                }));
+    }
+  }
+}
+
+TEST(MovementOps, TriuDefaultDiagonalAndErrors) {
+  Graph g(ctx());
+  TensorRef x = put(g, {3, 3}, DType::F32, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  TensorRef u = ops::call(g, "aten.triu.default", {x}).tensor();
+  TensorRef l = ops::call(g, "aten.tril.default", {x}).tensor();
+  g.run();
+  EXPECT_EQ(g.read<float>(u), (std::vector<float>{1, 2, 3, 0, 5, 6, 0, 0, 9}));
+  EXPECT_EQ(g.read<float>(l), (std::vector<float>{1, 0, 0, 4, 5, 0, 7, 8, 9}));
+  Graph g2(ctx());
+  try {
+    ops::call(g2, "aten.triu.default", {g2.add_tensor({4}, DType::F32, TensorKind::Input), 0});
+    ADD_FAILURE() << "no error for a 1-D self";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("aten.triu.default"));
+    EXPECT_THAT(e.what(), HasSubstr("rank 2 or more"));
   }
 }
 

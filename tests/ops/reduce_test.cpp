@@ -1,5 +1,5 @@
-// Reductions (sum, mean, amax, amin, prod over dim lists) and softmax /
-// log_softmax against double-precision C++ references.
+// Reductions (sum, mean, amax, amin, prod over dim lists), argmax / argmin
+// and softmax / log_softmax against double-precision C++ references.
 #include <gmock/gmock.h>
 
 #include <fmt/format.h>
@@ -199,6 +199,99 @@ TEST(ReduceOps, MaxAndMinPropagateNaN) {
   EXPECT_TRUE(std::isnan(c[1]));
   EXPECT_EQ(c[2], inf);
   EXPECT_TRUE(std::isnan(c[3]));
+}
+
+// argmax / argmin against a C++ reference: random values with many ties
+// (integers in a small range, stored exactly in every dtype), every dim, keepdim,
+// the first or the last of equal extremes, and the flattened form.
+TEST(ReduceOps, ArgmaxArgmin) {
+  struct Case {
+    Shape shape;
+    std::optional<int64_t> dim;
+    bool keepdim;
+  };
+  const std::vector<Case> cases = {
+      {{7}, 0, false},         {{5, 9}, 1, false},   {{5, 9}, 0, true},  {{3, 4, 6}, -2, false},
+      {{3, 4, 6}, 2, true},    {{2, 3, 4, 5}, std::nullopt, false},      {{2, 3, 4}, std::nullopt, true},
+      {{1000}, 0, false},      {{4, 1, 3}, 1, false}, {{}, std::nullopt, false},
+  };
+  uint32_t seed = 300;
+  for (DType dt : {DType::F32, DType::F16, DType::I32, DType::I64}) {
+    if (no_f16(dt)) continue;
+    for (const Case& c : cases) {
+      for (const bool max : {true, false}) {
+        for (const bool last : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} {} dim {} keepdim {} {} last {}", dtype_name(dt), shape_str(c.shape),
+                                   c.dim ? std::to_string(*c.dim) : "None", c.keepdim, max ? "argmax" : "argmin",
+                                   last));
+          Graph g(ctx());
+          const auto x = random_values(size_t(numel(c.shape)), dt, seed++, -3, 3);
+          std::vector<double> xi = x;
+          if (is_float(dt))
+            for (auto& v : xi) v = std::round(v);  // ties
+          TensorRef y = ops::call(g, max ? "aten.argmax.default" : "aten.argmin.default",
+                                  {put(g, c.shape, dt, xi), c.dim ? Value(*c.dim) : Value(None{}), c.keepdim, last})
+                            .tensor();
+          // Reference: [outer, n, inner].
+          const int64_t r = int64_t(c.shape.size());
+          int64_t outer = 1, n = 1, inner = 1;
+          Shape out;
+          if (!c.dim) {
+            n = numel(c.shape);
+            if (c.keepdim) out = Shape(c.shape.size(), 1);
+          } else {
+            const int64_t d = *c.dim < 0 ? *c.dim + r : *c.dim;
+            for (int64_t k = 0; k < r; ++k) {
+              if (k < d) outer *= c.shape[size_t(k)];
+              if (k > d) inner *= c.shape[size_t(k)];
+              if (k == d) n = c.shape[size_t(k)];
+              if (k != d) out.push_back(c.shape[size_t(k)]);
+              else if (c.keepdim) out.push_back(1);
+            }
+          }
+          ASSERT_EQ(g.info(y).shape, out);
+          ASSERT_EQ(g.info(y).dtype, DType::I64);
+          std::vector<double> want;
+          for (int64_t o = 0; o < outer; ++o) {
+            for (int64_t i = 0; i < inner; ++i) {
+              int64_t best = 0;
+              for (int64_t k = 1; k < n; ++k) {
+                const double v = xi[size_t((o * n + k) * inner + i)], b = xi[size_t((o * n + best) * inner + i)];
+                if ((max ? v > b : v < b) || (last && v == b)) best = k;
+              }
+              want.push_back(double(best));
+            }
+          }
+          g.run();
+          EXPECT_EQ(get(g, y), want);
+        }
+      }
+    }
+  }
+}
+
+TEST(ReduceOps, ArgmaxNaNWinsAndErrors) {
+  Graph g(ctx());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  TensorRef x = put(g, {2, 4}, DType::F32, {1, nan, 3, nan, 2, 5, 5, 1});
+  TensorRef mx = ops::call(g, "aten.argmax.default", {x, 1}).tensor();
+  TensorRef mn = ops::call(g, "aten.argmin.default", {x, 1}).tensor();
+  g.run();
+  EXPECT_EQ(get(g, mx), (std::vector<double>{1, 1}));
+  EXPECT_EQ(get(g, mn), (std::vector<double>{1, 3}));
+  auto expect_error = [&](const Shape& shape, DType dt, int64_t dim, const char* needle) {
+    Graph g2(ctx());
+    try {
+      ops::call(g2, "aten.argmax.default", {g2.add_tensor(shape, dt, TensorKind::Input), dim});
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("aten.argmax.default"));
+      EXPECT_THAT(e.what(), HasSubstr(needle));
+    }
+  };
+  expect_error({3}, DType::Bool, 0, "accepted: float32, float16, int32, int64");
+  expect_error({3, 0}, DType::F32, 1, "no elements");
+  expect_error({3, 2}, DType::F32, 2, "'dim' is 2");
 }
 
 TEST(ReduceOps, LongReductionsSplitInTwoPasses) {

@@ -1,0 +1,127 @@
+"""Export zoo models (scripts/models/zoo.py) to ONNX, with their inputs.
+
+usage: export.py --model NAME|all --opset N [--mini] --out DIR [--dynamo]
+
+Writes DIR/NAME[_mini]_opsetN.onnx and DIR/NAME[_mini]_opsetN_inputs/<input>.npy,
+checks the model with onnx.checker and prints one line per model. Without
+--dynamo the TorchScript exporter runs with training=PRESERVE on the
+eval-mode model, which keeps BatchNormalization nodes (EVAL mode would fold
+them into the convolutions). --dynamo takes torch.export's exporter (torch
+2.x). Exit status 1 when any export fails.
+"""
+import argparse
+import inspect
+import os
+import sys
+import time
+import traceback
+from collections import Counter
+
+import numpy as np
+import onnx
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zoo import MODELS  # noqa: E402
+
+
+def base_name(name, opset, mini):
+    return f"{name}{'_mini' if mini else ''}_opset{opset}"
+
+
+def rename_io(path, in_names, out_names):
+    """Gives the graph's inputs and outputs the zoo's names, in order, where an
+    exporter chose others (compare.py finds <input>.npy by name)."""
+    m = onnx.load(path)
+    inits = {i.name for i in m.graph.initializer}
+    graph_in = [i for i in m.graph.input if i.name not in inits]
+    if len(graph_in) != len(in_names) or len(m.graph.output) != len(out_names):
+        raise RuntimeError(f"the export has inputs {[i.name for i in graph_in]} and outputs "
+                           f"{[o.name for o in m.graph.output]}; expected {in_names} and {out_names}")
+    ren = {v.name: n for v, n in zip(list(graph_in) + list(m.graph.output), in_names + out_names) if v.name != n}
+    if not ren:
+        return
+    for v in list(graph_in) + list(m.graph.output) + list(m.graph.value_info):
+        v.name = ren.get(v.name, v.name)
+    for node in m.graph.node:
+        node.input[:] = [ren.get(x, x) for x in node.input]
+        node.output[:] = [ren.get(x, x) for x in node.output]
+    onnx.save(m, path)
+
+
+def export_one(name, opset, mini, out, dynamo):
+    spec = MODELS[name]
+    model = spec.build(mini)
+    inputs = spec.inputs(mini)
+    base = base_name(name, opset, mini)
+    path = os.path.join(out, base + ".onnx")
+    params = inspect.signature(torch.onnx.export).parameters
+    kw = dict(input_names=list(inputs), output_names=list(spec.output_names), opset_version=opset)
+    if dynamo:
+        if "dynamo" not in params:
+            raise RuntimeError(f"torch {torch.__version__} has no dynamo exporter (torch.onnx.export(dynamo=True))")
+        kw["dynamo"] = True
+        if "external_data" in params:
+            kw["external_data"] = False  # one file: the weights inside the model
+        if "fallback" in params:
+            kw["fallback"] = False  # fail rather than silently use the TorchScript exporter
+    else:
+        if "dynamo" in params:
+            kw["dynamo"] = False
+        kw["training"] = torch.onnx.TrainingMode.PRESERVE
+        kw["do_constant_folding"] = True
+    exporter = torch.onnx.export
+    if "training" in kw and "training" not in params and not any(
+            p.kind == p.VAR_KEYWORD for p in params.values()):
+        # A torch whose export() no longer names `training`: its TorchScript
+        # exporter's own entry point still takes it.
+        exporter = torch.onnx.utils.export
+        kw.pop("dynamo", None)
+    t0 = time.time()
+    with torch.no_grad():
+        exporter(model, tuple(inputs.values()), path, **kw)
+    seconds = time.time() - t0
+    rename_io(path, list(inputs), list(spec.output_names))
+    onnx.checker.check_model(path)
+    m = onnx.load(path, load_external_data=False)
+    ops = Counter(n.op_type for n in m.graph.node)
+    indir = os.path.join(out, base + "_inputs")
+    os.makedirs(indir, exist_ok=True)
+    for k, v in inputs.items():
+        np.save(os.path.join(indir, k + ".npy"), v.numpy())
+    opsets = ",".join(f"{o.domain or 'ai.onnx'}:{o.version}" for o in m.opset_import)
+    print(f"OK {base}.onnx ({'dynamo' if dynamo else 'torchscript'}, {opsets}, "
+          f"{os.path.getsize(path) / 2**20:.1f} MiB, {len(m.graph.node)} nodes, "
+          f"BatchNormalization {ops.get('BatchNormalization', 0)}, {seconds:.0f} s) "
+          f"ops: {' '.join(f'{k}:{v}' for k, v in sorted(ops.items()))}", flush=True)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="a zoo name or 'all': " + ", ".join(MODELS))
+    ap.add_argument("--opset", type=int, required=True)
+    ap.add_argument("--mini", action="store_true", help="the reduced model (same blocks, small)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--dynamo", action="store_true", help="torch.export's exporter (torch 2.x)")
+    a = ap.parse_args()
+    names = list(MODELS) if a.model == "all" else [a.model]
+    for n in names:
+        if n not in MODELS:
+            ap.error(f"unknown model '{n}'; known: {', '.join(MODELS)}")
+    os.makedirs(a.out, exist_ok=True)
+    failed = 0
+    for n in names:
+        try:
+            export_one(n, a.opset, a.mini, a.out, a.dynamo)
+        except Exception as e:  # noqa: BLE001 - report, go on with the others
+            failed += 1
+            traceback.print_exc()
+            msg = str(e).strip().splitlines()
+            print(f"FAIL {base_name(n, a.opset, a.mini)}.onnx ({'dynamo' if a.dynamo else 'torchscript'}): "
+                  f"{type(e).__name__}: {msg[0] if msg else ''}", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

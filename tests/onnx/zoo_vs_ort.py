@@ -1,0 +1,87 @@
+"""Zoo models exported with PyTorch at test time (scripts/models, --mini,
+opset 17, seeded random weights), run by `wgnn run` and by ONNX Runtime's CPU
+provider (node) on the same inputs: every output must be within
+1e-3 * max|ORT| + 1e-4 (scripts/models/compare.py).
+
+  - modnet at 256x256: MobileNetV2 (depthwise, BatchNorm, ReLU6 as Clip),
+    IBNorm (Slice, BatchNorm, InstanceNorm, Concat), SE block (global
+    pooling, MatMul, Sigmoid), bilinear Resize up and down, Concat, Sigmoid;
+  - resnet50 (reduced depth): 7x7 stem, MaxPool, bottlenecks, Gemm;
+  - convnext_tiny (reduced): 7x7 depthwise, LayerNormalization, erf GELU;
+  - transformer_block: embedding Gather, masked softmax attention (causal and
+    padding masks through Where), LayerNormalization, GELU (erf and tanh);
+  - plain-torch stand-ins with the patterns of DeiT (class token), DaViT
+    (padded window attention, channel attention, depthwise position
+    encoding), Whisper's encoder (Conv1d front end) and BART's decoder
+    (torch.triu causal mask, cross-attention, post-norm).
+
+usage: zoo_vs_ort.py WGNN ORT_MODULE_DIR WORKDIR
+Prints one line per model and a last line "N passed, N failed".
+"""
+import os
+import subprocess
+import sys
+
+WGNN, ORT_DIR, WORK = (os.path.abspath(a) for a in sys.argv[1:4])
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPTS = os.path.join(HERE, "..", "..", "scripts", "models")
+OPSET = 17
+
+# The ops each model must contain, so the test keeps covering them.
+NEEDS = {
+    "modnet": {"Conv", "BatchNormalization", "InstanceNormalization", "GlobalAveragePool", "Resize", "Concat",
+               "Sigmoid", "Clip", "Slice", "Add"},
+    "resnet50": {"Conv", "BatchNormalization", "MaxPool", "Relu", "Add", "Gemm"},
+    "convnext_tiny": {"Conv", "LayerNormalization", "Erf", "Transpose", "MatMul"},
+    "transformer_block": {"Gather", "MatMul", "Softmax", "Where", "LayerNormalization", "Erf", "Tanh"},
+    "vit_standin": {"Conv", "Concat", "Expand", "Softmax", "LayerNormalization", "Gather", "Gemm"},
+    "davit_standin": {"Conv", "Pad", "Softmax", "LayerNormalization", "Transpose", "ReduceMean", "Slice"},
+    "whisper_standin": {"Conv", "Erf", "Softmax", "LayerNormalization", "MatMul"},
+    "bart_standin": {"Trilu", "Gather", "Softmax", "LayerNormalization", "MatMul"},
+}
+
+try:
+    import onnx
+    import torch  # noqa: F401 - export.py needs it
+except ImportError as e:
+    print(f"FAIL: {e}: this test exports with PyTorch (Debian's python3-torch and python3-torchvision; "
+          "scripts/setup installs them)")
+    print("0 passed, 1 failed")
+    sys.exit(1)
+
+os.makedirs(WORK, exist_ok=True)
+passed = failed = 0
+for name, ops in NEEDS.items():
+    base = f"{name}_mini_opset{OPSET}"
+    path = os.path.join(WORK, base + ".onnx")
+    try:
+        r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "export.py"), "--model", name, "--mini",
+                            "--opset", str(OPSET), "--out", WORK], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"export failed:\n{r.stdout}{r.stderr}")
+        m = onnx.load(path)
+        have = {n.op_type for n in m.graph.node}
+        if not ops <= have:
+            raise RuntimeError(f"the export lacks {sorted(ops - have)}: the test no longer covers them")
+        if name == "modnet":
+            groups = [a.i for n in m.graph.node if n.op_type == "Conv" for a in n.attribute if a.name == "group"]
+            modes = {a.s.decode() for n in m.graph.node if n.op_type == "Resize" for a in n.attribute
+                     if a.name == "mode"}
+            if max(groups, default=1) <= 1 or modes != {"linear"}:
+                raise RuntimeError(f"expected depthwise convolutions and linear Resizes; got groups "
+                                   f"{sorted(set(groups))}, modes {sorted(modes)}")
+        r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "compare.py"), "--wgnn", WGNN, path,
+                            "--inputs", os.path.join(WORK, base + "_inputs"), "--ort", "node", "--ort-dir", ORT_DIR,
+                            "--work", os.path.join(WORK, base + "_outputs")], capture_output=True, text=True)
+        print(r.stdout.strip() or r.stderr.strip())
+        if r.returncode != 0:
+            if r.stderr.strip():
+                print(r.stderr.strip())
+            failed += 1
+        else:
+            passed += 1
+    except Exception as e:  # noqa: BLE001 - report and go on
+        print(f"FAIL {base}: {e}")
+        failed += 1
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
