@@ -92,12 +92,12 @@ bool record_subgroup(Graph& g, const Gemm& p, const Shape& shape, const std::arr
   } else {
     cfg.bm = 64, cfg.bn = 64, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 2;
   }
-  // WGNN_SUBGROUP_MATMUL_CONFIG (e.g. 128x128x32:2x4:2/p4) picks the tiles
+  // WGNN_SUBGROUP_MATMUL_CONFIG (e.g. 128x128x32:2x4:2) picks the tiles
   // for every product, for tuning and for testing each configuration.
   if (const char* env = std::getenv("WGNN_SUBGROUP_MATMUL_CONFIG"); env && *env) {
     cfg = parse_subgroup_matmul_config(env);
     if (cfg.full_tiles || cfg.ablate || cfg.a_trans || cfg.b_trans) {
-      throw Error(fmt::format("WGNN_SUBGROUP_MATMUL_CONFIG='{}': give tiles, subgroups, stages and producers only", env));
+      throw Error(fmt::format("WGNN_SUBGROUP_MATMUL_CONFIG='{}': give tiles, subgroups and stages only", env));
     }
   }
   cfg.a_trans = p.a_trans;

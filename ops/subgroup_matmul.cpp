@@ -33,8 +33,7 @@ uint32_t SubgroupMatmulConfig::workgroup_bytes() const {
 }
 
 std::string SubgroupMatmulConfig::name() const {
-  return fmt::format("subgroup matmul {}x{}x{} sg{}x{}{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n,
-                     producers ? fmt::format("+{}", producers) : "", stages,
+  return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
                      out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") + (ablate ? fmt::format(" ablate{}", ablate) : "");
 }
 
@@ -75,11 +74,9 @@ std::string best_rotation(uint32_t cols, uint32_t stride) {
 }  // namespace
 
 std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
-  const uint32_t NC = c.subgroups();
-  const bool ws = c.producers > 0;
-  const uint32_t T = ws ? c.producers * 32 : c.threads();  // threads that load tiles
+  const uint32_t T = c.threads();
   const bool valid = c.sg_m > 0 && c.sg_n > 0 && c.bm % (c.sg_m * 16) == 0 && c.bn % (c.sg_n * 16) == 0 &&
-                     c.bk % 16 == 0 && c.bk > 0 && (c.stages == 1 || c.stages == 2) && (!ws || c.stages == 2) &&
+                     c.bk % 16 == 0 && c.bk > 0 && (c.stages == 1 || c.stages == 2) &&
                      (c.bm * c.bk / 8) % 32 == 0 && (c.bk * c.bn / 8) % 32 == 0;
   if (!valid)
     throw Error(fmt::format("invalid subgroup matmul configuration: {}", c.name()));
@@ -160,8 +157,6 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {");
   add("  let sg = lid / 32u; let lane = lid % 32u;");
   add(fmt::format("  let wm = sg / {0}u; let wn = sg % {0}u;", c.sg_n));
-  add(ws ? fmt::format("  let ltid = lid - {}u;  // producer thread index (valid for sg >= {})", NC * 32, NC)
-         : "  let ltid = lid;");
   add("  let M = P.M; let N = P.N; let K = P.K;");
   add("  let m0 = wid.y * BM; let n0 = wid.x * BN; let bt = wid.z;");
   add("  let a_off = bt * P.a_batch; let b_off = bt * P.b_batch;");
@@ -172,11 +167,11 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     for (uint32_t j = 0; j < TN; ++j) add(fmt::format("  var acc{}_{} = subgroup_matrix_result<f32, 16, 16>();", i, j));
   // Per-thread coordinates of its share of the A and B tiles.
   for (uint32_t q = 0; q < NA; ++q) {
-    add(fmt::format("  let ar{0} = (ltid + {1}u) / {2}u; let ac{0} = ((ltid + {1}u) % {2}u) * 8u;", q, q * T, A_COLS / 8));
+    add(fmt::format("  let ar{0} = (lid + {1}u) / {2}u; let ac{0} = ((lid + {1}u) % {2}u) * 8u;", q, q * T, A_COLS / 8));
     add(fmt::format("  var ra{} = vec4<u32>();", q));
   }
   for (uint32_t q = 0; q < NB; ++q) {
-    add(fmt::format("  let br{0} = (ltid + {1}u) / {2}u; let bc{0} = ((ltid + {1}u) % {2}u) * 8u;", q, q * T, B_COLS / 8));
+    add(fmt::format("  let br{0} = (lid + {1}u) / {2}u; let bc{0} = ((lid + {1}u) % {2}u) * 8u;", q, q * T, B_COLS / 8));
     add(fmt::format("  var rb{} = vec4<u32>();", q));
   }
   auto load_regs = [&](const std::string& kt, const std::string& ind) {
@@ -211,15 +206,8 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
                       (q + 1) * T > TOTAL_B ? fmt::format("if (br{} < {}u) {{ ", q, B_ROWS) : std::string(),
                       (q + 1) * T > TOTAL_B ? " }" : ""));
   };
-  if (ws) add(fmt::format("  if (sg >= {}u) {{", NC));
   load_regs("0u", "  ");
   store_regs("0u", "  ");
-  if (ws) {
-    add("  if (ktiles > 1u) {");
-    load_regs("1u", "    ");
-    add("  }");
-    add("  }");
-  }
   add("  workgroupBarrier();");
   if (c.ablate & 4) {
     if (c.a_trans || c.b_trans) throw Error("ablation 4 is for untransposed operands");
@@ -233,22 +221,9 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("  for (var kt = 0u; kt < ktiles; kt++) {");
   add(c.stages == 2 ? "    let cur = kt & 1u; let nxt = cur ^ 1u;" : "    let cur = 0u; let nxt = 0u;");
   add("    let more = kt + 1u < ktiles;");
-  if (ws) {
-    // Producers fill the other stage with the tile they loaded one step ago
-    // and load the one after, while the multiplying subgroups read this one.
-    add(fmt::format("    if (sg >= {}u) {{", NC));
-    add("      if (more) {");
-    store_regs("nxt", "        ");
-    add("      }");
-    add("      if (kt + 2u < ktiles) {");
-    load_regs("(kt + 2u)", "        ");
-    add("      }");
-    add("    } else {");
-  } else {
-    add("    if (more) {");
-    if (!(c.ablate & 1)) load_regs("(kt + 1u)", "      ");
-    add("    }");
-  }
+  add("    if (more) {");
+  if (!(c.ablate & 1)) load_regs("(kt + 1u)", "      ");
+  add("    }");
   // Offsets of result row block i / column block j at depth step ks.
   auto a_frag = [&](uint32_t i, uint32_t ks) {
     return c.a_trans ? fmt::format("abase + {}u, true", ks * 16 * AS + i * 16)
@@ -273,23 +248,17 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
         add(fmt::format("      acc{0}_{1} = subgroupMatrixMultiplyAccumulate(l{0}, r{1}, acc{0}_{1});", i, j));
     add("    }");
   }
-  if (ws) {
-    add("    }");
-  } else {
-    if (c.stages == 1) add("    workgroupBarrier();");
-    add("    if (more) {");
-    if (!(c.ablate & 2)) store_regs("nxt", "      ");
-    add("    }");
-  }
+  if (c.stages == 1) add("    workgroupBarrier();");
+  add("    if (more) {");
+  if (!(c.ablate & 2)) store_regs("nxt", "      ");
+  add("    }");
   add("    workgroupBarrier();");
   add("  }");
 
   add("  let c_off = bt * P.c_batch; let bias_off = bt * P.bias_batch;");
   add(fmt::format("  let wm0 = m0 + wm * {}u; let wn0 = n0 + wn * {}u;", TM * 16, TN * 16));
   const bool direct = !c.out_f16 && !c.bias;
-  const std::string only_mult = ws ? fmt::format("if (sg < {}u) ", NC) : "";
   if (no_scratch) {  // full tiles only
-    if (ws) add(fmt::format("  if (sg >= {}u) {{ return; }}", NC));
     for (uint32_t i = 0; i < TM; ++i)
       for (uint32_t j = 0; j < TN; ++j)
         add(fmt::format("  subgroupMatrixStore(&C, c_off + (wm0 + {}u) * N + wn0 + {}u, acc{}_{}, false, N);", i * 16,
@@ -299,7 +268,6 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   }
   if (direct) {
     add("  if (P.alpha == 1.0 && m0 + BM <= M && n0 + BN <= N) {");
-    if (ws) add(fmt::format("    if (sg >= {}u) {{ return; }}", NC));
     for (uint32_t i = 0; i < TM; ++i)
       for (uint32_t j = 0; j < TN; ++j)
         add(fmt::format("    subgroupMatrixStore(&C, c_off + (wm0 + {}u) * N + wn0 + {}u, acc{}_{}, false, N);", i * 16,
@@ -310,10 +278,9 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   for (uint32_t i = 0; i < TM; ++i)
     for (uint32_t j = 0; j < TN; ++j) {
       add("  workgroupBarrier();");
-      add(fmt::format("  {}{{ subgroupMatrixStore(&sc, sg * 256u, acc{}_{}, false, 16u); }}", only_mult, i, j));
+      add(fmt::format("  subgroupMatrixStore(&sc, sg * 256u, acc{}_{}, false, 16u);", i, j));
       add("  workgroupBarrier();");
-      add(fmt::format("  {}{{ emit(wm0 + {}u, wn0 + {}u, sg * 256u, lane, c_off, bias_off); }}", only_mult, i * 16,
-                      j * 16));
+      add(fmt::format("  emit(wm0 + {}u, wn0 + {}u, sg * 256u, lane, c_off, bias_off);", i * 16, j * 16));
     }
   add("}");
   return s;
@@ -326,7 +293,7 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text) {
       std::sscanf(text.c_str(), "%ux%ux%u:%ux%u:%u:%c", &c.bm, &c.bn, &c.bk, &c.sg_m, &c.sg_n, &c.stages, &mode);
   if (n < 6 || (n == 7 && mode != 'f' && mode != 'v')) {
     throw Error(fmt::format("bad subgroup matmul configuration '{}' (expected "
-                            "BMxBNxBK:SGMxSGN:STAGES[:v|:f][/tN][/pN][/r][/aN], e.g. 256x128x32:4x4:1)",
+                            "BMxBNxBK:SGMxSGN:STAGES[:v|:f][/tN][/r][/aN], e.g. 256x128x32:4x4:1)",
                             text));
   }
   c.full_tiles = mode == 'f';
@@ -336,7 +303,6 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text) {
     return uint32_t(std::strtoul(text.c_str() + at + 2, nullptr, 10));
   };
   c.ablate = number_after("/a").value_or(0);
-  c.producers = number_after("/p").value_or(0);
   c.no_rotation = text.find("/r") != std::string::npos;
   const uint32_t t = number_after("/t").value_or(0);  // 1: A stored transposed, 2: B, 3: both
   c.a_trans = t & 1;

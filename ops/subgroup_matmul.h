@@ -38,13 +38,8 @@ struct SubgroupMatmulConfig {
   uint32_t ablate = 0;
   bool no_rotation = false;  // benchmark: store words unrotated (bank conflicts)
 
-  // Warp specialization: this many extra subgroups only move tiles from
-  // global into workgroup memory (needs stages == 2) while the sg_m x sg_n
-  // subgroups only multiply; 0: every subgroup does both.
-  uint32_t producers = 0;
-
-  uint32_t subgroups() const { return sg_m * sg_n; }  // the multiplying ones
-  uint32_t threads() const { return (subgroups() + producers) * 32; }
+  uint32_t subgroups() const { return sg_m * sg_n; }
+  uint32_t threads() const { return subgroups() * 32; }
   uint32_t workgroup_bytes() const;
   std::string name() const;
 };
@@ -62,8 +57,8 @@ static_assert(sizeof(SubgroupMatmulParams) == 64);
 std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& cfg);
 
 // A configuration from its text form BMxBNxBK:SGMxSGN:STAGES[:v|:f] with
-// optional /tN (1: A stored transposed, 2: B, 3: both), /pN (N producer
-// subgroups), /r (unrotated stores), /aN (benchmark ablations). Throws
+// optional /tN (1: A stored transposed, 2: B, 3: both), /r (unrotated
+// stores), /aN (benchmark ablations). Throws
 // wgnn::Error naming the text when it is malformed or invalid.
 SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text);
 

@@ -122,7 +122,7 @@ TEST(SubgroupMatmul, MatchesReferenceAndRegularKernel) {
       {1, 1, 8, 8, false, false, std::nullopt, 1, 0, false},
       {1, 37, 24, 40, false, false, std::nullopt, 1, 0, false},
       {1, 200, 72, 136, false, false, Shape{136}, 1, 1, false},
-      {1, 130, 40, 264, true, false, Shape{130, 1}, 0.5, 2, false},
+      {1, 136, 40, 264, true, false, Shape{136, 1}, 0.5, 2, false},  // A stored transposed: M % 8 == 0
       {1, 96, 88, 48, false, true, Shape{96, 48}, 1, 1, false},  // linear: x @ W^T + b
       {1, 64, 64, 64, true, true, std::nullopt, -1.5, 0, false},
       {3, 70, 32, 56, false, false, std::nullopt, 1, 0, false},
