@@ -29,6 +29,7 @@
 
 #include "ops/helpers.h"
 #include "ops/registry.h"
+#include "ops/subgroup_matmul.h"
 
 namespace wgnn::ops {
 namespace {
@@ -296,6 +297,17 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
 
   const bool pointwise = !s.transposed && kvol == 1 && s.stride == Dims3{1, 1, 1} && s.pad_begin == Dims3{0, 0, 0} &&
                          s.pad_end == Dims3{0, 0, 0};
+  // A float16 1x1 convolution with one group is a product per image,
+  // W [Co, Ci] @ X[n] [Ci, H*W] + bias[co]: on subgroup matrices (tensor
+  // cores) where the device has them.
+  if (pointwise && groups == 1 && n * cin * in_vol <= kMaxIndex) {
+    SubgroupGemm q;
+    q.a = w, q.b = x, q.bias = b, q.out = y;
+    q.M = cout, q.N = out_vol, q.K = cin, q.batch = n;
+    q.a_batch = 0, q.b_batch = cin * in_vol;
+    q.bias_sm = 1, q.bias_sn = 0;
+    if (record_subgroup_gemm(g, q, a.op, "conv 1x1")) return y;
+  }
   const int64_t kred = cin_g * kvol;
   const int64_t npix = n * out_vol;
   require_index_range(a, npix * std::max<int64_t>(cout_g, 1), "the result", out_shape);

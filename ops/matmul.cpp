@@ -76,62 +76,20 @@ Shape batch_strides(const Shape& shape, const Shape& batch) {
 
 // The product on subgroup matrices (tensor cores) when the device has them
 // and the operands suit the kernel (ops/subgroup_matmul.h): float16, at most
-// one batch dim after merging, 8-element rows. Returns false to fall back.
+// one batch dim after merging. Returns false to fall back.
 bool record_subgroup(Graph& g, const Gemm& p, const Shape& shape, const std::array<Shape, 3>& st, int64_t batch,
                      TensorRef y, std::string_view op) {
-  if (g.info(p.a).dtype != DType::F16 || shape.size() > 1) return false;
-  if (const char* env = std::getenv("WGNN_SUBGROUP_MATMUL"); env && std::string_view(env) == "0") return false;
-  if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
-  const int64_t sa = shape.empty() ? 0 : st[0][0], sb = shape.empty() ? 0 : st[1][0];
-  const int64_t sc = shape.empty() ? 0 : st[2][0];
-  if (sa % 8 != 0 || sb % 8 != 0) return false;
-  SubgroupMatmulConfig cfg;
-  const int64_t big_tiles = int64_t(gpu::ceil_div(uint64_t(p.M), 256) * gpu::ceil_div(uint64_t(p.N), 128)) * batch;
-  if (big_tiles >= 128) {
-    cfg.bm = 256, cfg.bn = 128, cfg.bk = 32, cfg.sg_m = 4, cfg.sg_n = 4, cfg.stages = 1;
-  } else {
-    cfg.bm = 64, cfg.bn = 64, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 2;
-  }
-  // WGNN_SUBGROUP_MATMUL_CONFIG (e.g. 128x128x32:2x4:2) picks the tiles
-  // for every product, for tuning and for testing each configuration.
-  if (const char* env = std::getenv("WGNN_SUBGROUP_MATMUL_CONFIG"); env && *env) {
-    cfg = parse_subgroup_matmul_config(env);
-    if (cfg.full_tiles || cfg.ablate || cfg.a_trans || cfg.b_trans) {
-      throw Error(fmt::format("WGNN_SUBGROUP_MATMUL_CONFIG='{}': give tiles, subgroups and stages only", env));
-    }
-  }
-  cfg.a_trans = p.a_trans;
-  cfg.b_trans = p.b_trans;
-  cfg.out_f16 = true;
-  cfg.bias = p.bias.id >= 0;
-  cfg.bias_f16 = true;
-  if (!subgroup_matmul_supported(g.ctx(), cfg)) return false;
-  const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), cfg.bm), tiles_n = gpu::ceil_div(uint64_t(p.N), cfg.bn);
-  const uint64_t max_dim = g.ctx().limits().max_compute_workgroups_per_dimension;
-  if (tiles_m > max_dim || tiles_n > max_dim || uint64_t(batch) > max_dim) return false;
-  SubgroupMatmulParams params{};
-  params.M = uint32_t(p.M);
-  params.N = uint32_t(p.N);
-  params.K = uint32_t(p.K);
-  params.tiles_n = uint32_t(tiles_n);
-  params.a_batch = uint32_t(sa);
-  params.b_batch = uint32_t(sb);
-  params.c_batch = uint32_t(p.M * p.N);
-  params.bias_batch = uint32_t(sc);
-  params.bias_sm = uint32_t(p.bias_sm);
-  params.bias_sn = uint32_t(p.bias_sn);
-  params.alpha = float(p.alpha);
-  params.beta = float(p.beta);
-  const gpu::Pipeline& pl = g.ctx().pipeline(cfg.name(), subgroup_matmul_wgsl(cfg));
-  std::vector<Binding> bindings{Binding::of(p.a), Binding::of(p.b), Binding::of(y), Binding::of(g.uniform(params))};
-  if (cfg.bias) bindings.push_back(Binding::of(p.bias));
-  g.add_dispatch(pl, std::move(bindings), gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(batch)},
-                 std::string(op),
-                 fmt::format("gemm subgroup-matrix {}x{}x{}{}{}{}{}", p.M, p.N, p.K,
-                             batch > 1 ? fmt::format(" batch {}", batch) : "", p.a_trans ? " At" : "",
-                             p.b_trans ? " Bt" : "", cfg.bias ? " bias" : ""),
-                 2.0 * double(p.M) * double(p.N) * double(p.K) * double(batch));
-  return true;
+  if (shape.size() > 1) return false;
+  SubgroupGemm q;
+  q.a = p.a, q.b = p.b, q.bias = p.bias, q.out = y;
+  q.M = p.M, q.N = p.N, q.K = p.K, q.batch = batch;
+  q.a_trans = p.a_trans, q.b_trans = p.b_trans;
+  q.a_batch = shape.empty() ? 0 : st[0][0];
+  q.b_batch = shape.empty() ? 0 : st[1][0];
+  q.bias_batch = shape.empty() ? 0 : st[2][0];
+  q.bias_sm = p.bias_sm, q.bias_sn = p.bias_sn;
+  q.alpha = p.alpha, q.beta = p.beta;
+  return record_subgroup_gemm(g, q, op, "gemm");
 }
 
 // Records the product (none when the result is empty).

@@ -322,4 +322,61 @@ bool subgroup_matmul_supported(const gpu::Context& ctx, const SubgroupMatmulConf
          cfg.threads() <= ctx.limits().max_compute_invocations_per_workgroup;
 }
 
+bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, std::string_view what) {
+  for (TensorRef t : {p.a, p.b, p.out})
+    if (g.info(t).dtype != DType::F16) return false;
+  if (p.bias.id >= 0 && g.info(p.bias).dtype != DType::F16) return false;
+  if (const char* env = std::getenv("WGNN_SUBGROUP_MATMUL"); env && std::string_view(env) == "0") return false;
+  if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
+  if (p.a_batch % 8 != 0 || p.b_batch % 8 != 0) return false;
+  SubgroupMatmulConfig cfg;
+  const int64_t big_tiles =
+      int64_t(gpu::ceil_div(uint64_t(p.M), 256) * gpu::ceil_div(uint64_t(p.N), 128)) * p.batch;
+  if (big_tiles >= 128) {
+    cfg.bm = 256, cfg.bn = 128, cfg.bk = 32, cfg.sg_m = 4, cfg.sg_n = 4, cfg.stages = 1;
+  } else {
+    cfg.bm = 64, cfg.bn = 64, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 2;
+  }
+  // WGNN_SUBGROUP_MATMUL_CONFIG (e.g. 128x128x32:2x4:2) picks the tiles
+  // for every product, for tuning and for testing each configuration.
+  if (const char* env = std::getenv("WGNN_SUBGROUP_MATMUL_CONFIG"); env && *env) {
+    cfg = parse_subgroup_matmul_config(env);
+    if (cfg.full_tiles || cfg.ablate || cfg.a_trans || cfg.b_trans) {
+      throw Error(fmt::format("WGNN_SUBGROUP_MATMUL_CONFIG='{}': give tiles, subgroups and stages only", env));
+    }
+  }
+  cfg.a_trans = p.a_trans;
+  cfg.b_trans = p.b_trans;
+  cfg.out_f16 = true;
+  cfg.bias = p.bias.id >= 0;
+  cfg.bias_f16 = true;
+  if (!subgroup_matmul_supported(g.ctx(), cfg)) return false;
+  const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), cfg.bm), tiles_n = gpu::ceil_div(uint64_t(p.N), cfg.bn);
+  const uint64_t max_dim = g.ctx().limits().max_compute_workgroups_per_dimension;
+  if (tiles_m > max_dim || tiles_n > max_dim || uint64_t(p.batch) > max_dim) return false;
+  SubgroupMatmulParams params{};
+  params.M = uint32_t(p.M);
+  params.N = uint32_t(p.N);
+  params.K = uint32_t(p.K);
+  params.tiles_n = uint32_t(tiles_n);
+  params.a_batch = uint32_t(p.a_batch);
+  params.b_batch = uint32_t(p.b_batch);
+  params.c_batch = uint32_t(p.M * p.N);
+  params.bias_batch = uint32_t(p.bias_batch);
+  params.bias_sm = uint32_t(p.bias_sm);
+  params.bias_sn = uint32_t(p.bias_sn);
+  params.alpha = float(p.alpha);
+  params.beta = float(p.beta);
+  const gpu::Pipeline& pl = g.ctx().pipeline(cfg.name(), subgroup_matmul_wgsl(cfg));
+  std::vector<Binding> bindings{Binding::of(p.a), Binding::of(p.b), Binding::of(p.out), Binding::of(g.uniform(params))};
+  if (cfg.bias) bindings.push_back(Binding::of(p.bias));
+  g.add_dispatch(pl, std::move(bindings), gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(p.batch)},
+                 std::string(op),
+                 fmt::format("{} subgroup-matrix {}x{}x{}{}{}{}{}", what, p.M, p.N, p.K,
+                             p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", p.a_trans ? " At" : "",
+                             p.b_trans ? " Bt" : "", cfg.bias ? " bias" : ""),
+                 2.0 * double(p.M) * double(p.N) * double(p.K) * double(p.batch));
+  return true;
+}
+
 }  // namespace wgnn::ops

@@ -13,10 +13,9 @@
 // must be multiples of 8; M, N and K need not be multiples of the tile.
 #include <cstdint>
 #include <string>
+#include <string_view>
 
-namespace wgnn::gpu {
-class Context;
-}
+#include "graph/graph.h"
 
 namespace wgnn::ops {
 
@@ -66,5 +65,27 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text);
 // f16 x f16 -> f32 16x16x16 configuration, shader-f16, subgroup size 32, and
 // workgroup storage for the configuration.
 bool subgroup_matmul_supported(const gpu::Context& ctx, const SubgroupMatmulConfig& cfg = {});
+
+// One product for record_subgroup_gemm: out[b] = alpha * op(A[b]) @ op(B[b])
+// + beta * bias, every tensor float16 and contiguous per batch; element
+// strides per batch (0: shared), the bias read at bias_batch * b +
+// m * bias_sm + n * bias_sn.
+struct SubgroupGemm {
+  TensorRef a, b, bias{-1}, out;
+  int64_t M = 0, N = 0, K = 0, batch = 1;
+  bool a_trans = false, b_trans = false;  // A stored K x M, B stored N x K
+  int64_t a_batch = 0, b_batch = 0, bias_batch = 0, bias_sm = 0, bias_sn = 0;
+  double alpha = 1, beta = 1;
+};
+
+// Records the product on subgroup matrices when the device has them (and
+// WGNN_SUBGROUP_MATMUL is not 0) and the operands suit the kernel: float16,
+// N, and the rows of A and B as stored, multiples of 8 elements; the
+// workgroup grid within the device's limits. Returns false (recording
+// nothing) otherwise: the caller falls back to its regular kernel. `what`
+// starts the dispatch label ("gemm", "conv 1x1"). The tiles: 256x128 on 16
+// subgroups when that makes at least 128 workgroups, else 64x64 on 4;
+// WGNN_SUBGROUP_MATMUL_CONFIG overrides them (tuning, tests).
+bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, std::string_view what);
 
 }  // namespace wgnn::ops

@@ -154,3 +154,55 @@ TEST(SubgroupMatmul, MatchesReferenceAndRegularKernel) {
     EXPECT_TRUE(all_close(tc, reg_d, atol, rtol)) << "tensor-core result against the regular kernel";
   }
 }
+
+// A float16 1x1 convolution (one group) runs as W @ X[n] + bias on subgroup
+// matrices: against a double reference and the regular convolution kernel.
+TEST(SubgroupMatmul, PointwiseConvolution) {
+  gpu::Context& c = unsafe_ctx();
+  if (!ops::subgroup_matmul_supported(c)) GTEST_SKIP() << "no f16 subgroup matrices with this Dawn and adapter";
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16 for the regular kernel";
+  struct ConvCase {
+    int64_t n, cin, cout, h, w;
+    bool bias;
+  };
+  for (const ConvCase& k : {ConvCase{1, 32, 64, 28, 28, true}, ConvCase{2, 96, 24, 14, 14, false},
+                            ConvCase{1, 320, 1280, 7, 8, true}}) {
+    SCOPED_TRACE(fmt::format("n {} cin {} cout {} {}x{} bias {}", k.n, k.cin, k.cout, k.h, k.w, k.bias));
+    const uint32_t seed = uint32_t(k.cin * 13 + k.cout);
+    const auto x = quantize(random_floats(size_t(k.n * k.cin * k.h * k.w), -1, 1, seed), DType::F16);
+    const auto w = quantize(random_floats(size_t(k.cout * k.cin), -1, 1, seed + 1), DType::F16);
+    const auto b = quantize(random_floats(size_t(k.cout), -1, 1, seed + 2), DType::F16);
+    auto run = [&](gpu::Context& cx, std::string* label) {
+      Graph g(cx);
+      TensorRef tx = upload(g, {k.n, k.cin, k.h, k.w}, x, DType::F16);
+      TensorRef tw = upload(g, {k.cout, k.cin, 1, 1}, w, DType::F16);
+      Value tb = k.bias ? Value(upload(g, {k.cout}, b, DType::F16)) : Value(None{});
+      TensorRef y = ops::call(g, "aten.convolution.default",
+                              {tx, tw, tb, IntList{1, 1}, IntList{0, 0}, IntList{1, 1}, false, IntList{0, 0}, int64_t(1)})
+                        .tensor();
+      g.run();
+      *label = g.dispatches().at(0).label;
+      return download(g, y);
+    };
+    std::string tc_label, reg_label;
+    const auto tc = run(c, &tc_label);
+    setenv("WGNN_SUBGROUP_MATMUL", "0", 1);
+    const auto reg = run(ctx(), &reg_label);
+    unsetenv("WGNN_SUBGROUP_MATMUL");
+    EXPECT_THAT(tc_label, HasSubstr("conv 1x1 subgroup-matrix"));
+    EXPECT_THAT(reg_label, testing::Not(HasSubstr("subgroup-matrix")));
+    const int64_t hw = k.h * k.w;
+    std::vector<double> ref(size_t(k.n * k.cout * hw));
+    for (int64_t n = 0; n < k.n; ++n)
+      for (int64_t co = 0; co < k.cout; ++co)
+        for (int64_t p = 0; p < hw; ++p) {
+          double s = k.bias ? b[size_t(co)] : 0.0;
+          for (int64_t ci = 0; ci < k.cin; ++ci)
+            s += double(w[size_t(co * k.cin + ci)]) * x[size_t((n * k.cin + ci) * hw + p)];
+          ref[size_t((n * k.cout + co) * hw + p)] = s;
+        }
+    const double atol = 4e-3 * std::sqrt(double(k.cin) + 1), rtol = 2e-3;
+    EXPECT_TRUE(all_close(tc, ref, atol, rtol));
+    EXPECT_TRUE(all_close(tc, std::vector<double>(reg.begin(), reg.end()), atol, rtol));
+  }
+}
