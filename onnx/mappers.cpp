@@ -803,7 +803,15 @@ Mappers make_mappers() {
                                                 {c.tensor(0), IntList(s.begin() + axis, s.end()), c.tensor_or_none(1),
                                                  c.tensor_or_none(2), double(c.attr_float("epsilon", 1e-5f))});
                                std::vector<Slot> out;
-                               for (const Value& v : r.list()) out.push_back(c.out(v));
+                               for (const Value& v : r.list()) {
+                                 TensorRef t = v.tensor();
+                                 // Mean and InvStdDev are float32; float16 in fp16 mode when used.
+                                 const int k = int(out.size());
+                                 if (k > 0 && k < c.node.output_size() && !c.node.output(k).empty() &&
+                                     c.gpu_dtype(c.g.info(t).dtype) != c.g.info(t).dtype)
+                                   t = c.call("aten._to_copy.default", {t, aten_dtype_code(DType::F16)}).tensor();
+                                 out.push_back(c.out(t));
+                               }
                                return out;
                              }, nullptr};
   m["BatchNormalization"] = {kFloat, [](NodeCtx& c) {
