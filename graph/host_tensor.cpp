@@ -28,10 +28,6 @@ int64_t HostTensor::get_int(size_t i) const {
   }
 }
 
-}  // namespace wgnn
-
-namespace wgnn {
-
 HostTensor to_f16_saturated(const HostTensor& t) {
   if (t.dtype != DType::F32) return t;
   HostTensor h(DType::F16, t.shape);

@@ -39,6 +39,12 @@ TensorRef NodeCtx::tensor(size_t i) {
   return s.ref;
 }
 
+TensorRef NodeCtx::tensor_exact(size_t i) {
+  if (!is_host(i) || gpu_dtype(in_[i]->dtype) == in_[i]->dtype) return tensor(i);
+  const HostTensor& t = in_[i]->value;
+  return g.add_constant(t.shape, t.dtype, t.data.data(), node.input(int(i)));
+}
+
 TensorRef NodeCtx::constant(const HostTensor& t, const std::string& name) {
   if (gpu_dtype(t.dtype) != t.dtype) {
     const HostTensor h = to_f16_saturated(t);
@@ -820,8 +826,12 @@ Mappers make_mappers() {
                                  for (int i = 1; i < c.node.output_size(); ++i)
                                    if (!c.node.output(i).empty()) c.unsupported("training outputs (only inference)");
                                }
+                               // Constant parameters keep float32 in fp16 mode: the op
+                               // folds them into a float32 scale and shift per channel.
+                               const bool exact = c.is_host(1) && c.is_host(2) && c.is_host(3) && c.is_host(4);
+                               auto param = [&](size_t i) { return exact ? c.tensor_exact(i) : c.tensor(i); };
                                Value r = c.call("aten._native_batch_norm_legit_no_training.default",
-                                                {c.tensor(0), c.tensor(1), c.tensor(2), c.tensor(3), c.tensor(4),
+                                                {c.tensor(0), param(1), param(2), param(3), param(4),
                                                  double(c.attr_float("momentum", 0.9f)),
                                                  double(c.attr_float("epsilon", 1e-5f))});
                                return one(c.out(r.list()[0]));

@@ -77,6 +77,11 @@ class NodeCtx {
   // The input as a GPU tensor (a host value is uploaded once, as a constant;
   // float32 as float16 in fp16 mode, see to_f16_saturated).
   TensorRef tensor(size_t i);
+  // The input as a GPU tensor of its own dtype: a float32 host value stays
+  // float32 even in fp16 mode (for parameters an op folds in float32, e.g.
+  // batch norm's running mean, whose float16 rounding a small variance
+  // amplifies); a GPU tensor as tensor(i). Not cached: a second upload.
+  TensorRef tensor_exact(size_t i);
   // A host tensor uploaded as a constant of this graph (float32 as float16
   // in fp16 mode, like tensor()).
   TensorRef constant(const HostTensor& t, const std::string& name = "");

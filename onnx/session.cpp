@@ -350,7 +350,8 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
 std::string Session::summary() const {
   if (!last_) return "not run yet";
   const Graph& g = *last_->graph;
-  return fmt::format("{} nodes mapped to GPU work, {} folded on the host; {} dispatches; {}", last_->mapped,
+  return fmt::format("{}{} nodes mapped to GPU work, {} folded on the host; {} dispatches; {}",
+                     options_.fp16 ? "float16 mode: " : "", last_->mapped,
                      last_->folded, g.dispatches().size(), g.memory_summary());
 }
 
