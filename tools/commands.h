@@ -67,6 +67,7 @@ struct ConformanceOptions {
   double rtol = 1e-3, atol = 1e-5;
   bool verbose = false;
   bool quiet_unsupported = false;
+  bool fp16 = false;  // SessionOptions::fp16 (give a float16 --rtol / --atol)
 };
 int conformance(gpu::Context& ctx, const ConformanceOptions& o);
 

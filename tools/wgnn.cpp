@@ -165,6 +165,8 @@ int main(int argc, char** argv) {
   conf->add_option("--atol", co.atol, "Absolute tolerance");
   conf->add_flag("--verbose", co.verbose, "Print every case");
   conf->add_flag("--quiet-unsupported", co.quiet_unsupported, "Do not list unsupported cases");
+  conf->add_flag("--fp16", co.fp16,
+                 "Run the cases in float16 mode (with a float16 tolerance, e.g. --rtol 1e-2 --atol 1e-3)");
 
   auto* ops_cmd = app.add_subcommand("ops", "List the supported operators");
 
