@@ -54,7 +54,8 @@ def model_io(path):
 def fp16_emulated_model(src, dst):
     """Writes a float32 model that computes as wgnn's float16 mode stores:
     float32 initializers rounded to float16 (finite values beyond +-65504
-    saturating, as wgnn converts them), and every float32 graph input and
+    saturating, as wgnn converts them; not constant BatchNormalization
+    parameters, which wgnn keeps float32), and every float32 graph input and
     node output rounded to float16 by a Cast pair (the graph's outputs
     excepted; Shape and Constant outputs too). ONNX Runtime runs it in
     float32, so comparing wgnn --fp16 with it separates wgnn's own error from
@@ -62,8 +63,16 @@ def fp16_emulated_model(src, dst):
     from onnx import TensorProto, helper, numpy_helper, shape_inference
     m = onnx.load(src)
     g = m.graph
+    # wgnn keeps constant BatchNormalization parameters float32 (folded into a
+    # float32 scale and shift per channel).
+    inits = {t.name for t in g.initializer}
+    exact = set()
+    for n in g.node:
+        params = list(n.input[1:5])
+        if n.op_type == "BatchNormalization" and len(params) == 4 and all(p in inits for p in params):
+            exact.update(params)
     for i, t in enumerate(g.initializer):
-        if t.data_type == TensorProto.FLOAT:
+        if t.data_type == TensorProto.FLOAT and t.name not in exact:
             a = numpy_helper.to_array(t)
             a = np.where(np.isfinite(a), np.clip(a, -65504, 65504), a).astype(np.float16).astype(np.float32)
             g.initializer[i].CopyFrom(numpy_helper.from_array(a, t.name))
@@ -78,7 +87,6 @@ def fp16_emulated_model(src, dst):
                       helper.make_node("Cast", [name + "__f16"], [name + "__r16"], to=TensorProto.FLOAT)])
         rename[name] = name + "__r16"
 
-    inits = {t.name for t in g.initializer}
     for v in g.input:
         if v.name not in inits and types.get(v.name) == TensorProto.FLOAT:
             round_f16(v.name)

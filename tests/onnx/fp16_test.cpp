@@ -278,3 +278,35 @@ TEST(Fp16Session, LayerNormStatisticsFollowTheMode) {
     }
   }
 }
+
+// Constant BatchNormalization parameters stay float32 in fp16 mode (the op
+// folds them into a float32 scale and shift): a mean of 100.01 would round
+// to 100.0 in float16, which with a variance of 1e-4 shifts the output by 1.
+TEST(Fp16Session, BatchNormParametersStayFloat32) {
+  ModelBuilder b;
+  b.input("x", {1, 2, 2, 2});
+  b.output("y", {1, 2, 2, 2});
+  b.init_f32("scale", {2}, {1.f, 0.5f});
+  b.init_f32("bias", {2}, {0.f, 1.f});
+  b.init_f32("mean", {2}, {100.01f, -0.5f});
+  b.init_f32("var", {2}, {1e-4f, 2.f});
+  b.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y"});
+  Session s(test::ctx(), b.save("fp16_bn.onnx"), fp16_mode());
+  HostTensor x(DType::F32, {1, 2, 2, 2});
+  const float xv[] = {100.f, 100.f, 100.f, 100.f, 1.f, -2.f, 0.5f, 3.f};  // exact in float16
+  std::memcpy(x.data.data(), xv, sizeof xv);
+  auto y = s.run({{"x", x}}).at("y");
+  const double sc[] = {1, 0.5}, bi[] = {0, 1}, mu[] = {100.01f, -0.5}, va[] = {1e-4f, 2};
+  for (int i = 0; i < 8; ++i) {
+    const int c = i / 4;
+    const double want = (xv[i] - mu[c]) / std::sqrt(va[c] + 1e-5) * sc[c] + bi[c];  // -0.95 for channel 0
+    EXPECT_NEAR(y.get_double(size_t(i)), want, 1e-2 * std::abs(want) + 1e-3) << i;
+  }
+  int f32_constants = 0;
+  const Graph& g = s.graph();
+  for (size_t t = 0; t < g.tensor_count(); ++t) {
+    const TensorInfo& ti = g.info(TensorRef{int(t)});
+    f32_constants += ti.kind == TensorKind::Constant && ti.dtype == DType::F32;
+  }
+  EXPECT_EQ(f32_constants, 4);
+}
