@@ -5,7 +5,7 @@ writes a markdown table, a bar chart and the raw results.
 
     python3 bench/compare_models.py --wgnn build/wgnn --ort-peer DIR --out docs/results
         [--models all|NAME,...] [--mini] [--opset 17] [--runs 50] [--warmup 10]
-        [--isnet auto|none|FILE.onnx] [--device auto|cuda|cpu] [--name models_h200]
+        [--isnet auto|none|FILE.onnx] [--device auto|cuda|cpu] [--name models_h200] [--wgnn-fp16]
 
 Every figure is the median (and minimum) of host-to-host milliseconds at
 batch 1: inputs from host memory, one inference, outputs back in host
@@ -14,6 +14,10 @@ memory, as a user of each runtime pays it. Models come from the zoo
 inputs); each tool gets the same input data. ISNet (an ONNX file, no
 PyTorch version) is timed by wgnn and ONNX Runtime only. Each measurement
 runs in its own process, one after the other.
+
+--wgnn-fp16 also times wgnn in float16 mode (`wgnn bench --fp16`: float16
+weights and activations, float32 accumulation; README.md, "float16 mode"),
+as the tool "wgnn-fp16", with its own columns in the table.
 
 Writes OUT/NAME.jsonl (one line per model and tool), OUT/NAME.md and
 OUT/NAME.png (matplotlib; skipped with a note when it is missing).
@@ -261,6 +265,10 @@ def measure(a):
             res, err, secs = run_tool([a.wgnn, "bench", path, "--json", "--runs", str(a.runs), "--warmup",
                                        str(a.warmup)] + specs, a.timeout)
             record(model, "wgnn", res, err, secs)
+        if a.wgnn_fp16:
+            res, err, secs = run_tool([a.wgnn, "bench", path, "--json", "--fp16", "--runs", str(a.runs),
+                                       "--warmup", str(a.warmup)] + specs, a.timeout)
+            record(model, "wgnn-fp16", res, err, secs)
         for ep in ("webgpu", "cpu"):
             if f"ort-{ep}" in skip:
                 continue
@@ -379,7 +387,9 @@ def report(files, out, name):
                  "wgnn GPU: timestamps around its one compute pass (median). Encode: host time to encode and "
                  "submit the dispatches per run.")
     lines.append("")
-    head = ["model", "wgnn", "wgnn GPU", "encode µs", "PyTorch fp32", "PyTorch fp16", f"ORT {ortv} WebGPU",
+    fp16 = any(tool == "wgnn-fp16" for (_, tool) in results)
+    head = ["model", "wgnn", "wgnn GPU", "encode µs"] + (["wgnn fp16", "wgnn fp16 GPU"] if fp16 else []) + [
+            "PyTorch fp32", "PyTorch fp16", f"ORT {ortv} WebGPU",
             f"ORT {ortv} CPU", "target", "wgnn / target"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
@@ -397,7 +407,8 @@ def report(files, out, name):
         wv = value(m, "wgnn")
         ratio = f"{wv / target:.1f}×" if (wv is not None and target) else "—"
         tcell = f"≤{target:g}" if target else ("n/a (mini)" if mini else "—")
-        lines.append("| " + " | ".join([label, w, cell(m, "wgnn", "gpu_ms"), enc, cell(m, "torch-fp32"),
+        w16 = [cell(m, "wgnn-fp16"), cell(m, "wgnn-fp16", "gpu_ms")] if fp16 else []
+        lines.append("| " + " | ".join([label, w, cell(m, "wgnn", "gpu_ms"), enc] + w16 + [cell(m, "torch-fp32"),
                                         cell(m, "torch-fp16"), cell(m, "ort-webgpu"), cell(m, "ort-cpu"), tcell,
                                         ratio]) + " |")
     lines.append("")
@@ -436,7 +447,10 @@ def make_chart(results, models, path, meta, mini):
         made_reason[0] = "matplotlib is not installed"
         log("matplotlib is not installed: no chart")
         return False
-    series = [("wgnn", "wgnn", "#1f77b4"), ("torch-fp32", "PyTorch fp32", "#ff7f0e"),
+    series = [("wgnn", "wgnn", "#1f77b4")]
+    if any(tool == "wgnn-fp16" for (_, tool) in results):
+        series.append(("wgnn-fp16", "wgnn fp16", "#9467bd"))
+    series += [("torch-fp32", "PyTorch fp32", "#ff7f0e"),
               ("torch-fp16", "PyTorch fp16", "#2ca02c"),
               ("ort-webgpu", f"ORT {meta.get('ort_version', '?')} WebGPU", "#d62728")]
     if not models:
@@ -497,6 +511,7 @@ def main():
     ap.add_argument("--isnet", default="auto", help="auto (.deps/models/isnet.onnx when there), none, or a file")
     ap.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="PyTorch's device")
     ap.add_argument("--skip", default="", help="tools to leave out: " + ",".join(TOOLS))
+    ap.add_argument("--wgnn-fp16", action="store_true", help="also time wgnn in float16 mode (wgnn bench --fp16)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per export or measurement")
     ap.add_argument("--append", action="store_true", help="add to OUT/NAME.jsonl instead of starting it afresh")
     ap.add_argument("--report-only", nargs="+", metavar="FILE.jsonl", help="only rebuild the report")

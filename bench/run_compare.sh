@@ -15,7 +15,8 @@
 # larger sets can run in several calls (NAME=... per call) and be merged with
 #   python3 bench/compare_models.py --report-only A.jsonl B.jsonl --out docs/results
 # Variables: RUNS (50), WARMUP (10), CPU_RUNS (5), OPSET (17), DYNAMO=1,
-# TIMEOUT (seconds per step, 240), NAME (models_h200), ISNET, SKIP (tools).
+# TIMEOUT (seconds per step, 240), NAME (models_h200), ISNET, SKIP (tools),
+# FP16=1 (also wgnn in float16 mode: compare_models.py --wgnn-fp16).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/gpu_env.sh
@@ -40,4 +41,4 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 python3 bench/compare_models.py --wgnn build/wgnn --ort-peer "$work/ortpeer" --out "$OUT" \
   --name "${NAME:-models_h200}" --models "${1:-all}" --runs "${RUNS:-50}" --warmup "${WARMUP:-10}" \
   --cpu-runs "${CPU_RUNS:-5}" --opset "${OPSET:-17}" ${DYNAMO:+--dynamo} --timeout "${TIMEOUT:-240}" \
-  --isnet "$isnet" --work "$work" --reuse --skip "${SKIP:-}" --device cuda
+  --isnet "$isnet" --work "$work" --reuse --skip "${SKIP:-}" --device cuda $([ "${FP16:-0}" = 1 ] && echo --wgnn-fp16)

@@ -13,6 +13,18 @@ inline float half_to_float(uint16_t h) {
   v.setBits(h);
   return float(v);
 }
+// float32 -> float16 for a model's values in fp16 mode: finite values beyond
+// the float16 range saturate to +-65504 (the largest finite half) instead of
+// becoming infinities, so a mask filled with float32's minimum (-3.4e38,
+// torch.finfo(torch.float32).min) stays finite and `0 * mask` stays 0 rather
+// than NaN. Infinities and NaN are kept; everything else rounds to nearest even.
+inline uint16_t float_to_half_saturate(float f) {
+  constexpr float kMax = 65504.f;
+  if (f > kMax && f <= 3.4028235e38f) return 0x7bff;
+  if (f < -kMax && f >= -3.4028235e38f) return 0xfbff;
+  return float_to_half(f);
+}
+
 inline std::vector<uint16_t> to_half(const std::vector<float>& v) {
   std::vector<uint16_t> o(v.size());
   for (size_t i = 0; i < v.size(); ++i) o[i] = float_to_half(v[i]);

@@ -28,4 +28,13 @@ int64_t HostTensor::get_int(size_t i) const {
   }
 }
 
+HostTensor to_f16_saturated(const HostTensor& t) {
+  if (t.dtype != DType::F32) return t;
+  HostTensor h(DType::F16, t.shape);
+  const float* src = t.as<float>();
+  uint16_t* dst = h.as<uint16_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) dst[i] = float_to_half_saturate(src[i]);
+  return h;
+}
+
 }  // namespace wgnn

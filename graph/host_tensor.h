@@ -33,4 +33,8 @@ struct HostTensor {
   int64_t get_int(size_t i) const;
 };
 
+// A float32 tensor as float16 (float_to_half_saturate: finite values beyond
+// +-65504 saturate); any other dtype is returned unchanged.
+HostTensor to_f16_saturated(const HostTensor& t);
+
 }  // namespace wgnn

@@ -29,14 +29,28 @@ const Shape& NodeCtx::shape(size_t i) const {
 }
 DType NodeCtx::dtype(size_t i) const {
   if (!has(i)) fail(fmt::format("input {} is missing", i));
-  return in_[i]->dtype;
+  return gpu_dtype(in_[i]->dtype);
 }
 
 TensorRef NodeCtx::tensor(size_t i) {
   if (!has(i)) fail(fmt::format("input {} is missing", i));
   Slot& s = *in_[i];
-  if (s.ref.id < 0) s.ref = g.add_constant(s.value.shape, s.value.dtype, s.value.data.data(), node.input(int(i)));
+  if (s.ref.id < 0) s.ref = constant(s.value, node.input(int(i)));
   return s.ref;
+}
+
+TensorRef NodeCtx::tensor_exact(size_t i) {
+  if (!is_host(i) || gpu_dtype(in_[i]->dtype) == in_[i]->dtype) return tensor(i);
+  const HostTensor& t = in_[i]->value;
+  return g.add_constant(t.shape, t.dtype, t.data.data(), node.input(int(i)));
+}
+
+TensorRef NodeCtx::constant(const HostTensor& t, const std::string& name) {
+  if (gpu_dtype(t.dtype) != t.dtype) {
+    const HostTensor h = to_f16_saturated(t);
+    return g.add_constant(h.shape, h.dtype, h.data.data(), name);
+  }
+  return g.add_constant(t.shape, t.dtype, t.data.data(), name);
 }
 
 const HostTensor& NodeCtx::host(size_t i, const char* what) const {
@@ -551,7 +565,7 @@ std::vector<Slot> prelu(NodeCtx& c) {
   if (n == 1) return one(c.out(c.call("aten.prelu.default", {x, c.view(slope, {1})})));
   if (per_channel && n == xs[1]) return one(c.out(c.call("aten.prelu.default", {x, c.view(slope, {n})})));
   HostTensor zero = host::scalar_like(c.dtype(0), 0.0);
-  TensorRef z = c.g.add_constant({}, zero.dtype, zero.data.data());
+  TensorRef z = c.constant(zero);
   TensorRef neg = c.call("aten.lt.Tensor", {x, z}).tensor();
   TensorRef scaled = c.call("aten.mul.Tensor", {x, slope}).tensor();
   if (c.g.info(scaled).shape != xs) c.fail(fmt::format("slope {} does not broadcast to X {}", shape_str(ss), shape_str(xs)));
@@ -590,7 +604,7 @@ std::vector<Slot> group_normalization(NodeCtx& c) {
       HostTensor t(h.dtype, {C});
       const size_t es = dtype_size(h.dtype);
       for (int64_t ch = 0; ch < C; ++ch) std::memcpy(t.data.data() + size_t(ch) * es, h.data.data() + size_t(ch / cg) * es, es);
-      return c.g.add_constant(t.shape, t.dtype, t.data.data(), c.node.input(int(i)));
+      return c.constant(t, c.node.input(int(i)));
     };
     return one(c.out(call(per_channel(1), per_channel(2))));
   }
@@ -795,7 +809,15 @@ Mappers make_mappers() {
                                                 {c.tensor(0), IntList(s.begin() + axis, s.end()), c.tensor_or_none(1),
                                                  c.tensor_or_none(2), double(c.attr_float("epsilon", 1e-5f))});
                                std::vector<Slot> out;
-                               for (const Value& v : r.list()) out.push_back(c.out(v));
+                               for (const Value& v : r.list()) {
+                                 TensorRef t = v.tensor();
+                                 // Mean and InvStdDev are float32; float16 in fp16 mode when used.
+                                 const int k = int(out.size());
+                                 if (k > 0 && k < c.node.output_size() && !c.node.output(k).empty() &&
+                                     c.gpu_dtype(c.g.info(t).dtype) != c.g.info(t).dtype)
+                                   t = c.call("aten._to_copy.default", {t, aten_dtype_code(DType::F16)}).tensor();
+                                 out.push_back(c.out(t));
+                               }
                                return out;
                              }, nullptr};
   m["BatchNormalization"] = {kFloat, [](NodeCtx& c) {
@@ -804,8 +826,12 @@ Mappers make_mappers() {
                                  for (int i = 1; i < c.node.output_size(); ++i)
                                    if (!c.node.output(i).empty()) c.unsupported("training outputs (only inference)");
                                }
+                               // Constant parameters keep float32 in fp16 mode: the op
+                               // folds them into a float32 scale and shift per channel.
+                               const bool exact = c.is_host(1) && c.is_host(2) && c.is_host(3) && c.is_host(4);
+                               auto param = [&](size_t i) { return exact ? c.tensor_exact(i) : c.tensor(i); };
                                Value r = c.call("aten._native_batch_norm_legit_no_training.default",
-                                                {c.tensor(0), c.tensor(1), c.tensor(2), c.tensor(3), c.tensor(4),
+                                                {c.tensor(0), param(1), param(2), param(3), param(4),
                                                  double(c.attr_float("momentum", 0.9f)),
                                                  double(c.attr_float("epsilon", 1e-5f))});
                                return one(c.out(r.list()[0]));
@@ -854,7 +880,7 @@ Mappers make_mappers() {
                  TensorRef acc = c.tensor(0);
                  for (size_t i = 1; i < c.inputs(); ++i) acc = c.call("aten.add.Tensor", {acc, c.tensor(i)}).tensor();
                  HostTensor k = host::scalar_like(c.dtype(0), 1.0 / double(c.inputs()));
-                 TensorRef kt = c.g.add_constant({}, k.dtype, k.data.data());
+                 TensorRef kt = c.constant(k);
                  return one(c.out(c.call("aten.mul.Tensor", {acc, kt})));
                }, nullptr};
   std::vector<DType> cmp = kNumeric;
@@ -877,7 +903,8 @@ Mappers make_mappers() {
                   return one_host(host::where(c.host(0, "condition"), c.host(1, "X"), c.host(2, "Y")));
                 }};
   m["Cast"] = {{}, [](NodeCtx& c) {
-                 const DType to = dtype_from_onnx(int(c.attr_int("to", 0)), c.where());
+                 // fp16 mode: a Cast to float32 makes float16 (c.gpu_dtype).
+                 const DType to = c.gpu_dtype(dtype_from_onnx(int(c.attr_int("to", 0)), c.where()));
                  if (to == c.dtype(0)) return one(c.out(c.view(c.tensor(0), c.shape(0))));
                  return one(c.out(c.call("aten._to_copy.default", {c.tensor(0), aten_dtype_code(to)})));
                },
@@ -890,7 +917,9 @@ Mappers make_mappers() {
                      if (to == c.dtype(0)) return one(c.out(c.view(c.tensor(0), c.shape(0))));
                      return one(c.out(c.call("aten._to_copy.default", {c.tensor(0), aten_dtype_code(to)})));
                    },
-                   [](NodeCtx& c) { return one_host(host::cast(c.host(0, "input"), c.dtype(1))); }};
+                   [](NodeCtx& c) {
+                     return one_host(host::cast(c.host(0, "input"), c.host(1, "target_type").dtype));
+                   }};
 
   // Shape-only ops: views on the GPU.
   m["Identity"] = view_op([](NodeCtx& c) { return c.shape(0); });

@@ -50,12 +50,18 @@ struct Slot {
 class NodeCtx {
  public:
   NodeCtx(Graph& graph, const onnx::NodeProto& n, int op_set, std::vector<Slot*> inputs,
-          std::set<std::string>* value_inputs = nullptr)
-      : g(graph), node(n), opset(op_set), in_(std::move(inputs)), value_inputs_(value_inputs) {}
+          std::set<std::string>* value_inputs = nullptr, bool fp16_mode = false)
+      : g(graph), node(n), opset(op_set), fp16(fp16_mode), in_(std::move(inputs)), value_inputs_(value_inputs) {}
 
   Graph& g;
   const onnx::NodeProto& node;
   int opset;
+  // The session's float16 mode (SessionOptions::fp16): float32 values live
+  // on the GPU as float16. Host values keep float32 (shape arithmetic folds
+  // in full precision) and become float16 when uploaded.
+  bool fp16 = false;
+  // The dtype a value of dtype d has on the GPU: float16 for float32 in fp16 mode.
+  DType gpu_dtype(DType d) const { return fp16 && d == DType::F32 ? DType::F16 : d; }
 
   std::string where() const;  // "node 'name' (OpType)"
   [[noreturn]] void fail(const std::string& msg) const;
@@ -65,9 +71,20 @@ class NodeCtx {
   bool has(size_t i) const { return i < in_.size() && in_[i] != nullptr; }
   bool is_host(size_t i) const { return has(i) && in_[i]->host; }
   const Shape& shape(size_t i) const;
+  // The input's dtype as GPU work sees it (gpu_dtype: float16 for a float32
+  // value in fp16 mode); the host value itself (host()) keeps its own dtype.
   DType dtype(size_t i) const;
-  // The input as a GPU tensor (a host value is uploaded once, as a constant).
+  // The input as a GPU tensor (a host value is uploaded once, as a constant;
+  // float32 as float16 in fp16 mode, see to_f16_saturated).
   TensorRef tensor(size_t i);
+  // The input as a GPU tensor of its own dtype: a float32 host value stays
+  // float32 even in fp16 mode (for parameters an op folds in float32, e.g.
+  // batch norm's running mean, whose float16 rounding a small variance
+  // amplifies); a GPU tensor as tensor(i). Not cached: a second upload.
+  TensorRef tensor_exact(size_t i);
+  // A host tensor uploaded as a constant of this graph (float32 as float16
+  // in fp16 mode, like tensor()).
+  TensorRef constant(const HostTensor& t, const std::string& name = "");
   // The input's value on the host; Unsupported if it is only known on the GPU.
   const HostTensor& host(size_t i, const char* what) const;
   std::vector<int64_t> host_ints(size_t i, const char* what) const;

@@ -134,6 +134,11 @@ Session::Session(gpu::Context& ctx, const std::string& path, SessionOptions opti
   if (opset_ < kMinOpset || opset_ > kMaxOpset) {
     throw Unsupported(fmt::format("'{}' uses ONNX opset {}; supported: {} to {}", path, opset_, kMinOpset, kMaxOpset));
   }
+  if (options_.fp16 && !ctx_.features().shader_f16) {
+    throw Unsupported(fmt::format("float16 mode needs the shader-f16 feature, which this adapter ({}) lacks; "
+                                  "run without float16 mode",
+                                  ctx_.adapter().name));
+  }
   const auto& g = model_->graph();
   for (const auto& init : g.initializer()) {
     initializers_.emplace(init.name(), from_tensor_proto(init, model_dir_));
@@ -218,7 +223,10 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
     const HostTensor& t = inputs.at(in.name);
     TensorRef r = g.add_tensor(t.shape, t.dtype, TensorKind::Input, in.name);
     b->inputs[in.name] = r;
-    Slot slot = Slot::of_tensor(g, r);
+    // fp16 mode: a float32 input is cast to float16 on the GPU (aten code 5).
+    Slot slot = Slot::of_tensor(g, options_.fp16 && t.dtype == DType::F32
+                                       ? ops::call(g, "aten._to_copy.default", {r, int64_t(5)}).tensor()
+                                       : r);
     slot.input_value = &t;
     slot.input_name = in.name;
     values[in.name] = slot;
@@ -249,7 +257,7 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
       in.push_back(&s);
     }
     const OpMapper& m = mappers.at(n.op_type());
-    NodeCtx c(g, n, opset_, in, &value_inputs_);
+    NodeCtx c(g, n, opset_, in, &value_inputs_, options_.fp16);
     const bool fold = all_host && m.fold;
     if (!fold && !m.dtypes.empty() && c.has(0) &&
         std::find(m.dtypes.begin(), m.dtypes.end(), c.dtype(0)) == m.dtypes.end()) {
@@ -284,6 +292,10 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
   for (auto& [name, v] : values) v.input_value = nullptr;
   for (const auto& o : outputs_) {
     Slot& s = values.at(o.name);
+    if (!s.host && options_.fp16 && o.dtype == DType::F32 && s.dtype == DType::F16) {
+      // fp16 mode: a float32 output of the model is cast back (aten code 6).
+      s = Slot::of_tensor(g, ops::call(g, "aten._to_copy.default", {s.ref, int64_t(6)}).tensor());
+    }
     if (!s.host) g.mark_output(s.ref);
     b->outputs.emplace_back(o.name, s);
   }
@@ -338,7 +350,8 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
 std::string Session::summary() const {
   if (!last_) return "not run yet";
   const Graph& g = *last_->graph;
-  return fmt::format("{} nodes mapped to GPU work, {} folded on the host; {} dispatches; {}", last_->mapped,
+  return fmt::format("{}{} nodes mapped to GPU work, {} folded on the host; {} dispatches; {}",
+                     options_.fp16 ? "float16 mode: " : "", last_->mapped,
                      last_->folded, g.dispatches().size(), g.memory_summary());
 }
 

@@ -41,6 +41,16 @@ struct ValueInfo {
 
 struct SessionOptions {
   bool verbose = false;
+  // float16 execution (needs shader-f16): float32 activations and weights are
+  // stored as float16 on the GPU, kernels compute and accumulate in float32.
+  // float32 constants (initializers, Constant, ConstantOfShape, values folded
+  // on the host) stay float32 on the host, where shape arithmetic folds, and
+  // are converted when uploaded, finite values beyond +-65504 saturating to
+  // +-65504 (so float32-minimum attention masks stay finite); a Cast to
+  // float32 inside the graph makes float16. float32 graph inputs are given
+  // (and uploaded) as float32 and cast to float16 by the first dispatch;
+  // float32 graph outputs are cast back, so run()'s dtypes are the model's.
+  bool fp16 = false;
 };
 
 class Session {

@@ -141,11 +141,6 @@ void print_groups(const std::vector<Group>& groups, double total, const char* ti
 }  // namespace
 
 void check_bench_options(const BenchOptions& o) {
-  if (o.fp16) {
-    throw Error(
-        "--fp16: running a model in float16 is not implemented yet (wgnn has no fp16 mode: float32 models run "
-        "in float32, float16 tensors a model declares stay float16); bench without --fp16");
-  }
   if (o.runs < 1) throw Error(fmt::format("--runs {}: at least 1 timed run is needed", o.runs));
   if (o.warmup < 0) throw Error(fmt::format("--warmup {}: must be 0 or more", o.warmup));
   InputOptions io;
@@ -171,7 +166,9 @@ void check_profile_options(const ProfileOptions& o) {
 int bench_model(gpu::Context& ctx, const BenchOptions& o) {
   check_bench_options(o);
   const auto t0 = clock::now();
-  onnx_import::Session s(ctx, o.model);
+  onnx_import::SessionOptions so;
+  so.fp16 = o.fp16;
+  onnx_import::Session s(ctx, o.model, so);
   const double load_ms = ms_since(t0);
   const std::map<std::string, HostTensor> inputs = model_inputs(s, input_options(o.in));
 
@@ -214,6 +211,7 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
   const auto& a = ctx.adapter();
   if (o.json) {
     json j{{"model", model_name(o.model)},
+           {"precision", o.fp16 ? "fp16" : "fp32"},
            {"adapter", a.name},
            {"backend", a.backend},
            {"inputs", inputs_json(inputs)},
@@ -233,7 +231,7 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
     std::cout << j.dump() << "\n";
     return 0;
   }
-  fmt::print("model      {}\n", o.model);
+  fmt::print("model      {}{}\n", o.model, o.fp16 ? " (float16 mode)" : "");
   fmt::print("adapter    {} ({})\n", a.name, a.backend);
   fmt::print("inputs     {}\n", describe_inputs(inputs));
   fmt::print("load       {:.1f} ms\n", load_ms);
@@ -260,7 +258,9 @@ int profile_model(gpu::Context& ctx, const ProfileOptions& o) {
     throw Error(fmt::format("profile needs the timestamp-query feature, which this adapter ({}) does not offer",
                             ctx.adapter().name));
   }
-  onnx_import::Session s(ctx, o.model);
+  onnx_import::SessionOptions so;
+  so.fp16 = o.fp16;
+  onnx_import::Session s(ctx, o.model, so);
   const std::map<std::string, HostTensor> inputs = model_inputs(s, input_options(o.in));
   s.run(inputs);  // builds the graph and leaves the inputs in place
   Graph& g = s.graph();
@@ -333,6 +333,7 @@ int profile_model(gpu::Context& ctx, const ProfileOptions& o) {
 
   if (o.json) {
     json j{{"model", model_name(o.model)},
+           {"precision", o.fp16 ? "fp16" : "fp32"},
            {"adapter", a.name},
            {"backend", a.backend},
            {"inputs", inputs_json(inputs)},
@@ -346,7 +347,7 @@ int profile_model(gpu::Context& ctx, const ProfileOptions& o) {
     std::cout << j.dump() << "\n";
     return 0;
   }
-  fmt::print("model      {}\n", o.model);
+  fmt::print("model      {}{}\n", o.model, o.fp16 ? " (float16 mode)" : "");
   fmt::print("adapter    {} ({})\n", a.name, a.backend);
   fmt::print("inputs     {}\n", describe_inputs(inputs));
   fmt::print("GPU time   {:.3f} ms in {} dispatches, each timed in its own pass (median of {} runs per dispatch)\n",

@@ -25,6 +25,7 @@ struct RunOptions {
   std::string int_range = "0:4";    // LO:HI of random integer inputs, [LO, HI)
   int repeat = 1;
   bool verbose = false;
+  bool fp16 = false;  // SessionOptions::fp16
 };
 int run_model(gpu::Context& ctx, const RunOptions& o);
 
@@ -42,10 +43,10 @@ struct BenchOptions {
   int runs = 20;
   int warmup = 3;
   bool json = false;
-  bool fp16 = false;
+  bool fp16 = false;  // SessionOptions::fp16
 };
 int bench_model(gpu::Context& ctx, const BenchOptions& o);
-// Checks what needs no GPU (arguments, --fp16) before a Context is made.
+// Checks what needs no GPU (arguments) before a Context is made.
 void check_bench_options(const BenchOptions& o);
 
 struct ProfileOptions {
@@ -55,6 +56,7 @@ struct ProfileOptions {
   int top = 15;  // rows per table; 0: all
   std::string trace;
   bool json = false;
+  bool fp16 = false;  // SessionOptions::fp16
 };
 int profile_model(gpu::Context& ctx, const ProfileOptions& o);
 void check_profile_options(const ProfileOptions& o);
@@ -65,6 +67,7 @@ struct ConformanceOptions {
   double rtol = 1e-3, atol = 1e-5;
   bool verbose = false;
   bool quiet_unsupported = false;
+  bool fp16 = false;  // SessionOptions::fp16 (give a float16 --rtol / --atol)
 };
 int conformance(gpu::Context& ctx, const ConformanceOptions& o);
 

@@ -85,7 +85,9 @@ int conformance(gpu::Context& ctx, const ConformanceOptions& o) {
     if (!o.filter.empty() && name.find(o.filter) == std::string::npos) continue;
     std::string status = "PASS", detail;
     try {
-      onnx_import::Session s(ctx, (c / "model.onnx").string());
+      onnx_import::SessionOptions so;
+      so.fp16 = o.fp16;
+      onnx_import::Session s(ctx, (c / "model.onnx").string(), so);
       std::vector<fs::path> sets;
       for (const auto& e : fs::directory_iterator(c)) {
         if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());

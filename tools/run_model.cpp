@@ -26,7 +26,10 @@ std::string safe_name(const std::string& s) {
 int run_model(gpu::Context& ctx, const RunOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  onnx_import::Session s(ctx, o.model, {o.verbose});
+  onnx_import::SessionOptions so;
+  so.verbose = o.verbose;
+  so.fp16 = o.fp16;
+  onnx_import::Session s(ctx, o.model, so);
   const double load_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   InputOptions io;
   io.files = o.inputs;

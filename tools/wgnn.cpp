@@ -127,6 +127,7 @@ int main(int argc, char** argv) {
                   "LO:HI: random integer inputs (token ids, indices) are uniform in [LO, HI) (default 0:4)");
   run->add_option("--repeat", ro.repeat, "Run N times (the same inputs) and report host overhead per run");
   run->add_flag("--verbose", ro.verbose, "Timing, dispatch and memory summary");
+  run->add_flag("--fp16", ro.fp16, "float16 mode: float32 weights and activations stored as float16 on the GPU, f32 accumulation; float32 inputs and outputs stay float32");
 
   auto add_input_options = [](CLI::App* c, tools::ModelInputArgs& in) {
     c->add_option("--input", in.inputs, "NAME=FILE.npy (inputs not given get seeded random data)");
@@ -143,7 +144,7 @@ int main(int argc, char** argv) {
   bm->add_option("--runs", bmo.runs, "Timed runs (default 20)");
   bm->add_option("--warmup", bmo.warmup, "Untimed runs after the first (default 3)");
   bm->add_flag("--json", bmo.json, "Print one JSON object");
-  bm->add_flag("--fp16", bmo.fp16, "Run in float16 (not implemented yet: rejected)");
+  bm->add_flag("--fp16", bmo.fp16, "float16 mode: float32 weights and activations stored as float16 on the GPU, f32 accumulation; float32 inputs and outputs stay float32");
 
   auto* pf = app.add_subcommand("profile",
                                 "Per-dispatch GPU time of a model by op and by kernel, with GB/s and TFLOP/s");
@@ -154,6 +155,7 @@ int main(int argc, char** argv) {
   pf->add_option("--top", pfo.top, "Rows per table (default 15; 0: all)");
   pf->add_option("--trace", pfo.trace, "Write a Chrome trace (chrome://tracing, Perfetto): one event per dispatch");
   pf->add_flag("--json", pfo.json, "Print one JSON object (every op and kernel)");
+  pf->add_flag("--fp16", pfo.fp16, "float16 mode: float32 weights and activations stored as float16 on the GPU, f32 accumulation; float32 inputs and outputs stay float32");
 
   auto* conf = app.add_subcommand("conformance", "Run ONNX backend test cases and compare with their outputs");
   tools::ConformanceOptions co;
@@ -163,6 +165,8 @@ int main(int argc, char** argv) {
   conf->add_option("--atol", co.atol, "Absolute tolerance");
   conf->add_flag("--verbose", co.verbose, "Print every case");
   conf->add_flag("--quiet-unsupported", co.quiet_unsupported, "Do not list unsupported cases");
+  conf->add_flag("--fp16", co.fp16,
+                 "Run the cases in float16 mode (with a float16 tolerance, e.g. --rtol 1e-2 --atol 1e-3)");
 
   auto* ops_cmd = app.add_subcommand("ops", "List the supported operators");
 

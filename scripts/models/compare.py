@@ -2,14 +2,20 @@
 same inputs and compare every output.
 
 usage: compare.py --wgnn PATH_TO_wgnn MODEL.onnx --inputs DIR [--ort python|node]
-                  [--ort-dir DIR] [--work DIR] [--label TEXT]
+                  [--ort-dir DIR] [--work DIR] [--label TEXT] [--fp16 [--fp16-emulated]]
 
 DIR holds <input name>.npy for each model input (export.py writes them).
 The reference is python's onnxruntime when importable (or --ort python),
 else the repo's node reference (tests/tools/ort_reference.js with
 onnxruntime-node from --ort-dir, default .deps/ort). An output passes when
     max |wgnn - ort| <= 1e-3 * max |ort| + 1e-4
-and has ORT's dtype and shape. Prints one line:
+and has ORT's dtype and shape. With --fp16, wgnn runs the model in float16
+mode (`wgnn run --fp16`) against ORT in float32 and the tolerance is FP16_TOL
+below (2e-2 * max |ort| + 1e-3); --fp16-emulated also runs ORT on the model
+with its weights and activations rounded to float16 (fp16_emulated_model)
+and holds wgnn to EMULATED_TOL of that (5e-3 * max |ort| + 1e-4): float16's
+inherent error then cancels and what remains is wgnn's own. README.md,
+"float16 mode", has the errors measured per model. Prints one line:
     PASS|FAIL <label> max_abs_err E max_ref R tol T [per output ...]
 and exits 1 on a mismatch, 2 when wgnn or ORT fails (their error text is
 printed: wgnn's lists every unsupported node).
@@ -23,6 +29,11 @@ import time
 
 import numpy as np
 import onnx
+
+# float16 mode's tolerances (README.md, "float16 mode"): against ORT in
+# float32, and against ORT on the float16-emulated model (--fp16-emulated).
+FP16_TOL = (2e-2, 1e-3)
+EMULATED_TOL = (5e-3, 1e-4)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -38,6 +49,91 @@ def model_io(path):
     inits = {i.name for i in m.graph.initializer}
     ins = [i.name for i in m.graph.input if i.name not in inits]
     return ins, [o.name for o in m.graph.output]
+
+
+def fp16_emulated_model(src, dst):
+    """Writes a float32 model that computes as wgnn's float16 mode stores:
+    float32 initializers rounded to float16 (finite values beyond +-65504
+    saturating, as wgnn converts them; not constant BatchNormalization
+    parameters, which wgnn keeps float32), and every float32 graph input and
+    node output rounded to float16 by a Cast pair (the graph's outputs
+    excepted; Shape and Constant outputs too). ONNX Runtime runs it in
+    float32, so comparing wgnn --fp16 with it separates wgnn's own error from
+    float16's inherent one."""
+    from onnx import TensorProto, helper, numpy_helper, shape_inference
+    m = onnx.load(src)
+    g = m.graph
+    # wgnn keeps constant BatchNormalization parameters float32 (folded into a
+    # float32 scale and shift per channel).
+    inits = {t.name for t in g.initializer}
+    exact = set()
+    for n in g.node:
+        params = list(n.input[1:5])
+        if n.op_type == "BatchNormalization" and len(params) == 4 and all(p in inits for p in params):
+            exact.update(params)
+    for i, t in enumerate(g.initializer):
+        if t.data_type == TensorProto.FLOAT and t.name not in exact:
+            a = numpy_helper.to_array(t)
+            a = np.where(np.isfinite(a), np.clip(a, -65504, 65504), a).astype(np.float16).astype(np.float32)
+            g.initializer[i].CopyFrom(numpy_helper.from_array(a, t.name))
+    inferred = shape_inference.infer_shapes(m).graph
+    types = {v.name: v.type.tensor_type.elem_type
+             for v in list(inferred.value_info) + list(inferred.input) + list(inferred.output)}
+    outputs = {o.name for o in g.output}
+    nodes, rename = [], {}
+
+    def round_f16(name):
+        nodes.extend([helper.make_node("Cast", [name], [name + "__f16"], to=TensorProto.FLOAT16),
+                      helper.make_node("Cast", [name + "__f16"], [name + "__r16"], to=TensorProto.FLOAT)])
+        rename[name] = name + "__r16"
+
+    for v in g.input:
+        if v.name not in inits and types.get(v.name) == TensorProto.FLOAT:
+            round_f16(v.name)
+    for n in g.node:
+        for k, x in enumerate(n.input):
+            if x in rename:
+                n.input[k] = rename[x]
+        nodes.append(n)
+        if n.op_type in ("Shape", "Constant", "ConstantOfShape"):
+            continue
+        for o in n.output:
+            if o and o not in outputs and types.get(o) == TensorProto.FLOAT:
+                round_f16(o)
+    del g.node[:]
+    g.node.extend(nodes)
+    onnx.save(m, dst)
+
+
+def compare_outputs(outs, ref_dir, got_dir, rel_tol, abs_tol):
+    """(ok, worst (err, ref, tol), per-output texts) of wgnn's outputs in
+    got_dir against the reference's in ref_dir."""
+    ok, worst_err, worst_ref, worst_tol, parts = True, 0.0, 0.0, 0.0, []
+    for n in outs:
+        want = np.load(os.path.join(ref_dir, safe_name(n) + ".npy"))
+        got_path = os.path.join(got_dir, safe_name(n) + ".npy")
+        if not os.path.exists(got_path):
+            ok = False
+            parts.append(f"{n}: missing from wgnn's outputs")
+            continue
+        got = np.load(got_path)
+        if got.shape != want.shape or got.dtype != want.dtype:
+            ok = False
+            parts.append(f"{n}: wgnn {got.dtype}{list(got.shape)} vs ORT {want.dtype}{list(want.shape)}")
+            continue
+        w = want.astype(np.float64)
+        d = np.abs(got.astype(np.float64) - w)
+        err = float(np.nanmax(d)) if d.size else 0.0
+        if np.isnan(d).any() and not np.array_equal(np.isnan(got), np.isnan(want)):
+            err = float("nan")
+        ref = float(np.nanmax(np.abs(w))) if w.size else 0.0
+        tol = rel_tol * ref + abs_tol
+        good = err <= tol  # NaN fails
+        ok &= good
+        if not good or err / tol > worst_err / max(worst_tol, 1e-30):
+            worst_err, worst_ref, worst_tol = err, ref, tol
+        parts.append(f"{n}: {err:.2e} (max_ref {ref:.3g}){'' if good else ' FAIL'}")
+    return ok, (worst_err, worst_ref, worst_tol), parts
 
 
 def run_ort_python(path, feeds, outdir):
@@ -68,8 +164,18 @@ def main():
     ap.add_argument("--work", help="where outputs go (default: a temporary folder)")
     ap.add_argument("--label", help="the name printed (default: the model's file name)")
     ap.add_argument("--wgnn-arg", action="append", default=[], help="extra argument for wgnn (repeatable)")
+    ap.add_argument("--fp16", action="store_true",
+                    help="run wgnn in float16 mode (wgnn run --fp16) and use the float16 tolerance")
+    ap.add_argument("--fp16-emulated", action="store_true",
+                    help="with --fp16: also compare with ONNX Runtime on the model with weights and activations "
+                         "rounded to float16 (a tighter tolerance: wgnn's own error)")
     a = ap.parse_args()
+    if a.fp16_emulated and not a.fp16:
+        ap.error("--fp16-emulated needs --fp16")
     label = a.label or os.path.splitext(os.path.basename(a.model))[0]
+    if a.fp16 and not a.label:
+        label += "_fp16"
+    rel_tol, abs_tol = FP16_TOL if a.fp16 else (1e-3, 1e-4)
     ort_kind = a.ort
     if ort_kind is None:
         try:
@@ -102,39 +208,34 @@ def main():
     t_ort = time.time() - t0
     t0 = time.time()
     cmd = [a.wgnn, "run", a.model, "--output-dir", wgnn_out] + sum([["--input", s] for s in specs], []) + a.wgnn_arg
+    if a.fp16:
+        cmd.append("--fp16")
     r = subprocess.run(cmd, capture_output=True, text=True)
     t_wgnn = time.time() - t0
     if r.returncode != 0:
         print(f"ERROR {label}: wgnn failed (exit {r.returncode}):\n{r.stdout}{r.stderr}".rstrip())
         sys.exit(2)
 
-    ok, worst_err, worst_ref, worst_tol, parts = True, 0.0, 0.0, 0.0, []
-    for n in outs:
-        want = np.load(os.path.join(ort_out, safe_name(n) + ".npy"))
-        got_path = os.path.join(wgnn_out, safe_name(n) + ".npy")
-        if not os.path.exists(got_path):
-            ok = False
-            parts.append(f"{n}: missing from wgnn's outputs")
-            continue
-        got = np.load(got_path)
-        if got.shape != want.shape or got.dtype != want.dtype:
-            ok = False
-            parts.append(f"{n}: wgnn {got.dtype}{list(got.shape)} vs ORT {want.dtype}{list(want.shape)}")
-            continue
-        w = want.astype(np.float64)
-        d = np.abs(got.astype(np.float64) - w)
-        err = float(np.nanmax(d)) if d.size else 0.0
-        if np.isnan(d).any() and not np.array_equal(np.isnan(got), np.isnan(want)):
-            err = float("nan")
-        ref = float(np.nanmax(np.abs(w))) if w.size else 0.0
-        tol = 1e-3 * ref + 1e-4
-        good = err <= tol  # NaN fails
-        ok &= good
-        if not good or err / tol > worst_err / max(worst_tol, 1e-30):
-            worst_err, worst_ref, worst_tol = err, ref, tol
-        parts.append(f"{n}: {err:.2e} (max_ref {ref:.3g}){'' if good else ' FAIL'}")
+    ok, (worst_err, worst_ref, worst_tol), parts = compare_outputs(outs, ort_out, wgnn_out, rel_tol, abs_tol)
+    emulated = ""
+    if a.fp16_emulated:
+        # wgnn --fp16 against ONNX Runtime on the float16-rounded model.
+        emu_model, emu_out = os.path.join(work, "fp16_emulated.onnx"), os.path.join(work, "ort_fp16_emulated")
+        try:
+            fp16_emulated_model(a.model, emu_model)
+            if ort_kind == "python":
+                run_ort_python(emu_model, feeds, emu_out)
+            else:
+                run_ort_node(emu_model, specs, emu_out, a.ort_dir)
+        except Exception as e:  # noqa: BLE001
+            print(f"ERROR {label}: ONNX Runtime ({ort_kind}) on the float16-emulated model failed: {e}")
+            sys.exit(2)
+        e_ok, (e_err, e_ref, e_tol), e_parts = compare_outputs(outs, emu_out, wgnn_out, *EMULATED_TOL)
+        ok &= e_ok
+        emulated = (f" emulated_fp16 {'PASS' if e_ok else 'FAIL'} max_abs_err {e_err:.3e} max_ref {e_ref:.4g} "
+                    f"tol {e_tol:.3e} [{'; '.join(e_parts)}]")
     print(f"{'PASS' if ok else 'FAIL'} {label} max_abs_err {worst_err:.3e} max_ref {worst_ref:.4g} "
-          f"tol {worst_tol:.3e} [{'; '.join(parts)}] (wgnn {t_wgnn:.1f} s, ort-{ort_kind} {t_ort:.1f} s)")
+          f"tol {worst_tol:.3e} [{'; '.join(parts)}]{emulated} (wgnn {t_wgnn:.1f} s, ort-{ort_kind} {t_ort:.1f} s)")
     sys.exit(0 if ok else 1)
 
 

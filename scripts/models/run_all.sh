@@ -16,7 +16,10 @@
 # torchvision, onnx, and timm / transformers for those models; onnxruntime
 # or node with .deps/ort), MODELS (default: the eight zoo models), OPSETS
 # (default "17 18"), FULL=0 skips the full-size models, MINI=0 the minis,
-# STEP_TIMEOUT (seconds per export or comparison, default 500).
+# STEP_TIMEOUT (seconds per export or comparison, default 500), FP16=1 runs
+# wgnn in float16 mode (compare.py --fp16 --fp16-emulated: the float16
+# tolerance against ORT in float32, a tighter one against ORT on the model
+# rounded to float16; the table's error and tolerance are the float32 ones).
 # Where one command may run only 10 minutes, split the work into calls, e.g.
 #   OPSETS=17 MINI=0 ...; OPSETS=18 MINI=0 ...; FULL=0 ...
 # (or MODELS="davit_base whisper_base_encoder" ...); each call writes its own
@@ -32,6 +35,8 @@ WGNN=$(realpath -m "${WGNN:-build/wgnn}")
 PY=${PYTHON:-python3}
 OPSETS=${OPSETS:-17 18}
 STEP_TIMEOUT=${STEP_TIMEOUT:-500}
+FP16_ARGS=""
+[ "${FP16:-0}" = 1 ] && FP16_ARGS="--fp16 --fp16-emulated"
 MODELS=${MODELS:-$("$PY" -c 'import sys; sys.path.insert(0, "scripts/models"); import zoo; print(" ".join(zoo.ZOO))')}
 LOGS="$WORK/logs"
 mkdir -p "$OUT/mini" "$LOGS"
@@ -42,6 +47,7 @@ failed=0
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "git: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "precision: $([ "${FP16:-0}" = 1 ] && echo 'float16 mode (wgnn run --fp16)' || echo float32)"
   "$PY" - <<'EOF'
 import importlib
 for m in ("torch", "torchvision", "timm", "transformers", "onnx", "onnxruntime"):
@@ -88,7 +94,7 @@ export_and_compare() {
   fi
   local line rc
   timeout "$STEP_TIMEOUT" "$PY" scripts/models/compare.py --wgnn "$WGNN" "$dir/$base.onnx" \
-    --inputs "$dir/${base}_inputs" --work "$dir/${base}_outputs" > "$log.compare.log" 2>&1
+    --inputs "$dir/${base}_inputs" --work "$dir/${base}_outputs" $FP16_ARGS > "$log.compare.log" 2>&1
   rc=$?
   line=$(grep -m1 -E '^(PASS|FAIL|ERROR) ' "$log.compare.log" || tail -n 1 "$log.compare.log")
   [ $rc -eq 124 ] && line="timed out after ${STEP_TIMEOUT} s"
@@ -123,15 +129,19 @@ done
 tar -C "$WORK" -cJf "$OUT/logs.tar.xz" logs
 "$PY" - "$RESULTS" > "$OUT/summary.md" <<'EOF'
 import re, sys
-print("| model | opset | exporter | result | max abs err | max abs ref | tolerance | wgnn s |")
-print("|---|---|---|---|---:|---:|---:|---:|")
-for row in open(sys.argv[1]):
-    base, opset, exporter, status, detail = (row.rstrip("\n").split("\t") + [""] * 5)[:5]
+rows = [(row.rstrip("\n").split("\t") + [""] * 5)[:5] for row in open(sys.argv[1])]
+emu = any("emulated_fp16" in r[4] for r in rows)
+print("| model | opset | exporter | result | max abs err | max abs ref | tolerance | wgnn s |"
+      + (" err vs fp16-emulated ORT / tol |" if emu else ""))
+print("|---|---|---|---|---:|---:|---:|---:|" + ("---:|" if emu else ""))
+for base, opset, exporter, status, detail in rows:
     m = re.search(r"max_abs_err (\S+) max_ref (\S+) tol (\S+)", detail)
     t = re.search(r"\(wgnn ([0-9.]+) s", detail)
+    e = re.search(r"emulated_fp16 \S+ max_abs_err (\S+) max_ref \S+ tol (\S+)", detail)
     err, ref, tol = m.groups() if m else ("", "", "")
     note = "" if m else " " + detail.replace("|", "/")[:200]
-    print(f"| {base} | {opset} | {exporter} | {status}{note} | {err} | {ref} | {tol} | {t.group(1) if t else ''} |")
+    print(f"| {base} | {opset} | {exporter} | {status}{note} | {err} | {ref} | {tol} | {t.group(1) if t else ''} |"
+          + (f" {e.group(1)} / {e.group(2)} |" if e else " |" if emu else ""))
 EOF
 cat "$OUT/summary.md"
 exit $failed

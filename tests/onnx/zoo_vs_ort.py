@@ -15,7 +15,12 @@ provider (node) on the same inputs: every output must be within
     encoding), Whisper's encoder (Conv1d front end) and BART's decoder
     (torch.triu causal mask, cross-attention, post-norm).
 
-usage: zoo_vs_ort.py WGNN ORT_MODULE_DIR WORKDIR
+With --fp16, wgnn runs each model in float16 mode (`wgnn run --fp16`) and
+compare.py holds it to the float16 tolerance against ORT in float32
+(2e-2 * max|ORT| + 1e-3) and, tighter, to ORT on the model with weights and
+activations rounded to float16 (--fp16-emulated: 5e-3 * max|ORT| + 1e-4).
+
+usage: zoo_vs_ort.py WGNN ORT_MODULE_DIR WORKDIR [--fp16]
 Prints one line per model and a last line "N passed, N failed".
 """
 import os
@@ -23,6 +28,9 @@ import subprocess
 import sys
 
 WGNN, ORT_DIR, WORK = (os.path.abspath(a) for a in sys.argv[1:4])
+FP16 = sys.argv[4:] == ["--fp16"]
+if sys.argv[4:] and not FP16:
+    sys.exit(f"usage: {sys.argv[0]} WGNN ORT_MODULE_DIR WORKDIR [--fp16]")
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "..", "..", "scripts", "models")
 OPSET = 17
@@ -72,7 +80,8 @@ for name, ops in NEEDS.items():
                                    f"{sorted(set(groups))}, modes {sorted(modes)}")
         r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "compare.py"), "--wgnn", WGNN, path,
                             "--inputs", os.path.join(WORK, base + "_inputs"), "--ort", "node", "--ort-dir", ORT_DIR,
-                            "--work", os.path.join(WORK, base + "_outputs")], capture_output=True, text=True)
+                            "--work", os.path.join(WORK, base + "_outputs")] +
+                           (["--fp16", "--fp16-emulated"] if FP16 else []), capture_output=True, text=True)
         print(r.stdout.strip() or r.stderr.strip())
         if r.returncode != 0:
             if r.stderr.strip():

@@ -103,6 +103,34 @@ if rc == 0:
     check(z.shape == (1, SEQ, 16) and np.allclose(z, want, rtol=1e-4, atol=1e-4),
           f"ids drawn from [7, 8) gather row 7: max error {np.abs(z - want).max() if z.shape == want.shape else z.shape}")
 
+# --- float16 mode ------------------------------------------------------------
+# run --fp16: the same outputs (float32, as the model declares) within float16
+# accuracy; bench and profile --fp16 count the entry and exit casts.
+rc, out, err = run("run", "small.onnx", "--shape", f"ids=1x{SEQ}", "--int-range", "7:8", "--output-dir", "out16",
+                   "--fp16")
+check(rc == 0, f"run --fp16 (rc {rc}: {err.strip()[-300:]})")
+if rc == 0:
+    z = np.load(os.path.join(WORK, "out16", "z.npy"))
+    want = np.tile(E[7] @ M, (1, SEQ, 1))
+    err16 = np.abs(z.astype(np.float64) - want).max() if z.shape == want.shape else float("inf")
+    check(z.dtype == np.float32 and err16 <= 1e-2 * np.abs(want).max() + 1e-3,
+          f"run --fp16 writes float32 within float16 accuracy: dtype {z.dtype}, max error {err16:.3g}")
+    y16 = np.load(os.path.join(WORK, "out16", "y.npy"))
+    y32 = np.load(os.path.join(WORK, "out", "y.npy"))
+    e = np.abs(y16.astype(np.float64) - y32).max()
+    check(y16.dtype == np.float32 and 0 < e <= 1e-2 * np.abs(y32).max() + 1e-3,
+          f"run --fp16: conv, relu, matmul within float16 accuracy of float32 (and not equal): {e:.3g}")
+rc, out, err = run("bench", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "2", "--warmup", "0", "--json",
+                   "--fp16")
+j = json.loads(out) if rc == 0 else {}
+check(rc == 0 and j.get("precision") == "fp16" and j.get("dispatches") == 8,
+      f"bench --fp16 runs: precision fp16, 5 dispatches + 1 input cast + 2 output casts: {j.get('dispatches')} "
+      f"(rc {rc}: {err.strip()[-300:]})")
+rc, out, err = run("profile", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "1", "--json", "--fp16")
+j = json.loads(out) if rc == 0 else {}
+casts = {g["op"]: g["count"] for g in j.get("by_op", [])}.get("aten._to_copy.default")
+check(rc == 0 and casts == 3, f"profile --fp16 shows the 3 casts: {casts} (rc {rc}: {err.strip()[-300:]})")
+
 # --- profile -----------------------------------------------------------------
 trace_path = os.path.join(WORK, "trace.json")
 rc, out, err = run("profile", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "3", "--trace", "trace.json",
@@ -160,7 +188,6 @@ check(rc == 0 and "aten.convolution.default" in out and "(2 more)" in out and "g
 
 # --- errors -----------------------------------------------------------------
 for args, says in (
-        (["bench", "small.onnx", "--shape", "ids=1x8", "--fp16"], "not implemented yet"),
         (["bench", "small.onnx"], "--shape ids="),
         (["bench", "small.onnx", "--shape", "ids=8"], "the model declares rank 2"),
         (["bench", "small.onnx", "--shape", "tokens=1x8"], "no input 'tokens'"),
