@@ -43,9 +43,35 @@ struct SessionOptions {
   bool verbose = false;
 };
 
+// A parsed and checked model, before any GPU work: what Session's
+// constructor does first. Everything in a model file is checked here and is
+// an Error (or Unsupported) naming what is wrong: protobuf parsing, the
+// opset, every initializer (dtype, dims against the data present, external
+// data inside the model's folder), graph inputs and outputs, node order
+// (cycles, inputs produced by nothing) and the supported operators.
+struct LoadedModel {
+  LoadedModel();
+  LoadedModel(LoadedModel&&) noexcept;
+  LoadedModel& operator=(LoadedModel&&) noexcept;
+  ~LoadedModel();
+
+  std::unique_ptr<onnx::ModelProto> proto;  // nodes topologically sorted
+  std::string dir;                          // external data is read relative to it
+  int opset = 0;
+  std::vector<ValueInfo> inputs, outputs;
+  std::map<std::string, HostTensor> initializers;
+};
+
+// From a file (`name` in messages is the path).
+LoadedModel load_model(const std::string& path);
+// From bytes in memory; `name` is used in messages and `dir` for external
+// data. Needs no GPU: the fuzz target calls it (fuzz/).
+LoadedModel load_model_from_bytes(const std::string& bytes, const std::string& name, const std::string& dir);
+
 class Session {
  public:
   Session(gpu::Context& ctx, const std::string& path, SessionOptions options = {});
+  Session(gpu::Context& ctx, LoadedModel model, SessionOptions options = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
