@@ -237,7 +237,13 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
       outputs_(std::move(model.outputs)),
       initializers_(std::move(model.initializers)) {}
 
-Session::~Session() = default;
+Session::~Session() {
+  // Graph buffers are released under the Context's lock: another Session on
+  // it may be running on another thread.
+  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
+  last_ = nullptr;
+  built_.clear();
+}
 
 void Session::set_input_shape(const std::string& name, const Shape& shape) {
   auto it = std::find_if(inputs_.begin(), inputs_.end(), [&](const ValueInfo& v) { return v.name == name; });
@@ -342,6 +348,8 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
 }
 
 std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostTensor>& inputs) {
+  // Sessions sharing a Context take turns (gpu/context.h, "Threading").
+  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
   for (const auto& [name, t] : inputs) {
     if (std::none_of(inputs_.begin(), inputs_.end(), [&](const ValueInfo& v) { return v.name == name; })) {
       throw Error(fmt::format("'{}' is not an input of this model", name));

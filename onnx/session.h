@@ -9,8 +9,12 @@
 // A Session builds its Graph for the input shapes of the first run (symbolic
 // dims resolved from the actual inputs) and reuses it, with every bind group
 // and uniform made once, for later runs with the same shapes; new shapes
-// build (and cache) another graph. A Session may be used from one thread at a
-// time; sessions on one Context must not run concurrently.
+// build (and cache) another graph.
+//
+// Threading: one Session may be used from one thread at a time. Different
+// Sessions may run from different threads: on different Contexts they run
+// concurrently; on one shared Context run() holds Context::exclusive(), so
+// their runs take turns (each bit-identical to a run alone).
 //
 // An input that an op needs on the host (a Reshape's target shape, Range's
 // limit, Slice's starts: data that decides shapes) is read from the values
