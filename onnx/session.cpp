@@ -324,7 +324,17 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
       }
       ++b->folded;
     } else {
-      outs = m.build(c);
+      try {
+        outs = m.build(c);
+      } catch (const Unsupported&) {
+        throw;
+      } catch (const gpu::GpuError&) {
+        throw;
+      } catch (const Error& e) {
+        // Name the node, unless the mapper did (NodeCtx::fail).
+        if (std::string(e.what()).rfind(c.where(), 0) == 0) throw;
+        c.fail(e.what());
+      }
       ++b->mapped;
     }
     if (outs.size() < size_t(n.output_size())) {

@@ -273,3 +273,37 @@ TEST(DeviceLoss, OutOfMemoryIsAnErrorAndTheDeviceStaysUsable) {
   }
   EXPECT_TRUE(same_bits(s.run(mlp_inputs()), before));
 }
+
+// Found by fuzzing (scripts/fuzz session): a shape given as data may ask for
+// any size; the host tensor is refused before it is allocated, naming the node.
+TEST(FuzzFindings, ConstantOfShapeOfAHugeShapeIsAnError) {
+  ModelBuilder b;
+  b.input("x", {2}, onnx::TensorProto::INT64);
+  b.output("y", {-1, -1});
+  b.node("ConstantOfShape", {"x"}, {"y"});
+  const std::string model = b.save("fuzz_constant_of_shape.onnx");
+  gpu::Context c;
+  Session s(c, model);
+  auto shape_input = [](int64_t d0, int64_t d1) {
+    HostTensor t(DType::I64, {2});
+    t.as<int64_t>()[0] = d0;
+    t.as<int64_t>()[1] = d1;
+    return Outputs{{"x", t}};
+  };
+  try {
+    s.run(shape_input(int64_t(1) << 40, int64_t(1) << 40));  // 2^80 elements: overflows int64
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("node 'y' (ConstantOfShape"));
+    EXPECT_THAT(e.what(), HasSubstr("more elements than int64 counts"));
+  }
+  try {
+    s.run(shape_input(int64_t(1) << 30, int64_t(1) << 20));  // 4 PiB of float32
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("node 'y' (ConstantOfShape"));
+    EXPECT_THAT(e.what(), HasSubstr("over the limit of"));
+  }
+  const Outputs ok = s.run(shape_input(2, 3));
+  EXPECT_EQ(ok.at("y").shape, (Shape{2, 3}));
+}
