@@ -118,7 +118,11 @@ uint64_t checked_nbytes(const Shape& s, size_t element_size, const std::string& 
 
 int64_t numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) {
+    if (__builtin_mul_overflow(n, d, &n)) {
+      throw Error(fmt::format("shape {} has more elements than int64 counts", shape_str(s)));
+    }
+  }
   return n;
 }
 

@@ -143,7 +143,9 @@ Shape reshape_target(const NodeCtx& c, const Shape& in, const std::vector<int64_
     } else {
       out[i] = spec[i];
     }
-    if (int64_t(i) != infer) known *= out[i];
+    if (int64_t(i) != infer && __builtin_mul_overflow(known, out[i], &known)) {
+      c.fail(fmt::format("shape {} has more elements than int64 counts", shape_str(spec)));
+    }
   }
   const int64_t n = numel(in);
   if (infer >= 0) {

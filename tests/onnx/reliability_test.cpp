@@ -307,3 +307,28 @@ TEST(FuzzFindings, ConstantOfShapeOfAHugeShapeIsAnError) {
   const Outputs ok = s.run(shape_input(2, 3));
   EXPECT_EQ(ok.at("y").shape, (Shape{2, 3}));
 }
+
+// Found by fuzzing: Reshape to a target shape given as data whose product
+// overflows int64.
+TEST(FuzzFindings, ReshapeToAnOverflowingShapeIsAnError) {
+  ModelBuilder b;
+  b.input("x", {2, 3});
+  b.input("shape", {3}, onnx::TensorProto::INT64);
+  b.output("y", {-1, -1, -1});
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  const std::string model = b.save("fuzz_reshape.onnx");
+  gpu::Context c;
+  Session s(c, model);
+  HostTensor shape(DType::I64, {3});
+  shape.as<int64_t>()[0] = int64_t(1) << 40;
+  shape.as<int64_t>()[1] = int64_t(1) << 40;
+  shape.as<int64_t>()[2] = -1;
+  HostTensor x(DType::F32, {2, 3});
+  try {
+    s.run({{"x", x}, {"shape", shape}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("node 'y' (Reshape"));
+    EXPECT_THAT(e.what(), HasSubstr("more elements than int64 counts"));
+  }
+}
