@@ -332,3 +332,26 @@ TEST(FuzzFindings, ReshapeToAnOverflowingShapeIsAnError) {
     EXPECT_THAT(e.what(), HasSubstr("more elements than int64 counts"));
   }
 }
+
+// Found by fuzzing: Resize to sizes given as data built per-dim tables for
+// the whole requested size before checking the result against the device.
+TEST(FuzzFindings, ResizeToAHugeSizeIsAnErrorBeforeItsTables) {
+  ModelBuilder b;
+  b.input("x", {1, 1, 4, 4});
+  b.input("sizes", {4}, onnx::TensorProto::INT64);
+  b.output("y", {-1, -1, -1, -1});
+  b.node("Resize", {"x", "", "", "sizes"}, {"y"});
+  const std::string model = b.save("fuzz_resize.onnx");
+  gpu::Context c;
+  Session s(c, model);
+  HostTensor sizes(DType::I64, {4});
+  const int64_t want[] = {1, 1, int64_t(1) << 40, 4};
+  std::memcpy(sizes.data.data(), want, sizeof(want));
+  try {
+    s.run({{"x", HostTensor(DType::F32, {1, 1, 4, 4})}, {"sizes", sizes}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("node 'y' (Resize"));
+    EXPECT_THAT(e.what(), HasSubstr("maxStorageBufferBindingSize"));
+  }
+}
