@@ -88,7 +88,11 @@ void sort_topologically(onnx::GraphProto& g, const std::set<std::string>& availa
                                 "(the graph is malformed)",
                                 node_name(node), node.op_type(), in));
       }
-      if (it->second != i) deps.insert(it->second);
+      if (it->second == i) {
+        throw Error(fmt::format("node '{}' ({}): input '{}' is its own output (a cycle)", node_name(node),
+                                node.op_type(), in));
+      }
+      deps.insert(it->second);
     }
     pending[size_t(i)] = int(deps.size());
     for (int d : deps) users[size_t(d)].push_back(i);

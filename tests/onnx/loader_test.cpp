@@ -149,6 +149,15 @@ TEST(Loader, GraphValuesAndCycles) {
     EXPECT_THAT(load_error(b), HasSubstr("the graph has a cycle"));
   }
   {
+    // Found by scripts/fuzz session: a node reading its own output passed the
+    // ordering and failed later with std::out_of_range.
+    ModelBuilder b;
+    b.input("x", {4});
+    b.output("y", {4});
+    b.node("Relu", {"y"}, {"y"});
+    EXPECT_THAT(load_error(b), HasSubstr("node 'y' (Relu): input 'y' is its own output"));
+  }
+  {
     ModelBuilder b = relu_model();
     b.output("nothing", {4});
     EXPECT_THAT(load_error(b), HasSubstr("graph output 'nothing' is produced by nothing"));
