@@ -183,7 +183,17 @@ void Context::Impl::throw_pending() {
   if (!msg.empty()) throw GpuError(msg);
 }
 
+namespace {
+// Context creation and destruction, one at a time: the driver choice sets
+// environment variables and loads libraries.
+std::mutex& lifetime_mutex() {
+  static std::mutex m;
+  return m;
+}
+}  // namespace
+
 Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()) {
+  std::lock_guard<std::mutex> lifetime(lifetime_mutex());
   Impl& s = *impl_;
   if (const char* t = std::getenv("WGNN_GPU_TIMEOUT_S"); t && std::atoll(t) > 0) {
     s.timeout_ns = uint64_t(std::atoll(t)) * 1000000000ull;
@@ -358,6 +368,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
 }
 
 Context::~Context() {
+  std::lock_guard<std::mutex> lifetime(lifetime_mutex());
   Impl& s = *impl_;
   s.pipelines.clear();
   s.dummy = Buffer();
@@ -383,6 +394,18 @@ uint64_t Context::pipeline_cache_hits() const { return impl_->cache_hits; }
 uint64_t Context::pipeline_cache_misses() const { return impl_->cache_misses; }
 
 void Context::check() { impl_->throw_pending(); }
+
+std::unique_lock<std::mutex> Context::exclusive() { return std::unique_lock<std::mutex>(impl_->use_mutex); }
+
+void Context::force_device_loss(std::string_view message) {
+  wgpuDeviceForceLoss(impl_->device, WGPUDeviceLostReason_Unknown, WGPUStringView{message.data(), message.size()});
+  wgpuInstanceProcessEvents(impl_->instance);
+}
+
+void Context::inject_out_of_memory(std::string_view message) {
+  wgpuDeviceInjectError(impl_->device, WGPUErrorType_OutOfMemory, WGPUStringView{message.data(), message.size()});
+  wgpuInstanceProcessEvents(impl_->instance);
+}
 
 Buffer Context::create_buffer(uint64_t bytes, uint64_t usage, std::string_view label) {
   Impl& s = *impl_;

@@ -9,6 +9,7 @@
 //   Recorder   (gpu/recorder.h) many dispatches, one command buffer, one submit
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -160,6 +161,12 @@ struct ContextOptions {
   bool allow_unsafe_apis = false;
 };
 
+// Threading: a Context, and the Graphs and Sessions made on it, may be used
+// from one thread at a time. Session::run holds exclusive() for the whole
+// run, so sessions sharing a Context may be called from several threads:
+// their runs take turns. Sessions on different Contexts run concurrently.
+// Creating and destroying Contexts is serialized internally (driver choice
+// sets process environment variables).
 class Context {
  public:
   explicit Context(const ContextOptions& options = {});
@@ -202,6 +209,20 @@ class Context {
   void wait_idle();
   // Throws the first error the device reported since the last check.
   void check();
+
+  // A lock on this Context for one user at a time (see the note above the
+  // class). Not recursive.
+  std::unique_lock<std::mutex> exclusive();
+
+  // Failure injection through Dawn's own paths, for tests of what a caller
+  // sees. force_device_loss: the device is lost as after a driver reset
+  // (wgpuDeviceForceLoss); every later call throws DeviceLost and the
+  // Context stays unusable (a new Context may be created).
+  // inject_out_of_memory: Dawn reports an out-of-memory error as it would
+  // for a failed allocation; the next call throws GpuError, the device
+  // remains usable.
+  void force_device_loss(std::string_view message);
+  void inject_out_of_memory(std::string_view message);
 
   // Raw handles for gpu/ internals (recorder, timers).
   WGPUDeviceImpl* device() const;

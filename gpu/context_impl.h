@@ -37,6 +37,8 @@ struct Context::Impl {
   bool lost = false;
   std::string lost_message;
 
+  std::mutex use_mutex;  // Context::exclusive()
+
   std::mutex pipeline_mutex;
   std::unordered_map<std::string, std::unique_ptr<Pipeline>> pipelines;
   uint64_t cache_hits = 0, cache_misses = 0;

@@ -86,17 +86,43 @@ void Graph::ensure_storage(int id) {
     t.offset = root.offset;
     return;
   }
-  const uint64_t limit = ctx_.limits().max_storage_buffer_binding_size;
-  if (t.gpu_bytes() > limit) {
-    throw Error(fmt::format("tensor '{}' {} {} needs {} bytes, over this device's maxStorageBufferBindingSize of {} "
-                            "bytes; ops bind whole tensors, so it cannot run on this device",
-                            t.name, dtype_name(t.dtype), shape_str(t.shape), t.gpu_bytes(), limit));
-  }
+  // Bindings are checked against maxStorageBufferBindingSize by prepare();
+  // a tensor only ever bound in ranges may be larger (up to maxBufferSize).
   t.buffer = ctx_.create_buffer(t.gpu_bytes(), gpu::kStorageUsage, t.name);
   t.offset = 0;
 }
 
+uint64_t Graph::bound_bytes(const Binding& b) const {
+  const TensorInfo& t = tensors_[size_t(b.tensor)];
+  return b.size ? b.size : t.gpu_bytes();
+}
+
+void Graph::check_bindings(const std::vector<DispatchNode>& nodes) const {
+  const uint64_t limit = ctx_.limits().max_storage_buffer_binding_size;
+  for (const DispatchNode& node : nodes) {
+    for (const Binding& b : node.bindings) {
+      if (b.tensor < 0) continue;
+      const TensorInfo& t = tensors_[size_t(b.tensor)];
+      if (b.size && b.offset + b.size > (t.gpu_bytes() + 15) / 16 * 16) {
+        throw Error(fmt::format("{}: binds bytes [{}, {}) of tensor '{}' {} {}, which has {} bytes", node.op,
+                                b.offset, b.offset + b.size, t.name, dtype_name(t.dtype), shape_str(t.shape),
+                                t.gpu_bytes()));
+      }
+      if (bound_bytes(b) > limit) {
+        throw Error(fmt::format("{}: tensor '{}' {} {} is {} bytes, over this device's maxStorageBufferBindingSize "
+                                "of {} bytes; this op binds it whole, so it cannot run on this device (elementwise "
+                                "unary ops split larger tensors; others do not)",
+                                node.op, t.name, dtype_name(t.dtype), shape_str(t.shape), t.gpu_bytes(), limit));
+      }
+    }
+  }
+}
+
 gpu::BufferBinding Graph::resolve(const Binding& b) {
+  if (b.tensor >= 0 && b.size) {
+    const TensorInfo& t = tensors_[size_t(b.tensor)];
+    return gpu::BufferBinding{&t.buffer, t.offset + b.offset, b.size};
+  }
   if (b.tensor >= 0) {
     const TensorInfo& t = tensors_[size_t(b.tensor)];
     // Bind the tensor's bytes rounded up to 16 (vec4 views of the tail).
@@ -108,6 +134,8 @@ gpu::BufferBinding Graph::resolve(const Binding& b) {
 }
 
 void Graph::prepare() {
+  check_bindings(nodes_);
+  check_bindings(init_nodes_);
   // Liveness of each storage root over the dispatch list.
   const size_t n = tensors_.size();
   auto root_of = [&](int id) {
@@ -157,12 +185,6 @@ void Graph::prepare() {
       if (!pooled[r] || tensors_[r].buffer.valid()) continue;
       TensorInfo& ti = tensors_[r];
       const uint64_t need = std::max<uint64_t>(16, (ti.gpu_bytes() + 255) / 256 * 256);
-      const uint64_t limit = ctx_.limits().max_storage_buffer_binding_size;
-      if (ti.gpu_bytes() > limit) {
-        throw Error(fmt::format("tensor '{}' {} {} needs {} bytes, over this device's maxStorageBufferBindingSize of "
-                                "{} bytes; ops bind whole tensors, so it cannot run on this device",
-                                ti.name, dtype_name(ti.dtype), shape_str(ti.shape), ti.gpu_bytes(), limit));
-      }
       size_t best = free_list.size();
       for (size_t k = 0; k < free_list.size(); ++k) {
         if (free_list[k].size() >= need && (best == free_list.size() || free_list[k].size() < free_list[best].size()))

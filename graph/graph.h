@@ -34,12 +34,18 @@ struct TensorInfo {
 };
 
 // One binding of a dispatch: a tensor of the graph or a buffer the op made
-// (uniform parameters, folded constants).
+// (uniform parameters, folded constants). A tensor is bound whole, or as a
+// byte range of it (`range`): how an op splits a tensor larger than
+// maxStorageBufferBindingSize over several dispatches; `offset` must be a
+// multiple of minStorageBufferOffsetAlignment.
 struct Binding {
   int tensor = -1;
   gpu::Buffer buffer;
-  static Binding of(TensorRef t) { return Binding{t.id, {}}; }
-  static Binding of(gpu::Buffer b) { return Binding{-1, std::move(b)}; }
+  uint64_t offset = 0;
+  uint64_t size = 0;  // bytes; 0: the whole tensor
+  static Binding of(TensorRef t) { return Binding{t.id, {}, 0, 0}; }
+  static Binding of(gpu::Buffer b) { return Binding{-1, std::move(b), 0, 0}; }
+  static Binding range(TensorRef t, uint64_t offset, uint64_t size) { return Binding{t.id, {}, offset, size}; }
 };
 
 struct DispatchNode {
@@ -87,6 +93,10 @@ class Graph {
 
   // Assigns storage and builds bind groups; runs init dispatches. Called by
   // run() if needed; adding work afterwards calls for a new prepare().
+  //
+  // Before anything is allocated, every binding is checked against
+  // maxStorageBufferBindingSize: a tensor bound whole over the limit is an
+  // Error naming the op, the tensor, its shape, its bytes and the limit.
   //
   // Memory plan: inputs, outputs and constants get buffers of their own.
   // Intermediates share pooled buffers by liveness: a tensor holds a buffer
@@ -149,6 +159,8 @@ class Graph {
  private:
   void record(gpu::Recorder& rec);
   gpu::BufferBinding resolve(const Binding& b);
+  uint64_t bound_bytes(const Binding& b) const;
+  void check_bindings(const std::vector<DispatchNode>& nodes) const;
   void ensure_storage(int id);
 
   gpu::Context& ctx_;

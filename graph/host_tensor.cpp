@@ -1,8 +1,30 @@
 #include "graph/host_tensor.h"
 
+#include <fmt/format.h>
+
+#include <atomic>
+
+#include "gpu/error.h"
 #include "graph/half.h"
 
 namespace wgnn {
+
+namespace {
+std::atomic<uint64_t> g_host_tensor_limit{uint64_t(16) << 30};
+}
+
+uint64_t host_tensor_limit() { return g_host_tensor_limit.load(); }
+void set_host_tensor_limit(uint64_t bytes) { g_host_tensor_limit.store(bytes); }
+
+size_t HostTensor::checked_size(DType d, const Shape& s) {
+  const uint64_t bytes = checked_nbytes(s, dtype_size(d), "host tensor");
+  if (bytes > host_tensor_limit()) {
+    throw Error(fmt::format("a host tensor {} {} would take {} bytes, over the limit of {} bytes "
+                            "(wgnn::set_host_tensor_limit)",
+                            dtype_name(d), shape_str(s), bytes, host_tensor_limit()));
+  }
+  return size_t(bytes);
+}
 
 double HostTensor::get_double(size_t i) const {
   switch (dtype) {

@@ -17,7 +17,11 @@ struct HostTensor {
   std::vector<uint8_t> data;
 
   HostTensor() = default;
-  HostTensor(DType d, Shape s) : dtype(d), shape(std::move(s)), data(size_t(wgnn::numel(shape)) * dtype_size(d)) {}
+  // Throws Error for a negative dim, an element count that overflows, or
+  // more bytes than host_tensor_limit(): shapes may come from a model's
+  // data (ConstantOfShape, Expand, Range, ...), and are checked before
+  // anything is allocated.
+  HostTensor(DType d, Shape s) : dtype(d), shape(std::move(s)), data(checked_size(d, shape)) {}
   int64_t numel() const { return wgnn::numel(shape); }
   size_t nbytes() const { return data.size(); }
   template <typename T>
@@ -31,10 +35,19 @@ struct HostTensor {
   // Element i as double / int64, converting from the dtype (f16 included).
   double get_double(size_t i) const;
   int64_t get_int(size_t i) const;
+
+ private:
+  static size_t checked_size(DType d, const Shape& s);
 };
 
 // A float32 tensor as float16 (float_to_half_saturate: finite values beyond
 // +-65504 saturate); any other dtype is returned unchanged.
 HostTensor to_f16_saturated(const HostTensor& t);
+
+// The largest HostTensor wgnn makes, in bytes (default 16 GiB): a model
+// whose host-folded values would be larger fails with an Error instead of
+// exhausting memory. Process-wide; the session fuzz target lowers it.
+uint64_t host_tensor_limit();
+void set_host_tensor_limit(uint64_t bytes);
 
 }  // namespace wgnn

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
-#include <regex>
+#include <cctype>
 #include <sstream>
 
 #include "gpu/error.h"
@@ -37,6 +37,37 @@ DType dtype_of(const std::string& descr, const std::string& what) {
                           what, descr));
 }
 
+// numpy writes headers of a few dozen bytes and reads at most 10000.
+constexpr size_t kMaxHeader = 65536;
+
+// The text of key `key` in the header dict: a quoted string without its
+// quotes, a parenthesized tuple without its parentheses, or a bare word
+// (True, False).
+std::string header_value(const std::string& h, const std::string& key, const std::string& what) {
+  const std::string quoted = "'" + key + "'";
+  size_t p = h.find(quoted);
+  if (p == std::string::npos) throw Error(fmt::format("{}: .npy header has no '{}'", what, key));
+  p += quoted.size();
+  auto skip = [&] {
+    while (p < h.size() && (h[p] == ' ' || h[p] == '\t')) ++p;
+  };
+  skip();
+  if (p >= h.size() || h[p] != ':') throw Error(fmt::format("{}: .npy header: no ':' after '{}'", what, key));
+  ++p;
+  skip();
+  if (p >= h.size()) throw Error(fmt::format("{}: .npy header ends after '{}'", what, key));
+  const char open = h[p];
+  if (open == '\'' || open == '(') {
+    const char close = open == '(' ? ')' : '\'';
+    const size_t end = h.find(close, p + 1);
+    if (end == std::string::npos) throw Error(fmt::format("{}: .npy header: '{}' value is not closed", what, key));
+    return h.substr(p + 1, end - p - 1);
+  }
+  size_t end = p;
+  while (end < h.size() && std::isalpha(static_cast<unsigned char>(h[end]))) ++end;
+  return h.substr(p, end - p);
+}
+
 }  // namespace
 
 HostTensor parse_npy(const std::string& bytes, const std::string& what) {
@@ -57,42 +88,39 @@ HostTensor parse_npy(const std::string& bytes, const std::string& what) {
     throw Error(fmt::format("{}: .npy format version {} is not supported (1, 2 or 3)", what, major));
   }
   if (bytes.size() < start + header_len) throw Error(fmt::format("{}: truncated .npy header", what));
+  if (header_len > kMaxHeader) {
+    throw Error(fmt::format("{}: .npy header of {} bytes is over the {} bytes accepted", what, header_len, kMaxHeader));
+  }
   const std::string header = bytes.substr(start, header_len);
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')"))) {
-    throw Error(fmt::format("{}: .npy header has no 'descr'", what));
-  }
-  const DType dtype = dtype_of(m[1], what);
-  if (!std::regex_search(header, m, std::regex(R"('fortran_order'\s*:\s*(True|False))"))) {
-    throw Error(fmt::format("{}: .npy header has no 'fortran_order'", what));
-  }
-  if (m[1] == "True") throw Error(fmt::format("{}: Fortran-order .npy arrays are not supported; save in C order", what));
-  if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))"))) {
-    throw Error(fmt::format("{}: .npy header has no 'shape'", what));
-  }
+  const DType dtype = dtype_of(header_value(header, "descr", what), what);
+  const std::string order = header_value(header, "fortran_order", what);
+  if (order == "True") throw Error(fmt::format("{}: Fortran-order .npy arrays are not supported; save in C order", what));
+  if (order != "False") throw Error(fmt::format("{}: .npy 'fortran_order' is '{}', not True or False", what, order));
+  const std::string dims = header_value(header, "shape", what);
   Shape shape;
-  std::string dims = m[1];
   std::stringstream ss(dims);
   std::string item;
   while (std::getline(ss, item, ',')) {
     item.erase(0, item.find_first_not_of(" \t"));
     item.erase(item.find_last_not_of(" \tL") + 1);
     if (item.empty()) continue;
+    size_t used = 0;
+    long long v = -1;
     try {
-      size_t used = 0;
-      const long long v = std::stoll(item, &used);
-      if (used != item.size() || v < 0) throw std::invalid_argument("dim");
-      shape.push_back(v);
+      v = std::stoll(item, &used);
     } catch (const std::exception&) {
-      throw Error(fmt::format("{}: bad .npy shape '({})'", what, dims));
+      used = 0;
     }
+    if (used != item.size() || v < 0) throw Error(fmt::format("{}: bad .npy shape '({})'", what, dims));
+    shape.push_back(v);
+  }
+  const uint64_t need = checked_nbytes(shape, dtype_size(dtype), what);
+  const size_t data_start = start + header_len;
+  if (bytes.size() - data_start != need) {
+    throw Error(fmt::format("{}: .npy data is {} bytes; shape {} of {} needs {}", what, bytes.size() - data_start,
+                            shape_str(shape), dtype_name(dtype), need));
   }
   HostTensor t(dtype, shape);
-  const size_t data_start = start + header_len;
-  if (bytes.size() - data_start != t.nbytes()) {
-    throw Error(fmt::format("{}: .npy data is {} bytes; shape {} of {} needs {}", what, bytes.size() - data_start,
-                            shape_str(shape), dtype_name(dtype), t.nbytes()));
-  }
   if (t.nbytes()) std::memcpy(t.data.data(), bytes.data() + data_start, t.nbytes());
   return t;
 }

@@ -103,9 +103,26 @@ void from_gpu_layout(DType d, const void* gpu, size_t count, void* host) {
   }
 }
 
+uint64_t checked_nbytes(const Shape& s, size_t element_size, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0) throw Error(fmt::format("{}: negative dimension in shape {}", what, shape_str(s)));
+    if (d != 0 && n > INT64_MAX / d) throw Error(fmt::format("{}: shape {} has more elements than int64 counts", what, shape_str(s)));
+    n *= d;
+  }
+  if (n > 0 && uint64_t(n) > UINT64_MAX / element_size) {
+    throw Error(fmt::format("{}: shape {} is too large to hold in memory", what, shape_str(s)));
+  }
+  return uint64_t(n) * element_size;
+}
+
 int64_t numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) {
+    if (__builtin_mul_overflow(n, d, &n)) {
+      throw Error(fmt::format("shape {} has more elements than int64 counts", shape_str(s)));
+    }
+  }
   return n;
 }
 

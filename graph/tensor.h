@@ -30,7 +30,13 @@ std::vector<uint8_t> to_gpu_layout(DType d, const void* host, size_t count, cons
 void from_gpu_layout(DType d, const void* gpu, size_t count, void* host);
 
 using Shape = std::vector<int64_t>;
+// The product of the dims; throws Error if it overflows int64 (shapes may
+// come from a model's data).
 int64_t numel(const Shape& s);
+// numel(s) * element_size for a shape read from a file: throws Error
+// (naming `what`) for a negative dimension or a count that overflows int64.
+// Call it before allocating anything of that size.
+uint64_t checked_nbytes(const Shape& s, size_t element_size, const std::string& what);
 std::string shape_str(const Shape& s);
 
 // A tensor value: the id of a tensor in a Graph.

@@ -212,8 +212,10 @@ HostTensor gather(const HostTensor& data, const HostTensor& indices, int64_t axi
         throw Error(fmt::format("Gather: index {} is out of range for axis {} of size {}", get_int(indices, size_t(k)),
                                 axis, dim));
       }
-      std::memcpy(out.data.data() + size_t((o * ni + k) * inner) * es,
-                  data.data.data() + size_t((o * dim + idx) * inner) * es, size_t(inner) * es);
+      if (inner > 0) {
+        std::memcpy(out.data.data() + size_t((o * ni + k) * inner) * es,
+                    data.data.data() + size_t((o * dim + idx) * inner) * es, size_t(inner) * es);
+      }
     }
   }
   return out;
@@ -237,7 +239,7 @@ HostTensor concat(const std::vector<const HostTensor*>& parts, int64_t axis) {
   for (int64_t o = 0; o < outer; ++o) {
     for (const HostTensor* p : parts) {
       const size_t chunk = size_t(p->numel() / std::max<int64_t>(outer, 1)) * es;
-      if (outer == 0) continue;
+      if (outer == 0 || chunk == 0) continue;  // an empty part has no data pointer
       std::memcpy(out.data.data() + pos, p->data.data() + size_t(o) * chunk, chunk);
       pos += chunk;
     }

@@ -17,7 +17,7 @@ namespace wgnn::onnx_import {
 // ---- NodeCtx --------------------------------------------------------------
 
 std::string NodeCtx::where() const {
-  return fmt::format("node '{}' ({}, opset {})", node.name().empty() ? node.output(0) : node.name(), node.op_type(),
+  return fmt::format("node '{}' ({}, opset {})", !node.name().empty() ? node.name() : node.output_size() > 0 ? node.output(0) : std::string("(unnamed)"), node.op_type(),
                      opset);
 }
 void NodeCtx::fail(const std::string& msg) const { throw Error(where() + ": " + msg); }
@@ -157,7 +157,9 @@ Shape reshape_target(const NodeCtx& c, const Shape& in, const std::vector<int64_
     } else {
       out[i] = spec[i];
     }
-    if (int64_t(i) != infer) known *= out[i];
+    if (int64_t(i) != infer && __builtin_mul_overflow(known, out[i], &known)) {
+      c.fail(fmt::format("shape {} has more elements than int64 counts", shape_str(spec)));
+    }
   }
   const int64_t n = numel(in);
   if (infer >= 0) {

@@ -28,21 +28,21 @@ namespace {
 
 constexpr int kMinOpset = 7, kMaxOpset = 21;
 
-std::unique_ptr<onnx::ModelProto> parse_model(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error(fmt::format("cannot open model '{}'", path));
-  auto model = std::make_unique<onnx::ModelProto>();
-  bool ok = false;
-  {
-    google::protobuf::io::FileInputStream raw(fd);
-    google::protobuf::io::CodedInputStream coded(&raw);
-    coded.SetTotalBytesLimit(INT32_MAX);  // the protobuf maximum; larger models keep weights as external data
-    ok = model->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+// Protobuf refuses messages over 2 GB; larger models keep weights as
+// external data.
+void parse_coded(google::protobuf::io::CodedInputStream& coded, onnx::ModelProto& model, const std::string& name) {
+  coded.SetTotalBytesLimit(INT32_MAX);
+  if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
+    throw Error(fmt::format("'{}' is not a valid ONNX model (protobuf parsing failed: truncated or not ONNX)", name));
   }
-  ::close(fd);
-  if (!ok) throw Error(fmt::format("'{}' is not a valid ONNX model (protobuf parsing failed: truncated or not ONNX)", path));
-  if (!model->has_graph()) throw Error(fmt::format("'{}' has no graph: not an ONNX model", path));
-  return model;
+  if (!model.has_graph()) throw Error(fmt::format("'{}' has no graph: not an ONNX model", name));
+}
+
+// A node's name for messages: its name, else its first output's.
+std::string node_name(const onnx::NodeProto& n) {
+  if (!n.name().empty()) return n.name();
+  if (n.output_size() > 0 && !n.output(0).empty()) return n.output(0);
+  return "(unnamed, no output)";
 }
 
 ValueInfo value_info(const onnx::ValueInfoProto& v) {
@@ -86,9 +86,13 @@ void sort_topologically(onnx::GraphProto& g, const std::set<std::string>& availa
       if (it == producer.end()) {
         throw Error(fmt::format("node '{}' ({}): input '{}' is produced by no node, initializer or graph input "
                                 "(the graph is malformed)",
-                                node.name().empty() ? node.output(0) : node.name(), node.op_type(), in));
+                                node_name(node), node.op_type(), in));
       }
-      if (it->second != i) deps.insert(it->second);
+      if (it->second == i) {
+        throw Error(fmt::format("node '{}' ({}): input '{}' is its own output (a cycle)", node_name(node),
+                                node.op_type(), in));
+      }
+      deps.insert(it->second);
     }
     pending[size_t(i)] = int(deps.size());
     for (int d : deps) users[size_t(d)].push_back(i);
@@ -122,37 +126,33 @@ std::string shape_key(const std::map<std::string, HostTensor>& inputs, const std
   return k;
 }
 
-}  // namespace
 
-Session::Session(gpu::Context& ctx, const std::string& path, SessionOptions options)
-    : ctx_(ctx), options_(options), model_(parse_model(path)) {
-  model_dir_ = std::filesystem::absolute(path).parent_path().string();
-  for (const auto& op : model_->opset_import()) {
-    if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = int(op.version());
+// Everything but parsing: the opset, initializers, graph values, node
+// order and the operators the outputs need.
+void check_model(LoadedModel& m, const std::string& path) {
+  int64_t opset = 0;
+  for (const auto& op : m.proto->opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") opset = op.version();
   }
-  if (opset_ == 0) opset_ = 1;
-  if (opset_ < kMinOpset || opset_ > kMaxOpset) {
-    throw Unsupported(fmt::format("'{}' uses ONNX opset {}; supported: {} to {}", path, opset_, kMinOpset, kMaxOpset));
+  if (opset == 0) opset = 1;
+  if (opset < kMinOpset || opset > kMaxOpset) {
+    throw Unsupported(fmt::format("'{}' uses ONNX opset {}; supported: {} to {}", path, opset, kMinOpset, kMaxOpset));
   }
-  if (options_.fp16 && !ctx_.features().shader_f16) {
-    throw Unsupported(fmt::format("float16 mode needs the shader-f16 feature, which this adapter ({}) lacks; "
-                                  "run without float16 mode",
-                                  ctx_.adapter().name));
-  }
-  const auto& g = model_->graph();
+  m.opset = int(opset);
+  const auto& g = m.proto->graph();
   for (const auto& init : g.initializer()) {
-    initializers_.emplace(init.name(), from_tensor_proto(init, model_dir_));
+    m.initializers.emplace(init.name(), from_tensor_proto(init, m.dir));
   }
   for (const auto& in : g.input()) {
-    if (initializers_.count(in.name())) continue;  // old-style models list weights as inputs
-    inputs_.push_back(value_info(in));
+    if (m.initializers.count(in.name())) continue;  // old-style models list weights as inputs
+    m.inputs.push_back(value_info(in));
   }
-  for (const auto& out : g.output()) outputs_.push_back(value_info(out));
+  for (const auto& out : g.output()) m.outputs.push_back(value_info(out));
   {
     std::set<std::string> available;
     for (const auto& in : g.input()) available.insert(in.name());
-    for (const auto& [name, t] : initializers_) available.insert(name);
-    sort_topologically(*model_->mutable_graph(), available);
+    for (const auto& [name, t] : m.initializers) available.insert(name);
+    sort_topologically(*m.proto->mutable_graph(), available);
   }
 
   // Every node the outputs need must be supported: one error lists them all.
@@ -170,12 +170,11 @@ Session::Session(gpu::Context& ctx, const std::string& path, SessionOptions opti
   std::vector<std::string> problems;
   const auto& mappers = op_mappers();
   std::set<std::string> produced;
-  for (const auto& in : inputs_) produced.insert(in.name);
-  for (const auto& [name, t] : initializers_) produced.insert(name);
+  for (const auto& in : m.inputs) produced.insert(in.name);
+  for (const auto& [name, t] : m.initializers) produced.insert(name);
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& n = g.node(i);
-    const std::string where = fmt::format("node '{}' ({}, opset {})", n.name().empty() ? n.output(0) : n.name(),
-                                          n.op_type(), opset_);
+    const std::string where = fmt::format("node '{}' ({}, opset {})", node_name(n), n.op_type(), m.opset);
     for (const auto& o : n.output()) produced.insert(o);
     if (!live[size_t(i)]) continue;
     if (!n.domain().empty() && n.domain() != "ai.onnx") {
@@ -193,7 +192,68 @@ Session::Session(gpu::Context& ctx, const std::string& path, SessionOptions opti
   }
 }
 
-Session::~Session() = default;
+}  // namespace
+
+LoadedModel::LoadedModel() = default;
+LoadedModel::LoadedModel(LoadedModel&&) noexcept = default;
+LoadedModel& LoadedModel::operator=(LoadedModel&&) noexcept = default;
+LoadedModel::~LoadedModel() = default;
+
+LoadedModel load_model(const std::string& path) {
+  LoadedModel m;
+  m.proto = std::make_unique<onnx::ModelProto>();
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error(fmt::format("cannot open model '{}'", path));
+  try {
+    google::protobuf::io::FileInputStream raw(fd);
+    google::protobuf::io::CodedInputStream coded(&raw);
+    parse_coded(coded, *m.proto, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  m.dir = std::filesystem::absolute(path).parent_path().string();
+  check_model(m, path);
+  return m;
+}
+
+LoadedModel load_model_from_bytes(const std::string& bytes, const std::string& name, const std::string& dir) {
+  LoadedModel m;
+  m.proto = std::make_unique<onnx::ModelProto>();
+  google::protobuf::io::CodedInputStream coded(reinterpret_cast<const uint8_t*>(bytes.data()), int(std::min<size_t>(bytes.size(), INT32_MAX)));
+  parse_coded(coded, *m.proto, name);
+  m.dir = dir;
+  check_model(m, name);
+  return m;
+}
+
+Session::Session(gpu::Context& ctx, const std::string& path, SessionOptions options)
+    : Session(ctx, load_model(path), options) {}
+
+Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
+    : ctx_(ctx),
+      options_(options),
+      model_(std::move(model.proto)),
+      model_dir_(std::move(model.dir)),
+      opset_(model.opset),
+      inputs_(std::move(model.inputs)),
+      outputs_(std::move(model.outputs)),
+      initializers_(std::move(model.initializers)) {
+  if (options_.fp16 && !ctx_.features().shader_f16) {
+    throw Unsupported(fmt::format("float16 mode needs the shader-f16 feature, which this adapter ({}) lacks; "
+                                  "run without float16 mode",
+                                  ctx_.adapter().name));
+  }
+}
+
+Session::~Session() {
+  // Graph buffers are released under the Context's lock: another Session on
+  // it may be running on another thread.
+  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
+  last_ = nullptr;
+  built_.clear();
+}
 
 void Session::set_input_shape(const std::string& name, const Shape& shape) {
   auto it = std::find_if(inputs_.begin(), inputs_.end(), [&](const ValueInfo& v) { return v.name == name; });
@@ -277,7 +337,17 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
       }
       ++b->folded;
     } else {
-      outs = m.build(c);
+      try {
+        outs = m.build(c);
+      } catch (const Unsupported&) {
+        throw;
+      } catch (const gpu::GpuError&) {
+        throw;
+      } catch (const Error& e) {
+        // Name the node, unless the mapper did (NodeCtx::fail).
+        if (std::string(e.what()).rfind(c.where(), 0) == 0) throw;
+        c.fail(e.what());
+      }
       ++b->mapped;
     }
     if (outs.size() < size_t(n.output_size())) {
@@ -305,6 +375,8 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
 }
 
 std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostTensor>& inputs) {
+  // Sessions sharing a Context take turns (gpu/context.h, "Threading").
+  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
   for (const auto& [name, t] : inputs) {
     if (std::none_of(inputs_.begin(), inputs_.end(), [&](const ValueInfo& v) { return v.name == name; })) {
       throw Error(fmt::format("'{}' is not an input of this model", name));

@@ -9,8 +9,12 @@
 // A Session builds its Graph for the input shapes of the first run (symbolic
 // dims resolved from the actual inputs) and reuses it, with every bind group
 // and uniform made once, for later runs with the same shapes; new shapes
-// build (and cache) another graph. A Session may be used from one thread at a
-// time; sessions on one Context must not run concurrently.
+// build (and cache) another graph.
+//
+// Threading: one Session may be used from one thread at a time. Different
+// Sessions may run from different threads: on different Contexts they run
+// concurrently; on one shared Context run() holds Context::exclusive(), so
+// their runs take turns (each bit-identical to a run alone).
 //
 // An input that an op needs on the host (a Reshape's target shape, Range's
 // limit, Slice's starts: data that decides shapes) is read from the values
@@ -53,9 +57,35 @@ struct SessionOptions {
   bool fp16 = false;
 };
 
+// A parsed and checked model, before any GPU work: what Session's
+// constructor does first. Everything in a model file is checked here and is
+// an Error (or Unsupported) naming what is wrong: protobuf parsing, the
+// opset, every initializer (dtype, dims against the data present, external
+// data inside the model's folder), graph inputs and outputs, node order
+// (cycles, inputs produced by nothing) and the supported operators.
+struct LoadedModel {
+  LoadedModel();
+  LoadedModel(LoadedModel&&) noexcept;
+  LoadedModel& operator=(LoadedModel&&) noexcept;
+  ~LoadedModel();
+
+  std::unique_ptr<onnx::ModelProto> proto;  // nodes topologically sorted
+  std::string dir;                          // external data is read relative to it
+  int opset = 0;
+  std::vector<ValueInfo> inputs, outputs;
+  std::map<std::string, HostTensor> initializers;
+};
+
+// From a file (`name` in messages is the path).
+LoadedModel load_model(const std::string& path);
+// From bytes in memory; `name` is used in messages and `dir` for external
+// data. Needs no GPU: the fuzz target calls it (fuzz/).
+LoadedModel load_model_from_bytes(const std::string& bytes, const std::string& name, const std::string& dir);
+
 class Session {
  public:
   Session(gpu::Context& ctx, const std::string& path, SessionOptions options = {});
+  Session(gpu::Context& ctx, LoadedModel model, SessionOptions options = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

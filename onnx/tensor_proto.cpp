@@ -49,13 +49,28 @@ int onnx_from_dtype(DType d) {
 
 namespace {
 
+// A non-negative decimal number of an external_data entry.
+int64_t external_number(const onnx::TensorProto& t, const std::string& key, const std::string& value) {
+  size_t used = 0;
+  int64_t v = -1;
+  try {
+    v = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size() || v < 0) {
+    throw Error(fmt::format("tensor '{}': external data {} '{}' is not a non-negative integer", t.name(), key, value));
+  }
+  return v;
+}
+
 std::string read_external(const onnx::TensorProto& t, const std::string& base_dir, size_t want) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : t.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    else if (kv.key() == "offset") offset = external_number(t, kv.key(), kv.value());
+    else if (kv.key() == "length") length = external_number(t, kv.key(), kv.value());
   }
   if (location.empty()) throw Error(fmt::format("tensor '{}': external data without a location", t.name()));
   namespace fs = std::filesystem;
@@ -71,7 +86,7 @@ std::string read_external(const onnx::TensorProto& t, const std::string& base_di
   in.seekg(0, std::ios::end);
   const int64_t file_size = in.tellg();
   if (length < 0) length = file_size - offset;
-  if (offset < 0 || offset + length > file_size || size_t(length) != want) {
+  if (offset > file_size || length < 0 || length > file_size - offset || uint64_t(length) != want) {
     throw Error(fmt::format("tensor '{}': external data (offset {}, length {}) does not match the file '{}' of {} "
                             "bytes and the {} bytes the tensor needs",
                             t.name(), offset, length, p.string(), file_size, want));
@@ -83,61 +98,52 @@ std::string read_external(const onnx::TensorProto& t, const std::string& base_di
   return data;
 }
 
-template <typename Field>
-void require_count(const onnx::TensorProto& t, const Field& f, int64_t n, const char* field) {
-  if (int64_t(f.size()) != n) {
-    throw Error(fmt::format("tensor '{}': {} holds {} values, the shape needs {}", t.name(), field, f.size(), n));
-  }
-}
-
 }  // namespace
 
 HostTensor from_tensor_proto(const onnx::TensorProto& t, const std::string& base_dir) {
   const std::string what = fmt::format("tensor '{}'", t.name());
   const DType dtype = dtype_from_onnx(t.data_type(), what);
   Shape shape(t.dims().begin(), t.dims().end());
-  for (int64_t d : shape) {
-    if (d < 0) throw Error(fmt::format("{}: negative dimension in {}", what, shape_str(shape)));
-  }
-  HostTensor out(dtype, shape);
-  const int64_t n = out.numel();
+  // Sizes are checked against the data present before anything is allocated.
+  const uint64_t nbytes = checked_nbytes(shape, dtype_size(dtype), what);
+  const int64_t n = int64_t(nbytes / dtype_size(dtype));
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    const std::string data = read_external(t, base_dir, out.nbytes());
+    const std::string data = read_external(t, base_dir, nbytes);
+    HostTensor out(dtype, shape);
     if (!data.empty()) std::memcpy(out.data.data(), data.data(), data.size());
     return out;
   }
   if (t.has_raw_data()) {
-    if (t.raw_data().size() != out.nbytes()) {
+    if (t.raw_data().size() != nbytes) {
       throw Error(fmt::format("{}: raw_data has {} bytes; shape {} of {} needs {}", what, t.raw_data().size(),
-                              shape_str(shape), dtype_name(dtype), out.nbytes()));
+                              shape_str(shape), dtype_name(dtype), nbytes));
     }
-    if (out.nbytes()) std::memcpy(out.data.data(), t.raw_data().data(), out.nbytes());
+    HostTensor out(dtype, shape);
+    if (nbytes) std::memcpy(out.data.data(), t.raw_data().data(), nbytes);
     return out;
   }
+  const int64_t have = dtype == DType::F32 ? t.float_data_size() : dtype == DType::I64 ? t.int64_data_size() : t.int32_data_size();
+  const char* field = dtype == DType::F32 ? "float_data" : dtype == DType::I64 ? "int64_data" : "int32_data";
+  if (have != n) throw Error(fmt::format("{}: {} holds {} values, the shape {} needs {}", what, field, have, shape_str(shape), n));
+  HostTensor out(dtype, shape);
   switch (dtype) {
     case DType::F32:
-      require_count(t, t.float_data(), n, "float_data");
       for (int64_t i = 0; i < n; ++i) out.as<float>()[i] = t.float_data(int(i));
       break;
     case DType::I64:
-      require_count(t, t.int64_data(), n, "int64_data");
       for (int64_t i = 0; i < n; ++i) out.as<int64_t>()[i] = t.int64_data(int(i));
       break;
     case DType::I32:
-      require_count(t, t.int32_data(), n, "int32_data");
       for (int64_t i = 0; i < n; ++i) out.as<int32_t>()[i] = t.int32_data(int(i));
       break;
     case DType::F16:  // bit patterns in int32_data
-      require_count(t, t.int32_data(), n, "int32_data");
       for (int64_t i = 0; i < n; ++i) out.as<uint16_t>()[i] = uint16_t(t.int32_data(int(i)));
       break;
     case DType::Bool:
     case DType::U8:
-      require_count(t, t.int32_data(), n, "int32_data");
       for (int64_t i = 0; i < n; ++i) out.as<uint8_t>()[i] = uint8_t(t.int32_data(int(i)));
       break;
     case DType::I8:
-      require_count(t, t.int32_data(), n, "int32_data");
       for (int64_t i = 0; i < n; ++i) out.as<int8_t>()[i] = int8_t(t.int32_data(int(i)));
       break;
   }

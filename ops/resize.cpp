@@ -205,17 +205,24 @@ struct alignas(16) Params {
   uint32_t pad;
 };
 
+// The result of a resize must fit one storage binding (checked before the
+// taps, whose tables grow with the output size).
+void check_result_fits(const Args& a, DType dt, const Shape& out_shape) {
+  const uint64_t limit = a.g.ctx().limits().max_storage_buffer_binding_size;
+  const int64_t n = numel(out_shape);
+  if (n > int64_t(UINT32_MAX) || uint64_t(n) * gpu_dtype_size(dt) > limit) {
+    a.fail(fmt::format("the result {} {} is over this device's maxStorageBufferBindingSize of {} bytes",
+                       dtype_name(dt), shape_str(out_shape), limit));
+  }
+}
+
 // Resizes x to `out_shape` with per-dim taps (nullopt: the dim is kept).
 TensorRef record(const Args& a, TensorRef x, const Shape& out_shape, std::vector<std::optional<Taps>> taps,
                  double fill, const std::string& label) {
   Graph& g = a.g;
   const DType dt = g.info(x).dtype;
   Shape cur = g.info(x).shape;
-  const uint64_t limit = g.ctx().limits().max_storage_buffer_binding_size;
-  if (numel(out_shape) > int64_t(UINT32_MAX) || uint64_t(numel(out_shape)) * gpu_dtype_size(dt) > limit) {
-    a.fail(fmt::format("the result {} {} is over this device's maxStorageBufferBindingSize of {} bytes",
-                       dtype_name(dt), shape_str(out_shape), limit));
-  }
+  check_result_fits(a, dt, out_shape);
   if (numel(out_shape) == 0) return g.add_tensor(out_shape, dt);
   std::vector<size_t> dims;
   for (size_t d = 0; d < cur.size(); ++d) {
@@ -371,12 +378,19 @@ Value resize(Graph& g, const ValueList& args) {
     a.fail(fmt::format("tf_crop_and_resize needs 'roi' with {} values (starts, then ends)", 2 * rank));
   }
   Shape out(rank);
-  std::vector<std::optional<Taps>> taps(rank);
   for (size_t d = 0; d < rank; ++d) {
     if (scales && !((*scales)[d] > 0) ) a.fail(fmt::format("scale {} of dim {} must be positive", (*scales)[d], d));
+    if (!sizes && !((*scales)[d] * double(in[d]) < 0x1p62)) {
+      a.fail(fmt::format("scale {} of dim {} gives a size over 2^62", (*scales)[d], d));
+    }
     out[d] = sizes ? (*sizes)[d] : int64_t(std::floor((*scales)[d] * double(in[d])));
     if (out[d] < 0) a.fail(fmt::format("size {} of dim {} is negative", out[d], d));
     if (in[d] == 0 && out[d] > 0) a.fail(fmt::format("dim {} is empty and cannot grow to {}", d, out[d]));
+  }
+  // The result must fit the device before any per-dim table is built.
+  check_result_fits(a, a.g.info(x).dtype, out);
+  std::vector<std::optional<Taps>> taps(rank);
+  for (size_t d = 0; d < rank; ++d) {
     if (out[d] == 0 || in[d] == 0) continue;
     const double scale = scales ? (*scales)[d] : double(out[d]) / double(in[d]);
     taps[d] = onnx_taps(m, in[d], out[d], scale, roi ? (*roi)[d] : 0.0, roi ? (*roi)[d + rank] : 1.0);
@@ -395,9 +409,13 @@ Shape aten_out_shape(const Args& a, const Shape& in, const std::optional<IntList
   Shape out = in;
   for (size_t i = 0; i < 2; ++i) {
     if (sf && !((*sf)[i] > 0)) a.fail(fmt::format("scale factor {} must be positive", (*sf)[i]));
+    if (sf && !(double(in[2 + i]) * (*sf)[i] < 0x1p62)) {
+      a.fail(fmt::format("scale factor {} gives a size over 2^62", (*sf)[i]));
+    }
     out[2 + i] = size ? (*size)[i] : int64_t(std::floor(double(in[2 + i]) * (*sf)[i]));
     if (out[2 + i] <= 0) a.fail(fmt::format("output size {} must be positive", shape_str(out)));
   }
+  check_result_fits(a, a.g.info(a.tensor(0, "input")).dtype, out);
   return out;
 }
 

@@ -101,3 +101,40 @@ TEST(Npy, TruncatedAndGarbageAreErrors) {
   EXPECT_THROW(parse_npy(good.substr(0, 12), "x"), Error);
   EXPECT_THROW(read_npy("/nonexistent/file.npy"), Error);
 }
+
+// Headers a fuzzer would try: each is an Error naming the problem, checked
+// before the data is allocated.
+TEST(Npy, MalformedHeadersAreErrorsBeforeAllocating) {
+  auto npy = [](const std::string& header, const std::string& data = "") {
+    std::string b("\x93NUMPY\x01\x00", 8);
+    b.push_back(char(header.size() & 0xFF));
+    b.push_back(char(header.size() >> 8));
+    return b + header + data;
+  };
+  auto error = [](const std::string& bytes) {
+    try {
+      parse_npy(bytes, "x.npy");
+    } catch (const wgnn::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(error(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1048576), }", "abcd")),
+              HasSubstr(".npy data is 4 bytes"));
+  EXPECT_THAT(error(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 8), }")),
+              HasSubstr("more elements than int64 counts"));
+  EXPECT_THAT(error(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }")),
+              HasSubstr("bad .npy shape"));
+  EXPECT_THAT(error(npy("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1,), }")),
+              HasSubstr("'fortran_order' is 'Maybe'"));
+  EXPECT_THAT(error(npy("{'descr': '<f4, 'fortran_order': False, 'shape': (1,), }")), HasSubstr("x.npy"));
+  EXPECT_THAT(error(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1, }")),
+              HasSubstr("'shape' value is not closed"));
+  EXPECT_THAT(error(npy("{'descr'")), HasSubstr("no ':' after 'descr'"));
+  EXPECT_THAT(error(npy("{'descr':  ")), HasSubstr("ends after 'descr'"));
+  std::string v2("\x93NUMPY\x02\x00\xff\xff\xff\x00", 12);  // a 16 MiB header, present
+  v2.append(0xffffff, ' ');
+  EXPECT_THAT(error(v2), HasSubstr("over the 65536 bytes accepted"));
+  const std::string ok = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", std::string(4, '\0'));
+  EXPECT_EQ(parse_npy(ok, "x.npy").shape, (Shape{1}));
+}

@@ -153,19 +153,6 @@ TEST(UnaryOps, RejectsNonTensorArgument) {
   }
 }
 
-TEST(UnaryOps, RejectsTensorOverBindingLimit) {
-  Graph g(ctx());
-  const uint64_t limit = ctx().limits().max_storage_buffer_binding_size;
-  TensorRef x = g.add_tensor({int64_t(limit / 4 + 4)}, DType::F32, TensorKind::Input);  // never allocated
-  try {
-    ops::call(g, "aten.relu.default", {x});
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("maxStorageBufferBindingSize"));
-    EXPECT_THAT(e.what(), HasSubstr("aten.relu.default"));
-  }
-}
-
 TEST(OpRegistry, UnknownOpIsNamed) {
   Graph g(ctx());
   try {
