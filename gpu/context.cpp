@@ -508,6 +508,10 @@ void Context::map_for_read(const std::vector<const Buffer*>& staging) {
   s.throw_pending();
   for (size_t i = 0; i < staging.size(); ++i) {
     if (results[i].status != WGPUMapAsyncStatus_Success) {
+      // Leave none mapped: a later run copies into them again.
+      for (size_t k = 0; k < staging.size(); ++k) {
+        if (results[k].status == WGPUMapAsyncStatus_Success) wgpuBufferUnmap(staging[k]->handle());
+      }
       throw GpuError(fmt::format("mapping the readback buffer '{}' failed: {}", staging[i]->label(),
                                  results[i].message));
     }
