@@ -302,6 +302,13 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   if (const char* r = std::getenv("WGNN_DISABLE_ROBUSTNESS"); r && std::string(r) == "1") {
     enabled.push_back("disable_robustness");
   }
+  // WGNN_SKIP_VALIDATION=1: Dawn skips its validation of API calls (bind
+  // groups, dispatches, copies, submits), which cuts the host time of
+  // encoding (docs/BENCHMARKS.md, "Host time per run"). A wrong call then is
+  // undefined behaviour instead of an error: for measured, tested models only.
+  if (const char* r = std::getenv("WGNN_SKIP_VALIDATION"); r && std::string(r) == "1") {
+    enabled.push_back("skip_validation");
+  }
   const char* disabled[] = {"timestamp_quantization"};
   WGPUDawnTogglesDescriptor toggles{};
   toggles.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);
@@ -392,6 +399,8 @@ WGPUQueueImpl* Context::queue() const { return impl_->queue; }
 WGPUInstanceImpl* Context::instance() const { return impl_->instance; }
 uint64_t Context::pipeline_cache_hits() const { return impl_->cache_hits; }
 uint64_t Context::pipeline_cache_misses() const { return impl_->cache_misses; }
+uint64_t Context::buffers_created() const { return impl_->buffers_created; }
+uint64_t Context::bind_groups_created() const { return impl_->bind_groups_created; }
 
 void Context::check() { impl_->throw_pending(); }
 
@@ -423,6 +432,7 @@ Buffer Context::create_buffer(uint64_t bytes, uint64_t usage, std::string_view l
   WGPUBuffer b = s.scoped(fmt::format("creating buffer '{}' of {}", name, human_bytes(size)),
                           [&] { return wgpuDeviceCreateBuffer(s.device, &desc); });
   if (!b) throw GpuError(fmt::format("creating buffer '{}' of {} failed", name, human_bytes(size)));
+  ++s.buffers_created;
   Buffer out;
   out.handle_ = std::shared_ptr<WGPUBufferImpl>(b, [](WGPUBuffer p) {
     wgpuBufferDestroy(p);
@@ -491,6 +501,56 @@ void Context::read(const Buffer& src, void* data, uint64_t bytes, uint64_t offse
   std::memcpy(data, mapped, bytes);
   wgpuBufferUnmap(staging.handle());
 }
+
+void Context::map_for_read(const std::vector<const Buffer*>& staging) {
+  Impl& s = *impl_;
+  struct R {
+    WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
+    std::string message;
+  };
+  std::vector<R> results(staging.size());
+  std::vector<WGPUFutureWaitInfo> futures(staging.size());
+  for (size_t i = 0; i < staging.size(); ++i) {
+    const Buffer& b = *staging[i];
+    if (!(b.usage() & kMapRead)) {
+      throw Error(fmt::format("map_for_read: buffer '{}' was not created with MapRead usage", b.label()));
+    }
+    WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_WaitAnyOnly;
+    cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView msg, void* ud, void*) {
+      auto* rr = static_cast<R*>(ud);
+      rr->status = status;
+      rr->message = str(msg);
+    };
+    cb.userdata1 = &results[i];
+    futures[i] = WGPUFutureWaitInfo{wgpuBufferMapAsync(b.handle(), WGPUMapMode_Read, 0, b.size(), cb), false};
+  }
+  // The maps complete in submission order; wait for each (a completed one
+  // returns at once).
+  for (size_t i = 0; i < staging.size(); ++i) s.wait(futures[i].future, "mapping a readback buffer");
+  s.throw_pending();
+  for (size_t i = 0; i < staging.size(); ++i) {
+    if (results[i].status != WGPUMapAsyncStatus_Success) {
+      // Leave none mapped: a later run copies into them again.
+      for (size_t k = 0; k < staging.size(); ++k) {
+        if (results[k].status == WGPUMapAsyncStatus_Success) wgpuBufferUnmap(staging[k]->handle());
+      }
+      throw GpuError(fmt::format("mapping the readback buffer '{}' failed: {}", staging[i]->label(),
+                                 results[i].message));
+    }
+  }
+}
+
+const void* Context::mapped(const Buffer& staging, uint64_t bytes) {
+  if (bytes > staging.size()) {
+    throw Error(fmt::format("mapped: {} bytes of the {}-byte buffer '{}'", bytes, staging.size(), staging.label()));
+  }
+  const void* p = wgpuBufferGetConstMappedRange(staging.handle(), 0, (bytes + 3) / 4 * 4);
+  if (!p) throw GpuError(fmt::format("the mapped range of '{}' is null (not mapped for reading?)", staging.label()));
+  return p;
+}
+
+void Context::unmap(const Buffer& staging) { wgpuBufferUnmap(staging.handle()); }
 
 void Context::clear(const Buffer& dst, uint64_t offset, uint64_t bytes) {
   Impl& s = *impl_;
@@ -671,6 +731,7 @@ BindGroup Context::bind_group(const Pipeline& pipeline, const std::vector<Buffer
   desc.entries = entries.data();
   WGPUBindGroup g = s.scoped(fmt::format("binding buffers to '{}'", pipeline.name()),
                              [&] { return wgpuDeviceCreateBindGroup(s.device, &desc); });
+  ++s.bind_groups_created;
   BindGroup out;
   out.group_ = std::shared_ptr<WGPUBindGroupImpl>(g, wgpuBindGroupRelease);
   return out;

@@ -198,11 +198,25 @@ class Context {
   const Pipeline& kernel(std::string_view path, const Constants& constants = {}, std::string_view entry = "main");
   uint64_t pipeline_cache_hits() const;
   uint64_t pipeline_cache_misses() const;
+  // How many buffers and bind groups this context has created so far: a
+  // steady-state run of a prepared graph creates none.
+  uint64_t buffers_created() const;
+  uint64_t bind_groups_created() const;
 
   // A bind group for bindings 0..n-1 of `pipeline`. Each binding is checked
   // against maxStorageBufferBindingSize and the offset alignment.
   BindGroup bind_group(const Pipeline& pipeline, const std::vector<BufferBinding>& bindings,
                        std::string_view what = {});
+
+  // Reading through MapRead staging buffers that commands already submitted
+  // copy into: map_for_read() maps every one of them for reading (after the
+  // work submitted so far) and waits until all are mapped, which also means
+  // that the submitted work that wrote them has finished; mapped() is then
+  // the first `bytes` of a staging buffer, valid until unmap(). Throws a
+  // pending device error.
+  void map_for_read(const std::vector<const Buffer*>& staging);
+  const void* mapped(const Buffer& staging, uint64_t bytes);
+  void unmap(const Buffer& staging);
 
   // Waits until the GPU has finished all submitted work; throws a pending
   // error (validation, device lost) if one was reported.

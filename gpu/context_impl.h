@@ -42,6 +42,7 @@ struct Context::Impl {
   std::mutex pipeline_mutex;
   std::unordered_map<std::string, std::unique_ptr<Pipeline>> pipelines;
   uint64_t cache_hits = 0, cache_misses = 0;
+  uint64_t buffers_created = 0, bind_groups_created = 0;
 
   Buffer dummy;
   uint64_t timeout_ns = 600ull * 1000 * 1000 * 1000;

@@ -76,6 +76,43 @@ void Recorder::dispatch(const Pipeline& pipeline, const BindGroup& group, Grid g
   ++dispatches_;
 }
 
+bool Recorder::make_encoded(const Context& ctx, const Pipeline& pipeline, const BindGroup& group, Grid grid,
+                            EncodedDispatch* out) {
+  if (grid.count() == 0) return false;
+  const uint32_t m = ctx.limits().max_compute_workgroups_per_dimension;
+  if (grid.x > m || grid.y > m || grid.z > m) {
+    throw Error(fmt::format("dispatch '{}' of {}x{}x{} workgroups exceeds maxComputeWorkgroupsPerDimension {}",
+                            pipeline.name(), grid.x, grid.y, grid.z, m));
+  }
+  if (!pipeline.handle() || !group.handle()) {
+    throw Error(fmt::format("dispatch '{}': no pipeline or bind group", pipeline.name()));
+  }
+  *out = EncodedDispatch{pipeline.handle(), group.handle(), grid.x, grid.y, grid.z};
+  return true;
+}
+
+void Recorder::dispatch_all(const EncodedDispatch* list, size_t n) {
+  if (timing_ == Timing::PerDispatch) throw Error("Recorder::dispatch_all: not for per-dispatch timing");
+  if (n == 0) return;
+  ensure_pass("pass");
+  WGPUComputePipeline last_pipeline = nullptr;
+  WGPUBindGroup last_group = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const EncodedDispatch& d = list[i];
+    if (d.pipeline != last_pipeline) {
+      wgpuComputePassEncoderSetPipeline(pass_, d.pipeline);
+      last_pipeline = d.pipeline;
+      last_group = nullptr;  // conservative: a new pipeline gets its group set again
+    }
+    if (d.group != last_group) {
+      wgpuComputePassEncoderSetBindGroup(pass_, 0, d.group, 0, nullptr);
+      last_group = d.group;
+    }
+    wgpuComputePassEncoderDispatchWorkgroups(pass_, d.x, d.y, d.z);
+  }
+  dispatches_ += n;
+}
+
 void Recorder::copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes) {
   if (submitted_) throw Error("Recorder: recording after submit()");
   if (src_offset + bytes > src.size() || dst_offset + bytes > dst.size()) {
@@ -108,6 +145,16 @@ void Recorder::submit() {
 void Recorder::finish() {
   submit();
   ctx_.wait_idle();
+  read_timestamps();
+}
+
+void Recorder::finish_completed() {
+  if (!submitted_) throw Error("Recorder::finish_completed() before submit()");
+  ctx_.check();
+  read_timestamps();
+}
+
+void Recorder::read_timestamps() {
   finished_ = true;
   if (!span_labels_.empty()) {
     std::vector<uint64_t> ts(span_labels_.size() * 2);

@@ -14,6 +14,8 @@
 struct WGPUCommandEncoderImpl;
 struct WGPUComputePassEncoderImpl;
 struct WGPUQuerySetImpl;
+struct WGPUComputePipelineImpl;
+struct WGPUBindGroupImpl;
 
 namespace wgnn::gpu {
 
@@ -21,6 +23,14 @@ enum class Timing {
   None,         // one pass for everything: the fast path
   Total,        // one pass, GPU time of the whole pass
   PerDispatch,  // one pass per dispatch, GPU time of each (profiling)
+};
+
+// A dispatch reduced to what encoding it needs, checked once when it was
+// made (make_encoded): a graph keeps a list of these for its runs.
+struct EncodedDispatch {
+  WGPUComputePipelineImpl* pipeline = nullptr;
+  WGPUBindGroupImpl* group = nullptr;
+  uint32_t x = 1, y = 1, z = 1;
 };
 
 struct TimedSpan {
@@ -41,12 +51,24 @@ class Recorder {
                 std::string_view label = {});
   // The same with a bind group made earlier (no host work beyond encoding).
   void dispatch(const Pipeline& pipeline, const BindGroup& group, Grid grid, std::string_view label = {});
+  // Checks the grid against maxComputeWorkgroupsPerDimension (throws) and
+  // returns the dispatch to encode; false for an empty grid (nothing runs).
+  static bool make_encoded(const Context& ctx, const Pipeline& pipeline, const BindGroup& group, Grid grid,
+                           EncodedDispatch* out);
+  // Records `n` dispatches in order into the current pass (one pass; a
+  // pipeline or bind group equal to the previous dispatch's is not set
+  // again). Not for Timing::PerDispatch.
+  void dispatch_all(const EncodedDispatch* list, size_t n);
   void copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes);
 
   // Ends the pass and submits the command buffer (once).
   void submit();
   // submit(), then waits until the GPU is done; throws any device error.
   void finish();
+  // finish() for a caller that already knows the submitted work is done
+  // (it waited for a buffer map that the work precedes): no second wait.
+  // Throws a pending device error.
+  void finish_completed();
   // After finish(), with Timing other than None: the GPU time of each span
   // (a pass, or a dispatch for PerDispatch).
   std::vector<TimedSpan> timings();
@@ -56,6 +78,7 @@ class Recorder {
  private:
   void ensure_pass(std::string_view label);
   void end_pass();
+  void read_timestamps();
 
   Context& ctx_;
   Timing timing_;

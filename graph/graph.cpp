@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 
 namespace wgnn {
 
@@ -226,6 +228,13 @@ void Graph::prepare() {
   };
   build(nodes_);
   build(init_nodes_);
+  encoded_.clear();
+  encoded_.reserve(nodes_.size());
+  for (const auto& node : nodes_) {
+    gpu::EncodedDispatch d;
+    if (gpu::Recorder::make_encoded(ctx_, *node.pipeline, node.group, node.grid, &d)) encoded_.push_back(d);
+  }
+  staging_.clear();
   if (!init_nodes_.empty()) {
     gpu::Recorder rec(ctx_);
     for (auto& node : init_nodes_) rec.dispatch(*node.pipeline, node.group, node.grid, node.label);
@@ -250,6 +259,10 @@ void Graph::write(TensorRef t, const void* data, size_t bytes) {
     throw Error(fmt::format("writing {} bytes into tensor '{}' {} {} of {} bytes", bytes, ti.name,
                             dtype_name(ti.dtype), shape_str(ti.shape), ti.nbytes()));
   }
+  if (gpu_dtype_size(ti.dtype) == dtype_size(ti.dtype)) {  // f32, f16, i32: the same bytes
+    ctx_.write(ti.buffer, data, bytes, ti.offset);
+    return;
+  }
   const std::vector<uint8_t> gpu = to_gpu_layout(ti.dtype, data, size_t(ti.numel()), ti.name);
   ctx_.write(ti.buffer, gpu.data(), gpu.size(), ti.offset);
 }
@@ -265,8 +278,14 @@ void Graph::read(TensorRef t, void* data, size_t bytes) {
   from_gpu_layout(ti.dtype, gpu.data(), size_t(ti.numel()), data);
 }
 
-void Graph::record(gpu::Recorder& rec) {
-  for (const auto& n : nodes_) rec.dispatch(*n.pipeline, n.group, n.grid, n.label);
+gpu::Buffer& Graph::staging_for(int tensor) {
+  gpu::Buffer& b = staging_[tensor];
+  const TensorInfo& ti = tensors_[size_t(tensor)];
+  const uint64_t bytes = (ti.gpu_bytes() + 3) / 4 * 4;
+  if (!b.valid() || b.size() < bytes) {
+    b = ctx_.create_buffer(bytes, gpu::kMapRead | gpu::kCopyDst, ti.name + " readback");
+  }
+  return b;
 }
 
 void Graph::set_timing(gpu::Timing timing) {
@@ -279,18 +298,60 @@ void Graph::set_timing(gpu::Timing timing) {
   timing_ = timing;
 }
 
-void Graph::run() {
+void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs) {
   if (!prepared_) prepare();
   using clock = std::chrono::steady_clock;
+  const auto us = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+  };
+  for (const HostOut& o : outputs) {
+    const TensorInfo& ti = info(o.tensor);
+    if (o.bytes != ti.nbytes()) {
+      throw Error(fmt::format("reading {} bytes from tensor '{}' of {} bytes", o.bytes, ti.name, ti.nbytes()));
+    }
+  }
   const auto t0 = clock::now();
-  gpu::Recorder rec(ctx_, timing_);
-  record(rec);
-  rec.submit();
+  for (const HostIn& in : inputs) write(in.tensor, in.data, in.bytes);
   const auto t1 = clock::now();
-  rec.finish();
+  gpu::Recorder rec(ctx_, timing_);
+  rec.dispatch_all(encoded_.data(), encoded_.size());
+  run_staging_.clear();
+  for (const HostOut& o : outputs) {
+    const TensorInfo& ti = info(o.tensor);
+    const gpu::Buffer& staging = staging_for(o.tensor.id);
+    if (std::find(run_staging_.begin(), run_staging_.end(), &staging) != run_staging_.end()) continue;  // twice
+    if (ti.gpu_bytes() > 0) rec.copy(ti.buffer, ti.offset, staging, 0, (ti.gpu_bytes() + 3) / 4 * 4);
+    run_staging_.push_back(&staging);
+  }
   const auto t2 = clock::now();
-  last_run_.encode_us = std::chrono::duration<double, std::micro>(t1 - t0).count();
-  last_run_.wait_us = std::chrono::duration<double, std::micro>(t2 - t1).count();
+  rec.submit();
+  const auto t3 = clock::now();
+  if (outputs.empty()) {
+    rec.finish();
+  } else {
+    ctx_.map_for_read(run_staging_);
+    rec.finish_completed();
+  }
+  const auto t4 = clock::now();
+  for (const HostOut& o : outputs) {
+    const TensorInfo& ti = info(o.tensor);
+    const gpu::Buffer& staging = staging_.at(o.tensor.id);
+    if (ti.gpu_bytes() > 0) {
+      const void* p = ctx_.mapped(staging, ti.gpu_bytes());
+      if (gpu_dtype_size(ti.dtype) == dtype_size(ti.dtype)) {
+        std::memcpy(o.data, p, o.bytes);
+      } else {
+        from_gpu_layout(ti.dtype, p, size_t(ti.numel()), o.data);
+      }
+    }
+  }
+  for (const gpu::Buffer* b : run_staging_) ctx_.unmap(*b);
+  const auto t5 = clock::now();
+  last_run_.upload_us = us(t0, t1);
+  last_run_.encode_us = us(t1, t3);
+  last_run_.submit_us = us(t2, t3);
+  last_run_.wait_us = us(t3, t4);
+  last_run_.readback_us = us(t4, t5);
   last_run_.gpu_ms = timing_ == gpu::Timing::None ? -1 : rec.total_gpu_ms();
   last_run_.dispatches = nodes_.size();
 }

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "gpu/context.h"
@@ -118,16 +120,36 @@ class Graph {
     return out;
   }
 
+  // Host data for one tensor, in host layout (numel * dtype_size bytes).
+  struct HostIn {
+    TensorRef tensor;
+    const void* data = nullptr;
+    size_t bytes = 0;
+  };
+  struct HostOut {
+    TensorRef tensor;
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
   // Records every dispatch into one compute pass, submits once, waits.
-  void run();
+  // `inputs` are written first (queue writes, ordered before the pass);
+  // `outputs` are copied into staging buffers of their own (made on the
+  // first run, reused) in the same command buffer as the pass and read
+  // back after the one wait, so a run with readback costs one submit and
+  // one wait.
+  void run(std::span<const HostIn> inputs = {}, std::span<const HostOut> outputs = {});
   // Timing of later run()s: None (the default) or Total, which adds
   // timestamp writes around the pass and reads them back after the wait
   // (RunStats::gpu_ms). PerDispatch is run_profiled().
   void set_timing(gpu::Timing timing);
+  // Host time of the last run() by phase, in microseconds.
   struct RunStats {
-    double encode_us = 0;  // host time to encode and submit the dispatches
-    double wait_us = 0;    // until the GPU finished
-    double gpu_ms = -1;    // GPU time of the pass (Timing::Total), else -1
+    double upload_us = 0;    // writing the inputs (layout conversion, queue writes)
+    double encode_us = 0;    // encoding the dispatches and the output copies, and submitting
+    double submit_us = 0;    //   of which ending the pass, finishing the command buffer, submitting
+    double wait_us = 0;      // until the GPU finished (and the output staging buffers were mapped)
+    double readback_us = 0;  // copying the outputs out of the mapped staging buffers
+    double gpu_ms = -1;      // GPU time of the pass (Timing::Total), else -1
     size_t dispatches = 0;
   };
   const RunStats& last_run() const { return last_run_; }
@@ -157,7 +179,7 @@ class Graph {
   std::string memory_summary() const;
 
  private:
-  void record(gpu::Recorder& rec);
+  gpu::Buffer& staging_for(int tensor);
   gpu::BufferBinding resolve(const Binding& b);
   uint64_t bound_bytes(const Binding& b) const;
   void check_bindings(const std::vector<DispatchNode>& nodes) const;
@@ -171,6 +193,11 @@ class Graph {
   bool prepared_ = false;
   MemoryStats memory_;
   RunStats last_run_;
+  // What run() encodes, made by prepare(): empty grids dropped, grids checked.
+  std::vector<gpu::EncodedDispatch> encoded_;
+  // Readback staging buffers by tensor id, made on first use, kept.
+  std::unordered_map<int, gpu::Buffer> staging_;
+  std::vector<const gpu::Buffer*> run_staging_;  // per-run scratch, kept for its capacity
   gpu::Timing timing_ = gpu::Timing::None;
 };
 

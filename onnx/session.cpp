@@ -400,22 +400,27 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
   Built& b = build_for(inputs);
   last_ = &b;
   Graph& g = *b.graph;
+  // Inputs written, the pass, and the outputs copied out in one submit and
+  // one wait (Graph::run).
+  std::vector<Graph::HostIn> host_in;
+  host_in.reserve(b.inputs.size());
   for (const auto& [name, ref] : b.inputs) {
     const HostTensor& t = inputs.at(name);
-    g.write(ref, t.data.data(), t.data.size());
+    host_in.push_back({ref, t.data.data(), t.data.size()});
   }
-  g.run();
   std::map<std::string, HostTensor> out;
+  std::vector<Graph::HostOut> host_out;
+  host_out.reserve(b.outputs.size());
   for (const auto& [name, slot] : b.outputs) {
     if (slot.host) {
       out[name] = slot.value;
       continue;
     }
     const TensorInfo& ti = g.info(slot.ref);
-    HostTensor t(ti.dtype, ti.shape);
-    g.read(slot.ref, t.data.data(), t.data.size());
-    out[name] = std::move(t);
+    HostTensor& t = out[name] = HostTensor(ti.dtype, ti.shape);
+    host_out.push_back({slot.ref, t.data.data(), t.data.size()});
   }
+  g.run(host_in, host_out);
   return out;
 }
 

@@ -179,13 +179,29 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
   for (int i = 0; i < o.warmup; ++i) s.run(inputs);
 
   // Host to host, untimed passes: what a caller of Session::run pays.
-  std::vector<double> wall, encode_us, wait_us;
+  // Per phase (Graph::RunStats); host_us is the wall time of a run less its
+  // wait for the GPU: everything the host does per inference.
+  const uint64_t buffers0 = ctx.buffers_created(), groups0 = ctx.bind_groups_created(),
+                 pipelines0 = ctx.pipeline_cache_misses();
+  std::vector<double> wall, upload_us, encode_us, submit_us, wait_us, readback_us, host_us;
   for (int i = 0; i < o.runs; ++i) {
     const auto a = clock::now();
     s.run(inputs);
     wall.push_back(ms_since(a));
-    encode_us.push_back(s.graph().last_run().encode_us);
-    wait_us.push_back(s.graph().last_run().wait_us);
+    const Graph::RunStats& st = s.graph().last_run();
+    upload_us.push_back(st.upload_us);
+    encode_us.push_back(st.encode_us);
+    submit_us.push_back(st.submit_us);
+    wait_us.push_back(st.wait_us);
+    readback_us.push_back(st.readback_us);
+    host_us.push_back(wall.back() * 1000.0 - st.wait_us);
+  }
+  if (ctx.buffers_created() != buffers0 || ctx.bind_groups_created() != groups0 ||
+      ctx.pipeline_cache_misses() != pipelines0) {
+    throw Error(fmt::format("bench: {} runs after the warm-up created {} buffers, {} bind groups and {} pipelines; "
+                            "a steady-state run should create none",
+                            o.runs, ctx.buffers_created() - buffers0, ctx.bind_groups_created() - groups0,
+                            ctx.pipeline_cache_misses() - pipelines0));
   }
   const size_t dispatches = s.graph().last_run().dispatches;
   if (s.builds() != 1) {
@@ -225,8 +241,12 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
            {"max_ms", max_of(wall)},
            {"gpu_ms", timestamps ? json(median(gpu)) : json(nullptr)},
            {"gpu_min_ms", timestamps ? json(min_of(gpu)) : json(nullptr)},
+           {"host_us", median(host_us)},
+           {"upload_us", median(upload_us)},
            {"encode_us", median(encode_us)},
+           {"submit_us", median(submit_us)},
            {"wait_us", median(wait_us)},
+           {"readback_us", median(readback_us)},
            {"dispatches", dispatches}};
     std::cout << j.dump() << "\n";
     return 0;
@@ -249,6 +269,9 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
   fmt::print("host       {:.1f} us to encode and submit {} dispatches ({:.2f} us each), {:.3f} ms until the GPU "
              "finished\n",
              enc, dispatches, dispatches ? enc / double(dispatches) : 0.0, median(wait_us) / 1000.0);
+  fmt::print("           per run on the host {:.1f} us: upload {:.1f}, encode {:.1f} (submit {:.1f}), readback {:.1f}, "
+             "the rest in the session\n",
+             median(host_us), median(upload_us), enc, median(submit_us), median(readback_us));
   return 0;
 }
 

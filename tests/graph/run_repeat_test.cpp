@@ -1,0 +1,128 @@
+// Repeated runs of a prepared graph: the same outputs bit for bit, inputs
+// and outputs moving with every run, and nothing made per run (no buffer,
+// bind group or pipeline).
+#include <gmock/gmock.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "onnx/session.h"
+#include "onnx_model_builder.h"
+#include "op_test_util.h"
+
+using namespace wgnn;
+using namespace wgnn::test;
+
+namespace {
+
+// y = relu(x) @ w; idx = argmax(y, 1) (int64: read back through the layout
+// conversion); x is [8, 32], w [32, 16].
+struct SmallNet {
+  Graph g{ctx()};
+  TensorRef x, y, idx;
+  SmallNet() {
+    x = g.add_tensor({8, 32}, DType::F32, TensorKind::Input, "x");
+    const std::vector<float> w = random_floats(32 * 16, -1, 1, 11);
+    TensorRef wt = g.add_constant({32, 16}, DType::F32, w.data(), "w");
+    TensorRef r = ops::call(g, "aten.relu.default", {x}).tensor();
+    y = ops::call(g, "aten.mm.default", {r, wt}).tensor();
+    idx = ops::call(g, "aten.argmax.default", {y, int64_t(1), false}).tensor();
+    g.mark_output(y);
+    g.mark_output(idx);
+  }
+  // Runs on `in`; y's and idx's bytes.
+  std::pair<std::vector<uint8_t>, std::vector<uint8_t>> run(const std::vector<float>& in) {
+    std::vector<uint8_t> yb(g.info(y).nbytes()), ib(g.info(idx).nbytes());
+    const Graph::HostIn ins[] = {{x, in.data(), in.size() * sizeof(float)}};
+    const Graph::HostOut outs[] = {{y, yb.data(), yb.size()}, {idx, ib.data(), ib.size()}};
+    g.run(ins, outs);
+    return {yb, ib};
+  }
+};
+
+}  // namespace
+
+TEST(GraphRun, ManyRunsGiveIdenticalOutputs) {
+  SmallNet net;
+  const std::vector<float> a = random_floats(8 * 32, -1, 1, 1), b = random_floats(8 * 32, -1, 1, 2);
+  const auto first = net.run(a);
+  // The one-submit readback agrees with a separate read of the same tensors.
+  std::vector<float> y_read = net.g.read<float>(net.y);
+  ASSERT_EQ(std::memcmp(y_read.data(), first.first.data(), first.first.size()), 0);
+  std::vector<int64_t> idx_read = net.g.read<int64_t>(net.idx);
+  ASSERT_EQ(std::memcmp(idx_read.data(), first.second.data(), first.second.size()), 0);
+  for (int64_t v : idx_read) ASSERT_TRUE(v >= 0 && v < 16) << v;
+
+  const auto other = net.run(b);  // a new input moves the outputs: it was uploaded
+  EXPECT_NE(other.first, first.first);
+  for (int i = 0; i < 50; ++i) {
+    const auto r = net.run(i % 2 ? b : a);
+    ASSERT_EQ(r.first, (i % 2 ? other : first).first) << "run " << i;
+    ASSERT_EQ(r.second, (i % 2 ? other : first).second) << "run " << i;
+  }
+}
+
+TEST(GraphRun, SteadyRunsCreateNoBuffersBindGroupsOrPipelines) {
+  SmallNet net;
+  const std::vector<float> a = random_floats(8 * 32, -1, 1, 3);
+  net.run(a);  // prepares, makes the staging buffers
+  gpu::Context& c = ctx();
+  const uint64_t buffers = c.buffers_created(), groups = c.bind_groups_created(),
+                 misses = c.pipeline_cache_misses();
+  for (int i = 0; i < 20; ++i) net.run(a);
+  EXPECT_EQ(c.buffers_created(), buffers);
+  EXPECT_EQ(c.bind_groups_created(), groups);
+  EXPECT_EQ(c.pipeline_cache_misses(), misses);
+  EXPECT_EQ(net.g.last_run().dispatches, net.g.dispatches().size());
+  EXPECT_GT(net.g.last_run().encode_us, 0);
+  EXPECT_GT(net.g.last_run().wait_us, 0);
+}
+
+TEST(GraphRun, TheSameOutputTwiceIsReadIntoBoth) {
+  SmallNet net;
+  const std::vector<float> a = random_floats(8 * 32, -1, 1, 4);
+  std::vector<uint8_t> y1(net.g.info(net.y).nbytes()), y2(y1.size(), 0xff);
+  const Graph::HostIn ins[] = {{net.x, a.data(), a.size() * sizeof(float)}};
+  const Graph::HostOut outs[] = {{net.y, y1.data(), y1.size()}, {net.y, y2.data(), y2.size()}};
+  net.g.run(ins, outs);
+  EXPECT_EQ(y1, y2);
+  EXPECT_EQ(y1, net.run(a).first);
+}
+
+TEST(GraphRun, WrongOutputByteCountIsAnError) {
+  SmallNet net;
+  std::vector<uint8_t> small(4);
+  const Graph::HostOut outs[] = {{net.y, small.data(), small.size()}};
+  EXPECT_THROW(net.g.run({}, outs), Error);
+}
+
+TEST(SessionRun, RepeatedRunsAreBitIdenticalAndBuildNothing) {
+  // z = Softmax(MatMul(Relu(x), w)), through Session::run (inputs, one
+  // submit, outputs).
+  ModelBuilder b;
+  b.input("x", {4, 8});
+  b.output("z", {4, 6});
+  b.init_f32("w", {8, 6}, random_floats(48, -1, 1, 5));
+  b.node("Relu", {"x"}, {"r"});
+  b.node("MatMul", {"r", "w"}, {"m"});
+  b.node("Softmax", {"m"}, {"z"});
+  onnx_import::Session s(ctx(), b.save("run_repeat.onnx"));
+  HostTensor x(DType::F32, {4, 8});
+  const std::vector<float> xv = random_floats(32, -2, 2, 6);
+  std::memcpy(x.data.data(), xv.data(), x.data.size());
+  const std::map<std::string, HostTensor> in{{"x", x}};
+  const std::vector<uint8_t> first = s.run(in).at("z").data;
+  gpu::Context& c = ctx();
+  const uint64_t buffers = c.buffers_created(), groups = c.bind_groups_created();
+  for (int i = 0; i < 30; ++i) ASSERT_EQ(s.run(in).at("z").data, first) << "run " << i;
+  EXPECT_EQ(s.builds(), 1);
+  EXPECT_EQ(c.buffers_created(), buffers);
+  EXPECT_EQ(c.bind_groups_created(), groups);
+  // Each row of a softmax sums to 1: the readback is the real output.
+  const float* z = reinterpret_cast<const float*>(first.data());
+  for (int r = 0; r < 4; ++r) {
+    float sum = 0;
+    for (int k = 0; k < 6; ++k) sum += z[r * 6 + k];
+    EXPECT_NEAR(sum, 1.0f, 1e-5f);
+  }
+}
