@@ -1,5 +1,5 @@
 # Sourced at the start of a run on the GPU machine: the Vulkan loader
-# (carried as Debian's libvulkan1 in .gl/) and the Dawn library path.
+# (copied as Debian's libvulkan1 in .gl/) and the Dawn library path.
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then

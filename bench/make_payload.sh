@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copies the shared libraries wgnn links that the GPU machine lacks into
-# .payload/lib (git-ignored), to carry beside build/ to that machine.
+# .payload/lib (git-ignored), to copy beside build/ to that machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .payload/lib

@@ -4,13 +4,12 @@
 #
 #   bash bench/run_compare.sh [all | NAME,NAME,...]     (default: all)
 #
-# Carry build/wgnn (a Release build; the whole build/ does not fit beside the
-# rest), .deps/dawn, .gl and .payload (lib/ from bench/make_payload.sh,
-# ortpeer.tar.xz from bench/make_ort_peer.sh): about 61 MB, under the 64 MiB
-# carry limit. The model zoo (scripts/models) exports the models
+# Needs build/wgnn (a Release build), .deps/dawn, .gl and .payload (lib/ from
+# bench/make_payload.sh, ortpeer.tar.xz from bench/make_ort_peer.sh), about
+# 61 MB, copied to the GPU machine. The model zoo (scripts/models) exports the models
 # here, with the machine's PyTorch. ISNet is timed when .deps/models/isnet.onnx
 # is there, or ISNET=FILE, or .payload/isnet.onnx.part-* (the model split to
-# fit the carry limit, joined here).
+# travel where transfers are size-limited, joined here).
 # Writes $OUT/models_h200.{md,png,jsonl}; a command has a time limit, so
 # larger sets can run in several calls (NAME=... per call) and be merged with
 #   python3 bench/compare_models.py --report-only A.jsonl B.jsonl --out docs/results
@@ -26,7 +25,7 @@ work=${TMPDIR:-/tmp}/wgnn_compare
 mkdir -p "$work"
 if [ ! -x "$work/ortpeer/node" ]; then
   if [ ! -f .payload/ortpeer.tar.xz ]; then
-    echo "run_compare: .payload/ortpeer.tar.xz is missing: run bench/make_ort_peer.sh and carry .payload" >&2
+    echo "run_compare: .payload/ortpeer.tar.xz is missing: run bench/make_ort_peer.sh and copy .payload here" >&2
     exit 1
   fi
   tar -C "$work" -xJf .payload/ortpeer.tar.xz

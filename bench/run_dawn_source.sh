@@ -2,7 +2,7 @@
 # On the GPU machine: wgnn built against the Dawn from source (build-source/,
 # scripts/build-dawn): adapter info with subgroup matrices, the test suite on
 # the real GPU (the tensor-core test included), and the seed ops in float32
-# and float16 beside PyTorch. Carry build-source, .deps/dawn-source-*, .gl.
+# and float16 beside PyTorch. Needs build-source, .deps/dawn-source-*, .gl.
 set -uo pipefail
 source bench/gpu_env.sh
 LIB=$(ls -d "$PWD"/.deps/dawn-source-*/lib | head -1)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU machine: adapter info and the copy yardstick, wgnn beside PyTorch
-# in one run. Carry build/, .deps/dawn and .gl (see docs/BENCHMARKS.md).
+# in one run. Needs build/, .deps/dawn and .gl (see docs/BENCHMARKS.md).
 set -uo pipefail
 source bench/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

@@ -2,7 +2,7 @@
 # On the GPU machine: the subgroup-matrix GEMM configurations (wgnn built
 # against the Dawn from source, build-source/) with Dawn's robustness on and
 # off, beside PyTorch fp16/fp32 on the same shapes, in one run.
-# Carry build-source/bench/wgnn_bench_gemm, .deps/dawn-source-*/lib, .gl.
+# Needs build-source/bench/wgnn_bench_gemm, .deps/dawn-source-*/lib, .gl.
 #   bash bench/run_gemm.sh [SIZES] [CONFIGS...]
 set -uo pipefail
 source bench/gpu_env.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: the seed-op benchmark, wgnn and PyTorch in one run,
 # plus the copy yardstick and the test suite on the real GPU.
-# Carry build/, .deps/dawn and .gl (docs/BENCHMARKS.md).
+# Needs build/, .deps/dawn and .gl (docs/BENCHMARKS.md).
 set -uo pipefail
 source bench/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

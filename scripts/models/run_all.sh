@@ -20,7 +20,7 @@
 # wgnn in float16 mode (compare.py --fp16 --fp16-emulated: the float16
 # tolerance against ORT in float32, a tighter one against ORT on the model
 # rounded to float16; the table's error and tolerance are the float32 ones).
-# Where one command may run only 10 minutes, split the work into calls, e.g.
+# A long run can be split into several calls, e.g.
 #   OPSETS=17 MINI=0 ...; OPSETS=18 MINI=0 ...; FULL=0 ...
 # (or MODELS="davit_base whisper_base_encoder" ...); each call writes its own
 # OUTDIR/summary.md.
