@@ -183,7 +183,12 @@ if prof and trace:
     check(any(e["args"].get("flops") for e in events), "dispatches that know their FLOPs carry them in the trace")
 
 rc, out, err = run("profile", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "2", "--top", "2")
-check(rc == 0 and "aten.convolution.default" in out and "(2 more)" in out and "gpu_ms" in out,
+# Which two ops lead depends on timing (lavapipe shares the CPU with the
+# rest of the suite): check the cut, not the order.
+op_rows = [l.split()[0] for l in out.splitlines() if l.startswith("aten.")]
+check(rc == 0 and len(op_rows) == 2 and set(op_rows) <= {"aten.convolution.default", "aten.relu.default",
+                                                          "aten.matmul.default", "aten.index_select.default"}
+      and "(2 more)" in out and "gpu_ms" in out,
       f"profile prints tables cut at --top and says totals differ from bench's gpu_ms: {out!r} {err[-300:]!r}")
 
 # --- errors -----------------------------------------------------------------
