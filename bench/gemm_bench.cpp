@@ -22,12 +22,6 @@
 
 using namespace wgnn;
 
-namespace {
-
-ops::SubgroupMatmulConfig parse_config(const std::string& text) { return ops::parse_subgroup_matmul_config(text); }
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{"wgnn subgroup-matrix GEMM benchmark"};
   std::vector<int64_t> sizes{4096};
@@ -46,7 +40,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (!print.empty()) {
-      std::cout << ops::subgroup_matmul_wgsl(parse_config(print));
+      std::cout << ops::subgroup_matmul_wgsl(ops::parse_subgroup_matmul_config(print));
       return 0;
     }
     gpu::ContextOptions opts;
@@ -92,7 +86,7 @@ int main(int argc, char** argv) {
       for (const auto& text : configs) {
         nlohmann::json out{{"bench", "gemm"}, {"config", text + (no_robustness ? " norobust" : "")}, {"M", M}, {"N", N}, {"K", K}};
         try {
-          ops::SubgroupMatmulConfig cfg = parse_config(text);
+          ops::SubgroupMatmulConfig cfg = ops::parse_subgroup_matmul_config(text);
           if (!ops::subgroup_matmul_supported(ctx, cfg)) {
             out["error"] = fmt::format("needs {} bytes of workgroup storage or {} invocations", cfg.workgroup_bytes(),
                                        cfg.threads());

@@ -10,9 +10,11 @@
 #include <fstream>
 #include <functional>
 
+#include "error_of.h"
 #include "image/image.h"
 
 using namespace wgnn;
+using wgnn::test::error_of;
 using image::Image;
 using testing::HasSubstr;
 namespace fs = std::filesystem;
@@ -23,15 +25,6 @@ std::string tmp(const std::string& name) {
   fs::path dir = fs::temp_directory_path() / ("wgnn_image_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   return (dir / name).string();
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 Image pattern(int w, int h, int c) {

@@ -7,12 +7,14 @@
 #include <cmath>
 #include <functional>
 
+#include "error_of.h"
 #include "gpu_fixture.h"
 #include "matting/remover.h"
 #include "onnx/session.h"
 #include "onnx_model_builder.h"
 
 using namespace wgnn;
+using wgnn::test::error_of;
 using image::Image;
 using matting::Preprocess;
 using matting::Remover;
@@ -20,15 +22,6 @@ using test::ModelBuilder;
 using testing::HasSubstr;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 // input (1x3xHxW) -> ReduceMean over channels -> Sigmoid -> "output"; a
 // second output follows, as ISNet has several.

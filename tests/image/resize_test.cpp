@@ -8,23 +8,16 @@
 #include <functional>
 #include <random>
 
+#include "error_of.h"
 #include "image/matte.h"
 #include "image/resize.h"
 
 using namespace wgnn;
+using wgnn::test::error_of;
 using image::Image;
 using testing::HasSubstr;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 // The weight of source pixel j in output pixel i along one axis, computed
 // directly from the definitions.

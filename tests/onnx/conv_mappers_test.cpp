@@ -11,12 +11,14 @@
 #include <fstream>
 #include <random>
 
+#include "error_of.h"
 #include "gpu_fixture.h"
 #include "graph/host_tensor.h"
 #include "onnx/session.h"
 #include "ops/registry.h"
 
 using namespace wgnn;
+using wgnn::test::error_of;
 using onnx_import::Session;
 using testing::HasSubstr;
 namespace fs = std::filesystem;
@@ -120,15 +122,6 @@ std::vector<Value> direct(const std::string& op, const Shape& xs, const std::vec
   Value r = ops::call(g, op, args(g, tx));
   g.run();
   return r.is_list() ? r.list() : std::vector<Value>{r};
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 struct ConvCase {

@@ -4,25 +4,18 @@
 
 #include <functional>
 
+#include "error_of.h"
 #include "gpu_fixture.h"
 #include "onnx/session.h"
 #include "onnx_model_builder.h"
 
 using namespace wgnn;
+using wgnn::test::error_of;
 using onnx_import::Session;
 using test::ModelBuilder;
 using testing::HasSubstr;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 HostTensor ramp(const Shape& s) {
   HostTensor t(DType::F32, s);

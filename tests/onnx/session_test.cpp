@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "error_of.h"
 #include "gpu_fixture.h"
 #include "onnx/session.h"
 #include "onnx_model_builder.h"
 
 using namespace wgnn;
+using wgnn::test::error_of;
 using onnx_import::Session;
 using wgnn::test::ModelBuilder;
 using testing::HasSubstr;
@@ -23,15 +25,6 @@ HostTensor f32(const Shape& s, float start = 0.f, float step = 1.f) {
   HostTensor t(DType::F32, s);
   for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = start + step * float(i);
   return t;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 }  // namespace
