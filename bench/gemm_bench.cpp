@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
                                    "256x128x32:4x4:1:v/t3", "256x128x32:4x4:1:v/r",  "128x128x64:2x4:1:v",
                                    "128x128x32:2x4:2:v",    "64x64x32:2x2:2:v"};
   int iters = 10, reps = 5;
-  bool no_robustness = false;
-  app.add_flag("--disable-robustness", no_robustness, "turn Dawn's robustness (index clamping) off");
+  bool robustness = false;
+  app.add_flag("--robustness", robustness, "turn Dawn's robustness (index clamping) on (wgnn's default is off)");
   app.add_option("--sizes", sizes, "square sizes M=N=K");
   app.add_option("--configs", configs, "kernel configurations BMxBNxBK:SGMxSGN:STAGES");
   app.add_option("--iters", iters, "products per timed pass");
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     }
     gpu::ContextOptions opts;
     opts.allow_unsafe_apis = true;
-    if (no_robustness) opts.enable_toggles.push_back("disable_robustness");
+    opts.robustness = robustness;
     gpu::Context ctx(opts);
     if (!ops::subgroup_matmul_supported(ctx)) {
       std::cerr << "this adapter/Dawn offers no f16 subgroup matrices (16x16x16, f32 results): nothing to measure\n";
@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
         }
       }
       for (const auto& text : configs) {
-        nlohmann::json out{{"bench", "gemm"}, {"config", text + (no_robustness ? " norobust" : "")}, {"M", M}, {"N", N}, {"K", K}};
+        nlohmann::json out{{"bench", "gemm"}, {"config", text + (robustness ? " robust" : "")}, {"M", M}, {"N", N}, {"K", K}};
         try {
           ops::SubgroupMatmulConfig cfg = ops::parse_subgroup_matmul_config(text);
           if (!ops::subgroup_matmul_supported(ctx, cfg)) {

@@ -15,7 +15,10 @@
 #   python3 bench/compare_models.py --report-only A.jsonl B.jsonl --out docs/results
 # Variables: RUNS (50), WARMUP (10), CPU_RUNS (5), OPSET (17), DYNAMO=1,
 # TIMEOUT (seconds per step, 240), NAME (models_h200), ISNET, SKIP (tools),
-# FP16=1 (also wgnn in float16 mode: compare_models.py --wgnn-fp16).
+# FP16=1 (also wgnn in float16 mode: compare_models.py --wgnn-fp16),
+# WGNN (the wgnn binary, default build/wgnn; with build-source/wgnn the
+# Dawn built from source is used, with subgroup matrices: float16 on NVIDIA
+# and tensor cores need it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/gpu_env.sh
@@ -35,9 +38,15 @@ if [ "$isnet" = auto ] && [ ! -f .deps/models/isnet.onnx ] && ls .payload/isnet.
   cat .payload/isnet.onnx.part-* > "$work/isnet.onnx"
   isnet=$work/isnet.onnx
 fi
-build/wgnn info | tee "$OUT/info.txt"
+WGNN=${WGNN:-build/wgnn}
+case "$WGNN" in
+  build-source/*)
+    export LD_LIBRARY_PATH="$(ls -d "$PWD"/.deps/dawn-source-*/lib | head -1):$LD_LIBRARY_PATH"
+    export WGNN_ALLOW_UNSAFE_APIS=1 ;;
+esac
+"$WGNN" info | tee "$OUT/info.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>/dev/null | tee -a "$OUT/info.txt"
-python3 bench/compare_models.py --wgnn build/wgnn --ort-peer "$work/ortpeer" --out "$OUT" \
+python3 bench/compare_models.py --wgnn "$WGNN" --ort-peer "$work/ortpeer" --out "$OUT" \
   --name "${NAME:-models_h200}" --models "${1:-all}" --runs "${RUNS:-50}" --warmup "${WARMUP:-10}" \
   --cpu-runs "${CPU_RUNS:-5}" --opset "${OPSET:-17}" ${DYNAMO:+--dynamo} --timeout "${TIMEOUT:-240}" \
   --isnet "$isnet" --work "$work" --reuse --skip "${SKIP:-}" --device cuda $([ "${FP16:-0}" = 1 ] && echo --wgnn-fp16)

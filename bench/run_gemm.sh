@@ -14,7 +14,7 @@ shift || true
 CFG=()
 if [ $# -gt 0 ]; then CFG=(--configs "$@"); fi
 : > "$OUT/gemm_wgnn.jsonl"
-for R in "" --disable-robustness; do
+for R in --robustness ""; do
   build-source/bench/wgnn_bench_gemm --sizes ${SIZES//,/ } $R "${CFG[@]}" | tee -a "$OUT/gemm_wgnn.jsonl"
 done
 python3 bench/torch_gemm.py "$SIZES" | tee "$OUT/gemm_torch.jsonl"

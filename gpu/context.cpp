@@ -296,12 +296,13 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   // attacks); a native runtime wants them exact for profiling.
   std::vector<const char*> enabled = s.adapter_toggles;
   for (const auto& t : options.enable_toggles) enabled.push_back(t.c_str());
-  // WGNN_DISABLE_ROBUSTNESS=1: no index clamping by Dawn (every wgnn kernel
-  // checks its own bounds); the tensor-core GEMM runs about 1.5-2x faster
-  // without it on the H200 (docs/BENCHMARKS.md).
-  if (const char* r = std::getenv("WGNN_DISABLE_ROBUSTNESS"); r && std::string(r) == "1") {
-    enabled.push_back("disable_robustness");
-  }
+  // Dawn's robustness transform (every array index clamped in the generated
+  // shaders) is off unless asked for (ContextOptions::robustness,
+  // WGNN_ROBUSTNESS=1): every wgnn kernel checks its own bounds, ONNX
+  // Runtime's WebGPU provider turns it off the same way, and it costs up to
+  // 4x on the tensor-core GEMM (docs/DAWN.md).
+  const char* rob = std::getenv("WGNN_ROBUSTNESS");
+  if (!options.robustness && !(rob && std::string(rob) == "1")) enabled.push_back("disable_robustness");
   // WGNN_SKIP_VALIDATION=1: Dawn skips its validation of API calls (bind
   // groups, dispatches, copies, submits), which cuts the host time of
   // encoding (docs/BENCHMARKS.md, "Host time per run"). A wrong call then is

@@ -152,13 +152,17 @@ struct ContextOptions {
   // lavapipe), "gpu" (the system's Vulkan drivers only) or "lavapipe".
   // Empty: the environment variable WGNN_ADAPTER, else "auto".
   std::string adapter;
-  // Dawn toggles to enable on the device, e.g. "disable_robustness".
+  // Dawn toggles to enable on the device, e.g. "skip_validation".
   std::vector<std::string> enable_toggles;
   // Dawn's allow_unsafe_apis toggle, on the instance, the adapter request and
   // the device; needed for experimental features, subgroup matrices above
   // all, which the device then gets when the adapter offers them. Also turned
   // on by the environment variable WGNN_ALLOW_UNSAFE_APIS=1.
   bool allow_unsafe_apis = false;
+  // Dawn's robustness transform (index clamping in every shader): off by
+  // default, as in ONNX Runtime's WebGPU provider, since wgnn's kernels
+  // check their own bounds; on with this or WGNN_ROBUSTNESS=1.
+  bool robustness = false;
 };
 
 // Threading: a Context, and the Graphs and Sessions made on it, may be used
