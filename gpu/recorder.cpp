@@ -123,6 +123,17 @@ void Recorder::copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, u
   wgpuCommandEncoderCopyBufferToBuffer(encoder_, src.handle(), src_offset, dst.handle(), dst_offset, bytes);
 }
 
+void Recorder::flush() {
+  if (submitted_) throw Error("Recorder: flush() after submit()");
+  end_pass();
+  WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(encoder_, nullptr);
+  wgpuCommandEncoderRelease(encoder_);
+  encoder_ = nullptr;
+  wgpuQueueSubmit(ctx_.queue(), 1, &cmd);
+  wgpuCommandBufferRelease(cmd);
+  encoder_ = wgpuDeviceCreateCommandEncoder(ctx_.device(), nullptr);
+}
+
 void Recorder::submit() {
   if (submitted_) return;
   end_pass();

@@ -61,6 +61,11 @@ class Recorder {
   void dispatch_all(const EncodedDispatch* list, size_t n);
   void copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes);
 
+  // Ends the pass and submits what is recorded so far as its own command
+  // buffer, then records on into a new one: the GPU starts on the first
+  // part while the host encodes the rest (timestamps are resolved by the
+  // final submit()).
+  void flush();
   // Ends the pass and submits the command buffer (once).
   void submit();
   // submit(), then waits until the GPU is done; throws any device error.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace wgnn {
@@ -314,7 +315,21 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
   for (const HostIn& in : inputs) write(in.tensor, in.data, in.bytes);
   const auto t1 = clock::now();
   gpu::Recorder rec(ctx_, timing_);
-  rec.dispatch_all(encoded_.data(), encoded_.size());
+  // Submitted in growing parts (16, 32, 64, ... dispatches), so that the GPU
+  // works on the first while the host encodes the next: the host's encoding
+  // then hides behind the GPU's work instead of preceding it.
+  // WGNN_SUBMIT_PARTS=0: one command buffer for the whole run.
+  static const bool parts = [] {
+    const char* e = std::getenv("WGNN_SUBMIT_PARTS");
+    return !(e && std::string_view(e) == "0");
+  }();
+  size_t at = 0;
+  for (size_t part = 16; parts && encoded_.size() - at > part + part / 2; part *= 2) {
+    rec.dispatch_all(encoded_.data() + at, part);
+    rec.flush();
+    at += part;
+  }
+  rec.dispatch_all(encoded_.data() + at, encoded_.size() - at);
   run_staging_.clear();
   for (const HostOut& o : outputs) {
     const TensorInfo& ti = info(o.tensor);

@@ -131,12 +131,13 @@ class Graph {
     void* data = nullptr;
     size_t bytes = 0;
   };
-  // Records every dispatch into one compute pass, submits once, waits.
-  // `inputs` are written first (queue writes, ordered before the pass);
-  // `outputs` are copied into staging buffers of their own (made on the
-  // first run, reused) in the same command buffer as the pass and read
-  // back after the one wait, so a run with readback costs one submit and
-  // one wait.
+  // Records every dispatch into compute passes submitted in growing parts
+  // (16, 32, 64, ... dispatches: the GPU starts on the first part while the
+  // host encodes the next; WGNN_SUBMIT_PARTS=0 makes it one), then waits
+  // once. `inputs` are written first (queue writes, ordered before the
+  // passes); `outputs` are copied into staging buffers of their own (made
+  // on the first run, reused) in the last command buffer and read back
+  // after the one wait.
   void run(std::span<const HostIn> inputs = {}, std::span<const HostOut> outputs = {});
   // Timing of later run()s: None (the default) or Total, which adds
   // timestamp writes around the pass and reads them back after the wait
@@ -146,7 +147,7 @@ class Graph {
   struct RunStats {
     double upload_us = 0;    // writing the inputs (layout conversion, queue writes)
     double encode_us = 0;    // encoding the dispatches and the output copies, and submitting
-    double submit_us = 0;    //   of which ending the pass, finishing the command buffer, submitting
+    double submit_us = 0;    //   of which ending the last pass, finishing its command buffer, submitting
     double wait_us = 0;      // until the GPU finished (and the output staging buffers were mapped)
     double readback_us = 0;  // copying the outputs out of the mapped staging buffers
     double gpu_ms = -1;      // GPU time of the pass (Timing::Total), else -1

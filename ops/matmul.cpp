@@ -45,7 +45,27 @@ struct alignas(16) Params {
 };
 static_assert(sizeof(Params) == 192);
 
-constexpr uint32_t kTile = 64;
+// The regular kernel's tile (ops/kernels/matmul.wgsl): 64x64 where that
+// makes enough workgroups to fill a large GPU, else 32x64 (a
+// product of DeiT-T, 197x192x192, makes 12 workgroups of 64x64, which
+// leaves most of an H200 idle). WGNN_MATMUL_TILE=64x64|32x64|32x32 fixes
+// it (tuning, tests).
+constexpr uint64_t kFillGroups = 256;
+std::pair<uint32_t, uint32_t> matmul_tile(int64_t M, int64_t N, int64_t batch) {
+  if (const char* env = std::getenv("WGNN_MATMUL_TILE"); env && *env) {
+    const std::string t(env);
+    if (t == "64x64") return {64, 64};
+    if (t == "32x64") return {32, 64};
+    if (t == "32x32") return {32, 32};
+    throw Error(fmt::format("WGNN_MATMUL_TILE='{}': expected 64x64, 32x64 or 32x32", t));
+  }
+  auto groups = [&](uint64_t tm, uint64_t tn) {
+    return gpu::ceil_div(uint64_t(M), tm) * gpu::ceil_div(uint64_t(N), tn) * uint64_t(batch);
+  };
+  // Measured on the H200 (docs/BENCHMARKS.md): 32x64 for the small
+  // products of DeiT-T beat 32x32 and 64x64; 32x32 was never the fastest.
+  return groups(64, 64) >= kFillGroups ? std::pair<uint32_t, uint32_t>{64, 64} : std::pair<uint32_t, uint32_t>{32, 64};
+}
 
 void require_operand(const Args& a, TensorRef t, std::string_view name) {
   a.require_float(t, name);
@@ -152,7 +172,8 @@ TensorRef record(const Args& a, Gemm p) {
 
   if (record_subgroup(g, p, shape, st, batch, y, a.op)) return y;
 
-  const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), kTile), tiles_n = gpu::ceil_div(uint64_t(p.N), kTile);
+  const auto [tile_m, tile_n] = matmul_tile(p.M, p.N, batch);
+  const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), tile_m), tiles_n = gpu::ceil_div(uint64_t(p.N), tile_n);
   const uint64_t groups = tiles_m * tiles_n * uint64_t(batch);
   if (groups > UINT32_MAX) a.fail(fmt::format("the result {} needs too many workgroups", shape_str(p.out_shape)));
   Params params{};
@@ -173,7 +194,10 @@ TensorRef record(const Args& a, Gemm p) {
   params.sa = pack(st[0], a.op);
   params.sb = pack(st[1], a.op);
   params.sc = pack(st[2], a.op);
-  const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul.wgsl", float_subs(g, dt, a.op),
+  Subs subs = float_subs(g, dt, a.op);
+  subs.emplace_back("TM", std::to_string(tile_m));
+  subs.emplace_back("TN", std::to_string(tile_n));
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul.wgsl", subs,
                                    {{"A_TRANS", p.a_trans ? 1.0 : 0.0},
                                     {"B_TRANS", p.b_trans ? 1.0 : 0.0},
                                     {"A_VEC", a_vec ? 1.0 : 0.0},

@@ -29,13 +29,12 @@ uint32_t SubgroupMatmulConfig::workgroup_bytes() const {
   const uint32_t as = (a_trans ? bm : bk) + 8, bs = (b_trans ? bk : bn) + 8;
   const uint32_t a_rows = a_trans ? bk : bm, b_rows = b_trans ? bn : bk;
   const uint32_t scratch = full_tiles ? 0 : subgroups() * 256 * 4;
-  return (a_direct ? 0 : stages * a_rows * as * 2) + (b_direct ? 0 : stages * b_rows * bs * 2) + scratch;
+  return stages * a_rows * as * 2 + stages * b_rows * bs * 2 + scratch;
 }
 
 std::string SubgroupMatmulConfig::name() const {
   return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
-                     out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
-         (a_direct ? " Ad" : "") + (b_direct ? " Bd" : "") + (ablate ? fmt::format(" ablate{}", ablate) : "");
+                     out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") + (ablate ? fmt::format(" ablate{}", ablate) : "");
 }
 
 namespace {
@@ -91,8 +90,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   const uint32_t AS = A_COLS + 8, BS = B_COLS + 8;
   const uint32_t SA_STAGE = A_ROWS * AS, SB_STAGE = B_ROWS * BS;
   // vec4 loads per thread for the A and B tiles (the last may be partial).
-  const uint32_t NA = c.a_direct ? 0 : (c.bm * c.bk / 8 + T - 1) / T;
-  const uint32_t NB = c.b_direct ? 0 : (c.bk * c.bn / 8 + T - 1) / T;
+  const uint32_t NA = (c.bm * c.bk / 8 + T - 1) / T, NB = (c.bk * c.bn / 8 + T - 1) / T;
   const uint32_t TOTAL_A = c.bm * c.bk / 8, TOTAL_B = c.bk * c.bn / 8;
 
   std::string s;
@@ -105,15 +103,15 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("  pad2: f32, pad3: f32 }");
   const bool no_scratch = c.full_tiles;
   if (c.full_tiles && (c.bias || c.out_f16)) throw Error("the full-tile variant has no bias or float16 output");
-  add(fmt::format("@group(0) @binding(0) var<storage, read> A: array<{}>;", c.a_direct ? "f16" : "vec4<u32>"));
-  add(fmt::format("@group(0) @binding(1) var<storage, read> B: array<{}>;", c.b_direct ? "f16" : "vec4<u32>"));
+  add("@group(0) @binding(0) var<storage, read> A: array<vec4<u32>>;");
+  add("@group(0) @binding(1) var<storage, read> B: array<vec4<u32>>;");
   add(fmt::format("@group(0) @binding(2) var<storage, read_write> C: array<{}>;", c.out_f16 ? "vec4<u32>" : "f32"));
   add("@group(0) @binding(3) var<uniform> P: Params;");
   if (c.bias) add(fmt::format("@group(0) @binding(4) var<storage, read> BIAS: array<{}>;", c.bias_f16 ? "f16" : "f32"));
   add(fmt::format("const BM = {}u; const BN = {}u; const BK = {}u; const AS = {}u; const BS = {}u;", c.bm, c.bn, c.bk,
                   AS, BS));
-  if (!c.a_direct) add(fmt::format("var<workgroup> sa: array<f16, {}>;", c.stages * SA_STAGE));
-  if (!c.b_direct) add(fmt::format("var<workgroup> sb: array<f16, {}>;", c.stages * SB_STAGE));
+  add(fmt::format("var<workgroup> sa: array<f16, {}>;", c.stages * SA_STAGE));
+  add(fmt::format("var<workgroup> sb: array<f16, {}>;", c.stages * SB_STAGE));
   if (!no_scratch) add(fmt::format("var<workgroup> sc: array<f32, {}>;", c.subgroups() * 256));
 
   // Eight halves packed in a vec4<u32> into workgroup memory at `i`, the
@@ -122,7 +120,6 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   // bottleneck of the whole kernel when measured); rotating the word order
   // per thread spreads one store instruction over all banks.
   for (const char* arr : {"sa", "sb"}) {
-    if ((arr[1] == 'a' && c.a_direct) || (arr[1] == 'b' && c.b_direct)) continue;
     add(fmt::format("fn put_{}(i: u32, v: vec4<u32>, rot: u32) {{", arr));
     // r[w] = v[(w + rot) % 4] with selects (a dynamic vector index is slower).
     add("  let r1 = select(v, v.yzwx, (rot & 1u) != 0u);");
@@ -209,32 +206,11 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
                       (q + 1) * T > TOTAL_B ? fmt::format("if (br{} < {}u) {{ ", q, B_ROWS) : std::string(),
                       (q + 1) * T > TOTAL_B ? " }" : ""));
   };
-  // Direct operands: the matrix at result block i (A) / j (B), depth step
-  // ks of the K tile starting at element k0.
-  auto a_direct_load = [&](uint32_t i, uint32_t ks, const std::string& k0) {
-    return c.a_trans ? fmt::format("subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&A, a_off + ({} + {}u) * M + arow{}, true, M)", k0, ks * 16, i)
-                     : fmt::format("subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&A, a_off + arow{} * K + {} + {}u, false, K)", i, k0, ks * 16);
-  };
-  auto b_direct_load = [&](uint32_t j, uint32_t ks, const std::string& k0) {
-    return c.b_trans ? fmt::format("subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&B, b_off + bcol{} * K + {} + {}u, true, K)", j, k0, ks * 16)
-                     : fmt::format("subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&B, b_off + ({} + {}u) * N + bcol{}, false, N)", k0, ks * 16, j);
-  };
-  if (c.a_direct)
-    for (uint32_t i = 0; i < TM; ++i) {
-      add(fmt::format("  let arow{} = min(m0 + wm * {}u + {}u, M - 16u);", i, TM * 16, i * 16));
-      for (uint32_t ks = 0; ks < c.bk / 16; ++ks) add(fmt::format("  var fa{}_{} = {};", i, ks, a_direct_load(i, ks, "0u")));
-    }
-  if (c.b_direct)
-    for (uint32_t j = 0; j < TN; ++j) {
-      add(fmt::format("  let bcol{} = min(n0 + wn * {}u + {}u, N - 16u);", j, TN * 16, j * 16));
-      for (uint32_t ks = 0; ks < c.bk / 16; ++ks) add(fmt::format("  var fb{}_{} = {};", j, ks, b_direct_load(j, ks, "0u")));
-    }
-  const bool staged = !(c.a_direct && c.b_direct);
   load_regs("0u", "  ");
   store_regs("0u", "  ");
-  if (staged) add("  workgroupBarrier();");
+  add("  workgroupBarrier();");
   if (c.ablate & 4) {
-    if (c.a_trans || c.b_trans || c.a_direct || c.b_direct) throw Error("ablation 4 is for staged untransposed operands");
+    if (c.a_trans || c.b_trans) throw Error("ablation 4 is for untransposed operands");
     for (uint32_t i = 0; i < TM; ++i)
       add(fmt::format("  let pl{} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, wm * {}u + {}u, false, AS);", i,
                       TM * 16 * AS, i * 16 * AS));
@@ -248,13 +224,6 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("    if (more) {");
   if (!(c.ablate & 1)) load_regs("(kt + 1u)", "      ");
   add("    }");
-  if (c.a_direct || c.b_direct) add("    let kn = min(kt + 1u, ktiles - 1u) * BK;");
-  if (c.a_direct)
-    for (uint32_t i = 0; i < TM; ++i)
-      for (uint32_t ks = 0; ks < c.bk / 16; ++ks) add(fmt::format("    let na{}_{} = {};", i, ks, a_direct_load(i, ks, "kn")));
-  if (c.b_direct)
-    for (uint32_t j = 0; j < TN; ++j)
-      for (uint32_t ks = 0; ks < c.bk / 16; ++ks) add(fmt::format("    let nb{}_{} = {};", j, ks, b_direct_load(j, ks, "kn")));
   // Offsets of result row block i / column block j at depth step ks.
   auto a_frag = [&](uint32_t i, uint32_t ks) {
     return c.a_trans ? fmt::format("abase + {}u, true", ks * 16 * AS + i * 16)
@@ -268,34 +237,22 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add(fmt::format("    let bbase = cur * {}u + wn * {}u;", SB_STAGE, c.b_trans ? TN * 16 * BS : TN * 16));
   for (uint32_t ks = 0; ks < c.bk / 16; ++ks) {
     add("    {");
-    for (uint32_t i = 0; i < TM; ++i) {
-      if (c.a_direct) add(fmt::format("      let l{0} = fa{0}_{1};", i, ks));
-      else add(fmt::format(fmt::runtime((c.ablate & 4) ? "      let l{0} = pl{0};" : "      let l{} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, {}, AS);"),
+    for (uint32_t i = 0; i < TM; ++i)
+      add(fmt::format(fmt::runtime((c.ablate & 4) ? "      let l{0} = pl{0};" : "      let l{} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, {}, AS);"),
                       i, a_frag(i, ks)));
-    }
-    for (uint32_t j = 0; j < TN; ++j) {
-      if (c.b_direct) add(fmt::format("      let r{0} = fb{0}_{1};", j, ks));
-      else add(fmt::format(fmt::runtime((c.ablate & 4) ? "      let r{0} = pr{0};" : "      let r{} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, {}, BS);"),
+    for (uint32_t j = 0; j < TN; ++j)
+      add(fmt::format(fmt::runtime((c.ablate & 4) ? "      let r{0} = pr{0};" : "      let r{} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, {}, BS);"),
                       j, b_frag(j, ks)));
-    }
     for (uint32_t i = 0; i < TM; ++i)
       for (uint32_t j = 0; j < TN; ++j)
         add(fmt::format("      acc{0}_{1} = subgroupMatrixMultiplyAccumulate(l{0}, r{1}, acc{0}_{1});", i, j));
     add("    }");
   }
-  if (staged) {
-    if (c.stages == 1) add("    workgroupBarrier();");
-    add("    if (more) {");
-    if (!(c.ablate & 2)) store_regs("nxt", "      ");
-    add("    }");
-    add("    workgroupBarrier();");
-  }
-  if (c.a_direct)
-    for (uint32_t i = 0; i < TM; ++i)
-      for (uint32_t ks = 0; ks < c.bk / 16; ++ks) add(fmt::format("    fa{0}_{1} = na{0}_{1};", i, ks));
-  if (c.b_direct)
-    for (uint32_t j = 0; j < TN; ++j)
-      for (uint32_t ks = 0; ks < c.bk / 16; ++ks) add(fmt::format("    fb{0}_{1} = nb{0}_{1};", j, ks));
+  if (c.stages == 1) add("    workgroupBarrier();");
+  add("    if (more) {");
+  if (!(c.ablate & 2)) store_regs("nxt", "      ");
+  add("    }");
+  add("    workgroupBarrier();");
   add("  }");
 
   add("  let c_off = bt * P.c_batch; let bias_off = bt * P.bias_batch;");
@@ -336,7 +293,7 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text) {
       std::sscanf(text.c_str(), "%ux%ux%u:%ux%u:%u:%c", &c.bm, &c.bn, &c.bk, &c.sg_m, &c.sg_n, &c.stages, &mode);
   if (n < 6 || (n == 7 && mode != 'f' && mode != 'v')) {
     throw Error(fmt::format("bad subgroup matmul configuration '{}' (expected "
-                            "BMxBNxBK:SGMxSGN:STAGES[:v|:f][/tN][/r][/d|/D][/aN], e.g. 256x128x32:4x4:1)",
+                            "BMxBNxBK:SGMxSGN:STAGES[:v|:f][/tN][/r][/aN], e.g. 256x128x32:4x4:1)",
                             text));
   }
   c.full_tiles = mode == 'f';
@@ -347,8 +304,6 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text) {
   };
   c.ablate = number_after("/a").value_or(0);
   c.no_rotation = text.find("/r") != std::string::npos;
-  c.a_direct = text.find("/d") != std::string::npos || text.find("/D") != std::string::npos;
-  c.b_direct = text.find("/D") != std::string::npos;
   const uint32_t t = number_after("/t").value_or(0);  // 1: A stored transposed, 2: B, 3: both
   c.a_trans = t & 1;
   c.b_trans = t & 2;

@@ -36,13 +36,6 @@ struct SubgroupMatmulConfig {
   // memory, 4 the per-step operand loads from workgroup memory.
   uint32_t ablate = 0;
   bool no_rotation = false;  // benchmark: store words unrotated (bank conflicts)
-  // Direct operands: each subgroup loads its A (a_direct) or B (b_direct)
-  // matrices straight from the storage buffer with subgroupMatrixLoad, one
-  // K tile ahead of the multiplies, instead of staging them through
-  // workgroup memory. Needs K a multiple of BK and M (A) / N (B) a multiple
-  // of 16 (a matrix is read whole; rows past the edge are clamped to the
-  // last in-range matrix and their results dropped).
-  bool a_direct = false, b_direct = false;
 
   uint32_t subgroups() const { return sg_m * sg_n; }
   uint32_t threads() const { return subgroups() * 32; }
@@ -64,7 +57,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& cfg);
 
 // A configuration from its text form BMxBNxBK:SGMxSGN:STAGES[:v|:f] with
 // optional /tN (1: A stored transposed, 2: B, 3: both), /r (unrotated
-// stores), /d (A direct), /D (A and B direct), /aN (benchmark ablations). Throws
+// stores), /aN (benchmark ablations). Throws
 // wgnn::Error naming the text when it is malformed or invalid.
 SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text);
 

@@ -8,19 +8,28 @@
 // output's batch dims (`shape`) into element offsets of A, B and bias
 // (strides `sa`, `sb`, `sc`: 0 where an operand broadcasts).
 //
-// Tiling: one workgroup of 16 x 16 threads computes a 64 x 64 tile of one
-// batch; each thread a 4 x 4 block in registers (f32). K advances in steps of
-// 16: both operands' 64 x 16 slices go to workgroup memory (as f32, k-major,
-// vec4 along M and N), each thread loading four values, one vec4 load when
-// A_VEC / B_VEC (the contiguous dim a multiple of 4: no vec4 straddles the
-// edge). Edges load zeros; stores are masked. Every workgroup decodes its
-// flat index (x + y * nx + z * nx * ny) into (batch, tile row, tile column),
-// so any batch count fits the grid.
+// Tiling: one workgroup of (TN / 4) x (TM / 4) threads computes a TM x TN
+// tile of one batch (64x64, 32x64 or 32x32, chosen by ops/matmul.cpp from
+// the problem size: small products need small tiles to fill the GPU); each
+// thread a 4 x 4 block in registers (f32). K advances in steps of 16: both
+// operands' slices go to workgroup memory (as f32, k-major, vec4 along M
+// and N), each thread loading TM*16/4/threads (TN*16/4/threads) groups of
+// four values, one vec4 load each when A_VEC / B_VEC (the contiguous dim a
+// multiple of 4: no vec4 straddles the edge). The next slice's global loads
+// are issued into registers before the current slice's multiplies (one
+// workgroup-memory stage, register prefetch). Edges load zeros; stores are
+// masked. Every workgroup decodes its flat index (x + y * nx + z * nx * ny)
+// into (batch, tile row, tile column), so any batch count fits the grid.
 {{ENABLE}}
 
-const TM: u32 = 64u;
-const TN: u32 = 64u;
+const TM: u32 = {{TM}}u;
+const TN: u32 = {{TN}}u;
 const TK: u32 = 16u;
+const WX: u32 = TN / 4u;
+const WY: u32 = TM / 4u;
+const NT: u32 = WX * WY;
+const A_LOADS: u32 = TM * TK / 4u / NT;
+const B_LOADS: u32 = TN * TK / 4u / NT;
 
 override A_TRANS: bool = false;
 override B_TRANS: bool = false;
@@ -61,9 +70,9 @@ struct Params {
 @group(0) @binding(3) var<storage, read> b: array<vec4<{{T}}>>;
 @group(0) @binding(4) var<storage, read> bias: array<vec4<{{T}}>>;
 
-// [TK][TM / 4] and [TK][TN / 4]: row k holds 64 values of M (N) as vec4.
-var<workgroup> As: array<vec4<f32>, 256>;
-var<workgroup> Bs: array<vec4<f32>, 256>;
+// [TK][TM / 4] and [TK][TN / 4]: row k holds TM (TN) values of M (N) as vec4.
+var<workgroup> As: array<vec4<f32>, TK * TM / 4u>;
+var<workgroup> Bs: array<vec4<f32>, TK * TN / 4u>;
 
 fn dim_of(v: array<vec4<u32>, 2>, d: u32) -> u32 { return v[d / 4u][d % 4u]; }
 fn a_at(i: u32) -> f32 { return f32(a[i >> 2u][i & 3u]); }
@@ -102,7 +111,83 @@ fn load_b4(base: u32, valid: u32) -> vec4<f32> {
 
 fn remaining(limit: u32, at: u32) -> u32 { return select(0u, limit - at, at < limit); }
 
-@compute @workgroup_size(16, 16)
+// The K slice at k0 of both operands into registers: group q = lid + i * NT
+// of four values. A [M, K]: q -> row q / 4, k (q % 4) * 4; A_TRANS [K, M]:
+// q -> k q / (TM / 4), m (q % (TM / 4)) * 4; B likewise.
+fn load_slice(k0: u32, oa: u32, ob: u32, m0: u32, n0: u32, lid: u32,
+              pa: ptr<function, array<vec4<f32>, A_LOADS>>, pb: ptr<function, array<vec4<f32>, B_LOADS>>) {
+  let M = params.M;
+  let N = params.N;
+  let K = params.K;
+  for (var i = 0u; i < A_LOADS; i++) {
+    let q = lid + i * NT;
+    var v = vec4<f32>(0.0);
+    if (A_TRANS) {
+      let k = k0 + q / WY;
+      let m = m0 + (q % WY) * 4u;
+      if (k < K) {
+        v = load_a4(oa + k * params.lda + m, remaining(M, m));
+      }
+    } else {
+      let m = m0 + q / 4u;
+      let k = k0 + (q % 4u) * 4u;
+      if (m < M) {
+        v = load_a4(oa + m * params.lda + k, remaining(K, k));
+      }
+    }
+    (*pa)[i] = v;
+  }
+  for (var i = 0u; i < B_LOADS; i++) {
+    let q = lid + i * NT;
+    var v = vec4<f32>(0.0);
+    if (B_TRANS) {
+      let n = n0 + q / 4u;
+      let k = k0 + (q % 4u) * 4u;
+      if (n < N) {
+        v = load_b4(ob + n * params.ldb + k, remaining(K, k));
+      }
+    } else {
+      let k = k0 + q / WX;
+      let n = n0 + (q % WX) * 4u;
+      if (k < K) {
+        v = load_b4(ob + k * params.ldb + n, remaining(N, n));
+      }
+    }
+    (*pb)[i] = v;
+  }
+}
+
+// The registers of load_slice into workgroup memory, k-major.
+fn store_slice(lid: u32, pa: ptr<function, array<vec4<f32>, A_LOADS>>, pb: ptr<function, array<vec4<f32>, B_LOADS>>) {
+  for (var i = 0u; i < A_LOADS; i++) {
+    let q = lid + i * NT;
+    let v = (*pa)[i];
+    if (A_TRANS) {
+      As[q] = v;
+    } else {
+      let mm = q / 4u;
+      let kk = (q % 4u) * 4u;
+      for (var j = 0u; j < 4u; j++) {
+        As[(kk + j) * WY + mm / 4u][mm % 4u] = v[j];
+      }
+    }
+  }
+  for (var i = 0u; i < B_LOADS; i++) {
+    let q = lid + i * NT;
+    let v = (*pb)[i];
+    if (B_TRANS) {
+      let nn = q / 4u;
+      let kk = (q % 4u) * 4u;
+      for (var j = 0u; j < 4u; j++) {
+        Bs[(kk + j) * WX + nn / 4u][nn % 4u] = v[j];
+      }
+    } else {
+      Bs[q] = v;
+    }
+  }
+}
+
+@compute @workgroup_size(WX, WY)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let flat = wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y;
@@ -137,55 +222,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let tx = lid3.x;
   let ty = lid3.y;
   var acc: array<vec4<f32>, 4>;
+  var pa: array<vec4<f32>, A_LOADS>;
+  var pb: array<vec4<f32>, B_LOADS>;
+  load_slice(0u, oa, ob, m0, n0, lid, &pa, &pb);
   for (var k0 = 0u; k0 < K; k0 += TK) {
-    if (A_TRANS) {
-      // [K, M]: thread -> row k, four consecutive m.
-      let k = k0 + lid / 16u;
-      let m = m0 + (lid % 16u) * 4u;
-      var v = vec4<f32>(0.0);
-      if (k < K) {
-        v = load_a4(oa + k * params.lda + m, remaining(M, m));
-      }
-      As[lid] = v;
-    } else {
-      // [M, K]: thread -> row m, four consecutive k.
-      let mm = lid / 4u;
-      let kk = (lid % 4u) * 4u;
-      let m = m0 + mm;
-      var v = vec4<f32>(0.0);
-      if (m < M) {
-        v = load_a4(oa + m * params.lda + k0 + kk, remaining(K, k0 + kk));
-      }
-      for (var j = 0u; j < 4u; j++) {
-        As[(kk + j) * 16u + mm / 4u][mm % 4u] = v[j];
-      }
-    }
-    if (B_TRANS) {
-      // [N, K]: thread -> row n, four consecutive k.
-      let nn = lid / 4u;
-      let kk = (lid % 4u) * 4u;
-      let n = n0 + nn;
-      var v = vec4<f32>(0.0);
-      if (n < N) {
-        v = load_b4(ob + n * params.ldb + k0 + kk, remaining(K, k0 + kk));
-      }
-      for (var j = 0u; j < 4u; j++) {
-        Bs[(kk + j) * 16u + nn / 4u][nn % 4u] = v[j];
-      }
-    } else {
-      // [K, N]: thread -> row k, four consecutive n.
-      let k = k0 + lid / 16u;
-      let n = n0 + (lid % 16u) * 4u;
-      var v = vec4<f32>(0.0);
-      if (k < K) {
-        v = load_b4(ob + k * params.ldb + n, remaining(N, n));
-      }
-      Bs[lid] = v;
-    }
+    store_slice(lid, &pa, &pb);
     workgroupBarrier();
+    if (k0 + TK < K) {
+      load_slice(k0 + TK, oa, ob, m0, n0, lid, &pa, &pb);
+    }
     for (var k = 0u; k < TK; k++) {
-      let av = As[k * 16u + ty];
-      let bv = Bs[k * 16u + tx];
+      let av = As[k * WY + ty];
+      let bv = Bs[k * WX + tx];
       acc[0] = fma(vec4<f32>(av.x), bv, acc[0]);
       acc[1] = fma(vec4<f32>(av.y), bv, acc[1]);
       acc[2] = fma(vec4<f32>(av.z), bv, acc[2]);
