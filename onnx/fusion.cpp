@@ -24,7 +24,11 @@ struct Index {
       }
       for (const auto& o : n.output())
         if (!o.empty()) producer[o] = i;
-      if (n.op_type() == "Constant" && plain(n) && n.output_size() == 1) constants.insert(n.output(0));
+      // Constant nodes, and Identity of a constant (exporters write one
+      // where a weight is shared).
+      if (plain(n) && n.output_size() == 1 &&
+          (n.op_type() == "Constant" || (n.op_type() == "Identity" && n.input_size() == 1 && is_const(n.input(0)))))
+        constants.insert(n.output(0));
     }
   }
 

@@ -43,8 +43,8 @@ struct Fusion {
 };
 
 // The chains of `g` (nodes topologically sorted) that may be fused, no node
-// in two of them. The constants a chain needs must be initializers or
-// Constant nodes' outputs.
+// in two of them. The constants a chain needs must be initializers,
+// Constant nodes' outputs or Identity nodes' of those.
 std::vector<Fusion> plan_fusions(const onnx::GraphProto& g);
 
 // Whether fusion is on: not when WGNN_NO_FUSION is set to anything but "" or "0".

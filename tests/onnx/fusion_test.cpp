@@ -216,7 +216,8 @@ namespace {
 // y = MatMul(x [2, 5, 8], W [8, 6]) + bias (of shape `bias_shape`; a graph
 // input when `bias_input`), the Add's operands in either order.
 std::string matmul_bias_model(const std::string& name, const Shape& bias_shape, bool bias_first,
-                              bool bias_input = false, bool product_is_output = false) {
+                              bool bias_input = false, bool product_is_output = false,
+                              bool bias_identity = false) {
   ModelBuilder b;
   b.input("x", {2, 5, 8});
   b.output("y", {2, 5, 6});
@@ -224,8 +225,11 @@ std::string matmul_bias_model(const std::string& name, const Shape& bias_shape, 
   b.init_f32("W", {8, 6}, values(seeded({8, 6}, 3, 1.f)));
   if (bias_input) b.input("b", bias_shape);
   else b.init_f32("b", bias_shape, values(seeded(bias_shape, 5, 1.f)));
+  // An Identity of the bias, as the TorchScript exporter writes for a shared weight.
+  const std::string bias = bias_identity ? "b_id" : "b";
+  if (bias_identity) b.node("Identity", {"b"}, {"b_id"});
   b.node("MatMul", {"x", "W"}, {"p"});
-  b.node("Add", bias_first ? std::vector<std::string>{"b", "p"} : std::vector<std::string>{"p", "b"}, {"y"});
+  b.node("Add", bias_first ? std::vector<std::string>{bias, "p"} : std::vector<std::string>{"p", bias}, {"y"});
   return b.save(name);
 }
 
@@ -251,13 +255,14 @@ TEST(Fusion, MatMulWithAConstantBiasIsOneDispatch) {
   const HostTensor x = seeded({2, 5, 8}, 11, 2.f);
   struct Case {
     Shape bias;
-    bool bias_first, fused;
+    bool bias_first, fused, identity = false;
   };
   // [5, 6] varies along M: an Add of its own.
   for (const Case& c : {Case{{6}, true, true}, Case{{6}, false, true}, Case{{1, 1, 6}, false, true},
-                        Case{{1}, true, true}, Case{{5, 6}, false, false}}) {
-    const std::string path = matmul_bias_model(fmt::format("matmul_bias_{}_{}.onnx", shape_str(c.bias), c.bias_first),
-                                               c.bias, c.bias_first);
+                        Case{{1}, true, true}, Case{{5, 6}, false, false}, Case{{6}, true, true, true}}) {
+    const std::string path =
+        matmul_bias_model(fmt::format("matmul_bias_{}_{}_{}.onnx", shape_str(c.bias), c.bias_first, c.identity),
+                          c.bias, c.bias_first, false, false, c.identity);
     const Result f = run(path, {{"x", x}}, true), u = run(path, {{"x", x}}, false);
     EXPECT_EQ(f.dispatches, c.fused ? 1u : 2u) << shape_str(c.bias);
     EXPECT_EQ(u.dispatches, 2u);
