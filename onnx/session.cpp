@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <set>
 
+#include "onnx/fusion.h"
 #include "onnx/node_ctx.h"
 #include "onnx/tensor_proto.h"
 
@@ -21,7 +22,7 @@ struct Session::Built {
   std::unique_ptr<Graph> graph;
   std::map<std::string, TensorRef> inputs;
   std::vector<std::pair<std::string, Slot>> outputs;  // in model order
-  int folded = 0, mapped = 0;
+  int folded = 0, mapped = 0, fused = 0, fused_nodes = 0;
 };
 
 namespace {
@@ -302,8 +303,19 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
     if (live[size_t(i)])
       for (const auto& in : n.input()) needed.insert(in);
   }
-  for (int i = 0; i < graph.node_size(); ++i) {
-    if (!live[size_t(i)]) continue;
+  // Fused chains (onnx/fusion.h): their nodes wait for the last one, which
+  // records the fused op, or, when the values do not allow it, the nodes
+  // one by one.
+  std::vector<Fusion> fusions;
+  if (options_.fusion && fusion_enabled_by_env()) fusions = plan_fusions(graph);
+  std::vector<int> fusion_at(size_t(graph.node_size()), -1);
+  std::vector<bool> deferred(size_t(graph.node_size()), false);
+  for (size_t k = 0; k < fusions.size(); ++k) {
+    for (int j : fusions[k].nodes) deferred[size_t(j)] = true;
+    deferred[size_t(fusions[k].nodes.back())] = false;
+    fusion_at[size_t(fusions[k].nodes.back())] = int(k);
+  }
+  auto build_node = [&](int i) {
     const auto& n = graph.node(i);
     std::vector<Slot*> in;
     bool all_host = true;
@@ -357,6 +369,22 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
     }
     for (int k = 0; k < n.output_size() && size_t(k) < outs.size(); ++k) {
       if (!n.output(k).empty()) values[n.output(k)] = std::move(outs[size_t(k)]);
+    }
+  };
+  for (int i = 0; i < graph.node_size(); ++i) {
+    if (!live[size_t(i)] || deferred[size_t(i)]) continue;
+    if (fusion_at[size_t(i)] < 0) {
+      build_node(i);
+      continue;
+    }
+    const Fusion& f = fusions[size_t(fusion_at[size_t(i)])];
+    if (std::optional<Slot> r = try_fusion(f, g, graph, opset_, options_.fp16, values)) {
+      values[graph.node(i).output(0)] = std::move(*r);
+      ++b->mapped;
+      ++b->fused;
+      b->fused_nodes += int(f.nodes.size());
+    } else {
+      for (int j : f.nodes) build_node(j);
     }
   }
   for (auto& [name, v] : values) v.input_value = nullptr;
@@ -427,8 +455,10 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
 std::string Session::summary() const {
   if (!last_) return "not run yet";
   const Graph& g = *last_->graph;
-  return fmt::format("{}{} nodes mapped to GPU work, {} folded on the host; {} dispatches; {}",
-                     options_.fp16 ? "float16 mode: " : "", last_->mapped,
+  const std::string fused =
+      last_->fused ? fmt::format(" ({} of them fused chains of {} nodes)", last_->fused, last_->fused_nodes) : "";
+  return fmt::format("{}{} nodes mapped to GPU work{}, {} folded on the host; {} dispatches; {}",
+                     options_.fp16 ? "float16 mode: " : "", last_->mapped, fused,
                      last_->folded, g.dispatches().size(), g.memory_summary());
 }
 

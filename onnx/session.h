@@ -55,6 +55,11 @@ struct SessionOptions {
   // (and uploaded) as float32 and cast to float16 by the first dispatch;
   // float32 graph outputs are cast back, so run()'s dtypes are the model's.
   bool fp16 = false;
+  // Chains of nodes recorded as one op where the result is the same within
+  // float rounding: exporters' GELU chains, a MatMul with a constant scale
+  // and bias (onnx/fusion.h). WGNN_NO_FUSION=1 in the environment turns it
+  // off as well.
+  bool fusion = true;
 };
 
 // A parsed and checked model, before any GPU work: what Session's

@@ -1,6 +1,7 @@
 // Matrix products with ATen names and semantics: matmul (numpy rules: 1-D
 // operands, broadcast batch dims), mm, bmm, addmm, linear, and wgnn.gemm for
-// ONNX Gemm (transposed operands, alpha, beta, a broadcast C). All run one
+// ONNX Gemm (transposed operands, alpha, beta, a broadcast C), and
+// wgnn.matmul_add (a MatMul with a fused bias and scale). All run one
 // tiled kernel (kernels/matmul.wgsl) with the bias fused in its epilogue.
 //
 // Dtypes: float32 or float16, every operand the same (no type promotion);
@@ -287,6 +288,56 @@ Value matmul(Graph& g, const ValueList& args) {
   return record(a, p);
 }
 
+// wgnn.matmul_add.default(self, other, bias=None, alpha=1): alpha *
+// matmul(self, other) + bias, the bias fused in the product's epilogue. Both
+// operands at least 2-D; the bias broadcasts to the product without
+// enlarging it (a MatMul then an Add of a [N] or [1, .., N] constant, fused
+// by the ONNX importer, onnx/fusion.cpp).
+Value matmul_add(Graph& g, const ValueList& args) {
+  Args a{"wgnn.matmul_add.default", args, g};
+  if (args.size() < 2 || args.size() > 4) a.fail(fmt::format("takes 2 to 4 arguments, got {}", args.size()));
+  TensorRef x = a.tensor(0, "self");
+  TensorRef y = a.tensor(1, "other");
+  TensorRef bias = a.optional_tensor(2, "bias");
+  const double alpha = a.scalar(3, "alpha", 1.0);
+  require_operand(a, x, "self");
+  require_operand(a, y, "other");
+  require_same_dtype(a, x, "self", y, "other");
+  const Shape &xs = g.info(x).shape, &ys = g.info(y).shape;
+  if (xs.size() < 2 || ys.size() < 2) {
+    a.fail(fmt::format("both arguments must be at least 2-D, got {} and {}", shape_str(xs), shape_str(ys)));
+  }
+  Gemm p;
+  p.a = x;
+  p.b = y;
+  p.M = xs[xs.size() - 2];
+  p.K = xs.back();
+  p.N = ys.back();
+  if (ys[ys.size() - 2] != p.K) {
+    a.fail(fmt::format("shapes {} and {} cannot be multiplied ({} != {})", shape_str(xs), shape_str(ys), p.K,
+                       ys[ys.size() - 2]));
+  }
+  const Shape xb(xs.begin(), xs.end() - 2), yb(ys.begin(), ys.end() - 2);
+  try {
+    p.batch = broadcast_shapes(xb, yb, a.op);
+  } catch (const Error&) {
+    a.fail(fmt::format("batch dims of {} and {} do not broadcast", shape_str(xs), shape_str(ys)));
+  }
+  p.sa = batch_strides(xs, p.batch);
+  p.sb = batch_strides(ys, p.batch);
+  p.sc = Shape(p.batch.size(), 0);
+  p.out_shape = p.batch;
+  p.out_shape.push_back(p.M);
+  p.out_shape.push_back(p.N);
+  p.alpha = alpha;
+  if (bias.id >= 0) {
+    set_bias(a, p, bias, "bias");
+  } else {
+    p.beta = 0;
+  }
+  return record(a, p);
+}
+
 // Both operands exactly 2-D (mm) or 3-D with one batch (bmm).
 Value mm_like(Graph& g, const ValueList& args, const char* op, size_t rank) {
   Args a{op, args, g};
@@ -441,6 +492,7 @@ void register_matmul_ops(OpRegistry& r) {
   r.add("aten.addmm.default", addmm);
   r.add("aten.linear.default", linear);
   r.add("wgnn.gemm.default", gemm);
+  r.add("wgnn.matmul_add.default", matmul_add);
 }
 
 }  // namespace wgnn::ops

@@ -231,6 +231,59 @@ MODELS.append((model("argmax", [
      "xi": rng.integers(-2, 3, (3, 7)).astype(np.int64)}))
 
 
+# 10. Chains the importer fuses (onnx/fusion.h): GELU as TorchScript exports
+# nn.GELU() (erf) and approximate='tanh', the erf form with x * (1 / sqrt(2))
+# and 0.5 * x first, a Linear (MatMul + bias) and attention scores scaled
+# before and after the product; and one chain left unfused, its Erf output
+# also a graph output. FUSED_CHAINS: what `wgnn run --verbose` must report.
+MODELS.append((model("fusion", [
+    helper.make_node("MatMul", ["x", "w1"], ["p1"]),
+    helper.make_node("Add", ["b1", "p1"], ["h"]),
+    helper.make_node("Div", ["h", "sqrt2"], ["d"]),
+    helper.make_node("Erf", ["d"], ["e"]),
+    helper.make_node("Add", ["e", "one"], ["t"]),
+    helper.make_node("Mul", ["h", "t"], ["m"]),
+    helper.make_node("Mul", ["m", "half"], ["gelu"]),
+    helper.make_node("Mul", ["x", "x"], ["sq"]),
+    helper.make_node("Mul", ["x", "sq"], ["cube"]),
+    helper.make_node("Mul", ["kappa", "cube"], ["k"]),
+    helper.make_node("Add", ["x", "k"], ["s"]),
+    helper.make_node("Mul", ["beta", "s"], ["in"]),
+    helper.make_node("Tanh", ["in"], ["th"]),
+    helper.make_node("Add", ["one", "th"], ["t2"]),
+    helper.make_node("Mul", ["x", "t2"], ["m2"]),
+    helper.make_node("Mul", ["half", "m2"], ["gelu_tanh"]),
+    helper.make_node("Mul", ["x", "half"], ["xh"]),
+    helper.make_node("Mul", ["x", "rsqrt2"], ["d3"]),
+    helper.make_node("Erf", ["d3"], ["e3"]),
+    helper.make_node("Add", ["one", "e3"], ["t3"]),
+    helper.make_node("Mul", ["t3", "xh"], ["gelu_mul"]),
+    helper.make_node("Mul", ["q", "qscale"], ["qs"]),
+    helper.make_node("MatMul", ["qs", "kt"], ["sc"]),
+    helper.make_node("Div", ["sc", "four"], ["scores"]),
+    helper.make_node("Div", ["x", "sqrt2"], ["d4"]),
+    helper.make_node("Erf", ["d4"], ["erf_out"]),
+    helper.make_node("Add", ["erf_out", "one"], ["t4"]),
+    helper.make_node("Mul", ["x", "t4"], ["m4"]),
+    helper.make_node("Mul", ["m4", "half"], ["gelu_kept"]),
+], [vi("x", F, [2, 7, 32]), vi("q", F, [2, 2, 7, 16]), vi("kt", F, [2, 2, 16, 7])],
+   [vi("gelu", F, [2, 7, 48]), vi("gelu_tanh", F, [2, 7, 32]), vi("gelu_mul", F, [2, 7, 32]),
+    vi("scores", F, [2, 2, 7, 7]), vi("erf_out", F, [2, 7, 32]), vi("gelu_kept", F, [2, 7, 32])], [
+    numpy_helper.from_array(rng.normal(0, 0.3, (32, 48)).astype(np.float32), "w1"),
+    numpy_helper.from_array(rng.normal(0, 1, (48,)).astype(np.float32), "b1"),
+    numpy_helper.from_array(np.array(np.sqrt(2), np.float32), "sqrt2"),
+    numpy_helper.from_array(np.array(np.sqrt(0.5), np.float32), "rsqrt2"),
+    numpy_helper.from_array(np.array(1, np.float32), "one"),
+    numpy_helper.from_array(np.array(0.5, np.float32), "half"),
+    numpy_helper.from_array(np.array(0.044715, np.float32), "kappa"),
+    numpy_helper.from_array(np.array(np.sqrt(2 / np.pi), np.float32), "beta"),
+    numpy_helper.from_array(np.array(0.25, np.float32), "qscale"),
+    numpy_helper.from_array(np.array(4, np.float32), "four"),
+]), {"x": rng.normal(0, 2, (2, 7, 32)).astype(np.float32), "q": rng.normal(0, 1, (2, 2, 7, 16)).astype(np.float32),
+     "kt": rng.normal(0, 1, (2, 2, 16, 7)).astype(np.float32)}))
+FUSED_CHAINS = {"fusion": 5}
+
+
 def bn_running_stats(m, feeds):
     """The running statistics as the ONNX spec defines them (input * momentum
     + current * (1 - momentum), population variance): ONNX Runtime 1.30's CPU
@@ -252,6 +305,7 @@ def run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:3])}... failed:\n{r.stdout}{r.stderr}")
+    return r.stdout + r.stderr
 
 
 passed = failed = 0
@@ -269,7 +323,10 @@ for m, feeds in MODELS:
         specs.append(f"{k}={os.path.join(d, k + '.npy')}")
     try:
         run(["node", os.path.join(HERE, "..", "tools", "ort_reference.js"), path, os.path.join(d, "ort")] + specs)
-        run([WGNN, "run", path, "--output-dir", os.path.join(d, "wgnn")] + sum([["--input", s] for s in specs], []))
+        log = run([WGNN, "run", path, "--verbose", "--output-dir", os.path.join(d, "wgnn")] +
+                  sum([["--input", s] for s in specs], []))
+        if name in FUSED_CHAINS and f"({FUSED_CHAINS[name]} of them fused chains" not in log:
+            raise RuntimeError(f"expected {FUSED_CHAINS[name]} fused chains; wgnn run --verbose says:\n{log}")
         worst = 0.0
         overrides = REFERENCE_OVERRIDES[name](m, feeds) if name in REFERENCE_OVERRIDES else {}
         for o in m.graph.output:

@@ -1,0 +1,328 @@
+#include "onnx/fusion.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <numbers>
+#include <set>
+
+#include "onnx/host_ops.h"
+
+namespace wgnn::onnx_import {
+namespace {
+
+// Where each value comes from and how often it is read.
+struct Index {
+  explicit Index(const onnx::GraphProto& graph) : g(graph) {
+    for (const auto& init : g.initializer()) constants.insert(init.name());
+    for (const auto& o : g.output()) outputs.insert(o.name());
+    for (int i = 0; i < g.node_size(); ++i) {
+      const auto& n = g.node(i);
+      for (const auto& in : n.input()) {
+        if (in.empty()) continue;
+        if (uses[in]++ == 0) consumer_of[in] = i;
+      }
+      for (const auto& o : n.output())
+        if (!o.empty()) producer[o] = i;
+      // Constant nodes, and Identity of a constant (exporters write one
+      // where a weight is shared).
+      if (plain(n) && n.output_size() == 1 &&
+          (n.op_type() == "Constant" || (n.op_type() == "Identity" && n.input_size() == 1 && is_const(n.input(0)))))
+        constants.insert(n.output(0));
+    }
+  }
+
+  static bool plain(const onnx::NodeProto& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
+  const onnx::NodeProto& node(int i) const { return g.node(i); }
+  const std::string& out(int i) const { return g.node(i).output(0); }
+  bool is_const(const std::string& v) const { return constants.count(v) > 0; }
+  int prod(const std::string& v) const {
+    auto it = producer.find(v);
+    return it == producer.end() ? -1 : it->second;
+  }
+  // Read by one node input alone, and not a graph output.
+  bool single(const std::string& v) const {
+    auto it = uses.find(v);
+    return it != uses.end() && it->second == 1 && !outputs.count(v);
+  }
+  int consumer(const std::string& v) const { return consumer_of.at(v); }
+  // Node i is `op` of the default domain with `inputs` inputs and one output.
+  bool is(int i, const char* op, int inputs) const {
+    if (i < 0) return false;
+    const auto& n = node(i);
+    return n.op_type() == op && plain(n) && n.input_size() == inputs && n.output_size() == 1 &&
+           std::none_of(n.input().begin(), n.input().end(), [](const std::string& s) { return s.empty(); });
+  }
+  // The other input of binary node i, "" when v is not one of its inputs.
+  std::string other(int i, const std::string& v) const {
+    const auto& n = node(i);
+    if (n.input(0) == v) return n.input(1);
+    if (n.input(1) == v) return n.input(0);
+    return "";
+  }
+  // Binary node i with one constant input: {the other input, the constant}.
+  bool split_const(int i, std::string& value, std::string& k) const {
+    const auto& n = node(i);
+    const bool c0 = is_const(n.input(0)), c1 = is_const(n.input(1));
+    if (c0 == c1) return false;
+    value = c1 ? n.input(0) : n.input(1);
+    k = c1 ? n.input(1) : n.input(0);
+    return true;
+  }
+
+  const onnx::GraphProto& g;
+  std::map<std::string, int> producer, uses, consumer_of;
+  std::set<std::string> outputs, constants;
+};
+
+// After t = 1 + erf(..) (or tanh): t * x * 0.5, the two products in any
+// order and with any operand order.
+bool gelu_tail(const Index& ix, const std::string& t, const std::string& x, Fusion& f) {
+  if (!ix.single(t)) return false;
+  const int m1 = ix.consumer(t);
+  if (!ix.is(m1, "Mul", 2)) return false;
+  const std::string o = ix.other(m1, t);
+  f.nodes.push_back(m1);
+  const std::string& y1 = ix.out(m1);
+  if (o == x || ix.is_const(o)) {  // (t * x) * 0.5 or (t * 0.5) * x
+    if (!ix.single(y1)) return false;
+    const int m2 = ix.consumer(y1);
+    if (!ix.is(m2, "Mul", 2)) return false;
+    const std::string o2 = ix.other(m2, y1);
+    if (o == x) {
+      if (!ix.is_const(o2)) return false;
+      f.constants.emplace_back(o2, 0.5);
+    } else {
+      if (o2 != x) return false;
+      f.constants.emplace_back(o, 0.5);
+    }
+    f.nodes.push_back(m2);
+    return true;
+  }
+  // t * (x * 0.5)
+  const int h = ix.prod(o);
+  if (!ix.single(o) || !ix.is(h, "Mul", 2)) return false;
+  const std::string k = ix.other(h, x);
+  if (k.empty() || !ix.is_const(k)) return false;
+  f.constants.emplace_back(k, 0.5);
+  f.nodes.push_back(h);
+  return true;
+}
+
+// From node e (Erf): x / sqrt(2) or x * (1 / sqrt(2)) before it.
+bool gelu_erf(const Index& ix, int e, Fusion& f) {
+  const std::string& in = ix.node(e).input(0);
+  if (!ix.single(in)) return false;
+  const int p = ix.prod(in);
+  std::string k;
+  if (ix.is(p, "Div", 2)) {
+    f.x = ix.node(p).input(0);
+    k = ix.node(p).input(1);
+    if (!ix.is_const(k) || ix.is_const(f.x)) return false;
+    f.constants.emplace_back(k, std::sqrt(2.0));
+  } else if (ix.is(p, "Mul", 2)) {
+    if (!ix.split_const(p, f.x, k)) return false;
+    f.constants.emplace_back(k, std::sqrt(0.5));
+  } else {
+    return false;
+  }
+  f.nodes = {p, e};
+  return true;
+}
+
+// From node th (Tanh): sqrt(2 / pi) * (x + 0.044715 * x^3) before it, x^3 as
+// Pow(x, 3) or x * (x * x).
+bool gelu_tanh(const Index& ix, int th, Fusion& f) {
+  const std::string& in = ix.node(th).input(0);
+  if (!ix.single(in)) return false;
+  const int p = ix.prod(in);
+  std::string s, beta;
+  if (!ix.is(p, "Mul", 2) || !ix.split_const(p, s, beta)) return false;
+  if (!ix.single(s)) return false;
+  const int a = ix.prod(s);
+  if (!ix.is(a, "Add", 2)) return false;
+  for (int choice = 0; choice < 2; ++choice) {
+    const std::string x = ix.node(a).input(choice), k = ix.node(a).input(1 - choice);
+    if (!ix.single(k)) continue;
+    const int km = ix.prod(k);
+    std::string cube, kappa;
+    if (!ix.is(km, "Mul", 2) || !ix.split_const(km, cube, kappa) || !ix.single(cube)) continue;
+    const int cp = ix.prod(cube);
+    std::vector<int> nodes = {cp, km, a, p, th};
+    std::vector<std::pair<std::string, double>> constants = {{kappa, 0.044715}, {beta, std::sqrt(2.0 / std::numbers::pi)}};
+    if (ix.is(cp, "Pow", 2)) {
+      if (ix.node(cp).input(0) != x || !ix.is_const(ix.node(cp).input(1))) continue;
+      constants.emplace_back(ix.node(cp).input(1), 3.0);
+    } else if (ix.is(cp, "Mul", 2)) {
+      const std::string sq = ix.other(cp, x);
+      if (sq.empty() || sq == x || !ix.single(sq)) continue;
+      const int sp = ix.prod(sq);
+      if (!ix.is(sp, "Mul", 2) || ix.node(sp).input(0) != x || ix.node(sp).input(1) != x) continue;
+      nodes.push_back(sp);
+    } else {
+      continue;
+    }
+    f.x = x;
+    f.nodes = nodes;
+    f.constants = constants;
+    return true;
+  }
+  return false;
+}
+
+bool gelu(const Index& ix, int i, Fusion& f) {
+  const auto& n = ix.node(i);
+  f.kind = Fusion::Kind::Gelu;
+  f.tanh = n.op_type() == "Tanh";
+  if (f.tanh ? !ix.is(i, "Tanh", 1) || !gelu_tanh(ix, i, f) : !ix.is(i, "Erf", 1) || !gelu_erf(ix, i, f)) return false;
+  // 1 + erf(..)
+  const std::string& y = ix.out(i);
+  if (!ix.single(y)) return false;
+  const int a = ix.consumer(y);
+  if (!ix.is(a, "Add", 2)) return false;
+  const std::string one = ix.other(a, y);
+  if (!ix.is_const(one)) return false;
+  f.constants.emplace_back(one, 1.0);
+  f.nodes.push_back(a);
+  if (!gelu_tail(ix, ix.out(a), f.x, f)) return false;
+  std::sort(f.nodes.begin(), f.nodes.end());
+  f.anchor = f.nodes.back();
+  return true;
+}
+
+// MatMul with scalar factors on its operands (x * c) or its product (* c,
+// / c), then a constant bias added.
+bool matmul_add(const Index& ix, int mm, const std::set<int>& taken, Fusion& f) {
+  if (!ix.is(mm, "MatMul", 2)) return false;
+  f.kind = Fusion::Kind::MatMulAdd;
+  f.nodes = {mm};
+  f.anchor = mm;
+  std::string operand[2] = {ix.node(mm).input(0), ix.node(mm).input(1)};
+  for (int k = 0; k < 2; ++k) {
+    const int p = ix.prod(operand[k]);
+    std::string v, c;
+    if (ix.single(operand[k]) && !taken.count(p) && ix.is(p, "Mul", 2) && ix.split_const(p, v, c)) {
+      f.nodes.push_back(p);
+      f.scales.emplace_back(c, false);
+      operand[k] = v;
+    }
+  }
+  f.x = operand[0];
+  f.w = operand[1];
+  std::string cur = ix.out(mm);
+  if (ix.single(cur)) {
+    const int n = ix.consumer(cur);
+    std::string v, c;
+    if (!taken.count(n) && ix.is(n, "Mul", 2) && ix.split_const(n, v, c)) {
+      f.nodes.push_back(n);
+      f.scales.emplace_back(c, false);
+      cur = ix.out(n);
+    } else if (!taken.count(n) && ix.is(n, "Div", 2) && ix.node(n).input(0) == cur &&
+               ix.is_const(ix.node(n).input(1))) {
+      f.nodes.push_back(n);
+      f.scales.emplace_back(ix.node(n).input(1), true);
+      cur = ix.out(n);
+    }
+  }
+  if (ix.single(cur)) {
+    const int n = ix.consumer(cur);
+    if (!taken.count(n) && ix.is(n, "Add", 2) && ix.is_const(ix.other(n, cur))) {
+      f.nodes.push_back(n);
+      f.bias = ix.other(n, cur);
+    }
+  }
+  std::sort(f.nodes.begin(), f.nodes.end());
+  return f.nodes.size() > 1;
+}
+
+bool is_float(DType d) { return d == DType::F32 || d == DType::F16; }
+
+// A host scalar (one element, rank at most `rank`) near `want`.
+bool scalar_near(const Slot& s, double want, size_t rank) {
+  if (!s.host || s.value.numel() != 1 || s.shape.size() > rank) return false;
+  const double v = host::get(s.value, 0);
+  if (!is_float(s.value.dtype)) return v == want;
+  const double tol = s.value.dtype == DType::F16 ? 1e-3 : 1e-5;
+  return std::abs(v - want) <= tol * std::abs(want);
+}
+
+TensorRef on_gpu(NodeCtx& c, Slot& s, const std::string& name) {
+  if (s.ref.id < 0) s.ref = c.constant(s.value, name);
+  return s.ref;
+}
+
+}  // namespace
+
+bool fusion_enabled_by_env() {
+  const char* e = std::getenv("WGNN_NO_FUSION");
+  return !e || !*e || std::string(e) == "0";
+}
+
+std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
+  const Index ix(g);
+  std::vector<Fusion> out;
+  std::set<int> taken;
+  auto commit = [&](Fusion& f) {
+    if (std::any_of(f.nodes.begin(), f.nodes.end(), [&](int i) { return taken.count(i) > 0; })) return;
+    taken.insert(f.nodes.begin(), f.nodes.end());
+    out.push_back(std::move(f));
+  };
+  for (int i = 0; i < g.node_size(); ++i) {
+    const std::string& op = g.node(i).op_type();
+    if (op != "Erf" && op != "Tanh") continue;
+    Fusion f;
+    if (gelu(ix, i, f)) commit(f);
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    Fusion f;
+    if (!taken.count(i) && matmul_add(ix, i, taken, f)) commit(f);
+  }
+  std::sort(out.begin(), out.end(), [](const Fusion& a, const Fusion& b) { return a.nodes.back() < b.nodes.back(); });
+  return out;
+}
+
+std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, bool fp16,
+                               std::map<std::string, Slot>& values) {
+  const onnx::NodeProto& anchor = graph.node(f.anchor);
+  if (f.kind == Fusion::Kind::Gelu) {
+    Slot& x = values.at(f.x);
+    if (x.host || !is_float(x.dtype)) return std::nullopt;
+    for (const auto& [name, want] : f.constants)
+      if (!scalar_near(values.at(name), want, x.shape.size())) return std::nullopt;
+    NodeCtx c(g, anchor, opset, {&x}, nullptr, fp16);
+    return c.out(c.call("aten.gelu.default", {c.tensor(0), std::string(f.tanh ? "tanh" : "none")}));
+  }
+
+  Slot& a = values.at(f.x);
+  Slot& b = values.at(f.w);
+  if (a.host && b.host) return std::nullopt;  // folds on the host, node by node
+  NodeCtx c(g, anchor, opset, {&a, &b}, nullptr, fp16);
+  const DType dt = c.dtype(0);
+  if (!is_float(dt) || c.dtype(1) != dt) return std::nullopt;
+  const Shape &as = a.shape, &bs = b.shape;
+  if (as.size() < 2 || bs.size() < 2) return std::nullopt;
+  const size_t rank = std::max(as.size(), bs.size());
+  const int64_t N = bs.back();
+  double alpha = 1;
+  for (const auto& [name, divides] : f.scales) {
+    const Slot& s = values.at(name);
+    if (!s.host || s.value.numel() != 1 || s.shape.size() > rank || !is_float(s.value.dtype)) return std::nullopt;
+    const double v = host::get(s.value, 0);
+    if (!std::isfinite(v) || v == 0) return std::nullopt;
+    alpha = divides ? alpha / v : alpha * v;
+  }
+  Value bias = None{};
+  if (!f.bias.empty()) {
+    Slot& s = values.at(f.bias);
+    if (!s.host || c.gpu_dtype(s.dtype) != dt || s.shape.size() > rank) return std::nullopt;
+    for (size_t d = 0; d < s.shape.size(); ++d) {
+      const int64_t n = s.shape[d];
+      if (n != 1 && !(d + 1 == s.shape.size() && n == N)) return std::nullopt;
+    }
+    bias = on_gpu(c, s, f.bias);
+  }
+  const TensorRef ta = on_gpu(c, a, f.x), tb = on_gpu(c, b, f.w);
+  return c.out(c.call("wgnn.matmul_add.default", {ta, tb, bias, alpha}));
+}
+
+}  // namespace wgnn::onnx_import

@@ -1,0 +1,59 @@
+#pragma once
+// Internal to onnx/: chains of ONNX nodes that the importer records as one
+// op (fewer dispatches), found on the graph's structure before it is built.
+//
+//   - GELU as exporters write it: x * 0.5 * (1 + Erf(x / sqrt(2))) (or
+//     x * (1 / sqrt(2))), and the tanh form 0.5 * x * (1 + Tanh(sqrt(2 / pi)
+//     * (x + 0.044715 * x^3))) with x^3 as Pow(x, 3) or Mul(x, Mul(x, x)),
+//     the Mul operands in any order -> aten.gelu.default;
+//   - MatMul, then optionally a Mul or Div by a constant scalar (attention
+//     scaling), then optionally an Add of a constant bias along the last dim
+//     -> wgnn.matmul_add.default (alpha and bias in the product's epilogue).
+//
+// A chain is fused only when every value inside it is used by the next node
+// of the chain alone and is not a graph output. What depends on values
+// (constants within tolerance, dtypes, shapes) is checked when the graph is
+// built (try_fusion); a chain that fails a check is built node by node, as
+// unfused. WGNN_NO_FUSION=1 in the environment (or SessionOptions::fusion
+// false) turns fusion off.
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "onnx/node_ctx.h"
+
+namespace wgnn::onnx_import {
+
+struct Fusion {
+  enum class Kind { Gelu, MatMulAdd } kind = Kind::Gelu;
+  std::vector<int> nodes;  // the chain's nodes, ascending; the last one produces the result
+  int anchor = -1;         // the node errors name (GELU: the last; MatMulAdd: the MatMul)
+  std::string x;           // GELU's input; MatMul's A
+  std::string w;           // MatMul's B
+  bool tanh = false;       // GELU: the tanh approximation
+  // Inputs that must be constant scalars near a value (GELU's constants).
+  std::vector<std::pair<std::string, double>> constants;
+  // MatMulAdd: scalars multiplying an operand or the product, or dividing
+  // the product (true), folded into the product's alpha.
+  std::vector<std::pair<std::string, bool>> scales;
+  std::string bias;        // MatMulAdd: a constant added along the last dim ("": none)
+};
+
+// The chains of `g` (nodes topologically sorted) that may be fused, no node
+// in two of them. The constants a chain needs must be initializers,
+// Constant nodes' outputs or Identity nodes' of those.
+std::vector<Fusion> plan_fusions(const onnx::GraphProto& g);
+
+// Whether fusion is on: not when WGNN_NO_FUSION is set to anything but "" or "0".
+bool fusion_enabled_by_env();
+
+// Builds the fused op when the values allow it (the constants match, float
+// dtypes, shapes the fused op gives the same result for), returning the
+// result for the chain's last node; nullopt: build the nodes one by one.
+std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, bool fp16,
+                               std::map<std::string, Slot>& values);
+
+}  // namespace wgnn::onnx_import

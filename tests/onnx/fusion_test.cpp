@@ -1,0 +1,382 @@
+// Fused chains of ONNX nodes (onnx/fusion.h): GELU as exporters write it and
+// MatMul with a constant scale and bias, each recorded as one dispatch. Every
+// model runs fused and unfused (SessionOptions::fusion) and against a
+// reference computed here; chains that must not be fused (an intermediate
+// value used elsewhere or a graph output, other constants, shapes the fused
+// op would change) keep the unfused dispatch count.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <numbers>
+#include <random>
+
+#include "gpu_fixture.h"
+#include "onnx/session.h"
+#include "onnx_model_builder.h"
+
+using namespace wgnn;
+using onnx_import::Session;
+using onnx_import::SessionOptions;
+using testing::HasSubstr;
+using wgnn::test::ModelBuilder;
+
+namespace {
+
+const float kSqrt2 = 1.4142135381698608f, kHalfSqrt2 = 0.70710678f;
+const float kBeta = 0.7978845834732056f, kKappa = 0.044714998453855515f;
+
+HostTensor seeded(const Shape& s, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  HostTensor t(DType::F32, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = u(rng);
+  return t;
+}
+std::vector<float> values(const HostTensor& t) { return {t.as<float>(), t.as<float>() + t.numel()}; }
+
+// A float32 scalar: a Constant node (as the TorchScript exporter writes
+// them) or a rank-0 initializer.
+void scalar(ModelBuilder& b, const std::string& name, float v, bool constant_node = true) {
+  if (!constant_node) {
+    b.init_f32(name, {}, {v});
+    return;
+  }
+  auto* n = b.node("Constant", {}, {name});
+  auto* a = n->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  a->mutable_t()->add_float_data(v);
+}
+
+struct Result {
+  HostTensor y;
+  size_t dispatches = 0;
+  std::string summary;
+};
+
+Result run(const std::string& path, const std::map<std::string, HostTensor>& in, bool fusion, bool fp16 = false,
+           const std::string& out = "y") {
+  SessionOptions o;
+  o.fusion = fusion;
+  o.fp16 = fp16;
+  Session s(test::ctx(), path, o);
+  Result r;
+  r.y = s.run(in).at(out);
+  r.dispatches = s.graph().dispatches().size();
+  r.summary = s.summary();
+  return r;
+}
+
+double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+}
+
+// Runs `path` (input x [2, 3, 8], output y) fused and unfused: both match
+// `ref` elementwise within `tol` (relative to max |ref|), the dispatch
+// counts are the expected ones.
+void check(const std::string& path, const std::function<double(double)>& ref, size_t fused_dispatches,
+           size_t unfused_dispatches, double tol = 1e-5) {
+  const HostTensor x = seeded({2, 3, 8}, 7, 4.f);
+  const Result f = run(path, {{"x", x}}, true), u = run(path, {{"x", x}}, false);
+  EXPECT_EQ(f.dispatches, fused_dispatches) << path;
+  EXPECT_EQ(u.dispatches, unfused_dispatches) << path;
+  if (fused_dispatches < unfused_dispatches) EXPECT_THAT(f.summary, HasSubstr("fused chains"));
+  else EXPECT_THAT(f.summary, testing::Not(HasSubstr("fused")));
+  ASSERT_EQ(f.y.shape, x.shape);
+  ASSERT_EQ(u.y.shape, x.shape);
+  double scale = 0;
+  for (float v : values(x)) scale = std::max(scale, std::abs(ref(v)));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double want = ref(x.as<float>()[i]);
+    EXPECT_NEAR(f.y.as<float>()[i], want, tol * scale) << path << " fused, element " << i;
+    EXPECT_NEAR(u.y.as<float>()[i], want, tol * scale) << path << " unfused, element " << i;
+  }
+}
+
+// x / sqrt(2) (or x * (1 / sqrt(2))) -> Erf -> + 1 -> the tail of `variant`:
+//   0: (x * t) * 0.5 (TorchScript's nn.GELU export)
+//   1: (t * 0.5) * x, the scalars as initializers
+//   2: t * (x * 0.5)
+std::string gelu_erf_model(const std::string& name, int variant, bool mul_head, float k_div = kSqrt2,
+                           float k_one = 1.f, float k_half = 0.5f) {
+  ModelBuilder b;
+  b.input("x", {2, 3, 8});
+  b.output("y", {2, 3, 8});
+  const bool nodes = variant != 1;
+  scalar(b, "k_div", mul_head ? 1.f / k_div : k_div, nodes);
+  scalar(b, "k_one", k_one, nodes);
+  scalar(b, "k_half", k_half, nodes);
+  b.node(mul_head ? "Mul" : "Div", {"x", "k_div"}, {"d"});
+  b.node("Erf", {"d"}, {"e"});
+  if (variant == 2) b.node("Add", {"k_one", "e"}, {"t"});
+  else b.node("Add", {"e", "k_one"}, {"t"});
+  if (variant == 0) {
+    b.node("Mul", {"x", "t"}, {"m"});
+    b.node("Mul", {"m", "k_half"}, {"y"});
+  } else if (variant == 1) {
+    b.node("Mul", {"k_half", "t"}, {"m"});
+    b.node("Mul", {"m", "x"}, {"y"});
+  } else {
+    b.node("Mul", {"x", "k_half"}, {"h"});
+    b.node("Mul", {"t", "h"}, {"y"});
+  }
+  return b.save(name);
+}
+
+}  // namespace
+
+TEST(Fusion, GeluErfChainsAreOneDispatch) {
+  check(gelu_erf_model("gelu_torch.onnx", 0, false), gelu_erf, 1, 5);
+  check(gelu_erf_model("gelu_mul_head.onnx", 1, true), gelu_erf, 1, 5);
+  check(gelu_erf_model("gelu_half_first.onnx", 2, false), gelu_erf, 1, 5);
+  check(gelu_erf_model("gelu_half_first_mul.onnx", 2, true), gelu_erf, 1, 5);
+}
+
+TEST(Fusion, GeluTanhChainsAreOneDispatch) {
+  // TorchScript's nn.GELU(approximate='tanh'): x * (x * x), and the Hugging
+  // Face form with Pow(x, 3) and 0.5 * x first.
+  for (bool pow : {false, true}) {
+    ModelBuilder b;
+    b.input("x", {2, 3, 8});
+    b.output("y", {2, 3, 8});
+    scalar(b, "kappa", kKappa);
+    scalar(b, "beta", kBeta);
+    scalar(b, "one", 1.f);
+    scalar(b, "half", 0.5f);
+    scalar(b, "three", 3.f);
+    if (pow) {
+      b.node("Pow", {"x", "three"}, {"cube"});
+    } else {
+      b.node("Mul", {"x", "x"}, {"sq"});
+      b.node("Mul", {"x", "sq"}, {"cube"});
+    }
+    b.node("Mul", {"kappa", "cube"}, {"k"});
+    b.node("Add", {"x", "k"}, {"s"});
+    b.node("Mul", {"beta", "s"}, {"in"});
+    b.node("Tanh", {"in"}, {"th"});
+    b.node("Add", {"one", "th"}, {"t"});
+    if (pow) {
+      b.node("Mul", {"half", "x"}, {"h"});
+      b.node("Mul", {"h", "t"}, {"y"});
+    } else {
+      b.node("Mul", {"x", "t"}, {"m"});
+      b.node("Mul", {"half", "m"}, {"y"});
+    }
+    check(b.save(pow ? "gelu_tanh_pow.onnx" : "gelu_tanh.onnx"), gelu_tanh, 1, pow ? 8 : 9);
+  }
+}
+
+TEST(Fusion, GeluWithOtherConstantsIsNotFused) {
+  // Each a chain of the fused shape whose result differs from GELU.
+  check(gelu_erf_model("not_gelu_div.onnx", 0, false, 1.5f),
+        [](double x) { return 0.5 * x * (1 + std::erf(x / 1.5)); }, 5, 5);
+  check(gelu_erf_model("not_gelu_one.onnx", 1, true, kSqrt2, 2.f),
+        [](double x) { return 0.5 * x * (2 + std::erf(x / std::sqrt(2.0))); }, 5, 5);
+  check(gelu_erf_model("not_gelu_half.onnx", 2, false, kSqrt2, 1.f, 0.25f),
+        [](double x) { return 0.5 * gelu_erf(x); }, 5, 5);
+}
+
+TEST(Fusion, GeluWhoseIntermediateIsUsedElsewhereIsNotFused) {
+  for (int c = 0; c < 2; ++c) {
+    // c == 0: Erf's output is also a graph output; c == 1: 1 + erf is also
+    // read by another node.
+    ModelBuilder b;
+    b.input("x", {2, 3, 8});
+    b.output("y", {2, 3, 8});
+    b.output("z", {2, 3, 8});
+    scalar(b, "k_div", kSqrt2);
+    scalar(b, "k_one", 1.f);
+    scalar(b, "k_half", 0.5f);
+    b.node("Div", {"x", "k_div"}, {"d"});
+    b.node("Erf", {"d"}, {c == 0 ? "z" : "e"});
+    b.node("Add", {c == 0 ? "z" : "e", "k_one"}, {"t"});
+    if (c == 1) b.node("Relu", {"t"}, {"z"});
+    b.node("Mul", {"x", "t"}, {"m"});
+    b.node("Mul", {"m", "k_half"}, {"y"});
+    const size_t n = c == 0 ? 5 : 6;
+    check(b.save(c == 0 ? "gelu_output.onnx" : "gelu_shared.onnx"), gelu_erf, n, n);
+    const HostTensor x = seeded({2, 3, 8}, 7, 4.f);
+    const Result z = run(b.save("gelu_z.onnx"), {{"x", x}}, true, false, "z");
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const double e = std::erf(double(x.as<float>()[i]) / std::sqrt(2.0));
+      EXPECT_NEAR(z.y.as<float>()[i], c == 0 ? e : std::max(0.0, 1 + e), 1e-5);
+    }
+  }
+}
+
+namespace {
+
+// y = MatMul(x [2, 5, 8], W [8, 6]) + bias (of shape `bias_shape`; a graph
+// input when `bias_input`), the Add's operands in either order.
+std::string matmul_bias_model(const std::string& name, const Shape& bias_shape, bool bias_first,
+                              bool bias_input = false, bool product_is_output = false,
+                              bool bias_identity = false) {
+  ModelBuilder b;
+  b.input("x", {2, 5, 8});
+  b.output("y", {2, 5, 6});
+  if (product_is_output) b.output("p", {2, 5, 6});
+  b.init_f32("W", {8, 6}, values(seeded({8, 6}, 3, 1.f)));
+  if (bias_input) b.input("b", bias_shape);
+  else b.init_f32("b", bias_shape, values(seeded(bias_shape, 5, 1.f)));
+  // An Identity of the bias, as the TorchScript exporter writes for a shared weight.
+  const std::string bias = bias_identity ? "b_id" : "b";
+  if (bias_identity) b.node("Identity", {"b"}, {"b_id"});
+  b.node("MatMul", {"x", "W"}, {"p"});
+  b.node("Add", bias_first ? std::vector<std::string>{bias, "p"} : std::vector<std::string>{"p", bias}, {"y"});
+  return b.save(name);
+}
+
+// x @ W + b on the host, b broadcast from `bias_shape` to [2, 5, 6].
+std::vector<double> matmul_bias_ref(const HostTensor& x, const Shape& bias_shape, const HostTensor& b) {
+  const HostTensor w = seeded({8, 6}, 3, 1.f);
+  std::vector<double> y(60);
+  for (int64_t r = 0; r < 10; ++r)
+    for (int64_t n = 0; n < 6; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < 8; ++k) acc += double(x.as<float>()[r * 8 + k]) * w.as<float>()[k * 6 + n];
+      int64_t bi = 0;
+      if (bias_shape.size() >= 1 && bias_shape.back() == 6) bi += n;
+      if (bias_shape.size() >= 2 && bias_shape[bias_shape.size() - 2] == 5) bi += (r % 5) * 6;
+      y[size_t(r * 6 + n)] = acc + b.as<float>()[bi];
+    }
+  return y;
+}
+
+}  // namespace
+
+TEST(Fusion, MatMulWithAConstantBiasIsOneDispatch) {
+  const HostTensor x = seeded({2, 5, 8}, 11, 2.f);
+  struct Case {
+    Shape bias;
+    bool bias_first, fused, identity = false;
+  };
+  // [5, 6] varies along M: an Add of its own.
+  for (const Case& c : {Case{{6}, true, true}, Case{{6}, false, true}, Case{{1, 1, 6}, false, true},
+                        Case{{1}, true, true}, Case{{5, 6}, false, false}, Case{{6}, true, true, true}}) {
+    const std::string path =
+        matmul_bias_model(fmt::format("matmul_bias_{}_{}_{}.onnx", shape_str(c.bias), c.bias_first, c.identity),
+                          c.bias, c.bias_first, false, false, c.identity);
+    const Result f = run(path, {{"x", x}}, true), u = run(path, {{"x", x}}, false);
+    EXPECT_EQ(f.dispatches, c.fused ? 1u : 2u) << shape_str(c.bias);
+    EXPECT_EQ(u.dispatches, 2u);
+    ASSERT_EQ(f.y.shape, (Shape{2, 5, 6}));
+    const std::vector<double> want = matmul_bias_ref(x, c.bias, seeded(c.bias, 5, 1.f));
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(f.y.as<float>()[i], want[i], 1e-5) << shape_str(c.bias) << " element " << i;
+      // The bias is added to the same float32 product, in the same order.
+      EXPECT_EQ(f.y.as<float>()[i], u.y.as<float>()[i]) << shape_str(c.bias) << " element " << i;
+    }
+  }
+}
+
+TEST(Fusion, MatMulWhoseBiasIsNotConstantOrProductIsUsedIsNotFused) {
+  const HostTensor x = seeded({2, 5, 8}, 11, 2.f), b = seeded({6}, 5, 1.f);
+  const Result in = run(matmul_bias_model("matmul_bias_input.onnx", {6}, false, true), {{"x", x}, {"b", b}}, true);
+  EXPECT_EQ(in.dispatches, 2u);
+  const std::string path = matmul_bias_model("matmul_product_out.onnx", {6}, false, false, true);
+  const Result out = run(path, {{"x", x}}, true);
+  EXPECT_EQ(out.dispatches, 2u);
+  const std::vector<double> want = matmul_bias_ref(x, {6}, b);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(in.y.as<float>()[i], want[i], 1e-5);
+    EXPECT_NEAR(out.y.as<float>()[i], want[i], 1e-5);
+  }
+  const Result p = run(path, {{"x", x}}, true, false, "p");
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(p.y.as<float>()[i], want[i] - b.as<float>()[i % 6], 1e-5);
+}
+
+namespace {
+
+// Attention scores: (q * c_q) @ k / divisor, q [2, 4, 8], k [2, 8, 4].
+std::string scaled_product_model(const std::string& name, float c_q, float divisor) {
+  ModelBuilder b;
+  b.input("q", {2, 4, 8});
+  b.input("k", {2, 8, 4});
+  b.output("y", {2, 4, 4});
+  scalar(b, "c_q", c_q);
+  scalar(b, "divisor", divisor);
+  b.node("Mul", {"q", "c_q"}, {"qs"});
+  b.node("MatMul", {"qs", "k"}, {"s"});
+  b.node("Div", {"s", "divisor"}, {"y"});
+  return b.save(name);
+}
+
+}  // namespace
+
+TEST(Fusion, ScalarFactorsFoldIntoTheProduct) {
+  const HostTensor q = seeded({2, 4, 8}, 1, 2.f), k = seeded({2, 8, 4}, 2, 2.f);
+  // No fold by a zero divisor (inf, not 0 * inf): the chain is built node by node.
+  for (float divisor : {4.f, 0.f}) {
+    const std::string path = scaled_product_model(fmt::format("scaled_{}.onnx", divisor), 0.5f, divisor);
+    const Result f = run(path, {{"q", q}, {"k", k}}, true);
+    EXPECT_EQ(f.dispatches, divisor != 0 ? 1u : 3u);
+    EXPECT_EQ(run(path, {{"q", q}, {"k", k}}, false).dispatches, 3u);
+    ASSERT_EQ(f.y.shape, (Shape{2, 4, 4}));
+    for (int64_t bi = 0; bi < 2; ++bi)
+      for (int64_t m = 0; m < 4; ++m)
+        for (int64_t n = 0; n < 4; ++n) {
+          double acc = 0;
+          for (int64_t kk = 0; kk < 8; ++kk)
+            acc += double(q.as<float>()[(bi * 4 + m) * 8 + kk]) * 0.5 * k.as<float>()[(bi * 8 + kk) * 4 + n];
+          const float got = f.y.as<float>()[(bi * 4 + m) * 4 + n];
+          if (divisor == 0) {
+            if (std::abs(acc) > 1e-3) EXPECT_EQ(got, acc > 0 ? INFINITY : -INFINITY);
+          } else {
+            EXPECT_NEAR(got, acc / divisor, 1e-5);
+          }
+        }
+  }
+}
+
+TEST(Fusion, Float16ModeFusesMatMulBiasAndGelu) {
+  // A transformer MLP's first half: GELU(x @ W + b), in float16 mode against
+  // a double-precision reference.
+  ModelBuilder b;
+  b.input("x", {2, 5, 8});
+  b.output("y", {2, 5, 16});
+  const HostTensor w = seeded({8, 16}, 3, 0.5f), bias = seeded({16}, 5, 0.5f);
+  b.init_f32("W", {8, 16}, values(w));
+  b.init_f32("b", {16}, values(bias));
+  scalar(b, "k_div", kSqrt2);
+  scalar(b, "k_one", 1.f);
+  scalar(b, "k_half", 0.5f);
+  b.node("MatMul", {"x", "W"}, {"p"});
+  b.node("Add", {"b", "p"}, {"h"});
+  b.node("Div", {"h", "k_div"}, {"d"});
+  b.node("Erf", {"d"}, {"e"});
+  b.node("Add", {"e", "k_one"}, {"t"});
+  b.node("Mul", {"h", "t"}, {"m"});
+  b.node("Mul", {"m", "k_half"}, {"y"});
+  const std::string path = b.save("mlp_fp16.onnx");
+  const HostTensor x = seeded({2, 5, 8}, 11, 2.f);
+  const Result f = run(path, {{"x", x}}, true, true), u = run(path, {{"x", x}}, false, true);
+  EXPECT_EQ(f.dispatches, 4u);  // cast in, the product with its bias, GELU, cast out
+  EXPECT_EQ(u.dispatches, 9u);
+  ASSERT_EQ(f.y.dtype, DType::F32);
+  for (int64_t r = 0; r < 10; ++r)
+    for (int64_t n = 0; n < 16; ++n) {
+      double acc = bias.as<float>()[n];
+      for (int64_t k = 0; k < 8; ++k) acc += double(x.as<float>()[r * 8 + k]) * w.as<float>()[k * 16 + n];
+      EXPECT_NEAR(f.y.as<float>()[r * 16 + n], gelu_erf(acc), 2e-2 + 2e-3 * std::abs(gelu_erf(acc)));
+      EXPECT_NEAR(u.y.as<float>()[r * 16 + n], gelu_erf(acc), 2e-2 + 2e-3 * std::abs(gelu_erf(acc)));
+    }
+}
+
+TEST(Fusion, EnvironmentVariableTurnsItOff) {
+  const std::string path = gelu_erf_model("gelu_env.onnx", 0, false);
+  const HostTensor x = seeded({2, 3, 8}, 7, 4.f);
+  ::setenv("WGNN_NO_FUSION", "1", 1);
+  const Result off = run(path, {{"x", x}}, true);
+  ::setenv("WGNN_NO_FUSION", "0", 1);
+  const Result on = run(path, {{"x", x}}, true);
+  ::unsetenv("WGNN_NO_FUSION");
+  EXPECT_EQ(off.dispatches, 5u);
+  EXPECT_EQ(on.dispatches, 1u);
+}
