@@ -25,9 +25,13 @@
 const TM: u32 = {{TM}}u;
 const TN: u32 = {{TN}}u;
 const TK: u32 = 16u;
-const WX: u32 = TN / 4u;
-const WY: u32 = TM / 4u;
+const RM: u32 = {{RM}}u;  // rows of C per thread (4 or 8)
+const RN: u32 = {{RN}}u;  // columns of C per thread (4 or 8)
+const WX: u32 = TN / RN;
+const WY: u32 = TM / RM;
 const NT: u32 = WX * WY;
+const AW: u32 = TM / 4u;  // vec4s per k-row of As
+const BW: u32 = TN / 4u;  // vec4s per k-row of Bs
 const A_LOADS: u32 = TM * TK / 4u / NT;
 const B_LOADS: u32 = TN * TK / 4u / NT;
 
@@ -123,8 +127,8 @@ fn load_slice(k0: u32, oa: u32, ob: u32, m0: u32, n0: u32, lid: u32,
     let q = lid + i * NT;
     var v = vec4<f32>(0.0);
     if (A_TRANS) {
-      let k = k0 + q / WY;
-      let m = m0 + (q % WY) * 4u;
+      let k = k0 + q / AW;
+      let m = m0 + (q % AW) * 4u;
       if (k < K) {
         v = load_a4(oa + k * params.lda + m, remaining(M, m));
       }
@@ -147,8 +151,8 @@ fn load_slice(k0: u32, oa: u32, ob: u32, m0: u32, n0: u32, lid: u32,
         v = load_b4(ob + n * params.ldb + k, remaining(K, k));
       }
     } else {
-      let k = k0 + q / WX;
-      let n = n0 + (q % WX) * 4u;
+      let k = k0 + q / BW;
+      let n = n0 + (q % BW) * 4u;
       if (k < K) {
         v = load_b4(ob + k * params.ldb + n, remaining(N, n));
       }
@@ -168,7 +172,7 @@ fn store_slice(lid: u32, pa: ptr<function, array<vec4<f32>, A_LOADS>>, pb: ptr<f
       let mm = q / 4u;
       let kk = (q % 4u) * 4u;
       for (var j = 0u; j < 4u; j++) {
-        As[(kk + j) * WY + mm / 4u][mm % 4u] = v[j];
+        As[(kk + j) * AW + mm / 4u][mm % 4u] = v[j];
       }
     }
   }
@@ -179,7 +183,7 @@ fn store_slice(lid: u32, pa: ptr<function, array<vec4<f32>, A_LOADS>>, pb: ptr<f
       let nn = q / 4u;
       let kk = (q % 4u) * 4u;
       for (var j = 0u; j < 4u; j++) {
-        Bs[(kk + j) * WX + nn / 4u][nn % 4u] = v[j];
+        Bs[(kk + j) * BW + nn / 4u][nn % 4u] = v[j];
       }
     } else {
       Bs[q] = v;
@@ -221,7 +225,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
   let tx = lid3.x;
   let ty = lid3.y;
-  var acc: array<vec4<f32>, 4>;
+  var acc: array<vec4<f32>, RM * RN / 4u>;
   var pa: array<vec4<f32>, A_LOADS>;
   var pb: array<vec4<f32>, B_LOADS>;
   load_slice(0u, oa, ob, m0, n0, lid, &pa, &pb);
@@ -232,37 +236,50 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       load_slice(k0 + TK, oa, ob, m0, n0, lid, &pa, &pb);
     }
     for (var k = 0u; k < TK; k++) {
-      let av = As[k * WY + ty];
-      let bv = Bs[k * WX + tx];
-      acc[0] = fma(vec4<f32>(av.x), bv, acc[0]);
-      acc[1] = fma(vec4<f32>(av.y), bv, acc[1]);
-      acc[2] = fma(vec4<f32>(av.z), bv, acc[2]);
-      acc[3] = fma(vec4<f32>(av.w), bv, acc[3]);
+      var av: array<vec4<f32>, RM / 4u>;
+      var bv: array<vec4<f32>, RN / 4u>;
+      for (var r = 0u; r < RM / 4u; r++) {
+        av[r] = As[k * AW + ty + r * WY];
+      }
+      for (var c = 0u; c < RN / 4u; c++) {
+        bv[c] = Bs[k * BW + tx + c * WX];
+      }
+      for (var i = 0u; i < RM; i++) {
+        let x = vec4<f32>(av[i / 4u][i % 4u]);
+        for (var c = 0u; c < RN / 4u; c++) {
+          acc[i * (RN / 4u) + c] = fma(x, bv[c], acc[i * (RN / 4u) + c]);
+        }
+      }
     }
     workgroupBarrier();
   }
 
-  // Epilogue: scale, bias, masked stores.
+  // Epilogue: scale, bias, masked stores. Thread (tx, ty) holds rows
+  // (ty + r * WY) * 4 + 0..3 and columns (tx + c * WX) * 4 + 0..3 of the
+  // tile (interleaved, so that a warp's workgroup-memory reads are
+  // consecutive vec4s).
   let ob_out = batch * M * N;
-  for (var i = 0u; i < 4u; i++) {
-    let m = m0 + ty * 4u + i;
+  for (var i = 0u; i < RM; i++) {
+    let m = m0 + (ty + (i / 4u) * WY) * 4u + i % 4u;
     if (m >= M) {
-      break;
+      continue;
     }
-    let v = acc[i] * params.alpha;
-    for (var j = 0u; j < 4u; j++) {
-      let n = n0 + tx * 4u + j;
-      if (n >= N) {
-        break;
+    for (var c = 0u; c < RN / 4u; c++) {
+      let v = acc[i * (RN / 4u) + c] * params.alpha;
+      for (var j = 0u; j < 4u; j++) {
+        let n = n0 + (tx + c * WX) * 4u + j;
+        if (n >= N) {
+          break;
+        }
+        var y = v[j];
+        if (HAS_BIAS) {
+          y += params.beta * bias_at(oc + m * params.bias_sm + n * params.bias_sn);
+        }
+        if (F16_OUT && abs(y) >= 65520.0) {
+          y = sign(y) * bitcast<f32>(inf_bits);
+        }
+        out[ob_out + m * N + n] = {{T}}(y);
       }
-      var y = v[j];
-      if (HAS_BIAS) {
-        y += params.beta * bias_at(oc + m * params.bias_sm + n * params.bias_sn);
-      }
-      if (F16_OUT && abs(y) >= 65520.0) {
-        y = sign(y) * bitcast<f32>(inf_bits);
-      }
-      out[ob_out + m * N + n] = {{T}}(y);
     }
   }
 }
