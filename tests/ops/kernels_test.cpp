@@ -1,6 +1,10 @@
 // Every kernel template of ops/kernels compiles in each storage variant
 // (f32 and f16, vec4 and scalar).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <array>
+#include <vector>
 
 #include "gpu/shaders.h"
 #include "op_test_util.h"
@@ -26,8 +30,25 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
         subs.emplace_back("A", "f32");
         subs.emplace_back("O", dt == DType::F16 ? "f16" : "f32");
         std::string entry = text.find("fn main(") != std::string_view::npos ? "main" : "";
-        EXPECT_NO_THROW(ops::kernel(g, name, subs, {}, entry));
-        ++compiled;
+        // matmul.wgsl's tile and per-thread block: every one ops/matmul.cpp uses.
+        const std::vector<std::array<const char*, 4>> tiles =
+            text.find("{{TM}}") != std::string_view::npos
+                ? std::vector<std::array<const char*, 4>>{{"32", "32", "4", "4"}, {"32", "64", "4", "4"},
+                                                          {"64", "64", "4", "4"}, {"64", "128", "4", "8"},
+                                                          {"128", "128", "8", "8"}}
+                : std::vector<std::array<const char*, 4>>{{"", "", "", ""}};
+        for (const auto& t : tiles) {
+          ops::Subs s2 = subs;
+          if (*t[0]) {
+            SCOPED_TRACE(fmt::format("tile {}x{}, {}x{} per thread", t[0], t[1], t[2], t[3]));
+            s2.emplace_back("TM", t[0]);
+            s2.emplace_back("TN", t[1]);
+            s2.emplace_back("RM", t[2]);
+            s2.emplace_back("RN", t[3]);
+          }
+          EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
+          ++compiled;
+        }
       }
     }
   }
