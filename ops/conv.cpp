@@ -158,6 +158,10 @@ uint64_t pick_splits(uint64_t tiles, uint64_t kred, uint32_t tk) {
 
 Tile pick_tile(uint64_t cout_g, uint64_t npix) {
   constexpr Tile kTiles[] = {{64, 64, 16}, {32, 128, 16}, {16, 256, 8}};
+  // conv.wgsl's 256 threads stage at most 4 weights and 8 col values each.
+  for (const Tile& t : kTiles) {
+    if (t.tm * t.tk > 4 * 256 || t.tk * t.tn > 8 * 256 || 256 % t.tn != 0) throw Error("conv: bad tile table");
+  }
   Tile best = kTiles[0];
   uint64_t best_cost = UINT64_MAX;
   for (const Tile& t : kTiles) {

@@ -108,6 +108,44 @@ fn gather(k: u32, org: vec3<i32>, xbase: u32, pl: u32) -> f32 {
   return f32(x[xbase + u32(t.x) + (p.x * params.in_h + p.y) * params.in_w + p.z]);
 }
 
+// This thread's share of the weight tile at k0 (TM x TK, element e = lid +
+// i * WG: at most 4 per thread for the tiles conv.cpp picks).
+fn stage_w(k0: u32, kend: u32, co0: u32, wbase: u32, lid: u32, pw: ptr<function, array<f32, 4>>) {
+  for (var i = 0u; i < 4u; i++) {
+    let e = lid + i * WG;
+    var v = 0.0;
+    if (e < TM * TK) {
+      let k = k0 + e % TK;
+      let co = co0 + e / TK;
+      if (k < kend && co < params.cout_g) {
+        if (TRANSPOSED) {
+          v = f32(w[wbase + u32(ktab[2u * k + 1u].x) + co * params.kvol]);
+        } else {
+          v = f32(w[wbase + co * params.kred + k]);
+        }
+      }
+    }
+    (*pw)[i] = v;
+  }
+}
+
+// This thread's share of the col tile at k0 (TK x TN, all for its pixel: at
+// most 8 per thread).
+fn stage_x(k0: u32, kend: u32, qvalid: bool, org: vec3<i32>, xbase: u32, pl: u32, lid: u32,
+           px: ptr<function, array<f32, 8>>) {
+  for (var i = 0u; i < 8u; i++) {
+    let e = lid + i * WG;
+    var v = 0.0;
+    if (e < TK * TN) {
+      let k = k0 + e / TN;
+      if (k < kend && qvalid) {
+        v = gather(k, org, xbase, pl);
+      }
+    }
+    (*px)[i] = v;
+  }
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -149,32 +187,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let ty = lid / (TN / 4u);
   var acc: array<vec4<f32>, 4>;
 
+  // The next K slice is gathered into registers while the current one is
+  // multiplied (one workgroup-memory stage, register prefetch).
+  var pw: array<f32, 4>;
+  var px: array<f32, 8>;
+  stage_w(kbeg, kend, co0, wbase, lid, &pw);
+  stage_x(kbeg, kend, qvalid, org, xbase, pl, lid, &px);
   for (var k0 = kbeg; k0 < kend; k0 += TK) {
-    for (var e = lid; e < TM * TK; e += WG) {
-      let kk = e % TK;
-      let m = e / TK;
-      let k = k0 + kk;
-      let co = co0 + m;
-      var v = 0.0;
-      if (k < kend && co < params.cout_g) {
-        if (TRANSPOSED) {
-          v = f32(w[wbase + u32(ktab[2u * k + 1u].x) + co * params.kvol]);
-        } else {
-          v = f32(w[wbase + co * params.kred + k]);
-        }
+    for (var i = 0u; i < 4u; i++) {
+      let e = lid + i * WG;
+      if (e < TM * TK) {
+        let m = e / TK;
+        ws[(e % TK) * (TM / 4u) + m / 4u][m % 4u] = pw[i];
       }
-      ws[kk * (TM / 4u) + m / 4u][m % 4u] = v;
     }
-    for (var e = lid; e < TK * TN; e += WG) {
-      let kk = e / TN;
-      let k = k0 + kk;
-      var v = 0.0;
-      if (k < kend && qvalid) {
-        v = gather(k, org, xbase, pl);
+    for (var i = 0u; i < 8u; i++) {
+      let e = lid + i * WG;
+      if (e < TK * TN) {
+        xs[(e / TN) * (TN / 4u) + col / 4u][col % 4u] = px[i];
       }
-      xs[kk * (TN / 4u) + col / 4u][col % 4u] = v;
     }
     workgroupBarrier();
+    if (k0 + TK < kend) {
+      stage_w(k0 + TK, kend, co0, wbase, lid, &pw);
+      stage_x(k0 + TK, kend, qvalid, org, xbase, pl, lid, &px);
+    }
     for (var kk = 0u; kk < TK; kk++) {
       let a = ws[kk * (TM / 4u) + ty];
       let b = xs[kk * (TN / 4u) + tx];
