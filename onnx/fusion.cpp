@@ -277,8 +277,47 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
     Fusion f;
     if (!taken.count(i) && matmul_add(ix, i, taken, f)) commit(f);
   }
-  std::sort(out.begin(), out.end(), [](const Fusion& a, const Fusion& b) { return a.nodes.back() < b.nodes.back(); });
-  return out;
+  // A GELU reading the result of a MatMul chain (or of a bare MatMul) that
+  // nothing else reads: the GELU goes into the product's epilogue.
+  std::vector<Fusion> merged;
+  std::set<size_t> absorbed;
+  for (size_t gi = 0; gi < out.size(); ++gi) {
+    const Fusion& gl = out[gi];
+    if (gl.kind != Fusion::Kind::Gelu || ix.outputs.count(gl.x)) continue;
+    const int p = ix.prod(gl.x);
+    if (p < 0) continue;
+    int reads = 0;
+    for (int n : gl.nodes)
+      for (const auto& in : ix.node(n).input()) reads += in == gl.x;
+    if (reads != ix.uses.at(gl.x)) continue;
+    Fusion* mm = nullptr;
+    for (auto& f : out)
+      if (f.kind == Fusion::Kind::MatMulAdd && !f.gelu && f.nodes.back() == p) mm = &f;
+    if (!mm) {
+      if (taken.count(p) || !ix.is(p, "MatMul", 2)) continue;
+      Fusion bare;
+      bare.kind = Fusion::Kind::MatMulAdd;
+      bare.nodes = {p};
+      bare.anchor = p;
+      bare.x = ix.node(p).input(0);
+      bare.w = ix.node(p).input(1);
+      taken.insert(p);
+      merged.push_back(std::move(bare));
+      mm = &merged.back();
+    }
+    mm->gelu = true;
+    mm->tanh = gl.tanh;
+    mm->constants = gl.constants;
+    mm->nodes.insert(mm->nodes.end(), gl.nodes.begin(), gl.nodes.end());
+    std::sort(mm->nodes.begin(), mm->nodes.end());
+    absorbed.insert(gi);
+  }
+  std::vector<Fusion> all;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!absorbed.count(i)) all.push_back(std::move(out[i]));
+  for (auto& f : merged) all.push_back(std::move(f));
+  std::sort(all.begin(), all.end(), [](const Fusion& a, const Fusion& b) { return a.nodes.back() < b.nodes.back(); });
+  return all;
 }
 
 std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, bool fp16,
@@ -321,8 +360,12 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     }
     bias = on_gpu(c, s, f.bias);
   }
+  if (f.gelu)
+    for (const auto& [name, want] : f.constants)
+      if (!scalar_near(values.at(name), want, rank)) return std::nullopt;
   const TensorRef ta = on_gpu(c, a, f.x), tb = on_gpu(c, b, f.w);
-  return c.out(c.call("wgnn.matmul_add.default", {ta, tb, bias, alpha}));
+  const std::string act = !f.gelu ? "none" : f.tanh ? "gelu_tanh" : "gelu";
+  return c.out(c.call("wgnn.matmul_add.default", {ta, tb, bias, alpha, act}));
 }
 
 }  // namespace wgnn::onnx_import

@@ -8,7 +8,9 @@
 //     the Mul operands in any order -> aten.gelu.default;
 //   - MatMul, then optionally a Mul or Div by a constant scalar (attention
 //     scaling), then optionally an Add of a constant bias along the last dim
-//     -> wgnn.matmul_add.default (alpha and bias in the product's epilogue).
+//     -> wgnn.matmul_add.default (alpha and bias in the product's epilogue);
+//   - such a MatMul chain (or a bare MatMul) whose result only a GELU chain
+//     reads -> wgnn.matmul_add.default with the GELU in the epilogue.
 //
 // A chain is fused only when every value inside it is used by the next node
 // of the chain alone and is not a graph output. What depends on values
@@ -34,6 +36,7 @@ struct Fusion {
   std::string x;           // GELU's input; MatMul's A
   std::string w;           // MatMul's B
   bool tanh = false;       // GELU: the tanh approximation
+  bool gelu = false;       // MatMulAdd: a GELU chain follows, fused into the epilogue (`tanh`, `constants` as a GELU's)
   // Inputs that must be constant scalars near a value (GELU's constants).
   std::vector<std::pair<std::string, double>> constants;
   // MatMulAdd: scalars multiplying an operand or the product, or dividing

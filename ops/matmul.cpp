@@ -33,6 +33,7 @@ struct Gemm {
   Shape sa, sb, sc;       // their element strides in A, B, bias (0: broadcast)
   int64_t bias_sm = 0, bias_sn = 0;
   double alpha = 1, beta = 1;
+  int act = 0;            // epilogue activation: 0 none, 1 GELU (erf), 2 GELU (tanh)
   Shape out_shape;        // the result's shape (M x N per batch, contiguous)
 };
 
@@ -112,6 +113,7 @@ bool record_subgroup(Graph& g, const Gemm& p, const Shape& shape, const std::arr
   q.bias_batch = shape.empty() ? 0 : st[2][0];
   q.bias_sm = p.bias_sm, q.bias_sn = p.bias_sn;
   q.alpha = p.alpha, q.beta = p.beta;
+  q.act = p.act;
   return record_subgroup_gemm(g, q, op, "gemm");
 }
 
@@ -209,13 +211,15 @@ TensorRef record(const Args& a, Gemm p) {
                                     {"A_VEC", a_vec ? 1.0 : 0.0},
                                     {"B_VEC", b_vec ? 1.0 : 0.0},
                                     {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0},
+                                    {"ACT", double(p.act)},
                                     {"F16_OUT", dt == DType::F16 ? 1.0 : 0.0}});
   g.add_dispatch(pl,
                  {Binding::of(y), Binding::of(g.uniform(params)), Binding::of(p.a), Binding::of(p.b),
                   p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer())},
                  grid_for(g, groups), std::string(a.op),
                  fmt::format("gemm {}x{}x{}{}{}{}{}", p.M, p.N, p.K, batch > 1 ? fmt::format(" batch {}", batch) : "",
-                             p.a_trans ? " At" : "", p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : ""),
+                             p.a_trans ? " At" : "", p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : "") +
+                     (p.act == 1 ? " gelu" : p.act == 2 ? " gelu-tanh" : ""),
                  2.0 * double(p.M) * double(p.N) * double(p.K) * double(batch));
   return y;
 }
@@ -293,18 +297,24 @@ Value matmul(Graph& g, const ValueList& args) {
   return record(a, p);
 }
 
-// wgnn.matmul_add.default(self, other, bias=None, alpha=1): alpha *
-// matmul(self, other) + bias, the bias fused in the product's epilogue. Both
+// wgnn.matmul_add.default(self, other, bias=None, alpha=1, act='none'):
+// act(alpha * matmul(self, other) + bias), bias and activation ('none',
+// 'gelu', 'gelu_tanh': aten.gelu's two forms) fused in the product's
+// epilogue. Both
 // operands at least 2-D; the bias broadcasts to the product without
 // enlarging it (a MatMul then an Add of a [N] or [1, .., N] constant, fused
 // by the ONNX importer, onnx/fusion.cpp).
 Value matmul_add(Graph& g, const ValueList& args) {
   Args a{"wgnn.matmul_add.default", args, g};
-  if (args.size() < 2 || args.size() > 4) a.fail(fmt::format("takes 2 to 4 arguments, got {}", args.size()));
+  if (args.size() < 2 || args.size() > 5) a.fail(fmt::format("takes 2 to 5 arguments, got {}", args.size()));
   TensorRef x = a.tensor(0, "self");
   TensorRef y = a.tensor(1, "other");
   TensorRef bias = a.optional_tensor(2, "bias");
   const double alpha = a.scalar(3, "alpha", 1.0);
+  const std::string act = a.string(4, "act", "none");
+  if (act != "none" && act != "gelu" && act != "gelu_tanh") {
+    a.fail(fmt::format("argument 'act' is '{}'; accepted: 'none', 'gelu', 'gelu_tanh'", act));
+  }
   require_operand(a, x, "self");
   require_operand(a, y, "other");
   require_same_dtype(a, x, "self", y, "other");
@@ -335,6 +345,7 @@ Value matmul_add(Graph& g, const ValueList& args) {
   p.out_shape.push_back(p.M);
   p.out_shape.push_back(p.N);
   p.alpha = alpha;
+  p.act = act == "gelu" ? 1 : act == "gelu_tanh" ? 2 : 0;
   if (bias.id >= 0) {
     set_bias(a, p, bias, "bias");
   } else {

@@ -34,7 +34,8 @@ uint32_t SubgroupMatmulConfig::workgroup_bytes() const {
 
 std::string SubgroupMatmulConfig::name() const {
   return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
-                     out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") + (ablate ? fmt::format(" ablate{}", ablate) : "");
+                     out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
+         (act == 1 ? " gelu" : act == 2 ? " gelu-tanh" : "") + (ablate ? fmt::format(" ablate{}", ablate) : "");
 }
 
 namespace {
@@ -102,7 +103,8 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("  bias_batch: u32, bias_sm: u32, bias_sn: u32, pad0: u32, pad1: u32, alpha: f32, beta: f32,");
   add("  pad2: f32, pad3: f32 }");
   const bool no_scratch = c.full_tiles;
-  if (c.full_tiles && (c.bias || c.out_f16)) throw Error("the full-tile variant has no bias or float16 output");
+  if (c.full_tiles && (c.bias || c.out_f16 || c.act)) throw Error("the full-tile variant has no bias, activation or float16 output");
+  if (c.act > 2) throw Error(fmt::format("invalid subgroup matmul activation {}", c.act));
   add("@group(0) @binding(0) var<storage, read> A: array<vec4<u32>>;");
   add("@group(0) @binding(1) var<storage, read> B: array<vec4<u32>>;");
   add(fmt::format("@group(0) @binding(2) var<storage, read_write> C: array<{}>;", c.out_f16 ? "vec4<u32>" : "f32"));
@@ -132,6 +134,15 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     add("}");
   }
 
+  if (c.act == 1) {
+    // erf with |error| below 1.2e-7 (Numerical Recipes' erfc), as unary.wgsl.
+    add("fn erf1(x: f32) -> f32 {");
+    add("  let z = abs(x); let t = 1.0 / (1.0 + 0.5 * z);");
+    add("  let poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 +");
+    add("    t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));");
+    add("  return sign(x) * (1.0 - t * exp(poly));");
+    add("}");
+  }
   if (!no_scratch) {
   // The epilogue of one 16x16 result staged in `sc` at `sbase`: each lane
   // writes 8 consecutive columns of one row (N % 8 == 0: all in or all out).
@@ -142,7 +153,15 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   for (int q = 0; q < 8; ++q) {
     std::string v = fmt::format("sc[s + {}u] * P.alpha", q);
     if (c.bias) v += fmt::format(" + P.beta * f32(BIAS[bias_off + r * P.bias_sm + (col + {}u) * P.bias_sn])", q);
-    add(fmt::format("  let v{} = {};", q, v));
+    if (c.act == 0) {
+      add(fmt::format("  let v{} = {};", q, v));
+    } else {
+      add(fmt::format("  let y{} = {};", q, v));
+      add(fmt::format(fmt::runtime(c.act == 1 ? "  let v{0} = 0.5 * y{0} * (1.0 + erf1(y{0} * 0.70710678118654752));"
+                                              : "  let v{0} = 0.5 * y{0} * (1.0 + tanh(clamp(0.7978845608028654 * (y{0} + "
+                                                "0.044715 * y{0} * y{0} * y{0}), -15.0, 15.0)));"),
+                      q));
+    }
   }
   if (c.out_f16) {
     add("  C[(c_off + r * P.N + col) / 8u] = vec4<u32>(pack2x16float(vec2<f32>(v0, v1)), "
@@ -257,7 +276,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
 
   add("  let c_off = bt * P.c_batch; let bias_off = bt * P.bias_batch;");
   add(fmt::format("  let wm0 = m0 + wm * {}u; let wn0 = n0 + wn * {}u;", TM * 16, TN * 16));
-  const bool direct = !c.out_f16 && !c.bias;
+  const bool direct = !c.out_f16 && !c.bias && c.act == 0;
   if (no_scratch) {  // full tiles only
     for (uint32_t i = 0; i < TM; ++i)
       for (uint32_t j = 0; j < TN; ++j)
@@ -350,6 +369,7 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   cfg.out_f16 = true;
   cfg.bias = p.bias.id >= 0;
   cfg.bias_f16 = true;
+  cfg.act = uint32_t(p.act);
   if (!subgroup_matmul_supported(g.ctx(), cfg)) return false;
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), cfg.bm), tiles_n = gpu::ceil_div(uint64_t(p.N), cfg.bn);
   const uint64_t max_dim = g.ctx().limits().max_compute_workgroups_per_dimension;
@@ -374,7 +394,8 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
                  std::string(op),
                  fmt::format("{} subgroup-matrix {}x{}x{}{}{}{}{}", what, p.M, p.N, p.K,
                              p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", p.a_trans ? " At" : "",
-                             p.b_trans ? " Bt" : "", cfg.bias ? " bias" : ""),
+                             p.b_trans ? " Bt" : "", cfg.bias ? " bias" : "") +
+                     (p.act == 1 ? " gelu" : p.act == 2 ? " gelu-tanh" : ""),
                  2.0 * double(p.M) * double(p.N) * double(p.K) * double(p.batch));
   return true;
 }

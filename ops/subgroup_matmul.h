@@ -28,6 +28,7 @@ struct SubgroupMatmulConfig {
   bool bias_f16 = false;
   bool a_trans = false;  // A stored K x M (needs M % 8 == 0)
   bool b_trans = false;  // B stored N x K (needs K % 8 == 0; N % 8 == 0 still, for the epilogue)
+  uint32_t act = 0;      // epilogue activation: 0 none, 1 GELU (erf), 2 GELU (tanh)
   // Benchmark variant for M, N multiples of the tile: no edge epilogue (no
   // scratch workgroup memory).
   bool full_tiles = false;
@@ -76,6 +77,7 @@ struct SubgroupGemm {
   bool a_trans = false, b_trans = false;  // A stored K x M, B stored N x K
   int64_t a_batch = 0, b_batch = 0, bias_batch = 0, bias_sm = 0, bias_sn = 0;
   double alpha = 1, beta = 1;
+  int act = 0;  // applied last: 0 none, 1 GELU (erf), 2 GELU (tanh)
 };
 
 // Records the product on subgroup matrices when the device has them (and

@@ -40,6 +40,9 @@ override B_TRANS: bool = false;
 override A_VEC: bool = false;
 override B_VEC: bool = false;
 override HAS_BIAS: bool = false;
+// Activation applied last in the epilogue: 0 none, 1 GELU (erf), 2 GELU
+// (tanh approximation), as aten.gelu's approximate='none' / 'tanh'.
+override ACT: u32 = 0u;
 // float16 results beyond its range become +-inf (as IEEE and ATen), not a
 // device-defined value.
 override F16_OUT: bool = false;
@@ -111,6 +114,25 @@ fn load_b4(base: u32, valid: u32) -> vec4<f32> {
     }
   }
   return v;
+}
+
+// erf with |error| below 1.2e-7 (Numerical Recipes' erfc), as unary.wgsl.
+fn erf1(x: f32) -> f32 {
+  let z = abs(x);
+  let t = 1.0 / (1.0 + 0.5 * z);
+  let poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 +
+             t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+  return sign(x) * (1.0 - t * exp(poly));
+}
+
+fn activate(y: f32) -> f32 {
+  if (ACT == 1u) {
+    return 0.5 * y * (1.0 + erf1(y * 0.70710678118654752));
+  }
+  if (ACT == 2u) {
+    return 0.5 * y * (1.0 + tanh(clamp(0.7978845608028654 * (y + 0.044715 * y * y * y), -15.0, 15.0)));
+  }
+  return y;
 }
 
 fn remaining(limit: u32, at: u32) -> u32 { return select(0u, limit - at, at < limit); }
@@ -275,6 +297,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (HAS_BIAS) {
           y += params.beta * bias_at(oc + m * params.bias_sm + n * params.bias_sn);
         }
+        y = activate(y);
         if (F16_OUT && abs(y) >= 65520.0) {
           y = sign(y) * bitcast<f32>(inf_bits);
         }

@@ -357,7 +357,7 @@ TEST(Fusion, Float16ModeFusesMatMulBiasAndGelu) {
   const std::string path = b.save("mlp_fp16.onnx");
   const HostTensor x = seeded({2, 5, 8}, 11, 2.f);
   const Result f = run(path, {{"x", x}}, true, true), u = run(path, {{"x", x}}, false, true);
-  EXPECT_EQ(f.dispatches, 4u);  // cast in, the product with its bias, GELU, cast out
+  EXPECT_EQ(f.dispatches, 3u);  // cast in, the product with its bias and GELU, cast out
   EXPECT_EQ(u.dispatches, 9u);
   ASSERT_EQ(f.y.dtype, DType::F32);
   for (int64_t r = 0; r < 10; ++r)
@@ -367,6 +367,81 @@ TEST(Fusion, Float16ModeFusesMatMulBiasAndGelu) {
       EXPECT_NEAR(f.y.as<float>()[r * 16 + n], gelu_erf(acc), 2e-2 + 2e-3 * std::abs(gelu_erf(acc)));
       EXPECT_NEAR(u.y.as<float>()[r * 16 + n], gelu_erf(acc), 2e-2 + 2e-3 * std::abs(gelu_erf(acc)));
     }
+}
+
+// GELU(x @ W + b) and GELU(x @ W) (erf and tanh forms): the GELU runs in the
+// product's epilogue, one dispatch, against a double-precision reference.
+TEST(Fusion, GeluAfterAMatMulRunsInItsEpilogue) {
+  for (int v = 0; v < 4; ++v) {
+    const bool with_bias = v % 2 == 0, tanh_form = v >= 2;
+    SCOPED_TRACE(fmt::format("bias {} tanh {}", with_bias, tanh_form));
+    ModelBuilder b;
+    b.input("x", {2, 5, 8});
+    b.output("y", {2, 5, 16});
+    const HostTensor w = seeded({8, 16}, 3, 0.5f), bias = seeded({16}, 5, 0.5f);
+    b.init_f32("W", {8, 16}, values(w));
+    b.node("MatMul", {"x", "W"}, {"p"});
+    std::string h = "p";
+    if (with_bias) {
+      b.init_f32("b", {16}, values(bias));
+      b.node("Add", {"p", "b"}, {"h"});
+      h = "h";
+    }
+    scalar(b, "k_one", 1.f);
+    scalar(b, "k_half", 0.5f);
+    if (tanh_form) {
+      scalar(b, "k_three", 3.f);
+      scalar(b, "k_kappa", kKappa);
+      scalar(b, "k_beta", kBeta);
+      b.node("Pow", {h, "k_three"}, {"c"});
+      b.node("Mul", {"c", "k_kappa"}, {"kc"});
+      b.node("Add", {h, "kc"}, {"s"});
+      b.node("Mul", {"s", "k_beta"}, {"bs"});
+      b.node("Tanh", {"bs"}, {"e"});
+    } else {
+      scalar(b, "k_div", kSqrt2);
+      b.node("Div", {h, "k_div"}, {"d"});
+      b.node("Erf", {"d"}, {"e"});
+    }
+    b.node("Add", {"e", "k_one"}, {"t"});
+    b.node("Mul", {h, "t"}, {"m"});
+    b.node("Mul", {"m", "k_half"}, {"y"});
+    const std::string path = b.save(fmt::format("mm_gelu_{}.onnx", v));
+    const HostTensor x = seeded({2, 5, 8}, 11, 2.f);
+    const Result f = run(path, {{"x", x}}, true), u = run(path, {{"x", x}}, false);
+    EXPECT_EQ(f.dispatches, 1u);
+    EXPECT_EQ(u.dispatches, (with_bias ? 2u : 1u) + (tanh_form ? 8u : 5u));
+    for (int64_t r = 0; r < 10; ++r)
+      for (int64_t n = 0; n < 16; ++n) {
+        double acc = with_bias ? bias.as<float>()[n] : 0.0;
+        for (int64_t k = 0; k < 8; ++k) acc += double(x.as<float>()[r * 8 + k]) * w.as<float>()[k * 16 + n];
+        const double want = tanh_form ? gelu_tanh(acc) : gelu_erf(acc);
+        EXPECT_NEAR(f.y.as<float>()[r * 16 + n], want, 1e-5 + 1e-5 * std::abs(want)) << r << "," << n;
+        EXPECT_NEAR(u.y.as<float>()[r * 16 + n], want, 1e-5 + 1e-5 * std::abs(want)) << r << "," << n;
+      }
+  }
+}
+
+// The product is also read elsewhere (here: a graph output): the GELU stays
+// its own dispatch.
+TEST(Fusion, GeluAfterAMatMulWhoseResultIsUsedElsewhereStaysSeparate) {
+  ModelBuilder b;
+  b.input("x", {2, 5, 8});
+  b.output("y", {2, 5, 16});
+  b.output("p", {2, 5, 16});
+  b.init_f32("W", {8, 16}, values(seeded({8, 16}, 3, 0.5f)));
+  scalar(b, "k_div", kSqrt2);
+  scalar(b, "k_one", 1.f);
+  scalar(b, "k_half", 0.5f);
+  b.node("MatMul", {"x", "W"}, {"p"});
+  b.node("Div", {"p", "k_div"}, {"d"});
+  b.node("Erf", {"d"}, {"e"});
+  b.node("Add", {"e", "k_one"}, {"t"});
+  b.node("Mul", {"p", "t"}, {"m"});
+  b.node("Mul", {"m", "k_half"}, {"y"});
+  const std::string path = b.save("mm_gelu_shared.onnx");
+  const Result f = run(path, {{"x", seeded({2, 5, 8}, 11, 2.f)}}, true);
+  EXPECT_EQ(f.dispatches, 2u);  // the product, then the fused GELU
 }
 
 TEST(Fusion, EnvironmentVariableTurnsItOff) {
