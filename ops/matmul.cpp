@@ -50,7 +50,7 @@ static_assert(sizeof(Params) == 192);
 // The regular kernel's tile (ops/kernels/matmul.wgsl): 64x64 where that
 // makes enough workgroups to fill a large GPU, else 32x64 (a
 // product of DeiT-T, 197x192x192, makes 12 workgroups of 64x64, which
-// leaves most of an H200 idle). WGNN_MATMUL_TILE=128x128|64x128|64x64|32x64|32x32 fixes
+// leaves most of an H200 idle). WGNN_MATMUL_TILE=64x64|32x64|32x32 fixes
 // it (tuning, tests).
 constexpr uint64_t kFillGroups = 256;
 std::pair<uint32_t, uint32_t> matmul_tile(int64_t M, int64_t N, int64_t batch) {
@@ -59,9 +59,7 @@ std::pair<uint32_t, uint32_t> matmul_tile(int64_t M, int64_t N, int64_t batch) {
     if (t == "64x64") return {64, 64};
     if (t == "32x64") return {32, 64};
     if (t == "32x32") return {32, 32};
-    if (t == "64x128") return {64, 128};
-    if (t == "128x128") return {128, 128};
-    throw Error(fmt::format("WGNN_MATMUL_TILE='{}': expected 128x128, 64x128, 64x64, 32x64 or 32x32", t));
+    throw Error(fmt::format("WGNN_MATMUL_TILE='{}': expected 64x64, 32x64 or 32x32", t));
   }
   auto groups = [&](uint64_t tm, uint64_t tn) {
     return gpu::ceil_div(uint64_t(M), tm) * gpu::ceil_div(uint64_t(N), tn) * uint64_t(batch);
@@ -202,9 +200,11 @@ TensorRef record(const Args& a, Gemm p) {
   Subs subs = float_subs(g, dt, a.op);
   subs.emplace_back("TM", std::to_string(tile_m));
   subs.emplace_back("TN", std::to_string(tile_n));
-  // Per thread: 8 rows / columns of C in the big tiles, else 4.
-  subs.emplace_back("RM", tile_m >= 128 ? "8" : "4");
-  subs.emplace_back("RN", tile_n >= 128 ? "8" : "4");
+  // 4x4 of C per thread. The kernel also takes 8 (rows or columns, for
+  // 64x128 and 128x128 tiles), which ran 3-20x slower on the H200 (likely
+  // register spills), so it is not used.
+  subs.emplace_back("RM", "4");
+  subs.emplace_back("RN", "4");
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul.wgsl", subs,
                                    {{"A_TRANS", p.a_trans ? 1.0 : 0.0},
                                     {"B_TRANS", p.b_trans ? 1.0 : 0.0},

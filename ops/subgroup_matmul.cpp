@@ -349,10 +349,15 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
   if (p.a_batch % 8 != 0 || p.b_batch % 8 != 0) return false;
   SubgroupMatmulConfig cfg;
+  // 128x128 tiles on 4 subgroups (64x64 each, one stage, 23 KB of
+  // workgroup memory: several workgroups share a multiprocessor) for big
+  // products, where they beat 256x128 on 16 subgroups (H200: 187 vs 172
+  // TFLOP/s at 4096^3, docs/BENCHMARKS.md); the models' smaller products
+  // ran faster on 64x64 tiles.
   const int64_t big_tiles =
-      int64_t(gpu::ceil_div(uint64_t(p.M), 256) * gpu::ceil_div(uint64_t(p.N), 128)) * p.batch;
-  if (big_tiles >= 128) {
-    cfg.bm = 256, cfg.bn = 128, cfg.bk = 32, cfg.sg_m = 4, cfg.sg_n = 4, cfg.stages = 1;
+      int64_t(gpu::ceil_div(uint64_t(p.M), 128) * gpu::ceil_div(uint64_t(p.N), 128)) * p.batch;
+  if (big_tiles >= 256) {
+    cfg.bm = 128, cfg.bn = 128, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
   } else {
     cfg.bm = 64, cfg.bn = 64, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 2;
   }

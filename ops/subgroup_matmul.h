@@ -85,8 +85,9 @@ struct SubgroupGemm {
 // N, and the rows of A and B as stored, multiples of 8 elements; the
 // workgroup grid within the device's limits. Returns false (recording
 // nothing) otherwise: the caller falls back to its regular kernel. `what`
-// starts the dispatch label ("gemm", "conv 1x1"). The tiles: 256x128 on 16
-// subgroups when that makes at least 128 workgroups, else 64x64 on 4;
+// starts the dispatch label ("gemm", "conv 1x1"). The tiles: 128x128 on 4
+// subgroups (64x64 each) when that makes at least 256 workgroups, else
+// 64x64 on 4;
 // WGNN_SUBGROUP_MATMUL_CONFIG overrides them (tuning, tests).
 bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, std::string_view what);
 

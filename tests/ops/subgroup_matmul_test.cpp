@@ -137,8 +137,8 @@ TEST(SubgroupMatmul, MatchesReferenceAndRegularKernel) {
       {1, 64, 64, 64, true, true, std::nullopt, -1.5, 0, false},
       {3, 70, 32, 56, false, false, std::nullopt, 1, 0, false},
       {4, 33, 16, 24, false, false, std::nullopt, 1, 0, true},  // B shared by the batch
-      {1, 4096, 64, 1024, false, false, Shape{1024}, 1, 1, false},  // the 256x128 tiles
-      {1, 1000, 136, 2056, false, true, Shape{2056}, 1, 1, false},  // 256x128 tiles, ragged edges
+      {1, 4096, 64, 1024, false, false, Shape{1024}, 1, 1, false},  // the 128x128 tiles (256 of them)
+      {1, 2000, 136, 2056, false, true, Shape{2056}, 1, 1, false},  // 128x128 tiles, ragged edges
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(fmt::format("batch {} M {} K {} N {} ta {} tb {} bias {} alpha {} beta {}", k.batch, k.M, k.K, k.N,
