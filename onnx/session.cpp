@@ -403,6 +403,12 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
 }
 
 std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostTensor>& inputs) {
+  std::map<std::string, HostTensor> out;
+  run(inputs, out);
+  return out;
+}
+
+void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& out) {
   // Sessions sharing a Context take turns (gpu/context.h, "Threading").
   const std::unique_lock<std::mutex> turn = ctx_.exclusive();
   for (const auto& [name, t] : inputs) {
@@ -436,20 +442,26 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
     const HostTensor& t = inputs.at(name);
     host_in.push_back({ref, t.data.data(), t.data.size()});
   }
-  std::map<std::string, HostTensor> out;
   std::vector<Graph::HostOut> host_out;
   host_out.reserve(b.outputs.size());
+  for (auto it = out.begin(); it != out.end();) {  // entries that are not outputs go
+    const bool is_output = std::any_of(b.outputs.begin(), b.outputs.end(),
+                                       [&](const auto& o) { return o.first == it->first; });
+    it = is_output ? std::next(it) : out.erase(it);
+  }
   for (const auto& [name, slot] : b.outputs) {
     if (slot.host) {
       out[name] = slot.value;
       continue;
     }
     const TensorInfo& ti = g.info(slot.ref);
-    HostTensor& t = out[name] = HostTensor(ti.dtype, ti.shape);
+    HostTensor& t = out[name];
+    if (t.dtype != ti.dtype || t.shape != ti.shape || t.data.size() != ti.nbytes()) {
+      t = HostTensor(ti.dtype, ti.shape);
+    }
     host_out.push_back({slot.ref, t.data.data(), t.data.size()});
   }
   g.run(host_in, host_out);
-  return out;
 }
 
 std::string Session::summary() const {

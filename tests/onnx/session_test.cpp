@@ -87,6 +87,39 @@ TEST(Session, LayerNormAndBatchNormFromInitializers) {
   }
 }
 
+// Session::run's in-place form: matching outputs are written where they
+// are (same memory), others remade, entries that are no outputs dropped;
+// the values are the allocating form's.
+TEST(Session, RunIntoKeptOutputsReusesTheirMemory) {
+  ModelBuilder b;
+  b.input("x", {-1, 4});
+  b.output("y", {-1, 4});
+  b.output("z", {-1, 4});
+  b.node("Sigmoid", {"x"}, {"y"});
+  b.node("Relu", {"x"}, {"z"});
+  Session s(test::ctx(), b.save("two_outputs.onnx"));
+  const HostTensor x = f32({3, 4}, -1.f, 0.25f);
+  const auto fresh = s.run({{"x", x}});
+  std::map<std::string, HostTensor> kept;
+  kept["stale"] = f32({1});
+  kept["z"] = f32({7});  // wrong shape: remade
+  s.run({{"x", x}}, kept);
+  ASSERT_EQ(kept.size(), 2u);
+  const uint8_t* y_mem = kept.at("y").data.data();
+  const uint8_t* z_mem = kept.at("z").data.data();
+  const HostTensor x2 = f32({3, 4}, 2.f, -0.5f);
+  s.run({{"x", x2}}, kept);
+  EXPECT_EQ(kept.at("y").data.data(), y_mem);
+  EXPECT_EQ(kept.at("z").data.data(), z_mem);
+  const auto fresh2 = s.run({{"x", x2}});
+  EXPECT_EQ(kept.at("y").data, fresh2.at("y").data);
+  EXPECT_EQ(kept.at("z").data, fresh2.at("z").data);
+  EXPECT_NE(fresh.at("y").data, fresh2.at("y").data);
+  s.run({{"x", f32({5, 4})}}, kept);  // another shape: remade to fit
+  EXPECT_EQ(kept.at("y").shape, (Shape{5, 4}));
+  EXPECT_EQ(kept.at("y").data, s.run({{"x", f32({5, 4})}}).at("y").data);
+}
+
 TEST(Session, InputChecks) {
   ModelBuilder b;
   b.input("x", {-1, 4});
