@@ -384,7 +384,7 @@ def report(files, out, name):
                  f"inference, outputs back in host memory), over {meta.get('runs', '?')} runs after "
                  f"{meta.get('warmup', '?')} warm-up runs ({meta.get('cpu_runs', '?')} for ONNX Runtime CPU"
                  f"{' and PyTorch on the CPU' if meta.get('device') == 'cpu' else ''}); min in parentheses for wgnn. "
-                 "wgnn GPU: timestamps around its one compute pass (median). Encode: host time to encode and "
+                 "wgnn GPU: timestamps around its compute passes (median). Encode: host time to encode and "
                  "submit the dispatches per run.")
     lines.append("")
     fp16 = any(tool == "wgnn-fp16" for (_, tool) in results)
