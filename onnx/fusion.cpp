@@ -190,6 +190,21 @@ bool gelu(const Index& ix, int i, Fusion& f) {
   return true;
 }
 
+// A Transpose whose perm swaps the last two of its (at least two) dims and
+// keeps the others in place. Without perm (all dims reversed) only a 2-D
+// one would qualify, and the rank is not known here: not taken.
+bool swaps_last_two(const onnx::NodeProto& n) {
+  for (const auto& at : n.attribute()) {
+    if (at.name() != "perm") continue;
+    const int r = at.ints_size();
+    if (r < 2) return false;
+    for (int d = 0; d < r - 2; ++d)
+      if (at.ints(d) != d) return false;
+    return at.ints(r - 2) == r - 1 && at.ints(r - 1) == r - 2;
+  }
+  return false;
+}
+
 // MatMul with scalar factors on its operands (x * c) or its product (* c,
 // / c), then a constant bias added.
 bool matmul_add(const Index& ix, int mm, const std::set<int>& taken, Fusion& f) {
@@ -205,6 +220,12 @@ bool matmul_add(const Index& ix, int mm, const std::set<int>& taken, Fusion& f) 
       f.nodes.push_back(p);
       f.scales.emplace_back(c, false);
       operand[k] = v;
+    } else if (ix.single(operand[k]) && !taken.count(p) && ix.is(p, "Transpose", 1) && swaps_last_two(ix.node(p))) {
+      f.nodes.push_back(p);
+      f.trans[k] = true;
+      for (const auto& at : ix.node(p).attribute())
+        if (at.name() == "perm") f.trans_rank[k] = at.ints_size();
+      operand[k] = ix.node(p).input(0);
     }
   }
   f.x = operand[0];
@@ -341,7 +362,13 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
   const Shape &as = a.shape, &bs = b.shape;
   if (as.size() < 2 || bs.size() < 2) return std::nullopt;
   const size_t rank = std::max(as.size(), bs.size());
-  const int64_t N = bs.back();
+  const int64_t N = f.trans[1] ? bs[bs.size() - 2] : bs.back();
+  // A transposed operand is read as stored: its rank must be the perm's
+  // (the Transpose's output rank, checked by the mapper otherwise).
+  for (int k = 0; k < 2; ++k) {
+    const Slot& s = values.at(k == 0 ? f.x : f.w);
+    if (f.trans[k] && (s.host || s.shape.size() != size_t(f.trans_rank[k]))) return std::nullopt;
+  }
   double alpha = 1;
   for (const auto& [name, divides] : f.scales) {
     const Slot& s = values.at(name);
@@ -365,7 +392,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
       if (!scalar_near(values.at(name), want, rank)) return std::nullopt;
   const TensorRef ta = on_gpu(c, a, f.x), tb = on_gpu(c, b, f.w);
   const std::string act = !f.gelu ? "none" : f.tanh ? "gelu_tanh" : "gelu";
-  return c.out(c.call("wgnn.matmul_add.default", {ta, tb, bias, alpha, act}));
+  return c.out(c.call("wgnn.matmul_add.default", {ta, tb, bias, alpha, act, f.trans[0], f.trans[1]}));
 }
 
 }  // namespace wgnn::onnx_import

@@ -9,6 +9,9 @@
 //   - MatMul, then optionally a Mul or Div by a constant scalar (attention
 //     scaling), then optionally an Add of a constant bias along the last dim
 //     -> wgnn.matmul_add.default (alpha and bias in the product's epilogue);
+//     An operand given through a Transpose that swaps its last two dims
+//     (k.transpose(-2, -1) in attention) is read transposed by the product
+//     instead (no copy);
 //   - such a MatMul chain (or a bare MatMul) whose result only a GELU chain
 //     reads -> wgnn.matmul_add.default with the GELU in the epilogue.
 //
@@ -36,6 +39,8 @@ struct Fusion {
   std::string x;           // GELU's input; MatMul's A
   std::string w;           // MatMul's B
   bool tanh = false;       // GELU: the tanh approximation
+  bool trans[2] = {false, false};  // MatMulAdd: operand read through a last-two-dims Transpose
+  int trans_rank[2] = {0, 0};      //   of this rank (its perm's length)
   bool gelu = false;       // MatMulAdd: a GELU chain follows, fused into the epilogue (`tanh`, `constants` as a GELU's)
   // Inputs that must be constant scalars near a value (GELU's constants).
   std::vector<std::pair<std::string, double>> constants;

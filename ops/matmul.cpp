@@ -297,16 +297,17 @@ Value matmul(Graph& g, const ValueList& args) {
   return record(a, p);
 }
 
-// wgnn.matmul_add.default(self, other, bias=None, alpha=1, act='none'):
-// act(alpha * matmul(self, other) + bias), bias and activation ('none',
-// 'gelu', 'gelu_tanh': aten.gelu's two forms) fused in the product's
-// epilogue. Both
-// operands at least 2-D; the bias broadcasts to the product without
+// wgnn.matmul_add.default(self, other, bias=None, alpha=1, act='none',
+// trans_self=False, trans_other=False): act(alpha * matmul(op(self),
+// op(other)) + bias), bias and activation ('none', 'gelu', 'gelu_tanh':
+// aten.gelu's two forms) fused in the product's epilogue; op() swaps the
+// last two dims of an operand whose trans_ flag is set (read transposed by
+// the kernel, never copied). Both operands at least 2-D; the bias broadcasts to the product without
 // enlarging it (a MatMul then an Add of a [N] or [1, .., N] constant, fused
 // by the ONNX importer, onnx/fusion.cpp).
 Value matmul_add(Graph& g, const ValueList& args) {
   Args a{"wgnn.matmul_add.default", args, g};
-  if (args.size() < 2 || args.size() > 5) a.fail(fmt::format("takes 2 to 5 arguments, got {}", args.size()));
+  if (args.size() < 2 || args.size() > 7) a.fail(fmt::format("takes 2 to 7 arguments, got {}", args.size()));
   TensorRef x = a.tensor(0, "self");
   TensorRef y = a.tensor(1, "other");
   TensorRef bias = a.optional_tensor(2, "bias");
@@ -315,6 +316,7 @@ Value matmul_add(Graph& g, const ValueList& args) {
   if (act != "none" && act != "gelu" && act != "gelu_tanh") {
     a.fail(fmt::format("argument 'act' is '{}'; accepted: 'none', 'gelu', 'gelu_tanh'", act));
   }
+  const bool ta = a.boolean(5, "trans_self", false), tb = a.boolean(6, "trans_other", false);
   require_operand(a, x, "self");
   require_operand(a, y, "other");
   require_same_dtype(a, x, "self", y, "other");
@@ -325,12 +327,15 @@ Value matmul_add(Graph& g, const ValueList& args) {
   Gemm p;
   p.a = x;
   p.b = y;
-  p.M = xs[xs.size() - 2];
-  p.K = xs.back();
-  p.N = ys.back();
-  if (ys[ys.size() - 2] != p.K) {
-    a.fail(fmt::format("shapes {} and {} cannot be multiplied ({} != {})", shape_str(xs), shape_str(ys), p.K,
-                       ys[ys.size() - 2]));
+  p.a_trans = ta;
+  p.b_trans = tb;
+  p.M = xs[xs.size() - (ta ? 1 : 2)];
+  p.K = xs[xs.size() - (ta ? 2 : 1)];
+  p.N = ys[ys.size() - (tb ? 2 : 1)];
+  const int64_t ky = ys[ys.size() - (tb ? 1 : 2)];
+  if (ky != p.K) {
+    a.fail(fmt::format("shapes {}{} and {}{} cannot be multiplied ({} != {})", shape_str(xs), ta ? " (transposed)" : "",
+                       shape_str(ys), tb ? " (transposed)" : "", p.K, ky));
   }
   const Shape xb(xs.begin(), xs.end() - 2), yb(ys.begin(), ys.end() - 2);
   try {

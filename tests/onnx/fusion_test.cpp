@@ -444,6 +444,62 @@ TEST(Fusion, GeluAfterAMatMulWhoseResultIsUsedElsewhereStaysSeparate) {
   EXPECT_EQ(f.dispatches, 2u);  // the product, then the fused GELU
 }
 
+// Attention scores q @ k^T / c with k^T a Transpose of the last two dims
+// (and the same on the left operand): the product reads the operand
+// transposed, one dispatch instead of a copy and a product. A Transpose of
+// other dims, or one whose output is read elsewhere, stays.
+TEST(Fusion, TransposedOperandsAreReadInPlace) {
+  struct Variant {
+    const char* name;
+    bool left;                   // the Transpose feeds the left operand
+    std::vector<int64_t> perm;   // of the Transpose
+    bool shared;                 // its output is also a graph output
+    size_t fused, unfused;
+  };
+  for (const Variant& v : {Variant{"right", false, {0, 1, 3, 2}, false, 1, 3},
+                           Variant{"left", true, {0, 1, 3, 2}, false, 1, 3},
+                           Variant{"other dims", false, {1, 0, 3, 2}, false, 2, 3},
+                           Variant{"shared", false, {0, 1, 3, 2}, true, 2, 3}}) {
+    SCOPED_TRACE(v.name);
+    ModelBuilder b;
+    // left: y = (Q^T) @ K, Q stored [2, 3, 8, 5]; right: y = Q @ K^T, K stored [2, 3, 5, 8].
+    const Shape qs = v.left ? Shape{2, 3, 8, 5} : Shape{2, 3, 5, 8};
+    const Shape ks = v.left ? Shape{2, 3, 8, 5} : v.perm[0] == 1 ? Shape{3, 2, 5, 8} : Shape{2, 3, 5, 8};
+    b.input("q", qs);
+    b.input("k", ks);
+    b.output("y", {2, 3, 5, 5});
+    if (v.shared) b.output("t", v.left ? Shape{2, 3, 5, 8} : Shape{2, 3, 8, 5});
+    scalar(b, "c", 4.f);
+    const std::string transposed = v.left ? "q" : "k";
+    auto* t = b.node("Transpose", {transposed}, {"t"});
+    ModelBuilder::attr_ints(t, "perm", v.perm);
+    if (v.left) b.node("MatMul", {"t", "k"}, {"p"});
+    else b.node("MatMul", {"q", "t"}, {"p"});
+    b.node("Div", {"p", "c"}, {"y"});
+    const std::string path = b.save(fmt::format("scores_{}.onnx", v.perm[0] * 2 + v.left + 4 * v.shared));
+    const HostTensor q = seeded(qs, 21, 1.f), k = seeded(ks, 22, 1.f);
+    const Result f = run(path, {{"q", q}, {"k", k}}, true), u = run(path, {{"q", q}, {"k", k}}, false);
+    EXPECT_EQ(f.dispatches, v.fused);
+    EXPECT_EQ(u.dispatches, v.unfused);
+    ASSERT_EQ(f.y.shape, (Shape{2, 3, 5, 5}));
+    for (int64_t bh = 0; bh < 6; ++bh)
+      for (int64_t i = 0; i < 5; ++i)
+        for (int64_t j = 0; j < 5; ++j) {
+          double acc = 0;
+          for (int64_t d = 0; d < 8; ++d) {
+            const double qv = v.left ? q.as<float>()[bh * 40 + d * 5 + i] : q.as<float>()[bh * 40 + i * 8 + d];
+            // k [3, 2, 5, 8] under perm (1, 0, 3, 2): batch (b, h) reads k[h, b].
+            const int64_t kb = v.perm[0] == 1 ? (bh % 3) * 2 + bh / 3 : bh;
+            const double kv = v.left ? k.as<float>()[kb * 40 + d * 5 + j] : k.as<float>()[kb * 40 + j * 8 + d];
+            acc += qv * kv;
+          }
+          const int64_t at = bh * 25 + i * 5 + j;
+          EXPECT_NEAR(f.y.as<float>()[at], acc / 4, 1e-5) << at;
+          EXPECT_NEAR(u.y.as<float>()[at], acc / 4, 1e-5) << at;
+        }
+  }
+}
+
 TEST(Fusion, EnvironmentVariableTurnsItOff) {
   const std::string path = gelu_erf_model("gelu_env.onnx", 0, false);
   const HostTensor x = seeded({2, 3, 8}, 7, 4.f);
