@@ -12,6 +12,11 @@
 //     An operand given through a Transpose that swaps its last two dims
 //     (k.transpose(-2, -1) in attention) is read transposed by the product
 //     instead (no copy);
+//   - (float32 mode) Conv (constant float32 weights and bias) followed by an inference
+//     BatchNormalization with constant parameters, the Conv's result read by
+//     it alone -> one Conv with the normalization folded into its weights
+//     and bias on the host (w * gamma / sqrt(var + eps), (b - mean) * that
+//     + beta), as ONNX Runtime's Conv+BatchNormalization fusion does;
 //   - such a MatMul chain (or a bare MatMul) whose result only a GELU chain
 //     reads -> wgnn.matmul_add.default with the GELU in the epilogue.
 //
@@ -33,7 +38,7 @@
 namespace wgnn::onnx_import {
 
 struct Fusion {
-  enum class Kind { Gelu, MatMulAdd } kind = Kind::Gelu;
+  enum class Kind { Gelu, MatMulAdd, ConvBn } kind = Kind::Gelu;
   std::vector<int> nodes;  // the chain's nodes, ascending; the last one produces the result
   int anchor = -1;         // the node errors name (GELU: the last; MatMulAdd: the MatMul)
   std::string x;           // GELU's input; MatMul's A
@@ -47,7 +52,8 @@ struct Fusion {
   // MatMulAdd: scalars multiplying an operand or the product, or dividing
   // the product (true), folded into the product's alpha.
   std::vector<std::pair<std::string, bool>> scales;
-  std::string bias;        // MatMulAdd: a constant added along the last dim ("": none)
+  std::string bias;        // MatMulAdd: a constant added along the last dim ("": none); ConvBn: the Conv's bias
+  std::vector<std::string> bn;  // ConvBn: scale, B, mean, var
 };
 
 // The chains of `g` (nodes topologically sorted) that may be fused, no node

@@ -500,6 +500,52 @@ TEST(Fusion, TransposedOperandsAreReadInPlace) {
   }
 }
 
+// Conv then an inference BatchNormalization: one convolution with the
+// normalization folded into its weights and bias, the same values as the
+// two ops (within float rounding). Not when the convolution's result is
+// also a graph output.
+TEST(Fusion, ConvThenBatchNormFoldsIntoTheConv) {
+  for (int v = 0; v < 3; ++v) {
+    const bool conv_bias = v != 1, shared = v == 2;
+    SCOPED_TRACE(fmt::format("conv bias {} shared {}", conv_bias, shared));
+    ModelBuilder b;
+    b.input("x", {2, 3, 9, 9});
+    b.output("y", {2, 8, 9, 9});
+    if (shared) b.output("c", {2, 8, 9, 9});
+    b.init_f32("w", {8, 3, 3, 3}, values(seeded({8, 3, 3, 3}, 31, 0.5f)));
+    std::vector<std::string> in = {"x", "w"};
+    if (conv_bias) {
+      b.init_f32("cb", {8}, values(seeded({8}, 32, 0.5f)));
+      in.push_back("cb");
+    }
+    auto* conv = b.node("Conv", in, {"c"});
+    ModelBuilder::attr_ints(conv, "pads", {1, 1, 1, 1});
+    std::vector<float> var = values(seeded({8}, 36, 1.f));
+    for (float& x : var) x = 0.1f + std::abs(x);
+    b.init_f32("gamma", {8}, values(seeded({8}, 33, 2.f)));
+    b.init_f32("beta", {8}, values(seeded({8}, 34, 1.f)));
+    b.init_f32("mean", {8}, values(seeded({8}, 35, 1.f)));
+    b.init_f32("var", {8}, var);
+    b.node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"y"});
+    const std::string path = b.save(fmt::format("conv_bn_{}.onnx", v));
+    const HostTensor x = seeded({2, 3, 9, 9}, 37, 1.f);
+    const Result f = run(path, {{"x", x}}, true), u = run(path, {{"x", x}}, false);
+    if (shared) {
+      EXPECT_EQ(f.dispatches, u.dispatches);
+    } else {
+      EXPECT_EQ(f.dispatches + 1, u.dispatches);
+      EXPECT_THAT(f.summary, HasSubstr("fused chains"));
+    }
+    double scale = 0;
+    for (float y : values(u.y)) scale = std::max(scale, double(std::abs(y)));
+    for (int64_t i = 0; i < u.y.numel(); ++i) EXPECT_NEAR(f.y.as<float>()[i], u.y.as<float>()[i], 1e-5 * scale) << i;
+    if (v == 0 && test::ctx().features().shader_f16) {
+      // float16 mode keeps the normalization separate (see onnx/fusion.cpp).
+      EXPECT_EQ(run(path, {{"x", x}}, true, true).dispatches, run(path, {{"x", x}}, false, true).dispatches);
+    }
+  }
+}
+
 TEST(Fusion, EnvironmentVariableTurnsItOff) {
   const std::string path = gelu_erf_model("gelu_env.onnx", 0, false);
   const HostTensor x = seeded({2, 3, 8}, 7, 4.f);
