@@ -24,18 +24,10 @@ struct Index {
       }
       for (const auto& o : n.output())
         if (!o.empty()) producer[o] = i;
-      // Constant nodes, and nodes computing from constants alone (an
-      // Identity where exporters share a weight, the Sqrt of a scale in
-      // exported scaled-dot-product attention): the importer folds those
-      // on the host, so their values are known when a chain is built
-      // (try_fusion checks that they are).
-      const bool from_constants =
-          n.input_size() > 0 && std::all_of(n.input().begin(), n.input().end(),
-                                            [&](const std::string& v) { return v.empty() || is_const(v); });
-      static const std::set<std::string> kRandom = {"RandomNormal", "RandomUniform", "RandomNormalLike",
-                                                    "RandomUniformLike", "Multinomial", "Bernoulli"};
-      if (plain(n) && n.output_size() == 1 && !kRandom.count(n.op_type()) &&
-          (n.op_type() == "Constant" || from_constants))
+      // Constant nodes, and Identity of a constant (exporters write one
+      // where a weight is shared).
+      if (plain(n) && n.output_size() == 1 &&
+          (n.op_type() == "Constant" || (n.op_type() == "Identity" && n.input_size() == 1 && is_const(n.input(0)))))
         constants.insert(n.output(0));
     }
   }
@@ -222,27 +214,18 @@ bool matmul_add(const Index& ix, int mm, const std::set<int>& taken, Fusion& f) 
   f.anchor = mm;
   std::string operand[2] = {ix.node(mm).input(0), ix.node(mm).input(1)};
   for (int k = 0; k < 2; ++k) {
-    // At most one scalar factor and one last-two-dims Transpose, in either
-    // order (exported attention: Mul(Transpose(k), sqrt(scale))).
-    bool scaled = false;
-    for (int step = 0; step < 2; ++step) {
-      const int p = ix.prod(operand[k]);
-      if (!ix.single(operand[k]) || taken.count(p)) break;
-      std::string v, c;
-      if (!scaled && ix.is(p, "Mul", 2) && ix.split_const(p, v, c)) {
-        f.nodes.push_back(p);
-        f.scales.emplace_back(c, false);
-        operand[k] = v;
-        scaled = true;
-      } else if (!f.trans[k] && ix.is(p, "Transpose", 1) && swaps_last_two(ix.node(p))) {
-        f.nodes.push_back(p);
-        f.trans[k] = true;
-        for (const auto& at : ix.node(p).attribute())
-          if (at.name() == "perm") f.trans_rank[k] = at.ints_size();
-        operand[k] = ix.node(p).input(0);
-      } else {
-        break;
-      }
+    const int p = ix.prod(operand[k]);
+    std::string v, c;
+    if (ix.single(operand[k]) && !taken.count(p) && ix.is(p, "Mul", 2) && ix.split_const(p, v, c)) {
+      f.nodes.push_back(p);
+      f.scales.emplace_back(c, false);
+      operand[k] = v;
+    } else if (ix.single(operand[k]) && !taken.count(p) && ix.is(p, "Transpose", 1) && swaps_last_two(ix.node(p))) {
+      f.nodes.push_back(p);
+      f.trans[k] = true;
+      for (const auto& at : ix.node(p).attribute())
+        if (at.name() == "perm") f.trans_rank[k] = at.ints_size();
+      operand[k] = ix.node(p).input(0);
     }
   }
   f.x = operand[0];
