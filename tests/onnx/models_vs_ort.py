@@ -285,6 +285,31 @@ MODELS.append((model("fusion", [
      "kt": rng.normal(0, 1, (2, 2, 16, 7)).astype(np.float32)}))
 FUSED_CHAINS = {"fusion": 4}
 
+# 11. More fused chains: a Conv followed by an inference BatchNormalization
+# (folded into the Conv's weights and bias), attention scores whose key is
+# a last-two-dims Transpose (read transposed by the product), and a Conv +
+# BatchNormalization whose Conv result is also an output (left unfused).
+MODELS.append((model("fusion_conv_bn_transpose", [
+    helper.make_node("Conv", ["img", "cw", "cb"], ["c"], pads=[1, 1, 1, 1]),
+    helper.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["bn"], epsilon=1e-3),
+    helper.make_node("Conv", ["img", "cw2"], ["c2"], strides=[2, 2]),
+    helper.make_node("BatchNormalization", ["c2", "g", "b", "m", "v"], ["bn2"]),
+    helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+    helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+], [vi("img", F, [1, 3, 12, 12]), vi("q", F, [2, 2, 7, 16]), vi("k", F, [2, 2, 7, 16])],
+   [vi("bn", F, [1, 6, 12, 12]), vi("bn2", F, [1, 6, 5, 5]), vi("c2", F, [1, 6, 5, 5]),
+    vi("scores", F, [2, 2, 7, 7])], [
+    numpy_helper.from_array(rng.normal(0, 0.3, (6, 3, 3, 3)).astype(np.float32), "cw"),
+    numpy_helper.from_array(rng.normal(0, 0.3, (6, 3, 3, 3)).astype(np.float32), "cw2"),
+    numpy_helper.from_array(rng.normal(0, 0.5, (6,)).astype(np.float32), "cb"),
+    numpy_helper.from_array(rng.normal(1, 0.5, (6,)).astype(np.float32), "g"),
+    numpy_helper.from_array(rng.normal(0, 0.5, (6,)).astype(np.float32), "b"),
+    numpy_helper.from_array(rng.normal(0, 0.5, (6,)).astype(np.float32), "m"),
+    numpy_helper.from_array((0.2 + np.abs(rng.normal(0, 1, (6,)))).astype(np.float32), "v"),
+]), {"img": rng.normal(0, 1, (1, 3, 12, 12)).astype(np.float32), "q": rng.normal(0, 1, (2, 2, 7, 16)).astype(np.float32),
+     "k": rng.normal(0, 1, (2, 2, 7, 16)).astype(np.float32)}))
+FUSED_CHAINS["fusion_conv_bn_transpose"] = 2
+
 
 def bn_running_stats(m, feeds):
     """The running statistics as the ONNX spec defines them (input * momentum
