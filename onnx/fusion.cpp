@@ -282,6 +282,33 @@ bool conv_bn(const Index& ix, int bn, const std::set<int>& taken, Fusion& f) {
 
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16; }
 
+// The activation of a Relu or Clip node for the convolution epilogue:
+// "relu", or "clamp" with its bounds (inputs 1, 2 from opset 11, else the
+// min / max attributes; an absent bound is the float range's end). False
+// when a bound is not a known finite-or-infinite scalar.
+bool activation(const onnx::NodeProto& n, std::map<std::string, Slot>& values, std::string& act, double& lo,
+                double& hi) {
+  if (n.op_type() == "Relu") {
+    act = "relu";
+    return true;
+  }
+  lo = -3.4028234663852886e38, hi = 3.4028234663852886e38;
+  for (const auto& at : n.attribute()) {
+    if (at.name() == "min") lo = at.f();
+    if (at.name() == "max") hi = at.f();
+  }
+  for (int i = 1; i < n.input_size() && i < 3; ++i) {
+    if (n.input(i).empty()) continue;
+    const Slot& s = values.at(n.input(i));
+    if (!s.host || s.value.numel() != 1 || !is_float(s.value.dtype)) return false;
+    (i == 1 ? lo : hi) = host::get(s.value, 0);
+  }
+  if (std::isnan(lo) || std::isnan(hi) || lo > hi) return false;
+  lo = std::max(lo, -3.4028234663852886e38), hi = std::min(hi, 3.4028234663852886e38);
+  act = "clamp";
+  return true;
+}
+
 // A host scalar (one element, rank at most `rank`) near `want`.
 bool scalar_near(const Slot& s, double want, size_t rank) {
   if (!s.host || s.value.numel() != 1 || s.shape.size() > rank) return false;
@@ -325,6 +352,37 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
   for (int i = 0; i < g.node_size(); ++i) {
     Fusion f;
     if (!taken.count(i) && conv_bn(ix, i, taken, f)) commit(f);
+  }
+  // A Relu or a Clip (constant bounds) reading a Conv's (or a Conv +
+  // BatchNormalization chain's) result alone: in the convolution's epilogue.
+  for (int r = 0; r < g.node_size(); ++r) {
+    if (taken.count(r)) continue;
+    const auto& n = g.node(r);
+    const bool relu = ix.is(r, "Relu", 1);
+    bool clip = Index::plain(n) && n.op_type() == "Clip" && n.output_size() == 1 && n.input_size() >= 1 &&
+                n.input_size() <= 3 && !n.input(0).empty();
+    for (int i = 1; clip && i < n.input_size(); ++i) clip = n.input(i).empty() || ix.is_const(n.input(i));
+    if (!relu && !clip) continue;
+    const std::string& v = n.input(0);
+    const int p = ix.prod(v);
+    if (p < 0 || !ix.single(v)) continue;
+    Fusion* chain = nullptr;
+    for (auto& f : out)
+      if (f.kind == Fusion::Kind::ConvBn && f.act_node < 0 && f.nodes.back() == p) chain = &f;
+    if (chain) {
+      chain->act_node = r;
+      chain->nodes.push_back(r);
+      taken.insert(r);
+      continue;
+    }
+    const auto& c = g.node(p);
+    if (taken.count(p) || c.op_type() != "Conv" || !Index::plain(c) || c.output_size() != 1 || c.input_size() < 2) continue;
+    Fusion f;
+    f.kind = Fusion::Kind::ConvAct;
+    f.nodes = {p, r};
+    f.anchor = p;
+    f.act_node = r;
+    commit(f);
   }
   // A GELU reading the result of a MatMul chain (or of a bare MatMul) that
   // nothing else reads: the GELU goes into the product's epilogue.
@@ -421,6 +479,9 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
       b2.as<float>()[oi] = float((b0 - host::get(*p[2], oi)) * scale + host::get(*p[1], oi));
     }
     Slot ws = Slot::of_host(std::move(w2)), bs = Slot::of_host(std::move(b2));
+    std::string act;
+    double lo = 0, hi = 0;
+    if (f.act_node >= 0 && !activation(graph.node(f.act_node), values, act, lo, hi)) return std::nullopt;
     // The Conv as built: the folded weights and bias as its inputs 1 and 2
     // (names for the uploaded constants; a Conv without bias gets one).
     onnx::NodeProto conv = anchor;
@@ -428,6 +489,20 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     if (conv.input_size() > 2) conv.set_input(2, conv.input(1) + "_bias");
     else conv.add_input(conv.input(1) + "_bias");
     NodeCtx c(g, conv, opset, {&x, &ws, &bs}, nullptr, fp16);
+    if (!act.empty()) c.conv_act = act, c.conv_lo = lo, c.conv_hi = hi;
+    std::vector<Slot> out = op_mappers().at("Conv").build(c);
+    if (out.size() != 1) return std::nullopt;
+    return out[0];
+  }
+  if (f.kind == Fusion::Kind::ConvAct) {
+    std::string act;
+    double lo = 0, hi = 0;
+    if (!activation(graph.node(f.act_node), values, act, lo, hi)) return std::nullopt;
+    std::vector<Slot*> in;
+    for (const auto& name : anchor.input()) in.push_back(name.empty() ? nullptr : &values.at(name));
+    if (in.empty() || !in[0] || in[0]->host || !is_float(in[0]->dtype)) return std::nullopt;
+    NodeCtx c(g, anchor, opset, in, nullptr, fp16);
+    c.conv_act = act, c.conv_lo = lo, c.conv_hi = hi;
     std::vector<Slot> out = op_mappers().at("Conv").build(c);
     if (out.size() != 1) return std::nullopt;
     return out[0];

@@ -17,6 +17,9 @@
 //     it alone -> one Conv with the normalization folded into its weights
 //     and bias on the host (w * gamma / sqrt(var + eps), (b - mean) * that
 //     + beta), as ONNX Runtime's Conv+BatchNormalization fusion does;
+//   - a Conv (or such a Conv + BatchNormalization) whose result only a Relu
+//     or a Clip with constant bounds reads -> the activation in the
+//     convolution's epilogue;
 //   - such a MatMul chain (or a bare MatMul) whose result only a GELU chain
 //     reads -> wgnn.matmul_add.default with the GELU in the epilogue.
 //
@@ -38,7 +41,7 @@
 namespace wgnn::onnx_import {
 
 struct Fusion {
-  enum class Kind { Gelu, MatMulAdd, ConvBn } kind = Kind::Gelu;
+  enum class Kind { Gelu, MatMulAdd, ConvBn, ConvAct } kind = Kind::Gelu;
   std::vector<int> nodes;  // the chain's nodes, ascending; the last one produces the result
   int anchor = -1;         // the node errors name (GELU: the last; MatMulAdd: the MatMul)
   std::string x;           // GELU's input; MatMul's A
@@ -54,6 +57,7 @@ struct Fusion {
   std::vector<std::pair<std::string, bool>> scales;
   std::string bias;        // MatMulAdd: a constant added along the last dim ("": none); ConvBn: the Conv's bias
   std::vector<std::string> bn;  // ConvBn: scale, B, mean, var
+  int act_node = -1;            // ConvBn / ConvAct: the Relu or Clip node applied in the epilogue
 };
 
 // The chains of `g` (nodes topologically sorted) that may be fused, no node

@@ -60,6 +60,11 @@ class NodeCtx {
   // on the GPU as float16. Host values keep float32 (shape arithmetic folds
   // in full precision) and become float16 when uploaded.
   bool fp16 = false;
+  // Set by the importer's fusion (onnx/fusion.h) for a Conv whose result
+  // goes through a ReLU or Clip: the Conv mapper applies it in the same
+  // dispatch ("none", "relu", "clamp" with conv_lo / conv_hi).
+  std::string conv_act = "none";
+  double conv_lo = 0, conv_hi = 0;
   // The dtype a value of dtype d has on the GPU: float16 for float32 in fp16 mode.
   DType gpu_dtype(DType d) const { return fp16 && d == DType::F32 ? DType::F16 : d; }
 

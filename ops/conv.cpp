@@ -120,6 +120,9 @@ struct ConvSpec {
   Dims3 stride{1, 1, 1}, pad_begin{0, 0, 0}, pad_end{0, 0, 0}, dil{1, 1, 1}, out_pad{0, 0, 0};
   bool transposed = false;
   int64_t groups = 1;
+  int act = 0;  // applied to the result: 0 none, 1 ReLU, 2 clamp to [lo, hi]
+  double lo = 0, hi = 0;
+  gpu::Constants act_constants() const { return {{"ACT", double(act)}, {"LO", lo}, {"HI", hi}}; }
 };
 
 struct alignas(16) ConvParams {
@@ -292,7 +295,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
       p.pad[j] = int32_t(s.pad_begin[j]);
       p.dil[j] = int32_t(s.dil[j]);
     }
-    const gpu::Pipeline& pipe = kernel(g, "ops/kernels/conv_depthwise.wgsl", subs);
+    const gpu::Pipeline& pipe = kernel(g, "ops/kernels/conv_depthwise.wgsl", subs, s.act_constants());
     g.add_dispatch(pipe, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias},
                    grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
                    fmt::format("conv depthwise k={}", dims_str(k, d)), 2.0 * double(p.count) * double(kvol));
@@ -310,6 +313,8 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     q.M = cout, q.N = out_vol, q.K = cin, q.batch = n;
     q.a_batch = 0, q.b_batch = cin * in_vol;
     q.bias_sm = 1, q.bias_sn = 0;
+    q.act = s.act == 1 ? 3 : s.act == 2 ? 4 : 0;
+    q.lo = s.lo, q.hi = s.hi;
     if (record_subgroup_gemm(g, q, a.op, "conv 1x1")) return y;
   }
   const int64_t kred = cin_g * kvol;
@@ -372,7 +377,10 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
               {"TK", double(t.tk)},
               {"TRANSPOSED", s.transposed ? 1.0 : 0.0},
               {"POINTWISE", pointwise ? 1.0 : 0.0},
-              {"SPLITK", splits > 1 ? 1.0 : 0.0}});
+              {"SPLITK", splits > 1 ? 1.0 : 0.0},
+              {"ACT", double(s.act)},
+              {"LO", s.lo},
+              {"HI", s.hi}});
   const std::string label = fmt::format("conv{} {} k={} tile={}x{}", s.transposed ? " transposed" : "",
                                         pointwise ? "pointwise" : "gemm", dims_str(k, d), t.tm, t.tn);
   // Useful work, 2 per multiply-add: each output takes cin_g * kvol taps
@@ -390,7 +398,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
                  grid_for(g, tiles), std::string(a.op), fmt::format("{} splitk={}", label, splits), flops);
   SplitKParams sp{uint32_t(numel(out_shape)), uint32_t(cout), uint32_t(out_vol), uint32_t(npix), uint32_t(splits),
                   b.id >= 0, 0, 0};
-  g.add_dispatch(kernel(g, "ops/kernels/conv_splitk.wgsl", subs),
+  g.add_dispatch(kernel(g, "ops/kernels/conv_splitk.wgsl", subs, s.act_constants()),
                  {Binding::of(y), Binding::of(g.uniform(sp)), Binding::of(part), bias},
                  grid_for(g, gpu::ceil_div(uint64_t(sp.count), 256)), std::string(a.op),
                  fmt::format("conv splitk sum {}", splits));
@@ -418,10 +426,12 @@ int conv_dims(const Args& a, TensorRef x, TensorRef w) {
 //     transposed, output_padding, groups)
 // and wgnn.convolution_padded.default with the same arguments, except that
 // `padding` holds 2 * d values (begin pads, then end pads, as ONNX), and
-// that a transposed convolution's pads may be negative (extra output).
+// that a transposed convolution's pads may be negative (extra output);
+// it also takes act='none'|'relu'|'clamp', lo, hi: an activation applied
+// to the result in the same dispatch (fused by the ONNX importer).
 Value convolution_op(Graph& g, const ValueList& args, bool split_pads) {
   Args a{split_pads ? "wgnn.convolution_padded.default" : "aten.convolution.default", args, g};
-  require_at_most(a, 9);
+  require_at_most(a, split_pads ? 12 : 9);
   TensorRef x = a.tensor(0, "input");
   TensorRef w = a.tensor(1, "weight");
   TensorRef b = a.optional_tensor(2, "bias");
@@ -433,6 +443,18 @@ Value convolution_op(Graph& g, const ValueList& args, bool split_pads) {
   s.transposed = a.boolean(6, "transposed", false);
   s.out_pad = spatial(a, 7, "output_padding", s.d, 0);
   s.groups = a.integer(8, "groups", 1);
+  if (split_pads) {
+    const std::string act = a.string(9, "act", "none");
+    if (act != "none" && act != "relu" && act != "clamp") {
+      a.fail(fmt::format("argument 'act' is '{}'; accepted: 'none', 'relu', 'clamp'", act));
+    }
+    s.act = act == "relu" ? 1 : act == "clamp" ? 2 : 0;
+    if (s.act == 2) {
+      s.lo = a.scalar(10, "lo", 0.0);
+      s.hi = a.scalar(11, "hi", 0.0);
+      if (std::isnan(s.lo) || std::isnan(s.hi) || s.lo > s.hi) a.fail(fmt::format("clamp bounds [{}, {}] are not a range", s.lo, s.hi));
+    }
+  }
   if (s.transposed) {
     require_non_negative(a, s.out_pad, s.d, "output_padding");
     if (!split_pads) {

@@ -35,7 +35,7 @@ uint32_t SubgroupMatmulConfig::workgroup_bytes() const {
 std::string SubgroupMatmulConfig::name() const {
   return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
                      out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
-         (act == 1 ? " gelu" : act == 2 ? " gelu-tanh" : "") + (ablate ? fmt::format(" ablate{}", ablate) : "");
+         (act == 1 ? " gelu" : act == 2 ? " gelu-tanh" : act == 3 ? " relu" : act == 4 ? " clamp" : "") + (ablate ? fmt::format(" ablate{}", ablate) : "");
 }
 
 namespace {
@@ -101,10 +101,10 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("diagnostic(off, chromium.subgroup_matrix_uniformity);");
   add("struct Params { M: u32, N: u32, K: u32, tiles_n: u32, a_batch: u32, b_batch: u32, c_batch: u32,");
   add("  bias_batch: u32, bias_sm: u32, bias_sn: u32, pad0: u32, pad1: u32, alpha: f32, beta: f32,");
-  add("  pad2: f32, pad3: f32 }");
+  add("  lo: f32, hi: f32 }");
   const bool no_scratch = c.full_tiles;
   if (c.full_tiles && (c.bias || c.out_f16 || c.act)) throw Error("the full-tile variant has no bias, activation or float16 output");
-  if (c.act > 2) throw Error(fmt::format("invalid subgroup matmul activation {}", c.act));
+  if (c.act > 4) throw Error(fmt::format("invalid subgroup matmul activation {}", c.act));
   add("@group(0) @binding(0) var<storage, read> A: array<vec4<u32>>;");
   add("@group(0) @binding(1) var<storage, read> B: array<vec4<u32>>;");
   add(fmt::format("@group(0) @binding(2) var<storage, read_write> C: array<{}>;", c.out_f16 ? "vec4<u32>" : "f32"));
@@ -157,10 +157,12 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       add(fmt::format("  let v{} = {};", q, v));
     } else {
       add(fmt::format("  let y{} = {};", q, v));
-      add(fmt::format(fmt::runtime(c.act == 1 ? "  let v{0} = 0.5 * y{0} * (1.0 + erf1(y{0} * 0.70710678118654752));"
-                                              : "  let v{0} = 0.5 * y{0} * (1.0 + tanh(clamp(0.7978845608028654 * (y{0} + "
-                                                "0.044715 * y{0} * y{0} * y{0}), -15.0, 15.0)));"),
-                      q));
+      const char* f = c.act == 1   ? "  let v{0} = 0.5 * y{0} * (1.0 + erf1(y{0} * 0.70710678118654752));"
+                      : c.act == 2 ? "  let v{0} = 0.5 * y{0} * (1.0 + tanh(clamp(0.7978845608028654 * (y{0} + "
+                                     "0.044715 * y{0} * y{0} * y{0}), -15.0, 15.0)));"
+                      : c.act == 3 ? "  let v{0} = max(y{0}, 0.0);"
+                                   : "  let v{0} = clamp(y{0}, P.lo, P.hi);";
+      add(fmt::format(fmt::runtime(f), q));
     }
   }
   if (c.out_f16) {
@@ -392,6 +394,8 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   params.bias_sn = uint32_t(p.bias_sn);
   params.alpha = float(p.alpha);
   params.beta = float(p.beta);
+  params.lo = float(p.lo);
+  params.hi = float(p.hi);
   const gpu::Pipeline& pl = g.ctx().pipeline(cfg.name(), subgroup_matmul_wgsl(cfg));
   std::vector<Binding> bindings{Binding::of(p.a), Binding::of(p.b), Binding::of(p.out), Binding::of(g.uniform(params))};
   if (cfg.bias) bindings.push_back(Binding::of(p.bias));
@@ -400,7 +404,7 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
                  fmt::format("{} subgroup-matrix {}x{}x{}{}{}{}{}", what, p.M, p.N, p.K,
                              p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", p.a_trans ? " At" : "",
                              p.b_trans ? " Bt" : "", cfg.bias ? " bias" : "") +
-                     (p.act == 1 ? " gelu" : p.act == 2 ? " gelu-tanh" : ""),
+                     (p.act == 1 ? " gelu" : p.act == 2 ? " gelu-tanh" : p.act == 3 ? " relu" : p.act == 4 ? " clamp" : ""),
                  2.0 * double(p.M) * double(p.N) * double(p.K) * double(p.batch));
   return true;
 }

@@ -28,7 +28,7 @@ struct SubgroupMatmulConfig {
   bool bias_f16 = false;
   bool a_trans = false;  // A stored K x M (needs M % 8 == 0)
   bool b_trans = false;  // B stored N x K (needs K % 8 == 0; N % 8 == 0 still, for the epilogue)
-  uint32_t act = 0;      // epilogue activation: 0 none, 1 GELU (erf), 2 GELU (tanh)
+  uint32_t act = 0;      // epilogue activation: 0 none, 1 GELU (erf), 2 GELU (tanh), 3 ReLU, 4 clamp (P.lo, P.hi)
   // Benchmark variant for M, N multiples of the tile: no edge epilogue (no
   // scratch workgroup memory).
   bool full_tiles = false;
@@ -49,7 +49,7 @@ struct alignas(16) SubgroupMatmulParams {
   uint32_t M, N, K, tiles_n;
   uint32_t a_batch, b_batch, c_batch, bias_batch;  // element strides per batch (0: shared)
   uint32_t bias_sm, bias_sn, pad0, pad1;
-  float alpha, beta, pad2, pad3;
+  float alpha, beta, lo, hi;  // lo, hi: the clamp activation's bounds
 };
 static_assert(sizeof(SubgroupMatmulParams) == 64);
 
@@ -77,7 +77,8 @@ struct SubgroupGemm {
   bool a_trans = false, b_trans = false;  // A stored K x M, B stored N x K
   int64_t a_batch = 0, b_batch = 0, bias_batch = 0, bias_sm = 0, bias_sn = 0;
   double alpha = 1, beta = 1;
-  int act = 0;  // applied last: 0 none, 1 GELU (erf), 2 GELU (tanh)
+  int act = 0;  // applied last: 0 none, 1 GELU (erf), 2 GELU (tanh), 3 ReLU, 4 clamp to [lo, hi]
+  double lo = 0, hi = 0;
 };
 
 // Records the product on subgroup matrices when the device has them (and

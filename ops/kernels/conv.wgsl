@@ -36,6 +36,21 @@ override TK: u32 = 16u;
 override TRANSPOSED: bool = false;
 override POINTWISE: bool = false;
 override SPLITK: bool = false;
+// Activation applied to the result (fused from the ONNX graph, onnx/fusion.h):
+// 0 none, 1 ReLU, 2 clamp to [LO, HI] (ReLU6, Clip).
+override ACT: u32 = 0u;
+override LO: f32 = 0.0;
+override HI: f32 = 0.0;
+fn activate(v: f32) -> f32 {
+  if (ACT == 1u) {
+    return max(v, 0.0);
+  }
+  if (ACT == 2u) {
+    return clamp(v, LO, HI);
+  }
+  return v;
+}
+
 const WG: u32 = 256u;
 
 struct Params {
@@ -242,7 +257,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         y[(split * params.cout + c) * params.npix + qj] = {{O}}(acc[i][j]);
       } else {
         let n = qj / params.out_vol;
-        y[(n * params.cout + c) * params.out_vol + qj % params.out_vol] = {{O}}(acc[i][j] + b);
+        y[(n * params.cout + c) * params.out_vol + qj % params.out_vol] = {{O}}(activate(acc[i][j] + b));
       }
     }
   }

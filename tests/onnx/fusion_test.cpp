@@ -546,6 +546,74 @@ TEST(Fusion, ConvThenBatchNormFoldsIntoTheConv) {
   }
 }
 
+// A Relu or Clip after a Conv (or a Conv + BatchNormalization) runs in the
+// convolution's epilogue, for every convolution kernel (implicit GEMM,
+// split-K, depthwise, pointwise), with the unfused run's values.
+TEST(Fusion, ReluAndClipAfterAConvRunInItsEpilogue) {
+  struct Variant {
+    const char* name;
+    Shape x, w;
+    int64_t group;
+    const char* act;  // Relu, Clip (0, 6 as inputs), ClipMax (max only)
+    bool bn;
+    size_t saved;     // dispatches the fusion saves
+  };
+  for (const Variant& v : {Variant{"gemm relu", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, "Relu", false, 1},
+                           Variant{"gemm clip", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, "Clip", false, 1},
+                           Variant{"gemm clip max only", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, "ClipMax", false, 1},
+                           Variant{"gemm bn relu", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, "Relu", true, 2},
+                           Variant{"split-k clip", {1, 256, 4, 4}, {8, 256, 3, 3}, 1, "Clip", false, 1},
+                           Variant{"depthwise clip", {1, 8, 9, 9}, {8, 1, 3, 3}, 8, "Clip", false, 1},
+                           Variant{"pointwise relu", {1, 16, 8, 8}, {24, 16, 1, 1}, 1, "Relu", false, 1}}) {
+    SCOPED_TRACE(v.name);
+    ModelBuilder b;
+    const int64_t k = v.w[2];
+    const Shape ys = {v.x[0], v.w[0], v.x[2], v.x[3]};
+    b.input("x", v.x);
+    b.output("y", ys);
+    b.init_f32("w", v.w, values(seeded(v.w, 51, 0.6f)));
+    b.init_f32("cb", {v.w[0]}, values(seeded({v.w[0]}, 52, 0.5f)));
+    auto* conv = b.node("Conv", {"x", "w", "cb"}, {"c"});
+    ModelBuilder::attr_ints(conv, "pads", {k / 2, k / 2, k / 2, k / 2});
+    ModelBuilder::attr_int(conv, "group", v.group);
+    std::string c = "c";
+    if (v.bn) {
+      std::vector<float> var = values(seeded({v.w[0]}, 56, 1.f));
+      for (float& x : var) x = 0.1f + std::abs(x);
+      b.init_f32("gamma", {v.w[0]}, values(seeded({v.w[0]}, 53, 2.f)));
+      b.init_f32("beta", {v.w[0]}, values(seeded({v.w[0]}, 54, 1.f)));
+      b.init_f32("mean", {v.w[0]}, values(seeded({v.w[0]}, 55, 1.f)));
+      b.init_f32("var", {v.w[0]}, var);
+      b.node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"n"});
+      c = "n";
+    }
+    if (std::string(v.act) == "Relu") {
+      b.node("Relu", {c}, {"y"});
+    } else if (std::string(v.act) == "Clip") {
+      scalar(b, "lo", 0.f, false);
+      scalar(b, "hi", 0.75f, false);
+      b.node("Clip", {c, "lo", "hi"}, {"y"});
+    } else {
+      scalar(b, "hi", 0.5f, false);
+      b.node("Clip", {c, "", "hi"}, {"y"});
+    }
+    const std::string path = b.save(fmt::format("conv_act_{}.onnx", std::hash<std::string>{}(v.name) % 100000));
+    const HostTensor x = seeded(v.x, 57, 1.f);
+    const Result f = run(path, {{"x", x}}, true), u = run(path, {{"x", x}}, false);
+    EXPECT_EQ(f.dispatches + v.saved, u.dispatches);
+    ASSERT_EQ(f.y.shape, ys);
+    double scale = 0;
+    for (float y : values(u.y)) scale = std::max(scale, double(std::abs(y)));
+    EXPECT_GT(scale, 0.0);
+    int clipped = 0;
+    for (int64_t i = 0; i < u.y.numel(); ++i) {
+      EXPECT_NEAR(f.y.as<float>()[i], u.y.as<float>()[i], 1e-5 * scale) << i;
+      clipped += u.y.as<float>()[i] == 0.f || u.y.as<float>()[i] == 0.75f || u.y.as<float>()[i] == 0.5f;
+    }
+    EXPECT_GT(clipped, 0);  // the activation did something
+  }
+}
+
 TEST(Fusion, EnvironmentVariableTurnsItOff) {
   const std::string path = gelu_erf_model("gelu_env.onnx", 0, false);
   const HostTensor x = seeded({2, 3, 8}, 7, 4.f);

@@ -106,15 +106,17 @@ TEST(SubgroupMatmulWgsl, GeneratesEveryLayoutAndRejectsBadTiles) {
         EXPECT_EQ(w.find(", true, BS)") != std::string::npos, tb);
         EXPECT_LE(c.workgroup_bytes(), 48u * 1024u) << c.name();
       }
-  for (uint32_t act : {1u, 2u}) {
+  for (uint32_t act : {1u, 2u, 3u, 4u}) {
     ops::SubgroupMatmulConfig c;
     c.out_f16 = true, c.act = act;
     const std::string w = ops::subgroup_matmul_wgsl(c);
     EXPECT_EQ(w.find("erf1(") != std::string::npos, act == 1);
     EXPECT_EQ(w.find("tanh(") != std::string::npos, act == 2);
+    EXPECT_EQ(w.find("max(y0, 0.0)") != std::string::npos, act == 3);
+    EXPECT_EQ(w.find("clamp(y0, P.lo, P.hi)") != std::string::npos, act == 4);
   }
   ops::SubgroupMatmulConfig bad;
-  bad.act = 3;
+  bad.act = 5;
   EXPECT_THROW(ops::subgroup_matmul_wgsl(bad), Error);
   bad = {};
   bad.bm = 100;  // not a multiple of 16 per subgroup row
