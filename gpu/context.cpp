@@ -472,7 +472,7 @@ void Context::read(const Buffer& src, void* data, uint64_t bytes, uint64_t offse
   if (offset % 4 != 0) throw Error(fmt::format("read offset {} from '{}' is not a multiple of 4", offset, src.label()));
   if (bytes == 0) return;
   const uint64_t padded = (bytes + 3) / 4 * 4;
-  Buffer staging = create_buffer(padded, kMapRead | kCopyDst, "readback");
+  Buffer staging = create_buffer(padded, kMapRead | kCopyDst, fmt::format("readback of {}", src.label()));
   WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(s.device, nullptr);
   wgpuCommandEncoderCopyBufferToBuffer(enc, src.handle(), offset, staging.handle(), 0, padded);
   WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, nullptr);
@@ -480,27 +480,9 @@ void Context::read(const Buffer& src, void* data, uint64_t bytes, uint64_t offse
   wgpuCommandBufferRelease(cmd);
   wgpuCommandEncoderRelease(enc);
 
-  struct R {
-    WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
-    std::string message;
-  } r;
-  WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
-  cb.mode = WGPUCallbackMode_WaitAnyOnly;
-  cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView msg, void* ud, void*) {
-    auto* rr = static_cast<R*>(ud);
-    rr->status = status;
-    rr->message = str(msg);
-  };
-  cb.userdata1 = &r;
-  s.wait(wgpuBufferMapAsync(staging.handle(), WGPUMapMode_Read, 0, padded, cb), "reading back a GPU buffer");
-  s.throw_pending();
-  if (r.status != WGPUMapAsyncStatus_Success) {
-    throw GpuError(fmt::format("mapping the readback of '{}' failed: {}", src.label(), r.message));
-  }
-  const void* mapped = wgpuBufferGetConstMappedRange(staging.handle(), 0, padded);
-  if (!mapped) throw GpuError("mapped range of the readback buffer is null");
-  std::memcpy(data, mapped, bytes);
-  wgpuBufferUnmap(staging.handle());
+  map_for_read({&staging});
+  std::memcpy(data, mapped(staging, bytes), bytes);
+  unmap(staging);
 }
 
 void Context::map_for_read(const std::vector<const Buffer*>& staging) {

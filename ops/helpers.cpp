@@ -9,6 +9,19 @@ namespace wgnn::ops {
 const gpu::Pipeline& kernel(Graph& g, std::string_view path, const Subs& subs, const gpu::Constants& constants,
                             std::string_view entry) {
   std::string src(gpu::shader_source(path));
+  // `{{include lib/NAME.wgsl}}`: the text of ops/kernels/lib/NAME.wgsl,
+  // code that several kernels share (one level: a library file includes
+  // nothing).
+  const std::string inc = "{{include ";
+  for (size_t pos = src.find(inc); pos != std::string::npos; pos = src.find(inc, pos)) {
+    const size_t end = src.find("}}", pos);
+    if (end == std::string::npos) throw Error(fmt::format("kernel '{}': unterminated {{{{include", path));
+    const std::string lib = "ops/kernels/" + src.substr(pos + inc.size(), end - pos - inc.size());
+    const std::string_view text = gpu::shader_source(lib);
+    if (text.find(inc) != std::string_view::npos) throw Error(fmt::format("'{}' may not include others", lib));
+    src.replace(pos, end + 2 - pos, text);
+    pos += text.size();
+  }
   for (const auto& [key, value] : subs) {
     const std::string token = "{{" + key + "}}";
     for (size_t pos = src.find(token); pos != std::string::npos; pos = src.find(token, pos + value.size())) {

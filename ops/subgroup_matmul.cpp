@@ -22,6 +22,7 @@
 
 #include "gpu/context.h"
 #include "gpu/error.h"
+#include "gpu/shaders.h"
 
 namespace wgnn::ops {
 
@@ -134,15 +135,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     add("}");
   }
 
-  if (c.act == 1) {
-    // erf with |error| below 1.2e-7 (Numerical Recipes' erfc), as unary.wgsl.
-    add("fn erf1(x: f32) -> f32 {");
-    add("  let z = abs(x); let t = 1.0 / (1.0 + 0.5 * z);");
-    add("  let poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 +");
-    add("    t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));");
-    add("  return sign(x) * (1.0 - t * exp(poly));");
-    add("}");
-  }
+  if (c.act == 1) add(std::string(gpu::shader_source("ops/kernels/lib/erf.wgsl")));
   if (!no_scratch) {
   // The epilogue of one 16x16 result staged in `sc` at `sbase`: each lane
   // writes 8 consecutive columns of one row (N % 8 == 0: all in or all out).

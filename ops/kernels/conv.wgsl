@@ -36,20 +36,7 @@ override TK: u32 = 16u;
 override TRANSPOSED: bool = false;
 override POINTWISE: bool = false;
 override SPLITK: bool = false;
-// Activation applied to the result (fused from the ONNX graph, onnx/fusion.h):
-// 0 none, 1 ReLU, 2 clamp to [LO, HI] (ReLU6, Clip).
-override ACT: u32 = 0u;
-override LO: f32 = 0.0;
-override HI: f32 = 0.0;
-fn activate(v: f32) -> f32 {
-  if (ACT == 1u) {
-    return max(v, 0.0);
-  }
-  if (ACT == 2u) {
-    return clamp(v, LO, HI);
-  }
-  return v;
-}
+{{include lib/activation.wgsl}}
 
 const WG: u32 = 256u;
 

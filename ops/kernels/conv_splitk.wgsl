@@ -21,20 +21,7 @@ struct Params {
 
 const WG: u32 = 256u;
 
-// Activation applied to the result (fused from the ONNX graph, onnx/fusion.h):
-// 0 none, 1 ReLU, 2 clamp to [LO, HI] (ReLU6, Clip).
-override ACT: u32 = 0u;
-override LO: f32 = 0.0;
-override HI: f32 = 0.0;
-fn activate(v: f32) -> f32 {
-  if (ACT == 1u) {
-    return max(v, 0.0);
-  }
-  if (ACT == 2u) {
-    return clamp(v, LO, HI);
-  }
-  return v;
-}
+{{include lib/activation.wgsl}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

@@ -116,14 +116,7 @@ fn load_b4(base: u32, valid: u32) -> vec4<f32> {
   return v;
 }
 
-// erf with |error| below 1.2e-7 (Numerical Recipes' erfc), as unary.wgsl.
-fn erf1(x: f32) -> f32 {
-  let z = abs(x);
-  let t = 1.0 / (1.0 + 0.5 * z);
-  let poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 +
-             t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
-  return sign(x) * (1.0 - t * exp(poly));
-}
+{{include lib/erf.wgsl}}
 
 fn activate(y: f32) -> f32 {
   if (ACT == 1u) {

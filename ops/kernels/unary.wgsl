@@ -15,16 +15,7 @@ struct Params {
 @group(0) @binding(1) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read> src: array<vec4<{{T}}>>;
 
-// erf(x) to about 1.2e-7 (absolute), after Numerical Recipes' erfc
-// Chebyshev fit; WGSL has no erf.
-fn erf4(x: vec4<f32>) -> vec4<f32> {
-  let z = abs(x);
-  let t = 1.0 / (1.0 + 0.5 * z);
-  let poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 +
-             t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
-  let erfc = t * exp(poly);
-  return sign(x) * (1.0 - erfc);
-}
+{{include lib/erf.wgsl}}
 
 fn f(x: vec4<f32>) -> vec4<f32> {
   let p0 = params.p0;
