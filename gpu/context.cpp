@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -571,6 +572,19 @@ void Context::wait_idle() {
   s.throw_pending();
 }
 
+// The bindings a shader declares `var<storage, read_write>`, as a bit mask
+// (Graph::remove_dead_dispatches needs what a dispatch may write).
+static uint64_t writable_bindings(std::string_view wgsl) {
+  static const std::regex decl(R"(@binding\s*\(\s*(\d+)\s*\)[^;]*?var\s*<\s*storage\s*,\s*read_write\s*>)");
+  uint64_t mask = 0;
+  const std::string text(wgsl);
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), decl); it != std::sregex_iterator(); ++it) {
+    const unsigned long i = std::stoul((*it)[1].str());
+    if (i < 64) mask |= uint64_t(1) << i;
+  }
+  return mask;
+}
+
 const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, const Constants& constants,
                                   std::string_view entry) {
   Impl& s = *impl_;
@@ -664,6 +678,7 @@ const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, 
   p->layout_ = std::shared_ptr<WGPUBindGroupLayoutImpl>(wgpuComputePipelineGetBindGroupLayout(cp, 0),
                                                         wgpuBindGroupLayoutRelease);
   p->name_ = std::string(name);
+  p->writes_ = writable_bindings(wgsl);
   const Pipeline& ref = *p;
   s.pipelines.emplace(std::move(key), std::move(p));
   return ref;

@@ -128,9 +128,13 @@ class Pipeline {
   WGPUComputePipelineImpl* handle() const { return pipeline_.get(); }
   WGPUBindGroupLayoutImpl* layout() const { return layout_.get(); }
   const std::string& name() const { return name_; }
+  // Whether the shader declares @binding(i) of group 0 as
+  // var<storage, read_write> (the dispatch may write what is bound there).
+  bool writes(size_t i) const { return i < 64 && ((writes_ >> i) & 1u) != 0; }
 
  private:
   friend class Context;
+  uint64_t writes_ = 0;
   std::shared_ptr<WGPUComputePipelineImpl> pipeline_;
   std::shared_ptr<WGPUBindGroupLayoutImpl> layout_;
   std::string name_;

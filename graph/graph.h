@@ -108,6 +108,13 @@ class Graph {
   // and keeps its buffer. Read only outputs and such results after run().
   void prepare();
   bool prepared() const { return prepared_; }
+  // Drops the dispatches whose every write (bindings the shader declares
+  // read_write) lands in storage that no later kept dispatch binds and that
+  // is not an input, output or constant: work whose result nobody reads,
+  // such as the copies a fused op made redundant by reading their source
+  // directly. Only for graphs whose results are all marked outputs (the
+  // importer's); returns how many were dropped.
+  size_t remove_dead_dispatches();
 
   // Host-layout data (numel * dtype_size bytes); see gpu_dtype_size for the
   // conversions to and from GPU storage.

@@ -397,6 +397,9 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
     if (!s.host) g.mark_output(s.ref);
     b->outputs.emplace_back(o.name, s);
   }
+  // Copies whose results nobody reads (a fused op read their source in
+  // place, or a node's outputs are only inspected for their shapes).
+  g.remove_dead_dispatches();
   g.prepare();
   ++builds_;
   return *built_.emplace(shape_key(inputs, value_inputs_), std::move(b)).first->second;
