@@ -280,6 +280,112 @@ bool conv_bn(const Index& ix, int bn, const std::set<int>& taken, Fusion& f) {
   return true;
 }
 
+// Nodes an attention operand may come through that only rearrange
+// elements: the attention reads their source through strides instead.
+bool is_view_op(const onnx::NodeProto& n) {
+  if (!Index::plain(n) || n.input_size() < 1 || n.input(0).empty()) return false;
+  const std::string& op = n.op_type();
+  return op == "Transpose" || op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Split";
+}
+
+// From value `v` back through view nodes: the value they start from and the
+// steps (forward order).
+std::string view_chain(const Index& ix, std::string v, std::vector<Fusion::ViewStep>& steps) {
+  steps.clear();
+  for (int guard = 0; guard < 64; ++guard) {
+    const int p = ix.prod(v);
+    if (p < 0 || !is_view_op(ix.node(p))) break;
+    steps.push_back({p, v});
+    v = ix.node(p).input(0);
+  }
+  std::reverse(steps.begin(), steps.end());
+  return v;
+}
+
+// Operand `v` of an attention product, through an optional Mul by a scalar
+// (the factor: a constant, or the input not produced by a view node).
+std::string scaled_operand(const Index& ix, const std::string& v, const std::set<int>& taken, Fusion& f) {
+  const int p = ix.prod(v);
+  if (!ix.single(v) || taken.count(p) || !ix.is(p, "Mul", 2)) return v;
+  const auto& n = ix.node(p);
+  int scalar = -1;
+  if (ix.is_const(n.input(0)) != ix.is_const(n.input(1))) {
+    scalar = ix.is_const(n.input(0)) ? 0 : 1;
+  } else {
+    const int p0 = ix.prod(n.input(0)), p1 = ix.prod(n.input(1));
+    const bool v0 = p0 >= 0 && is_view_op(ix.node(p0)), v1 = p1 >= 0 && is_view_op(ix.node(p1));
+    if (v0 == v1) return v;
+    scalar = v0 ? 1 : 0;
+  }
+  f.nodes.push_back(p);
+  f.scales.emplace_back(n.input(scalar), false);
+  return n.input(1 - scalar);
+}
+
+// Softmax node sm as the middle of attention (see fusion.h).
+bool attention(const Index& ix, int sm, const std::set<int>& taken, Fusion& f) {
+  if (!ix.is(sm, "Softmax", 1)) return false;
+  f.kind = Fusion::Kind::Attention;
+  f.nodes = {sm};
+  f.anchor = sm;
+  std::string cur = ix.node(sm).input(0);
+  auto producer = [&](const std::string& v) { return ix.single(v) ? ix.prod(v) : -1; };
+  int p = producer(cur);
+  if (p >= 0 && !taken.count(p) && ix.is(p, "Add", 2)) {
+    bool found = false;
+    for (int k = 0; k < 2 && !found; ++k) {
+      const std::string& in = ix.node(p).input(k);
+      const int q = producer(in);
+      if (q < 0 || taken.count(q) || !(ix.is(q, "MatMul", 2) || ix.is(q, "Mul", 2) || ix.is(q, "Div", 2))) continue;
+      f.mask = ix.node(p).input(1 - k);
+      cur = in;
+      found = true;
+    }
+    if (!found) return false;
+    f.nodes.push_back(p);
+    p = producer(cur);
+  }
+  if (p >= 0 && !taken.count(p) && ix.is(p, "Mul", 2)) {
+    std::string val, k;
+    if (!ix.split_const(p, val, k)) return false;
+    f.nodes.push_back(p);
+    f.scales.emplace_back(k, false);
+    cur = val;
+    p = producer(cur);
+  } else if (p >= 0 && !taken.count(p) && ix.is(p, "Div", 2) && ix.node(p).input(0) == cur &&
+             ix.is_const(ix.node(p).input(1))) {
+    f.nodes.push_back(p);
+    f.scales.emplace_back(ix.node(p).input(1), true);
+    cur = ix.node(p).input(0);
+    p = producer(cur);
+  }
+  if (p < 0 || taken.count(p) || !ix.is(p, "MatMul", 2)) return false;
+  const int mm1 = p;
+  f.nodes.push_back(mm1);
+  const std::string q = scaled_operand(ix, ix.node(mm1).input(0), taken, f);
+  const std::string kt = scaled_operand(ix, ix.node(mm1).input(1), taken, f);
+  f.x = view_chain(ix, q, f.views[0]);
+  f.w = view_chain(ix, kt, f.views[1]);
+  const std::string& probs = ix.out(sm);
+  if (!ix.single(probs)) return false;
+  const int mm2 = ix.consumer(probs);
+  if (taken.count(mm2) || !ix.is(mm2, "MatMul", 2) || ix.node(mm2).input(0) != probs) return false;
+  f.nodes.push_back(mm2);
+  f.v = view_chain(ix, ix.node(mm2).input(1), f.views[2]);
+  cur = ix.out(mm2);
+  if (ix.single(cur) && ix.is(ix.consumer(cur), "Transpose", 1) && !taken.count(ix.consumer(cur))) {
+    f.out_transpose = ix.consumer(cur);
+    f.nodes.push_back(f.out_transpose);
+    cur = ix.out(f.out_transpose);
+    if (ix.single(cur) && ix.is(ix.consumer(cur), "Reshape", 2) && !taken.count(ix.consumer(cur))) {
+      f.out_reshape = ix.consumer(cur);
+      f.nodes.push_back(f.out_reshape);
+    }
+  }
+  std::sort(f.nodes.begin(), f.nodes.end());
+  return std::adjacent_find(f.nodes.begin(), f.nodes.end()) == f.nodes.end();
+}
+
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16; }
 
 // The activation of a Relu or Clip node for the convolution epilogue:
@@ -323,6 +429,225 @@ TensorRef on_gpu(NodeCtx& c, Slot& s, const std::string& name) {
   return s.ref;
 }
 
+// A strided view of a tensor: element offset, sizes, strides.
+struct View {
+  int64_t offset = 0;
+  std::vector<int64_t> size, stride;
+};
+
+View contiguous(const Shape& shape) {
+  View v;
+  v.size.assign(shape.begin(), shape.end());
+  v.stride.assign(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) v.stride[d - 1] = v.stride[d] * std::max<int64_t>(shape[d], 1);
+  return v;
+}
+
+// The strides of `v` reshaped to `shape` without moving elements (how
+// torch's view() decides), false when the reshape would need a copy.
+bool reshape_view(View& v, const std::vector<int64_t>& shape) {
+  int64_t n_old = 1, n_new = 1;
+  for (int64_t d : v.size) n_old *= d;
+  for (int64_t d : shape) n_new *= d;
+  if (n_old != n_new) return false;
+  std::vector<int64_t> stride(shape.size(), 1);
+  if (n_old == 0 || v.size.empty()) {
+    View c = contiguous(Shape(shape.begin(), shape.end()));
+    v.size = shape, v.stride = c.stride;
+    return true;
+  }
+  int64_t view_d = int64_t(shape.size()) - 1;
+  int64_t chunk_base = v.stride.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t td = int64_t(v.size.size()) - 1; td >= 0; --td) {
+    tensor_numel *= v.size[size_t(td)];
+    if (td == 0 || (v.size[size_t(td - 1)] != 1 && v.stride[size_t(td - 1)] != tensor_numel * chunk_base)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[size_t(view_d)] == 1)) {
+        stride[size_t(view_d)] = view_numel * chunk_base;
+        view_numel *= shape[size_t(view_d)];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (td > 0) {
+        chunk_base = v.stride[size_t(td - 1)];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return false;
+  v.size = shape, v.stride = stride;
+  return true;
+}
+
+// Host int64 values of input `i` of node n, false when not known on the host.
+bool host_ints_of(const onnx::NodeProto& n, int i, std::map<std::string, Slot>& values, std::vector<int64_t>& out) {
+  if (i >= n.input_size() || n.input(i).empty()) return false;
+  const Slot& s = values.at(n.input(i));
+  if (!s.host) return false;
+  out.clear();
+  for (size_t k = 0; k < size_t(s.value.numel()); ++k) out.push_back(int64_t(host::get(s.value, k)));
+  return true;
+}
+
+std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const char* name, bool& found) {
+  found = false;
+  for (const auto& at : n.attribute())
+    if (at.name() == name) {
+      found = true;
+      return {at.ints().begin(), at.ints().end()};
+    }
+  return {};
+}
+
+int64_t attr_int(const onnx::NodeProto& n, const char* name, int64_t def) {
+  for (const auto& at : n.attribute())
+    if (at.name() == name) return at.i();
+  return def;
+}
+
+// Replays view step `st` on `v`; false when it cannot be expressed as strides.
+bool apply_view(View& v, const Fusion::ViewStep& st, const onnx::GraphProto& graph, int opset,
+                std::map<std::string, Slot>& values) {
+  const onnx::NodeProto& n = graph.node(st.node);
+  const std::string& op = n.op_type();
+  const int64_t rank = int64_t(v.size.size());
+  auto axis_of = [&](int64_t a, int64_t r) { return a < 0 ? a + r : a; };
+  if (op == "Transpose") {
+    bool found = false;
+    std::vector<int64_t> perm = attr_ints(n, "perm", found);
+    if (!found)
+      for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+    if (int64_t(perm.size()) != rank) return false;
+    View o = v;
+    for (int64_t d = 0; d < rank; ++d) {
+      const int64_t from = perm[size_t(d)];
+      if (from < 0 || from >= rank) return false;
+      o.size[size_t(d)] = v.size[size_t(from)];
+      o.stride[size_t(d)] = v.stride[size_t(from)];
+    }
+    v = o;
+    return true;
+  }
+  if (op == "Reshape") {
+    std::vector<int64_t> shape;
+    if (!host_ints_of(n, 1, values, shape)) return false;
+    const bool allowzero = attr_int(n, "allowzero", 0) != 0;
+    int64_t known = 1, infer = -1;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 0 && !allowzero) {
+        if (d >= v.size.size()) return false;
+        shape[d] = v.size[d];
+      }
+      if (shape[d] == -1) {
+        if (infer >= 0) return false;
+        infer = int64_t(d);
+      } else if (shape[d] < 0) {
+        return false;
+      } else {
+        known *= shape[d];
+      }
+    }
+    if (infer >= 0) {
+      int64_t total = 1;
+      for (int64_t d : v.size) total *= d;
+      if (known == 0 || total % known != 0) return false;
+      shape[size_t(infer)] = total / known;
+    }
+    return reshape_view(v, shape);
+  }
+  if (op == "Squeeze" || op == "Unsqueeze") {
+    std::vector<int64_t> axes;
+    bool found = false;
+    if (opset >= 13) {
+      found = n.input_size() > 1 && !n.input(1).empty();
+      if (found && !host_ints_of(n, 1, values, axes)) return false;
+    } else {
+      axes = attr_ints(n, "axes", found);
+    }
+    if (op == "Squeeze") {
+      std::set<int64_t> drop;
+      for (int64_t a : axes) drop.insert(axis_of(a, rank));
+      View o;
+      o.offset = v.offset;
+      for (int64_t d = 0; d < rank; ++d) {
+        const bool squeeze = found ? drop.count(d) > 0 : v.size[size_t(d)] == 1;
+        if (squeeze && v.size[size_t(d)] != 1) return false;
+        if (!squeeze) o.size.push_back(v.size[size_t(d)]), o.stride.push_back(v.stride[size_t(d)]);
+      }
+      v = o;
+      return true;
+    }
+    if (!found) return false;
+    const int64_t out_rank = rank + int64_t(axes.size());
+    std::set<int64_t> add;
+    for (int64_t a : axes) add.insert(axis_of(a, out_rank));
+    if (int64_t(add.size()) != int64_t(axes.size())) return false;
+    View o;
+    o.offset = v.offset;
+    size_t src = 0;
+    for (int64_t d = 0; d < out_rank; ++d) {
+      if (add.count(d)) {
+        o.size.push_back(1), o.stride.push_back(0);
+      } else {
+        if (src >= v.size.size()) return false;
+        o.size.push_back(v.size[src]), o.stride.push_back(v.stride[src]);
+        ++src;
+      }
+    }
+    if (src != v.size.size()) return false;
+    v = o;
+    return true;
+  }
+  if (op == "Split") {
+    const int64_t axis = axis_of(attr_int(n, "axis", 0), rank);
+    if (axis < 0 || axis >= rank) return false;
+    int j = -1;
+    for (int k = 0; k < n.output_size(); ++k)
+      if (n.output(k) == st.out) j = k;
+    if (j < 0) return false;
+    std::vector<int64_t> sizes;
+    bool found = false;
+    if (opset >= 13 && n.input_size() > 1 && !n.input(1).empty()) {
+      if (!host_ints_of(n, 1, values, sizes)) return false;
+    } else if (opset < 13) {
+      sizes = attr_ints(n, "split", found);
+    }
+    if (sizes.empty()) {
+      // Equal parts (opset 18: num_outputs, the last one smaller).
+      const int64_t parts = attr_int(n, "num_outputs", n.output_size());
+      if (parts <= 0) return false;
+      const int64_t len = v.size[size_t(axis)];
+      const int64_t each = (len + parts - 1) / parts;
+      for (int64_t k = 0; k < parts; ++k) sizes.push_back(std::max<int64_t>(0, std::min(each, len - k * each)));
+    }
+    if (size_t(j) >= sizes.size()) return false;
+    int64_t start = 0, total = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      if (k < size_t(j)) start += sizes[k];
+      total += sizes[k];
+    }
+    if (total != v.size[size_t(axis)]) return false;
+    v.offset += start * v.stride[size_t(axis)];
+    v.size[size_t(axis)] = sizes[size_t(j)];
+    return true;
+  }
+  return false;
+}
+
+std::vector<int64_t> view_arg(const View& v) {
+  std::vector<int64_t> a{v.offset};
+  a.insert(a.end(), v.size.begin(), v.size.end());
+  a.insert(a.end(), v.stride.begin(), v.stride.end());
+  return a;
+}
+
+// Leading dims of size 1 up to rank 4 (stride 0).
+bool to_rank4(View& v) {
+  if (v.size.size() > 4 || v.size.size() < 2) return false;
+  while (v.size.size() < 4) v.size.insert(v.size.begin(), 1), v.stride.insert(v.stride.begin(), 0);
+  return true;
+}
+
 }  // namespace
 
 bool fusion_enabled_by_env() {
@@ -344,6 +669,10 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
     if (op != "Erf" && op != "Tanh") continue;
     Fusion f;
     if (gelu(ix, i, f)) commit(f);
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    Fusion f;
+    if (!taken.count(i) && attention(ix, i, taken, f)) commit(f);
   }
   for (int i = 0; i < g.node_size(); ++i) {
     Fusion f;
@@ -427,6 +756,114 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
   return all;
 }
 
+namespace {
+
+// The largest head dims (of q/k and of v) the fused attention takes.
+constexpr int64_t kMaxHeadDim = 128;
+
+std::optional<Slot> try_attention(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, bool fp16,
+                                  std::map<std::string, Slot>& values) {
+  const onnx::NodeProto& sm = graph.node(f.anchor);
+  Slot* base[3] = {&values.at(f.x), &values.at(f.w), &values.at(f.v)};
+  View view[3];
+  for (int k = 0; k < 3; ++k) {
+    if (!is_float(base[k]->dtype)) return std::nullopt;
+    view[k] = contiguous(base[k]->shape);
+    for (const auto& st : f.views[k])
+      if (!apply_view(view[k], st, graph, opset, values)) return std::nullopt;
+    // The replayed view must give the shape the nodes gave.
+    const std::string& operand = f.views[k].empty() ? (k == 0 ? f.x : k == 1 ? f.w : f.v) : f.views[k].back().out;
+    const Shape& want = values.at(operand).shape;
+    if (std::vector<int64_t>(want.begin(), want.end()) != view[k].size) return std::nullopt;
+  }
+  const size_t rank = view[0].size.size();
+  if (rank < 2 || rank > 4 || view[1].size.size() != rank || view[2].size.size() != rank) return std::nullopt;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    if (view[1].size[d] != view[0].size[d] || view[2].size[d] != view[0].size[d]) return std::nullopt;
+  // k^T [.., D, S] read as k [.., S, D].
+  std::swap(view[1].size[rank - 1], view[1].size[rank - 2]);
+  std::swap(view[1].stride[rank - 1], view[1].stride[rank - 2]);
+  const int64_t L = view[0].size[rank - 2], D = view[0].size[rank - 1], S = view[1].size[rank - 2];
+  const int64_t Dv = view[2].size[rank - 1];
+  if (view[1].size[rank - 1] != D || view[2].size[rank - 2] != S) return std::nullopt;
+  if (D < 1 || Dv < 1 || D > kMaxHeadDim || Dv > kMaxHeadDim || L < 1 || S < 1) return std::nullopt;
+  int64_t axis = attr_int(sm, "axis", opset >= 13 ? -1 : 1);
+  if (axis < 0) axis += int64_t(rank);
+  if (axis != int64_t(rank) - 1) return std::nullopt;
+  double scale = 1;
+  for (const auto& [name, divides] : f.scales) {
+    const Slot& s = values.at(name);
+    if (!s.host || s.value.numel() != 1 || s.shape.size() > rank || !is_float(s.value.dtype)) return std::nullopt;
+    const double v = host::get(s.value, 0);
+    if (!std::isfinite(v) || v == 0) return std::nullopt;
+    scale = divides ? scale / v : scale * v;
+  }
+  // The scores' shape [.., L, S]; the mask broadcasts to it.
+  std::vector<int64_t> scores(view[0].size.begin(), view[0].size.end());
+  scores[rank - 1] = S;
+  Slot* mask = f.mask.empty() ? nullptr : &values.at(f.mask);
+  View mview;
+  if (mask) {
+    if (!is_float(mask->dtype) || mask->shape.size() > rank) return std::nullopt;
+    mview = contiguous(mask->shape);
+    while (mview.size.size() < rank) mview.size.insert(mview.size.begin(), 1), mview.stride.insert(mview.stride.begin(), 0);
+    for (size_t d = 0; d < rank; ++d) {
+      if (mview.size[d] == scores[d]) continue;
+      if (mview.size[d] != 1) return std::nullopt;
+      mview.stride[d] = 0;
+      mview.size[d] = scores[d];
+    }
+  }
+  // The result O [.., L, Dv] as the following Transpose (and Reshape) lay it out.
+  std::vector<int64_t> o_size(view[0].size.begin(), view[0].size.end());
+  o_size[rank - 1] = Dv;
+  View out = contiguous(Shape(o_size.begin(), o_size.end()));
+  std::vector<int64_t> out_shape = o_size;
+  if (f.out_transpose >= 0) {
+    const onnx::NodeProto& t = graph.node(f.out_transpose);
+    bool found = false;
+    std::vector<int64_t> perm = attr_ints(t, "perm", found);
+    if (!found)
+      for (int64_t d = int64_t(rank) - 1; d >= 0; --d) perm.push_back(d);
+    if (perm.size() != rank) return std::nullopt;
+    std::vector<int64_t> tsize(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      if (perm[d] < 0 || perm[d] >= int64_t(rank)) return std::nullopt;
+      tsize[d] = o_size[size_t(perm[d])];
+    }
+    const View tc = contiguous(Shape(tsize.begin(), tsize.end()));
+    for (size_t d = 0; d < rank; ++d) out.stride[size_t(perm[d])] = tc.stride[d];
+    out_shape = tsize;
+    if (f.out_reshape >= 0) {
+      View r = tc;
+      const Fusion::ViewStep st{f.out_reshape, graph.node(f.out_reshape).output(0)};
+      if (!apply_view(r, st, graph, opset, values)) return std::nullopt;
+      out_shape = r.size;
+    }
+  }
+  for (View* v : {&view[0], &view[1], &view[2], &out})
+    if (!to_rank4(*v)) return std::nullopt;
+  if (mask && !to_rank4(mview)) return std::nullopt;
+  std::vector<Slot*> in{base[0], base[1], base[2]};
+  if (mask) in.push_back(mask);
+  NodeCtx c(g, sm, opset, in, nullptr, fp16);
+  const DType dt = c.dtype(0);
+  if (c.dtype(1) != dt || c.dtype(2) != dt) return std::nullopt;
+  const TensorRef tq = on_gpu(c, *base[0], f.x), tk = on_gpu(c, *base[1], f.w), tv = on_gpu(c, *base[2], f.v);
+  Value tm = None{};
+  std::vector<int64_t> mv;
+  if (mask) {
+    tm = on_gpu(c, *mask, f.mask);
+    mv = {mview.offset, mview.stride[0], mview.stride[1], mview.stride[2], mview.stride[3]};
+  }
+  const std::vector<int64_t> ov{out.offset, out.stride[0], out.stride[1], out.stride[2], out.stride[3]};
+  return c.out(c.call("wgnn.attention.default",
+                      {tq, tk, tv, tm, scale, view_arg(view[0]), view_arg(view[1]), view_arg(view[2]), mv,
+                       out_shape, ov}));
+}
+
+}  // namespace
+
 std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, bool fp16,
                                std::map<std::string, Slot>& values) {
   const onnx::NodeProto& anchor = graph.node(f.anchor);
@@ -438,6 +875,8 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     NodeCtx c(g, anchor, opset, {&x}, nullptr, fp16);
     return c.out(c.call("aten.gelu.default", {c.tensor(0), std::string(f.tanh ? "tanh" : "none")}));
   }
+
+  if (f.kind == Fusion::Kind::Attention) return try_attention(f, g, graph, opset, fp16, values);
 
   if (f.kind == Fusion::Kind::ConvBn) {
     Slot& x = values.at(f.x);

@@ -21,7 +21,18 @@
 //     or a Clip with constant bounds reads -> the activation in the
 //     convolution's epilogue;
 //   - such a MatMul chain (or a bare MatMul) whose result only a GELU chain
-//     reads -> wgnn.matmul_add.default with the GELU in the epilogue.
+//     reads -> wgnn.matmul_add.default with the GELU in the epilogue;
+//   - attention: MatMul(q, k^T), optionally times or divided by a constant
+//     scalar, optionally plus a mask, Softmax over the last dim, MatMul with
+//     v, optionally then a Transpose and a Reshape (the heads merged back);
+//     q and k^T may each carry a scalar factor (exported
+//     scaled_dot_product_attention multiplies both by sqrt(scale)) ->
+//     wgnn.attention.default, one dispatch. q, k^T and v are traced back
+//     through Transpose / Reshape / Split / Squeeze / Unsqueeze nodes to the
+//     tensors they were cut from, and the attention reads those in place
+//     through strides (the packed q/k/v projection, k stored untransposed);
+//     those view nodes are still built, and their copies, now unread, are
+//     dropped with the graph's other dead dispatches.
 //
 // A chain is fused only when every value inside it is used by the next node
 // of the chain alone and is not a graph output. What depends on values
@@ -41,7 +52,7 @@
 namespace wgnn::onnx_import {
 
 struct Fusion {
-  enum class Kind { Gelu, MatMulAdd, ConvBn, ConvAct } kind = Kind::Gelu;
+  enum class Kind { Gelu, MatMulAdd, ConvBn, ConvAct, Attention } kind = Kind::Gelu;
   std::vector<int> nodes;  // the chain's nodes, ascending; the last one produces the result
   int anchor = -1;         // the node errors name (GELU: the last; MatMulAdd: the MatMul)
   std::string x;           // GELU's input; MatMul's A
@@ -58,6 +69,17 @@ struct Fusion {
   std::string bias;        // MatMulAdd: a constant added along the last dim ("": none); ConvBn: the Conv's bias
   std::vector<std::string> bn;  // ConvBn: scale, B, mean, var
   int act_node = -1;            // ConvBn / ConvAct: the Relu or Clip node applied in the epilogue
+  // Attention: `x`, `w` and `v` are the values q, k^T and v were cut from,
+  // and views[0..2] the view nodes from there to the products' operands
+  // (forward order, with the output each step passes on); `scales` the
+  // scalar factors; `mask` the added mask ("": none).
+  struct ViewStep {
+    int node = -1;
+    std::string out;
+  };
+  std::vector<ViewStep> views[3];
+  std::string v, mask;
+  int out_transpose = -1, out_reshape = -1;
 };
 
 // The chains of `g` (nodes topologically sorted) that may be fused, no node

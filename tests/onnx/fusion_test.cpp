@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <numbers>
 #include <random>
 
@@ -624,4 +625,248 @@ TEST(Fusion, EnvironmentVariableTurnsItOff) {
   ::unsetenv("WGNN_NO_FUSION");
   EXPECT_EQ(off.dispatches, 5u);
   EXPECT_EQ(on.dispatches, 1u);
+}
+
+// Attention as exporters write it, recorded as one wgnn.attention dispatch
+// that reads q, k and v where they were cut from (the copies the view nodes
+// made are dropped as unread), against a double-precision reference.
+namespace {
+
+// O[b][h][l][:] = softmax(scale * q k^T + mask) v over q [B,H,L,D], k [B,H,S,D], v [B,H,S,Dv] given by accessors.
+std::vector<double> attention_ref(int64_t B, int64_t H, int64_t L, int64_t S, int64_t D, int64_t Dv, double scale,
+                                  const std::function<double(int64_t, int64_t, int64_t, int64_t)>& q,
+                                  const std::function<double(int64_t, int64_t, int64_t, int64_t)>& k,
+                                  const std::function<double(int64_t, int64_t, int64_t, int64_t)>& v,
+                                  const std::function<double(int64_t, int64_t, int64_t, int64_t)>& mask) {
+  std::vector<double> o(size_t(B * H * L * Dv));
+  std::vector<double> s(static_cast<size_t>(S), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t l = 0; l < L; ++l) {
+        double m = -1e300, sum = 0;
+        for (int64_t j = 0; j < S; ++j) {
+          double acc = 0;
+          for (int64_t d = 0; d < D; ++d) acc += q(b, h, l, d) * k(b, h, j, d);
+          s[size_t(j)] = scale * acc + mask(b, h, l, j);
+          m = std::max(m, s[size_t(j)]);
+        }
+        for (int64_t j = 0; j < S; ++j) sum += (s[size_t(j)] = std::exp(s[size_t(j)] - m));
+        for (int64_t d = 0; d < Dv; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j < S; ++j) acc += s[size_t(j)] * v(b, h, j, d);
+          o[size_t(((b * H + h) * L + l) * Dv + d)] = acc / sum;
+        }
+      }
+  return o;
+}
+
+// DeiT's export (timm, scaled_dot_product_attention): the packed projection
+// x [1, N, 3*H*D] reshaped to [1, N, 3, H, D], transposed (2, 0, 3, 1, 4),
+// split into q, k, v, squeezed; both q and k^T multiplied by sqrt(1 /
+// sqrt(D)) computed from q's shape; the result transposed back and
+// reshaped to [1, N, H*D]. `extra`: the Softmax's result is also a graph
+// output (then nothing may fuse).
+std::string packed_attention_model(const std::string& name, int64_t N, int64_t H, int64_t D, bool extra) {
+  ModelBuilder b;
+  b.input("x", {1, N, 3 * H * D});
+  b.output("y", {1, N, H * D});
+  if (extra) b.output("p", {1, H, N, N});
+  b.init_i64("shape5", {1, N, 3, H, D});
+  b.node("Reshape", {"x", "shape5"}, {"r"});
+  auto* t = b.node("Transpose", {"r"}, {"t"});
+  ModelBuilder::attr_ints(t, "perm", {2, 0, 3, 1, 4});
+  b.init_i64("ones", {1, 1, 1});
+  auto* sp = b.node("Split", {"t", "ones"}, {"s0", "s1", "s2"});
+  ModelBuilder::attr_int(sp, "axis", 0);
+  b.init_i64("ax0", {0});
+  b.node("Squeeze", {"s0", "ax0"}, {"q"});
+  b.node("Squeeze", {"s1", "ax0"}, {"k"});
+  b.node("Squeeze", {"s2", "ax0"}, {"v"});
+  // scale = sqrt(1 / sqrt(q.shape[-1])), as the exporter computes it.
+  b.node("Shape", {"q"}, {"qs"});
+  b.init_i64("m1", {-1});
+  b.init_i64("big", {std::numeric_limits<int64_t>::max()});
+  b.node("Slice", {"qs", "m1", "big"}, {"dlast"});
+  auto* cast = b.node("Cast", {"dlast"}, {"df"});
+  ModelBuilder::attr_int(cast, "to", onnx::TensorProto::FLOAT);
+  b.node("Sqrt", {"df"}, {"sd"});
+  scalar(b, "one", 1.f);
+  b.node("Div", {"one", "sd"}, {"inv"});
+  b.node("Sqrt", {"inv"}, {"sq"});
+  auto* kt = b.node("Transpose", {"k"}, {"kt"});
+  ModelBuilder::attr_ints(kt, "perm", {0, 1, 3, 2});
+  b.node("Mul", {"q", "sq"}, {"qm"});
+  b.node("Mul", {"kt", "sq"}, {"km"});
+  b.node("MatMul", {"qm", "km"}, {"sc"});
+  auto* sm = b.node("Softmax", {"sc"}, {"p"});
+  ModelBuilder::attr_int(sm, "axis", -1);
+  b.node("MatMul", {"p", "v"}, {"o"});
+  auto* ot = b.node("Transpose", {"o"}, {"ot"});
+  ModelBuilder::attr_ints(ot, "perm", {0, 2, 1, 3});
+  b.init_i64("shape3", {1, N, H * D});
+  b.node("Reshape", {"ot", "shape3"}, {"y"});
+  return b.save(name);
+}
+
+}  // namespace
+
+TEST(Fusion, PackedAttentionIsOneDispatchReadingTheProjectionInPlace) {
+  const int64_t N = 13, H = 3, D = 8;
+  const std::string path = packed_attention_model("attn_packed.onnx", N, H, D, false);
+  const HostTensor x = seeded({1, N, 3 * H * D}, 71, 1.5f);
+  const float* xp = x.as<float>();
+  // x[0, n, which, h, d]
+  auto at = [&](int64_t which) {
+    return [=](int64_t, int64_t h, int64_t n, int64_t d) { return double(xp[((n * 3 + which) * H + h) * D + d]); };
+  };
+  const std::vector<double> ref = attention_ref(1, H, N, N, D, D, 1 / std::sqrt(double(D)), at(0), at(1), at(2),
+                                                [](int64_t, int64_t, int64_t, int64_t) { return 0.0; });
+  for (bool fp16 : {false, true}) {
+    SCOPED_TRACE(fp16 ? "fp16" : "fp32");
+    const Result f = run(path, {{"x", x}}, true, fp16), u = run(path, {{"x", x}}, false, fp16);
+    EXPECT_EQ(f.dispatches, 1u) << f.summary;
+    EXPECT_GE(u.dispatches, 8u);
+    ASSERT_EQ(f.y.shape, (Shape{1, N, H * D}));
+    const double tol = fp16 ? 1e-2 : 1e-5;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          const int64_t i = (n * H + h) * D + d;
+          const double want = ref[size_t((h * N + n) * D + d)];
+          EXPECT_NEAR(f.y.as<float>()[i], want, tol) << i;
+          EXPECT_NEAR(u.y.as<float>()[i], want, tol) << i;
+        }
+  }
+}
+
+TEST(Fusion, AttentionWhoseProbabilitiesAreAnOutputIsNotFused) {
+  const int64_t N = 5, H = 2, D = 4;
+  const std::string path = packed_attention_model("attn_packed_extra.onnx", N, H, D, true);
+  const HostTensor x = seeded({1, N, 3 * H * D}, 72, 1.f);
+  const Result f = run(path, {{"x", x}}, true), u = run(path, {{"x", x}}, false);
+  EXPECT_EQ(f.dispatches, u.dispatches);
+  for (int64_t i = 0; i < f.y.numel(); ++i) EXPECT_NEAR(f.y.as<float>()[i], u.y.as<float>()[i], 1e-6) << i;
+}
+
+// Whisper / BART (transformers' eager attention): q, k, v projections
+// [1, L, H*D] / [1, S, H*D] reshaped to heads, k transposed (0, 2, 3, 1),
+// the scores times a constant, plus a mask broadcast over the heads (a
+// graph input or a constant), softmax, times v, heads merged back.
+TEST(Fusion, HeadSplitAttentionWithAMaskIsOneDispatch) {
+  struct Variant {
+    const char* name;
+    int64_t L, S;
+    bool mask, mask_const, div;
+  };
+  const int64_t H = 2, D = 8;
+  for (const Variant& vr : {Variant{"self, input mask", 7, 7, true, false, false},
+                            Variant{"cross, constant causal-style mask", 5, 11, true, true, false},
+                            Variant{"no mask, divided", 6, 9, false, false, true}}) {
+    SCOPED_TRACE(vr.name);
+    const int64_t L = vr.L, S = vr.S;
+    ModelBuilder b;
+    b.input("q", {1, L, H * D});
+    b.input("k", {1, S, H * D});
+    b.input("v", {1, S, H * D});
+    if (vr.mask && !vr.mask_const) b.input("mask", {1, 1, L, S});
+    b.output("y", {1, L, H * D});
+    HostTensor mask(DType::F32, {1, 1, L, S});
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t s = 0; s < S; ++s)
+        mask.as<float>()[l * S + s] = (s > l + 2) ? -3.4028234663852886e38f : float((l + s) % 3) * 0.25f;
+    if (vr.mask && vr.mask_const) b.init_f32("mask", {1, 1, L, S}, values(mask));
+    b.init_i64("qshape", {1, L, -1, D});
+    b.init_i64("kshape", {1, -1, H, D});
+    b.node("Reshape", {"q", "qshape"}, {"qr"});
+    b.node("Reshape", {"k", "kshape"}, {"kr"});
+    b.node("Reshape", {"v", "kshape"}, {"vr"});
+    ModelBuilder::attr_ints(b.node("Transpose", {"qr"}, {"qt"}), "perm", {0, 2, 1, 3});
+    ModelBuilder::attr_ints(b.node("Transpose", {"kr"}, {"kt"}), "perm", {0, 2, 3, 1});
+    ModelBuilder::attr_ints(b.node("Transpose", {"vr"}, {"vt"}), "perm", {0, 2, 1, 3});
+    b.node("MatMul", {"qt", "kt"}, {"sc"});
+    scalar(b, "c", vr.div ? 8.f : 0.125f);
+    b.node(vr.div ? "Div" : "Mul", {"sc", "c"}, {"scs"});
+    std::string logits = "scs";
+    if (vr.mask) {
+      b.node("Add", {"scs", "mask"}, {"masked"});
+      logits = "masked";
+    }
+    ModelBuilder::attr_int(b.node("Softmax", {logits}, {"p"}), "axis", -1);
+    b.node("MatMul", {"p", "vt"}, {"o"});
+    ModelBuilder::attr_ints(b.node("Transpose", {"o"}, {"ot"}), "perm", {0, 2, 1, 3});
+    b.init_i64("oshape", {1, L, -1});
+    b.node("Reshape", {"ot", "oshape"}, {"y"});
+    const std::string path = b.save(fmt::format("attn_heads_{}.onnx", std::hash<std::string>{}(vr.name) % 100000));
+    const HostTensor q = seeded({1, L, H * D}, 73, 1.f), k = seeded({1, S, H * D}, 74, 1.f),
+                     v = seeded({1, S, H * D}, 75, 1.f);
+    std::map<std::string, HostTensor> in{{"q", q}, {"k", k}, {"v", v}};
+    if (vr.mask && !vr.mask_const) in.emplace("mask", mask);
+    auto heads = [&](const HostTensor& t) {
+      return [&t](int64_t, int64_t h, int64_t n, int64_t d) { return double(t.as<float>()[(n * H + h) * D + d]); };
+    };
+    const std::vector<double> ref =
+        attention_ref(1, H, L, S, D, D, vr.div ? 1 / 8.0 : 0.125, heads(q), heads(k), heads(v),
+                      [&](int64_t, int64_t, int64_t l, int64_t s) { return vr.mask ? double(mask.as<float>()[l * S + s]) : 0.0; });
+    for (bool fp16 : {false, true}) {
+      SCOPED_TRACE(fp16 ? "fp16" : "fp32");
+      const Result f = run(path, in, true, fp16), u = run(path, in, false, fp16);
+      EXPECT_EQ(f.dispatches, 1u) << f.summary;
+      EXPECT_GE(u.dispatches, 6u);
+      ASSERT_EQ(f.y.shape, (Shape{1, L, H * D}));
+      const double tol = fp16 ? 1e-2 : 1e-5;
+      for (int64_t l = 0; l < L; ++l)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t d = 0; d < D; ++d) {
+            const int64_t i = (l * H + h) * D + d;
+            const double want = ref[size_t((h * L + l) * D + d)];
+            EXPECT_NEAR(f.y.as<float>()[i], want, tol) << i;
+            EXPECT_NEAR(u.y.as<float>()[i], want, tol) << i;
+          }
+    }
+  }
+}
+
+// Heads flattened into the batch ([B*H, L, D], rank 3), k transposed by a
+// last-two-dims Transpose, no output transpose.
+TEST(Fusion, Rank3AttentionIsOneDispatch) {
+  const int64_t BH = 3, L = 4, S = 6, D = 5;
+  ModelBuilder b;
+  b.input("q", {BH, L, D});
+  b.input("k", {BH, S, D});
+  b.input("v", {BH, S, 7});
+  b.output("y", {BH, L, 7});
+  ModelBuilder::attr_ints(b.node("Transpose", {"k"}, {"kt"}), "perm", {0, 2, 1});
+  b.node("MatMul", {"q", "kt"}, {"sc"});
+  ModelBuilder::attr_int(b.node("Softmax", {"sc"}, {"p"}), "axis", 2);
+  b.node("MatMul", {"p", "v"}, {"y"});
+  const std::string path = b.save("attn_rank3.onnx");
+  const HostTensor q = seeded({BH, L, D}, 76, 1.f), k = seeded({BH, S, D}, 77, 1.f), v = seeded({BH, S, 7}, 78, 1.f);
+  const Result f = run(path, {{"q", q}, {"k", k}, {"v", v}}, true), u = run(path, {{"q", q}, {"k", k}, {"v", v}}, false);
+  EXPECT_EQ(f.dispatches, 1u) << f.summary;
+  EXPECT_EQ(u.dispatches, 4u);
+  auto acc = [](const HostTensor& t, int64_t n, int64_t d) {
+    return [&t, n, d](int64_t, int64_t h, int64_t i, int64_t j) { return double(t.as<float>()[(h * n + i) * d + j]); };
+  };
+  const std::vector<double> ref = attention_ref(1, BH, L, S, D, 7, 1.0, acc(q, L, D), acc(k, S, D), acc(v, S, 7),
+                                                [](int64_t, int64_t, int64_t, int64_t) { return 0.0; });
+  for (int64_t i = 0; i < f.y.numel(); ++i) {
+    EXPECT_NEAR(f.y.as<float>()[i], ref[size_t(i)], 1e-5) << i;
+    EXPECT_NEAR(u.y.as<float>()[i], ref[size_t(i)], 1e-5) << i;
+  }
+}
+
+// A copy whose result only a Shape node reads is not run.
+TEST(Fusion, CopiesReadOnlyForTheirShapeAreDropped) {
+  ModelBuilder b;
+  b.input("x", {2, 3, 4});
+  b.output("y", {2, 4, 3});
+  ModelBuilder::attr_ints(b.node("Transpose", {"x"}, {"t"}), "perm", {0, 2, 1});
+  b.node("Shape", {"t"}, {"s"});
+  b.node("Reshape", {"x", "s"}, {"y"});
+  const std::string path = b.save("dead_copy.onnx");
+  const HostTensor x = seeded({2, 3, 4}, 79, 1.f);
+  const Result r = run(path, {{"x", x}}, false);
+  EXPECT_EQ(r.dispatches, 0u) << r.summary;
+  ASSERT_EQ(r.y.shape, (Shape{2, 4, 3}));
+  for (int64_t i = 0; i < x.numel(); ++i) EXPECT_EQ(r.y.as<float>()[i], x.as<float>()[i]);
 }
