@@ -21,6 +21,7 @@ struct Index {
       for (const auto& in : n.input()) {
         if (in.empty()) continue;
         if (uses[in]++ == 0) consumer_of[in] = i;
+        readers[in].push_back(i);
       }
       for (const auto& o : n.output())
         if (!o.empty()) producer[o] = i;
@@ -72,6 +73,7 @@ struct Index {
 
   const onnx::GraphProto& g;
   std::map<std::string, int> producer, uses, consumer_of;
+  std::map<std::string, std::vector<int>> readers;
   std::set<std::string> outputs, constants;
 };
 
@@ -386,6 +388,28 @@ bool attention(const Index& ix, int sm, const std::set<int>& taken, Fusion& f) {
   return std::adjacent_find(f.nodes.begin(), f.nodes.end()) == f.nodes.end();
 }
 
+// LayerNormalization node ln whose input is an Add of two computed values;
+// the sum's other readers all come after ln (they read it from the fused op).
+bool add_layer_norm(const Index& ix, int ln, const std::set<int>& taken, Fusion& f) {
+  const auto& n = ix.node(ln);
+  if (n.op_type() != "LayerNormalization" || !Index::plain(n) || n.input_size() < 1 || n.input(0).empty()) return false;
+  for (int k = 1; k < n.output_size(); ++k)
+    if (!n.output(k).empty() && (ix.uses.count(n.output(k)) || ix.outputs.count(n.output(k)))) return false;
+  const std::string& sum = n.input(0);
+  const int a = ix.prod(sum);
+  if (a < 0 || taken.count(a) || !ix.is(a, "Add", 2)) return false;
+  const auto& an = ix.node(a);
+  if (ix.is_const(an.input(0)) || ix.is_const(an.input(1))) return false;
+  for (int r : ix.readers.at(sum))
+    if (r != ln && r < ln) return false;
+  f.kind = Fusion::Kind::AddLayerNorm;
+  f.nodes = {a, ln};
+  f.anchor = ln;
+  f.x = an.input(0);
+  f.w = an.input(1);
+  return true;
+}
+
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16; }
 
 // The activation of a Relu or Clip node for the convolution epilogue:
@@ -682,6 +706,10 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
     Fusion f;
     if (!taken.count(i) && conv_bn(ix, i, taken, f)) commit(f);
   }
+  for (int i = 0; i < g.node_size(); ++i) {
+    Fusion f;
+    if (!taken.count(i) && add_layer_norm(ix, i, taken, f)) commit(f);
+  }
   // A Relu or a Clip (constant bounds) reading a Conv's (or a Conv +
   // BatchNormalization chain's) result alone: in the convolution's epilogue.
   for (int r = 0; r < g.node_size(); ++r) {
@@ -877,6 +905,31 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
   }
 
   if (f.kind == Fusion::Kind::Attention) return try_attention(f, g, graph, opset, fp16, values);
+  if (f.kind == Fusion::Kind::AddLayerNorm) {
+    Slot &x = values.at(f.x), &y = values.at(f.w);
+    if (x.host || y.host || !is_float(x.dtype) || x.dtype != y.dtype || x.shape != y.shape) return std::nullopt;
+    std::vector<Slot*> in{&x, &y};
+    for (int k = 1; k < anchor.input_size() && k < 3; ++k) in.push_back(anchor.input(k).empty() ? nullptr : &values.at(anchor.input(k)));
+    // The LayerNormalization as the op sees it: the two summands, then its weight and bias.
+    onnx::NodeProto node = anchor;
+    node.clear_input();
+    node.add_input(f.x);
+    node.add_input(f.w);
+    for (int k = 1; k < anchor.input_size() && k < 3; ++k) node.add_input(anchor.input(k));
+    NodeCtx c(g, node, opset, in, nullptr, fp16);
+    if (c.attr_int("stash_type", 1) != 1) return std::nullopt;
+    const Shape& s = x.shape;
+    int64_t axis = c.attr_int("axis", -1);
+    if (axis < 0) axis += int64_t(s.size());
+    if (axis < 0 || axis >= int64_t(s.size())) return std::nullopt;
+    for (size_t k = 2; k < in.size(); ++k)
+      if (in[k] && c.dtype(k) != c.dtype(0)) return std::nullopt;
+    Value r = c.call("wgnn.add_layer_norm.default",
+                     {c.tensor(0), c.tensor(1), IntList(s.begin() + axis, s.end()), c.tensor_or_none(2),
+                      c.tensor_or_none(3), double(c.attr_float("epsilon", 1e-5f))});
+    values[graph.node(f.nodes.front()).output(0)] = c.out(r.list()[3]);
+    return c.out(r.list()[0]);
+  }
 
   if (f.kind == Fusion::Kind::ConvBn) {
     Slot& x = values.at(f.x);

@@ -32,7 +32,10 @@
 //     tensors they were cut from, and the attention reads those in place
 //     through strides (the packed q/k/v projection, k stored untransposed);
 //     those view nodes are still built, and their copies, now unread, are
-//     dropped with the graph's other dead dispatches.
+//     dropped with the graph's other dead dispatches;
+//   - Add of two tensors then a LayerNormalization of the sum (the residual
+//     add before a transformer's norm), the sum read later by others too
+//     -> wgnn.add_layer_norm.default, which writes both.
 //
 // A chain is fused only when every value inside it is used by the next node
 // of the chain alone and is not a graph output. What depends on values
@@ -52,7 +55,7 @@
 namespace wgnn::onnx_import {
 
 struct Fusion {
-  enum class Kind { Gelu, MatMulAdd, ConvBn, ConvAct, Attention } kind = Kind::Gelu;
+  enum class Kind { Gelu, MatMulAdd, ConvBn, ConvAct, Attention, AddLayerNorm } kind = Kind::Gelu;
   std::vector<int> nodes;  // the chain's nodes, ascending; the last one produces the result
   int anchor = -1;         // the node errors name (GELU: the last; MatMulAdd: the MatMul)
   std::string x;           // GELU's input; MatMul's A

@@ -117,20 +117,20 @@ uint32_t pow2_floor(uint64_t v) {
   return p;
 }
 
-// aten.native_layer_norm(input, normalized_shape, weight?, bias?, eps)
-//     -> (out, mean, rstd)
-Value native_layer_norm(Graph& g, const ValueList& args) {
-  const std::string op = "aten.native_layer_norm.default";
-  Args a{op, args, g};
-  TensorRef x = a.tensor(0, "input");
-  const IntList normalized = a.int_list(1, "normalized_shape");
-  TensorRef w = a.optional_tensor(2, "weight");
-  TensorRef b = a.optional_tensor(3, "bias");
-  const double eps = a.scalar(4, "eps", 1e-5);
+// Layer norm of x (or of x + x2, the sum also returned): {out, mean, rstd[, sum]}.
+ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, TensorRef x2, const IntList& normalized,
+                     TensorRef w, TensorRef b, double eps) {
   require_eps(a, eps);
   a.require_float(x, "input");
   a.require_fits_binding(x, "input");
   const TensorInfo xi = g.info(x);
+  if (x2.id >= 0) {
+    const TensorInfo& o = g.info(x2);
+    if (o.shape != xi.shape || o.dtype != xi.dtype) {
+      a.fail(fmt::format("'other' ({} {}) must have the shape and dtype of 'self' ({} {})", dtype_name(o.dtype),
+                         shape_str(o.shape), dtype_name(xi.dtype), shape_str(xi.shape)));
+    }
+  }
   const size_t k = normalized.size();
   if (k == 0 || k > xi.shape.size()) {
     a.fail(fmt::format("normalized_shape {} must name 1 to {} trailing dims of input {}", shape_str(normalized),
@@ -166,7 +166,18 @@ Value native_layer_norm(Graph& g, const ValueList& args) {
   // Shares of at most 16 chunks per thread stay in registers (x read once).
   const uint64_t chunks = gpu::ceil_div(uint64_t(width_v), tpr);
   const bool cached = chunks <= 16;
-  const gpu::Pipeline& p = kernel(g, "ops/kernels/layer_norm.wgsl", vector_subs(g, xi.dtype, vec4, op),
+  Subs subs = vector_subs(g, xi.dtype, vec4, op);
+  // Before the type placeholders they contain.
+  if (x2.id >= 0) {
+    subs.insert(subs.begin(), {{"ADD_DECL",
+                                "@group(0) @binding(7) var<storage, read> x2: array<{{V}}>;\n"
+                                "@group(0) @binding(8) var<storage, read_write> sum_out: array<{{V}}>;"},
+                               {"LOAD_X",
+                                "let s = {{V}}({{F32V}}(x[i]) + {{F32V}}(x2[i]));\n  sum_out[i] = s;\n  return s;"}});
+  } else {
+    subs.insert(subs.begin(), {{"ADD_DECL", ""}, {"LOAD_X", "return x[i];"}});
+  }
+  const gpu::Pipeline& p = kernel(g, "ops/kernels/layer_norm.wgsl", subs,
                                   {{"TPR", double(tpr)},
                                    {"CHUNKS", double(cached ? chunks : 1)},
                                    {"CACHED", cached ? 1.0 : 0.0}});
@@ -178,13 +189,40 @@ Value native_layer_norm(Graph& g, const ValueList& args) {
   TensorRef mean = g.add_tensor(stat_shape, DType::F32);
   TensorRef rstd = g.add_tensor(stat_shape, DType::F32);
   const uint64_t rows_per_group = 256 / tpr;
-  g.add_dispatch(p,
-                 {Binding::of(y), Binding::of(mean), Binding::of(rstd), Binding::of(params), Binding::of(x),
-                  optional_input(g, w.id >= 0 ? Value(w) : Value(None{})),
-                  optional_input(g, b.id >= 0 ? Value(b) : Value(None{}))},
-                 grid_for(g, gpu::ceil_div(uint64_t(rows), rows_per_group)), op,
-                 fmt::format("layer_norm tpr={}{}", tpr, cached ? fmt::format(" cached{}", chunks) : ""));
+  std::vector<Binding> bindings{Binding::of(y), Binding::of(mean), Binding::of(rstd), Binding::of(params), Binding::of(x),
+                                optional_input(g, w.id >= 0 ? Value(w) : Value(None{})),
+                                optional_input(g, b.id >= 0 ? Value(b) : Value(None{}))};
+  TensorRef sum{-1};
+  if (x2.id >= 0) {
+    sum = g.add_tensor(xi.shape, xi.dtype);
+    bindings.push_back(Binding::of(x2));
+    bindings.push_back(Binding::of(sum));
+  }
+  g.add_dispatch(p, std::move(bindings), grid_for(g, gpu::ceil_div(uint64_t(rows), rows_per_group)), op,
+                 fmt::format("{}layer_norm tpr={}{}", x2.id >= 0 ? "add_" : "", tpr,
+                             cached ? fmt::format(" cached{}", chunks) : ""));
+  if (x2.id >= 0) return ValueList{y, mean, rstd, sum};
   return ValueList{y, mean, rstd};
+}
+
+// aten.native_layer_norm(input, normalized_shape, weight?, bias?, eps)
+//     -> (out, mean, rstd)
+Value native_layer_norm(Graph& g, const ValueList& args) {
+  const std::string op = "aten.native_layer_norm.default";
+  Args a{op, args, g};
+  return layer_norm(g, op, a, a.tensor(0, "input"), TensorRef{-1}, a.int_list(1, "normalized_shape"),
+                    a.optional_tensor(2, "weight"), a.optional_tensor(3, "bias"), a.scalar(4, "eps", 1e-5));
+}
+
+// wgnn.add_layer_norm(self, other, normalized_shape, weight?, bias?, eps)
+//     -> (out, mean, rstd, sum): layer norm of self + other (same shape and
+// dtype; the sum rounded to that dtype, as aten.add would give it), the sum
+// also written: a residual add and the layer norm after it in one dispatch.
+Value add_layer_norm(Graph& g, const ValueList& args) {
+  const std::string op = "wgnn.add_layer_norm.default";
+  Args a{op, args, g};
+  return layer_norm(g, op, a, a.tensor(0, "self"), a.tensor(1, "other"), a.int_list(2, "normalized_shape"),
+                    a.optional_tensor(3, "weight"), a.optional_tensor(4, "bias"), a.scalar(5, "eps", 1e-5));
 }
 
 struct GroupNormParams {
@@ -312,6 +350,7 @@ Value instance_norm(Graph& g, const ValueList& args) {
 void register_norm_ops(OpRegistry& r) {
   r.add("aten._native_batch_norm_legit_no_training.default", batch_norm_no_training);
   r.add("aten.native_layer_norm.default", native_layer_norm);
+  r.add("wgnn.add_layer_norm.default", add_layer_norm);
   r.add("aten.native_group_norm.default", native_group_norm);
   r.add("aten.instance_norm.default", instance_norm);
 }

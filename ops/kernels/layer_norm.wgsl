@@ -13,6 +13,9 @@
 // once, and computes its mean and M2 in two passes over the registers.
 // Otherwise the share streams through a per-chunk Welford/Chan update and x
 // is read a second time for the output.
+//
+// ADD (wgnn.add_layer_norm): x is the sum of two inputs, rounded to their
+// dtype as a separate add would, and also written out (the residual).
 {{ENABLE}}
 
 override TPR: u32 = 64u;
@@ -39,6 +42,11 @@ struct Params {
 @group(0) @binding(4) var<storage, read> x: array<{{V}}>;
 @group(0) @binding(5) var<storage, read> weight: array<{{V}}>;
 @group(0) @binding(6) var<storage, read> bias: array<{{V}}>;
+{{ADD_DECL}}
+
+fn load_x(i: u32) -> {{V}} {
+  {{LOAD_X}}
+}
 
 var<workgroup> s_n: array<f32, WG>;
 var<workgroup> s_mean: array<f32, WG>;
@@ -76,13 +84,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var m2 = 0.0;
   var cache: array<{{F32V}}, MAX_CHUNKS>;
   if (live) {
-    shift = first_element(x[base]);
+    shift = first_element(load_x(base));
     if (CACHED) {
       var sum = 0.0;
       for (var c = 0u; c < CHUNKS; c++) {
         let j = t + c * TPR;
         if (j < params.width_v) {
-          let v = {{F32V}}(x[base + j]) - shift;
+          let v = {{F32V}}(load_x(base + j)) - shift;
           cache[c] = v;
           sum += {{CSUM}};
           n += nb;
@@ -99,7 +107,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       }
     } else {
       for (var j = t; j < params.width_v; j += TPR) {
-        let v = {{F32V}}(x[base + j]) - shift;
+        let v = {{F32V}}(load_x(base + j)) - shift;
         let cm = {{CSUM}} / nb;
         let d = v - cm;
         let cm2 = {{CSQ}};
@@ -149,7 +157,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
   } else {
     for (var j = t; j < params.width_v; j += TPR) {
-      y[base + j] = {{V}}(affine(({{F32V}}(x[base + j]) - shift - mean_s) * rstd, j));
+      y[base + j] = {{V}}(affine(({{F32V}}(load_x(base + j)) - shift - mean_s) * rstd, j));
     }
   }
 }

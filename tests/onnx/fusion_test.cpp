@@ -870,3 +870,57 @@ TEST(Fusion, CopiesReadOnlyForTheirShapeAreDropped) {
   ASSERT_EQ(r.y.shape, (Shape{2, 4, 3}));
   for (int64_t i = 0; i < x.numel(); ++i) EXPECT_EQ(r.y.as<float>()[i], x.as<float>()[i]);
 }
+
+// A residual Add and the LayerNormalization of its sum: one dispatch that
+// writes both, the sum read again afterwards. Not when a node between them
+// reads the sum.
+TEST(Fusion, ResidualAddThenLayerNormIsOneDispatch) {
+  for (bool early_reader : {false, true}) {
+    SCOPED_TRACE(early_reader ? "sum read before the norm" : "sum read after the norm");
+    const int64_t R = 6, W = 40;
+    ModelBuilder b;
+    b.input("a", {2, R / 2, W});
+    b.input("c", {2, R / 2, W});
+    b.output("y", {2, R / 2, W});
+    const HostTensor gamma = seeded({W}, 81, 1.f), beta = seeded({W}, 82, 0.5f);
+    b.init_f32("gamma", {W}, values(gamma));
+    b.init_f32("beta", {W}, values(beta));
+    b.node("Add", {"a", "c"}, {"s"});
+    std::string other = "s";
+    if (early_reader) {
+      b.node("Relu", {"s"}, {"rs"});
+      other = "rs";
+    }
+    auto* ln = b.node("LayerNormalization", {"s", "gamma", "beta"}, {"n"});
+    ModelBuilder::attr_int(ln, "axis", -1);
+    b.node("Add", {other, "n"}, {"y"});
+    const std::string path = b.save(fmt::format("add_ln_{}.onnx", int(early_reader)));
+    const HostTensor a = seeded({2, R / 2, W}, 83, 2.f), c = seeded({2, R / 2, W}, 84, 2.f);
+    std::vector<double> ref(size_t(R * W));
+    for (int64_t r = 0; r < R; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < W; ++j) mean += double(a.as<float>()[r * W + j]) + c.as<float>()[r * W + j];
+      mean /= double(W);
+      for (int64_t j = 0; j < W; ++j) {
+        const double d = double(a.as<float>()[r * W + j]) + c.as<float>()[r * W + j] - mean;
+        var += d * d;
+      }
+      var /= double(W);
+      for (int64_t j = 0; j < W; ++j) {
+        const double s = double(a.as<float>()[r * W + j]) + c.as<float>()[r * W + j];
+        const double o = (early_reader ? std::max(s, 0.0) : s);
+        ref[size_t(r * W + j)] = o + (s - mean) / std::sqrt(var + 1e-5) * gamma.as<float>()[j] + beta.as<float>()[j];
+      }
+    }
+    for (bool fp16 : {false, true}) {
+      SCOPED_TRACE(fp16 ? "fp16" : "fp32");
+      const Result f = run(path, {{"a", a}, {"c", c}}, true, fp16), u = run(path, {{"a", a}, {"c", c}}, false, fp16);
+      EXPECT_EQ(f.dispatches + (early_reader ? 0 : 1), u.dispatches) << f.summary;
+      const double tol = fp16 ? 2e-2 : 1e-5;
+      for (int64_t i = 0; i < R * W; ++i) {
+        EXPECT_NEAR(f.y.as<float>()[i], ref[size_t(i)], tol) << i;
+        EXPECT_NEAR(u.y.as<float>()[i], ref[size_t(i)], tol) << i;
+      }
+    }
+  }
+}
