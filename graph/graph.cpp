@@ -38,10 +38,57 @@ TensorRef Graph::add_view(TensorRef base, const Shape& shape) {
                             shape_str(shape)));
   }
   TensorRef v = add_tensor(shape, b.dtype, TensorKind::Intermediate, info(base).name + ".view");
-  int root = base.id;
-  while (tensors_[size_t(root)].view_of >= 0) root = tensors_[size_t(root)].view_of;
-  tensors_[size_t(v.id)].view_of = root;
+  tensors_[size_t(v.id)].view_of = base.id;
   return v;
+}
+
+TensorRef Graph::add_part_view(TensorRef base, const Shape& shape, uint64_t byte_offset) {
+  const TensorInfo& b = info(base);
+  const uint64_t bytes = uint64_t(numel(shape)) * gpu_dtype_size(b.dtype);
+  const uint64_t align = std::max<uint64_t>(ctx_.limits().min_storage_buffer_offset_alignment, 16);
+  if (byte_offset % align != 0 || bytes % 16 != 0 || bytes == 0 || byte_offset + bytes > b.gpu_bytes()) {
+    return TensorRef{-1};
+  }
+  TensorRef v = add_tensor(shape, b.dtype, TensorKind::Intermediate, info(base).name + ".part");
+  tensors_[size_t(v.id)].view_of = base.id;
+  tensors_[size_t(v.id)].view_offset = byte_offset;
+  return v;
+}
+
+bool Graph::alias_into(TensorRef x, TensorRef y, uint64_t byte_offset) {
+  TensorInfo& xi = info(x);
+  const TensorInfo& yi = info(y);
+  const uint64_t align = std::max<uint64_t>(ctx_.limits().min_storage_buffer_offset_alignment, 16);
+  if (x.id == y.id || xi.view_of >= 0 || yi.view_of >= 0 || xi.kind != TensorKind::Intermediate ||
+      gpu_dtype_size(xi.dtype) != gpu_dtype_size(yi.dtype) || xi.buffer.valid()) {
+    return false;
+  }
+  if (byte_offset % align != 0 || xi.gpu_bytes() % 16 != 0 || xi.gpu_bytes() == 0 ||
+      byte_offset + xi.gpu_bytes() > yi.gpu_bytes()) {
+    return false;
+  }
+  auto root_of = [&](int id) {
+    while (tensors_[size_t(id)].view_of >= 0) id = tensors_[size_t(id)].view_of;
+    return id;
+  };
+  for (size_t t = 0; t < tensors_.size(); ++t)
+    if (tensors_[t].kind != TensorKind::Intermediate && root_of(int(t)) == x.id) return false;
+  for (const auto* list : {&nodes_, &init_nodes_}) {
+    for (const DispatchNode& d : *list) {
+      bool binds_x = false, binds_y = false;
+      for (const Binding& b : d.bindings) {
+        if (b.tensor < 0) continue;
+        const int r = root_of(b.tensor);
+        binds_x |= r == x.id;
+        binds_y |= r == y.id;
+      }
+      if (binds_x && binds_y) return false;
+    }
+  }
+  xi.view_of = y.id;
+  xi.view_offset = byte_offset;
+  prepared_ = false;
+  return true;
 }
 
 const TensorInfo& Graph::info(TensorRef t) const {
@@ -86,7 +133,7 @@ void Graph::ensure_storage(int id) {
     ensure_storage(t.view_of);
     const TensorInfo& root = tensors_[size_t(t.view_of)];
     t.buffer = root.buffer;
-    t.offset = root.offset;
+    t.offset = root.offset + t.view_offset;
     return;
   }
   // Bindings are checked against maxStorageBufferBindingSize by prepare();

@@ -30,6 +30,7 @@ struct TensorInfo {
   gpu::Buffer buffer;
   uint64_t offset = 0;
   int view_of = -1;
+  uint64_t view_offset = 0;  // bytes into `view_of`'s storage (a part of it)
   int64_t numel() const { return wgnn::numel(shape); }
   uint64_t nbytes() const { return uint64_t(numel()) * dtype_size(dtype); }          // host layout
   uint64_t gpu_bytes() const { return uint64_t(numel()) * gpu_dtype_size(dtype); }  // GPU storage
@@ -73,6 +74,19 @@ class Graph {
   TensorRef add_constant(const Shape& shape, DType dtype, const void* data, std::string name = {});
   // A tensor that shares `base`'s storage with another shape (same numel).
   TensorRef add_view(TensorRef base, const Shape& shape);
+  // A tensor that is the part of `base`'s storage starting `byte_offset`
+  // bytes in (a multiple of minStorageBufferOffsetAlignment) and as long as
+  // `shape` needs (a multiple of 16 bytes): a contiguous slice, no copy.
+  // nullopt-like TensorRef{-1} when the offset or size does not allow it.
+  TensorRef add_part_view(TensorRef base, const Shape& shape, uint64_t byte_offset);
+  // Places intermediate `x` (already computed by recorded dispatches, read
+  // or not) inside `y`'s storage at `byte_offset`, so what wrote x wrote
+  // that part of y (how a concatenation skips its copies). False, and
+  // nothing changed, when that is not safe: x is not an intermediate with
+  // storage of its own, the offset or size is not aligned (as for
+  // add_part_view), or a dispatch that binds x also binds y's storage (a
+  // buffer may not be both written and bound again in one dispatch).
+  bool alias_into(TensorRef x, TensorRef y, uint64_t byte_offset);
   const TensorInfo& info(TensorRef t) const;
   TensorInfo& info(TensorRef t);
   size_t tensor_count() const { return tensors_.size(); }

@@ -20,6 +20,7 @@
 // merged (an identity permute becomes a flat copy). Zero-size results
 // record no dispatch.
 #include <algorithm>
+#include <cstdlib>
 #include <array>
 #include <climits>
 #include <cmath>
@@ -34,6 +35,14 @@
 
 namespace wgnn::ops {
 namespace {
+
+// WGNN_NO_VIEWS=1: slices always copy and concatenations copy every input
+// (for measuring what the views save).
+bool views_enabled() {
+  const char* e = std::getenv("WGNN_NO_VIEWS");
+  return !e || !*e || std::string_view(e) == "0";
+}
+
 
 // Offsets are computed in 32 bits on the GPU.
 constexpr int64_t kMaxElements = INT32_MAX;
@@ -266,10 +275,20 @@ Value cat(Graph& g, const ValueList& args) {
   }
   TensorRef y = add_output(a, out, dtype);
   const Shape out_stride = contiguous_strides(out);
+  // Where the dims before `d` are all 1, each input is one contiguous block
+  // of the result: an intermediate input is placed there instead of copied
+  // (Graph::alias_into: what computed it writes the result's block).
+  int64_t outer = 1;
+  for (size_t k = 0; k < d; ++k) outer *= out[k];
+  const bool place = outer == 1 && views_enabled();
   int64_t offset = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
     if (skipped(i)) continue;
     const Shape s = g.info(ts[i]).shape;
+    if (place && g.alias_into(ts[i], y, uint64_t(offset * out_stride[d]) * gpu_dtype_size(dtype))) {
+      offset += s[d];
+      continue;
+    }
     CopyPlan p = plain_plan(s, contiguous_strides(s));
     p.dst_stride = out_stride;
     p.dst_base = offset * out_stride[d];
@@ -350,6 +369,14 @@ Value slice(Graph& g, const ValueList& args) {
   out[d] = len;
   Shape strides = contiguous_strides(in);
   const int64_t base = len > 0 ? start * strides[d] : 0;
+  // A slice that is one contiguous block of the input (the dims before `d`
+  // all 1, step 1) is a view of that block where the alignment allows.
+  int64_t outer = 1;
+  for (size_t k = 0; k < d; ++k) outer *= in[k];
+  if (outer == 1 && (step == 1 || len == 1) && len > 0 && views_enabled()) {
+    const TensorRef v = g.add_part_view(x, out, uint64_t(base) * gpu_dtype_size(dtype));
+    if (v.id >= 0) return v;
+  }
   strides[d] = len > 1 ? strides[d] * step : 0;  // |step| < size when two or more elements are taken
   TensorRef y = add_output(a, out, dtype);
   record_copy(a, y, x, plain_plan(out, strides, base), no_fill(g), "slice");

@@ -707,3 +707,90 @@ TEST(MovementOps, Errors) {
 }
 
 }  // namespace
+
+// Slices that are one aligned contiguous block are views (no dispatch);
+// concatenated intermediates are computed straight into their block of the
+// result (Graph::alias_into) unless a dispatch would then bind the result's
+// storage twice, or the block is not aligned.
+namespace {
+
+std::vector<float> relu_ref(const std::vector<float>& v) {
+  std::vector<float> r(v);
+  for (float& x : r) x = std::max(x, 0.f);
+  return r;
+}
+
+}  // namespace
+
+TEST(Views, AlignedChannelSliceIsAView) {
+  Graph g(ctx());
+  const Shape s{1, 8, 16, 16};  // 1 KiB per channel
+  const auto xv = random_floats(size_t(numel(s)), -1, 1, 501);
+  TensorRef x = upload(g, s, xv, DType::F32);
+  TensorRef part = ops::call(g, "aten.slice.Tensor", {x, int64_t(1), int64_t(2), int64_t(5), int64_t(1)}).tensor();
+  EXPECT_EQ(g.dispatches().size(), 0u);
+  TensorRef y = ops::call(g, "aten.relu.default", {part}).tensor();
+  g.mark_output(y);
+  g.run();
+  const std::vector<float> want = relu_ref(std::vector<float>(xv.begin() + 2 * 256, xv.begin() + 5 * 256));
+  EXPECT_EQ(download(g, y), want);
+  // 3x3 channels (36 bytes) are not aligned: a copy.
+  Graph h(ctx());
+  TensorRef x2 = upload(h, {1, 8, 3, 3}, random_floats(72, -1, 1, 502), DType::F32);
+  ops::call(h, "aten.slice.Tensor", {x2, int64_t(1), int64_t(2), int64_t(5), int64_t(1)});
+  EXPECT_EQ(h.dispatches().size(), 1u);
+}
+
+TEST(Views, ConcatenatedIntermediatesAreWrittenInPlace) {
+  Graph g(ctx());
+  const Shape s{1, 4, 16, 16};
+  const auto av = random_floats(size_t(numel(s)), -1, 1, 503), bv = random_floats(size_t(numel(s)), -1, 1, 504);
+  TensorRef a = upload(g, s, av, DType::F32), b = upload(g, s, bv, DType::F32);
+  TensorRef ra = ops::call(g, "aten.relu.default", {a}).tensor();
+  TensorRef nb = ops::call(g, "aten.neg.default", {b}).tensor();
+  // ra2 reads ra and is written by one dispatch: placing it too would bind
+  // the result's storage twice in that dispatch, so it is copied.
+  TensorRef ra2 = ops::call(g, "aten.add.Tensor", {ra, ra}).tensor();
+  TensorRef y = ops::call(g, "aten.cat.default", {ValueList{ra, nb, ra2, a}, int64_t(1)}).tensor();
+  // ra is read again after the concatenation.
+  TensorRef z = ops::call(g, "aten.neg.default", {ra}).tensor();
+  // relu, neg, add, then copies of ra2 and of the input a only.
+  EXPECT_EQ(g.dispatches().size(), 6u);
+  g.mark_output(y);
+  g.mark_output(z);
+  g.run();
+  const size_t n = size_t(numel(s));
+  std::vector<float> want;
+  const auto rav = relu_ref(av);
+  want.insert(want.end(), rav.begin(), rav.end());
+  for (float v : bv) want.push_back(-v);
+  for (float v : rav) want.push_back(v + v);
+  want.insert(want.end(), av.begin(), av.end());
+  EXPECT_EQ(download(g, y), want);
+  std::vector<float> wz(n);
+  for (size_t i = 0; i < n; ++i) wz[i] = -rav[i];
+  EXPECT_EQ(download(g, z), wz);
+}
+
+TEST(Views, UnalignedOrBatchedConcatenationsCopy) {
+  for (const Shape& s : {Shape{1, 2, 3, 3}, Shape{2, 4, 16, 16}}) {
+    SCOPED_TRACE(shape_str(s));
+    Graph g(ctx());
+    const auto av = random_floats(size_t(numel(s)), -1, 1, 505);
+    TensorRef a = upload(g, s, av, DType::F32);
+    TensorRef r1 = ops::call(g, "aten.relu.default", {a}).tensor();
+    TensorRef r2 = ops::call(g, "aten.neg.default", {a}).tensor();
+    TensorRef y = ops::call(g, "aten.cat.default", {ValueList{r1, r2}, int64_t(1)}).tensor();
+    EXPECT_EQ(g.dispatches().size(), 4u);
+    g.mark_output(y);
+    g.run();
+    const auto out = download(g, y);
+    const int64_t per = numel(s) / s[0];
+    for (int64_t b = 0; b < s[0]; ++b)
+      for (int64_t i = 0; i < per; ++i) {
+        const float v = av[size_t(b * per + i)];
+        EXPECT_EQ(out[size_t(b * 2 * per + i)], std::max(v, 0.f));
+        EXPECT_EQ(out[size_t(b * 2 * per + per + i)], -v);
+      }
+  }
+}
