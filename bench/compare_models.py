@@ -19,6 +19,16 @@ runs in its own process, one after the other.
 weights and activations, float32 accumulation; README.md, "float16 mode"),
 as the tool "wgnn-fp16", with its own columns in the table.
 
+ONNX Runtime has no such switch: at float16 it needs a float16 model. The
+tool "ort-webgpu-fp16" exports each zoo model a second time in float16
+(export.py --half: model.half(), float inputs as float16, traced on CUDA when
+there is one) and times that file with the WebGPU provider, in the column
+"ORT WebGPU fp16" beside wgnn's fp16 columns. An export that fails (e.g. a
+CPU-only torch without float16 kernels) is that tool's error for the model.
+ISNet is not exported (its file already holds a float16 graph with float32
+inputs), so it has no cell there. Leave the tool out with --skip
+ort-webgpu-fp16.
+
 Writes OUT/NAME.jsonl (one line per model and tool), OUT/NAME.md and
 OUT/NAME.png (matplotlib; skipped with a note when it is missing).
 `--report-only FILE.jsonl...` rebuilds the table and chart from earlier
@@ -34,7 +44,7 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOLS = ["wgnn", "torch-fp32", "torch-fp16", "ort-webgpu", "ort-cpu"]
+TOOLS = ["wgnn", "torch-fp32", "torch-fp16", "ort-webgpu", "ort-webgpu-fp16", "ort-cpu"]
 
 # The issue's figures (median ms host to host, batch 1, H200): PyTorch fp32,
 # PyTorch fp16, ONNX Runtime 1.30 WebGPU, and wgnn's target.
@@ -50,6 +60,11 @@ ISSUE = {
     "bart_base_decoder": ("BART-base decoder 32 tokens", 6.1, 5.7, 5.9, 3),
 }
 ORDER = list(ISSUE)
+
+# Why ISNet has no ORT WebGPU fp16 figure (the table's note).
+ISNET_FP16 = ("ISNet has no ORT WebGPU fp16 figure: its ONNX file is already a float16 model inside (float16 "
+              "weights, the convolutions in float16 between Cast nodes) with float32 inputs and outputs, and it has "
+              "no PyTorch version to export in float16; its ORT WebGPU column times that file as it is.")
 
 
 def log(msg):
@@ -255,12 +270,23 @@ def measure(a):
             gpu = f", GPU {res['gpu_ms']:.3f}" if res.get("gpu_ms") else ""
             log(f"  {tool:11s} median {res['median_ms']:.3f} ms, min {res['min_ms']:.3f} ms{gpu} ({secs:.0f} s)")
 
-    def run_onnx_tools(model, path, input_dir):
+    def input_specs(input_dir):
         specs = []
         if input_dir:
             for fn in sorted(os.listdir(input_dir)):
                 if fn.endswith(".npy"):
                     specs += ["--input", f"{fn[:-4]}={os.path.join(input_dir, fn)}"]
+        return specs
+
+    def run_ort(model, tool, path, specs):
+        ep = "cpu" if tool == "ort-cpu" else "webgpu"
+        runs, warm = (a.runs, a.warmup) if ep == "webgpu" else (a.cpu_runs, min(a.warmup, 2))
+        res, err, secs = run_tool([node, bench_js, path, "--ep", ep, "--runs", str(runs), "--warmup",
+                                   str(warm)] + specs, a.timeout)
+        record(model, tool, res, err, secs)
+
+    def run_onnx_tools(model, path, input_dir):
+        specs = input_specs(input_dir)
         if "wgnn" not in skip:
             res, err, secs = run_tool([a.wgnn, "bench", path, "--json", "--runs", str(a.runs), "--warmup",
                                        str(a.warmup)] + specs, a.timeout)
@@ -269,13 +295,24 @@ def measure(a):
             res, err, secs = run_tool([a.wgnn, "bench", path, "--json", "--fp16", "--runs", str(a.runs),
                                        "--warmup", str(a.warmup)] + specs, a.timeout)
             record(model, "wgnn-fp16", res, err, secs)
-        for ep in ("webgpu", "cpu"):
-            if f"ort-{ep}" in skip:
-                continue
-            runs, warm = (a.runs, a.warmup) if ep == "webgpu" else (a.cpu_runs, min(a.warmup, 2))
-            res, err, secs = run_tool([node, bench_js, path, "--ep", ep, "--runs", str(runs), "--warmup",
-                                       str(warm)] + specs, a.timeout)
-            record(model, f"ort-{ep}", res, err, secs)
+        for tool in ("ort-webgpu", "ort-cpu"):
+            if tool not in skip:
+                run_ort(model, tool, path, specs)
+
+    def export(name, path, input_dir, extra):
+        """export.py for one model; returns (error or None, seconds)."""
+        t0 = time.time()
+        if a.reuse and os.path.exists(path) and os.path.isdir(input_dir):
+            return None, 0.0
+        cmd = [sys.executable, os.path.join(a.zoo, "export.py"), "--model", name, "--opset", str(a.opset),
+               "--out", onnx_dir] + (["--mini"] if a.mini else []) + (["--dynamo"] if a.dynamo else []) + extra
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+            err = None if p.returncode == 0 and os.path.exists(path) else \
+                f"export failed (exit {p.returncode}): {short_error(p.stdout, p.stderr)}"
+        except subprocess.TimeoutExpired:
+            err = f"export timed out after {a.timeout} s"
+        return err, time.time() - t0
 
     if isnet:
         log(f"isnet: {isnet}")
@@ -285,22 +322,25 @@ def measure(a):
         path = os.path.join(onnx_dir, base + ".onnx")
         input_dir = os.path.join(onnx_dir, base + "_inputs")
         log(f"{name}: export")
-        if not (a.reuse and os.path.exists(path) and os.path.isdir(input_dir)):
-            cmd = [sys.executable, os.path.join(a.zoo, "export.py"), "--model", name, "--opset", str(a.opset),
-                   "--out", onnx_dir] + (["--mini"] if a.mini else []) + (["--dynamo"] if a.dynamo else [])
-            t0 = time.time()
-            try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
-                err = None if p.returncode == 0 and os.path.exists(path) else \
-                    f"export failed (exit {p.returncode}): {short_error(p.stdout, p.stderr)}"
-            except subprocess.TimeoutExpired:
-                err = f"export timed out after {a.timeout} s"
-            if err:
-                for tool in TOOLS:
-                    if tool not in skip and not tool.startswith("torch"):
-                        record(name, tool, None, err, time.time() - t0)
+        err, secs = export(name, path, input_dir, [])
+        if err:
+            # The tools that run this file (ort-webgpu-fp16 has a file of its own).
+            for tool in ["wgnn", "wgnn-fp16", "ort-webgpu", "ort-cpu"]:
+                if tool not in skip and (tool != "wgnn-fp16" or a.wgnn_fp16):
+                    record(name, tool, None, err, secs)
         if os.path.exists(path):
             run_onnx_tools(name, path, input_dir)
+        # ONNX Runtime at float16: the model exported in float16, its float
+        # inputs as float16 .npy.
+        half_path = os.path.join(onnx_dir, base + "_fp16.onnx")
+        half_inputs = os.path.join(onnx_dir, base + "_fp16_inputs")
+        if "ort-webgpu-fp16" not in skip:
+            log(f"{name}: export in float16")
+            err, secs = export(name, half_path, half_inputs, ["--half"])
+            if err:
+                record(name, "ort-webgpu-fp16", None, err, secs)
+            else:
+                run_ort(name, "ort-webgpu-fp16", half_path, input_specs(half_inputs))
         for dtype in ("fp32", "fp16"):
             tool = f"torch-{dtype}"
             if tool in skip:
@@ -313,8 +353,10 @@ def measure(a):
                    str(a.warmup if device == "cuda" else min(a.warmup, 2)), "--inputs", input_dir, "--zoo", a.zoo]
             res, err, secs = run_tool(cmd + (["--mini"] if a.mini else []), a.timeout)
             record(name, tool, res, err, secs)
-        if a.delete_onnx and os.path.exists(path):
-            os.remove(path)
+        if a.delete_onnx:
+            for fn in (path, half_path):
+                if os.path.exists(fn):
+                    os.remove(fn)
     return [jsonl]
 
 
@@ -359,6 +401,8 @@ def report(files, out, name):
 
     def cell(model, tool, key="median_ms"):
         row = results.get((model, tool))
+        if row is None and model == "isnet" and tool == "ort-webgpu-fp16":
+            return "— " + note(ISNET_FP16)
         if row is None:
             return "—" if (tool.startswith("torch") and model == "isnet") else "not run"
         if row.get("skipped"):
@@ -372,6 +416,8 @@ def report(files, out, name):
         row = results.get((model, tool))
         return row["result"]["median_ms"] if row and row.get("ok") else None
 
+    fp16 = any(tool == "wgnn-fp16" for (_, tool) in results)
+    ort16 = any(tool == "ort-webgpu-fp16" for (_, tool) in results)
     lines = []
     title = "mini models (reduced width, depth and resolution)" if mini else "whole models"
     lines.append(f"# wgnn, PyTorch and ONNX Runtime on {title}")
@@ -385,10 +431,15 @@ def report(files, out, name):
                  f"{meta.get('warmup', '?')} warm-up runs ({meta.get('cpu_runs', '?')} for ONNX Runtime CPU"
                  f"{' and PyTorch on the CPU' if meta.get('device') == 'cpu' else ''}); min in parentheses for wgnn. "
                  "wgnn GPU: timestamps around its compute passes (median). Encode: host time to encode and "
-                 "submit the dispatches per run.")
+                 "submit the dispatches per run."
+                 + (" wgnn fp16: the float32 model in wgnn's float16 mode (`wgnn bench --fp16`: float16 storage, "
+                    "float32 accumulation)." if fp16 else "")
+                 + (" ORT WebGPU fp16: ONNX Runtime's WebGPU provider on the model exported in float16 "
+                    "(scripts/models/export.py --half: model.half(), float inputs as float16), the same precision "
+                    "as wgnn fp16 where ONNX Runtime has no float16 switch." if ort16 else ""))
     lines.append("")
-    fp16 = any(tool == "wgnn-fp16" for (_, tool) in results)
-    head = ["model", "wgnn", "wgnn GPU", "encode µs"] + (["wgnn fp16", "wgnn fp16 GPU"] if fp16 else []) + [
+    head = ["model", "wgnn", "wgnn GPU", "encode µs"] + (["wgnn fp16", "wgnn fp16 GPU"] if fp16 else []) + (
+            [f"ORT {ortv} WebGPU fp16"] if ort16 else []) + [
             "PyTorch fp32", "PyTorch fp16", f"ORT {ortv} WebGPU",
             f"ORT {ortv} CPU", "target", "wgnn / target"]
     lines.append("| " + " | ".join(head) + " |")
@@ -408,6 +459,7 @@ def report(files, out, name):
         ratio = f"{wv / target:.1f}×" if (wv is not None and target) else "—"
         tcell = f"≤{target:g}" if target else ("n/a (mini)" if mini else "—")
         w16 = [cell(m, "wgnn-fp16"), cell(m, "wgnn-fp16", "gpu_ms")] if fp16 else []
+        w16 += [cell(m, "ort-webgpu-fp16")] if ort16 else []
         lines.append("| " + " | ".join([label, w, cell(m, "wgnn", "gpu_ms"), enc] + w16 + [cell(m, "torch-fp32"),
                                         cell(m, "torch-fp16"), cell(m, "ort-webgpu"), cell(m, "ort-cpu"), tcell,
                                         ratio]) + " |")
@@ -450,6 +502,8 @@ def make_chart(results, models, path, meta, mini):
     series = [("wgnn", "wgnn", "#1f77b4")]
     if any(tool == "wgnn-fp16" for (_, tool) in results):
         series.append(("wgnn-fp16", "wgnn fp16", "#9467bd"))
+    if any(tool == "ort-webgpu-fp16" for (_, tool) in results):
+        series.append(("ort-webgpu-fp16", f"ORT {meta.get('ort_version', '?')} WebGPU fp16", "#e377c2"))
     series += [("torch-fp32", "PyTorch fp32", "#ff7f0e"),
               ("torch-fp16", "PyTorch fp16", "#2ca02c"),
               ("ort-webgpu", f"ORT {meta.get('ort_version', '?')} WebGPU", "#d62728")]

@@ -7,7 +7,9 @@
 //                     [--input NAME=FILE.npy]... [--shape NAME=1x3x224x224]... [--seed N]
 //
 // Inputs not given get seeded random data of the declared shape (floats
-// uniform in [-1, 1), integers 0..3); --shape sets dynamic dims.
+// uniform in [-1, 1), float16 ones as IEEE half bits, integers 0..3); --shape
+// sets dynamic dims. A float16 model (float16 inputs, e.g. export.py --half)
+// takes '<f2' .npy files, or the random float16 data.
 // bench/make_ort_peer.sh packs this file as bench.js beside onnxruntime-node
 // and a node binary.
 const fs = require('fs');
@@ -89,11 +91,42 @@ function generator(seed) {
   };
 }
 
+// The IEEE binary16 bits of a number, rounded to nearest even (onnxruntime-node
+// takes float16 data as a Uint16Array of such bits).
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+function halfBits(v) {
+  f32[0] = v;
+  const x = u32[0];
+  const sign = (x >>> 16) & 0x8000;
+  const exp = (x >>> 23) & 0xff;
+  let mant = x & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);  // inf, NaN
+  const e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00;  // beyond 65504 after rounding: inf
+  let h, rem, halfway;
+  if (e <= 0) {  // a subnormal half, or zero
+    if (e < -10) return sign;
+    mant |= 0x800000;
+    const shift = 14 - e;
+    h = mant >>> shift;
+    rem = mant & ((1 << shift) - 1);
+    halfway = 1 << (shift - 1);
+  } else {
+    h = (e << 10) | (mant >>> 13);
+    rem = mant & 0x1fff;
+    halfway = 0x1000;
+  }
+  if (rem > halfway || (rem === halfway && (h & 1))) h++;  // a carry moves into the exponent, as it should
+  return sign | h;
+}
+
 function randomTensor(name, type, dims, rnd) {
   const n = dims.reduce((x, y) => x * y, 1);
   const fill = (arr, f) => { for (let i = 0; i < n; i++) arr[i] = f(); return new ort.Tensor(type, arr, dims); };
   switch (type) {
     case 'float32': return fill(new Float32Array(n), () => rnd() * 2 - 1);
+    case 'float16': return fill(new Uint16Array(n), () => halfBits(rnd() * 2 - 1));
     case 'int64': return fill(new BigInt64Array(n), () => BigInt(Math.floor(rnd() * 4)));
     case 'int32': return fill(new Int32Array(n), () => Math.floor(rnd() * 4));
     case 'bool': return fill(new Uint8Array(n), () => (rnd() < 0.5 ? 0 : 1));

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # On the GPU machine: whole models timed by wgnn, PyTorch eager fp32 and fp16
 # (CUDA) and ONNX Runtime WebGPU and CPU in one run (bench/compare_models.py).
+# ONNX Runtime WebGPU also times each zoo model exported in float16 (the tool
+# ort-webgpu-fp16: scripts/models/export.py --half, model.half() traced on
+# CUDA; the column "ORT WebGPU fp16", beside wgnn fp16 with FP16=1): ONNX
+# Runtime at the precision of `wgnn bench --fp16`. Not for ISNet, whose file
+# is already a float16 graph. SKIP=ort-webgpu-fp16 leaves it out.
 #
 #   bash bench/run_compare.sh [all | NAME,NAME,...]     (default: all)
 #
@@ -14,7 +19,8 @@
 # larger sets can run in several calls (NAME=... per call) and be merged with
 #   python3 bench/compare_models.py --report-only A.jsonl B.jsonl --out docs/results
 # Variables: RUNS (50), WARMUP (10), CPU_RUNS (5), OPSET (17), DYNAMO=1,
-# TIMEOUT (seconds per step, 240), NAME (models_h200), ISNET, SKIP (tools),
+# TIMEOUT (seconds per step, 240), NAME (models_h200), ISNET, SKIP (tools, comma-
+# separated: wgnn, torch-fp32, torch-fp16, ort-webgpu, ort-webgpu-fp16, ort-cpu),
 # FP16=1 (also wgnn in float16 mode: compare_models.py --wgnn-fp16),
 # WGNN (the wgnn binary, default build/wgnn; with build-source/wgnn the
 # Dawn built from source is used, with subgroup matrices: float16 on NVIDIA

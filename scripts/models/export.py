@@ -1,6 +1,6 @@
 """Export zoo models (scripts/models/zoo.py) to ONNX, with their inputs.
 
-usage: export.py --model NAME|all --opset N [--mini] --out DIR [--dynamo]
+usage: export.py --model NAME|all --opset N [--mini] --out DIR [--dynamo] [--half]
 
 Writes DIR/NAME[_mini]_opsetN.onnx and DIR/NAME[_mini]_opsetN_inputs/<input>.npy,
 checks the model with onnx.checker and prints one line per model. Without
@@ -8,6 +8,14 @@ checks the model with onnx.checker and prints one line per model. Without
 eval-mode model, which keeps BatchNormalization nodes (EVAL mode would fold
 them into the convolutions). --dynamo takes torch.export's exporter (torch
 2.x). Exit status 1 when any export fails.
+
+--half exports the model in float16 instead: model.half(), its floating-point
+inputs cast to float16 (integer inputs such as token ids stay as they are),
+traced on CUDA when torch.cuda.is_available(), else on the CPU (where a torch
+without float16 CPU kernels for the model's ops fails, saying so). It writes
+DIR/NAME[_mini]_opsetN_fp16.onnx and DIR/NAME[_mini]_opsetN_fp16_inputs/ (the
+float inputs as float16 .npy), beside the float32 export, which is unchanged:
+the model ONNX Runtime runs at the precision of `wgnn bench --fp16`.
 """
 import argparse
 import inspect
@@ -25,8 +33,42 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from zoo import MODELS  # noqa: E402
 
 
-def base_name(name, opset, mini):
-    return f"{name}{'_mini' if mini else ''}_opset{opset}"
+def base_name(name, opset, mini, half=False):
+    return f"{name}{'_mini' if mini else ''}_opset{opset}{'_fp16' if half else ''}"
+
+
+def to_half(model, inputs):
+    """model.half() on CUDA when there is one, else on the CPU, and its
+    floating-point inputs cast to float16 there; one forward pass first, so a
+    float16 kernel the CPU lacks fails here with a message that says so."""
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = model.to(dev).half()
+    inputs = {k: (v.to(dev).half() if v.is_floating_point() else v.to(dev)) for k, v in inputs.items()}
+    try:
+        with torch.no_grad():
+            model(*inputs.values())
+    except RuntimeError as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        if dev.type == "cpu" and "Half" in first:
+            raise RuntimeError(f"float16 export on the CPU: torch {torch.__version__} has no CPU float16 kernel for "
+                               f"this model ({first}); export --half where CUDA is available") from e
+        raise
+    return model, inputs, dev.type
+
+
+def check_half_inputs(path, inputs):
+    """The float16 export's graph inputs: float16 where the zoo's input is a
+    floating-point tensor, the zoo's integer type otherwise."""
+    m = onnx.load(path, load_external_data=False)
+    kinds = {i.name: i.type.tensor_type.elem_type for i in m.graph.input}
+    for k, v in inputs.items():
+        want = onnx.TensorProto.FLOAT16 if v.is_floating_point() else None
+        got = kinds.get(k)
+        if want is not None and got != want:
+            raise RuntimeError(f"input '{k}' of the float16 export is {onnx.TensorProto.DataType.Name(got or 0)}, "
+                               "not FLOAT16")
+        if want is None and got in (onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT):
+            raise RuntimeError(f"integer input '{k}' became {onnx.TensorProto.DataType.Name(got)}")
 
 
 def rename_io(path, in_names, out_names):
@@ -49,11 +91,14 @@ def rename_io(path, in_names, out_names):
     onnx.save(m, path)
 
 
-def export_one(name, opset, mini, out, dynamo):
+def export_one(name, opset, mini, out, dynamo, half=False):
     spec = MODELS[name]
     model = spec.build(mini)
     inputs = spec.inputs(mini)
-    base = base_name(name, opset, mini)
+    where = "cpu"
+    if half:
+        model, inputs, where = to_half(model, inputs)
+    base = base_name(name, opset, mini, half)
     path = os.path.join(out, base + ".onnx")
     params = inspect.signature(torch.onnx.export).parameters
     kw = dict(input_names=list(inputs), output_names=list(spec.output_names), opset_version=opset)
@@ -83,14 +128,17 @@ def export_one(name, opset, mini, out, dynamo):
     seconds = time.time() - t0
     rename_io(path, list(inputs), list(spec.output_names))
     onnx.checker.check_model(path)
+    if half:
+        check_half_inputs(path, inputs)
     m = onnx.load(path, load_external_data=False)
     ops = Counter(n.op_type for n in m.graph.node)
     indir = os.path.join(out, base + "_inputs")
     os.makedirs(indir, exist_ok=True)
     for k, v in inputs.items():
-        np.save(os.path.join(indir, k + ".npy"), v.numpy())
+        np.save(os.path.join(indir, k + ".npy"), v.cpu().numpy())
     opsets = ",".join(f"{o.domain or 'ai.onnx'}:{o.version}" for o in m.opset_import)
-    print(f"OK {base}.onnx ({'dynamo' if dynamo else 'torchscript'}, {opsets}, "
+    print(f"OK {base}.onnx ({'dynamo' if dynamo else 'torchscript'}"
+          f"{', float16 on ' + where if half else ''}, {opsets}, "
           f"{os.path.getsize(path) / 2**20:.1f} MiB, {len(m.graph.node)} nodes, "
           f"BatchNormalization {ops.get('BatchNormalization', 0)}, {seconds:.0f} s) "
           f"ops: {' '.join(f'{k}:{v}' for k, v in sorted(ops.items()))}", flush=True)
@@ -104,6 +152,9 @@ def main():
     ap.add_argument("--mini", action="store_true", help="the reduced model (same blocks, small)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--dynamo", action="store_true", help="torch.export's exporter (torch 2.x)")
+    ap.add_argument("--half", action="store_true",
+                    help="export in float16 (model.half(), float inputs as float16; on CUDA when available) "
+                         "as NAME[_mini]_opsetN_fp16.onnx")
     a = ap.parse_args()
     names = list(MODELS) if a.model == "all" else [a.model]
     for n in names:
@@ -113,12 +164,12 @@ def main():
     failed = 0
     for n in names:
         try:
-            export_one(n, a.opset, a.mini, a.out, a.dynamo)
+            export_one(n, a.opset, a.mini, a.out, a.dynamo, a.half)
         except Exception as e:  # noqa: BLE001 - report, go on with the others
             failed += 1
             traceback.print_exc()
             msg = str(e).strip().splitlines()
-            print(f"FAIL {base_name(n, a.opset, a.mini)}.onnx ({'dynamo' if a.dynamo else 'torchscript'}): "
+            print(f"FAIL {base_name(n, a.opset, a.mini, a.half)}.onnx ({'dynamo' if a.dynamo else 'torchscript'}): "
                   f"{type(e).__name__}: {msg[0] if msg else ''}", flush=True)
     sys.exit(1 if failed else 0)
 

@@ -652,8 +652,9 @@ class DecoderLike(nn.Module):
 
     def forward(self, input_ids, encoder_hidden_states):
         s = input_ids.shape[1]
-        x = self.norm_embed(self.embed(input_ids) + self.pos(torch.arange(s) + 2))
-        mask = torch.triu(torch.full((s, s), torch.finfo(x.dtype).min), diagonal=1)[None, None]
+        x = self.norm_embed(self.embed(input_ids) + self.pos(torch.arange(s, device=input_ids.device) + 2))
+        mask = torch.full((s, s), torch.finfo(x.dtype).min, dtype=x.dtype, device=x.device)
+        mask = torch.triu(mask, diagonal=1)[None, None]
         for layer in self.layers:
             x = layer(x, encoder_hidden_states, mask)
         return x
