@@ -16,6 +16,7 @@ OpRegistry& OpRegistry::global() {
     register_conv_ops(*reg);
     register_matmul_ops(*reg);
     register_resize_ops(*reg);
+    register_attention_ops(*reg);
     return reg;
   }();
   return *r;

@@ -39,5 +39,6 @@ void register_reduce_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
 void register_matmul_ops(OpRegistry& r);
 void register_resize_ops(OpRegistry& r);
+void register_attention_ops(OpRegistry& r);
 
 }  // namespace wgnn::ops

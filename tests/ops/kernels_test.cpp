@@ -1,5 +1,5 @@
 // Every kernel template of ops/kernels compiles in each storage variant
-// (f32 and f16, vec4 and scalar).
+// (f32 and f16, vec4 and scalar; matmul and attention in several tiles).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -37,6 +37,24 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
                                                           {"64", "64", "4", "4"}, {"64", "128", "4", "8"},
                                                           {"128", "128", "8", "8"}}
                 : std::vector<std::array<const char*, 4>>{{"", "", "", ""}};
+        // attention.wgsl's head dims and tiles (D, DV, BQ, KS, BK, TILE, CW as
+        // ops/attention.cpp derives them): one thread per query, key splits,
+        // head dims not multiples of 4, 128.
+        if (text.find("{{BQ}}") != std::string_view::npos) {
+          subs.emplace_back("M", dt == DType::F16 ? "f16" : "f32");
+          for (const auto& t : std::vector<std::array<const char*, 7>>{{"64", "64", "32", "4", "32", "1088", "8"},
+                                                                       {"3", "5", "64", "1", "8", "64", "1"},
+                                                                       {"80", "40", "4", "32", "32", "1024", "5"},
+                                                                       {"128", "128", "8", "16", "16", "1056", "8"}}) {
+            SCOPED_TRACE(fmt::format("D={} DV={} BQ={} KS={} BK={}", t[0], t[1], t[2], t[3], t[4]));
+            ops::Subs s2 = subs;
+            const char* names[] = {"D", "DV", "BQ", "KS", "BK", "TILE", "CW"};
+            for (size_t i = 0; i < 7; ++i) s2.emplace_back(names[i], t[i]);
+            EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
+            ++compiled;
+          }
+          continue;
+        }
         for (const auto& t : tiles) {
           ops::Subs s2 = subs;
           if (*t[0]) {
