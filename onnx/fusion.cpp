@@ -354,7 +354,7 @@ bool attention(const Index& ix, int sm, const std::set<int>& taken, Fusion& f) {
     f.scales.emplace_back(k, false);
     cur = val;
     p = producer(cur);
-  } else if (p >= 0 && !taken.count(p) && ix.is(p, "Div", 2) && ix.node(p).input(0) == cur &&
+  } else if (p >= 0 && !taken.count(p) && ix.is(p, "Div", 2) && !ix.is_const(ix.node(p).input(0)) &&
              ix.is_const(ix.node(p).input(1))) {
     f.nodes.push_back(p);
     f.scales.emplace_back(ix.node(p).input(1), true);
