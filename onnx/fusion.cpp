@@ -815,6 +815,7 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, const onnx::GraphPr
   const int64_t Dv = view[2].size[rank - 1];
   if (view[1].size[rank - 1] != D || view[2].size[rank - 2] != S) return std::nullopt;
   if (D < 1 || Dv < 1 || D > kMaxHeadDim || Dv > kMaxHeadDim || L < 1 || S < 1) return std::nullopt;
+  if (const char* env = std::getenv("WGNN_ATTENTION_MAX_KEYS"); env && *env && S > std::atoll(env)) return std::nullopt;
   int64_t axis = attr_int(sm, "axis", opset >= 13 ? -1 : 1);
   if (axis < 0) axis += int64_t(rank);
   if (axis != int64_t(rank) - 1) return std::nullopt;

@@ -170,6 +170,15 @@ Tile choose_tile(const Args& a, int64_t BH, int64_t L, int64_t S, int64_t D, int
     return t;
   }
   const uint64_t budget = std::min<uint64_t>(limit, 32768);
+  // Long sequences with enough queries: a thread per query and no key
+  // split (the warp's 32 queries read each staged key row as a broadcast;
+  // no merge). On an H200 the Whisper-base encoder's 8 x 1500 x 1500
+  // attention ran 1.45x faster so (128x1x32) than with the split tiles
+  // below (32x4x32), and 2.2x faster than 64x2x32 (docs/BENCHMARKS.md).
+  if (L >= 128 && BH * int64_t(gpu::ceil_div(uint64_t(L), 128)) >= 64 && max_threads >= 128) {
+    const Tile t = complete(128, 1, 32, D, DV);
+    if (t.bytes() <= budget) return t;
+  }
   const int64_t lmax = pow2_at_least(L);
   const std::array<int64_t, 7> ladder = {64, 32, 16, 8, 4, 2, 1};
   int64_t bq = 0;
