@@ -254,6 +254,39 @@ ConvCase conv_case(const char* name, int64_t n, int64_t cin, int64_t cout, int64
   return {name, n, cin, cout, h, w, k, k, stride, stride, pad, pad, pad, pad, dil, dil, bias, act};
 }
 
+const std::vector<ConvCase>& conv_cases() {
+  static const std::vector<ConvCase> cases = [] {
+    std::vector<ConvCase> v = {
+        conv_case("3x3 pad 1", 1, 16, 32, 16, 16, 3, 1, 1, 1),
+        conv_case("3x3 pad 1 no bias", 1, 24, 40, 8, 12, 3, 1, 1, 1, false),
+        conv_case("3x3 stride 2", 1, 8, 24, 16, 16, 3, 2, 1, 1),
+        conv_case("5x5 pad 2", 1, 8, 16, 12, 10, 5, 1, 2, 1),
+        conv_case("3x3 dilation 2", 1, 16, 40, 14, 12, 3, 1, 2, 2, true, "relu"),
+        conv_case("7x7 stride 2 pad 3", 1, 8, 64, 32, 32, 7, 2, 3, 1),
+        conv_case("odd height, 13x16", 2, 16, 24, 13, 16, 3, 1, 1, 1, true, "clamp"),
+        conv_case("3x3 no padding, 10x10 -> 8x8", 2, 8, 16, 10, 10, 3, 1, 0, 1, false, "relu"),
+        conv_case("1x1 stride 2", 2, 32, 64, 16, 16, 1, 2, 0, 1),
+        conv_case("batch 2 relu", 2, 32, 48, 12, 12, 3, 1, 1, 1, true, "relu"),
+        conv_case("batch 2 clamp", 2, 16, 136, 8, 16, 3, 1, 1, 1, true, "clamp"),
+        conv_case("many channels", 1, 160, 72, 8, 8, 3, 1, 1, 1),
+        // Fall back to the regular kernel: OH*OW or K not a multiple of 8.
+        conv_case("15x15 output (fallback)", 1, 16, 24, 15, 15, 3, 1, 1, 1, true, "relu"),
+        conv_case("3 input channels (fallback)", 1, 3, 16, 16, 16, 3, 1, 1, 1, true, "clamp"),
+        conv_case("3x3 stride 2 on 17x17 (fallback)", 2, 8, 16, 17, 17, 3, 2, 1, 1),
+    };
+    // Asymmetric (ONNX) pads, a non-square kernel with two strides and
+    // dilations, a 1-D convolution.
+    v.push_back({"asymmetric pads", 1, 8, 24, 11, 16, 3, 3, 1, 1, 0, 2, 2, 0, 1, 1, true, "none"});
+    v.push_back({"3x5 strides 2x1 dilations 1x2", 2, 8, 16, 12, 20, 3, 5, 2, 1, 1, 4, 1, 4, 1, 2, true, "relu"});
+    v.push_back({"1x7 pad 3", 1, 8, 16, 6, 20, 1, 7, 1, 1, 0, 3, 0, 3, 1, 1, false, "none"});
+    ConvCase one_d{"1-D k=3 pad 1", 2, 16, 24, 1, 40, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, true, "none"};
+    one_d.one_d = true;
+    v.push_back(one_d);
+    return v;
+  }();
+  return cases;
+}
+
 struct ConvData {
   std::vector<float> x, w, b;
 };
@@ -389,6 +422,54 @@ TEST(SubgroupMatmulWgsl, ConvolutionModeForEveryTileShape) {
   bad = {};
   bad.conv = true, bad.ablate = 1;
   EXPECT_THROW(ops::subgroup_matmul_wgsl(bad), Error);
+}
+
+// Float16 KxK convolutions (one group) on subgroup matrices, against a
+// double reference and the regular kernel, with the tile heuristic, then
+// with each tile configuration on a few cases.
+TEST(SubgroupMatmul, Convolution) {
+  gpu::Context& c = unsafe_ctx();
+  if (!ops::subgroup_matmul_supported(c)) GTEST_SKIP() << "no f16 subgroup matrices with this Dawn and adapter";
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16 for the regular kernel";
+  check_conv_cases(c, conv_cases(), "subgroup-matrix");
+  const std::vector<ConvCase> few = {conv_cases()[2], conv_cases()[6], conv_cases()[16], conv_cases()[18]};
+  for (const char* text : kConvConfigs) {
+    SCOPED_TRACE(text);
+    ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", text);
+    check_conv_cases(c, few, "subgroup-matrix");
+  }
+}
+
+// A convolution whose tiles are 128x128 by the heuristic (at least 256 of
+// them) on subgroup matrices.
+TEST(SubgroupMatmul, ConvolutionLarge) {
+  gpu::Context& c = unsafe_ctx();
+  if (!ops::subgroup_matmul_supported(c)) GTEST_SKIP() << "no f16 subgroup matrices with this Dawn and adapter";
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16 for the regular kernel";
+  check_conv_cases(c, {conv_case("128 channels 128x128 batch 2", 2, 32, 128, 128, 128, 3, 1, 1, 1, true, "relu")},
+                   "subgroup-matrix");
+}
+
+// The same kernels emulated (WGNN_SUBGROUP_MATMUL=emulate: scalar code in
+// place of subgroup matrices) run on any device with shader-f16: the
+// convolution mode's gather, staging and epilogue checked on every tile
+// configuration where there are no tensor cores (lavapipe).
+TEST(SubgroupMatmulEmulated, Convolution) {
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  check_conv_cases(ctx(), conv_cases(), "subgroup-matrix");
+  const std::vector<ConvCase> few = {conv_cases()[2], conv_cases()[6], conv_cases()[16], conv_cases()[18]};
+  for (const char* text : kConvConfigs) {
+    SCOPED_TRACE(text);
+    ops::SubgroupMatmulConfig cfg = ops::parse_subgroup_matmul_config(text);
+    cfg.emulate = true, cfg.conv = true, cfg.out_f16 = true, cfg.bias = true, cfg.bias_f16 = true, cfg.act = 3;
+    if (!ops::subgroup_matmul_supported(ctx(), cfg)) {  // lavapipe: 32 KB of workgroup memory
+      std::cout << "  " << text << ": more workgroup memory or threads than this device has, skipped\n";
+      continue;
+    }
+    ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", text);
+    check_conv_cases(ctx(), few, "emulated");
+  }
 }
 
 // The emulated kernel against the reference on plain products and a 1x1
