@@ -14,6 +14,11 @@
 //     with few output tiles and a long reduction, split-K (partial sums
 //     over ranges of the reduction, then kernels/conv_splitk.wgsl).
 // Bias is fused; f32 and f16 storage, f32 math.
+// In float16 on a device with subgroup matrices (ops/subgroup_matmul.h),
+// forward convolutions with one group run on them first: 1x1 (stride 1, no
+// padding) as a plain product per image, other 2-D and 1-D ones as an
+// implicit GEMM whose B tile the kernel gathers from the input; the kernels
+// above take what they decline (sizes not multiples of 8, 3-D, groups).
 //
 // Pooling: kernels/pool.wgsl (one thread per output: max with optional
 // argmax, average, adaptive average), and kernels/global_pool.wgsl for a
@@ -316,6 +321,24 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     q.act = s.act == 1 ? 3 : s.act == 2 ? 4 : 0;
     q.lo = s.lo, q.hi = s.hi;
     if (record_subgroup_gemm(g, q, a.op, "conv 1x1")) return y;
+  }
+  // Any other float16 2-D (or 1-D) convolution with one group: an implicit
+  // GEMM on subgroup matrices, W [Co, Ci*KH*KW] @ im2col(X[n]) per image,
+  // the im2col tile gathered from x in the kernel.
+  if (!pointwise && !s.transposed && groups == 1 && d <= 2) {
+    SubgroupConv q;
+    q.x = x, q.w = w, q.bias = b, q.out = y;
+    q.batch = n, q.cin = cin, q.h = in[1], q.w_in = in[2], q.cout = cout, q.oh = out[1], q.ow = out[2];
+    q.kh = k[1], q.kw = k[2];
+    q.stride_h = s.stride[1], q.stride_w = s.stride[2], q.top = s.pad_begin[1], q.left = s.pad_begin[2];
+    q.dil_h = s.dil[1], q.dil_w = s.dil[2];
+    q.act = s.act == 1 ? 3 : s.act == 2 ? 4 : 0;
+    q.lo = s.lo, q.hi = s.hi;
+    auto pair = [](int64_t u, int64_t v) { return u == v ? fmt::format("{}", u) : fmt::format("{}x{}", u, v); };
+    std::string what = fmt::format("conv {}x{}", k[1], k[2]);
+    if (s.stride[1] != 1 || s.stride[2] != 1) what += " stride " + pair(s.stride[1], s.stride[2]);
+    if (s.dil[1] != 1 || s.dil[2] != 1) what += " dilation " + pair(s.dil[1], s.dil[2]);
+    if (record_subgroup_conv(g, q, a.op, what)) return y;
   }
   const int64_t kred = cin_g * kvol;
   const int64_t npix = n * out_vol;

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 
 #include "gpu/context.h"
@@ -36,7 +37,8 @@ uint32_t SubgroupMatmulConfig::workgroup_bytes() const {
 std::string SubgroupMatmulConfig::name() const {
   return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
                      out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
-         (act == 1 ? " gelu" : act == 2 ? " gelu-tanh" : act == 3 ? " relu" : act == 4 ? " clamp" : "") + (ablate ? fmt::format(" ablate{}", ablate) : "");
+         (act == 1 ? " gelu" : act == 2 ? " gelu-tanh" : act == 3 ? " relu" : act == 4 ? " clamp" : "") + (ablate ? fmt::format(" ablate{}", ablate) : "") +
+         (conv ? " conv" : "") + (emulate ? " emulated" : "");
 }
 
 namespace {
@@ -82,6 +84,21 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
                      (c.bm * c.bk / 8) % 32 == 0 && (c.bk * c.bn / 8) % 32 == 0;
   if (!valid)
     throw Error(fmt::format("invalid subgroup matmul configuration: {}", c.name()));
+  // Convolution mode: thread t stages columns of the B tile, the same ones
+  // for the whole kernel, and rows r0, r0 + RS, r0 + 2 RS, ... of each tile.
+  // Threads covering whole rows (T % BN == 0): column t % BN, r0 = t / BN,
+  // RS = T / BN; wider tiles (BN % T == 0): columns t, t + T, ..., every row.
+  const uint32_t RS = c.bn <= T ? T / c.bn : 1, NCOL = c.bn <= T ? 1 : c.bn / T, JR = c.bk / RS;
+  if (c.conv) {
+    if (!((T % c.bn == 0 && c.bk % (T / c.bn) == 0) || c.bn % T == 0))
+      throw Error(fmt::format("subgroup matmul configuration {}: the convolution mode needs the {} threads to cover whole "
+                              "rows of the {}x{} B tile, or BN to be a multiple of the threads",
+                              c.name(), T, c.bk, c.bn));
+    if (c.a_trans || c.b_trans || c.full_tiles || c.ablate)
+      throw Error(fmt::format("subgroup matmul configuration {}: the convolution mode takes no transposed operands, full "
+                              "tiles or ablations", c.name()));
+  }
+  if (c.emulate && c.ablate) throw Error("the emulated kernel takes no ablations");
   const uint32_t TM = c.bm / c.sg_m / 16, TN = c.bn / c.sg_n / 16;
   // Workgroup tiles, rows padded by 8 halves (16 bytes) against bank
   // conflicts: A as [BM][BK] (or [BK][BM] when A is transposed in memory),
@@ -98,16 +115,25 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   std::string s;
   auto add = [&](const std::string& line) { s += line; s += '\n'; };
   add("enable f16;");
-  add("enable chromium_experimental_subgroup_matrix;");
-  add("diagnostic(off, chromium.subgroup_matrix_uniformity);");
+  if (!c.emulate) {
+    add("enable chromium_experimental_subgroup_matrix;");
+    add("diagnostic(off, chromium.subgroup_matrix_uniformity);");
+  }
   add("struct Params { M: u32, N: u32, K: u32, tiles_n: u32, a_batch: u32, b_batch: u32, c_batch: u32,");
   add("  bias_batch: u32, bias_sm: u32, bias_sn: u32, pad0: u32, pad1: u32, alpha: f32, beta: f32,");
-  add("  lo: f32, hi: f32 }");
+  if (c.conv) {  // SubgroupConvParams
+    add("  lo: f32, hi: f32, in_h: u32, in_w: u32, in_hw: u32, chw: u32, out_w: u32, khw: u32, kw: u32, cpad0: u32,");
+    add("  stride_h: u32, stride_w: u32, top: u32, left: u32, dil_h: u32, dil_w: u32, span_h: u32, span_w: u32,");
+    add("  step_c: u32, step_y: u32, step_x: u32, cpad1: u32 }");
+  } else {
+    add("  lo: f32, hi: f32 }");
+  }
   const bool no_scratch = c.full_tiles;
   if (c.full_tiles && (c.bias || c.out_f16 || c.act)) throw Error("the full-tile variant has no bias, activation or float16 output");
   if (c.act > 4) throw Error(fmt::format("invalid subgroup matmul activation {}", c.act));
   add("@group(0) @binding(0) var<storage, read> A: array<vec4<u32>>;");
-  add("@group(0) @binding(1) var<storage, read> B: array<vec4<u32>>;");
+  add(c.conv ? "@group(0) @binding(1) var<storage, read> X: array<f16>;"
+             : "@group(0) @binding(1) var<storage, read> B: array<vec4<u32>>;");
   add(fmt::format("@group(0) @binding(2) var<storage, read_write> C: array<{}>;", c.out_f16 ? "vec4<u32>" : "f32"));
   add("@group(0) @binding(3) var<uniform> P: Params;");
   if (c.bias) add(fmt::format("@group(0) @binding(4) var<storage, read> BIAS: array<{}>;", c.bias_f16 ? "f16" : "f32"));
@@ -123,6 +149,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   // bottleneck of the whole kernel when measured); rotating the word order
   // per thread spreads one store instruction over all banks.
   for (const char* arr : {"sa", "sb"}) {
+    if (c.conv && std::string_view(arr) == "sb") continue;  // B is gathered in scalars
     add(fmt::format("fn put_{}(i: u32, v: vec4<u32>, rot: u32) {{", arr));
     // r[w] = v[(w + rot) % 4] with selects (a dynamic vector index is slower).
     add("  let r1 = select(v, v.yzwx, (rot & 1u) != 0u);");
@@ -134,6 +161,46 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     }
     add("}");
   }
+
+  if (c.emulate) {
+    // A 16x16 subgroup matrix as a lane sees it here: a left / right
+    // operand is its offset in sa / sb (read where it is multiplied, before
+    // the next barrier, so the same values), a result is the lane's 8
+    // elements (row lane / 2, columns (lane % 2) * 8 + 0..7) as the columns
+    // of a mat2x4. The loop's bound is 16 + P.pad0 (0): a bound the shader
+    // compiler cannot unroll keeps lavapipe's compile time down (the
+    // unrolled 128x128 kernel took minutes).
+    add("fn emu_mac(acc: mat2x4<f32>, l: u32, r: u32, lane: u32) -> mat2x4<f32> {");
+    add("  var o = acc; let row = lane / 2u; let c0 = (lane % 2u) * 8u;");
+    add("  for (var k = 0u; k < 16u + P.pad0; k++) {");
+    add(fmt::format("    let a = f32(sa[l + {}]);", c.a_trans ? "k * AS + row" : "row * AS + k"));
+    auto b_at = [&](uint32_t e) {
+      return c.b_trans ? fmt::format("f32(sb[r + (c0 + {}u) * BS + k])", e) : fmt::format("f32(sb[r + k * BS + c0 + {}u])", e);
+    };
+    for (uint32_t h = 0; h < 2; ++h)
+      add(fmt::format("    o[{}] += a * vec4<f32>({}, {}, {}, {});", h, b_at(4 * h), b_at(4 * h + 1), b_at(4 * h + 2),
+                      b_at(4 * h + 3)));
+    add("  }");
+    add("  return o;");
+    add("}");
+    std::vector<std::string> dsts;
+    if (!no_scratch) dsts.push_back("sc");
+    if (!c.out_f16) dsts.push_back("C");
+    for (const std::string& dst : dsts) {
+      add(fmt::format("fn emu_store_{}(base: u32, v: mat2x4<f32>, lane: u32, stride: u32) {{", dst));
+      add("  let o = base + (lane / 2u) * stride + (lane % 2u) * 8u;");
+      for (uint32_t e = 0; e < 8; ++e) add(fmt::format("  {}[o + {}u] = v[{}][{}];", dst, e, e / 4, e % 4));
+      add("}");
+    }
+  }
+  // A result matrix stored (column-major: never) at `off` of `dst` with a row stride.
+  auto store_mat = [&](const std::string& ind, const std::string& dst, const std::string& off, const std::string& acc,
+                       const std::string& stride) {
+    if (c.emulate)
+      add(fmt::format("{}emu_store_{}({}, {}, lane, {});", ind, dst, off, acc, stride));
+    else
+      add(fmt::format("{}subgroupMatrixStore(&{}, {}, {}, false, {});", ind, dst, off, acc, stride));
+  };
 
   if (c.act == 1) add(std::string(gpu::shader_source("ops/kernels/lib/erf.wgsl")));
   if (!no_scratch) {
@@ -176,17 +243,49 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("  let a_off = bt * P.a_batch; let b_off = bt * P.b_batch;");
   add("  let ktiles = (K + BK - 1u) / BK;");
   add(fmt::format("  let rot_a = {};", c.no_rotation ? "0u" : best_rotation(A_COLS, AS)));
-  add(fmt::format("  let rot_b = {};", c.no_rotation ? "0u" : best_rotation(B_COLS, BS)));
-  for (uint32_t i = 0; i < TM; ++i)
-    for (uint32_t j = 0; j < TN; ++j) add(fmt::format("  var acc{}_{} = subgroup_matrix_result<f32, 16, 16>();", i, j));
+  if (!c.conv) add(fmt::format("  let rot_b = {};", c.no_rotation ? "0u" : best_rotation(B_COLS, BS)));
+  // The result matrices: named variables, or (emulated) an array the
+  // multiplications index at run time (compact code: lavapipe compiles the
+  // unrolled form of the big tiles for minutes).
+  auto acc = [&](uint32_t i, uint32_t j) {
+    return c.emulate ? fmt::format("emu_acc[{}]", i * TN + j) : fmt::format("acc{}_{}", i, j);
+  };
+  if (c.emulate) {
+    add(fmt::format("  var emu_acc: array<mat2x4<f32>, {}>;", TM * TN));
+  } else {
+    for (uint32_t i = 0; i < TM; ++i)
+      for (uint32_t j = 0; j < TN; ++j) add(fmt::format("  var {} = subgroup_matrix_result<f32, 16, 16>();", acc(i, j)));
+  }
   // Per-thread coordinates of its share of the A and B tiles.
   for (uint32_t q = 0; q < NA; ++q) {
     add(fmt::format("  let ar{0} = (lid + {1}u) / {2}u; let ac{0} = ((lid + {1}u) % {2}u) * 8u;", q, q * T, A_COLS / 8));
     add(fmt::format("  var ra{} = vec4<u32>();", q));
   }
-  for (uint32_t q = 0; q < NB; ++q) {
+  for (uint32_t q = 0; q < NB && !c.conv; ++q) {
     add(fmt::format("  let br{0} = (lid + {1}u) / {2}u; let bc{0} = ((lid + {1}u) % {2}u) * 8u;", q, q * T, B_COLS / 8));
     add(fmt::format("  var rb{} = vec4<u32>();", q));
+  }
+  if (c.conv) {
+    // Column slot cs of this thread: output pixel gn (decoded once), the
+    // input coordinates of its tap (0, 0) (iy a huge sentinel past the last
+    // pixel, so that every tap is out of the image) and its address.
+    for (uint32_t cs = 0; cs < NCOL; ++cs) {
+      add(fmt::format("  let gn{0} = n0 + {1}; let oy{0} = gn{0} / P.out_w; let ox{0} = gn{0} - oy{0} * P.out_w;", cs,
+                      RS > 1 || NCOL == 1 ? "lid % BN" : fmt::format("lid + {}u", cs * T)));
+      add(fmt::format("  let iy{0} = select(0x80000000u, oy{0} * P.stride_h - P.top, gn{0} < N); "
+                      "let ix{0} = ox{0} * P.stride_w - P.left;", cs));
+      add(fmt::format("  let px{0} = b_off + iy{0} * P.in_w + ix{0};", cs));
+    }
+    // The thread's first reduction row kr0, decoded into the channel offset
+    // cb = ci * H*W and the tap's offsets yo = ky * dil_h, xo = kx * dil_w;
+    // each later row (tiles are loaded in order) is RS further: a fixed step
+    // with one carry per digit.
+    const std::string r0 = RS > 1 ? "lid / BN" : "0u";
+    add(fmt::format("  let kr0 = {}; let kc0 = kr0 / P.khw; let kk0 = kr0 - kc0 * P.khw; let ky0 = kk0 / P.kw;", r0));
+    add("  var cb = kc0 * P.in_hw; var yo = ky0 * P.dil_h; var xo = (kk0 - ky0 * P.kw) * P.dil_w;");
+    add(fmt::format("  let sbo = {} * BS + {};", r0, RS > 1 || NCOL == 1 ? "lid % BN" : "lid"));
+    for (uint32_t j = 0; j < JR; ++j)
+      for (uint32_t cs = 0; cs < NCOL; ++cs) add(fmt::format("  var vb{}_{} = f16();", j, cs));
   }
   auto load_regs = [&](const std::string& kt, const std::string& ind) {
     for (uint32_t q = 0; q < NA; ++q) {
@@ -199,7 +298,20 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
         add(fmt::format("{0}  if (gm < M && gk < K{2}) {{ ra{1} = A[(a_off + gm * K + gk) / 8u]; }} }}", ind, q, guard));
       }
     }
-    for (uint32_t q = 0; q < NB; ++q) {
+    if (c.conv) {
+      for (uint32_t j = 0; j < JR; ++j) {
+        add(fmt::format("{}{{ let ro = cb + yo * P.in_w + xo; let rk = cb < P.chw;", ind));
+        for (uint32_t cs = 0; cs < NCOL; ++cs)
+          add(fmt::format("{0}  {{ let iy = iy{2} + yo; let ix = ix{2} + xo; vb{1}_{2} = f16(); "
+                          "if (rk && iy < P.in_h && ix < P.in_w) {{ vb{1}_{2} = X[px{2} + ro]; }} }}",
+                          ind, j, cs));
+        add(fmt::format("{}  xo += P.step_x; let cx = xo >= P.span_w; xo = select(xo, xo - P.span_w, cx);", ind));
+        add(fmt::format("{}  yo += P.step_y + select(0u, P.dil_h, cx); let cy = yo >= P.span_h; "
+                        "yo = select(yo, yo - P.span_h, cy);", ind));
+        add(fmt::format("{}  cb += P.step_c + select(0u, P.in_hw, cy); }}", ind));
+      }
+    }
+    for (uint32_t q = 0; q < NB && !c.conv; ++q) {
       const std::string guard = (q + 1) * T > TOTAL_B ? fmt::format(" && br{} < {}u", q, B_ROWS) : std::string();
       if (c.b_trans) {
         add(fmt::format("{0}{{ let gn = n0 + br{1}; let gk = {2} * BK + bc{1}; rb{1} = vec4<u32>();", ind, q, kt));
@@ -215,7 +327,11 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       add(fmt::format("{0}{4}put_sa({1} * {2}u + ar{3} * AS + ac{3}, ra{3}, rot_a);{5}", ind, buf, SA_STAGE, q,
                       (q + 1) * T > TOTAL_A ? fmt::format("if (ar{} < {}u) {{ ", q, A_ROWS) : std::string(),
                       (q + 1) * T > TOTAL_A ? " }" : ""));
-    for (uint32_t q = 0; q < NB; ++q)
+    if (c.conv)
+      for (uint32_t j = 0; j < JR; ++j)
+        for (uint32_t cs = 0; cs < NCOL; ++cs)
+          add(fmt::format("{}sb[{} * {}u + sbo + {}u] = vb{}_{};", ind, buf, SB_STAGE, j * RS * BS + cs * T, j, cs));
+    for (uint32_t q = 0; q < NB && !c.conv; ++q)
       add(fmt::format("{0}{4}put_sb({1} * {2}u + br{3} * BS + bc{3}, rb{3}, rot_b);{5}", ind, buf, SB_STAGE, q,
                       (q + 1) * T > TOTAL_B ? fmt::format("if (br{} < {}u) {{ ", q, B_ROWS) : std::string(),
                       (q + 1) * T > TOTAL_B ? " }" : ""));
@@ -240,26 +356,34 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("    }");
   // Offsets of result row block i / column block j at depth step ks.
   auto a_frag = [&](uint32_t i, uint32_t ks) {
-    return c.a_trans ? fmt::format("abase + {}u, true", ks * 16 * AS + i * 16)
-                     : fmt::format("abase + {}u, false", i * 16 * AS + ks * 16);
+    return fmt::format("abase + {}u", c.a_trans ? ks * 16 * AS + i * 16 : i * 16 * AS + ks * 16);
   };
   auto b_frag = [&](uint32_t j, uint32_t ks) {
-    return c.b_trans ? fmt::format("bbase + {}u, true", j * 16 * BS + ks * 16)
-                     : fmt::format("bbase + {}u, false", ks * 16 * BS + j * 16);
+    return fmt::format("bbase + {}u", c.b_trans ? j * 16 * BS + ks * 16 : ks * 16 * BS + j * 16);
   };
   add(fmt::format("    let abase = cur * {}u + wm * {}u;", SA_STAGE, c.a_trans ? TM * 16 : TM * 16 * AS));
   add(fmt::format("    let bbase = cur * {}u + wn * {}u;", SB_STAGE, c.b_trans ? TN * 16 * BS : TN * 16));
-  for (uint32_t ks = 0; ks < c.bk / 16; ++ks) {
+  if (c.emulate) {
+    add(fmt::format("    for (var q = 0u; q < {}u + P.pad0; q++) {{", TM * TN * c.bk / 16));
+    add(fmt::format("      let ks = q / {0}u; let ij = q % {0}u; let i = ij / {1}u; let j = ij % {1}u;", TM * TN, TN));
+    add(fmt::format("      emu_acc[ij] = emu_mac(emu_acc[ij], abase + {}, bbase + {}, lane);",
+                    c.a_trans ? fmt::format("ks * {}u + i * 16u", 16 * AS) : fmt::format("i * {}u + ks * 16u", 16 * AS),
+                    c.b_trans ? fmt::format("j * {}u + ks * 16u", 16 * BS) : fmt::format("ks * {}u + j * 16u", 16 * BS)));
+    add("    }");
+  }
+  for (uint32_t ks = 0; ks < c.bk / 16 && !c.emulate; ++ks) {
     add("    {");
     for (uint32_t i = 0; i < TM; ++i)
-      add(fmt::format(fmt::runtime((c.ablate & 4) ? "      let l{0} = pl{0};" : "      let l{} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, {}, AS);"),
-                      i, a_frag(i, ks)));
+      add((c.ablate & 4) ? fmt::format("      let l{0} = pl{0};", i)
+                         : fmt::format("      let l{} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, {}, {}, AS);",
+                                       i, a_frag(i, ks), c.a_trans));
     for (uint32_t j = 0; j < TN; ++j)
-      add(fmt::format(fmt::runtime((c.ablate & 4) ? "      let r{0} = pr{0};" : "      let r{} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, {}, BS);"),
-                      j, b_frag(j, ks)));
+      add((c.ablate & 4) ? fmt::format("      let r{0} = pr{0};", j)
+                         : fmt::format("      let r{} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, {}, {}, BS);",
+                                       j, b_frag(j, ks), c.b_trans));
     for (uint32_t i = 0; i < TM; ++i)
       for (uint32_t j = 0; j < TN; ++j)
-        add(fmt::format("      acc{0}_{1} = subgroupMatrixMultiplyAccumulate(l{0}, r{1}, acc{0}_{1});", i, j));
+        add(fmt::format("      {0} = subgroupMatrixMultiplyAccumulate(l{1}, r{2}, {0});", acc(i, j), i, j));
     add("    }");
   }
   if (c.stages == 1) add("    workgroupBarrier();");
@@ -275,8 +399,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   if (no_scratch) {  // full tiles only
     for (uint32_t i = 0; i < TM; ++i)
       for (uint32_t j = 0; j < TN; ++j)
-        add(fmt::format("  subgroupMatrixStore(&C, c_off + (wm0 + {}u) * N + wn0 + {}u, acc{}_{}, false, N);", i * 16,
-                        j * 16, i, j));
+        store_mat("  ", "C", fmt::format("c_off + (wm0 + {}u) * N + wn0 + {}u", i * 16, j * 16), acc(i, j), "N");
     add("}");
     return s;
   }
@@ -284,15 +407,24 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     add("  if (P.alpha == 1.0 && m0 + BM <= M && n0 + BN <= N) {");
     for (uint32_t i = 0; i < TM; ++i)
       for (uint32_t j = 0; j < TN; ++j)
-        add(fmt::format("    subgroupMatrixStore(&C, c_off + (wm0 + {}u) * N + wn0 + {}u, acc{}_{}, false, N);", i * 16,
-                        j * 16, i, j));
+        store_mat("    ", "C", fmt::format("c_off + (wm0 + {}u) * N + wn0 + {}u", i * 16, j * 16), acc(i, j), "N");
     add("    return;");
     add("  }");
+  }
+  if (c.emulate) {  // a loop, not TM x TN copies of the epilogue (compile time)
+    add(fmt::format("  for (var ij = 0u; ij < {}u + P.pad0; ij++) {{", TM * TN));
+    add("    workgroupBarrier();");
+    store_mat("    ", "sc", "sg * 256u", "emu_acc[ij]", "16u");
+    add("    workgroupBarrier();");
+    add(fmt::format("    emit(wm0 + (ij / {0}u) * 16u, wn0 + (ij % {0}u) * 16u, sg * 256u, lane, c_off, bias_off);", TN));
+    add("  }");
+    add("}");
+    return s;
   }
   for (uint32_t i = 0; i < TM; ++i)
     for (uint32_t j = 0; j < TN; ++j) {
       add("  workgroupBarrier();");
-      add(fmt::format("  subgroupMatrixStore(&sc, sg * 256u, acc{}_{}, false, 16u);", i, j));
+      store_mat("  ", "sc", "sg * 256u", acc(i, j), "16u");
       add("  workgroupBarrier();");
       add(fmt::format("  emit(wm0 + {}u, wn0 + {}u, sg * 256u, lane, c_off, bias_off);", i * 16, j * 16));
     }
@@ -327,30 +459,38 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text) {
 
 bool subgroup_matmul_supported(const gpu::Context& ctx, const SubgroupMatmulConfig& cfg) {
   const auto& f = ctx.features();
+  const bool fits = cfg.workgroup_bytes() <= ctx.limits().max_compute_workgroup_storage_size &&
+                    cfg.threads() <= ctx.limits().max_compute_invocations_per_workgroup;
+  if (cfg.emulate) return f.shader_f16 && fits;
   if (!f.subgroup_matrix || !f.shader_f16) return false;
   if (ctx.adapter().subgroup_min_size != 32 || ctx.adapter().subgroup_max_size != 32) return false;
   bool config = false;
   for (const auto& m : f.subgroup_matrix_configs)
     if (m.component == "f16" && m.result == "f32" && m.m == 16 && m.n == 16 && m.k == 16) config = true;
-  return config && cfg.workgroup_bytes() <= ctx.limits().max_compute_workgroup_storage_size &&
-         cfg.threads() <= ctx.limits().max_compute_invocations_per_workgroup;
+  return config && fits;
 }
 
-bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, std::string_view what) {
-  for (TensorRef t : {p.a, p.b, p.out})
-    if (g.info(t).dtype != DType::F16) return false;
-  if (p.bias.id >= 0 && g.info(p.bias).dtype != DType::F16) return false;
-  if (const char* env = std::getenv("WGNN_SUBGROUP_MATMUL"); env && std::string_view(env) == "0") return false;
-  if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
-  if (p.a_batch % 8 != 0 || p.b_batch % 8 != 0) return false;
+namespace {
+
+// WGNN_SUBGROUP_MATMUL: "0" turns the tensor-core kernels off, "emulate"
+// runs them emulated (tests).
+enum class Mode { Off, On, Emulate };
+Mode subgroup_mode() {
+  const char* env = std::getenv("WGNN_SUBGROUP_MATMUL");
+  if (env && std::string_view(env) == "0") return Mode::Off;
+  if (env && std::string_view(env) == "emulate") return Mode::Emulate;
+  return Mode::On;
+}
+
+// The tiles of an M x N product (times `batch`).
+SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t batch) {
   SubgroupMatmulConfig cfg;
   // 128x128 tiles on 4 subgroups (64x64 each, one stage, 23 KB of
   // workgroup memory: several workgroups share a multiprocessor) for big
   // products, where they beat 256x128 on 16 subgroups (H200: 187 vs 172
   // TFLOP/s at 4096^3, docs/BENCHMARKS.md); the models' smaller products
   // ran faster on 64x64 tiles.
-  const int64_t big_tiles =
-      int64_t(gpu::ceil_div(uint64_t(p.M), 128) * gpu::ceil_div(uint64_t(p.N), 128)) * p.batch;
+  const int64_t big_tiles = int64_t(gpu::ceil_div(uint64_t(M), 128) * gpu::ceil_div(uint64_t(N), 128)) * batch;
   if (big_tiles >= 256) {
     cfg.bm = 128, cfg.bn = 128, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
   } else {
@@ -364,6 +504,25 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
       throw Error(fmt::format("WGNN_SUBGROUP_MATMUL_CONFIG='{}': give tiles, subgroups and stages only", env));
     }
   }
+  return cfg;
+}
+
+std::string act_suffix(int act) {
+  return act == 1 ? " gelu" : act == 2 ? " gelu-tanh" : act == 3 ? " relu" : act == 4 ? " clamp" : "";
+}
+
+}  // namespace
+
+bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, std::string_view what) {
+  for (TensorRef t : {p.a, p.b, p.out})
+    if (g.info(t).dtype != DType::F16) return false;
+  if (p.bias.id >= 0 && g.info(p.bias).dtype != DType::F16) return false;
+  const Mode mode = subgroup_mode();
+  if (mode == Mode::Off) return false;
+  if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
+  if (p.a_batch % 8 != 0 || p.b_batch % 8 != 0) return false;
+  SubgroupMatmulConfig cfg = pick_config(p.M, p.N, p.batch);
+  cfg.emulate = mode == Mode::Emulate;
   cfg.a_trans = p.a_trans;
   cfg.b_trans = p.b_trans;
   cfg.out_f16 = true;
@@ -397,8 +556,80 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
                  fmt::format("{} subgroup-matrix {}x{}x{}{}{}{}{}", what, p.M, p.N, p.K,
                              p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", p.a_trans ? " At" : "",
                              p.b_trans ? " Bt" : "", cfg.bias ? " bias" : "") +
-                     (p.act == 1 ? " gelu" : p.act == 2 ? " gelu-tanh" : p.act == 3 ? " relu" : p.act == 4 ? " clamp" : ""),
+                     act_suffix(p.act) + (cfg.emulate ? " emulated" : ""),
                  2.0 * double(p.M) * double(p.N) * double(p.K) * double(p.batch));
+  return true;
+}
+
+bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, std::string_view what) {
+  for (TensorRef t : {p.x, p.w, p.out})
+    if (g.info(t).dtype != DType::F16) return false;
+  if (p.bias.id >= 0 && g.info(p.bias).dtype != DType::F16) return false;
+  const Mode mode = subgroup_mode();
+  if (mode == Mode::Off) return false;
+  const int64_t M = p.cout, N = p.oh * p.ow, K = p.cin * p.kh * p.kw;
+  // The weight rows are read as vec4<u32> (K % 8), the epilogue writes 8
+  // halves at once (N % 8).
+  if (M < 1 || N < 1 || K < 1 || p.batch < 1 || N % 8 != 0 || K % 8 != 0) return false;
+  // Every index and coordinate within the int32 range (u32 in the kernel,
+  // where coordinates left of or above the image wrap to huge values).
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  const int64_t in_elems = p.batch * p.cin * p.h * p.w_in, out_elems = p.batch * M * N;
+  const int64_t reach_h = (p.oh - 1) * p.stride_h + (p.kh - 1) * p.dil_h + 1;
+  const int64_t reach_w = (p.ow - 1) * p.stride_w + (p.kw - 1) * p.dil_w + 1;
+  // The channel offset of a thread's rows runs up to a tile's rows past
+  // the last channel.
+  const int64_t channel_reach = (p.cin + 64) * p.h * p.w_in;
+  for (int64_t v : {in_elems, out_elems, M * K, channel_reach, p.top, p.left, reach_h, reach_w, p.kh * p.dil_h,
+                    p.kw * p.dil_w})
+    if (v > kMax) return false;
+  if (p.top < 0 || p.left < 0) return false;
+  SubgroupMatmulConfig cfg = pick_config(M, N, p.batch);
+  cfg.emulate = mode == Mode::Emulate;
+  cfg.conv = true;
+  cfg.out_f16 = true;
+  cfg.bias = p.bias.id >= 0;
+  cfg.bias_f16 = true;
+  cfg.act = uint32_t(p.act);
+  const uint32_t T = cfg.threads();
+  const bool rows = cfg.bn <= T && T % cfg.bn == 0 && cfg.bk % (T / cfg.bn) == 0;
+  if (!rows && cfg.bn % T != 0) {
+    throw Error(fmt::format("WGNN_SUBGROUP_MATMUL_CONFIG='{}': the convolution mode needs the threads to cover whole "
+                            "rows of the B tile (threads % BN == 0, BK % (threads / BN) == 0) or BN % threads == 0",
+                            std::getenv("WGNN_SUBGROUP_MATMUL_CONFIG")));
+  }
+  if (!subgroup_matmul_supported(g.ctx(), cfg)) return false;
+  const uint64_t tiles_m = gpu::ceil_div(uint64_t(M), cfg.bm), tiles_n = gpu::ceil_div(uint64_t(N), cfg.bn);
+  const uint64_t max_dim = g.ctx().limits().max_compute_workgroups_per_dimension;
+  if (tiles_m > max_dim || tiles_n > max_dim || uint64_t(p.batch) > max_dim) return false;
+  SubgroupConvParams params{};
+  SubgroupMatmulParams& q = params.gemm;
+  q.M = uint32_t(M), q.N = uint32_t(N), q.K = uint32_t(K), q.tiles_n = uint32_t(tiles_n);
+  q.a_batch = 0, q.b_batch = uint32_t(p.cin * p.h * p.w_in), q.c_batch = uint32_t(M * N);
+  q.bias_batch = 0, q.bias_sm = 1, q.bias_sn = 0;
+  q.alpha = 1, q.beta = 1, q.lo = float(p.lo), q.hi = float(p.hi);
+  params.in_h = uint32_t(p.h), params.in_w = uint32_t(p.w_in), params.in_hw = uint32_t(p.h * p.w_in);
+  params.chw = uint32_t(p.cin * p.h * p.w_in);
+  params.out_w = uint32_t(p.ow), params.khw = uint32_t(p.kh * p.kw), params.kw = uint32_t(p.kw);
+  params.stride_h = uint32_t(p.stride_h), params.stride_w = uint32_t(p.stride_w);
+  params.top = uint32_t(p.top), params.left = uint32_t(p.left);
+  params.dil_h = uint32_t(p.dil_h), params.dil_w = uint32_t(p.dil_w);
+  params.span_h = uint32_t(p.kh * p.dil_h), params.span_w = uint32_t(p.kw * p.dil_w);
+  // A thread's reduction rows are `step` apart (the kernel's RS), a mixed
+  // radix number (ci, ky, kx) with digits below (Ci, KH, KW).
+  const int64_t step = rows ? T / cfg.bn : 1;
+  params.step_x = uint32_t((step % p.kw) * p.dil_w);
+  params.step_y = uint32_t((step / p.kw % p.kh) * p.dil_h);
+  params.step_c = uint32_t(step / (p.kh * p.kw) * p.h * p.w_in);
+  const gpu::Pipeline& pl = g.ctx().pipeline(cfg.name(), subgroup_matmul_wgsl(cfg));
+  std::vector<Binding> bindings{Binding::of(p.w), Binding::of(p.x), Binding::of(p.out), Binding::of(g.uniform(params))};
+  if (cfg.bias) bindings.push_back(Binding::of(p.bias));
+  g.add_dispatch(pl, std::move(bindings), gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(p.batch)},
+                 std::string(op),
+                 fmt::format("{} subgroup-matrix {}x{}x{}{}{}", what, M, N, K,
+                             p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", cfg.bias ? " bias" : "") +
+                     act_suffix(p.act) + (cfg.emulate ? " emulated" : ""),
+                 2.0 * double(M) * double(N) * double(K) * double(p.batch));
   return true;
 }
 

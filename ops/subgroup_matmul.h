@@ -11,6 +11,16 @@
 // `stages` is 2, the next tile's global loads issued before the current
 // tile's multiplies). Operands are read as vec4<u32> (8 halves), so K and N
 // must be multiples of 8; M, N and K need not be multiples of the tile.
+//
+// Convolution mode (`conv`): B is not in memory but the implicit im2col
+// matrix of an NCHW float16 input X [Ci, H, W] per batch entry (binding 1
+// read as array<f16>): B[k][p] = X[ci][oy*sh - ph + ky*dh][ox*sw - pw + kx*dw]
+// with k = (ci*KH + ky)*KW + kx and p = oy*OW + ox, zero outside the image,
+// so that A = the weight [Co, Ci*KH*KW] gives C [Co, OH*OW] per image. The B
+// tile is gathered with scalar loads, each thread keeping the output pixels
+// of its tile columns (decoded once) and stepping its reduction rows through
+// (ci, ky, kx) by a fixed increment (no division in the loop).
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -37,6 +47,15 @@ struct SubgroupMatmulConfig {
   // memory, 4 the per-step operand loads from workgroup memory.
   uint32_t ablate = 0;
   bool no_rotation = false;  // benchmark: store words unrotated (bank conflicts)
+  // B is the implicit im2col matrix of a convolution's input (above); the
+  // uniform is SubgroupConvParams. Needs the threads to cover whole rows of
+  // the B tile (threads % BN == 0 and BK a multiple of threads / BN) or
+  // BN a multiple of the threads.
+  bool conv = false;
+  // Subgroup matrices emulated by scalar code reading the workgroup tiles
+  // (every lane computes its 8 elements of a 16x16 result): the same kernel,
+  // staging and epilogue on a device without subgroup matrices, for tests.
+  bool emulate = false;
 
   uint32_t subgroups() const { return sg_m * sg_n; }
   uint32_t threads() const { return subgroups() * 32; }
@@ -53,6 +72,23 @@ struct alignas(16) SubgroupMatmulParams {
 };
 static_assert(sizeof(SubgroupMatmulParams) == 64);
 
+// The uniform of the convolution mode: the product's parameters (M = Co,
+// N = OH*OW, K = Ci*KH*KW, b_batch = Ci*H*W), then the convolution's.
+// Coordinates are u32 and wrap: a tap left of or above the image has a
+// huge unsigned coordinate, which the bounds checks reject.
+struct alignas(16) SubgroupConvParams {
+  SubgroupMatmulParams gemm;
+  uint32_t in_h, in_w, in_hw, chw;       // input plane H, W, H*W; Ci*H*W
+  uint32_t out_w, khw, kw, pad0;         // output width; KH*KW; KW
+  uint32_t stride_h, stride_w, top, left;  // strides; begin pads
+  uint32_t dil_h, dil_w, span_h, span_w;   // dilations; KH*dil_h, KW*dil_w
+  // A thread's reduction rows advance by a fixed count of rows (config
+  // dependent), as (channels * H*W, rows of taps * dil_h, taps * dil_w).
+  uint32_t step_c, step_y, step_x, pad1;
+};
+static_assert(sizeof(SubgroupConvParams) == 144);
+static_assert(offsetof(SubgroupConvParams, in_h) == 64);
+
 // The WGSL of one configuration. Throws wgnn::Error for an invalid one.
 std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& cfg);
 
@@ -64,7 +100,8 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text);
 
 // Whether the device runs this kernel: the subgroup-matrix feature with the
 // f16 x f16 -> f32 16x16x16 configuration, shader-f16, subgroup size 32, and
-// workgroup storage for the configuration.
+// workgroup storage for the configuration (emulated: shader-f16 and the
+// workgroup storage).
 bool subgroup_matmul_supported(const gpu::Context& ctx, const SubgroupMatmulConfig& cfg = {});
 
 // One product for record_subgroup_gemm: out[b] = alpha * op(A[b]) @ op(B[b])
@@ -90,6 +127,28 @@ struct SubgroupGemm {
 // subgroups (64x64 each) when that makes at least 256 workgroups, else
 // 64x64 on 4;
 // WGNN_SUBGROUP_MATMUL_CONFIG overrides them (tuning, tests).
+// WGNN_SUBGROUP_MATMUL=emulate runs the emulated kernel (SubgroupMatmulConfig::
+// emulate) on any device with shader-f16: for testing the generated kernel
+// where there are no subgroup matrices.
 bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, std::string_view what);
+
+// One 2-D convolution (forward, one group; a 1-D one as H = 1) for
+// record_subgroup_conv: out[b] [Co, OH*OW] = W [Co, Ci*KH*KW] @ im2col(X[b])
+// + bias[co], every tensor float16 and contiguous (NCHW).
+struct SubgroupConv {
+  TensorRef x, w, bias{-1}, out;
+  int64_t batch = 1, cin = 0, h = 0, w_in = 0, cout = 0, oh = 0, ow = 0, kh = 1, kw = 1;
+  int64_t stride_h = 1, stride_w = 1, top = 0, left = 0, dil_h = 1, dil_w = 1;  // top, left: begin pads
+  int act = 0;  // as SubgroupGemm::act
+  double lo = 0, hi = 0;
+};
+
+// Records the convolution as an implicit GEMM on subgroup matrices (the
+// convolution mode above) under record_subgroup_gemm's conditions
+// (WGNN_SUBGROUP_MATMUL, float16, N = OH*OW and K = Ci*KH*KW multiples of 8,
+// the grid), its tile choice and WGNN_SUBGROUP_MATMUL_CONFIG, with every
+// index within the int32 range. Returns false (recording nothing) otherwise.
+// `what` starts the dispatch label ("conv 3x3").
+bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, std::string_view what);
 
 }  // namespace wgnn::ops

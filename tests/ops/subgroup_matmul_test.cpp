@@ -5,15 +5,21 @@
 // which then take the tensor-core kernel, against a double-precision
 // reference and against the regular kernel of a device without subgroup
 // matrices. On lavapipe and with the npm Dawn those cases skip; the regular
-// kernels (the fallback) are covered by matmul_test.
+// kernels (the fallback) are covered by matmul_test and conv_test. The
+// SubgroupMatmulEmulated cases run the same generated kernels with scalar
+// code in place of subgroup matrices (WGNN_SUBGROUP_MATMUL=emulate) on any
+// device with shader-f16, lavapipe included.
 #include <gmock/gmock.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 #include <optional>
 
+#include "error_of.h"
 #include "op_test_util.h"
 #include "ops/subgroup_matmul.h"
 
@@ -223,4 +229,277 @@ TEST(SubgroupMatmul, PointwiseConvolution) {
     EXPECT_TRUE(all_close(tc, ref, atol, rtol));
     EXPECT_TRUE(all_close(tc, std::vector<double>(reg.begin(), reg.end()), atol, rtol));
   }
+}
+
+// ---- convolutions as an implicit GEMM (SubgroupMatmulConfig::conv) ---------
+
+namespace {
+
+struct ConvCase {
+  const char* name;
+  int64_t n, cin, cout, h, w, kh, kw;
+  int64_t sh, sw, top, left, bottom, right, dh, dw;
+  bool bias;
+  const char* act;  // none, relu, clamp (to [-0.25, 0.5])
+  bool one_d = false;  // a 1-D convolution over w (h == kh == 1)
+  int64_t oh() const { return (h + top + bottom - dh * (kh - 1) - 1) / sh + 1; }
+  int64_t ow() const { return (w + left + right - dw * (kw - 1) - 1) / sw + 1; }
+  int64_t K() const { return cin * kh * kw; }
+  // Whether the tensor-core kernel takes it (else the regular one).
+  bool tensor_cores() const { return oh() * ow() % 8 == 0 && K() % 8 == 0; }
+};
+
+ConvCase conv_case(const char* name, int64_t n, int64_t cin, int64_t cout, int64_t h, int64_t w, int64_t k, int64_t stride,
+                   int64_t pad, int64_t dil, bool bias = true, const char* act = "none") {
+  return {name, n, cin, cout, h, w, k, k, stride, stride, pad, pad, pad, pad, dil, dil, bias, act};
+}
+
+const std::vector<ConvCase>& conv_cases() {
+  static const std::vector<ConvCase> cases = [] {
+    std::vector<ConvCase> v = {
+        conv_case("3x3 pad 1", 1, 16, 32, 16, 16, 3, 1, 1, 1),
+        conv_case("3x3 pad 1 no bias", 1, 24, 40, 8, 12, 3, 1, 1, 1, false),
+        conv_case("3x3 stride 2", 1, 8, 24, 16, 16, 3, 2, 1, 1),
+        conv_case("5x5 pad 2", 1, 8, 16, 12, 10, 5, 1, 2, 1),
+        conv_case("3x3 dilation 2", 1, 16, 40, 14, 12, 3, 1, 2, 2, true, "relu"),
+        conv_case("7x7 stride 2 pad 3", 1, 8, 64, 32, 32, 7, 2, 3, 1),
+        conv_case("odd height, 13x16", 2, 16, 24, 13, 16, 3, 1, 1, 1, true, "clamp"),
+        conv_case("3x3 no padding, 10x10 -> 8x8", 2, 8, 16, 10, 10, 3, 1, 0, 1, false, "relu"),
+        conv_case("1x1 stride 2", 2, 32, 64, 16, 16, 1, 2, 0, 1),
+        conv_case("batch 2 relu", 2, 32, 48, 12, 12, 3, 1, 1, 1, true, "relu"),
+        conv_case("batch 2 clamp", 2, 16, 136, 8, 16, 3, 1, 1, 1, true, "clamp"),
+        conv_case("many channels", 1, 160, 72, 8, 8, 3, 1, 1, 1),
+        // Fall back to the regular kernel: OH*OW or K not a multiple of 8.
+        conv_case("15x15 output (fallback)", 1, 16, 24, 15, 15, 3, 1, 1, 1, true, "relu"),
+        conv_case("3 input channels (fallback)", 1, 3, 16, 16, 16, 3, 1, 1, 1, true, "clamp"),
+        conv_case("3x3 stride 2 on 17x17 (fallback)", 2, 8, 16, 17, 17, 3, 2, 1, 1),
+    };
+    // Asymmetric (ONNX) pads, a non-square kernel with two strides and
+    // dilations, a 1-D convolution.
+    v.push_back({"asymmetric pads", 1, 8, 24, 11, 16, 3, 3, 1, 1, 0, 2, 2, 0, 1, 1, true, "none"});
+    v.push_back({"3x5 strides 2x1 dilations 1x2", 2, 8, 16, 12, 20, 3, 5, 2, 1, 1, 4, 1, 4, 1, 2, true, "relu"});
+    v.push_back({"1x7 pad 3", 1, 8, 16, 6, 20, 1, 7, 1, 1, 0, 3, 0, 3, 1, 1, false, "none"});
+    ConvCase one_d{"1-D k=3 pad 1", 2, 16, 24, 1, 40, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, true, "none"};
+    one_d.one_d = true;
+    v.push_back(one_d);
+    return v;
+  }();
+  return cases;
+}
+
+struct ConvData {
+  std::vector<float> x, w, b;
+};
+
+ConvData conv_data(const ConvCase& k) {
+  const uint32_t seed = uint32_t(k.cin * 131 + k.cout * 7 + k.h * 3 + k.kh);
+  return {quantize(random_floats(size_t(k.n * k.cin * k.h * k.w), -1, 1, seed), DType::F16),
+          quantize(random_floats(size_t(k.cout * k.K()), -1, 1, seed + 1), DType::F16),
+          quantize(random_floats(size_t(k.cout), -1, 1, seed + 2), DType::F16)};
+}
+
+// Runs the case through wgnn.convolution_padded on `c`; the first
+// dispatch's label goes to `label`.
+std::vector<float> run_conv(gpu::Context& c, const ConvCase& k, const ConvData& d, std::string* label) {
+  Graph g(c);
+  const Shape xs = k.one_d ? Shape{k.n, k.cin, k.w} : Shape{k.n, k.cin, k.h, k.w};
+  const Shape ws = k.one_d ? Shape{k.cout, k.cin, k.kw} : Shape{k.cout, k.cin, k.kh, k.kw};
+  TensorRef tx = upload(g, xs, d.x, DType::F16);
+  TensorRef tw = upload(g, ws, d.w, DType::F16);
+  Value tb = k.bias ? Value(upload(g, {k.cout}, d.b, DType::F16)) : Value(None{});
+  ValueList args = k.one_d ? ValueList{tx, tw, tb, IntList{k.sw}, IntList{k.left, k.right}, IntList{k.dw}, false,
+                                       IntList{0}, int64_t(1)}
+                           : ValueList{tx, tw, tb, IntList{k.sh, k.sw}, IntList{k.top, k.left, k.bottom, k.right},
+                                       IntList{k.dh, k.dw}, false, IntList{0, 0}, int64_t(1)};
+  args.push_back(std::string(k.act));
+  args.push_back(-0.25);
+  args.push_back(0.5);
+  TensorRef y = ops::call(g, "wgnn.convolution_padded.default", args).tensor();
+  g.run();
+  *label = g.dispatches().at(0).label;
+  return download(g, y);
+}
+
+std::vector<double> conv_reference(const ConvCase& k, const ConvData& d) {
+  const int64_t oh = k.oh(), ow = k.ow();
+  std::vector<double> out(size_t(k.n * k.cout * oh * ow));
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t co = 0; co < k.cout; ++co)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double s = k.bias ? d.b[size_t(co)] : 0.0;
+          for (int64_t ci = 0; ci < k.cin; ++ci)
+            for (int64_t ky = 0; ky < k.kh; ++ky)
+              for (int64_t kx = 0; kx < k.kw; ++kx) {
+                const int64_t iy = oy * k.sh - k.top + ky * k.dh, ix = ox * k.sw - k.left + kx * k.dw;
+                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
+                s += double(d.w[size_t(((co * k.cin + ci) * k.kh + ky) * k.kw + kx)]) *
+                     d.x[size_t(((n * k.cin + ci) * k.h + iy) * k.w + ix)];
+              }
+          if (std::string(k.act) == "relu") s = std::max(s, 0.0);
+          if (std::string(k.act) == "clamp") s = std::clamp(s, -0.25, 0.5);
+          out[size_t(((n * k.cout + co) * oh + oy) * ow + ox)] = s;
+        }
+  return out;
+}
+
+// Every case on `c` (whose kernel WGNN_SUBGROUP_MATMUL picks) against the
+// double reference and the regular kernel on ctx(); `label_has` is what
+// the tensor-core dispatch's label holds.
+void check_conv_cases(gpu::Context& c, const std::vector<ConvCase>& cases, const std::string& label_has) {
+  for (const ConvCase& k : cases) {
+    SCOPED_TRACE(fmt::format("{}: n {} cin {} cout {} {}x{} k {}x{}", k.name, k.n, k.cin, k.cout, k.h, k.w, k.kh, k.kw));
+    const ConvData d = conv_data(k);
+    std::string tc_label, reg_label;
+    const auto tc = run_conv(c, k, d, &tc_label);
+    const char* mode = std::getenv("WGNN_SUBGROUP_MATMUL");
+    const std::string saved = mode ? mode : "";
+    setenv("WGNN_SUBGROUP_MATMUL", "0", 1);
+    const auto reg = run_conv(ctx(), k, d, &reg_label);
+    if (mode) setenv("WGNN_SUBGROUP_MATMUL", saved.c_str(), 1); else unsetenv("WGNN_SUBGROUP_MATMUL");
+    if (k.tensor_cores()) {
+      EXPECT_THAT(tc_label, HasSubstr(fmt::format("conv {}x{}", k.kh, k.kw)));
+      EXPECT_THAT(tc_label, HasSubstr(label_has));
+      if (std::string(k.act) != "none") EXPECT_THAT(tc_label, HasSubstr(k.act));
+    } else {
+      EXPECT_THAT(tc_label, testing::Not(HasSubstr("subgroup-matrix")));
+    }
+    EXPECT_THAT(reg_label, testing::Not(HasSubstr("subgroup-matrix")));
+    const auto ref = conv_reference(k, d);
+    const double atol = 4e-3 * std::sqrt(double(k.K()) + 1), rtol = 2e-3;
+    EXPECT_TRUE(all_close(tc, ref, atol, rtol));
+    EXPECT_TRUE(all_close(tc, std::vector<double>(reg.begin(), reg.end()), atol, rtol)) << "against the regular kernel";
+  }
+}
+
+// The tile configurations whose B staging differs: threads covering 2 rows
+// (64x64 on 4 subgroups), one row (128x128), 4 rows (256x128 on 16; 64x32),
+// half a row (BN = 256 on 128 threads, BN = 128 on 64: two column slots),
+// 8 rows (BN = 16).
+const char* const kConvConfigs[] = {"64x64x32:2x2:2",   "128x128x32:2x2:1", "256x128x32:4x4:1", "64x32x32:2x2:1",
+                                    "128x256x32:2x2:2", "32x128x32:1x2:1",  "64x16x16:4x1:2"};
+
+// Sets an environment variable for a scope.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+}  // namespace
+
+// Everywhere: the convolution mode's WGSL for every tile shape, and its
+// checks; its emulated form (scalar code in place of subgroup matrices)
+// compiles on this device.
+TEST(SubgroupMatmulWgsl, ConvolutionModeForEveryTileShape) {
+  for (const char* text : kConvConfigs)
+    for (uint32_t act : {0u, 3u, 4u})
+      for (bool emulate : {false, true}) {
+        ops::SubgroupMatmulConfig c = ops::parse_subgroup_matmul_config(text);
+        c.conv = true, c.out_f16 = true, c.bias = act != 0, c.bias_f16 = true, c.act = act, c.emulate = emulate;
+        SCOPED_TRACE(c.name());
+        std::string w;
+        ASSERT_NO_THROW(w = ops::subgroup_matmul_wgsl(c));
+        EXPECT_THAT(c.name(), HasSubstr(" conv"));
+        EXPECT_THAT(w, HasSubstr("var<storage, read> X: array<f16>;"));
+        EXPECT_THAT(w, HasSubstr("step_c: u32"));
+        EXPECT_EQ(w.find("B["), std::string::npos);  // no row loads of B
+        EXPECT_EQ(w.find("subgroupMatrix") != std::string::npos, !emulate);
+        EXPECT_EQ(w.find("chromium_experimental_subgroup_matrix") != std::string::npos, !emulate);
+        if (emulate && ctx().features().shader_f16 && ops::subgroup_matmul_supported(ctx(), c)) {
+          EXPECT_NO_THROW(ctx().pipeline(c.name(), w));
+        }
+      }
+  ops::SubgroupMatmulConfig plain;
+  EXPECT_NE(plain.name(), [] { ops::SubgroupMatmulConfig c; c.conv = true; return c.name(); }());
+  // 64 threads neither cover whole rows of a 96-wide tile nor divide it.
+  ops::SubgroupMatmulConfig bad = ops::parse_subgroup_matmul_config("32x96x32:1x2:1");
+  bad.conv = true;
+  EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(bad); }), HasSubstr("convolution mode"));
+  bad = {};
+  bad.conv = true, bad.b_trans = true;
+  EXPECT_THROW(ops::subgroup_matmul_wgsl(bad), Error);
+  bad = {};
+  bad.conv = true, bad.ablate = 1;
+  EXPECT_THROW(ops::subgroup_matmul_wgsl(bad), Error);
+}
+
+// Float16 KxK convolutions (one group) on subgroup matrices, against a
+// double reference and the regular kernel, with the tile heuristic, then
+// with each tile configuration on a few cases.
+TEST(SubgroupMatmul, Convolution) {
+  gpu::Context& c = unsafe_ctx();
+  if (!ops::subgroup_matmul_supported(c)) GTEST_SKIP() << "no f16 subgroup matrices with this Dawn and adapter";
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16 for the regular kernel";
+  check_conv_cases(c, conv_cases(), "subgroup-matrix");
+  const std::vector<ConvCase> few = {conv_cases()[2], conv_cases()[6], conv_cases()[16], conv_cases()[18]};
+  for (const char* text : kConvConfigs) {
+    SCOPED_TRACE(text);
+    ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", text);
+    check_conv_cases(c, few, "subgroup-matrix");
+  }
+}
+
+// A convolution whose tiles are 128x128 by the heuristic (at least 256 of
+// them) on subgroup matrices.
+TEST(SubgroupMatmul, ConvolutionLarge) {
+  gpu::Context& c = unsafe_ctx();
+  if (!ops::subgroup_matmul_supported(c)) GTEST_SKIP() << "no f16 subgroup matrices with this Dawn and adapter";
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16 for the regular kernel";
+  check_conv_cases(c, {conv_case("128 channels 128x128 batch 2", 2, 32, 128, 128, 128, 3, 1, 1, 1, true, "relu")},
+                   "subgroup-matrix");
+}
+
+// The same kernels emulated (WGNN_SUBGROUP_MATMUL=emulate: scalar code in
+// place of subgroup matrices) run on any device with shader-f16: the
+// convolution mode's gather, staging and epilogue checked on every tile
+// configuration where there are no tensor cores (lavapipe).
+TEST(SubgroupMatmulEmulated, Convolution) {
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  check_conv_cases(ctx(), conv_cases(), "subgroup-matrix");
+  const std::vector<ConvCase> few = {conv_cases()[2], conv_cases()[6], conv_cases()[16], conv_cases()[18]};
+  for (const char* text : kConvConfigs) {
+    SCOPED_TRACE(text);
+    ops::SubgroupMatmulConfig cfg = ops::parse_subgroup_matmul_config(text);
+    cfg.emulate = true, cfg.conv = true, cfg.out_f16 = true, cfg.bias = true, cfg.bias_f16 = true, cfg.act = 3;
+    if (!ops::subgroup_matmul_supported(ctx(), cfg)) {  // lavapipe: 32 KB of workgroup memory
+      std::cout << "  " << text << ": more workgroup memory or threads than this device has, skipped\n";
+      continue;
+    }
+    ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", text);
+    check_conv_cases(ctx(), few, "emulated");
+  }
+}
+
+// The emulated kernel against the reference on plain products and a 1x1
+// convolution (what runs on tensor cores elsewhere).
+TEST(SubgroupMatmulEmulated, MatchesReference) {
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  const std::vector<Case> cases = {
+      {1, 37, 24, 40, false, false, std::nullopt, 1, 0, false},
+      {1, 200, 72, 136, false, false, Shape{136}, 1, 1, false},
+      {1, 136, 40, 264, true, false, Shape{136, 1}, 0.5, 2, false},
+      {1, 96, 88, 48, false, true, Shape{96, 48}, 1, 1, false},
+      {1, 64, 64, 64, true, true, std::nullopt, -1.5, 0, false},
+      {3, 70, 32, 56, false, false, std::nullopt, 1, 0, false},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(fmt::format("batch {} M {} K {} N {} ta {} tb {}", k.batch, k.M, k.K, k.N, k.ta, k.tb));
+    const uint32_t seed = uint32_t(k.M * 31 + k.K * 7 + k.N);
+    const auto a = quantize(random_floats(size_t(k.batch * k.M * k.K), -1, 1, seed), DType::F16);
+    const auto b = quantize(random_floats(size_t(k.batch * k.K * k.N), -1, 1, seed + 1), DType::F16);
+    const auto bias = k.bias ? quantize(random_floats(size_t(numel(*k.bias)), -1, 1, seed + 2), DType::F16)
+                             : std::vector<float>{};
+    std::vector<std::string> labels;
+    const auto got = run_case(ctx(), k, a, b, bias, &labels);
+    ASSERT_EQ(labels.size(), 1u);
+    EXPECT_THAT(labels[0], HasSubstr("subgroup-matrix"));
+    EXPECT_THAT(labels[0], HasSubstr("emulated"));
+    const double atol = 4e-3 * std::sqrt(double(k.K) + 1) * std::max(1.0, std::abs(k.alpha)), rtol = 2e-3;
+    EXPECT_TRUE(all_close(got, reference(k, a, b, bias), atol, rtol));
+  }
+  // A 1x1 convolution through the product path.
+  check_conv_cases(ctx(), {conv_case("1x1", 2, 16, 24, 8, 8, 1, 1, 0, 1, true, "relu")}, "conv 1x1 subgroup-matrix");
 }
