@@ -143,7 +143,8 @@ constexpr int64_t kMaxTileKeys = 64;
 // The tile for a problem (WGNN_ATTENTION_TILE=BQxKSxBK fixes it, for tuning
 // and tests). Queries: the largest BQ that still makes kFillGroups
 // workgroups (larger BQ: fewer K/V tile loads per query), else 4 (small
-// problems: many workgroups); BQ never much above L. KS = 128 / BQ threads
+// problems: more workgroups; below 4 the K/V reloads grow); BQ never above
+// L rounded up to a power of two. KS = 128 / BQ threads
 // share a query (up to 32, and not above S); BK = 8 keys per thread and tile
 // (the per-tile rescale and barriers amortized) within the workgroup memory
 // budget: the device's limit, at most 32 KiB (more only adds keys per tile).
@@ -179,13 +180,10 @@ Tile choose_tile(const Args& a, int64_t BH, int64_t L, int64_t S, int64_t D, int
     const Tile t = complete(128, 1, 32, D, DV);
     if (t.bytes() <= budget) return t;
   }
-  const int64_t lmax = pow2_at_least(L);
-  const std::array<int64_t, 7> ladder = {64, 32, 16, 8, 4, 2, 1};
-  int64_t bq = 0;
-  for (int64_t c : ladder) {
-    if (c > lmax) continue;
-    if (bq == 0 || c >= 4) bq = c;  // the smallest tried, down to 4
-    if (BH * int64_t(gpu::ceil_div(uint64_t(L), uint64_t(c))) >= kFillGroups) {
+  const int64_t lmax = pow2_at_least(L), floor = std::min<int64_t>(4, lmax);
+  int64_t bq = floor;
+  for (int64_t c = 64; c > floor; c /= 2) {
+    if (c <= lmax && BH * int64_t(gpu::ceil_div(uint64_t(L), uint64_t(c))) >= kFillGroups) {
       bq = c;
       break;
     }

@@ -89,21 +89,31 @@ fn k_at(i: u32) -> f32 { return f32(kb[i >> 2u][i & 3u]); }
 fn v_at(i: u32) -> f32 { return f32(vb[i >> 2u][i & 3u]); }
 
 // The K rows of keys k0 .. k0 + BK - 1 into tile[r * KR ..], zeros past S
-// and past D.
+// and past D. The vec4 paths (contiguous rows: the common layouts) loop a
+// constant number of times, so that they unroll and every global load of
+// the tile is in flight before a store waits on one; the scalar paths
+// (transposed or odd layouts) are plain loops (4x the iterations, which
+// unrolled would mostly lengthen compiling).
+const K_VEC_IT: u32 = (BK * ND + WG - 1u) / WG;
+const V_VEC_IT: u32 = (BK * NV + WG - 1u) / WG;
+
 fn load_k(k0: u32, base: u32, lid: u32) {
   let S = params.S;
   let sn = params.ks.z;
   let sd = params.ks.w;
   if (K_VEC) {
-    for (var i = lid; i < BK * ND; i += WG) {
+    for (var it = 0u; it < K_VEC_IT; it++) {
+      let i = lid + it * WG;
       let r = i / ND;
       let c = i - r * ND;
       let j = k0 + r;
       var x = vec4<f32>(0.0);
-      if (j < S) {
+      if (j < S && i < BK * ND) {
         x = vec4<f32>(kb[((base + j * sn) >> 2u) + c]);
       }
-      tile[r * KR + c] = x;
+      if (i < BK * ND) {
+        tile[r * KR + c] = x;
+      }
     }
   } else {
     for (var i = lid; i < BK * ND * 4u; i += WG) {
@@ -128,15 +138,18 @@ fn load_v(k0: u32, base: u32, lid: u32) {
   let sn = params.vs.z;
   let sd = params.vs.w;
   if (V_VEC) {
-    for (var i = lid; i < BK * NV; i += WG) {
+    for (var it = 0u; it < V_VEC_IT; it++) {
+      let i = lid + it * WG;
       let r = i / NV;
       let c = i - r * NV;
       let j = k0 + r;
       var x = vec4<f32>(0.0);
-      if (j < S) {
+      if (j < S && i < BK * NV) {
         x = vec4<f32>(vb[((base + j * sn) >> 2u) + c]);
       }
-      tile[V_OFF + r * VR + c] = x;
+      if (i < BK * NV) {
+        tile[V_OFF + r * VR + c] = x;
+      }
     }
   } else {
     for (var i = lid; i < BK * NV * 4u; i += WG) {
