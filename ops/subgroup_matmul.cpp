@@ -567,6 +567,9 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   if (p.bias.id >= 0 && g.info(p.bias).dtype != DType::F16) return false;
   const Mode mode = subgroup_mode();
   if (mode == Mode::Off) return false;
+  // WGNN_SUBGROUP_CONV=0: KxK convolutions on the regular kernel (products
+  // and 1x1 convolutions still on subgroup matrices), for measuring.
+  if (const char* env = std::getenv("WGNN_SUBGROUP_CONV"); env && std::string_view(env) == "0") return false;
   const int64_t M = p.cout, N = p.oh * p.ow, K = p.cin * p.kh * p.kw;
   // The weight rows are read as vec4<u32> (K % 8), the epilogue writes 8
   // halves at once (N % 8).
