@@ -815,7 +815,14 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, const onnx::GraphPr
   const int64_t Dv = view[2].size[rank - 1];
   if (view[1].size[rank - 1] != D || view[2].size[rank - 2] != S) return std::nullopt;
   if (D < 1 || Dv < 1 || D > kMaxHeadDim || Dv > kMaxHeadDim || L < 1 || S < 1) return std::nullopt;
-  if (const char* env = std::getenv("WGNN_ATTENTION_MAX_KEYS"); env && *env && S > std::atoll(env)) return std::nullopt;
+  // Longer attention stays unfused: there the products on tensor cores (or
+  // the tiled matmul) and a separate softmax beat the one-dispatch kernel,
+  // which computes in f32 registers (H200, Whisper-base encoder, 1500 keys:
+  // 4.49 vs 4.52 ms in float16 mode, 5.9 vs 6.5 ms in float32;
+  // docs/BENCHMARKS.md). WGNN_ATTENTION_MAX_KEYS sets the limit.
+  int64_t max_keys = 1024;
+  if (const char* env = std::getenv("WGNN_ATTENTION_MAX_KEYS"); env && *env) max_keys = std::atoll(env);
+  if (S > max_keys) return std::nullopt;
   int64_t axis = attr_int(sm, "axis", opset >= 13 ? -1 : 1);
   if (axis < 0) axis += int64_t(rank);
   if (axis != int64_t(rank) - 1) return std::nullopt;

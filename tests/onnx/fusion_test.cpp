@@ -926,3 +926,30 @@ TEST(Fusion, ResidualAddThenLayerNormIsOneDispatch) {
     }
   }
 }
+
+// Attention over more keys than WGNN_ATTENTION_MAX_KEYS (default 1024) is
+// left unfused.
+TEST(Fusion, AttentionOverMoreKeysThanTheLimitStaysUnfused) {
+  const int64_t BH = 2, L = 3, S = 9, D = 4;
+  ModelBuilder b;
+  b.input("q", {BH, L, D});
+  b.input("k", {BH, S, D});
+  b.input("v", {BH, S, D});
+  b.output("y", {BH, L, D});
+  ModelBuilder::attr_ints(b.node("Transpose", {"k"}, {"kt"}), "perm", {0, 2, 1});
+  b.node("MatMul", {"q", "kt"}, {"sc"});
+  ModelBuilder::attr_int(b.node("Softmax", {"sc"}, {"p"}), "axis", -1);
+  b.node("MatMul", {"p", "v"}, {"y"});
+  const std::string path = b.save("attn_limit.onnx");
+  const std::map<std::string, HostTensor> in{
+      {"q", seeded({BH, L, D}, 85, 1.f)}, {"k", seeded({BH, S, D}, 86, 1.f)}, {"v", seeded({BH, S, D}, 87, 1.f)}};
+  ::setenv("WGNN_ATTENTION_MAX_KEYS", "8", 1);
+  const Result limited = run(path, in, true);
+  ::setenv("WGNN_ATTENTION_MAX_KEYS", "9", 1);
+  const Result fused = run(path, in, true);
+  ::unsetenv("WGNN_ATTENTION_MAX_KEYS");
+  EXPECT_EQ(fused.dispatches, 1u);
+  // Built node by node: the Transpose, product, softmax, product.
+  EXPECT_EQ(limited.dispatches, 4u) << limited.summary;
+  for (int64_t i = 0; i < fused.y.numel(); ++i) EXPECT_NEAR(limited.y.as<float>()[i], fused.y.as<float>()[i], 1e-5) << i;
+}
