@@ -696,7 +696,22 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
   }
   for (int i = 0; i < g.node_size(); ++i) {
     Fusion f;
-    if (!taken.count(i) && attention(ix, i, taken, f)) commit(f);
+    if (taken.count(i) || !attention(ix, i, taken, f)) continue;
+    // The products' own chains, within the attention's nodes, for when it
+    // is declined at build time.
+    std::set<int> others = taken;
+    for (int n = 0; n < g.node_size(); ++n)
+      if (!std::binary_search(f.nodes.begin(), f.nodes.end(), n)) others.insert(n);
+    for (int mm : f.nodes) {
+      Fusion alt;
+      if (ix.node(mm).op_type() != "MatMul" || !matmul_add(ix, mm, others, alt)) continue;
+      if (!std::all_of(alt.nodes.begin(), alt.nodes.end(),
+                       [&](int n) { return std::binary_search(f.nodes.begin(), f.nodes.end(), n); }))
+        continue;
+      others.insert(alt.nodes.begin(), alt.nodes.end());
+      f.fallback.push_back(std::move(alt));
+    }
+    commit(f);
   }
   for (int i = 0; i < g.node_size(); ++i) {
     Fusion f;

@@ -83,6 +83,10 @@ struct Fusion {
   std::vector<ViewStep> views[3];
   std::string v, mask;
   int out_transpose = -1, out_reshape = -1;
+  // Attention: the smaller chains within its nodes (its products with
+  // their scalar factors, as wgnn.matmul_add) to build when the values do
+  // not allow the attention (Session builds these, the rest node by node).
+  std::vector<Fusion> fallback;
 };
 
 // The chains of `g` (nodes topologically sorted) that may be fused, no node

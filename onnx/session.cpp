@@ -378,13 +378,31 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
       continue;
     }
     const Fusion& f = fusions[size_t(fusion_at[size_t(i)])];
-    if (std::optional<Slot> r = try_fusion(f, g, graph, opset_, options_.fp16, values)) {
-      values[graph.node(i).output(0)] = std::move(*r);
+    auto fuse = [&](const Fusion& c) {
+      std::optional<Slot> r = try_fusion(c, g, graph, opset_, options_.fp16, values);
+      if (!r) return false;
+      values[graph.node(c.nodes.back()).output(0)] = std::move(*r);
       ++b->mapped;
       ++b->fused;
-      b->fused_nodes += int(f.nodes.size());
-    } else {
-      for (int j : f.nodes) build_node(j);
+      b->fused_nodes += int(c.nodes.size());
+      return true;
+    };
+    if (fuse(f)) continue;
+    // Declined: its smaller chains (f.fallback) where they apply, the rest
+    // node by node, in order.
+    std::map<int, const Fusion*> fallback_at;
+    std::set<int> in_fallback;
+    for (const Fusion& c : f.fallback) {
+      fallback_at[c.nodes.back()] = &c;
+      in_fallback.insert(c.nodes.begin(), c.nodes.end());
+    }
+    for (int j : f.nodes) {
+      if (auto it = fallback_at.find(j); it != fallback_at.end()) {
+        if (!fuse(*it->second))
+          for (int k : it->second->nodes) build_node(k);
+      } else if (!in_fallback.count(j)) {
+        build_node(j);
+      }
     }
   }
   for (auto& [name, v] : values) v.input_value = nullptr;

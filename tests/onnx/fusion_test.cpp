@@ -953,3 +953,33 @@ TEST(Fusion, AttentionOverMoreKeysThanTheLimitStaysUnfused) {
   EXPECT_EQ(limited.dispatches, 4u) << limited.summary;
   for (int64_t i = 0; i < fused.y.numel(); ++i) EXPECT_NEAR(limited.y.as<float>()[i], fused.y.as<float>()[i], 1e-5) << i;
 }
+
+// Declined attention still gets its products' own fusion: the scores'
+// scalar factor in the product's epilogue.
+TEST(Fusion, DeclinedAttentionKeepsTheScaledProduct) {
+  const int64_t BH = 2, L = 3, S = 9, D = 4;
+  ModelBuilder b;
+  b.input("q", {BH, L, D});
+  b.input("kt", {BH, D, S});
+  b.input("v", {BH, S, D});
+  b.output("y", {BH, L, D});
+  b.node("MatMul", {"q", "kt"}, {"sc"});
+  scalar(b, "c", 0.5f);
+  b.node("Mul", {"sc", "c"}, {"scs"});
+  ModelBuilder::attr_int(b.node("Softmax", {"scs"}, {"p"}), "axis", -1);
+  b.node("MatMul", {"p", "v"}, {"y"});
+  const std::string path = b.save("attn_declined.onnx");
+  const std::map<std::string, HostTensor> in{
+      {"q", seeded({BH, L, D}, 88, 1.f)}, {"kt", seeded({BH, D, S}, 89, 1.f)}, {"v", seeded({BH, S, D}, 90, 1.f)}};
+  ::setenv("WGNN_ATTENTION_MAX_KEYS", "8", 1);
+  const Result declined = run(path, in, true);
+  ::unsetenv("WGNN_ATTENTION_MAX_KEYS");
+  const Result fused = run(path, in, true), plain = run(path, in, false);
+  EXPECT_EQ(fused.dispatches, 1u);
+  EXPECT_EQ(declined.dispatches, 3u) << declined.summary;  // scaled product, softmax, product
+  EXPECT_EQ(plain.dispatches, 4u);
+  for (int64_t i = 0; i < fused.y.numel(); ++i) {
+    EXPECT_NEAR(declined.y.as<float>()[i], plain.y.as<float>()[i], 1e-5) << i;
+    EXPECT_NEAR(fused.y.as<float>()[i], plain.y.as<float>()[i], 1e-5) << i;
+  }
+}
