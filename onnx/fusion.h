@@ -12,11 +12,16 @@
 //     An operand given through a Transpose that swaps its last two dims
 //     (k.transpose(-2, -1) in attention) is read transposed by the product
 //     instead (no copy);
-//   - (float32 mode) Conv (constant float32 weights and bias) followed by an inference
+//   - Conv (constant float32 weights and bias) followed by an inference
 //     BatchNormalization with constant parameters, the Conv's result read by
-//     it alone -> one Conv with the normalization folded into its weights
-//     and bias on the host (w * gamma / sqrt(var + eps), (b - mean) * that
-//     + beta), as ONNX Runtime's Conv+BatchNormalization fusion does;
+//     it alone -> one Conv: in float32 mode with the normalization folded
+//     into its weights and bias on the host (w * gamma / sqrt(var + eps),
+//     (b - mean) * that + beta), as ONNX Runtime's Conv+BatchNormalization
+//     fusion does; in float16 mode with the weights unchanged and the
+//     normalization as a float32 scale and shift per output channel
+//     (computed in double) applied in the convolution's epilogue to its
+//     result rounded to float16 (wgnn.convolution_padded's affine and
+//     affine_rounded: the unfused values);
 //   - a Conv (or such a Conv + BatchNormalization) whose result only a Relu
 //     or a Clip with constant bounds reads -> the activation in the
 //     convolution's epilogue;

@@ -65,6 +65,11 @@ class NodeCtx {
   // dispatch ("none", "relu", "clamp" with conv_lo / conv_hi).
   std::string conv_act = "none";
   double conv_lo = 0, conv_hi = 0;
+  // Set by the fusion of a Conv and a BatchNormalization in float16: a
+  // float32 [2, Cout] tensor (scale, shift per output channel) the Conv
+  // mapper applies in the convolution's epilogue, before conv_act.
+  TensorRef conv_affine{-1};
+  bool conv_affine_rounded = false;  // the convolution rounded to float16 before it (affine_rounded)
   // The dtype a value of dtype d has on the GPU: float16 for float32 in fp16 mode.
   DType gpu_dtype(DType d) const { return fp16 && d == DType::F32 ? DType::F16 : d; }
 

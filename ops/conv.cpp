@@ -13,7 +13,13 @@
 //     the host builds a small table that decodes the reduction index;
 //     with few output tiles and a long reduction, split-K (partial sums
 //     over ranges of the reduction, then kernels/conv_splitk.wgsl).
-// Bias is fused; f32 and f16 storage, f32 math.
+// Bias is fused; f32 and f16 storage, f32 math. wgnn.convolution_padded
+// also takes an activation and a per-output-channel float32 affine
+// (y = act((acc + bias[c]) * scale[c] + shift[c]), optionally with
+// acc + bias[c] rounded to float16 first: an inference batch norm in
+// float16, fused by the importer), both in every kernel's epilogue; the
+// affine is generated text (add_affine_subs), so kernels without it
+// compile the same WGSL as before.
 // In float16 on a device with subgroup matrices (ops/subgroup_matmul.h),
 // forward convolutions with one group run on them first: 1x1 (stride 1, no
 // padding) as a plain product per image, other 2-D and 1-D ones as an
@@ -127,8 +133,31 @@ struct ConvSpec {
   int64_t groups = 1;
   int act = 0;  // applied to the result: 0 none, 1 ReLU, 2 clamp to [lo, hi]
   double lo = 0, hi = 0;
+  TensorRef affine{-1};  // [2, Cout] float32: scale, then shift per output channel (none: -1)
+  // The convolution (with its bias) rounded to float16 storage before the
+  // affine: the values of a separate convolution then batch norm.
+  bool affine_rounded = false;
   gpu::Constants act_constants() const { return {{"ACT", double(act)}, {"LO", lo}, {"HI", hi}}; }
 };
+
+// The kernels' affine text: {{AFFINE_BINDING}} ends the line of their last
+// binding and {{AFFINE}} is the epilogue's value before the activation.
+// Without the affine they are "" and `v`, the kernel's text unchanged; with
+// it, a float32 binding `affine` ([2, Cout]) and v * affine[c] +
+// affine[params.cout + c], `c` the output channel (v rounded to f16 first
+// with `rounded`).
+void add_affine_subs(Subs& subs, bool on, int binding, const std::string& v, const std::string& c, bool rounded) {
+  if (!on) {
+    subs.emplace_back("AFFINE_BINDING", "");
+    subs.emplace_back("AFFINE", v);
+    return;
+  }
+  std::string decl = fmt::format("\n@group(0) @binding({}) var<storage, read> affine: array<f32>;", binding);
+  if (rounded) decl += "\n" + std::string(kRoundF16Wgsl);
+  subs.emplace_back("AFFINE_BINDING", decl);
+  const std::string val = rounded ? fmt::format("round_f16({})", v) : fmt::format("({})", v);
+  subs.emplace_back("AFFINE", fmt::format("{0} * affine[{1}] + affine[params.cout + {1}]", val, c));
+}
 
 struct alignas(16) ConvParams {
   uint32_t cin, cout, cin_g, cout_g, kred, kvol, npix, has_bias;
@@ -237,6 +266,13 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
                          dtype_name(xi.dtype)));
     }
   }
+  if (s.affine.id >= 0) {
+    const TensorInfo& ai = g.info(s.affine);
+    if (ai.shape != Shape{2, cout} || ai.dtype != DType::F32) {
+      a.fail(fmt::format("argument 'affine' is {} {}; expected float32 [2, {}] (scale, then shift per output channel)",
+                         dtype_name(ai.dtype), shape_str(ai.shape), cout));
+    }
+  }
   require_positive(a, s.stride, d, "stride");
   require_positive(a, s.dil, d, "dilation");
   if (!s.transposed) {
@@ -285,6 +321,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   const int64_t kvol = k[0] * k[1] * k[2];
   const int64_t in_vol = in[0] * in[1] * in[2], out_vol = out[0] * out[1] * out[2];
   const Binding bias = b.id >= 0 ? Binding::of(b) : Binding::of(g.ctx().dummy_buffer());
+  const bool rounded = s.affine_rounded && xi.dtype == DType::F16;
 
   if (!s.transposed && cin_g == 1) {
     DepthwiseParams p{};
@@ -300,10 +337,14 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
       p.pad[j] = int32_t(s.pad_begin[j]);
       p.dil[j] = int32_t(s.dil[j]);
     }
-    const gpu::Pipeline& pipe = kernel(g, "ops/kernels/conv_depthwise.wgsl", subs, s.act_constants());
-    g.add_dispatch(pipe, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias},
-                   grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
-                   fmt::format("conv depthwise k={}", dims_str(k, d)), 2.0 * double(p.count) * double(kvol));
+    Subs dw_subs = subs;
+    add_affine_subs(dw_subs, s.affine.id >= 0, 5, "acc", "co", rounded);
+    const gpu::Pipeline& pipe = kernel(g, "ops/kernels/conv_depthwise.wgsl", dw_subs, s.act_constants());
+    std::vector<Binding> bindings{Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias};
+    if (s.affine.id >= 0) bindings.push_back(Binding::of(s.affine));
+    g.add_dispatch(pipe, std::move(bindings), grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
+                   fmt::format("conv depthwise k={}{}", dims_str(k, d), s.affine.id >= 0 ? " affine" : ""),
+                   2.0 * double(p.count) * double(kvol));
     return y;
   }
 
@@ -318,6 +359,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     q.M = cout, q.N = out_vol, q.K = cin, q.batch = n;
     q.a_batch = 0, q.b_batch = cin * in_vol;
     q.bias_sm = 1, q.bias_sn = 0;
+    q.affine = s.affine, q.affine_rounded = rounded;
     q.act = s.act == 1 ? 3 : s.act == 2 ? 4 : 0;
     q.lo = s.lo, q.hi = s.hi;
     if (record_subgroup_gemm(g, q, a.op, "conv 1x1")) return y;
@@ -327,7 +369,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   // the im2col tile gathered from x in the kernel.
   if (!pointwise && !s.transposed && groups == 1 && d <= 2) {
     SubgroupConv q;
-    q.x = x, q.w = w, q.bias = b, q.out = y;
+    q.x = x, q.w = w, q.bias = b, q.out = y, q.affine = s.affine, q.affine_rounded = rounded;
     q.batch = n, q.cin = cin, q.h = in[1], q.w_in = in[2], q.cout = cout, q.oh = out[1], q.ow = out[2];
     q.kh = k[1], q.kw = k[2];
     q.stride_h = s.stride[1], q.stride_w = s.stride[2], q.top = s.pad_begin[1], q.left = s.pad_begin[2];
@@ -393,6 +435,8 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   }
   Subs gemm_subs = subs;
   gemm_subs.emplace_back("O", splits > 1 ? "f32" : xi.dtype == DType::F16 ? "f16" : "f32");
+  const bool gemm_affine = s.affine.id >= 0 && splits == 1;  // split-K: in the second pass
+  add_affine_subs(gemm_subs, gemm_affine, 6, "acc[i][j] + b", "c", rounded);
   const gpu::Pipeline& pipe =
       kernel(g, "ops/kernels/conv.wgsl", gemm_subs,
              {{"TM", double(t.tm)},
@@ -404,16 +448,18 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
               {"ACT", double(s.act)},
               {"LO", s.lo},
               {"HI", s.hi}});
-  const std::string label = fmt::format("conv{} {} k={} tile={}x{}", s.transposed ? " transposed" : "",
-                                        pointwise ? "pointwise" : "gemm", dims_str(k, d), t.tm, t.tn);
+  const std::string label = fmt::format("conv{} {} k={} tile={}x{}{}", s.transposed ? " transposed" : "",
+                                        pointwise ? "pointwise" : "gemm", dims_str(k, d), t.tm, t.tn,
+                                        gemm_affine ? " affine" : "");
   // Useful work, 2 per multiply-add: each output takes cin_g * kvol taps
   // forward; transposed, each input element meets cout_g * kvol outputs
   // (the taps the gather skips as zero are not counted).
   const double flops = s.transposed ? 2.0 * double(n * in_vol) * double(cin) * double(cout_g * kvol)
                                     : 2.0 * double(npix) * double(cout) * double(kred);
   if (splits == 1) {
-    g.add_dispatch(pipe, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias, table},
-                   grid_for(g, tiles), std::string(a.op), label, flops);
+    std::vector<Binding> bindings{Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias, table};
+    if (gemm_affine) bindings.push_back(Binding::of(s.affine));
+    g.add_dispatch(pipe, std::move(bindings), grid_for(g, tiles), std::string(a.op), label, flops);
     return y;
   }
   TensorRef part = g.add_tensor({int64_t(splits), cout, npix}, DType::F32);
@@ -421,10 +467,13 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
                  grid_for(g, tiles), std::string(a.op), fmt::format("{} splitk={}", label, splits), flops);
   SplitKParams sp{uint32_t(numel(out_shape)), uint32_t(cout), uint32_t(out_vol), uint32_t(npix), uint32_t(splits),
                   b.id >= 0, 0, 0};
-  g.add_dispatch(kernel(g, "ops/kernels/conv_splitk.wgsl", subs, s.act_constants()),
-                 {Binding::of(y), Binding::of(g.uniform(sp)), Binding::of(part), bias},
+  Subs sum_subs = subs;
+  add_affine_subs(sum_subs, s.affine.id >= 0, 4, "acc", "c", rounded);
+  std::vector<Binding> sum_bindings{Binding::of(y), Binding::of(g.uniform(sp)), Binding::of(part), bias};
+  if (s.affine.id >= 0) sum_bindings.push_back(Binding::of(s.affine));
+  g.add_dispatch(kernel(g, "ops/kernels/conv_splitk.wgsl", sum_subs, s.act_constants()), std::move(sum_bindings),
                  grid_for(g, gpu::ceil_div(uint64_t(sp.count), 256)), std::string(a.op),
-                 fmt::format("conv splitk sum {}", splits));
+                 fmt::format("conv splitk sum {}{}", splits, s.affine.id >= 0 ? " affine" : ""));
   return y;
 }
 
@@ -451,10 +500,16 @@ int conv_dims(const Args& a, TensorRef x, TensorRef w) {
 // `padding` holds 2 * d values (begin pads, then end pads, as ONNX), and
 // that a transposed convolution's pads may be negative (extra output);
 // it also takes act='none'|'relu'|'clamp', lo, hi: an activation applied
-// to the result in the same dispatch (fused by the ONNX importer).
+// to the result in the same dispatch (fused by the ONNX importer), and
+// affine=None: a float32 tensor [2, Cout] (scale, then shift per output
+// channel) applied before the activation, in f32:
+// act((conv + bias[c]) * scale[c] + shift[c]) (an inference batch norm in
+// float16, fused by the importer); affine_rounded=False: True rounds
+// conv + bias to float16 before the affine (float16 storage), the values of
+// a separate convolution and batch norm.
 Value convolution_op(Graph& g, const ValueList& args, bool split_pads) {
   Args a{split_pads ? "wgnn.convolution_padded.default" : "aten.convolution.default", args, g};
-  require_at_most(a, split_pads ? 12 : 9);
+  require_at_most(a, split_pads ? 14 : 9);
   TensorRef x = a.tensor(0, "input");
   TensorRef w = a.tensor(1, "weight");
   TensorRef b = a.optional_tensor(2, "bias");
@@ -477,6 +532,8 @@ Value convolution_op(Graph& g, const ValueList& args, bool split_pads) {
       s.hi = a.scalar(11, "hi", 0.0);
       if (std::isnan(s.lo) || std::isnan(s.hi) || s.lo > s.hi) a.fail(fmt::format("clamp bounds [{}, {}] are not a range", s.lo, s.hi));
     }
+    s.affine = a.optional_tensor(12, "affine");
+    s.affine_rounded = a.boolean(13, "affine_rounded", false);
   }
   if (s.transposed) {
     require_non_negative(a, s.out_pad, s.d, "output_padding");

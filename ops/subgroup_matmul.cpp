@@ -36,7 +36,7 @@ uint32_t SubgroupMatmulConfig::workgroup_bytes() const {
 
 std::string SubgroupMatmulConfig::name() const {
   return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
-                     out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
+                     out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (affine ? affine_rounded ? " affine-rounded" : " affine" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
          (act == 1 ? " gelu" : act == 2 ? " gelu-tanh" : act == 3 ? " relu" : act == 4 ? " clamp" : "") + (ablate ? fmt::format(" ablate{}", ablate) : "") +
          (conv ? " conv" : "") + (emulate ? " emulated" : "");
 }
@@ -129,7 +129,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     add("  lo: f32, hi: f32 }");
   }
   const bool no_scratch = c.full_tiles;
-  if (c.full_tiles && (c.bias || c.out_f16 || c.act)) throw Error("the full-tile variant has no bias, activation or float16 output");
+  if (c.full_tiles && (c.bias || c.out_f16 || c.act || c.affine)) throw Error("the full-tile variant has no bias, activation or float16 output");
   if (c.act > 4) throw Error(fmt::format("invalid subgroup matmul activation {}", c.act));
   add("@group(0) @binding(0) var<storage, read> A: array<vec4<u32>>;");
   add(c.conv ? "@group(0) @binding(1) var<storage, read> X: array<f16>;"
@@ -137,6 +137,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add(fmt::format("@group(0) @binding(2) var<storage, read_write> C: array<{}>;", c.out_f16 ? "vec4<u32>" : "f32"));
   add("@group(0) @binding(3) var<uniform> P: Params;");
   if (c.bias) add(fmt::format("@group(0) @binding(4) var<storage, read> BIAS: array<{}>;", c.bias_f16 ? "f16" : "f32"));
+  if (c.affine) add(fmt::format("@group(0) @binding({}) var<storage, read> AFF: array<f32>;", c.bias ? 5 : 4));
   add(fmt::format("const BM = {}u; const BN = {}u; const BK = {}u; const AS = {}u; const BS = {}u;", c.bm, c.bn, c.bk,
                   AS, BS));
   add(fmt::format("var<workgroup> sa: array<f16, {}>;", c.stages * SA_STAGE));
@@ -203,6 +204,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   };
 
   if (c.act == 1) add(std::string(gpu::shader_source("ops/kernels/lib/erf.wgsl")));
+  if (c.affine && c.affine_rounded) add(kRoundF16Wgsl);
   if (!no_scratch) {
   // The epilogue of one 16x16 result staged in `sc` at `sbase`: each lane
   // writes 8 consecutive columns of one row (N % 8 == 0: all in or all out).
@@ -210,9 +212,11 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("  let r = r0 + lane / 2u; let col = c0 + (lane % 2u) * 8u;");
   add("  if (r >= P.M || col >= P.N) { return; }");
   add("  let s = sbase + (lane / 2u) * 16u + (lane % 2u) * 8u;");
+  if (c.affine) add("  let a_scale = AFF[r]; let a_shift = AFF[P.M + r];");
   for (int q = 0; q < 8; ++q) {
     std::string v = fmt::format("sc[s + {}u] * P.alpha", q);
     if (c.bias) v += fmt::format(" + P.beta * f32(BIAS[bias_off + r * P.bias_sm + (col + {}u) * P.bias_sn])", q);
+    if (c.affine) v = (c.affine_rounded ? "round_f16(" + v + ")" : "(" + v + ")") + " * a_scale + a_shift";
     if (c.act == 0) {
       add(fmt::format("  let v{} = {};", q, v));
     } else {
@@ -395,7 +399,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
 
   add("  let c_off = bt * P.c_batch; let bias_off = bt * P.bias_batch;");
   add(fmt::format("  let wm0 = m0 + wm * {}u; let wn0 = n0 + wn * {}u;", TM * 16, TN * 16));
-  const bool direct = !c.out_f16 && !c.bias && c.act == 0;
+  const bool direct = !c.out_f16 && !c.bias && c.act == 0 && !c.affine;
   if (no_scratch) {  // full tiles only
     for (uint32_t i = 0; i < TM; ++i)
       for (uint32_t j = 0; j < TN; ++j)
@@ -517,6 +521,8 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   for (TensorRef t : {p.a, p.b, p.out})
     if (g.info(t).dtype != DType::F16) return false;
   if (p.bias.id >= 0 && g.info(p.bias).dtype != DType::F16) return false;
+  if (p.affine.id >= 0 && (g.info(p.affine).dtype != DType::F32 || g.info(p.affine).shape != Shape{2, p.M}))
+    return false;
   const Mode mode = subgroup_mode();
   if (mode == Mode::Off) return false;
   if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
@@ -528,6 +534,8 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   cfg.out_f16 = true;
   cfg.bias = p.bias.id >= 0;
   cfg.bias_f16 = true;
+  cfg.affine = p.affine.id >= 0;
+  cfg.affine_rounded = cfg.affine && p.affine_rounded;
   cfg.act = uint32_t(p.act);
   if (!subgroup_matmul_supported(g.ctx(), cfg)) return false;
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), cfg.bm), tiles_n = gpu::ceil_div(uint64_t(p.N), cfg.bn);
@@ -551,12 +559,13 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   const gpu::Pipeline& pl = g.ctx().pipeline(cfg.name(), subgroup_matmul_wgsl(cfg));
   std::vector<Binding> bindings{Binding::of(p.a), Binding::of(p.b), Binding::of(p.out), Binding::of(g.uniform(params))};
   if (cfg.bias) bindings.push_back(Binding::of(p.bias));
+  if (cfg.affine) bindings.push_back(Binding::of(p.affine));
   g.add_dispatch(pl, std::move(bindings), gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(p.batch)},
                  std::string(op),
                  fmt::format("{} subgroup-matrix {}x{}x{}{}{}{}{}", what, p.M, p.N, p.K,
                              p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", p.a_trans ? " At" : "",
                              p.b_trans ? " Bt" : "", cfg.bias ? " bias" : "") +
-                     act_suffix(p.act) + (cfg.emulate ? " emulated" : ""),
+                     (cfg.affine ? " affine" : "") + act_suffix(p.act) + (cfg.emulate ? " emulated" : ""),
                  2.0 * double(p.M) * double(p.N) * double(p.K) * double(p.batch));
   return true;
 }
@@ -565,6 +574,8 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   for (TensorRef t : {p.x, p.w, p.out})
     if (g.info(t).dtype != DType::F16) return false;
   if (p.bias.id >= 0 && g.info(p.bias).dtype != DType::F16) return false;
+  if (p.affine.id >= 0 && (g.info(p.affine).dtype != DType::F32 || g.info(p.affine).shape != Shape{2, p.cout}))
+    return false;
   const Mode mode = subgroup_mode();
   if (mode == Mode::Off) return false;
   // WGNN_SUBGROUP_CONV=0: KxK convolutions on the regular kernel (products
@@ -593,6 +604,8 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   cfg.out_f16 = true;
   cfg.bias = p.bias.id >= 0;
   cfg.bias_f16 = true;
+  cfg.affine = p.affine.id >= 0;
+  cfg.affine_rounded = cfg.affine && p.affine_rounded;
   cfg.act = uint32_t(p.act);
   const uint32_t T = cfg.threads();
   const bool rows = cfg.bn <= T && T % cfg.bn == 0 && cfg.bk % (T / cfg.bn) == 0;
@@ -627,11 +640,12 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   const gpu::Pipeline& pl = g.ctx().pipeline(cfg.name(), subgroup_matmul_wgsl(cfg));
   std::vector<Binding> bindings{Binding::of(p.w), Binding::of(p.x), Binding::of(p.out), Binding::of(g.uniform(params))};
   if (cfg.bias) bindings.push_back(Binding::of(p.bias));
+  if (cfg.affine) bindings.push_back(Binding::of(p.affine));
   g.add_dispatch(pl, std::move(bindings), gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(p.batch)},
                  std::string(op),
                  fmt::format("{} subgroup-matrix {}x{}x{}{}{}", what, M, N, K,
                              p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", cfg.bias ? " bias" : "") +
-                     act_suffix(p.act) + (cfg.emulate ? " emulated" : ""),
+                     (cfg.affine ? " affine" : "") + act_suffix(p.act) + (cfg.emulate ? " emulated" : ""),
                  2.0 * double(M) * double(N) * double(K) * double(p.batch));
   return true;
 }

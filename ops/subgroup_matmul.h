@@ -36,6 +36,12 @@ struct SubgroupMatmulConfig {
   bool out_f16 = false;         // C is float16 (else float32)
   bool bias = false;            // a bias operand (binding 4), read with strides
   bool bias_f16 = false;
+  // A float32 affine per row of C (the binding after the bias's, [2, M]:
+  // scale, then shift),
+  // applied after the bias and before the activation (a convolution's
+  // inference batch norm in float16).
+  bool affine = false;
+  bool affine_rounded = false;  // the value rounded to f16 before the affine
   bool a_trans = false;  // A stored K x M (needs M % 8 == 0)
   bool b_trans = false;  // B stored N x K (needs K % 8 == 0; N % 8 == 0 still, for the epilogue)
   uint32_t act = 0;      // epilogue activation: 0 none, 1 GELU (erf), 2 GELU (tanh), 3 ReLU, 4 clamp (P.lo, P.hi)
@@ -89,6 +95,17 @@ struct alignas(16) SubgroupConvParams {
 static_assert(sizeof(SubgroupConvParams) == 144);
 static_assert(offsetof(SubgroupConvParams, in_h) == 64);
 
+// WGSL `round_f16(v: f32) -> f32`: v rounded to float16's precision (to
+// nearest even; subnormals on float16's grid; no overflow to infinity), in
+// integer arithmetic: drivers fold f32(f16(v)) (and pack2x16float then
+// unpack2x16float) into v. For the convolutions' affine_rounded.
+inline constexpr const char* kRoundF16Wgsl =
+    "fn round_f16(v: f32) -> f32 {\n"
+    "  if (abs(v) < 6.103515625e-05) { return round(v * 16777216.0) * 5.9604644775390625e-08; }\n"
+    "  let b = bitcast<u32>(v);\n"
+    "  return bitcast<f32>((b + 0xFFFu + ((b >> 13u) & 1u)) & 0xFFFFE000u);\n"
+    "}";
+
 // The WGSL of one configuration. Throws wgnn::Error for an invalid one.
 std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& cfg);
 
@@ -116,6 +133,10 @@ struct SubgroupGemm {
   double alpha = 1, beta = 1;
   int act = 0;  // applied last: 0 none, 1 GELU (erf), 2 GELU (tanh), 3 ReLU, 4 clamp to [lo, hi]
   double lo = 0, hi = 0;
+  // Optional float32 [2, M]: out[m][n] = (alpha * A @ B + beta * bias) *
+  // affine[0][m] + affine[1][m], before the activation.
+  TensorRef affine{-1};
+  bool affine_rounded = false;  // the value before the affine rounded to float16
 };
 
 // Records the product on subgroup matrices when the device has them (and
@@ -141,6 +162,8 @@ struct SubgroupConv {
   int64_t stride_h = 1, stride_w = 1, top = 0, left = 0, dil_h = 1, dil_w = 1;  // top, left: begin pads
   int act = 0;  // as SubgroupGemm::act
   double lo = 0, hi = 0;
+  TensorRef affine{-1};  // as SubgroupGemm::affine (per output channel)
+  bool affine_rounded = false;
 };
 
 // Records the convolution as an implicit GEMM on subgroup matrices (the

@@ -28,6 +28,10 @@
 // it, without bias, as f32 ({{O}}) to y[split][c][q];
 // conv_splitk.wgsl adds the ranges and the bias. Otherwise {{O}} is {{T}}
 // and y is the output.
+//
+// AFFINE_BINDING and AFFINE (placeholders): an optional per-output-channel float32
+// affine before the activation (conv.cpp's add_affine_subs; not with
+// SPLITK, where the second pass applies it).
 {{ENABLE}}
 
 override TM: u32 = 64u;
@@ -74,7 +78,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(3) var<storage, read> w: array<{{T}}>;
 @group(0) @binding(4) var<storage, read> bias: array<{{T}}>;
-@group(0) @binding(5) var<storage, read> ktab: array<vec4<i32>>;
+@group(0) @binding(5) var<storage, read> ktab: array<vec4<i32>>;{{AFFINE_BINDING}}
 
 // k-major tiles: ws[kk][m] and xs[kk][q], four consecutive m (or q) per vec4.
 var<workgroup> ws: array<vec4<f32>, TK * TM / 4u>;
@@ -244,7 +248,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         y[(split * params.cout + c) * params.npix + qj] = {{O}}(acc[i][j]);
       } else {
         let n = qj / params.out_vol;
-        y[(n * params.cout + c) * params.out_vol + qj % params.out_vol] = {{O}}(activate(acc[i][j] + b));
+        y[(n * params.cout + c) * params.out_vol + qj % params.out_vol] = {{O}}(activate({{AFFINE}}));
       }
     }
   }

@@ -1,7 +1,9 @@
 // Depthwise convolution (one input channel per group: groups == C_in, and
 // C_out = mult * C_in), forward, 1 to 3 spatial dims seen as D x H x W: one
 // thread per output element, a direct loop over the kernel window with a
-// fused bias, f32 math.
+// fused bias, f32 math; then the optional per-channel affine
+// (the AFFINE_BINDING and AFFINE placeholders: conv.cpp's add_affine_subs) and the
+// activation.
 //   y[n, co, o] = bias[co] + sum_k w[co, 0, k] * x[n, co / mult, o * stride - pad + k * dil]
 {{ENABLE}}
 
@@ -31,7 +33,7 @@ struct Params {
 @group(0) @binding(1) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(3) var<storage, read> w: array<{{T}}>;
-@group(0) @binding(4) var<storage, read> bias: array<{{T}}>;
+@group(0) @binding(4) var<storage, read> bias: array<{{T}}>;{{AFFINE_BINDING}}
 
 const WG: u32 = 256u;
 
@@ -77,5 +79,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       }
     }
   }
-  y[i] = {{T}}(activate(acc));
+  y[i] = {{T}}(activate({{AFFINE}}));
 }

@@ -1,6 +1,8 @@
 // The second pass of a split-K convolution (conv.wgsl with SPLITK): adds
 // the `splits` partial sums part[split][c][q] (f32, q = n * out_vol + p)
-// and the bias into y[n][c][p], one thread per output element.
+// and the bias into y[n][c][p], one thread per output element, then the
+// optional affine (the AFFINE_BINDING and AFFINE placeholders: conv.cpp's add_affine_subs)
+// and the activation.
 {{ENABLE}}
 
 struct Params {
@@ -17,7 +19,7 @@ struct Params {
 @group(0) @binding(0) var<storage, read_write> y: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read> part: array<f32>;
-@group(0) @binding(3) var<storage, read> bias: array<{{T}}>;
+@group(0) @binding(3) var<storage, read> bias: array<{{T}}>;{{AFFINE_BINDING}}
 
 const WG: u32 = 256u;
 
@@ -44,5 +46,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     acc += part[at];
     at += stride;
   }
-  y[i] = {{T}}(activate(acc));
+  y[i] = {{T}}(activate({{AFFINE}}));
 }

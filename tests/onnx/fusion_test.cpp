@@ -17,6 +17,7 @@
 #include <random>
 
 #include "gpu_fixture.h"
+#include "graph/half.h"
 #include "onnx/session.h"
 #include "onnx_model_builder.h"
 
@@ -540,9 +541,12 @@ TEST(Fusion, ConvThenBatchNormFoldsIntoTheConv) {
     double scale = 0;
     for (float y : values(u.y)) scale = std::max(scale, double(std::abs(y)));
     for (int64_t i = 0; i < u.y.numel(); ++i) EXPECT_NEAR(f.y.as<float>()[i], u.y.as<float>()[i], 1e-5 * scale) << i;
-    if (v == 0 && test::ctx().features().shader_f16) {
-      // float16 mode keeps the normalization separate (see onnx/fusion.cpp).
-      EXPECT_EQ(run(path, {{"x", x}}, true, true).dispatches, run(path, {{"x", x}}, false, true).dispatches);
+    if (test::ctx().features().shader_f16) {
+      // float16 mode: the normalization as a float32 affine in the
+      // convolution's epilogue (ConvBatchNormInFloat16RunsInTheEpilogue).
+      const size_t f16 = run(path, {{"x", x}}, true, true).dispatches;
+      const size_t u16 = run(path, {{"x", x}}, false, true).dispatches;
+      EXPECT_EQ(f16 + (shared ? 0 : 1), u16);
     }
   }
 }
@@ -612,6 +616,111 @@ TEST(Fusion, ReluAndClipAfterAConvRunInItsEpilogue) {
       clipped += u.y.as<float>()[i] == 0.f || u.y.as<float>()[i] == 0.75f || u.y.as<float>()[i] == 0.5f;
     }
     EXPECT_GT(clipped, 0);  // the activation did something
+  }
+}
+
+// In float16 mode a Conv + BatchNormalization (+ Relu / Clip) is one
+// dispatch: the weights stay as they are (float16) and the normalization is
+// a float32 scale and shift per channel applied to the convolution rounded
+// to float16 (the unfused run's values), for every convolution kernel;
+// values against a double reference of that (on the float16 inputs,
+// weights and bias) and the unfused float16 run.
+TEST(Fusion, ConvBatchNormInFloat16RunsInTheEpilogue) {
+  if (!test::ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  struct Variant {
+    const char* name;
+    Shape x, w;
+    int64_t group;
+    const char* act;  // "", Relu, Clip
+    bool conv_bias;
+  };
+  for (const Variant& v : {Variant{"gemm", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, "", true},
+                           Variant{"gemm relu no conv bias", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, "Relu", false},
+                           Variant{"gemm clip", {1, 16, 8, 8}, {24, 16, 3, 3}, 1, "Clip", true},
+                           Variant{"split-k relu", {1, 256, 4, 4}, {8, 256, 3, 3}, 1, "Relu", true},
+                           Variant{"depthwise clip", {1, 8, 9, 9}, {8, 1, 3, 3}, 8, "Clip", true},
+                           Variant{"pointwise relu", {1, 16, 8, 8}, {24, 16, 1, 1}, 1, "Relu", true},
+                           Variant{"groups", {1, 8, 6, 6}, {8, 4, 3, 3}, 2, "", true}}) {
+    SCOPED_TRACE(v.name);
+    ModelBuilder b;
+    const int64_t k = v.w[2], cout = v.w[0];
+    const Shape ys = {v.x[0], cout, v.x[2], v.x[3]};
+    b.input("x", v.x);
+    b.output("y", ys);
+    const std::vector<float> w = values(seeded(v.w, 61, 0.6f)), cb = values(seeded({cout}, 62, 0.5f));
+    b.init_f32("w", v.w, w);
+    std::vector<std::string> in = {"x", "w"};
+    if (v.conv_bias) {
+      b.init_f32("cb", {cout}, cb);
+      in.push_back("cb");
+    }
+    auto* conv = b.node("Conv", in, {"c"});
+    ModelBuilder::attr_ints(conv, "pads", {k / 2, k / 2, k / 2, k / 2});
+    ModelBuilder::attr_int(conv, "group", v.group);
+    // A small variance (scales up to ~20) and a mean near the values: what
+    // float16 folding into the weights or rounding before the
+    // normalization would lose.
+    std::vector<float> var = values(seeded({cout}, 66, 0.05f));
+    for (float& x : var) x = 0.002f + std::abs(x);
+    const std::vector<float> gamma = values(seeded({cout}, 63, 1.f)), beta = values(seeded({cout}, 64, 0.5f)),
+                             mean = values(seeded({cout}, 65, 1.f));
+    b.init_f32("gamma", {cout}, gamma);
+    b.init_f32("beta", {cout}, beta);
+    b.init_f32("mean", {cout}, mean);
+    b.init_f32("var", {cout}, var);
+    const std::string act = v.act;
+    b.node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {act.empty() ? "y" : "n"});
+    if (act == "Relu") b.node("Relu", {"n"}, {"y"});
+    if (act == "Clip") {
+      scalar(b, "lo", -1.f, false);
+      scalar(b, "hi", 1.5f, false);
+      b.node("Clip", {"n", "lo", "hi"}, {"y"});
+    }
+    const std::string path = b.save(fmt::format("conv_bn_f16_{}.onnx", std::hash<std::string>{}(v.name) % 100000));
+    const HostTensor x = seeded(v.x, 67, 1.f);
+    const Result f = run(path, {{"x", x}}, true, true), u = run(path, {{"x", x}}, false, true);
+    EXPECT_EQ(f.dispatches + (act.empty() ? 1 : 2), u.dispatches);
+    EXPECT_THAT(f.summary, HasSubstr("fused chains"));
+    ASSERT_EQ(f.y.shape, ys);
+    // The reference on the float16-rounded input, weights and bias, in
+    // double, the convolution rounded to float16 before the normalization.
+    auto h = [](float a) { return double(half_to_float(float_to_half(a))); };
+    const int64_t n = v.x[0], cin = v.x[1], H = v.x[2], W = v.x[3], cin_g = cin / v.group, cout_g = cout / v.group;
+    std::vector<double> ref(size_t(numel(ys)));
+    double scale = 0;
+    for (int64_t nn = 0; nn < n; ++nn)
+      for (int64_t co = 0; co < cout; ++co)
+        for (int64_t oy = 0; oy < H; ++oy)
+          for (int64_t ox = 0; ox < W; ++ox) {
+            double acc = v.conv_bias ? h(cb[size_t(co)]) : 0.0;
+            const int64_t g0 = co / cout_g * cin_g;
+            for (int64_t ci = 0; ci < cin_g; ++ci)
+              for (int64_t ky = 0; ky < k; ++ky)
+                for (int64_t kx = 0; kx < k; ++kx) {
+                  const int64_t iy = oy - k / 2 + ky, ix = ox - k / 2 + kx;
+                  if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                  acc += h(x.as<float>()[size_t(((nn * cin + g0 + ci) * H + iy) * W + ix)]) *
+                         h(w[size_t(((co * cin_g + ci) * k + ky) * k + kx)]);
+                }
+            const size_t c = size_t(co);
+            double y = (h(float(acc)) - mean[c]) / std::sqrt(double(var[c]) + 1e-5) * gamma[c] + beta[c];
+            if (act == "Relu") y = std::max(y, 0.0);
+            if (act == "Clip") y = std::clamp(y, -1.0, 1.5);
+            ref[size_t(((nn * cout + co) * H + oy) * W + ox)] = y;
+            scale = std::max(scale, std::abs(y));
+          }
+    size_t same = 0;
+    for (int64_t i = 0; i < f.y.numel(); ++i) {
+      const double r = ref[size_t(i)];
+      // The output's float16 rounding (and, rarely, a convolution summed in
+      // another order rounding to the neighbouring float16).
+      EXPECT_NEAR(f.y.as<float>()[i], r, 1e-3 * scale + 1e-3 * std::abs(r)) << i;
+      EXPECT_NEAR(f.y.as<float>()[i], u.y.as<float>()[i], 1e-3 * scale + 1e-3 * std::abs(r)) << i;
+      same += f.y.as<float>()[i] == u.y.as<float>()[i];
+    }
+    // Mostly the very values of the unfused run (scale and shift computed
+    // in double here, in f32 there).
+    EXPECT_GT(double(same), 0.9 * double(f.y.numel()));
   }
 }
 

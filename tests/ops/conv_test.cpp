@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "error_of.h"
 #include "op_test_util.h"
 
 using namespace wgnn;
@@ -287,6 +288,163 @@ TEST(Conv, PicksTheKernelForTheShape) {
       if (std::string(n.name) == name) EXPECT_THAT(conv_label(n.c), HasSubstr("splitk sum")) << name;
     }
   }
+}
+
+// wgnn.convolution_padded with a float32 per-channel affine (an inference
+// batch norm in float16) and an activation, on each kernel path, against
+// act((conv + bias) * scale + shift) in double. `path` is a substring of
+// the dispatch labels the convolution must record.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+void run_conv_affine(Conv c, const std::string& act, uint32_t seed, const std::string& path) {
+  if (c.dtype == DType::F16 && !has_f16()) GTEST_SKIP() << "no shader-f16";
+  c.split = true;
+  const size_t d = c.x.size() - 2;
+  if (c.padding.size() == 1) c.padding.assign(2 * d, c.padding[0]);
+  const int64_t cout = c.transposed ? c.w[1] * c.groups : c.w[0];
+  auto x = quantize(random_floats(size_t(numel(c.x)), -1, 1, seed), c.dtype);
+  auto w = quantize(random_floats(size_t(numel(c.w)), -1, 1, seed + 1), c.dtype);
+  auto b = quantize(random_floats(size_t(cout), -1, 1, seed + 2), c.dtype);
+  // Scales of both signs and magnitudes a batch norm gives (gamma / sqrt(var + eps)).
+  auto scale = random_floats(size_t(cout), 0.05f, 4, seed + 3);
+  const auto shift = random_floats(size_t(cout), -2, 2, seed + 4);
+  for (size_t i = 0; i < scale.size(); i += 3) scale[i] = -scale[i];
+  std::vector<float> aff(scale);
+  aff.insert(aff.end(), shift.begin(), shift.end());
+  Graph g(ctx());
+  TensorRef tx = upload(g, c.x, x, c.dtype);
+  TensorRef tw = constant(g, c.w, w, c.dtype);
+  Value tb = c.bias ? Value(constant(g, {cout}, b, c.dtype)) : Value(None{});
+  TensorRef ta = g.add_constant({2, cout}, DType::F32, aff.data());
+  const double lo = -0.5, hi = 1.5;
+  TensorRef y = ops::call(g, "wgnn.convolution_padded.default",
+                          {tx, tw, tb, c.stride, c.padding, c.dilation, c.transposed, c.output_padding, c.groups, act,
+                           lo, hi, ta})
+                    .tensor();
+  std::string labels;
+  for (const auto& dsp : g.dispatches()) labels += (labels.empty() ? "" : " | ") + dsp.label;
+  EXPECT_THAT(labels, HasSubstr(path));
+  EXPECT_THAT(labels, HasSubstr("affine"));
+  Ref r = ref_conv(c, x, w, b);
+  const int64_t vol = int64_t(r.v.size()) / (r.shape[0] * cout);
+  for (size_t i = 0; i < r.v.size(); ++i) {
+    const size_t ch = size_t(int64_t(i) / vol % cout);
+    double v = r.v[i] * double(scale[ch]) + double(shift[ch]);
+    if (act == "relu") v = std::max(v, 0.0);
+    if (act == "clamp") v = std::clamp(v, lo, hi);
+    r.v[i] = v;
+  }
+  ASSERT_EQ(g.info(y).shape, r.shape);
+  g.run();
+  const bool f16 = c.dtype == DType::F16;
+  EXPECT_TRUE(all_close(download(g, y), r.v, f16 ? 6e-2 : 4e-4, f16 ? 4e-3 : 1e-5)) << labels;
+}
+
+TEST(Conv, AffineInTheEpilogueOfEveryKernel) {
+  const char* acts[] = {"none", "relu", "clamp"};
+  for (DType dt : {DType::F32, DType::F16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    // The regular kernels, also where the device has subgroup matrices.
+    ScopedEnv off("WGNN_SUBGROUP_MATMUL", "0");
+    const int o = dt == DType::F16;  // each case with another activation per dtype
+    run_conv_affine({{2, 5, 7, 9}, {6, 5, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, dt}, acts[o % 3], 31,
+                    "conv gemm");
+    run_conv_affine({{2, 17, 6, 5}, {33, 17, 1, 1}, false, {1}, {0}, {1}, false, {0}, 1, dt}, acts[(o + 1) % 3], 32,
+                    "conv pointwise");
+    // Few tiles, a long reduction: split-K, the affine in the second pass.
+    run_conv_affine({{1, 256, 5, 5}, {32, 256, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, dt}, acts[(o + 2) % 3], 33,
+                    "splitk sum 9 affine");
+    run_conv_affine({{1, 256, 5, 5}, {32, 256, 3, 3}, false, {1}, {1}, {1}, false, {0}, 1, dt}, acts[o % 3], 37,
+                    "splitk sum 9 affine");
+    run_conv_affine({{2, 8, 10, 9}, {8, 1, 3, 3}, true, {2}, {1}, {1}, false, {0}, 8, dt}, acts[(o + 1) % 3], 34,
+                    "conv depthwise");
+    run_conv_affine({{1, 6, 5, 4}, {6, 2, 3, 3}, true, {2}, {0}, {1}, true, {0}, 2, dt}, acts[(o + 2) % 3], 35,
+                    "conv transposed gemm");
+    run_conv_affine({{1, 9, 11, 10}, {12, 3, 3, 3}, false, {2}, {1}, {1}, false, {0}, 3, dt}, acts[o % 3], 36,
+                    "conv gemm");
+  }
+}
+
+// The tensor-core kernels' epilogue (1x1 as a product, KxK as the
+// convolution mode), emulated on any device with shader-f16.
+TEST(Conv, AffineInTheEpilogueOfTheSubgroupMatrixKernels) {
+  if (!has_f16()) GTEST_SKIP() << "no shader-f16";
+  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  run_conv_affine({{2, 24, 6, 4}, {40, 24, 1, 1}, true, {1}, {0}, {1}, false, {0}, 1, DType::F16}, "relu", 41,
+                  "conv 1x1 subgroup-matrix");
+  run_conv_affine({{1, 16, 8, 8}, {24, 16, 1, 1}, false, {1}, {0}, {1}, false, {0}, 1, DType::F16}, "none", 44,
+                  "conv 1x1 subgroup-matrix");
+  run_conv_affine({{1, 8, 9, 8}, {20, 8, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, DType::F16}, "clamp", 42,
+                  "conv 3x3 subgroup-matrix");
+  run_conv_affine({{2, 16, 16, 16}, {24, 16, 3, 3}, false, {2}, {1}, {1}, false, {0}, 1, DType::F16}, "relu", 43,
+                  "conv 3x3 stride 2 subgroup-matrix");
+}
+
+// affine_rounded: the convolution (and bias) rounded to float16 before the
+// affine, the values of a separate convolution then batch norm: against a
+// reference that rounds there, with scales that make the rounding show.
+TEST(Conv, AffineRoundedGivesTheSeparateConvolutionsValues) {
+  if (!has_f16()) GTEST_SKIP() << "no shader-f16";
+  for (const char* mode : {"0", "emulate"}) {
+    SCOPED_TRACE(mode);
+    ScopedEnv env("WGNN_SUBGROUP_MATMUL", mode);
+    for (const Conv& c : {Conv{{1, 16, 8, 8}, {24, 16, 3, 3}, true, {1}, {1, 1, 1, 1}, {1}, false, {0}, 1, DType::F16, true},
+                          Conv{{1, 16, 8, 8}, {24, 16, 1, 1}, true, {1}, {0, 0, 0, 0}, {1}, false, {0}, 1, DType::F16, true},
+                          Conv{{1, 8, 8, 8}, {8, 1, 3, 3}, true, {1}, {1, 1, 1, 1}, {1}, false, {0}, 8, DType::F16, true},
+                          Conv{{1, 256, 5, 5}, {32, 256, 3, 3}, true, {1}, {1, 1, 1, 1}, {1}, false, {0}, 1, DType::F16, true}}) {
+      const int64_t cout = c.w[0];
+      auto x = quantize(random_floats(size_t(numel(c.x)), -1, 1, 51), c.dtype);
+      auto w = quantize(random_floats(size_t(numel(c.w)), -1, 1, 52), c.dtype);
+      auto b = quantize(random_floats(size_t(cout), -1, 1, 53), c.dtype);
+      std::vector<float> aff(size_t(2 * cout));
+      for (int64_t i = 0; i < cout; ++i) aff[size_t(i)] = 37.f + float(i), aff[size_t(cout + i)] = 0.25f * float(i);
+      Ref r = ref_conv(c, x, w, b);
+      Graph g(ctx());
+      TensorRef tx = upload(g, c.x, x, c.dtype);
+      TensorRef tw = constant(g, c.w, w, c.dtype);
+      TensorRef tb = constant(g, {cout}, b, c.dtype);
+      TensorRef ta = g.add_constant({2, cout}, DType::F32, aff.data());
+      std::vector<TensorRef> ys;
+      for (bool rounded : {true, false}) {
+        ys.push_back(ops::call(g, "wgnn.convolution_padded.default",
+                               {tx, tw, tb, c.stride, c.padding, c.dilation, false, c.output_padding, c.groups,
+                                std::string("none"), 0.0, 0.0, ta, rounded})
+                         .tensor());
+      }
+      g.run();
+      const std::vector<float> yr = download(g, ys[0]), yu = download(g, ys[1]);
+      const int64_t vol = int64_t(r.v.size()) / cout;
+      std::vector<double> want(r.v.size());
+      size_t differ = 0;
+      for (size_t i = 0; i < r.v.size(); ++i) {
+        const size_t ch = size_t(int64_t(i) / vol % cout);
+        want[i] = double(half_to_float(float_to_half(float(r.v[i])))) * aff[ch] + aff[size_t(cout) + ch];
+        differ += yr[i] != yu[i];
+      }
+      // The output's float16 rounding (half an ulp: 2.5e-4 relative).
+      EXPECT_TRUE(all_close(yr, want, 1e-3, 6e-4));
+      EXPECT_GT(differ, r.v.size() / 10) << "the rounding changed nothing";
+    }
+  }
+}
+
+TEST(Conv, AffineErrors) {
+  Graph g(ctx());
+  TensorRef x = g.add_tensor({1, 3, 5, 5}, DType::F32, TensorKind::Input);
+  TensorRef w = g.add_tensor({4, 3, 3, 3}, DType::F32, TensorKind::Input);
+  auto call = [&](TensorRef aff) {
+    ops::call(g, "wgnn.convolution_padded.default",
+              {x, w, None{}, IntList{1}, IntList{0, 0, 0, 0}, IntList{1}, false, IntList{0}, int64_t(1),
+               std::string("none"), 0.0, 0.0, aff});
+  };
+  EXPECT_THAT(error_of([&] { call(g.add_tensor({4}, DType::F32, TensorKind::Input)); }),
+              HasSubstr("argument 'affine' is float32 [4]; expected float32 [2, 4]"));
+  EXPECT_THAT(error_of([&] { call(g.add_tensor({2, 4}, DType::F16, TensorKind::Input)); }),
+              HasSubstr("expected float32 [2, 4]"));
 }
 
 TEST(Conv, ManyTilesAndLargeOutputs) {

@@ -9,6 +9,7 @@
 #include "gpu/shaders.h"
 #include "op_test_util.h"
 #include "ops/helpers.h"
+#include "ops/subgroup_matmul.h"
 
 using namespace wgnn;
 using wgnn::test::ctx;
@@ -69,6 +70,28 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
             } else {
               s2.insert(s2.begin(), {{"ADD_DECL", ""}, {"LOAD_X", "return x[i];"}});
             }
+            EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
+            ++compiled;
+          }
+          continue;
+        }
+        // The convolutions, without and with the per-channel affine (as
+        // ops/conv.cpp's add_affine_subs fills it: the binding after the
+        // kernel's last, the epilogue's value and channel).
+        if (text.find("{{AFFINE}}") != std::string_view::npos) {
+          const std::string n(name);
+          const int binding = n.find("splitk") != std::string::npos ? 4 : n.find("depthwise") != std::string::npos ? 5 : 6;
+          const std::string v = n == "ops/kernels/conv.wgsl" ? "acc[i][j] + b" : "acc";
+          const std::string c = n.find("depthwise") != std::string::npos ? "co" : "c";
+          for (int affine : {0, 1, 2}) {  // none, on the f32 value, rounded to float16 first
+            SCOPED_TRACE(fmt::format("affine {}", affine));
+            ops::Subs s2 = subs;
+            std::string decl =
+                affine ? fmt::format("\n@group(0) @binding({}) var<storage, read> affine: array<f32>;", binding) : "";
+            if (affine == 2) decl += "\n" + std::string(ops::kRoundF16Wgsl);
+            s2.emplace_back("AFFINE_BINDING", decl);
+            const std::string val = affine == 2 ? "round_f16(" + v + ")" : "(" + v + ")";
+            s2.emplace_back("AFFINE", affine ? fmt::format("{0} * affine[{1}] + affine[params.cout + {1}]", val, c) : v);
             EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
             ++compiled;
           }
