@@ -186,17 +186,12 @@ gpu::BufferBinding Graph::resolve(const Binding& b) {
 size_t Graph::remove_dead_dispatches() {
   auto root_of = [&](int id) {
     while (tensors_[size_t(id)].view_of >= 0) id = tensors_[size_t(id)].view_of;
-    return id;
+    return size_t(id);
   };
-  // Storage is a tensor root, or an op-owned buffer (keyed by its handle,
-  // offset past the tensor ids).
-  std::unordered_map<uint64_t, bool> needed;
-  auto key = [&](const Binding& b) -> uint64_t {
-    if (b.tensor >= 0) return uint64_t(root_of(b.tensor));
-    return uint64_t(reinterpret_cast<uintptr_t>(b.buffer.handle())) + (uint64_t(1) << 40);
-  };
+  // Storage roots read later (or inputs, outputs, constants).
+  std::vector<bool> needed(tensors_.size(), false);
   for (size_t t = 0; t < tensors_.size(); ++t)
-    if (tensors_[t].kind != TensorKind::Intermediate) needed[uint64_t(root_of(int(t)))] = true;
+    if (tensors_[t].kind != TensorKind::Intermediate) needed[root_of(int(t))] = true;
   std::vector<bool> keep(nodes_.size(), false);
   for (size_t i = nodes_.size(); i-- > 0;) {
     const DispatchNode& d = nodes_[i];
@@ -205,13 +200,13 @@ size_t Graph::remove_dead_dispatches() {
       if (!d.pipeline->writes(j)) continue;
       writes_any = true;
       const Binding& b = d.bindings[j];
-      // An op-owned buffer's later readers are not tracked by tensor: keep.
-      if (b.tensor < 0 || needed.count(key(b))) keep[i] = true;
+      // An op-owned buffer's later readers are not tracked: keep.
+      if (b.tensor < 0 || needed[root_of(b.tensor)]) keep[i] = true;
     }
     if (!writes_any) keep[i] = true;  // unknown effects: keep
     if (!keep[i]) continue;
     for (const Binding& b : d.bindings)
-      if (b.tensor >= 0) needed[key(b)] = true;
+      if (b.tensor >= 0) needed[root_of(b.tensor)] = true;
   }
   std::vector<DispatchNode> kept;
   kept.reserve(nodes_.size());

@@ -439,6 +439,21 @@ bool activation(const onnx::NodeProto& n, std::map<std::string, Slot>& values, s
   return true;
 }
 
+// The product of a chain's scalar factors (f.scales: host scalars of rank
+// at most `rank`, finite and non-zero; a divisor counts as 1 / v), nullopt
+// when one is not such a scalar.
+std::optional<double> scales_product(const Fusion& f, std::map<std::string, Slot>& values, size_t rank) {
+  double p = 1;
+  for (const auto& [name, divides] : f.scales) {
+    const Slot& s = values.at(name);
+    if (!s.host || s.value.numel() != 1 || s.shape.size() > rank || !is_float(s.value.dtype)) return std::nullopt;
+    const double v = host::get(s.value, 0);
+    if (!std::isfinite(v) || v == 0) return std::nullopt;
+    p = divides ? p / v : p * v;
+  }
+  return p;
+}
+
 // A host scalar (one element, rank at most `rank`) near `want`.
 bool scalar_near(const Slot& s, double want, size_t rank) {
   if (!s.host || s.value.numel() != 1 || s.shape.size() > rank) return false;
@@ -841,14 +856,9 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, const onnx::GraphPr
   int64_t axis = attr_int(sm, "axis", opset >= 13 ? -1 : 1);
   if (axis < 0) axis += int64_t(rank);
   if (axis != int64_t(rank) - 1) return std::nullopt;
-  double scale = 1;
-  for (const auto& [name, divides] : f.scales) {
-    const Slot& s = values.at(name);
-    if (!s.host || s.value.numel() != 1 || s.shape.size() > rank || !is_float(s.value.dtype)) return std::nullopt;
-    const double v = host::get(s.value, 0);
-    if (!std::isfinite(v) || v == 0) return std::nullopt;
-    scale = divides ? scale / v : scale * v;
-  }
+  const std::optional<double> factor = scales_product(f, values, rank);
+  if (!factor) return std::nullopt;
+  const double scale = *factor;
   // The scores' shape [.., L, S]; the mask broadcasts to it.
   std::vector<int64_t> scores(view[0].size.begin(), view[0].size.end());
   scores[rank - 1] = S;
@@ -1070,14 +1080,9 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     const Slot& s = values.at(k == 0 ? f.x : f.w);
     if (f.trans[k] && (s.host || s.shape.size() != size_t(f.trans_rank[k]))) return std::nullopt;
   }
-  double alpha = 1;
-  for (const auto& [name, divides] : f.scales) {
-    const Slot& s = values.at(name);
-    if (!s.host || s.value.numel() != 1 || s.shape.size() > rank || !is_float(s.value.dtype)) return std::nullopt;
-    const double v = host::get(s.value, 0);
-    if (!std::isfinite(v) || v == 0) return std::nullopt;
-    alpha = divides ? alpha / v : alpha * v;
-  }
+  const std::optional<double> factor = scales_product(f, values, rank);
+  if (!factor) return std::nullopt;
+  const double alpha = *factor;
   Value bias = None{};
   if (!f.bias.empty()) {
     Slot& s = values.at(f.bias);

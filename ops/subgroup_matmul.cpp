@@ -511,6 +511,16 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t batch) {
   return cfg;
 }
 
+// The operands the kernel takes: float16 inputs and result, a float16 bias,
+// a float32 [2, rows] affine (scale, shift).
+bool epilogue_operands_ok(Graph& g, std::initializer_list<TensorRef> f16, TensorRef bias, TensorRef affine,
+                          int64_t rows) {
+  for (TensorRef t : f16)
+    if (g.info(t).dtype != DType::F16) return false;
+  if (bias.id >= 0 && g.info(bias).dtype != DType::F16) return false;
+  return affine.id < 0 || (g.info(affine).dtype == DType::F32 && g.info(affine).shape == Shape{2, rows});
+}
+
 std::string act_suffix(int act) {
   return act == 1 ? " gelu" : act == 2 ? " gelu-tanh" : act == 3 ? " relu" : act == 4 ? " clamp" : "";
 }
@@ -518,11 +528,7 @@ std::string act_suffix(int act) {
 }  // namespace
 
 bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, std::string_view what) {
-  for (TensorRef t : {p.a, p.b, p.out})
-    if (g.info(t).dtype != DType::F16) return false;
-  if (p.bias.id >= 0 && g.info(p.bias).dtype != DType::F16) return false;
-  if (p.affine.id >= 0 && (g.info(p.affine).dtype != DType::F32 || g.info(p.affine).shape != Shape{2, p.M}))
-    return false;
+  if (!epilogue_operands_ok(g, {p.a, p.b, p.out}, p.bias, p.affine, p.M)) return false;
   const Mode mode = subgroup_mode();
   if (mode == Mode::Off) return false;
   if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
@@ -571,11 +577,7 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
 }
 
 bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, std::string_view what) {
-  for (TensorRef t : {p.x, p.w, p.out})
-    if (g.info(t).dtype != DType::F16) return false;
-  if (p.bias.id >= 0 && g.info(p.bias).dtype != DType::F16) return false;
-  if (p.affine.id >= 0 && (g.info(p.affine).dtype != DType::F32 || g.info(p.affine).shape != Shape{2, p.cout}))
-    return false;
+  if (!epilogue_operands_ok(g, {p.x, p.w, p.out}, p.bias, p.affine, p.cout)) return false;
   const Mode mode = subgroup_mode();
   if (mode == Mode::Off) return false;
   // WGNN_SUBGROUP_CONV=0: KxK convolutions on the regular kernel (products
