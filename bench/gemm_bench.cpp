@@ -29,12 +29,18 @@ int main(int argc, char** argv) {
                                    "256x128x32:4x4:1:v/t3", "256x128x32:4x4:1:v/r",  "128x128x64:2x4:1:v",
                                    "128x128x32:2x4:2:v",    "64x64x32:2x2:2:v"};
   int iters = 10, reps = 5;
-  bool robustness = false;
+  double warmup_ms = 300;
+  bool robustness = false, emulate = false;
+  app.add_flag("--emulate", emulate, "run the kernels emulated (scalar code in place of subgroup matrices; for checking "
+               "a configuration's results on a device without them, not for speed)");
   app.add_flag("--robustness", robustness, "turn Dawn's robustness (index clamping) on (wgnn's default is off)");
   app.add_option("--sizes", sizes, "square sizes M=N=K");
-  app.add_option("--configs", configs, "kernel configurations BMxBNxBK:SGMxSGN:STAGES");
+  app.add_option("--configs", configs, "kernel configurations BMxBNxBK:SGMxSGN:STAGES[:v|:f][/tN][/r][/c][/pN][/aN]");
   app.add_option("--iters", iters, "products per timed pass");
   app.add_option("--reps", reps, "timed passes (median)");
+  app.add_option("--warmup-ms", warmup_ms,
+                 "GPU milliseconds of untimed products before the timed passes of each configuration and size "
+                 "(an idle GPU runs at lower clocks for its first tens of milliseconds)");
   std::string print;
   app.add_option("--print-wgsl", print, "print the WGSL of one configuration and exit");
   CLI11_PARSE(app, argc, argv);
@@ -47,7 +53,7 @@ int main(int argc, char** argv) {
     opts.allow_unsafe_apis = true;
     opts.robustness = robustness;
     gpu::Context ctx(opts);
-    if (!ops::subgroup_matmul_supported(ctx)) {
+    if (!emulate && !ops::subgroup_matmul_supported(ctx)) {
       std::cerr << "this adapter/Dawn offers no f16 subgroup matrices (16x16x16, f32 results): nothing to measure\n";
       return 2;
     }
@@ -87,6 +93,7 @@ int main(int argc, char** argv) {
         nlohmann::json out{{"bench", "gemm"}, {"config", text + (robustness ? " robust" : "")}, {"M", M}, {"N", N}, {"K", K}};
         try {
           ops::SubgroupMatmulConfig cfg = ops::parse_subgroup_matmul_config(text);
+          cfg.emulate = emulate;
           if (!ops::subgroup_matmul_supported(ctx, cfg)) {
             out["error"] = fmt::format("needs {} bytes of workgroup storage or {} invocations", cfg.workgroup_bytes(),
                                        cfg.threads());
@@ -100,10 +107,16 @@ int main(int argc, char** argv) {
           p.alpha = 1.0f, p.beta = 0.0f;
           gpu::Buffer ub = ctx.uniform(&p, sizeof(p), "gemm params");
           if (cfg.full_tiles && (M % cfg.bm || N % cfg.bn)) throw std::runtime_error("the full-tile variant needs M and N multiples of the tile");
-          const gpu::BindGroup group =
-              ctx.bind_group(pipe, {{&ab}, {&bb}, {&cb}, {&ub}});
+          const gpu::BindGroup group = ctx.bind_group(pipe, {{&ab}, {&bb}, {&cb}, {&ub}});
           const gpu::Grid grid{p.tiles_n, uint32_t(gpu::ceil_div(M, cfg.bm)), 1};
           std::vector<double> t;
+          for (double warm = 0; warm < warmup_ms;) {
+            gpu::Recorder rec(ctx, gpu::Timing::Total);
+            for (int i = 0; i < iters; ++i) rec.dispatch(pipe, group, grid, "gemm");
+            rec.finish();
+            const double ms = rec.total_gpu_ms();
+            warm += std::max(ms, 0.01);
+          }
           for (int r = 0; r < reps + 1; ++r) {
             gpu::Recorder rec(ctx, gpu::Timing::Total);
             for (int i = 0; i < iters; ++i) rec.dispatch(pipe, group, grid, "gemm");

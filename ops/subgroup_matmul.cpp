@@ -31,14 +31,15 @@ uint32_t SubgroupMatmulConfig::workgroup_bytes() const {
   const uint32_t as = (a_trans ? bm : bk) + 8, bs = (b_trans ? bk : bn) + 8;
   const uint32_t a_rows = a_trans ? bk : bm, b_rows = b_trans ? bn : bk;
   const uint32_t scratch = full_tiles ? 0 : subgroups() * 256 * 4;
-  return stages * a_rows * as * 2 + stages * b_rows * bs * 2 + scratch;
+  return pad_kb * 1024 + stages * a_rows * as * 2 + stages * b_rows * bs * 2 + scratch;
 }
 
 std::string SubgroupMatmulConfig::name() const {
   return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
                      out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (affine ? affine_rounded ? " affine-rounded" : " affine" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
          (act == 1 ? " gelu" : act == 2 ? " gelu-tanh" : act == 3 ? " relu" : act == 4 ? " clamp" : "") + (ablate ? fmt::format(" ablate{}", ablate) : "") +
-         (conv ? " conv" : "") + (emulate ? " emulated" : "");
+         (conv ? " conv" : "") + (checked_loads ? " checked" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
+         (emulate ? " emulated" : "");
 }
 
 namespace {
@@ -143,6 +144,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add(fmt::format("var<workgroup> sa: array<f16, {}>;", c.stages * SA_STAGE));
   add(fmt::format("var<workgroup> sb: array<f16, {}>;", c.stages * SB_STAGE));
   if (!no_scratch) add(fmt::format("var<workgroup> sc: array<f32, {}>;", c.subgroups() * 256));
+  if (c.pad_kb) add(fmt::format("var<workgroup> pad_mem: array<f32, {}>;", c.pad_kb * 256));
 
   // Eight halves packed in a vec4<u32> into workgroup memory at `i`, the
   // four words in an order rotated by `rot`. Scalar f16 stores of 16-byte
@@ -241,6 +243,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add(fmt::format("@compute @workgroup_size({})", T));
   add("fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {");
   add("  let sg = lid / 32u; let lane = lid % 32u;");
+  if (c.pad_kb) add("  if (P.pad1 == 0x7fffffffu) { pad_mem[lid] = 1.0; }");
   add(fmt::format("  let wm = sg / {0}u; let wn = sg % {0}u;", c.sg_n));
   add("  let M = P.M; let N = P.N; let K = P.K;");
   add("  let m0 = wid.y * BM; let n0 = wid.x * BN; let bt = wid.z;");
@@ -291,7 +294,14 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     for (uint32_t j = 0; j < JR; ++j)
       for (uint32_t cs = 0; cs < NCOL; ++cs) add(fmt::format("  var vb{}_{} = f16();", j, cs));
   }
-  auto load_regs = [&](const std::string& kt, const std::string& ind) {
+  // The global loads of tile `kt`. Two forms: checked (every element
+  // against M, N and K, zero outside) and fast, from the per-thread
+  // addresses above: rows past M (columns past N) are clamped to the last
+  // one, so that their loads stay in the buffer and their results are
+  // never written, and only K needs a check, on the last tile when K is
+  // not a multiple of BK. The fast form runs on every other tile: the
+  // checks and branches per load cost 30% (docs/BENCHMARKS.md).
+  auto load_a_checked = [&](const std::string& kt, const std::string& ind) {
     for (uint32_t q = 0; q < NA; ++q) {
       const std::string guard = (q + 1) * T > TOTAL_A ? fmt::format(" && ar{} < {}u", q, A_ROWS) : std::string();
       if (c.a_trans) {
@@ -301,6 +311,44 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
         add(fmt::format("{0}{{ let gm = m0 + ar{1}; let gk = {2} * BK + ac{1}; ra{1} = vec4<u32>();", ind, q, kt));
         add(fmt::format("{0}  if (gm < M && gk < K{2}) {{ ra{1} = A[(a_off + gm * K + gk) / 8u]; }} }}", ind, q, guard));
       }
+    }
+  };
+  auto load_b_checked = [&](const std::string& kt, const std::string& ind) {
+    for (uint32_t q = 0; q < NB && !c.conv; ++q) {
+      const std::string guard = (q + 1) * T > TOTAL_B ? fmt::format(" && br{} < {}u", q, B_ROWS) : std::string();
+      if (c.b_trans) {
+        add(fmt::format("{0}{{ let gn = n0 + br{1}; let gk = {2} * BK + bc{1}; rb{1} = vec4<u32>();", ind, q, kt));
+        add(fmt::format("{0}  if (gk < K && gn < N{2}) {{ rb{1} = B[(b_off + gn * K + gk) / 8u]; }} }}", ind, q, guard));
+      } else {
+        add(fmt::format("{0}{{ let gk = {2} * BK + br{1}; let gn = n0 + bc{1}; rb{1} = vec4<u32>();", ind, q, kt));
+        add(fmt::format("{0}  if (gk < K && gn < N{2}) {{ rb{1} = B[(b_off + gk * N + gn) / 8u]; }} }}", ind, q, guard));
+      }
+    }
+  };
+  auto load_fast = [&](const std::string& kt, const std::string& ind) {
+    for (uint32_t q = 0; q < NA; ++q) {
+      const bool part = (q + 1) * T > TOTAL_A;
+      add(fmt::format("{}{}ra{} = A[abase{} + {} * {}];{}", ind, part ? fmt::format("if (ar{} < {}u) {{ ", q, A_ROWS) : "", q, q,
+                      kt, c.a_trans ? "astep" : fmt::format("{}u", c.bk / 8), part ? " }" : ""));
+    }
+    for (uint32_t q = 0; q < NB && !c.conv; ++q) {
+      const bool part = (q + 1) * T > TOTAL_B;
+      add(fmt::format("{}{}rb{} = B[bbase{} + {} * {}];{}", ind, part ? fmt::format("if (br{} < {}u) {{ ", q, B_ROWS) : "", q, q,
+                      kt, c.b_trans ? fmt::format("{}u", c.bk / 8) : "bstep", part ? " }" : ""));
+    }
+  };
+  // `last`: whether tile kt may be the K tail (a WGSL expression).
+  auto load_regs = [&](const std::string& kt, const std::string& ind, const std::string& tail) {
+    if (c.checked_loads) {
+      load_a_checked(kt, ind);
+      load_b_checked(kt, ind);
+    } else {
+      add(fmt::format("{}if (kfull || !({})) {{", ind, tail));
+      load_fast(kt, ind + "  ");
+      add(fmt::format("{}}} else {{", ind));
+      load_a_checked(kt, ind + "  ");
+      if (!c.conv) load_b_checked(kt, ind + "  ");
+      add(fmt::format("{}}}", ind));
     }
     if (c.conv) {
       for (uint32_t j = 0; j < JR; ++j) {
@@ -313,16 +361,6 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
         add(fmt::format("{}  yo += P.step_y + select(0u, P.dil_h, cx); let cy = yo >= P.span_h; "
                         "yo = select(yo, yo - P.span_h, cy);", ind));
         add(fmt::format("{}  cb += P.step_c + select(0u, P.in_hw, cy); }}", ind));
-      }
-    }
-    for (uint32_t q = 0; q < NB && !c.conv; ++q) {
-      const std::string guard = (q + 1) * T > TOTAL_B ? fmt::format(" && br{} < {}u", q, B_ROWS) : std::string();
-      if (c.b_trans) {
-        add(fmt::format("{0}{{ let gn = n0 + br{1}; let gk = {2} * BK + bc{1}; rb{1} = vec4<u32>();", ind, q, kt));
-        add(fmt::format("{0}  if (gk < K && gn < N{2}) {{ rb{1} = B[(b_off + gn * K + gk) / 8u]; }} }}", ind, q, guard));
-      } else {
-        add(fmt::format("{0}{{ let gk = {2} * BK + br{1}; let gn = n0 + bc{1}; rb{1} = vec4<u32>();", ind, q, kt));
-        add(fmt::format("{0}  if (gk < K && gn < N{2}) {{ rb{1} = B[(b_off + gk * N + gn) / 8u]; }} }}", ind, q, guard));
       }
     }
   };
@@ -340,7 +378,19 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
                       (q + 1) * T > TOTAL_B ? fmt::format("if (br{} < {}u) {{ ", q, B_ROWS) : std::string(),
                       (q + 1) * T > TOTAL_B ? " }" : ""));
   };
-  load_regs("0u", "  ");
+  if (!c.checked_loads) {
+    // Per-thread element addresses (in vec4 units) of the fast loads, rows
+    // and columns clamped into the matrix (M, N >= 8 and multiples of 8
+    // where a vec4 runs along them).
+    add("  let kfull = K % BK == 0u; let astep = BK * M / 8u; let bstep = BK * N / 8u;");
+    for (uint32_t q = 0; q < NA; ++q)
+      add(fmt::format(fmt::runtime(c.a_trans ? "  let abase{0} = (a_off + ar{0} * M + min(m0 + ac{0}, M - 8u)) / 8u;"
+                                             : "  let abase{0} = (a_off + min(m0 + ar{0}, M - 1u) * K + ac{0}) / 8u;"), q));
+    for (uint32_t q = 0; q < NB && !c.conv; ++q)
+      add(fmt::format(fmt::runtime(c.b_trans ? "  let bbase{0} = (b_off + min(n0 + br{0}, N - 1u) * K + bc{0}) / 8u;"
+                                             : "  let bbase{0} = (b_off + br{0} * N + min(n0 + bc{0}, N - 8u)) / 8u;"), q));
+  }
+  load_regs("0u", "  ", "ktiles == 1u");
   store_regs("0u", "  ");
   add("  workgroupBarrier();");
   if (c.ablate & 4) {
@@ -356,7 +406,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add(c.stages == 2 ? "    let cur = kt & 1u; let nxt = cur ^ 1u;" : "    let cur = 0u; let nxt = 0u;");
   add("    let more = kt + 1u < ktiles;");
   add("    if (more) {");
-  if (!(c.ablate & 1)) load_regs("(kt + 1u)", "      ");
+  if (!(c.ablate & 1)) load_regs("(kt + 1u)", "      ", "kt + 2u == ktiles");
   add("    }");
   // Offsets of result row block i / column block j at depth step ks.
   auto a_frag = [&](uint32_t i, uint32_t ks) {
@@ -443,7 +493,7 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text) {
       std::sscanf(text.c_str(), "%ux%ux%u:%ux%u:%u:%c", &c.bm, &c.bn, &c.bk, &c.sg_m, &c.sg_n, &c.stages, &mode);
   if (n < 6 || (n == 7 && mode != 'f' && mode != 'v')) {
     throw Error(fmt::format("bad subgroup matmul configuration '{}' (expected "
-                            "BMxBNxBK:SGMxSGN:STAGES[:v|:f][/tN][/r][/aN], e.g. 256x128x32:4x4:1)",
+                            "BMxBNxBK:SGMxSGN:STAGES[:v|:f][/tN][/r][/c][/pN][/aN], e.g. 128x128x32:2x2:1)",
                             text));
   }
   c.full_tiles = mode == 'f';
@@ -454,6 +504,8 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text) {
   };
   c.ablate = number_after("/a").value_or(0);
   c.no_rotation = text.find("/r") != std::string::npos;
+  c.checked_loads = text.find("/c") != std::string::npos;
+  c.pad_kb = number_after("/p").value_or(0);
   const uint32_t t = number_after("/t").value_or(0);  // 1: A stored transposed, 2: B, 3: both
   c.a_trans = t & 1;
   c.b_trans = t & 2;

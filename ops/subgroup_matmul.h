@@ -53,6 +53,12 @@ struct SubgroupMatmulConfig {
   // memory, 4 the per-step operand loads from workgroup memory.
   uint32_t ablate = 0;
   bool no_rotation = false;  // benchmark: store words unrotated (bank conflicts)
+  // Benchmark: every global load checked against M, N and K (suffix /c;
+  // the kernel otherwise checks K on the last tile only, docs/BENCHMARKS.md).
+  bool checked_loads = false;
+  // Benchmark: that much unused workgroup memory (suffix /pN), for finding
+  // how much workgroup memory a multiprocessor gives the kernel.
+  uint32_t pad_kb = 0;
   // B is the implicit im2col matrix of a convolution's input (above); the
   // uniform is SubgroupConvParams. Needs the threads to cover whole rows of
   // the B tile (threads % BN == 0 and BK a multiple of threads / BN) or

@@ -509,3 +509,42 @@ TEST(SubgroupMatmulEmulated, MatchesReference) {
   // A 1x1 convolution through the product path.
   check_conv_cases(ctx(), {conv_case("1x1", 2, 16, 24, 8, 8, 1, 1, 0, 1, true, "relu")}, "conv 1x1 subgroup-matrix");
 }
+
+// The fast loads (rows and columns clamped into the matrix, K checked on the
+// last tile only) against the reference at every edge: M and N inside one
+// tile, across a partial tile and exact multiples; K below one tile, with a
+// tail, and a multiple of BK; every layout; batched with a shared B. Run for
+// the tiles wgnn picks (64x64 two-stage, 128x128 one-stage) and the 64x64
+// one-stage tile, emulated.
+TEST(SubgroupMatmulEmulated, FastLoadsAtEveryEdge) {
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  const std::vector<Case> cases = {
+      {1, 8, 8, 8, false, false, std::nullopt, 1, 0, false},      // one vec4 wide, one partial K tile
+      {1, 128, 64, 128, false, false, std::nullopt, 1, 0, false},  // whole tiles, K a multiple of BK
+      {1, 136, 40, 72, true, false, std::nullopt, 1, 0, false},    // partial tiles, a K tail of 8
+      {1, 72, 96, 136, false, true, Shape{72, 1}, 1, 1, false},    // B transposed, K a multiple of 32
+      {1, 64, 120, 64, true, true, Shape{64}, 2, 1, false},        // both transposed, K tail of 24
+      {2, 40, 48, 24, false, false, std::nullopt, 1, 0, true},     // batched, B shared
+      // Batched with a K tail: past K, A's rows run into the next row and
+      // B's into the next batch entry (nonzero), so a missing K check shows.
+      {2, 40, 40, 24, false, false, std::nullopt, 1, 0, false},
+  };
+  for (const char* tiles : {"64x64x32:2x2:2", "128x128x32:2x2:1", "64x64x32:2x2:1"}) {
+    ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", tiles);
+    for (const Case& k : cases) {
+      SCOPED_TRACE(fmt::format("{}: batch {} M {} K {} N {} ta {} tb {}", tiles, k.batch, k.M, k.K, k.N, k.ta, k.tb));
+      const uint32_t seed = uint32_t(k.M * 13 + k.K * 5 + k.N);
+      const auto a = quantize(random_floats(size_t(k.batch * k.M * k.K), -1, 1, seed), DType::F16);
+      const auto b = quantize(random_floats(size_t((k.shared_b ? 1 : k.batch) * k.K * k.N), -1, 1, seed + 1), DType::F16);
+      const auto bias = k.bias ? quantize(random_floats(size_t(numel(*k.bias)), -1, 1, seed + 2), DType::F16)
+                               : std::vector<float>{};
+      std::vector<std::string> labels;
+      const auto got = run_case(ctx(), k, a, b, bias, &labels);
+      ASSERT_EQ(labels.size(), 1u);
+      EXPECT_THAT(labels[0], HasSubstr("subgroup-matrix"));
+      const double atol = 4e-3 * std::sqrt(double(k.K) + 1) * std::max(1.0, std::abs(k.alpha)), rtol = 2e-3;
+      EXPECT_TRUE(all_close(got, reference(k, a, b, bias), atol, rtol));
+    }
+  }
+}
