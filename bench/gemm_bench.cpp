@@ -1,6 +1,8 @@
 // Subgroup-matrix (tensor-core) GEMM benchmark: C = A @ B with A (MxK) and B
-// (KxN) float16, f32 accumulation, C float32, for several kernel
-// configurations. Per configuration and size: GPU microseconds (timestamps,
+// (KxN) float16, f32 accumulation, C float32 (or float16 through the
+// kernel's epilogue, --f16-out), for several kernel configurations, on
+// square sizes and MxNxK shapes; each configuration is warmed up for
+// --warmup-ms before it is timed. Per configuration and size: GPU microseconds (timestamps,
 // median of reps), TFLOP/s (2*M*N*K per product) and the largest error on
 // 512 sampled elements against a double-precision CPU reference computed
 // from the same float16 inputs. One JSON object per line;
@@ -11,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -25,16 +28,18 @@ using namespace wgnn;
 int main(int argc, char** argv) {
   CLI::App app{"wgnn subgroup-matrix GEMM benchmark"};
   std::vector<int64_t> sizes{4096};
-  std::vector<std::string> configs{"256x128x32:4x4:1:v",   "256x128x32:4x4:1:v/t1", "256x128x32:4x4:1:v/t2",
-                                   "256x128x32:4x4:1:v/t3", "256x128x32:4x4:1:v/r",  "128x128x64:2x4:1:v",
-                                   "128x128x32:2x4:2:v",    "64x64x32:2x2:2:v"};
+  std::vector<std::string> configs{"128x128x32:2x2:1", "128x128x32:2x2:1/c", "128x128x32:2x2:1/t1", "64x64x32:2x2:1"};
   int iters = 10, reps = 5;
   double warmup_ms = 300;
-  bool robustness = false, emulate = false;
+  bool robustness = false, emulate = false, f16_out = false;
+  app.add_flag("--f16-out", f16_out, "float16 results through the kernel's epilogue (what wgnn's float16 models run) "
+               "instead of float32 results stored directly");
   app.add_flag("--emulate", emulate, "run the kernels emulated (scalar code in place of subgroup matrices; for checking "
                "a configuration's results on a device without them, not for speed)");
   app.add_flag("--robustness", robustness, "turn Dawn's robustness (index clamping) on (wgnn's default is off)");
   app.add_option("--sizes", sizes, "square sizes M=N=K");
+  std::vector<std::string> shapes;
+  app.add_option("--shapes", shapes, "products MxNxK (after the square sizes), e.g. 36864x384x128");
   app.add_option("--configs", configs, "kernel configurations BMxBNxBK:SGMxSGN:STAGES[:v|:f][/tN][/r][/c][/pN][/aN]");
   app.add_option("--iters", iters, "products per timed pass");
   app.add_option("--reps", reps, "timed passes (median)");
@@ -57,8 +62,16 @@ int main(int argc, char** argv) {
       std::cerr << "this adapter/Dawn offers no f16 subgroup matrices (16x16x16, f32 results): nothing to measure\n";
       return 2;
     }
-    for (int64_t n : sizes) {
-      const int64_t M = n, N = n, K = n;
+    std::vector<std::array<int64_t, 3>> products;
+    for (int64_t n : sizes) products.push_back({n, n, n});
+    for (const std::string& text : shapes) {
+      std::array<int64_t, 3> mnk{};
+      if (std::sscanf(text.c_str(), "%ldx%ldx%ld", &mnk[0], &mnk[1], &mnk[2]) != 3 || mnk[0] < 1 || mnk[1] < 8 ||
+          mnk[2] < 8 || mnk[1] % 8 || mnk[2] % 8)
+        throw std::runtime_error("bad --shapes entry '" + text + "' (MxNxK, N and K multiples of 8)");
+      products.push_back(mnk);
+    }
+    for (const auto& [M, N, K] : products) {
       std::mt19937 rng(7);
       std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
       std::vector<float> a(size_t(M * K)), b(size_t(K * N));
@@ -90,10 +103,11 @@ int main(int argc, char** argv) {
         }
       }
       for (const auto& text : configs) {
-        nlohmann::json out{{"bench", "gemm"}, {"config", text + (robustness ? " robust" : "")}, {"M", M}, {"N", N}, {"K", K}};
+        nlohmann::json out{{"bench", "gemm"}, {"config", text + (robustness ? " robust" : "") + (f16_out ? " f16out" : "")}, {"M", M}, {"N", N}, {"K", K}};
         try {
           ops::SubgroupMatmulConfig cfg = ops::parse_subgroup_matmul_config(text);
           cfg.emulate = emulate;
+          cfg.out_f16 = f16_out;
           if (!ops::subgroup_matmul_supported(ctx, cfg)) {
             out["error"] = fmt::format("needs {} bytes of workgroup storage or {} invocations", cfg.workgroup_bytes(),
                                        cfg.threads());
@@ -126,7 +140,13 @@ int main(int argc, char** argv) {
           std::sort(t.begin(), t.end());
           const double ms = t[t.size() / 2];
           std::vector<float> c(size_t(M * N));
-          ctx.read(cb, c.data(), c.size() * 4);
+          if (f16_out) {
+            std::vector<uint16_t> h(size_t(M * N));
+            ctx.read(cb, h.data(), h.size() * 2);
+            c = from_half(h);
+          } else {
+            ctx.read(cb, c.data(), c.size() * 4);
+          }
           const size_t layout = (cfg.a_trans ? 1 : 0) + (cfg.b_trans ? 2 : 0);
           const std::vector<double>& want = wants[layout];
           const std::vector<double>& scale = scales[layout];

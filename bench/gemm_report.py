@@ -1,6 +1,9 @@
 """Table of bench/gemm_bench.cpp (wgnn, subgroup matrices) beside
 bench/torch_gemm.py (PyTorch fp16 and fp32) from one run:
-  python3 bench/gemm_report.py wgnn_gemm.jsonl torch_gemm.jsonl"""
+  python3 bench/gemm_report.py wgnn_gemm.jsonl torch_gemm.jsonl
+or, for a sweep of product shapes (`--shapes`), one row per shape and one
+TFLOP/s column per kernel configuration, the best in bold:
+  python3 bench/gemm_report.py --pivot gemm_shapes.jsonl"""
 import json
 import sys
 
@@ -9,6 +12,26 @@ def rows(path):
     with open(path) as f:
         return [json.loads(l) for l in f if l.startswith("{")]
 
+
+if sys.argv[1] == "--pivot":
+    sweep = rows(sys.argv[2])
+    configs = list(dict.fromkeys(r["config"] for r in sweep))
+    shapes = list(dict.fromkeys((r["M"], r["N"], r["K"]) for r in sweep))
+    print("| M x N x K | " + " | ".join(configs) + " |")
+    print("|---" * (len(configs) + 1) + "|")
+    for shape in shapes:
+        got = {r["config"]: r for r in sweep if (r["M"], r["N"], r["K"]) == shape}
+        best = max((r.get("tflops", 0) for r in got.values()), default=0)
+        cells = []
+        for c in configs:
+            r = got.get(c)
+            if r is None or "error" in r:
+                cells.append("error" if r else "")
+                continue
+            cell = f'{r["tflops"]:.1f}' + ("" if r["ok"] else " (WRONG)")
+            cells.append(f"**{cell}**" if r["tflops"] == best else cell)
+        print(f"| {shape[0]}x{shape[1]}x{shape[2]} | " + " | ".join(cells) + " |")
+    sys.exit(0)
 
 wgnn, torch = rows(sys.argv[1]), rows(sys.argv[2])
 print("| size | wgnn kernel | wgnn TFLOP/s | checked | PyTorch fp16 TFLOP/s | wgnn / PyTorch fp16 | PyTorch fp32 TFLOP/s |")

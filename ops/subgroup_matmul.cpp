@@ -538,19 +538,26 @@ Mode subgroup_mode() {
   return Mode::On;
 }
 
-// The tiles of an M x N product (times `batch`).
-SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t batch) {
+// The tiles of an M x N x K product (times `batch`). One stage in both:
+// the driver gives a multiprocessor 48 KB of workgroup memory on the H200,
+// so a second stage halves the workgroups that run at once
+// (docs/BENCHMARKS.md).
+SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch) {
   SubgroupMatmulConfig cfg;
-  // 128x128 tiles on 4 subgroups (64x64 each, one stage, 23 KB of
-  // workgroup memory: several workgroups share a multiprocessor) for big
-  // products, where they beat 256x128 on 16 subgroups (H200: 187 vs 172
-  // TFLOP/s at 4096^3, docs/BENCHMARKS.md); the models' smaller products
-  // ran faster on 64x64 tiles.
+  // 128x128 tiles (4 subgroups of 64x64, 23 KB of workgroup memory: two
+  // workgroups per multiprocessor) where there are at least 100 of them,
+  // K is at least 256 and N spans more than one tile; else 64x64 tiles (4
+  // subgroups of 32x32, 14 KB). From the H200 sweep of the models' product
+  // shapes with float16 results (docs/results/gemm_shapes_h200.md): this
+  // picks the faster of the two on 18 of 20 shapes and loses 7% on the
+  // other two; 128x128 wins by 14-110% at 4096^3, 2304x1536x512,
+  // 576x3072x1024 and 9216x768x256, 64x64 by 18-87% with fewer tiles
+  // (576x1024x4096, 1504x512x2048, 1024^3).
   const int64_t big_tiles = int64_t(gpu::ceil_div(uint64_t(M), 128) * gpu::ceil_div(uint64_t(N), 128)) * batch;
-  if (big_tiles >= 256) {
+  if (big_tiles >= 100 && K >= 256 && N > 128) {
     cfg.bm = 128, cfg.bn = 128, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
   } else {
-    cfg.bm = 64, cfg.bn = 64, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 2;
+    cfg.bm = 64, cfg.bn = 64, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
   }
   // WGNN_SUBGROUP_MATMUL_CONFIG (e.g. 128x128x32:2x4:2) picks the tiles
   // for every product, for tuning and for testing each configuration.
@@ -585,7 +592,7 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   if (mode == Mode::Off) return false;
   if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
   if (p.a_batch % 8 != 0 || p.b_batch % 8 != 0) return false;
-  SubgroupMatmulConfig cfg = pick_config(p.M, p.N, p.batch);
+  SubgroupMatmulConfig cfg = pick_config(p.M, p.N, p.K, p.batch);
   cfg.emulate = mode == Mode::Emulate;
   cfg.a_trans = p.a_trans;
   cfg.b_trans = p.b_trans;
@@ -652,7 +659,7 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
                     p.kw * p.dil_w})
     if (v > kMax) return false;
   if (p.top < 0 || p.left < 0) return false;
-  SubgroupMatmulConfig cfg = pick_config(M, N, p.batch);
+  SubgroupMatmulConfig cfg = pick_config(M, N, K, p.batch);
   cfg.emulate = mode == Mode::Emulate;
   cfg.conv = true;
   cfg.out_f16 = true;

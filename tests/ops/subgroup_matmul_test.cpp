@@ -514,8 +514,8 @@ TEST(SubgroupMatmulEmulated, MatchesReference) {
 // last tile only) against the reference at every edge: M and N inside one
 // tile, across a partial tile and exact multiples; K below one tile, with a
 // tail, and a multiple of BK; every layout; batched with a shared B. Run for
-// the tiles wgnn picks (64x64 two-stage, 128x128 one-stage) and the 64x64
-// one-stage tile, emulated.
+// the tiles wgnn picks (64x64 and 128x128, one stage) and the two-stage
+// 64x64 tile, emulated.
 TEST(SubgroupMatmulEmulated, FastLoadsAtEveryEdge) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
   ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
