@@ -299,8 +299,9 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   // addresses above: rows past M (columns past N) are clamped to the last
   // one, so that their loads stay in the buffer and their results are
   // never written, and only K needs a check, on the last tile when K is
-  // not a multiple of BK. The fast form runs on every other tile: the
-  // checks and branches per load cost 30% (docs/BENCHMARKS.md).
+  // not a multiple of BK. The fast form runs on all the other tiles: the
+  // checks and branches of every load took 28% of the time at 4096^3 on
+  // the H200 (docs/BENCHMARKS.md).
   auto load_a_checked = [&](const std::string& kt, const std::string& ind) {
     for (uint32_t q = 0; q < NA; ++q) {
       const std::string guard = (q + 1) * T > TOTAL_A ? fmt::format(" && ar{} < {}u", q, A_ROWS) : std::string();
@@ -337,7 +338,8 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
                       kt, c.b_trans ? fmt::format("{}u", c.bk / 8) : "bstep", part ? " }" : ""));
     }
   };
-  // `last`: whether tile kt may be the K tail (a WGSL expression).
+  // `tail`: a WGSL expression, true where tile kt is the last one (where K
+  // may end inside the tile).
   auto load_regs = [&](const std::string& kt, const std::string& ind, const std::string& tail) {
     if (c.checked_loads) {
       load_a_checked(kt, ind);
