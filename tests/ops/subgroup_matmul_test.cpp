@@ -121,6 +121,16 @@ TEST(SubgroupMatmulWgsl, GeneratesEveryLayoutAndRejectsBadTiles) {
     EXPECT_EQ(w.find("max(y0, 0.0)") != std::string::npos, act == 3);
     EXPECT_EQ(w.find("clamp(y0, P.lo, P.hi)") != std::string::npos, act == 4);
   }
+  // The loads: from clamped per-thread addresses with K checked on the last
+  // tile only, unless every load is to be checked (/c).
+  for (const char* text : {"128x128x32:2x2:1", "64x64x32:2x2:2/t3", "128x128x32:2x2:1/c"}) {
+    const ops::SubgroupMatmulConfig c = ops::parse_subgroup_matmul_config(text);
+    const std::string w = ops::subgroup_matmul_wgsl(c);
+    EXPECT_EQ(w.find("let kfull = K % BK == 0u;") != std::string::npos, !c.checked_loads) << text;
+    EXPECT_EQ(w.find("min(m0 + ") != std::string::npos, !c.checked_loads) << text;
+    EXPECT_THAT(w, HasSubstr("if (gm < M && gk < K")) << text;  // the last tile's checked form
+  }
+  EXPECT_THROW(ops::parse_subgroup_matmul_config("128x128x32:2x2"), Error);
   ops::SubgroupMatmulConfig bad;
   bad.act = 5;
   EXPECT_THROW(ops::subgroup_matmul_wgsl(bad), Error);
