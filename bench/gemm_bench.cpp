@@ -123,19 +123,17 @@ int main(int argc, char** argv) {
           if (cfg.full_tiles && (M % cfg.bm || N % cfg.bn)) throw std::runtime_error("the full-tile variant needs M and N multiples of the tile");
           const gpu::BindGroup group = ctx.bind_group(pipe, {{&ab}, {&bb}, {&cb}, {&ub}});
           const gpu::Grid grid{p.tiles_n, uint32_t(gpu::ceil_div(M, cfg.bm)), 1};
+          auto pass = [&] {  // GPU ms of `iters` products
+            gpu::Recorder rec(ctx, gpu::Timing::Total);
+            for (int i = 0; i < iters; ++i) rec.dispatch(pipe, group, grid, "gemm");
+            rec.finish();
+            return rec.total_gpu_ms();
+          };
+          for (double warm = 0; warm < warmup_ms;) warm += std::max(pass(), 0.01);
           std::vector<double> t;
-          for (double warm = 0; warm < warmup_ms;) {
-            gpu::Recorder rec(ctx, gpu::Timing::Total);
-            for (int i = 0; i < iters; ++i) rec.dispatch(pipe, group, grid, "gemm");
-            rec.finish();
-            const double ms = rec.total_gpu_ms();
-            warm += std::max(ms, 0.01);
-          }
           for (int r = 0; r < reps + 1; ++r) {
-            gpu::Recorder rec(ctx, gpu::Timing::Total);
-            for (int i = 0; i < iters; ++i) rec.dispatch(pipe, group, grid, "gemm");
-            rec.finish();
-            if (r > 0) t.push_back(rec.total_gpu_ms() / iters);
+            const double ms = pass();
+            if (r > 0) t.push_back(ms / iters);
           }
           std::sort(t.begin(), t.end());
           const double ms = t[t.size() / 2];

@@ -582,6 +582,22 @@ bool epilogue_operands_ok(Graph& g, std::initializer_list<TensorRef> f16, Tensor
   return affine.id < 0 || (g.info(affine).dtype == DType::F32 && g.info(affine).shape == Shape{2, rows});
 }
 
+// The tiles and epilogue of a product or convolution: pick_config's tiles,
+// float16 results, the optional float16 bias and float32 affine, the
+// activation.
+SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t batch, Mode mode, bool bias, bool affine,
+                                     bool affine_rounded, int act) {
+  SubgroupMatmulConfig cfg = pick_config(M, N, K, batch);
+  cfg.emulate = mode == Mode::Emulate;
+  cfg.out_f16 = true;
+  cfg.bias = bias;
+  cfg.bias_f16 = true;
+  cfg.affine = affine;
+  cfg.affine_rounded = affine && affine_rounded;
+  cfg.act = uint32_t(act);
+  return cfg;
+}
+
 std::string act_suffix(int act) {
   return act == 1 ? " gelu" : act == 2 ? " gelu-tanh" : act == 3 ? " relu" : act == 4 ? " clamp" : "";
 }
@@ -594,16 +610,10 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   if (mode == Mode::Off) return false;
   if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
   if (p.a_batch % 8 != 0 || p.b_batch % 8 != 0) return false;
-  SubgroupMatmulConfig cfg = pick_config(p.M, p.N, p.K, p.batch);
-  cfg.emulate = mode == Mode::Emulate;
+  SubgroupMatmulConfig cfg = epilogue_config(p.M, p.N, p.K, p.batch, mode, p.bias.id >= 0, p.affine.id >= 0,
+                                              p.affine_rounded, p.act);
   cfg.a_trans = p.a_trans;
   cfg.b_trans = p.b_trans;
-  cfg.out_f16 = true;
-  cfg.bias = p.bias.id >= 0;
-  cfg.bias_f16 = true;
-  cfg.affine = p.affine.id >= 0;
-  cfg.affine_rounded = cfg.affine && p.affine_rounded;
-  cfg.act = uint32_t(p.act);
   if (!subgroup_matmul_supported(g.ctx(), cfg)) return false;
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), cfg.bm), tiles_n = gpu::ceil_div(uint64_t(p.N), cfg.bn);
   const uint64_t max_dim = g.ctx().limits().max_compute_workgroups_per_dimension;
@@ -661,15 +671,9 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
                     p.kw * p.dil_w})
     if (v > kMax) return false;
   if (p.top < 0 || p.left < 0) return false;
-  SubgroupMatmulConfig cfg = pick_config(M, N, K, p.batch);
-  cfg.emulate = mode == Mode::Emulate;
+  SubgroupMatmulConfig cfg =
+      epilogue_config(M, N, K, p.batch, mode, p.bias.id >= 0, p.affine.id >= 0, p.affine_rounded, p.act);
   cfg.conv = true;
-  cfg.out_f16 = true;
-  cfg.bias = p.bias.id >= 0;
-  cfg.bias_f16 = true;
-  cfg.affine = p.affine.id >= 0;
-  cfg.affine_rounded = cfg.affine && p.affine_rounded;
-  cfg.act = uint32_t(p.act);
   const uint32_t T = cfg.threads();
   const bool rows = cfg.bn <= T && T % cfg.bn == 0 && cfg.bk % (T / cfg.bn) == 0;
   if (!rows && cfg.bn % T != 0) {

@@ -488,6 +488,23 @@ TEST(SubgroupMatmulEmulated, Convolution) {
   }
 }
 
+// One product through the ops with WGNN_SUBGROUP_MATMUL=emulate set: it
+// must take the (emulated) tensor-core kernel, in one dispatch, and match the
+// double-precision reference.
+static void check_emulated_case(const Case& k, uint32_t seed) {
+  const auto a = quantize(random_floats(size_t(k.batch * k.M * k.K), -1, 1, seed), DType::F16);
+  const auto b = quantize(random_floats(size_t((k.shared_b ? 1 : k.batch) * k.K * k.N), -1, 1, seed + 1), DType::F16);
+  const auto bias = k.bias ? quantize(random_floats(size_t(numel(*k.bias)), -1, 1, seed + 2), DType::F16)
+                           : std::vector<float>{};
+  std::vector<std::string> labels;
+  const auto got = run_case(ctx(), k, a, b, bias, &labels);
+  ASSERT_EQ(labels.size(), 1u);
+  EXPECT_THAT(labels[0], HasSubstr("subgroup-matrix"));
+  EXPECT_THAT(labels[0], HasSubstr("emulated"));
+  const double atol = 4e-3 * std::sqrt(double(k.K) + 1) * std::max(1.0, std::abs(k.alpha)), rtol = 2e-3;
+  EXPECT_TRUE(all_close(got, reference(k, a, b, bias), atol, rtol));
+}
+
 // The emulated kernel against the reference on plain products and a 1x1
 // convolution (what runs on tensor cores elsewhere).
 TEST(SubgroupMatmulEmulated, MatchesReference) {
@@ -503,18 +520,7 @@ TEST(SubgroupMatmulEmulated, MatchesReference) {
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(fmt::format("batch {} M {} K {} N {} ta {} tb {}", k.batch, k.M, k.K, k.N, k.ta, k.tb));
-    const uint32_t seed = uint32_t(k.M * 31 + k.K * 7 + k.N);
-    const auto a = quantize(random_floats(size_t(k.batch * k.M * k.K), -1, 1, seed), DType::F16);
-    const auto b = quantize(random_floats(size_t(k.batch * k.K * k.N), -1, 1, seed + 1), DType::F16);
-    const auto bias = k.bias ? quantize(random_floats(size_t(numel(*k.bias)), -1, 1, seed + 2), DType::F16)
-                             : std::vector<float>{};
-    std::vector<std::string> labels;
-    const auto got = run_case(ctx(), k, a, b, bias, &labels);
-    ASSERT_EQ(labels.size(), 1u);
-    EXPECT_THAT(labels[0], HasSubstr("subgroup-matrix"));
-    EXPECT_THAT(labels[0], HasSubstr("emulated"));
-    const double atol = 4e-3 * std::sqrt(double(k.K) + 1) * std::max(1.0, std::abs(k.alpha)), rtol = 2e-3;
-    EXPECT_TRUE(all_close(got, reference(k, a, b, bias), atol, rtol));
+    check_emulated_case(k, uint32_t(k.M * 31 + k.K * 7 + k.N));
   }
   // A 1x1 convolution through the product path.
   check_conv_cases(ctx(), {conv_case("1x1", 2, 16, 24, 8, 8, 1, 1, 0, 1, true, "relu")}, "conv 1x1 subgroup-matrix");
@@ -544,17 +550,7 @@ TEST(SubgroupMatmulEmulated, FastLoadsAtEveryEdge) {
     ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", tiles);
     for (const Case& k : cases) {
       SCOPED_TRACE(fmt::format("{}: batch {} M {} K {} N {} ta {} tb {}", tiles, k.batch, k.M, k.K, k.N, k.ta, k.tb));
-      const uint32_t seed = uint32_t(k.M * 13 + k.K * 5 + k.N);
-      const auto a = quantize(random_floats(size_t(k.batch * k.M * k.K), -1, 1, seed), DType::F16);
-      const auto b = quantize(random_floats(size_t((k.shared_b ? 1 : k.batch) * k.K * k.N), -1, 1, seed + 1), DType::F16);
-      const auto bias = k.bias ? quantize(random_floats(size_t(numel(*k.bias)), -1, 1, seed + 2), DType::F16)
-                               : std::vector<float>{};
-      std::vector<std::string> labels;
-      const auto got = run_case(ctx(), k, a, b, bias, &labels);
-      ASSERT_EQ(labels.size(), 1u);
-      EXPECT_THAT(labels[0], HasSubstr("subgroup-matrix"));
-      const double atol = 4e-3 * std::sqrt(double(k.K) + 1) * std::max(1.0, std::abs(k.alpha)), rtol = 2e-3;
-      EXPECT_TRUE(all_close(got, reference(k, a, b, bias), atol, rtol));
+      check_emulated_case(k, uint32_t(k.M * 13 + k.K * 5 + k.N));
     }
   }
 }
