@@ -153,7 +153,21 @@ Value run_unary(const UnaryOp& u, bool inplace, std::string_view op, Graph& g, c
 
 }  // namespace
 
+// wgnn.round_to_f16(x): float32 x as a float32 -> float16 cast gives it,
+// kept in float32 (lib/f16.wgsl cast_f16: to nearest even, overflow to
+// infinity, NaN kept). The importer's Cast to float16 on adapters without
+// shader-f16, where float16 values are stored as float32.
+const UnaryOp& round_to_f16_op() {
+  static const UnaryOp op{"round_to_f16", "cast_f16_4(x)"};
+  return op;
+}
+
 void register_elementwise_ops(OpRegistry& r) {
+  r.add("wgnn.round_to_f16.default", [](Graph& g, const ValueList& args) {
+    Args a{"wgnn.round_to_f16.default", args, g};
+    if (g.info(a.tensor(0, "self")).dtype != DType::F32) a.fail("argument 'self' must be float32");
+    return run_unary(round_to_f16_op(), false, "wgnn.round_to_f16.default", g, args);
+  });
   for (const UnaryOp& u : unary_ops()) {
     const std::string name = fmt::format("aten.{}.default", u.name);
     const std::string name_ = fmt::format("aten.{}_.default", u.name);

@@ -27,6 +27,9 @@
 
 namespace wgnn::ops {
 
+std::string round_f16_wgsl() { return std::string(gpu::shader_source("ops/kernels/lib/f16.wgsl")); }
+
+
 uint32_t SubgroupMatmulConfig::workgroup_bytes() const {
   const uint32_t as = (a_trans ? bm : bk) + 8, bs = (b_trans ? bk : bn) + 8;
   const uint32_t a_rows = a_trans ? bk : bm, b_rows = b_trans ? bn : bk;
@@ -206,7 +209,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   };
 
   if (c.act == 1) add(std::string(gpu::shader_source("ops/kernels/lib/erf.wgsl")));
-  if (c.affine && c.affine_rounded) add(kRoundF16Wgsl);
+  if (c.affine && c.affine_rounded) add(round_f16_wgsl());
   if (!no_scratch) {
   // The epilogue of one 16x16 result staged in `sc` at `sbase`: each lane
   // writes 8 consecutive columns of one row (N % 8 == 0: all in or all out).

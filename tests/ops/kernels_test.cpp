@@ -88,7 +88,7 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
             ops::Subs s2 = subs;
             std::string decl =
                 affine ? fmt::format("\n@group(0) @binding({}) var<storage, read> affine: array<f32>;", binding) : "";
-            if (affine == 2) decl += "\n" + std::string(ops::kRoundF16Wgsl);
+            if (affine == 2) decl += "\n" + ops::round_f16_wgsl();
             s2.emplace_back("AFFINE_BINDING", decl);
             const std::string val = affine == 2 ? "round_f16(" + v + ")" : "(" + v + ")";
             s2.emplace_back("AFFINE", affine ? fmt::format("{0} * affine[{1}] + affine[params.cout + {1}]", val, c) : v);
