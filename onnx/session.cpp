@@ -14,6 +14,7 @@
 
 #include "onnx/fusion.h"
 #include "onnx/node_ctx.h"
+#include "onnx/schema_check.h"
 #include "onnx/tensor_proto.h"
 
 namespace wgnn::onnx_import {
@@ -37,13 +38,6 @@ void parse_coded(google::protobuf::io::CodedInputStream& coded, onnx::ModelProto
     throw Error(fmt::format("'{}' is not a valid ONNX model (protobuf parsing failed: truncated or not ONNX)", name));
   }
   if (!model.has_graph()) throw Error(fmt::format("'{}' has no graph: not an ONNX model", name));
-}
-
-// A node's name for messages: its name, else its first output's.
-std::string node_name(const onnx::NodeProto& n) {
-  if (!n.name().empty()) return n.name();
-  if (n.output_size() > 0 && !n.output(0).empty()) return n.output(0);
-  return "(unnamed, no output)";
 }
 
 ValueInfo value_info(const onnx::ValueInfoProto& v) {
@@ -141,6 +135,7 @@ void check_model(LoadedModel& m, const std::string& path) {
   }
   m.opset = int(opset);
   const auto& g = m.proto->graph();
+  check_graph_rules(g);
   for (const auto& init : g.initializer()) {
     m.initializers.emplace(init.name(), from_tensor_proto(init, m.dir));
   }
@@ -155,6 +150,7 @@ void check_model(LoadedModel& m, const std::string& path) {
     for (const auto& [name, t] : m.initializers) available.insert(name);
     sort_topologically(*m.proto->mutable_graph(), available);
   }
+  check_node_schemas(g, m.opset);
 
   // Every node the outputs need must be supported: one error lists them all.
   std::set<std::string> needed;
