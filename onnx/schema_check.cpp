@@ -109,7 +109,7 @@ void check_node_schemas(const onnx::GraphProto& g, int opset) {
     if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
     const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(n.op_type(), std::min(opset, known), onnx::ONNX_DOMAIN);
     if (!s || s->Deprecated()) continue;
-    const std::string at = fmt::format("{}, opset {}", where(n), opset);
+    const std::string at = fmt::format("node '{}' ({}, opset {})", node_name(n), n.op_type(), opset);
     const auto& attrs = s->attributes();
     std::set<std::string> seen;
     for (const auto& a : n.attribute()) {
