@@ -274,6 +274,7 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
   auto b = std::make_unique<Built>();
   b->graph = std::make_unique<Graph>(ctx_);
   Graph& g = *b->graph;
+  g.set_checked(options_.checked);
   std::map<std::string, Slot> values;
   for (const auto& [name, t] : initializers_) values[name] = Slot::of_host(t);
   for (const auto& in : inputs_) {
@@ -326,6 +327,7 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
     }
     const OpMapper& m = mappers.at(n.op_type());
     NodeCtx c(g, n, opset_, in, &value_inputs_, options_.fp16);
+    g.set_origin(c.where());  // names the node in run-time check errors
     const bool fold = all_host && m.fold;
     if (!fold && !m.dtypes.empty() && c.has(0) &&
         std::find(m.dtypes.begin(), m.dtypes.end(), c.dtype(0)) == m.dtypes.end()) {
