@@ -1197,6 +1197,12 @@ Mappers make_mappers() {
       if (kind == "L2" || kind == "SumSquare") x = c.call("aten.mul.Tensor", {x, x}).tensor();
       if (kind == "LogSumExp") {
         mx = c.call("aten.amax.default", {x, IntList(axes), true}).tensor();
+        // An infinite maximum shifts by 0 instead (inf - inf is NaN): all
+        // -inf gives log(0) = -inf, an inf gives inf, as ONNX Runtime.
+        // (mx - mx == 0 holds for finite mx only; NaN stays NaN through exp.)
+        TensorRef zero = c.constant(host::scalar_like(c.dtype(0), 0.0));
+        TensorRef finite = c.call("aten.eq.Tensor", {c.call("aten.sub.Tensor", {mx, mx}).tensor(), zero}).tensor();
+        mx = c.call("aten.where.self", {finite, mx, zero}).tensor();
         x = c.call("aten.exp.default", {c.call("aten.sub.Tensor", {x, mx}).tensor()}).tensor();
       }
       TensorRef y = c.call("aten.sum.dim_IntList", {x, IntList(axes), true}).tensor();

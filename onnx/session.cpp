@@ -14,6 +14,7 @@
 
 #include "onnx/fusion.h"
 #include "onnx/node_ctx.h"
+#include "onnx/schema_check.h"
 #include "onnx/tensor_proto.h"
 #include "graph/half.h"
 
@@ -41,13 +42,6 @@ void parse_coded(google::protobuf::io::CodedInputStream& coded, onnx::ModelProto
     throw Error(fmt::format("'{}' is not a valid ONNX model (protobuf parsing failed: truncated or not ONNX)", name));
   }
   if (!model.has_graph()) throw Error(fmt::format("'{}' has no graph: not an ONNX model", name));
-}
-
-// A node's name for messages: its name, else its first output's.
-std::string node_name(const onnx::NodeProto& n) {
-  if (!n.name().empty()) return n.name();
-  if (n.output_size() > 0 && !n.output(0).empty()) return n.output(0);
-  return "(unnamed, no output)";
 }
 
 ValueInfo value_info(const onnx::ValueInfoProto& v) {
@@ -145,6 +139,7 @@ void check_model(LoadedModel& m, const std::string& path) {
   }
   m.opset = int(opset);
   const auto& g = m.proto->graph();
+  check_graph_rules(g);
   for (const auto& init : g.initializer()) {
     m.initializers.emplace(init.name(), from_tensor_proto(init, m.dir));
   }
@@ -159,6 +154,7 @@ void check_model(LoadedModel& m, const std::string& path) {
     for (const auto& [name, t] : m.initializers) available.insert(name);
     sort_topologically(*m.proto->mutable_graph(), available);
   }
+  check_node_schemas(g, m.opset);
 
   // Every node the outputs need must be supported: one error lists them all.
   std::set<std::string> needed;
@@ -293,6 +289,7 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
   auto b = std::make_unique<Built>();
   b->graph = std::make_unique<Graph>(ctx_);
   Graph& g = *b->graph;
+  g.set_checked(options_.checked);
   std::map<std::string, Slot> values;
   for (const auto& [name, t] : initializers_) values[name] = Slot::of_host(t);
   const Storage storage{options_.fp16, widen_f16_};
@@ -348,6 +345,7 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
     }
     const OpMapper& m = mappers.at(n.op_type());
     NodeCtx c(g, n, opset_, in, &value_inputs_, storage);
+    g.set_origin(c.where());  // names the node in run-time check errors
     const bool fold = all_host && m.fold;
     if (!fold && !m.dtypes.empty() && c.has(0) &&
         std::find(m.dtypes.begin(), m.dtypes.end(), c.dtype(0)) == m.dtypes.end()) {

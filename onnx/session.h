@@ -62,6 +62,14 @@ struct SessionOptions {
   // and bias (onnx/fusion.h). WGNN_NO_FUSION=1 in the environment turns it
   // off as well.
   bool fusion = true;
+  // Run-time checks (Graph::set_checked): an index out of range (Gather,
+  // GatherElements) or an integer division by zero (Div, Mod) fails the
+  // run with an Error naming the node and the value, as ONNX Runtime
+  // errors, instead of reading a clamped index or returning x / 0 = x.
+  // Costs one 8-byte slot per checked dispatch, cleared and read back with
+  // the outputs each run (docs/RELIABILITY.md). Off: those values are clamped
+  // or computed silently.
+  bool checked = true;
 };
 
 // A parsed and checked model, before any GPU work: what Session's

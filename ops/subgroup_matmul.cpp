@@ -208,7 +208,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       add(fmt::format("{}subgroupMatrixStore(&{}, {}, {}, false, {});", ind, dst, off, acc, stride));
   };
 
-  if (c.act == 1) add(std::string(gpu::shader_source("ops/kernels/lib/erf.wgsl")));
+  if (c.act != 0) add(std::string(gpu::shader_source("ops/kernels/lib/math.wgsl")));
   if (c.affine && c.affine_rounded) add(round_f16_wgsl());
   if (!no_scratch) {
   // The epilogue of one 16x16 result staged in `sc` at `sbase`: each lane
@@ -227,10 +227,10 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     } else {
       add(fmt::format("  let y{} = {};", q, v));
       const char* f = c.act == 1   ? "  let v{0} = 0.5 * y{0} * (1.0 + erf1(y{0} * 0.70710678118654752));"
-                      : c.act == 2 ? "  let v{0} = 0.5 * y{0} * (1.0 + tanh(clamp(0.7978845608028654 * (y{0} + "
-                                     "0.044715 * y{0} * y{0} * y{0}), -15.0, 15.0)));"
-                      : c.act == 3 ? "  let v{0} = max(y{0}, 0.0);"
-                                   : "  let v{0} = clamp(y{0}, P.lo, P.hi);";
+                      : c.act == 2 ? "  let v{0} = 0.5 * y{0} * (1.0 + tanh1(0.7978845608028654 * (y{0} + "
+                                     "0.044715 * y{0} * y{0} * y{0})));"
+                      : c.act == 3 ? "  let v{0} = select(max(y{0}, 0.0), y{0}, isnan1(y{0}));"
+                                   : "  let v{0} = select(clamp(y{0}, P.lo, P.hi), y{0}, isnan1(y{0}));";
       add(fmt::format(fmt::runtime(f), q));
     }
   }

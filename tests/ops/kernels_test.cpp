@@ -97,6 +97,17 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
           }
           continue;
         }
+        // Kernels with a run-time check (binary.wgsl, index.wgsl), both variants.
+        if (text.find("{{CHECK_DECL}}") != std::string_view::npos) {
+          const uint32_t binding = std::string_view(name).find("binary") != std::string_view::npos ? 5 : 4;
+          for (bool checked : {false, true}) {
+            ops::Subs s2 = subs;
+            for (auto& s : ops::check_subs(checked, binding)) s2.push_back(s);
+            EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
+            ++compiled;
+          }
+          continue;
+        }
         for (const auto& t : tiles) {
           ops::Subs s2 = subs;
           if (*t[0]) {
