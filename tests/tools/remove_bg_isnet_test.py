@@ -15,6 +15,9 @@ import numpy as np
 import onnx
 from PIL import Image
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from isnet_reference import alpha_of, isnet_input  # noqa: E402
+
 WGNN, ORT_DIR, MODEL, WORK = (os.path.abspath(a) for a in sys.argv[1:5])
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZE = 320
@@ -28,33 +31,7 @@ if not os.path.exists(photo):
     sys.exit(77)
 
 
-def weights(n_src, n_dst):
-    """Rows: output pixels; columns: source pixels (area shrinking, bilinear growing)."""
-    w = np.zeros((n_dst, n_src))
-    s = n_src / n_dst
-    for i in range(n_dst):
-        if n_dst < n_src:
-            lo, hi = i * s, (i + 1) * s
-            for j in range(int(np.floor(lo)), min(n_src, int(np.ceil(hi)))):
-                w[i, j] = (min(j + 1, hi) - max(j, lo)) / s
-        elif n_dst > n_src:
-            x = min(max((i + 0.5) * s - 0.5, 0), n_src - 1)
-            j = int(np.floor(x))
-            w[i, j] += 1 - (x - j)
-            w[i, min(j + 1, n_src - 1)] += x - j
-        else:
-            w[i, i] = 1
-    return w
-
-
-def resize(img, w, h):  # img: H x W x C
-    rows = np.einsum("yh,hwc->ywc", weights(img.shape[0], h), img)
-    return np.einsum("xw,ywc->yxc", weights(img.shape[1], w), rows)
-
-
-rgb = np.asarray(Image.open(photo).convert("RGB")).astype(np.float64)
-H, W = rgb.shape[:2]
-x = ((resize(rgb, SIZE, SIZE) - 128) / 256).transpose(2, 0, 1)[None].astype(np.float32)
+x, (W, H) = isnet_input(photo, SIZE)
 np.save(os.path.join(WORK, "input.npy"), x)
 
 # ONNX Runtime checks the declared 1024x1024: a copy with a free height and width.
@@ -72,8 +49,7 @@ r = subprocess.run(["node", os.path.join(HERE, "ort_reference.js"), free, os.pat
                     "input=" + os.path.join(WORK, "input.npy")], capture_output=True, text=True, env=env)
 if r.returncode != 0:
     sys.exit(f"ONNX Runtime failed: {r.stderr[-2000:]}")
-matte = np.clip(np.load(os.path.join(WORK, "ort", "output.npy"))[0, 0].astype(np.float64), 0, 1)
-want = np.round(255 * resize(matte[..., None], W, H)[..., 0])
+want = alpha_of(np.load(os.path.join(WORK, "ort", "output.npy")), W, H)
 
 # Under WGNN_LIMITS=default (ctest remove_bg_isnet_default_limits_vs_onnxruntime)
 # the device has no shader-f16: the run must take the float32 storage of
