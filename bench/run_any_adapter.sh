@@ -27,7 +27,7 @@ if [ -x build-source/wgnn ]; then
   # The source build finds its Dawn through this wrapper's library path.
   cat > "${TMPDIR:-/tmp}/wgnn-source" <<SH
 #!/bin/sh
-LD_LIBRARY_PATH="$LIB:\$LD_LIBRARY_PATH" exec "$PWD/build-source/wgnn" "\$@"
+WGNN_ALLOW_UNSAFE_APIS=1 LD_LIBRARY_PATH="$LIB:\$LD_LIBRARY_PATH" exec "$PWD/build-source/wgnn" "\$@"
 SH
   chmod +x "${TMPDIR:-/tmp}/wgnn-source"
   builds+=(--wgnn "source=${TMPDIR:-/tmp}/wgnn-source")
