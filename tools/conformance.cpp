@@ -113,6 +113,9 @@ int conformance(gpu::Context& ctx, const ConformanceOptions& o) {
     std::sort(sub.begin(), sub.end());
     cases.insert(cases.end(), sub.begin(), sub.end());
   }
+  if (!o.write_expected.empty() && !o.filter.empty()) {
+    throw Error("--write-expected writes every case's line: run it without --filter");
+  }
   std::map<std::string, Pinned> expected, previous;
   if (!o.expected.empty()) expected = read_expected(o.expected);
   if (!o.write_expected.empty() && fs::exists(o.write_expected)) previous = read_expected(o.write_expected);
