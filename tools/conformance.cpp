@@ -70,8 +70,19 @@ struct Pinned {
   std::string reason;
 };
 
-std::string one_line(const std::string& s, size_t max = 160) {
-  std::string l = s.substr(0, s.find('\n'));
+// The message on one line: its lines joined ("has 2 unsupported nodes: node
+// 'a' (...): ...; node 'b' ..."), cut at `max` characters.
+std::string one_line(const std::string& s, size_t max = 200) {
+  std::string l;
+  size_t from = 0;
+  while (from <= s.size()) {
+    size_t to = s.find('\n', from);
+    if (to == std::string::npos) to = s.size();
+    std::string part = s.substr(from, to - from);
+    part.erase(0, part.find_first_not_of(' '));
+    if (!part.empty()) l += (l.empty() || l.back() == ':' ? (l.empty() ? "" : " ") : "; ") + part;
+    from = to + 1;
+  }
   if (l.size() > max) l = l.substr(0, max - 3) + "...";
   return l;
 }
