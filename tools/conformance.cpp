@@ -189,10 +189,10 @@ int conformance(gpu::Context& ctx, const ConformanceOptions& o) {
       const auto it = expected.find(name);
       if (it == expected.end()) {
         moved.push_back(fmt::format("{}: not listed, now {}{}{}", name, pinned, detail.empty() ? "" : ": ",
-                                    one_line(detail)));
+                                    got[name].reason));
       } else if (it->second.status != pinned) {
         moved.push_back(fmt::format("{}: expected {}, now {}{}{}", name, it->second.status, pinned,
-                                    detail.empty() ? "" : ": ", one_line(detail)));
+                                    detail.empty() ? "" : ": ", got[name].reason));
       } else {
         listed_fail = pinned == "fail";
       }
