@@ -86,4 +86,50 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& got, const
   return ::testing::AssertionSuccess();
 }
 
+// A float16 product (matrix product, convolution: float16 operands, a
+// float32 accumulator, one rounding of the result to float16), element by
+// element: |got - ref| <= 2^-10 |ref| + 2^-14 sum_k |a_k b_k| + 2^-24.
+// `abs_ref` holds sum_k |a_k b_k| (plus |bias|) per element: the same
+// reference on the operands' magnitudes. 2^-10 |ref| is one float16 ulp of
+// the result (the last rounding, to either neighbour); float32 accumulation
+// of K terms errs by at most about K 2^-24 of the sum of magnitudes (under
+// 2^-16 for the few hundred terms here), so 2^-14 (a quarter of float16's
+// ulp at that sum) leaves headroom. A kernel that accumulates in float16
+// rounds each partial sum to 2^-11 of itself and passes it.
+inline ::testing::AssertionResult f16_product_close(const std::vector<float>& got, const std::vector<double>& ref,
+                                                    const std::vector<double>& abs_ref) {
+  if (got.size() != ref.size() || abs_ref.size() != ref.size()) {
+    return ::testing::AssertionFailure() << "size " << got.size() << " != reference " << ref.size() << " / "
+                                         << abs_ref.size();
+  }
+  size_t bad = 0, worst_i = 0;
+  double worst = 0;  // error / tolerance
+  std::string first;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = std::ldexp(std::abs(ref[i]), -10) + std::ldexp(abs_ref[i], -14) + std::ldexp(1.0, -24);
+    const double err = std::abs(double(got[i]) - ref[i]);
+    const double r = std::isnan(err) ? INFINITY : err / tol;
+    if (!(err <= tol)) {
+      if (bad < 5) {
+        first += "\n  [" + std::to_string(i) + "] got " + std::to_string(got[i]) + " want " + std::to_string(ref[i]) +
+                 " (sum |a b| " + std::to_string(abs_ref[i]) + ")";
+      }
+      ++bad;
+    }
+    if (r > worst) worst = r, worst_i = i;
+  }
+  if (bad) {
+    return ::testing::AssertionFailure() << bad << " of " << got.size()
+                                         << " elements off the float16 product bound, worst " << worst
+                                         << " times it at " << worst_i << first;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// |v| elementwise (the operands of the sum-of-magnitudes reference).
+inline std::vector<float> magnitudes(std::vector<float> v) {
+  for (float& x : v) x = std::abs(x);
+  return v;
+}
+
 }  // namespace wgnn::test

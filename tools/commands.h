@@ -68,6 +68,11 @@ struct ConformanceOptions {
   bool verbose = false;
   bool quiet_unsupported = false;
   bool fp16 = false;  // SessionOptions::fp16 (give a float16 --rtol / --atol)
+  // The pinned results: every case must end as its line says (pass, skip or
+  // fail), no case may be missing from the file, no listed case may be absent.
+  std::string expected;
+  std::string write_expected;  // write this run's results in that format
+  int min_cases = 0;           // fewer cases run is a failure
 };
 int conformance(gpu::Context& ctx, const ConformanceOptions& o);
 

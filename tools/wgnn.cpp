@@ -175,6 +175,13 @@ int main(int argc, char** argv) {
   conf->add_flag("--quiet-unsupported", co.quiet_unsupported, "Do not list unsupported cases");
   conf->add_flag("--fp16", co.fp16,
                  "Run the cases in float16 mode (with a float16 tolerance, e.g. --rtol 1e-2 --atol 1e-3)");
+  conf->add_option("--expected", co.expected,
+                   "File of the pinned results (lines 'pass NAME', 'skip NAME: reason', 'fail NAME: reason'): "
+                   "any case that ends otherwise, is not listed, or is listed and absent fails the run");
+  conf->add_option("--write-expected", co.write_expected,
+                   "Write this run's results to FILE in --expected's format (keeps the reasons of 'fail' lines "
+                   "FILE already has)");
+  conf->add_option("--min-cases", co.min_cases, "Fail when fewer cases than this ran");
 
   auto* ops_cmd = app.add_subcommand("ops", "List the supported operators");
 

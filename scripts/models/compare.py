@@ -8,15 +8,18 @@ DIR holds <input name>.npy for each model input (export.py writes them).
 The reference is python's onnxruntime when importable (or --ort python),
 else the repo's node reference (tests/tools/ort_reference.js with
 onnxruntime-node from --ort-dir, default .deps/ort). An output passes when
-    max |wgnn - ort| <= 1e-3 * max |ort| + 1e-4
-and has ORT's dtype and shape. With --fp16, wgnn runs the model in float16
-mode (`wgnn run --fp16`) against ORT in float32 and the tolerance is FP16_TOL
-below (2e-2 * max |ort| + 1e-3); --fp16-emulated also runs ORT on the model
-with its weights and activations rounded to float16 (fp16_emulated_model)
-and holds wgnn to EMULATED_TOL of that (5e-3 * max |ort| + 1e-4): float16's
-inherent error then cancels and what remains is wgnn's own. README.md,
-"float16 mode", has the errors measured per model. Prints one line:
-    PASS|FAIL <label> max_abs_err E max_ref R tol T [per output ...]
+it has ORT's dtype and shape and every element satisfies
+    |wgnn - ort| <= atol + rtol * |ort|
+(tests/tools/closeness.py: infinities exact, NaN only where ORT has NaN),
+with (atol, rtol) from --tol, default F32_TOL below. With --fp16, wgnn runs
+the model in float16 mode (`wgnn run --fp16`) against ORT in float32, with
+FP16_TOL; --fp16-emulated also runs ORT on the model with its weights and
+activations rounded to float16 (fp16_emulated_model) and holds wgnn to
+--emulated-tol, default EMULATED_TOL, of that: float16's inherent error then
+cancels and what remains is wgnn's own. tests/onnx/zoo_vs_ort.py holds the
+tolerances measured per model. Prints one line:
+    PASS|FAIL <label> max_abs_err E used U tol ATOL,RTOL [per output ...]
+(U: the largest |err| / (atol + rtol * |ort|), 1 at the edge)
 and exits 1 on a mismatch, 2 when wgnn or ORT fails (their error text is
 printed: wgnn's lists every unsupported node).
 """
@@ -30,13 +33,18 @@ import time
 import numpy as np
 import onnx
 
-# float16 mode's tolerances (README.md, "float16 mode"): against ORT in
-# float32, and against ORT on the float16-emulated model (--fp16-emulated).
-FP16_TOL = (2e-2, 1e-3)
-EMULATED_TOL = (5e-3, 1e-4)
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
+import closeness  # noqa: E402
+
+# (atol, rtol) for a model without a measured pair of its own (the zoo's
+# pairs, measured per model, are in tests/onnx/zoo_vs_ort.py): float32;
+# float16 mode against ORT in float32; float16 mode against ORT on the
+# float16-emulated model (--fp16-emulated).
+F32_TOL = (1e-4, 1e-3)
+FP16_TOL = (2e-2, 2e-2)
+EMULATED_TOL = (5e-3, 5e-3)
 
 
 def safe_name(s):
@@ -105,35 +113,33 @@ def fp16_emulated_model(src, dst):
     onnx.save(m, dst)
 
 
-def compare_outputs(outs, ref_dir, got_dir, rel_tol, abs_tol):
-    """(ok, worst (err, ref, tol), per-output texts) of wgnn's outputs in
-    got_dir against the reference's in ref_dir."""
-    ok, worst_err, worst_ref, worst_tol, parts = True, 0.0, 0.0, 0.0, []
+def compare_outputs(outs, ref_dir, got_dir, tol):
+    """(ok, the largest share of the tolerance used, the largest |err|,
+    per-output texts) of
+    wgnn's outputs in got_dir against the reference's in ref_dir, elementwise
+    (closeness.check) with tol = (atol, rtol)."""
+    ok, worst, max_abs, parts = True, 0.0, 0.0, []
     for n in outs:
         want = np.load(os.path.join(ref_dir, safe_name(n) + ".npy"))
         got_path = os.path.join(got_dir, safe_name(n) + ".npy")
         if not os.path.exists(got_path):
             ok = False
+            worst = max_abs = float("inf")
             parts.append(f"{n}: missing from wgnn's outputs")
             continue
-        got = np.load(got_path)
-        if got.shape != want.shape or got.dtype != want.dtype:
-            ok = False
-            parts.append(f"{n}: wgnn {got.dtype}{list(got.shape)} vs ORT {want.dtype}{list(want.shape)}")
-            continue
-        w = want.astype(np.float64)
-        d = np.abs(got.astype(np.float64) - w)
-        err = float(np.nanmax(d)) if d.size else 0.0
-        if np.isnan(d).any() and not np.array_equal(np.isnan(got), np.isnan(want)):
-            err = float("nan")
-        ref = float(np.nanmax(np.abs(w))) if w.size else 0.0
-        tol = rel_tol * ref + abs_tol
-        good = err <= tol  # NaN fails
-        ok &= good
-        if not good or err / tol > worst_err / max(worst_tol, 1e-30):
-            worst_err, worst_ref, worst_tol = err, ref, tol
-        parts.append(f"{n}: {err:.2e} (max_ref {ref:.3g}){'' if good else ' FAIL'}")
-    return ok, (worst_err, worst_ref, worst_tol), parts
+        r = closeness.check(np.load(got_path), want, *tol)
+        ok &= r.ok
+        worst, max_abs = max(worst, r.used), max(max_abs, r.max_abs)
+        parts.append(f"{n}: {'' if r.ok else 'FAIL '}{r}")
+    return ok, worst, max_abs, parts
+
+
+def tol_pair(text):
+    try:
+        atol, rtol = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected ATOL,RTOL, got '{text}'")
+    return atol, rtol
 
 
 def run_ort_python(path, feeds, outdir):
@@ -169,13 +175,16 @@ def main():
     ap.add_argument("--fp16-emulated", action="store_true",
                     help="with --fp16: also compare with ONNX Runtime on the model with weights and activations "
                          "rounded to float16 (a tighter tolerance: wgnn's own error)")
+    ap.add_argument("--tol", type=tol_pair, help="ATOL,RTOL for every output (default: F32_TOL, with --fp16 FP16_TOL)")
+    ap.add_argument("--emulated-tol", type=tol_pair, default=EMULATED_TOL,
+                    help="ATOL,RTOL against the float16-emulated model (default: EMULATED_TOL)")
     a = ap.parse_args()
     if a.fp16_emulated and not a.fp16:
         ap.error("--fp16-emulated needs --fp16")
     label = a.label or os.path.splitext(os.path.basename(a.model))[0]
     if a.fp16 and not a.label:
         label += "_fp16"
-    rel_tol, abs_tol = FP16_TOL if a.fp16 else (1e-3, 1e-4)
+    tol = a.tol or (FP16_TOL if a.fp16 else F32_TOL)
     ort_kind = a.ort
     if ort_kind is None:
         try:
@@ -216,7 +225,7 @@ def main():
         print(f"ERROR {label}: wgnn failed (exit {r.returncode}):\n{r.stdout}{r.stderr}".rstrip())
         sys.exit(2)
 
-    ok, (worst_err, worst_ref, worst_tol), parts = compare_outputs(outs, ort_out, wgnn_out, rel_tol, abs_tol)
+    ok, used, max_abs, parts = compare_outputs(outs, ort_out, wgnn_out, tol)
     emulated = ""
     if a.fp16_emulated:
         # wgnn --fp16 against ONNX Runtime on the float16-rounded model.
@@ -230,12 +239,13 @@ def main():
         except Exception as e:  # noqa: BLE001
             print(f"ERROR {label}: ONNX Runtime ({ort_kind}) on the float16-emulated model failed: {e}")
             sys.exit(2)
-        e_ok, (e_err, e_ref, e_tol), e_parts = compare_outputs(outs, emu_out, wgnn_out, *EMULATED_TOL)
+        e_ok, e_used, e_max, e_parts = compare_outputs(outs, emu_out, wgnn_out, a.emulated_tol)
         ok &= e_ok
-        emulated = (f" emulated_fp16 {'PASS' if e_ok else 'FAIL'} max_abs_err {e_err:.3e} max_ref {e_ref:.4g} "
-                    f"tol {e_tol:.3e} [{'; '.join(e_parts)}]")
-    print(f"{'PASS' if ok else 'FAIL'} {label} max_abs_err {worst_err:.3e} max_ref {worst_ref:.4g} "
-          f"tol {worst_tol:.3e} [{'; '.join(parts)}]{emulated} (wgnn {t_wgnn:.1f} s, ort-{ort_kind} {t_ort:.1f} s)")
+        emulated = (f" emulated_fp16 {'PASS' if e_ok else 'FAIL'} max_abs_err {e_max:.3e} used {e_used:.2f} "
+                    f"tol {a.emulated_tol[0]:g},{a.emulated_tol[1]:g} [{'; '.join(e_parts)}]")
+    print(f"{'PASS' if ok else 'FAIL'} {label} max_abs_err {max_abs:.3e} used {used:.2f} tol {tol[0]:g},{tol[1]:g} "
+          f"[{'; '.join(parts)}]{emulated} "
+          f"(wgnn {t_wgnn:.1f} s, ort-{ort_kind} {t_ort:.1f} s)")
     sys.exit(0 if ok else 1)
 
 

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -299,11 +300,17 @@ TEST(OnnxCases, PReluSlopeShapes) {
 
 TEST(OnnxCases, ResizeAxesAndAspectRatioPolicy) {
   // Opset 18: sizes for axes (3, 2) only, keeping the aspect ratio.
+  // The ONNX spec: the policies resize both axes by one scale, min (not_larger)
+  // or max (not_smaller) of sizes / input, 1.25 and 1.5 here; each output
+  // pixel is the input at round_prefer_floor((o + 0.5) / scale - 0.5)
+  // (half_pixel), clamped.
   struct Case {
     const char* policy;
     Shape out;
+    double scale_h, scale_w;
   };
-  for (const Case& c : {Case{"stretch", {1, 2, 5, 9}}, Case{"not_larger", {1, 2, 5, 8}}, Case{"not_smaller", {1, 2, 6, 9}}}) {
+  for (const Case& c : {Case{"stretch", {1, 2, 5, 9}, 1.25, 1.5}, Case{"not_larger", {1, 2, 5, 8}, 1.25, 1.25},
+                        Case{"not_smaller", {1, 2, 6, 9}, 1.5, 1.5}}) {
     SCOPED_TRACE(c.policy);
     ModelBuilder b(18);
     b.input("x", {1, 2, 4, 6});
@@ -314,8 +321,20 @@ TEST(OnnxCases, ResizeAxesAndAspectRatioPolicy) {
     ModelBuilder::attr_ints(n, "axes", {3, 2});
     ModelBuilder::attr_s(n, "keep_aspect_ratio_policy", c.policy);
     Session s(test::ctx(), b.save("resize18.onnx"));
-    auto out = s.run({{"x", ramp({1, 2, 4, 6}, 0.f, 1.f)}});
-    EXPECT_EQ(out.at("y").shape, c.out);
+    const HostTensor x = ramp({1, 2, 4, 6}, 0.f, 1.f);
+    auto out = s.run({{"x", x}});
+    ASSERT_EQ(out.at("y").shape, c.out);
+    auto src = [](int64_t o, double scale, int64_t in) {
+      const double f = (double(o) + 0.5) / scale - 0.5;
+      const int64_t i = f - std::floor(f) == 0.5 ? int64_t(std::floor(f)) : int64_t(std::llround(f));
+      return std::clamp<int64_t>(i, 0, in - 1);
+    };
+    std::vector<double> want;
+    for (int64_t ch = 0; ch < 2; ++ch)
+      for (int64_t h = 0; h < c.out[2]; ++h)
+        for (int64_t w = 0; w < c.out[3]; ++w)
+          want.push_back(x.as<float>()[(ch * 4 + src(h, c.scale_h, 4)) * 6 + src(w, c.scale_w, 6)]);
+    expect_close(out.at("y"), want, 0);
   }
 }
 

@@ -1,5 +1,6 @@
 """Small ONNX models built with onnx.helper, run by `wgnn run` and by ONNX
-Runtime's CPU provider on the same .npy inputs; outputs must agree.
+Runtime's CPU provider on the same .npy inputs; every output element must
+be within its model's TOL (tests/tools/closeness.py).
 
 usage: models_vs_ort.py WGNN ORT_MODULE_DIR WORKDIR
 Prints one line per model and a last line "N passed, N failed".
@@ -14,6 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 WGNN, ORT_DIR, WORK = (os.path.abspath(a) for a in sys.argv[1:4])
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+import closeness  # noqa: E402
+
 rng = np.random.default_rng(0)
 
 
@@ -335,6 +339,17 @@ def run(cmd):
     return r.stdout + r.stderr
 
 
+# (atol, rtol) per model, elementwise. Measured on lavapipe (2026-12-01): at
+# rtol 1e-5 the smallest atol that passes is 1.1e-6 (cnn, largest error
+# 6.9e-6), 1.0e-6 (products_resize), 5.0e-7 (fusion_conv_bn_transpose),
+# 4.1e-7 (fusion), under 1e-9 for the others; F32_TOL leaves 2.7x over the
+# largest. "half" (float16 tensors) errs by up to 8.8e-3 and uses 0.48 of its
+# pair.
+F32_TOL = (3e-6, 1e-5)
+TOL = {
+    "half": (2e-3, 2e-3),
+}
+
 passed = failed = 0
 env_mod = os.path.join(ORT_DIR, "node_modules", "onnxruntime-node")
 os.environ["WGNN_ORT_MODULE"] = env_mod
@@ -354,17 +369,17 @@ for m, feeds in MODELS:
                   sum([["--input", s] for s in specs], []))
         if name in FUSED_CHAINS and f"({FUSED_CHAINS[name]} of them fused chains" not in log:
             raise RuntimeError(f"expected {FUSED_CHAINS[name]} fused chains; wgnn run --verbose says:\n{log}")
-        worst = 0.0
+        worst, details = 0.0, []
         overrides = REFERENCE_OVERRIDES[name](m, feeds) if name in REFERENCE_OVERRIDES else {}
         for o in m.graph.output:
             want = overrides[o.name] if o.name in overrides else np.load(os.path.join(d, "ort", o.name + ".npy"))
             got = np.load(os.path.join(d, "wgnn", o.name + ".npy"))
-            assert got.dtype == want.dtype and got.shape == want.shape, \
-                f"{o.name}: {got.dtype}{got.shape} vs ORT {want.dtype}{want.shape}"
-            tol = 2e-3 if "half" in name else 1e-4
-            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=o.name)
-            worst = max(worst, float(np.max(np.abs(got.astype(np.float64) - want))) if got.size else 0.0)
-        print(f"PASS {name} (max abs diff {worst:.2e})")
+            r = closeness.check(got, want, *TOL.get(name, F32_TOL))
+            if not r.ok:
+                raise RuntimeError(f"{o.name}: {r}")
+            worst = max(worst, r.used)
+            details.append(f"{o.name}: {r.max_abs:.1e}")
+        print(f"PASS {name} (used {worst:.2f} of {TOL.get(name, F32_TOL)}; max |err| {', '.join(details)})")
         passed += 1
     except Exception as e:  # noqa: BLE001 - report and go on
         print(f"FAIL {name}: {e}")

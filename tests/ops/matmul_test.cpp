@@ -85,8 +85,23 @@ std::vector<double> reference(const HostT& A, const HostT& B, bool ta, bool tb, 
   return out;
 }
 
-double atol_for(int64_t K, DType dt) { return dt == DType::F16 ? 4e-3 * std::sqrt(double(K) + 1) : 2e-6 * double(K + 1); }
-double rtol_for(DType dt) { return dt == DType::F16 ? 2e-3 : 1e-5; }
+double atol_for(int64_t K) { return 2e-6 * double(K + 1); }
+constexpr double kRtol = 1e-5;
+
+HostT magnitudes(const HostT& t) { return {t.shape, wgnn::test::magnitudes(t.v)}; }
+
+// float32 within atol_for(K) + 1e-5 |ref|; float16 within the float16
+// product bound (f16_product_close), sum |a b| from the same reference on
+// the magnitudes.
+::testing::AssertionResult product_close(const std::vector<float>& got, const HostT& A, const HostT& B, bool ta,
+                                         bool tb, const HostT* C, double alpha, double beta, DType dt, int64_t K) {
+  const auto ref = reference(A, B, ta, tb, C, alpha, beta);
+  if (dt != DType::F16) return all_close(got, ref, atol_for(K) * std::max(1.0, std::abs(alpha)), kRtol);
+  const HostT mC = C ? magnitudes(*C) : HostT{};
+  return f16_product_close(got, ref,
+                           reference(magnitudes(A), magnitudes(B), ta, tb, C ? &mC : nullptr, std::abs(alpha),
+                                     std::abs(beta)));
+}
 
 // aten.matmul.default on 2-D and larger operands.
 void check_matmul(const Shape& as, const Shape& bs, DType dt, uint32_t seed) {
@@ -97,11 +112,11 @@ void check_matmul(const Shape& as, const Shape& bs, DType dt, uint32_t seed) {
   TensorRef ta = upload(g, as, A.v, dt), tb = upload(g, bs, B.v, dt);
   TensorRef y = ops::call(g, "aten.matmul.default", {ta, tb}).tensor();
   Shape want;
-  auto ref = reference(A, B, false, false, nullptr, 1, 0, &want);
+  reference(A, B, false, false, nullptr, 1, 0, &want);
   EXPECT_EQ(g.info(y).shape, want);
   EXPECT_EQ(g.info(y).dtype, dt);
   g.run();
-  EXPECT_TRUE(all_close(download(g, y), ref, atol_for(as.back(), dt), rtol_for(dt)));
+  EXPECT_TRUE(product_close(download(g, y), A, B, false, false, nullptr, 1, 0, dt, as.back()));
 }
 
 class MatmulSizes : public testing::TestWithParam<std::tuple<std::array<int64_t, 3>, DType>> {};
@@ -229,8 +244,7 @@ void check_gemm(int64_t M, int64_t K, int64_t N, bool ta, bool tb, const std::op
   }
   EXPECT_EQ(g.info(y).shape, (Shape{M, N}));
   g.run();
-  auto ref = reference(A, B, ta, tb, cs ? &C : nullptr, alpha, beta);
-  EXPECT_TRUE(all_close(download(g, y), ref, atol_for(K, dt) * std::max(1.0, std::abs(alpha)), rtol_for(dt)));
+  EXPECT_TRUE(product_close(download(g, y), A, B, ta, tb, cs ? &C : nullptr, alpha, beta, dt, K));
 }
 
 }  // namespace
@@ -298,6 +312,7 @@ void check_linear(const Shape& xs, int64_t N, const std::optional<Shape>& bias_s
   HostT X2{{numel(xs) / std::max<int64_t>(K, 1), K}, X.v};
   HostT W2{{vector_weight ? 1 : N, K}, W.v};
   auto prod = reference(X2, W2, false, true, nullptr, 1, 0);
+  auto mag = reference(magnitudes(X2), magnitudes(W2), false, true, nullptr, 1, 0);
   if (bias_shape) {
     Shape idx(want.size());
     for (size_t o = 0; o < prod.size(); ++o) {
@@ -307,9 +322,11 @@ void check_linear(const Shape& xs, int64_t N, const std::optional<Shape>& bias_s
         r /= want[d];
       }
       prod[o] += at(Bi, idx);
+      mag[o] += std::abs(at(Bi, idx));
     }
   }
-  EXPECT_TRUE(all_close(download(g, y), prod, atol_for(K, dt), rtol_for(dt)));
+  EXPECT_TRUE(dt == DType::F16 ? f16_product_close(download(g, y), prod, mag)
+                               : all_close(download(g, y), prod, atol_for(K), kRtol));
 }
 
 }  // namespace

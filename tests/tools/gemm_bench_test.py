@@ -3,14 +3,19 @@ emulated (--emulate: scalar code in place of subgroup matrices, so it runs on
 lavapipe): square sizes and MxNxK shapes with edges in every dimension,
 float32 and float16 results, every result checked against the tool's own
 double-precision reference; then bench/gemm_report.py --pivot on its output,
-and the errors for a bad configuration and a bad shape.
-  gemm_bench_test.py WGNN_BENCH_GEMM WORKDIR"""
+and the errors for a bad configuration and a bad shape. With --tensor-cores
+(scripts/gpu-check, on a GPU with subgroup matrices) the same on the real
+subgroup-matrix kernels.
+  gemm_bench_test.py WGNN_BENCH_GEMM WORKDIR [--tensor-cores]"""
 import json
 import os
 import subprocess
 import sys
 
 bench, work = sys.argv[1], sys.argv[2]
+tensor_cores = sys.argv[3:] == ["--tensor-cores"]
+if sys.argv[3:] and not tensor_cores:
+    sys.exit(f"usage: {sys.argv[0]} WGNN_BENCH_GEMM WORKDIR [--tensor-cores]")
 os.makedirs(work, exist_ok=True)
 here = os.path.dirname(os.path.abspath(__file__))
 report = os.path.join(here, "..", "..", "bench", "gemm_report.py")
@@ -18,7 +23,7 @@ configs = ["64x64x32:2x2:1", "64x64x32:2x2:2/t1", "64x32x32:2x1:1/t3", "64x64x32
 
 
 def run(args):
-    p = subprocess.run([bench, "--emulate", "--warmup-ms", "0", "--reps", "1", "--iters", "1"] + args,
+    p = subprocess.run([bench] + ([] if tensor_cores else ["--emulate"]) + ["--warmup-ms", "0", "--reps", "1", "--iters", "1"] + args,
                        capture_output=True, text=True, timeout=600)
     return p.returncode, p.stdout, p.stderr
 
@@ -60,4 +65,5 @@ if code == 0 or "bad --shapes entry" not in err:
 if failures:
     print("\n".join(failures))
     sys.exit(1)
-print("gemm bench: every emulated result checked, the pivot report and the errors as expected")
+print(f"gemm bench: every {'tensor-core' if tensor_cores else 'emulated'} result checked, the pivot report and the "
+      "errors as expected")
