@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "gpu/context_impl.h"
 #include "gpu/dawn_values.h"
@@ -125,6 +128,50 @@ uint64_t parse_timeout_s(const char* text) {
   return uint64_t(v * 1e9);
 }
 
+// Dawn and the Vulkan driver do not all survive a failed host allocation:
+// under an address-space limit (ulimit -v) a failed mmap inside them is a
+// null pointer written through (SIGSEGV), not an error. Where such a limit
+// is set, wgnn checks the room left before it starts the driver and before
+// each buffer (on a CPU driver, GPU memory is host memory) and reports "out
+// of host memory" itself. Without a limit, nothing is checked.
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kDriverRoom = 1024 * kMiB;  // to start Dawn and the driver (they reserve ~700 MiB)
+constexpr uint64_t kBufferRoom = 256 * kMiB;   // kept free beside every buffer
+
+void check_address_space(uint64_t need, const std::string& what) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return;
+  uint64_t pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    unsigned long long v = 0;
+    if (std::fscanf(f, "%llu", &v) == 1) pages = v;
+    std::fclose(f);
+  }
+  const uint64_t used = pages * uint64_t(sysconf(_SC_PAGESIZE));
+  const uint64_t limit = r.rlim_cur;
+  if (used + need > limit) {
+    throw HostOutOfMemory(fmt::format(
+        "{}: the address-space limit (ulimit -v) is {} MiB, {} MiB are in use and {} MiB more are needed (Dawn and "
+        "the Vulkan driver cannot be trusted to fail cleanly past the limit); raise the limit",
+        what, limit / kMiB, used / kMiB, need / kMiB));
+  }
+}
+
+// A CPU driver (lavapipe) keeps GPU memory, descriptor pools included, in
+// memory files, which a file size limit (ulimit -f) also caps: past it the
+// driver's writes are SIGBUS. With such a limit, a CPU adapter needs
+// kDriverFileRoom to start and no buffer may come near the limit.
+constexpr uint64_t kDriverFileRoom = 256 * kMiB;
+
+void check_file_size_limit(uint64_t need, const std::string& what) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_FSIZE, &r) != 0 || r.rlim_cur == RLIM_INFINITY || need <= r.rlim_cur) return;
+  throw Error(fmt::format(
+      "{}: the file size limit (ulimit -f) is {} KiB; the CPU Vulkan driver keeps GPU memory in memory files that "
+      "the limit also caps ({} KiB needed); raise the limit",
+      what, uint64_t(r.rlim_cur) / 1024, need / 1024));
+}
+
 struct AdapterResult : CallbackState {
   WGPUAdapter adapter = nullptr;
   std::string message;
@@ -220,6 +267,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   std::lock_guard<std::mutex> lifetime(lifetime_mutex());
   Impl& s = *impl_;
   if (const char* t = std::getenv("WGNN_GPU_TIMEOUT_S")) s.timeout_ns = parse_timeout_s(t);
+  check_address_space(kDriverRoom, "starting the GPU driver");
   DriverChoice driver = choose_vulkan_driver(options.adapter);
 
   // Dawn offers ShaderF16 on NVIDIA's Vulkan driver only with
@@ -296,6 +344,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
     s.info.driver_source = driver.description;
     wgpuAdapterInfoFreeMembers(ai);
   }
+  if (s.info.adapter_type == "CPU") check_file_size_limit(kDriverFileRoom, "starting the CPU Vulkan driver");
 
   Guarded<WGPULimits> adapter_limits;
   if (wgpuAdapterGetLimits(s.adapter, &adapter_limits.value) != WGPUStatus_Success) {
@@ -461,6 +510,10 @@ Buffer Context::create_buffer(uint64_t bytes, uint64_t usage, std::string_view l
   if (size > s.limits.max_buffer_size) {
     throw Error(fmt::format("buffer '{}' of {} exceeds this device's maxBufferSize of {}", name, human_bytes(bytes),
                             human_bytes(s.limits.max_buffer_size)));
+  }
+  check_address_space(size + kBufferRoom, fmt::format("creating buffer '{}' of {}", name, human_bytes(size)));
+  if (s.info.adapter_type == "CPU") {
+    check_file_size_limit(size + kDriverFileRoom, fmt::format("creating buffer '{}' of {}", name, human_bytes(size)));
   }
   WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
   desc.label = sv(name);

@@ -2,6 +2,7 @@
 // Exceptions thrown by wgnn. Every failure a user can cause (bad input, a
 // limit of the device, an unsupported op) is an Error with a message that
 // names what was wrong and what is accepted.
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -18,6 +19,23 @@ class Unsupported : public Error {
  public:
   using Error::Error;
 };
+
+// The host ran out of memory (std::bad_alloc, a failed mmap) while doing
+// something: the message says what ("out of host memory while ...").
+class HostOutOfMemory : public Error {
+ public:
+  explicit HostOutOfMemory(const std::string& what) : Error("out of host memory while " + what) {}
+};
+
+// Runs fn(); a std::bad_alloc from it becomes HostOutOfMemory(what).
+template <typename Fn>
+auto out_of_memory_as_error(const std::string& what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    throw HostOutOfMemory(what);
+  }
+}
 
 namespace gpu {
 
