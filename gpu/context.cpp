@@ -119,8 +119,9 @@ uint64_t parse_timeout_s(const char* text) {
   const std::string t(text);
   char* end = nullptr;
   errno = 0;
-  const double v = t.empty() ? 0.0 : std::strtod(t.c_str(), &end);
-  if (t.empty() || end != t.c_str() + t.size() || errno != 0 || !std::isfinite(v) || v < 0.001 || v > 1e7) {
+  const bool decimal = !t.empty() && t.find_first_not_of("0123456789.eE+-") == std::string::npos;
+  const double v = decimal ? std::strtod(t.c_str(), &end) : 0.0;
+  if (!decimal || end != t.c_str() + t.size() || errno != 0 || !std::isfinite(v) || v < 0.001 || v > 1e7) {
     throw Error(fmt::format("WGNN_GPU_TIMEOUT_S='{}': give the GPU wait limit in seconds, a number from 0.001 to "
                             "10000000 (default 600)",
                             t));

@@ -187,7 +187,7 @@ TEST(Context, GpuWaitTimeoutIsAnErrorAndTheContextClosesCleanly) {
 }
 
 TEST(Context, JunkTimeoutIsAnError) {
-  for (const char* junk : {"abc", "", "10s", "-1", "0", "nan", "1e99"}) {
+  for (const char* junk : {"abc", "", "10s", "-1", "0", "nan", "inf", "1e99", "0x10", " 5"}) {
     ScopedEnv env("WGNN_GPU_TIMEOUT_S", junk);
     EXPECT_THAT(test::error_of([] { gpu::Context c; }),
                 HasSubstr(std::string("WGNN_GPU_TIMEOUT_S='") + junk + "': give the GPU wait limit in seconds"));
