@@ -269,6 +269,14 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   Impl& s = *impl_;
   if (const char* t = std::getenv("WGNN_GPU_TIMEOUT_S")) s.timeout_ns = parse_timeout_s(t);
   check_address_space(kDriverRoom, "starting the GPU driver");
+  s.limits_mode = options.limits;
+  if (s.limits_mode.empty()) {
+    const char* l = std::getenv("WGNN_LIMITS");
+    s.limits_mode = l && *l ? l : "adapter";
+  }
+  if (s.limits_mode != "adapter" && s.limits_mode != "default") {
+    throw Error(fmt::format("limits must be 'adapter' or 'default' (WGNN_LIMITS), not '{}'", s.limits_mode));
+  }
   DriverChoice driver = choose_vulkan_driver(options.adapter);
 
   // Dawn offers ShaderF16 on NVIDIA's Vulkan driver only with
@@ -360,6 +368,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   std::vector<WGPUFeatureName> wanted;
   std::vector<uint32_t> candidates = {dawn::kFeatureShaderF16, dawn::kFeatureSubgroups, dawn::kFeatureTimestampQuery};
   if (allow_unsafe) candidates.push_back(dawn::kFeatureSubgroupMatrix);
+  if (s.limits_mode == "default") candidates = {dawn::kFeatureTimestampQuery};
   for (uint32_t f : candidates) {
     if (wgpuAdapterHasFeature(s.adapter, static_cast<WGPUFeatureName>(f))) wanted.push_back(static_cast<WGPUFeatureName>(f));
   }
@@ -395,7 +404,8 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   ddesc.label = sv("wgnn");
   ddesc.requiredFeatureCount = wanted.size();
   ddesc.requiredFeatures = wanted.data();
-  ddesc.requiredLimits = &adapter_limits.value;
+  // "default": no required limits, so the device gets WebGPU's defaults.
+  ddesc.requiredLimits = s.limits_mode == "default" ? nullptr : &adapter_limits.value;
   ddesc.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowSpontaneous;
   ddesc.deviceLostCallbackInfo.callback = on_device_lost;
   ddesc.deviceLostCallbackInfo.userdata1 = &s;
@@ -423,6 +433,11 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   Guarded<WGPULimits> device_limits;
   wgpuDeviceGetLimits(s.device, &device_limits.value);
   s.limits = to_limits(device_limits.value);
+  if (options.max_storage_buffer_binding_size > 0) {
+    s.limits.max_storage_buffer_binding_size =
+        std::min(s.limits.max_storage_buffer_binding_size, options.max_storage_buffer_binding_size);
+  }
+  if (options.max_buffer_size > 0) s.limits.max_buffer_size = std::min(s.limits.max_buffer_size, options.max_buffer_size);
   auto has = [&](uint32_t f) { return wgpuDeviceHasFeature(s.device, static_cast<WGPUFeatureName>(f)) != 0; };
   s.features.shader_f16 = has(dawn::kFeatureShaderF16);
   s.features.subgroups = has(dawn::kFeatureSubgroups);
@@ -480,6 +495,7 @@ Context::~Context() {
 
 const AdapterInfo& Context::adapter() const { return impl_->info; }
 const Limits& Context::limits() const { return impl_->limits; }
+const std::string& Context::limits_mode() const { return impl_->limits_mode; }
 const Features& Context::features() const { return impl_->features; }
 WGPUDeviceImpl* Context::device() const { return impl_->device; }
 WGPUQueueImpl* Context::queue() const { return impl_->queue; }

@@ -167,6 +167,21 @@ struct ContextOptions {
   // default, as in ONNX Runtime's WebGPU provider, since wgnn's kernels
   // check their own bounds; on with this or WGNN_ROBUSTNESS=1.
   bool robustness = false;
+  // Which limits and features the device is requested with:
+  //   "adapter" (default): the adapter's own limits, with shader-f16,
+  //     subgroups and timestamp-query where offered;
+  //   "default": WebGPU's default limits (128 MiB storage bindings, 256 MiB
+  //     buffers, 16 KiB workgroup storage, 256 invocations per workgroup,
+  //     8 storage buffers per stage) and no optional feature but
+  //     timestamp-query: what a browser or a small GPU may give, so a suite
+  //     run this way proves a model runs there.
+  // Empty: the environment variable WGNN_LIMITS, else "adapter".
+  std::string limits;
+  // Lower caps on two limits, applied by wgnn on top of the device's
+  // (0: none): every binding and buffer wgnn makes stays within them, so
+  // the paths that split large tensors can be tested with small ones.
+  uint64_t max_storage_buffer_binding_size = 0;
+  uint64_t max_buffer_size = 0;
 };
 
 // Threading: a Context, and the Graphs and Sessions made on it, may be used
@@ -184,6 +199,9 @@ class Context {
 
   const AdapterInfo& adapter() const;
   const Limits& limits() const;
+  // "adapter" or "default": how the limits and features were requested
+  // (ContextOptions::limits).
+  const std::string& limits_mode() const;
   const Features& features() const;
 
   // Buffers. Sizes are rounded up to 16 bytes so vec4 views are valid; a size

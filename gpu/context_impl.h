@@ -48,6 +48,7 @@ struct Context::Impl {
   std::vector<const char*> adapter_toggles;
   AdapterInfo info;
   Limits limits;
+  std::string limits_mode = "adapter";
   Features features;
 
   std::mutex error_mutex;

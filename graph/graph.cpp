@@ -126,6 +126,22 @@ gpu::Buffer Graph::scratch(uint64_t bytes, std::string label) {
   return owned_.back();
 }
 
+Graph::Check Graph::add_check(std::string what) {
+  if (!check_flags_.valid()) {
+    const uint64_t bytes = uint64_t(kMaxChecks) * 8;
+    check_flags_ = ctx_.create_buffer(bytes, gpu::kStorageUsage, "check flags");
+    check_staging_ = ctx_.create_buffer(bytes, gpu::kMapRead | gpu::kCopyDst, "check flags readback");
+  }
+  std::string message = origin_.empty() ? std::move(what) : origin_ + ": " + what;
+  if (checks_.size() + 1 >= kMaxChecks) {
+    if (checks_.size() + 1 == kMaxChecks) checks_.push_back(std::move(message));
+    else checks_.back() = fmt::format("one of the run-time checks from number {} on failed (value {{}})", kMaxChecks);
+    return Check{check_flags_, kMaxChecks - 1};
+  }
+  checks_.push_back(std::move(message));
+  return Check{check_flags_, uint32_t(checks_.size() - 1)};
+}
+
 void Graph::ensure_storage(int id) {
   TensorInfo& t = tensors_[size_t(id)];
   if (t.buffer.valid()) return;
@@ -395,6 +411,11 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
   }
   const auto t0 = clock::now();
   for (const HostIn& in : inputs) write(in.tensor, in.data, in.bytes);
+  const uint64_t check_bytes = uint64_t(checks_.size()) * 8;
+  if (check_bytes > 0) {
+    static const std::vector<uint32_t> zeros(size_t(kMaxChecks) * 2, 0u);
+    ctx_.write(check_flags_, zeros.data(), check_bytes);
+  }
   const auto t1 = clock::now();
   gpu::Recorder rec(ctx_, timing_);
   // Submitted in growing parts (16, 32, 64, ... dispatches), so that the GPU
@@ -420,10 +441,14 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
     if (ti.gpu_bytes() > 0) rec.copy(ti.buffer, ti.offset, staging, 0, (ti.gpu_bytes() + 3) / 4 * 4);
     run_staging_.push_back(&staging);
   }
+  if (check_bytes > 0) {
+    rec.copy(check_flags_, 0, check_staging_, 0, check_bytes);
+    run_staging_.push_back(&check_staging_);
+  }
   const auto t2 = clock::now();
   rec.submit();
   const auto t3 = clock::now();
-  if (outputs.empty()) {
+  if (run_staging_.empty()) {
     rec.finish();
   } else {
     ctx_.map_for_read(run_staging_);
@@ -442,7 +467,20 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
       }
     }
   }
+  std::string failed;
+  if (check_bytes > 0) {
+    std::vector<uint32_t> flags(checks_.size() * 2);
+    std::memcpy(flags.data(), ctx_.mapped(check_staging_, check_bytes), check_bytes);
+    for (size_t k = 0; k < checks_.size() && failed.empty(); ++k) {
+      if (flags[2 * k] == 0) continue;
+      failed = checks_[k];  // the value goes where `what` (the end) says {}
+      if (size_t pos = failed.rfind("{}"); pos != std::string::npos) {
+        failed.replace(pos, 2, std::to_string(int32_t(flags[2 * k + 1])));
+      }
+    }
+  }
   for (const gpu::Buffer* b : run_staging_) ctx_.unmap(*b);
+  if (!failed.empty()) throw Error(failed);
   const auto t5 = clock::now();
   last_run_.upload_us = us(t0, t1);
   last_run_.encode_us = us(t1, t3);

@@ -107,6 +107,30 @@ class Graph {
   // A storage buffer for an op's own data (e.g. folded constants).
   gpu::Buffer scratch(uint64_t bytes, std::string label);
 
+  // Checked mode (on by default): ops whose data can break their rule at run
+  // time (an index out of range, an integer division by zero) add a check
+  // to their dispatch. A check is a slot of the graph's error-flag buffer
+  // (two u32 at `slot * 2`: a flag and the offending value), which the
+  // kernel writes only when the rule breaks; run() clears the buffer first,
+  // copies it back with the outputs and throws an Error naming the first
+  // slot that is set: "<origin>: <what>", with `{}` in `what` replaced by
+  // the value (as int32). Off, the kernels are the unchecked ones (an index
+  // is clamped, x / 0 is x). The flag buffer holds kMaxChecks slots; later
+  // checks share the last one (their message then names no single op).
+  static constexpr uint32_t kMaxChecks = 1024;
+  struct Check {
+    gpu::Buffer flags;
+    uint32_t slot = 0;
+  };
+  void set_checked(bool on) { checked_ = on; }
+  bool checked() const { return checked_; }
+  Check add_check(std::string what);
+  // What checks added from now on name as their origin (the importer sets
+  // the ONNX node); empty: the op's name is used.
+  void set_origin(std::string origin) { origin_ = std::move(origin); }
+  const std::string& origin() const { return origin_; }
+  size_t check_count() const { return checks_.size(); }
+
   // Assigns storage and builds bind groups; runs init dispatches. Called by
   // run() if needed; adding work afterwards calls for a new prepare().
   //
@@ -220,6 +244,11 @@ class Graph {
   // Readback staging buffers by tensor id, made on first use, kept.
   std::unordered_map<int, gpu::Buffer> staging_;
   std::vector<const gpu::Buffer*> run_staging_;  // per-run scratch, kept for its capacity
+  // Checked mode (add_check): messages by slot, the flag buffer, its readback.
+  bool checked_ = true;
+  std::string origin_;
+  std::vector<std::string> checks_;
+  gpu::Buffer check_flags_, check_staging_;
   gpu::Timing timing_ = gpu::Timing::None;
 };
 

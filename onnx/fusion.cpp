@@ -819,7 +819,7 @@ namespace {
 // The largest head dims (of q/k and of v) the fused attention takes.
 constexpr int64_t kMaxHeadDim = 128;
 
-std::optional<Slot> try_attention(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, bool fp16,
+std::optional<Slot> try_attention(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, const Storage& storage,
                                   std::map<std::string, Slot>& values) {
   const onnx::NodeProto& sm = graph.node(f.anchor);
   Slot* base[3] = {&values.at(f.x), &values.at(f.w), &values.at(f.v)};
@@ -907,7 +907,7 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, const onnx::GraphPr
   if (mask && !to_rank4(mview)) return std::nullopt;
   std::vector<Slot*> in{base[0], base[1], base[2]};
   if (mask) in.push_back(mask);
-  NodeCtx c(g, sm, opset, in, nullptr, fp16);
+  NodeCtx c(g, sm, opset, in, nullptr, storage);
   const DType dt = c.dtype(0);
   if (c.dtype(1) != dt || c.dtype(2) != dt) return std::nullopt;
   const TensorRef tq = on_gpu(c, *base[0], f.x), tk = on_gpu(c, *base[1], f.w), tv = on_gpu(c, *base[2], f.v);
@@ -925,7 +925,7 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, const onnx::GraphPr
 
 }  // namespace
 
-std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, bool fp16,
+std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, const Storage& storage,
                                std::map<std::string, Slot>& values) {
   const onnx::NodeProto& anchor = graph.node(f.anchor);
   if (f.kind == Fusion::Kind::Gelu) {
@@ -933,11 +933,11 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     if (x.host || !is_float(x.dtype)) return std::nullopt;
     for (const auto& [name, want] : f.constants)
       if (!scalar_near(values.at(name), want, x.shape.size())) return std::nullopt;
-    NodeCtx c(g, anchor, opset, {&x}, nullptr, fp16);
+    NodeCtx c(g, anchor, opset, {&x}, nullptr, storage);
     return c.out(c.call("aten.gelu.default", {c.tensor(0), std::string(f.tanh ? "tanh" : "none")}));
   }
 
-  if (f.kind == Fusion::Kind::Attention) return try_attention(f, g, graph, opset, fp16, values);
+  if (f.kind == Fusion::Kind::Attention) return try_attention(f, g, graph, opset, storage, values);
   if (f.kind == Fusion::Kind::AddLayerNorm) {
     Slot &x = values.at(f.x), &y = values.at(f.w);
     if (x.host || y.host || !is_float(x.dtype) || x.dtype != y.dtype || x.shape != y.shape) return std::nullopt;
@@ -949,7 +949,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     node.add_input(f.x);
     node.add_input(f.w);
     for (int k = 1; k < anchor.input_size() && k < 3; ++k) node.add_input(anchor.input(k));
-    NodeCtx c(g, node, opset, in, nullptr, fp16);
+    NodeCtx c(g, node, opset, in, nullptr, storage);
     if (c.attr_int("stash_type", 1) != 1) return std::nullopt;
     const Shape& s = x.shape;
     int64_t axis = c.attr_int("axis", -1);
@@ -997,7 +997,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     double eps = 1e-5;
     for (const auto& at : bn.attribute())
       if (at.name() == "epsilon") eps = at.f();
-    if (fp16) {
+    if (storage.fp16) {
       std::vector<float> aff(size_t(2 * cout));
       for (int64_t o = 0; o < cout; ++o) {
         const size_t oi = size_t(o);
@@ -1013,7 +1013,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
       // The Conv as it is (weights and bias), the normalization after it.
       std::vector<Slot*> in;
       for (const auto& name : anchor.input()) in.push_back(name.empty() ? nullptr : &values.at(name));
-      NodeCtx c(g, anchor, opset, in, nullptr, fp16);
+      NodeCtx c(g, anchor, opset, in, nullptr, storage);
       c.conv_affine = g.add_constant({2, cout}, DType::F32, aff.data(), f.w + ":bn_affine");
       c.conv_affine_rounded = true;
       if (!act.empty()) c.conv_act = act, c.conv_lo = lo, c.conv_hi = hi;
@@ -1044,7 +1044,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     conv.set_input(1, f.w + ":bn_folded");
     if (conv.input_size() > 2) conv.set_input(2, conv.input(1) + "_bias");
     else conv.add_input(conv.input(1) + "_bias");
-    NodeCtx c(g, conv, opset, {&x, &ws, &bs}, nullptr, fp16);
+    NodeCtx c(g, conv, opset, {&x, &ws, &bs}, nullptr, storage);
     if (!act.empty()) c.conv_act = act, c.conv_lo = lo, c.conv_hi = hi;
     std::vector<Slot> out = op_mappers().at("Conv").build(c);
     if (out.size() != 1) return std::nullopt;
@@ -1057,7 +1057,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     std::vector<Slot*> in;
     for (const auto& name : anchor.input()) in.push_back(name.empty() ? nullptr : &values.at(name));
     if (in.empty() || !in[0] || in[0]->host || !is_float(in[0]->dtype)) return std::nullopt;
-    NodeCtx c(g, anchor, opset, in, nullptr, fp16);
+    NodeCtx c(g, anchor, opset, in, nullptr, storage);
     c.conv_act = act, c.conv_lo = lo, c.conv_hi = hi;
     std::vector<Slot> out = op_mappers().at("Conv").build(c);
     if (out.size() != 1) return std::nullopt;
@@ -1067,7 +1067,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
   Slot& a = values.at(f.x);
   Slot& b = values.at(f.w);
   if (a.host && b.host) return std::nullopt;  // folds on the host, node by node
-  NodeCtx c(g, anchor, opset, {&a, &b}, nullptr, fp16);
+  NodeCtx c(g, anchor, opset, {&a, &b}, nullptr, storage);
   const DType dt = c.dtype(0);
   if (!is_float(dt) || c.dtype(1) != dt) return std::nullopt;
   const Shape &as = a.shape, &bs = b.shape;

@@ -39,15 +39,20 @@ TensorRef NodeCtx::tensor(size_t i) {
   return s.ref;
 }
 
+DType NodeCtx::slot_dtype(size_t i) const {
+  if (!has(i)) fail(fmt::format("input {} is missing", i));
+  return in_[i]->dtype;
+}
+
 TensorRef NodeCtx::tensor_exact(size_t i) {
-  if (!is_host(i) || gpu_dtype(in_[i]->dtype) == in_[i]->dtype) return tensor(i);
+  if (!is_host(i) || gpu_dtype(in_[i]->dtype) == in_[i]->dtype || !storage.fp16) return tensor(i);
   const HostTensor& t = in_[i]->value;
   return g.add_constant(t.shape, t.dtype, t.data.data(), node.input(int(i)));
 }
 
 TensorRef NodeCtx::constant(const HostTensor& t, const std::string& name) {
   if (gpu_dtype(t.dtype) != t.dtype) {
-    const HostTensor h = to_f16_saturated(t);
+    const HostTensor h = storage.fp16 ? to_f16_saturated(t) : host::cast(t, gpu_dtype(t.dtype));
     return g.add_constant(h.shape, h.dtype, h.data.data(), name);
   }
   return g.add_constant(t.shape, t.dtype, t.data.data(), name);
@@ -137,6 +142,18 @@ int64_t aten_dtype_code(DType d) {
     case DType::Bool: return 11;
   }
   return -1;
+}
+
+// x (a GPU tensor) cast to the model's dtype `to`, stored as c.gpu_dtype(to).
+// Without shader-f16 a float16 result is a float32 tensor holding values
+// rounded to float16 (IEEE: to nearest even, overflow to infinity).
+TensorRef cast_to(NodeCtx& c, TensorRef x, DType to) {
+  const DType gpu_to = c.gpu_dtype(to);
+  const DType from = c.g.info(x).dtype;
+  TensorRef y = x;
+  if (gpu_to != from) y = c.call("aten._to_copy.default", {x, aten_dtype_code(gpu_to)}).tensor();
+  if (c.storage.widen_f16 && to == DType::F16) return c.call("wgnn.round_to_f16.default", {y}).tensor();
+  return y == x ? c.view(x, c.g.info(x).shape) : y;
 }
 
 // Output shape of Reshape (0 copies the input dim unless allowzero, -1 infers).
@@ -913,18 +930,17 @@ Mappers make_mappers() {
                 }};
   m["Cast"] = {{}, [](NodeCtx& c) {
                  // fp16 mode: a Cast to float32 makes float16 (c.gpu_dtype).
-                 const DType to = c.gpu_dtype(dtype_from_onnx(int(c.attr_int("to", 0)), c.where()));
-                 if (to == c.dtype(0)) return one(c.out(c.view(c.tensor(0), c.shape(0))));
-                 return one(c.out(c.call("aten._to_copy.default", {c.tensor(0), aten_dtype_code(to)})));
+                 const DType model_to = dtype_from_onnx(int(c.attr_int("to", 0)), c.where());
+                 return one(c.out(cast_to(c, c.tensor(0), model_to)));
                },
                [](NodeCtx& c) {
                  return one_host(host::cast(c.host(0, "input"), dtype_from_onnx(int(c.attr_int("to", 0)), c.where())));
                }};
 
   m["CastLike"] = {{}, [](NodeCtx& c) {
-                     const DType to = c.dtype(1);
-                     if (to == c.dtype(0)) return one(c.out(c.view(c.tensor(0), c.shape(0))));
-                     return one(c.out(c.call("aten._to_copy.default", {c.tensor(0), aten_dtype_code(to)})));
+                     // A widened float16 GPU tensor reads as float32 here, so only a
+                     // host target says float16 (then the value is rounded to it).
+                     return one(c.out(cast_to(c, c.tensor(0), c.slot_dtype(1))));
                    },
                    [](NodeCtx& c) {
                      return one_host(host::cast(c.host(0, "input"), c.host(1, "target_type").dtype));
@@ -1181,6 +1197,12 @@ Mappers make_mappers() {
       if (kind == "L2" || kind == "SumSquare") x = c.call("aten.mul.Tensor", {x, x}).tensor();
       if (kind == "LogSumExp") {
         mx = c.call("aten.amax.default", {x, IntList(axes), true}).tensor();
+        // An infinite maximum shifts by 0 instead (inf - inf is NaN): all
+        // -inf gives log(0) = -inf, an inf gives inf, as ONNX Runtime.
+        // (mx - mx == 0 holds for finite mx only; NaN stays NaN through exp.)
+        TensorRef zero = c.constant(host::scalar_like(c.dtype(0), 0.0));
+        TensorRef finite = c.call("aten.eq.Tensor", {c.call("aten.sub.Tensor", {mx, mx}).tensor(), zero}).tensor();
+        mx = c.call("aten.where.self", {finite, mx, zero}).tensor();
         x = c.call("aten.exp.default", {c.call("aten.sub.Tensor", {x, mx}).tensor()}).tensor();
       }
       TensorRef y = c.call("aten.sum.dim_IntList", {x, IntList(axes), true}).tensor();

@@ -47,19 +47,37 @@ struct Slot {
   }
 };
 
+// How the model's float values are stored on the GPU: the importer's one
+// rule of precision. Host values always keep the model's dtype (shape
+// arithmetic folds in full precision) and are converted when uploaded.
+struct Storage {
+  // The session's float16 mode (SessionOptions::fp16): float32 values live
+  // on the GPU as float16.
+  bool fp16 = false;
+  // The adapter lacks shader-f16: float16 values live on the GPU as float32
+  // (widened when uploaded, narrowed when read back); a Cast to float16
+  // rounds to float16's precision (wgnn.round_to_f16), so results stay
+  // within a float16 device's tolerance.
+  bool widen_f16 = false;
+  DType gpu(DType d) const {
+    if (fp16 && d == DType::F32) return DType::F16;
+    if (widen_f16 && d == DType::F16) return DType::F32;
+    return d;
+  }
+};
+
 class NodeCtx {
  public:
   NodeCtx(Graph& graph, const onnx::NodeProto& n, int op_set, std::vector<Slot*> inputs,
-          std::set<std::string>* value_inputs = nullptr, bool fp16_mode = false)
-      : g(graph), node(n), opset(op_set), fp16(fp16_mode), in_(std::move(inputs)), value_inputs_(value_inputs) {}
+          std::set<std::string>* value_inputs = nullptr, Storage storage_rule = {})
+      : g(graph), node(n), opset(op_set), storage(storage_rule), fp16(storage_rule.fp16), in_(std::move(inputs)),
+        value_inputs_(value_inputs) {}
 
   Graph& g;
   const onnx::NodeProto& node;
   int opset;
-  // The session's float16 mode (SessionOptions::fp16): float32 values live
-  // on the GPU as float16. Host values keep float32 (shape arithmetic folds
-  // in full precision) and become float16 when uploaded.
-  bool fp16 = false;
+  Storage storage;
+  bool fp16 = false;  // storage.fp16
   // Set by the importer's fusion (onnx/fusion.h) for a Conv whose result
   // goes through a ReLU or Clip: the Conv mapper applies it in the same
   // dispatch ("none", "relu", "clamp" with conv_lo / conv_hi).
@@ -70,8 +88,9 @@ class NodeCtx {
   // mapper applies in the convolution's epilogue, before conv_act.
   TensorRef conv_affine{-1};
   bool conv_affine_rounded = false;  // the convolution rounded to float16 before it (affine_rounded)
-  // The dtype a value of dtype d has on the GPU: float16 for float32 in fp16 mode.
-  DType gpu_dtype(DType d) const { return fp16 && d == DType::F32 ? DType::F16 : d; }
+  // The dtype a value of dtype d has on the GPU (Storage::gpu): float16 for
+  // float32 in fp16 mode, float32 for float16 without shader-f16.
+  DType gpu_dtype(DType d) const { return storage.gpu(d); }
 
   std::string where() const;  // "node 'name' (OpType)"
   [[noreturn]] void fail(const std::string& msg) const;
@@ -84,6 +103,9 @@ class NodeCtx {
   // The input's dtype as GPU work sees it (gpu_dtype: float16 for a float32
   // value in fp16 mode); the host value itself (host()) keeps its own dtype.
   DType dtype(size_t i) const;
+  // The input's dtype in the model where it is known: a host value's own
+  // dtype; a GPU tensor's dtype (which for a widened float16 value is float32).
+  DType slot_dtype(size_t i) const;
   // The input as a GPU tensor (a host value is uploaded once, as a constant;
   // float32 as float16 in fp16 mode, see to_f16_saturated).
   TensorRef tensor(size_t i);

@@ -14,7 +14,9 @@
 
 #include "onnx/fusion.h"
 #include "onnx/node_ctx.h"
+#include "onnx/schema_check.h"
 #include "onnx/tensor_proto.h"
+#include "graph/half.h"
 
 namespace wgnn::onnx_import {
 
@@ -22,6 +24,9 @@ struct Session::Built {
   std::unique_ptr<Graph> graph;
   std::map<std::string, TensorRef> inputs;
   std::vector<std::pair<std::string, Slot>> outputs;  // in model order
+  // Without shader-f16: float16 inputs widened into these float32 copies
+  // before upload, float16 outputs read into these and narrowed (by name).
+  std::map<std::string, HostTensor> widened_in, widened_out;
   int folded = 0, mapped = 0, fused = 0, fused_nodes = 0;
 };
 
@@ -37,13 +42,6 @@ void parse_coded(google::protobuf::io::CodedInputStream& coded, onnx::ModelProto
     throw Error(fmt::format("'{}' is not a valid ONNX model (protobuf parsing failed: truncated or not ONNX)", name));
   }
   if (!model.has_graph()) throw Error(fmt::format("'{}' has no graph: not an ONNX model", name));
-}
-
-// A node's name for messages: its name, else its first output's.
-std::string node_name(const onnx::NodeProto& n) {
-  if (!n.name().empty()) return n.name();
-  if (n.output_size() > 0 && !n.output(0).empty()) return n.output(0);
-  return "(unnamed, no output)";
 }
 
 ValueInfo value_info(const onnx::ValueInfoProto& v) {
@@ -141,6 +139,7 @@ void check_model(LoadedModel& m, const std::string& path) {
   }
   m.opset = int(opset);
   const auto& g = m.proto->graph();
+  check_graph_rules(g);
   for (const auto& init : g.initializer()) {
     m.initializers.emplace(init.name(), from_tensor_proto(init, m.dir));
   }
@@ -155,6 +154,7 @@ void check_model(LoadedModel& m, const std::string& path) {
     for (const auto& [name, t] : m.initializers) available.insert(name);
     sort_topologically(*m.proto->mutable_graph(), available);
   }
+  check_node_schemas(g, m.opset);
 
   // Every node the outputs need must be supported: one error lists them all.
   std::set<std::string> needed;
@@ -242,9 +242,20 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
       outputs_(std::move(model.outputs)),
       initializers_(std::move(model.initializers)) {
   if (options_.fp16 && !ctx_.features().shader_f16) {
-    throw Unsupported(fmt::format("float16 mode needs the shader-f16 feature, which this adapter ({}) lacks; "
-                                  "run without float16 mode",
-                                  ctx_.adapter().name));
+    throw Unsupported(fmt::format(
+        "float16 mode needs the shader-f16 feature, which this adapter ({}{}) lacks; run without float16 mode "
+        "(a model's own float16 values still run, stored as float32)",
+        ctx_.adapter().name, ctx_.limits_mode() == "default" ? ", requested with WebGPU's default limits" : ""));
+  }
+  widen_f16_ = !ctx_.features().shader_f16;
+  for (const auto& [name, t] : initializers_) uses_f16_ |= t.dtype == DType::F16;
+  for (const auto& v : inputs_) uses_f16_ |= v.dtype == DType::F16;
+  for (const auto& v : outputs_) uses_f16_ |= v.dtype == DType::F16;
+  for (const auto& n : model_->graph().node()) {
+    for (const auto& a : n.attribute()) {
+      uses_f16_ |= a.name() == "to" && a.i() == 10;  // Cast to FLOAT16
+      uses_f16_ |= a.has_t() && a.t().data_type() == 10;  // a float16 Constant
+    }
   }
 }
 
@@ -278,11 +289,15 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
   auto b = std::make_unique<Built>();
   b->graph = std::make_unique<Graph>(ctx_);
   Graph& g = *b->graph;
+  g.set_checked(options_.checked);
   std::map<std::string, Slot> values;
   for (const auto& [name, t] : initializers_) values[name] = Slot::of_host(t);
+  const Storage storage{options_.fp16, widen_f16_};
   for (const auto& in : inputs_) {
     const HostTensor& t = inputs.at(in.name);
-    TensorRef r = g.add_tensor(t.shape, t.dtype, TensorKind::Input, in.name);
+    const bool widened = widen_f16_ && t.dtype == DType::F16;
+    TensorRef r = g.add_tensor(t.shape, widened ? DType::F32 : t.dtype, TensorKind::Input, in.name);
+    if (widened) b->widened_in[in.name] = HostTensor(DType::F32, t.shape);
     b->inputs[in.name] = r;
     // fp16 mode: a float32 input is cast to float16 on the GPU (aten code 5).
     Slot slot = Slot::of_tensor(g, options_.fp16 && t.dtype == DType::F32
@@ -329,7 +344,8 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
       in.push_back(&s);
     }
     const OpMapper& m = mappers.at(n.op_type());
-    NodeCtx c(g, n, opset_, in, &value_inputs_, options_.fp16);
+    NodeCtx c(g, n, opset_, in, &value_inputs_, storage);
+    g.set_origin(c.where());  // names the node in run-time check errors
     const bool fold = all_host && m.fold;
     if (!fold && !m.dtypes.empty() && c.has(0) &&
         std::find(m.dtypes.begin(), m.dtypes.end(), c.dtype(0)) == m.dtypes.end()) {
@@ -379,7 +395,7 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
     }
     const Fusion& f = fusions[size_t(fusion_at[size_t(i)])];
     auto fuse = [&](const Fusion& c) {
-      std::optional<Slot> r = try_fusion(c, g, graph, opset_, options_.fp16, values);
+      std::optional<Slot> r = try_fusion(c, g, graph, opset_, storage, values);
       if (!r) return false;
       values[graph.node(c.nodes.back()).output(0)] = std::move(*r);
       ++b->mapped;
@@ -411,6 +427,9 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
     if (!s.host && options_.fp16 && o.dtype == DType::F32 && s.dtype == DType::F16) {
       // fp16 mode: a float32 output of the model is cast back (aten code 6).
       s = Slot::of_tensor(g, ops::call(g, "aten._to_copy.default", {s.ref, int64_t(6)}).tensor());
+    }
+    if (!s.host && widen_f16_ && o.dtype == DType::F16 && s.dtype == DType::F32) {
+      b->widened_out[o.name] = HostTensor(DType::F32, s.shape);
     }
     if (!s.host) g.mark_output(s.ref);
     b->outputs.emplace_back(o.name, s);
@@ -461,6 +480,13 @@ void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std:
   host_in.reserve(b.inputs.size());
   for (const auto& [name, ref] : b.inputs) {
     const HostTensor& t = inputs.at(name);
+    if (auto w = b.widened_in.find(name); w != b.widened_in.end()) {
+      const uint16_t* src = t.as<uint16_t>();
+      float* dst = w->second.as<float>();
+      for (size_t i = 0, n = size_t(t.numel()); i < n; ++i) dst[i] = half_to_float(src[i]);
+      host_in.push_back({ref, w->second.data.data(), w->second.data.size()});
+      continue;
+    }
     host_in.push_back({ref, t.data.data(), t.data.size()});
   }
   std::vector<Graph::HostOut> host_out;
@@ -476,6 +502,10 @@ void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std:
       continue;
     }
     const TensorInfo& ti = g.info(slot.ref);
+    if (auto w = b.widened_out.find(name); w != b.widened_out.end()) {
+      host_out.push_back({slot.ref, w->second.data.data(), w->second.data.size()});
+      continue;
+    }
     HostTensor& t = out[name];
     if (t.dtype != ti.dtype || t.shape != ti.shape || t.data.size() != ti.nbytes()) {
       t = HostTensor(ti.dtype, ti.shape);
@@ -483,6 +513,14 @@ void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std:
     host_out.push_back({slot.ref, t.data.data(), t.data.size()});
   }
   g.run(host_in, host_out);
+  // Widened float16 outputs, narrowed as a float32 -> float16 cast would.
+  for (const auto& [name, wide] : b.widened_out) {
+    HostTensor& t = out[name];
+    if (t.dtype != DType::F16 || t.shape != wide.shape) t = HostTensor(DType::F16, wide.shape);
+    const float* src = wide.as<float>();
+    uint16_t* dst = t.as<uint16_t>();
+    for (size_t i = 0, n = size_t(wide.numel()); i < n; ++i) dst[i] = float_to_half(src[i]);
+  }
 }
 
 std::string Session::summary() const {
@@ -490,9 +528,14 @@ std::string Session::summary() const {
   const Graph& g = *last_->graph;
   const std::string fused =
       last_->fused ? fmt::format(" ({} of them fused chains of {} nodes)", last_->fused, last_->fused_nodes) : "";
-  return fmt::format("{}{} nodes mapped to GPU work{}, {} folded on the host; {} dispatches; {}",
+  const std::string storage =
+      widen_f16_ && uses_f16_
+          ? "; float16 values stored as float32 (the adapter lacks shader-f16: widened on upload, Casts to "
+            "float16 round)"
+          : "";
+  return fmt::format("{}{} nodes mapped to GPU work{}, {} folded on the host; {} dispatches; {}{}",
                      options_.fp16 ? "float16 mode: " : "", last_->mapped, fused,
-                     last_->folded, g.dispatches().size(), g.memory_summary());
+                     last_->folded, g.dispatches().size(), g.memory_summary(), storage);
 }
 
 }  // namespace wgnn::onnx_import

@@ -45,6 +45,8 @@ struct ValueInfo {
 
 struct SessionOptions {
   bool verbose = false;
+  // Independently of this, on an adapter without shader-f16 a model's own
+  // float16 values are stored as float32 (Session::widens_f16).
   // float16 execution (needs shader-f16): float32 activations and weights are
   // stored as float16 on the GPU, kernels compute and accumulate in float32.
   // float32 constants (initializers, Constant, ConstantOfShape, values folded
@@ -60,6 +62,14 @@ struct SessionOptions {
   // and bias (onnx/fusion.h). WGNN_NO_FUSION=1 in the environment turns it
   // off as well.
   bool fusion = true;
+  // Run-time checks (Graph::set_checked): an index out of range (Gather,
+  // GatherElements) or an integer division by zero (Div, Mod) fails the
+  // run with an Error naming the node and the value, as ONNX Runtime
+  // errors, instead of reading a clamped index or returning x / 0 = x.
+  // Costs one 8-byte slot per checked dispatch, cleared and read back with
+  // the outputs each run (docs/RELIABILITY.md). Off: those values are clamped
+  // or computed silently.
+  bool checked = true;
 };
 
 // A parsed and checked model, before any GPU work: what Session's
@@ -118,8 +128,15 @@ class Session {
   Graph& graph();
   // How many graphs were built (a second run with the same shapes builds none).
   int builds() const { return builds_; }
-  // A few lines: nodes, dispatches, folded constants, memory.
+  // A few lines: nodes, dispatches, folded constants, memory, and how
+  // float16 values are stored.
   std::string summary() const;
+  // Whether float16 values of the model live on the GPU as float32 (the
+  // adapter lacks shader-f16): widened when uploaded, narrowed when read
+  // back, rounded to float16 by every Cast to float16.
+  bool widens_f16() const { return widen_f16_; }
+  // Whether the model has float16 values (initializers, inputs, outputs, Casts).
+  bool uses_f16() const { return uses_f16_; }
 
  private:
   struct Built;
@@ -138,6 +155,7 @@ class Session {
   std::set<std::string> value_inputs_;
   Built* last_ = nullptr;
   int builds_ = 0;
+  bool widen_f16_ = false, uses_f16_ = false;
 };
 
 }  // namespace wgnn::onnx_import

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -71,6 +72,9 @@ struct Launch {
   float falpha = 1.f;
   int32_t ialpha = 1;
   std::string label;
+  // A run-time check (Graph::add_check) the expression reports through, its
+  // message with {} for the value; empty: none.
+  std::string check;
 };
 
 // An input of the kernel: a tensor and its argument name, or absent (id -1).
@@ -168,6 +172,8 @@ TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
   const bool f16 = l.in == DType::F16 || l.out == DType::F16;
   if (f16) (void)float_subs(g, DType::F16, a.op);  // throws without shader-f16
   Subs subs = {{"ENABLE", f16 ? "enable f16;" : ""}};
+  const bool check = !l.check.empty() && g.checked();
+  for (auto& s : check_subs(check, 5)) subs.push_back(std::move(s));
   subs.insert(subs.end(),
               {{"T", wgsl_type(l.in)}, {"C", l.compute}, {"O", wgsl_type(l.out)}, {"EXPR", l.expr}});
   const gpu::Constants modes = {
@@ -178,6 +184,11 @@ TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
   params.count = uint32_t(count);
   params.numel = uint32_t(n);
   params.rank = uint32_t(shape.size());
+  std::optional<Graph::Check> chk;
+  if (check) {
+    chk = g.add_check(fmt::format("{}: {}", a.op, l.check));
+    params.pad[0] = chk->slot;
+  }
   params.ialpha = l.ialpha;
   params.falpha = l.falpha;
   params.shape = pack(shape, a.op);
@@ -186,6 +197,7 @@ TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
   params.sc = pack(st[2], a.op);
   std::vector<Binding> bind = {Binding::of(y), Binding::of(g.uniform(params))};
   for (const Input& in : ins) bind.push_back(in.t.id >= 0 ? Binding::of(in.t) : Binding::of(g.ctx().dummy_buffer()));
+  if (chk) bind.push_back(Binding::of(chk->flags));
   g.add_dispatch(p, std::move(bind), grid_for(g, gpu::ceil_div(count, 256)), std::string(a.op),
                  fmt::format("{}{}", l.label, strided ? " bcast" : ""));
   return y;
@@ -215,8 +227,8 @@ const std::vector<BinaryOp>& binary_ops() {
       {"aten.pow.Tensor_Tensor", &kNumeric, false, "pow_f(x, y)", "pow_i(x, y)", nullptr},
       {"aten.minimum.default", &kAll, false, "min_f(x, y)", "min(x, y)", "min(x, y)"},
       {"aten.maximum.default", &kAll, false, "max_f(x, y)", "max(x, y)", "max(x, y)"},
-      {"aten.remainder.Tensor", &kNumeric, false, "rem_f(x, y)", "rem_i(x, y)", nullptr},
-      {"aten.fmod.Tensor", &kNumeric, false, "fmod_f(x, y)", "x % y", nullptr},
+      {"aten.remainder.Tensor", &kNumeric, false, "rem_f(x, y)", "rem_i(x, divisor(i, y))", nullptr},
+      {"aten.fmod.Tensor", &kNumeric, false, "fmod_f(x, y)", "x % divisor(i, y)", nullptr},
       {"aten.eq.Tensor", &kAll, true, "(x == y) & !any_nan(x, y)", "x == y", "x == y"},
       {"aten.ne.Tensor", &kAll, true, "(x != y) | any_nan(x, y)", "x != y", "x != y"},
       {"aten.lt.Tensor", &kAll, true, "(x < y) & !any_nan(x, y)", "x < y", "x < y"},
@@ -241,8 +253,9 @@ const BinaryOp& binary_op(std::string_view name) {
 }
 
 // aten.div.Tensor_mode's rounded divisions.
-const BinaryOp kDivTrunc{"aten.div.Tensor_mode", &kNumeric, false, "trunc(x / y)", "x / y", nullptr};
-const BinaryOp kDivFloor{"aten.div.Tensor_mode", &kNumeric, false, "floor(x / y)", "div_floor_i(x, y)", nullptr};
+const BinaryOp kDivTrunc{"aten.div.Tensor_mode", &kNumeric, false, "trunc(x / y)", "x / divisor(i, y)", nullptr};
+const BinaryOp kDivFloor{"aten.div.Tensor_mode", &kNumeric, false, "floor(x / y)", "div_floor_i(x, divisor(i, y))",
+                         nullptr};
 
 // "aten.add.Tensor" -> "add"
 std::string short_name(std::string_view op) {
@@ -270,6 +283,7 @@ Value run_binary(const BinaryOp& b, const Args& a) {
     l.expr = b.f;
   } else {
     l.expr = is_u32(dt) ? b.u : b.i;
+    if (l.expr.find("divisor(") != std::string::npos) l.check = "integer division by zero at element {}";
   }
   if (b.alpha) {
     const Value& v = a.args.size() > 2 ? a.args[2] : Value(None{});

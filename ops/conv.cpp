@@ -153,7 +153,7 @@ void add_affine_subs(Subs& subs, bool on, int binding, const std::string& v, con
     return;
   }
   std::string decl = fmt::format("\n@group(0) @binding({}) var<storage, read> affine: array<f32>;", binding);
-  if (rounded) decl += "\n" + std::string(kRoundF16Wgsl);
+  if (rounded) decl += "\n" + round_f16_wgsl();
   subs.emplace_back("AFFINE_BINDING", decl);
   const std::string val = rounded ? fmt::format("round_f16({})", v) : fmt::format("({})", v);
   subs.emplace_back("AFFINE", fmt::format("{0} * affine[{1}] + affine[params.cout + {1}]", val, c));

@@ -26,9 +26,9 @@ std::pair<float, float> no_params(const Args&) { return {0.f, 0.f}; }
 
 const std::vector<UnaryOp>& unary_ops() {
   static const std::vector<UnaryOp> ops = {
-      {"relu", "max(x, vec4<f32>(0.0))"},
+      {"relu", "select(max(x, vec4<f32>(0.0)), x, isnan4(x))"},
       {"sigmoid", "1.0 / (1.0 + exp(-x))"},
-      {"tanh", "tanh(clamp(x, vec4<f32>(-15.0), vec4<f32>(15.0)))"},
+      {"tanh", "tanh4(x)"},
       {"exp", "exp(x)"},
       {"log", "log(x)"},
       {"sqrt", "sqrt(x)"},
@@ -47,7 +47,7 @@ const std::vector<UnaryOp>& unary_ops() {
       {"asin", "atan2(x, sqrt((1.0 - x) * (1.0 + x)))"},
       {"acos", "atan2(sqrt((1.0 - x) * (1.0 + x)), x)"},
       {"atan", "atan(x)"},
-      {"sinh", "sinh(x)"},
+      {"sinh", "sinh4(x)"},
       {"cosh", "cosh(x)"},
       // Explicit forms: some drivers' asinh/acosh cancel badly (x < 0, x near 1).
       {"asinh", "sign(x) * log(abs(x) + sqrt(x * x + 1.0))"},
@@ -60,7 +60,7 @@ const std::vector<UnaryOp>& unary_ops() {
       {"hardswish", "x * clamp(x + 3.0, vec4<f32>(0.0), vec4<f32>(6.0)) / 6.0"},
       // hardsigmoid(x) = clamp(p0*x + p1, 0, 1): ATen's 1/6 and 1/2 by default
       // (ONNX HardSigmoid maps alpha, beta onto the same parameters).
-      {"hardsigmoid", "clamp(p0 * x + p1, vec4<f32>(0.0), vec4<f32>(1.0))",
+      {"hardsigmoid", "select(clamp(p0 * x + p1, vec4<f32>(0.0), vec4<f32>(1.0)), x, isnan4(x))",
        [](const Args& a) {
          return std::pair<float, float>{float(a.scalar(1, "alpha", 1.0 / 6.0)), float(a.scalar(2, "beta", 0.5))};
        }},
@@ -85,7 +85,7 @@ const std::vector<UnaryOp>& unary_ops() {
          return std::pair<float, float>{float(a.scalar(1, "alpha", 1.6732632423543772)),
                                         float(a.scalar(2, "scale", 1.0507009873554805))};
        }},
-      {"clamp", "min(max(x, vec4<f32>(p0)), vec4<f32>(p1))",
+      {"clamp", "select(min(max(x, vec4<f32>(p0)), vec4<f32>(p1)), x, isnan4(x))",
        [](const Args& a) {
          const double lo = a.scalar(1, "min", -kInf), hi = a.scalar(2, "max", kInf);
          if (std::isnan(lo) || std::isnan(hi)) a.fail("min and max must not be NaN");
@@ -94,8 +94,7 @@ const std::vector<UnaryOp>& unary_ops() {
       // gelu(x, approximate='none'|'tanh'); p0 = 1 selects the tanh form.
       {"gelu",
        "select(0.5 * x * (1.0 + erf4(x * 0.70710678118654752)),"
-       " 0.5 * x * (1.0 + tanh(clamp(0.7978845608028654 * (x + 0.044715 * x * x * x), vec4<f32>(-15.0), "
-       "vec4<f32>(15.0)))), p0 > 0.5)",
+       " 0.5 * x * (1.0 + tanh4(0.7978845608028654 * (x + 0.044715 * x * x * x))), p0 > 0.5)",
        [](const Args& a) {
          const std::string approx = a.string(1, "approximate", "none");
          if (approx != "none" && approx != "tanh") {
@@ -153,7 +152,21 @@ Value run_unary(const UnaryOp& u, bool inplace, std::string_view op, Graph& g, c
 
 }  // namespace
 
+// wgnn.round_to_f16(x): float32 x as a float32 -> float16 cast gives it,
+// kept in float32 (lib/f16.wgsl cast_f16: to nearest even, overflow to
+// infinity, NaN kept). The importer's Cast to float16 on adapters without
+// shader-f16, where float16 values are stored as float32.
+const UnaryOp& round_to_f16_op() {
+  static const UnaryOp op{"round_to_f16", "cast_f16_4(x)"};
+  return op;
+}
+
 void register_elementwise_ops(OpRegistry& r) {
+  r.add("wgnn.round_to_f16.default", [](Graph& g, const ValueList& args) {
+    Args a{"wgnn.round_to_f16.default", args, g};
+    if (g.info(a.tensor(0, "self")).dtype != DType::F32) a.fail("argument 'self' must be float32");
+    return run_unary(round_to_f16_op(), false, "wgnn.round_to_f16.default", g, args);
+  });
   for (const UnaryOp& u : unary_ops()) {
     const std::string name = fmt::format("aten.{}.default", u.name);
     const std::string name_ = fmt::format("aten.{}_.default", u.name);

@@ -66,6 +66,17 @@ Subs vector_subs(Graph& g, DType dtype, bool vec4, std::string_view op) {
   return s;
 }
 
+Subs check_subs(bool checked, uint32_t binding) {
+  if (!checked) return {{"CHECKED", "off"}, {"CHECK_DECL", "fn report(slot: u32, value: i32) {}"}};
+  return {{"CHECKED", "on"},
+          {"CHECK_DECL", fmt::format("@group(0) @binding({}) var<storage, read_write> check_flags: array<atomic<u32>>;\n"
+                                     "fn report(slot: u32, value: i32) {{\n"
+                                     "  atomicStore(&check_flags[2u * slot], 1u);\n"
+                                     "  atomicStore(&check_flags[2u * slot + 1u], bitcast<u32>(value));\n"
+                                     "}}",
+                                     binding)}};
+}
+
 Binding optional_input(Graph& g, const Value& v) {
   if (v.is_none()) return Binding::of(g.ctx().dummy_buffer());
   return Binding::of(v.tensor());

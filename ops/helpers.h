@@ -29,6 +29,12 @@ Subs float_subs(Graph& g, DType dtype, std::string_view op);
 // and its deviations `d`.
 Subs vector_subs(Graph& g, DType dtype, bool vec4, std::string_view op);
 
+// A kernel's run-time check (Graph::add_check): {{CHECK_DECL}} becomes the
+// graph's flag buffer at `binding` and `fn report(slot: u32, value: i32)`,
+// which sets the slot's flag and value; unchecked, a report() that does
+// nothing and no binding. {{CHECKED}} keeps the two pipelines apart.
+Subs check_subs(bool checked, uint32_t binding);
+
 // A binding for an optional tensor argument: the tensor, or a small
 // zero-filled dummy buffer (valid for vec4 views) when the argument is None.
 Binding optional_input(Graph& g, const Value& v);

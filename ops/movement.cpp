@@ -387,7 +387,7 @@ Value slice(Graph& g, const ValueList& args) {
 // Indexed reads (kernels/index.wgsl).
 
 struct IndexParams {
-  uint32_t count, rank, dim, dim_size;
+  uint32_t count, rank, dim, dim_size, check_slot, pad[3];
   std::array<uint32_t, kMaxRank> shape, src_stride;
 };
 
@@ -399,8 +399,8 @@ void check_index_tensor(const Args& a, TensorRef index) {
   check_input(a, index, "index");
 }
 
-// The GPU clamps an index outside [-size, size) (checking costs a pass and
-// a read-back); a constant index is checked here, on the host, instead.
+// A constant index is checked here, on the host; others on the GPU, in the
+// graph's checked mode (record_index), else clamped.
 void check_constant_index(const Args& a, TensorRef index, int64_t size, size_t d) {
   const TensorInfo& ti = a.g.info(index);
   if (ti.kind != TensorKind::Constant || ti.numel() == 0) return;
@@ -435,10 +435,21 @@ void record_index(const Args& a, TensorRef dst, TensorRef src, TensorRef index, 
     p.src_stride[k] = uint32_t(strides[k]);
   }
   Graph& g = a.g;
-  const gpu::Pipeline& pl = kernel(g, "ops/kernels/index.wgsl", element_subs(g, g.info(dst).dtype, a.op),
-                                   {{"ELEMENTS", elements ? 1.0 : 0.0}});
-  g.add_dispatch(pl, {Binding::of(dst), Binding::of(g.uniform(p)), Binding::of(src), Binding::of(index)},
-                 grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op), std::string(label));
+  const int64_t size = src_shape[d];
+  const bool check = g.checked() && g.info(index).kind != TensorKind::Constant;
+  std::vector<Binding> bind;
+  if (check) {
+    const Graph::Check c = g.add_check(fmt::format("{}: index {{}} is out of range: accepted [{}, {}) for dim {} of size {}",
+                                                   a.op, -size, size, d, size));
+    p.check_slot = c.slot;
+    bind.push_back(Binding::of(c.flags));
+  }
+  Subs subs = element_subs(g, g.info(dst).dtype, a.op);
+  for (auto& s : check_subs(check, 4)) subs.push_back(std::move(s));
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/index.wgsl", subs, {{"ELEMENTS", elements ? 1.0 : 0.0}});
+  bind.insert(bind.begin(), {Binding::of(dst), Binding::of(g.uniform(p)), Binding::of(src), Binding::of(index)});
+  g.add_dispatch(pl, std::move(bind), grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op),
+                 std::string(label));
 }
 
 // aten.index_select(self, dim, index): index 0-D or 1-D, int32 or int64;

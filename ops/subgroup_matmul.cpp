@@ -27,6 +27,9 @@
 
 namespace wgnn::ops {
 
+std::string round_f16_wgsl() { return std::string(gpu::shader_source("ops/kernels/lib/f16.wgsl")); }
+
+
 uint32_t SubgroupMatmulConfig::workgroup_bytes() const {
   const uint32_t as = (a_trans ? bm : bk) + 8, bs = (b_trans ? bk : bn) + 8;
   const uint32_t a_rows = a_trans ? bk : bm, b_rows = b_trans ? bn : bk;
@@ -205,8 +208,8 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       add(fmt::format("{}subgroupMatrixStore(&{}, {}, {}, false, {});", ind, dst, off, acc, stride));
   };
 
-  if (c.act == 1) add(std::string(gpu::shader_source("ops/kernels/lib/erf.wgsl")));
-  if (c.affine && c.affine_rounded) add(kRoundF16Wgsl);
+  if (c.act != 0) add(std::string(gpu::shader_source("ops/kernels/lib/math.wgsl")));
+  if (c.affine && c.affine_rounded) add(round_f16_wgsl());
   if (!no_scratch) {
   // The epilogue of one 16x16 result staged in `sc` at `sbase`: each lane
   // writes 8 consecutive columns of one row (N % 8 == 0: all in or all out).
@@ -224,10 +227,10 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     } else {
       add(fmt::format("  let y{} = {};", q, v));
       const char* f = c.act == 1   ? "  let v{0} = 0.5 * y{0} * (1.0 + erf1(y{0} * 0.70710678118654752));"
-                      : c.act == 2 ? "  let v{0} = 0.5 * y{0} * (1.0 + tanh(clamp(0.7978845608028654 * (y{0} + "
-                                     "0.044715 * y{0} * y{0} * y{0}), -15.0, 15.0)));"
-                      : c.act == 3 ? "  let v{0} = max(y{0}, 0.0);"
-                                   : "  let v{0} = clamp(y{0}, P.lo, P.hi);";
+                      : c.act == 2 ? "  let v{0} = 0.5 * y{0} * (1.0 + tanh1(0.7978845608028654 * (y{0} + "
+                                     "0.044715 * y{0} * y{0} * y{0})));"
+                      : c.act == 3 ? "  let v{0} = select(max(y{0}, 0.0), y{0}, isnan1(y{0}));"
+                                   : "  let v{0} = select(clamp(y{0}, P.lo, P.hi), y{0}, isnan1(y{0}));";
       add(fmt::format(fmt::runtime(f), q));
     }
   }

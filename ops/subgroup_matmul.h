@@ -101,16 +101,9 @@ struct alignas(16) SubgroupConvParams {
 static_assert(sizeof(SubgroupConvParams) == 144);
 static_assert(offsetof(SubgroupConvParams, in_h) == 64);
 
-// WGSL `round_f16(v: f32) -> f32`: v rounded to float16's precision (to
-// nearest even; subnormals on float16's grid; no overflow to infinity), in
-// integer arithmetic: drivers fold f32(f16(v)) (and pack2x16float then
-// unpack2x16float) into v. For the convolutions' affine_rounded.
-inline constexpr const char* kRoundF16Wgsl =
-    "fn round_f16(v: f32) -> f32 {\n"
-    "  if (abs(v) < 6.103515625e-05) { return round(v * 16777216.0) * 5.9604644775390625e-08; }\n"
-    "  let b = bitcast<u32>(v);\n"
-    "  return bitcast<f32>((b + 0xFFFu + ((b >> 13u) & 1u)) & 0xFFFFE000u);\n"
-    "}";
+// WGSL `round_f16(v: f32) -> f32` (ops/kernels/lib/f16.wgsl): v rounded to
+// float16's precision, in integer arithmetic. For the convolutions' affine_rounded.
+std::string round_f16_wgsl();
 
 // The WGSL of one configuration. Throws wgnn::Error for an invalid one.
 std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& cfg);

@@ -62,7 +62,9 @@ int cmd_info(gpu::Context& ctx, bool as_json) {
              {"subgroup-matrix", f.subgroup_matrix},
              {"subgroup-matrix-configs", sm_configs},
              {"adapter", f.adapter_features}}},
-           {"limits", limits_json(ctx.limits())}};
+           {"limits", limits_json(ctx.limits())},
+           {"limits_requested", ctx.limits_mode()},
+           {"float16_storage", f.shader_f16 ? "float16" : "float32"}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -83,11 +85,17 @@ int cmd_info(gpu::Context& ctx, bool as_json) {
     fmt::print("                 {}x{} -> {}, M{} N{} K{}\n", c.component, c.component, c.result, c.m, c.n, c.k);
   }
   fmt::print("adapter offers {}\n", fmt::join(f.adapter_features, ", "));
-  fmt::print("limits         maxStorageBufferBindingSize {} MiB, maxBufferSize {} MiB\n",
+  fmt::print("float16        {}\n", f.shader_f16 ? "stored as float16 (shader-f16)"
+                                                : "stored as float32 (no shader-f16: float16 values are widened on "
+                                                  "upload, Casts to float16 round; --fp16 mode cannot run)");
+  fmt::print("limits         {} ({})\n", ctx.limits_mode(),
+             ctx.limits_mode() == "default" ? "WebGPU's defaults, WGNN_LIMITS=default" : "the adapter's own");
+  fmt::print("               maxStorageBufferBindingSize {} MiB, maxBufferSize {} MiB\n",
              l.max_storage_buffer_binding_size >> 20, l.max_buffer_size >> 20);
-  fmt::print("               workgroup storage {} KiB, {} invocations, {} workgroups per dimension\n",
+  fmt::print("               workgroup storage {} KiB, {} invocations, {} workgroups per dimension, "
+             "{} storage buffers per stage\n",
              l.max_compute_workgroup_storage_size >> 10, l.max_compute_invocations_per_workgroup,
-             l.max_compute_workgroups_per_dimension);
+             l.max_compute_workgroups_per_dimension, l.max_storage_buffers_per_shader_stage);
   return 0;
 }
 

@@ -23,7 +23,7 @@ struct Params {
   rank: u32,   // dims of `shape` (after merging dims that need no decode)
   ialpha: i32,
   falpha: f32,
-  _p0: u32,
+  check_slot: u32,  // the slot report() sets (ops/helpers.h check_subs)
   _p1: u32,
   _p2: u32,
   shape: array<vec4<u32>, 2>,
@@ -37,6 +37,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> in_a: array<vec4<{{T}}>>;
 @group(0) @binding(3) var<storage, read> in_b: array<vec4<{{T}}>>;
 @group(0) @binding(4) var<storage, read> in_c: array<vec4<u32>>;
+{{CHECK_DECL}}
 
 override MODE_A: u32 = 0u;
 override MODE_B: u32 = 1u;
@@ -44,17 +45,9 @@ override MODE_C: u32 = 1u;
 
 alias C4 = vec4<{{C}}>;
 
-// --- float helpers (vec4<f32>), NaN tests on bits so that no compiler
-// assumption about NaN can fold them away.
-fn isnan4(x: vec4<f32>) -> vec4<bool> {
-  return (bitcast<vec4<u32>>(x) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u);
-}
-// NaN and inf from the bits of private variables: a bitcast of a constant to
-// a non-finite value is a shader-creation error in WGSL.
-var<private> nan_bits: u32 = 0x7fc00000u;
-var<private> inf_bits: u32 = 0x7f800000u;
-fn nan4() -> vec4<f32> { return vec4<f32>(bitcast<f32>(nan_bits)); }
-fn inf4() -> vec4<f32> { return vec4<f32>(bitcast<f32>(inf_bits)); }
+// --- float helpers (vec4<f32>); isnan4, nan4, inf4 test and make NaN and
+// inf on the bits (lib/math.wgsl).
+{{include lib/math.wgsl}}
 
 fn any_nan(x: vec4<f32>, y: vec4<f32>) -> vec4<bool> { return isnan4(x) | isnan4(y); }
 
@@ -83,18 +76,24 @@ fn rem_f(x: vec4<f32>, y: vec4<f32>) -> vec4<f32> {
 }
 
 // pow with C semantics: a negative base takes integral exponents (odd ones
-// keep the sign) and gives NaN for others; x^0 = 1; 0^y is 0 (y > 0) or
-// inf (y < 0). WGSL's pow alone is only defined for x > 0.
+// keep the sign) and gives NaN for others; x^0 = 1 and 1^y = 1 (NaN
+// included), (-1)^+-inf = 1; +-0^y is +-0 for odd y > 0, 0 for other y > 0,
+// +-inf for odd y < 0 and inf for other y < 0. WGSL's pow alone is only
+// defined for x > 0.
 fn pow_f(x: vec4<f32>, y: vec4<f32>) -> vec4<f32> {
   let zero = vec4<f32>(0.0);
-  let integral = trunc(y) == y;
-  let odd = integral & (abs(y - 2.0 * floor(0.5 * y)) == vec4<f32>(1.0));
+  let one = vec4<f32>(1.0);
+  let integral = (trunc(y) == y) & !isinf4(y);
+  let odd = integral & (abs(y - 2.0 * floor(0.5 * y)) == one);
   let neg = x < zero;
   var r = pow(abs(x), y);
   r = select(r, -r, neg & odd);
-  r = select(r, nan4(), neg & !integral);
-  r = select(r, select(inf4(), zero, y > zero), x == zero);
-  return select(r, vec4<f32>(1.0), y == zero);
+  r = select(r, nan4(), neg & !integral & !isinf4(y));
+  let signed_zero = select(zero, x, odd);  // x is +-0 here
+  let signed_inf = select(inf4(), select(inf4(), -inf4(), signbit4(x)), odd);
+  r = select(r, select(signed_inf, signed_zero, y > zero), x == zero);
+  r = select(r, one, (x == -one) & isinf4(y));
+  return select(r, one, (y == zero) | (x == one));
 }
 
 // float -> int32 truncating toward zero, saturating at the int32 range,
@@ -109,7 +108,17 @@ fn to_i32(x: vec4<f32>) -> vec4<i32> {
 fn f16_range(x: vec4<f32>) -> vec4<f32> { return select(x, sign(x) * inf4(), abs(x) >= vec4<f32>(65520.0)); }
 
 // --- integer helpers (vec4<i32>, wrapping arithmetic). WGSL defines
-// x / 0 = x and x % 0 = 0.
+// x / 0 = x and x % 0 = 0; the integer divisions check their divisor first
+// (divisor(): a zero among output elements 4i .. 4i+3 is reported with its
+// element index, in the graph's checked mode).
+fn divisor(i: u32, y: vec4<i32>) -> vec4<i32> {
+  for (var lane = 0u; lane < 4u; lane++) {
+    if (y[lane] == 0 && i * 4u + lane < params.numel) {
+      report(params.check_slot, i32(i * 4u + lane));
+    }
+  }
+  return y;
+}
 fn div_floor_i(x: vec4<i32>, y: vec4<i32>) -> vec4<i32> {
   let r = x % y;
   let adjust = (r != vec4<i32>(0)) & ((r < vec4<i32>(0)) != (y < vec4<i32>(0)));

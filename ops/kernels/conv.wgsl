@@ -41,6 +41,7 @@ override TRANSPOSED: bool = false;
 override POINTWISE: bool = false;
 override SPLITK: bool = false;
 {{include lib/activation.wgsl}}
+{{include lib/math.wgsl}}
 
 const WG: u32 = 256u;
 

@@ -38,6 +38,7 @@ struct Params {
 const WG: u32 = 256u;
 
 {{include lib/activation.wgsl}}
+{{include lib/math.wgsl}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

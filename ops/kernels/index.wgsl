@@ -5,9 +5,9 @@
 //
 // with idx = index[c[dim]] (index_select / ONNX Gather, ELEMENTS false) or
 // idx = index[i] (gather / ONNX GatherElements: the index has the output's
-// shape, ELEMENTS true). Negative indices count from the end; indices still
-// outside [0, dim_size) are clamped (constant indices are checked on the
-// host instead, see ops/movement.cpp). Data moves bit for bit: {{T}} is u32
+// shape, ELEMENTS true). Negative indices count from the end; an index still
+// outside [0, dim_size) is reported (report(): the graph's checked mode,
+// ops/helpers.h check_subs) and clamped. Data moves bit for bit: {{T}} is u32
 // for 32-bit dtypes and f16 for float16; indices are int32 (int64 is stored
 // as int32).
 {{ENABLE}}
@@ -20,6 +20,10 @@ struct Params {
   rank: u32,
   dim: u32,
   dim_size: u32,  // src's size along dim (>= 1)
+  check_slot: u32,  // the slot report() sets
+  _p0: u32,
+  _p1: u32,
+  _p2: u32,
   shape: array<vec4<u32>, 2>,       // output shape
   src_stride: array<vec4<u32>, 2>,  // src's contiguous strides
 }
@@ -28,6 +32,7 @@ struct Params {
 @group(0) @binding(1) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read> src: array<{{T}}>;
 @group(0) @binding(3) var<storage, read> index: array<i32>;
+{{CHECK_DECL}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -52,7 +57,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   let size = i32(params.dim_size);
   var idx = index[select(k, i, ELEMENTS)];
+  let given = idx;
   idx = select(idx, idx + size, idx < 0);
+  if (idx < 0 || idx >= size) {
+    report(params.check_slot, given);
+  }
   idx = clamp(idx, 0, size - 1);
   dst[i] = src[s_off + u32(idx) * params.src_stride[params.dim >> 2u][params.dim & 3u]];
 }

@@ -45,8 +45,7 @@ override HAS_BIAS: bool = false;
 override ACT: u32 = 0u;
 // float16 results beyond its range become +-inf (as IEEE and ATen), not a
 // device-defined value.
-override F16_OUT: bool = false;
-var<private> inf_bits: u32 = 0x7f800000u;
+override F16_OUT: bool = false;  // inf_bits: lib/math.wgsl
 
 struct Params {
   M: u32,
@@ -116,14 +115,14 @@ fn load_b4(base: u32, valid: u32) -> vec4<f32> {
   return v;
 }
 
-{{include lib/erf.wgsl}}
+{{include lib/math.wgsl}}
 
 fn activate(y: f32) -> f32 {
   if (ACT == 1u) {
     return 0.5 * y * (1.0 + erf1(y * 0.70710678118654752));
   }
   if (ACT == 2u) {
-    return 0.5 * y * (1.0 + tanh(clamp(0.7978845608028654 * (y + 0.044715 * y * y * y), -15.0, 15.0)));
+    return 0.5 * y * (1.0 + tanh1(0.7978845608028654 * (y + 0.044715 * y * y * y)));
   }
   return y;
 }

@@ -15,7 +15,8 @@ struct Params {
 @group(0) @binding(1) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read> src: array<vec4<{{T}}>>;
 
-{{include lib/erf.wgsl}}
+{{include lib/math.wgsl}}
+{{include lib/f16.wgsl}}
 
 fn f(x: vec4<f32>) -> vec4<f32> {
   let p0 = params.p0;

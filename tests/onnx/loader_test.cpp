@@ -12,6 +12,7 @@
 #include <string>
 
 #include "gpu/error.h"
+#include "onnx/schema_check.h"
 #include "onnx/session.h"
 #include "onnx_model_builder.h"
 
@@ -210,4 +211,178 @@ TEST(Loader, ExternalDataMustBeARegularFile) {
   EXPECT_THAT(with_location("folder"), HasSubstr("is not a regular file"));
   EXPECT_THAT(with_location("absent.bin"), HasSubstr("cannot open external data file"));
   fs::remove_all(dir);
+}
+
+// ONNX rules that ONNX Runtime enforces (onnx/schema_check.h): each of these
+// models used to run and give wrong numbers or fail with std::out_of_range.
+namespace {
+
+onnx::AttributeProto* attr(onnx::NodeProto* n, const std::string& name, onnx::AttributeProto::AttributeType t) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(t);
+  return a;
+}
+
+ModelBuilder unary_model(const std::string& op, int opset = 17) {
+  ModelBuilder b(opset);
+  b.input("x", {2, 3});
+  b.output("y", {2, 3});
+  b.node(op, {"x"}, {"y"});
+  return b;
+}
+
+}  // namespace
+
+TEST(Loader, AttributeTypesAreCheckedAgainstTheSchema) {
+  {
+    ModelBuilder b;
+    b.input("a", {2, 2});
+    b.input("b", {2, 2});
+    b.output("y", {2, 2});
+    auto* a = attr(b.node("Gemm", {"a", "b"}, {"y"}), "alpha", onnx::AttributeProto::INTS);
+    a->add_ints(2);
+    EXPECT_THAT(load_error(b), HasSubstr("node 'y' (Gemm): attribute 'alpha' is INTS; Gemm requires FLOAT"));
+  }
+  {
+    ModelBuilder b = unary_model("Softmax");
+    attr(b.g->mutable_node(0), "axis", onnx::AttributeProto::FLOAT)->set_f(1.5f);
+    EXPECT_THAT(load_error(b), HasSubstr("node 'y' (Softmax): attribute 'axis' is FLOAT; Softmax requires INT"));
+  }
+  {
+    ModelBuilder b;
+    b.input("x", {1, 1, 4, 4});
+    b.init_f32("w", {1, 1, 1, 1}, {1.f});
+    b.output("y", {1, 1, 2, 2});
+    attr(b.node("Conv", {"x", "w"}, {"y"}), "strides", onnx::AttributeProto::STRING)->set_s("2,2");
+    EXPECT_THAT(load_error(b), HasSubstr("node 'y' (Conv): attribute 'strides' is STRING; Conv requires INTS"));
+  }
+  {
+    // No `type` field (IR version 1 files): the type is the field that is set.
+    ModelBuilder b = unary_model("Softmax");
+    auto* a = b.g->mutable_node(0)->add_attribute();
+    a->set_name("axis");
+    a->set_f(1.5f);
+    EXPECT_THAT(load_error(b), HasSubstr("attribute 'axis' is FLOAT; Softmax requires INT"));
+  }
+  {
+    ModelBuilder b = unary_model("Relu");
+    ModelBuilder::attr_int(b.g->mutable_node(0), "alpha", 1);
+    EXPECT_THAT(load_error(b), HasSubstr("node 'y' (Relu): attribute 'alpha' is not an attribute of Relu at opset 17"));
+  }
+  {
+    ModelBuilder b = unary_model("Cast");
+    EXPECT_THAT(load_error(b), HasSubstr("node 'y' (Cast): required attribute 'to' (INT) is missing"));
+  }
+  {
+    ModelBuilder b = unary_model("Softmax");
+    ModelBuilder::attr_int(b.g->mutable_node(0), "axis", 0);
+    ModelBuilder::attr_int(b.g->mutable_node(0), "axis", 1);
+    EXPECT_THAT(load_error(b), HasSubstr("node 'y' (Softmax): attribute 'axis' is given twice"));
+  }
+}
+
+TEST(Loader, InputAndOutputCountsAreCheckedAgainstTheSchema) {
+  {
+    ModelBuilder b;
+    b.input("x", {4});
+    b.output("y", {4});
+    b.node("Relu", {"x", "x", "x"}, {"y"});
+    EXPECT_THAT(load_error(b), HasSubstr("node 'y' (Relu, opset 17): has 3 inputs; Relu takes exactly 1"));
+  }
+  {
+    ModelBuilder b;
+    b.input("x", {4});
+    b.output("y", {4});
+    b.node("Add", {"x"}, {"y"});
+    EXPECT_THAT(load_error(b), HasSubstr("node 'y' (Add, opset 17): has 1 input; Add takes exactly 2"));
+  }
+  {
+    ModelBuilder b;
+    b.input("x", {4});
+    b.output("y", {4});
+    b.node("Relu", {"x"}, {"y", "z"});
+    EXPECT_THAT(load_error(b), HasSubstr("node 'y' (Relu, opset 17): has 2 outputs; Relu makes exactly 1"));
+  }
+  {
+    ModelBuilder b;
+    b.input("x", {4});
+    b.output("y", {4});
+    b.node("Add", {"", "x"}, {"y"});
+    EXPECT_THAT(load_error(b), HasSubstr("node 'y' (Add, opset 17): input 0 ('A') is required but left empty"));
+  }
+  {
+    // Optional inputs may be left empty: Clip with only a maximum loads.
+    ModelBuilder b;
+    b.input("x", {4});
+    b.init_f32("hi", {}, {1.f});
+    b.output("y", {4});
+    b.node("Clip", {"x", "", "hi"}, {"y"});
+    EXPECT_EQ(load_error(b), "no error");
+  }
+}
+
+TEST(Loader, OpsetsBeyondLibonnxCheckOnlyAttributeTypes) {
+  ASSERT_GE(schema_max_opset(), 17);
+  const int later = schema_max_opset() + 1;
+  {
+    // An attribute the newest known schema lacks may be new: not an error.
+    ModelBuilder b = unary_model("Relu", later);
+    ModelBuilder::attr_int(b.g->mutable_node(0), "new_in_a_later_opset", 1);
+    EXPECT_EQ(load_error(b), "no error");
+  }
+  {
+    ModelBuilder b = unary_model("Softmax", later);
+    attr(b.g->mutable_node(0), "axis", onnx::AttributeProto::FLOAT)->set_f(1.5f);
+    EXPECT_THAT(load_error(b), HasSubstr("attribute 'axis' is FLOAT; Softmax requires INT"));
+  }
+}
+
+TEST(Loader, EveryValueIsAssignedOnce) {
+  {
+    // ONNX Runtime takes the last of two initializers of one name; wgnn took
+    // the first. Neither is right: the model is ambiguous.
+    ModelBuilder b = relu_model();
+    b.init_f32("w", {1}, {1.f});
+    b.init_f32("w", {1}, {2.f});
+    EXPECT_THAT(load_error(b), HasSubstr("initializer 'w' is given twice"));
+  }
+  {
+    ModelBuilder b = relu_model();
+    b.node("Relu", {"y"}, {"x"});
+    EXPECT_THAT(load_error(b), HasSubstr("node 'x' (Relu): writes 'x', which is a graph input"));
+  }
+  {
+    ModelBuilder b = relu_model();
+    b.init_f32("w", {4}, {1.f, 2.f, 3.f, 4.f});
+    b.node("Relu", {"x"}, {"w"});
+    EXPECT_THAT(load_error(b), HasSubstr("node 'w' (Relu): writes 'w', which is an initializer"));
+  }
+  {
+    ModelBuilder b = relu_model();
+    b.node("Neg", {"x"}, {"y"})->set_name("second");
+    EXPECT_THAT(load_error(b), HasSubstr("node 'second' (Neg): writes 'y', which is also written by node 'y' (Relu)"));
+  }
+  {
+    ModelBuilder b = relu_model();
+    b.g->mutable_output()->Clear();
+    EXPECT_THAT(load_error(b), HasSubstr("the graph has no outputs"));
+  }
+  {
+    ModelBuilder b = relu_model();
+    b.output("", {4});
+    EXPECT_THAT(load_error(b), HasSubstr("graph output 1 has an empty name"));
+  }
+  {
+    ModelBuilder b = relu_model();
+    b.input("x", {4});
+    EXPECT_THAT(load_error(b), HasSubstr("graph input 'x' is declared twice"));
+  }
+  {
+    // Old-style models list initializers among the inputs: allowed.
+    ModelBuilder b = relu_model();
+    b.input("w", {1});
+    b.init_f32("w", {1}, {1.f});
+    EXPECT_EQ(load_error(b), "no error");
+  }
 }

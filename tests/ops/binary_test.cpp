@@ -664,3 +664,63 @@ TEST(BinaryOps, RejectsTensorOverBindingLimit) {
   TensorRef row = g.add_tensor({1024}, DType::F32, TensorKind::Input);
   expect_error(g, "aten.mul.Tensor", {col, row}, {"maxStorageBufferBindingSize", "the result float32"});
 }
+
+// C's pow at the edges: the sign of -0 with odd exponents, 1^y = 1 even for
+// NaN, (-1)^+-inf = 1.
+TEST(BinaryOps, PowOfSignedZeroOneAndInfinity) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  const std::vector<double> x = {-0.0, -0.0, 0.0, -0.0, -0.0, 1, 1, -1, -1, nan, 0.5, 2};
+  const std::vector<double> y = {-1, -2, -1, 3, 2, nan, inf, inf, -inf, 0, inf, -inf};
+  const std::vector<double> want = {-inf, inf, inf, -0.0, 0, 1, 1, 1, 1, 1, 0, 0};
+  Graph g(ctx());
+  TensorRef tx = put(g, {12}, x, DType::F32), ty = put(g, {12}, y, DType::F32);
+  TensorRef p = ops::call(g, "aten.pow.Tensor_Tensor", {tx, ty}).tensor();
+  g.run();
+  const auto got = get(g, p);
+  EXPECT_TRUE(matches(got, want, 0, 0));
+  EXPECT_TRUE(std::signbit(got[3])) << "(-0)^3 is -0";
+  EXPECT_FALSE(std::signbit(got[4])) << "(-0)^2 is +0";
+}
+
+// Integer division and remainder by zero fail the run in checked mode (the
+// default), naming the op and the element; unchecked, WGSL's x / 0 = x and
+// x % 0 = 0 are returned. The lanes past the end of the last vec4 group
+// are not divisors (5 elements: 3 of the last group's lanes are padding).
+TEST(BinaryOps, IntegerDivisionByZeroIsAnErrorInCheckedMode) {
+  const std::vector<std::pair<std::string, ValueList>> ops = {{"aten.div.Tensor_mode", {std::string("trunc")}},
+                                                             {"aten.div.Tensor_mode", {std::string("floor")}},
+                                                             {"aten.remainder.Tensor", {}},
+                                                             {"aten.fmod.Tensor", {}}};
+  for (DType dt : {DType::I32, DType::I64}) {
+    for (const auto& [op, extra] : ops) {
+      SCOPED_TRACE(op + " " + dtype_name(dt));
+      Graph g(ctx());
+      TensorRef x = put(g, {5}, {7, 8, 9, 10, 11}, dt);
+      TensorRef y = put(g, {5}, {1, 2, 3, 0, 5}, dt);
+      ValueList args{x, y};
+      args.insert(args.end(), extra.begin(), extra.end());
+      TensorRef r = ops::call(g, op, args).tensor();
+      try {
+        g.run();
+        ADD_FAILURE() << "no error for a division by zero";
+      } catch (const Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr(op + ": integer division by zero at element 3"));
+      }
+      // The same graph runs once the divisor has no zero.
+      const std::vector<int64_t> ok64 = {1, 2, 3, 4, 5};
+      const std::vector<int32_t> ok32 = {1, 2, 3, 4, 5};
+      if (dt == DType::I64) g.write(y, ok64.data(), 5 * sizeof(int64_t));
+      else g.write(y, ok32.data(), 5 * sizeof(int32_t));
+      EXPECT_NO_THROW(g.run());
+      EXPECT_EQ(get(g, r)[0], op == "aten.div.Tensor_mode" ? 7 : 0);
+    }
+    // Unchecked: no check, WGSL's values.
+    Graph g(ctx());
+    g.set_checked(false);
+    TensorRef r = ops::call(g, "aten.div.Tensor_mode", {put(g, {2}, {7, 8}, dt), put(g, {2}, {0, 2}, dt),
+                                                        std::string("trunc")}).tensor();
+    EXPECT_EQ(g.check_count(), 0u);
+    g.run();
+    EXPECT_EQ(get(g, r), (std::vector<double>{7, 4}));
+  }
+}

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 
@@ -166,5 +167,66 @@ TEST(OpRegistry, UnknownOpIsNamed) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("aten.relu.default"));  // suggests the registered variant
+  }
+}
+
+namespace {
+bool is_nan_bits(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return (u & 0x7fffffffu) > 0x7f800000u;
+}
+}  // namespace
+
+// NaN is part of an op's meaning (ONNX Runtime and PyTorch keep it): WGSL's
+// max / clamp / tanh of NaN gave 0, 0 and -1.
+TEST(UnaryOps, NaNStaysNaN) {
+  const float nan = std::nanf("");
+  const std::vector<std::pair<std::string, ValueList>> cases = {
+      {"relu", {}},          {"clamp", {-0.5, 1.5}}, {"clamp", {-0.5, None{}}}, {"hardsigmoid", {}},
+      {"tanh", {}},          {"sinh", {}},           {"erf", {}},                {"gelu", {}},
+      {"gelu", {std::string("tanh")}}, {"sigmoid", {}}, {"exp", {}}, {"abs", {}}};
+  for (DType dt : {DType::F32, DType::F16}) {
+    if (dt == DType::F16 && !ctx().features().shader_f16) continue;
+    Graph g(ctx());
+    TensorRef x = upload(g, {5}, {nan, 1.f, nan, -2.f, nan}, dt);
+    std::vector<TensorRef> ys;
+    for (const auto& [op, extra] : cases) {
+      ValueList args{x};
+      args.insert(args.end(), extra.begin(), extra.end());
+      ys.push_back(ops::call(g, "aten." + op + ".default", args).tensor());
+    }
+    g.run();
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const auto got = download(g, ys[k]);
+      SCOPED_TRACE(cases[k].first + " " + dtype_name(dt));
+      for (size_t i : {0u, 2u, 4u}) EXPECT_TRUE(is_nan_bits(got[i])) << i << ": " << got[i];
+      EXPECT_FALSE(is_nan_bits(got[1]));
+      EXPECT_FALSE(is_nan_bits(got[3]));
+    }
+  }
+}
+
+// tanh, sinh and erf keep their relative precision near 0 (tanh(1e-8) was
+// off by 200%, erf(1e-8) was 0), and stay accurate where the series hands
+// over to the far form.
+TEST(UnaryOps, SmallArgumentsKeepRelativePrecision) {
+  const std::vector<float> xs = {1e-8f, -1e-8f, 1e-20f, 3e-5f, -2e-3f, 0.1f, -0.3f, 0.49f, 0.5f, -0.51f, 0.9f, 2.f};
+  const std::vector<std::pair<std::string, double (*)(double)>> fns = {
+      {"tanh", [](double v) { return std::tanh(v); }},
+      {"sinh", [](double v) { return std::sinh(v); }},
+      {"erf", [](double v) { return std::erf(v); }}};
+  Graph g(ctx());
+  TensorRef x = upload(g, {int64_t(xs.size())}, xs, DType::F32);
+  std::vector<TensorRef> ys;
+  for (const auto& f : fns) ys.push_back(ops::call(g, "aten." + f.first + ".default", {x}).tensor());
+  g.run();
+  for (size_t k = 0; k < fns.size(); ++k) {
+    const auto got = download(g, ys[k]);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double ref = fns[k].second(double(xs[i]));
+      EXPECT_LE(std::abs(got[i] - ref), 1e-6 * std::abs(ref)) << fns[k].first << "(" << xs[i] << ") = " << got[i]
+                                                               << ", want " << ref;
+    }
   }
 }

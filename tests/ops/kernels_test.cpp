@@ -88,10 +88,21 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
             ops::Subs s2 = subs;
             std::string decl =
                 affine ? fmt::format("\n@group(0) @binding({}) var<storage, read> affine: array<f32>;", binding) : "";
-            if (affine == 2) decl += "\n" + std::string(ops::kRoundF16Wgsl);
+            if (affine == 2) decl += "\n" + ops::round_f16_wgsl();
             s2.emplace_back("AFFINE_BINDING", decl);
             const std::string val = affine == 2 ? "round_f16(" + v + ")" : "(" + v + ")";
             s2.emplace_back("AFFINE", affine ? fmt::format("{0} * affine[{1}] + affine[params.cout + {1}]", val, c) : v);
+            EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
+            ++compiled;
+          }
+          continue;
+        }
+        // Kernels with a run-time check (binary.wgsl, index.wgsl), both variants.
+        if (text.find("{{CHECK_DECL}}") != std::string_view::npos) {
+          const uint32_t binding = std::string_view(name).find("binary") != std::string_view::npos ? 5 : 4;
+          for (bool checked : {false, true}) {
+            ops::Subs s2 = subs;
+            for (auto& s : ops::check_subs(checked, binding)) s2.push_back(s);
             EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
             ++compiled;
           }

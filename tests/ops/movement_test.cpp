@@ -371,17 +371,40 @@ TEST_P(Movement, Gather) {
   }
 }
 
-TEST(IndexSelect, IndexOutOfRangeIsClampedUnlessConstant) {
-  // A constant index is checked on the host; any other index is clamped on
-  // the GPU to [0, size) after negative indices wrap once.
+TEST(IndexSelect, IndexOutOfRangeIsAnErrorInCheckedModeElseClamped) {
+  // Checked (the default): an index outside [-size, size) fails the run with
+  // its value and the valid range.
+  for (const char* op : {"aten.index_select.default", "aten.gather.default"}) {
+    SCOPED_TRACE(op);
+    Graph g(ctx());
+    ASSERT_TRUE(g.checked());
+    TensorRef x = put(g, {5}, DType::F32, {10, 11, 12, 13, 14});
+    TensorRef idx = put(g, {4}, DType::I64, {-5, 7, 4, -1});
+    TensorRef y = ops::call(g, op, {x, 0, idx}).tensor();
+    EXPECT_EQ(g.check_count(), 1u);
+    try {
+      g.run();
+      ADD_FAILURE() << "no error for index 7 into a dim of size 5";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(std::string(op) + ": index 7 is out of range: accepted [-5, 5) for dim 0 of size 5"));
+    }
+    // Valid indices (negative ones wrap once) pass, on the same graph.
+    g.write(idx, std::vector<int64_t>{-5, 0, 4, -1}.data(), 4 * sizeof(int64_t));
+    g.run();
+    EXPECT_EQ(get(g, y), (std::vector<double>{10, 10, 14, 14}));
+  }
+  // Unchecked: clamped to [0, size) after negative indices wrap once; no check recorded.
   Graph g(ctx());
+  g.set_checked(false);
   TensorRef x = put(g, {5}, DType::F32, {10, 11, 12, 13, 14});
   TensorRef idx = put(g, {4}, DType::I64, {7, -9, 4, -1});
   TensorRef y = ops::call(g, "aten.index_select.default", {x, 0, idx}).tensor();
   TensorRef z = ops::call(g, "aten.gather.default", {x, 0, idx}).tensor();
+  EXPECT_EQ(g.check_count(), 0u);
   g.run();
   EXPECT_EQ(get(g, y), (std::vector<double>{14, 10, 14, 14}));
   EXPECT_EQ(get(g, z), (std::vector<double>{14, 10, 14, 14}));
+  // A constant index is checked on the host, at once, in both modes.
   TensorRef cidx = put(g, {3}, DType::I64, {0, 5, 1}, TensorKind::Constant);
   for (const char* op : {"aten.index_select.default", "aten.gather.default"}) {
     try {

@@ -4,12 +4,14 @@
 override ACT: u32 = 0u;
 override LO: f32 = 0.0;
 override HI: f32 = 0.0;
+// NaN stays NaN (isnan1: lib/math.wgsl, which the including kernel
+// includes too).
 fn activate(v: f32) -> f32 {
   if (ACT == 1u) {
-    return max(v, 0.0);
+    return select(max(v, 0.0), v, isnan1(v));
   }
   if (ACT == 2u) {
-    return clamp(v, LO, HI);
+    return select(clamp(v, LO, HI), v, isnan1(v));
   }
   return v;
 }
