@@ -2,7 +2,6 @@
 // Exceptions thrown by wgnn. Every failure a user can cause (bad input, a
 // limit of the device, an unsupported op) is an Error with a message that
 // names what was wrong and what is accepted.
-#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -26,16 +25,6 @@ class HostOutOfMemory : public Error {
  public:
   explicit HostOutOfMemory(const std::string& what) : Error("out of host memory while " + what) {}
 };
-
-// Runs fn(); a std::bad_alloc from it becomes HostOutOfMemory(what).
-template <typename Fn>
-auto out_of_memory_as_error(const std::string& what, Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    throw HostOutOfMemory(what);
-  }
-}
 
 namespace gpu {
 
