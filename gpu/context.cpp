@@ -1,12 +1,17 @@
 #include "gpu/context.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "gpu/context_impl.h"
 #include "gpu/dawn_values.h"
@@ -108,7 +113,67 @@ std::string human_bytes(uint64_t b) {
   return fmt::format("{} bytes", b);
 }
 
-struct AdapterResult {
+// WGNN_GPU_TIMEOUT_S: a number of seconds above 0 (fractions allowed), in
+// nanoseconds; anything else is an error, not the default.
+uint64_t parse_timeout_s(const char* text) {
+  const std::string t(text);
+  char* end = nullptr;
+  errno = 0;
+  const bool decimal = !t.empty() && t.find_first_not_of("0123456789.eE+-") == std::string::npos;
+  const double v = decimal ? std::strtod(t.c_str(), &end) : 0.0;
+  if (!decimal || end != t.c_str() + t.size() || errno != 0 || !std::isfinite(v) || v < 0.001 || v > 1e7) {
+    throw Error(fmt::format("WGNN_GPU_TIMEOUT_S='{}': give the GPU wait limit in seconds, a number from 0.001 to "
+                            "10000000 (default 600)",
+                            t));
+  }
+  return uint64_t(v * 1e9);
+}
+
+// Dawn and the Vulkan driver do not all survive a failed host allocation:
+// under an address-space limit (ulimit -v) a failed mmap inside them is a
+// null pointer written through (SIGSEGV), not an error. Where such a limit
+// is set, wgnn checks the room left before it starts the driver and before
+// each buffer (on a CPU driver, GPU memory is host memory) and reports "out
+// of host memory" itself. Without a limit, nothing is checked.
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kDriverRoom = 1024 * kMiB;  // to start Dawn and the driver (they reserve ~700 MiB)
+constexpr uint64_t kBufferRoom = 256 * kMiB;   // kept free beside every buffer
+
+void check_address_space(uint64_t need, const std::string& what) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return;
+  uint64_t pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    unsigned long long v = 0;
+    if (std::fscanf(f, "%llu", &v) == 1) pages = v;
+    std::fclose(f);
+  }
+  const uint64_t used = pages * uint64_t(sysconf(_SC_PAGESIZE));
+  const uint64_t limit = r.rlim_cur;
+  if (used + need > limit) {
+    throw HostOutOfMemory(fmt::format(
+        "{}: the address-space limit (ulimit -v) is {} MiB, {} MiB are in use and {} MiB more are needed (Dawn and "
+        "the Vulkan driver cannot be trusted to fail cleanly past the limit); raise the limit",
+        what, limit / kMiB, used / kMiB, need / kMiB));
+  }
+}
+
+// A CPU driver (lavapipe) keeps GPU memory, descriptor pools included, in
+// memory files, which a file size limit (ulimit -f) also caps: past it the
+// driver's writes are SIGBUS. With such a limit, a CPU adapter needs
+// kDriverFileRoom to start and no buffer may come near the limit.
+constexpr uint64_t kDriverFileRoom = 256 * kMiB;
+
+void check_file_size_limit(uint64_t need, const std::string& what) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_FSIZE, &r) != 0 || r.rlim_cur == RLIM_INFINITY || need <= r.rlim_cur) return;
+  throw Error(fmt::format(
+      "{}: the file size limit (ulimit -f) is {} KiB; the CPU Vulkan driver keeps GPU memory in memory files that "
+      "the limit also caps ({} KiB needed); raise the limit",
+      what, uint64_t(r.rlim_cur) / 1024, need / 1024));
+}
+
+struct AdapterResult : CallbackState {
   WGPUAdapter adapter = nullptr;
   std::string message;
 };
@@ -124,26 +189,31 @@ WGPUAdapter Context::Impl::request_adapter(std::string* message) {
   WGPURequestAdapterOptions opts = WGPU_REQUEST_ADAPTER_OPTIONS_INIT;
   opts.nextInChain = &toggles.chain;
   opts.powerPreference = WGPUPowerPreference_HighPerformance;
-  AdapterResult result;
+  Pending<AdapterResult> result(impl);
   WGPURequestAdapterCallbackInfo cb = WGPU_REQUEST_ADAPTER_CALLBACK_INFO_INIT;
   cb.mode = WGPUCallbackMode_WaitAnyOnly;
   cb.callback = [](WGPURequestAdapterStatus status, WGPUAdapter a, WGPUStringView msg, void* ud, void*) {
-    auto* r = static_cast<AdapterResult*>(ud);
+    auto* r = arrived<AdapterResult>(ud);
     if (status == WGPURequestAdapterStatus_Success) r->adapter = a;
     r->message = str(msg);
   };
-  cb.userdata1 = &result;
+  cb.userdata1 = result.userdata();
   impl.wait(wgpuInstanceRequestAdapter(impl.instance, &opts, cb), "requesting a WebGPU adapter");
-  *message = result.message;
-  return result.adapter;
+  *message = result->message;
+  return std::exchange(result->adapter, nullptr);
+}
+
+void Context::Impl::keep_until_called(std::shared_ptr<CallbackState> state) {
+  std::lock_guard<std::mutex> lock(callback_mutex);
+  uncalled.push_back(std::move(state));
 }
 
 void Context::Impl::wait(WGPUFuture future, const char* what) {
   WGPUFutureWaitInfo wi{future, false};
   const WGPUWaitStatus status = wgpuInstanceWaitAny(instance, 1, &wi, timeout_ns);
   if (status == WGPUWaitStatus_TimedOut) {
-    throw GpuError(fmt::format("{}: the GPU did not finish within {} s (WGNN_GPU_TIMEOUT_S sets the limit)", what,
-                               timeout_ns / 1000000000ull));
+    throw GpuError(fmt::format("{}: the GPU did not finish within {:g} s (WGNN_GPU_TIMEOUT_S sets the limit)", what,
+                               double(timeout_ns) / 1e9));
   }
   if (status != WGPUWaitStatus_Success || !wi.completed) {
     throw GpuError(fmt::format("{}: waiting for the GPU failed", what));
@@ -151,21 +221,22 @@ void Context::Impl::wait(WGPUFuture future, const char* what) {
 }
 
 std::string Context::Impl::pop_scope() {
-  struct R {
+  struct R : CallbackState {
     std::string message;
-  } r;
+  };
+  Pending<R> r(*this);
   WGPUPopErrorScopeCallbackInfo cb = WGPU_POP_ERROR_SCOPE_CALLBACK_INFO_INIT;
   cb.mode = WGPUCallbackMode_WaitAnyOnly;
   cb.callback = [](WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStringView msg, void* ud, void*) {
-    auto* rr = static_cast<R*>(ud);
+    auto* rr = arrived<R>(ud);
     if (status == WGPUPopErrorScopeStatus_Success && type != WGPUErrorType_NoError) {
       rr->message = str(msg);
       if (rr->message.empty()) rr->message = "unspecified error";
     }
   };
-  cb.userdata1 = &r;
+  cb.userdata1 = r.userdata();
   wait(wgpuDevicePopErrorScope(device, cb), "reading a WebGPU error scope");
-  return r.message;
+  return r->message;
 }
 
 void Context::Impl::throw_pending() {
@@ -196,9 +267,8 @@ std::mutex& lifetime_mutex() {
 Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()) {
   std::lock_guard<std::mutex> lifetime(lifetime_mutex());
   Impl& s = *impl_;
-  if (const char* t = std::getenv("WGNN_GPU_TIMEOUT_S"); t && std::atoll(t) > 0) {
-    s.timeout_ns = uint64_t(std::atoll(t)) * 1000000000ull;
-  }
+  if (const char* t = std::getenv("WGNN_GPU_TIMEOUT_S")) s.timeout_ns = parse_timeout_s(t);
+  check_address_space(kDriverRoom, "starting the GPU driver");
   s.limits_mode = options.limits;
   if (s.limits_mode.empty()) {
     const char* l = std::getenv("WGNN_LIMITS");
@@ -283,6 +353,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
     s.info.driver_source = driver.description;
     wgpuAdapterInfoFreeMembers(ai);
   }
+  if (s.info.adapter_type == "CPU") check_file_size_limit(kDriverFileRoom, "starting the CPU Vulkan driver");
 
   Guarded<WGPULimits> adapter_limits;
   if (wgpuAdapterGetLimits(s.adapter, &adapter_limits.value) != WGPUStatus_Success) {
@@ -341,21 +412,22 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   ddesc.uncapturedErrorCallbackInfo.callback = on_uncaptured_error;
   ddesc.uncapturedErrorCallbackInfo.userdata1 = &s;
 
-  struct DevResult {
+  struct DevResult : CallbackState {
     WGPUDevice device = nullptr;
     std::string message;
-  } dr;
+  };
+  Pending<DevResult> dr(s);
   WGPURequestDeviceCallbackInfo dcb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
   dcb.mode = WGPUCallbackMode_WaitAnyOnly;
   dcb.callback = [](WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView msg, void* ud, void*) {
-    auto* r = static_cast<DevResult*>(ud);
+    auto* r = arrived<DevResult>(ud);
     if (status == WGPURequestDeviceStatus_Success) r->device = device;
     r->message = str(msg);
   };
-  dcb.userdata1 = &dr;
+  dcb.userdata1 = dr.userdata();
   s.wait(wgpuAdapterRequestDevice(s.adapter, &ddesc, dcb), "requesting a WebGPU device");
-  if (!dr.device) throw GpuError("could not create a WebGPU device on " + s.info.name + ": " + dr.message);
-  s.device = dr.device;
+  if (!dr->device) throw GpuError("could not create a WebGPU device on " + s.info.name + ": " + dr->message);
+  s.device = dr->device;
   s.queue = wgpuDeviceGetQueue(s.device);
 
   Guarded<WGPULimits> device_limits;
@@ -406,6 +478,19 @@ Context::~Context() {
     wgpuInstanceProcessEvents(s.instance);
     wgpuInstanceRelease(s.instance);
   }
+  // Releasing the instance calls back every pending callback (cancelled).
+  // A state still uncalled would mean the instance lives on (something
+  // holds a reference): it is kept for the process, never freed under Dawn.
+  std::lock_guard<std::mutex> lock(s.callback_mutex);
+  for (auto& state : s.uncalled) {
+    if (!state->called) {
+      static std::mutex m;
+      static std::vector<std::shared_ptr<CallbackState>> for_the_process;
+      std::lock_guard<std::mutex> keep(m);
+      for_the_process.push_back(std::move(state));
+    }
+  }
+  s.uncalled.clear();
 }
 
 const AdapterInfo& Context::adapter() const { return impl_->info; }
@@ -442,6 +527,10 @@ Buffer Context::create_buffer(uint64_t bytes, uint64_t usage, std::string_view l
   if (size > s.limits.max_buffer_size) {
     throw Error(fmt::format("buffer '{}' of {} exceeds this device's maxBufferSize of {}", name, human_bytes(bytes),
                             human_bytes(s.limits.max_buffer_size)));
+  }
+  check_address_space(size + kBufferRoom, fmt::format("creating buffer '{}' of {}", name, human_bytes(size)));
+  if (s.info.adapter_type == "CPU") {
+    check_file_size_limit(size + kDriverFileRoom, fmt::format("creating buffer '{}' of {}", name, human_bytes(size)));
   }
   WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
   desc.label = sv(name);
@@ -504,11 +593,14 @@ void Context::read(const Buffer& src, void* data, uint64_t bytes, uint64_t offse
 
 void Context::map_for_read(const std::vector<const Buffer*>& staging) {
   Impl& s = *impl_;
-  struct R {
+  struct R : CallbackState {
     WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
     std::string message;
   };
-  std::vector<R> results(staging.size());
+  // Heap-owned states: when a wait times out, the maps still pending call
+  // back later, from ~Context at the latest.
+  std::vector<Pending<R>> results;
+  results.reserve(staging.size());
   std::vector<WGPUFutureWaitInfo> futures(staging.size());
   for (size_t i = 0; i < staging.size(); ++i) {
     const Buffer& b = *staging[i];
@@ -518,11 +610,12 @@ void Context::map_for_read(const std::vector<const Buffer*>& staging) {
     WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
     cb.mode = WGPUCallbackMode_WaitAnyOnly;
     cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView msg, void* ud, void*) {
-      auto* rr = static_cast<R*>(ud);
+      auto* rr = arrived<R>(ud);
       rr->status = status;
       rr->message = str(msg);
     };
-    cb.userdata1 = &results[i];
+    results.emplace_back(s);
+    cb.userdata1 = results.back().userdata();
     futures[i] = WGPUFutureWaitInfo{wgpuBufferMapAsync(b.handle(), WGPUMapMode_Read, 0, b.size(), cb), false};
   }
   // The maps complete in submission order; wait for each (a completed one
@@ -530,13 +623,13 @@ void Context::map_for_read(const std::vector<const Buffer*>& staging) {
   for (size_t i = 0; i < staging.size(); ++i) s.wait(futures[i].future, "mapping a readback buffer");
   s.throw_pending();
   for (size_t i = 0; i < staging.size(); ++i) {
-    if (results[i].status != WGPUMapAsyncStatus_Success) {
+    if (results[i]->status != WGPUMapAsyncStatus_Success) {
       // Leave none mapped: a later run copies into them again.
       for (size_t k = 0; k < staging.size(); ++k) {
-        if (results[k].status == WGPUMapAsyncStatus_Success) wgpuBufferUnmap(staging[k]->handle());
+        if (results[k]->status == WGPUMapAsyncStatus_Success) wgpuBufferUnmap(staging[k]->handle());
       }
       throw GpuError(fmt::format("mapping the readback buffer '{}' failed: {}", staging[i]->label(),
-                                 results[i].message));
+                                 results[i]->message));
     }
   }
 }
@@ -625,22 +718,22 @@ const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, 
   mdesc.label = sv(name);
   wgpuDevicePushErrorScope(s.device, WGPUErrorFilter_Validation);
   WGPUShaderModule module = wgpuDeviceCreateShaderModule(s.device, &mdesc);
-  struct Compile {
+  // The state owns copies of the text and name: a callback after a timed-out
+  // wait must not read the caller's strings.
+  struct Compile : CallbackState {
     std::string error;
-  } compile;
+    std::string text;
+    std::string name;
+  };
+  Pending<Compile> compile(s);
+  compile->text = std::string(wgsl);
+  compile->name = std::string(name);
   WGPUCompilationInfoCallbackInfo ccb = WGPU_COMPILATION_INFO_CALLBACK_INFO_INIT;
   ccb.mode = WGPUCallbackMode_WaitAnyOnly;
-  ccb.userdata1 = &compile;
-  ccb.userdata2 = const_cast<char*>(wgsl.data());
-  struct Ctx {
-    Compile* out;
-    std::string_view text;
-    std::string_view name;
-  } cctx{&compile, wgsl, name};
-  ccb.userdata1 = &cctx;
-  ccb.callback = [](WGPUCompilationInfoRequestStatus, const WGPUCompilationInfo* info, void* ud, void*) {
-    auto* c = static_cast<Ctx*>(ud);
-    if (!info) return;
+  ccb.userdata1 = compile.userdata();
+  ccb.callback = [](WGPUCompilationInfoRequestStatus status, const WGPUCompilationInfo* info, void* ud, void*) {
+    auto* c = arrived<Compile>(ud);
+    if (status != WGPUCompilationInfoRequestStatus_Success || !info) return;
     for (size_t i = 0; i < info->messageCount; ++i) {
       const WGPUCompilationMessage& m = info->messages[i];
       if (m.type != WGPUCompilationMessageType_Error) continue;
@@ -655,16 +748,22 @@ const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, 
           }
         }
       }
-      if (!c->out->error.empty()) c->out->error += "\n";
-      c->out->error += fmt::format("WGSL error in '{}' at line {}, column {}: {}\n    {}", c->name, m.lineNum,
+      if (!c->error.empty()) c->error += "\n";
+      c->error += fmt::format("WGSL error in '{}' at line {}, column {}: {}\n    {}", c->name, m.lineNum,
                                    m.linePos, str(m.message), line_text);
     }
   };
-  s.wait(wgpuShaderModuleGetCompilationInfo(module, ccb), "compiling a WGSL shader");
-  std::string scope_error = s.pop_scope();
-  if (!compile.error.empty() || !scope_error.empty()) {
+  std::string scope_error;
+  try {
+    s.wait(wgpuShaderModuleGetCompilationInfo(module, ccb), "compiling a WGSL shader");
+    scope_error = s.pop_scope();
+  } catch (...) {
     wgpuShaderModuleRelease(module);
-    throw GpuError(!compile.error.empty() ? compile.error : fmt::format("shader '{}': {}", name, scope_error));
+    throw;
+  }
+  if (!compile->error.empty() || !scope_error.empty()) {
+    wgpuShaderModuleRelease(module);
+    throw GpuError(!compile->error.empty() ? compile->error : fmt::format("shader '{}': {}", name, scope_error));
   }
 
   std::vector<WGPUConstantEntry> entries;

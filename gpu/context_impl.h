@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -18,6 +19,23 @@ inline std::string str(WGPUStringView s) {
   if (!s.data) return {};
   if (s.length == WGPU_STRLEN) return std::string(s.data);
   return std::string(s.data, s.length);
+}
+
+// What a Dawn callback writes into (its userdata). It lives on the heap and
+// is held until Dawn has called back: a wait that times out returns before
+// the callback, which Dawn still calls later (at the latest when the
+// instance shuts down, inside ~Context). Every callback sets `called` first.
+struct CallbackState {
+  bool called = false;
+  virtual ~CallbackState() = default;
+};
+
+// The callback's userdata as its state, marked called.
+template <typename T>
+T* arrived(void* userdata) {
+  T* state = static_cast<T*>(userdata);
+  state->called = true;
+  return state;
 }
 
 struct Context::Impl {
@@ -48,6 +66,12 @@ struct Context::Impl {
   Buffer dummy;
   uint64_t timeout_ns = 600ull * 1000 * 1000 * 1000;
 
+  // Callback states whose callback had not run when their wait gave up
+  // (see CallbackState); kept until Dawn calls them.
+  std::mutex callback_mutex;
+  std::vector<std::shared_ptr<CallbackState>> uncalled;
+  void keep_until_called(std::shared_ptr<CallbackState> state);
+
   // A new adapter from `instance`, with `adapter_toggles`; null on failure,
   // with Dawn's message in `message`.
   WGPUAdapter request_adapter(std::string* message);
@@ -59,6 +83,26 @@ struct Context::Impl {
   auto scoped(const std::string& what, Fn&& fn);
   std::string pop_scope();
   void throw_pending();
+};
+
+// A callback state owned here and, once this goes out of scope before Dawn
+// has called back (a wait timed out, an exception unwound), by the Context.
+template <typename T>
+class Pending {
+ public:
+  explicit Pending(Context::Impl& impl) : impl_(&impl), state_(std::make_shared<T>()) {}
+  Pending(Pending&&) = default;
+  Pending& operator=(Pending&&) = default;
+  ~Pending() {
+    if (state_ && !state_->called) impl_->keep_until_called(std::move(state_));
+  }
+  T* operator->() const { return state_.get(); }
+  T& operator*() const { return *state_; }
+  void* userdata() const { return state_.get(); }
+
+ private:
+  Context::Impl* impl_;
+  std::shared_ptr<T> state_;
 };
 
 template <typename Fn>

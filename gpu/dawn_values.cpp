@@ -39,26 +39,32 @@ std::string probe_feature_request(Context& ctx, uint32_t feature) {
   WGPUDeviceDescriptor d = WGPU_DEVICE_DESCRIPTOR_INIT;
   d.requiredFeatureCount = 1;
   d.requiredFeatures = &f;
-  struct R {
+  struct R : CallbackState {
     WGPUDevice device = nullptr;
     std::string message;
-  } r;
+  };
+  Pending<R> r(s);
   WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
   cb.mode = WGPUCallbackMode_WaitAnyOnly;
   cb.callback = [](WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView msg, void* ud, void*) {
-    auto* rr = static_cast<R*>(ud);
+    auto* rr = arrived<R>(ud);
     if (status == WGPURequestDeviceStatus_Success) rr->device = device;
     rr->message = str(msg);
   };
-  cb.userdata1 = &r;
-  s.wait(wgpuAdapterRequestDevice(adapter, &d, cb), "probing a Dawn feature");
+  cb.userdata1 = r.userdata();
+  try {
+    s.wait(wgpuAdapterRequestDevice(adapter, &d, cb), "probing a Dawn feature");
+  } catch (...) {
+    wgpuAdapterRelease(adapter);
+    throw;
+  }
   wgpuAdapterRelease(adapter);
-  if (r.device) {
-    wgpuDeviceDestroy(r.device);
-    wgpuDeviceRelease(r.device);
+  if (r->device) {
+    wgpuDeviceDestroy(r->device);
+    wgpuDeviceRelease(r->device);
     return {};
   }
-  return r.message.empty() ? std::string("device request failed without a message") : r.message;
+  return r->message.empty() ? std::string("device request failed without a message") : r->message;
 }
 
 }  // namespace wgnn::gpu

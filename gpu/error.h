@@ -19,6 +19,13 @@ class Unsupported : public Error {
   using Error::Error;
 };
 
+// The host ran out of memory (std::bad_alloc, a failed mmap) while doing
+// something: the message says what ("out of host memory while ...").
+class HostOutOfMemory : public Error {
+ public:
+  explicit HostOutOfMemory(const std::string& what) : Error("out of host memory while " + what) {}
+};
+
 namespace gpu {
 
 // An error reported by the WebGPU implementation (validation, out of memory,

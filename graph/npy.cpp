@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "gpu/error.h"
+#include "util/file.h"
 
 namespace wgnn {
 namespace {
@@ -152,12 +153,6 @@ std::string format_npy(const HostTensor& t) {
   return out;
 }
 
-void write_npy(const std::string& path, const HostTensor& t) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error(fmt::format("cannot write '{}'", path));
-  const std::string bytes = format_npy(t);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-  if (!out) throw Error(fmt::format("writing '{}' failed", path));
-}
+void write_npy(const std::string& path, const HostTensor& t) { util::write_file_atomic(path, format_npy(t)); }
 
 }  // namespace wgnn

@@ -12,6 +12,8 @@ namespace wgnn {
 
 HostTensor read_npy(const std::string& path);
 HostTensor parse_npy(const std::string& bytes, const std::string& what);
+// Atomic (util/file.h): `path` keeps its old content unless the whole new
+// file was written; a failure (disk full, ...) is an Error naming `path`.
 void write_npy(const std::string& path, const HostTensor& t);
 std::string format_npy(const HostTensor& t);
 

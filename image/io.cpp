@@ -8,9 +8,11 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <new>
 #include <sstream>
 
 #include "image/image.h"
+#include "util/file.h"
 
 namespace wgnn::image {
 namespace {
@@ -32,32 +34,111 @@ std::string read_file(const std::string& path) {
 
 }  // namespace
 
-Image decode_rgb(const std::string& bytes, const std::string& what) {
+namespace {
+
+uint32_t be16(const std::string& b, size_t i) {
+  return (uint32_t(uint8_t(b[i])) << 8) | uint32_t(uint8_t(b[i + 1]));
+}
+uint32_t be32(const std::string& b, size_t i) { return (be16(b, i) << 16) | be16(b, i + 2); }
+
+enum class Format { Png, Jpeg };
+
+// The format from the file's signature; anything but PNG and JPEG is an
+// Error naming what it looks like.
+Format format_of(const std::string& b, const std::string& what) {
+  static const char kPng[] = "\x89PNG\r\n\x1a\n";
+  if (b.size() >= 8 && b.compare(0, 8, kPng, 8) == 0) return Format::Png;
+  if (b.size() >= 3 && uint8_t(b[0]) == 0xFF && uint8_t(b[1]) == 0xD8 && uint8_t(b[2]) == 0xFF) return Format::Jpeg;
+  std::string looks;
+  if (b.compare(0, 4, "GIF8") == 0) looks = "a GIF";
+  else if (b.compare(0, 2, "BM") == 0) looks = "a BMP";
+  else if (b.compare(0, 4, "8BPS") == 0) looks = "a PSD";
+  else if (b.size() >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '7') looks = "a PNM";
+  else if (b.compare(0, 10, "#?RADIANCE") == 0 || b.compare(0, 6, "#?RGBE") == 0) looks = "an HDR";
+  else if (b.compare(0, 4, "RIFF") == 0) looks = "a RIFF (WebP?)";
+  throw Error(fmt::format("'{}' is not an image wgnn can read: {}; PNG and JPEG are accepted", what,
+                          looks.empty() ? "no PNG or JPEG signature" : "it looks like " + looks + " file"));
+}
+
+// Width and height from the header: PNG's IHDR, JPEG's first SOF marker.
+// False when the header is cut short or has none (stb then reports it).
+bool header_size(const std::string& b, Format f, uint64_t* w, uint64_t* h) {
+  if (f == Format::Png) {
+    if (b.size() < 24 || b.compare(12, 4, "IHDR") != 0) return false;
+    *w = be32(b, 16);
+    *h = be32(b, 20);
+    return true;
+  }
+  size_t i = 2;
+  while (i + 4 <= b.size()) {
+    if (uint8_t(b[i]) != 0xFF) return false;
+    const uint8_t m = uint8_t(b[i + 1]);
+    if (m == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    if (m == 0x01 || (m >= 0xD0 && m <= 0xD7)) {  // no length
+      i += 2;
+      continue;
+    }
+    if (m == 0xD9 || m == 0xDA) return false;  // end, or scan data before any frame header
+    const uint32_t len = be16(b, i + 2);
+    const bool sof = m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
+    if (sof) {
+      if (i + 9 > b.size() || len < 7) return false;
+      *h = be16(b, i + 5);
+      *w = be16(b, i + 7);
+      return true;
+    }
+    if (len < 2) return false;
+    i += 2 + len;
+  }
+  return false;
+}
+
+}  // namespace
+
+Image decode_rgb(const std::string& bytes, const std::string& what, uint64_t max_pixels) {
   if (bytes.empty()) throw Error(fmt::format("'{}' is empty, not an image", what));
   if (bytes.size() > size_t(std::numeric_limits<int>::max())) {
     throw Error(fmt::format("'{}' is {} bytes; images over 2 GiB are not read", what, bytes.size()));
+  }
+  const Format format = format_of(bytes, what);
+  const char* name = format == Format::Png ? "PNG" : "JPEG";
+  uint64_t hw = 0, hh = 0;
+  if (header_size(bytes, format, &hw, &hh)) {
+    if (hw > uint64_t(kMaxSide) || hh > uint64_t(kMaxSide) || hw * hh > max_pixels) {
+      throw Error(fmt::format("'{}' is too large: its {} header says {}x{} pixels; accepted are at most {} pixels a "
+                              "side and {} pixels in all: scale it down first",
+                              what, name, hw, hh, kMaxSide, max_pixels));
+    }
   }
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
   const int len = int(bytes.size());
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(data, len, &w, &h, &c)) {
-    throw Error(fmt::format("'{}' is not an image wgnn can read (PNG or JPEG; stb_image: {})", what,
+    throw Error(fmt::format("'{}' is a {} file wgnn cannot read (stb_image: {})", what, name,
                             stbi_failure_reason()));
   }
-  if (w > kMaxSide || h > kMaxSide) {
-    throw Error(fmt::format("'{}' is {}x{} pixels; at most {} pixels a side are accepted: scale it down first", what,
-                            w, h, kMaxSide));
+  if (w > kMaxSide || h > kMaxSide || uint64_t(w) * uint64_t(h) > max_pixels) {
+    throw Error(fmt::format("'{}' is too large: {}x{} pixels; accepted are at most {} pixels a side and {} pixels in "
+                            "all: scale it down first",
+                            what, w, h, kMaxSide, max_pixels));
   }
   std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(data, len, &w, &h, &c, 3), stbi_image_free);
   if (!px) {
-    throw Error(fmt::format("'{}' could not be decoded (stb_image: {})", what, stbi_failure_reason()));
+    const std::string why = stbi_failure_reason() ? stbi_failure_reason() : "unknown";
+    if (why == "outofmem") throw HostOutOfMemory(fmt::format("decoding '{}' ({}x{} pixels)", what, w, h));
+    throw Error(fmt::format("'{}' could not be decoded (stb_image: {})", what, why));
   }
   Image img(w, h, 3);
   std::memcpy(img.pixels.data(), px.get(), img.pixels.size());
   return img;
 }
 
-Image read_rgb(const std::string& path) { return decode_rgb(read_file(path), path); }
+Image read_rgb(const std::string& path, uint64_t max_pixels) {
+  return decode_rgb(read_file(path), path, max_pixels);
+}
 
 std::string encode_png(const Image& img) {
   if (img.channels < 1 || img.channels > 4) {
@@ -78,14 +159,7 @@ std::string encode_png(const Image& img) {
   return out;
 }
 
-void write_png(const std::string& path, const Image& img) {
-  const std::string bytes = encode_png(img);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-  out.close();
-  if (!out) throw Error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
-}
+void write_png(const std::string& path, const Image& img) { util::write_file_atomic(path, encode_png(img)); }
 
 Image with_alpha(const Image& rgb, const Image& alpha) {
   if (rgb.channels != 3 || alpha.channels != 1 || rgb.width != alpha.width || rgb.height != alpha.height) {

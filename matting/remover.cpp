@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <string_view>
 
 #include "onnx/session.h"
 
@@ -158,7 +159,9 @@ Cutout Remover::run(const image::Image& rgb) {
   } catch (const Unsupported&) {
     throw;
   } catch (const Error& e) {
-    if (!resized) throw;
+    // Running out of host memory is not the size's fault (the node context
+    // rewraps HostOutOfMemory as a plain Error, so it is told by its text).
+    if (!resized || std::string_view(e.what()).find("out of host memory while") != std::string_view::npos) throw;
     // Some exports trace their upsampling to constant sizes and only run at
     // the size they declare.
     throw Error(fmt::format("{}\nThe model declares a {}x{} input and fails at {}x{}: run it without --size{}", e.what(),

@@ -133,7 +133,7 @@ void check_model(LoadedModel& m, const std::string& path) {
   for (const auto& op : m.proto->opset_import()) {
     if (op.domain().empty() || op.domain() == "ai.onnx") opset = op.version();
   }
-  if (opset == 0) opset = 1;
+  if (opset == 0) throw Error(fmt::format("'{}' has no opset_import for the ONNX domain: the model does not say which opset it uses", path));
   if (opset < kMinOpset || opset > kMaxOpset) {
     throw Unsupported(fmt::format("'{}' uses ONNX opset {}; supported: {} to {}", path, opset, kMinOpset, kMaxOpset));
   }

@@ -81,6 +81,16 @@ std::string read_external(const onnx::TensorProto& t, const std::string& base_di
     throw Error(fmt::format("tensor '{}': external data location '{}' lies outside the model's folder", t.name(),
                             location));
   }
+  // Only a regular file: a FIFO would block the load forever, a device or a
+  // folder is no tensor data.
+  std::error_code ec;
+  const fs::file_status st = fs::status(p, ec);
+  if (ec || !fs::exists(st)) {
+    throw Error(fmt::format("tensor '{}': cannot open external data file '{}': no such file", t.name(), p.string()));
+  }
+  if (!fs::is_regular_file(st)) {
+    throw Error(fmt::format("tensor '{}': external data location '{}' is not a regular file", t.name(), location));
+  }
   std::ifstream in(p, std::ios::binary);
   if (!in) throw Error(fmt::format("tensor '{}': cannot open external data file '{}'", t.name(), p.string()));
   in.seekg(0, std::ios::end);

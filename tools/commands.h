@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gpu/context.h"
+#include "image/image.h"
 
 namespace wgnn::tools {
 
@@ -85,6 +86,7 @@ struct RemoveBgOptions {
   std::string preprocess = "auto";
   int runs = 1;
   bool quiet = false;
+  uint64_t max_pixels = image::kDefaultMaxPixels;  // the largest photo read (width x height)
 };
 // Reads the photo before it creates the Context (a wrong path fails at once).
 int remove_bg(const gpu::ContextOptions& context_options, const RemoveBgOptions& o);

@@ -99,15 +99,23 @@ std::string norm_str(const image::Normalization& n) {
   return fmt::format("(x - {}) / {}", n.mean, n.std);
 }
 
-}  // namespace
-
-int remove_bg(const gpu::ContextOptions& context_options, const RemoveBgOptions& o) {
+int run(const gpu::ContextOptions& context_options, const RemoveBgOptions& o, std::string* step) {
   const std::string output =
       o.output.empty() ? fs::path(o.input).stem().string() + "_cutout.png" : o.output;
   const std::string model = o.model.empty() ? default_model() : o.model;
   if (o.runs < 1) throw Error(fmt::format("--runs {}: give 1 or more", o.runs));
   check_output(output, "-o");
-  if (!o.mask.empty()) check_output(o.mask, "--mask");
+  if (!o.mask.empty()) {
+    check_output(o.mask, "--mask");
+    std::error_code e1, e2;
+    const fs::path a = fs::weakly_canonical(fs::absolute(output), e1), b = fs::weakly_canonical(fs::absolute(o.mask), e2);
+    if (output == o.mask || (!e1 && !e2 && a == b)) {
+      throw Error(fmt::format("-o '{}' and --mask '{}' name the same file: one would overwrite the other; give two "
+                              "names",
+                              output, o.mask));
+    }
+  }
+  if (o.max_pixels == 0) throw Error("--max-pixels 0: give the largest photo to accept, in pixels (width x height)");
   std::error_code ec;
   if (!fs::is_regular_file(model, ec)) {
     if (o.model.empty()) {
@@ -123,7 +131,8 @@ int remove_bg(const gpu::ContextOptions& context_options, const RemoveBgOptions&
   ro.preprocess = matting::parse_preprocess(o.preprocess);
   ro.size = o.size;
 
-  const image::Image photo = image::read_rgb(o.input);
+  *step = fmt::format("reading the photo '{}'", o.input);
+  const image::Image photo = image::read_rgb(o.input, o.max_pixels);
   auto say = [&](const std::string& line) {
     if (!o.quiet) fmt::print(stderr, "remove-bg: {}\n", line);
   };
@@ -136,6 +145,7 @@ int remove_bg(const gpu::ContextOptions& context_options, const RemoveBgOptions&
                   cpu ? ": the GPU work runs on the CPU, expect minutes for a large model" : ""));
 
   const double model_mib = double(fs::file_size(model, ec)) / double(1 << 20);
+  *step = fmt::format("loading the model '{}'", model);
   Step load(o.quiet, fmt::format("loading {} ({:.1f} MiB)", fs::path(model).filename().string(), ec ? 0.0 : model_mib));
   matting::Remover remover(ctx, model, ro);
   load.done();
@@ -143,6 +153,7 @@ int remove_bg(const gpu::ContextOptions& context_options, const RemoveBgOptions&
   say(fmt::format("{} pre-processing: input '{}' {}x{}, RGB {}", matting::preprocess_name(plan.kind), plan.input,
                   plan.width, plan.height, norm_str(plan.norm)));
 
+  *step = fmt::format("running the model on {}x{} pixels", photo.width, photo.height);
   Step first(o.quiet, "first run (builds the graph and compiles its shaders)");
   matting::Cutout cut = remover.run(photo);
   first.done();
@@ -155,8 +166,12 @@ int remove_bg(const gpu::ContextOptions& context_options, const RemoveBgOptions&
     steady.push_back(cut.run_s);
   }
 
+  *step = fmt::format("writing '{}'", output);
   image::write_png(output, cut.rgba);
-  if (!o.mask.empty()) image::write_png(o.mask, cut.alpha);
+  if (!o.mask.empty()) {
+    *step = fmt::format("writing '{}'", o.mask);
+    image::write_png(o.mask, cut.alpha);
+  }
   say(fmt::format("wrote {} ({}x{} RGBA, alpha = matte){}", output, photo.width, photo.height,
                   o.mask.empty() ? "" : fmt::format(" and {} (the matte, gray)", o.mask)));
 
@@ -168,6 +183,17 @@ int remove_bg(const gpu::ContextOptions& context_options, const RemoveBgOptions&
   }
   fmt::print("{}: {} ({}, {}x{} input)\n", output, line, a.name, plan.width, plan.height);
   return 0;
+}
+
+}  // namespace
+
+int remove_bg(const gpu::ContextOptions& context_options, const RemoveBgOptions& o) {
+  std::string step = "checking the arguments";
+  try {
+    return run(context_options, o, &step);
+  } catch (const std::bad_alloc&) {
+    throw HostOutOfMemory(step);
+  }
 }
 
 }  // namespace wgnn::tools

@@ -198,6 +198,10 @@ int main(int argc, char** argv) {
                  "auto (from the model's input: fixed size -> isnet, free size -> modnet), isnet or modnet");
   rb->add_option("--runs", rbo.runs, "Run the model N times and report the steady run time (default 1)");
   rb->add_flag("--quiet", rbo.quiet, "No progress lines");
+  rb->add_option("--max-pixels", rbo.max_pixels,
+                 fmt::format("The largest photo accepted, width x height in pixels (default {}, 8192x8192; "
+                             "checked from the header before decoding)",
+                             image::kDefaultMaxPixels));
 
   CLI11_PARSE(app, argc, argv);
   if (ops_cmd->parsed()) {
@@ -220,6 +224,11 @@ int main(int argc, char** argv) {
     if (bm->parsed()) return tools::bench_model(ctx, bmo);
     if (pf->parsed()) return tools::profile_model(ctx, pfo);
     if (conf->parsed()) return tools::conformance(ctx, co);
+  } catch (const std::bad_alloc&) {
+    // Where a command knows what it was doing, it says so (HostOutOfMemory).
+    fmt::print(stderr, "wgnn: error: out of host memory while running 'wgnn {}'\n",
+               app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name());
+    return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "wgnn: error: {}\n", e.what());
     return 1;

@@ -1,11 +1,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <numeric>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "gpu/recorder.h"
 #include "gpu/shaders.h"
+#include "error_of.h"
+#include "gpu/dispatch.h"
 #include "gpu_fixture.h"
 
 using namespace wgnn;
@@ -134,4 +139,57 @@ TEST(Context, UnknownKernelNamesFile) {
         }
       },
       Error);
+}
+
+namespace {
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+}  // namespace
+
+// A wait that times out is an Error, and the Context then closes cleanly:
+// Dawn calls the pending map's callback from ~Context, after the waiting
+// function has returned (its state once lived on that function's stack).
+TEST(Context, GpuWaitTimeoutIsAnErrorAndTheContextClosesCleanly) {
+  ScopedEnv env("WGNN_GPU_TIMEOUT_S", "0.05");
+  std::string error;
+  {
+    gpu::Context c;
+    const gpu::Pipeline& spin = c.pipeline("spin", R"(
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+  var x = id.x;
+  for (var i = 0u; i < 2000000u; i++) { x = x * 1664525u + 1013904223u + (x >> 7u); }
+  out[id.x] = x;
+})");
+    gpu::Buffer b = c.create_buffer(256 * 4, gpu::kStorageUsage, "spun");
+    gpu::Recorder r(c);
+    r.dispatch(spin, {{&b}}, gpu::Grid{4, 1, 1});
+    r.submit();
+    std::vector<uint32_t> out(256);
+    error = test::error_of([&] { c.read(b, out.data(), out.size() * 4); });
+  }
+  EXPECT_THAT(error, HasSubstr("mapping a readback buffer: the GPU did not finish within 0.05 s"));
+  EXPECT_THAT(error, HasSubstr("WGNN_GPU_TIMEOUT_S"));
+}
+
+TEST(Context, JunkTimeoutIsAnError) {
+  for (const char* junk : {"abc", "", "10s", "-1", "0", "nan", "inf", "1e99", "0x10", " 5"}) {
+    ScopedEnv env("WGNN_GPU_TIMEOUT_S", junk);
+    EXPECT_THAT(test::error_of([] { gpu::Context c; }),
+                HasSubstr(std::string("WGNN_GPU_TIMEOUT_S='") + junk + "': give the GPU wait limit in seconds"));
+  }
 }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "file_size_limit.h"
 #include "graph/npy.h"
 
 using namespace wgnn;
@@ -137,4 +138,32 @@ TEST(Npy, MalformedHeadersAreErrorsBeforeAllocating) {
   EXPECT_THAT(error(v2), HasSubstr("over the 65536 bytes accepted"));
   const std::string ok = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", std::string(4, '\0'));
   EXPECT_EQ(parse_npy(ok, "x.npy").shape, (Shape{1}));
+}
+
+// A full disk (here a file size limit) while writing an output: an Error
+// naming the file, and the good file already there is kept whole.
+TEST(Npy, FailedWriteKeepsTheOldFile) {
+  const fs::path p = tmpdir() / "kept.npy";
+  HostTensor small(DType::F32, {2});
+  small.as<float>()[0] = 1.5f;
+  small.as<float>()[1] = -2.0f;
+  write_npy(p.string(), small);
+  const HostTensor big(DType::F32, {1 << 18});
+  std::string e = "no error";
+  {
+    wgnn::test::FileSizeLimit limit(64 * 1024);
+    try {
+      write_npy(p.string(), big);
+    } catch (const wgnn::Error& err) {
+      e = err.what();
+    }
+  }
+  EXPECT_THAT(e, HasSubstr("kept.npy"));
+  EXPECT_THAT(e, HasSubstr("file size limit"));
+  const HostTensor back = read_npy(p.string());
+  EXPECT_EQ(back.shape, small.shape);
+  EXPECT_EQ(back.data, small.data);
+  for (const auto& entry : fs::directory_iterator(tmpdir())) {
+    EXPECT_EQ(entry.path().filename().string().find(".kept.npy.tmp"), std::string::npos) << entry.path();
+  }
 }

@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "error_of.h"
+#include "file_size_limit.h"
 #include "image/image.h"
 
 using namespace wgnn;
@@ -138,7 +139,7 @@ TEST(ImageIo, Errors) {
   write_file(tmp("text.png"), "this is not a picture\n");
   const std::string e = error_of([] { image::read_rgb(tmp("text.png")); });
   EXPECT_THAT(e, HasSubstr("text.png' is not an image"));
-  EXPECT_THAT(e, HasSubstr("PNG or JPEG"));
+  EXPECT_THAT(e, HasSubstr("PNG and JPEG are accepted"));
 
   // A PNG cut short: the header reads, the pixels do not.
   const std::string png = image::encode_png(pattern(64, 64, 3));
@@ -156,4 +157,70 @@ TEST(ImageIo, Errors) {
   EXPECT_THAT(error_of([] { image::encode_png(Image(2, 2, 5)); }), HasSubstr("1 to 4 channels"));
   EXPECT_THAT(error_of([] { image::write_png(tmp("no/such/folder/x.png"), Image(2, 2, 3)); }),
               HasSubstr("cannot write"));
+}
+
+namespace {
+// A PNG signature and an IHDR chunk claiming w x h (CRC not checked by the
+// size test), no pixel data.
+std::string png_header(uint32_t w, uint32_t h) {
+  std::string b("\x89PNG\r\n\x1a\n", 8);
+  b += std::string("\0\0\0\x0dIHDR", 8);
+  for (uint32_t v : {w, h}) {
+    for (int s = 24; s >= 0; s -= 8) b.push_back(char((v >> s) & 0xFF));
+  }
+  b += std::string("\x08\x02\0\0\0", 5);
+  b += std::string(4, '\0');  // CRC
+  return b;
+}
+}  // namespace
+
+TEST(ImageIo, TooLargeIsSaidFromTheHeader) {
+  const std::string huge = error_of([] { image::decode_rgb(png_header(100000, 100000), "huge.png"); });
+  EXPECT_THAT(huge, HasSubstr("'huge.png' is too large"));
+  EXPECT_THAT(huge, HasSubstr("100000x100000 pixels"));
+  // 16384 x 16384 is within the side limit but over the default pixel cap.
+  const std::string big = error_of([] { image::decode_rgb(png_header(16384, 16384), "big.png"); });
+  EXPECT_THAT(big, HasSubstr("too large"));
+  EXPECT_THAT(big, HasSubstr("67108864 pixels in all"));
+  // The cap is the caller's to choose.
+  const std::string png = image::encode_png(pattern(10, 10, 3));
+  EXPECT_THAT(error_of([&] { image::decode_rgb(png, "ten.png", 99); }), HasSubstr("99 pixels in all"));
+  EXPECT_EQ(image::decode_rgb(png, "ten.png", 100).width, 10);
+  // A JPEG's size comes from its frame header.
+  std::string jpg;
+  stbi_write_jpg_to_func([](void* ctx, void* data, int size) { static_cast<std::string*>(ctx)->append(static_cast<const char*>(data), size_t(size)); },
+                         &jpg, 20, 10, 3, pattern(20, 10, 3).pixels.data(), 90);
+  EXPECT_THAT(error_of([&] { image::decode_rgb(jpg, "small.jpg", 199); }), HasSubstr("20x10 pixels"));
+  EXPECT_EQ(image::decode_rgb(jpg, "small.jpg", 200).height, 10);
+}
+
+TEST(ImageIo, OnlyPngAndJpegAreDecoded) {
+  std::string bmp;
+  auto append = [](void* ctx, void* data, int size) {
+    static_cast<std::string*>(ctx)->append(static_cast<const char*>(data), size_t(size));
+  };
+  stbi_write_bmp_to_func(append, &bmp, 4, 4, 3, pattern(4, 4, 3).pixels.data());
+  EXPECT_THAT(error_of([&] { image::decode_rgb(bmp, "x.bmp"); }), HasSubstr("it looks like a BMP file"));
+  std::string tga;
+  stbi_write_tga_to_func(append, &tga, 4, 4, 3, pattern(4, 4, 3).pixels.data());
+  EXPECT_THAT(error_of([&] { image::decode_rgb(tga, "x.tga"); }), HasSubstr("PNG and JPEG are accepted"));
+  EXPECT_THAT(error_of([] { image::decode_rgb(std::string("GIF89a\x04\0\x04\0\0\0\0", 13), "x.gif"); }),
+              HasSubstr("it looks like a GIF file"));
+  EXPECT_THAT(error_of([] { image::decode_rgb("P6\n4 4\n255\n" + std::string(48, 'a'), "x.ppm"); }),
+              HasSubstr("it looks like a PNM file"));
+}
+
+TEST(ImageIo, FailedPngWriteKeepsTheOldFile) {
+  const std::string p = tmp("kept.png");
+  image::write_png(p, pattern(8, 8, 3));
+  std::string e;
+  {
+    wgnn::test::FileSizeLimit limit(4096);
+    e = error_of([&] { image::write_png(p, pattern(512, 512, 3)); });
+  }
+  EXPECT_THAT(e, HasSubstr("kept.png"));
+  EXPECT_THAT(e, HasSubstr("file size limit"));
+  const Image back = image::read_rgb(p);
+  EXPECT_EQ(back.width, 8);
+  EXPECT_EQ(back.pixels, pattern(8, 8, 3).pixels);
 }

@@ -4,7 +4,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include "gpu/error.h"
@@ -168,6 +172,45 @@ TEST(Loader, GraphValuesAndCycles) {
     b.g->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::STRING);
     EXPECT_THAT(load_error(b), HasSubstr("graph value 'x': element type string"));
   }
+}
+
+TEST(Loader, ModelWithoutOpsetImport) {
+  ModelBuilder b = relu_model();
+  b.m.clear_opset_import();
+  const std::string e = load_error(b);
+  EXPECT_THAT(e, HasSubstr("has no opset_import for the ONNX domain"));
+  EXPECT_THAT(e, testing::Not(HasSubstr("opset 1")));
+}
+
+// An external-data location naming a FIFO blocked the load forever; a folder
+// or a device is no data either.
+TEST(Loader, ExternalDataMustBeARegularFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("wgnn_loader_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "folder");
+  ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
+  auto with_location = [&](const std::string& location) {
+    ModelBuilder b = relu_model();
+    auto* t = b.g->add_initializer();
+    t->set_name("w");
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(4);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* kv = t->add_external_data();
+    kv->set_key("location");
+    kv->set_value(location);
+    try {
+      load_model_from_bytes(b.m.SerializeAsString(), "m.onnx", dir.string());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(with_location("pipe"), HasSubstr("external data location 'pipe' is not a regular file"));
+  EXPECT_THAT(with_location("folder"), HasSubstr("is not a regular file"));
+  EXPECT_THAT(with_location("absent.bin"), HasSubstr("cannot open external data file"));
+  fs::remove_all(dir);
 }
 
 // ONNX rules that ONNX Runtime enforces (onnx/schema_check.h): each of these
