@@ -9,14 +9,14 @@
 #
 # Needs build/wgnn, .deps/dawn, .gl, .payload/lib (bench/make_payload.sh),
 # the photo at .payload/astronaut.png, and ISNet as .deps/models/isnet.onnx
-# or .payload/isnet.onnx.part-* (split to travel where transfers are
-# size-limited; joined here). Writes $OUT/any_adapter_isnet.{md,json} and
+# (or ISNET=FILE) or .payload/isnet.onnx.part-* (split to travel where
+# transfers are size-limited; joined here). Writes $OUT/any_adapter_isnet.{md,json} and
 # the masks.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-model=.deps/models/isnet.onnx
+model=${ISNET:-.deps/models/isnet.onnx}
 if [ ! -f "$model" ]; then
   model=${TMPDIR:-/tmp}/isnet.onnx
   cat .payload/isnet.onnx.part-* > "$model" || { echo "run_any_adapter: no ISNet parts in .payload" >&2; exit 1; }
