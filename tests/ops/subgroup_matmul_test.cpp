@@ -124,10 +124,12 @@ TEST(SubgroupMatmulWgsl, GeneratesEveryLayoutAndRejectsBadTiles) {
     ops::SubgroupMatmulConfig c;
     c.out_f16 = true, c.act = act;
     const std::string w = ops::subgroup_matmul_wgsl(c);
-    EXPECT_EQ(w.find("erf1(") != std::string::npos, act == 1);
-    EXPECT_EQ(w.find("tanh(") != std::string::npos, act == 2);
-    EXPECT_EQ(w.find("max(y0, 0.0)") != std::string::npos, act == 3);
-    EXPECT_EQ(w.find("clamp(y0, P.lo, P.hi)") != std::string::npos, act == 4);
+    // The epilogue's own line (lib/math.wgsl, pasted in for any activation,
+    // defines erf1 and tanh1 for all of them).
+    EXPECT_EQ(w.find("(1.0 + erf1(y0 * 0.70710678118654752))") != std::string::npos, act == 1);
+    EXPECT_EQ(w.find("(1.0 + tanh1(0.7978845608028654 * (y0 + ") != std::string::npos, act == 2);
+    EXPECT_EQ(w.find("select(max(y0, 0.0), y0, isnan1(y0))") != std::string::npos, act == 3);
+    EXPECT_EQ(w.find("select(clamp(y0, P.lo, P.hi), y0, isnan1(y0))") != std::string::npos, act == 4);
   }
   // The loads: from clamped per-thread addresses with K checked on the last
   // tile only, unless every load is to be checked (/c).
