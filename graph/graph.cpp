@@ -160,8 +160,10 @@ void Graph::check_bindings(const std::vector<DispatchNode>& nodes) const {
       }
       if (bound_bytes(b) > limit) {
         throw Error(fmt::format("{}: tensor '{}' {} {} is {} bytes, over this device's maxStorageBufferBindingSize "
-                                "of {} bytes; this op binds it whole, so it cannot run on this device (elementwise "
-                                "unary ops split larger tensors; others do not)",
+                                "of {} bytes; this op binds it whole, so it cannot run on this device (ops that split "
+                                "larger tensors: elementwise unary and binary, copies, concatenation, index_select, "
+                                "gather, matmul, linear, gemm; a device with a larger maxStorageBufferBindingSize "
+                                "runs this one)",
                                 node.op, t.name, dtype_name(t.dtype), shape_str(t.shape), t.gpu_bytes(), limit));
       }
     }
