@@ -566,7 +566,8 @@ void record_index(const Args& a, TensorRef dst, TensorRef src, TensorRef index, 
       q.row_hi = uint32_t(r.start + r.count);
       g.add_dispatch(pl,
                      {bind_bytes(g, dst, o.start * es, o.count * es), Binding::of(g.uniform(q)),
-                      bind_bytes(g, src, r.start * row_bytes, r.count * row_bytes), Binding::of(index)},
+                      rows.size() == 1 ? Binding::of(src) : bind_bytes(g, src, r.start * row_bytes, r.count * row_bytes),
+                      Binding::of(index)},
                      grid_for(g, gpu::ceil_div(o.count, 256)), std::string(a.op), std::string(label));
     }
   }

@@ -258,16 +258,47 @@ TEST(BindingSplit, MatmulSplitsKAndM) {
   }
 }
 
+TEST(BindingSplit, ReductionsSplit) {
+  // [R, C] over the limit (C = 70: spans inside no row, but R spans are
+  // not vec4 groups): sum over C (spans of kept rows), amax over R (spans
+  // of reduced rows, partials joined), mean over everything.
+  const int64_t R = 300, C = 70;
+  const auto xs = random_floats(size_t(R * C), -1.f, 1.f, 20);
+  Graph g(small_ctx());
+  TensorRef x = upload(g, {R, C}, xs, DType::F32);
+  TensorRef s = ops::call(g, "aten.sum.dim_IntList", {x, IntList{1}, false, None{}}).tensor();
+  TensorRef m = ops::call(g, "aten.amax.default", {x, IntList{0}, false}).tensor();
+  TensorRef mean = ops::call(g, "aten.mean.dim", {x, None{}, false, None{}}).tensor();
+  g.mark_output(s);
+  g.mark_output(m);
+  g.mark_output(mean);
+  g.run();
+  EXPECT_GE(g.dispatches().size(), 8u);
+  std::vector<double> want_s(size_t(R), 0.0), want_m(size_t(C), -1e30);
+  double total = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < C; ++c) {
+      const double v = xs[size_t(r * C + c)];
+      want_s[size_t(r)] += v;
+      want_m[size_t(c)] = std::max(want_m[size_t(c)], v);
+      total += v;
+    }
+  }
+  EXPECT_TRUE(all_close(download(g, s), want_s, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(download(g, m), want_m, 0, 0));
+  EXPECT_TRUE(all_close(download(g, mean), {total / double(R * C)}, 1e-6, 1e-5));
+}
+
 TEST(BindingSplit, WhatCannotRunSaysWhy) {
-  // A reduction binds its input whole: the error names the op, the
-  // tensor, its size, the limit and the ops that split.
+  // Softmax binds its input whole: the error names the op, the tensor,
+  // its size, the limit and the ops that split.
   Graph g(small_ctx());
   TensorRef x = g.add_tensor({kFloats + 4}, DType::F32, TensorKind::Input, "x");
   try {
-    ops::call(g, "aten.sum.dim_IntList", {x, IntList{0}, false, None{}});
+    ops::call(g, "aten._softmax.default", {x, int64_t(0), false});
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("aten.sum.dim_IntList"));
+    EXPECT_THAT(e.what(), HasSubstr("aten._softmax.default"));
     EXPECT_THAT(e.what(), HasSubstr(fmt::format("is {} bytes", (kFloats + 4) * 4)));
     EXPECT_THAT(e.what(), HasSubstr(fmt::format("maxStorageBufferBindingSize of {} bytes", kLimit)));
     EXPECT_THAT(e.what(), HasSubstr("ops that split"));
