@@ -162,8 +162,8 @@ void Graph::check_bindings(const std::vector<DispatchNode>& nodes) const {
         throw Error(fmt::format("{}: tensor '{}' {} {} is {} bytes, over this device's maxStorageBufferBindingSize "
                                 "of {} bytes; this op binds it whole, so it cannot run on this device (ops that split "
                                 "larger tensors: elementwise unary and binary, copies, concatenation, index_select, "
-                                "gather, matmul, linear, gemm; a device with a larger maxStorageBufferBindingSize "
-                                "runs this one)",
+                                "gather, matmul, linear, gemm, sum, mean, amax, amin, prod; a device with a larger "
+                                "maxStorageBufferBindingSize runs this one)",
                                 node.op, t.name, dtype_name(t.dtype), shape_str(t.shape), t.gpu_bytes(), limit));
       }
     }

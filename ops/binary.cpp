@@ -229,7 +229,7 @@ TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
         bind.push_back(Binding::of(g.ctx().dummy_buffer()));
       } else if (mode[k] == 0) {
         bind.push_back(bind_bytes(g, in.t, first * es[k], elems * es[k]));
-      } else if (mode[k] == 2 && stride0[k] != 0) {
+      } else if (mode[k] == 2 && stride0[k] != 0 && spans.size() > 1) {
         const uint64_t from = sp.start * stride0[k];
         bind.push_back(bind_bytes(g, in.t, from * es[k], ((sp.count - 1) * stride0[k] + reach[k]) * es[k]));
       } else {

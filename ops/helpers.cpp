@@ -194,8 +194,8 @@ void Args::require_fits_binding(TensorRef t, std::string_view name) const {
   if (ti.gpu_bytes() > limit) {
     fail(fmt::format("argument '{}' {} {} is {} bytes, over this device's maxStorageBufferBindingSize of {} bytes; "
                      "this op binds it whole (ops that split larger tensors: elementwise unary and binary, copies, "
-                     "concatenation, index_select, gather, matmul, linear, gemm); a device with a larger "
-                     "maxStorageBufferBindingSize runs it",
+                     "concatenation, index_select, gather, matmul, linear, gemm, sum, mean, amax, amin, prod); a device "
+                     "with a larger maxStorageBufferBindingSize runs it",
                      name, dtype_name(ti.dtype), shape_str(ti.shape), ti.gpu_bytes(), limit));
   }
 }

@@ -175,7 +175,6 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
                  2.0 * double(p.M) * double(p.N) * double(p.K) * double(batch));
 }
 
-
 // A single product with an operand or the result over the binding limit,
 // cut into products of parts (record_split's cases, in order):
 //   - B fits, A not transposed: spans of rows of M (A, the result and a

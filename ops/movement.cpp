@@ -213,7 +213,10 @@ void record_copy_part(const Args& a, TensorRef dst, TensorRef src, const CopyPla
   const uint64_t es = gpu_dtype_size(g.info(dst).dtype), align = binding_alignment(g);
   const auto [slo, shi] = src_extent(p);
   const auto [dlo, dhi] = dst_extent(p);
-  const uint64_t s0 = uint64_t(slo) * es / align * align, d0 = uint64_t(dlo) * es / align * align;
+  // A tensor that fits is bound whole (offset 0), as when nothing splits.
+  const uint64_t limit = binding_limit(g);
+  const uint64_t s0 = g.info(src).gpu_bytes() <= limit ? 0 : uint64_t(slo) * es / align * align;
+  const uint64_t d0 = g.info(dst).gpu_bytes() <= limit ? 0 : uint64_t(dlo) * es / align * align;
   CopyParams cp{};
   cp.count = uint32_t(numel(p.shape));
   cp.rank = uint32_t(p.shape.size());
@@ -229,8 +232,10 @@ void record_copy_part(const Args& a, TensorRef dst, TensorRef src, const CopyPla
   const gpu::Pipeline& pl =
       kernel(g, "ops/kernels/copy.wgsl", element_subs(g, g.info(dst).dtype, a.op), {{"MODE", double(p.mode)}});
   g.add_dispatch(pl,
-                 {bind_bytes(g, dst, d0, uint64_t(dhi + 1) * es - d0), Binding::of(g.uniform(cp)),
-                  bind_bytes(g, src, s0, uint64_t(shi + 1) * es - s0), fill},
+                 {g.info(dst).gpu_bytes() <= limit ? Binding::of(dst) : bind_bytes(g, dst, d0, uint64_t(dhi + 1) * es - d0),
+                  Binding::of(g.uniform(cp)),
+                  g.info(src).gpu_bytes() <= limit ? Binding::of(src) : bind_bytes(g, src, s0, uint64_t(shi + 1) * es - s0),
+                  fill},
                  grid_for(g, gpu::ceil_div(uint64_t(cp.count), 256)), std::string(a.op), std::string(label));
 }
 
