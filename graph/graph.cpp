@@ -147,6 +147,19 @@ uint64_t Graph::bound_bytes(const Binding& b) const {
   return b.size ? b.size : t.gpu_bytes();
 }
 
+std::string binding_limit_advice(const gpu::Context& ctx) {
+  std::string s =
+      "ops that split larger tensors: elementwise unary and binary, copies (permute, expand, slice, pad, repeat), "
+      "cat, index_select, gather, matmul, linear, gemm, addmm, sum, mean, amax, amin, prod; ";
+  if (ctx.limits_mode() == "default") {
+    s += "this device was asked for WebGPU's default limits (WGNN_LIMITS=default): WGNN_LIMITS=adapter gives the "
+         "adapter's own, which may be larger";
+  } else {
+    s += "an adapter with a larger maxStorageBufferBindingSize runs it";
+  }
+  return s;
+}
+
 void Graph::check_bindings(const std::vector<DispatchNode>& nodes) const {
   const uint64_t limit = ctx_.limits().max_storage_buffer_binding_size;
   for (const DispatchNode& node : nodes) {
@@ -160,11 +173,9 @@ void Graph::check_bindings(const std::vector<DispatchNode>& nodes) const {
       }
       if (bound_bytes(b) > limit) {
         throw Error(fmt::format("{}: tensor '{}' {} {} is {} bytes, over this device's maxStorageBufferBindingSize "
-                                "of {} bytes; this op binds it whole, so it cannot run on this device (ops that split "
-                                "larger tensors: elementwise unary and binary, copies, concatenation, index_select, "
-                                "gather, matmul, linear, gemm, sum, mean, amax, amin, prod; a device with a larger "
-                                "maxStorageBufferBindingSize runs this one)",
-                                node.op, t.name, dtype_name(t.dtype), shape_str(t.shape), t.gpu_bytes(), limit));
+                                "of {} bytes; this op binds it whole, so it cannot run on this device ({})",
+                                node.op, t.name, dtype_name(t.dtype), shape_str(t.shape), t.gpu_bytes(), limit,
+                                binding_limit_advice(ctx_)));
       }
     }
   }

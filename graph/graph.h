@@ -63,6 +63,12 @@ struct DispatchNode {
   double flops = 0;
 };
 
+// What an error about a tensor over maxStorageBufferBindingSize adds: the
+// ops that split larger tensors, and the setting that would let this one run
+// (WGNN_LIMITS=adapter where the device was asked for WebGPU's defaults,
+// else an adapter with a larger limit).
+std::string binding_limit_advice(const gpu::Context& ctx);
+
 class Graph {
  public:
   explicit Graph(gpu::Context& ctx);

@@ -106,8 +106,8 @@ std::vector<Span> binding_spans(Graph& g, uint64_t total, const std::vector<uint
   most = most / step * step;
   if (most == 0) {
     throw Error(fmt::format("{}: cannot split it into parts within this device's maxStorageBufferBindingSize of {} "
-                            "bytes: its smallest aligned part ({} units of {} bytes) is larger",
-                            what, limit, step, fmt::join(unit_bytes, "/")));
+                            "bytes: its smallest aligned part ({} units of {} bytes) is larger ({})",
+                            what, limit, step, fmt::join(unit_bytes, "/"), binding_limit_advice(g.ctx())));
   }
   std::vector<Span> spans;
   for (uint64_t s = 0; s < total; s += most) spans.push_back(Span{s, std::min(most, total - s)});
@@ -193,10 +193,9 @@ void Args::require_fits_binding(TensorRef t, std::string_view name) const {
   const uint64_t limit = g.ctx().limits().max_storage_buffer_binding_size;
   if (ti.gpu_bytes() > limit) {
     fail(fmt::format("argument '{}' {} {} is {} bytes, over this device's maxStorageBufferBindingSize of {} bytes; "
-                     "this op binds it whole (ops that split larger tensors: elementwise unary and binary, copies, "
-                     "concatenation, index_select, gather, matmul, linear, gemm, sum, mean, amax, amin, prod); a device "
-                     "with a larger maxStorageBufferBindingSize runs it",
-                     name, dtype_name(ti.dtype), shape_str(ti.shape), ti.gpu_bytes(), limit));
+                     "this op binds it whole ({})",
+                     name, dtype_name(ti.dtype), shape_str(ti.shape), ti.gpu_bytes(), limit,
+                     binding_limit_advice(g.ctx())));
   }
 }
 

@@ -197,7 +197,7 @@ TensorRef record_split(const Args& a, const Gemm& p, uint64_t es) {
   if (bytes(p.b) <= limit && !p.a_trans) {
     std::vector<uint64_t> units = {uint64_t(p.N) * es, uint64_t(p.K) * es};
     const bool bias_moves = p.bias.id >= 0 && p.bias_sm != 0;
-    if (p.bias.id >= 0 && !bias_moves && bytes(p.bias) > limit) a.fail(what + ": its bias is over the limit");
+    if (p.bias.id >= 0 && !bias_moves && bytes(p.bias) > limit) a.fail(what + ": its bias is over the limit (" + binding_limit_advice(g.ctx()) + ")");
     std::vector<uint64_t> extra = {0, 0};
     if (bias_moves) {
       units.push_back(uint64_t(p.bias_sm) * es);
@@ -214,11 +214,11 @@ TensorRef record_split(const Args& a, const Gemm& p, uint64_t es) {
     }
     return y;
   }
-  if (bytes(p.a) > limit) a.fail(what + ": both operands are over the limit; one of them is split, not both");
+  if (bytes(p.a) > limit) a.fail(what + ": both operands are over the limit; one of them is split, not both (" + binding_limit_advice(g.ctx()) + ")");
   if (p.b_trans) {
     // Columns of the result: B rows [n0, n1), each product its own tensor.
     const bool bias_moves = p.bias.id >= 0 && p.bias_sn != 0;
-    if (p.bias.id >= 0 && !bias_moves && bytes(p.bias) > limit) a.fail(what + ": its bias is over the limit");
+    if (p.bias.id >= 0 && !bias_moves && bytes(p.bias) > limit) a.fail(what + ": its bias is over the limit (" + binding_limit_advice(g.ctx()) + ")");
     std::vector<uint64_t> units = {uint64_t(p.K) * es, uint64_t(p.M) * es}, extra = {0, 0};
     if (bias_moves) {
       units.push_back(uint64_t(p.bias_sn) * es);
@@ -240,9 +240,9 @@ TensorRef record_split(const Args& a, const Gemm& p, uint64_t es) {
     return g.add_view(joined, p.out_shape);
   }
   // Rows of K: B rows [k0, k1), A columns (or rows, transposed) from k0.
-  if (out_bytes > limit) a.fail(what + ": its result and its operand B are both over the limit");
+  if (out_bytes > limit) a.fail(what + ": its result and its operand B are both over the limit (" + binding_limit_advice(g.ctx()) + ")");
   const TensorRef y = g.add_tensor(p.out_shape, dt);
-  if (p.bias.id >= 0 && bytes(p.bias) > limit) a.fail(what + ": its bias is over the limit");
+  if (p.bias.id >= 0 && bytes(p.bias) > limit) a.fail(what + ": its bias is over the limit (" + binding_limit_advice(g.ctx()) + ")");
   const uint64_t a_unit = (p.a_trans ? uint64_t(p.M) : 1) * es;
   const uint64_t a_reach = p.a_trans ? 0 : uint64_t(p.M - 1) * uint64_t(p.K) * es;
   const std::vector<Span> spans =
@@ -335,8 +335,8 @@ TensorRef record(const Args& a, Gemm p) {
   }
   if (!shape.empty()) {
     a.fail(fmt::format("a batched product ({}) with an operand or result over this device's "
-                       "maxStorageBufferBindingSize of {} bytes; only single products are split",
-                       shape_str(p.out_shape), binding_limit(g)));
+                       "maxStorageBufferBindingSize of {} bytes; only single products are split ({})",
+                       shape_str(p.out_shape), binding_limit(g), binding_limit_advice(g.ctx())));
   }
   return record_split(a, p, es);
 }

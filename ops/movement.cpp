@@ -263,9 +263,9 @@ void record_copy_split(const Args& a, TensorRef dst, TensorRef src, const CopyPl
   if (d == p.shape.size()) {
     const TensorInfo &si = g.info(src), &di = g.info(dst);
     a.fail(fmt::format("{} from {} {} into {} {}: cannot cut the copy into parts within this device's "
-                       "maxStorageBufferBindingSize of {} bytes",
+                       "maxStorageBufferBindingSize of {} bytes ({})",
                        label, dtype_name(si.dtype), shape_str(si.shape), dtype_name(di.dtype), shape_str(di.shape),
-                       limit));
+                       limit, binding_limit_advice(g.ctx())));
   }
   // The longest run from the start that fits (extents grow with the run).
   int64_t lo = 0, hi = p.shape[d];
@@ -556,8 +556,9 @@ void record_index(const Args& a, TensorRef dst, TensorRef src, TensorRef index, 
   for (size_t k = 0; k < d; ++k) outer *= src_shape[k];
   if (outer != 1 && si.gpu_bytes() > binding_limit(g)) {
     a.fail(fmt::format("argument 'self' {} {} is {} bytes, over this device's maxStorageBufferBindingSize of {} "
-                       "bytes; a table is split only by rows of its outermost dims (dim {} is not)",
-                       dtype_name(si.dtype), shape_str(si.shape), si.gpu_bytes(), binding_limit(g), d));
+                       "bytes; a table is split only by rows of its outermost dims (dim {} is not; {})",
+                       dtype_name(si.dtype), shape_str(si.shape), si.gpu_bytes(), binding_limit(g), d,
+                       binding_limit_advice(g.ctx())));
   }
   const uint64_t row_bytes = uint64_t(strides[d]) * es;
   const std::vector<Span> rows = binding_spans(g, uint64_t(src_shape[d]), {row_bytes}, 1, what);

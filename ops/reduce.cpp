@@ -271,8 +271,8 @@ Value reduce(const Args& a, TensorRef x, const std::vector<bool>& red, bool keep
   ValueList partials;
   if (uint64_t(rows) * 4 > binding_limit(g)) {
     a.fail(fmt::format("argument 'self' {} {} is over this device's maxStorageBufferBindingSize of {} bytes, and so "
-                       "is its result: only one of them is split",
-                       dtype_name(g.info(x).dtype), shape_str(in), binding_limit(g)));
+                       "is its result: only one of them is split ({})",
+                       dtype_name(g.info(x).dtype), shape_str(in), binding_limit(g), binding_limit_advice(g.ctx())));
   }
   for (const Span& s : binding_spans(g, uint64_t(in[d0]), {unit * es}, 1, what)) {
     part[d0] = int64_t(s.count);

@@ -326,6 +326,20 @@ TEST(BindingSplit, WhatCannotRunSaysWhy) {
     EXPECT_THAT(e.what(), HasSubstr(fmt::format("is {} bytes", (kFloats + 4) * 4)));
     EXPECT_THAT(e.what(), HasSubstr(fmt::format("maxStorageBufferBindingSize of {} bytes", kLimit)));
     EXPECT_THAT(e.what(), HasSubstr("ops that split"));
+    EXPECT_THAT(e.what(), HasSubstr("an adapter with a larger maxStorageBufferBindingSize"));
+  }
+  // Under WebGPU's default limits the error names the setting that lifts them.
+  gpu::ContextOptions o;
+  o.limits = "default";
+  gpu::Context dc(o);
+  Graph gd(dc);
+  TensorRef big = gd.add_tensor({int64_t(dc.limits().max_storage_buffer_binding_size / 4 + 4)}, DType::F32,
+                                TensorKind::Input, "big");
+  try {
+    ops::call(gd, "aten._softmax.default", {big, int64_t(0), false});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("WGNN_LIMITS=adapter"));
   }
   // A result over maxBufferSize cannot exist at all.
   TensorRef r = g.add_tensor({1, 64}, DType::F32, TensorKind::Input, "row");
