@@ -239,27 +239,36 @@ void record_copy_part(const Args& a, TensorRef dst, TensorRef src, const CopyPla
                  grid_for(g, gpu::ceil_div(uint64_t(cp.count), 256)), std::string(a.op), std::string(label));
 }
 
-// Records plan `p`, cut into parts along its outer dims where its source
-// or destination is over maxStorageBufferBindingSize: each part is the
-// longest run of the outermost cuttable dim whose bound bytes fit, or one
-// coordinate of it, cut further along the next dims.
+// Records plan `p`, cut into parts where its source or destination is over
+// maxStorageBufferBindingSize: runs of the dim that spans the most of the
+// side over the limit, each the longest whose bytes on that side fit, cut
+// again (along other dims) while the other side is over.
 void record_copy_split(const Args& a, TensorRef dst, TensorRef src, const CopyPlan& p, const Binding& fill,
                        std::string_view label) {
   Graph& g = a.g;
   const uint64_t es = gpu_dtype_size(g.info(dst).dtype), align = binding_alignment(g), limit = binding_limit(g);
-  auto fits = [&](const CopyPlan& q) {
-    const auto [slo, shi] = src_extent(q);
-    const auto [dlo, dhi] = dst_extent(q);
-    return uint64_t(shi + 1) * es - uint64_t(slo) * es / align * align <= limit &&
-           uint64_t(dhi + 1) * es - uint64_t(dlo) * es / align * align <= limit;
+  auto side_fits = [&](const CopyPlan& q, bool src_side) {
+    const auto [lo, hi] = src_side ? src_extent(q) : dst_extent(q);
+    return uint64_t(hi + 1) * es - uint64_t(lo) * es / align * align <= limit;
   };
+  auto fits = [&](const CopyPlan& q) { return side_fits(q, true) && side_fits(q, false); };
   if (fits(p)) return record_copy_part(a, dst, src, p, fill, label);
-  size_t d = 0;
-  auto cuttable = [&](size_t k) {
+  // Cut the dim that spans the most of the side over the limit (source
+  // first): a transpose is cut into blocks, not into its rows.
+  const bool src_side = !side_fits(p, true);
+  size_t d = p.shape.size();
+  int64_t widest = 0;
+  for (size_t k = 0; k < p.shape.size(); ++k) {
     const bool plain = p.lo[k] == 0 && p.in_dim[k] == p.shape[k];
-    return p.shape[k] > 1 && (plain || p.mode != kWrap);
-  };
-  while (d < p.shape.size() && !cuttable(d)) ++d;
+    if (p.shape[k] <= 1 || (!plain && p.mode == kWrap)) continue;  // not cuttable
+    // Cutting a padded dim narrows the destination, not the source (all of in_dim is read).
+    const int64_t span = src_side ? (plain ? (p.shape[k] - 1) * std::abs(p.src_stride[k]) : 0)
+                                  : (p.shape[k] - 1) * p.dst_stride[k];
+    if (span > widest) {
+      widest = span;
+      d = k;
+    }
+  }
   if (d == p.shape.size()) {
     const TensorInfo &si = g.info(src), &di = g.info(dst);
     a.fail(fmt::format("{} from {} {} into {} {}: cannot cut the copy into parts within this device's "
@@ -267,11 +276,12 @@ void record_copy_split(const Args& a, TensorRef dst, TensorRef src, const CopyPl
                        label, dtype_name(si.dtype), shape_str(si.shape), dtype_name(di.dtype), shape_str(di.shape),
                        limit, binding_limit_advice(g.ctx())));
   }
-  // The longest run from the start that fits (extents grow with the run).
+  // The longest run from the start for which that side fits (extents grow
+  // with the run).
   int64_t lo = 0, hi = p.shape[d];
   while (lo < hi) {
     const int64_t mid = (lo + hi + 1) / 2;
-    if (fits(sub_plan(p, d, 0, mid))) {
+    if (side_fits(sub_plan(p, d, 0, mid), src_side)) {
       lo = mid;
     } else {
       hi = mid - 1;
@@ -279,8 +289,8 @@ void record_copy_split(const Args& a, TensorRef dst, TensorRef src, const CopyPl
   }
   const int64_t run = std::max<int64_t>(lo, 1);
   for (int64_t start = 0; start < p.shape[d]; start += run) {
-    // A run that does not fit (alignment slack, or one coordinate too
-    // large) is cut again: along dim d, or past it when the run is 1.
+    // A run that does not fit (the other side over, alignment slack, or
+    // one coordinate too large) is cut again.
     const CopyPlan q = sub_plan(p, d, start, std::min(run, p.shape[d] - start));
     if (fits(q)) {
       record_copy_part(a, dst, src, q, fill, label);
