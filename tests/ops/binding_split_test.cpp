@@ -144,6 +144,28 @@ TEST(BindingSplit, IndexSelectOnALargeTable) {
   }
 }
 
+TEST(BindingSplit, GatherElementsOnALargeTable) {
+  // aten.gather along dim 0 of a [300, 64] table (76800 bytes): an index
+  // per output element, rows from both table parts.
+  const int64_t V = 300, D = 64, n = 50;
+  Graph g(small_ctx());
+  const auto table = random_floats(size_t(V * D), -1.f, 1.f, 22);
+  std::vector<int32_t> idx(static_cast<size_t>(n * D));
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = int32_t((i * 7919 + i / 3) % size_t(V));
+  idx[5] = -1;
+  TensorRef t = upload(g, {V, D}, table, DType::F32);
+  TensorRef ix = g.add_tensor({n, D}, DType::I32, TensorKind::Input);
+  g.write(ix, idx.data(), idx.size() * 4);
+  TensorRef y = ops::call(g, "aten.gather.default", {t, int64_t(0), ix}).tensor();
+  EXPECT_GE(run_graph(g, y), 2u);
+  std::vector<float> want(idx.size());
+  for (size_t i = 0; i < idx.size(); ++i) {
+    const int64_t r = idx[i] < 0 ? idx[i] + V : idx[i];
+    want[i] = table[size_t(r * D) + i % size_t(D)];
+  }
+  EXPECT_TRUE(same_bits(download(g, y), want));
+}
+
 TEST(BindingSplit, Float16CopiesAndUnarySplit) {
   if (!small_ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
   // float16 [300, 130]: 78000 bytes; a transpose (2-byte elements, spans
@@ -212,6 +234,19 @@ TEST(BindingSplit, CopiesSplit) {
     }
     EXPECT_TRUE(same_bits(download(g, z), want));
   }
+}
+
+TEST(BindingSplit, CatAlongDim0IntoAResultOverTheLimit) {
+  // Two inputs of 48000 bytes each into a 96000-byte result: each copy
+  // writes its block of the result through a range.
+  const auto xs = random_floats(12000, -1.f, 1.f, 23), ys = random_floats(12000, -1.f, 1.f, 24);
+  Graph g(small_ctx());
+  TensorRef x = upload(g, {100, 120}, xs, DType::F32), y = upload(g, {100, 120}, ys, DType::F32);
+  TensorRef z = ops::call(g, "aten.cat.default", {ValueList{x, y}, int64_t(0)}).tensor();
+  EXPECT_EQ(run_graph(g, z), 2u);
+  std::vector<float> want(xs);
+  want.insert(want.end(), ys.begin(), ys.end());
+  EXPECT_TRUE(same_bits(download(g, z), want));
 }
 
 namespace {
