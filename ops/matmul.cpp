@@ -272,6 +272,53 @@ TensorRef record_split(const Args& a, const Gemm& p, uint64_t es) {
   return y;
 }
 
+// A product over one batch dim (`shape`, strides `st`) with an operand or
+// the result over the binding limit: spans of the batch, each operand that
+// moves along it bound from its span's first matrix (one that does not,
+// such as a shared weight, whole).
+TensorRef record_batch_split(const Args& a, const Gemm& p, const Shape& shape, const std::array<Shape, 3>& st,
+                             uint64_t es) {
+  Graph& g = a.g;
+  const std::array<TensorRef, 3> ops = {p.a, p.b, p.bias};
+  // Elements one matrix of each operand spans from its start.
+  const std::array<uint64_t, 3> reach = {uint64_t(p.M * p.K), uint64_t(p.K * p.N),
+                                         uint64_t((p.M - 1) * p.bias_sm + (p.N - 1) * p.bias_sn + 1)};
+  std::vector<uint64_t> units = {uint64_t(p.M * p.N) * es}, extra = {0};
+  for (size_t k = 0; k < 3; ++k) {
+    if (ops[k].id < 0) continue;
+    if (st[k][0] == 0) {
+      if (g.info(ops[k]).gpu_bytes() > binding_limit(g)) {
+        a.fail(fmt::format("a batched product ({}) whose operand {} {} is shared by every batch and over this "
+                           "device's maxStorageBufferBindingSize of {} bytes ({})",
+                           shape_str(p.out_shape), k == 0 ? "A" : k == 1 ? "B" : "bias",
+                           shape_str(g.info(ops[k]).shape), binding_limit(g), binding_limit_advice(g.ctx())));
+      }
+      continue;
+    }
+    // A span of c matrices binds (c - 1) * stride + reach elements.
+    units.push_back(uint64_t(st[k][0]) * es);
+    extra.push_back(reach[k] > uint64_t(st[k][0]) ? (reach[k] - uint64_t(st[k][0])) * es : 0);
+  }
+  const TensorRef y = g.add_tensor(p.out_shape, g.info(p.a).dtype);
+  const std::string what = fmt::format("{}: the batched product {}", a.op, shape_str(p.out_shape));
+  for (const Span& s : binding_spans(g, uint64_t(shape[0]), units, 1, what, extra)) {
+    std::array<Binding, 3> b;
+    for (size_t k = 0; k < 3; ++k) {
+      if (ops[k].id < 0) {
+        b[k] = Binding::of(g.ctx().dummy_buffer());
+      } else if (st[k][0] == 0) {
+        b[k] = Binding::of(ops[k]);
+      } else {
+        const uint64_t stride = uint64_t(st[k][0]) * es;
+        b[k] = bind_bytes(g, ops[k], s.start * stride, (s.count - 1) * stride + reach[k] * es);
+      }
+    }
+    dispatch(a, p, {int64_t(s.count)}, st, bind_bytes(g, y, s.start * units[0], s.count * units[0]), b[0], b[1],
+             b[2]);
+  }
+  return y;
+}
+
 // Records the product (none when the result is empty).
 TensorRef record(const Args& a, Gemm p) {
   Graph& g = a.g;
@@ -333,10 +380,12 @@ TensorRef record(const Args& a, Gemm p) {
              p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer()));
     return y;
   }
+  if (shape.size() == 1) return record_batch_split(a, p, shape, st, es);
   if (!shape.empty()) {
-    a.fail(fmt::format("a batched product ({}) with an operand or result over this device's "
-                       "maxStorageBufferBindingSize of {} bytes; only single products are split ({})",
-                       shape_str(p.out_shape), binding_limit(g), binding_limit_advice(g.ctx())));
+    a.fail(fmt::format("a product with batch dims {} that do not merge into one, with an operand or result over "
+                       "this device's maxStorageBufferBindingSize of {} bytes; only single products and one batch "
+                       "dim are split ({})",
+                       shape_str(shape), binding_limit(g), binding_limit_advice(g.ctx())));
   }
   return record_split(a, p, es);
 }

@@ -320,6 +320,25 @@ TEST(BindingSplit, MatmulSplitsKAndM) {
   }
 }
 
+TEST(BindingSplit, BatchedMatmulSplitsTheBatch) {
+  // bmm [6, 40, 80] x [6, 80, 70]: both operands and the result over the
+  // limit; spans of the batch.
+  const int64_t Bn = 6, M = 40, K = 80, N = 70;
+  const auto xs = random_floats(size_t(Bn * M * K), -1.f, 1.f, 25), ws = random_floats(size_t(Bn * K * N), -1.f, 1.f, 26);
+  Graph g(small_ctx());
+  TensorRef x = upload(g, {Bn, M, K}, xs, DType::F32), w = upload(g, {Bn, K, N}, ws, DType::F32);
+  TensorRef y = ops::call(g, "aten.bmm.default", {x, w}).tensor();
+  EXPECT_GE(run_graph(g, y), 3u);
+  std::vector<double> want;
+  for (int64_t b = 0; b < Bn; ++b) {
+    const std::vector<float> xb(xs.begin() + b * M * K, xs.begin() + (b + 1) * M * K);
+    const std::vector<float> wb(ws.begin() + b * K * N, ws.begin() + (b + 1) * K * N);
+    const auto r = product(xb, wb, nullptr, M, K, N, false);
+    want.insert(want.end(), r.begin(), r.end());
+  }
+  EXPECT_TRUE(all_close(download(g, y), want, 1e-4, 1e-4));
+}
+
 TEST(BindingSplit, ReductionsSplit) {
   // [R, C] over the limit (C = 70: spans inside no row, but R spans are
   // not vec4 groups): sum over C (spans of kept rows), amax over R (spans
