@@ -400,7 +400,7 @@ Value softmax(Graph& g, const ValueList& args, bool log) {
   const int64_t dim = a.integer(1, "dim", -1);
   const bool half_to_float = a.boolean(2, "half_to_float", false);
   a.require_float(x, "self");
-  check_input(a, x);
+  check_input(a, x, true);
   const Shape in = g.info(x).shape;
   const DType dtype = g.info(x).dtype;
   if (half_to_float && dtype != DType::F16) {
@@ -417,26 +417,35 @@ Value softmax(Graph& g, const ValueList& args, bool log) {
   Subs subs = float_subs(g, dtype, a.op);
   subs.emplace_back("O", wgsl_type(out_dtype));
   const std::string op(a.op);
-  if (inner == 1) {
-    const uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(n / 4, 1))));
-    const uint64_t chunks = gpu::ceil_div(uint64_t(n), tpr);
-    const bool cached = chunks <= 16;
-    const gpu::Pipeline& pl = kernel(g, "ops/kernels/softmax.wgsl", subs,
-                                     {{"TPR", double(tpr)},
-                                      {"CHUNKS", double(cached ? chunks : 1)},
-                                      {"CACHED", cached ? 1.0 : 0.0},
-                                      {"LOG", log ? 1.0 : 0.0}});
-    gpu::Buffer params = g.uniform(SoftmaxParams{uint32_t(outer), uint32_t(n), 0, 0});
-    g.add_dispatch(pl, {Binding::of(y), Binding::of(params), Binding::of(x)},
-                   grid_for(g, gpu::ceil_div(uint64_t(outer), 256 / tpr)), op,
-                   fmt::format("softmax tpr={}{}", tpr, cached ? fmt::format(" cached{}", chunks) : ""));
-  } else {
-    const gpu::Pipeline& pl =
-        kernel(g, "ops/kernels/softmax_strided.wgsl", subs, {{"LOG", log ? 1.0 : 0.0}});
-    const uint64_t columns = uint64_t(outer * inner);
-    gpu::Buffer params = g.uniform(SoftmaxStridedParams{uint32_t(columns), uint32_t(n), uint32_t(inner), 0});
-    g.add_dispatch(pl, {Binding::of(y), Binding::of(params), Binding::of(x)}, grid_for(g, gpu::ceil_div(columns, 256)),
-                   op, "softmax strided");
+  // Over the binding limit: spans of the outer dims (each a block of
+  // n * inner elements of x and y), one dispatch each.
+  const uint64_t block = uint64_t(n * inner), in_es = gpu_dtype_size(dtype), out_es = gpu_dtype_size(out_dtype);
+  const std::vector<Span> spans =
+      binding_spans(g, uint64_t(outer), {block * in_es, block * out_es}, 1,
+                    fmt::format("{}: argument 'self' {} {}", op, dtype_name(dtype), shape_str(in)));
+  for (const Span& s : spans) {
+    const Binding yb = bind_bytes(g, y, s.start * block * out_es, s.count * block * out_es);
+    const Binding xb = bind_bytes(g, x, s.start * block * in_es, s.count * block * in_es);
+    if (inner == 1) {
+      const uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(n / 4, 1))));
+      const uint64_t chunks = gpu::ceil_div(uint64_t(n), tpr);
+      const bool cached = chunks <= 16;
+      const gpu::Pipeline& pl = kernel(g, "ops/kernels/softmax.wgsl", subs,
+                                       {{"TPR", double(tpr)},
+                                        {"CHUNKS", double(cached ? chunks : 1)},
+                                        {"CACHED", cached ? 1.0 : 0.0},
+                                        {"LOG", log ? 1.0 : 0.0}});
+      gpu::Buffer params = g.uniform(SoftmaxParams{uint32_t(s.count), uint32_t(n), 0, 0});
+      g.add_dispatch(pl, {yb, Binding::of(params), xb}, grid_for(g, gpu::ceil_div(s.count, 256 / tpr)), op,
+                     fmt::format("softmax tpr={}{}", tpr, cached ? fmt::format(" cached{}", chunks) : ""));
+    } else {
+      const gpu::Pipeline& pl =
+          kernel(g, "ops/kernels/softmax_strided.wgsl", subs, {{"LOG", log ? 1.0 : 0.0}});
+      const uint64_t columns = s.count * uint64_t(inner);
+      gpu::Buffer params = g.uniform(SoftmaxStridedParams{uint32_t(columns), uint32_t(n), uint32_t(inner), 0});
+      g.add_dispatch(pl, {yb, Binding::of(params), xb}, grid_for(g, gpu::ceil_div(columns, 256)), op,
+                     "softmax strided");
+    }
   }
   return y;
 }

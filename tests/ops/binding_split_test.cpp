@@ -370,16 +370,50 @@ TEST(BindingSplit, ReductionsSplit) {
   EXPECT_TRUE(all_close(download(g, mean), {total / double(R * C)}, 1e-6, 1e-5));
 }
 
+TEST(BindingSplit, SoftmaxSplitsRows) {
+  // [300, 70] (84000 bytes): over the last dim (rows of 70) and over dim 0
+  // of [3, 100, 70] (strided, spans of the leading 3).
+  const int64_t R = 300, C = 70;
+  const auto xs = random_floats(size_t(R * C), -4.f, 4.f, 27);
+  Graph g(small_ctx());
+  TensorRef x = upload(g, {R, C}, xs, DType::F32);
+  TensorRef last = ops::call(g, "aten._softmax.default", {x, int64_t(1), false}).tensor();
+  TensorRef x3 = g.add_view(x, {3, 100, C});
+  TensorRef mid = ops::call(g, "aten._log_softmax.default", {x3, int64_t(1), false}).tensor();
+  g.mark_output(last);
+  g.mark_output(mid);
+  g.run();
+  EXPECT_GE(g.dispatches().size(), 4u);
+  std::vector<double> want_last(xs.size()), want_mid(xs.size());
+  for (int64_t r = 0; r < R; ++r) {
+    double m = -1e30, z = 0;
+    for (int64_t c = 0; c < C; ++c) m = std::max(m, double(xs[size_t(r * C + c)]));
+    for (int64_t c = 0; c < C; ++c) z += std::exp(double(xs[size_t(r * C + c)]) - m);
+    for (int64_t c = 0; c < C; ++c) want_last[size_t(r * C + c)] = std::exp(double(xs[size_t(r * C + c)]) - m) / z;
+  }
+  for (int64_t b = 0; b < 3; ++b) {
+    for (int64_t c = 0; c < C; ++c) {
+      double m = -1e30, z = 0;
+      auto at = [&](int64_t i) { return double(xs[size_t((b * 100 + i) * C + c)]); };
+      for (int64_t i = 0; i < 100; ++i) m = std::max(m, at(i));
+      for (int64_t i = 0; i < 100; ++i) z += std::exp(at(i) - m);
+      for (int64_t i = 0; i < 100; ++i) want_mid[size_t((b * 100 + i) * C + c)] = at(i) - m - std::log(z);
+    }
+  }
+  EXPECT_TRUE(all_close(download(g, last), want_last, 1e-6, 1e-5));
+  EXPECT_TRUE(all_close(download(g, mid), want_mid, 1e-5, 1e-5));
+}
+
 TEST(BindingSplit, WhatCannotRunSaysWhy) {
-  // Softmax binds its input whole: the error names the op, the tensor,
+  // argmax binds its input whole: the error names the op, the tensor,
   // its size, the limit and the ops that split.
   Graph g(small_ctx());
   TensorRef x = g.add_tensor({kFloats + 4}, DType::F32, TensorKind::Input, "x");
   try {
-    ops::call(g, "aten._softmax.default", {x, int64_t(0), false});
+    ops::call(g, "aten.argmax.default", {x, int64_t(0), false});
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("aten._softmax.default"));
+    EXPECT_THAT(e.what(), HasSubstr("aten.argmax.default"));
     EXPECT_THAT(e.what(), HasSubstr(fmt::format("is {} bytes", (kFloats + 4) * 4)));
     EXPECT_THAT(e.what(), HasSubstr(fmt::format("maxStorageBufferBindingSize of {} bytes", kLimit)));
     EXPECT_THAT(e.what(), HasSubstr("ops that split"));
@@ -393,7 +427,7 @@ TEST(BindingSplit, WhatCannotRunSaysWhy) {
   TensorRef big = gd.add_tensor({int64_t(dc.limits().max_storage_buffer_binding_size / 4 + 4)}, DType::F32,
                                 TensorKind::Input, "big");
   try {
-    ops::call(gd, "aten._softmax.default", {big, int64_t(0), false});
+    ops::call(gd, "aten.argmax.default", {big, int64_t(0), false});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("WGNN_LIMITS=adapter"));
