@@ -151,7 +151,7 @@ std::string binding_limit_advice(const gpu::Context& ctx) {
   std::string s =
       "ops that split larger tensors: elementwise unary and binary, copies (permute, expand, slice, pad, repeat), "
       "cat, index_select, gather, matmul, linear, gemm, addmm, sum, mean, amax, amin, prod, softmax, "
-      "log_softmax; ";
+      "log_softmax, layer_norm; ";
   if (ctx.limits_mode() == "default") {
     s += "this device was asked for WebGPU's default limits (WGNN_LIMITS=default): WGNN_LIMITS=adapter gives the "
          "adapter's own, which may be larger";

@@ -404,6 +404,31 @@ TEST(BindingSplit, SoftmaxSplitsRows) {
   EXPECT_TRUE(all_close(download(g, mid), want_mid, 1e-5, 1e-5));
 }
 
+TEST(BindingSplit, LayerNormSplitsRows) {
+  // [300, 70] (84000 bytes), with weight and bias: spans of rows.
+  const int64_t R = 300, C = 70;
+  const auto xs = random_floats(size_t(R * C), -2.f, 2.f, 28);
+  const auto ws = random_floats(size_t(C), 0.5f, 1.5f, 29), bs = random_floats(size_t(C), -1.f, 1.f, 30);
+  Graph g(small_ctx());
+  TensorRef x = upload(g, {R, C}, xs, DType::F32);
+  TensorRef w = upload(g, {C}, ws, DType::F32), b = upload(g, {C}, bs, DType::F32);
+  const ValueList outs = ops::call(g, "aten.native_layer_norm.default", {x, IntList{C}, w, b, 1e-5}).list();
+  TensorRef y = outs[0].tensor();
+  EXPECT_GE(run_graph(g, y), 2u);
+  std::vector<double> want(xs.size());
+  for (int64_t r = 0; r < R; ++r) {
+    double m = 0, v = 0;
+    for (int64_t c = 0; c < C; ++c) m += xs[size_t(r * C + c)];
+    m /= double(C);
+    for (int64_t c = 0; c < C; ++c) v += (xs[size_t(r * C + c)] - m) * (xs[size_t(r * C + c)] - m);
+    const double rstd = 1.0 / std::sqrt(v / double(C) + 1e-5);
+    for (int64_t c = 0; c < C; ++c) {
+      want[size_t(r * C + c)] = (xs[size_t(r * C + c)] - m) * rstd * ws[size_t(c)] + bs[size_t(c)];
+    }
+  }
+  EXPECT_TRUE(all_close(download(g, y), want, 1e-5, 1e-5));
+}
+
 TEST(BindingSplit, WhatCannotRunSaysWhy) {
   // argmax binds its input whole: the error names the op, the tensor,
   // its size, the limit and the ops that split.
