@@ -117,8 +117,10 @@ class Graph {
   // run() if needed; adding work afterwards calls for a new prepare().
   //
   // Before anything is allocated, every binding is checked against
-  // maxStorageBufferBindingSize: a tensor bound whole over the limit is an
-  // Error naming the op, the tensor, its shape, its bytes and the limit.
+  // maxStorageBufferBindingSize and every bound tensor against
+  // maxBufferSize: a tensor bound whole over the first, or over the second
+  // at all, is an Error naming the op, the tensor, its shape, its bytes,
+  // the limit and what would let it run.
   //
   // Memory plan: inputs, outputs and constants get buffers of their own.
   // Intermediates share pooled buffers by liveness: a tensor holds a buffer

@@ -457,6 +457,23 @@ TEST(BindingSplit, WhatCannotRunSaysWhy) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("WGNN_LIMITS=adapter"));
   }
+  // An input over maxBufferSize: the op splits its bindings, but the
+  // tensor cannot have a buffer; prepare() says so before allocating.
+  {
+    Graph gb(small_ctx());
+    TensorRef huge = gb.add_tensor({16 * kFloats + 4}, DType::F32, TensorKind::Input, "huge");
+    TensorRef out = ops::call(gb, "aten.neg.default", {huge}).tensor();
+    gb.mark_output(out);
+    try {
+      gb.prepare();
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("aten.neg.default: tensor '"));  // its result or 'huge', both too large
+      EXPECT_THAT(e.what(), HasSubstr(fmt::format("float32 [{}] is {} bytes", 16 * kFloats + 4, (16 * kFloats + 4) * 4)));
+      EXPECT_THAT(e.what(), HasSubstr(fmt::format("maxBufferSize of {} bytes; a tensor is one buffer", 16 * kLimit)));
+    }
+    EXPECT_FALSE(gb.info(huge).buffer.valid());
+  }
   // A result over maxBufferSize cannot exist at all.
   TensorRef r = g.add_tensor({1, 64}, DType::F32, TensorKind::Input, "row");
   try {
