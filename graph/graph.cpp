@@ -163,12 +163,36 @@ uint64_t Graph::bound_bytes(const Binding& b) const {
   return b.size ? b.size : t.gpu_bytes();
 }
 
+std::string binding_limit_advice(const gpu::Context& ctx) {
+  std::string s =
+      "ops that split larger tensors: elementwise unary and binary, copies (permute, expand, slice, pad, repeat), "
+      "cat, index_select, gather, matmul, linear, gemm, addmm, sum, mean, amax, amin, prod, softmax, "
+      "log_softmax, layer_norm; ";
+  if (ctx.limits_mode() == "default") {
+    s += "this device was asked for WebGPU's default limits (WGNN_LIMITS=default): WGNN_LIMITS=adapter gives the "
+         "adapter's own, which may be larger";
+  } else {
+    s += "an adapter with a larger maxStorageBufferBindingSize runs it";
+  }
+  return s;
+}
+
 void Graph::check_bindings(const std::vector<DispatchNode>& nodes) const {
   const uint64_t limit = ctx_.limits().max_storage_buffer_binding_size;
+  const uint64_t most = ctx_.limits().max_buffer_size;
   for (const DispatchNode& node : nodes) {
     for (const Binding& b : node.bindings) {
       if (b.tensor < 0) continue;
       const TensorInfo& t = tensors_[size_t(b.tensor)];
+      if (t.gpu_bytes() > most) {
+        throw Error(fmt::format("{}: tensor '{}' {} {} is {} bytes, over this device's maxBufferSize of {} bytes; a "
+                                "tensor is one buffer, so it cannot run on this device ({})",
+                                node.op, t.name, dtype_name(t.dtype), shape_str(t.shape), t.gpu_bytes(), most,
+                                ctx_.limits_mode() == "default"
+                                    ? "WGNN_LIMITS=default is set: WGNN_LIMITS=adapter gives the adapter's own "
+                                      "limits, which may be larger"
+                                    : "an adapter with a larger maxBufferSize runs it"));
+      }
       if (b.size && b.offset + b.size > (t.gpu_bytes() + 15) / 16 * 16) {
         throw Error(fmt::format("{}: binds bytes [{}, {}) of tensor '{}' {} {}, which has {} bytes", node.op,
                                 b.offset, b.offset + b.size, t.name, dtype_name(t.dtype), shape_str(t.shape),
@@ -176,9 +200,9 @@ void Graph::check_bindings(const std::vector<DispatchNode>& nodes) const {
       }
       if (bound_bytes(b) > limit) {
         throw Error(fmt::format("{}: tensor '{}' {} {} is {} bytes, over this device's maxStorageBufferBindingSize "
-                                "of {} bytes; this op binds it whole, so it cannot run on this device (elementwise "
-                                "unary ops split larger tensors; others do not)",
-                                node.op, t.name, dtype_name(t.dtype), shape_str(t.shape), t.gpu_bytes(), limit));
+                                "of {} bytes; this op binds it whole, so it cannot run on this device ({})",
+                                node.op, t.name, dtype_name(t.dtype), shape_str(t.shape), t.gpu_bytes(), limit,
+                                binding_limit_advice(ctx_)));
       }
     }
   }

@@ -63,6 +63,12 @@ struct DispatchNode {
   double flops = 0;
 };
 
+// What an error about a tensor over maxStorageBufferBindingSize adds: the
+// ops that split larger tensors, and the setting that would let this one run
+// (WGNN_LIMITS=adapter where the device was asked for WebGPU's defaults,
+// else an adapter with a larger limit).
+std::string binding_limit_advice(const gpu::Context& ctx);
+
 class Graph {
  public:
   explicit Graph(gpu::Context& ctx);
@@ -135,8 +141,10 @@ class Graph {
   // run() if needed; adding work afterwards calls for a new prepare().
   //
   // Before anything is allocated, every binding is checked against
-  // maxStorageBufferBindingSize: a tensor bound whole over the limit is an
-  // Error naming the op, the tensor, its shape, its bytes and the limit.
+  // maxStorageBufferBindingSize and every bound tensor against
+  // maxBufferSize: a tensor bound whole over the first, or over the second
+  // at all, is an Error naming the op, the tensor, its shape, its bytes,
+  // the limit and what would let it run.
   //
   // Memory plan: inputs, outputs and constants get buffers of their own.
   // Intermediates share pooled buffers by liveness: a tensor holds a buffer

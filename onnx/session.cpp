@@ -133,7 +133,17 @@ void check_model(LoadedModel& m, const std::string& path) {
   for (const auto& op : m.proto->opset_import()) {
     if (op.domain().empty() || op.domain() == "ai.onnx") opset = op.version();
   }
-  if (opset == 0) throw Error(fmt::format("'{}' has no opset_import for the ONNX domain: the model does not say which opset it uses", path));
+  if (opset == 0 && m.proto->opset_import_size() == 0) {
+    throw Error(fmt::format("'{}' has no opset_import: the model does not say which opset it uses", path));
+  }
+  if (opset == 0) {
+    // Only other domains are imported (ai.onnx.preview.training, ...): their
+    // operators are what wgnn lacks, not a malformed file.
+    std::vector<std::string> domains;
+    for (const auto& op : m.proto->opset_import()) domains.push_back(fmt::format("'{}' {}", op.domain(), op.version()));
+    throw Unsupported(fmt::format("'{}' imports no ONNX-domain opset, only {}: not supported", path,
+                                  fmt::join(domains, ", ")));
+  }
   if (opset < kMinOpset || opset > kMaxOpset) {
     throw Unsupported(fmt::format("'{}' uses ONNX opset {}; supported: {} to {}", path, opset, kMinOpset, kMaxOpset));
   }

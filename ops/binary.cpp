@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
@@ -106,7 +107,6 @@ TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
     if (in.t.id < 0) continue;
     const Shape& s = g.info(in.t).shape;
     require_rank(s, a.op, in.name);
-    a.require_fits_binding(in.t, in.name);
     if (first) {
       out_shape = s;
       first = false;
@@ -122,9 +122,10 @@ TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
   if (n > int64_t(UINT32_MAX) - 3) {
     a.fail(fmt::format("the result {} is too large for 32-bit indexing", shape_str(out_shape)));
   }
-  const uint64_t bytes = uint64_t(n) * gpu_dtype_size(l.out), limit = g.ctx().limits().max_storage_buffer_binding_size;
+  const uint64_t bytes = uint64_t(n) * gpu_dtype_size(l.out), limit = g.ctx().limits().max_buffer_size;
   if (bytes > limit) {
-    a.fail(fmt::format("the result {} {} is {} bytes, over this device's maxStorageBufferBindingSize of {} bytes",
+    a.fail(fmt::format("the result {} {} is {} bytes, over this device's maxBufferSize of {} bytes (a tensor is one "
+                       "buffer)",
                        dtype_name(l.out), shape_str(out_shape), bytes, limit));
   }
   TensorRef y = g.add_tensor(out_shape, l.out);
@@ -179,27 +180,75 @@ TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
   const gpu::Constants modes = {
       {"MODE_A", double(mode[0])}, {"MODE_B", double(mode[1])}, {"MODE_C", double(mode[2])}};
   const gpu::Pipeline& p = kernel(g, "ops/kernels/binary.wgsl", subs, modes);
-  const uint64_t count = (uint64_t(n) + 3) / 4;
-  Params params{};
-  params.count = uint32_t(count);
-  params.numel = uint32_t(n);
-  params.rank = uint32_t(shape.size());
-  std::optional<Graph::Check> chk;
-  if (check) {
-    chk = g.add_check(fmt::format("{}: {}", a.op, l.check));
-    params.pad[0] = chk->slot;
+  // Tensors over maxStorageBufferBindingSize: the work is split into spans
+  // of the outer dim of `shape` (of flat elements when no input is
+  // strided), a multiple of 4 elements each, one dispatch per span. The
+  // result and the inputs of its layout are bound by the span's byte range,
+  // a strided input by the range its rows read (whole when it does not
+  // move along the outer dim, as a broadcast bias), a single element whole.
+  const bool flat = shape.empty();
+  const uint64_t units = flat ? uint64_t(n) : uint64_t(shape[0]);
+  const uint64_t per_unit = flat ? 1 : uint64_t(numel(shape)) / units;  // elements per unit
+  std::vector<uint64_t> unit_bytes = {per_unit * gpu_dtype_size(l.out)}, extra = {0};
+  std::array<uint64_t, 3> es{}, stride0{}, reach{};  // element size; outer stride; elements one unit reads past its start
+  for (size_t k = 0; k < 3; ++k) {
+    if (ins[k].t.id < 0) continue;
+    es[k] = gpu_dtype_size(g.info(ins[k].t).dtype);
+    if (mode[k] == 0) {
+      unit_bytes.push_back(per_unit * es[k]);
+      extra.push_back(0);
+    } else if (mode[k] == 2) {
+      stride0[k] = uint64_t(st[k][0]);
+      reach[k] = 1;
+      for (size_t d = 1; d < shape.size(); ++d) reach[k] += uint64_t(shape[d] - 1) * uint64_t(st[k][d]);
+      if (stride0[k] == 0) {
+        a.require_fits_binding(ins[k].t, ins[k].name);  // bound whole
+      } else {
+        unit_bytes.push_back(stride0[k] * es[k]);
+        extra.push_back(reach[k] * es[k]);
+      }
+    }
   }
-  params.ialpha = l.ialpha;
-  params.falpha = l.falpha;
-  params.shape = pack(shape, a.op);
-  params.sa = pack(st[0], a.op);
-  params.sb = pack(st[1], a.op);
-  params.sc = pack(st[2], a.op);
-  std::vector<Binding> bind = {Binding::of(y), Binding::of(g.uniform(params))};
-  for (const Input& in : ins) bind.push_back(in.t.id >= 0 ? Binding::of(in.t) : Binding::of(g.ctx().dummy_buffer()));
-  if (chk) bind.push_back(Binding::of(chk->flags));
-  g.add_dispatch(p, std::move(bind), grid_for(g, gpu::ceil_div(count, 256)), std::string(a.op),
-                 fmt::format("{}{}", l.label, strided ? " bcast" : ""));
+  const uint64_t multiple = 4 / std::gcd<uint64_t>(per_unit, 4);
+  const std::vector<Span> spans =
+      binding_spans(g, units, unit_bytes, multiple, fmt::format("{}: the result {}", a.op, shape_str(out_shape)), extra);
+  std::optional<Graph::Check> chk;
+  if (check) chk = g.add_check(fmt::format("{}: {}", a.op, l.check));
+  for (const Span& sp : spans) {
+    const uint64_t elems = sp.count * per_unit, first = sp.start * per_unit;
+    const uint64_t count = (elems + 3) / 4;
+    Shape part = shape;
+    if (!flat) part[0] = int64_t(sp.count);
+    Params params{};
+    params.count = uint32_t(count);
+    params.numel = uint32_t(elems);
+    params.rank = uint32_t(part.size());
+    if (chk) params.pad[0] = chk->slot;
+    params.ialpha = l.ialpha;
+    params.falpha = l.falpha;
+    params.shape = pack(part, a.op);
+    params.sa = pack(st[0], a.op);
+    params.sb = pack(st[1], a.op);
+    params.sc = pack(st[2], a.op);
+    const uint64_t out_es = gpu_dtype_size(l.out);
+    std::vector<Binding> bind = {bind_bytes(g, y, first * out_es, elems * out_es), Binding::of(g.uniform(params))};
+    for (size_t k = 0; k < 3; ++k) {
+      const Input& in = ins[k];
+      if (in.t.id < 0) {
+        bind.push_back(Binding::of(g.ctx().dummy_buffer()));
+      } else if (mode[k] == 0) {
+        bind.push_back(bind_bytes(g, in.t, first * es[k], elems * es[k]));
+      } else if (mode[k] == 2 && stride0[k] != 0 && spans.size() > 1) {
+        const uint64_t from = sp.start * stride0[k];
+        bind.push_back(bind_bytes(g, in.t, from * es[k], ((sp.count - 1) * stride0[k] + reach[k]) * es[k]));
+      } else {
+        bind.push_back(Binding::of(in.t));
+      }
+    }
+    if (chk) bind.push_back(Binding::of(chk->flags));
+    g.add_dispatch(p, std::move(bind), grid_for(g, gpu::ceil_div(count, 256)), std::string(a.op),
+                   fmt::format("{}{}", l.label, strided ? " bcast" : ""));
+  }
   return y;
 }
 

@@ -112,32 +112,24 @@ struct UnaryParams {
   uint32_t pad;
 };
 
-// A tensor over maxStorageBufferBindingSize is split into chunks of whole
-// vec4 groups, each bound by byte range (offsets aligned to
-// minStorageBufferOffsetAlignment) and run as its own dispatch.
+// A tensor over maxStorageBufferBindingSize is split into spans of whole
+// vec4 groups (binding_spans), each bound by byte range and run as its own
+// dispatch.
 Value run_unary(const UnaryOp& u, bool inplace, std::string_view op, Graph& g, const ValueList& args) {
   Args a{op, args, g};
   TensorRef x = a.tensor(0, "self");
   a.require_float(x, "self");
   const TensorInfo xi = g.info(x);
   const auto [p0, p1] = u.params ? u.params(a) : no_params(a);
-  const auto& limits = g.ctx().limits();
   const uint64_t esize = gpu_dtype_size(xi.dtype);
-  const uint64_t align = std::max<uint64_t>(16, limits.min_storage_buffer_offset_alignment);
-  const uint64_t chunk_bytes = std::min<uint64_t>(limits.max_storage_buffer_binding_size / align * align,
-                                                  uint64_t(0xFFFFFFFFull) * 4 * esize / align * align);
-  const uint64_t chunk_elems = chunk_bytes / esize;  // a multiple of 4
-  const uint64_t total = uint64_t(xi.numel());
   Subs subs = float_subs(g, xi.dtype, op);
   subs.emplace_back("EXPR", u.expr);
   const gpu::Pipeline& p = kernel(g, "ops/kernels/unary.wgsl", subs, {}, inplace ? "main_inplace" : "main");
   const TensorRef y = inplace ? x : g.add_tensor(xi.shape, xi.dtype);
-  const bool split = xi.gpu_bytes() > limits.max_storage_buffer_binding_size;
-  for (uint64_t start = 0; start < total || start == 0; start += chunk_elems) {
-    const uint64_t n = split ? std::min(chunk_elems, total - start) : total;
-    const uint64_t groups = (n + 3) / 4;
-    const uint64_t bytes = (n * esize + 15) / 16 * 16;
-    auto bind = [&](TensorRef t) { return split ? Binding::range(t, start * esize, bytes) : Binding::of(t); };
+  const std::string what = fmt::format("{}: argument 'self' {} {}", op, dtype_name(xi.dtype), shape_str(xi.shape));
+  for (const Span& s : binding_spans(g, uint64_t(xi.numel()), {esize}, 4, what)) {
+    const uint64_t groups = (s.count + 3) / 4;
+    auto bind = [&](TensorRef t) { return bind_bytes(g, t, s.start * esize, s.count * esize); };
     gpu::Buffer params = g.uniform(UnaryParams{uint32_t(groups), p0, p1, 0});
     const gpu::Grid grid = grid_for(g, gpu::ceil_div(groups, 256));
     if (inplace) {
@@ -145,7 +137,6 @@ Value run_unary(const UnaryOp& u, bool inplace, std::string_view op, Graph& g, c
     } else {
       g.add_dispatch(p, {bind(y), Binding::of(params), bind(x)}, grid, std::string(op), u.name);
     }
-    if (!split) break;
   }
   return y;
 }

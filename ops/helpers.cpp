@@ -1,6 +1,11 @@
 #include "ops/helpers.h"
 
+#include <algorithm>
+#include <numeric>
+
 #include <fmt/format.h>
+
+#include <fmt/ranges.h>
 
 #include "gpu/shaders.h"
 
@@ -86,6 +91,51 @@ gpu::Grid grid_for(Graph& g, uint64_t workgroups) {
   return gpu::RowDispatchGrid(workgroups, g.ctx().limits().max_compute_workgroups_per_dimension);
 }
 
+uint64_t binding_alignment(Graph& g) {
+  return std::max<uint64_t>(16, g.ctx().limits().min_storage_buffer_offset_alignment);
+}
+
+uint64_t binding_limit(Graph& g) { return g.ctx().limits().max_storage_buffer_binding_size / 16 * 16; }
+
+std::vector<Span> binding_spans(Graph& g, uint64_t total, const std::vector<uint64_t>& unit_bytes,
+                                uint64_t multiple, std::string_view what, const std::vector<uint64_t>& extra_bytes) {
+  const uint64_t limit = binding_limit(g), align = binding_alignment(g);
+  auto extra = [&](size_t k) { return k < extra_bytes.size() ? extra_bytes[k] : 0; };
+  bool fits = true;
+  for (size_t k = 0; k < unit_bytes.size(); ++k) fits = fits && total * unit_bytes[k] + extra(k) <= limit;
+  if (fits || total == 0) return {Span{0, total}};
+  // The step: the smallest count of units that keeps every offset aligned.
+  uint64_t step = std::max<uint64_t>(multiple, 1);
+  for (uint64_t ub : unit_bytes) {
+    if (ub) step = std::lcm(step, align / std::gcd(ub, align));
+  }
+  uint64_t most = UINT64_MAX;  // units per span
+  for (size_t k = 0; k < unit_bytes.size(); ++k) {
+    const uint64_t room = limit > extra(k) ? limit - extra(k) : 0;
+    if (unit_bytes[k]) most = std::min(most, room / unit_bytes[k]);
+  }
+  most = most / step * step;
+  if (most == 0) {
+    throw Error(fmt::format("{}: cannot split it into parts within this device's maxStorageBufferBindingSize of {} "
+                            "bytes: its smallest aligned part ({} units of {} bytes) is larger ({})",
+                            what, limit, step, fmt::join(unit_bytes, "/"), binding_limit_advice(g.ctx())));
+  }
+  std::vector<Span> spans;
+  for (uint64_t s = 0; s < total; s += most) spans.push_back(Span{s, std::min(most, total - s)});
+  return spans;
+}
+
+Binding bind_bytes(Graph& g, TensorRef t, uint64_t offset, uint64_t bytes) {
+  const uint64_t stored = (g.info(t).gpu_bytes() + 15) / 16 * 16;
+  const uint64_t size = std::min((bytes + 15) / 16 * 16, stored - std::min(offset, stored));
+  if (offset == 0 && size == stored) return Binding::of(t);
+  if (offset % binding_alignment(g) != 0) {
+    throw Error(fmt::format("internal: binding offset {} of tensor {} is not a multiple of {}", offset, t.id,
+                            binding_alignment(g)));
+  }
+  return Binding::range(t, offset, std::max<uint64_t>(size, 16));
+}
+
 void Args::fail(std::string_view msg) const { throw Error(fmt::format("{}: {}", op, msg)); }
 
 const Value& Args::at(size_t i, std::string_view name) const {
@@ -153,8 +203,10 @@ void Args::require_fits_binding(TensorRef t, std::string_view name) const {
   const TensorInfo& ti = g.info(t);
   const uint64_t limit = g.ctx().limits().max_storage_buffer_binding_size;
   if (ti.gpu_bytes() > limit) {
-    fail(fmt::format("argument '{}' {} {} is {} bytes, over this device's maxStorageBufferBindingSize of {} bytes",
-                     name, dtype_name(ti.dtype), shape_str(ti.shape), ti.gpu_bytes(), limit));
+    fail(fmt::format("argument '{}' {} {} is {} bytes, over this device's maxStorageBufferBindingSize of {} bytes; "
+                     "this op binds it whole ({})",
+                     name, dtype_name(ti.dtype), shape_str(ti.shape), ti.gpu_bytes(), limit,
+                     binding_limit_advice(g.ctx())));
   }
 }
 

@@ -43,6 +43,35 @@ Binding optional_input(Graph& g, const Value& v);
 // maxComputeWorkgroupsPerDimension (kernels decode the flat index).
 gpu::Grid grid_for(Graph& g, uint64_t workgroups);
 
+// Splitting work over maxStorageBufferBindingSize: a tensor too large to
+// bind whole is bound in parts, byte ranges whose offsets are multiples of
+// binding_alignment() and whose sizes are multiples of 16 bytes, one
+// dispatch per part. Every op that splits cuts its work with binding_spans
+// and binds each part with bind_bytes.
+struct Span {
+  uint64_t start = 0, count = 0;
+};
+// minStorageBufferOffsetAlignment, at least 16 (vec4 views).
+uint64_t binding_alignment(Graph& g);
+// The largest binding wgnn makes: maxStorageBufferBindingSize rounded down
+// to 16 bytes.
+uint64_t binding_limit(Graph& g);
+// Consecutive spans covering [0, total) units (elements, rows, ...). Each
+// span starts at a multiple of `multiple` units and at a unit whose byte
+// offset, for every entry of `unit_bytes` (the bytes one unit takes in each
+// tensor the spans bind), is a multiple of binding_alignment(); the span's
+// bytes, count * unit_bytes[k] + extra_bytes[k] (extra_bytes may be
+// shorter, missing entries 0), stay within binding_limit(). One span
+// [0, total) when everything fits. An Error naming `what` when even the
+// smallest aligned span is over the limit.
+std::vector<Span> binding_spans(Graph& g, uint64_t total, const std::vector<uint64_t>& unit_bytes,
+                                uint64_t multiple, std::string_view what,
+                                const std::vector<uint64_t>& extra_bytes = {});
+// A binding of `bytes` of tensor `t` from `offset` (a multiple of
+// binding_alignment()), the size rounded up to 16 and kept within the
+// tensor's storage; the whole tensor when that is the range.
+Binding bind_bytes(Graph& g, TensorRef t, uint64_t offset, uint64_t bytes);
+
 // Argument access with errors that name the op, the argument, what it got
 // and what it accepts.
 struct Args {

@@ -34,6 +34,7 @@ struct Gemm {
   int64_t bias_sm = 0, bias_sn = 0;
   double alpha = 1, beta = 1;
   int act = 0;            // epilogue activation: 0 none, 1 GELU (erf), 2 GELU (tanh)
+  int64_t lda = 0;        // A's row stride when not the product's own (a part of a split); 0: derived
   Shape out_shape;        // the result's shape (M x N per batch, contiguous)
 };
 
@@ -71,7 +72,6 @@ std::pair<uint32_t, uint32_t> matmul_tile(int64_t M, int64_t N, int64_t batch) {
 
 void require_operand(const Args& a, TensorRef t, std::string_view name) {
   a.require_float(t, name);
-  a.require_fits_binding(t, name);
   require_rank(a.g.info(t).shape, a.op, name);
   if (a.g.info(t).numel() > int64_t(UINT32_MAX)) {
     a.fail(fmt::format("argument '{}' {} is too large for 32-bit indexing", name, shape_str(a.g.info(t).shape)));
@@ -115,65 +115,19 @@ bool record_subgroup(Graph& g, const Gemm& p, const Shape& shape, const std::arr
   return record_subgroup_gemm(g, q, op, "gemm");
 }
 
-// Records the product (none when the result is empty).
-TensorRef record(const Args& a, Gemm p) {
+// One dispatch of the kernel for product `p` over batch `shape` (strides
+// `st`), with its operands bound as given (whole, or the byte ranges a
+// split binds, p describing the part).
+void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array<Shape, 3>& st, Binding out,
+              Binding in_a, Binding in_b, Binding in_c) {
+  const int64_t batch = std::max<int64_t>(numel(shape), 1);
   Graph& g = a.g;
   const DType dt = g.info(p.a).dtype;
-  const int64_t total = numel(p.out_shape);
-  if (total > int64_t(UINT32_MAX)) {
-    a.fail(fmt::format("the result {} is too large for 32-bit indexing", shape_str(p.out_shape)));
-  }
-  const uint64_t bytes = uint64_t(total) * gpu_dtype_size(dt), limit = g.ctx().limits().max_storage_buffer_binding_size;
-  if (bytes > limit) {
-    a.fail(fmt::format("the result {} {} is {} bytes, over this device's maxStorageBufferBindingSize of {} bytes",
-                       dtype_name(dt), shape_str(p.out_shape), bytes, limit));
-  }
-  TensorRef y = g.add_tensor(p.out_shape, dt);
-  if (total == 0) return y;
-  if (p.beta == 0) p.bias = TensorRef{-1};  // ATen and ONNX: C is ignored (NaN in it too)
-
-  // A batch of A against one B (and a bias shared by every row) is one
-  // taller product: [b, M, K] x [K, N] -> [b * M, K] x [K, N].
-  const bool b_shared = std::all_of(p.sb.begin(), p.sb.end(), [](int64_t s) { return s == 0; });
-  const bool bias_rows_shared =
-      p.bias.id < 0 || (p.bias_sm == 0 && std::all_of(p.sc.begin(), p.sc.end(), [](int64_t s) { return s == 0; }));
-  bool a_dense = !p.a_trans;
-  int64_t expect = p.M * p.K;
-  for (size_t d = p.batch.size(); d-- > 0 && a_dense;) {
-    if (p.batch[d] != 1 && p.sa[d] != expect) a_dense = false;
-    expect *= p.batch[d];
-  }
-  if (!p.batch.empty() && b_shared && bias_rows_shared && a_dense) {
-    p.M *= numel(p.batch);
-    p.batch.clear();
-    p.sa.clear();
-    p.sb.clear();
-    p.sc.clear();
-  }
-  // Drop batch dims of size 1; merge dims that every operand strides alike.
-  Shape shape;
-  std::array<Shape, 3> st;
-  const std::array<const Shape*, 3> in = {&p.sa, &p.sb, &p.sc};
-  for (size_t d = 0; d < p.batch.size(); ++d) {
-    if (p.batch[d] == 1) continue;
-    bool merge = !shape.empty();
-    for (size_t k = 0; k < 3 && merge; ++k) merge = st[k].back() == (*in[k])[d] * p.batch[d];
-    if (merge) {
-      shape.back() *= p.batch[d];
-      for (size_t k = 0; k < 3; ++k) st[k].back() = (*in[k])[d];
-    } else {
-      shape.push_back(p.batch[d]);
-      for (size_t k = 0; k < 3; ++k) st[k].push_back((*in[k])[d]);
-    }
-  }
-  const int64_t batch = std::max<int64_t>(numel(shape), 1);
-  const int64_t lda = p.a_trans ? p.M : p.K, ldb = p.b_trans ? p.K : p.N;
+  const int64_t lda = p.lda ? p.lda : p.a_trans ? p.M : p.K, ldb = p.b_trans ? p.K : p.N;
   // vec4 loads: the contiguous dim and every row and batch offset a multiple of 4.
   auto all4 = [](const Shape& s) { return std::all_of(s.begin(), s.end(), [](int64_t v) { return v % 4 == 0; }); };
-  const bool a_vec = (p.a_trans ? p.M : p.K) % 4 == 0 && all4(st[0]);
+  const bool a_vec = (p.a_trans ? p.M : p.K) % 4 == 0 && lda % 4 == 0 && all4(st[0]);
   const bool b_vec = (p.b_trans ? p.K : p.N) % 4 == 0 && all4(st[1]);
-
-  if (record_subgroup(g, p, shape, st, batch, y, a.op)) return y;
 
   const auto [tile_m, tile_n] = matmul_tile(p.M, p.N, batch);
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), tile_m), tiles_n = gpu::ceil_div(uint64_t(p.N), tile_n);
@@ -213,15 +167,227 @@ TensorRef record(const Args& a, Gemm p) {
                                     {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0},
                                     {"ACT", double(p.act)},
                                     {"F16_OUT", dt == DType::F16 ? 1.0 : 0.0}});
-  g.add_dispatch(pl,
-                 {Binding::of(y), Binding::of(g.uniform(params)), Binding::of(p.a), Binding::of(p.b),
-                  p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer())},
+  g.add_dispatch(pl, {out, Binding::of(g.uniform(params)), in_a, in_b, in_c},
                  grid_for(g, groups), std::string(a.op),
                  fmt::format("gemm {}x{}x{}{}{}{}{}", p.M, p.N, p.K, batch > 1 ? fmt::format(" batch {}", batch) : "",
                              p.a_trans ? " At" : "", p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : "") +
                      (p.act == 1 ? " gelu" : p.act == 2 ? " gelu-tanh" : ""),
                  2.0 * double(p.M) * double(p.N) * double(p.K) * double(batch));
+}
+
+// A single product with an operand or the result over the binding limit,
+// cut into products of parts (record_split's cases, in order):
+//   - B fits, A not transposed: spans of rows of M (A, the result and a
+//     bias that moves along M bound by range), written in place;
+//   - B transposed ([N, K]: a linear layer's weight, an output head): spans
+//     of N (rows of B), each a product of its own, joined by a
+//     concatenation along the last dim (the copy splits too);
+//   - B not transposed ([K, N]): spans of K (rows of B, columns of A), each
+//     product adding the one before as its bias; the first takes the
+//     original bias, the last the activation.
+TensorRef record_split(const Args& a, const Gemm& p, uint64_t es) {
+  Graph& g = a.g;
+  const DType dt = g.info(p.a).dtype;
+  const uint64_t out_bytes = uint64_t(numel(p.out_shape)) * es;
+  const uint64_t limit = binding_limit(g);
+  auto bytes = [&](TensorRef t) { return t.id < 0 ? 0 : g.info(t).gpu_bytes(); };
+  auto whole_bias = [&]() { return p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer()); };
+  const std::array<Shape, 3> st;
+  const std::string what = fmt::format("{}: the product {}x{}x{}", a.op, p.M, p.N, p.K);
+  if (bytes(p.b) <= limit && !p.a_trans) {
+    std::vector<uint64_t> units = {uint64_t(p.N) * es, uint64_t(p.K) * es};
+    const bool bias_moves = p.bias.id >= 0 && p.bias_sm != 0;
+    if (p.bias.id >= 0 && !bias_moves && bytes(p.bias) > limit) a.fail(what + ": its bias is over the limit (" + binding_limit_advice(g.ctx()) + ")");
+    std::vector<uint64_t> extra = {0, 0};
+    if (bias_moves) {
+      units.push_back(uint64_t(p.bias_sm) * es);
+      extra.push_back((uint64_t(p.N - 1) * uint64_t(p.bias_sn) + 1) * es);
+    }
+    const TensorRef y = g.add_tensor(p.out_shape, dt);
+    for (const Span& s : binding_spans(g, uint64_t(p.M), units, 1, what, extra)) {
+      Gemm q = p;
+      q.M = int64_t(s.count);
+      const Binding c = bias_moves ? bind_bytes(g, p.bias, s.start * units[2], s.count * units[2] + extra[2])
+                                   : whole_bias();
+      dispatch(a, q, {}, st, bind_bytes(g, y, s.start * units[0], s.count * units[0]),
+               bind_bytes(g, p.a, s.start * units[1], s.count * units[1]), Binding::of(p.b), c);
+    }
+    return y;
+  }
+  if (bytes(p.a) > limit) a.fail(what + ": both operands are over the limit; one of them is split, not both (" + binding_limit_advice(g.ctx()) + ")");
+  if (p.b_trans) {
+    // Columns of the result: B rows [n0, n1), each product its own tensor.
+    const bool bias_moves = p.bias.id >= 0 && p.bias_sn != 0;
+    if (p.bias.id >= 0 && !bias_moves && bytes(p.bias) > limit) a.fail(what + ": its bias is over the limit (" + binding_limit_advice(g.ctx()) + ")");
+    std::vector<uint64_t> units = {uint64_t(p.K) * es, uint64_t(p.M) * es}, extra = {0, 0};
+    if (bias_moves) {
+      units.push_back(uint64_t(p.bias_sn) * es);
+      extra.push_back((uint64_t(p.M - 1) * uint64_t(p.bias_sm) + 1) * es);
+    }
+    ValueList parts;
+    const std::vector<Span> spans = binding_spans(g, uint64_t(p.N), units, 4, what, extra);
+    for (const Span& s : spans) {
+      Gemm q = p;
+      q.N = int64_t(s.count);
+      const TensorRef part = g.add_tensor({p.M, q.N}, dt);
+      const Binding c = bias_moves ? bind_bytes(g, p.bias, s.start * units[2], s.count * units[2] + extra[2])
+                                   : whole_bias();
+      dispatch(a, q, {}, st, Binding::of(part), Binding::of(p.a),
+               bind_bytes(g, p.b, s.start * units[0], s.count * units[0]), c);
+      parts.push_back(part);
+    }
+    const TensorRef joined = call(g, "aten.cat.default", {parts, int64_t(1)}).tensor();
+    return g.add_view(joined, p.out_shape);
+  }
+  // Rows of K: B rows [k0, k1), A columns (or rows, transposed) from k0.
+  if (out_bytes > limit) a.fail(what + ": its result and its operand B are both over the limit (" + binding_limit_advice(g.ctx()) + ")");
+  const TensorRef y = g.add_tensor(p.out_shape, dt);
+  if (p.bias.id >= 0 && bytes(p.bias) > limit) a.fail(what + ": its bias is over the limit (" + binding_limit_advice(g.ctx()) + ")");
+  const uint64_t a_unit = (p.a_trans ? uint64_t(p.M) : 1) * es;
+  const uint64_t a_reach = p.a_trans ? 0 : uint64_t(p.M - 1) * uint64_t(p.K) * es;
+  const std::vector<Span> spans =
+      binding_spans(g, uint64_t(p.K), {uint64_t(p.N) * es, a_unit}, 4, what, {0, a_reach + es});
+  TensorRef prev{-1};
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Span& s = spans[i];
+    Gemm q = p;
+    q.K = int64_t(s.count);
+    const bool last = i + 1 == spans.size();
+    if (!last) q.act = 0;
+    const TensorRef out = last ? y : g.add_tensor({p.M, p.N}, dt);
+    Binding c = whole_bias();
+    if (prev.id >= 0) {
+      q.bias = prev;
+      q.beta = 1;
+      q.bias_sm = p.N;
+      q.bias_sn = 1;
+      c = Binding::of(prev);
+    }
+    // The kernel reads A with lda = the full K (or M) from the bound start.
+    q.lda = p.a_trans ? p.M : p.K;
+    dispatch(a, q, {}, st, Binding::of(out), bind_bytes(g, p.a, s.start * a_unit, s.count * a_unit + a_reach),
+             bind_bytes(g, p.b, s.start * uint64_t(p.N) * es, s.count * uint64_t(p.N) * es), c);
+    prev = out;
+  }
   return y;
+}
+
+// A product over one batch dim (`shape`, strides `st`) with an operand or
+// the result over the binding limit: spans of the batch, each operand that
+// moves along it bound from its span's first matrix (one that does not,
+// such as a shared weight, whole).
+TensorRef record_batch_split(const Args& a, const Gemm& p, const Shape& shape, const std::array<Shape, 3>& st,
+                             uint64_t es) {
+  Graph& g = a.g;
+  const std::array<TensorRef, 3> ops = {p.a, p.b, p.bias};
+  // Elements one matrix of each operand spans from its start.
+  const std::array<uint64_t, 3> reach = {uint64_t(p.M * p.K), uint64_t(p.K * p.N),
+                                         uint64_t((p.M - 1) * p.bias_sm + (p.N - 1) * p.bias_sn + 1)};
+  std::vector<uint64_t> units = {uint64_t(p.M * p.N) * es}, extra = {0};
+  for (size_t k = 0; k < 3; ++k) {
+    if (ops[k].id < 0) continue;
+    if (st[k][0] == 0) {
+      if (g.info(ops[k]).gpu_bytes() > binding_limit(g)) {
+        a.fail(fmt::format("a batched product ({}) whose operand {} {} is shared by every batch and over this "
+                           "device's maxStorageBufferBindingSize of {} bytes ({})",
+                           shape_str(p.out_shape), k == 0 ? "A" : k == 1 ? "B" : "bias",
+                           shape_str(g.info(ops[k]).shape), binding_limit(g), binding_limit_advice(g.ctx())));
+      }
+      continue;
+    }
+    // A span of c matrices binds (c - 1) * stride + reach elements.
+    units.push_back(uint64_t(st[k][0]) * es);
+    extra.push_back(reach[k] > uint64_t(st[k][0]) ? (reach[k] - uint64_t(st[k][0])) * es : 0);
+  }
+  const TensorRef y = g.add_tensor(p.out_shape, g.info(p.a).dtype);
+  const std::string what = fmt::format("{}: the batched product {}", a.op, shape_str(p.out_shape));
+  for (const Span& s : binding_spans(g, uint64_t(shape[0]), units, 1, what, extra)) {
+    std::array<Binding, 3> b;
+    for (size_t k = 0; k < 3; ++k) {
+      if (ops[k].id < 0) {
+        b[k] = Binding::of(g.ctx().dummy_buffer());
+      } else if (st[k][0] == 0) {
+        b[k] = Binding::of(ops[k]);
+      } else {
+        const uint64_t stride = uint64_t(st[k][0]) * es;
+        b[k] = bind_bytes(g, ops[k], s.start * stride, (s.count - 1) * stride + reach[k] * es);
+      }
+    }
+    dispatch(a, p, {int64_t(s.count)}, st, bind_bytes(g, y, s.start * units[0], s.count * units[0]), b[0], b[1],
+             b[2]);
+  }
+  return y;
+}
+
+// Records the product (none when the result is empty).
+TensorRef record(const Args& a, Gemm p) {
+  Graph& g = a.g;
+  const DType dt = g.info(p.a).dtype;
+  const int64_t total = numel(p.out_shape);
+  if (total > int64_t(UINT32_MAX)) {
+    a.fail(fmt::format("the result {} is too large for 32-bit indexing", shape_str(p.out_shape)));
+  }
+  const uint64_t bytes = uint64_t(total) * gpu_dtype_size(dt), limit = g.ctx().limits().max_buffer_size;
+  if (bytes > limit) {
+    a.fail(fmt::format("the result {} {} is {} bytes, over this device's maxBufferSize of {} bytes (a tensor is one "
+                       "buffer)",
+                       dtype_name(dt), shape_str(p.out_shape), bytes, limit));
+  }
+  if (total == 0) return g.add_tensor(p.out_shape, dt);
+  if (p.beta == 0) p.bias = TensorRef{-1};  // ATen and ONNX: C is ignored (NaN in it too)
+
+  // A batch of A against one B (and a bias shared by every row) is one
+  // taller product: [b, M, K] x [K, N] -> [b * M, K] x [K, N].
+  const bool b_shared = std::all_of(p.sb.begin(), p.sb.end(), [](int64_t s) { return s == 0; });
+  const bool bias_rows_shared =
+      p.bias.id < 0 || (p.bias_sm == 0 && std::all_of(p.sc.begin(), p.sc.end(), [](int64_t s) { return s == 0; }));
+  bool a_dense = !p.a_trans;
+  int64_t expect = p.M * p.K;
+  for (size_t d = p.batch.size(); d-- > 0 && a_dense;) {
+    if (p.batch[d] != 1 && p.sa[d] != expect) a_dense = false;
+    expect *= p.batch[d];
+  }
+  if (!p.batch.empty() && b_shared && bias_rows_shared && a_dense) {
+    p.M *= numel(p.batch);
+    p.batch.clear();
+    p.sa.clear();
+    p.sb.clear();
+    p.sc.clear();
+  }
+  // Drop batch dims of size 1; merge dims that every operand strides alike.
+  Shape shape;
+  std::array<Shape, 3> st;
+  const std::array<const Shape*, 3> in = {&p.sa, &p.sb, &p.sc};
+  for (size_t d = 0; d < p.batch.size(); ++d) {
+    if (p.batch[d] == 1) continue;
+    bool merge = !shape.empty();
+    for (size_t k = 0; k < 3 && merge; ++k) merge = st[k].back() == (*in[k])[d] * p.batch[d];
+    if (merge) {
+      shape.back() *= p.batch[d];
+      for (size_t k = 0; k < 3; ++k) st[k].back() = (*in[k])[d];
+    } else {
+      shape.push_back(p.batch[d]);
+      for (size_t k = 0; k < 3; ++k) st[k].push_back((*in[k])[d]);
+    }
+  }
+  const int64_t batch = std::max<int64_t>(numel(shape), 1);
+  const uint64_t es = gpu_dtype_size(dt);
+  auto fits = [&](TensorRef t) { return t.id < 0 || g.info(t).gpu_bytes() <= binding_limit(g); };
+  if (fits(p.a) && fits(p.b) && fits(p.bias) && bytes <= binding_limit(g)) {
+    const TensorRef y = g.add_tensor(p.out_shape, dt);
+    if (record_subgroup(g, p, shape, st, batch, y, a.op)) return y;
+    dispatch(a, p, shape, st, Binding::of(y), Binding::of(p.a), Binding::of(p.b),
+             p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer()));
+    return y;
+  }
+  if (shape.size() == 1) return record_batch_split(a, p, shape, st, es);
+  if (!shape.empty()) {
+    a.fail(fmt::format("a product with batch dims {} that do not merge into one, with an operand or result over "
+                       "this device's maxStorageBufferBindingSize of {} bytes; only single products and one batch "
+                       "dim are split ({})",
+                       shape_str(shape), binding_limit(g), binding_limit_advice(g.ctx())));
+  }
+  return record_split(a, p, es);
 }
 
 // Sets the bias of `p` (broadcast to [batch..., M, N]) with its strides.

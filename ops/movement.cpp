@@ -25,6 +25,8 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <optional>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -58,7 +60,6 @@ Subs element_subs(Graph& g, DType dtype, std::string_view op) {
 void check_input(const Args& a, TensorRef t, std::string_view name) {
   const TensorInfo& ti = a.g.info(t);
   require_rank(ti.shape, a.op, name);
-  a.require_fits_binding(t, name);
   if (ti.numel() > kMaxElements) {
     a.fail(fmt::format("argument '{}' {} has {} elements; at most {} are supported (32-bit offsets)", name,
                        shape_str(ti.shape), ti.numel(), kMaxElements));
@@ -85,10 +86,13 @@ TensorRef add_output(const Args& a, const Shape& shape, DType dtype) {
     a.fail(fmt::format("the result {} would have more than {} elements; at most {} are supported (32-bit offsets)",
                        shape_str(shape), kMaxElements, kMaxElements));
   }
+  // Over maxStorageBufferBindingSize is fine (the copies split), over
+  // maxBufferSize is not (one buffer per tensor).
   const uint64_t bytes = uint64_t(n) * gpu_dtype_size(dtype);
-  const uint64_t limit = a.g.ctx().limits().max_storage_buffer_binding_size;
+  const uint64_t limit = a.g.ctx().limits().max_buffer_size;
   if (bytes > limit) {
-    a.fail(fmt::format("the result {} {} would be {} bytes, over this device's maxStorageBufferBindingSize of {} bytes",
+    a.fail(fmt::format("the result {} {} would be {} bytes, over this device's maxBufferSize of {} bytes (a tensor "
+                       "is one buffer)",
                        dtype_name(dtype), shape_str(shape), bytes, limit));
   }
   return a.g.add_tensor(shape, dtype);
@@ -167,16 +171,59 @@ static_assert(sizeof(CopyParams) == 176);
 
 uint32_t bits32(int64_t v) { return uint32_t(int32_t(v)); }
 
-void record_copy(const Args& a, TensorRef dst, TensorRef src, CopyPlan p, const Binding& fill,
-                 std::string_view label) {
-  const int64_t count = numel(p.shape);
-  if (count == 0) return;
-  simplify(p);
+// Offsets of a plan's elements, [lo, hi], in its source (a dim's source
+// coordinate spans [0, shape) when plain, [0, in_dim) otherwise) or in its
+// destination.
+std::pair<int64_t, int64_t> src_extent(const CopyPlan& p) {
+  int64_t lo = p.src_base, hi = p.src_base;
+  for (size_t d = 0; d < p.shape.size(); ++d) {
+    const bool plain = p.lo[d] == 0 && p.in_dim[d] == p.shape[d];
+    const int64_t span = ((plain ? p.shape[d] : p.in_dim[d]) - 1) * p.src_stride[d];
+    lo += std::min<int64_t>(span, 0);
+    hi += std::max<int64_t>(span, 0);
+  }
+  return {lo, hi};
+}
+std::pair<int64_t, int64_t> dst_extent(const CopyPlan& p) {
+  int64_t hi = p.dst_base;
+  for (size_t d = 0; d < p.shape.size(); ++d) hi += (p.shape[d] - 1) * p.dst_stride[d];
+  return {p.dst_base, hi};
+}
+
+// The part of plan `p` at coordinates [start, start + len) of dim d. A
+// pad-mode dim shifts its pad start; a wrap-mode dim may only be cut where
+// it is plain (the caller checks).
+CopyPlan sub_plan(const CopyPlan& p, size_t d, int64_t start, int64_t len) {
+  CopyPlan q = p;
+  q.shape[d] = len;
+  q.dst_base += start * p.dst_stride[d];
+  const bool plain = p.lo[d] == 0 && p.in_dim[d] == p.shape[d];
+  if (plain) {
+    q.src_base += start * p.src_stride[d];
+    q.in_dim[d] = len;
+  } else {
+    q.lo[d] = p.lo[d] - start;  // pad modes: source coordinate c - lo stays the same
+  }
+  return q;
+}
+
+// One dispatch of the copy; src and dst bound from their aligned extents
+// (whole when they fit, else byte ranges) with the bases moved to match.
+void record_copy_part(const Args& a, TensorRef dst, TensorRef src, const CopyPlan& p, const Binding& fill,
+                      std::string_view label) {
+  Graph& g = a.g;
+  const uint64_t es = gpu_dtype_size(g.info(dst).dtype), align = binding_alignment(g);
+  const auto [slo, shi] = src_extent(p);
+  const auto [dlo, dhi] = dst_extent(p);
+  // A tensor that fits is bound whole (offset 0), as when nothing splits.
+  const uint64_t limit = binding_limit(g);
+  const uint64_t s0 = g.info(src).gpu_bytes() <= limit ? 0 : uint64_t(slo) * es / align * align;
+  const uint64_t d0 = g.info(dst).gpu_bytes() <= limit ? 0 : uint64_t(dlo) * es / align * align;
   CopyParams cp{};
-  cp.count = uint32_t(count);
+  cp.count = uint32_t(numel(p.shape));
   cp.rank = uint32_t(p.shape.size());
-  cp.dst_base = uint32_t(p.dst_base);
-  cp.src_base = uint32_t(p.src_base);
+  cp.dst_base = uint32_t(p.dst_base - int64_t(d0 / es));
+  cp.src_base = uint32_t(p.src_base - int64_t(s0 / es));
   for (size_t d = 0; d < p.shape.size(); ++d) {
     cp.shape[d] = uint32_t(p.shape[d]);
     cp.dst_stride[d] = uint32_t(p.dst_stride[d]);
@@ -184,11 +231,83 @@ void record_copy(const Args& a, TensorRef dst, TensorRef src, CopyPlan p, const 
     cp.lo[d] = bits32(p.lo[d]);
     cp.in_dim[d] = uint32_t(p.in_dim[d]);
   }
-  Graph& g = a.g;
   const gpu::Pipeline& pl =
       kernel(g, "ops/kernels/copy.wgsl", element_subs(g, g.info(dst).dtype, a.op), {{"MODE", double(p.mode)}});
-  g.add_dispatch(pl, {Binding::of(dst), Binding::of(g.uniform(cp)), Binding::of(src), fill},
-                 grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op), std::string(label));
+  g.add_dispatch(pl,
+                 {g.info(dst).gpu_bytes() <= limit ? Binding::of(dst) : bind_bytes(g, dst, d0, uint64_t(dhi + 1) * es - d0),
+                  Binding::of(g.uniform(cp)),
+                  g.info(src).gpu_bytes() <= limit ? Binding::of(src) : bind_bytes(g, src, s0, uint64_t(shi + 1) * es - s0),
+                  fill},
+                 grid_for(g, gpu::ceil_div(uint64_t(cp.count), 256)), std::string(a.op), std::string(label));
+}
+
+// Records plan `p`, cut into parts where its source or destination is over
+// maxStorageBufferBindingSize: runs of the dim that spans the most of the
+// side over the limit, each the longest whose bytes on that side fit, cut
+// again (along other dims) while the other side is over.
+void record_copy_split(const Args& a, TensorRef dst, TensorRef src, const CopyPlan& p, const Binding& fill,
+                       std::string_view label) {
+  Graph& g = a.g;
+  const uint64_t es = gpu_dtype_size(g.info(dst).dtype), align = binding_alignment(g), limit = binding_limit(g);
+  auto side_fits = [&](const CopyPlan& q, bool src_side) {
+    const auto [lo, hi] = src_side ? src_extent(q) : dst_extent(q);
+    return uint64_t(hi + 1) * es - uint64_t(lo) * es / align * align <= limit;
+  };
+  auto fits = [&](const CopyPlan& q) { return side_fits(q, true) && side_fits(q, false); };
+  if (fits(p)) return record_copy_part(a, dst, src, p, fill, label);
+  // Cut the dim that spans the most of the side over the limit (source
+  // first): a transpose is cut into blocks, not into its rows.
+  const bool src_side = !side_fits(p, true);
+  size_t d = p.shape.size();
+  int64_t widest = 0;
+  for (size_t k = 0; k < p.shape.size(); ++k) {
+    const bool plain = p.lo[k] == 0 && p.in_dim[k] == p.shape[k];
+    if (p.shape[k] <= 1 || (!plain && p.mode == kWrap)) continue;  // not cuttable
+    // Cutting a padded dim narrows the destination, not the source (all of in_dim is read).
+    const int64_t span = src_side ? (plain ? (p.shape[k] - 1) * std::abs(p.src_stride[k]) : 0)
+                                  : (p.shape[k] - 1) * p.dst_stride[k];
+    if (span > widest) {
+      widest = span;
+      d = k;
+    }
+  }
+  if (d == p.shape.size()) {
+    const TensorInfo &si = g.info(src), &di = g.info(dst);
+    a.fail(fmt::format("{} from {} {} into {} {}: cannot cut the copy into parts within this device's "
+                       "maxStorageBufferBindingSize of {} bytes ({})",
+                       label, dtype_name(si.dtype), shape_str(si.shape), dtype_name(di.dtype), shape_str(di.shape),
+                       limit, binding_limit_advice(g.ctx())));
+  }
+  // The longest run from the start for which that side fits (extents grow
+  // with the run).
+  int64_t lo = 0, hi = p.shape[d];
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (side_fits(sub_plan(p, d, 0, mid), src_side)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const int64_t run = std::max<int64_t>(lo, 1);
+  for (int64_t start = 0; start < p.shape[d]; start += run) {
+    // A run that does not fit (the other side over, alignment slack, or
+    // one coordinate too large) is cut again.
+    const CopyPlan q = sub_plan(p, d, start, std::min(run, p.shape[d] - start));
+    if (fits(q)) {
+      record_copy_part(a, dst, src, q, fill, label);
+    } else {
+      record_copy_split(a, dst, src, q, fill, label);
+    }
+  }
+}
+
+void record_copy(const Args& a, TensorRef dst, TensorRef src, CopyPlan p, const Binding& fill,
+                 std::string_view label) {
+  const int64_t count = numel(p.shape);
+  if (count == 0) return;
+  simplify(p);
+  record_copy_split(a, dst, src, p, fill, label);
 }
 
 Binding no_fill(Graph& g) { return Binding::of(g.ctx().dummy_buffer()); }
@@ -389,6 +508,7 @@ Value slice(Graph& g, const ValueList& args) {
 struct IndexParams {
   uint32_t count, rank, dim, dim_size, check_slot, pad[3];
   std::array<uint32_t, kMaxRank> shape, src_stride;
+  uint32_t first, row_lo, row_hi, pad2;
 };
 
 void check_index_tensor(const Args& a, TensorRef index) {
@@ -437,19 +557,49 @@ void record_index(const Args& a, TensorRef dst, TensorRef src, TensorRef index, 
   Graph& g = a.g;
   const int64_t size = src_shape[d];
   const bool check = g.checked() && g.info(index).kind != TensorKind::Constant;
-  std::vector<Binding> bind;
+  std::optional<Graph::Check> chk;
   if (check) {
-    const Graph::Check c = g.add_check(fmt::format("{}: index {{}} is out of range: accepted [{}, {}) for dim {} of size {}",
-                                                   a.op, -size, size, d, size));
-    p.check_slot = c.slot;
-    bind.push_back(Binding::of(c.flags));
+    chk = g.add_check(fmt::format("{}: index {{}} is out of range: accepted [{}, {}) for dim {} of size {}", a.op,
+                                  -size, size, d, size));
+    p.check_slot = chk->slot;
   }
   Subs subs = element_subs(g, g.info(dst).dtype, a.op);
   for (auto& s : check_subs(check, 4)) subs.push_back(std::move(s));
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/index.wgsl", subs, {{"ELEMENTS", elements ? 1.0 : 0.0}});
-  bind.insert(bind.begin(), {Binding::of(dst), Binding::of(g.uniform(p)), Binding::of(src), Binding::of(index)});
-  g.add_dispatch(pl, std::move(bind), grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op),
-                 std::string(label));
+  // A table over the binding limit is split by rows of dim (when the dims
+  // before it are 1, so rows are contiguous), a result over it by flat
+  // ranges: one dispatch per pair of parts.
+  const uint64_t es = gpu_dtype_size(g.info(dst).dtype);
+  const TensorInfo& si = g.info(src);
+  a.require_fits_binding(index, "index");
+  const std::string what = fmt::format("{}: argument 'self' {} {}", a.op, dtype_name(si.dtype), shape_str(si.shape));
+  int64_t outer = 1;
+  for (size_t k = 0; k < d; ++k) outer *= src_shape[k];
+  if (outer != 1 && si.gpu_bytes() > binding_limit(g)) {
+    a.fail(fmt::format("argument 'self' {} {} is {} bytes, over this device's maxStorageBufferBindingSize of {} "
+                       "bytes; a table is split only by rows of its outermost dims (dim {} is not; {})",
+                       dtype_name(si.dtype), shape_str(si.shape), si.gpu_bytes(), binding_limit(g), d,
+                       binding_limit_advice(g.ctx())));
+  }
+  const uint64_t row_bytes = uint64_t(strides[d]) * es;
+  const std::vector<Span> rows = binding_spans(g, uint64_t(src_shape[d]), {row_bytes}, 1, what);
+  const std::vector<Span> outs = binding_spans(g, uint64_t(count), {es}, 1, fmt::format("{}: the result", a.op));
+  for (const Span& r : rows) {
+    for (const Span& o : outs) {
+      IndexParams q = p;
+      q.count = uint32_t(o.count);
+      q.first = uint32_t(o.start);
+      q.row_lo = uint32_t(r.start);
+      q.row_hi = uint32_t(r.start + r.count);
+      std::vector<Binding> bind = {
+          bind_bytes(g, dst, o.start * es, o.count * es), Binding::of(g.uniform(q)),
+          rows.size() == 1 ? Binding::of(src) : bind_bytes(g, src, r.start * row_bytes, r.count * row_bytes),
+          Binding::of(index)};
+      if (chk) bind.push_back(Binding::of(chk->flags));
+      g.add_dispatch(pl, std::move(bind), grid_for(g, gpu::ceil_div(o.count, 256)), std::string(a.op),
+                     std::string(label));
+    }
+  }
 }
 
 // aten.index_select(self, dim, index): index 0-D or 1-D, int32 or int64;
@@ -716,6 +866,7 @@ Value trilu(Graph& g, const ValueList& args, bool upper) {
   TensorRef x = a.tensor(0, "self");
   const int64_t diagonal = a.integer(1, "diagonal", 0);
   check_input(a, x, "self");
+  a.require_fits_binding(x, "self");  // not split
   const Shape in = g.info(x).shape;
   if (in.size() < 2) {
     a.fail(fmt::format("argument 'self' has shape {}; accepted: rank 2 or more (the last two dims are the matrices)",

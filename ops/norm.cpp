@@ -122,7 +122,6 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
                      TensorRef w, TensorRef b, double eps) {
   require_eps(a, eps);
   a.require_float(x, "input");
-  a.require_fits_binding(x, "input");
   const TensorInfo xi = g.info(x);
   if (x2.id >= 0) {
     const TensorInfo& o = g.info(x2);
@@ -181,26 +180,36 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
                                   {{"TPR", double(tpr)},
                                    {"CHUNKS", double(cached ? chunks : 1)},
                                    {"CACHED", cached ? 1.0 : 0.0}});
-  gpu::Buffer params = g.uniform(LayerNormParams{uint32_t(rows), uint32_t(width_v), float(width), float(eps),
-                                                 w.id >= 0, b.id >= 0, 0, 0});
   Shape stat_shape(xi.shape.begin(), xi.shape.begin() + long(axis));
   stat_shape.insert(stat_shape.end(), k, 1);
   TensorRef y = g.add_tensor(xi.shape, xi.dtype);
   TensorRef mean = g.add_tensor(stat_shape, DType::F32);
   TensorRef rstd = g.add_tensor(stat_shape, DType::F32);
+  TensorRef sum = x2.id >= 0 ? g.add_tensor(xi.shape, xi.dtype) : TensorRef{-1};
   const uint64_t rows_per_group = 256 / tpr;
-  std::vector<Binding> bindings{Binding::of(y), Binding::of(mean), Binding::of(rstd), Binding::of(params), Binding::of(x),
-                                optional_input(g, w.id >= 0 ? Value(w) : Value(None{})),
-                                optional_input(g, b.id >= 0 ? Value(b) : Value(None{}))};
-  TensorRef sum{-1};
-  if (x2.id >= 0) {
-    sum = g.add_tensor(xi.shape, xi.dtype);
-    bindings.push_back(Binding::of(x2));
-    bindings.push_back(Binding::of(sum));
+  // Over the binding limit: spans of rows, every per-row tensor bound by
+  // its span's range (weight and bias whole).
+  const uint64_t row = uint64_t(width) * gpu_dtype_size(xi.dtype);
+  if (w.id >= 0) a.require_fits_binding(w, "weight");
+  if (b.id >= 0) a.require_fits_binding(b, "bias");
+  const std::vector<Span> spans = binding_spans(g, uint64_t(rows), {row, 4}, 1,
+                                                fmt::format("{}: argument 'input' {} {}", op, dtype_name(xi.dtype),
+                                                            shape_str(xi.shape)));
+  for (const Span& sp : spans) {
+    auto part = [&](TensorRef t, uint64_t unit) { return bind_bytes(g, t, sp.start * unit, sp.count * unit); };
+    gpu::Buffer params = g.uniform(LayerNormParams{uint32_t(sp.count), uint32_t(width_v), float(width), float(eps),
+                                                   w.id >= 0, b.id >= 0, 0, 0});
+    std::vector<Binding> bindings{part(y, row), part(mean, 4), part(rstd, 4), Binding::of(params), part(x, row),
+                                  optional_input(g, w.id >= 0 ? Value(w) : Value(None{})),
+                                  optional_input(g, b.id >= 0 ? Value(b) : Value(None{}))};
+    if (x2.id >= 0) {
+      bindings.push_back(part(x2, row));
+      bindings.push_back(part(sum, row));
+    }
+    g.add_dispatch(p, std::move(bindings), grid_for(g, gpu::ceil_div(sp.count, rows_per_group)), op,
+                   fmt::format("{}layer_norm tpr={}{}", x2.id >= 0 ? "add_" : "", tpr,
+                               cached ? fmt::format(" cached{}", chunks) : ""));
   }
-  g.add_dispatch(p, std::move(bindings), grid_for(g, gpu::ceil_div(uint64_t(rows), rows_per_group)), op,
-                 fmt::format("{}layer_norm tpr={}{}", x2.id >= 0 ? "add_" : "", tpr,
-                             cached ? fmt::format(" cached{}", chunks) : ""));
   if (x2.id >= 0) return ValueList{y, mean, rstd, sum};
   return ValueList{y, mean, rstd};
 }

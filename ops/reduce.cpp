@@ -49,10 +49,11 @@ uint32_t pow2_floor(uint64_t v) {
   return p;
 }
 
-void check_input(const Args& a, TensorRef t) {
+// `splits`: the op cuts an input over the binding limit (reduce()).
+void check_input(const Args& a, TensorRef t, bool splits = false) {
   const TensorInfo& ti = a.g.info(t);
   require_rank(ti.shape, a.op, "self");
-  a.require_fits_binding(t, "self");
+  if (!splits) a.require_fits_binding(t, "self");
   if (ti.numel() > kMaxElements) {
     a.fail(fmt::format("argument 'self' {} has {} elements; at most {} are supported (32-bit offsets)",
                        shape_str(ti.shape), ti.numel(), kMaxElements));
@@ -124,8 +125,12 @@ const char* reduce_type(DType d) { return is_float(d) ? wgsl_type(d) : "i32"; }
 // result (mean), if set. Few long reductions are split: a first pass writes
 // one partial result per segment of the reduced range into an f32 / i32
 // intermediate, and a second pass reduces the partials.
+//
+// `xb` / `yb`, where given, bind a part of x and y (a split over the
+// binding limit, see reduce()): `in` is then the shape of that part.
 void record_reduce(const Args& a, TensorRef x, const Shape& in, const std::vector<bool>& red, ReduceOp op,
-                   std::optional<float> scale, TensorRef y, std::string_view label, bool may_split = true) {
+                   std::optional<float> scale, TensorRef y, std::string_view label, bool may_split = true,
+                   std::optional<Binding> xb = std::nullopt, std::optional<Binding> yb = std::nullopt) {
   Graph& g = a.g;
   const DType dtype = g.info(x).dtype;
   int64_t rows = 1, count = 1;
@@ -205,13 +210,14 @@ void record_reduce(const Args& a, TensorRef x, const Shape& in, const std::vecto
                                     {"INNER", inner ? 1.0 : 0.0},
                                     {"LANES", double(lanes)}});
   const uint64_t outs_per_group = 256 / lanes;
-  g.add_dispatch(pl, {Binding::of(dst), Binding::of(g.uniform(p)), Binding::of(x)},
+  g.add_dispatch(pl,
+                 {segs > 1 || !yb ? Binding::of(dst) : *yb, Binding::of(g.uniform(p)), xb ? *xb : Binding::of(x)},
                  grid_for(g, gpu::ceil_div(uint64_t(rows * segs), outs_per_group)), std::string(a.op),
                  fmt::format("{} {} lanes={}{}", label, inner ? "inner" : "strided", lanes,
                              segs > 1 ? fmt::format(" segs={}", segs) : ""));
   if (segs > 1) {
     record_reduce(a, dst, g.info(dst).shape, inner ? std::vector<bool>{false, true} : std::vector<bool>{true, false},
-                  op, scale, y, label, false);
+                  op, scale, y, label, false, std::nullopt, yb);
   }
 }
 
@@ -239,7 +245,44 @@ Value reduce(const Args& a, TensorRef x, const std::vector<bool>& red, bool keep
   // count 0: the scale is inf, so the mean is 0 * inf = NaN as in ATen.
   std::optional<float> scale;
   if (mean) scale = float(1.0 / double(count));
-  record_reduce(a, x, in, red, op, scale, y, label);
+  if (g.info(x).gpu_bytes() <= binding_limit(g) || rows == 0 || count == 0) {
+    record_reduce(a, x, in, red, op, scale, y, label);
+    return y;
+  }
+  // Over the binding limit: spans of x's outermost dim of size > 1 (each a
+  // contiguous block). Kept, each span reduces into its block of y; reduced,
+  // each into a partial ([1, rows], f32 / i32), and the partials, joined,
+  // are reduced once more.
+  size_t d0 = 0;
+  while (d0 < in.size() && in[d0] == 1) ++d0;
+  const uint64_t es = gpu_dtype_size(g.info(x).dtype), unit = uint64_t(contiguous_strides(in)[d0]);
+  Shape part = in;
+  const std::string what = fmt::format("{}: argument 'self' {} {}", a.op, dtype_name(g.info(x).dtype), shape_str(in));
+  if (!red[d0]) {
+    const uint64_t out_es = gpu_dtype_size(out_dtype), out_unit = uint64_t(rows / in[d0]);
+    for (const Span& s : binding_spans(g, uint64_t(in[d0]), {unit * es, out_unit * out_es}, 1, what)) {
+      part[d0] = int64_t(s.count);
+      record_reduce(a, x, part, red, op, scale, y, label, true, bind_bytes(g, x, s.start * unit * es, s.count * unit * es),
+                    bind_bytes(g, y, s.start * out_unit * out_es, s.count * out_unit * out_es));
+    }
+    return y;
+  }
+  const DType acc = is_float(g.info(x).dtype) ? DType::F32 : DType::I32;
+  ValueList partials;
+  if (uint64_t(rows) * 4 > binding_limit(g)) {
+    a.fail(fmt::format("argument 'self' {} {} is over this device's maxStorageBufferBindingSize of {} bytes, and so "
+                       "is its result: only one of them is split ({})",
+                       dtype_name(g.info(x).dtype), shape_str(in), binding_limit(g), binding_limit_advice(g.ctx())));
+  }
+  for (const Span& s : binding_spans(g, uint64_t(in[d0]), {unit * es}, 1, what)) {
+    part[d0] = int64_t(s.count);
+    const TensorRef p = g.add_tensor({1, rows}, acc);
+    record_reduce(a, x, part, red, op, std::nullopt, p, label, true,
+                  bind_bytes(g, x, s.start * unit * es, s.count * unit * es));
+    partials.push_back(p);
+  }
+  const TensorRef joined = call(g, "aten.cat.default", {partials, int64_t(0)}).tensor();
+  record_reduce(a, joined, g.info(joined).shape, {true, false}, op, scale, y, label);
   return y;
 }
 
@@ -250,7 +293,7 @@ DType sum_dtype(DType d) { return is_float(d) ? d : DType::I64; }
 Value sum_dim(Graph& g, const ValueList& args) {
   Args a{"aten.sum.dim_IntList", args, g};
   TensorRef x = a.tensor(0, "self");
-  check_input(a, x);
+  check_input(a, x, true);
   const auto red = reduced_dims(a, 1, g.info(x).shape.size());
   const bool keepdim = a.boolean(2, "keepdim", false);
   const DType out = dtype_arg(a, 3, sum_dtype(g.info(x).dtype), is_float(g.info(x).dtype));
@@ -262,7 +305,7 @@ Value mean_dim(Graph& g, const ValueList& args) {
   Args a{"aten.mean.dim", args, g};
   TensorRef x = a.tensor(0, "self");
   a.require_float(x, "self");
-  check_input(a, x);
+  check_input(a, x, true);
   const auto red = reduced_dims(a, 1, g.info(x).shape.size());
   const bool keepdim = a.boolean(2, "keepdim", false);
   const DType out = dtype_arg(a, 3, g.info(x).dtype, true);
@@ -273,7 +316,7 @@ Value mean_dim(Graph& g, const ValueList& args) {
 Value amax_amin(Graph& g, const ValueList& args, bool max) {
   Args a{max ? "aten.amax.default" : "aten.amin.default", args, g};
   TensorRef x = a.tensor(0, "self");
-  check_input(a, x);
+  check_input(a, x, true);
   const auto red = reduced_dims(a, 1, g.info(x).shape.size());
   const bool keepdim = a.boolean(2, "keepdim", false);
   return reduce(a, x, red, keepdim, max ? kMax : kMin, false, g.info(x).dtype, max ? "amax" : "amin");
@@ -283,7 +326,7 @@ Value amax_amin(Graph& g, const ValueList& args, bool max) {
 Value prod_dim(Graph& g, const ValueList& args) {
   Args a{"aten.prod.dim_int", args, g};
   TensorRef x = a.tensor(0, "self");
-  check_input(a, x);
+  check_input(a, x, true);
   const Value& dv = a.at(1, "dim");
   if (!dv.is_int()) a.fail(fmt::format("argument 'dim' must be an Int, got {}", dv.describe()));
   const auto red = reduced_dims(a, 1, g.info(x).shape.size());
@@ -357,7 +400,7 @@ Value softmax(Graph& g, const ValueList& args, bool log) {
   const int64_t dim = a.integer(1, "dim", -1);
   const bool half_to_float = a.boolean(2, "half_to_float", false);
   a.require_float(x, "self");
-  check_input(a, x);
+  check_input(a, x, true);
   const Shape in = g.info(x).shape;
   const DType dtype = g.info(x).dtype;
   if (half_to_float && dtype != DType::F16) {
@@ -374,26 +417,35 @@ Value softmax(Graph& g, const ValueList& args, bool log) {
   Subs subs = float_subs(g, dtype, a.op);
   subs.emplace_back("O", wgsl_type(out_dtype));
   const std::string op(a.op);
-  if (inner == 1) {
-    const uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(n / 4, 1))));
-    const uint64_t chunks = gpu::ceil_div(uint64_t(n), tpr);
-    const bool cached = chunks <= 16;
-    const gpu::Pipeline& pl = kernel(g, "ops/kernels/softmax.wgsl", subs,
-                                     {{"TPR", double(tpr)},
-                                      {"CHUNKS", double(cached ? chunks : 1)},
-                                      {"CACHED", cached ? 1.0 : 0.0},
-                                      {"LOG", log ? 1.0 : 0.0}});
-    gpu::Buffer params = g.uniform(SoftmaxParams{uint32_t(outer), uint32_t(n), 0, 0});
-    g.add_dispatch(pl, {Binding::of(y), Binding::of(params), Binding::of(x)},
-                   grid_for(g, gpu::ceil_div(uint64_t(outer), 256 / tpr)), op,
-                   fmt::format("softmax tpr={}{}", tpr, cached ? fmt::format(" cached{}", chunks) : ""));
-  } else {
-    const gpu::Pipeline& pl =
-        kernel(g, "ops/kernels/softmax_strided.wgsl", subs, {{"LOG", log ? 1.0 : 0.0}});
-    const uint64_t columns = uint64_t(outer * inner);
-    gpu::Buffer params = g.uniform(SoftmaxStridedParams{uint32_t(columns), uint32_t(n), uint32_t(inner), 0});
-    g.add_dispatch(pl, {Binding::of(y), Binding::of(params), Binding::of(x)}, grid_for(g, gpu::ceil_div(columns, 256)),
-                   op, "softmax strided");
+  // Over the binding limit: spans of the outer dims (each a block of
+  // n * inner elements of x and y), one dispatch each.
+  const uint64_t block = uint64_t(n * inner), in_es = gpu_dtype_size(dtype), out_es = gpu_dtype_size(out_dtype);
+  const std::vector<Span> spans =
+      binding_spans(g, uint64_t(outer), {block * in_es, block * out_es}, 1,
+                    fmt::format("{}: argument 'self' {} {}", op, dtype_name(dtype), shape_str(in)));
+  for (const Span& s : spans) {
+    const Binding yb = bind_bytes(g, y, s.start * block * out_es, s.count * block * out_es);
+    const Binding xb = bind_bytes(g, x, s.start * block * in_es, s.count * block * in_es);
+    if (inner == 1) {
+      const uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(n / 4, 1))));
+      const uint64_t chunks = gpu::ceil_div(uint64_t(n), tpr);
+      const bool cached = chunks <= 16;
+      const gpu::Pipeline& pl = kernel(g, "ops/kernels/softmax.wgsl", subs,
+                                       {{"TPR", double(tpr)},
+                                        {"CHUNKS", double(cached ? chunks : 1)},
+                                        {"CACHED", cached ? 1.0 : 0.0},
+                                        {"LOG", log ? 1.0 : 0.0}});
+      gpu::Buffer params = g.uniform(SoftmaxParams{uint32_t(s.count), uint32_t(n), 0, 0});
+      g.add_dispatch(pl, {yb, Binding::of(params), xb}, grid_for(g, gpu::ceil_div(s.count, 256 / tpr)), op,
+                     fmt::format("softmax tpr={}{}", tpr, cached ? fmt::format(" cached{}", chunks) : ""));
+    } else {
+      const gpu::Pipeline& pl =
+          kernel(g, "ops/kernels/softmax_strided.wgsl", subs, {{"LOG", log ? 1.0 : 0.0}});
+      const uint64_t columns = s.count * uint64_t(inner);
+      gpu::Buffer params = g.uniform(SoftmaxStridedParams{uint32_t(columns), uint32_t(n), uint32_t(inner), 0});
+      g.add_dispatch(pl, {yb, Binding::of(params), xb}, grid_for(g, gpu::ceil_div(columns, 256)), op,
+                     "softmax strided");
+    }
   }
   return y;
 }

@@ -10,6 +10,13 @@
 // ops/helpers.h check_subs) and clamped. Data moves bit for bit: {{T}} is u32
 // for 32-bit dtypes and f16 for float16; indices are int32 (int64 is stored
 // as int32).
+//
+// A table or result over maxStorageBufferBindingSize is split over several
+// dispatches (ops/movement.cpp): one covers the output elements [first,
+// first + count), `dst` bound from element `first`, and reads only the rows
+// [row_lo, row_hi) of dim (which is src's outermost dim of size > 1),
+// `src` bound from row row_lo; an element whose index lies outside those
+// rows is left to the dispatch that has them.
 {{ENABLE}}
 
 override ELEMENTS: bool = false;
@@ -26,6 +33,10 @@ struct Params {
   _p2: u32,
   shape: array<vec4<u32>, 2>,       // output shape
   src_stride: array<vec4<u32>, 2>,  // src's contiguous strides
+  first: u32,
+  row_lo: u32,
+  row_hi: u32,
+  _pad: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> dst: array<{{T}}>;
@@ -37,10 +48,11 @@ struct Params {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-  let i = (wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y) * WG + lid;
-  if (i >= params.count) {
+  let j = (wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y) * WG + lid;
+  if (j >= params.count) {
     return;
   }
+  let i = params.first + j;
   var rem = i;
   var s_off = 0u;
   var k = 0u;
@@ -63,5 +75,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     report(params.check_slot, given);
   }
   idx = clamp(idx, 0, size - 1);
-  dst[i] = src[s_off + u32(idx) * params.src_stride[params.dim >> 2u][params.dim & 3u]];
+  let row = u32(idx);
+  if (row < params.row_lo || row >= params.row_hi) {
+    return;
+  }
+  dst[j] = src[s_off + (row - params.row_lo) * params.src_stride[params.dim >> 2u][params.dim & 3u]];
 }

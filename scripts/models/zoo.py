@@ -643,9 +643,10 @@ class _DecoderLayer(nn.Module):
 
 
 class DecoderLike(nn.Module):
-    def __init__(self, vocab=1000, d=64, layers=2, heads=4, ffn=128, positions=64):
+    def __init__(self, vocab=1000, d=64, layers=2, heads=4, ffn=128, positions=64, head=False):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
+        self.head = nn.Linear(d, vocab, bias=False) if head else None  # logits over the vocabulary
         self.pos = nn.Embedding(positions + 2, d)  # BART offsets positions by 2
         self.norm_embed = nn.LayerNorm(d)
         self.layers = nn.ModuleList([_DecoderLayer(d, heads, ffn) for _ in range(layers)])
@@ -657,7 +658,7 @@ class DecoderLike(nn.Module):
         mask = torch.triu(mask, diagonal=1)[None, None]
         for layer in self.layers:
             x = layer(x, encoder_hidden_states, mask)
-        return x
+        return x if self.head is None else self.head(x)
 
 
 def _standin(cls, **kw):  # one (small) size: mini or not
@@ -698,6 +699,13 @@ MODELS.update({
                             "plain-torch Conv1d front end + pre-norm encoder layers (Whisper encoder's pattern)"),
     "bart_standin": Spec(_standin(DecoderLike), _bart_inputs, ["last_hidden_state"],
                          "plain-torch post-norm decoder, causal mask, cross-attention (BART decoder's pattern)"),
+    # bart-base sizes (one size: mini or not) and an output head: a 154 MB
+    # token embedding and a 154 MB head weight, over WebGPU's default 128 MiB
+    # storage binding (tests/onnx/bart_full_vs_ort.py).
+    "bart_base_standin": Spec(_standin(DecoderLike, vocab=50265, d=768, layers=6, heads=12, ffn=3072, positions=1024,
+                                       head=True),
+                              lambda mini=False: _bart_inputs(False), ["logits"],
+                              "bart_standin at bart-base sizes with an output head (vocab 50265 x 768)"),
 })
 
 # The nine models of the README (ISNet is fetched by scripts/setup, not built here).

@@ -178,8 +178,14 @@ TEST(Loader, ModelWithoutOpsetImport) {
   ModelBuilder b = relu_model();
   b.m.clear_opset_import();
   const std::string e = load_error(b);
-  EXPECT_THAT(e, HasSubstr("has no opset_import for the ONNX domain"));
+  EXPECT_THAT(e, HasSubstr("has no opset_import: the model does not say which opset it uses"));
   EXPECT_THAT(e, testing::Not(HasSubstr("opset 1")));
+  // Only another domain imported (libonnx-testdata's optimizer cases):
+  // unsupported operators, not a malformed file.
+  auto* op = b.m.add_opset_import();
+  op->set_domain("ai.onnx.preview.training");
+  op->set_version(1);
+  EXPECT_THAT(load_error(b), HasSubstr("imports no ONNX-domain opset, only 'ai.onnx.preview.training' 1"));
 }
 
 // An external-data location naming a FIFO blocked the load forever; a folder
