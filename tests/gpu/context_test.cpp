@@ -168,13 +168,17 @@ TEST(Context, GpuWaitTimeoutIsAnErrorAndTheContextClosesCleanly) {
   std::string error;
   {
     gpu::Context c;
+    // Long enough to outlast the limit: 2M steps a thread on a CPU adapter
+    // (lavapipe), 200M on a GPU (an H200 does 2M in a few ms).
+    const double steps = c.adapter().adapter_type == "CPU" ? 2e6 : 2e8;
     const gpu::Pipeline& spin = c.pipeline("spin", R"(
+override STEPS: u32;
 @group(0) @binding(0) var<storage, read_write> out: array<u32>;
 @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) {
   var x = id.x;
-  for (var i = 0u; i < 2000000u; i++) { x = x * 1664525u + 1013904223u + (x >> 7u); }
+  for (var i = 0u; i < STEPS; i++) { x = x * 1664525u + 1013904223u + (x >> 7u); }
   out[id.x] = x;
-})");
+})", {{"STEPS", steps}});
     gpu::Buffer b = c.create_buffer(256 * 4, gpu::kStorageUsage, "spun");
     gpu::Recorder r(c);
     r.dispatch(spin, {{&b}}, gpu::Grid{4, 1, 1});

@@ -85,6 +85,8 @@ TEST(Fp16Conversion, HostTensorsOfFloat32Only) {
 // float tensor of the graph is float16 except the graph's float32 input and
 // outputs, and the outputs are within float16 accuracy of a double reference.
 TEST(Fp16Session, MaskedAttentionMatchesADoubleReference) {
+  if (!wgnn::test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
+
   constexpr int S = 6, D = 8;
   const float kMin = -std::numeric_limits<float>::max();
   ModelBuilder b;
@@ -227,6 +229,8 @@ TEST(Fp16Session, MaskedAttentionMatchesADoubleReference) {
 // float16 tensors the model declares stay float16; a Cast to float32 makes
 // float16 inside the graph and the declared float32 output is float32.
 TEST(Fp16Session, DeclaredDtypesAreKept) {
+  if (!wgnn::test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
+
   ModelBuilder b;
   b.input("h", {4}, onnx::TensorProto::FLOAT16);
   b.output("r", {4}, onnx::TensorProto::FLOAT16);
@@ -252,6 +256,8 @@ TEST(Fp16Session, DeclaredDtypesAreKept) {
 // the graph, so ops mixing it with the normalized output work, and as a
 // graph output it is cast back to float32.
 TEST(Fp16Session, LayerNormStatisticsFollowTheMode) {
+  if (!wgnn::test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
+
   ModelBuilder b;
   b.input("x", {2, 4});
   b.output("z", {2, 4});
@@ -283,6 +289,8 @@ TEST(Fp16Session, LayerNormStatisticsFollowTheMode) {
 // folds them into a float32 scale and shift): a mean of 100.01 would round
 // to 100.0 in float16, which with a variance of 1e-4 shifts the output by 1.
 TEST(Fp16Session, BatchNormParametersStayFloat32) {
+  if (!wgnn::test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
+
   ModelBuilder b;
   b.input("x", {1, 2, 2, 2});
   b.output("y", {1, 2, 2, 2});
