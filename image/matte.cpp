@@ -39,4 +39,16 @@ Image matte_to_alpha(const std::vector<float>& matte, int mw, int mh, int w, int
   return alpha;
 }
 
+Image multiply_alpha(const Image& a, const Image& b) {
+  if (a.channels != 1 || b.channels != 1 || a.width != b.width || a.height != b.height) {
+    throw Error(fmt::format("multiply_alpha: needs two one-channel images of one size; got {}x{}x{} and {}x{}x{}",
+                            a.width, a.height, a.channels, b.width, b.height, b.channels));
+  }
+  Image out(a.width, a.height, 1);
+  for (size_t i = 0; i < out.pixels.size(); ++i) {
+    out.pixels[i] = uint8_t((uint32_t(a.pixels[i]) * uint32_t(b.pixels[i]) + 127) / 255);
+  }
+  return out;
+}
+
 }  // namespace wgnn::image

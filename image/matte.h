@@ -28,4 +28,8 @@ std::vector<float> to_planar(const Image& rgb, int w, int h, Normalization n);
 // shrinking), alpha = round(255 * m).
 Image matte_to_alpha(const std::vector<float>& matte, int mw, int mh, int w, int h);
 
+// Two one-channel alphas of one size multiplied: round(a * b / 255). A
+// photo's own transparency stays transparent in its cut-out.
+Image multiply_alpha(const Image& a, const Image& b);
+
 }  // namespace wgnn::image
