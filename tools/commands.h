@@ -85,6 +85,8 @@ struct RemoveBgOptions {
   std::string output;
   bool recursive = false;  // folders: their subfolders too
   bool overwrite = false;  // redo outputs that exist (else they are skipped)
+  bool only_mask = false;  // write the matte (gray) instead of the cut-out
+  std::string bg_color;    // "R,G,B[,A]": the cut-out over this colour instead
   std::string mask;    // the matte alone as 8-bit gray PNG (optional)
   std::string model;   // default: models/isnet_any_size.onnx beside the wgnn binary
   int size = 0;        // 0: the model's own

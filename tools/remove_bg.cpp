@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "image/image.h"
+#include "image/matte.h"
 #include "matting/remover.h"
 #include "tools/commands.h"
 #include "util/file.h"
@@ -106,7 +108,8 @@ std::string norm_str(const image::Normalization& n) {
 }
 
 // The readable image extensions a folder yields (lower case), and the
-// outputs' own suffix, which a folder scan passes over.
+// outputs' own suffixes (_cutout.png, _mask.png), which a folder scan passes
+// over.
 bool is_photo_name(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
@@ -115,8 +118,12 @@ bool is_photo_name(const fs::path& p) {
     return false;
   }
   const std::string name = p.filename().string();
-  const std::string suffix = "_cutout.png";
-  return !(name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0);
+  for (const std::string suffix : {"_cutout.png", "_mask.png"}) {
+    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 struct Job {
@@ -124,7 +131,29 @@ struct Job {
   std::string output;  // "-": stdout
 };
 
-std::string output_name(const fs::path& input) { return input.stem().string() + "_cutout.png"; }
+std::string output_name(const fs::path& input, const RemoveBgOptions& o) {
+  return input.stem().string() + (o.only_mask ? "_mask.png" : "_cutout.png");
+}
+
+// --bg-color R,G,B[,A]: four values of 0 to 255 (A: 255 when left out).
+std::array<uint8_t, 4> parse_color(const std::string& s) {
+  std::array<uint8_t, 4> c{0, 0, 0, 255};
+  size_t n = 0, i = 0;
+  const auto bad = [&] {
+    return Error(fmt::format("--bg-color '{}': give R,G,B or R,G,B,A, each 0 to 255 (e.g. 255,255,255 for white)", s));
+  };
+  while (i <= s.size()) {
+    const size_t j = std::min(s.find(',', i), s.size());
+    const std::string part = s.substr(i, j - i);
+    if (n >= 4 || part.empty() || part.size() > 3 || part.find_first_not_of("0123456789") != std::string::npos) throw bad();
+    const int v = std::stoi(part);
+    if (v > 255) throw bad();
+    c[n++] = uint8_t(v);
+    i = j + 1;
+  }
+  if (n < 3) throw bad();
+  return c;
+}
 
 // The photos of a folder, sorted, as paths relative to it.
 std::vector<fs::path> scan(const fs::path& dir, bool recursive) {
@@ -165,9 +194,9 @@ std::vector<Job> plan_jobs(const RemoveBgOptions& o, bool* single) {
     std::string out = o.output;
     if (out.empty()) {
       if (has_stdin) throw Error("the photo comes from stdin: give -o FILE.png, or -o - for stdout");
-      out = output_name(in);
+      out = output_name(in, o);
     } else if (out != "-" && fs::is_directory(out, ec)) {
-      out = (fs::path(out) / output_name(has_stdin ? fs::path("stdin") : fs::path(in))).string();
+      out = (fs::path(out) / output_name(has_stdin ? fs::path("stdin") : fs::path(in), o)).string();
     }
     jobs.push_back({in, out});
     return jobs;
@@ -187,10 +216,10 @@ std::vector<Job> plan_jobs(const RemoveBgOptions& o, bool* single) {
                                 o.recursive ? "" : "; --recursive reads its subfolders"));
       }
       for (const auto& rel : found) {
-        jobs.push_back({(fs::path(in) / rel).string(), (out_dir / rel.parent_path() / output_name(rel)).string()});
+        jobs.push_back({(fs::path(in) / rel).string(), (out_dir / rel.parent_path() / output_name(rel, o)).string()});
       }
     } else {
-      jobs.push_back({in, (out_dir / output_name(in)).string()});
+      jobs.push_back({in, (out_dir / output_name(in, o)).string()});
     }
   }
   std::map<std::string, std::string> seen;  // photo (normalized) -> as given
@@ -231,6 +260,9 @@ class Batch {
                               o_.size));
     }
     (void)matting::parse_preprocess(o_.preprocess);
+    if (!o_.bg_color.empty()) bg_ = parse_color(o_.bg_color);
+    if (o_.only_mask && bg_) throw Error("--only-mask writes the matte, --bg-color a composite: give one of them");
+    if (o_.only_mask && !o_.mask.empty()) throw Error("--only-mask writes the matte already; --mask is for the cut-out's");
     bool single = false;
     jobs_ = plan_jobs(o_, &single);
     model_ = o_.model.empty() ? default_model() : o_.model;
@@ -293,6 +325,14 @@ class Batch {
     return *remover_;
   }
 
+  // What a photo's output holds: the cut-out (RGBA), the matte alone
+  // (--only-mask, gray) or the cut-out over a colour (--bg-color).
+  image::Image result(const matting::Cutout& cut) const {
+    if (o_.only_mask) return cut.alpha;
+    if (bg_) return image::composite_over(cut.rgba, *bg_);
+    return cut.rgba;
+  }
+
   void write(const std::string& output, const image::Image& img) const {
     *step_ = fmt::format("writing '{}'", output);
     if (output == "-") {
@@ -345,10 +385,12 @@ class Batch {
       again.done();
       steady.push_back(cut.run_s);
     }
-    write(output, cut.rgba);
+    write(output, result(cut));
     if (!o_.mask.empty()) write(o_.mask, cut.alpha);
-    say(fmt::format("wrote {} ({}x{} RGBA, alpha = matte){}", output == "-" ? "the PNG to stdout" : output, photo.width,
-                    photo.height, o_.mask.empty() ? "" : fmt::format(" and {} (the matte, gray)", o_.mask)));
+    const char* kind = o_.only_mask ? "gray, the matte" : !bg_ ? "RGBA, alpha = matte"
+                       : (*bg_)[3] == 255 ? "RGB, over the --bg-color" : "RGBA, over the --bg-color";
+    say(fmt::format("wrote {} ({}x{} {}){}", output == "-" ? "the PNG to stdout" : output, photo.width, photo.height,
+                    kind, o_.mask.empty() ? "" : fmt::format(" and {} (the matte, gray)", o_.mask)));
 
     std::string line = fmt::format("load {:.2f} s, first run {:.2f} s", r.load_s(), first_s);
     if (!steady.empty()) {
@@ -394,7 +436,7 @@ class Batch {
         const fs::path parent = fs::path(job.output).parent_path();
         if (!parent.empty()) fs::create_directories(parent, ec);
         if (ec) throw Error(fmt::format("cannot make the folder '{}': {}", parent.string(), ec.message()));
-        write(job.output, cut.rgba);
+        write(job.output, result(cut));
         ++done;
         ++worked;
         const double spent = std::chrono::duration<double>(clock::now() - *first_start).count();
@@ -440,6 +482,7 @@ class Batch {
   std::unique_ptr<gpu::Context> ctx_;
   std::unique_ptr<matting::Remover> remover_;
   bool loading_ = false;  // in remover(): a failure there stops the run
+  std::optional<std::array<uint8_t, 4>> bg_;  // --bg-color
 };
 
 }  // namespace

@@ -195,6 +195,11 @@ int main(int argc, char** argv) {
                  "folder: the output folder (default: here), keeping a folder's subfolders");
   rb->add_flag("--recursive", rbo.recursive, "Read the subfolders of a folder too");
   rb->add_flag("--overwrite", rbo.overwrite, "Redo cut-outs that exist (else they are skipped)");
+  rb->add_flag("--only-mask", rbo.only_mask,
+               "Write the matte alone (8-bit gray) instead of the cut-out (default name <photo's name>_mask.png)");
+  rb->add_option("--bg-color", rbo.bg_color,
+                 "R,G,B[,A] (0 to 255): the cut-out over this colour instead of transparency (RGB when A is 255 "
+                 "or left out)");
   rb->add_option("--mask", rbo.mask, "Also write the matte alone as an 8-bit gray PNG");
   rb->add_option("--model", rbo.model, "Matting model (default: ISNet, models/isnet_any_size.onnx beside wgnn, from scripts/setup)");
   rb->add_option("--size", rbo.size,

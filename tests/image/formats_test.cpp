@@ -291,3 +291,21 @@ TEST(ImageTiff, Errors) {
               HasSubstr("'h.tif' is a TIFF"));
   EXPECT_THAT(error_of([&] { image::decode_photo(good, "x.tif", 64 * 32 - 1); }), HasSubstr("too large"));
 }
+
+TEST(ImageAlpha, CompositeOver) {
+  Image px(3, 1, 4);
+  px.pixels = {200, 100, 50, 255, 200, 100, 50, 0, 200, 100, 50, 128};
+  const Image white = image::composite_over(px, {255, 255, 255, 255});
+  ASSERT_EQ(white.channels, 3);
+  EXPECT_EQ(white.pixels, (std::vector<uint8_t>{200, 100, 50, 255, 255, 255, 227, 177, 152}));
+  // A translucent colour: alpha 128 over 128 gives 192.
+  const Image half = image::composite_over(px, {0, 0, 255, 128});
+  ASSERT_EQ(half.channels, 4);
+  EXPECT_EQ(half.at(1, 0, 3), 128);
+  EXPECT_EQ(half.at(1, 0, 2), 255);
+  EXPECT_EQ(half.at(2, 0, 3), 192);
+  EXPECT_EQ(half.at(2, 0, 0), 134);  // (200 * .502) / .751
+  // A = 0: the image unchanged.
+  EXPECT_EQ(image::composite_over(px, {9, 9, 9, 0}).pixels, px.pixels);
+  EXPECT_THAT(error_of([&] { image::composite_over(Image(2, 2, 3), {0, 0, 0, 255}); }), HasSubstr("needs RGBA"));
+}

@@ -201,6 +201,12 @@ check(np.asarray(Image.open(os.path.join(out, "done_cutout.png"))).shape == (20,
 rc, _, err = run(photos, "-o", os.path.join(WORK, "flat"), "--model", model, "--quiet")
 check(not os.path.exists(os.path.join(WORK, "flat", "sub")), "without --recursive, subfolders are not read")
 
+rc, _, err = run(photos, "-o", os.path.join(WORK, "masks"), "--model", model, "--only-mask", "--quiet")
+mask6 = os.path.join(WORK, "masks", "turned_6_mask.png")
+cut6 = np.asarray(Image.open(os.path.join(out, "turned_6_cutout.png")))
+check(os.path.exists(mask6) and Image.open(mask6).mode == "L" and (np.asarray(Image.open(mask6)) == cut6[..., 3]).all(),
+      "--only-mask on a folder: _mask.png files, gray, the cut-outs' alpha")
+
 # Same stems given by name: refused before anything runs.
 clash = os.path.join(WORK, "clash")
 os.makedirs(os.path.join(clash, "a"))
