@@ -263,24 +263,13 @@ rng = np.random.default_rng(1)
 for i in range(24):
     Image.fromarray(rng.integers(0, 256, (900, 1200, 3), np.uint8)).save(os.path.join(big, f"p{i:02d}.png"),
                                                                       compress_level=0)
-for k, delay in [(2, 0.0), (3, 0.05), (5, 0.12)]:
-    dest = os.path.join(WORK, f"big_out_{k}")
-    proc = subprocess.Popen([WGNN, "remove-bg", big, "-o", dest, "--model", model], stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True)
-    seen = ""
-    for line in proc.stderr:
-        seen += line
-        if f"[{k}/24]" in line:
-            time.sleep(delay)
-            proc.send_signal(signal.SIGINT)
-            break
-    proc.stderr.read()
-    rc = proc.wait(timeout=120)
-    check(rc == -signal.SIGINT, f"SIGINT after photo {k}: the run stops (rc {rc})")
+
+
+def check_interrupted(dest, what):
     names = sorted(os.listdir(dest))
     outputs = [n for n in names if n.endswith("_cutout.png") and not n.startswith(".")]
-    check(len(outputs) < 24, f"SIGINT after photo {k}: interrupted before the end ({len(outputs)} of 24 written)")
-    check(set(names) == set(outputs), f"SIGINT after photo {k}: no temporary or partial files: {sorted(set(names) - set(outputs))}")
+    check(len(outputs) < 24, f"{what}: interrupted before the end ({len(outputs)} of 24 written)")
+    check(set(names) == set(outputs), f"{what}: no temporary or partial files: {sorted(set(names) - set(outputs))}")
     complete = True
     for n in outputs:
         try:
@@ -290,7 +279,44 @@ for k, delay in [(2, 0.0), (3, 0.05), (5, 0.12)]:
         except Exception as e:  # a cut-short PNG
             print(f"  {n}: {e}")
             complete = False
-    check(complete, f"SIGINT after photo {k}: every output present is a complete PNG")
+    check(complete, f"{what}: every output present is a complete PNG")
+
+
+# SIGINT between photos, at moments after the k-th progress line.
+for k, delay in [(2, 0.0), (3, 0.05)]:
+    dest = os.path.join(WORK, f"big_out_{k}")
+    proc = subprocess.Popen([WGNN, "remove-bg", big, "-o", dest, "--model", model], stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+    for line in proc.stderr:
+        if f"[{k}/24]" in line:
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            break
+    proc.stderr.read()
+    rc = proc.wait(timeout=120)
+    check(rc == -signal.SIGINT, f"SIGINT after photo {k}: the run stops (rc {rc})")
+    check_interrupted(dest, f"SIGINT after photo {k}")
+
+# SIGINT while a cut-out is being written: the moment its temporary file
+# appears in the output folder (after `attempt` complete outputs).
+for attempt in range(3):
+    dest = os.path.join(WORK, f"big_out_write_{attempt}")
+    os.makedirs(dest)
+    proc = subprocess.Popen([WGNN, "remove-bg", big, "-o", dest, "--model", model, "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen = None
+    deadline = time.time() + 120
+    while seen is None and proc.poll() is None and time.time() < deadline:
+        with os.scandir(dest) as it:
+            for e in it:
+                if e.name.startswith(".") and ".tmp-" in e.name and len(os.listdir(dest)) > attempt:
+                    seen = e.name
+                    break
+    proc.send_signal(signal.SIGINT)
+    rc = proc.wait(timeout=120)
+    check(seen is not None, f"write {attempt}: a temporary file was seen while a cut-out was written")
+    check(rc == -signal.SIGINT, f"SIGINT while writing ({seen}): the run stops (rc {rc})")
+    check_interrupted(dest, f"SIGINT while writing {seen}")
 
 print(f"{len(failures)} failed")
 sys.exit(1 if failures else 0)
