@@ -180,8 +180,11 @@ std::vector<fs::path> scan(const fs::path& dir, bool recursive) {
 // "-"): -o names the output file (or "-", or a folder that exists). Else -o
 // names the output folder (made if missing); a file given by name goes to
 // OUT_DIR/STEM_cutout.png, a file found in a folder keeps its folder below
-// that one (OUT_DIR/SUB/STEM_cutout.png). Two photos with one output are
-// refused before anything runs.
+// that one (OUT_DIR/SUB/STEM_cutout.png). A photo given twice, two photos
+// with one output, and an output that is a photo are refused before
+// anything runs.
+void plan_many(const RemoveBgOptions& o, std::vector<Job>* jobs);
+
 std::vector<Job> plan_jobs(const RemoveBgOptions& o, bool* single) {
   if (o.inputs.empty()) throw Error("give a photo, several, or a folder");
   std::error_code ec;
@@ -199,8 +202,46 @@ std::vector<Job> plan_jobs(const RemoveBgOptions& o, bool* single) {
       out = (fs::path(out) / output_name(has_stdin ? fs::path("stdin") : fs::path(in), o)).string();
     }
     jobs.push_back({in, out});
-    return jobs;
+  } else {
+    plan_many(o, &jobs);
   }
+  // No output may overwrite a photo (its own, or another of the run).
+  std::map<std::string, std::string> seen;  // photo (normalized) -> as given
+  auto norm = [&](const std::string& p) {
+    std::error_code e;
+    const fs::path n = fs::weakly_canonical(fs::absolute(p), e).lexically_normal();
+    return e ? p : n.string();
+  };
+  for (const auto& j : jobs) {
+    if (j.input == "-") continue;
+    auto [it, fresh] = seen.emplace(norm(j.input), j.input);
+    if (!fresh) {
+      throw Error(it->second == j.input ? fmt::format("'{}' is given twice", j.input)
+                                        : fmt::format("'{}' is given twice (also as '{}')", j.input, it->second));
+    }
+  }
+  std::map<std::string, std::string> owner;  // output (normalized) -> its photo
+  for (const auto& j : jobs) {
+    if (j.output == "-") continue;
+    const std::string key = norm(j.output);
+    if (auto p = seen.find(key); p != seen.end()) {
+      throw Error(fmt::format("the output for '{}' would be '{}', which is the photo '{}' itself: give another -o",
+                              j.input, j.output, p->second));
+    }
+    auto [it, fresh] = owner.emplace(key, j.input);
+    if (!fresh) {
+      throw Error(fmt::format("'{}' and '{}' would both be cut out to '{}': rename one, or run them with different "
+                              "-o folders",
+                              it->second, j.input, j.output));
+    }
+  }
+  return jobs;
+}
+
+// Several photos or folders: the jobs, outputs under the -o folder.
+void plan_many(const RemoveBgOptions& o, std::vector<Job>* jobs_out) {
+  std::vector<Job>& jobs = *jobs_out;
+  std::error_code ec;
   if (o.output == "-") throw Error("-o -: stdout takes one photo; give an output folder for several");
   const fs::path out_dir = o.output.empty() ? fs::path(".") : fs::path(o.output);
   std::string ext = out_dir.extension().string();
@@ -222,23 +263,6 @@ std::vector<Job> plan_jobs(const RemoveBgOptions& o, bool* single) {
       jobs.push_back({in, (out_dir / output_name(in, o)).string()});
     }
   }
-  std::map<std::string, std::string> seen;  // photo (normalized) -> as given
-  for (const auto& j : jobs) {
-    const std::string key = fs::weakly_canonical(fs::absolute(j.input), ec).lexically_normal().string();
-    auto [it, fresh] = seen.emplace(ec ? j.input : key, j.input);
-    if (!fresh) throw Error(fmt::format("'{}' is given twice (also as '{}')", j.input, it->second));
-  }
-  std::map<std::string, std::string> owner;  // output (normalized) -> its photo
-  for (const auto& j : jobs) {
-    const std::string key = fs::weakly_canonical(fs::absolute(j.output), ec).lexically_normal().string();
-    auto [it, fresh] = owner.emplace(ec ? j.output : key, j.input);
-    if (!fresh) {
-      throw Error(fmt::format("'{}' and '{}' would both be cut out to '{}': rename one, or run them with different "
-                              "-o folders",
-                              it->second, j.input, j.output));
-    }
-  }
-  return jobs;
 }
 
 std::string fmt_duration(double s) {

@@ -248,6 +248,8 @@ for args, want_err in [
     ([photos, "-o", os.path.join(WORK, "x.png")], "names a folder"),
     ([os.path.join(WORK, "clash")], "holds no photos"),
     ([os.path.join(photos, "gray.png"), os.path.join(photos, "gray.png")], "is given twice"),
+    ([photos, os.path.join(photos, "gray.png")], "is given twice"),
+    ([os.path.join(photos, "old_cutout.png"), os.path.join(photos, "old.jpg"), "-o", photos], "is the photo"),
 ]:
     rc, _, err = run(*args, "--model", model, cwd=WORK)
     check(rc == 1 and want_err in err and "loading" not in err,

@@ -124,6 +124,7 @@ for args, want in [
     ([photo, "--model", model, "--size", "33"], "multiple of 32"),
     ([photo, "--model", model, "--preprocess", "u2net"], "auto, isnet, modnet"),
     ([photo, "--model", model, "--bg-color", "255,255"], "give R,G,B or R,G,B,A"),
+    ([photo, "--model", model, "-o", photo], "which is the photo"),
     ([photo, "--model", model, "--bg-color", "256,0,0"], "each 0 to 255"),
     ([photo, "--model", model, "--bg-color", "1,2,3,4,5"], "give R,G,B or R,G,B,A"),
     ([photo, "--model", model, "--bg-color", "red"], "give R,G,B or R,G,B,A"),
