@@ -247,6 +247,10 @@ void plan_many(const RemoveBgOptions& o, std::vector<Job>* jobs_out) {
   std::string ext = out_dir.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
   if (ext == ".png" && !fs::is_directory(out_dir, ec)) {
+    if (o.inputs.size() == 1) {
+      throw Error(fmt::format("'{}' is a folder: its photos' cut-outs go to a folder, and -o '{}' names a PNG",
+                              o.inputs[0], o.output));
+    }
     throw Error(fmt::format("-o '{}': with several photos -o names a folder, not a PNG", o.output));
   }
   for (const auto& in : o.inputs) {
