@@ -102,6 +102,15 @@ void check_output(const std::string& path, const char* flag) {
   if (fs::is_directory(path, ec)) throw Error(fmt::format("{} '{}' is a folder; give a file name", flag, path));
 }
 
+// The folder of an output file takes new files: checked before the run.
+void check_writable(const std::string& path, const char* flag) {
+  try {
+    util::check_folder_writable(fs::path(path).parent_path().string());
+  } catch (const Error& e) {
+    throw Error(fmt::format("{} '{}': {}", flag, path, e.what()));
+  }
+}
+
 std::string norm_str(const image::Normalization& n) {
   if (n.mean == image::kISNetNormalization.mean && n.std == image::kISNetNormalization.std) return "(x - 128) / 256";
   return fmt::format("(x - {}) / {}", n.mean, n.std);
@@ -376,14 +385,11 @@ class Batch {
       if (::isatty(STDOUT_FILENO)) throw Error("-o -: stdout is a terminal; pipe it into a file or a program");
     } else {
       check_output(output, "-o");
-      try {
-        util::check_folder_writable(fs::path(output).parent_path().string());
-      } catch (const Error& e) {
-        throw Error(fmt::format("-o '{}': {}", output, e.what()));
-      }
+      check_writable(output, "-o");
     }
     if (!o_.mask.empty()) {
       check_output(o_.mask, "--mask");
+      check_writable(o_.mask, "--mask");
       std::error_code e1, e2;
       const fs::path a = fs::weakly_canonical(fs::absolute(output), e1), b = fs::weakly_canonical(fs::absolute(o_.mask), e2);
       if (output == o_.mask || (!e1 && !e2 && a == b)) {

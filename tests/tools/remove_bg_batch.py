@@ -240,6 +240,7 @@ check(p.returncode == 0 and os.path.exists(os.path.join(WORK, "from_stdin.png"))
 # Errors found before the model is loaded.
 for args, want_err in [
     ([os.path.join(photos, "gray.png"), "-o", "/proc/cut.png"], "cannot write into the folder"),
+    ([os.path.join(photos, "gray.png"), "-o", "g.png", "--mask", "/proc/m.png"], "--mask '/proc/m.png': cannot write"),
     ([photos, "-o", "-"], "stdout takes one photo"),
     (["-", os.path.join(photos, "gray.png")], "must be the only input"),
     (["-"], "give -o FILE.png"),
