@@ -42,8 +42,8 @@ struct Image {
 // channels), or RGBA (4) when the file has an alpha channel (gray + alpha,
 // RGBA PNG, WebP with alpha, TIFF with an extra alpha sample; TIFF's
 // associated alpha is un-premultiplied). Gray is replicated, 16-bit samples
-// are scaled to 8 bits, a JPEG's EXIF orientation (1 to 8) is applied, a
-// TIFF's orientation as libtiff reads it. The format is told by the file's
+// are scaled to 8 bits, a JPEG's EXIF orientation (1 to 8) is applied, and
+// a TIFF's Orientation tag (the same values). The format is told by the file's
 // signature before anything is decoded: other formats (GIF, BMP, TGA, PSD,
 // PNM, ...) are refused by name. The size is read from the header first:
 // over kMaxSide a side or over `max_pixels` is an Error saying so ("too

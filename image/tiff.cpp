@@ -1,5 +1,6 @@
 // TIFF through Debian's libtiff, read from memory with its RGBA interface
-// (any photometric, bit depth and compression libtiff decodes), first page.
+// (any photometric, bit depth and compression libtiff decodes), first page,
+// turned by its Orientation tag.
 #include <fmt/format.h>
 #include <tiffio.h>
 
@@ -92,6 +93,14 @@ Image decode_tiff(const std::string& bytes, const std::string& what, uint64_t ma
     alpha = kinds[0] == EXTRASAMPLE_ASSOCALPHA || kinds[0] == EXTRASAMPLE_UNASSALPHA;
     associated = alpha;  // libtiff's RGBA interface premultiplies unassociated alpha too
   }
+  // The rows as stored (the tag set to top-left), turned afterwards by
+  // oriented(): libtiff's RGBA interface flips for orientations 2 to 4 but
+  // does not transpose for 5 to 8. TIFF's values are EXIF's.
+  uint16_t orientation = ORIENTATION_TOPLEFT;
+  if (TIFFGetField(t.get(), TIFFTAG_ORIENTATION, &orientation) != 1 || orientation < 1 || orientation > 8) {
+    orientation = ORIENTATION_TOPLEFT;
+  }
+  TIFFSetField(t.get(), TIFFTAG_ORIENTATION, ORIENTATION_TOPLEFT);
   std::vector<uint32_t> raster(size_t(w) * size_t(h));
   if (TIFFReadRGBAImageOriented(t.get(), w, h, raster.data(), ORIENTATION_TOPLEFT, 1) != 1) {
     throw fail("its image data is corrupt or cut short");
@@ -111,7 +120,7 @@ Image decode_tiff(const std::string& bytes, const std::string& what, uint64_t ma
       for (int k = 0; k < 3; ++k) o[k] = uint8_t(std::min<uint32_t>(255, (uint32_t(o[k]) * 255 + a / 2) / a));
     }
   }
-  return img;
+  return orientation == ORIENTATION_TOPLEFT ? img : oriented(img, orientation);
 }
 
 }  // namespace wgnn::image::detail

@@ -222,7 +222,7 @@ namespace {
 
 // A TIFF written by libtiff: 8-bit, `c` samples (1 gray, 3 RGB, 4 RGBA with
 // unassociated alpha), big- or little-endian.
-std::string tiff_of(const Image& img, bool big_endian, uint16_t bits = 8) {
+std::string tiff_of(const Image& img, bool big_endian, uint16_t bits = 8, uint16_t orientation = 0) {
   const std::string path = tmp(big_endian ? "w_be.tif" : "w_le.tif");
   TIFF* t = TIFFOpen(path.c_str(), big_endian ? "wb" : "wl");
   EXPECT_NE(t, nullptr);
@@ -238,6 +238,7 @@ std::string tiff_of(const Image& img, bool big_endian, uint16_t bits = 8) {
     TIFFSetField(t, TIFFTAG_EXTRASAMPLES, uint16_t(1), extra);
   }
   TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, uint32_t(img.height));
+  if (orientation != 0) TIFFSetField(t, TIFFTAG_ORIENTATION, orientation);
   const size_t row = size_t(img.width) * size_t(img.channels);
   for (int y = 0; y < img.height; ++y) {
     if (bits == 8) {
@@ -279,6 +280,14 @@ TEST(ImageTiff, AlphaIsKeptAndColoursUnpremultiplied) {
   ASSERT_EQ(back.channels, 4);
   for (size_t i = 3; i < back.pixels.size(); i += 4) EXPECT_EQ(back.pixels[i], rgba.pixels[i]);
   EXPECT_LE(max_diff(back, rgba), 1);
+}
+
+TEST(ImageTiff, OrientationTagIsApplied) {
+  const Image stored = pattern(7, 4, 3);
+  for (uint16_t o = 1; o <= 8; ++o) {
+    const Image got = image::decode_photo(tiff_of(stored, o % 2 == 0, 8, o), "o.tif");
+    EXPECT_EQ(max_diff(got, image::oriented(stored, o)), 0) << "orientation " << o;
+  }
 }
 
 TEST(ImageTiff, Errors) {

@@ -120,6 +120,11 @@ webpa[..., 3] = 255
 webpa[:8, :, 3] = 0
 Image.fromarray(webpa).save(os.path.join(photos, "transparent.webp"), lossless=True, exact=True)
 want["transparent.webp"] = (webpa[..., :3], webpa[..., 3])
+# A TIFF held sideways: its Orientation tag (274) is 6.
+Image.fromarray(upright).transpose(Image.Transpose.ROTATE_90).save(os.path.join(photos, "turned_tiff_6.tif"),
+                                                                    tiffinfo={274: 6})
+want["turned_tiff_6.tif"] = (upright, None)  # lossless: exactly the upright photo
+check(Image.open(os.path.join(photos, "turned_tiff_6.tif")).size == (32, 48), "the TIFF is stored sideways")
 tif = quadrants(30, 22)
 Image.fromarray(tif).save(os.path.join(photos, "scan.tif"), compression="tiff_lzw")
 want["scan.tif"] = (tif, None)
