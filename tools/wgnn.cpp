@@ -185,7 +185,9 @@ int main(int argc, char** argv) {
 
   auto* ops_cmd = app.add_subcommand("ops", "List the supported operators");
 
-  auto* rb = app.add_subcommand("remove-bg", "Cut out a photo's subject: an RGBA PNG whose alpha is the matte");
+  auto* rb = app.add_subcommand("remove-bg",
+                               "Cut out photos' subjects: RGBA PNGs whose alpha is the matte (one photo, several, "
+                               "or folders)");
   tools::RemoveBgOptions rbo;
   rb->add_option("input", rbo.inputs,
                  "Photos (PNG, JPEG, WebP, TIFF), folders of them, or - for one photo from stdin")
@@ -194,7 +196,9 @@ int main(int argc, char** argv) {
                  "One photo: the cut-out PNG (default: <photo's name>_cutout.png here; - for stdout). Several or a "
                  "folder: the output folder (default: here), keeping a folder's subfolders");
   rb->add_flag("--recursive", rbo.recursive, "Read the subfolders of a folder too");
-  rb->add_flag("--overwrite", rbo.overwrite, "Redo cut-outs that exist (else they are skipped)");
+  rb->add_flag("--overwrite", rbo.overwrite,
+               "Several photos or a folder: redo cut-outs that exist (else they are skipped; one photo's is always "
+               "written)");
   rb->add_flag("--only-mask", rbo.only_mask,
                "Write the matte alone (8-bit gray) instead of the cut-out (default name <photo's name>_mask.png)");
   rb->add_option("--bg-color", rbo.bg_color,
