@@ -1,8 +1,10 @@
 #pragma once
-// 8-bit images in host memory, and reading / writing them (stb: Debian's
-// libstb). Host only: nothing here touches the GPU.
+// 8-bit images in host memory, and reading / writing them (Debian's libstb
+// for PNG and JPEG, libwebp, libtiff, libexif for JPEG orientation). Host
+// only: nothing here touches the GPU.
 //
-//   image::Image photo = image::read_rgb("photo.jpg");   // PNG, JPEG, ... -> RGB
+//   image::Image photo = image::read_photo("photo.jpg"); // -> RGB or RGBA
+//   image::Image rgb = image::read_rgb("photo.webp");    // -> RGB
 //   image::write_png("out.png", rgba);                   // 1 to 4 channels
 //
 // Every failure a person can cause (a missing file, a file that is not an
@@ -36,15 +38,36 @@ struct Image {
   }
 };
 
-// Decodes a PNG or JPEG into RGB: gray is replicated, alpha is dropped,
-// 16-bit samples are scaled to 8 bits. JPEG EXIF orientation is not applied.
-// The format is told by the file's signature before anything is decoded:
-// other formats (GIF, BMP, TGA, PSD, PNM, ...) are refused by name. The size
-// is read from the header first: over kMaxSide a side or over `max_pixels`
-// is an Error saying so ("too large"), before any pixel memory is taken.
-Image read_rgb(const std::string& path, uint64_t max_pixels = kDefaultMaxPixels);
+// Decodes a PNG, JPEG, WebP or TIFF photo as it is meant to be seen: RGB (3
+// channels), or RGBA (4) when the file has an alpha channel (gray + alpha,
+// RGBA PNG, WebP with alpha, TIFF with an extra alpha sample; TIFF's
+// associated alpha is un-premultiplied). Gray is replicated, 16-bit samples
+// are scaled to 8 bits, a JPEG's EXIF orientation (1 to 8) is applied, and
+// a TIFF's Orientation tag (the same values). The format is told by the file's
+// signature before anything is decoded: other formats (GIF, BMP, TGA, PSD,
+// PNM, ...) are refused by name. The size is read from the header first:
+// over kMaxSide a side or over `max_pixels` is an Error saying so ("too
+// large"), before any pixel memory is taken. Animated WebP is refused; a
+// multi-page TIFF yields its first page.
+Image read_photo(const std::string& path, uint64_t max_pixels = kDefaultMaxPixels);
 // The same from bytes in memory; `what` names them in errors.
+Image decode_photo(const std::string& bytes, const std::string& what, uint64_t max_pixels = kDefaultMaxPixels);
+// read_photo / decode_photo with the alpha dropped: always RGB.
+Image read_rgb(const std::string& path, uint64_t max_pixels = kDefaultMaxPixels);
 Image decode_rgb(const std::string& bytes, const std::string& what, uint64_t max_pixels = kDefaultMaxPixels);
+
+// The EXIF orientation of a JPEG (its APP1 segment, IFD0's Orientation tag):
+// 1 to 8, and 1 when there is none or it is out of range.
+int jpeg_orientation(const std::string& jpeg_bytes);
+// The image turned the way EXIF orientation `o` (1 to 8) says it is to be
+// shown: 2 mirrors, 3 turns 180 degrees, 4 flips, 5 transposes, 6 turns 90
+// degrees clockwise, 7 transverses, 8 turns 90 degrees counter-clockwise.
+// 5 to 8 swap width and height.
+Image oriented(const Image& img, int o);
+
+// Channels first .. first + count - 1 of each pixel (RGBA -> RGB: 0, 3;
+// its alpha: 3, 1).
+Image channels_of(const Image& img, int first, int count);
 
 // PNG with as many channels as the image has (1 to 4), written atomically
 // (util/file.h).

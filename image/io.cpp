@@ -11,6 +11,7 @@
 #include <new>
 #include <sstream>
 
+#include "image/decoders.h"
 #include "image/image.h"
 #include "util/file.h"
 
@@ -41,23 +42,28 @@ uint32_t be16(const std::string& b, size_t i) {
 }
 uint32_t be32(const std::string& b, size_t i) { return (be16(b, i) << 16) | be16(b, i + 2); }
 
-enum class Format { Png, Jpeg };
+enum class Format { Png, Jpeg, Webp, Tiff };
 
-// The format from the file's signature; anything but PNG and JPEG is an
-// Error naming what it looks like.
+// The format from the file's signature; anything but PNG, JPEG, WebP and
+// TIFF is an Error naming what it looks like.
 Format format_of(const std::string& b, const std::string& what) {
   static const char kPng[] = "\x89PNG\r\n\x1a\n";
   if (b.size() >= 8 && b.compare(0, 8, kPng, 8) == 0) return Format::Png;
   if (b.size() >= 3 && uint8_t(b[0]) == 0xFF && uint8_t(b[1]) == 0xD8 && uint8_t(b[2]) == 0xFF) return Format::Jpeg;
+  if (b.size() >= 12 && b.compare(0, 4, "RIFF") == 0 && b.compare(8, 4, "WEBP") == 0) return Format::Webp;
+  if (b.size() >= 4 && (b.compare(0, 4, std::string("II*\0", 4)) == 0 || b.compare(0, 4, std::string("MM\0*", 4)) == 0 ||
+                        b.compare(0, 4, std::string("II+\0", 4)) == 0 || b.compare(0, 4, std::string("MM\0+", 4)) == 0)) {
+    return Format::Tiff;
+  }
   std::string looks;
   if (b.compare(0, 4, "GIF8") == 0) looks = "a GIF";
   else if (b.compare(0, 2, "BM") == 0) looks = "a BMP";
   else if (b.compare(0, 4, "8BPS") == 0) looks = "a PSD";
   else if (b.size() >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '7') looks = "a PNM";
   else if (b.compare(0, 10, "#?RADIANCE") == 0 || b.compare(0, 6, "#?RGBE") == 0) looks = "an HDR";
-  else if (b.compare(0, 4, "RIFF") == 0) looks = "a RIFF (WebP?)";
-  throw Error(fmt::format("'{}' is not an image wgnn can read: {}; PNG and JPEG are accepted", what,
-                          looks.empty() ? "no PNG or JPEG signature" : "it looks like " + looks + " file"));
+  else if (b.compare(0, 4, "RIFF") == 0) looks = "a RIFF (not WebP)";
+  throw Error(fmt::format("'{}' is not an image wgnn can read: {}; PNG, JPEG, WebP and TIFF are accepted", what,
+                          looks.empty() ? "no PNG, JPEG, WebP or TIFF signature" : "it looks like " + looks + " file"));
 }
 
 // Width and height from the header: PNG's IHDR, JPEG's first SOF marker.
@@ -98,21 +104,22 @@ bool header_size(const std::string& b, Format f, uint64_t* w, uint64_t* h) {
 
 }  // namespace
 
-Image decode_rgb(const std::string& bytes, const std::string& what, uint64_t max_pixels) {
-  if (bytes.empty()) throw Error(fmt::format("'{}' is empty, not an image", what));
-  if (bytes.size() > size_t(std::numeric_limits<int>::max())) {
-    throw Error(fmt::format("'{}' is {} bytes; images over 2 GiB are not read", what, bytes.size()));
+namespace detail {
+
+void check_size(uint64_t w, uint64_t h, const std::string& what, const char* format, uint64_t max_pixels) {
+  if (w > uint64_t(kMaxSide) || h > uint64_t(kMaxSide) || w * h > max_pixels) {
+    throw Error(fmt::format("'{}' is too large: its {} header says {}x{} pixels; accepted are at most {} pixels a "
+                            "side and {} pixels in all: scale it down first",
+                            what, format, w, h, kMaxSide, max_pixels));
   }
-  const Format format = format_of(bytes, what);
-  const char* name = format == Format::Png ? "PNG" : "JPEG";
-  uint64_t hw = 0, hh = 0;
-  if (header_size(bytes, format, &hw, &hh)) {
-    if (hw > uint64_t(kMaxSide) || hh > uint64_t(kMaxSide) || hw * hh > max_pixels) {
-      throw Error(fmt::format("'{}' is too large: its {} header says {}x{} pixels; accepted are at most {} pixels a "
-                              "side and {} pixels in all: scale it down first",
-                              what, name, hw, hh, kMaxSide, max_pixels));
-    }
-  }
+}
+
+}  // namespace detail
+
+namespace {
+
+// PNG and JPEG through stb_image: RGB, or RGBA when the file has alpha.
+Image decode_stb(const std::string& bytes, const std::string& what, const char* name, uint64_t max_pixels) {
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
   const int len = int(bytes.size());
   int w = 0, h = 0, c = 0;
@@ -125,15 +132,45 @@ Image decode_rgb(const std::string& bytes, const std::string& what, uint64_t max
                             "all: scale it down first",
                             what, w, h, kMaxSide, max_pixels));
   }
-  std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(data, len, &w, &h, &c, 3), stbi_image_free);
+  const int want = (c == 2 || c == 4) ? 4 : 3;
+  std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(data, len, &w, &h, &c, want), stbi_image_free);
   if (!px) {
     const std::string why = stbi_failure_reason() ? stbi_failure_reason() : "unknown";
     if (why == "outofmem") throw HostOutOfMemory(fmt::format("decoding '{}' ({}x{} pixels)", what, w, h));
     throw Error(fmt::format("'{}' could not be decoded (stb_image: {})", what, why));
   }
-  Image img(w, h, 3);
+  Image img(w, h, want);
   std::memcpy(img.pixels.data(), px.get(), img.pixels.size());
   return img;
+}
+
+}  // namespace
+
+Image decode_photo(const std::string& bytes, const std::string& what, uint64_t max_pixels) {
+  if (bytes.empty()) throw Error(fmt::format("'{}' is empty, not an image", what));
+  if (bytes.size() > size_t(std::numeric_limits<int>::max())) {
+    throw Error(fmt::format("'{}' is {} bytes; images over 2 GiB are not read", what, bytes.size()));
+  }
+  const Format format = format_of(bytes, what);
+  if (format == Format::Webp) return detail::decode_webp(bytes, what, max_pixels);
+  if (format == Format::Tiff) return detail::decode_tiff(bytes, what, max_pixels);
+  const char* name = format == Format::Png ? "PNG" : "JPEG";
+  uint64_t hw = 0, hh = 0;
+  if (header_size(bytes, format, &hw, &hh)) detail::check_size(hw, hh, what, name, max_pixels);
+  Image img = decode_stb(bytes, what, name, max_pixels);
+  if (format == Format::Jpeg) {
+    const int o = jpeg_orientation(bytes);
+    if (o != 1) img = oriented(img, o);
+  }
+  return img;
+}
+
+Image read_photo(const std::string& path, uint64_t max_pixels) {
+  return decode_photo(read_file(path), path, max_pixels);
+}
+
+Image decode_rgb(const std::string& bytes, const std::string& what, uint64_t max_pixels) {
+  return channels_of(decode_photo(bytes, what, max_pixels), 0, 3);
 }
 
 Image read_rgb(const std::string& path, uint64_t max_pixels) {

@@ -39,4 +39,36 @@ Image matte_to_alpha(const std::vector<float>& matte, int mw, int mh, int w, int
   return alpha;
 }
 
+Image multiply_alpha(const Image& a, const Image& b) {
+  if (a.channels != 1 || b.channels != 1 || a.width != b.width || a.height != b.height) {
+    throw Error(fmt::format("multiply_alpha: needs two one-channel images of one size; got {}x{}x{} and {}x{}x{}",
+                            a.width, a.height, a.channels, b.width, b.height, b.channels));
+  }
+  Image out(a.width, a.height, 1);
+  for (size_t i = 0; i < out.pixels.size(); ++i) {
+    out.pixels[i] = uint8_t((uint32_t(a.pixels[i]) * uint32_t(b.pixels[i]) + 127) / 255);
+  }
+  return out;
+}
+
+Image composite_over(const Image& rgba, const std::array<uint8_t, 4>& bg) {
+  if (rgba.channels != 4) throw Error(fmt::format("composite_over: needs RGBA; got {} channels", rgba.channels));
+  const bool opaque = bg[3] == 255;
+  const int c = opaque ? 3 : 4;
+  Image out(rgba.width, rgba.height, c);
+  const size_t n = size_t(rgba.width) * size_t(rgba.height);
+  const double ab = bg[3] / 255.0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* p = &rgba.pixels[4 * i];
+    const double a = p[3] / 255.0;
+    const double ao = a + ab * (1 - a);
+    uint8_t* o = &out.pixels[size_t(c) * i];
+    for (int k = 0; k < 3; ++k) {
+      o[k] = ao > 0 ? uint8_t(std::lround((p[k] * a + bg[size_t(k)] * ab * (1 - a)) / ao)) : p[k];
+    }
+    if (!opaque) o[3] = uint8_t(std::lround(255 * ao));
+  }
+  return out;
+}
+
 }  // namespace wgnn::image

@@ -2,6 +2,8 @@
 // Pre- and post-processing of matting models on the host: a photo to the
 // model's normalized NCHW input, the model's matte back to an 8-bit alpha at
 // the photo's size.
+#include <array>
+#include <cstdint>
 #include <vector>
 
 #include "image/image.h"
@@ -27,5 +29,15 @@ std::vector<float> to_planar(const Image& rgb, int w, int h, Normalization n);
 // of w x h: clamped to [0, 1] (NaN -> 0), resized (bilinear growing, area
 // shrinking), alpha = round(255 * m).
 Image matte_to_alpha(const std::vector<float>& matte, int mw, int mh, int w, int h);
+
+// Two one-channel alphas of one size multiplied: round(a * b / 255). A
+// photo's own transparency stays transparent in its cut-out.
+Image multiply_alpha(const Image& a, const Image& b);
+
+// An RGBA image (straight alpha) composited over a solid colour `bg`
+// (R, G, B, A): "over", alpha_out = a + A (1 - a), colour weighted by the
+// alphas and divided by alpha_out, rounded. An opaque colour (A = 255)
+// gives RGB; else RGBA (A = 0: the image as it is).
+Image composite_over(const Image& rgba, const std::array<uint8_t, 4>& bg);
 
 }  // namespace wgnn::image

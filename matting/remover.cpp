@@ -85,6 +85,12 @@ Remover::Remover(gpu::Context& ctx, const std::string& model_path, RemoverOption
   declared_ = rgb[0]->shape;
   const bool static_h = declared_[2] > 0, static_w = declared_[3] > 0;
   kind_ = options_.preprocess;
+  if (kind_ == Preprocess::MODNet && static_h && static_w) {
+    throw Error(fmt::format("model '{}': input '{}' {} has a fixed size, which is ISNet's kind; MODNet "
+                            "pre-processing resizes to the photo's aspect ratio and normalizes differently, and "
+                            "would give a wrong matte: use --preprocess isnet (or auto)",
+                            model_path, input_, shape_str(declared_)));
+  }
   if (kind_ == Preprocess::Auto) {
     if (static_h && static_w) {
       kind_ = Preprocess::ISNet;
@@ -142,8 +148,11 @@ InputPlan Remover::plan(int photo_w, int photo_h) const {
   return p;
 }
 
-Cutout Remover::run(const image::Image& rgb) {
-  if (rgb.channels != 3) throw Error(fmt::format("Remover::run: needs an RGB image; got {} channels", rgb.channels));
+Cutout Remover::run(const image::Image& photo) {
+  if (photo.channels != 3 && photo.channels != 4) {
+    throw Error(fmt::format("Remover::run: needs an RGB or RGBA image; got {} channels", photo.channels));
+  }
+  const image::Image rgb = image::channels_of(photo, 0, 3);
   Cutout c;
   c.plan = plan(rgb.width, rgb.height);
   const int w = c.plan.width, h = c.plan.height;
@@ -185,6 +194,7 @@ Cutout Remover::run(const image::Image& rgb) {
     for (size_t i = 0; i < matte.size(); ++i) matte[i] = float(m.get_double(i));
   }
   c.alpha = image::matte_to_alpha(matte, w, h, rgb.width, rgb.height);
+  if (photo.channels == 4) c.alpha = image::multiply_alpha(c.alpha, image::channels_of(photo, 3, 1));
   c.rgba = image::with_alpha(rgb, c.alpha);
   return c;
 }

@@ -16,7 +16,9 @@
 //    the short side at 512 (or N), both sides rounded to multiples of 32, and
 //    is normalized (x/255 - 0.5) / 0.5.
 // Post-processing: the first output, clamped to [0, 1], resized to the photo
-// (bilinear growing, area shrinking), alpha = round(255 * matte).
+// (bilinear growing, area shrinking), alpha = round(255 * matte), times the
+// photo's own alpha when it has one.
+// A fixed-size model (ISNet's kind) with MODNet pre-processing is refused.
 #include <memory>
 #include <string>
 
@@ -51,7 +53,7 @@ struct InputPlan {
 
 struct Cutout {
   image::Image alpha;  // one channel, the photo's size
-  image::Image rgba;   // the photo with alpha
+  image::Image rgba;   // the photo's RGB with alpha
   InputPlan plan;
   double run_s = 0;  // this run (first run: also builds the graph, compiles shaders)
 };
@@ -67,8 +69,9 @@ class Remover {
 
   // The input size and normalization for a photo of w x h.
   InputPlan plan(int photo_w, int photo_h) const;
-  // Cuts out an RGB photo.
-  Cutout run(const image::Image& rgb);
+  // Cuts out an RGB or RGBA photo; an RGBA photo's own alpha is multiplied
+  // into the matte (what was transparent stays transparent).
+  Cutout run(const image::Image& photo);
 
   double load_s() const { return load_s_; }
   Preprocess kind() const { return kind_; }

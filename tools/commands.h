@@ -78,8 +78,15 @@ struct ConformanceOptions {
 int conformance(gpu::Context& ctx, const ConformanceOptions& o);
 
 struct RemoveBgOptions {
-  std::string input;
-  std::string output;  // default: <input's stem>_cutout.png in the current folder
+  std::vector<std::string> inputs;  // photos, folders, or "-" (stdin)
+  // One photo: the output PNG (default: <its stem>_cutout.png in the current
+  // folder; "-": stdout). Several or a folder: the output folder (default:
+  // the current folder).
+  std::string output;
+  bool recursive = false;  // folders: their subfolders too
+  bool overwrite = false;  // redo outputs that exist (else they are skipped)
+  bool only_mask = false;  // write the matte (gray) instead of the cut-out
+  std::string bg_color;    // "R,G,B[,A]": the cut-out over this colour instead
   std::string mask;    // the matte alone as 8-bit gray PNG (optional)
   std::string model;   // default: models/isnet_any_size.onnx beside the wgnn binary
   int size = 0;        // 0: the model's own
@@ -88,7 +95,9 @@ struct RemoveBgOptions {
   bool quiet = false;
   uint64_t max_pixels = image::kDefaultMaxPixels;  // the largest photo read (width x height)
 };
-// Reads the photo before it creates the Context (a wrong path fails at once).
+// Reads the first photo before it creates the Context (a wrong path fails at
+// once). Several photos: one model, a progress line each, a summary; exit 1
+// if any failed.
 int remove_bg(const gpu::ContextOptions& context_options, const RemoveBgOptions& o);
 int selfcheck(gpu::Context& ctx);
 

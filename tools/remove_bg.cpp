@@ -1,18 +1,26 @@
-// wgnn remove-bg: a photo in, a cut-out (RGBA PNG, alpha = the matte) out.
+// wgnn remove-bg: photos in, cut-outs (RGBA PNG, alpha = the matte) out:
+// one photo, several, or folders, with the model loaded once.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 #include "image/image.h"
+#include "image/matte.h"
 #include "matting/remover.h"
 #include "tools/commands.h"
+#include "util/file.h"
 
 namespace wgnn::tools {
 namespace {
@@ -94,103 +102,430 @@ void check_output(const std::string& path, const char* flag) {
   if (fs::is_directory(path, ec)) throw Error(fmt::format("{} '{}' is a folder; give a file name", flag, path));
 }
 
+// The folder of an output file takes new files: checked before the run.
+void check_writable(const std::string& path, const char* flag) {
+  try {
+    util::check_folder_writable(fs::path(path).parent_path().string());
+  } catch (const Error& e) {
+    throw Error(fmt::format("{} '{}': {}", flag, path, e.what()));
+  }
+}
+
 std::string norm_str(const image::Normalization& n) {
   if (n.mean == image::kISNetNormalization.mean && n.std == image::kISNetNormalization.std) return "(x - 128) / 256";
   return fmt::format("(x - {}) / {}", n.mean, n.std);
 }
 
-int run(const gpu::ContextOptions& context_options, const RemoveBgOptions& o, std::string* step) {
-  const std::string output =
-      o.output.empty() ? fs::path(o.input).stem().string() + "_cutout.png" : o.output;
-  const std::string model = o.model.empty() ? default_model() : o.model;
-  if (o.runs < 1) throw Error(fmt::format("--runs {}: give 1 or more", o.runs));
-  check_output(output, "-o");
-  if (!o.mask.empty()) {
-    check_output(o.mask, "--mask");
-    std::error_code e1, e2;
-    const fs::path a = fs::weakly_canonical(fs::absolute(output), e1), b = fs::weakly_canonical(fs::absolute(o.mask), e2);
-    if (output == o.mask || (!e1 && !e2 && a == b)) {
-      throw Error(fmt::format("-o '{}' and --mask '{}' name the same file: one would overwrite the other; give two "
-                              "names",
-                              output, o.mask));
+// The readable image extensions a folder yields (lower case), and the
+// outputs' own suffixes (_cutout.png, _mask.png), which a folder scan passes
+// over.
+bool is_photo_name(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  static const char* const kExts[] = {".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff"};
+  if (std::find_if(std::begin(kExts), std::end(kExts), [&](const char* e) { return ext == e; }) == std::end(kExts)) {
+    return false;
+  }
+  const std::string name = p.filename().string();
+  for (const std::string suffix : {"_cutout.png", "_mask.png"}) {
+    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return false;
     }
   }
-  if (o.max_pixels == 0) throw Error("--max-pixels 0: give the largest photo to accept, in pixels (width x height)");
-  std::error_code ec;
-  if (!fs::is_regular_file(model, ec)) {
-    if (o.model.empty()) {
-      throw Error(fmt::format("no model at '{}': scripts/setup fetches ISNet there; or give --model FILE", model));
-    }
-    throw Error(fs::exists(model, ec) ? fmt::format("model '{}' is not a file", model)
-                                      : fmt::format("model '{}': no such file", model));
-  }
-  if (o.size != 0 && (o.size < 32 || o.size % 32 != 0)) {
-    throw Error(fmt::format("--size {}: give a multiple of 32 (ISNet: 1024 by default; 512 or 320 are faster)", o.size));
-  }
-  matting::RemoverOptions ro;
-  ro.preprocess = matting::parse_preprocess(o.preprocess);
-  ro.size = o.size;
-
-  *step = fmt::format("reading the photo '{}'", o.input);
-  const image::Image photo = image::read_rgb(o.input, o.max_pixels);
-  auto say = [&](const std::string& line) {
-    if (!o.quiet) fmt::print(stderr, "remove-bg: {}\n", line);
-  };
-  say(fmt::format("{}: {}x{}", o.input, photo.width, photo.height));
-
-  gpu::Context ctx(context_options);
-  const auto& a = ctx.adapter();
-  const bool cpu = a.adapter_type == "CPU";
-  say(fmt::format("adapter {} ({}, {}){}", a.name, a.backend, a.adapter_type,
-                  cpu ? ": the GPU work runs on the CPU, expect minutes for a large model" : ""));
-
-  const double model_mib = double(fs::file_size(model, ec)) / double(1 << 20);
-  *step = fmt::format("loading the model '{}'", model);
-  Step load(o.quiet, fmt::format("loading {} ({:.1f} MiB)", fs::path(model).filename().string(), ec ? 0.0 : model_mib));
-  matting::Remover remover(ctx, model, ro);
-  load.done();
-  const matting::InputPlan plan = remover.plan(photo.width, photo.height);
-  say(fmt::format("{} pre-processing: input '{}' {}x{}, RGB {}", matting::preprocess_name(plan.kind), plan.input,
-                  plan.width, plan.height, norm_str(plan.norm)));
-
-  *step = fmt::format("running the model on {}x{} pixels", photo.width, photo.height);
-  Step first(o.quiet, "first run (builds the graph and compiles its shaders)");
-  matting::Cutout cut = remover.run(photo);
-  first.done();
-  const double first_s = cut.run_s;
-  std::vector<double> steady;
-  for (int r = 1; r < o.runs; ++r) {
-    Step again(o.quiet, fmt::format("run {} of {}", r + 1, o.runs));
-    cut = remover.run(photo);
-    again.done();
-    steady.push_back(cut.run_s);
-  }
-
-  *step = fmt::format("writing '{}'", output);
-  image::write_png(output, cut.rgba);
-  if (!o.mask.empty()) {
-    *step = fmt::format("writing '{}'", o.mask);
-    image::write_png(o.mask, cut.alpha);
-  }
-  say(fmt::format("wrote {} ({}x{} RGBA, alpha = matte){}", output, photo.width, photo.height,
-                  o.mask.empty() ? "" : fmt::format(" and {} (the matte, gray)", o.mask)));
-
-  std::string line = fmt::format("load {:.2f} s, first run {:.2f} s", remover.load_s(), first_s);
-  if (!steady.empty()) {
-    std::sort(steady.begin(), steady.end());
-    line += fmt::format(", steady run {:.2f} s", steady[steady.size() / 2]);
-    if (steady.size() > 1) line += fmt::format(" (median of {})", steady.size());
-  }
-  fmt::print("{}: {} ({}, {}x{} input)\n", output, line, a.name, plan.width, plan.height);
-  return 0;
+  return true;
 }
+
+struct Job {
+  std::string input;   // "-": stdin
+  std::string output;  // "-": stdout
+};
+
+std::string output_name(const fs::path& input, const RemoveBgOptions& o) {
+  return input.stem().string() + (o.only_mask ? "_mask.png" : "_cutout.png");
+}
+
+// --bg-color R,G,B[,A]: four values of 0 to 255 (A: 255 when left out).
+std::array<uint8_t, 4> parse_color(const std::string& s) {
+  std::array<uint8_t, 4> c{0, 0, 0, 255};
+  size_t n = 0, i = 0;
+  const auto bad = [&] {
+    return Error(fmt::format("--bg-color '{}': give R,G,B or R,G,B,A, each 0 to 255 (e.g. 255,255,255 for white)", s));
+  };
+  while (i <= s.size()) {
+    const size_t j = std::min(s.find(',', i), s.size());
+    const std::string part = s.substr(i, j - i);
+    if (n >= 4 || part.empty() || part.size() > 3 || part.find_first_not_of("0123456789") != std::string::npos) throw bad();
+    const int v = std::stoi(part);
+    if (v > 255) throw bad();
+    c[n++] = uint8_t(v);
+    i = j + 1;
+  }
+  if (n < 3) throw bad();
+  return c;
+}
+
+// The photos of a folder, sorted, as paths relative to it.
+std::vector<fs::path> scan(const fs::path& dir, bool recursive) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  auto take = [&](const fs::directory_entry& e) {
+    std::error_code e2;
+    if (e.is_regular_file(e2) && is_photo_name(e.path())) found.push_back(fs::relative(e.path(), dir, e2));
+  };
+  if (recursive) {
+    for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      take(*it);
+    }
+  } else {
+    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) take(*it);
+  }
+  if (ec) throw Error(fmt::format("cannot list the folder '{}': {}", dir.string(), ec.message()));
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// The photos to cut out and where each goes. One input that is a file (or
+// "-"): -o names the output file (or "-", or a folder that exists). Else -o
+// names the output folder (made if missing); a file given by name goes to
+// OUT_DIR/STEM_cutout.png, a file found in a folder keeps its folder below
+// that one (OUT_DIR/SUB/STEM_cutout.png). A photo given twice, two photos
+// with one output, and an output that is a photo are refused before
+// anything runs.
+void plan_many(const RemoveBgOptions& o, std::vector<Job>* jobs);
+
+std::vector<Job> plan_jobs(const RemoveBgOptions& o, bool* single) {
+  if (o.inputs.empty()) throw Error("give a photo, several, or a folder");
+  std::error_code ec;
+  const bool has_stdin = std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end();
+  if (has_stdin && o.inputs.size() > 1) throw Error("'-' (the photo from stdin) must be the only input");
+  *single = o.inputs.size() == 1 && (has_stdin || !fs::is_directory(o.inputs[0], ec));
+  std::vector<Job> jobs;
+  if (*single) {
+    const std::string& in = o.inputs[0];
+    std::string out = o.output;
+    if (out.empty()) {
+      if (has_stdin) throw Error("the photo comes from stdin: give -o FILE.png, or -o - for stdout");
+      out = output_name(in, o);
+    } else if (out != "-" && fs::is_directory(out, ec)) {
+      out = (fs::path(out) / output_name(has_stdin ? fs::path("stdin") : fs::path(in), o)).string();
+    }
+    jobs.push_back({in, out});
+  } else {
+    plan_many(o, &jobs);
+  }
+  // No output may overwrite a photo (its own, or another of the run).
+  std::map<std::string, std::string> seen;  // photo (normalized) -> as given
+  auto norm = [&](const std::string& p) {
+    std::error_code e;
+    const fs::path n = fs::weakly_canonical(fs::absolute(p), e).lexically_normal();
+    return e ? p : n.string();
+  };
+  for (const auto& j : jobs) {
+    if (j.input == "-") continue;
+    auto [it, fresh] = seen.emplace(norm(j.input), j.input);
+    if (!fresh) {
+      throw Error(it->second == j.input ? fmt::format("'{}' is given twice", j.input)
+                                        : fmt::format("'{}' is given twice (also as '{}')", j.input, it->second));
+    }
+  }
+  std::map<std::string, std::string> owner;  // output (normalized) -> its photo
+  for (const auto& j : jobs) {
+    if (j.output == "-") continue;
+    const std::string key = norm(j.output);
+    if (auto p = seen.find(key); p != seen.end()) {
+      throw Error(fmt::format("the output for '{}' would be '{}', which is the photo '{}' itself: give another -o",
+                              j.input, j.output, p->second));
+    }
+    auto [it, fresh] = owner.emplace(key, j.input);
+    if (!fresh) {
+      throw Error(fmt::format("'{}' and '{}' would both be cut out to '{}': rename one, or run them with different "
+                              "-o folders",
+                              it->second, j.input, j.output));
+    }
+  }
+  return jobs;
+}
+
+// Several photos or folders: the jobs, outputs under the -o folder.
+void plan_many(const RemoveBgOptions& o, std::vector<Job>* jobs_out) {
+  std::vector<Job>& jobs = *jobs_out;
+  std::error_code ec;
+  if (o.output == "-") throw Error("-o -: stdout takes one photo; give an output folder for several");
+  const fs::path out_dir = o.output.empty() ? fs::path(".") : fs::path(o.output);
+  std::string ext = out_dir.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  if (ext == ".png" && !fs::is_directory(out_dir, ec)) {
+    if (o.inputs.size() == 1) {
+      throw Error(fmt::format("'{}' is a folder: its photos' cut-outs go to a folder, and -o '{}' names a PNG",
+                              o.inputs[0], o.output));
+    }
+    throw Error(fmt::format("-o '{}': with several photos -o names a folder, not a PNG", o.output));
+  }
+  for (const auto& in : o.inputs) {
+    if (fs::is_directory(in, ec)) {
+      const auto found = scan(in, o.recursive);
+      if (found.empty()) {
+        throw Error(fmt::format("the folder '{}' holds no photos (.png .jpg .jpeg .webp .tif .tiff){}", in,
+                                o.recursive ? "" : "; --recursive reads its subfolders"));
+      }
+      for (const auto& rel : found) {
+        jobs.push_back({(fs::path(in) / rel).string(), (out_dir / rel.parent_path() / output_name(rel, o)).string()});
+      }
+    } else {
+      jobs.push_back({in, (out_dir / output_name(in, o)).string()});
+    }
+  }
+}
+
+std::string fmt_duration(double s) {
+  if (s < 60) return fmt::format("{:.0f} s", s);
+  if (s < 3600) return fmt::format("{}m{:02d}s", int(s) / 60, int(s) % 60);
+  return fmt::format("{}h{:02d}m", int(s) / 3600, (int(s) / 60) % 60);
+}
+
+class Batch {
+ public:
+  Batch(const gpu::ContextOptions& context_options, const RemoveBgOptions& o, std::string* step)
+      : context_options_(context_options), o_(o), step_(step) {}
+
+  int run() {
+    if (o_.runs < 1) throw Error(fmt::format("--runs {}: give 1 or more", o_.runs));
+    if (o_.max_pixels == 0) throw Error("--max-pixels 0: give the largest photo to accept, in pixels (width x height)");
+    if (o_.size != 0 && (o_.size < 32 || o_.size % 32 != 0)) {
+      throw Error(fmt::format("--size {}: give a multiple of 32 (ISNet: 1024 by default; 512 or 320 are faster)",
+                              o_.size));
+    }
+    (void)matting::parse_preprocess(o_.preprocess);
+    if (!o_.bg_color.empty()) bg_ = parse_color(o_.bg_color);
+    if (o_.only_mask && bg_) throw Error("--only-mask writes the matte, --bg-color a composite: give one of them");
+    if (o_.only_mask && !o_.mask.empty()) throw Error("--only-mask writes the matte already; --mask is for the cut-out's");
+    bool single = false;
+    jobs_ = plan_jobs(o_, &single);
+    model_ = o_.model.empty() ? default_model() : o_.model;
+    check_model();
+    if (single) return run_single(jobs_[0]);
+    if (o_.runs != 1) throw Error("--runs times one photo; give a single photo with it");
+    if (!o_.mask.empty()) throw Error("--mask names one file; give a single photo with it");
+    std::error_code ec;
+    const fs::path out_dir = o_.output.empty() ? fs::path(".") : fs::path(o_.output);
+    fs::create_directories(out_dir, ec);
+    if (ec) throw Error(fmt::format("-o '{}': cannot make the folder: {}", out_dir.string(), ec.message()));
+    try {
+      util::check_folder_writable(out_dir.string());
+    } catch (const Error& e) {
+      throw Error(fmt::format("-o '{}': {}", out_dir.string(), e.what()));
+    }
+    return run_many();
+  }
+
+ private:
+  void check_model() const {
+    std::error_code ec;
+    if (fs::is_regular_file(model_, ec)) return;
+    if (o_.model.empty()) {
+      throw Error(fmt::format("no model at '{}': scripts/setup fetches ISNet there; or give --model FILE", model_));
+    }
+    throw Error(fs::exists(model_, ec) ? fmt::format("model '{}' is not a file", model_)
+                                       : fmt::format("model '{}': no such file", model_));
+  }
+
+  void say(const std::string& line) const {
+    if (!o_.quiet) fmt::print(stderr, "remove-bg: {}\n", line);
+  }
+
+  image::Image read(const std::string& input) const {
+    if (input != "-") return image::read_photo(input, o_.max_pixels);
+    if (::isatty(STDIN_FILENO)) throw Error("'-' reads the photo from stdin, which is a terminal: pipe a photo in");
+    return image::decode_photo(util::read_all(STDIN_FILENO, "stdin", size_t(1) << 30), "stdin", o_.max_pixels);
+  }
+
+  // The model, loaded at the first photo that was read.
+  matting::Remover& remover() {
+    if (remover_) return *remover_;
+    loading_ = true;
+    *step_ = "starting the GPU";
+    ctx_ = std::make_unique<gpu::Context>(context_options_);
+    const auto& a = ctx_->adapter();
+    say(fmt::format("adapter {} ({}, {}){}", a.name, a.backend, a.adapter_type,
+                    a.adapter_type == "CPU" ? ": the GPU work runs on the CPU, expect minutes for a large model" : ""));
+    std::error_code ec;
+    const double mib = double(fs::file_size(model_, ec)) / double(1 << 20);
+    *step_ = fmt::format("loading the model '{}'", model_);
+    Step load(o_.quiet, fmt::format("loading {} ({:.1f} MiB)", fs::path(model_).filename().string(), ec ? 0.0 : mib));
+    matting::RemoverOptions ro;
+    ro.preprocess = matting::parse_preprocess(o_.preprocess);
+    ro.size = o_.size;
+    remover_ = std::make_unique<matting::Remover>(*ctx_, model_, ro);
+    load.done();
+    loading_ = false;
+    return *remover_;
+  }
+
+  // What a photo's output holds: the cut-out (RGBA), the matte alone
+  // (--only-mask, gray) or the cut-out over a colour (--bg-color).
+  image::Image result(const matting::Cutout& cut) const {
+    if (o_.only_mask) return cut.alpha;
+    if (bg_) return image::composite_over(cut.rgba, *bg_);
+    return cut.rgba;
+  }
+
+  void write(const std::string& output, const image::Image& img) const {
+    *step_ = fmt::format("writing '{}'", output);
+    if (output == "-") {
+      util::write_all(STDOUT_FILENO, image::encode_png(img), "the PNG to stdout");
+      return;
+    }
+    image::write_png(output, img);
+  }
+
+  int run_single(const Job& job) {
+    const std::string& output = job.output;
+    if (output == "-") {
+      if (::isatty(STDOUT_FILENO)) throw Error("-o -: stdout is a terminal; pipe it into a file or a program");
+    } else {
+      check_output(output, "-o");
+      check_writable(output, "-o");
+    }
+    if (!o_.mask.empty()) {
+      check_output(o_.mask, "--mask");
+      check_writable(o_.mask, "--mask");
+      std::error_code e1, e2;
+      const fs::path a = fs::weakly_canonical(fs::absolute(output), e1), b = fs::weakly_canonical(fs::absolute(o_.mask), e2);
+      if (output == o_.mask || (!e1 && !e2 && a == b)) {
+        throw Error(fmt::format("-o '{}' and --mask '{}' name the same file: one would overwrite the other; give two "
+                                "names",
+                                output, o_.mask));
+      }
+    }
+    *step_ = fmt::format("reading the photo '{}'", job.input);
+    const image::Image photo = read(job.input);
+    say(fmt::format("{}: {}x{}{}", job.input == "-" ? "stdin" : job.input, photo.width, photo.height,
+                    photo.channels == 4 ? " with alpha" : ""));
+    matting::Remover& r = remover();
+    const matting::InputPlan plan = r.plan(photo.width, photo.height);
+    say(fmt::format("{} pre-processing: input '{}' {}x{}, RGB {}", matting::preprocess_name(plan.kind), plan.input,
+                    plan.width, plan.height, norm_str(plan.norm)));
+
+    *step_ = fmt::format("running the model on {}x{} pixels", photo.width, photo.height);
+    Step first(o_.quiet, "first run (builds the graph and compiles its shaders)");
+    matting::Cutout cut = r.run(photo);
+    first.done();
+    const double first_s = cut.run_s;
+    std::vector<double> steady;
+    for (int i = 1; i < o_.runs; ++i) {
+      Step again(o_.quiet, fmt::format("run {} of {}", i + 1, o_.runs));
+      cut = r.run(photo);
+      again.done();
+      steady.push_back(cut.run_s);
+    }
+    write(output, result(cut));
+    if (!o_.mask.empty()) write(o_.mask, cut.alpha);
+    const char* kind = o_.only_mask ? "gray, the matte" : !bg_ ? "RGBA, alpha = matte"
+                       : (*bg_)[3] == 255 ? "RGB, over the --bg-color" : "RGBA, over the --bg-color";
+    say(fmt::format("wrote {} ({}x{} {}){}", output == "-" ? "the PNG to stdout" : output, photo.width, photo.height,
+                    kind, o_.mask.empty() ? "" : fmt::format(" and {} (the matte, gray)", o_.mask)));
+
+    std::string line = fmt::format("load {:.2f} s, first run {:.2f} s", r.load_s(), first_s);
+    if (!steady.empty()) {
+      std::sort(steady.begin(), steady.end());
+      line += fmt::format(", steady run {:.2f} s", steady[steady.size() / 2]);
+      if (steady.size() > 1) line += fmt::format(" (median of {})", steady.size());
+    }
+    const auto& a = ctx_->adapter();
+    // With the PNG on stdout, the timing line goes to stderr.
+    if (output != "-") {
+      fmt::print("{}: {} ({}, {}x{} input)\n", output, line, a.name, plan.width, plan.height);
+    } else if (!o_.quiet) {
+      fmt::print(stderr, "remove-bg: {} ({}, {}x{} input)\n", line, a.name, plan.width, plan.height);
+    }
+    return 0;
+  }
+
+  int run_many() {
+    const size_t n = jobs_.size();
+    size_t done = 0, skipped = 0;
+    std::vector<std::pair<std::string, std::string>> failed;  // photo, reason
+    const auto t0 = clock::now();
+    std::optional<clock::time_point> first_start;
+    size_t worked = 0;  // photos run or failed (not skipped), for the rate
+    say(fmt::format("{} photos", n));
+    for (size_t i = 0; i < n; ++i) {
+      const Job& job = jobs_[i];
+      const std::string head = fmt::format("[{}/{}] {}", i + 1, n, job.input);
+      std::error_code ec;
+      if (!o_.overwrite && fs::exists(job.output, ec)) {
+        ++skipped;
+        say(fmt::format("{}: skipped, '{}' exists (--overwrite redoes it)", head, job.output));
+        continue;
+      }
+      const auto t = clock::now();
+      if (!first_start) first_start = t;
+      try {
+        *step_ = fmt::format("reading the photo '{}'", job.input);
+        const image::Image photo = read(job.input);
+        matting::Remover& r = remover();
+        *step_ = fmt::format("running the model on '{}' ({}x{} pixels)", job.input, photo.width, photo.height);
+        const matting::Cutout cut = r.run(photo);
+        const fs::path parent = fs::path(job.output).parent_path();
+        if (!parent.empty()) fs::create_directories(parent, ec);
+        if (ec) throw Error(fmt::format("cannot make the folder '{}': {}", parent.string(), ec.message()));
+        write(job.output, result(cut));
+        ++done;
+        ++worked;
+        const double spent = std::chrono::duration<double>(clock::now() - *first_start).count();
+        const double rate = double(worked) / std::max(spent, 1e-9);
+        const size_t left = n - i - 1;
+        say(fmt::format("{} {}x{} -> {} {:.2f} s ({:.1f} photos/s, ETA {})", head, photo.width, photo.height,
+                        job.output, std::chrono::duration<double>(clock::now() - t).count(), rate,
+                        fmt_duration(double(left) / std::max(rate, 1e-9))));
+      } catch (const gpu::GpuError&) {
+        throw;  // the device, not the photo: every later photo would fail the same way
+      } catch (const Unsupported&) {
+        throw;  // the model, not the photo
+      } catch (const std::bad_alloc&) {
+        if (loading_) throw;
+        ++worked;
+        failed.emplace_back(job.input, fmt::format("out of host memory while {}", *step_));
+        if (!o_.quiet) fmt::print(stderr, "remove-bg: {}: FAILED: {}\n", head, failed.back().second);
+      } catch (const Error& e) {
+        if (loading_) throw;  // the GPU or the model, not the photo
+        ++worked;
+        failed.emplace_back(job.input, e.what());
+        if (!o_.quiet) fmt::print(stderr, "remove-bg: {}: FAILED: {}\n", head, e.what());
+      }
+    }
+    const double total = std::chrono::duration<double>(clock::now() - t0).count();
+    if (!o_.quiet || !failed.empty()) {
+      fmt::print(stderr, "remove-bg: {} done, {} skipped, {} failed, of {} photos in {}\n", done, skipped,
+                 failed.size(), n, fmt_duration(total));
+      for (const auto& [photo, why] : failed) {
+        // Most reasons name the photo already.
+        const bool named = why.find(photo) != std::string::npos;
+        fmt::print(stderr, "remove-bg: failed: {}{}\n", named ? "" : photo + ": ", why);
+      }
+    }
+    return failed.empty() ? 0 : 1;
+  }
+
+  const gpu::ContextOptions& context_options_;
+  const RemoveBgOptions& o_;
+  std::string* step_;
+  std::vector<Job> jobs_;
+  std::string model_;
+  std::unique_ptr<gpu::Context> ctx_;
+  std::unique_ptr<matting::Remover> remover_;
+  bool loading_ = false;  // in remover(): a failure there stops the run
+  std::optional<std::array<uint8_t, 4>> bg_;  // --bg-color
+};
 
 }  // namespace
 
 int remove_bg(const gpu::ContextOptions& context_options, const RemoveBgOptions& o) {
   std::string step = "checking the arguments";
   try {
-    return run(context_options, o, &step);
+    util::remove_temp_files_on_signal();
+    return Batch(context_options, o, &step).run();
   } catch (const std::bad_alloc&) {
     throw HostOutOfMemory(step);
   }

@@ -5,7 +5,7 @@
 //   wgnn run MODEL                     run an ONNX model, write its outputs
 //   wgnn bench MODEL [--json]          load, first-run, steady host-to-host and GPU time
 //   wgnn profile MODEL [--trace F]     per-dispatch GPU time by op and kernel
-//   wgnn remove-bg PHOTO [-o OUT.png]   cut out the photo's subject (matting model)
+//   wgnn remove-bg PHOTO... | DIR [-o OUT]   cut out the photos' subjects (matting model)
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -185,10 +185,25 @@ int main(int argc, char** argv) {
 
   auto* ops_cmd = app.add_subcommand("ops", "List the supported operators");
 
-  auto* rb = app.add_subcommand("remove-bg", "Cut out a photo's subject: an RGBA PNG whose alpha is the matte");
+  auto* rb = app.add_subcommand("remove-bg",
+                               "Cut out photos' subjects: RGBA PNGs whose alpha is the matte (one photo, several, "
+                               "or folders)");
   tools::RemoveBgOptions rbo;
-  rb->add_option("input", rbo.input, "Photo (PNG or JPEG)")->required();
-  rb->add_option("-o,--output", rbo.output, "Cut-out PNG (default: <photo's name>_cutout.png here)");
+  rb->add_option("input", rbo.inputs,
+                 "Photos (PNG, JPEG, WebP, TIFF), folders of them, or - for one photo from stdin")
+      ->required();
+  rb->add_option("-o,--output", rbo.output,
+                 "One photo: the cut-out PNG (default: <photo's name>_cutout.png here; - for stdout). Several or a "
+                 "folder: the output folder (default: here), keeping a folder's subfolders");
+  rb->add_flag("--recursive", rbo.recursive, "Read the subfolders of a folder too");
+  rb->add_flag("--overwrite", rbo.overwrite,
+               "Several photos or a folder: redo cut-outs that exist (else they are skipped; one photo's is always "
+               "written)");
+  rb->add_flag("--only-mask", rbo.only_mask,
+               "Write the matte alone (8-bit gray) instead of the cut-out (default name <photo's name>_mask.png)");
+  rb->add_option("--bg-color", rbo.bg_color,
+                 "R,G,B[,A] (0 to 255): the cut-out over this colour instead of transparency (RGB when A is 255 "
+                 "or left out)");
   rb->add_option("--mask", rbo.mask, "Also write the matte alone as an 8-bit gray PNG");
   rb->add_option("--model", rbo.model, "Matting model (default: ISNet, models/isnet_any_size.onnx beside wgnn, from scripts/setup)");
   rb->add_option("--size", rbo.size,
@@ -197,7 +212,7 @@ int main(int argc, char** argv) {
   rb->add_option("--preprocess", rbo.preprocess,
                  "auto (from the model's input: fixed size -> isnet, free size -> modnet), isnet or modnet");
   rb->add_option("--runs", rbo.runs, "Run the model N times and report the steady run time (default 1)");
-  rb->add_flag("--quiet", rbo.quiet, "No progress lines");
+  rb->add_flag("--quiet", rbo.quiet, "No progress lines (failures are still reported)");
   rb->add_option("--max-pixels", rbo.max_pixels,
                  fmt::format("The largest photo accepted, width x height in pixels (default {}, 8192x8192; "
                              "checked from the header before decoding)",

@@ -16,6 +16,22 @@ namespace wgnn::util {
 // folder, a FIFO, a device) is refused.
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
+// Reads everything from the open file descriptor `fd` (stdin: 0) up to its
+// end, retrying EINTR; more than `max_bytes` or a read error throws a
+// wgnn::Error naming `what`.
+std::string read_all(int fd, const std::string& what, size_t max_bytes);
+
+// Checks that files can be created in the folder `dir` (by creating and
+// removing a temporary one there): an Error naming `dir` and the reason
+// otherwise. Outputs are checked this way before a long run.
+void check_folder_writable(const std::string& dir);
+
+// Makes SIGINT, SIGTERM and SIGHUP remove the temporary files
+// write_file_atomic has open at that moment before the process dies of the
+// signal as before: an interrupted run leaves neither a partial output nor
+// a temporary file.
+void remove_temp_files_on_signal();
+
 // Writes all of `bytes` to the open file descriptor `fd`, retrying short
 // writes and EINTR; throws a wgnn::Error naming `what` and the reason.
 void write_all(int fd, std::string_view bytes, const std::string& what);

@@ -139,7 +139,7 @@ TEST(ImageIo, Errors) {
   write_file(tmp("text.png"), "this is not a picture\n");
   const std::string e = error_of([] { image::read_rgb(tmp("text.png")); });
   EXPECT_THAT(e, HasSubstr("text.png' is not an image"));
-  EXPECT_THAT(e, HasSubstr("PNG and JPEG are accepted"));
+  EXPECT_THAT(e, HasSubstr("PNG, JPEG, WebP and TIFF are accepted"));
 
   // A PNG cut short: the header reads, the pixels do not.
   const std::string png = image::encode_png(pattern(64, 64, 3));
@@ -194,7 +194,7 @@ TEST(ImageIo, TooLargeIsSaidFromTheHeader) {
   EXPECT_EQ(image::decode_rgb(jpg, "small.jpg", 200).height, 10);
 }
 
-TEST(ImageIo, OnlyPngAndJpegAreDecoded) {
+TEST(ImageIo, OnlyPngJpegWebpAndTiffAreDecoded) {
   std::string bmp;
   auto append = [](void* ctx, void* data, int size) {
     static_cast<std::string*>(ctx)->append(static_cast<const char*>(data), size_t(size));
@@ -203,7 +203,7 @@ TEST(ImageIo, OnlyPngAndJpegAreDecoded) {
   EXPECT_THAT(error_of([&] { image::decode_rgb(bmp, "x.bmp"); }), HasSubstr("it looks like a BMP file"));
   std::string tga;
   stbi_write_tga_to_func(append, &tga, 4, 4, 3, pattern(4, 4, 3).pixels.data());
-  EXPECT_THAT(error_of([&] { image::decode_rgb(tga, "x.tga"); }), HasSubstr("PNG and JPEG are accepted"));
+  EXPECT_THAT(error_of([&] { image::decode_rgb(tga, "x.tga"); }), HasSubstr("PNG, JPEG, WebP and TIFF are accepted"));
   EXPECT_THAT(error_of([] { image::decode_rgb(std::string("GIF89a\x04\0\x04\0\0\0\0", 13), "x.gif"); }),
               HasSubstr("it looks like a GIF file"));
   EXPECT_THAT(error_of([] { image::decode_rgb("P6\n4 4\n255\n" + std::string(48, 'a'), "x.ppm"); }),

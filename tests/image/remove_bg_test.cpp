@@ -134,6 +134,31 @@ TEST(RemoveBg, FreeSizeModelGetsModNetProcessing) {
   EXPECT_EQ(d.plan(640, 480).width, 672);   // 682.7 -> 672
 }
 
+TEST(RemoveBg, ThePhotosOwnAlphaIsMultipliedIn) {
+  Remover r(test::ctx(), matting_model("alpha.onnx", 32, 32));
+  Image photo(20, 10, 4);
+  for (int y = 0; y < 10; ++y)
+    for (int x = 0; x < 20; ++x) {
+      photo.at(x, y, 0) = 200;
+      photo.at(x, y, 1) = 100;
+      photo.at(x, y, 2) = 50;
+      photo.at(x, y, 3) = uint8_t(x < 5 ? 0 : x < 10 ? 128 : 255);
+    }
+  const matting::Cutout c = r.run(photo);
+  ASSERT_EQ(c.rgba.channels, 4);
+  const int m = expected_alpha(200, 100, 50, image::kISNetNormalization);  // the matte alone (RGB solid)
+  for (int y = 0; y < 10; ++y)
+    for (int x = 0; x < 20; ++x) {
+      const int in = photo.at(x, y, 3);
+      ASSERT_NEAR(c.alpha.at(x, y, 0), m * in / 255.0, 1.01) << x << "," << y;
+      ASSERT_LE(c.alpha.at(x, y, 0), in);
+      ASSERT_EQ(c.rgba.at(x, y, 3), c.alpha.at(x, y, 0));
+      ASSERT_EQ(c.rgba.at(x, y, 0), 200);
+    }
+  EXPECT_EQ(c.alpha.at(0, 0, 0), 0);
+  EXPECT_THAT(error_of([&] { r.run(Image(4, 4, 2)); }), HasSubstr("RGB or RGBA"));
+}
+
 TEST(RemoveBg, PreprocessFlagOverridesTheChoice) {
   matting::RemoverOptions o;
   o.preprocess = Preprocess::ISNet;
@@ -146,8 +171,13 @@ TEST(RemoveBg, PreprocessFlagOverridesTheChoice) {
   const uint8_t want = expected_alpha(90, 90, 90, image::kISNetNormalization);
   for (uint8_t a : c.alpha.pixels) ASSERT_NEAR(a, want, 1);
 
+  // MODNet's processing on a fixed-size model (ISNet's kind) would feed it
+  // the wrong normalization at the wrong shape: refused.
   o.preprocess = Preprocess::MODNet;
-  Remover m(test::ctx(), matting_model("fixed_modnet.onnx", 64, 64), o);
+  const std::string modnet = error_of([&] { Remover(test::ctx(), matting_model("fixed_modnet.onnx", 64, 64), o); });
+  EXPECT_THAT(modnet, HasSubstr("has a fixed size"));
+  EXPECT_THAT(modnet, HasSubstr("--preprocess isnet"));
+  Remover m(test::ctx(), matting_model("free_modnet.onnx", -1, -1, {"", "", "h", "w"}), o);
   EXPECT_EQ(m.kind(), Preprocess::MODNet);
   EXPECT_EQ(m.plan(40, 30).width, 96);  // 85.3 -> 96
   EXPECT_EQ(m.run(solid(40, 30, 90, 90, 90)).plan.height, 64);

@@ -79,6 +79,31 @@ if rc == 0:
     check(a.shape == (30, 40, 4) and abs(int(a[..., 3].mean()) - alpha_of((90, 90, 90))) <= 1,
           "a gray JPEG is cut out as RGB")
 
+# --only-mask: the matte alone, named _mask.png; --bg-color: a composite.
+rc, out, err = run(photo, "--model", model, "--only-mask", "--quiet")
+check(rc == 0 and os.path.exists(os.path.join(WORK, "photo_mask.png")), f"--only-mask writes photo_mask.png (rc {rc}: {err})")
+if rc == 0:
+    m = Image.open(os.path.join(WORK, "photo_mask.png"))
+    check(m.mode == "L" and m.size == (100, 80) and abs(int(np.asarray(m).mean()) - alpha_of((200, 100, 50))) <= 1,
+          f"--only-mask: 8-bit gray, the matte ({m.mode} {m.size})")
+a = alpha_of((200, 100, 50)) / 255
+rc, out, err = run(photo, "-o", "white.png", "--model", model, "--bg-color", "255,255,255", "--quiet")
+check(rc == 0, f"--bg-color runs (rc {rc}: {err})")
+if rc == 0:
+    w = np.asarray(Image.open(os.path.join(WORK, "white.png")))
+    want = [round(c * a + 255 * (1 - a)) for c in (200, 100, 50)]
+    check(w.shape == (80, 100, 3) and (np.abs(w.astype(int) - want) <= 1).all(),
+          f"--bg-color 255,255,255: RGB over white, {want} ({w.shape}, {w[0, 0]})")
+rc, out, err = run(photo, "-o", "tinted.png", "--model", model, "--bg-color", "0,0,255,128", "--quiet")
+if rc == 0:
+    t = np.asarray(Image.open(os.path.join(WORK, "tinted.png")))
+    ao = a + 128 / 255 * (1 - a)
+    check(t.shape == (80, 100, 4) and abs(int(t[0, 0, 3]) - round(255 * ao)) <= 1 and
+          abs(int(t[0, 0, 2]) - round((50 * a + 255 * 128 / 255 * (1 - a)) / ao)) <= 1,
+          f"--bg-color with alpha: RGBA 'over' ({t.shape}, {t[0, 0]})")
+else:
+    check(False, f"--bg-color 0,0,255,128 runs (rc {rc}: {err})")
+
 with open(os.path.join(WORK, "notes.png"), "w") as f:
     f.write("not a picture\n")
 bad_model = os.path.join(WORK, "gray_in.onnx")
@@ -98,6 +123,13 @@ for args, want in [
     ([photo, "--model", os.path.join(WORK, "absent.onnx")], "no such file"),
     ([photo, "--model", model, "--size", "33"], "multiple of 32"),
     ([photo, "--model", model, "--preprocess", "u2net"], "auto, isnet, modnet"),
+    ([photo, "--model", model, "--bg-color", "255,255"], "give R,G,B or R,G,B,A"),
+    ([photo, "--model", model, "-o", photo], "which is the photo"),
+    ([photo, "--model", model, "--bg-color", "256,0,0"], "each 0 to 255"),
+    ([photo, "--model", model, "--bg-color", "1,2,3,4,5"], "give R,G,B or R,G,B,A"),
+    ([photo, "--model", model, "--bg-color", "red"], "give R,G,B or R,G,B,A"),
+    ([photo, "--model", model, "--only-mask", "--bg-color", "0,0,0"], "give one of them"),
+    ([photo, "--model", model, "--only-mask", "--mask", "m.png"], "--only-mask writes the matte already"),
 ]:
     rc, out, err = run(*args)
     check(rc == 1 and want in err, f"{' '.join(args[:3])}: exit 1 with '{want}' (rc {rc}: {err.strip()[-200:]})")

@@ -2,9 +2,11 @@
 // limit, no folder, not a regular file) is an Error naming the file, and the
 // file keeps what it held before; no temporary file is left behind.
 #include <fcntl.h>
+#include <signal.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -85,4 +87,57 @@ TEST(AtomicFile, RefusesWhatIsNotARegularFile) {
   EXPECT_THAT(error_of([&] { util::write_file_atomic((d / "no" / "such" / "x").string(), "x"); }),
               HasSubstr("cannot write"));
   EXPECT_THAT(error_of([&] { util::write_file_atomic("/dev/full", "x"); }), HasSubstr("is not a regular file"));
+}
+
+TEST(AtomicFile, SignalRemovesTheTemporaryFile) {
+  // A child writes a large file over and over; SIGINT lands at some moment
+  // of it (a write, the fsync, the rename, between two): afterwards the
+  // folder holds the complete file or nothing, and no temporary file.
+  const fs::path d = fresh_dir("signal");
+  const fs::path p = d / "big.bin";
+  const std::string bytes(32 << 20, 'x');
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    util::remove_temp_files_on_signal();
+    for (;;) util::write_file_atomic(p.string(), bytes);
+  }
+  ::usleep(300 * 1000);
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << status;
+  for (const auto& e : fs::directory_iterator(d)) {
+    EXPECT_EQ(e.path().filename(), "big.bin") << "left behind: " << e.path();
+  }
+  if (fs::exists(p)) EXPECT_EQ(fs::file_size(p), bytes.size());
+}
+
+TEST(ReadAll, ReadsAPipeToItsEnd) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::write(fds[1], "abc", 3), 3);
+  ::close(fds[1]);
+  EXPECT_EQ(util::read_all(fds[0], "the pipe", 100), "abc");
+  ::close(fds[0]);
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::write(fds[1], "abcdef", 6), 6);
+  ::close(fds[1]);
+  EXPECT_THAT(error_of([&] { util::read_all(fds[0], "stdin", 5); }), HasSubstr("stdin holds more than 5 bytes"));
+  ::close(fds[0]);
+}
+
+TEST(CheckFolderWritable, SaysWhatIsWrong) {
+  const fs::path d = fresh_dir("writable");
+  util::check_folder_writable(d.string());
+  EXPECT_EQ(entries(d), 0u);  // the probe is gone
+  EXPECT_THAT(error_of([&] { util::check_folder_writable((d / "absent").string()); }), HasSubstr("does not exist"));
+  std::ofstream(d / "f") << "x";
+  EXPECT_THAT(error_of([&] { util::check_folder_writable((d / "f").string()); }), HasSubstr("is not a folder"));
+  if (::geteuid() != 0) {  // root writes anywhere
+    fs::create_directories(d / "ro");
+    fs::permissions(d / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+    EXPECT_THAT(error_of([&] { util::check_folder_writable((d / "ro").string()); }), HasSubstr("cannot write into"));
+    fs::permissions(d / "ro", fs::perms::owner_all);
+  }
 }
