@@ -168,6 +168,7 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
   const auto t0 = clock::now();
   onnx_import::SessionOptions so;
   so.fp16 = o.fp16;
+  so.checked = !o.unchecked;
   onnx_import::Session s(ctx, o.model, so);
   const double load_ms = ms_since(t0);
   const std::map<std::string, HostTensor> inputs = model_inputs(s, input_options(o.in));
@@ -232,6 +233,7 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
   if (o.json) {
     json j{{"model", model_name(o.model)},
            {"precision", o.fp16 ? "fp16" : "fp32"},
+           {"checked", !o.unchecked},
            {"adapter", a.name},
            {"backend", a.backend},
            {"inputs", inputs_json(inputs)},
@@ -287,6 +289,7 @@ int profile_model(gpu::Context& ctx, const ProfileOptions& o) {
   }
   onnx_import::SessionOptions so;
   so.fp16 = o.fp16;
+  so.checked = !o.unchecked;
   onnx_import::Session s(ctx, o.model, so);
   const std::map<std::string, HostTensor> inputs = model_inputs(s, input_options(o.in));
   s.run(inputs);  // builds the graph and leaves the inputs in place
@@ -361,6 +364,7 @@ int profile_model(gpu::Context& ctx, const ProfileOptions& o) {
   if (o.json) {
     json j{{"model", model_name(o.model)},
            {"precision", o.fp16 ? "fp16" : "fp32"},
+           {"checked", !o.unchecked},
            {"adapter", a.name},
            {"backend", a.backend},
            {"inputs", inputs_json(inputs)},

@@ -27,6 +27,7 @@ struct RunOptions {
   int repeat = 1;
   bool verbose = false;
   bool fp16 = false;  // SessionOptions::fp16
+  bool unchecked = false;  // SessionOptions::checked off
 };
 int run_model(gpu::Context& ctx, const RunOptions& o);
 
@@ -45,6 +46,7 @@ struct BenchOptions {
   int warmup = 3;
   bool json = false;
   bool fp16 = false;  // SessionOptions::fp16
+  bool unchecked = false;  // SessionOptions::checked off
 };
 int bench_model(gpu::Context& ctx, const BenchOptions& o);
 // Checks what needs no GPU (arguments) before a Context is made.
@@ -58,6 +60,7 @@ struct ProfileOptions {
   std::string trace;
   bool json = false;
   bool fp16 = false;  // SessionOptions::fp16
+  bool unchecked = false;  // SessionOptions::checked off
 };
 int profile_model(gpu::Context& ctx, const ProfileOptions& o);
 void check_profile_options(const ProfileOptions& o);

@@ -29,6 +29,7 @@ int run(gpu::Context& ctx, const RunOptions& o, std::string* step) {
   onnx_import::SessionOptions so;
   so.verbose = o.verbose;
   so.fp16 = o.fp16;
+  so.checked = !o.unchecked;
   onnx_import::Session s(ctx, o.model, so);
   const double load_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   // One file per output, named after it: two names that become one file

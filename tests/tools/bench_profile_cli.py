@@ -108,6 +108,22 @@ if rc == 0:
     check(z.shape == (1, SEQ, 16) and np.allclose(z, want, rtol=1e-4, atol=1e-4),
           f"ids drawn from [7, 8) gather row 7: max error {np.abs(z - want).max() if z.shape == want.shape else z.shape}")
 
+# --- run-time checks ----------------------------------------------------------
+# ids 100..101 are out of range for E's 100 rows: checked (the default) the run
+# fails naming the node; --unchecked clamps to row 99, as before the checks.
+rc, out, err = run("run", "small.onnx", "--shape", f"ids=1x{SEQ}", "--int-range", "100:101", "--output-dir", "oob")
+check(rc != 0 and "index 100 is out of range" in err, f"run with ids out of range fails (rc {rc}: {err.strip()[-300:]})")
+rc, out, err = run("run", "small.onnx", "--shape", f"ids=1x{SEQ}", "--int-range", "100:101", "--output-dir", "oob",
+                   "--unchecked")
+check(rc == 0, f"run --unchecked (rc {rc}: {err.strip()[-300:]})")
+if rc == 0:
+    z = np.load(os.path.join(WORK, "oob", "z.npy"))
+    check(np.allclose(z, np.tile(E[99] @ M, (1, SEQ, 1)), rtol=1e-4, atol=1e-4), "--unchecked clamps to the last row")
+rc, out, err = run("bench", "small.onnx", "--shape", f"ids=1x{SEQ}", "--int-range", "0:100", "--runs", "2",
+                   "--warmup", "1", "--json", "--unchecked")
+check(rc == 0 and json.loads(out.strip().splitlines()[-1]).get("checked") is False,
+      f"bench --unchecked says so in its JSON (rc {rc}: {err.strip()[-300:]})")
+
 # --- float16 mode ------------------------------------------------------------
 # run --fp16: the same outputs (float32, as the model declares) within float16
 # accuracy; bench and profile --fp16 count the entry and exit casts.
