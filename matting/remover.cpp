@@ -167,10 +167,10 @@ Cutout Remover::run(const image::Image& photo) {
     outs = session_->run({{input_, in}});
   } catch (const Unsupported&) {
     throw;
+  } catch (const HostOutOfMemory&) {
+    throw;  // not the size's fault
   } catch (const Error& e) {
-    // Running out of host memory is not the size's fault (the node context
-    // rewraps HostOutOfMemory as a plain Error, so it is told by its text).
-    if (!resized || std::string_view(e.what()).find("out of host memory while") != std::string_view::npos) throw;
+    if (!resized) throw;
     // Some exports trace their upsampling to constant sizes and only run at
     // the size they declare.
     throw Error(fmt::format("{}\nThe model declares a {}x{} input and fails at {}x{}: run it without --size{}", e.what(),

@@ -101,6 +101,8 @@ std::vector<int64_t> NodeCtx::attr_ints(const std::string& name) const {
 Value NodeCtx::call(const std::string& op, const ValueList& args) {
   try {
     return ops::call(g, op, args);
+  } catch (const HostOutOfMemory&) {
+    throw;  // its type tells callers what ran out; the message says while what
   } catch (const Unsupported& e) {
     throw Unsupported(where() + ": " + e.what());
   } catch (const Error& e) {

@@ -377,6 +377,8 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
     } else {
       try {
         outs = m.build(c);
+      } catch (const HostOutOfMemory&) {
+        throw;
       } catch (const Unsupported&) {
         throw;
       } catch (const gpu::GpuError&) {
