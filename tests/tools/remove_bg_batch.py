@@ -7,7 +7,6 @@ SIGINT in the middle of a run. Every output is checked pixel-wise.
 usage: remove_bg_batch.py WGNN WORKDIR
 """
 import io
-import math
 import os
 import shutil
 import signal
@@ -16,14 +15,14 @@ import sys
 import time
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper
 from PIL import Image, ImageOps
 
 WGNN, WORK = (os.path.abspath(a) for a in sys.argv[1:3])
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
 failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tiny_matting import alpha_of, matting_model  # noqa: E402
 
 
 def check(cond, what):
@@ -36,23 +35,6 @@ def run(*args, stdin=None, cwd=WORK, text=True):
     p = subprocess.run([WGNN, "remove-bg", *args], cwd=cwd, capture_output=True, text=text, timeout=300,
                        input=stdin)
     return p.returncode, p.stdout, p.stderr
-
-
-def matting_model(path, h, w):
-    dims = [1, 3, h, w]
-    g = helper.make_graph(
-        [helper.make_node("ReduceMean", ["input"], ["mean"], axes=[1], keepdims=1),
-         helper.make_node("Sigmoid", ["mean"], ["output"])],
-        "matting", [helper.make_tensor_value_info("input", TensorProto.FLOAT, dims)],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1, h, w])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.save(m, path)
-
-
-def alpha_of(rgb, mean=128.0, std=256.0):
-    x = sum((c - mean) / std for c in rgb) / 3
-    return round(255 / (1 + math.exp(-x)))
 
 
 def quadrants(w, h):

@@ -4,7 +4,6 @@ timing line, and the errors with their exit status.
 
 usage: remove_bg_cli.py WGNN WORKDIR
 """
-import math
 import os
 import shutil
 import subprocess
@@ -19,6 +18,8 @@ WGNN, WORK = (os.path.abspath(a) for a in sys.argv[1:3])
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
 failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tiny_matting import alpha_of, matting_model  # noqa: E402
 
 
 def check(cond, what):
@@ -30,23 +31,6 @@ def check(cond, what):
 def run(*args, cwd=WORK):
     p = subprocess.run([WGNN, "remove-bg", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout, p.stderr
-
-
-def matting_model(path, h, w):
-    dims = [1, 3, h, w]
-    g = helper.make_graph(
-        [helper.make_node("ReduceMean", ["input"], ["mean"], axes=[1], keepdims=1),
-         helper.make_node("Sigmoid", ["mean"], ["output"])],
-        "matting", [helper.make_tensor_value_info("input", TensorProto.FLOAT, dims)],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1, h, w])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.save(m, path)
-
-
-def alpha_of(rgb, mean=128.0, std=256.0):
-    x = sum((c - mean) / std for c in rgb) / 3
-    return round(255 / (1 + math.exp(-x)))
 
 
 model = os.path.join(WORK, "m.onnx")
