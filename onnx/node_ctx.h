@@ -70,14 +70,13 @@ class NodeCtx {
  public:
   NodeCtx(Graph& graph, const onnx::NodeProto& n, int op_set, std::vector<Slot*> inputs,
           std::set<std::string>* value_inputs = nullptr, Storage storage_rule = {})
-      : g(graph), node(n), opset(op_set), storage(storage_rule), fp16(storage_rule.fp16), in_(std::move(inputs)),
+      : g(graph), node(n), opset(op_set), storage(storage_rule), in_(std::move(inputs)),
         value_inputs_(value_inputs) {}
 
   Graph& g;
   const onnx::NodeProto& node;
   int opset;
   Storage storage;
-  bool fp16 = false;  // storage.fp16
   // Set by the importer's fusion (onnx/fusion.h) for a Conv whose result
   // goes through a ReLU or Clip: the Conv mapper applies it in the same
   // dispatch ("none", "relu", "clamp" with conv_lo / conv_hi).
