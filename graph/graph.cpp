@@ -1,5 +1,7 @@
 #include "graph/graph.h"
 
+#include "graph/constant_store.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +12,11 @@
 namespace wgnn {
 
 Graph::Graph(gpu::Context& ctx) : ctx_(ctx) {}
+
+Graph::~Graph() {
+  if (store_)
+    for (const std::string& k : store_keys_) store_->release(k);
+}
 
 TensorRef Graph::add_tensor(const Shape& shape, DType dtype, TensorKind kind, std::string name) {
   for (int64_t d : shape) {
@@ -27,7 +34,16 @@ TensorRef Graph::add_tensor(const Shape& shape, DType dtype, TensorKind kind, st
 
 TensorRef Graph::add_constant(const Shape& shape, DType dtype, const void* data, std::string name) {
   TensorRef t = add_tensor(shape, dtype, TensorKind::Constant, std::move(name));
-  write(t, data, info(t).nbytes());
+  TensorInfo& ti = info(t);
+  if (!store_) {
+    write(t, data, ti.nbytes());
+    return t;
+  }
+  std::string key;
+  ti.buffer = store_->acquire(ti.shape, ti.dtype, data, ti.nbytes(), ti.name, &key);
+  ti.offset = 0;
+  ti.shared = true;
+  store_keys_.push_back(std::move(key));
   return t;
 }
 
@@ -261,6 +277,20 @@ size_t Graph::remove_dead_dispatches() {
 void Graph::prepare() {
   check_bindings(nodes_);
   check_bindings(init_nodes_);
+  for (const auto* list : {&nodes_, &init_nodes_}) {
+    for (const DispatchNode& d : *list) {
+      for (size_t j = 0; j < d.bindings.size(); ++j) {
+        int r = d.bindings[j].tensor;
+        if (r < 0 || !d.pipeline->writes(j)) continue;
+        while (tensors_[size_t(r)].view_of >= 0) r = tensors_[size_t(r)].view_of;
+        if (tensors_[size_t(r)].shared) {
+          throw Error(fmt::format("{}: kernel '{}' writes constant '{}', which is shared with other graphs "
+                                  "(constants are read-only)",
+                                  d.op, d.label, tensors_[size_t(r)].name));
+        }
+      }
+    }
+  }
   // Liveness of each storage root over the dispatch list.
   const size_t n = tensors_.size();
   auto root_of = [&](int id) {
@@ -339,6 +369,7 @@ void Graph::prepare() {
     const TensorInfo& ti = tensors_[t];
     if (ti.view_of >= 0 || pooled[t]) continue;
     (ti.kind == TensorKind::Constant ? memory_.constant_bytes : memory_.io_bytes) += ti.gpu_bytes();
+    if (ti.shared) memory_.shared_constant_bytes += ti.gpu_bytes();
   }
 
   auto build = [&](std::vector<DispatchNode>& nodes) {
@@ -370,14 +401,20 @@ void Graph::prepare() {
 std::string Graph::memory_summary() const {
   const auto mib = [](uint64_t b) { return double(b) / double(1 << 20); };
   return fmt::format("intermediates {:.2f} MiB in {} pooled buffers (vs {:.2f} MiB unplanned); inputs/outputs "
-                     "{:.2f} MiB; constants {:.2f} MiB",
+                     "{:.2f} MiB; constants {:.2f} MiB{}",
                      mib(memory_.intermediate_pool), memory_.pool_buffers, mib(memory_.intermediate_sum),
-                     mib(memory_.io_bytes), mib(memory_.constant_bytes));
+                     mib(memory_.io_bytes), mib(memory_.constant_bytes),
+                     memory_.shared_constant_bytes ? fmt::format(" ({:.2f} MiB of them shared with other graphs)",
+                                                                 mib(memory_.shared_constant_bytes))
+                                                   : "");
 }
 
 void Graph::write(TensorRef t, const void* data, size_t bytes) {
   ensure_storage(t.id);
   const TensorInfo& ti = info(t);
+  if (ti.shared || (ti.view_of >= 0 && tensors_[size_t(ti.view_of)].shared)) {
+    throw Error(fmt::format("tensor '{}' is a constant shared with other graphs: it cannot be written", ti.name));
+  }
   if (bytes != ti.nbytes()) {
     throw Error(fmt::format("writing {} bytes into tensor '{}' {} {} of {} bytes", bytes, ti.name,
                             dtype_name(ti.dtype), shape_str(ti.shape), ti.nbytes()));

@@ -18,6 +18,8 @@
 
 namespace wgnn {
 
+class ConstantStore;
+
 enum class TensorKind { Input, Output, Intermediate, Constant };
 
 struct TensorInfo {
@@ -31,6 +33,7 @@ struct TensorInfo {
   uint64_t offset = 0;
   int view_of = -1;
   uint64_t view_offset = 0;  // bytes into `view_of`'s storage (a part of it)
+  bool shared = false;       // a constant whose storage a ConstantStore holds (read-only)
   int64_t numel() const { return wgnn::numel(shape); }
   uint64_t nbytes() const { return uint64_t(numel()) * dtype_size(dtype); }          // host layout
   uint64_t gpu_bytes() const { return uint64_t(numel()) * gpu_dtype_size(dtype); }  // GPU storage
@@ -72,7 +75,16 @@ std::string binding_limit_advice(const gpu::Context& ctx);
 class Graph {
  public:
   explicit Graph(gpu::Context& ctx);
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
   gpu::Context& ctx() { return ctx_; }
+
+  // Constants added from now on take their storage from `store` (which must
+  // outlive the graph): equal constants of several graphs are uploaded once
+  // (graph/constant_store.h). Such a constant is read-only: writing it, or
+  // binding it where a kernel writes, is an Error.
+  void set_constant_store(ConstantStore* store) { store_ = store; }
 
   TensorRef add_tensor(const Shape& shape, DType dtype, TensorKind kind = TensorKind::Intermediate,
                        std::string name = {});
@@ -228,6 +240,7 @@ class Graph {
     size_t pool_buffers = 0;
     uint64_t io_bytes = 0;           // inputs, outputs, results
     uint64_t constant_bytes = 0;
+    uint64_t shared_constant_bytes = 0;  // of constant_bytes, held by a ConstantStore
   };
   const MemoryStats& memory() const { return memory_; }
   std::string memory_summary() const;
@@ -240,6 +253,8 @@ class Graph {
   void ensure_storage(int id);
 
   gpu::Context& ctx_;
+  ConstantStore* store_ = nullptr;
+  std::vector<std::string> store_keys_;  // references held in store_
   std::vector<TensorInfo> tensors_;
   std::vector<DispatchNode> nodes_;
   std::vector<DispatchNode> init_nodes_;

@@ -430,8 +430,8 @@ bool activation(const onnx::NodeProto& n, std::map<std::string, Slot>& values, s
   for (int i = 1; i < n.input_size() && i < 3; ++i) {
     if (n.input(i).empty()) continue;
     const Slot& s = values.at(n.input(i));
-    if (!s.host || s.value.numel() != 1 || !is_float(s.value.dtype)) return false;
-    (i == 1 ? lo : hi) = host::get(s.value, 0);
+    if (!s.host || s.value().numel() != 1 || !is_float(s.value().dtype)) return false;
+    (i == 1 ? lo : hi) = host::get(s.value(), 0);
   }
   if (std::isnan(lo) || std::isnan(hi) || lo > hi) return false;
   lo = std::max(lo, -3.4028234663852886e38), hi = std::min(hi, 3.4028234663852886e38);
@@ -446,8 +446,8 @@ std::optional<double> scales_product(const Fusion& f, std::map<std::string, Slot
   double p = 1;
   for (const auto& [name, divides] : f.scales) {
     const Slot& s = values.at(name);
-    if (!s.host || s.value.numel() != 1 || s.shape.size() > rank || !is_float(s.value.dtype)) return std::nullopt;
-    const double v = host::get(s.value, 0);
+    if (!s.host || s.value().numel() != 1 || s.shape.size() > rank || !is_float(s.value().dtype)) return std::nullopt;
+    const double v = host::get(s.value(), 0);
     if (!std::isfinite(v) || v == 0) return std::nullopt;
     p = divides ? p / v : p * v;
   }
@@ -456,15 +456,15 @@ std::optional<double> scales_product(const Fusion& f, std::map<std::string, Slot
 
 // A host scalar (one element, rank at most `rank`) near `want`.
 bool scalar_near(const Slot& s, double want, size_t rank) {
-  if (!s.host || s.value.numel() != 1 || s.shape.size() > rank) return false;
-  const double v = host::get(s.value, 0);
-  if (!is_float(s.value.dtype)) return v == want;
-  const double tol = s.value.dtype == DType::F16 ? 1e-3 : 1e-5;
+  if (!s.host || s.value().numel() != 1 || s.shape.size() > rank) return false;
+  const double v = host::get(s.value(), 0);
+  if (!is_float(s.value().dtype)) return v == want;
+  const double tol = s.value().dtype == DType::F16 ? 1e-3 : 1e-5;
   return std::abs(v - want) <= tol * std::abs(want);
 }
 
 TensorRef on_gpu(NodeCtx& c, Slot& s, const std::string& name) {
-  if (s.ref.id < 0) s.ref = c.constant(s.value, name);
+  if (s.ref.id < 0) s.ref = c.constant(s.value(), name);
   return s.ref;
 }
 
@@ -524,7 +524,7 @@ bool host_ints_of(const onnx::NodeProto& n, int i, std::map<std::string, Slot>& 
   const Slot& s = values.at(n.input(i));
   if (!s.host) return false;
   out.clear();
-  for (size_t k = 0; k < size_t(s.value.numel()); ++k) out.push_back(int64_t(host::get(s.value, k)));
+  for (size_t k = 0; k < size_t(s.value().numel()); ++k) out.push_back(int64_t(host::get(s.value(), k)));
   return true;
 }
 
@@ -978,20 +978,20 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     // ONNX Runtime on average but its instance norms amplified the changed
     // roundings past the float16-emulated check's tolerance: 3.3e-3
     // against 2.8e-3.)
-    if (x.host || !w.host || w.value.dtype != DType::F32 || w.shape.size() < 3) return std::nullopt;
+    if (x.host || !w.host || w.value().dtype != DType::F32 || w.shape.size() < 3) return std::nullopt;
     const int64_t cout = w.shape[0];
     if (cout <= 0) return std::nullopt;
     const HostTensor* p[4];
     for (int i = 0; i < 4; ++i) {
       const Slot& s = values.at(f.bn[size_t(i)]);
-      if (!s.host || !is_float(s.value.dtype) || s.value.numel() != cout) return std::nullopt;
-      p[i] = &s.value;
+      if (!s.host || !is_float(s.value().dtype) || s.value().numel() != cout) return std::nullopt;
+      p[i] = &s.value();
     }
     const HostTensor* bias = nullptr;
     if (!f.bias.empty()) {
       const Slot& s = values.at(f.bias);
-      if (!s.host || !is_float(s.value.dtype) || s.value.numel() != cout) return std::nullopt;
-      bias = &s.value;
+      if (!s.host || !is_float(s.value().dtype) || s.value().numel() != cout) return std::nullopt;
+      bias = &s.value();
     }
     const onnx::NodeProto& bn = graph.node(f.nodes.back());
     double eps = 1e-5;
@@ -1021,7 +1021,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
       if (out.size() != 1) return std::nullopt;
       return out[0];
     }
-    const int64_t per = w.value.numel() / cout;
+    const int64_t per = w.value().numel() / cout;
     HostTensor w2(DType::F32, w.shape), b2(DType::F32, {cout});
     for (int64_t o = 0; o < cout; ++o) {
       const size_t oi = size_t(o);
@@ -1029,7 +1029,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
       if (!std::isfinite(scale)) return std::nullopt;
       for (int64_t k = 0; k < per; ++k) {
         const size_t i = size_t(o * per + k);
-        w2.as<float>()[i] = float(host::get(w.value, i) * scale);
+        w2.as<float>()[i] = float(host::get(w.value(), i) * scale);
       }
       const double b0 = bias ? host::get(*bias, oi) : 0.0;
       b2.as<float>()[oi] = float((b0 - host::get(*p[2], oi)) * scale + host::get(*p[1], oi));

@@ -35,7 +35,7 @@ DType NodeCtx::dtype(size_t i) const {
 TensorRef NodeCtx::tensor(size_t i) {
   if (!has(i)) fail(fmt::format("input {} is missing", i));
   Slot& s = *in_[i];
-  if (s.ref.id < 0) s.ref = constant(s.value, node.input(int(i)));
+  if (s.ref.id < 0) s.ref = constant(s.value(), node.input(int(i)));
   return s.ref;
 }
 
@@ -46,7 +46,7 @@ DType NodeCtx::slot_dtype(size_t i) const {
 
 TensorRef NodeCtx::tensor_exact(size_t i) {
   if (!is_host(i) || gpu_dtype(in_[i]->dtype) == in_[i]->dtype || !storage.fp16) return tensor(i);
-  const HostTensor& t = in_[i]->value;
+  const HostTensor& t = in_[i]->value();
   return g.add_constant(t.shape, t.dtype, t.data.data(), node.input(int(i)));
 }
 
@@ -69,7 +69,7 @@ const HostTensor& NodeCtx::host(size_t i, const char* what) const {
                             "here it is computed on the GPU",
                             what));
   }
-  return in_[i]->value;
+  return in_[i]->value();
 }
 
 std::vector<int64_t> NodeCtx::host_ints(size_t i, const char* what) const { return host::to_ints(host(i, what)); }

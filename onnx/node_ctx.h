@@ -20,7 +20,8 @@ namespace wgnn::onnx_import {
 // or folded from constants and shapes), or a tensor of the GPU graph.
 struct Slot {
   bool host = false;
-  HostTensor value;       // when host
+  // When host: the value, owned, or (an initializer) the Session's own copy.
+  const HostTensor& value() const { return ext_ ? *ext_ : own_; }
   TensorRef ref{-1};      // GPU tensor (for host values: once uploaded)
   // A graph input whose value the session has: ops that need host data
   // (a Reshape's shape, a Range's limit) may read it; the graph is then
@@ -35,7 +36,16 @@ struct Slot {
     s.host = true;
     s.dtype = t.dtype;
     s.shape = t.shape;
-    s.value = std::move(t);
+    s.own_ = std::move(t);
+    return s;
+  }
+  // A host value that outlives the build (a Session's initializer): not copied.
+  static Slot of_stored(const HostTensor& t) {
+    Slot s;
+    s.host = true;
+    s.dtype = t.dtype;
+    s.shape = t.shape;
+    s.ext_ = &t;
     return s;
   }
   static Slot of_tensor(Graph& g, TensorRef r) {
@@ -45,6 +55,10 @@ struct Slot {
     s.shape = g.info(r).shape;
     return s;
   }
+
+ private:
+  HostTensor own_;
+  const HostTensor* ext_ = nullptr;
 };
 
 // How the model's float values are stored on the GPU: the importer's one

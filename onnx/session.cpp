@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <set>
 
@@ -28,6 +29,7 @@ struct Session::Built {
   // before upload, float16 outputs read into these and narrowed (by name).
   std::map<std::string, HostTensor> widened_in, widened_out;
   int folded = 0, mapped = 0, fused = 0, fused_nodes = 0;
+  uint64_t last_use = 0;  // Session::use_clock_ at the last run (LRU eviction)
 };
 
 namespace {
@@ -257,6 +259,10 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
         "(a model's own float16 values still run, stored as float32)",
         ctx_.adapter().name, ctx_.limits_mode() == "default" ? ", requested with WebGPU's default limits" : ""));
   }
+  if (options_.max_plans < 1) {
+    throw Error(fmt::format("SessionOptions::max_plans is {}: at least one plan must be kept", options_.max_plans));
+  }
+  constants_ = std::make_unique<ConstantStore>(ctx_);
   widen_f16_ = !ctx_.features().shader_f16;
   for (const auto& [name, t] : initializers_) uses_f16_ |= t.dtype == DType::F16;
   for (const auto& v : inputs_) uses_f16_ |= v.dtype == DType::F16;
@@ -275,6 +281,7 @@ Session::~Session() {
   const std::unique_lock<std::mutex> turn = ctx_.exclusive();
   last_ = nullptr;
   built_.clear();
+  constants_.reset();
 }
 
 void Session::set_input_shape(const std::string& name, const Shape& shape) {
@@ -294,14 +301,29 @@ Graph& Session::graph() {
 }
 
 Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inputs) {
-  if (auto it = built_.find(shape_key(inputs, value_inputs_)); it != built_.end()) return *it->second;
+  if (auto it = built_.find(shape_key(inputs, value_inputs_)); it != built_.end()) {
+    it->second->last_use = ++use_clock_;
+    return *it->second;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  // The least recently used plans go first: their intermediates and the
+  // constants no other plan holds are freed before the new plan allocates.
+  while (int(built_.size()) >= options_.max_plans) {
+    auto lru = built_.begin();
+    for (auto it = built_.begin(); it != built_.end(); ++it)
+      if (it->second->last_use < lru->second->last_use) lru = it;
+    if (last_ == lru->second.get()) last_ = nullptr;
+    built_.erase(lru);
+    ++evictions_;
+  }
 
   auto b = std::make_unique<Built>();
   b->graph = std::make_unique<Graph>(ctx_);
   Graph& g = *b->graph;
+  g.set_constant_store(constants_.get());
   g.set_checked(options_.checked);
   std::map<std::string, Slot> values;
-  for (const auto& [name, t] : initializers_) values[name] = Slot::of_host(t);
+  for (const auto& [name, t] : initializers_) values[name] = Slot::of_stored(t);
   const Storage storage{options_.fp16, widen_f16_};
   for (const auto& in : inputs_) {
     const HostTensor& t = inputs.at(in.name);
@@ -451,6 +473,9 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
   g.remove_dead_dispatches();
   g.prepare();
   ++builds_;
+  last_build_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  total_build_ms_ += last_build_ms_;
+  b->last_use = ++use_clock_;
   return *built_.emplace(shape_key(inputs, value_inputs_), std::move(b)).first->second;
 }
 
@@ -510,7 +535,7 @@ void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std:
   }
   for (const auto& [name, slot] : b.outputs) {
     if (slot.host) {
-      out[name] = slot.value;
+      out[name] = slot.value();
       continue;
     }
     const TensorInfo& ti = g.info(slot.ref);
@@ -545,9 +570,16 @@ std::string Session::summary() const {
           ? "; float16 values stored as float32 (the adapter lacks shader-f16: widened on upload, Casts to "
             "float16 round)"
           : "";
-  return fmt::format("{}{} nodes mapped to GPU work{}, {} folded on the host; {} dispatches; {}{}",
+  const auto& cs = constants_->stats();
+  const auto mib = [](uint64_t b) { return double(b) / double(1 << 20); };
+  const std::string plans = fmt::format(
+      "; {} plan{} kept ({} built in {:.1f} ms, the last in {:.1f} ms{}); constants on the GPU {:.2f} MiB, uploaded "
+      "once for all plans ({:.2f} MiB reused)",
+      built_.size(), built_.size() == 1 ? "" : "s", builds_, total_build_ms_, last_build_ms_,
+      evictions_ ? fmt::format(", {} evicted", evictions_) : "", mib(cs.bytes), mib(cs.reused_bytes));
+  return fmt::format("{}{} nodes mapped to GPU work{}, {} folded on the host; {} dispatches; {}{}{}",
                      options_.fp16 ? "float16 mode: " : "", last_->mapped, fused,
-                     last_->folded, g.dispatches().size(), g.memory_summary(), storage);
+                     last_->folded, g.dispatches().size(), g.memory_summary(), plans, storage);
 }
 
 }  // namespace wgnn::onnx_import

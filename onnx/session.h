@@ -6,10 +6,14 @@
 //   for (auto& in : s.inputs()) ...                 // names, dtypes, shapes (-1: dynamic)
 //   auto outputs = s.run({{"input", host_tensor}});   // name -> HostTensor
 //
-// A Session builds its Graph for the input shapes of the first run (symbolic
-// dims resolved from the actual inputs) and reuses it, with every bind group
-// and uniform made once, for later runs with the same shapes; new shapes
-// build (and cache) another graph.
+// A Session builds its Graph (a plan) for the input shapes of the first run
+// (symbolic dims resolved from the actual inputs) and reuses it, with every
+// bind group and uniform made once, for later runs with the same shapes; new
+// shapes build (and cache) another plan. The plans share one copy of the
+// weights on the GPU (a ConstantStore: each constant is uploaded once per
+// Session, whatever the number of shapes). At most SessionOptions::max_plans
+// plans are kept: the least recently used one is evicted, freeing its
+// intermediates and the constants only it used.
 //
 // Threading: one Session may be used from one thread at a time. Different
 // Sessions may run from different threads: on different Contexts they run
@@ -27,6 +31,7 @@
 #include <vector>
 
 #include "gpu/context.h"
+#include "graph/constant_store.h"
 #include "graph/graph.h"
 #include "graph/host_tensor.h"
 
@@ -70,6 +75,9 @@ struct SessionOptions {
   // the outputs each run (docs/RELIABILITY.md). Off: those values are clamped
   // or computed silently.
   bool checked = true;
+  // Plans (one per set of input shapes) kept at once, at least 1; the least
+  // recently used is evicted when a new shape would exceed it.
+  int max_plans = 8;
 };
 
 // A parsed and checked model, before any GPU work: what Session's
@@ -128,6 +136,15 @@ class Session {
   Graph& graph();
   // How many graphs were built (a second run with the same shapes builds none).
   int builds() const { return builds_; }
+  // Plans kept now (at most SessionOptions::max_plans), and how many were evicted.
+  int plans() const { return int(built_.size()); }
+  int evictions() const { return evictions_; }
+  // Host time of the last build (import, fusion, kernel choice, pipelines,
+  // memory plan, bind groups, uploads), and of all builds so far, in ms.
+  double last_build_ms() const { return last_build_ms_; }
+  double total_build_ms() const { return total_build_ms_; }
+  // The constants on the GPU, shared by every plan (uploaded once each).
+  const ConstantStore& constants() const { return *constants_; }
   // A few lines: nodes, dispatches, folded constants, memory, and how
   // float16 values are stored.
   std::string summary() const;
@@ -149,12 +166,16 @@ class Session {
   int opset_ = 0;
   std::vector<ValueInfo> inputs_, outputs_;
   std::map<std::string, HostTensor> initializers_;
+  // Before built_: the plans' graphs release their constants into it.
+  std::unique_ptr<ConstantStore> constants_;
   std::map<std::string, std::unique_ptr<Built>> built_;
   // Inputs some op read on the host (shape-like data given as a graph
   // input): graphs are cached per value of these.
   std::set<std::string> value_inputs_;
   Built* last_ = nullptr;
-  int builds_ = 0;
+  int builds_ = 0, evictions_ = 0;
+  uint64_t use_clock_ = 0;
+  double last_build_ms_ = 0, total_build_ms_ = 0;
   bool widen_f16_ = false, uses_f16_ = false;
 };
 

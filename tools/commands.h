@@ -52,6 +52,23 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o);
 // Checks what needs no GPU (arguments) before a Context is made.
 void check_bench_options(const BenchOptions& o);
 
+// `wgnn bench-shapes`: one Session at many input shapes (build time per new
+// shape, steady time, constants held once, plans kept).
+struct BenchShapesOptions {
+  std::string model;
+  std::vector<std::string> sets;    // each "NAME=DIMS[;NAME=DIMS...]": one set of input shapes
+  std::string dim;                  // "NAME=LO:HI[:STEP]" or "NAME=V1,V2,...": a symbolic dim's values
+  std::vector<std::string> shapes;  // NAME=DIMS for the inputs --dim does not name
+  uint32_t seed = 0;
+  int runs = 3;                     // steady runs per shape (the median is reported)
+  int max_plans = 8;                // SessionOptions::max_plans
+  bool json = false;
+  bool fp16 = false;
+  bool unchecked = false;
+};
+int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o);
+void check_bench_shapes_options(const BenchShapesOptions& o);
+
 struct ProfileOptions {
   std::string model;
   ModelInputArgs in;

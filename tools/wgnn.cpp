@@ -4,6 +4,7 @@
 //   wgnn selfcheck                     a few kernels against the CPU
 //   wgnn run MODEL                     run an ONNX model, write its outputs
 //   wgnn bench MODEL [--json]          load, first-run, steady host-to-host and GPU time
+//   wgnn bench-shapes MODEL --set ...  one session at many input shapes (build cost, weights once)
 //   wgnn profile MODEL [--trace F]     per-dispatch GPU time by op and kernel
 //   wgnn remove-bg PHOTO... | DIR [-o OUT]   cut out the photos' subjects (matting model)
 #include <CLI/CLI.hpp>
@@ -158,6 +159,20 @@ int main(int argc, char** argv) {
                 "Skip the run-time checks (Gather indices in range, integer division by nonzero): such values are then clamped or computed silently");
   bm->add_flag("--fp16", bmo.fp16, "float16 mode: float32 weights and activations stored as float16 on the GPU, f32 accumulation; float32 inputs and outputs stay float32");
 
+  auto* bs = app.add_subcommand(
+      "bench-shapes", "One session at many input shapes: build time of each new shape, steady time, constants held once");
+  tools::BenchShapesOptions bso;
+  bs->add_option("model", bso.model, "ONNX model file")->required();
+  bs->add_option("--set", bso.sets, "NAME=DIMS[;NAME=DIMS...]: one set of input shapes (repeat for each set)");
+  bs->add_option("--dim", bso.dim, "NAME=LO:HI[:STEP] or NAME=V1,V2,...: the values of a symbolic input dim");
+  bs->add_option("--shape", bso.shapes, "NAME=DIMS: the shape of an input --dim does not name");
+  bs->add_option("--seed", bso.seed, "Seed of the random inputs");
+  bs->add_option("--runs", bso.runs, "Steady runs per shape, the median reported (default 3)");
+  bs->add_option("--max-plans", bso.max_plans, "Plans the session keeps (least recently used evicted; default 8)");
+  bs->add_flag("--json", bso.json, "Print one JSON object");
+  bs->add_flag("--unchecked", bso.unchecked, "Skip the run-time checks");
+  bs->add_flag("--fp16", bso.fp16, "float16 mode");
+
   auto* pf = app.add_subcommand("profile",
                                 "Per-dispatch GPU time of a model by op and by kernel, with GB/s and TFLOP/s");
   tools::ProfileOptions pfo;
@@ -237,6 +252,7 @@ int main(int argc, char** argv) {
     // Argument errors before the GPU starts.
     if (bm->parsed()) tools::check_bench_options(bmo);
     if (pf->parsed()) tools::check_profile_options(pfo);
+    if (bs->parsed()) tools::check_bench_shapes_options(bso);
     gpu::Context ctx(opts);
     if (info->parsed()) return cmd_info(ctx, info_json);
     if (bench->parsed()) return tools::bench_copy(ctx, bc);
@@ -244,6 +260,7 @@ int main(int argc, char** argv) {
     if (run->parsed()) return tools::run_model(ctx, ro);
     if (bm->parsed()) return tools::bench_model(ctx, bmo);
     if (pf->parsed()) return tools::profile_model(ctx, pfo);
+    if (bs->parsed()) return tools::bench_shapes(ctx, bso);
     if (conf->parsed()) return tools::conformance(ctx, co);
   } catch (const std::bad_alloc&) {
     // Where a command knows what it was doing, it says so (HostOutOfMemory).

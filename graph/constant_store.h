@@ -1,0 +1,56 @@
+#pragma once
+// GPU constants shared by several graphs on one Context: a Session's plans
+// for different input shapes hold one copy of the model's weights.
+//
+// A constant is identified by its content: dtype, shape and a 128-bit hash
+// of its host bytes (XXH3-128; no host copy is kept, so the weights are not
+// held twice in host memory). Equal content is uploaded once;
+// each graph that uses it holds a reference, and the buffer is freed when the
+// last graph holding it is destroyed. Constants are read-only: a graph
+// refuses to write one or to bind it where a kernel writes (Graph::prepare).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "gpu/context.h"
+#include "graph/tensor.h"
+
+namespace wgnn {
+
+class ConstantStore {
+ public:
+  explicit ConstantStore(gpu::Context& ctx) : ctx_(ctx) {}
+  ConstantStore(const ConstantStore&) = delete;
+  ConstantStore& operator=(const ConstantStore&) = delete;
+
+  // The buffer holding this constant (host layout `bytes` of `data`,
+  // converted to GPU layout when uploaded), uploaded now if the store lacks
+  // it; the caller holds a reference (release() gives it back). `key` is set
+  // to what release() takes.
+  gpu::Buffer acquire(const Shape& shape, DType dtype, const void* data, size_t bytes, const std::string& name,
+                      std::string* key);
+  void release(const std::string& key);
+
+  struct Stats {
+    size_t entries = 0;
+    uint64_t bytes = 0;     // GPU bytes held now
+    uint64_t uploads = 0;   // constants uploaded (misses)
+    uint64_t reuses = 0;    // acquisitions that found the constant
+    uint64_t uploaded_bytes = 0;
+    uint64_t reused_bytes = 0;  // bytes not uploaded again
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  struct Entry {
+    gpu::Buffer buffer;
+    uint64_t gpu_bytes = 0;
+    int refs = 0;
+  };
+  gpu::Context& ctx_;
+  std::unordered_map<std::string, Entry> entries_;
+  Stats stats_;
+};
+
+}  // namespace wgnn

@@ -1,0 +1,176 @@
+// One Session, many input shapes: the plans share one copy of the weights
+// (ConstantStore), are kept up to SessionOptions::max_plans, and evicting one
+// frees what only it held. Results are checked against a plain C++ reference.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "error_of.h"
+#include "gpu_fixture.h"
+#include "graph/constant_store.h"
+#include "onnx/session.h"
+#include "onnx_model_builder.h"
+
+using namespace wgnn;
+using onnx_import::Session;
+using onnx_import::SessionOptions;
+using testing::HasSubstr;
+using wgnn::test::error_of;
+using wgnn::test::ModelBuilder;
+
+namespace {
+
+constexpr int64_t kIn = 8, kOut = 16;
+
+std::vector<float> weights() {
+  std::vector<float> w(static_cast<size_t>(kIn * kOut));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(float(i) * 0.37f);
+  return w;
+}
+std::vector<float> bias() {
+  std::vector<float> b(static_cast<size_t>(kOut));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 0.1f * float(i) - 0.7f;
+  return b;
+}
+
+// y = relu(x @ W + b), x [N, 8] with N dynamic.
+std::string linear_relu_model() {
+  ModelBuilder b;
+  b.input("x", {-1, kIn}, onnx::TensorProto::FLOAT, {"batch"});
+  b.output("y", {-1, kOut}, onnx::TensorProto::FLOAT, {"batch"});
+  b.init_f32("W", {kIn, kOut}, weights(), true);
+  b.init_f32("B", {kOut}, bias(), true);
+  b.node("MatMul", {"x", "W"}, {"xw"});
+  b.node("Add", {"xw", "B"}, {"z"});
+  b.node("Relu", {"z"}, {"y"});
+  return b.save("plan_cache_linear.onnx");
+}
+
+HostTensor input(int64_t n) {
+  HostTensor t(DType::F32, {n, kIn});
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = std::cos(float(i) * 0.11f + float(n));
+  return t;
+}
+
+void expect_reference(const HostTensor& x, const HostTensor& y) {
+  const int64_t n = x.shape[0];
+  ASSERT_EQ(y.shape, (Shape{n, kOut}));
+  const std::vector<float> w = weights(), b = bias();
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < kOut; ++c) {
+      double acc = b[size_t(c)];
+      for (int64_t k = 0; k < kIn; ++k) acc += double(x.as<float>()[r * kIn + k]) * w[size_t(k * kOut + c)];
+      const double ref = std::max(0.0, acc);
+      EXPECT_NEAR(y.as<float>()[r * kOut + c], ref, 1e-5 + 1e-5 * std::abs(ref)) << "row " << r << " col " << c;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(PlanCache, WeightsAreUploadedOnceForEveryShape) {
+  Session s(test::ctx(), linear_relu_model());
+  s.run({{"x", input(1)}});
+  const ConstantStore::Stats first = s.constants().stats();
+  EXPECT_GE(first.uploads, 2u);  // W and B at least
+  EXPECT_GE(first.bytes, uint64_t(kIn * kOut + kOut) * 4);
+  for (int64_t n = 2; n <= 5; ++n) {
+    const HostTensor x = input(n);
+    expect_reference(x, s.run({{"x", x}}).at("y"));
+  }
+  EXPECT_EQ(s.builds(), 5);
+  EXPECT_EQ(s.plans(), 5);
+  const ConstantStore::Stats after = s.constants().stats();
+  // The four later plans uploaded nothing the first one had: W and B again
+  // are reuses, and the GPU holds the same bytes as after the first build.
+  EXPECT_EQ(after.bytes, first.bytes);
+  EXPECT_EQ(after.uploads, first.uploads);
+  EXPECT_GE(after.reused_bytes, 4 * uint64_t(kIn * kOut + kOut) * 4);
+  EXPECT_THAT(s.summary(), HasSubstr("uploaded once for all plans"));
+  EXPECT_THAT(s.summary(), HasSubstr("5 plans kept (5 built"));
+  // The first shape again: its plan is still there, no build.
+  expect_reference(input(1), s.run({{"x", input(1)}}).at("y"));
+  EXPECT_EQ(s.builds(), 5);
+}
+
+TEST(PlanCache, LeastRecentlyUsedPlanIsEvicted) {
+  SessionOptions o;
+  o.max_plans = 2;
+  Session s(test::ctx(), linear_relu_model(), o);
+  s.run({{"x", input(1)}});
+  const uint64_t weight_bytes = s.constants().stats().bytes;
+  s.run({{"x", input(2)}});
+  s.run({{"x", input(1)}});  // 1 is now more recent than 2
+  s.run({{"x", input(3)}});  // evicts 2
+  EXPECT_EQ(s.plans(), 2);
+  EXPECT_EQ(s.evictions(), 1);
+  EXPECT_EQ(s.builds(), 3);
+  s.run({{"x", input(1)}});  // kept: no build
+  EXPECT_EQ(s.builds(), 3);
+  const HostTensor x2 = input(2);
+  expect_reference(x2, s.run({{"x", x2}}).at("y"));  // evicted: built again (evicts 3)
+  EXPECT_EQ(s.builds(), 4);
+  EXPECT_EQ(s.evictions(), 2);
+  EXPECT_THAT(s.summary(), HasSubstr("2 evicted"));
+  // Memory stays flat: one copy of the weights whatever was evicted.
+  EXPECT_EQ(s.constants().stats().bytes, weight_bytes);
+  for (int64_t n = 4; n <= 12; ++n) s.run({{"x", input(n)}});
+  EXPECT_EQ(s.plans(), 2);
+  EXPECT_EQ(s.constants().stats().bytes, weight_bytes);
+}
+
+TEST(PlanCache, MaxPlansMustBePositive) {
+  SessionOptions o;
+  o.max_plans = 0;
+  EXPECT_THAT(error_of([&] { Session s(test::ctx(), linear_relu_model(), o); }),
+              HasSubstr("at least one plan must be kept"));
+}
+
+TEST(ConstantStore, GraphsShareEqualConstantsAndFreeThemWithTheLast) {
+  ConstantStore store(test::ctx());
+  const std::vector<float> w = weights();
+  const std::vector<float> other = bias();
+  {
+    auto g1 = std::make_unique<Graph>(test::ctx());
+    g1->set_constant_store(&store);
+    TensorRef a = g1->add_constant({kIn, kOut}, DType::F32, w.data(), "w");
+    g1->add_constant({kOut}, DType::F32, other.data(), "b");
+    EXPECT_EQ(store.stats().uploads, 2u);
+    EXPECT_EQ(store.stats().entries, 2u);
+    {
+      Graph g2(test::ctx());
+      g2.set_constant_store(&store);
+      TensorRef a2 = g2.add_constant({kIn, kOut}, DType::F32, w.data(), "w again");
+      EXPECT_EQ(store.stats().uploads, 2u);
+      EXPECT_EQ(store.stats().reuses, 1u);
+      EXPECT_EQ(g2.info(a2).buffer.handle(), g1->info(a).buffer.handle());
+      // The same bytes with another shape are another constant.
+      g2.add_constant({kOut, kIn}, DType::F32, w.data(), "w transposed shape");
+      EXPECT_EQ(store.stats().uploads, 3u);
+      // Shared constants are read-only.
+      EXPECT_THAT(error_of([&] { g2.write(a2, w.data(), w.size() * 4); }), HasSubstr("cannot be written"));
+      // What the store holds reads back as written.
+      EXPECT_EQ(g2.read<float>(a2), w);
+    }
+    // g2 is gone: its own constant is freed, the shared one is kept for g1.
+    EXPECT_EQ(store.stats().entries, 2u);
+    EXPECT_EQ(g1->read<float>(a), w);
+  }
+  EXPECT_EQ(store.stats().entries, 0u);
+  EXPECT_EQ(store.stats().bytes, 0u);
+}
+
+TEST(ConstantStore, AKernelMayNotWriteASharedConstant) {
+  ConstantStore store(test::ctx());
+  Graph g(test::ctx());
+  g.set_constant_store(&store);
+  const std::vector<float> w = weights();
+  TensorRef c = g.add_constant({kIn * kOut}, DType::F32, w.data(), "w");
+  // A kernel that writes its one binding, bound to the shared constant.
+  const gpu::Pipeline& p = test::ctx().pipeline("writes_its_binding", R"(
+@group(0) @binding(0) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(1) fn main() { y[0] = 1.0; })");
+  g.add_dispatch(p, {Binding::of(c)}, gpu::Grid{1, 1, 1}, "test.write");
+  EXPECT_THAT(error_of([&] { g.prepare(); }), HasSubstr("shared with other graphs"));
+}
