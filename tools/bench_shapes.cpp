@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "graph/npy.h"
 #include "onnx/session.h"
 #include "tools/commands.h"
 #include "tools/model_inputs.h"
@@ -84,6 +86,8 @@ void check_bench_shapes_options(const BenchShapesOptions& o) {
                 "values), not both or neither");
   }
   if (!o.dim.empty()) parse_dim(o.dim);
+  InputOptions probe;
+  parse_int_range(o.int_range, probe);
   if (o.runs < 0) throw Error(fmt::format("bench-shapes: --runs {} is negative", o.runs));
   if (o.max_plans < 1) throw Error(fmt::format("bench-shapes: --max-plans {} must be at least 1", o.max_plans));
 }
@@ -147,6 +151,7 @@ int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
     InputOptions io;
     io.shapes = set;
     io.seed = o.seed;
+    parse_int_range(o.int_range, io);
     const std::map<std::string, HostTensor> inputs = model_inputs(s, io);
     Row r;
     r.inputs = describe_inputs(inputs);
@@ -154,6 +159,16 @@ int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
     const auto t0 = clock::now();
     s.run(inputs, outputs);
     r.first_ms = ms_since(t0);
+    if (!o.output_dir.empty()) {
+      // DIR/<k>/inputs/<name>.npy and DIR/<k>/<name>.npy, k counting sets from 0.
+      namespace fs = std::filesystem;
+      const fs::path dir = fs::path(o.output_dir) / std::to_string(rows.size());
+      std::error_code ec;
+      fs::create_directories(dir / "inputs", ec);
+      if (ec) throw Error(fmt::format("--output-dir: cannot create '{}': {}", (dir / "inputs").string(), ec.message()));
+      for (const auto& [name, t] : inputs) write_npy((dir / "inputs" / (safe_name(name) + ".npy")).string(), t);
+      for (const auto& [name, t] : outputs) write_npy((dir / (safe_name(name) + ".npy")).string(), t);
+    }
     r.build_ms = s.builds() > builds0 ? s.last_build_ms() : 0;
     std::vector<double> steady;
     for (int i = 0; i < o.runs; ++i) {

@@ -60,8 +60,10 @@ struct BenchShapesOptions {
   std::string dim;                  // "NAME=LO:HI[:STEP]" or "NAME=V1,V2,...": a symbolic dim's values
   std::vector<std::string> shapes;  // NAME=DIMS for the inputs --dim does not name
   uint32_t seed = 0;
+  std::string int_range = "0:4";    // LO:HI of random integer inputs, [LO, HI)
   int runs = 3;                     // steady runs per shape (the median is reported)
   int max_plans = 8;                // SessionOptions::max_plans
+  std::string output_dir;           // each set's inputs and outputs (.npy) in DIR/<k>/
   bool json = false;
   bool fp16 = false;
   bool unchecked = false;

@@ -1,5 +1,6 @@
 #include "tools/model_inputs.h"
 
+#include <cctype>
 #include <fmt/format.h>
 
 #include <random>
@@ -136,6 +137,14 @@ std::string describe_inputs(const std::map<std::string, HostTensor>& inputs) {
   std::vector<std::string> parts;
   for (const auto& [name, t] : inputs) parts.push_back(fmt::format("{} {} {}", name, dtype_name(t.dtype), shape_str(t.shape)));
   return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string safe_name(const std::string& s) {
+  std::string o = s;
+  for (char& ch : o) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '.' && ch != '-') ch = '_';
+  }
+  return o.empty() ? "_" : o;
 }
 
 }  // namespace wgnn::tools

@@ -30,6 +30,10 @@ void parse_int_range(const std::string& spec, InputOptions& o);
 // input and say what to pass.
 std::map<std::string, HostTensor> model_inputs(onnx_import::Session& s, const InputOptions& o);
 
+// A value's name as a file name: characters other than letters, digits,
+// '_', '.' and '-' become '_' (what `wgnn run` writes, <name>.npy).
+std::string safe_name(const std::string& s);
+
 // "name float32 1x3x224x224, ids int64 1x32"
 std::string describe_inputs(const std::map<std::string, HostTensor>& inputs);
 

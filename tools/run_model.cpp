@@ -15,13 +15,6 @@
 namespace wgnn::tools {
 namespace {
 
-std::string safe_name(const std::string& s) {
-  std::string o = s;
-  for (char& ch : o) {
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '.' && ch != '-') ch = '_';
-  }
-  return o.empty() ? "_" : o;
-}
 
 int run(gpu::Context& ctx, const RunOptions& o, std::string* step) {
   using clock = std::chrono::steady_clock;

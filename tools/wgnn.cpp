@@ -167,8 +167,11 @@ int main(int argc, char** argv) {
   bs->add_option("--dim", bso.dim, "NAME=LO:HI[:STEP] or NAME=V1,V2,...: the values of a symbolic input dim");
   bs->add_option("--shape", bso.shapes, "NAME=DIMS: the shape of an input --dim does not name");
   bs->add_option("--seed", bso.seed, "Seed of the random inputs");
+  bs->add_option("--int-range", bso.int_range, "LO:HI: random integer inputs are uniform in [LO, HI) (default 0:4)");
   bs->add_option("--runs", bso.runs, "Steady runs per shape, the median reported (default 3)");
   bs->add_option("--max-plans", bso.max_plans, "Plans the session keeps (least recently used evicted; default 8)");
+  bs->add_option("--output-dir", bso.output_dir,
+                 "Write each set's inputs and outputs: DIR/<k>/inputs/<name>.npy and DIR/<k>/<name>.npy");
   bs->add_flag("--json", bso.json, "Print one JSON object");
   bs->add_flag("--unchecked", bso.unchecked, "Skip the run-time checks");
   bs->add_flag("--fp16", bso.fp16, "float16 mode");

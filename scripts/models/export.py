@@ -33,8 +33,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from zoo import MODELS  # noqa: E402
 
 
-def base_name(name, opset, mini, half=False):
-    return f"{name}{'_mini' if mini else ''}_opset{opset}{'_fp16' if half else ''}"
+def base_name(name, opset, mini, half=False, dynamic=None):
+    return f"{name}{'_mini' if mini else ''}_opset{opset}{'_fp16' if half else ''}{'_dynamic' if dynamic else ''}"
+
+
+def parse_dynamic(specs):
+    """["input_ids:1:seq", ...] -> {"input_ids": {1: "seq"}}: the inputs' axes
+    exported as symbolic dims (torch.onnx.export's dynamic_axes)."""
+    out = {}
+    for spec in specs or []:
+        parts = spec.split(":")
+        if len(parts) != 3 or not parts[1].isdigit() or not parts[2]:
+            raise ValueError(f"--dynamic {spec}: expected INPUT:AXIS:NAME, e.g. input_ids:1:seq")
+        out.setdefault(parts[0], {})[int(parts[1])] = parts[2]
+    return out
 
 
 def to_half(model, inputs):
@@ -91,17 +103,22 @@ def rename_io(path, in_names, out_names):
     onnx.save(m, path)
 
 
-def export_one(name, opset, mini, out, dynamo, half=False):
+def export_one(name, opset, mini, out, dynamo, half=False, dynamic=None):
     spec = MODELS[name]
     model = spec.build(mini)
     inputs = spec.inputs(mini)
+    for k in dynamic or {}:
+        if k not in inputs:
+            raise ValueError(f"--dynamic: '{k}' is not an input of {name} (its inputs: {', '.join(inputs)})")
     where = "cpu"
     if half:
         model, inputs, where = to_half(model, inputs)
-    base = base_name(name, opset, mini, half)
+    base = base_name(name, opset, mini, half, dynamic)
     path = os.path.join(out, base + ".onnx")
     params = inspect.signature(torch.onnx.export).parameters
     kw = dict(input_names=list(inputs), output_names=list(spec.output_names), opset_version=opset)
+    if dynamo and dynamic:
+        raise ValueError("--dynamic is for the TorchScript exporter (its dynamic_axes), not --dynamo")
     if dynamo:
         if "dynamo" not in params:
             raise RuntimeError(f"torch {torch.__version__} has no dynamo exporter (torch.onnx.export(dynamo=True))")
@@ -113,6 +130,8 @@ def export_one(name, opset, mini, out, dynamo, half=False):
     else:
         if "dynamo" in params:
             kw["dynamo"] = False
+        if dynamic:
+            kw["dynamic_axes"] = dynamic
         kw["training"] = torch.onnx.TrainingMode.PRESERVE
         kw["do_constant_folding"] = True
     exporter = torch.onnx.export
@@ -155,7 +174,11 @@ def main():
     ap.add_argument("--half", action="store_true",
                     help="export in float16 (model.half(), float inputs as float16; on CUDA when available) "
                          "as NAME[_mini]_opsetN_fp16.onnx")
+    ap.add_argument("--dynamic", action="append", metavar="INPUT:AXIS:NAME",
+                    help="export this input axis as the symbolic dim NAME (repeatable; TorchScript exporter), "
+                         "as NAME[_mini]_opsetN_dynamic.onnx")
     a = ap.parse_args()
+    dynamic = parse_dynamic(a.dynamic)
     names = list(MODELS) if a.model == "all" else [a.model]
     for n in names:
         if n not in MODELS:
@@ -164,12 +187,12 @@ def main():
     failed = 0
     for n in names:
         try:
-            export_one(n, a.opset, a.mini, a.out, a.dynamo, a.half)
+            export_one(n, a.opset, a.mini, a.out, a.dynamo, a.half, dynamic)
         except Exception as e:  # noqa: BLE001 - report, go on with the others
             failed += 1
             traceback.print_exc()
             msg = str(e).strip().splitlines()
-            print(f"FAIL {base_name(n, a.opset, a.mini, a.half)}.onnx ({'dynamo' if a.dynamo else 'torchscript'}): "
+            print(f"FAIL {base_name(n, a.opset, a.mini, a.half, dynamic)}.onnx ({'dynamo' if a.dynamo else 'torchscript'}): "
                   f"{type(e).__name__}: {msg[0] if msg else ''}", flush=True)
     sys.exit(1 if failed else 0)
 
