@@ -38,6 +38,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ops/epilogue.h"
 #include "ops/helpers.h"
 #include "ops/registry.h"
 #include "ops/subgroup_matmul.h"
@@ -131,13 +132,11 @@ struct ConvSpec {
   Dims3 stride{1, 1, 1}, pad_begin{0, 0, 0}, pad_end{0, 0, 0}, dil{1, 1, 1}, out_pad{0, 0, 0};
   bool transposed = false;
   int64_t groups = 1;
-  int act = 0;  // applied to the result: 0 none, 1 ReLU, 2 clamp to [lo, hi]
-  double lo = 0, hi = 0;
+  ActivationSpec act;  // applied to the result (ops/epilogue.h): none, ReLU or clamp
   TensorRef affine{-1};  // [2, Cout] float32: scale, then shift per output channel (none: -1)
   // The convolution (with its bias) rounded to float16 storage before the
   // affine: the values of a separate convolution then batch norm.
   bool affine_rounded = false;
-  gpu::Constants act_constants() const { return {{"ACT", double(act)}, {"LO", lo}, {"HI", hi}}; }
 };
 
 // The kernels' affine text: {{AFFINE_BINDING}} ends the line of their last
@@ -339,7 +338,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     }
     Subs dw_subs = subs;
     add_affine_subs(dw_subs, s.affine.id >= 0, 5, "acc", "co", rounded);
-    const gpu::Pipeline& pipe = kernel(g, "ops/kernels/conv_depthwise.wgsl", dw_subs, s.act_constants());
+    const gpu::Pipeline& pipe = kernel(g, "ops/kernels/conv_depthwise.wgsl", dw_subs, activation_constants(s.act));
     std::vector<Binding> bindings{Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias};
     if (s.affine.id >= 0) bindings.push_back(Binding::of(s.affine));
     g.add_dispatch(pipe, std::move(bindings), grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
@@ -360,8 +359,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     q.a_batch = 0, q.b_batch = cin * in_vol;
     q.bias_sm = 1, q.bias_sn = 0;
     q.affine = s.affine, q.affine_rounded = rounded;
-    q.act = s.act == 1 ? 3 : s.act == 2 ? 4 : 0;
-    q.lo = s.lo, q.hi = s.hi;
+    q.act = s.act;
     if (record_subgroup_gemm(g, q, a.op, "conv 1x1")) return y;
   }
   // Any other float16 2-D (or 1-D) convolution with one group: an implicit
@@ -374,8 +372,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     q.kh = k[1], q.kw = k[2];
     q.stride_h = s.stride[1], q.stride_w = s.stride[2], q.top = s.pad_begin[1], q.left = s.pad_begin[2];
     q.dil_h = s.dil[1], q.dil_w = s.dil[2];
-    q.act = s.act == 1 ? 3 : s.act == 2 ? 4 : 0;
-    q.lo = s.lo, q.hi = s.hi;
+    q.act = s.act;
     auto pair = [](int64_t u, int64_t v) { return u == v ? fmt::format("{}", u) : fmt::format("{}x{}", u, v); };
     std::string what = fmt::format("conv {}x{}", k[1], k[2]);
     if (s.stride[1] != 1 || s.stride[2] != 1) what += " stride " + pair(s.stride[1], s.stride[2]);
@@ -445,9 +442,9 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
               {"TRANSPOSED", s.transposed ? 1.0 : 0.0},
               {"POINTWISE", pointwise ? 1.0 : 0.0},
               {"SPLITK", splits > 1 ? 1.0 : 0.0},
-              {"ACT", double(s.act)},
-              {"LO", s.lo},
-              {"HI", s.hi}});
+              {"ACT", double(s.act.code())},
+              {"LO", s.act.lo},
+              {"HI", s.act.hi}});
   const std::string label = fmt::format("conv{} {} k={} tile={}x{}{}", s.transposed ? " transposed" : "",
                                         pointwise ? "pointwise" : "gemm", dims_str(k, d), t.tm, t.tn,
                                         gemm_affine ? " affine" : "");
@@ -471,7 +468,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   add_affine_subs(sum_subs, s.affine.id >= 0, 4, "acc", "c", rounded);
   std::vector<Binding> sum_bindings{Binding::of(y), Binding::of(g.uniform(sp)), Binding::of(part), bias};
   if (s.affine.id >= 0) sum_bindings.push_back(Binding::of(s.affine));
-  g.add_dispatch(kernel(g, "ops/kernels/conv_splitk.wgsl", sum_subs, s.act_constants()), std::move(sum_bindings),
+  g.add_dispatch(kernel(g, "ops/kernels/conv_splitk.wgsl", sum_subs, activation_constants(s.act)), std::move(sum_bindings),
                  grid_for(g, gpu::ceil_div(uint64_t(sp.count), 256)), std::string(a.op),
                  fmt::format("conv splitk sum {}{}", splits, s.affine.id >= 0 ? " affine" : ""));
   return y;
@@ -522,15 +519,14 @@ Value convolution_op(Graph& g, const ValueList& args, bool split_pads) {
   s.out_pad = spatial(a, 7, "output_padding", s.d, 0);
   s.groups = a.integer(8, "groups", 1);
   if (split_pads) {
-    const std::string act = a.string(9, "act", "none");
-    if (act != "none" && act != "relu" && act != "clamp") {
-      a.fail(fmt::format("argument 'act' is '{}'; accepted: 'none', 'relu', 'clamp'", act));
-    }
-    s.act = act == "relu" ? 1 : act == "clamp" ? 2 : 0;
-    if (s.act == 2) {
-      s.lo = a.scalar(10, "lo", 0.0);
-      s.hi = a.scalar(11, "hi", 0.0);
-      if (std::isnan(s.lo) || std::isnan(s.hi) || s.lo > s.hi) a.fail(fmt::format("clamp bounds [{}, {}] are not a range", s.lo, s.hi));
+    s.act.act = parse_activation(a, a.string(9, "act", "none"),
+                                 {Activation::None, Activation::Relu, Activation::Clamp});
+    if (s.act.act == Activation::Clamp) {
+      s.act.lo = a.scalar(10, "lo", 0.0);
+      s.act.hi = a.scalar(11, "hi", 0.0);
+      if (std::isnan(s.act.lo) || std::isnan(s.act.hi) || s.act.lo > s.act.hi) {
+        a.fail(fmt::format("clamp bounds [{}, {}] are not a range", s.act.lo, s.act.hi));
+      }
     }
     s.affine = a.optional_tensor(12, "affine");
     s.affine_rounded = a.boolean(13, "affine_rounded", false);

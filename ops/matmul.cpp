@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ops/epilogue.h"
 #include "ops/helpers.h"
 #include "ops/layout.h"
 #include "ops/registry.h"
@@ -33,7 +34,7 @@ struct Gemm {
   Shape sa, sb, sc;       // their element strides in A, B, bias (0: broadcast)
   int64_t bias_sm = 0, bias_sn = 0;
   double alpha = 1, beta = 1;
-  int act = 0;            // epilogue activation: 0 none, 1 GELU (erf), 2 GELU (tanh)
+  ActivationSpec act;     // the epilogue's activation (ops/epilogue.h): none or a GELU
   int64_t lda = 0;        // A's row stride when not the product's own (a part of a split); 0: derived
   Shape out_shape;        // the result's shape (M x N per batch, contiguous)
 };
@@ -165,13 +166,15 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
                                     {"A_VEC", a_vec ? 1.0 : 0.0},
                                     {"B_VEC", b_vec ? 1.0 : 0.0},
                                     {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0},
-                                    {"ACT", double(p.act)},
+                                    {"ACT", double(p.act.code())},
+                                    {"LO", p.act.lo},
+                                    {"HI", p.act.hi},
                                     {"F16_OUT", dt == DType::F16 ? 1.0 : 0.0}});
   g.add_dispatch(pl, {out, Binding::of(g.uniform(params)), in_a, in_b, in_c},
                  grid_for(g, groups), std::string(a.op),
                  fmt::format("gemm {}x{}x{}{}{}{}{}", p.M, p.N, p.K, batch > 1 ? fmt::format(" batch {}", batch) : "",
                              p.a_trans ? " At" : "", p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : "") +
-                     (p.act == 1 ? " gelu" : p.act == 2 ? " gelu-tanh" : ""),
+                     activation_label(p.act.act),
                  2.0 * double(p.M) * double(p.N) * double(p.K) * double(batch));
 }
 
@@ -253,7 +256,7 @@ TensorRef record_split(const Args& a, const Gemm& p, uint64_t es) {
     Gemm q = p;
     q.K = int64_t(s.count);
     const bool last = i + 1 == spans.size();
-    if (!last) q.act = 0;
+    if (!last) q.act = ActivationSpec{};
     const TensorRef out = last ? y : g.add_tensor({p.M, p.N}, dt);
     Binding c = whole_bias();
     if (prev.id >= 0) {
@@ -478,10 +481,8 @@ Value matmul_add(Graph& g, const ValueList& args) {
   TensorRef y = a.tensor(1, "other");
   TensorRef bias = a.optional_tensor(2, "bias");
   const double alpha = a.scalar(3, "alpha", 1.0);
-  const std::string act = a.string(4, "act", "none");
-  if (act != "none" && act != "gelu" && act != "gelu_tanh") {
-    a.fail(fmt::format("argument 'act' is '{}'; accepted: 'none', 'gelu', 'gelu_tanh'", act));
-  }
+  const Activation act =
+      parse_activation(a, a.string(4, "act", "none"), {Activation::None, Activation::Gelu, Activation::GeluTanh});
   const bool ta = a.boolean(5, "trans_self", false), tb = a.boolean(6, "trans_other", false);
   require_operand(a, x, "self");
   require_operand(a, y, "other");
@@ -516,7 +517,7 @@ Value matmul_add(Graph& g, const ValueList& args) {
   p.out_shape.push_back(p.M);
   p.out_shape.push_back(p.N);
   p.alpha = alpha;
-  p.act = act == "gelu" ? 1 : act == "gelu_tanh" ? 2 : 0;
+  p.act.act = act;
   if (bias.id >= 0) {
     set_bias(a, p, bias, "bias");
   } else {

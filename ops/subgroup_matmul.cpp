@@ -40,7 +40,7 @@ uint32_t SubgroupMatmulConfig::workgroup_bytes() const {
 std::string SubgroupMatmulConfig::name() const {
   return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
                      out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (affine ? affine_rounded ? " affine-rounded" : " affine" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
-         (act == 1 ? " gelu" : act == 2 ? " gelu-tanh" : act == 3 ? " relu" : act == 4 ? " clamp" : "") + (ablate ? fmt::format(" ablate{}", ablate) : "") +
+         activation_label(act) + (ablate ? fmt::format(" ablate{}", ablate) : "") +
          (conv ? " conv" : "") + (checked_loads ? " checked" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
          (emulate ? " emulated" : "");
 }
@@ -133,8 +133,8 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     add("  lo: f32, hi: f32 }");
   }
   const bool no_scratch = c.full_tiles;
-  if (c.full_tiles && (c.bias || c.out_f16 || c.act || c.affine)) throw Error("the full-tile variant has no bias, activation or float16 output");
-  if (c.act > 4) throw Error(fmt::format("invalid subgroup matmul activation {}", c.act));
+  if (c.full_tiles && (c.bias || c.out_f16 || c.act != Activation::None || c.affine)) throw Error("the full-tile variant has no bias, activation or float16 output");
+  if (uint32_t(c.act) > uint32_t(Activation::GeluTanh)) throw Error(fmt::format("invalid subgroup matmul activation {}", uint32_t(c.act)));
   add("@group(0) @binding(0) var<storage, read> A: array<vec4<u32>>;");
   add(c.conv ? "@group(0) @binding(1) var<storage, read> X: array<f16>;"
              : "@group(0) @binding(1) var<storage, read> B: array<vec4<u32>>;");
@@ -208,7 +208,10 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       add(fmt::format("{}subgroupMatrixStore(&{}, {}, {}, false, {});", ind, dst, off, acc, stride));
   };
 
-  if (c.act != 0) add(std::string(gpu::shader_source("ops/kernels/lib/math.wgsl")));
+  if (c.act != Activation::None) {
+    add(std::string(gpu::shader_source("ops/kernels/lib/math.wgsl")));
+    add(std::string(gpu::shader_source("ops/kernels/lib/activation.wgsl")));
+  }
   if (c.affine && c.affine_rounded) add(round_f16_wgsl());
   if (!no_scratch) {
   // The epilogue of one 16x16 result staged in `sc` at `sbase`: each lane
@@ -222,16 +225,10 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     std::string v = fmt::format("sc[s + {}u] * P.alpha", q);
     if (c.bias) v += fmt::format(" + P.beta * f32(BIAS[bias_off + r * P.bias_sm + (col + {}u) * P.bias_sn])", q);
     if (c.affine) v = (c.affine_rounded ? "round_f16(" + v + ")" : "(" + v + ")") + " * a_scale + a_shift";
-    if (c.act == 0) {
+    if (c.act == Activation::None) {
       add(fmt::format("  let v{} = {};", q, v));
     } else {
-      add(fmt::format("  let y{} = {};", q, v));
-      const char* f = c.act == 1   ? "  let v{0} = 0.5 * y{0} * (1.0 + erf1(y{0} * 0.70710678118654752));"
-                      : c.act == 2 ? "  let v{0} = 0.5 * y{0} * (1.0 + tanh1(0.7978845608028654 * (y{0} + "
-                                     "0.044715 * y{0} * y{0} * y{0})));"
-                      : c.act == 3 ? "  let v{0} = select(max(y{0}, 0.0), y{0}, isnan1(y{0}));"
-                                   : "  let v{0} = select(clamp(y{0}, P.lo, P.hi), y{0}, isnan1(y{0}));";
-      add(fmt::format(fmt::runtime(f), q));
+      add(fmt::format("  let v{} = apply_activation({}u, {}, P.lo, P.hi);", q, uint32_t(c.act), v));
     }
   }
   if (c.out_f16) {
@@ -454,7 +451,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
 
   add("  let c_off = bt * P.c_batch; let bias_off = bt * P.bias_batch;");
   add(fmt::format("  let wm0 = m0 + wm * {}u; let wn0 = n0 + wn * {}u;", TM * 16, TN * 16));
-  const bool direct = !c.out_f16 && !c.bias && c.act == 0 && !c.affine;
+  const bool direct = !c.out_f16 && !c.bias && c.act == Activation::None && !c.affine;
   if (no_scratch) {  // full tiles only
     for (uint32_t i = 0; i < TM; ++i)
       for (uint32_t j = 0; j < TN; ++j)
@@ -589,7 +586,7 @@ bool epilogue_operands_ok(Graph& g, std::initializer_list<TensorRef> f16, Tensor
 // float16 results, the optional float16 bias and float32 affine, the
 // activation.
 SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t batch, Mode mode, bool bias, bool affine,
-                                     bool affine_rounded, int act) {
+                                     bool affine_rounded, Activation act) {
   SubgroupMatmulConfig cfg = pick_config(M, N, K, batch);
   cfg.emulate = mode == Mode::Emulate;
   cfg.out_f16 = true;
@@ -597,13 +594,10 @@ SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t ba
   cfg.bias_f16 = true;
   cfg.affine = affine;
   cfg.affine_rounded = affine && affine_rounded;
-  cfg.act = uint32_t(act);
+  cfg.act = act;
   return cfg;
 }
 
-std::string act_suffix(int act) {
-  return act == 1 ? " gelu" : act == 2 ? " gelu-tanh" : act == 3 ? " relu" : act == 4 ? " clamp" : "";
-}
 
 }  // namespace
 
@@ -614,7 +608,7 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
   if (p.a_batch % 8 != 0 || p.b_batch % 8 != 0) return false;
   SubgroupMatmulConfig cfg = epilogue_config(p.M, p.N, p.K, p.batch, mode, p.bias.id >= 0, p.affine.id >= 0,
-                                              p.affine_rounded, p.act);
+                                              p.affine_rounded, p.act.act);
   cfg.a_trans = p.a_trans;
   cfg.b_trans = p.b_trans;
   if (!subgroup_matmul_supported(g.ctx(), cfg)) return false;
@@ -634,8 +628,8 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   params.bias_sn = uint32_t(p.bias_sn);
   params.alpha = float(p.alpha);
   params.beta = float(p.beta);
-  params.lo = float(p.lo);
-  params.hi = float(p.hi);
+  params.lo = float(p.act.lo);
+  params.hi = float(p.act.hi);
   const gpu::Pipeline& pl = g.ctx().pipeline(cfg.name(), subgroup_matmul_wgsl(cfg));
   std::vector<Binding> bindings{Binding::of(p.a), Binding::of(p.b), Binding::of(p.out), Binding::of(g.uniform(params))};
   if (cfg.bias) bindings.push_back(Binding::of(p.bias));
@@ -645,7 +639,7 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
                  fmt::format("{} subgroup-matrix {}x{}x{}{}{}{}{}", what, p.M, p.N, p.K,
                              p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", p.a_trans ? " At" : "",
                              p.b_trans ? " Bt" : "", cfg.bias ? " bias" : "") +
-                     (cfg.affine ? " affine" : "") + act_suffix(p.act) + (cfg.emulate ? " emulated" : ""),
+                     (cfg.affine ? " affine" : "") + activation_label(p.act.act) + (cfg.emulate ? " emulated" : ""),
                  2.0 * double(p.M) * double(p.N) * double(p.K) * double(p.batch));
   return true;
 }
@@ -675,7 +669,7 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
     if (v > kMax) return false;
   if (p.top < 0 || p.left < 0) return false;
   SubgroupMatmulConfig cfg =
-      epilogue_config(M, N, K, p.batch, mode, p.bias.id >= 0, p.affine.id >= 0, p.affine_rounded, p.act);
+      epilogue_config(M, N, K, p.batch, mode, p.bias.id >= 0, p.affine.id >= 0, p.affine_rounded, p.act.act);
   cfg.conv = true;
   const uint32_t T = cfg.threads();
   const bool rows = cfg.bn <= T && T % cfg.bn == 0 && cfg.bk % (T / cfg.bn) == 0;
@@ -693,7 +687,7 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   q.M = uint32_t(M), q.N = uint32_t(N), q.K = uint32_t(K), q.tiles_n = uint32_t(tiles_n);
   q.a_batch = 0, q.b_batch = uint32_t(p.cin * p.h * p.w_in), q.c_batch = uint32_t(M * N);
   q.bias_batch = 0, q.bias_sm = 1, q.bias_sn = 0;
-  q.alpha = 1, q.beta = 1, q.lo = float(p.lo), q.hi = float(p.hi);
+  q.alpha = 1, q.beta = 1, q.lo = float(p.act.lo), q.hi = float(p.act.hi);
   params.in_h = uint32_t(p.h), params.in_w = uint32_t(p.w_in), params.in_hw = uint32_t(p.h * p.w_in);
   params.chw = uint32_t(p.cin * p.h * p.w_in);
   params.out_w = uint32_t(p.ow), params.khw = uint32_t(p.kh * p.kw), params.kw = uint32_t(p.kw);
@@ -715,7 +709,7 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
                  std::string(op),
                  fmt::format("{} subgroup-matrix {}x{}x{}{}{}", what, M, N, K,
                              p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", cfg.bias ? " bias" : "") +
-                     (cfg.affine ? " affine" : "") + act_suffix(p.act) + (cfg.emulate ? " emulated" : ""),
+                     (cfg.affine ? " affine" : "") + activation_label(p.act.act) + (cfg.emulate ? " emulated" : ""),
                  2.0 * double(M) * double(N) * double(K) * double(p.batch));
   return true;
 }

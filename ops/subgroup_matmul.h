@@ -26,6 +26,7 @@
 #include <string_view>
 
 #include "graph/graph.h"
+#include "ops/epilogue.h"
 
 namespace wgnn::ops {
 
@@ -44,7 +45,7 @@ struct SubgroupMatmulConfig {
   bool affine_rounded = false;  // the value rounded to f16 before the affine
   bool a_trans = false;  // A stored K x M (needs M % 8 == 0)
   bool b_trans = false;  // B stored N x K (needs K % 8 == 0; N % 8 == 0 still, for the epilogue)
-  uint32_t act = 0;      // epilogue activation: 0 none, 1 GELU (erf), 2 GELU (tanh), 3 ReLU, 4 clamp (P.lo, P.hi)
+  Activation act = Activation::None;  // the epilogue's activation (ops/epilogue.h), clamp to [P.lo, P.hi]
   // Benchmark variant for M, N multiples of the tile: no edge epilogue (no
   // scratch workgroup memory).
   bool full_tiles = false;
@@ -130,8 +131,7 @@ struct SubgroupGemm {
   bool a_trans = false, b_trans = false;  // A stored K x M, B stored N x K
   int64_t a_batch = 0, b_batch = 0, bias_batch = 0, bias_sm = 0, bias_sn = 0;
   double alpha = 1, beta = 1;
-  int act = 0;  // applied last: 0 none, 1 GELU (erf), 2 GELU (tanh), 3 ReLU, 4 clamp to [lo, hi]
-  double lo = 0, hi = 0;
+  ActivationSpec act;  // applied last (ops/epilogue.h)
   // Optional float32 [2, M]: out[m][n] = (alpha * A @ B + beta * bias) *
   // affine[0][m] + affine[1][m], before the activation.
   TensorRef affine{-1};
@@ -159,8 +159,7 @@ struct SubgroupConv {
   TensorRef x, w, bias{-1}, out;
   int64_t batch = 1, cin = 0, h = 0, w_in = 0, cout = 0, oh = 0, ow = 0, kh = 1, kw = 1;
   int64_t stride_h = 1, stride_w = 1, top = 0, left = 0, dil_h = 1, dil_w = 1;  // top, left: begin pads
-  int act = 0;  // as SubgroupGemm::act
-  double lo = 0, hi = 0;
+  ActivationSpec act;  // as SubgroupGemm::act
   TensorRef affine{-1};  // as SubgroupGemm::affine (per output channel)
   bool affine_rounded = false;
 };

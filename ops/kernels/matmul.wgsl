@@ -40,9 +40,7 @@ override B_TRANS: bool = false;
 override A_VEC: bool = false;
 override B_VEC: bool = false;
 override HAS_BIAS: bool = false;
-// Activation applied last in the epilogue: 0 none, 1 GELU (erf), 2 GELU
-// (tanh approximation), as aten.gelu's approximate='none' / 'tanh'.
-override ACT: u32 = 0u;
+// The activation applied last in the epilogue: ACT of lib/activation.wgsl.
 // float16 results beyond its range become +-inf (as IEEE and ATen), not a
 // device-defined value.
 override F16_OUT: bool = false;  // inf_bits: lib/math.wgsl
@@ -116,16 +114,7 @@ fn load_b4(base: u32, valid: u32) -> vec4<f32> {
 }
 
 {{include lib/math.wgsl}}
-
-fn activate(y: f32) -> f32 {
-  if (ACT == 1u) {
-    return 0.5 * y * (1.0 + erf1(y * 0.70710678118654752));
-  }
-  if (ACT == 2u) {
-    return 0.5 * y * (1.0 + tanh1(0.7978845608028654 * (y + 0.044715 * y * y * y)));
-  }
-  return y;
-}
+{{include lib/activation.wgsl}}
 
 fn remaining(limit: u32, at: u32) -> u32 { return select(0u, limit - at, at < limit); }
 

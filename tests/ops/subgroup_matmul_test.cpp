@@ -120,16 +120,21 @@ TEST(SubgroupMatmulWgsl, GeneratesEveryLayoutAndRejectsBadTiles) {
         EXPECT_EQ(w.find(", true, BS)") != std::string::npos, tb);
         EXPECT_LE(c.workgroup_bytes(), 48u * 1024u) << c.name();
       }
-  for (uint32_t act : {1u, 2u, 3u, 4u}) {
+  for (ops::Activation act : {ops::Activation::Relu, ops::Activation::Clamp, ops::Activation::Gelu,
+                              ops::Activation::GeluTanh}) {
     ops::SubgroupMatmulConfig c;
     c.out_f16 = true, c.act = act;
     const std::string w = ops::subgroup_matmul_wgsl(c);
-    // The epilogue's own line (lib/math.wgsl, pasted in for any activation,
-    // defines erf1 and tanh1 for all of them).
-    EXPECT_EQ(w.find("(1.0 + erf1(y0 * 0.70710678118654752))") != std::string::npos, act == 1);
-    EXPECT_EQ(w.find("(1.0 + tanh1(0.7978845608028654 * (y0 + ") != std::string::npos, act == 2);
-    EXPECT_EQ(w.find("select(max(y0, 0.0), y0, isnan1(y0))") != std::string::npos, act == 3);
-    EXPECT_EQ(w.find("select(clamp(y0, P.lo, P.hi), y0, isnan1(y0))") != std::string::npos, act == 4);
+    // The epilogue calls the one activation library (lib/activation.wgsl,
+    // pasted in with lib/math.wgsl) with the activation's code.
+    EXPECT_THAT(w, HasSubstr("fn apply_activation(code: u32"));
+    EXPECT_THAT(w, HasSubstr(fmt::format("let v0 = apply_activation({}u, ", uint32_t(act))));
+    EXPECT_THAT(w, HasSubstr(", P.lo, P.hi);"));
+  }
+  {
+    ops::SubgroupMatmulConfig c;
+    c.out_f16 = true;
+    EXPECT_THAT(ops::subgroup_matmul_wgsl(c), testing::Not(HasSubstr("apply_activation")));
   }
   // The loads: from clamped per-thread addresses with K checked on the last
   // tile only, unless every load is to be checked (/c).
@@ -142,7 +147,7 @@ TEST(SubgroupMatmulWgsl, GeneratesEveryLayoutAndRejectsBadTiles) {
   }
   EXPECT_THROW(ops::parse_subgroup_matmul_config("128x128x32:2x2"), Error);
   ops::SubgroupMatmulConfig bad;
-  bad.act = 5;
+  bad.act = ops::Activation(5);
   EXPECT_THROW(ops::subgroup_matmul_wgsl(bad), Error);
   bad = {};
   bad.bm = 100;  // not a multiple of 16 per subgroup row
@@ -418,10 +423,11 @@ struct ScopedEnv {
 // compiles on this device.
 TEST(SubgroupMatmulWgsl, ConvolutionModeForEveryTileShape) {
   for (const char* text : kConvConfigs)
-    for (uint32_t act : {0u, 3u, 4u})
+    for (ops::Activation act : {ops::Activation::None, ops::Activation::Relu, ops::Activation::Clamp})
       for (bool emulate : {false, true}) {
         ops::SubgroupMatmulConfig c = ops::parse_subgroup_matmul_config(text);
-        c.conv = true, c.out_f16 = true, c.bias = act != 0, c.bias_f16 = true, c.act = act, c.emulate = emulate;
+        c.conv = true, c.out_f16 = true, c.bias = act != ops::Activation::None, c.bias_f16 = true, c.act = act,
+        c.emulate = emulate;
         SCOPED_TRACE(c.name());
         std::string w;
         ASSERT_NO_THROW(w = ops::subgroup_matmul_wgsl(c));
@@ -500,7 +506,7 @@ TEST_P(SubgroupMatmulEmulatedConfig, Convolution) {
   ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
   const std::vector<ConvCase> few = {conv_cases()[2], conv_cases()[6], conv_cases()[16], conv_cases()[18]};
   ops::SubgroupMatmulConfig cfg = ops::parse_subgroup_matmul_config(GetParam());
-  cfg.emulate = true, cfg.conv = true, cfg.out_f16 = true, cfg.bias = true, cfg.bias_f16 = true, cfg.act = 3;
+  cfg.emulate = true, cfg.conv = true, cfg.out_f16 = true, cfg.bias = true, cfg.bias_f16 = true, cfg.act = ops::Activation::Relu;
   if (!ops::subgroup_matmul_supported(ctx(), cfg)) {  // lavapipe: 32 KB of workgroup memory
     GTEST_SKIP() << GetParam() << ": more workgroup memory or threads than this device has";
   }

@@ -1,17 +1,31 @@
-// Included by the convolution kernels (an include line, ops::kernel):
-// the activation applied to their result, fused from the ONNX graph
-// (onnx/fusion.h): ACT 0 none, 1 ReLU, 2 clamp to [LO, HI] (ReLU6, Clip).
+// The activations a convolution or matrix-product kernel applies last in
+// its epilogue, one numbering for every kernel (ops/epilogue.h, Activation):
+// 0 none, 1 ReLU, 2 clamp to [lo, hi] (ReLU6, Clip), 3 GELU (erf), 4 GELU
+// (tanh approximation), as aten.gelu's approximate='none' / 'tanh'. NaN
+// stays NaN. Needs lib/math.wgsl (isnan1, erf1, tanh1), which the including
+// kernel includes too.
+//
+// Kernels with override constants call activate(v) (ACT, LO, HI set by
+// ops::activation_constants; the branch folds when the pipeline is made);
+// kernels generated as text call apply_activation with the code written in.
 override ACT: u32 = 0u;
 override LO: f32 = 0.0;
 override HI: f32 = 0.0;
-// NaN stays NaN (isnan1: lib/math.wgsl, which the including kernel
-// includes too).
-fn activate(v: f32) -> f32 {
-  if (ACT == 1u) {
+
+fn apply_activation(code: u32, v: f32, lo: f32, hi: f32) -> f32 {
+  if (code == 1u) {
     return select(max(v, 0.0), v, isnan1(v));
   }
-  if (ACT == 2u) {
-    return select(clamp(v, LO, HI), v, isnan1(v));
+  if (code == 2u) {
+    return select(clamp(v, lo, hi), v, isnan1(v));
+  }
+  if (code == 3u) {
+    return 0.5 * v * (1.0 + erf1(v * 0.70710678118654752));
+  }
+  if (code == 4u) {
+    return 0.5 * v * (1.0 + tanh1(0.7978845608028654 * (v + 0.044715 * v * v * v)));
   }
   return v;
 }
+
+fn activate(v: f32) -> f32 { return apply_activation(ACT, v, LO, HI); }
