@@ -12,7 +12,7 @@
 #
 # Components: Runtime (the CLI, the shared library, Dawn, lavapipe),
 # Development (headers, the static library, CMake and pkg-config files) and
-# Models (ISNet, about 170 MB).
+# Models (ISNet, about 90 MB).
 include(CMakePackageConfigHelpers)
 set(WGNN_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/wgnn")
 
