@@ -11,10 +11,14 @@
 
 #include <fmt/format.h>
 
+#include <webgpu/webgpu.h>
+
 #include "gpu/error.h"
 
-#ifndef WGNN_DEPS_DIR
-#define WGNN_DEPS_DIR ""
+// The install's library folder relative to its prefix (GNUInstallDirs'
+// CMAKE_INSTALL_LIBDIR), where bin/wgnn finds lib/wgnn/lavapipe.
+#ifndef WGNN_INSTALL_LIBDIR
+#define WGNN_INSTALL_LIBDIR "lib"
 #endif
 
 namespace fs = std::filesystem;
@@ -63,20 +67,37 @@ void use_bundled_lavapipe(const std::string& deps) {
   });
 }
 
+// The file `symbol` was loaded from: libwgnn.so, the executable that carries
+// libwgnn.a, or Dawn's library.
+fs::path module_of(void* symbol) {
+  Dl_info info{};
+  if (dladdr(symbol, &info) != 0 && info.dli_fname && info.dli_fname[0] == '/') return fs::path(info.dli_fname);
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe;
+}
+
 }  // namespace
 
 std::string deps_dir() {
-  std::vector<std::string> candidates;
-  if (auto e = env("WGNN_DEPS_DIR"); !e.empty()) candidates.push_back(e);
-  candidates.emplace_back(WGNN_DEPS_DIR);
+  std::vector<fs::path> candidates;
+  if (auto e = env("WGNN_DEPS_DIR"); !e.empty()) candidates.emplace_back(e);
   std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    candidates.push_back((exe.parent_path() / ".." / ".deps").string());
-    candidates.push_back((exe.parent_path() / ".." / ".." / ".deps").string());
+  // An install keeps lavapipe in lib/wgnn, beside libwgnn.so and Dawn: found
+  // from either (a program linked to libwgnn.a has only Dawn's location), or
+  // from bin/wgnn. A build folder inside the checkout: build/wgnn,
+  // build/tests/wgnn_tests, with Dawn in .deps/dawn.
+  for (void* symbol : {reinterpret_cast<void*>(&deps_dir), reinterpret_cast<void*>(&wgpuCreateInstance)}) {
+    const fs::path module = fs::canonical(module_of(symbol), ec);
+    if (ec || module.empty()) continue;
+    const fs::path dir = module.parent_path();
+    candidates.push_back(dir / "wgnn");
+    candidates.push_back(dir.parent_path() / WGNN_INSTALL_LIBDIR / "wgnn");
+    candidates.push_back(dir.parent_path() / ".deps");
+    candidates.push_back(dir.parent_path().parent_path() / ".deps");
   }
   for (const auto& c : candidates) {
-    if (!c.empty() && fs::is_directory(c)) return fs::weakly_canonical(c).string();
+    if (fs::is_directory(c, ec)) return fs::weakly_canonical(c).string();
   }
   return {};
 }

@@ -110,7 +110,7 @@ struct RemoveBgOptions {
   bool only_mask = false;  // write the matte (gray) instead of the cut-out
   std::string bg_color;    // "R,G,B[,A]": the cut-out over this colour instead
   std::string mask;    // the matte alone as 8-bit gray PNG (optional)
-  std::string model;   // default: models/isnet_any_size.onnx beside the wgnn binary
+  std::string model;   // default: isnet_any_size.onnx from the model folders (remove_bg.cpp)
   int size = 0;        // 0: the model's own
   std::string preprocess = "auto";
   int runs = 1;

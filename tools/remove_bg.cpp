@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "image/image.h"
 #include "image/matte.h"
@@ -81,11 +83,41 @@ class Step {
   bool stopping_ = false;
 };
 
-std::string default_model() {
+// Where remove-bg looks for its model without --model, in order (README,
+// "Install"): $WGNN_HOME/models, the user's cache folder
+// ($XDG_CACHE_HOME/wgnn/models, else ~/.cache/wgnn/models), models/ beside
+// the wgnn binary (a build folder: scripts/setup copies ISNet there) and
+// ../share/wgnn/models from it (an install).
+std::vector<fs::path> model_folders() {
+  std::vector<fs::path> dirs;
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::string(v) : std::string();
+  };
+  if (auto home = env("WGNN_HOME"); !home.empty()) dirs.push_back(fs::path(home) / "models");
+  if (auto xdg = env("XDG_CACHE_HOME"); !xdg.empty()) {
+    dirs.push_back(fs::path(xdg) / "wgnn" / "models");
+  } else if (auto h = env("HOME"); !h.empty()) {
+    dirs.push_back(fs::path(h) / ".cache" / "wgnn" / "models");
+  }
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  const fs::path dir = ec ? fs::path("models") : exe.parent_path() / "models";
-  return (dir / "isnet_any_size.onnx").string();
+  if (!ec) {
+    dirs.push_back(exe.parent_path() / "models");
+    dirs.push_back(exe.parent_path().parent_path() / "share" / "wgnn" / "models");
+  }
+  return dirs;
+}
+
+constexpr const char* kDefaultModel = "isnet_any_size.onnx";
+
+// The first folder that holds the model; "" if none does.
+std::string default_model() {
+  std::error_code ec;
+  for (const auto& d : model_folders()) {
+    if (fs::is_regular_file(d / kDefaultModel, ec)) return (d / kDefaultModel).string();
+  }
+  return {};
 }
 
 // The output must be a .png in a folder that exists: checked before the
@@ -324,7 +356,11 @@ class Batch {
     std::error_code ec;
     if (fs::is_regular_file(model_, ec)) return;
     if (o_.model.empty()) {
-      throw Error(fmt::format("no model at '{}': scripts/setup fetches ISNet there; or give --model FILE", model_));
+      std::string tried;
+      for (const auto& d : model_folders()) tried += fmt::format("\n  {}", (d / kDefaultModel).string());
+      throw Error(fmt::format("no model found; remove-bg looked for {} at{}\nscripts/setup fetches ISNet (into a build "
+                              "folder's models/), or put it in $WGNN_HOME/models, or give --model FILE",
+                              kDefaultModel, tried));
     }
     throw Error(fs::exists(model_, ec) ? fmt::format("model '{}' is not a file", model_)
                                        : fmt::format("model '{}': no such file", model_));

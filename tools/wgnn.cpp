@@ -22,6 +22,7 @@
 #include "gpu/recorder.h"
 #include "ops/registry.h"
 #include "tools/commands.h"
+#include "wgnn/wgnn.h"
 
 using nlohmann::json;
 using namespace wgnn;
@@ -104,6 +105,7 @@ int cmd_info(gpu::Context& ctx, bool as_json) {
 
 int main(int argc, char** argv) {
   CLI::App app{"wgnn: neural-network inference on the GPU through WebGPU"};
+  app.set_version_flag("--version", std::string("wgnn ") + wgnn_version());
   app.require_subcommand(1);
   std::string adapter;
   app.add_option("--adapter", adapter, "auto (default), gpu or lavapipe; WGNN_ADAPTER sets the default");
@@ -229,7 +231,7 @@ int main(int argc, char** argv) {
                  "R,G,B[,A] (0 to 255): the cut-out over this colour instead of transparency (RGB when A is 255 "
                  "or left out)");
   rb->add_option("--mask", rbo.mask, "Also write the matte alone as an 8-bit gray PNG");
-  rb->add_option("--model", rbo.model, "Matting model (default: ISNet, models/isnet_any_size.onnx beside wgnn, from scripts/setup)");
+  rb->add_option("--model", rbo.model, "Matting model (default: ISNet, isnet_any_size.onnx from $WGNN_HOME/models, ~/.cache/wgnn/models, models/ beside wgnn or ../share/wgnn/models)");
   rb->add_option("--size", rbo.size,
                  "Model input size, a multiple of 32: ISNet N x N (default: its declared 1024; 768 is about as good "
                  "and 1.8x faster), MODNet the short side (default 512)");

@@ -1,0 +1,139 @@
+#ifndef WGNN_WGNN_H
+#define WGNN_WGNN_H
+/* The C API of wgnn: ONNX models on the GPU through WebGPU.
+ *
+ * A whole program is in README.md, "Install" (compiled by the test suite).
+ *
+ * Errors: every call that can fail returns a wgnn_status; WGNN_OK (0) is
+ * success, anything else leaves the outputs untouched and sets a message for
+ * the calling thread (wgnn_last_error()). No C++ exception leaves the
+ * library; a NULL or otherwise invalid argument is WGNN_ERROR_INVALID_ARGUMENT.
+ *
+ * Ownership: what a *_create call returns is the caller's, freed by its
+ * *_destroy (NULL is accepted and ignored). Strings and arrays a getter
+ * returns belong to the object they came from and live as long as it.
+ *
+ * Threads: a session is used by one thread at a time; sessions on one
+ * context may run from different threads (their runs take turns). The
+ * context must outlive its sessions.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum wgnn_status {
+  WGNN_OK = 0,
+  WGNN_ERROR_INVALID_ARGUMENT = 1, /* NULL, an index out of range, a wrong dtype, shape or size */
+  WGNN_ERROR_MODEL = 2,            /* the model (or a run's input) is not valid: the message says why */
+  WGNN_ERROR_UNSUPPORTED = 3,      /* valid, but wgnn cannot run it (an op, a dtype, an attribute) */
+  WGNN_ERROR_GPU = 4,              /* the WebGPU implementation reported an error */
+  WGNN_ERROR_DEVICE_LOST = 5,      /* the device is gone: make a new context */
+  WGNN_ERROR_OUT_OF_MEMORY = 6,    /* host memory ran out */
+  WGNN_ERROR_INTERNAL = 7          /* anything else (a bug in wgnn) */
+} wgnn_status;
+
+/* Element types, as in ONNX's TensorProto (data in host layout, row-major). */
+typedef enum wgnn_dtype {
+  WGNN_DTYPE_FLOAT32 = 1,
+  WGNN_DTYPE_UINT8 = 2,
+  WGNN_DTYPE_INT8 = 3,
+  WGNN_DTYPE_INT32 = 6,
+  WGNN_DTYPE_INT64 = 7,
+  WGNN_DTYPE_BOOL = 9,
+  WGNN_DTYPE_FLOAT16 = 10
+} wgnn_dtype;
+
+typedef struct wgnn_context wgnn_context;
+typedef struct wgnn_session wgnn_session;
+typedef struct wgnn_tensor wgnn_tensor;
+
+/* The library's version ("MAJOR.MINOR.PATCH"). */
+const char* wgnn_version(void);
+/* The message of the last failed call on this thread ("" if none). */
+const char* wgnn_last_error(void);
+/* A status's name, e.g. "WGNN_ERROR_MODEL". */
+const char* wgnn_status_name(wgnn_status status);
+/* Bytes per element on the host (0 for a value that is no wgnn_dtype). */
+size_t wgnn_dtype_size(wgnn_dtype dtype);
+
+/* ---- context: the GPU (or lavapipe, Vulkan on the CPU) ------------------ */
+/* adapter: NULL or "" (WGNN_ADAPTER, else "auto"), "auto", "gpu" or "lavapipe". */
+wgnn_status wgnn_context_create(const char* adapter, wgnn_context** out);
+void wgnn_context_destroy(wgnn_context* ctx);
+
+typedef struct wgnn_adapter_info {
+  const char* name;          /* e.g. "NVIDIA H200", "llvmpipe (LLVM 15.0.7, 256 bits)" */
+  const char* vendor;
+  const char* architecture;
+  const char* description;   /* the driver's */
+  const char* backend;       /* "Vulkan", "Metal", ... */
+  const char* adapter_type;  /* "discrete GPU", "integrated GPU", "CPU", "unknown" */
+  const char* driver_source; /* how the driver was chosen */
+  uint32_t vendor_id;
+  uint32_t device_id;
+  int shader_f16;            /* 1 if the device stores float16 natively */
+} wgnn_adapter_info;
+/* Fills *out; its strings belong to ctx. */
+wgnn_status wgnn_context_adapter_info(const wgnn_context* ctx, wgnn_adapter_info* out);
+
+/* ---- session: an ONNX model ---------------------------------------------- */
+typedef struct wgnn_session_options {
+  int fp16;    /* float16 execution (needs shader-f16); 0: off */
+  int fusion;  /* fuse node chains (GELU, MatMul+bias, ...); 1: on */
+  int checked; /* run-time index and division checks; 1: on */
+} wgnn_session_options;
+/* The defaults: {0, 1, 1}. NULL options mean these. */
+wgnn_session_options wgnn_session_options_default(void);
+
+wgnn_status wgnn_session_create_from_file(wgnn_context* ctx, const char* path, const wgnn_session_options* options,
+                                          wgnn_session** out);
+/* A model in memory (copied). External data, if the model has any, is read
+ * relative to external_data_dir (NULL: the current folder). */
+wgnn_status wgnn_session_create_from_bytes(wgnn_context* ctx, const void* data, size_t size,
+                                           const char* external_data_dir, const wgnn_session_options* options,
+                                           wgnn_session** out);
+void wgnn_session_destroy(wgnn_session* session);
+
+/* An input or output: its name, dtype and shape (-1: a dynamic dimension). */
+typedef struct wgnn_value_info {
+  const char* name;
+  wgnn_dtype dtype;
+  size_t rank;
+  const int64_t* shape;
+} wgnn_value_info;
+size_t wgnn_session_input_count(const wgnn_session* session);  /* 0 for NULL */
+size_t wgnn_session_output_count(const wgnn_session* session); /* 0 for NULL */
+wgnn_status wgnn_session_input(const wgnn_session* session, size_t index, wgnn_value_info* out);
+wgnn_status wgnn_session_output(const wgnn_session* session, size_t index, wgnn_value_info* out);
+
+/* Runs the model. Every input is given by name with its declared dtype and a
+ * shape matching the declared one. outputs has wgnn_session_output_count()
+ * slots, filled in the model's output order with new tensors (the caller's to
+ * destroy); on failure none is made. The inputs are only read. */
+wgnn_status wgnn_session_run(wgnn_session* session, const char* const* input_names,
+                             wgnn_tensor* const* inputs, size_t input_count, wgnn_tensor** outputs);
+
+/* ---- tensors in host memory ---------------------------------------------- */
+/* A tensor of dtype and shape (rank dims, each >= 0; shape may be NULL for
+ * rank 0). data: NULL for zeros, else exactly size bytes (numel x dtype size)
+ * that are copied. */
+wgnn_status wgnn_tensor_create(wgnn_dtype dtype, const int64_t* shape, size_t rank, const void* data, size_t size,
+                               wgnn_tensor** out);
+void wgnn_tensor_destroy(wgnn_tensor* tensor);
+/* Getters: 0 / NULL for a NULL tensor. */
+wgnn_dtype wgnn_tensor_dtype(const wgnn_tensor* tensor);
+size_t wgnn_tensor_rank(const wgnn_tensor* tensor);
+const int64_t* wgnn_tensor_shape(const wgnn_tensor* tensor);
+int64_t wgnn_tensor_numel(const wgnn_tensor* tensor);
+size_t wgnn_tensor_size(const wgnn_tensor* tensor); /* bytes */
+const void* wgnn_tensor_data(const wgnn_tensor* tensor);
+void* wgnn_tensor_mutable_data(wgnn_tensor* tensor);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* WGNN_WGNN_H */
