@@ -10,9 +10,14 @@ equal, and so must the float outputs here (TOL below; tests/tools/closeness.py).
   DynamicQuantizeLinear + MatMulInteger head. (ONNX Runtime's CPU
   ConvInteger takes a per-tensor weight zero point only; per-channel ones
   are checked against the C++ reference in tests/ops/quantized_test.)
+- blocked: opset 21's block form of QuantizeLinear and DequantizeLinear
+  (int8 weights in blocks of 4 along a row, a last block of 2).
 - qlinear: QuantizeLinear per axis, QLinearConv with an int32 bias and
   per-channel int8 weights, QLinearMatMul (uint8 x int8, batched), and
   DequantizeLinear back to float.
+
+UNSUPPORTED lists models with variants wgnn refuses: `wgnn run` must fail
+saying what is missing.
 
 usage: quantized_vs_ort.py WGNN ORT_MODULE_DIR WORKDIR
 Prints one line per model and a last line "N passed, N failed".
@@ -37,8 +42,9 @@ F, U8, I8, I32 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorP
 def model(name, nodes, inputs, outputs, inits=(), opset=13):
     g = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 7
-    onnx.checker.check_model(m)
+    m.ir_version = 7 if opset < 21 else 10
+    if opset <= onnx.defs.onnx_opset_version():  # Debian's onnx 1.12 checks up to opset 17
+        onnx.checker.check_model(m)
     return m
 
 
@@ -124,11 +130,44 @@ MODELS.append((model("qlinear", [
     init("ms", np.array(0.1, np.float32)), init("mz", np.array(120, np.uint8)),
 ]), {"x": rng.normal(0, 1, (2, 3, 8, 8)).astype(np.float32)}))
 
+# Opset 21 blocked quantization: x [4, 10] in blocks of 4 along axis 1
+# (scales [4, 3]), and int8 weights [6, 8] dequantized in blocks of 3 along
+# axis 0 (scales [2, 8]).
+MODELS.append((model("blocked", [
+    helper.make_node("QuantizeLinear", ["x", "bs", "bz"], ["xq"], axis=1, block_size=4),
+    helper.make_node("DequantizeLinear", ["xq", "bs", "bz"], ["xd"], axis=1, block_size=4),
+    helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0, block_size=3),
+], [vi("x", F, [4, 10])], [vi("xq", I8, [4, 10]), vi("xd", F, [4, 10]), vi("wd", F, [6, 8])], [
+    init("bs", rng.uniform(0.005, 0.03, (4, 3)).astype(np.float32)),
+    init("bz", rng.integers(-10, 10, (4, 3)).astype(np.int8)),
+    init("w", rng.integers(-128, 128, (6, 8)).astype(np.int8)),
+    init("ws", rng.uniform(0.01, 0.1, (2, 8)).astype(np.float32)),
+    init("wz", rng.integers(-5, 5, (2, 8)).astype(np.int8)),
+], opset=21), {"x": rng.normal(0, 1, (4, 10)).astype(np.float32)}))
+
+# Variants wgnn refuses: `wgnn run` must fail with Unsupported naming the
+# node and what is missing (never a wrong number).
+UNSUPPORTED = [
+    (model("qlinear_matmul_y_per_column", [
+        helper.make_node("QLinearMatMul", ["a", "s", "z", "b", "s", "z", "ys", "yz"], ["y"], name="qmm"),
+    ], [vi("a", U8, [2, 3])], [vi("y", U8, [2, 4])], [
+        init("b", rng.integers(0, 256, (3, 4), dtype=np.uint8)), init("s", np.array(0.1, np.float32)),
+        init("z", np.array(3, np.uint8)), init("ys", np.full(4, 0.2, np.float32)), init("yz", np.zeros(4, np.uint8)),
+    ], opset=10), {"a": rng.integers(0, 256, (2, 3), dtype=np.uint8)},
+     "node 'qmm' (QLinearMatMul, opset 10): y_scale and y_zero_point must be one value each"),
+    (model("conv_integer_x_zp_per_channel", [
+        helper.make_node("ConvInteger", ["x", "w", "xz"], ["y"], name="ci"),
+    ], [vi("x", U8, [1, 2, 4, 4])], [vi("y", I32, [1, 3, 2, 2])], [
+        init("w", rng.integers(0, 256, (3, 2, 3, 3), dtype=np.uint8)), init("xz", np.array([1, 2], np.uint8)),
+    ], opset=10), {"x": rng.integers(0, 256, (1, 2, 4, 4), dtype=np.uint8)},
+     "node 'ci' (ConvInteger, opset 10): x_zero_point [2]: supported is one value (per tensor)"),
+]
+
 # Every output must equal ORT's, floats included: dq_cnn's float output is
 # the graph's own Cast / Mul / Add / Relu of exact integer sums (the same
 # float32 operations in the same order), y and x_back are dequantized
 # integers (one float32 multiply each). Measured exact on lavapipe.
-TOL = {"dq_cnn": (0.0, 0.0), "qlinear": (0.0, 0.0)}
+TOL = {"dq_cnn": (0.0, 0.0), "qlinear": (0.0, 0.0), "blocked": (0.0, 0.0)}
 
 
 def run(cmd):
@@ -165,6 +204,24 @@ for m, feeds in MODELS:
         passed += 1
     except Exception as e:  # noqa: BLE001 - report and go on
         print(f"FAIL {name}: {e}")
+        failed += 1
+for m, feeds, message in UNSUPPORTED:
+    name = m.graph.name
+    d = os.path.join(WORK, name)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    onnx.save(m, path)
+    args = []
+    for k, v in feeds.items():
+        np.save(os.path.join(d, k + ".npy"), v)
+        args += ["--input", f"{k}={os.path.join(d, k + '.npy')}"]
+    r = subprocess.run([WGNN, "run", path, "--output-dir", os.path.join(d, "wgnn")] + args,
+                       capture_output=True, text=True)
+    if r.returncode != 0 and message in r.stdout + r.stderr:
+        print(f"PASS {name} (refused: {message})")
+        passed += 1
+    else:
+        print(f"FAIL {name}: expected a failure saying {message!r}; exit {r.returncode}:\n{r.stdout}{r.stderr}")
         failed += 1
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
