@@ -10,6 +10,8 @@
 
 #include <functional>
 
+#include "graph/half.h"
+#include "onnx/host_ops.h"
 #include "onnx/mappers_quant.h"
 
 namespace wgnn::onnx_import {
@@ -44,8 +46,62 @@ DType quantized_result(NodeCtx& c) {
   c.unsupported(fmt::format("output_dtype {} (supported: 2 uint8, 3 int8)", odt));
 }
 
-// QuantizeLinear and DequantizeLinear: per tensor (a scale of one value),
-// per axis (a 1-D scale along `axis`) or blocked (opset 21 block_size).
+// How QuantizeLinear / DequantizeLinear apply their scale: per tensor (a
+// scale of one value), per axis (a 1-D scale along `axis`) or blocked
+// (opset 21 block_size: the scale has x's rank, ceil(dim / block) along
+// the axis).
+enum class QMode { Tensor, Axis, Blocked };
+struct QdqLayout {
+  QMode mode = QMode::Tensor;
+  int64_t axis = 0, block = 0;
+};
+
+QdqLayout qdq_layout(NodeCtx& c) {
+  const Shape& xs = c.shape(0);
+  const Shape& ss = c.shape(1);
+  const int64_t r = int64_t(xs.size());
+  QdqLayout l;
+  l.block = c.attr_int("block_size", 0);
+  l.axis = c.attr_int("axis", 1);
+  if (l.block > 0 || !(ss.size() == 0 || (ss.size() == 1 && ss[0] == 1))) {
+    if (l.axis < -r || l.axis >= r) c.fail(fmt::format("axis {} is out of range for x {}", l.axis, shape_str(xs)));
+    if (l.axis < 0) l.axis += r;
+  }
+  if (l.block > 0) {
+    l.mode = QMode::Blocked;
+    Shape want = xs;
+    want[size_t(l.axis)] = (xs[size_t(l.axis)] + l.block - 1) / l.block;
+    if (ss != want) {
+      c.fail(fmt::format("scale {} must be {} (x {} in blocks of {} along axis {})", shape_str(ss), shape_str(want),
+                         shape_str(xs), l.block, l.axis));
+    }
+  } else if (ss.size() == 0 || (ss.size() == 1 && ss[0] == 1)) {
+    l.mode = QMode::Tensor;
+  } else if (ss.size() == 1) {
+    l.mode = QMode::Axis;
+    if (ss[0] != xs[size_t(l.axis)]) {
+      c.fail(fmt::format("scale {} must have x {}'s size along axis {}", shape_str(ss), shape_str(xs), l.axis));
+    }
+  } else {
+    c.fail(fmt::format("scale {} must be a scalar or 1-D (or, with block_size, of x's rank)", shape_str(ss)));
+  }
+  if (c.has(2) && (l.mode == QMode::Tensor ? numel(c.shape(2)) != 1 : c.shape(2) != ss)) {
+    c.fail(fmt::format("zero point {} and scale {} differ", shape_str(c.shape(2)), shape_str(ss)));
+  }
+  return l;
+}
+
+// The index of element i's scale under layout l (x of shape xs).
+size_t scale_index(const QdqLayout& l, const Shape& xs, int64_t i) {
+  if (l.mode == QMode::Tensor) return 0;
+  int64_t inner = 1;
+  for (size_t d = size_t(l.axis) + 1; d < xs.size(); ++d) inner *= xs[d];
+  const int64_t dim = xs[size_t(l.axis)], a = (i / inner) % dim;
+  if (l.mode == QMode::Axis) return size_t(a);
+  const int64_t sdim = (dim + l.block - 1) / l.block;
+  return size_t(((i / (inner * dim)) * sdim + a / l.block) * inner + i % inner);
+}
+
 OpMapper qdq_mapper(bool quantize) {
   OpMapper m;
   m.dtypes = quantize ? std::vector<DType>{DType::F32, DType::F16}
@@ -55,38 +111,56 @@ OpMapper qdq_mapper(bool quantize) {
     if (!quantize && c.has(2) && c.slot_dtype(2) != qd) {
       c.fail(fmt::format("x_zero_point has dtype {}, x {}", dtype_name(c.slot_dtype(2)), dtype_name(qd)));
     }
-    const Shape& xs = c.shape(0);
-    const Shape& ss = c.shape(1);
-    const int64_t block = c.attr_int("block_size", 0);
-    const int64_t r = int64_t(xs.size());
-    int64_t axis = c.attr_int("axis", 1);
+    const QdqLayout l = qdq_layout(c);
     const std::string base = quantize ? "quantize" : "dequantize";
     ValueList args{c.tensor(0), c.tensor_exact(1), c.has(2) ? Value(c.tensor(2)) : Value(None{})};
     std::string op;
-    if (block > 0) {
-      if (axis < -r || axis >= r) c.fail(fmt::format("axis {} is out of range for x {}", axis, shape_str(xs)));
+    if (l.mode == QMode::Blocked) {
       op = "wgnn." + base + "_blocked.default";
-      args.insert(args.end(), {axis, block});
-    } else if (ss.size() == 0 || (ss.size() == 1 && ss[0] == 1)) {
+      args.insert(args.end(), {l.axis, l.block});
+    } else if (l.mode == QMode::Tensor) {
       op = "quantized_decomposed." + base + "_per_tensor.tensor";
       args[1] = c.view(args[1].tensor(), {});
-      if (c.has(2)) {
-        if (numel(c.shape(2)) != 1) c.fail(fmt::format("zero point {} and scale {} differ", shape_str(c.shape(2)), shape_str(ss)));
-        args[2] = c.view(args[2].tensor(), {});
-      }
-    } else if (ss.size() == 1) {
-      if (axis < -r || axis >= r) c.fail(fmt::format("axis {} is out of range for x {}", axis, shape_str(xs)));
-      op = "quantized_decomposed." + base + "_per_channel.default";
-      args.push_back(axis);
+      if (c.has(2)) args[2] = c.view(args[2].tensor(), {});
     } else {
-      c.fail(fmt::format("scale {} must be a scalar or 1-D (or, with block_size, of x's rank)", shape_str(ss)));
+      op = "quantized_decomposed." + base + "_per_channel.default";
+      args.push_back(l.axis);
     }
-    if (quantize && c.dtype(0) != DType::F32 && c.dtype(0) != DType::F16) c.unsupported("x must be float32 or float16");
     const auto [lo, hi] = qd == DType::U8 ? std::pair<int64_t, int64_t>{0, 255} : std::pair<int64_t, int64_t>{-128, 127};
     args.insert(args.end(), {lo, hi, quant_code(qd)});
     if (!quantize) args.push_back(float_code(c.gpu_dtype(c.slot_dtype(1))));
     return one(c.out(c.call(op, args)));
   };
+  if (!quantize) {
+    // Constant quantized weights (the QDQ form) are dequantized once, on
+    // the host, with the kernel's arithmetic: float32(x - zero_point) * scale.
+    m.fold = [](NodeCtx& c) {
+      const HostTensor& x = c.host(0, "x");
+      const HostTensor& s = c.host(1, "x_scale");
+      if (c.has(2) && c.slot_dtype(2) != x.dtype) {
+        c.fail(fmt::format("x_zero_point has dtype {}, x {}", dtype_name(c.slot_dtype(2)), dtype_name(x.dtype)));
+      }
+      if (s.dtype != DType::F32 && s.dtype != DType::F16) {
+        c.unsupported(fmt::format("x_scale has dtype {}; supported: float32, float16", dtype_name(s.dtype)));
+      }
+      const QdqLayout l = qdq_layout(c);
+      const HostTensor* z = c.has(2) ? &c.host(2, "x_zero_point") : nullptr;
+      HostTensor y(s.dtype, x.shape);
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const size_t si = scale_index(l, x.shape, i);
+        const int64_t q = int64_t(host::get(x, size_t(i))) - (z ? int64_t(host::get(*z, si)) : 0);
+        const float v = float(int32_t(q)) * float(host::get(s, si));
+        if (s.dtype == DType::F32) {
+          y.as<float>()[i] = v;
+        } else {
+          y.as<uint16_t>()[i] = float_to_half(v);
+        }
+      }
+      std::vector<HostTensor> out;
+      out.push_back(std::move(y));
+      return out;
+    };
+  }
   return m;
 }
 

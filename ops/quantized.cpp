@@ -52,7 +52,7 @@ std::pair<int32_t, int32_t> quant_range(DType d) {
   return d == DType::U8 ? std::pair{0, 255} : std::pair{-128, 127};
 }
 
-// The float type of a scale, for {{S}} (and whether it needs f16).
+// The WGSL type of a float32 / float16 scale (and whether it needs f16).
 std::string scale_type(const Args& a, TensorRef s, std::string_view name, bool& needs_f16) {
   a.require_float(s, name);
   if (a.g.info(s).dtype == DType::F16) {
@@ -204,51 +204,70 @@ uint32_t per_index(const Args& a, TensorRef t, std::string_view name, int64_t n,
 }
 
 // The requantization's inputs (QLinear ops): scales of both operands and of
-// the result, the result's zero point: bindings 6 to 9 (and the bias, 10).
+// the result, the result's zero point, and a convolution's int32 bias.
 struct Requant {
-  TensorRef a_scale, b_scale, y_scale, y_zp;
-  DType out;
+  TensorRef a_scale, b_scale, y_scale, y_zp, bias{-1};
 };
 
-std::string requant_bindings(const std::string& S, bool bias) {
-  std::string s = fmt::format(
-      "@group(0) @binding(6) var<storage, read> a_scale: array<{0}>;\n"
-      "@group(0) @binding(7) var<storage, read> b_scale: array<{0}>;\n"
-      "@group(0) @binding(8) var<storage, read> y_scale: array<{0}>;\n"
-      "@group(0) @binding(9) var<storage, read> y_zp: array<i32>;\n",
-      S);
-  if (bias) s += "@group(0) @binding(10) var<storage, read> bias: array<i32>;\n";
-  return s;
+// The product kernels' binding 6: every requantization parameter in one
+// buffer (kernels/qside.wgsl packs them; WebGPU's default limit is 8 storage
+// buffers per stage). a_scale at 0, b_scale at off_sb, y_scale at off_y,
+// y_zero_point at off_y + 1, the bias from off_y + 2.
+const char* kSideBinding = "@group(0) @binding(6) var<storage, read> side: array<u32>;\n";
+
+struct SideParams {
+  uint32_t nsa, nsb, nbias, total;
+};
+
+// Checks the requantization arguments and records the dispatch that packs
+// them (an init dispatch when all are constants). Returns the packed buffer
+// and sets off_sb / off_y.
+gpu::Buffer pack_requant(const Args& a, const Requant& r, uint32_t& off_sb, uint32_t& off_y) {
+  Graph& g = a.g;
+  bool f16 = false;
+  const std::string SA = scale_type(a, r.a_scale, "a_scale", f16), SB = scale_type(a, r.b_scale, "b_scale", f16),
+                    SY = scale_type(a, r.y_scale, "y_scale", f16);
+  if (g.info(r.y_scale).numel() != 1) a.fail("y_scale must hold one value (per tensor)");
+  if (g.info(r.y_zp).numel() != 1) a.fail("y_zero_point must hold one value (per tensor)");
+  require_quantized(a, r.y_zp, "y_zero_point");
+  SideParams p{uint32_t(g.info(r.a_scale).numel()), uint32_t(g.info(r.b_scale).numel()),
+               r.bias.id >= 0 ? uint32_t(g.info(r.bias).numel()) : 0u, 0};
+  p.total = p.nsa + p.nsb + 2 + p.nbias;
+  off_sb = p.nsa;
+  off_y = p.nsa + p.nsb;
+  gpu::Buffer side = g.scratch(uint64_t(p.total) * 4, "requantization parameters");
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/qside.wgsl",
+                                   {{"ENABLE", f16 ? "enable f16;" : ""}, {"SA", SA}, {"SB", SB}, {"SY", SY}});
+  std::vector<Binding> b = {Binding::of(side), Binding::of(g.uniform(p)), Binding::of(r.a_scale), Binding::of(r.b_scale),
+                            Binding::of(r.y_scale), Binding::of(r.y_zp),
+                            r.bias.id >= 0 ? Binding::of(r.bias) : Binding::of(g.ctx().dummy_buffer())};
+  bool constant = true;
+  for (TensorRef t : {r.a_scale, r.b_scale, r.y_scale, r.y_zp, r.bias}) {
+    if (t.id >= 0 && g.info(t).kind != TensorKind::Constant) constant = false;
+  }
+  const gpu::Grid grid = grid_for(g, gpu::ceil_div(uint64_t(p.total), 64));
+  if (constant) {
+    g.add_init_dispatch(pl, std::move(b), grid, std::string(a.op), "requantization parameters");
+  } else {
+    g.add_dispatch(pl, std::move(b), grid, std::string(a.op), "requantization parameters");
+  }
+  return side;
 }
 
 // The requantize epilogue: `acc_expr` (i32), the scale indices `ia`, `ib`.
 std::string requant_epilogue(const std::string& acc_expr, const std::string& ia, const std::string& ib) {
   return fmt::format(
-      "    let ms = f32(a_scale[{}]) * f32(b_scale[{}]) / f32(y_scale[0]);\n"
-      "    let q = round(f32({}) * ms) + f32(y_zp[0]);\n"
+      "    let y0 = params.off_y;\n"
+      "    let ms = bitcast<f32>(side[{}]) * bitcast<f32>(side[params.off_sb + {}]) / bitcast<f32>(side[y0]);\n"
+      "    let q = round(f32({}) * ms) + f32(bitcast<i32>(side[y0 + 1u]));\n"
       "    dst[o] = i32(clamp(q, f32(params.qmin), f32(params.qmax)));",
       ia, ib, acc_expr);
-}
-
-// Checks the requantization arguments; returns the scales' WGSL type.
-std::string check_requant(const Args& a, const Requant& r, Subs& subs) {
-  bool f16 = false;
-  const std::string S = scale_type(a, r.a_scale, "a_scale", f16);
-  for (auto [t, n] : {std::pair{r.b_scale, "b_scale"}, std::pair{r.y_scale, "y_scale"}}) {
-    bool h = false;
-    if (scale_type(a, t, n, h) != S) a.fail("the scales must share a dtype");
-  }
-  if (a.g.info(r.y_scale).numel() != 1) a.fail("y_scale must hold one value (per tensor)");
-  if (a.g.info(r.y_zp).numel() != 1) a.fail("y_zero_point must hold one value (per tensor)");
-  require_quantized(a, r.y_zp, "y_zero_point");
-  subs.emplace_back("ENABLE", f16 ? "enable f16;" : "");
-  return S;
 }
 
 struct MatmulIntParams {
   uint32_t M, N, K, batch, a_bstride, b_bstride, a_zp_rows, b_zp_cols, tiles_m, tiles_n, a_s_rows, b_s_cols;
   int32_t qmin, qmax;
-  uint32_t pad[2];
+  uint32_t off_sb, off_y;
 };
 
 // a [Ba, M, K], b [Bb, K, N] (Ba, Bb 1 or the batch), zero points None, one
@@ -283,27 +302,28 @@ TensorRef matmul_integer(const Args& a, TensorRef A, TensorRef B, TensorRef azp,
   p.tiles_m = uint32_t((M + 15) / 16);
   p.tiles_n = uint32_t((N + 15) / 16);
   for (auto [t, n] : {std::pair{A, "a"}, std::pair{B, "b"}}) a.require_fits_binding(t, n);
-  Subs subs;
+  Subs subs{{"ENABLE", ""}};
   DType out = DType::I32;
+  gpu::Buffer side;
   if (rq) {
-    const std::string S = check_requant(a, *rq, subs);
     p.a_s_rows = per_index(a, rq->a_scale, "a_scale", M, "row of a");
     p.b_s_cols = per_index(a, rq->b_scale, "b_scale", N, "column of b");
     std::tie(p.qmin, p.qmax) = quant_range(g.info(rq->y_zp).dtype);
     out = g.info(rq->y_zp).dtype;
-    subs.emplace_back("REQUANT_BINDINGS", requant_bindings(S, false));
+    subs.emplace_back("REQUANT_BINDINGS", kSideBinding);
     subs.emplace_back("EPILOGUE", requant_epilogue("acc", "select(0u, row, params.a_s_rows == 1u)",
                                                    "select(0u, col, params.b_s_cols == 1u)"));
   } else {
-    subs.insert(subs.end(), {{"ENABLE", ""}, {"REQUANT_BINDINGS", ""}, {"EPILOGUE", "    dst[o] = acc;"}});
+    subs.insert(subs.end(), {{"REQUANT_BINDINGS", ""}, {"EPILOGUE", "    dst[o] = acc;"}});
   }
   const TensorRef y = g.add_tensor({batch, M, N}, out);
   if (batch * M * N == 0) return y;
   if (K == 0) a.fail("the reduction (K) is empty");
+  if (rq) side = pack_requant(a, *rq, p.off_sb, p.off_y);
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul_integer.wgsl", subs);
   auto opt = [&](TensorRef t) { return optional_input(g, t.id >= 0 ? Value(t) : Value(None{})); };
   std::vector<Binding> b = {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(A), Binding::of(B), opt(azp), opt(bzp)};
-  if (rq) b.insert(b.end(), {Binding::of(rq->a_scale), Binding::of(rq->b_scale), Binding::of(rq->y_scale), Binding::of(rq->y_zp)});
+  if (rq) b.push_back(Binding::of(side));
   g.add_dispatch(pl, std::move(b), grid_for(g, uint64_t(batch) * p.tiles_m * p.tiles_n), std::string(a.op),
                  fmt::format("matmul_integer {}x{}x{}{}", M, N, K, rq ? " requantized" : ""), 2.0 * double(batch * M * N) * double(K));
   return y;
@@ -319,8 +339,7 @@ Value matmul_integer_op(Graph& g, const ValueList& args) {
 // wgnn.qlinear_matmul.default(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
 Value qlinear_matmul_op(Graph& g, const ValueList& args) {
   Args a{"wgnn.qlinear_matmul.default", args, g};
-  const Requant rq{a.tensor(1, "a_scale"), a.tensor(4, "b_scale"), a.tensor(6, "y_scale"), a.tensor(7, "y_zero_point"),
-                   DType::U8};
+  const Requant rq{a.tensor(1, "a_scale"), a.tensor(4, "b_scale"), a.tensor(6, "y_scale"), a.tensor(7, "y_zero_point")};
   return matmul_integer(a, a.tensor(0, "a"), a.tensor(3, "b"), a.optional_tensor(2, "a_zero_point"),
                         a.optional_tensor(5, "b_zero_point"), &rq);
 }
@@ -330,6 +349,7 @@ struct ConvIntParams {
   int32_t pd, ph, pw;
   uint32_t dd, dh, dw, cin_g, cout_g, w_zp_chan, w_s_chan, has_bias;
   int32_t qmin, qmax;
+  uint32_t off_sb, off_y, pad[2];
 };
 
 // wgnn.conv_integer.default(x, w, x_zero_point, w_zero_point, stride, padding, dilation, groups)
@@ -410,40 +430,38 @@ Value conv_integer(Graph& g, const ValueList& args, bool qlinear) {
     p.w_zp_chan = per_index(a, wzp, "w_zero_point", Co, "output channel");
   }
   for (auto [t, n] : {std::pair{x, "x"}, std::pair{w, "w"}}) a.require_fits_binding(t, n);
-  Subs subs;
+  Subs subs{{"ENABLE", ""}};
   DType dt = DType::I32;
-  TensorRef bias{-1};
   std::optional<Requant> rq;
   if (qlinear) {
     rq = Requant{a.tensor(1, "x_scale"), a.tensor(4, "w_scale"), a.tensor(6, "y_scale"), a.tensor(7, "y_zero_point"),
-                 DType::U8};
-    const std::string S = check_requant(a, *rq, subs);
+                 a.optional_tensor(8, "bias")};
     if (g.info(rq->a_scale).numel() != 1) a.fail("x_scale must hold one value (per tensor)");
     p.w_s_chan = per_index(a, rq->b_scale, "w_scale", Co, "output channel");
+    require_quantized(a, rq->y_zp, "y_zero_point");
     std::tie(p.qmin, p.qmax) = quant_range(g.info(rq->y_zp).dtype);
     dt = g.info(rq->y_zp).dtype;
-    bias = a.optional_tensor(8, "bias");
-    if (bias.id >= 0) {
-      if (g.info(bias).dtype != DType::I32) a.fail(fmt::format("bias has dtype {}; expected int32", dtype_name(g.info(bias).dtype)));
-      if (g.info(bias).shape != Shape{Co}) a.fail(fmt::format("bias {} must be [{}]", shape_str(g.info(bias).shape), Co));
+    if (rq->bias.id >= 0) {
+      const TensorInfo& bi = g.info(rq->bias);
+      if (bi.dtype != DType::I32) a.fail(fmt::format("bias has dtype {}; expected int32", dtype_name(bi.dtype)));
+      if (bi.shape != Shape{Co}) a.fail(fmt::format("bias {} must be [{}]", shape_str(bi.shape), Co));
       p.has_bias = 1;
     }
-    subs.emplace_back("REQUANT_BINDINGS", requant_bindings(S, true));
+    subs.emplace_back("REQUANT_BINDINGS", kSideBinding);
     subs.emplace_back("EPILOGUE",
-                      "  if (params.has_bias == 1u) {\n    acc = acc + bias[co];\n  }\n" +
+                      "  if (params.has_bias == 1u) {\n    acc = acc + bitcast<i32>(side[params.off_y + 2u + co]);\n  }\n" +
                           requant_epilogue("acc", "0u", "select(0u, co, params.w_s_chan == 1u)"));
   } else {
-    subs.insert(subs.end(), {{"ENABLE", ""}, {"REQUANT_BINDINGS", ""}, {"EPILOGUE", "  dst[o] = acc;"}});
+    subs.insert(subs.end(), {{"REQUANT_BINDINGS", ""}, {"EPILOGUE", "  dst[o] = acc;"}});
   }
   const TensorRef y = g.add_tensor(out, dt);
   if (p.count == 0) return y;
+  gpu::Buffer side;
+  if (rq) side = pack_requant(a, *rq, p.off_sb, p.off_y);
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/conv_integer.wgsl", subs);
   auto opt = [&](TensorRef t) { return optional_input(g, t.id >= 0 ? Value(t) : Value(None{})); };
   std::vector<Binding> b = {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), opt(xzp), opt(wzp)};
-  if (rq) {
-    b.insert(b.end(), {Binding::of(rq->a_scale), Binding::of(rq->b_scale), Binding::of(rq->y_scale), Binding::of(rq->y_zp),
-                       opt(bias)});
-  }
+  if (rq) b.push_back(Binding::of(side));
   g.add_dispatch(pl, std::move(b), grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(op),
                  qlinear ? "qlinear_conv" : "conv_integer",
                  2.0 * double(p.count) * double(p.cin_g * p.KD * p.KH * p.KW));

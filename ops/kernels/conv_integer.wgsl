@@ -6,7 +6,8 @@
 // read as i32. x_zp is one value, w_zp one or one per output channel.
 // The epilogue (ops/quantized.cpp) writes acc as int32, or requantizes it
 // (QLinearConv): clamp(round(f32(acc + bias[co]) * (x_scale * w_scale[co] /
-// y_scale)) + y_zp, qmin, qmax), round half to even, the multiplier in f32.
+// y_scale)) + y_zp, qmin, qmax), round half to even, the multiplier in f32;
+// the scales, y_zp and the bias packed in `side` (kernels/qside.wgsl).
 {{ENABLE}}
 
 struct Params {
@@ -24,6 +25,10 @@ struct Params {
   has_bias: u32,
   qmin: i32,
   qmax: i32,
+  off_sb: u32,  // requantize: w_scale's offset in side
+  off_y: u32,   // requantize: y_scale's offset in side (y_zero_point, then the bias, next)
+  _p0: u32,
+  _p1: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> dst: array<i32>;

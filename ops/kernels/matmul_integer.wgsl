@@ -7,7 +7,8 @@
 // (a_bstride / b_bstride 0).
 // The epilogue (ops/quantized.cpp) writes acc as int32, or requantizes it
 // (QLinearMatMul): clamp(round(f32(acc) * (a_scale * b_scale / y_scale)) +
-// y_zp, qmin, qmax), round half to even, the multiplier in f32.
+// y_zp, qmin, qmax), round half to even, the multiplier in f32; the
+// scales and y_zp packed in `side` (kernels/qside.wgsl).
 {{ENABLE}}
 
 struct Params {
@@ -25,8 +26,8 @@ struct Params {
   b_s_cols: u32,    // 1: b_scale per column (requantize)
   qmin: i32,
   qmax: i32,
-  _p0: u32,
-  _p1: u32,
+  off_sb: u32,      // requantize: b_scale's offset in side
+  off_y: u32,       // requantize: y_scale's offset in side (y_zero_point next)
 }
 
 @group(0) @binding(0) var<storage, read_write> dst: array<i32>;

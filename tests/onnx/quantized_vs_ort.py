@@ -11,7 +11,9 @@ equal, and so must the float outputs here (TOL below; tests/tools/closeness.py).
   ConvInteger takes a per-tensor weight zero point only; per-channel ones
   are checked against the C++ reference in tests/ops/quantized_test.)
 - blocked: opset 21's block form of QuantizeLinear and DequantizeLinear
-  (int8 weights in blocks of 4 along a row, a last block of 2).
+  (blocks of 4 along a row with a last block of 2; int8 weights in blocks
+  of 3), and constant weights dequantized per axis and per tensor (folded
+  on the host).
 - qlinear: QuantizeLinear per axis, QLinearConv with an int32 bias and
   per-channel int8 weights, QLinearMatMul (uint8 x int8, batched), and
   DequantizeLinear back to float.
@@ -132,12 +134,20 @@ MODELS.append((model("qlinear", [
 
 # Opset 21 blocked quantization: x [4, 10] in blocks of 4 along axis 1
 # (scales [4, 3]), and int8 weights [6, 8] dequantized in blocks of 3 along
-# axis 0 (scales [2, 8]).
+# axis 0 (scales [2, 8]); uint8 weights dequantized per axis and per tensor
+# (a [1] scale). The constant weights are dequantized on the host.
 MODELS.append((model("blocked", [
     helper.make_node("QuantizeLinear", ["x", "bs", "bz"], ["xq"], axis=1, block_size=4),
     helper.make_node("DequantizeLinear", ["xq", "bs", "bz"], ["xd"], axis=1, block_size=4),
     helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0, block_size=3),
-], [vi("x", F, [4, 10])], [vi("xq", I8, [4, 10]), vi("xd", F, [4, 10]), vi("wd", F, [6, 8])], [
+    helper.make_node("DequantizeLinear", ["w2", "w2s", "w2z"], ["wd_axis"], axis=1),
+    helper.make_node("DequantizeLinear", ["w2", "w2s1", "w2z1"], ["wd_tensor"]),
+], [vi("x", F, [4, 10])], [vi("xq", I8, [4, 10]), vi("xd", F, [4, 10]), vi("wd", F, [6, 8]),
+                           vi("wd_axis", F, [5, 7]), vi("wd_tensor", F, [5, 7])], [
+    init("w2", rng.integers(0, 256, (5, 7), dtype=np.uint8)),
+    init("w2s", rng.uniform(0.01, 0.1, 7).astype(np.float32)),
+    init("w2z", rng.integers(0, 256, 7, dtype=np.uint8)),
+    init("w2s1", np.array([0.037], np.float32)), init("w2z1", np.array([131], np.uint8)),
     init("bs", rng.uniform(0.005, 0.03, (4, 3)).astype(np.float32)),
     init("bz", rng.integers(-10, 10, (4, 3)).astype(np.int8)),
     init("w", rng.integers(-128, 128, (6, 8)).astype(np.int8)),

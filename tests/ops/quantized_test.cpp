@@ -276,7 +276,9 @@ struct MatmulCase {
   bool a_rows, b_cols;  // zero points per row / column
 };
 
-void check_matmul_integer(const MatmulCase& m, uint32_t seed, bool requant) {
+// With `scale_inputs`, the scales are graph inputs (their packing runs on
+// every run, not once at prepare()).
+void check_matmul_integer(const MatmulCase& m, uint32_t seed, bool requant, bool scale_inputs = false) {
   SCOPED_TRACE(fmt::format("[{},{},{}] x [{},{},{}] {} {} rows {} cols {} requant {}", m.ba, m.M, m.K, m.bb, m.K, m.N,
                            dtype_name(m.da), dtype_name(m.db), m.a_rows, m.b_cols, requant));
   Graph g(ctx());
@@ -295,9 +297,12 @@ void check_matmul_integer(const MatmulCase& m, uint32_t seed, bool requant) {
   const int32_t zy = 7;
   TensorRef y;
   if (requant) {
+    auto scale = [&](const Shape& sh, const std::vector<float>& v) {
+      return scale_inputs ? upload(g, sh, v, DType::F32) : constant(g, sh, v, DType::F32);
+    };
     y = ops::call(g, "wgnn.qlinear_matmul.default",
-                  {at, constant(g, {nza}, sa, DType::F32), zat, bt, constant(g, {nzb}, sb, DType::F32), zbt,
-                   constant(g, {}, {sy}, DType::F32), upload_ints(g, {}, {zy}, DType::I8, TensorKind::Constant)})
+                  {at, scale({nza}, sa), zat, bt, scale({nzb}, sb), zbt, scale({}, {sy}),
+                   upload_ints(g, {}, {zy}, DType::I8, TensorKind::Constant)})
             .tensor();
   } else {
     y = ops::call(g, "wgnn.matmul_integer.default", {at, bt, zat, zbt}).tensor();
@@ -340,6 +345,7 @@ TEST(QLinearMatmul, Requantized) {
   check_matmul_integer({1, 1, 5, 7, 3, DType::U8, DType::U8, false, false}, 90, true);
   check_matmul_integer({2, 1, 17, 40, 19, DType::U8, DType::I8, true, true}, 91, true);
   check_matmul_integer({1, 3, 9, 64, 33, DType::I8, DType::I8, false, true}, 92, true);
+  check_matmul_integer({2, 1, 17, 40, 19, DType::U8, DType::I8, true, true}, 93, true, true);
 }
 
 namespace {
