@@ -137,6 +137,9 @@ OpMapper qdq_mapper(bool quantize) {
     m.fold = [](NodeCtx& c) {
       const HostTensor& x = c.host(0, "x");
       const HostTensor& s = c.host(1, "x_scale");
+      if (x.dtype != DType::U8 && x.dtype != DType::I8 && x.dtype != DType::I32) {
+        c.unsupported(fmt::format("x has dtype {}; supported: uint8, int8, int32", dtype_name(x.dtype)));
+      }
       if (c.has(2) && c.slot_dtype(2) != x.dtype) {
         c.fail(fmt::format("x_zero_point has dtype {}, x {}", dtype_name(c.slot_dtype(2)), dtype_name(x.dtype)));
       }

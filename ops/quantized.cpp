@@ -16,10 +16,12 @@
 //     tiles through workgroup memory, int32 out or requantized;
 //   - kernels/conv_integer.wgsl: a direct convolution (1-D to 3-D, groups,
 //     stride, padding, dilation) in i32, int32 out or requantized.
-// The integer products unpack each 8-bit value from its 32-bit word; they
-// do not use WGSL's packed_4x8_integer_dot_product (dot4I8Packed), which
-// needs four values packed in one word: a storage rule this runtime does not
-// have for 8-bit tensors.
+// The integer products multiply i32 values, one per 32-bit word. WGSL's
+// packed_4x8_integer_dot_product (dot4I8Packed) is not used yet: it takes
+// four 8-bit values packed in a word, which these tensors are not (a kernel
+// would pack its tiles first), and gpu/ does not detect WGSL language
+// features yet (wgpuInstanceHasWGSLLanguageFeature, whose enum value for the
+// loaded Dawn gpu/dawn_values.h has not checked).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -302,6 +304,9 @@ TensorRef matmul_integer(const Args& a, TensorRef A, TensorRef B, TensorRef azp,
   p.tiles_m = uint32_t((M + 15) / 16);
   p.tiles_n = uint32_t((N + 15) / 16);
   for (auto [t, n] : {std::pair{A, "a"}, std::pair{B, "b"}}) a.require_fits_binding(t, n);
+  if (std::max({batch * M * N, as[0] * M * K, bs[0] * K * N}) >= (int64_t(1) << 31)) {
+    a.fail("a, b or the result has 2^31 elements or more (32-bit indexing)");
+  }
   Subs subs{{"ENABLE", ""}};
   DType out = DType::I32;
   gpu::Buffer side;
@@ -430,6 +435,9 @@ Value conv_integer(Graph& g, const ValueList& args, bool qlinear) {
     p.w_zp_chan = per_index(a, wzp, "w_zero_point", Co, "output channel");
   }
   for (auto [t, n] : {std::pair{x, "x"}, std::pair{w, "w"}}) a.require_fits_binding(t, n);
+  if (std::max({numel(out), numel(xs), numel(ws)}) >= (int64_t(1) << 31)) {
+    a.fail("x, w or the result has 2^31 elements or more (32-bit indexing)");
+  }
   Subs subs{{"ENABLE", ""}};
   DType dt = DType::I32;
   std::optional<Requant> rq;
