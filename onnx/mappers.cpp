@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "onnx/host_ops.h"
+#include "onnx/mappers_quant.h"
 #include "onnx/node_ctx.h"
 #include "onnx/tensor_proto.h"
 #include "ops/layout.h"
@@ -1238,6 +1239,7 @@ Mappers make_mappers() {
   }
   m["Softmax"] = softmax("aten._softmax.default");
   m["LogSoftmax"] = softmax("aten._log_softmax.default");
+  add_quant_mappers(m);
   return m;
 }
 

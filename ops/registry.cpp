@@ -5,6 +5,10 @@
 
 namespace wgnn::ops {
 
+// ops/quantized.cpp (declared here rather than in registry.h, whose every
+// includer would rebuild; it belongs beside the others there).
+void register_quantized_ops(OpRegistry& r);
+
 OpRegistry& OpRegistry::global() {
   static OpRegistry* r = [] {
     auto* reg = new OpRegistry();
@@ -17,6 +21,7 @@ OpRegistry& OpRegistry::global() {
     register_matmul_ops(*reg);
     register_resize_ops(*reg);
     register_attention_ops(*reg);
+    register_quantized_ops(*reg);
     return reg;
   }();
   return *r;

@@ -97,6 +97,39 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
           }
           continue;
         }
+        // The quantized kernels (ops/quantized.cpp), {{T}} standing for the
+        // float side: the integer products with an int32 result and
+        // requantized (the parameters in one u32 buffer); quantize.wgsl both
+        // ways; qside.wgsl with scales of type {{T}}.
+        const std::string T = dt == DType::F16 ? "f16" : "f32";
+        if (text.find("{{REQUANT_BINDINGS}}") != std::string_view::npos) {
+          for (bool rq : {false, true}) {
+            ops::Subs s2 = subs;
+            s2.emplace_back("REQUANT_BINDINGS", rq ? "@group(0) @binding(6) var<storage, read> side: array<u32>;" : "");
+            s2.emplace_back("EPILOGUE", rq ? "dst[o] = i32(round(f32(acc) * bitcast<f32>(side[params.off_y])));" : "dst[o] = acc;");
+            EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
+            ++compiled;
+          }
+          continue;
+        }
+        if (text.find("{{BODY}}") != std::string_view::npos) {
+          for (bool quantize : {true, false}) {
+            ops::Subs s2 = subs;
+            s2.insert(s2.end(), {{"SRC", quantize ? T : "i32"}, {"DST", quantize ? "i32" : T}, {"S", T},
+                                 {"BODY", quantize ? "  dst[i] = i32(round(f32(src[i]) / f32(scale[s])) + f32(z));"
+                                                   : "  dst[i] = " + T + "(f32(src[i] - z) * f32(scale[s]));"}});
+            EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
+            ++compiled;
+          }
+          continue;
+        }
+        if (text.find("{{SA}}") != std::string_view::npos) {
+          ops::Subs s2 = subs;
+          s2.insert(s2.end(), {{"SA", T}, {"SB", T}, {"SY", T}});
+          EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
+          ++compiled;
+          continue;
+        }
         // Kernels with a run-time check (binary.wgsl, index.wgsl), both variants.
         if (text.find("{{CHECK_DECL}}") != std::string_view::npos) {
           const uint32_t binding = std::string_view(name).find("binary") != std::string_view::npos ? 5 : 4;
