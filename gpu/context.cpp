@@ -6,17 +6,25 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include "gpu/context_impl.h"
 #include "gpu/dawn_values.h"
 #include "gpu/driver.h"
 #include "gpu/shaders.h"
+#include "util/file.h"
 
 namespace wgnn::gpu {
 namespace {
@@ -171,6 +179,115 @@ void check_file_size_limit(uint64_t need, const std::string& what) {
       "{}: the file size limit (ulimit -f) is {} KiB; the CPU Vulkan driver keeps GPU memory in memory files that "
       "the limit also caps ({} KiB needed); raise the limit",
       what, uint64_t(r.rlim_cur) / 1024, need / 1024));
+}
+
+using steady = std::chrono::steady_clock;
+double ms_between(steady::time_point a, steady::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// A function's address as a data pointer (for dladdr), without the
+// conditionally-supported cast.
+template <typename F>
+const void* address_of(F* f) {
+  const void* p = nullptr;
+  static_assert(sizeof p == sizeof f);
+  std::memcpy(&p, &f, sizeof p);
+  return p;
+}
+
+// What identifies the loaded binary holding `address`: its GNU build ID
+// (a new build of it has another), else its path, size and modification
+// time.
+std::string module_identity(const void* address) {
+  Dl_info dl{};
+  if (dladdr(address, &dl) == 0 || !dl.dli_fname) return "unknown module";
+  struct Query {
+    uintptr_t address;
+    std::string build_id;
+  } q{reinterpret_cast<uintptr_t>(address), {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        auto* query = static_cast<Query*>(data);
+        bool contains = false;
+        for (int i = 0; i < info->dlpi_phnum && !contains; ++i) {
+          const auto& ph = info->dlpi_phdr[i];
+          const uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+          contains = ph.p_type == PT_LOAD && query->address >= start && query->address < start + ph.p_memsz;
+        }
+        if (!contains) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const auto& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          const auto* p = reinterpret_cast<const unsigned char*>(info->dlpi_addr + ph.p_vaddr);
+          const unsigned char* end = p + ph.p_memsz;
+          while (p + sizeof(ElfW(Nhdr)) <= end) {
+            ElfW(Nhdr) n;
+            std::memcpy(&n, p, sizeof n);
+            const unsigned char* name = p + sizeof n;
+            const unsigned char* desc = name + ((n.n_namesz + 3) & ~3u);
+            if (desc + n.n_descsz > end) break;
+            if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
+              for (uint32_t k = 0; k < n.n_descsz; ++k) query->build_id += fmt::format("{:02x}", desc[k]);
+              return 1;
+            }
+            p = desc + ((n.n_descsz + 3) & ~3u);
+          }
+        }
+        return 1;
+      },
+      &q);
+  const std::string file = std::filesystem::path(dl.dli_fname).filename().string();
+  if (!q.build_id.empty()) return fmt::format("{} build-id {}", file, q.build_id);
+  struct stat st{};
+  if (::stat(dl.dli_fname, &st) != 0) return fmt::format("{} (no build id, not found)", dl.dli_fname);
+  return fmt::format("{} ({} bytes, modified {})", dl.dli_fname, uint64_t(st.st_size), int64_t(st.st_mtime));
+}
+
+// The pipeline cache on disk, or why there is none. An invalid setting is
+// an error; a missing folder is not (it is made on the first store).
+void setup_disk_cache(Context::Impl& s, const ContextOptions& options) {
+  bool on = options.pipeline_cache;
+  if (const char* e = std::getenv("WGNN_PIPELINE_CACHE"); e && *e) {
+    const std::string v(e);
+    if (v != "0" && v != "1") {
+      throw Error(fmt::format("WGNN_PIPELINE_CACHE='{}': 1 (the default) keeps compiled pipelines on disk, 0 "
+                              "turns that off",
+                              v));
+    }
+    if (v == "0") {
+      on = false;
+      s.disk_cache_off = "off (WGNN_PIPELINE_CACHE=0)";
+    }
+  }
+  if (!options.pipeline_cache) s.disk_cache_off = "off (ContextOptions::pipeline_cache)";
+  uint64_t max_bytes = options.pipeline_cache_max_bytes;
+  if (max_bytes == 0) {
+    const char* m = std::getenv("WGNN_PIPELINE_CACHE_MAX_MB");
+    max_bytes = m && *m ? parse_cache_max_mb(m) : 256ull << 20;
+  }
+  if (!on) return;
+  const std::string root = options.cache_dir.empty() ? util::cache_dir() : options.cache_dir;
+  if (root.empty()) {
+    s.disk_cache_off = "off (no cache folder: WGNN_CACHE_DIR, XDG_CACHE_HOME and HOME are all unset)";
+    return;
+  }
+  // Everything that can make a stored value stale: a new Dawn, another
+  // adapter or driver, another wgnn binary (each build has its own folder;
+  // old folders age out under the size bound).
+  // (Dawn's own address of one of its functions: the executable's may be a
+  // PLT stub.)
+  const WGPUProc dawn_proc = wgpuGetProcAddress(sv("wgpuCreateInstance"));
+  const AdapterInfo& a = s.info;
+  const std::string description = fmt::format(
+      "wgnn pipeline cache (Dawn's blob cache), format 1\n"
+      "dawn: {} ({})\n"
+      "adapter: {} | vendor {} 0x{:x} | device 0x{:x} | architecture {} | backend {} | driver {}\n"
+      "wgnn: {}\n",
+      module_identity(dawn_proc ? address_of(dawn_proc) : address_of(&wgpuCreateInstance)), WGNN_DAWN_NPM ? "npm" : "source", a.name,
+      a.vendor, a.vendor_id, a.device_id, a.architecture, a.backend, a.description,
+      module_identity(address_of(&setup_disk_cache)));
+  s.disk_cache = std::make_unique<DiskCache>(root, scope_name(description), description, max_bytes);
 }
 
 struct AdapterResult : CallbackState {
@@ -399,6 +516,24 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   toggles.disabledToggleCount = 1;
   toggles.disabledToggles = disabled;
 
+  // The blob cache: Dawn asks it before compiling a shader or creating a
+  // pipeline and hands it what it compiled.
+  setup_disk_cache(s, options);
+  WGPUDawnCacheDeviceDescriptor cache_desc{};
+  if (s.disk_cache) {
+    cache_desc.chain.sType = static_cast<WGPUSType>(dawn::kSTypeCacheDeviceDescriptor);
+    cache_desc.loadDataFunction = [](const void* key, size_t key_size, void* value, size_t value_size,
+                                     void* userdata) -> size_t {
+      return static_cast<DiskCache*>(userdata)->load(key, key_size, value, value_size);
+    };
+    cache_desc.storeDataFunction = [](const void* key, size_t key_size, const void* value, size_t value_size,
+                                      void* userdata) {
+      static_cast<DiskCache*>(userdata)->store(key, key_size, value, value_size);
+    };
+    cache_desc.functionUserdata = s.disk_cache.get();
+    toggles.chain.next = &cache_desc.chain;
+  }
+
   WGPUDeviceDescriptor ddesc = WGPU_DEVICE_DESCRIPTOR_INIT;
   ddesc.nextInChain = &toggles.chain;
   ddesc.label = sv("wgnn");
@@ -503,6 +638,65 @@ WGPUInstanceImpl* Context::instance() const { return impl_->instance; }
 uint64_t Context::pipeline_cache_hits() const { return impl_->cache_hits; }
 uint64_t Context::pipeline_cache_misses() const { return impl_->cache_misses; }
 uint64_t Context::buffers_created() const { return impl_->buffers_created; }
+
+CreationStats Context::creation_stats() const {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.stats_mutex);
+  CreationStats c = s.stats;
+  c.pipeline_hits = s.cache_hits;
+  c.pipelines_created = s.cache_misses;
+  c.pipeline_requests = s.cache_hits + s.cache_misses;
+  c.bind_groups = s.bind_groups_created;
+  c.buffers = s.buffers_created;
+  return c;
+}
+
+CreationStats operator-(const CreationStats& a, const CreationStats& b) {
+  CreationStats d;
+  d.pipeline_requests = a.pipeline_requests - b.pipeline_requests;
+  d.pipeline_hits = a.pipeline_hits - b.pipeline_hits;
+  d.pipelines_created = a.pipelines_created - b.pipelines_created;
+  d.pipelines_from_disk = a.pipelines_from_disk - b.pipelines_from_disk;
+  d.wgsl_ms = a.wgsl_ms - b.wgsl_ms;
+  d.shader_module_ms = a.shader_module_ms - b.shader_module_ms;
+  d.pipeline_ms = a.pipeline_ms - b.pipeline_ms;
+  d.bind_groups = a.bind_groups - b.bind_groups;
+  d.bind_group_ms = a.bind_group_ms - b.bind_group_ms;
+  d.buffers = a.buffers - b.buffers;
+  d.buffer_ms = a.buffer_ms - b.buffer_ms;
+  d.writes = a.writes - b.writes;
+  d.bytes_written = a.bytes_written - b.bytes_written;
+  d.write_ms = a.write_ms - b.write_ms;
+  return d;
+}
+
+DiskCacheStats Context::disk_cache_stats() const {
+  const Impl& s = *impl_;
+  DiskCacheStats d;
+  if (!s.disk_cache) {
+    d.why_off = s.disk_cache_off;
+    return d;
+  }
+  const DiskCacheCounters c = s.disk_cache->counters();
+  d.enabled = true;
+  d.folder = s.disk_cache->folder();
+  d.max_bytes = s.disk_cache->max_bytes();
+  d.loads = c.loads;
+  d.hits = c.hits;
+  d.misses = c.misses;
+  d.corrupt = c.corrupt;
+  d.stores = c.stores;
+  d.store_failures = c.store_failures;
+  d.evicted = c.evicted;
+  d.loaded_bytes = c.loaded_bytes;
+  d.stored_bytes = c.stored_bytes;
+  return d;
+}
+
+void Context::add_wgsl_time(double ms) {
+  std::lock_guard<std::mutex> lock(impl_->stats_mutex);
+  impl_->stats.wgsl_ms += ms;
+}
 uint64_t Context::bind_groups_created() const { return impl_->bind_groups_created; }
 
 void Context::check() { impl_->throw_pending(); }
@@ -536,10 +730,15 @@ Buffer Context::create_buffer(uint64_t bytes, uint64_t usage, std::string_view l
   desc.label = sv(name);
   desc.size = size;
   desc.usage = usage;
+  const auto t0 = steady::now();
   WGPUBuffer b = s.scoped(fmt::format("creating buffer '{}' of {}", name, human_bytes(size)),
                           [&] { return wgpuDeviceCreateBuffer(s.device, &desc); });
   if (!b) throw GpuError(fmt::format("creating buffer '{}' of {} failed", name, human_bytes(size)));
   ++s.buffers_created;
+  {
+    std::lock_guard<std::mutex> lock(s.stats_mutex);
+    s.stats.buffer_ms += ms_between(t0, steady::now());
+  }
   Buffer out;
   out.handle_ = std::shared_ptr<WGPUBufferImpl>(b, [](WGPUBuffer p) {
     wgpuBufferDestroy(p);
@@ -559,12 +758,19 @@ void Context::write(const Buffer& dst, const void* data, uint64_t bytes, uint64_
   }
   if (offset % 4 != 0) throw Error(fmt::format("write offset {} into '{}' is not a multiple of 4", offset, dst.label()));
   if (bytes == 0) return;
+  const auto t0 = steady::now();
   const uint64_t whole = bytes / 4 * 4;
   if (whole) wgpuQueueWriteBuffer(s.queue, dst.handle(), offset, data, whole);
   if (whole != bytes) {  // WriteBuffer moves whole words; pad the tail with zeros
     unsigned char tail[4] = {0, 0, 0, 0};
     std::memcpy(tail, static_cast<const unsigned char*>(data) + whole, bytes - whole);
     wgpuQueueWriteBuffer(s.queue, dst.handle(), offset + whole, tail, 4);
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.stats_mutex);
+    s.stats.write_ms += ms_between(t0, steady::now());
+    s.stats.writes += 1;
+    s.stats.bytes_written += bytes;
   }
   s.throw_pending();
 }
@@ -709,6 +915,8 @@ const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, 
     return *it->second;
   }
   ++s.cache_misses;
+  const DiskCacheCounters disk0 = s.disk_cache ? s.disk_cache->counters() : DiskCacheCounters{};
+  const auto t_module = steady::now();
 
   // Compile, then turn the first error message into "line L, column C".
   WGPUShaderSourceWGSL src = WGPU_SHADER_SOURCE_WGSL_INIT;
@@ -766,6 +974,7 @@ const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, 
     throw GpuError(!compile->error.empty() ? compile->error : fmt::format("shader '{}': {}", name, scope_error));
   }
 
+  const auto t_pipeline = steady::now();
   std::vector<WGPUConstantEntry> entries;
   for (const auto& [k, v] : constants) {
     WGPUConstantEntry e = WGPU_CONSTANT_ENTRY_INIT;
@@ -788,6 +997,20 @@ const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, 
     throw;
   }
   wgpuShaderModuleRelease(module);
+  const auto t_end = steady::now();
+  {
+    std::lock_guard<std::mutex> stats_lock(s.stats_mutex);
+    s.stats.shader_module_ms += ms_between(t_module, t_pipeline);
+    s.stats.pipeline_ms += ms_between(t_pipeline, t_end);
+    if (s.disk_cache) {
+      // From disk alone: Dawn found what it looked up and compiled nothing
+      // it had to store.
+      const DiskCacheCounters disk1 = s.disk_cache->counters();
+      if (disk1.hits > disk0.hits && disk1.misses == disk0.misses && disk1.stores == disk0.stores) {
+        ++s.stats.pipelines_from_disk;
+      }
+    }
+  }
   auto p = std::make_unique<Pipeline>();
   p->pipeline_ = std::shared_ptr<WGPUComputePipelineImpl>(cp, wgpuComputePipelineRelease);
   p->layout_ = std::shared_ptr<WGPUBindGroupLayoutImpl>(wgpuComputePipelineGetBindGroupLayout(cp, 0),
@@ -842,9 +1065,14 @@ BindGroup Context::bind_group(const Pipeline& pipeline, const std::vector<Buffer
   desc.layout = pipeline.layout();
   desc.entryCount = entries.size();
   desc.entries = entries.data();
+  const auto t0 = steady::now();
   WGPUBindGroup g = s.scoped(fmt::format("binding buffers to '{}'", pipeline.name()),
                              [&] { return wgpuDeviceCreateBindGroup(s.device, &desc); });
   ++s.bind_groups_created;
+  {
+    std::lock_guard<std::mutex> lock(s.stats_mutex);
+    s.stats.bind_group_ms += ms_between(t0, steady::now());
+  }
   BindGroup out;
   out.group_ = std::shared_ptr<WGPUBindGroupImpl>(g, wgpuBindGroupRelease);
   return out;

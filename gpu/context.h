@@ -182,6 +182,48 @@ struct ContextOptions {
   // the paths that split large tensors can be tested with small ones.
   uint64_t max_storage_buffer_binding_size = 0;
   uint64_t max_buffer_size = 0;
+  // The pipeline cache on disk (Dawn's blob cache: compiled shaders and the
+  // driver's pipeline data, so that a later process compiles nothing it
+  // compiled before). Off with false or WGNN_PIPELINE_CACHE=0.
+  bool pipeline_cache = true;
+  // Its folder: empty for util::cache_dir() (WGNN_CACHE_DIR, else
+  // $XDG_CACHE_HOME/wgnn, else ~/.cache/wgnn).
+  std::string cache_dir;
+  // Its size bound in bytes, for every entry under the folder: 0 for
+  // WGNN_PIPELINE_CACHE_MAX_MB (MiB), else 256 MiB. The entries used least
+  // recently go first.
+  uint64_t pipeline_cache_max_bytes = 0;
+};
+
+// What this Context has spent creating things, since it was made: where a
+// first run's time goes. Times are host wall time in ms.
+struct CreationStats {
+  uint64_t pipeline_requests = 0;   // pipeline() / kernel() calls
+  uint64_t pipeline_hits = 0;       // of them answered from this Context's cache (same WGSL, entry, constants)
+  uint64_t pipelines_created = 0;   // the others: compiled
+  uint64_t pipelines_from_disk = 0; // of these, created from the disk cache alone (Dawn found every blob
+                                    // it looked up and stored none)
+  double wgsl_ms = 0;               // generating WGSL text (reported by the ops: add_wgsl_time)
+  double shader_module_ms = 0;      // wgpuDeviceCreateShaderModule + its compilation info (WGSL parsing)
+  double pipeline_ms = 0;           // wgpuDeviceCreateComputePipeline (Tint's backend, the driver's compiler)
+  uint64_t bind_groups = 0;
+  double bind_group_ms = 0;
+  uint64_t buffers = 0;
+  double buffer_ms = 0;
+  uint64_t writes = 0, bytes_written = 0;  // queue writes (uploads), their bytes
+  double write_ms = 0;                     // host time of the queue writes (the copy happens at the next submit)
+};
+CreationStats operator-(const CreationStats& a, const CreationStats& b);
+
+// The pipeline cache on disk (ContextOptions::pipeline_cache).
+struct DiskCacheStats {
+  bool enabled = false;
+  std::string folder;  // this Dawn's, driver's and binary's subfolder
+  std::string why_off; // when not enabled
+  uint64_t max_bytes = 0;
+  uint64_t loads = 0, hits = 0, misses = 0, corrupt = 0;  // blobs Dawn looked up; corrupt: files ignored
+  uint64_t stores = 0, store_failures = 0, evicted = 0;
+  uint64_t loaded_bytes = 0, stored_bytes = 0;
 };
 
 // Threading: a Context, and the Graphs and Sessions made on it, may be used
@@ -224,6 +266,13 @@ class Context {
   const Pipeline& kernel(std::string_view path, const Constants& constants = {}, std::string_view entry = "main");
   uint64_t pipeline_cache_hits() const;
   uint64_t pipeline_cache_misses() const;
+  // Time and counts of creation so far (pipelines, bind groups, buffers,
+  // uploads), and the disk cache's counters.
+  CreationStats creation_stats() const;
+  DiskCacheStats disk_cache_stats() const;
+  // Time spent above gpu/ generating WGSL for pipeline(), counted in
+  // creation_stats().wgsl_ms.
+  void add_wgsl_time(double ms);
   // How many buffers and bind groups this context has created so far: a
   // steady-state run of a prepared graph creates none.
   uint64_t buffers_created() const;

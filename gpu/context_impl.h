@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gpu/context.h"
+#include "gpu/disk_cache.h"
 
 namespace wgnn::gpu {
 
@@ -62,6 +63,10 @@ struct Context::Impl {
   std::unordered_map<std::string, std::unique_ptr<Pipeline>> pipelines;
   uint64_t cache_hits = 0, cache_misses = 0;
   uint64_t buffers_created = 0, bind_groups_created = 0;
+  CreationStats stats;  // its counts other than the four above
+  std::mutex stats_mutex;  // stats.wgsl_ms may come from any thread
+  std::unique_ptr<DiskCache> disk_cache;
+  std::string disk_cache_off;  // why there is none
 
   Buffer dummy;
   uint64_t timeout_ns = 600ull * 1000 * 1000 * 1000;

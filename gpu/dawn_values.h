@@ -22,6 +22,10 @@ namespace wgnn::gpu::dawn {
 #if WGNN_DAWN_NPM
 // sType of WGPUDawnTogglesDescriptor: the same in header and binary.
 inline constexpr uint32_t kSTypeTogglesDescriptor = 0x0005000A;
+// sType of WGPUDawnCacheDeviceDescriptor (the blob cache callbacks): the
+// header's 0x50007 is the binary's too (the pipeline cache test sees Dawn
+// call them).
+inline constexpr uint32_t kSTypeCacheDeviceDescriptor = 0x00050007;
 // The binary's numbering of the standard features (the webgpu.h of early 2025).
 inline constexpr uint32_t kFeatureDepthClipControl = 0x1;
 inline constexpr uint32_t kFeatureDepth32FloatStencil8 = 0x2;
@@ -43,6 +47,7 @@ inline constexpr uint32_t kFeatureTimestampQueryInsidePasses = 0x00050003;
 inline constexpr uint32_t kFeatureSubgroupMatrix = 0x00050037;
 #else
 inline constexpr uint32_t kSTypeTogglesDescriptor = WGPUSType_DawnTogglesDescriptor;
+inline constexpr uint32_t kSTypeCacheDeviceDescriptor = WGPUSType_DawnCacheDeviceDescriptor;
 // Dawn built from source (cmake -DWGNN_DAWN=source) with the webgpu.h
 // generated in the same build: the header's numbers are the binary's, so they
 // are taken from the header as they are.

@@ -1,6 +1,7 @@
 #include "ops/helpers.h"
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@ namespace wgnn::ops {
 
 const gpu::Pipeline& kernel(Graph& g, std::string_view path, const Subs& subs, const gpu::Constants& constants,
                             std::string_view entry) {
+  const auto t0 = std::chrono::steady_clock::now();
   std::string src(gpu::shader_source(path));
   // `{{include lib/NAME.wgsl}}`: the text of ops/kernels/lib/NAME.wgsl,
   // code that several kernels share (one level: a library file includes
@@ -40,6 +42,7 @@ const gpu::Pipeline& kernel(Graph& g, std::string_view path, const Subs& subs, c
   for (const auto& [key, value] : subs) {
     if (key != "ENABLE" && value.size() < 24) name += fmt::format(" {}={}", key, value);
   }
+  g.ctx().add_wgsl_time(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return g.ctx().pipeline(name, src, constants, entry);
 }
 

@@ -7,7 +7,6 @@ namespace wgnn::ops {
 
 // ops/quantized.cpp (declared here rather than in registry.h, whose every
 // includer would rebuild; it belongs beside the others there).
-void register_quantized_ops(OpRegistry& r);
 
 OpRegistry& OpRegistry::global() {
   static OpRegistry* r = [] {

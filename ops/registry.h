@@ -40,5 +40,6 @@ void register_conv_ops(OpRegistry& r);
 void register_matmul_ops(OpRegistry& r);
 void register_resize_ops(OpRegistry& r);
 void register_attention_ops(OpRegistry& r);
+void register_quantized_ops(OpRegistry& r);
 
 }  // namespace wgnn::ops

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -530,6 +531,15 @@ bool subgroup_matmul_supported(const gpu::Context& ctx, const SubgroupMatmulConf
 
 namespace {
 
+// The generated kernel's pipeline, with the generation counted as WGSL time.
+const gpu::Pipeline& timed_pipeline(Graph& g, const SubgroupMatmulConfig& cfg) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string wgsl = subgroup_matmul_wgsl(cfg);
+  g.ctx().add_wgsl_time(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  return g.ctx().pipeline(cfg.name(), wgsl);
+}
+
+
 // WGNN_SUBGROUP_MATMUL: "0" turns the tensor-core kernels off, "emulate"
 // runs them emulated (tests).
 enum class Mode { Off, On, Emulate };
@@ -630,7 +640,7 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   params.beta = float(p.beta);
   params.lo = float(p.act.lo);
   params.hi = float(p.act.hi);
-  const gpu::Pipeline& pl = g.ctx().pipeline(cfg.name(), subgroup_matmul_wgsl(cfg));
+  const gpu::Pipeline& pl = timed_pipeline(g, cfg);
   std::vector<Binding> bindings{Binding::of(p.a), Binding::of(p.b), Binding::of(p.out), Binding::of(g.uniform(params))};
   if (cfg.bias) bindings.push_back(Binding::of(p.bias));
   if (cfg.affine) bindings.push_back(Binding::of(p.affine));
@@ -701,7 +711,7 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   params.step_x = uint32_t((step % p.kw) * p.dil_w);
   params.step_y = uint32_t((step / p.kw % p.kh) * p.dil_h);
   params.step_c = uint32_t(step / (p.kh * p.kw) * p.h * p.w_in);
-  const gpu::Pipeline& pl = g.ctx().pipeline(cfg.name(), subgroup_matmul_wgsl(cfg));
+  const gpu::Pipeline& pl = timed_pipeline(g, cfg);
   std::vector<Binding> bindings{Binding::of(p.w), Binding::of(p.x), Binding::of(p.out), Binding::of(g.uniform(params))};
   if (cfg.bias) bindings.push_back(Binding::of(p.bias));
   if (cfg.affine) bindings.push_back(Binding::of(p.affine));

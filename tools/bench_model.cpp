@@ -138,6 +138,98 @@ void print_groups(const std::vector<Group>& groups, double total, const char* ti
   }
 }
 
+
+// The first run of a session, by where its time went: the build of the
+// graph for these shapes (WGSL, shader modules, pipelines, bind groups,
+// buffers, uploads, the rest) and the run itself.
+struct FirstRun {
+  double ms = 0;        // the whole first Session::run
+  double build_ms = 0;  // of which the build (Session::last_build_ms)
+  gpu::CreationStats created;  // what the first run created
+  Graph::RunStats run;         // the run after the build
+  gpu::DiskCacheStats disk;    // the context's disk cache so far
+  double rest_ms() const {
+    return std::max(0.0, build_ms - created.wgsl_ms - created.shader_module_ms - created.pipeline_ms -
+                             created.bind_group_ms - created.buffer_ms - created.write_ms);
+  }
+};
+
+FirstRun first_run(gpu::Context& ctx, onnx_import::Session& s, const std::map<std::string, HostTensor>& inputs) {
+  FirstRun f;
+  const gpu::CreationStats before = ctx.creation_stats();
+  const auto t = clock::now();
+  s.run(inputs);
+  f.ms = ms_since(t);
+  f.created = ctx.creation_stats() - before;
+  f.build_ms = s.last_build_ms();
+  f.run = s.graph().last_run();
+  f.disk = ctx.disk_cache_stats();
+  return f;
+}
+
+json disk_cache_json(const gpu::DiskCacheStats& d) {
+  if (!d.enabled) return json{{"enabled", false}, {"why", d.why_off}};
+  return json{{"enabled", true},      {"folder", d.folder},         {"max_bytes", d.max_bytes},
+              {"loads", d.loads},     {"hits", d.hits},             {"misses", d.misses},
+              {"corrupt", d.corrupt}, {"stores", d.stores},         {"store_failures", d.store_failures},
+              {"evicted", d.evicted}, {"loaded_bytes", d.loaded_bytes}, {"stored_bytes", d.stored_bytes}};
+}
+
+json first_run_json(const FirstRun& f) {
+  const gpu::CreationStats& c = f.created;
+  return json{{"ms", f.ms},
+              {"build_ms", f.build_ms},
+              {"wgsl_ms", c.wgsl_ms},
+              {"shader_module_ms", c.shader_module_ms},
+              {"pipeline_ms", c.pipeline_ms},
+              {"pipeline_requests", c.pipeline_requests},
+              {"pipelines_created", c.pipelines_created},
+              {"pipelines_reused", c.pipeline_hits},
+              {"pipelines_from_disk", c.pipelines_from_disk},
+              {"bind_groups", c.bind_groups},
+              {"bind_group_ms", c.bind_group_ms},
+              {"buffers", c.buffers},
+              {"buffer_ms", c.buffer_ms},
+              {"writes", c.writes},
+              {"bytes_written", c.bytes_written},
+              {"write_ms", c.write_ms},
+              {"build_rest_ms", f.rest_ms()},
+              {"run_ms", f.ms - f.build_ms},
+              {"upload_ms", f.run.upload_us / 1000.0},
+              {"encode_ms", f.run.encode_us / 1000.0},
+              {"submit_ms", f.run.submit_us / 1000.0},
+              {"wait_ms", f.run.wait_us / 1000.0},
+              {"readback_ms", f.run.readback_us / 1000.0},
+              {"disk_cache", disk_cache_json(f.disk)}};
+}
+
+void print_first_run(const FirstRun& f) {
+  const gpu::CreationStats& c = f.created;
+  fmt::print("first run  {:.1f} ms: build {:.1f} ms, run {:.1f} ms\n", f.ms, f.build_ms, f.ms - f.build_ms);
+  fmt::print("  build    WGSL {:.1f}, shader modules {:.1f}, pipelines {:.1f} ({} compiled, {} of them from the "
+             "disk cache; {} requests found compiled in the context)\n",
+             c.wgsl_ms, c.shader_module_ms, c.pipeline_ms, c.pipelines_created, c.pipelines_from_disk,
+             c.pipeline_hits);
+  fmt::print("           bind groups {:.1f} ({}), buffers {:.1f} ({}), queue writes {:.1f} ({:.1f} MB), the rest "
+             "{:.1f} (import, op recording, memory plan, init dispatches)\n",
+             c.bind_group_ms, c.bind_groups, c.buffer_ms, c.buffers, c.write_ms, double(c.bytes_written) / 1e6,
+             f.rest_ms());
+  fmt::print("  run      upload {:.1f}, encode {:.1f} (submit {:.1f}), wait {:.1f} (the GPU copies the uploads and "
+             "runs), readback {:.1f}\n",
+             f.run.upload_us / 1000.0, f.run.encode_us / 1000.0, f.run.submit_us / 1000.0, f.run.wait_us / 1000.0,
+             f.run.readback_us / 1000.0);
+  const gpu::DiskCacheStats& d = f.disk;
+  if (!d.enabled) {
+    fmt::print("disk cache {}\n", d.why_off);
+  } else {
+    fmt::print("disk cache {}: {} blobs looked up, {} found ({:.1f} MB){}, {} stored ({:.1f} MB){}{}\n", d.folder,
+               d.loads, d.hits, double(d.loaded_bytes) / 1e6,
+               d.corrupt ? fmt::format(", {} damaged ignored", d.corrupt) : std::string(), d.stores,
+               double(d.stored_bytes) / 1e6, d.evicted ? fmt::format(", {} evicted", d.evicted) : std::string(),
+               d.store_failures ? fmt::format(", {} stores failed", d.store_failures) : std::string());
+  }
+}
+
 }  // namespace
 
 void check_bench_options(const BenchOptions& o) {
@@ -174,9 +266,8 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
   const std::map<std::string, HostTensor> inputs = model_inputs(s, input_options(o.in));
 
   // First run: builds the graph, compiles pipelines, allocates storage.
-  const auto t1 = clock::now();
-  s.run(inputs);
-  const double first_ms = ms_since(t1);
+  const FirstRun first = first_run(ctx, s, inputs);
+  const double first_ms = first.ms;
   for (int i = 0; i < o.warmup; ++i) s.run(inputs);
 
   // Host to host, untimed passes: what a caller of Session::run pays.
@@ -240,6 +331,7 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
            {"seed", o.in.seed},
            {"load_ms", load_ms},
            {"first_run_ms", first_ms},
+           {"first_run", first_run_json(first)},
            {"warmup", o.warmup},
            {"runs", o.runs},
            {"median_ms", median(wall)},
@@ -261,7 +353,7 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
   fmt::print("adapter    {} ({})\n", a.name, a.backend);
   fmt::print("inputs     {}\n", describe_inputs(inputs));
   fmt::print("load       {:.1f} ms\n", load_ms);
-  fmt::print("first run  {:.1f} ms (builds the graph, compiles pipelines, allocates storage)\n", first_ms);
+  print_first_run(first);
   fmt::print("steady     median {:.3f} ms, min {:.3f} ms, max {:.3f} ms over {} runs after {} warm-up\n",
              median(wall), min_of(wall), max_of(wall), o.runs, o.warmup);
   fmt::print("           (host to host: input upload, run, output readback)\n");
@@ -292,7 +384,7 @@ int profile_model(gpu::Context& ctx, const ProfileOptions& o) {
   so.checked = !o.unchecked;
   onnx_import::Session s(ctx, o.model, so);
   const std::map<std::string, HostTensor> inputs = model_inputs(s, input_options(o.in));
-  s.run(inputs);  // builds the graph and leaves the inputs in place
+  const FirstRun first = first_run(ctx, s, inputs);  // builds the graph and leaves the inputs in place
   Graph& g = s.graph();
 
   // One-pass GPU time, as `wgnn bench` measures it, for comparison.
@@ -372,6 +464,7 @@ int profile_model(gpu::Context& ctx, const ProfileOptions& o) {
            {"dispatches", timed.size()},
            {"total_ms", total},
            {"one_pass_gpu_ms", median(one_pass)},
+           {"first_run", first_run_json(first)},
            {"by_op", groups_json(by_op, total, "op")},
            {"by_kernel", groups_json(by_kernel, total, "kernel")}};
     if (!o.trace.empty()) j["trace"] = o.trace;
@@ -387,7 +480,9 @@ int profile_model(gpu::Context& ctx, const ProfileOptions& o) {
              median(one_pass));
   fmt::print("           Per-dispatch passes add each pass's start and end and drain the GPU between\n"
              "           dispatches, so these totals exceed `wgnn bench`'s gpu_ms; compare shares, not sums.\n");
-  fmt::print("           GB/s: bytes bound by the dispatches (inputs, outputs, op buffers) over their time.\n\n");
+  fmt::print("           GB/s: bytes bound by the dispatches (inputs, outputs, op buffers) over their time.\n");
+  print_first_run(first);
+  fmt::print("\n");
   print_groups(by_op, total, "op", o.top);
   fmt::print("\n");
   print_groups(by_kernel, total, "kernel", o.top);

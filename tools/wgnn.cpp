@@ -44,6 +44,7 @@ json limits_json(const gpu::Limits& l) {
 int cmd_info(gpu::Context& ctx, bool as_json) {
   const auto& a = ctx.adapter();
   const auto& f = ctx.features();
+  const gpu::DiskCacheStats pc = ctx.disk_cache_stats();
   json sm_configs = json::array();
   for (const auto& c : f.subgroup_matrix_configs) {
     sm_configs.push_back({{"component", c.component}, {"result", c.result}, {"M", c.m}, {"N", c.n}, {"K", c.k}});
@@ -66,7 +67,9 @@ int cmd_info(gpu::Context& ctx, bool as_json) {
              {"adapter", f.adapter_features}}},
            {"limits", limits_json(ctx.limits())},
            {"limits_requested", ctx.limits_mode()},
-           {"float16_storage", f.shader_f16 ? "float16" : "float32"}};
+           {"float16_storage", f.shader_f16 ? "float16" : "float32"},
+           {"pipeline_cache", pc.enabled ? json{{"folder", pc.folder}, {"max_bytes", pc.max_bytes}}
+                                         : json{{"off", pc.why_off}}}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -98,6 +101,11 @@ int cmd_info(gpu::Context& ctx, bool as_json) {
              "{} storage buffers per stage\n",
              l.max_compute_workgroup_storage_size >> 10, l.max_compute_invocations_per_workgroup,
              l.max_compute_workgroups_per_dimension, l.max_storage_buffers_per_shader_stage);
+  if (pc.enabled) {
+    fmt::print("pipelines      cached on disk in {} (at most {} MiB)\n", pc.folder, pc.max_bytes >> 20);
+  } else {
+    fmt::print("pipelines      not cached on disk: {}\n", pc.why_off);
+  }
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <climits>
 #include <csignal>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -114,7 +115,7 @@ void write_all(int fd, std::string_view bytes, const std::string& what) {
   }
 }
 
-void write_file_atomic(const std::string& path, std::string_view bytes) {
+void write_file_atomic(const std::string& path, std::string_view bytes, Sync sync) {
   if (path.empty()) throw Error("cannot write a file with an empty name");
   struct stat st{};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -144,7 +145,7 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     ::close(fd);
     fail(e.what());
   }
-  if (::fsync(fd) != 0) {
+  if (sync == Sync::Yes && ::fsync(fd) != 0) {
     const int err = errno;
     ::close(fd);
     fail(fmt::format("writing '{}' failed: fsync: {}", path, reason(err)));
@@ -154,12 +155,28 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     fail(fmt::format("writing '{}' failed: renaming the finished file into place: {}", path, reason(errno)));
   }
   release_temp(slot);
+  if (sync == Sync::No) return;
   // The rename itself reaches the disk with the folder's metadata.
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+}  // namespace wgnn::util
+
+namespace wgnn::util {
+
+std::string cache_dir() {
+  const auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v ? std::string(v) : std::string();
+  };
+  if (std::string d = env("WGNN_CACHE_DIR"); !d.empty()) return d;
+  if (std::string x = env("XDG_CACHE_HOME"); !x.empty() && x.front() == '/') return x + "/wgnn";
+  if (std::string h = env("HOME"); !h.empty()) return h + "/.cache/wgnn";
+  return {};
 }
 
 }  // namespace wgnn::util

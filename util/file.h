@@ -13,8 +13,13 @@ namespace wgnn::util {
 // (no such folder, no permission, disk full, file size limit) throws a
 // wgnn::Error naming `path` and the reason, with the temporary file removed
 // and `path` untouched. An existing `path` that is not a regular file (a
-// folder, a FIFO, a device) is refused.
-void write_file_atomic(const std::string& path, std::string_view bytes);
+// folder, a FIFO, a device) is refused. Sync::No skips both fsyncs: still
+// all or nothing for readers, but a power cut may lose the file (or, on
+// some filesystems, leave it empty or garbled): for caches whose readers
+// check what they read, where an fsync per entry would cost more than
+// the entry saves.
+enum class Sync { Yes, No };
+void write_file_atomic(const std::string& path, std::string_view bytes, Sync sync = Sync::Yes);
 
 // Reads everything from the open file descriptor `fd` (stdin: 0) up to its
 // end, retrying EINTR; more than `max_bytes` or a read error throws a
@@ -35,5 +40,15 @@ void remove_temp_files_on_signal();
 // Writes all of `bytes` to the open file descriptor `fd`, retrying short
 // writes and EINTR; throws a wgnn::Error naming `what` and the reason.
 void write_all(int fd, std::string_view bytes, const std::string& what);
+
+}  // namespace wgnn::util
+
+namespace wgnn::util {
+
+// The folder of wgnn's caches (the pipeline cache lives in it): the
+// environment variable WGNN_CACHE_DIR, else $XDG_CACHE_HOME/wgnn (when that
+// is an absolute path), else $HOME/.cache/wgnn; empty when none is set. The
+// folder need not exist yet. The one place that decides it.
+std::string cache_dir();
 
 }  // namespace wgnn::util

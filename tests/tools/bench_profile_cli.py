@@ -213,6 +213,57 @@ check(rc == 0 and len(op_rows) == 2 and set(op_rows) <= {"aten.convolution.defau
       f"profile prints tables cut at --top and says totals differ from bench's gpu_ms: {out!r} {err[-300:]!r}")
 
 # --- errors -----------------------------------------------------------------
+# --- the first run and the pipeline cache on disk ---------------------------
+# bench --json breaks the first run down; a second process with the cache the
+# first one wrote compiles nothing new; damaged entries are ignored.
+CACHE = os.path.join(WORK, "cache")
+
+
+def bench_cached(*extra, env=None):
+    e = dict(ENV, WGNN_CACHE_DIR=CACHE, **(env or {}))
+    p = subprocess.run([WGNN, "bench", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "2", "--warmup", "0",
+                        "--json", *extra], cwd=WORK, capture_output=True, text=True, timeout=300, env=e)
+    j = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {}
+    return p.returncode, j.get("first_run", {}), p.stderr
+
+
+rc, f1, err = bench_cached()
+check(rc == 0, f"bench with a cold pipeline cache (rc {rc}: {err.strip()[-300:]})")
+for k in ("ms", "build_ms", "wgsl_ms", "shader_module_ms", "pipeline_ms", "bind_group_ms", "run_ms", "wait_ms"):
+    check(isinstance(f1.get(k), (int, float)) and f1.get(k) >= 0, f"first_run.{k} is a number: {f1.get(k)}")
+d1 = f1.get("disk_cache", {})
+check(f1.get("pipelines_created", 0) > 0 and f1.get("pipelines_from_disk") == 0 and d1.get("stores", 0) > 0,
+      f"cold: pipelines compiled and stored: {f1.get('pipelines_created')} created, "
+      f"{f1.get('pipelines_from_disk')} from disk, {d1.get('stores')} blobs stored")
+check(f1.get("pipeline_requests") == f1.get("pipelines_created", 0) + f1.get("pipelines_reused", 0),
+      f"pipeline requests = created + reused: {f1.get('pipeline_requests')}")
+rc, f2, err = bench_cached()
+d2 = f2.get("disk_cache", {})
+check(rc == 0 and f2.get("pipelines_created", 0) > 0 and f2.get("pipelines_from_disk") == f2.get("pipelines_created")
+      and d2.get("stores") == 0 and d2.get("misses") == 0,
+      f"warm: a second process compiles nothing new: {f2.get('pipelines_from_disk')} of "
+      f"{f2.get('pipelines_created')} from disk, {d2.get('stores')} stored, {d2.get('misses')} missed")
+blobs = [os.path.join(r, n) for r, _, ns in os.walk(CACHE) for n in ns if n.endswith(".blob")]
+for b in blobs:
+    with open(b, "r+b") as fh:
+        fh.truncate(os.path.getsize(b) // 2)
+rc, f3, err = bench_cached()
+d3 = f3.get("disk_cache", {})
+# (The folder also holds the blobs of Dawn's own timestamp pipeline, which
+# bench's timed runs make after the first run: not among the first run's.)
+check(rc == 0 and len(blobs) >= d1.get("stores", 0) > 0 and d3.get("corrupt", 0) >= d1.get("stores", 0)
+      and d3.get("stores", 0) > 0 and err.count("damaged") == 1,
+      f"truncated entries are ignored (warned once), compiled again and replaced: rc {rc}, "
+      f"{d3.get('corrupt')} damaged ({len(blobs)} truncated), {d3.get('stores')} stored")
+rc, f4, err = bench_cached(env={"WGNN_PIPELINE_CACHE": "0"})
+check(rc == 0 and f4.get("disk_cache", {}).get("enabled") is False and f4.get("pipelines_from_disk") == 0,
+      f"WGNN_PIPELINE_CACHE=0: no disk cache ({f4.get('disk_cache')})")
+rc, out, err = run("profile", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "2", "--json")
+check(rc == 0 and "pipeline_ms" in json.loads(out).get("first_run", {}), "profile --json has the first-run breakdown")
+rc, out, err = run("profile", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "2")
+check(rc == 0 and "first run" in out and "pipelines" in out and "disk cache" in out,
+      f"profile prints the first-run breakdown: {out[:400]!r}")
+
 for args, says in (
         (["bench", "small.onnx"], "--shape ids="),
         (["bench", "small.onnx", "--shape", "ids=8"], "the model declares rank 2"),
