@@ -182,7 +182,7 @@ Value qdq(Graph& g, const ValueList& args, std::string_view op, bool quantize, Q
   const std::string dst = quantize ? "i32" : out_dtype == DType::F16 ? "f16" : "f32";
   Subs subs = {{"ENABLE", f16 ? "enable f16;" : ""}, {"SRC", src}, {"DST", dst}, {"S", S}};
   subs.emplace_back("BODY", quantize ? "  let sc = f32(scale[s]);\n"
-                                       "  let q = select(round(f32(src[i]) / sc), 0.0, sc == 0.0) + f32(z);\n"
+                                       "  let q = select(round_div(f32(src[i]), sc), 0.0, sc == 0.0) + f32(z);\n"
                                        "  dst[i] = i32(clamp(q, f32(params.qmin), f32(params.qmax)));"
                                      : "  dst[i] = " + dst + "(f32(src[i] - z) * f32(scale[s]));");
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/quantize.wgsl", subs);

@@ -1,6 +1,7 @@
 // QuantizeLinear / DequantizeLinear, one element per invocation.
 // Quantize: dst = clamp(round(x / scale[s]) + zp[s], qmin, qmax),
-//   round half to even (WGSL's round), the quotient in f32 (a scale of 0
+//   round half to even, decided as IEEE division would (round_div,
+//   lib/quant.wgsl: WGSL's division may be 2.5 ULP off) (a scale of 0
 //   gives the zero point: DynamicQuantizeLinear of all zeros); dst is int32
 //   storage (uint8 and int8 values are stored as 32-bit integers, and a
 //   uint8 value 0..255 has the same bits as u32 and as i32).
@@ -11,6 +12,7 @@
 // block's index (blocked: scale has x's shape with ceil(dim / block) along
 // the axis).
 {{ENABLE}}
+{{include lib/quant.wgsl}}
 
 struct Params {
   count: u32,

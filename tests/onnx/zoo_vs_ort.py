@@ -32,6 +32,12 @@ WGNN, ORT_DIR, WORK = (os.path.abspath(a) for a in sys.argv[1:4])
 FP16 = sys.argv[4:] == ["--fp16"]
 if sys.argv[4:] and not FP16:
     sys.exit(f"usage: {sys.argv[0]} WGNN ORT_MODULE_DIR WORKDIR [--fp16]")
+# The ONNX Runtime reference: node's (onnxruntime-node in ORT_MODULE_DIR, as
+# set-up pins it) unless WGNN_ORT=python (the GPU machine's python
+# onnxruntime: scripts/gpu-check).
+ORT_KIND = os.environ.get("WGNN_ORT", "node")
+if ORT_KIND not in ("node", "python"):
+    sys.exit(f"WGNN_ORT={ORT_KIND}: expected node or python")
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "..", "..", "scripts", "models")
 OPSET = 17
@@ -130,7 +136,7 @@ for name, ops in NEEDS.items():
                 raise RuntimeError(f"expected depthwise convolutions and linear Resizes; got groups "
                                    f"{sorted(set(groups))}, modes {sorted(modes)}")
         r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "compare.py"), "--wgnn", WGNN, path,
-                            "--inputs", os.path.join(WORK, base + "_inputs"), "--ort", "node", "--ort-dir", ORT_DIR,
+                            "--inputs", os.path.join(WORK, base + "_inputs"), "--ort", ORT_KIND, "--ort-dir", ORT_DIR,
                             "--work", os.path.join(WORK, base + "_outputs")] +
                            (["--fp16", "--fp16-emulated", "--tol", "%g,%g" % FP16_TOL[name],
                              "--emulated-tol", "%g,%g" % EMULATED_TOL[name]] if FP16 else

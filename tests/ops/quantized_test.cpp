@@ -191,6 +191,41 @@ TEST(Quantize, TiesGoToEven) {
   EXPECT_EQ(read_ints(g, y), (Ints{0 - 3, 2 - 3, 2 - 3, 0 - 3, -2 - 3, -2 - 3, 4 - 3, -4 - 3, -3, -3, 127, -128}));
 }
 
+// Quotients within an ULP of a half-integer, scales with full 24-bit
+// mantissas: the result must be that of IEEE division (a GPU whose f32
+// division is off by up to 2.5 ULP, as WGSL allows and NVIDIA's is, puts
+// some of these on the wrong side unless the rounding is decided exactly).
+TEST(Quantize, NearTiesAsIeeeDivisionRounds) {
+  const std::vector<float> scales = random_floats(64, 0.001f, 3.f, 91);
+  std::vector<float> x, s;
+  for (size_t j = 0; j < scales.size(); ++j) {
+    for (int k = -130; k <= 130; k += 7) {
+      const float t = float((double(k) + 0.5) * double(scales[j]));
+      for (float v : {std::nextafter(t, -1e30f), t, std::nextafter(t, 1e30f)}) {
+        x.push_back(v);
+        s.push_back(scales[j]);
+      }
+    }
+  }
+  const size_t per = x.size() / scales.size();
+  Graph g(ctx());
+  TensorRef y = ops::call(g, "quantized_decomposed.quantize_per_channel.default",
+                          {upload(g, {int64_t(scales.size()), int64_t(per)}, x, DType::F32),
+                           constant(g, {int64_t(scales.size())}, scales, DType::F32),
+                           upload_ints(g, {int64_t(scales.size())}, Ints(scales.size(), 0), DType::I8,
+                                       TensorKind::Constant),
+                           int64_t(0), -128, 127, int64_t(1)})
+                    .tensor();
+  g.run();
+  const Ints got = read_ints(g, y);
+  size_t bad = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const int32_t want = ref_quantize(x[i], s[i], 0, DType::I8);
+    if (got[i] != want && bad++ < 5) ADD_FAILURE() << "x " << x[i] << " / " << s[i] << ": got " << got[i] << " want " << want;
+  }
+  EXPECT_EQ(bad, 0u) << "of " << x.size();
+}
+
 TEST(Quantize, PerAxisOnEveryAxis) {
   for (int axis = 0; axis < 3; ++axis) {
     check_quantize({{3, 5, 7}, axis}, DType::U8, 10 + uint32_t(axis));
@@ -266,6 +301,9 @@ TEST(DynamicQuantizeLinear, RangesWithZero) {
   check_dynamic(random_floats(33, -9, -2, 72));    // all negative: max adjusted to 0
   check_dynamic(std::vector<float>(19, 0.f));      // all zeros: scale 0
   check_dynamic({0.f, 2.f, -3.f, -1.5f, 4.f, 10.f});
+  // Scales (max - min) / 255 as IEEE division rounds them, over many ranges.
+  const std::vector<float> ends = random_floats(80, -50, 50, 73);
+  for (size_t i = 0; i + 1 < ends.size(); i += 2) check_dynamic({ends[i], ends[i + 1], 0.25f * ends[i]});
 }
 
 namespace {
