@@ -30,6 +30,8 @@ gpu::Buffer ConstantStore::acquire(const Shape& shape, DType dtype, const void* 
   }
   e.refs = 1;
   e.gpu_bytes = gpu_bytes;
+  e.shape = shape;
+  e.dtype = dtype;
   ++stats_.uploads;
   stats_.uploaded_bytes += gpu_bytes;
   stats_.bytes += gpu_bytes;
@@ -38,6 +40,35 @@ gpu::Buffer ConstantStore::acquire(const Shape& shape, DType dtype, const void* 
   entries_.emplace(k, std::move(e));
   *key = std::move(k);
   return b;
+}
+
+gpu::Buffer ConstantStore::acquire_memo(const std::string& memo, const std::function<HostTensor()>& make,
+                                        const std::string& name, std::string* key) {
+  if (auto m = memo_.find(memo); m != memo_.end()) {
+    if (auto it = entries_.find(m->second); it != entries_.end()) {
+      ++it->second.refs;
+      ++stats_.reuses;
+      stats_.reused_bytes += it->second.gpu_bytes;
+      *key = m->second;
+      return it->second.buffer;
+    }
+  }
+  const HostTensor t = make();
+  gpu::Buffer b = acquire(t.shape, t.dtype, t.data.data(), t.data.size(), name, key);
+  memo_[memo] = *key;
+  return b;
+}
+
+const Shape& ConstantStore::shape_of(const std::string& key) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) throw Error(fmt::format("ConstantStore: no constant '{}'", key));
+  return it->second.shape;
+}
+
+DType ConstantStore::dtype_of(const std::string& key) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) throw Error(fmt::format("ConstantStore: no constant '{}'", key));
+  return it->second.dtype;
 }
 
 void ConstantStore::release(const std::string& key) {

@@ -9,11 +9,13 @@
 // last graph holding it is destroyed. Constants are read-only: a graph
 // refuses to write one or to bind it where a kernel writes (Graph::prepare).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
 
 #include "gpu/context.h"
+#include "graph/host_tensor.h"
 #include "graph/tensor.h"
 
 namespace wgnn {
@@ -31,6 +33,17 @@ class ConstantStore {
   gpu::Buffer acquire(const Shape& shape, DType dtype, const void* data, size_t bytes, const std::string& name,
                       std::string* key);
   void release(const std::string& key);
+  // The same for a constant the caller names by `memo`, an identity that
+  // stays valid for the store's life (a Session's initializer and the
+  // conversion its upload applies): found again without `make` running, so
+  // a later graph neither converts nor hashes the bytes again. `make` gives
+  // the host tensor when the store lacks it.
+  gpu::Buffer acquire_memo(const std::string& memo, const std::function<HostTensor()>& make, const std::string& name,
+                           std::string* key);
+
+  // The dtype and shape of the constant `key` names (held now).
+  const Shape& shape_of(const std::string& key) const;
+  DType dtype_of(const std::string& key) const;
 
   struct Stats {
     size_t entries = 0;
@@ -45,11 +58,14 @@ class ConstantStore {
  private:
   struct Entry {
     gpu::Buffer buffer;
+    Shape shape;
+    DType dtype = DType::F32;
     uint64_t gpu_bytes = 0;
     int refs = 0;
   };
   gpu::Context& ctx_;
   std::unordered_map<std::string, Entry> entries_;
+  std::unordered_map<std::string, std::string> memo_;  // memo -> content key
   Stats stats_;
 };
 

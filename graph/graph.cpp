@@ -47,6 +47,23 @@ TensorRef Graph::add_constant(const Shape& shape, DType dtype, const void* data,
   return t;
 }
 
+TensorRef Graph::add_memo_constant(const std::string& memo, const std::function<HostTensor()>& make, std::string name) {
+  if (!store_) {
+    const HostTensor t = make();
+    return add_constant(t.shape, t.dtype, t.data.data(), std::move(name));
+  }
+  std::string key;
+  const std::string label = name;
+  gpu::Buffer b = store_->acquire_memo(memo, make, label, &key);
+  TensorRef t = add_tensor(store_->shape_of(key), store_->dtype_of(key), TensorKind::Constant, std::move(name));
+  TensorInfo& ti = info(t);
+  ti.buffer = std::move(b);
+  ti.offset = 0;
+  ti.shared = true;
+  store_keys_.push_back(std::move(key));
+  return t;
+}
+
 TensorRef Graph::add_view(TensorRef base, const Shape& shape) {
   const TensorInfo& b = info(base);
   if (numel(shape) != b.numel()) {

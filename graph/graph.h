@@ -14,6 +14,7 @@
 #include "gpu/context.h"
 #include "gpu/dispatch.h"
 #include "gpu/recorder.h"
+#include "graph/host_tensor.h"
 #include "graph/tensor.h"
 
 namespace wgnn {
@@ -90,6 +91,11 @@ class Graph {
                        std::string name = {});
   // A constant with its data (host layout) uploaded now.
   TensorRef add_constant(const Shape& shape, DType dtype, const void* data, std::string name = {});
+  // A constant named by `memo` in the graph's ConstantStore
+  // (ConstantStore::acquire_memo: an identity valid for the store's life),
+  // whose host tensor `make` gives when the store lacks it; without a store,
+  // add_constant of make().
+  TensorRef add_memo_constant(const std::string& memo, const std::function<HostTensor()>& make, std::string name = {});
   // A tensor that shares `base`'s storage with another shape (same numel).
   TensorRef add_view(TensorRef base, const Shape& shape);
   // A tensor that is the part of `base`'s storage starting `byte_offset`

@@ -464,7 +464,7 @@ bool scalar_near(const Slot& s, double want, size_t rank) {
 }
 
 TensorRef on_gpu(NodeCtx& c, Slot& s, const std::string& name) {
-  if (s.ref.id < 0) s.ref = c.constant(s.value(), name);
+  if (s.ref.id < 0) s.ref = c.slot_constant(s, name);
   return s.ref;
 }
 

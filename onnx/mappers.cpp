@@ -36,7 +36,7 @@ DType NodeCtx::dtype(size_t i) const {
 TensorRef NodeCtx::tensor(size_t i) {
   if (!has(i)) fail(fmt::format("input {} is missing", i));
   Slot& s = *in_[i];
-  if (s.ref.id < 0) s.ref = constant(s.value(), node.input(int(i)));
+  if (s.ref.id < 0) s.ref = slot_constant(s, node.input(int(i)));
   return s.ref;
 }
 
@@ -49,6 +49,21 @@ TensorRef NodeCtx::tensor_exact(size_t i) {
   if (!is_host(i) || gpu_dtype(in_[i]->dtype) == in_[i]->dtype || !storage.fp16) return tensor(i);
   const HostTensor& t = in_[i]->value();
   return g.add_constant(t.shape, t.dtype, t.data.data(), node.input(int(i)));
+}
+
+TensorRef NodeCtx::slot_constant(const Slot& s, const std::string& name) {
+  if (!s.stored()) return constant(s.value(), name);
+  const HostTensor& t = s.value();
+  const DType to = gpu_dtype(t.dtype);
+  const char* conversion = to == t.dtype ? "as is" : storage.fp16 ? "f16 saturated" : "cast";
+  const std::string memo = fmt::format("initializer@{}:{}:{}", static_cast<const void*>(&t), dtype_name(to), conversion);
+  return g.add_memo_constant(
+      memo,
+      [&]() -> HostTensor {
+        if (to == t.dtype) return t;
+        return storage.fp16 ? to_f16_saturated(t) : host::cast(t, to);
+      },
+      name);
 }
 
 TensorRef NodeCtx::constant(const HostTensor& t, const std::string& name) {

@@ -22,6 +22,9 @@ struct Slot {
   bool host = false;
   // When host: the value, owned, or (an initializer) the Session's own copy.
   const HostTensor& value() const { return ext_ ? *ext_ : own_; }
+  // A Session's initializer (of_stored): its address is stable for the
+  // Session's life.
+  bool stored() const { return ext_ != nullptr; }
   TensorRef ref{-1};      // GPU tensor (for host values: once uploaded)
   // A graph input whose value the session has: ops that need host data
   // (a Reshape's shape, a Range's limit) may read it; the graph is then
@@ -130,6 +133,10 @@ class NodeCtx {
   // A host tensor uploaded as a constant of this graph (float32 as float16
   // in fp16 mode, like tensor()).
   TensorRef constant(const HostTensor& t, const std::string& name = "");
+  // A host slot as a constant: constant(), except that a Session's
+  // initializer is found again in the Session's ConstantStore by its
+  // address and conversion, so a later plan neither converts nor hashes it.
+  TensorRef slot_constant(const Slot& s, const std::string& name);
   // The input's value on the host; Unsupported if it is only known on the GPU.
   const HostTensor& host(size_t i, const char* what) const;
   std::vector<int64_t> host_ints(size_t i, const char* what) const;

@@ -76,6 +76,8 @@ struct Row {
   double first_ms = 0, build_ms = 0, steady_ms = 0;
   int plans = 0, evictions = 0;
   uint64_t constants = 0, intermediates = 0;
+  uint64_t pipelines = 0;    // compiled for this shape (none cached in the Context)
+  double pipeline_ms = 0;    // their creation time, of build_ms
 };
 
 }  // namespace
@@ -156,9 +158,13 @@ int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
     Row r;
     r.inputs = describe_inputs(inputs);
     const int builds0 = s.builds();
+    const gpu::CreationStats c0 = ctx.creation_stats();
     const auto t0 = clock::now();
     s.run(inputs, outputs);
     r.first_ms = ms_since(t0);
+    const gpu::CreationStats dc = ctx.creation_stats() - c0;
+    r.pipelines = dc.pipelines_created;
+    r.pipeline_ms = dc.pipeline_ms + dc.shader_module_ms;
     if (!o.output_dir.empty()) {
       // DIR/<k>/inputs/<name>.npy and DIR/<k>/<name>.npy, k counting sets from 0.
       namespace fs = std::filesystem;
@@ -186,10 +192,10 @@ int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
     r.intermediates = s.graph().memory().intermediate_pool;
     rows.push_back(r);
     if (!o.json) {
-      fmt::print("{:<44} build {:8.1f} ms  first run {:8.1f} ms  steady {:8.3f} ms  plans {} (evicted {})  "
-                 "constants {:.2f} MiB  intermediates {:.2f} MiB\n",
-                 r.inputs, r.build_ms, r.first_ms, r.steady_ms, r.plans, r.evictions, mib(r.constants),
-                 mib(r.intermediates));
+      fmt::print("{:<44} build {:8.1f} ms (pipelines {} new, {:.1f} ms)  first run {:8.1f} ms  steady {:8.3f} ms  "
+                 "plans {} (evicted {})  constants {:.2f} MiB  intermediates {:.2f} MiB\n",
+                 r.inputs, r.build_ms, r.pipelines, r.pipeline_ms, r.first_ms, r.steady_ms, r.plans, r.evictions,
+                 mib(r.constants), mib(r.intermediates));
     }
   }
   double total = 0, later_max = 0;
@@ -214,6 +220,8 @@ int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
     for (const Row& r : rows) {
       j["shapes"].push_back({{"inputs", r.inputs},
                              {"build_ms", r.build_ms},
+                             {"pipelines_created", r.pipelines},
+                             {"pipeline_ms", r.pipeline_ms},
                              {"first_run_ms", r.first_ms},
                              {"steady_ms", r.steady_ms},
                              {"plans", r.plans},

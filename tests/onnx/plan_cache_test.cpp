@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "error_of.h"
 #include "gpu_fixture.h"
@@ -173,4 +174,38 @@ TEST(ConstantStore, AKernelMayNotWriteASharedConstant) {
 @compute @workgroup_size(1) fn main() { y[0] = 1.0; })");
   g.add_dispatch(p, {Binding::of(c)}, gpu::Grid{1, 1, 1}, "test.write");
   EXPECT_THAT(error_of([&] { g.prepare(); }), HasSubstr("shared with other graphs"));
+}
+
+TEST(ConstantStore, AMemoFindsTheConstantWithoutConvertingAgain) {
+  ConstantStore store(test::ctx());
+  const std::vector<float> w = weights();
+  int made = 0;
+  auto make = [&] {
+    ++made;
+    HostTensor t(DType::F32, {kIn, kOut});
+    std::memcpy(t.data.data(), w.data(), t.data.size());
+    return t;
+  };
+  {
+    Graph g1(test::ctx()), g2(test::ctx());
+    g1.set_constant_store(&store);
+    g2.set_constant_store(&store);
+    TensorRef a = g1.add_memo_constant("w as float32", make, "w");
+    TensorRef b = g2.add_memo_constant("w as float32", make, "w");
+    EXPECT_EQ(made, 1);  // the second graph found it by its memo
+    EXPECT_EQ(g2.info(b).buffer.handle(), g1.info(a).buffer.handle());
+    EXPECT_EQ(g2.info(b).shape, (Shape{kIn, kOut}));
+    EXPECT_EQ(g2.read<float>(b), w);
+    // Another memo with the same content is the same constant (by content).
+    g2.add_memo_constant("another name for it", make, "w2");
+    EXPECT_EQ(made, 2);
+    EXPECT_EQ(store.stats().uploads, 1u);
+  }
+  // Freed with its last graph: the memo no longer finds it, so it is made again.
+  EXPECT_EQ(store.stats().entries, 0u);
+  Graph g3(test::ctx());
+  g3.set_constant_store(&store);
+  TensorRef c = g3.add_memo_constant("w as float32", make, "w");
+  EXPECT_EQ(made, 3);
+  EXPECT_EQ(g3.read<float>(c), w);
 }
