@@ -128,6 +128,26 @@ std::string shape_key(const std::map<std::string, HostTensor>& inputs, const std
 }
 
 
+// The nodes inside a node's subgraphs (If's branches, Loop's and Scan's
+// bodies, at any depth) that wgnn lacks, counted by operator: what a model
+// with control flow needs beyond the control flow itself.
+void count_unsupported_inside(const onnx::NodeProto& n, const std::map<std::string, OpMapper>& mappers,
+                              std::map<std::string, int>& count, int& nodes) {
+  auto walk = [&](const onnx::GraphProto& sub) {
+    for (const auto& inner : sub.node()) {
+      ++nodes;
+      const bool other_domain = !inner.domain().empty() && inner.domain() != "ai.onnx";
+      if (other_domain) ++count[inner.domain() + "." + inner.op_type()];
+      else if (!mappers.count(inner.op_type())) ++count[inner.op_type()];
+      count_unsupported_inside(inner, mappers, count, nodes);
+    }
+  };
+  for (const auto& a : n.attribute()) {
+    if (a.has_g()) walk(a.g());
+    for (const auto& sub : a.graphs()) walk(sub);
+  }
+}
+
 // Everything but parsing: the opset, initializers, graph values, node
 // order and the operators the outputs need.
 void check_model(LoadedModel& m, const std::string& path) {
@@ -181,6 +201,7 @@ void check_model(LoadedModel& m, const std::string& path) {
     for (const auto& in : n.input()) needed.insert(in);
   }
   std::vector<std::string> problems;
+  int nested_unsupported = 0;
   const auto& mappers = op_mappers();
   std::set<std::string> produced;
   for (const auto& in : m.inputs) produced.insert(in.name);
@@ -193,15 +214,34 @@ void check_model(LoadedModel& m, const std::string& path) {
     if (!n.domain().empty() && n.domain() != "ai.onnx") {
       problems.push_back(fmt::format("{}: operator domain '{}' is not supported", where, n.domain()));
     } else if (!mappers.count(n.op_type())) {
-      problems.push_back(fmt::format("{}: operator not supported", where));
+      std::map<std::string, int> inside;
+      int inner_nodes = 0;
+      count_unsupported_inside(n, mappers, inside, inner_nodes);
+      std::string also;
+      if (inner_nodes > 0) {
+        std::vector<std::string> parts;
+        int total = 0;
+        for (const auto& [op, k] : inside) {
+          parts.push_back(k > 1 ? fmt::format("{} x{}", op, k) : op);
+          total += k;
+        }
+        nested_unsupported += total;
+        also = total ? fmt::format("; its subgraphs hold {} nodes, {} of them also unsupported: {}", inner_nodes, total,
+                                   fmt::join(parts, ", "))
+                     : fmt::format("; its subgraphs hold {} nodes, all of them supported", inner_nodes);
+      }
+      problems.push_back(fmt::format("{}: operator not supported{}", where, also));
     }
   }
   for (const auto& o : g.output()) {
     if (!produced.count(o.name())) throw Error(fmt::format("graph output '{}' is produced by nothing", o.name()));
   }
   if (!problems.empty()) {
-    throw Unsupported(fmt::format("'{}' has {} unsupported node{}:\n  {}", path, problems.size(),
-                                  problems.size() > 1 ? "s" : "", fmt::join(problems, "\n  ")));
+    const size_t total = problems.size() + size_t(nested_unsupported);
+    throw Unsupported(fmt::format("'{}' has {} unsupported node{}{}:\n  {}", path, total, total > 1 ? "s" : "",
+                                  nested_unsupported ? fmt::format(" ({} of them inside subgraphs)", nested_unsupported)
+                                                     : std::string(),
+                                  fmt::join(problems, "\n  ")));
   }
 }
 

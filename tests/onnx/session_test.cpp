@@ -148,6 +148,59 @@ TEST(Session, UnsupportedNodesAreAllListed) {
   EXPECT_THAT(msg, testing::Not(HasSubstr("ThirdFancyOp")));
 }
 
+// Control flow: the nodes inside If's branches (at any depth) that wgnn
+// lacks are counted and named too, not only the If.
+TEST(Session, UnsupportedNodesInsideSubgraphsAreCounted) {
+  ModelBuilder b;
+  b.input("cond", {}, onnx::TensorProto::BOOL);
+  b.input("x", {4});
+  b.output("y", {4});
+  auto branch = [](const std::string& name, const std::vector<std::string>& ops) {
+    onnx::GraphProto g;
+    g.set_name(name);
+    std::string prev = "x";
+    for (size_t i = 0; i < ops.size(); ++i) {
+      auto* n = g.add_node();
+      n->set_op_type(ops[i]);
+      n->set_name(name + "_" + std::to_string(i));
+      n->add_input(prev);
+      prev = name + "_out" + std::to_string(i);
+      n->add_output(prev);
+    }
+    auto* o = g.add_output();
+    o->set_name(prev);
+    o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    return g;
+  };
+  auto add_if = [&](onnx::NodeProto* n, const onnx::GraphProto& then_g, const onnx::GraphProto& else_g) {
+    auto* t = n->add_attribute();
+    t->set_name("then_branch");
+    t->set_type(onnx::AttributeProto::GRAPH);
+    *t->mutable_g() = then_g;
+    auto* e = n->add_attribute();
+    e->set_name("else_branch");
+    e->set_type(onnx::AttributeProto::GRAPH);
+    *e->mutable_g() = else_g;
+  };
+  // then: FancyRnn, then a nested If (FancyRnn; Relu) ; else: Relu.
+  onnx::GraphProto then_g = branch("then", {"FancyRnn"});
+  {
+    auto* inner = then_g.add_node();
+    inner->set_op_type("If");
+    inner->set_name("inner_if");
+    inner->add_input("cond");
+    inner->add_output("inner_out");
+    add_if(inner, branch("inner_then", {"FancyRnn", "Relu"}), branch("inner_else", {"Relu"}));
+    then_g.mutable_output(0)->set_name("inner_out");
+  }
+  auto* top = b.node("If", {"cond"}, {"y"});
+  add_if(top, then_g, branch("else", {"Relu"}));
+  const std::string msg = error_of([&] { Session s(test::ctx(), b.save("if_inside.onnx")); });
+  // The If, then inside it: FancyRnn twice and the nested If.
+  EXPECT_THAT(msg, HasSubstr("4 unsupported nodes (3 of them inside subgraphs)"));
+  EXPECT_THAT(msg, HasSubstr("its subgraphs hold 6 nodes, 3 of them also unsupported: FancyRnn x2, If"));
+}
+
 TEST(Session, MalformedFilesAreClearErrors) {
   const fs::path dir = fs::temp_directory_path();
   const std::string garbage = (dir / "wgnn_garbage.onnx").string();
