@@ -12,13 +12,9 @@ gpu::Buffer ConstantStore::acquire(const Shape& shape, DType dtype, const void* 
   const XXH128_hash_t h = XXH3_128bits(data, bytes);
   std::string k = fmt::format("{}{}:{}:{:016x}{:016x}", dtype_name(dtype), shape_str(shape), bytes, h.high64, h.low64);
   const uint64_t gpu_bytes = uint64_t(numel(shape)) * gpu_dtype_size(dtype);
-  auto it = entries_.find(k);
-  if (it != entries_.end()) {
-    ++it->second.refs;
-    ++stats_.reuses;
-    stats_.reused_bytes += gpu_bytes;
+  if (auto it = entries_.find(k); it != entries_.end()) {
     *key = std::move(k);
-    return it->second.buffer;
+    return reuse(it->second);
   }
   Entry e;
   e.buffer = ctx_.create_buffer(gpu_bytes, gpu::kStorageUsage, name);
@@ -46,11 +42,8 @@ gpu::Buffer ConstantStore::acquire_memo(const std::string& memo, const std::func
                                         const std::string& name, std::string* key) {
   if (auto m = memo_.find(memo); m != memo_.end()) {
     if (auto it = entries_.find(m->second); it != entries_.end()) {
-      ++it->second.refs;
-      ++stats_.reuses;
-      stats_.reused_bytes += it->second.gpu_bytes;
       *key = m->second;
-      return it->second.buffer;
+      return reuse(it->second);
     }
   }
   const HostTensor t = make();
@@ -69,6 +62,13 @@ DType ConstantStore::dtype_of(const std::string& key) const {
   auto it = entries_.find(key);
   if (it == entries_.end()) throw Error(fmt::format("ConstantStore: no constant '{}'", key));
   return it->second.dtype;
+}
+
+gpu::Buffer ConstantStore::reuse(Entry& e) {
+  ++e.refs;
+  ++stats_.reuses;
+  stats_.reused_bytes += e.gpu_bytes;
+  return e.buffer;
 }
 
 void ConstantStore::release(const std::string& key) {

@@ -63,6 +63,8 @@ class ConstantStore {
     uint64_t gpu_bytes = 0;
     int refs = 0;
   };
+  gpu::Buffer reuse(Entry& e);  // one more reference to a held constant
+
   gpu::Context& ctx_;
   std::unordered_map<std::string, Entry> entries_;
   std::unordered_map<std::string, std::string> memo_;  // memo -> content key

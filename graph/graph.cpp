@@ -40,11 +40,16 @@ TensorRef Graph::add_constant(const Shape& shape, DType dtype, const void* data,
     return t;
   }
   std::string key;
-  ti.buffer = store_->acquire(ti.shape, ti.dtype, data, ti.nbytes(), ti.name, &key);
+  gpu::Buffer b = store_->acquire(ti.shape, ti.dtype, data, ti.nbytes(), ti.name, &key);
+  hold_shared(ti, std::move(b), std::move(key));
+  return t;
+}
+
+void Graph::hold_shared(TensorInfo& ti, gpu::Buffer buffer, std::string key) {
+  ti.buffer = std::move(buffer);
   ti.offset = 0;
   ti.shared = true;
   store_keys_.push_back(std::move(key));
-  return t;
 }
 
 TensorRef Graph::add_memo_constant(const std::string& memo, const std::function<HostTensor()>& make, std::string name) {
@@ -56,11 +61,7 @@ TensorRef Graph::add_memo_constant(const std::string& memo, const std::function<
   const std::string label = name;
   gpu::Buffer b = store_->acquire_memo(memo, make, label, &key);
   TensorRef t = add_tensor(store_->shape_of(key), store_->dtype_of(key), TensorKind::Constant, std::move(name));
-  TensorInfo& ti = info(t);
-  ti.buffer = std::move(b);
-  ti.offset = 0;
-  ti.shared = true;
-  store_keys_.push_back(std::move(key));
+  hold_shared(info(t), std::move(b), std::move(key));
   return t;
 }
 

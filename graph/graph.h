@@ -253,6 +253,8 @@ class Graph {
 
  private:
   gpu::Buffer& staging_for(int tensor);
+  // A constant's storage from store_ (its reference `key`, released in ~Graph).
+  void hold_shared(TensorInfo& ti, gpu::Buffer buffer, std::string key);
   gpu::BufferBinding resolve(const Binding& b);
   uint64_t bound_bytes(const Binding& b) const;
   void check_bindings(const std::vector<DispatchNode>& nodes) const;

@@ -345,7 +345,8 @@ size_t spatial_dims(NodeCtx& c) {
   return s.size() - 2;
 }
 
-// An attribute of one value per spatial dim, `def` for each when absent.
+}  // namespace
+
 std::vector<int64_t> spatial_attr(NodeCtx& c, const char* name, size_t d, int64_t def) {
   std::vector<int64_t> v = c.attr_ints(name);
   if (v.empty()) return std::vector<int64_t>(d, def);
@@ -353,10 +354,6 @@ std::vector<int64_t> spatial_attr(NodeCtx& c, const char* name, size_t d, int64_
   return v;
 }
 
-// Begin and end pads (ONNX order: begins, then ends) of Conv, MaxPool and
-// AveragePool from `pads` or `auto_pad`. SAME_UPPER / SAME_LOWER pad so that
-// out = ceil(in / stride); an odd total puts the extra pad at the end
-// (UPPER) or the beginning (LOWER).
 std::vector<int64_t> window_pads(NodeCtx& c, const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
                                  const std::vector<int64_t>& dilations) {
   const size_t d = kernel.size();
@@ -386,6 +383,8 @@ std::vector<int64_t> window_pads(NodeCtx& c, const std::vector<int64_t>& kernel,
   }
   return pads;
 }
+
+namespace {
 
 bool symmetric(const std::vector<int64_t>& pads) {
   const size_t d = pads.size() / 2;

@@ -283,34 +283,8 @@ ConvGeometry conv_geometry(NodeCtx& c, size_t wi) {
   if (c.has_attr("kernel_shape") && c.attr_ints("kernel_shape") != kernel) {
     c.fail(fmt::format("attribute 'kernel_shape' {} does not match w {}", shape_str(c.attr_ints("kernel_shape")), shape_str(ws)));
   }
-  auto per_dim = [&](const char* name) {
-    IntList v = c.attr_ints(name);
-    if (v.empty()) return IntList(d, 1);
-    if (v.size() != d) c.fail(fmt::format("attribute '{}' has {} values; expected {}", name, v.size(), d));
-    return v;
-  };
-  ConvGeometry geo{per_dim("strides"), {}, per_dim("dilations"), c.attr_int("group", 1)};
-  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
-  if (auto_pad == "NOTSET" || auto_pad.empty()) {
-    geo.pads = c.attr_ints("pads");
-    if (geo.pads.empty()) geo.pads.assign(2 * d, 0);
-    if (geo.pads.size() != 2 * d) c.fail(fmt::format("attribute 'pads' has {} values; expected {}", geo.pads.size(), 2 * d));
-  } else if (auto_pad == "VALID") {
-    geo.pads.assign(2 * d, 0);
-  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    // out = ceil(in / stride); an odd total puts the extra pad at the end (UPPER) or the beginning (LOWER)
-    geo.pads.assign(2 * d, 0);
-    for (size_t i = 0; i < d; ++i) {
-      const int64_t in = xs[2 + i], st = geo.strides[i];
-      const int64_t out = (in + st - 1) / st;
-      const int64_t total = std::max<int64_t>(0, (out - 1) * st + (kernel[i] - 1) * geo.dilations[i] + 1 - in);
-      const int64_t small = total / 2, large = total - small;
-      geo.pads[i] = auto_pad == "SAME_UPPER" ? small : large;
-      geo.pads[d + i] = auto_pad == "SAME_UPPER" ? large : small;
-    }
-  } else {
-    c.fail(fmt::format("attribute 'auto_pad' is '{}'; accepted: NOTSET, SAME_UPPER, SAME_LOWER, VALID", auto_pad));
-  }
+  ConvGeometry geo{spatial_attr(c, "strides", d, 1), {}, spatial_attr(c, "dilations", d, 1), c.attr_int("group", 1)};
+  geo.pads = window_pads(c, kernel, geo.strides, geo.dilations);
   return geo;
 }
 

@@ -172,4 +172,14 @@ struct OpMapper {
 
 const std::map<std::string, OpMapper>& op_mappers();
 
+// Shared by the mapper files (mappers.cpp, mappers_quant.cpp).
+// An attribute of one value per spatial dim, `def` for each when absent.
+std::vector<int64_t> spatial_attr(NodeCtx& c, const char* name, size_t d, int64_t def);
+// Begin and end pads (ONNX order: begins, then ends) of a window over input
+// 0 (Conv, ConvInteger, QLinearConv, MaxPool, AveragePool) from `pads` or
+// `auto_pad`. SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride);
+// an odd total puts the extra pad at the end (UPPER) or the beginning (LOWER).
+std::vector<int64_t> window_pads(NodeCtx& c, const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                                 const std::vector<int64_t>& dilations);
+
 }  // namespace wgnn::onnx_import

@@ -14,7 +14,7 @@
 
 namespace wgnn::ops {
 
-class Args;
+struct Args;
 
 enum class Activation : uint32_t { None = 0, Relu = 1, Clamp = 2, Gelu = 3, GeluTanh = 4 };
 
