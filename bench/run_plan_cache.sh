@@ -22,18 +22,23 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 ISNET=${ISNET:?ISNET=FILE: isnet_any_size.onnx}
 WGNN=${WGNN:-build/wgnn}
 "$WGNN" info | head -3
+# Each bench-shapes process starts cold: the driver's own shader cache off
+# and wgnn's pipeline cache on disk in an empty folder of its own, so the
+# first build compiles every pipeline (what a new machine pays).
+export __GL_SHADER_DISK_CACHE=0
+fresh_cache() { mktemp -d "${TMPDIR:-/tmp}/wgnn-plan-cache-XXXXXX"; }
 
 sets=()
 for s in 320 512 640 800 1024; do sets+=(--set "input=1x3x${s}x${s}"); done
-"$WGNN" bench-shapes "$ISNET" "${sets[@]}" --runs 5 | tee "$OUT/plan_cache_isnet.txt"
-"$WGNN" bench-shapes "$ISNET" "${sets[@]}" --runs 5 --json > "$OUT/plan_cache_isnet.json"
+WGNN_CACHE_DIR=$(fresh_cache) "$WGNN" bench-shapes "$ISNET" "${sets[@]}" --runs 5 | tee "$OUT/plan_cache_isnet.txt"
+WGNN_CACHE_DIR=$(fresh_cache) "$WGNN" bench-shapes "$ISNET" "${sets[@]}" --runs 5 --json > "$OUT/plan_cache_isnet.json"
 
 if python3 -c "import torch, onnx" 2>/dev/null; then
   python3 scripts/models/export.py --model bart_base_standin --opset 17 --out "$OUT/models" \
     --dynamic input_ids:1:seq > "$OUT/export.log" 2>&1
   M="$OUT/models/bart_base_standin_opset17_dynamic.onnx"
   if [ -f "$M" ]; then
-    "$WGNN" bench-shapes "$M" --dim seq=1:64 --max-plans 8 --runs 3 --int-range 0:50265 --json \
+    WGNN_CACHE_DIR=$(fresh_cache) "$WGNN" bench-shapes "$M" --dim seq=1:64 --max-plans 8 --runs 3 --int-range 0:50265 --json \
       > "$OUT/plan_cache_bart.json"
     python3 - "$OUT/plan_cache_bart.json" <<'PY'
 import json, sys
