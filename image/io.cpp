@@ -118,7 +118,7 @@ void check_size(uint64_t w, uint64_t h, const std::string& what, const char* for
 
 namespace {
 
-// PNG and JPEG through stb_image: RGB, or RGBA when the file has alpha.
+// PNG through stb_image: RGB, or RGBA when the file has alpha (JPEG: jpeg.cpp).
 Image decode_stb(const std::string& bytes, const std::string& what, const char* name, uint64_t max_pixels) {
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
   const int len = int(bytes.size());
@@ -157,7 +157,7 @@ Image decode_photo(const std::string& bytes, const std::string& what, uint64_t m
   const char* name = format == Format::Png ? "PNG" : "JPEG";
   uint64_t hw = 0, hh = 0;
   if (header_size(bytes, format, &hw, &hh)) detail::check_size(hw, hh, what, name, max_pixels);
-  Image img = decode_stb(bytes, what, name, max_pixels);
+  Image img = format == Format::Jpeg ? detail::decode_jpeg(bytes, what, max_pixels) : decode_stb(bytes, what, name, max_pixels);
   if (format == Format::Jpeg) {
     const int o = jpeg_orientation(bytes);
     if (o != 1) img = oriented(img, o);

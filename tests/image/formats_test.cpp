@@ -318,3 +318,14 @@ TEST(ImageAlpha, CompositeOver) {
   EXPECT_EQ(image::composite_over(px, {9, 9, 9, 0}).pixels, px.pixels);
   EXPECT_THAT(error_of([&] { image::composite_over(Image(2, 2, 3), {0, 0, 0, 255}); }), HasSubstr("needs RGBA"));
 }
+
+// A malformed JPEG the image fuzzer found (no quantization table 1): stb_image
+// read out of bounds on it; the JPEG decoder (libjpeg-turbo) refuses it.
+TEST(ImageJpeg, MalformedFileIsAnErrorNotACrash) {
+  std::ifstream in(std::string(WGNN_SOURCE_DIR) + "/fuzz/regressions/image/jpeg_undefined_quant_table.jpg",
+                   std::ios::binary);
+  ASSERT_TRUE(in) << "the regression file is missing";
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_THAT(error_of([&] { image::decode_photo(bytes, "bad.jpg"); }),
+              HasSubstr("'bad.jpg' is a JPEG file wgnn cannot read (libjpeg: Quantization table"));
+}
