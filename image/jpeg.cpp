@@ -42,7 +42,9 @@ Image decode_jpeg(const std::string& bytes, const std::string& what, uint64_t ma
   err.message[0] = '\0';
   // Everything that outlives a longjmp is declared before setjmp and not
   // changed after it except through the pointer below.
-  std::vector<uint8_t> rgb;
+  // Every allocation lives here, before setjmp: a longjmp out of libjpeg
+  // skips the destructors of anything made after it (a leak).
+  std::vector<uint8_t> rgb, row;
   uint32_t width = 0, height = 0;
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
@@ -66,7 +68,7 @@ Image decode_jpeg(const std::string& bytes, const std::string& what, uint64_t ma
   }
   jpeg_start_decompress(&cinfo);
   const uint32_t comps = uint32_t(cinfo.output_components);
-  std::vector<uint8_t> row(size_t(width) * comps);
+  row.resize(size_t(width) * comps);
   while (cinfo.output_scanline < cinfo.output_height) {
     const uint32_t y = cinfo.output_scanline;
     JSAMPROW rows[1] = {row.data()};
