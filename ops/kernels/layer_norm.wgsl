@@ -14,16 +14,7 @@ override CACHED: bool = true;
 const MAX_CHUNKS: u32 = 16u;
 const WG: u32 = 256u;
 
-struct Params {
-  rows: u32,
-  width_v: u32,     // row width in {{V}} units
-  width: f32,       // row width in elements
-  eps: f32,
-  has_weight: u32,
-  has_bias: u32,
-  _pad0: u32,
-  _pad1: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<{{V}}>;
 @group(0) @binding(1) var<storage, read_write> mean_out: array<f32>;
