@@ -365,6 +365,7 @@ NB_MODULE(_wgnn, m) {
     nb::gil_scoped_release release;
     old.clear();
   });
+  m.def("onnx_ops", [] { return onnx_import::supported_ops(); });
   m.def("model_folders", [](const std::string& program_dir) { return matting::model_folders(program_dir); });
   m.def("find_model", [](const std::vector<std::string>& folders) { return matting::find_model(folders); });
   m.attr("default_model") = matting::kDefaultModel;

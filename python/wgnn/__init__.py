@@ -22,7 +22,7 @@ from ._wgnn import DeviceLost, Error, GpuError, HostOutOfMemory, Unsupported
 
 __version__ = _wgnn.__version__
 __all__ = [
-    "InferenceSession", "SessionOptions", "NodeArg", "get_device_info", "get_available_providers",
+    "InferenceSession", "SessionOptions", "NodeArg", "get_device_info", "get_available_providers", "supported_ops",
     "remove_bg", "Error", "Unsupported", "GpuError", "DeviceLost", "HostOutOfMemory",
 ]
 
@@ -156,6 +156,11 @@ class InferenceSession:
 
     def summary(self):
         return self._s.summary()
+
+
+def supported_ops():
+    """The ONNX operators (default domain) wgnn maps, sorted."""
+    return list(_wgnn.onnx_ops())
 
 
 def get_device_info(adapter=None, limits=None):

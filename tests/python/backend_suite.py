@@ -8,7 +8,10 @@ atol). One process and one device for all cases.
 A wgnn case ends as pass, skip (wgnn.Unsupported: an op, dtype or opset
 wgnn does not implement; the reason is its message) or fail (any other
 error, or outputs unlike the reference). ONNX Runtime's cases: skip on its
-NOT_IMPLEMENTED errors, fail otherwise.
+NOT_IMPLEMENTED errors, on an opset or IR version newer than it knows and
+on dtypes its Python binding cannot take; fail otherwise. Numpy scalars
+among the inputs are given as 0-d arrays to both (ONNX Runtime takes
+arrays only).
 
 Every wgnn case's result is pinned in tests/python/backend_expected.txt
 (`pass NAME`, `skip NAME: reason`, `fail NAME: reason` for a known failure):
@@ -47,6 +50,8 @@ def normalize(value):
 
     if isinstance(value, TensorProto):
         return numpy_helper.to_array(value)
+    if isinstance(value, np.generic):
+        return np.asarray(value)  # a numpy scalar as the 0-d array it stands for (ONNX Runtime takes arrays only)
     return value
 
 
@@ -141,8 +146,16 @@ def main():
         import onnxruntime
         import onnxruntime.backend
 
+        onnxruntime.set_default_logger_severity(3)  # errors only: its warnings are about the test models
+
         def ort_skip(e):
-            return type(e).__name__ == "NotImplemented" or "NOT_IMPLEMENTED" in str(e)
+            # What ONNX Runtime does not implement: an op or kernel, an opset
+            # or IR version newer than it knows, a dtype its Python binding
+            # cannot take.
+            text = str(e)
+            return (type(e).__name__ == "NotImplemented" or "NOT_IMPLEMENTED" in text
+                    or "Unsupported model IR version" in text or "ValidateOpsetForDomain" in text
+                    or "can't be converted to MLDataType" in text)
 
         t0 = time.monotonic()
         for c in cases:
@@ -161,6 +174,18 @@ def main():
     print("\nwgnn's skips by reason (cases):")
     for reason, names in sorted(skips.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         print(f"  {len(names):4d}  {reason}")
+    # The operators the suite's models use (their main graphs, the default
+    # domain) that wgnn does not map at all, whatever the case's opset.
+    known_ops = set(wgnn.supported_ops())
+    missing = collections.defaultdict(list)
+    for c in cases:
+        if any(o.domain not in ("", "ai.onnx") for o in c.model.opset_import if o.version) and not any(
+                o.domain in ("", "ai.onnx") for o in c.model.opset_import):
+            continue
+        for op in sorted({n.op_type for n in c.model.graph.node if n.domain in ("", "ai.onnx")} - known_ops):
+            missing[op].append(c.name)
+    print(f"\noperators of the suite wgnn does not map ({len(missing)}; cases using each):")
+    print("  " + ", ".join(f"{op} ({len(names)})" for op, names in sorted(missing.items())))
     fails = [(n, r) for n, (s, r) in w.items() if s == "fail"]
     if fails:
         print("\nwgnn's failures:")
