@@ -1,6 +1,6 @@
 """Cuts out a photo's subject with wgnn.remove_bg (ISNet; the CLI's pre- and
-post-processing): writes OUT.png (RGBA) and OUT_mask.png (the matte), the
-files `wgnn remove-bg PHOTO -o OUT.png --mask OUT_mask.png` writes.
+post-processing): writes OUT.png (RGBA) and OUT_mask.png (the matte) with the
+pixels of the files `wgnn remove-bg PHOTO -o OUT.png --mask OUT_mask.png` writes.
 
 usage: remove_bg.py PHOTO OUT.png [--model ISNET.onnx] [--size N]
 """

@@ -1,5 +1,5 @@
 """The examples on ISNet and the astronaut photo (README, "Python"):
-python/examples/remove_bg.py gives the CLI's files bit for bit, and
+python/examples/remove_bg.py gives the pixels of the CLI's files bit for bit, and
 python/examples/isnet_session.py gives ONNX Runtime's matte within the
 tolerance below when `wgnn` is swapped for `onnxruntime`. ISNet runs at
 320x320 (the derived any-size model) to stay quick on lavapipe."""
@@ -54,7 +54,7 @@ def test_session_script_wgnn_vs_onnxruntime(workdir):
     """The same script with either runtime. ONNX Runtime checks the declared
     1024x1024, so both get a copy of the model with a free height and width.
     Tolerance: every matte value within 5e-3 + 1e-2 |ref| (ISNet's float16
-    weights; measured on lavapipe 2026-12-01: max error 1.2e-3)."""
+    weights; measured on lavapipe 2026-12-01: max error 2.5e-3, mean 1.8e-4)."""
     m = onnx.load(isnet_any_size())
     for d in m.graph.input[0].type.tensor_type.shape.dim[2:]:
         d.Clear()
