@@ -14,6 +14,7 @@ of sessions on the same device (the C++ API's rule, README "Threads").
 import atexit
 import json
 import os
+import sys
 
 import numpy as np
 
@@ -43,8 +44,9 @@ class SessionOptions:
         "lavapipe"; None: the environment's WGNN_ADAPTER, else auto.
     limits: "adapter" (the adapter's own) or "default" (WebGPU's default
         limits); None: WGNN_LIMITS, else adapter.
-    verbose: print what the session builds (also log_severity_level = 0, as
-        in ONNX Runtime).
+    verbose: after each run that built a graph (a new set of input shapes),
+        print the session's summary to stderr, as `wgnn run --verbose` does
+        (also log_severity_level = 0, as in ONNX Runtime).
     fusion, checked, max_plans: SessionOptions of the C++ API (onnx/session.h).
     ONNX Runtime's other settings (graph_optimization_level,
     intra_op_num_threads, ...) may be set and have no effect.
@@ -118,6 +120,8 @@ class InferenceSession:
         else:
             raise TypeError(f"path_or_bytes: a file name or the model's bytes, not {type(path_or_bytes).__name__}")
         self._options = options
+        self._verbose = native.verbose
+        self._builds = 0
         self._inputs = [NodeArg(*v) for v in self._s.inputs()]
         self._outputs = [NodeArg(*v) for v in self._s.outputs()]
         self._input_names = {v.name for v in self._inputs}
@@ -148,7 +152,12 @@ class InferenceSession:
                 raise Error(f"no input named {name!r}: the model's inputs are {known}")
             feed.append((name, np.ascontiguousarray(value)))
         names = list(output_names) if output_names else []
-        return self._s.run(names, feed)
+        outputs = self._s.run(names, feed)
+        if self._verbose and self._s.builds() != self._builds:
+            self._builds = self._s.builds()
+            shapes = ", ".join(f"{n} {list(a.shape)}" for n, a in feed)
+            print(f"wgnn: built graph {self._builds} for {shapes}\n{self._s.summary()}", file=sys.stderr)
+        return outputs
 
     # wgnn's own: how many graphs were built (one per set of input shapes).
     def builds(self):

@@ -163,6 +163,22 @@ def test_session_options_and_providers(small_model):
         np.testing.assert_allclose(y, want, rtol=2e-3, atol=1e-3)
 
 
+def test_verbose_prints_each_build(small_model, capsys):
+    o = wgnn.SessionOptions()
+    o.log_severity_level = 0  # ONNX Runtime's way; o.verbose = True is wgnn's
+    s = wgnn.InferenceSession(small_model, sess_options=o)
+    feed = {"a": np.ones((2, 4), np.float32), "b": np.ones((2, 4), np.float32)}
+    s.run(None, feed)
+    s.run(None, feed)
+    err = capsys.readouterr().err
+    assert err.count("wgnn: built graph") == 1 and "a [2, 4]" in err and "dispatches" in err, err
+    s.run(None, {k: v[:1] for k, v in feed.items()})
+    assert "built graph 2" in capsys.readouterr().err
+    quiet = wgnn.InferenceSession(small_model)
+    quiet.run(None, feed)
+    assert capsys.readouterr().err == ""
+
+
 def test_device_info_is_what_the_cli_says():
     """The package's own CLI (wgnn/bin/wgnn, the same driver lookup)."""
     ours = wgnn.get_device_info()
