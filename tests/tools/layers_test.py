@@ -21,6 +21,7 @@ BELOW = {
     "matting": {"onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image"},
     "capi": {"matting", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
     "tools": {"capi", "matting", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+    "python": {"capi", "matting", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 
