@@ -1,7 +1,9 @@
 """Times whole models in one run: wgnn (`wgnn bench --json`), ONNX Runtime's
 WebGPU and CPU execution providers (bench/ort_bench.js in a peer folder made
-by bench/make_ort_peer.sh), and PyTorch eager fp32 and fp16 (CUDA), and
-writes a markdown table, a bar chart and the raw results.
+by bench/make_ort_peer.sh), PyTorch eager fp32 and fp16 (CUDA), and
+PyTorch compiled fp32 and fp16 (torch.compile(mode="reduce-overhead"):
+Inductor with CUDA graphs; CUDA only, a skip with its reason on the CPU),
+and writes a markdown table, a bar chart and the raw results.
 
     python3 bench/compare_models.py --wgnn build/wgnn --ort-peer DIR --out docs/results
         [--models all|NAME,...] [--mini] [--opset 17] [--runs 50] [--warmup 10]
@@ -44,7 +46,8 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOLS = ["wgnn", "torch-fp32", "torch-fp16", "ort-webgpu", "ort-webgpu-fp16", "ort-cpu"]
+TOOLS = ["wgnn", "torch-fp32", "torch-fp16", "torch-compile-fp32", "torch-compile-fp16", "ort-webgpu",
+         "ort-webgpu-fp16", "ort-cpu"]
 
 # The issue's figures (median ms host to host, batch 1, H200): PyTorch fp32,
 # PyTorch fp16, ONNX Runtime 1.30 WebGPU, and wgnn's target.
@@ -109,7 +112,9 @@ def run_tool(cmd, timeout, env=None):
 # --- PyTorch, one measurement per process -----------------------------------
 
 def torch_worker(a):
-    """--torch-worker: times one zoo model in PyTorch eager; prints one JSON line."""
+    """--torch-worker: times one zoo model in PyTorch, eager or (--compile) compiled by
+    torch.compile(mode="reduce-overhead"): Inductor with CUDA graphs; prints one JSON line.
+    A compiled model's first run includes its compilation."""
     import numpy as np
     import torch
     sys.path.insert(0, a.zoo)
@@ -126,6 +131,8 @@ def torch_worker(a):
     model = model.to(dev).eval()
     if half:
         model = model.half()
+    if a.compile:
+        model = torch.compile(model, mode="reduce-overhead")
     if dev.type == "cuda":
         torch.cuda.synchronize()
     load_ms = (time.perf_counter() - t0) * 1e3
@@ -159,7 +166,8 @@ def torch_worker(a):
         t0 = time.perf_counter()
         once()
         first_ms = (time.perf_counter() - t0) * 1e3
-        for _ in range(a.warmup):
+        # CUDA graphs are recorded after a few calls: a compiled model warms up at least 3 times.
+        for _ in range(max(a.warmup, 3) if a.compile else a.warmup):
             once()
         times = []
         for _ in range(a.runs):
@@ -169,7 +177,7 @@ def torch_worker(a):
     times.sort()
     n = len(times)
     med = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
-    print(json.dumps({"model": a.torch_worker, "dtype": a.dtype, "device": str(dev),
+    print(json.dumps({"model": a.torch_worker, "dtype": a.dtype, "device": str(dev), "compiled": bool(a.compile),
                       "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
                       "torch_version": torch.__version__, "runs": a.runs, "warmup": a.warmup,
                       "load_ms": load_ms, "first_run_ms": first_ms, "median_ms": med, "min_ms": times[0],
@@ -341,18 +349,24 @@ def measure(a):
                 record(name, "ort-webgpu-fp16", None, err, secs)
             else:
                 run_ort(name, "ort-webgpu-fp16", half_path, input_specs(half_inputs))
-        for dtype in ("fp32", "fp16"):
-            tool = f"torch-{dtype}"
-            if tool in skip:
-                continue
-            if dtype == "fp16" and device != "cuda":
-                record(name, tool, None, None, 0, {"ok": False, "skipped": "fp16 needs CUDA; this run is on the CPU"})
-                continue
-            cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", name, "--dtype", dtype, "--device",
-                   device, "--runs", str(a.runs if device == "cuda" else a.cpu_runs), "--warmup",
-                   str(a.warmup if device == "cuda" else min(a.warmup, 2)), "--inputs", input_dir, "--zoo", a.zoo]
-            res, err, secs = run_tool(cmd + (["--mini"] if a.mini else []), a.timeout)
-            record(name, tool, res, err, secs)
+        for compiled in (False, True):
+            for dtype in ("fp32", "fp16"):
+                tool = f"torch-compile-{dtype}" if compiled else f"torch-{dtype}"
+                if tool in skip:
+                    continue
+                if dtype == "fp16" and device != "cuda":
+                    record(name, tool, None, None, 0, {"ok": False, "skipped": "fp16 needs CUDA; this run is on the CPU"})
+                    continue
+                if compiled and device != "cuda":
+                    record(name, tool, None, None, 0,
+                           {"ok": False, "skipped": "torch.compile(mode='reduce-overhead') is timed on CUDA only"})
+                    continue
+                cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", name, "--dtype", dtype, "--device",
+                       device, "--runs", str(a.runs if device == "cuda" else a.cpu_runs), "--warmup",
+                       str(a.warmup if device == "cuda" else min(a.warmup, 2)), "--inputs", input_dir, "--zoo", a.zoo]
+                res, err, secs = run_tool(cmd + (["--mini"] if a.mini else []) + (["--compile"] if compiled else []),
+                                          a.timeout)
+                record(name, tool, res, err, secs)
         if a.delete_onnx:
             for fn in (path, half_path):
                 if os.path.exists(fn):
@@ -418,6 +432,7 @@ def report(files, out, name):
 
     fp16 = any(tool == "wgnn-fp16" for (_, tool) in results)
     ort16 = any(tool == "ort-webgpu-fp16" for (_, tool) in results)
+    compiled = any(tool.startswith("torch-compile") and row.get("ok") for (_, tool), row in results.items())
     lines = []
     title = "mini models (reduced width, depth and resolution)" if mini else "whole models"
     lines.append(f"# wgnn, PyTorch and ONNX Runtime on {title}")
@@ -440,7 +455,8 @@ def report(files, out, name):
     lines.append("")
     head = ["model", "wgnn", "wgnn GPU", "encode µs"] + (["wgnn fp16", "wgnn fp16 GPU"] if fp16 else []) + (
             [f"ORT {ortv} WebGPU fp16"] if ort16 else []) + [
-            "PyTorch fp32", "PyTorch fp16", f"ORT {ortv} WebGPU",
+            "PyTorch fp32", "PyTorch fp16"] + (["PyTorch compiled fp32", "PyTorch compiled fp16"] if compiled else []) + [
+            f"ORT {ortv} WebGPU",
             f"ORT {ortv} CPU", "target", "wgnn / target"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
@@ -460,9 +476,10 @@ def report(files, out, name):
         tcell = f"≤{target:g}" if target else ("n/a (mini)" if mini else "—")
         w16 = [cell(m, "wgnn-fp16"), cell(m, "wgnn-fp16", "gpu_ms")] if fp16 else []
         w16 += [cell(m, "ort-webgpu-fp16")] if ort16 else []
+        tc = [cell(m, "torch-compile-fp32"), cell(m, "torch-compile-fp16")] if compiled else []
         lines.append("| " + " | ".join([label, w, cell(m, "wgnn", "gpu_ms"), enc] + w16 + [cell(m, "torch-fp32"),
-                                        cell(m, "torch-fp16"), cell(m, "ort-webgpu"), cell(m, "ort-cpu"), tcell,
-                                        ratio]) + " |")
+                                        cell(m, "torch-fp16")] + tc + [cell(m, "ort-webgpu"), cell(m, "ort-cpu"),
+                                        tcell, ratio]) + " |")
     lines.append("")
     for i, n in enumerate(notes, 1):
         lines.append(f"[{i}] {n}  ")
@@ -505,8 +522,11 @@ def make_chart(results, models, path, meta, mini):
     if any(tool == "ort-webgpu-fp16" for (_, tool) in results):
         series.append(("ort-webgpu-fp16", f"ORT {meta.get('ort_version', '?')} WebGPU fp16", "#e377c2"))
     series += [("torch-fp32", "PyTorch fp32", "#ff7f0e"),
-              ("torch-fp16", "PyTorch fp16", "#2ca02c"),
-              ("ort-webgpu", f"ORT {meta.get('ort_version', '?')} WebGPU", "#d62728")]
+              ("torch-fp16", "PyTorch fp16", "#2ca02c")]
+    if any(tool.startswith("torch-compile") and row.get("ok") for (_, tool), row in results.items()):
+        series += [("torch-compile-fp32", "PyTorch compiled fp32", "#8c564b"),
+                   ("torch-compile-fp16", "PyTorch compiled fp16", "#17becf")]
+    series += [("ort-webgpu", f"ORT {meta.get('ort_version', '?')} WebGPU", "#d62728")]
     if not models:
         made_reason[0] = "no results"
         return False
@@ -572,6 +592,7 @@ def main():
     # Internal: one PyTorch measurement in this process.
     ap.add_argument("--torch-worker", help=argparse.SUPPRESS)
     ap.add_argument("--dtype", default="fp32", help=argparse.SUPPRESS)
+    ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--inputs", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.runs < 1 or a.cpu_runs < 1 or a.warmup < 0:

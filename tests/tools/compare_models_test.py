@@ -157,6 +157,10 @@ check(w.get("gpu_ms", 0) > 0 and w.get("encode_us", 0) > 0 and w.get("runs") == 
       "wgnn's line carries gpu_ms, encode_us and the runs")
 check(res.get(("resnet50", "torch-fp16"), {}).get("skipped", "").startswith("fp16 needs CUDA"),
       "PyTorch fp16 is skipped on the CPU, saying why")
+check(res.get(("resnet50", "torch-compile-fp32"), {}).get("skipped", "").startswith(
+          "torch.compile(mode='reduce-overhead') is timed on CUDA only") and
+      res.get(("resnet50", "torch-compile-fp16"), {}).get("skipped", "").startswith("fp16 needs CUDA"),
+      f"compiled PyTorch is skipped on the CPU, saying why: {res.get(('resnet50', 'torch-compile-fp32'))}")
 broken_tools = tools + (["ort-webgpu-fp16"] if webgpu else [])
 check(all(not res.get(("broken", t), {"ok": True})["ok"] for t in broken_tools),
       "every tool of the model whose build fails is recorded as failed")
@@ -250,7 +254,8 @@ if webgpu:
     # --reuse keeps the float16 export; the tool times it again.
     before = os.path.getmtime(half) if os.path.exists(half) else None
     rc, stdout, err = compare("--ort-peer", peer, "--out", out, "--name", "reuse", "--models", "embed", "--reuse",
-                              "--skip", "wgnn,torch-fp32,torch-fp16,ort-webgpu,ort-cpu")
+                              "--skip", "wgnn,torch-fp32,torch-fp16,torch-compile-fp32,torch-compile-fp16,"
+                                        "ort-webgpu,ort-cpu")
     rows = [json.loads(l) for l in open(os.path.join(out, "reuse.jsonl")) if l.strip()] if rc == 0 else []
     tools_run = sorted(r["tool"] for r in rows if r.get("kind") == "result")
     check(rc == 0 and before is not None and os.path.getmtime(half) == before and tools_run == ["ort-webgpu-fp16"]
