@@ -200,14 +200,25 @@ def test_gil_released_while_the_gpu_runs():
     """A Python thread keeps running while another thread's run() waits for
     the device: during one long run the counter thread advances."""
     n = 512
-    m = model([helper.make_node("MatMul", ["a", "b"], ["c"]), helper.make_node("MatMul", ["c", "b"], ["d"]),
-               helper.make_node("MatMul", ["d", "b"], ["y"])],
-              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [n, n]),
-               helper.make_tensor_value_info("b", TensorProto.FLOAT, [n, n])],
-              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])])
-    s = wgnn.InferenceSession(m)
+
+    def chain(depth):
+        # x @ b @ b ... with b = 1/n: every product stays all ones.
+        nodes = [helper.make_node("MatMul", ["a" if i == 0 else f"c{i - 1}", "b"],
+                                  ["y" if i == depth - 1 else f"c{i}"]) for i in range(depth)]
+        return model(nodes, [helper.make_tensor_value_info("a", TensorProto.FLOAT, [n, n]),
+                             helper.make_tensor_value_info("b", TensorProto.FLOAT, [n, n])],
+                     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])])
+
     feed = {"a": np.ones((n, n), np.float32), "b": np.full((n, n), 1 / n, np.float32)}
-    s.run(None, feed)  # the graph built, the shaders compiled
+    # A run long enough to tell (over 250 ms): a longer chain where the
+    # adapter is fast.
+    for depth in (3, 12, 48, 192):
+        s = wgnn.InferenceSession(chain(depth))
+        s.run(None, feed)  # the graph built, the shaders compiled
+        t0 = time.perf_counter()
+        s.run(None, feed)
+        if time.perf_counter() - t0 > 0.3:
+            break
     stop = threading.Event()
     ticks = [0]
 
@@ -232,10 +243,10 @@ def test_gil_released_while_the_gpu_runs():
         t.join()
     np.testing.assert_allclose(y, np.ones((n, n), np.float32), rtol=1e-4)
     share = during / (rate * elapsed)
-    print(f"one run {elapsed * 1000:.1f} ms; the other thread ran {share:.0%} of its free rate meanwhile")
+    print(f"one run of {depth} products {elapsed * 1000:.1f} ms; the other thread ran {share:.0%} of its free rate")
     # Holding the GIL through the run would leave the counter a few 5 ms
     # switch intervals (under 2% of this run). Released, it gets what the CPU
     # leaves it: on lavapipe the driver's threads compute on the same cores
     # (36% seen on 2 cores).
-    assert elapsed > 0.25, f"the run took {elapsed * 1000:.1f} ms: too short to tell"
+    assert elapsed > 0.25, f"the run of {depth} products took {elapsed * 1000:.1f} ms: too short to tell"
     assert share > 0.1, f"the other thread ran {share:.0%} of its free rate during a {elapsed * 1000:.1f} ms run"
