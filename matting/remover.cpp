@@ -148,23 +148,28 @@ InputPlan Remover::plan(int photo_w, int photo_h) const {
   return p;
 }
 
-Cutout Remover::run(const image::Image& photo) {
+Prepared Remover::prepare(const image::Image& photo) const {
   if (photo.channels != 3 && photo.channels != 4) {
     throw Error(fmt::format("Remover::run: needs an RGB or RGBA image; got {} channels", photo.channels));
   }
-  const image::Image rgb = image::channels_of(photo, 0, 3);
-  Cutout c;
-  c.plan = plan(rgb.width, rgb.height);
-  const int w = c.plan.width, h = c.plan.height;
-  HostTensor in(DType::F32, {1, 3, h, w});
-  const std::vector<float> planar = image::to_planar(rgb, w, h, c.plan.norm);
-  std::memcpy(in.data.data(), planar.data(), in.nbytes());
+  Prepared p;
+  p.rgb = image::channels_of(photo, 0, 3);
+  if (photo.channels == 4) p.alpha = image::channels_of(photo, 3, 1);
+  p.plan = plan(p.rgb.width, p.rgb.height);
+  const int w = p.plan.width, h = p.plan.height;
+  p.input = HostTensor(DType::F32, {1, 3, h, w});
+  const std::vector<float> planar = image::to_planar(p.rgb, w, h, p.plan.norm);
+  std::memcpy(p.input.data.data(), planar.data(), p.input.nbytes());
+  return p;
+}
 
+Matte Remover::infer(const Prepared& p) {
+  const int w = p.plan.width, h = p.plan.height;
   const auto t0 = clock::now();
   std::map<std::string, HostTensor> outs;
   const bool resized = declared_[2] > 0 && declared_[3] > 0 && (declared_[2] != h || declared_[3] != w);
   try {
-    outs = session_->run({{input_, in}});
+    outs = session_->run({{input_, p.input}});
   } catch (const Unsupported&) {
     throw;
   } catch (const HostOutOfMemory&) {
@@ -177,7 +182,8 @@ Cutout Remover::run(const image::Image& photo) {
                             declared_[3], declared_[2], w, h,
                             kind_ == Preprocess::ISNet ? " (or use isnet_any_size.onnx, which scripts/setup derives)" : ""));
   }
-  c.run_s = seconds_since(t0);
+  Matte out;
+  out.run_s = seconds_since(t0);
 
   const auto& first = session_->outputs().front();
   const HostTensor& m = outs.at(first.name);
@@ -187,16 +193,30 @@ Cutout Remover::run(const image::Image& photo) {
                             "float 1x1x{}x{} (the input's height and width)",
                             first.name, dtype_name(m.dtype), shape_str(m.shape), h, w));
   }
-  std::vector<float> matte(size_t(m.numel()));
+  out.values.resize(size_t(m.numel()));
   if (m.dtype == DType::F32) {
-    std::memcpy(matte.data(), m.data.data(), m.nbytes());
+    std::memcpy(out.values.data(), m.data.data(), m.nbytes());
   } else {
-    for (size_t i = 0; i < matte.size(); ++i) matte[i] = float(m.get_double(i));
+    for (size_t i = 0; i < out.values.size(); ++i) out.values[i] = float(m.get_double(i));
   }
-  c.alpha = image::matte_to_alpha(matte, w, h, rgb.width, rgb.height);
-  if (photo.channels == 4) c.alpha = image::multiply_alpha(c.alpha, image::channels_of(photo, 3, 1));
-  c.rgba = image::with_alpha(rgb, c.alpha);
+  return out;
+}
+
+Cutout Remover::finish(Prepared p, const Matte& m) const {
+  Cutout c;
+  c.plan = std::move(p.plan);
+  c.run_s = m.run_s;
+  c.alpha = image::matte_to_alpha(m.values, c.plan.width, c.plan.height, p.rgb.width, p.rgb.height);
+  if (options_.post_process) c.alpha = image::post_process_alpha(c.alpha);
+  if (p.alpha.channels == 1) c.alpha = image::multiply_alpha(c.alpha, p.alpha);
+  c.rgba = image::with_alpha(p.rgb, c.alpha);
   return c;
+}
+
+Cutout Remover::run(const image::Image& photo) {
+  Prepared p = prepare(photo);
+  const Matte m = infer(p);
+  return finish(std::move(p), m);
 }
 
 }  // namespace wgnn::matting

@@ -110,7 +110,9 @@ struct RemoveBgOptions {
   bool only_mask = false;  // write the matte (gray) instead of the cut-out
   std::string bg_color;    // "R,G,B[,A]": the cut-out over this colour instead
   std::string mask;    // the matte alone as 8-bit gray PNG (optional)
-  std::string model;   // default: isnet_any_size.onnx from the model folders (remove_bg.cpp)
+  std::string model;   // a file, or a preset: isnet (the default), modnet (cutout_settings.h)
+  bool post_process = false;  // the matte cleaned as rembg's post_process_mask does
+  int threads = 0;            // several photos: host threads decoding and writing (0: automatic)
   int size = 0;        // 0: the model's own
   std::string preprocess = "auto";
   int runs = 1;

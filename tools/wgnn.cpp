@@ -239,13 +239,22 @@ int main(int argc, char** argv) {
                  "R,G,B[,A] (0 to 255): the cut-out over this colour instead of transparency (RGB when A is 255 "
                  "or left out)");
   rb->add_option("--mask", rbo.mask, "Also write the matte alone as an 8-bit gray PNG");
-  rb->add_option("--model", rbo.model, "Matting model (default: ISNet, isnet_any_size.onnx from $WGNN_HOME/models, ~/.cache/wgnn/models, models/ beside wgnn or ../share/wgnn/models)");
+  rb->add_option("--model", rbo.model,
+                 "Matting model: a file, or a preset by name: isnet (the default: isnet_any_size.onnx or isnet.onnx) "
+                 "or modnet (modnet.onnx), found in $WGNN_HOME/models, ~/.cache/wgnn/models, models/ beside wgnn or "
+                 "../share/wgnn/models");
+  rb->add_flag("--post-process", rbo.post_process,
+               "Clean the matte as rembg's --post-process-mask does: an opening (3x3 cross), a 5x5 Gaussian blur "
+               "(sigma 2), then a threshold at 127 (alpha 0 or 255)");
   rb->add_option("--size", rbo.size,
                  "Model input size, a multiple of 32: ISNet N x N (default: its declared 1024; 768 is about as good "
                  "and 1.8x faster), MODNet the short side (default 512)");
   rb->add_option("--preprocess", rbo.preprocess,
                  "auto (from the model's input: fixed size -> isnet, free size -> modnet), isnet or modnet");
   rb->add_option("--runs", rbo.runs, "Run the model N times and report the steady run time (default 1)");
+  rb->add_option("--threads", rbo.threads,
+                 "Several photos: host threads that decode, pre-process and write while the GPU runs the model "
+                 "(default: the cores less one, at most 8)");
   rb->add_flag("--quiet", rbo.quiet, "No progress lines (failures are still reported)");
   rb->add_option("--max-pixels", rbo.max_pixels,
                  fmt::format("The largest photo accepted, width x height in pixels (default {}, 8192x8192; "
