@@ -156,6 +156,7 @@ Prepared Remover::prepare(const image::Image& photo) const {
   p.rgb = image::channels_of(photo, 0, 3);
   if (photo.channels == 4) p.alpha = image::channels_of(photo, 3, 1);
   p.plan = plan(p.rgb.width, p.rgb.height);
+  p.post_process = options_.post_process;
   const int w = p.plan.width, h = p.plan.height;
   p.input = HostTensor(DType::F32, {1, 3, h, w});
   const std::vector<float> planar = image::to_planar(p.rgb, w, h, p.plan.norm);
@@ -207,7 +208,7 @@ Cutout Remover::finish(Prepared p, const Matte& m) const {
   c.plan = std::move(p.plan);
   c.run_s = m.run_s;
   c.alpha = image::matte_to_alpha(m.values, c.plan.width, c.plan.height, p.rgb.width, p.rgb.height);
-  if (options_.post_process) c.alpha = image::post_process_alpha(c.alpha);
+  if (p.post_process) c.alpha = image::post_process_alpha(c.alpha);
   if (p.alpha.channels == 1) c.alpha = image::multiply_alpha(c.alpha, p.alpha);
   c.rgba = image::with_alpha(p.rgb, c.alpha);
   return c;

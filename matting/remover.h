@@ -64,6 +64,9 @@ struct Prepared {
   image::Image alpha;  // its own alpha (one channel), or empty
   InputPlan plan;
   HostTensor input;    // 1x3xHxW float32, normalized
+  // finish() cleans the matte (image::post_process_alpha): the options' value,
+  // which a caller may change per photo.
+  bool post_process = false;
 };
 
 // The model's matte for one photo (infer): plan.height rows of plan.width.

@@ -7,6 +7,7 @@
 //   wgnn bench-shapes MODEL --set ...  one session at many input shapes (build cost, weights once)
 //   wgnn profile MODEL [--trace F]     per-dispatch GPU time by op and kernel
 //   wgnn remove-bg PHOTO... | DIR [-o OUT]   cut out the photos' subjects (matting model)
+//   wgnn serve [--port N] [--model M]          the same over HTTP, with a web page
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -261,6 +262,26 @@ int main(int argc, char** argv) {
                              "checked from the header before decoding)",
                              image::kDefaultMaxPixels));
 
+  auto* sv = app.add_subcommand("serve",
+                               "Serve background removal over HTTP with the model loaded: POST /remove-bg (a photo in, "
+                               "the cut-out PNG out), GET /health, and a page at / to drop photos on");
+  tools::ServeOptions svo;
+  sv->add_option("--host", svo.host, "Address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
+  sv->add_option("--port", svo.port, "Port (default 8080; 0: any free one, printed)");
+  sv->add_option("--model", svo.model, "As remove-bg's --model: a file, or a preset (isnet, the default; modnet)");
+  sv->add_option("--size", svo.size, "As remove-bg's --size: the model input size, a multiple of 32");
+  sv->add_option("--preprocess", svo.preprocess, "As remove-bg's --preprocess: auto, isnet or modnet");
+  sv->add_option("--queue", svo.queue,
+                 "Requests served at once (decoding, waiting for or on the GPU, encoding); more get 503 at once "
+                 "(default 8)");
+  sv->add_option("--threads", svo.threads, "HTTP threads (default: --queue + 4)");
+  sv->add_option("--max-bytes", svo.max_bytes, "The largest request body, in bytes (default 32 MiB); larger get 413");
+  sv->add_option("--max-pixels", svo.max_pixels,
+                 "The largest photo, width x height (default 4096x4096, checked from the header); larger get 413");
+  sv->add_option("--timeout", svo.timeout_s,
+                 "A request's most seconds from admitted to answered (default 60); later ones get 503");
+  sv->add_flag("--quiet", svo.quiet, "No line per request");
+
   CLI11_PARSE(app, argc, argv);
   if (ops_cmd->parsed()) {
     for (const auto& n : ops::OpRegistry::global().names()) fmt::print("{}\n", n);
@@ -271,6 +292,7 @@ int main(int argc, char** argv) {
     opts.adapter = adapter;
     opts.allow_unsafe_apis = allow_unsafe;
     if (rb->parsed()) return tools::remove_bg(opts, rbo);
+    if (sv->parsed()) return tools::serve(opts, svo);
     // Argument errors before the GPU starts.
     if (bm->parsed()) tools::check_bench_options(bmo);
     if (pf->parsed()) tools::check_profile_options(pfo);
