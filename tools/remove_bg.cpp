@@ -490,6 +490,7 @@ class Batch {
     };
 
     std::deque<Pending> pending;
+    std::vector<double> model_s;  // each photo's model run (upload, GPU, read-back)
     auto report = [&](Pending& p) {
       const Job& job = jobs_[p.index];
       const std::string head = fmt::format("[{}/{}] {}", p.index + 1, n, job.input);
@@ -562,6 +563,7 @@ class Batch {
         p.height = d.prepared.rgb.height;
         *step_ = fmt::format("running the model on '{}' ({}x{} pixels)", job.input, p.width, p.height);
         auto matte = std::make_shared<matting::Matte>(remover_->infer(d.prepared));
+        model_s.push_back(matte->run_s);
         auto prepared = std::make_shared<matting::Prepared>(std::move(d.prepared));
         p.written = pool.submit([this, prepared, matte, output = job.output] {
           const matting::Cutout cut = remover_->finish(std::move(*prepared), *matte);
@@ -591,6 +593,21 @@ class Batch {
     if (!o_.quiet || !failed.empty()) {
       fmt::print(stderr, "remove-bg: {} done, {} skipped, {} failed, of {} photos in {}\n", done, skipped,
                  failed.size(), n, fmt_duration(total));
+      if (!o_.quiet && !model_s.empty()) {
+        // How busy the GPU thread was: near 100%, the host work keeps up.
+        double sum = 0;
+        for (double v : model_s) sum += v;
+        const double first = model_s.front();
+        std::vector<double> later(model_s.begin() + 1, model_s.end());
+        std::sort(later.begin(), later.end());
+        const double spent = std::chrono::duration<double>(clock::now() - *first_start).count();
+        fmt::print(stderr,
+                   "remove-bg: the model ran {} photos in {:.2f} s ({:.0f}% of the {:.2f} s since the first photo; "
+                   "first run {:.2f} s{}), {:.2f} photos/s after the first\n",
+                   model_s.size(), sum, 100 * sum / std::max(spent, 1e-9), spent, first,
+                   later.empty() ? "" : fmt::format(", then a median of {:.1f} ms", 1e3 * later[later.size() / 2]),
+                   later.empty() ? 0.0 : double(later.size()) / std::max(spent - first, 1e-9));
+      }
       for (const auto& [photo, why] : failed) {
         // Most reasons name the photo already.
         const bool named = why.find(photo) != std::string::npos;
