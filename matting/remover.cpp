@@ -10,6 +10,7 @@
 #include <map>
 #include <string_view>
 
+#include "graph/half.h"
 #include "onnx/session.h"
 
 namespace wgnn::matting {
@@ -158,19 +159,19 @@ Prepared Remover::prepare(const image::Image& photo) const {
   p.plan = plan(p.rgb.width, p.rgb.height);
   p.post_process = options_.post_process;
   const int w = p.plan.width, h = p.plan.height;
-  p.input = HostTensor(DType::F32, {1, 3, h, w});
+  HostTensor& in = p.inputs[input_] = HostTensor(DType::F32, {1, 3, h, w});
   const std::vector<float> planar = image::to_planar(p.rgb, w, h, p.plan.norm);
-  std::memcpy(p.input.data.data(), planar.data(), p.input.nbytes());
+  std::memcpy(in.data.data(), planar.data(), in.nbytes());
   return p;
 }
 
 Matte Remover::infer(const Prepared& p) {
   const int w = p.plan.width, h = p.plan.height;
   const auto t0 = clock::now();
-  std::map<std::string, HostTensor> outs;
+  std::map<std::string, HostTensor>& outs = outputs_;
   const bool resized = declared_[2] > 0 && declared_[3] > 0 && (declared_[2] != h || declared_[3] != w);
   try {
-    outs = session_->run({{input_, p.input}});
+    session_->run(p.inputs, outs);
   } catch (const Unsupported&) {
     throw;
   } catch (const HostOutOfMemory&) {
@@ -198,7 +199,8 @@ Matte Remover::infer(const Prepared& p) {
   if (m.dtype == DType::F32) {
     std::memcpy(out.values.data(), m.data.data(), m.nbytes());
   } else {
-    for (size_t i = 0; i < out.values.size(); ++i) out.values[i] = float(m.get_double(i));
+    const uint16_t* h16 = m.as<uint16_t>();
+    for (size_t i = 0; i < out.values.size(); ++i) out.values[i] = half_to_float(h16[i]);
   }
   return out;
 }

@@ -20,6 +20,7 @@
 // photo's own alpha when it has one (--post-process: the matte cleaned and
 // made hard first, image::post_process_alpha).
 // A fixed-size model (ISNet's kind) with MODNet pre-processing is refused.
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,7 +64,9 @@ struct Prepared {
   image::Image rgb;    // the photo's RGB
   image::Image alpha;  // its own alpha (one channel), or empty
   InputPlan plan;
-  HostTensor input;    // 1x3xHxW float32, normalized
+  // The model's input (its name -> 1x3xHxW float32, normalized), as
+  // Session::run takes it (no copy on the GPU thread).
+  std::map<std::string, HostTensor> inputs;
   // finish() cleans the matte (image::post_process_alpha): the options' value,
   // which a caller may change per photo.
   bool post_process = false;
@@ -117,6 +120,10 @@ class Remover {
   Shape declared_;  // the input's declared shape (-1: dynamic)
   Preprocess kind_ = Preprocess::ISNet;
   double load_s_ = 0;
+  // The outputs' host memory, kept from run to run as `wgnn bench` keeps it
+  // (ISNet: 12 outputs, tens of MB that would be allocated and zero-filled
+  // on every photo otherwise). infer() runs on one thread at a time.
+  std::map<std::string, HostTensor> outputs_;
 };
 
 }  // namespace wgnn::matting
