@@ -63,7 +63,12 @@ Remover::Remover(gpu::Context& ctx, const std::string& model_path, RemoverOption
                             image::kMaxSide));
   }
   const auto t0 = clock::now();
-  session_ = std::make_unique<onnx_import::Session>(ctx, model_path);
+  // Only the first output (the matte) is run and read back: ISNet's other
+  // eleven (side outputs, feature maps) would be tens of MB a photo.
+  onnx_import::LoadedModel model = onnx_import::load_model(model_path);
+  onnx_import::SessionOptions so;
+  if (!model.outputs.empty()) so.outputs = {model.outputs.front().name};
+  session_ = std::make_unique<onnx_import::Session>(ctx, std::move(model), so);
   load_s_ = seconds_since(t0);
 
   const auto& ins = session_->inputs();

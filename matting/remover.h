@@ -15,7 +15,8 @@
 //  - MODNet: dynamic height and width. The photo keeps its aspect ratio with
 //    the short side at 512 (or N), both sides rounded to multiples of 32, and
 //    is normalized (x/255 - 0.5) / 0.5.
-// Post-processing: the first output, clamped to [0, 1], resized to the photo
+// Post-processing: the first output (the only one the Session runs and
+// reads back), clamped to [0, 1], resized to the photo
 // (bilinear growing, area shrinking), alpha = round(255 * matte), times the
 // photo's own alpha when it has one (--post-process: the matte cleaned and
 // made hard first, image::post_process_alpha).
@@ -120,9 +121,8 @@ class Remover {
   Shape declared_;  // the input's declared shape (-1: dynamic)
   Preprocess kind_ = Preprocess::ISNet;
   double load_s_ = 0;
-  // The outputs' host memory, kept from run to run as `wgnn bench` keeps it
-  // (ISNet: 12 outputs, tens of MB that would be allocated and zero-filled
-  // on every photo otherwise). infer() runs on one thread at a time.
+  // The matte's host memory, kept from run to run as `wgnn bench` keeps
+  // its outputs. infer() runs on one thread at a time.
   std::map<std::string, HostTensor> outputs_;
 };
 
