@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cstdlib>
 
 #include "image/matte.h"
 
@@ -21,7 +20,7 @@ struct Preset {
 
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> p = {
-      {"isnet", {"isnet_any_size.onnx", "isnet.onnx"}, matting::Preprocess::ISNet,
+      {"isnet", {matting::kDefaultModel, "isnet.onnx"}, matting::Preprocess::ISNet,
        "scripts/setup fetches ISNet (into a build folder's models/), or put it in $WGNN_HOME/models, or give "
        "--model FILE"},
       {"modnet", {"modnet.onnx"}, matting::Preprocess::MODNet,
@@ -34,23 +33,10 @@ const std::vector<Preset>& presets() {
 }  // namespace
 
 std::vector<fs::path> model_folders() {
-  std::vector<fs::path> dirs;
-  auto env = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v && *v ? std::string(v) : std::string();
-  };
-  if (auto home = env("WGNN_HOME"); !home.empty()) dirs.push_back(fs::path(home) / "models");
-  if (auto xdg = env("XDG_CACHE_HOME"); !xdg.empty()) {
-    dirs.push_back(fs::path(xdg) / "wgnn" / "models");
-  } else if (auto h = env("HOME"); !h.empty()) {
-    dirs.push_back(fs::path(h) / ".cache" / "wgnn" / "models");
-  }
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    dirs.push_back(exe.parent_path() / "models");
-    dirs.push_back(exe.parent_path().parent_path() / "share" / "wgnn" / "models");
-  }
+  std::vector<fs::path> dirs;
+  for (const auto& d : matting::model_folders(ec ? std::string() : exe.parent_path().string())) dirs.emplace_back(d);
   return dirs;
 }
 

@@ -14,11 +14,9 @@
 
 namespace wgnn::tools {
 
-// Where a model is looked for without a path, in order (README, "Install"):
-// $WGNN_HOME/models, the user's cache folder ($XDG_CACHE_HOME/wgnn/models,
-// else ~/.cache/wgnn/models), models/ beside the wgnn binary (a build folder:
-// scripts/setup copies ISNet there) and ../share/wgnn/models from it (an
-// install).
+// Where a model is looked for without a path: matting::model_folders from
+// the wgnn binary's folder ($WGNN_HOME/models, the user's cache, models/
+// beside wgnn, ../share/wgnn/models).
 std::vector<std::filesystem::path> model_folders();
 
 // The model to load, and the pre-processing its preset implies.
