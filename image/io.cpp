@@ -1,6 +1,5 @@
 #include <fmt/format.h>
 #include <stb_image.h>
-#include <stb_image_write.h>
 
 #include <cerrno>
 #include <cstring>
@@ -175,25 +174,6 @@ Image decode_rgb(const std::string& bytes, const std::string& what, uint64_t max
 
 Image read_rgb(const std::string& path, uint64_t max_pixels) {
   return decode_rgb(read_file(path), path, max_pixels);
-}
-
-std::string encode_png(const Image& img) {
-  if (img.channels < 1 || img.channels > 4) {
-    throw Error(fmt::format("a PNG holds 1 to 4 channels; the image has {}", img.channels));
-  }
-  if (img.width <= 0 || img.height <= 0 || img.pixels.size() != size_t(img.width) * size_t(img.height) * size_t(img.channels)) {
-    throw Error(fmt::format("cannot encode a {}x{}x{} image of {} bytes", img.width, img.height, img.channels,
-                            img.pixels.size()));
-  }
-  std::string out;
-  auto append = [](void* ctx, void* data, int size) {
-    static_cast<std::string*>(ctx)->append(static_cast<const char*>(data), size_t(size));
-  };
-  if (!stbi_write_png_to_func(append, &out, img.width, img.height, img.channels, img.pixels.data(),
-                              img.width * img.channels)) {
-    throw Error(fmt::format("PNG encoding of a {}x{} image failed", img.width, img.height));
-  }
-  return out;
 }
 
 void write_png(const std::string& path, const Image& img) { util::write_file_atomic(path, encode_png(img)); }

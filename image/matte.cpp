@@ -51,6 +51,70 @@ Image multiply_alpha(const Image& a, const Image& b) {
   return out;
 }
 
+namespace {
+
+// The cross's min (erode) or max (dilate) at every pixel.
+Image cross_filter(const Image& a, bool take_max) {
+  const int w = a.width, h = a.height;
+  Image out(w, h, 1);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      uint8_t v = a.at(x, y, 0);
+      auto take = [&](int xx, int yy) {
+        if (xx < 0 || yy < 0 || xx >= w || yy >= h) return;  // outside: left out
+        const uint8_t u = a.at(xx, yy, 0);
+        v = take_max ? std::max(v, u) : std::min(v, u);
+      };
+      take(x - 1, y);
+      take(x + 1, y);
+      take(x, y - 1);
+      take(x, y + 1);
+      out.at(x, y, 0) = v;
+    }
+  }
+  return out;
+}
+
+// Index i mirrored into [0, n) without repeating the edge (n >= 1).
+int reflect101(int i, int n) {
+  if (n == 1) return 0;
+  while (i < 0 || i >= n) i = i < 0 ? -i : 2 * (n - 1) - i;
+  return i;
+}
+
+}  // namespace
+
+Image post_process_alpha(const Image& alpha) {
+  if (alpha.channels != 1 || alpha.width <= 0 || alpha.height <= 0) {
+    throw Error(fmt::format("post_process_alpha: needs a one-channel image; got {}x{}x{}", alpha.width, alpha.height,
+                            alpha.channels));
+  }
+  const Image opened = cross_filter(cross_filter(alpha, false), true);
+  const int w = alpha.width, h = alpha.height;
+  // The 5-tap Gaussian, sigma 2, normalized to a sum of 1.
+  double k[5], sum = 0;
+  for (int i = 0; i < 5; ++i) sum += k[i] = std::exp(-double((i - 2) * (i - 2)) / (2 * 2.0 * 2.0));
+  for (double& v : k) v /= sum;
+  std::vector<double> rows(size_t(w) * size_t(h));
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      double acc = 0;
+      for (int i = 0; i < 5; ++i) acc += k[i] * opened.at(reflect101(x + i - 2, w), y, 0);
+      rows[size_t(y) * size_t(w) + size_t(x)] = acc;
+    }
+  }
+  Image out(w, h, 1);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      double acc = 0;
+      for (int i = 0; i < 5; ++i) acc += k[i] * rows[size_t(reflect101(y + i - 2, h)) * size_t(w) + size_t(x)];
+      // The blur is rounded to 8 bits before the threshold, as on an 8-bit image.
+      out.at(x, y, 0) = std::lround(acc) < 127 ? 0 : 255;
+    }
+  }
+  return out;
+}
+
 Image composite_over(const Image& rgba, const std::array<uint8_t, 4>& bg) {
   if (rgba.channels != 4) throw Error(fmt::format("composite_over: needs RGBA; got {} channels", rgba.channels));
   const bool opaque = bg[3] == 255;

@@ -34,6 +34,14 @@ Image matte_to_alpha(const std::vector<float>& matte, int mw, int mh, int w, int
 // photo's own transparency stays transparent in its cut-out.
 Image multiply_alpha(const Image& a, const Image& b);
 
+// rembg's post_process_mask on a one-channel alpha: an opening (erosion,
+// then dilation) with the 3x3 elliptic structuring element (a cross: the
+// pixel and its 4 neighbours; neighbours outside the image are left out),
+// a 5x5 Gaussian blur with sigma 2 (edges mirrored without repeating the
+// edge pixel, OpenCV's BORDER_REFLECT_101), then a threshold: 0 below 127,
+// else 255. Specks smaller than the cross go, edges come out hard.
+Image post_process_alpha(const Image& alpha);
+
 // An RGBA image (straight alpha) composited over a solid colour `bg`
 // (R, G, B, A): "over", alpha_out = a + A (1 - a), colour weighted by the
 // alphas and divided by alpha_out, rounded. An opaque colour (A = 255)

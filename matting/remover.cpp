@@ -11,6 +11,7 @@
 #include <map>
 #include <string_view>
 
+#include "graph/half.h"
 #include "onnx/session.h"
 
 namespace wgnn::matting {
@@ -63,7 +64,12 @@ Remover::Remover(gpu::Context& ctx, const std::string& model_path, RemoverOption
                             image::kMaxSide));
   }
   const auto t0 = clock::now();
-  session_ = std::make_unique<onnx_import::Session>(ctx, model_path);
+  // Only the first output (the matte) is run and read back: ISNet's other
+  // eleven (side outputs, feature maps) would be tens of MB a photo.
+  onnx_import::LoadedModel model = onnx_import::load_model(model_path);
+  onnx_import::SessionOptions so;
+  if (!model.outputs.empty()) so.outputs = {model.outputs.front().name};
+  session_ = std::make_unique<onnx_import::Session>(ctx, std::move(model), so);
   load_s_ = seconds_since(t0);
 
   const auto& ins = session_->inputs();
@@ -179,23 +185,29 @@ std::string find_model(const std::vector<std::string>& folders) {
   return {};
 }
 
-Cutout Remover::run(const image::Image& photo) {
+Prepared Remover::prepare(const image::Image& photo) const {
   if (photo.channels != 3 && photo.channels != 4) {
     throw Error(fmt::format("Remover::run: needs an RGB or RGBA image; got {} channels", photo.channels));
   }
-  const image::Image rgb = image::channels_of(photo, 0, 3);
-  Cutout c;
-  c.plan = plan(rgb.width, rgb.height);
-  const int w = c.plan.width, h = c.plan.height;
-  HostTensor in(DType::F32, {1, 3, h, w});
-  const std::vector<float> planar = image::to_planar(rgb, w, h, c.plan.norm);
+  Prepared p;
+  p.rgb = image::channels_of(photo, 0, 3);
+  if (photo.channels == 4) p.alpha = image::channels_of(photo, 3, 1);
+  p.plan = plan(p.rgb.width, p.rgb.height);
+  p.post_process = options_.post_process;
+  const int w = p.plan.width, h = p.plan.height;
+  HostTensor& in = p.inputs[input_] = HostTensor(DType::F32, {1, 3, h, w});
+  const std::vector<float> planar = image::to_planar(p.rgb, w, h, p.plan.norm);
   std::memcpy(in.data.data(), planar.data(), in.nbytes());
+  return p;
+}
 
+Matte Remover::infer(const Prepared& p) {
+  const int w = p.plan.width, h = p.plan.height;
   const auto t0 = clock::now();
-  std::map<std::string, HostTensor> outs;
+  std::map<std::string, HostTensor>& outs = outputs_;
   const bool resized = declared_[2] > 0 && declared_[3] > 0 && (declared_[2] != h || declared_[3] != w);
   try {
-    outs = session_->run({{input_, in}});
+    session_->run(p.inputs, outs);
   } catch (const Unsupported&) {
     throw;
   } catch (const HostOutOfMemory&) {
@@ -208,7 +220,8 @@ Cutout Remover::run(const image::Image& photo) {
                             declared_[3], declared_[2], w, h,
                             kind_ == Preprocess::ISNet ? " (or use isnet_any_size.onnx, which scripts/setup derives)" : ""));
   }
-  c.run_s = seconds_since(t0);
+  Matte out;
+  out.run_s = seconds_since(t0);
 
   const auto& first = session_->outputs().front();
   const HostTensor& m = outs.at(first.name);
@@ -218,16 +231,31 @@ Cutout Remover::run(const image::Image& photo) {
                             "float 1x1x{}x{} (the input's height and width)",
                             first.name, dtype_name(m.dtype), shape_str(m.shape), h, w));
   }
-  std::vector<float> matte(size_t(m.numel()));
+  out.values.resize(size_t(m.numel()));
   if (m.dtype == DType::F32) {
-    std::memcpy(matte.data(), m.data.data(), m.nbytes());
+    std::memcpy(out.values.data(), m.data.data(), m.nbytes());
   } else {
-    for (size_t i = 0; i < matte.size(); ++i) matte[i] = float(m.get_double(i));
+    const uint16_t* h16 = m.as<uint16_t>();
+    for (size_t i = 0; i < out.values.size(); ++i) out.values[i] = half_to_float(h16[i]);
   }
-  c.alpha = image::matte_to_alpha(matte, w, h, rgb.width, rgb.height);
-  if (photo.channels == 4) c.alpha = image::multiply_alpha(c.alpha, image::channels_of(photo, 3, 1));
-  c.rgba = image::with_alpha(rgb, c.alpha);
+  return out;
+}
+
+Cutout Remover::finish(Prepared p, const Matte& m) const {
+  Cutout c;
+  c.plan = std::move(p.plan);
+  c.run_s = m.run_s;
+  c.alpha = image::matte_to_alpha(m.values, c.plan.width, c.plan.height, p.rgb.width, p.rgb.height);
+  if (p.post_process) c.alpha = image::post_process_alpha(c.alpha);
+  if (p.alpha.channels == 1) c.alpha = image::multiply_alpha(c.alpha, p.alpha);
+  c.rgba = image::with_alpha(p.rgb, c.alpha);
   return c;
+}
+
+Cutout Remover::run(const image::Image& photo) {
+  Prepared p = prepare(photo);
+  const Matte m = infer(p);
+  return finish(std::move(p), m);
 }
 
 }  // namespace wgnn::matting

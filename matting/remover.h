@@ -15,15 +15,19 @@
 //  - MODNet: dynamic height and width. The photo keeps its aspect ratio with
 //    the short side at 512 (or N), both sides rounded to multiples of 32, and
 //    is normalized (x/255 - 0.5) / 0.5.
-// Post-processing: the first output, clamped to [0, 1], resized to the photo
+// Post-processing: the first output (the only one the Session runs and
+// reads back), clamped to [0, 1], resized to the photo
 // (bilinear growing, area shrinking), alpha = round(255 * matte), times the
-// photo's own alpha when it has one.
+// photo's own alpha when it has one (--post-process: the matte cleaned and
+// made hard first, image::post_process_alpha).
 // A fixed-size model (ISNet's kind) with MODNet pre-processing is refused.
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gpu/context.h"
+#include "graph/host_tensor.h"
 #include "graph/tensor.h"
 #include "image/image.h"
 #include "image/matte.h"
@@ -42,6 +46,9 @@ const char* preprocess_name(Preprocess p);
 struct RemoverOptions {
   Preprocess preprocess = Preprocess::Auto;
   int size = 0;  // 0: the model's own (ISNet: the declared size; MODNet: 512)
+  // The matte cleaned as rembg's post_process_mask does (image/matte.h,
+  // post_process_alpha): 0 or 255, before the photo's own alpha is applied.
+  bool post_process = false;
 };
 
 // What run() feeds the model.
@@ -50,6 +57,26 @@ struct InputPlan {
   Preprocess kind = Preprocess::ISNet;
   int width = 0, height = 0;
   image::Normalization norm;
+};
+
+// A photo made ready for the model on the host (prepare): what infer() feeds
+// the GPU and finish() needs afterwards.
+struct Prepared {
+  image::Image rgb;    // the photo's RGB
+  image::Image alpha;  // its own alpha (one channel), or empty
+  InputPlan plan;
+  // The model's input (its name -> 1x3xHxW float32, normalized), as
+  // Session::run takes it (no copy on the GPU thread).
+  std::map<std::string, HostTensor> inputs;
+  // finish() cleans the matte (image::post_process_alpha): the options' value,
+  // which a caller may change per photo.
+  bool post_process = false;
+};
+
+// The model's matte for one photo (infer): plan.height rows of plan.width.
+struct Matte {
+  std::vector<float> values;
+  double run_s = 0;
 };
 
 struct Cutout {
@@ -83,8 +110,16 @@ class Remover {
   // The input size and normalization for a photo of w x h.
   InputPlan plan(int photo_w, int photo_h) const;
   // Cuts out an RGB or RGBA photo; an RGBA photo's own alpha is multiplied
-  // into the matte (what was transparent stays transparent).
+  // into the matte (what was transparent stays transparent). The same as
+  // finish(prepare(photo), infer(...)).
   Cutout run(const image::Image& photo);
+
+  // run() in three steps, for a pipeline that keeps the GPU busy: prepare()
+  // and finish() are host work and may run on other threads at the same
+  // time as infer() (the GPU; one thread at a time).
+  Prepared prepare(const image::Image& photo) const;
+  Matte infer(const Prepared& p);
+  Cutout finish(Prepared p, const Matte& m) const;
 
   double load_s() const { return load_s_; }
   Preprocess kind() const { return kind_; }
@@ -98,6 +133,9 @@ class Remover {
   Shape declared_;  // the input's declared shape (-1: dynamic)
   Preprocess kind_ = Preprocess::ISNet;
   double load_s_ = 0;
+  // The matte's host memory, kept from run to run as `wgnn bench` keeps
+  // its outputs. infer() runs on one thread at a time.
+  std::map<std::string, HostTensor> outputs_;
 };
 
 }  // namespace wgnn::matting

@@ -307,6 +307,23 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
   for (const auto& [name, t] : initializers_) uses_f16_ |= t.dtype == DType::F16;
   for (const auto& v : inputs_) uses_f16_ |= v.dtype == DType::F16;
   for (const auto& v : outputs_) uses_f16_ |= v.dtype == DType::F16;
+  if (!options_.outputs.empty()) {
+    std::vector<ValueInfo> chosen;
+    for (const auto& name : options_.outputs) {
+      auto it = std::find_if(outputs_.begin(), outputs_.end(), [&](const ValueInfo& v) { return v.name == name; });
+      if (it == outputs_.end()) {
+        std::vector<std::string> names;
+        for (const auto& v : outputs_) names.push_back(fmt::format("'{}'", v.name));
+        throw Error(fmt::format("SessionOptions::outputs: '{}' is not an output of the model; its outputs: {}", name,
+                                fmt::join(names, ", ")));
+      }
+      if (std::any_of(chosen.begin(), chosen.end(), [&](const ValueInfo& v) { return v.name == name; })) {
+        throw Error(fmt::format("SessionOptions::outputs: '{}' is given twice", name));
+      }
+      chosen.push_back(*it);
+    }
+    outputs_ = std::move(chosen);
+  }
   for (const auto& n : model_->graph().node()) {
     for (const auto& a : n.attribute()) {
       uses_f16_ |= a.name() == "to" && a.i() == 10;  // Cast to FLOAT16

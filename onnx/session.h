@@ -78,6 +78,12 @@ struct SessionOptions {
   // Plans (one per set of input shapes) kept at once, at least 1; the least
   // recently used is evicted when a new shape would exceed it.
   int max_plans = 8;
+  // The graph outputs to compute and return, by name, in this order (empty:
+  // all, as the model declares them); outputs() then lists these. The
+  // others are not read back, and the work only they need is not run
+  // (Graph::remove_dead_dispatches): ISNet's matte without its five side
+  // outputs and five feature maps. An unknown or repeated name is an Error.
+  std::vector<std::string> outputs;
 };
 
 // A parsed and checked model, before any GPU work: what Session's

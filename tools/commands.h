@@ -110,7 +110,9 @@ struct RemoveBgOptions {
   bool only_mask = false;  // write the matte (gray) instead of the cut-out
   std::string bg_color;    // "R,G,B[,A]": the cut-out over this colour instead
   std::string mask;    // the matte alone as 8-bit gray PNG (optional)
-  std::string model;   // default: isnet_any_size.onnx from the model folders (remove_bg.cpp)
+  std::string model;   // a file, or a preset: isnet (the default), modnet (cutout_settings.h)
+  bool post_process = false;  // the matte cleaned as rembg's post_process_mask does
+  int threads = 0;            // several photos: host threads decoding and writing (0: automatic)
   int size = 0;        // 0: the model's own
   std::string preprocess = "auto";
   int runs = 1;
@@ -121,6 +123,22 @@ struct RemoveBgOptions {
 // once). Several photos: one model, a progress line each, a summary; exit 1
 // if any failed.
 int remove_bg(const gpu::ContextOptions& context_options, const RemoveBgOptions& o);
+
+// `wgnn serve`: background removal over HTTP (tools/serve.cpp).
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (printed)
+  std::string model;  // as remove-bg's --model
+  int size = 0;
+  std::string preprocess = "auto";
+  int queue = 8;     // requests served at once (decoding, on the GPU or encoding); more get 503
+  int threads = 0;   // HTTP threads (0: queue + 4)
+  uint64_t max_bytes = uint64_t(32) << 20;         // the largest request body
+  uint64_t max_pixels = uint64_t(4096) * 4096;     // the largest photo (width x height)
+  double timeout_s = 60;                           // a request's most time, from admitted to answered
+  bool quiet = false;
+};
+int serve(const gpu::ContextOptions& context_options, const ServeOptions& o);
 int selfcheck(gpu::Context& ctx);
 
 }  // namespace wgnn::tools

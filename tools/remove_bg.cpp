@@ -9,6 +9,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <exception>
+#include <future>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -22,7 +25,9 @@
 #include "image/matte.h"
 #include "matting/remover.h"
 #include "tools/commands.h"
+#include "tools/cutout_settings.h"
 #include "util/file.h"
+#include "util/thread_pool.h"
 
 namespace wgnn::tools {
 namespace {
@@ -83,14 +88,6 @@ class Step {
   bool stopping_ = false;
 };
 
-// Where remove-bg looks for its model without --model: matting's list, from
-// the wgnn binary's folder.
-std::vector<std::string> model_folders() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  return matting::model_folders(ec ? std::string() : exe.parent_path().string());
-}
-
 // The output must be a .png in a folder that exists: checked before the
 // (slow) run.
 void check_output(const std::string& path, const char* flag) {
@@ -145,26 +142,6 @@ struct Job {
 
 std::string output_name(const fs::path& input, const RemoveBgOptions& o) {
   return input.stem().string() + (o.only_mask ? "_mask.png" : "_cutout.png");
-}
-
-// --bg-color R,G,B[,A]: four values of 0 to 255 (A: 255 when left out).
-std::array<uint8_t, 4> parse_color(const std::string& s) {
-  std::array<uint8_t, 4> c{0, 0, 0, 255};
-  size_t n = 0, i = 0;
-  const auto bad = [&] {
-    return Error(fmt::format("--bg-color '{}': give R,G,B or R,G,B,A, each 0 to 255 (e.g. 255,255,255 for white)", s));
-  };
-  while (i <= s.size()) {
-    const size_t j = std::min(s.find(',', i), s.size());
-    const std::string part = s.substr(i, j - i);
-    if (n >= 4 || part.empty() || part.size() > 3 || part.find_first_not_of("0123456789") != std::string::npos) throw bad();
-    const int v = std::stoi(part);
-    if (v > 255) throw bad();
-    c[n++] = uint8_t(v);
-    i = j + 1;
-  }
-  if (n < 3) throw bad();
-  return c;
 }
 
 // The photos of a folder, sorted, as paths relative to it.
@@ -294,6 +271,7 @@ class Batch {
 
   int run() {
     if (o_.runs < 1) throw Error(fmt::format("--runs {}: give 1 or more", o_.runs));
+    if (o_.threads < 0 || o_.threads > 8) throw Error(fmt::format("--threads {}: give 1 to 8 (0: automatic)", o_.threads));
     if (o_.max_pixels == 0) throw Error("--max-pixels 0: give the largest photo to accept, in pixels (width x height)");
     if (o_.size != 0 && (o_.size < 32 || o_.size % 32 != 0)) {
       throw Error(fmt::format("--size {}: give a multiple of 32 (ISNet: 1024 by default; 512 or 320 are faster)",
@@ -305,8 +283,9 @@ class Batch {
     if (o_.only_mask && !o_.mask.empty()) throw Error("--only-mask writes the matte already; --mask is for the cut-out's");
     bool single = false;
     jobs_ = plan_jobs(o_, &single);
-    model_ = o_.model.empty() ? matting::find_model(model_folders()) : o_.model;
-    check_model();
+    model_choice_ = choose_model(o_.model);
+    model_ = model_choice_.path;
+    kind_ = preprocess_for(model_choice_, o_.preprocess);
     if (single) return run_single(jobs_[0]);
     if (o_.runs != 1) throw Error("--runs times one photo; give a single photo with it");
     if (!o_.mask.empty()) throw Error("--mask names one file; give a single photo with it");
@@ -323,22 +302,6 @@ class Batch {
   }
 
  private:
-  void check_model() const {
-    std::error_code ec;
-    if (fs::is_regular_file(model_, ec)) return;
-    if (o_.model.empty()) {
-      std::string tried;
-      for (const auto& d : model_folders()) {
-        tried += fmt::format("\n  {}", (fs::path(d) / matting::kDefaultModel).string());
-      }
-      throw Error(fmt::format("no model found; remove-bg looked for {} at{}\nscripts/setup fetches ISNet (into a build "
-                              "folder's models/), or put it in $WGNN_HOME/models, or give --model FILE",
-                              matting::kDefaultModel, tried));
-    }
-    throw Error(fs::exists(model_, ec) ? fmt::format("model '{}' is not a file", model_)
-                                       : fmt::format("model '{}': no such file", model_));
-  }
-
   void say(const std::string& line) const {
     if (!o_.quiet) fmt::print(stderr, "remove-bg: {}\n", line);
   }
@@ -363,8 +326,9 @@ class Batch {
     *step_ = fmt::format("loading the model '{}'", model_);
     Step load(o_.quiet, fmt::format("loading {} ({:.1f} MiB)", fs::path(model_).filename().string(), ec ? 0.0 : mib));
     matting::RemoverOptions ro;
-    ro.preprocess = matting::parse_preprocess(o_.preprocess);
+    ro.preprocess = kind_;
     ro.size = o_.size;
+    ro.post_process = o_.post_process;
     remover_ = std::make_unique<matting::Remover>(*ctx_, model_, ro);
     load.done();
     loading_ = false;
@@ -373,11 +337,7 @@ class Batch {
 
   // What a photo's output holds: the cut-out (RGBA), the matte alone
   // (--only-mask, gray) or the cut-out over a colour (--bg-color).
-  image::Image result(const matting::Cutout& cut) const {
-    if (o_.only_mask) return cut.alpha;
-    if (bg_) return image::composite_over(cut.rgba, *bg_);
-    return cut.rgba;
-  }
+  image::Image result(const matting::Cutout& cut) const { return cutout_image(cut, o_.only_mask, bg_); }
 
   void write(const std::string& output, const image::Image& img) const {
     *step_ = fmt::format("writing '{}'", output);
@@ -451,6 +411,27 @@ class Batch {
     return 0;
   }
 
+  // What a photo's host work gave (decode and pre-processing on a worker).
+  struct Decoded {
+    matting::Prepared prepared;
+    clock::time_point started;
+  };
+  // A photo in the order of the run: skipped, failed, or its last step (the
+  // cut-out encoded and written) on a worker.
+  struct Pending {
+    size_t index = 0;
+    bool skipped = false;
+    std::string error;  // failed before its last step
+    std::future<void> written;
+    clock::time_point started;
+    int width = 0, height = 0;
+  };
+
+  // Several photos, as a pipeline: workers decode and pre-process the photos
+  // ahead of the GPU (a bounded window of them), the GPU runs the model on
+  // one photo after another in this thread, and workers turn each matte into
+  // the cut-out and write it while the GPU runs the next. Progress lines and
+  // the summary keep the order of the photos; a photo's failure is its own.
   int run_many() {
     const size_t n = jobs_.size();
     size_t done = 0, skipped = 0;
@@ -458,56 +439,175 @@ class Batch {
     const auto t0 = clock::now();
     std::optional<clock::time_point> first_start;
     size_t worked = 0;  // photos run or failed (not skipped), for the rate
-    say(fmt::format("{} photos", n));
+    const int threads = worker_threads();
+    say(fmt::format("{} photos, {} host thread{}", n, threads, threads == 1 ? "" : "s"));
+
+    std::vector<char> skip(n, 0);
     for (size_t i = 0; i < n; ++i) {
-      const Job& job = jobs_[i];
-      const std::string head = fmt::format("[{}/{}] {}", i + 1, n, job.input);
       std::error_code ec;
-      if (!o_.overwrite && fs::exists(job.output, ec)) {
+      skip[i] = !o_.overwrite && fs::exists(jobs_[i].output, ec);
+    }
+    // The model is loaded when the first photo has been read (a run whose
+    // photos all fail or are skipped loads none); the workers' pre-processing
+    // waits for it.
+    std::promise<const matting::Remover*> model_promise;
+    std::shared_future<const matting::Remover*> model = model_promise.get_future().share();
+    bool model_set = false;
+    util::ThreadPool pool(threads);
+    struct ModelGuard {  // a run that ends early still frees the waiting workers
+      std::promise<const matting::Remover*>& p;
+      bool& set;
+      ~ModelGuard() {
+        if (!set) p.set_exception(std::make_exception_ptr(Error("the run stopped before the model was loaded")));
+      }
+    } guard{model_promise, model_set};
+
+    const size_t window = size_t(2 * threads + 2);  // photos decoded ahead of the GPU
+    std::vector<std::future<Decoded>> decoded(n);
+    std::vector<std::future<void>> read_done(n);  // the photo read (the model may wait on it)
+    size_t next = 0;
+    auto submit_ahead = [&](size_t upto) {
+      for (; next < n && next < upto; ++next) {
+        if (skip[next]) continue;
+        auto read = std::make_shared<std::promise<void>>();
+        read_done[next] = read->get_future();
+        const std::string input = jobs_[next].input;
+        decoded[next] = pool.submit([this, input, read, model] {
+          Decoded d;
+          d.started = clock::now();
+          image::Image photo;
+          try {
+            photo = this->read(input);
+          } catch (...) {
+            read->set_exception(std::current_exception());
+            throw;
+          }
+          read->set_value();
+          d.prepared = model.get()->prepare(photo);
+          return d;
+        });
+      }
+    };
+
+    std::deque<Pending> pending;
+    std::vector<double> model_s;  // each photo's model run (upload, GPU, read-back)
+    auto report = [&](Pending& p) {
+      const Job& job = jobs_[p.index];
+      const std::string head = fmt::format("[{}/{}] {}", p.index + 1, n, job.input);
+      if (p.skipped) {
         ++skipped;
         say(fmt::format("{}: skipped, '{}' exists (--overwrite redoes it)", head, job.output));
+        return;
+      }
+      ++worked;
+      std::string error = p.error;
+      if (error.empty()) {
+        try {
+          p.written.get();
+        } catch (const std::bad_alloc&) {
+          error = fmt::format("out of host memory while writing '{}'", job.output);
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+      }
+      if (!error.empty()) {
+        failed.emplace_back(job.input, error);
+        if (!o_.quiet) fmt::print(stderr, "remove-bg: {}: FAILED: {}\n", head, error);
+        return;
+      }
+      ++done;
+      const double spent = std::chrono::duration<double>(clock::now() - *first_start).count();
+      const double rate = double(worked) / std::max(spent, 1e-9);
+      const size_t left = n - p.index - 1;
+      say(fmt::format("{} {}x{} -> {} {:.2f} s ({:.1f} photos/s, ETA {})", head, p.width, p.height, job.output,
+                      std::chrono::duration<double>(clock::now() - p.started).count(), rate,
+                      fmt_duration(double(left) / std::max(rate, 1e-9))));
+    };
+    // Reports the photos at the front that are finished; waits while more
+    // than `keep` are outstanding.
+    auto drain = [&](size_t keep) {
+      while (!pending.empty()) {
+        Pending& p = pending.front();
+        const bool ready = p.skipped || !p.error.empty() ||
+                           p.written.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+        if (!ready && pending.size() <= keep) break;
+        report(p);
+        pending.pop_front();
+      }
+    };
+
+    for (size_t i = 0; i < n; ++i) {
+      submit_ahead(i + window);
+      Pending p;
+      p.index = i;
+      if (skip[i]) {
+        p.skipped = true;
+        pending.push_back(std::move(p));
+        drain(window);
         continue;
       }
-      const auto t = clock::now();
-      if (!first_start) first_start = t;
+      const Job& job = jobs_[i];
+      p.started = clock::now();
+      if (!first_start) first_start = p.started;
       try {
-        *step_ = fmt::format("reading the photo '{}'", job.input);
-        const image::Image photo = read(job.input);
-        matting::Remover& r = remover();
-        *step_ = fmt::format("running the model on '{}' ({}x{} pixels)", job.input, photo.width, photo.height);
-        const matting::Cutout cut = r.run(photo);
-        const fs::path parent = fs::path(job.output).parent_path();
-        if (!parent.empty()) fs::create_directories(parent, ec);
-        if (ec) throw Error(fmt::format("cannot make the folder '{}': {}", parent.string(), ec.message()));
-        write(job.output, result(cut));
-        ++done;
-        ++worked;
-        const double spent = std::chrono::duration<double>(clock::now() - *first_start).count();
-        const double rate = double(worked) / std::max(spent, 1e-9);
-        const size_t left = n - i - 1;
-        say(fmt::format("{} {}x{} -> {} {:.2f} s ({:.1f} photos/s, ETA {})", head, photo.width, photo.height,
-                        job.output, std::chrono::duration<double>(clock::now() - t).count(), rate,
-                        fmt_duration(double(left) / std::max(rate, 1e-9))));
+        if (!model_set) {
+          read_done[i].get();  // throws the photo's read error
+          *step_ = fmt::format("loading the model '{}'", model_);
+          const matting::Remover* r = &remover();
+          model_set = true;
+          model_promise.set_value(r);
+        }
+        Decoded d = decoded[i].get();
+        p.started = d.started;
+        p.width = d.prepared.rgb.width;
+        p.height = d.prepared.rgb.height;
+        *step_ = fmt::format("running the model on '{}' ({}x{} pixels)", job.input, p.width, p.height);
+        auto matte = std::make_shared<matting::Matte>(remover_->infer(d.prepared));
+        model_s.push_back(matte->run_s);
+        auto prepared = std::make_shared<matting::Prepared>(std::move(d.prepared));
+        p.written = pool.submit([this, prepared, matte, output = job.output] {
+          const matting::Cutout cut = remover_->finish(std::move(*prepared), *matte);
+          const fs::path parent = fs::path(output).parent_path();
+          std::error_code ec;
+          if (!parent.empty()) fs::create_directories(parent, ec);
+          if (ec) throw Error(fmt::format("cannot make the folder '{}': {}", parent.string(), ec.message()));
+          image::write_png(output, result(cut));
+        });
       } catch (const gpu::GpuError&) {
         throw;  // the device, not the photo: every later photo would fail the same way
       } catch (const Unsupported&) {
         throw;  // the model, not the photo
       } catch (const std::bad_alloc&) {
         if (loading_) throw;
-        ++worked;
-        failed.emplace_back(job.input, fmt::format("out of host memory while {}", *step_));
-        if (!o_.quiet) fmt::print(stderr, "remove-bg: {}: FAILED: {}\n", head, failed.back().second);
+        p.error = fmt::format("out of host memory while reading or running '{}'", job.input);
       } catch (const Error& e) {
         if (loading_) throw;  // the GPU or the model, not the photo
-        ++worked;
-        failed.emplace_back(job.input, e.what());
-        if (!o_.quiet) fmt::print(stderr, "remove-bg: {}: FAILED: {}\n", head, e.what());
+        p.error = e.what();
       }
+      pending.push_back(std::move(p));
+      drain(window);
     }
+    drain(0);
+
     const double total = std::chrono::duration<double>(clock::now() - t0).count();
     if (!o_.quiet || !failed.empty()) {
       fmt::print(stderr, "remove-bg: {} done, {} skipped, {} failed, of {} photos in {}\n", done, skipped,
                  failed.size(), n, fmt_duration(total));
+      if (!o_.quiet && !model_s.empty()) {
+        // How busy the GPU thread was: near 100%, the host work keeps up.
+        double sum = 0;
+        for (double v : model_s) sum += v;
+        const double first = model_s.front();
+        std::vector<double> later(model_s.begin() + 1, model_s.end());
+        std::sort(later.begin(), later.end());
+        const double spent = std::chrono::duration<double>(clock::now() - *first_start).count();
+        fmt::print(stderr,
+                   "remove-bg: the model ran {} photos in {:.2f} s ({:.0f}% of the {:.2f} s since the first photo; "
+                   "first run {:.2f} s{}), {:.2f} photos/s after the first\n",
+                   model_s.size(), sum, 100 * sum / std::max(spent, 1e-9), spent, first,
+                   later.empty() ? "" : fmt::format(", then a median of {:.1f} ms", 1e3 * later[later.size() / 2]),
+                   later.empty() ? 0.0 : double(later.size()) / std::max(spent - first, 1e-9));
+      }
       for (const auto& [photo, why] : failed) {
         // Most reasons name the photo already.
         const bool named = why.find(photo) != std::string::npos;
@@ -517,11 +617,21 @@ class Batch {
     return failed.empty() ? 0 : 1;
   }
 
+  // --threads, or one less than the cores (the GPU thread is the other),
+  // at most 8 (util/file.h cleans up after at most 16 writers at once).
+  int worker_threads() const {
+    if (o_.threads > 0) return o_.threads;
+    const int cores = int(std::thread::hardware_concurrency());
+    return std::clamp(cores - 1, 1, 8);
+  }
+
   const gpu::ContextOptions& context_options_;
   const RemoveBgOptions& o_;
   std::string* step_;
   std::vector<Job> jobs_;
+  ModelChoice model_choice_;
   std::string model_;
+  matting::Preprocess kind_ = matting::Preprocess::Auto;
   std::unique_ptr<gpu::Context> ctx_;
   std::unique_ptr<matting::Remover> remover_;
   bool loading_ = false;  // in remover(): a failure there stops the run

@@ -7,6 +7,7 @@
 //   wgnn bench-shapes MODEL --set ...  one session at many input shapes (build cost, weights once)
 //   wgnn profile MODEL [--trace F]     per-dispatch GPU time by op and kernel
 //   wgnn remove-bg PHOTO... | DIR [-o OUT]   cut out the photos' subjects (matting model)
+//   wgnn serve [--port N] [--model M]          the same over HTTP, with a web page
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -202,18 +203,47 @@ int main(int argc, char** argv) {
                  "R,G,B[,A] (0 to 255): the cut-out over this colour instead of transparency (RGB when A is 255 "
                  "or left out)");
   rb->add_option("--mask", rbo.mask, "Also write the matte alone as an 8-bit gray PNG");
-  rb->add_option("--model", rbo.model, "Matting model (default: ISNet, isnet_any_size.onnx from $WGNN_HOME/models, ~/.cache/wgnn/models, models/ beside wgnn or ../share/wgnn/models)");
+  rb->add_option("--model", rbo.model,
+                 "Matting model: a file, or a preset by name: isnet (the default: isnet_any_size.onnx or isnet.onnx) "
+                 "or modnet (modnet.onnx), found in $WGNN_HOME/models, ~/.cache/wgnn/models, models/ beside wgnn or "
+                 "../share/wgnn/models");
+  rb->add_flag("--post-process", rbo.post_process,
+               "Clean the matte as rembg's --post-process-mask does: an opening (3x3 cross), a 5x5 Gaussian blur "
+               "(sigma 2), then a threshold at 127 (alpha 0 or 255)");
   rb->add_option("--size", rbo.size,
                  "Model input size, a multiple of 32: ISNet N x N (default: its declared 1024; 768 is about as good "
                  "and 1.8x faster), MODNet the short side (default 512)");
   rb->add_option("--preprocess", rbo.preprocess,
                  "auto (from the model's input: fixed size -> isnet, free size -> modnet), isnet or modnet");
   rb->add_option("--runs", rbo.runs, "Run the model N times and report the steady run time (default 1)");
+  rb->add_option("--threads", rbo.threads,
+                 "Several photos: host threads that decode, pre-process and write while the GPU runs the model "
+                 "(default: the cores less one, at most 8)");
   rb->add_flag("--quiet", rbo.quiet, "No progress lines (failures are still reported)");
   rb->add_option("--max-pixels", rbo.max_pixels,
                  fmt::format("The largest photo accepted, width x height in pixels (default {}, 8192x8192; "
                              "checked from the header before decoding)",
                              image::kDefaultMaxPixels));
+
+  auto* sv = app.add_subcommand("serve",
+                               "Serve background removal over HTTP with the model loaded: POST /remove-bg (a photo in, "
+                               "the cut-out PNG out), GET /health, and a page at / to drop photos on");
+  tools::ServeOptions svo;
+  sv->add_option("--host", svo.host, "Address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
+  sv->add_option("--port", svo.port, "Port (default 8080; 0: any free one, printed)");
+  sv->add_option("--model", svo.model, "As remove-bg's --model: a file, or a preset (isnet, the default; modnet)");
+  sv->add_option("--size", svo.size, "As remove-bg's --size: the model input size, a multiple of 32");
+  sv->add_option("--preprocess", svo.preprocess, "As remove-bg's --preprocess: auto, isnet or modnet");
+  sv->add_option("--queue", svo.queue,
+                 "Requests served at once (decoding, waiting for or on the GPU, encoding); more get 503 at once "
+                 "(default 8)");
+  sv->add_option("--threads", svo.threads, "HTTP threads (default: --queue + 4)");
+  sv->add_option("--max-bytes", svo.max_bytes, "The largest request body, in bytes (default 32 MiB); larger get 413");
+  sv->add_option("--max-pixels", svo.max_pixels,
+                 "The largest photo, width x height (default 4096x4096, checked from the header); larger get 413");
+  sv->add_option("--timeout", svo.timeout_s,
+                 "A request's most seconds from admitted to answered (default 60); later ones get 503");
+  sv->add_flag("--quiet", svo.quiet, "No line per request");
 
   CLI11_PARSE(app, argc, argv);
   if (ops_cmd->parsed()) {
@@ -225,6 +255,7 @@ int main(int argc, char** argv) {
     opts.adapter = adapter;
     opts.allow_unsafe_apis = allow_unsafe;
     if (rb->parsed()) return tools::remove_bg(opts, rbo);
+    if (sv->parsed()) return tools::serve(opts, svo);
     // Argument errors before the GPU starts.
     if (bm->parsed()) tools::check_bench_options(bmo);
     if (pf->parsed()) tools::check_profile_options(pfo);

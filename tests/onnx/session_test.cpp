@@ -120,6 +120,50 @@ TEST(Session, RunIntoKeptOutputsReusesTheirMemory) {
   EXPECT_EQ(kept.at("y").data, s.run({{"x", f32({5, 4})}}).at("y").data);
 }
 
+TEST(Session, OutputsOptionRunsAndReadsBackOnlyThose) {
+  // y = relu(x); z = sigmoid(neg(x)): asking for y alone leaves z's two
+  // dispatches out; asking for z, y returns both in that order.
+  ModelBuilder b;
+  b.input("x", {2, 3});
+  b.output("y", {2, 3});
+  b.output("z", {2, 3});
+  b.node("Relu", {"x"}, {"y"});
+  b.node("Neg", {"x"}, {"n"});
+  b.node("Sigmoid", {"n"}, {"z"});
+  const std::string path = b.save("two_outputs.onnx");
+  const HostTensor x = f32({2, 3}, -2.f);
+  Session all(test::ctx(), path);
+  const auto both = all.run({{"x", x}});
+  ASSERT_EQ(both.size(), 2u);
+  const size_t all_dispatches = all.graph().dispatches().size();
+
+  onnx_import::SessionOptions o;
+  o.outputs = {"y"};
+  Session one(test::ctx(), path, o);
+  ASSERT_EQ(one.outputs().size(), 1u);
+  EXPECT_EQ(one.outputs()[0].name, "y");
+  const auto out = one.run({{"x", x}});
+  ASSERT_EQ(out.size(), 1u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(out.at("y").as<float>()[i], std::max(0.f, -2.f + float(i)));
+  EXPECT_LT(one.graph().dispatches().size(), all_dispatches);
+  EXPECT_EQ(one.graph().dispatches().size(), 1u);  // the Relu alone
+
+  o.outputs = {"z", "y"};
+  Session two(test::ctx(), path, o);
+  EXPECT_EQ(two.outputs()[0].name, "z");
+  const auto zy = two.run({{"x", x}});
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_FLOAT_EQ(zy.at("z").as<float>()[i], both.at("z").as<float>()[i]);
+    EXPECT_NEAR(zy.at("z").as<float>()[i], 1.0 / (1.0 + std::exp(i - 2.0)), 1e-6);  // sigmoid(-x), x = i - 2
+  }
+
+  o.outputs = {"w"};
+  EXPECT_THAT(error_of([&] { Session bad(test::ctx(), path, o); }),
+              HasSubstr("'w' is not an output of the model; its outputs: 'y', 'z'"));
+  o.outputs = {"y", "y"};
+  EXPECT_THAT(error_of([&] { Session bad(test::ctx(), path, o); }), HasSubstr("'y' is given twice"));
+}
+
 TEST(Session, InputChecks) {
   ModelBuilder b;
   b.input("x", {-1, 4});

@@ -179,6 +179,24 @@ check(os.path.exists(subout) and np.asarray(Image.open(subout)).shape == (16, 24
       (np.asarray(Image.open(subout))[..., :3] == sub).all(),
       "the same stem in a subfolder goes to OUT/sub/, not over OUT/turned_1_cutout.png")
 
+# The pipeline with several host threads (decode, pre-processing and writes
+# beside the GPU): the same files, progress lines in the photos' order.
+rc, _, err = run(photos, "-o", os.path.join(WORK, "threads"), "--model", model, "--recursive", "--threads", "3")
+order = [int(line.split("[")[1].split("/")[0]) for line in err.splitlines() if line.startswith("remove-bg: [")]
+check(order == list(range(1, n_photos + 1)), f"--threads 3: one progress line per photo, in order ({order})")
+check(rc == 1 and f"{n_photos - 1} done, 0 skipped, 1 failed" in err, "--threads 3: the corrupt photo fails alone")
+same = True
+for name in list(want) + ["sub/turned_1.png", "done.jpg"]:
+    a = os.path.join(WORK, "threads", os.path.splitext(name)[0] + "_cutout.png")
+    b = os.path.join(out, os.path.splitext(name)[0] + "_cutout.png")
+    if name == "done.jpg":
+        same &= os.path.exists(a)
+    else:
+        same &= os.path.exists(a) and (np.asarray(Image.open(a)) == np.asarray(Image.open(b))).all()
+check(same, "--threads 3 writes the same cut-outs as the first run")
+rc, _, err = run(photos, "--threads", "9", "--model", model)
+check(rc == 1 and "--threads 9: give 1 to 8" in err, f"--threads 9 refused ({err.strip()})")
+
 # Again: all that exist are skipped; --overwrite redoes them.
 rc, _, err = run(photos, "-o", out, "--model", model, "--recursive", "--quiet")
 check(f"0 done, {n_photos - 1} skipped, 1 failed" in err, f"second run: all but the corrupt one skipped ({err.strip()})")
