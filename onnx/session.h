@@ -157,7 +157,12 @@ class Session {
 
  private:
   struct Built;
-  Built& build_for(const std::map<std::string, HostTensor>& inputs);
+  // The plan for these inputs and the values control flow read back so far
+  // (built if new); a probe when control flow needs another value.
+  Built& build_for(const std::map<std::string, HostTensor>& inputs, const std::map<std::string, int64_t>& decisions);
+  std::string plan_key(const std::map<std::string, HostTensor>& inputs,
+                       const std::map<std::string, int64_t>& decisions) const;
+  void run_built(Built& b, const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& out);
 
   gpu::Context& ctx_;
   SessionOptions options_;
