@@ -181,7 +181,7 @@ rnn_nodes = [
     helper.make_node("RNN", ["x", "r_W", "r_R", "r_B", "lens", "h0"], ["rnn_y", "rnn_h"], hidden_size=H2,
                      direction="bidirectional", activations=["Relu", "LeakyRelu"], activation_alpha=[0.3]),
     helper.make_node("LSTM", ["x", "l_W", "l_R", "l_B", "lens", "h0", "c0", "l_P"], ["lstm_y", "lstm_h", "lstm_c"],
-                     hidden_size=H2, direction="bidirectional", clip=2.5,
+                     hidden_size=H2, direction="bidirectional", clip=0.5,
                      activations=["HardSigmoid", "ScaledTanh", "Softsign", "Sigmoid", "Tanh", "Affine"],
                      activation_alpha=[0.25, 0.9, 1.2], activation_beta=[0.45, 1.1, 0.05]),
     helper.make_node("Slice", ["h0", "s0", "s1", "s0"], ["h0f"]),
