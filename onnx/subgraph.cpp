@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "gpu/error.h"
+#include "onnx/host_ops.h"
 #include "onnx/schema_check.h"
 #include "onnx/tensor_proto.h"
 
@@ -16,6 +17,7 @@ namespace {
 // kFoldDepth producers: shape-like data, never a model's activations.
 constexpr int64_t kFoldElements = 4096;
 constexpr int kFoldDepth = 64;
+constexpr int64_t kInputElements = 64;
 
 void graph_reads(const onnx::GraphProto& sub, std::set<std::string>& out) {
   std::set<std::string> local;
@@ -187,6 +189,11 @@ const HostTensor* Builder::fold_in(const std::string& name, Scope* scope, std::s
   if (!s) return nullptr;
   if (s->host) return &s->value();
   if (s->input_value) {
+    // Graph inputs that configure the model (a sample rate, a flag, a
+    // length: integers or bools, a few values) are read on the host, the
+    // plan kept per value; data (floats, larger tensors) is not: a plan per
+    // input value would be built on every run.
+    if (host::is_float(s->input_value->dtype) || s->input_value->numel() > kInputElements) return nullptr;
     inputs_read.insert(s->input_name);
     return s->input_value;
   }

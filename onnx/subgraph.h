@@ -64,9 +64,10 @@ class Builder {
                           const std::set<size_t>& fold = {});
 
   // The value named `name` (seen from the node being built) on the host: a
-  // host value, a graph input's value (the plan is then specialized on it),
-  // or folded on the host from those through the nodes that produced it
-  // (each small: at most kFoldElements). nullptr where that is not possible.
+  // host value, a graph input's value (integers or bools of a few values:
+  // the plan is then specialized on it), or folded on the host from those
+  // through the nodes that produced it (each small: at most kFoldElements).
+  // nullptr where that is not possible.
   const HostTensor* host_value(const std::string& name);
 
   // A scalar computed on the GPU, read back (see the top of this file).

@@ -17,8 +17,11 @@
 // mode "persistent": one dispatch, one workgroup per (direction, batch
 // row) looping over the steps; "step": a dispatch per step (two for GRU
 // without linear_before_reset), one invocation per hidden unit; "auto"
-// (default) picks persistent up to kPersistentMaxHidden hidden units
-// (docs/results/recurrent_lavapipe.md has the measurement).
+// (default) is "step", unless WGNN_RECURRENT names the other. On lavapipe
+// the persistent kernel was as fast at 32 hidden units and 2 to 4 times
+// slower from 128 (docs/results/recurrent_lavapipe.md): one workgroup per
+// row computes every unit of the row one after another, where the steps
+// spread the units over workgroups.
 #include <cstdlib>
 #include <string_view>
 
@@ -30,7 +33,6 @@
 namespace wgnn::ops {
 namespace {
 
-constexpr int64_t kPersistentMaxHidden = 256;
 constexpr uint64_t kWg = 64;
 
 struct RecurrentParams {
@@ -143,7 +145,7 @@ Value recurrent(Graph& g, const ValueList& args) {
   if (a.boolean(14, "input_forget", false)) prm.flags |= 64;
   std::string mode = a.string(15, "mode", "auto");
   if (const char* e = std::getenv("WGNN_RECURRENT"); e && *e && mode == "auto") mode = e;
-  if (mode == "auto") mode = H <= kPersistentMaxHidden ? "persistent" : "step";
+  if (mode == "auto") mode = "step";
   if (mode != "persistent" && mode != "step") a.fail(fmt::format("mode '{}'; accepted: auto, persistent, step", mode));
   for (TensorRef t : {proj, r}) a.require_fits_binding(t, t.id == proj.id ? "proj" : "r");
   if (uint64_t(T) * uint64_t(B) * uint64_t(D * G * H) > uint64_t(INT32_MAX) || uint64_t(D * G * H) * uint64_t(H) > uint64_t(INT32_MAX)) {
