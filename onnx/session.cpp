@@ -45,6 +45,8 @@ namespace {
 constexpr int kMinOpset = 7, kMaxOpset = 21;
 // Values read back for control flow in one run (each a probe run first).
 constexpr size_t kMaxReadbacks = 4096;
+// Probe plans kept (besides SessionOptions::max_plans plans).
+constexpr size_t kMaxProbes = 256;
 
 // Protobuf refuses messages over 2 GB; larger models keep weights as
 // external data.
@@ -366,6 +368,12 @@ void Session::set_input_shape(const std::string& name, const Shape& shape) {
   it->dim_names.resize(shape.size());
 }
 
+int Session::plans() const {
+  int n = 0;
+  for (const auto& [k, b] : built_) n += b->probe.empty();
+  return n;
+}
+
 Graph& Session::graph() {
   if (!last_) throw Error("Session::graph(): the session has not run yet");
   return *last_->graph;
@@ -380,13 +388,23 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
   const auto t0 = std::chrono::steady_clock::now();
   // The least recently used plans go first: their intermediates and the
   // constants no other plan holds are freed before the new plan allocates.
-  while (int(built_.size()) >= options_.max_plans) {
-    auto lru = built_.begin();
-    for (auto it = built_.begin(); it != built_.end(); ++it)
-      if (it->second->last_use < lru->second->last_use) lru = it;
-    if (last_ == lru->second.get()) last_ = nullptr;
-    built_.erase(lru);
-    ++evictions_;
+  // Probes (control flow's readbacks) are kept apart from the plans, at
+  // most kMaxProbes: a run may pass through many, and they must not evict
+  // the plans they lead to.
+  for (const bool probe : {false, true}) {
+    for (;;) {
+      auto lru = built_.end();
+      int count = 0;
+      for (auto it = built_.begin(); it != built_.end(); ++it) {
+        if (it->second->probe.empty() == probe) continue;
+        ++count;
+        if (lru == built_.end() || it->second->last_use < lru->second->last_use) lru = it;
+      }
+      if (count < (probe ? int(kMaxProbes) : options_.max_plans)) break;
+      if (last_ == lru->second.get()) last_ = nullptr;
+      built_.erase(lru);
+      ++evictions_;
+    }
   }
 
   auto b = std::make_unique<Built>();
@@ -658,7 +676,7 @@ std::string Session::summary() const {
   const std::string plans = fmt::format(
       "; {} plan{} kept ({} built in {:.1f} ms, the last in {:.1f} ms{}); constants on the GPU {:.2f} MiB, uploaded "
       "once for all plans ({:.2f} MiB reused)",
-      built_.size(), built_.size() == 1 ? "" : "s", builds_, total_build_ms_, last_build_ms_,
+      this->plans(), this->plans() == 1 ? "" : "s", builds_, total_build_ms_, last_build_ms_,
       evictions_ ? fmt::format(", {} evicted", evictions_) : "", mib(cs.bytes), mib(cs.reused_bytes));
   std::string control;
   if (last_->plan_time_decisions || last_->readback_decisions || last_->unrolled) {

@@ -136,8 +136,9 @@ class Session {
   Graph& graph();
   // How many graphs were built (a second run with the same shapes builds none).
   int builds() const { return builds_; }
-  // Plans kept now (at most SessionOptions::max_plans), and how many were evicted.
-  int plans() const { return int(built_.size()); }
+  // Plans kept now (at most SessionOptions::max_plans; control flow's probe
+  // plans not counted), and how many plans and probes were evicted.
+  int plans() const;
   int evictions() const { return evictions_; }
   // Host time of the last build (import, fusion, kernel choice, pipelines,
   // memory plan, bind groups, uploads), and of all builds so far, in ms.

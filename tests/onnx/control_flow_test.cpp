@@ -127,3 +127,50 @@ TEST(ControlFlow, LoopWithScanOutputsThatRunsNoIterationIsRefused) {
   EXPECT_THAT(error_of([&] { s.run({{"v", f32({1, 2})}}); }),
               HasSubstr("a loop with scan outputs that runs no iteration"));
 }
+
+// A Loop whose condition is computed on the GPU each iteration: one probe
+// per iteration, kept apart from the plans (more than max_plans of them), so
+// a second run with the same data builds nothing.
+TEST(ControlFlow, DataDependentLoopKeepsItsProbes) {
+  ModelBuilder b(13);
+  b.input("v", {2});
+  b.output("v_out", {2});
+  b.init_i64("trips", {100});
+  b.g->mutable_initializer(0)->clear_dims();
+  b.init_f32("two", {}, {2.f});
+  b.init_f32("limit", {}, {20.f});
+  onnx::GraphProto body;
+  body.set_name("body");
+  for (auto [name, elem] : {std::pair<const char*, int>{"i", onnx::TensorProto::INT64},
+                            {"c", onnx::TensorProto::BOOL}, {"v_in", onnx::TensorProto::FLOAT}}) {
+    auto* in = body.add_input();
+    in->set_name(name);
+    in->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+  }
+  auto add = [&](const char* op, std::vector<std::string> in, const char* out) {
+    auto* n = body.add_node();
+    n->set_op_type(op);
+    for (auto& s : in) n->add_input(s);
+    n->add_output(out);
+    return n;
+  };
+  add("Mul", {"v_in", "two"}, "v_next");
+  ModelBuilder::attr_int(add("ReduceMax", {"v_next"}, "m"), "keepdims", 0);
+  add("Less", {"m", "limit"}, "c_out");
+  for (const char* o : {"c_out", "v_next"}) body.add_output()->set_name(o);
+  // The first condition: max(v) < limit, on the GPU too.
+  ModelBuilder::attr_int(b.node("ReduceMax", {"v"}, {"m0"}), "keepdims", 0);
+  b.node("Less", {"m0", "limit"}, {"go"});
+  auto* n = b.node("Loop", {"trips", "go", "v"}, {"v_out"});
+  set_graph(n, "body", body);
+  Session s(test::ctx(), b.save("loop_data.onnx"));
+  // 0.01 doubles 11 times to reach 20.48: 12 conditions read back.
+  EXPECT_EQ(values(s.run({{"v", f32({0.01f, 0.005f})}}).at("v_out")), (std::vector<float>{20.48f, 10.24f}));
+  const int built = s.builds();
+  EXPECT_EQ(built, 13);  // 12 probes and the plan
+  EXPECT_EQ(s.plans(), 1);
+  EXPECT_EQ(values(s.run({{"v", f32({0.01f, 0.005f})}}).at("v_out")), (std::vector<float>{20.48f, 10.24f}));
+  EXPECT_EQ(s.builds(), built);
+  EXPECT_THAT(s.summary(), HasSubstr("12 decided by reading a GPU value back (12 probe plans kept"));
+  EXPECT_THAT(s.summary(), HasSubstr("11 loop iterations unrolled"));
+}

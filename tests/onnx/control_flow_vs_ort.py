@@ -12,6 +12,7 @@ tests/tools/closeness.py at TOL below.
 - data_if: an If whose condition is computed on the GPU (the sum of the
   input > 0), a Loop whose condition is too (doubling until a limit): run
   with inputs that take each branch; the summary must report the readbacks.
+  A Clip whose min is computed on the GPU rides along.
 - rnn_bidir: GRU (linear_before_reset 0 and 1), RNN and LSTM (peepholes,
   input_forget, clip), bidirectional and reverse, with
   sequence_lens given as a graph input, initial states, and activations
@@ -160,7 +161,11 @@ data_if = model("data_if", [
     helper.make_node("ReduceMax", ["v_abs"], ["v0max"], keepdims=0),
     helper.make_node("Less", ["v0max", "ten"], ["go"]),
     helper.make_node("Loop", ["trips", "go", "v_abs"], ["v_final", "maxes"], body=body),
-], [vi("x", F, [3, 4]), vi("v0", F, [4])], [vi("y", F, [3, None]), vi("v_final", F, [4]), vi("maxes", F, [None])],
+    # Clip with a min computed on the GPU (a spectrogram front-end's floor).
+    helper.make_node("ReduceMin", ["v0"], ["floor"], keepdims=0),
+    helper.make_node("Clip", ["x", "floor", "k3"], ["clipped"]),
+], [vi("x", F, [3, 4]), vi("v0", F, [4])], [vi("y", F, [3, None]), vi("v_final", F, [4]), vi("maxes", F, [None]),
+                                            vi("clipped", F, [3, 4])],
     [init("m", rng.normal(0, 1, (4, 2)).astype(np.float32)), init("k3", np.array(3, np.float32)),
      init("zero", np.array(0, np.float32)), init("two", np.array(2, np.float32)),
      init("ten", np.array(10, np.float32)), init("trips", np.array(20, np.int64))], opset=13)
