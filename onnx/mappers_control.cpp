@@ -110,6 +110,9 @@ Slot stack(NodeCtx& c, const std::vector<Slot>& parts, int64_t axis, const std::
 
 // Element `index` of `s` along `axis`, that axis dropped.
 Slot take(NodeCtx& c, const Slot& s, int64_t axis, int64_t index) {
+  if (axis < 0 || axis >= int64_t(s.shape.size()) || index < 0 || index >= s.shape[size_t(axis)]) {
+    c.fail(fmt::format("a scanned value of shape {} has no element {} along axis {}", shape_str(s.shape), index, axis));
+  }
   Shape out = s.shape;
   out.erase(out.begin() + axis);
   if (s.host) {
@@ -187,7 +190,8 @@ std::vector<Slot> scan_once(NodeCtx& c, const onnx::GraphProto& body, std::vecto
   const size_t n = states.size(), m = inputs.size();
   int64_t T = -1;
   for (size_t k = 0; k < m; ++k) {
-    const int64_t len = inputs[k].shape.at(size_t(in_axes[k]));
+    if (in_axes[k] < 0 || in_axes[k] >= int64_t(inputs[k].shape.size())) c.fail("scan_input_axes out of range");
+    const int64_t len = inputs[k].shape[size_t(in_axes[k])];
     if (T >= 0 && len != T) c.fail(fmt::format("scan inputs have lengths {} and {} along their axes", T, len));
     T = len;
   }
@@ -251,12 +255,19 @@ std::vector<Slot> scan_op(NodeCtx& c) {
   }
   // Scan 8: each batch row on its own, the results stacked along axis 0.
   const auto dirs = list("directions", size_t(m), false, nullptr);
-  const int64_t B = inputs.front().shape.at(0);
+  for (const Slot& s : inputs) {
+    if (s.shape.size() < 2) c.fail(fmt::format("a scan input has shape {}; Scan 8 takes [batch, sequence, ...]", shape_str(s.shape)));
+  }
+  const int64_t B = inputs.front().shape[0];
+  if (B * inputs.front().shape[1] > kMaxIterations) {
+    c.unsupported(fmt::format("a scan of {} rows of {} elements: more than {} iterations", B, inputs.front().shape[1],
+                              kMaxIterations));
+  }
   if (c.has(0)) {
     const HostTensor* lens = c.slot(0).host ? &c.slot(0).value() : builder_of(c).host_value(c.node.input(0));
     if (!lens) c.unsupported("sequence_lens computed on the GPU");
     for (int64_t v : host::to_ints(*lens)) {
-      if (v != inputs.front().shape.at(1)) c.unsupported("sequence_lens shorter than the scan inputs");
+      if (v != inputs.front().shape[1]) c.unsupported("sequence_lens shorter than the scan inputs");
     }
   }
   std::vector<std::vector<Slot>> rows;

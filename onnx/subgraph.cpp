@@ -142,7 +142,13 @@ std::vector<Slot> Builder::build(const onnx::GraphProto& body, std::vector<Slot>
   scopes_.push_back(std::make_unique<std::map<std::string, Slot>>());
   Scope inner{scopes_.back().get(), current_, &body};
   for (int k = 0; k < body.input_size(); ++k) (*inner.values)[body.input(k).name()] = std::move(inputs[size_t(k)]);
-  for (const auto& init : body.initializer()) (*inner.values)[init.name()] = Slot::of_host(from_tensor_proto(init, ""));
+  for (const auto& init : body.initializer()) {
+    if (init.data_location() == onnx::TensorProto::EXTERNAL) {
+      throw Unsupported(fmt::format("{}: initializer '{}' of a subgraph keeps its data in an external file", instance,
+                                    init.name()));
+    }
+    (*inner.values)[init.name()] = Slot::of_host(from_tensor_proto(init, ""));
+  }
   const std::string outer_path = path_;
   path_ += instance + "/";
   Scope* const outer_current = current_;
