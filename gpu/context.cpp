@@ -325,12 +325,14 @@ void Context::Impl::keep_until_called(std::shared_ptr<CallbackState> state) {
   uncalled.push_back(std::move(state));
 }
 
-void Context::Impl::wait(WGPUFuture future, const char* what) {
+void Context::Impl::wait(WGPUFuture future, const char* what) { wait(future, what, timeout_ns); }
+
+void Context::Impl::wait(WGPUFuture future, const char* what, uint64_t limit_ns) {
   WGPUFutureWaitInfo wi{future, false};
-  const WGPUWaitStatus status = wgpuInstanceWaitAny(instance, 1, &wi, timeout_ns);
+  const WGPUWaitStatus status = wgpuInstanceWaitAny(instance, 1, &wi, limit_ns);
   if (status == WGPUWaitStatus_TimedOut) {
     throw GpuError(fmt::format("{}: the GPU did not finish within {:g} s (WGNN_GPU_TIMEOUT_S sets the limit)", what,
-                               double(timeout_ns) / 1e9));
+                               double(limit_ns) / 1e9));
   }
   if (status != WGPUWaitStatus_Success || !wi.completed) {
     throw GpuError(fmt::format("{}: waiting for the GPU failed", what));
@@ -385,6 +387,11 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   std::lock_guard<std::mutex> lifetime(lifetime_mutex());
   Impl& s = *impl_;
   if (const char* t = std::getenv("WGNN_GPU_TIMEOUT_S")) s.timeout_ns = parse_timeout_s(t);
+  if (const char* a = std::getenv("WGNN_ASYNC_PIPELINES")) {
+    const std::string v(a);
+    if (v != "0" && v != "1") throw Error(fmt::format("WGNN_ASYNC_PIPELINES='{}': give 1 (the default) or 0", v));
+    s.async_pipelines = v == "1";
+  }
   check_address_space(kDriverRoom, "starting the GPU driver");
   s.limits_mode = options.limits;
   if (s.limits_mode.empty()) {
@@ -900,6 +907,27 @@ static uint64_t writable_bindings(std::string_view wgsl) {
   return mask;
 }
 
+// ---- Pipeline: the pending asynchronous creation ---------------------------
+
+struct Pipeline::Async {
+  struct State : CallbackState {
+    WGPUComputePipeline pipeline = nullptr;  // owned until taken
+    std::string message;
+    ~State() override {
+      if (pipeline) wgpuComputePipelineRelease(pipeline);
+    }
+  };
+  explicit Async(Context::Impl& i) : impl(&i), state(i) {}
+  Context::Impl* impl;
+  Pending<State> state;
+  WGPUFuture future{};
+  DiskCacheCounters disk0;
+  steady::time_point t0;
+  std::mutex mutex;
+  bool done = false;
+  std::string error;  // what resolving found, thrown again at every later use
+};
+
 const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, const Constants& constants,
                                   std::string_view entry) {
   Impl& s = *impl_;
@@ -988,38 +1016,108 @@ const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, 
   pdesc.compute.entryPoint = sv(entry);
   pdesc.compute.constantCount = entries.size();
   pdesc.compute.constants = entries.data();
-  WGPUComputePipeline cp = nullptr;
-  try {
-    cp = s.scoped(fmt::format("creating the compute pipeline '{}'", name),
-                  [&] { return wgpuDeviceCreateComputePipeline(s.device, &pdesc); });
-  } catch (...) {
+  auto p = std::make_unique<Pipeline>();
+  p->name_ = std::string(name);
+  p->writes_ = writable_bindings(wgsl);
+  if (s.async_pipelines) {
+    // Dawn copies what it needs from the descriptor; the module may go now.
+    p->async_ = std::make_unique<Pipeline::Async>(s);
+    Pipeline::Async& a = *p->async_;
+    a.disk0 = disk0;
+    a.t0 = t_pipeline;
+    WGPUCreateComputePipelineAsyncCallbackInfo cb = WGPU_CREATE_COMPUTE_PIPELINE_ASYNC_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_WaitAnyOnly;
+    cb.userdata1 = a.state.userdata();
+    cb.callback = [](WGPUCreatePipelineAsyncStatus, WGPUComputePipeline made, WGPUStringView message, void* ud, void*) {
+      auto* st = arrived<Pipeline::Async::State>(ud);
+      st->pipeline = made;  // null on failure, whatever the binary numbers the statuses
+      st->message = str(message);
+    };
+    a.future = wgpuDeviceCreateComputePipelineAsync(s.device, &pdesc, cb);
     wgpuShaderModuleRelease(module);
-    throw;
+    {
+      std::lock_guard<std::mutex> stats_lock(s.stats_mutex);
+      s.stats.shader_module_ms += ms_between(t_module, t_pipeline);
+    }
+  } else {
+    WGPUComputePipeline cp = nullptr;
+    try {
+      cp = s.scoped(fmt::format("creating the compute pipeline '{}'", name),
+                    [&] { return wgpuDeviceCreateComputePipeline(s.device, &pdesc); });
+    } catch (...) {
+      wgpuShaderModuleRelease(module);
+      throw;
+    }
+    wgpuShaderModuleRelease(module);
+    const auto t_end = steady::now();
+    {
+      std::lock_guard<std::mutex> stats_lock(s.stats_mutex);
+      s.stats.shader_module_ms += ms_between(t_module, t_pipeline);
+      s.stats.pipeline_ms += ms_between(t_pipeline, t_end);
+      if (s.disk_cache) {
+        // From disk alone: Dawn found what it looked up and compiled nothing
+        // it had to store.
+        const DiskCacheCounters disk1 = s.disk_cache->counters();
+        if (disk1.hits > disk0.hits && disk1.misses == disk0.misses && disk1.stores == disk0.stores) {
+          ++s.stats.pipelines_from_disk;
+        }
+      }
+    }
+    p->pipeline_ = std::shared_ptr<WGPUComputePipelineImpl>(cp, wgpuComputePipelineRelease);
+    p->layout_ = std::shared_ptr<WGPUBindGroupLayoutImpl>(wgpuComputePipelineGetBindGroupLayout(cp, 0),
+                                                          wgpuBindGroupLayoutRelease);
   }
-  wgpuShaderModuleRelease(module);
-  const auto t_end = steady::now();
-  {
+  const Pipeline& ref = *p;
+  s.pipelines.emplace(std::move(key), std::move(p));
+  return ref;
+}
+
+Pipeline::Pipeline() = default;
+Pipeline::~Pipeline() = default;
+
+WGPUComputePipelineImpl* Pipeline::handle() const {
+  resolve();
+  return pipeline_.get();
+}
+
+WGPUBindGroupLayoutImpl* Pipeline::layout() const {
+  resolve();
+  return layout_.get();
+}
+
+void Pipeline::resolve() const {
+  if (!async_) return;
+  Async& a = *async_;
+  std::lock_guard<std::mutex> lock(a.mutex);
+  if (!a.done) {
+    Context::Impl& s = *a.impl;
+    const auto t_wait = steady::now();
+    // A compile is the host's work (Tint, the driver's compiler): at least
+    // 600 s even where WGNN_GPU_TIMEOUT_S bounds the GPU's waits tighter. A
+    // timeout throws and leaves the creation pending.
+    a.impl->wait(a.future, "creating a compute pipeline", std::max<uint64_t>(s.timeout_ns, 600ull * 1000000000ull));
+    a.done = true;
+    const auto t_end = steady::now();
+    if (!a.state->pipeline) {
+      a.error = fmt::format("creating the compute pipeline '{}': {}", name_,
+                            a.state->message.empty() ? "failed (no message)" : a.state->message);
+    } else {
+      WGPUComputePipeline cp = a.state->pipeline;
+      a.state->pipeline = nullptr;
+      pipeline_ = std::shared_ptr<WGPUComputePipelineImpl>(cp, wgpuComputePipelineRelease);
+      layout_ = std::shared_ptr<WGPUBindGroupLayoutImpl>(wgpuComputePipelineGetBindGroupLayout(cp, 0),
+                                                         wgpuBindGroupLayoutRelease);
+    }
     std::lock_guard<std::mutex> stats_lock(s.stats_mutex);
-    s.stats.shader_module_ms += ms_between(t_module, t_pipeline);
-    s.stats.pipeline_ms += ms_between(t_pipeline, t_end);
-    if (s.disk_cache) {
-      // From disk alone: Dawn found what it looked up and compiled nothing
-      // it had to store.
+    s.stats.pipeline_ms += ms_between(t_wait, t_end);
+    if (s.disk_cache && pipeline_) {
       const DiskCacheCounters disk1 = s.disk_cache->counters();
-      if (disk1.hits > disk0.hits && disk1.misses == disk0.misses && disk1.stores == disk0.stores) {
+      if (disk1.hits > a.disk0.hits && disk1.misses == a.disk0.misses && disk1.stores == a.disk0.stores) {
         ++s.stats.pipelines_from_disk;
       }
     }
   }
-  auto p = std::make_unique<Pipeline>();
-  p->pipeline_ = std::shared_ptr<WGPUComputePipelineImpl>(cp, wgpuComputePipelineRelease);
-  p->layout_ = std::shared_ptr<WGPUBindGroupLayoutImpl>(wgpuComputePipelineGetBindGroupLayout(cp, 0),
-                                                        wgpuBindGroupLayoutRelease);
-  p->name_ = std::string(name);
-  p->writes_ = writable_bindings(wgsl);
-  const Pipeline& ref = *p;
-  s.pipelines.emplace(std::move(key), std::move(p));
-  return ref;
+  if (!a.error.empty()) throw GpuError(a.error);
 }
 
 const Pipeline& Context::kernel(std::string_view path, const Constants& constants, std::string_view entry) {

@@ -123,10 +123,20 @@ struct BufferBinding {
 // Override constants of a pipeline (WGSL `override` declarations).
 using Constants = std::vector<std::pair<std::string, double>>;
 
+// A compute pipeline. Its creation is asynchronous
+// (wgpuDeviceCreateComputePipelineAsync: Tint's backend and the driver's
+// compiler run on Dawn's worker threads), so the pipelines of a graph
+// compile in parallel while the ops record the rest of it; the first use of
+// handle() or layout() waits for it (and throws GpuError if it failed,
+// naming the pipeline). WGNN_ASYNC_PIPELINES=0 creates each at once instead.
 class Pipeline {
  public:
-  WGPUComputePipelineImpl* handle() const { return pipeline_.get(); }
-  WGPUBindGroupLayoutImpl* layout() const { return layout_.get(); }
+  Pipeline();
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+  WGPUComputePipelineImpl* handle() const;
+  WGPUBindGroupLayoutImpl* layout() const;
   const std::string& name() const { return name_; }
   // Whether the shader declares @binding(i) of group 0 as
   // var<storage, read_write> (the dispatch may write what is bound there).
@@ -134,10 +144,13 @@ class Pipeline {
 
  private:
   friend class Context;
+  struct Async;
+  void resolve() const;
   uint64_t writes_ = 0;
-  std::shared_ptr<WGPUComputePipelineImpl> pipeline_;
-  std::shared_ptr<WGPUBindGroupLayoutImpl> layout_;
+  mutable std::shared_ptr<WGPUComputePipelineImpl> pipeline_;
+  mutable std::shared_ptr<WGPUBindGroupLayoutImpl> layout_;
   std::string name_;
+  mutable std::unique_ptr<Async> async_;  // the pending creation, until resolved
 };
 
 // Bind group 0 of a pipeline, made once and reused by as many dispatches as
@@ -202,10 +215,12 @@ struct CreationStats {
   uint64_t pipeline_hits = 0;       // of them answered from this Context's cache (same WGSL, entry, constants)
   uint64_t pipelines_created = 0;   // the others: compiled
   uint64_t pipelines_from_disk = 0; // of these, created from the disk cache alone (Dawn found every blob
-                                    // it looked up and stored none)
+                                    // it looked up and stored none, nor missed any, while it was created:
+                                    // with pipelines compiling in parallel, a lower bound)
   double wgsl_ms = 0;               // generating WGSL text (reported by the ops: add_wgsl_time)
   double shader_module_ms = 0;      // wgpuDeviceCreateShaderModule + its compilation info (WGSL parsing)
-  double pipeline_ms = 0;           // wgpuDeviceCreateComputePipeline (Tint's backend, the driver's compiler)
+  double pipeline_ms = 0;           // waiting for pipelines (Tint's backend, the driver's compiler; with
+                                    // asynchronous creation, only what compiling did not overlap)
   uint64_t bind_groups = 0;
   double bind_group_ms = 0;
   uint64_t buffers = 0;

@@ -70,6 +70,7 @@ struct Context::Impl {
 
   Buffer dummy;
   uint64_t timeout_ns = 600ull * 1000 * 1000 * 1000;
+  bool async_pipelines = true;  // WGNN_ASYNC_PIPELINES=0: each pipeline created at once
 
   // Callback states whose callback had not run when their wait gave up
   // (see CallbackState); kept until Dawn calls them.
@@ -82,6 +83,8 @@ struct Context::Impl {
   WGPUAdapter request_adapter(std::string* message);
   // Blocks until `future` completes (or the timeout passes: then throws).
   void wait(WGPUFuture future, const char* what);
+  // The same with its own limit (pipeline compiles: host work, not the GPU's).
+  void wait(WGPUFuture future, const char* what, uint64_t limit_ns);
   // Runs `fn` inside validation and out-of-memory error scopes and throws
   // GpuError with `what` and Dawn's message if either caught something.
   template <typename Fn>

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -146,6 +147,36 @@ InputPlan Remover::plan(int photo_w, int photo_h) const {
                             p.width, p.height, bytes >> 20, limit >> 20, image::kMaxSide));
   }
   return p;
+}
+
+std::vector<std::string> model_folders(const std::string& program_dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> dirs;
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::string(v) : std::string();
+  };
+  if (auto home = env("WGNN_HOME"); !home.empty()) dirs.push_back((fs::path(home) / "models").string());
+  if (auto xdg = env("XDG_CACHE_HOME"); !xdg.empty()) {
+    dirs.push_back((fs::path(xdg) / "wgnn" / "models").string());
+  } else if (auto h = env("HOME"); !h.empty()) {
+    dirs.push_back((fs::path(h) / ".cache" / "wgnn" / "models").string());
+  }
+  if (!program_dir.empty()) {
+    const fs::path dir(program_dir);
+    dirs.push_back((dir / "models").string());
+    dirs.push_back((dir.parent_path() / "share" / "wgnn" / "models").string());
+  }
+  return dirs;
+}
+
+std::string find_model(const std::vector<std::string>& folders) {
+  std::error_code ec;
+  for (const auto& d : folders) {
+    const auto p = std::filesystem::path(d) / kDefaultModel;
+    if (std::filesystem::is_regular_file(p, ec)) return p.string();
+  }
+  return {};
 }
 
 Cutout Remover::run(const image::Image& photo) {

@@ -21,6 +21,7 @@
 // A fixed-size model (ISNet's kind) with MODNet pre-processing is refused.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gpu/context.h"
 #include "graph/tensor.h"
@@ -57,6 +58,18 @@ struct Cutout {
   InputPlan plan;
   double run_s = 0;  // this run (first run: also builds the graph, compiles shaders)
 };
+
+// The model used when none is named (remove-bg without --model,
+// wgnn.remove_bg without model=), and the folders searched for it, in
+// order (README, "Install"): $WGNN_HOME/models, the user's cache folder
+// ($XDG_CACHE_HOME/wgnn/models, else ~/.cache/wgnn/models), then models/ in
+// `program_dir` (a build folder: scripts/setup copies ISNet there) and
+// ../share/wgnn/models from it (an install); `program_dir` is the wgnn
+// binary's folder, or the Python package's bin/ ("" : none).
+inline constexpr const char* kDefaultModel = "isnet_any_size.onnx";
+std::vector<std::string> model_folders(const std::string& program_dir);
+// The first folder's kDefaultModel that exists; "" if none does.
+std::string find_model(const std::vector<std::string>& folders);
 
 class Remover {
  public:

@@ -331,6 +331,18 @@ OpMapper reduce(const std::string& onnx_op, const std::string& aten, int axes_in
     if (axes.empty()) {
       for (size_t d = 0; d < c.shape(0).size(); ++d) axes.push_back(int64_t(d));
     }
+    // The max (min) of no values is -inf (+inf) in ONNX (opset 18 on):
+    // a constant of the result's shape, folded on the host (no input data
+    // is read: there is none).
+    if (onnx_op == "ReduceMax" || onnx_op == "ReduceMin") {
+      const Shape& s = c.shape(0);
+      bool empty = false;
+      for (int64_t a : axes) empty = empty || s[size_t(ops::normalize_axis(a, int64_t(s.size()), onnx_op, "axes"))] == 0;
+      if (empty) {
+        if (c.dtype(0) != DType::F32) c.unsupported("a reduction over no values, other than of float32");
+        return one(Slot::of_host(host::reduce(onnx_op, HostTensor(DType::F32, s), axes, keep)));
+      }
+    }
     if ((aten == "aten.sum.dim_IntList") && !host::is_float(c.dtype(0)))
       return one(c.out(c.call(aten, {c.tensor(0), IntList(axes), keep, aten_dtype_code(c.dtype(0))})));
     return one(c.out(c.call(aten, {c.tensor(0), IntList(axes), keep})));

@@ -695,4 +695,10 @@ std::string Session::summary() const {
                      last_->folded, g.dispatches().size(), g.memory_summary(), plans, storage, control);
 }
 
+std::vector<std::string> supported_ops() {
+  std::vector<std::string> names;
+  for (const auto& [name, mapper] : op_mappers()) names.push_back(name);
+  return names;
+}
+
 }  // namespace wgnn::onnx_import

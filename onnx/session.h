@@ -105,6 +105,9 @@ LoadedModel load_model(const std::string& path);
 // data. Needs no GPU: the fuzz target calls it (fuzz/).
 LoadedModel load_model_from_bytes(const std::string& bytes, const std::string& name, const std::string& dir);
 
+// The ONNX operators (of the default domain) a Session maps, sorted.
+std::vector<std::string> supported_ops();
+
 class Session {
  public:
   Session(gpu::Context& ctx, const std::string& path, SessionOptions options = {});

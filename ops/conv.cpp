@@ -41,6 +41,7 @@
 #include "ops/epilogue.h"
 #include "ops/helpers.h"
 #include "ops/registry.h"
+#include "ops/uniforms.h"
 #include "ops/subgroup_matmul.h"
 
 namespace wgnn::ops {
@@ -569,9 +570,6 @@ struct alignas(16) PoolParams {
 };
 static_assert(sizeof(PoolParams) == 144);
 
-struct alignas(16) GlobalPoolParams {
-  uint32_t rows, width, p0, p1;
-};
 
 uint32_t pow2_floor(uint64_t v) {
   uint32_t p = 1;

@@ -9,6 +9,7 @@
 
 #include "ops/helpers.h"
 #include "ops/registry.h"
+#include "ops/uniforms.h"
 
 namespace wgnn::ops {
 namespace {
@@ -106,11 +107,6 @@ const std::vector<UnaryOp>& unary_ops() {
   return ops;
 }
 
-struct UnaryParams {
-  uint32_t count;
-  float p0, p1;
-  uint32_t pad;
-};
 
 // A tensor over maxStorageBufferBindingSize is split into spans of whole
 // vec4 groups (binding_spans), each bound by byte range and run as its own

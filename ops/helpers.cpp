@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "gpu/shaders.h"
+#include "ops/uniforms.h"
 
 namespace wgnn::ops {
 
@@ -28,6 +29,10 @@ const gpu::Pipeline& kernel(Graph& g, std::string_view path, const Subs& subs, c
     if (text.find(inc) != std::string_view::npos) throw Error(fmt::format("'{}' may not include others", lib));
     src.replace(pos, end + 2 - pos, text);
     pos += text.size();
+  }
+  // `{{PARAMS}}`: the kernel's uniform struct, declared once (ops/uniforms.h).
+  if (const size_t pos = src.find("{{PARAMS}}"); pos != std::string::npos) {
+    src.replace(pos, 10, uniform_for(path));
   }
   for (const auto& [key, value] : subs) {
     const std::string token = "{{" + key + "}}";

@@ -467,23 +467,33 @@ Value matmul(Graph& g, const ValueList& args) {
 }
 
 // wgnn.matmul_add.default(self, other, bias=None, alpha=1, act='none',
-// trans_self=False, trans_other=False): act(alpha * matmul(op(self),
-// op(other)) + bias), bias and activation ('none', 'gelu', 'gelu_tanh':
-// aten.gelu's two forms) fused in the product's epilogue; op() swaps the
+// trans_self=False, trans_other=False, lo=0, hi=0): act(alpha *
+// matmul(op(self), op(other)) + bias), bias and activation ('none', 'relu',
+// 'clamp' to [lo, hi], 'gelu', 'gelu_tanh': aten.gelu's two forms) fused in
+// the product's epilogue; op() swaps the
 // last two dims of an operand whose trans_ flag is set (read transposed by
 // the kernel, never copied). Both operands at least 2-D; the bias broadcasts to the product without
 // enlarging it (a MatMul then an Add of a [N] or [1, .., N] constant, fused
 // by the ONNX importer, onnx/fusion.cpp).
 Value matmul_add(Graph& g, const ValueList& args) {
   Args a{"wgnn.matmul_add.default", args, g};
-  if (args.size() < 2 || args.size() > 7) a.fail(fmt::format("takes 2 to 7 arguments, got {}", args.size()));
+  if (args.size() < 2 || args.size() > 9) a.fail(fmt::format("takes 2 to 9 arguments, got {}", args.size()));
   TensorRef x = a.tensor(0, "self");
   TensorRef y = a.tensor(1, "other");
   TensorRef bias = a.optional_tensor(2, "bias");
   const double alpha = a.scalar(3, "alpha", 1.0);
-  const Activation act =
-      parse_activation(a, a.string(4, "act", "none"), {Activation::None, Activation::Gelu, Activation::GeluTanh});
+  const Activation act = parse_activation(a, a.string(4, "act", "none"),
+                                          {Activation::None, Activation::Relu, Activation::Clamp, Activation::Gelu,
+                                           Activation::GeluTanh});
   const bool ta = a.boolean(5, "trans_self", false), tb = a.boolean(6, "trans_other", false);
+  double lo = 0, hi = 0;
+  if (act == Activation::Clamp) {
+    lo = a.scalar(7, "lo", 0.0);
+    hi = a.scalar(8, "hi", 0.0);
+    if (!std::isfinite(lo) || !std::isfinite(hi) || lo > hi) {
+      a.fail(fmt::format("clamp bounds [{}, {}] are not a finite range", lo, hi));
+    }
+  }
   require_operand(a, x, "self");
   require_operand(a, y, "other");
   require_same_dtype(a, x, "self", y, "other");
@@ -518,6 +528,8 @@ Value matmul_add(Graph& g, const ValueList& args) {
   p.out_shape.push_back(p.N);
   p.alpha = alpha;
   p.act.act = act;
+  p.act.lo = lo;
+  p.act.hi = hi;
   if (bias.id >= 0) {
     set_bias(a, p, bias, "bias");
   } else {

@@ -34,6 +34,7 @@
 #include "ops/helpers.h"
 #include "ops/layout.h"
 #include "ops/registry.h"
+#include "ops/uniforms.h"
 
 namespace wgnn::ops {
 namespace {
@@ -854,10 +855,6 @@ Value pad(Graph& g, const ValueList& args) {
   return y;
 }
 
-struct TriluParams {
-  uint32_t count, rows, cols;
-  int32_t diagonal;
-};
 
 // aten.triu(self, diagonal=0) / aten.tril(self, diagonal=0) (ONNX Trilu):
 // self of rank >= 2, any dtype; the last two dims are the matrices.

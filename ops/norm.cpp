@@ -6,6 +6,7 @@
 
 #include "ops/helpers.h"
 #include "ops/registry.h"
+#include "ops/uniforms.h"
 
 namespace wgnn::ops {
 namespace {
@@ -29,14 +30,6 @@ void require_channel_vector(const Args& a, TensorRef t, std::string_view name, i
   }
 }
 
-struct FoldParams {
-  uint32_t channels;
-  float eps;
-  uint32_t has_weight, has_bias;
-};
-struct BatchNormParams {
-  uint32_t count, inner, channels, pad;
-};
 
 // aten._native_batch_norm_legit_no_training(input, weight?, bias?,
 //     running_mean, running_var, momentum, eps) -> (out, save_mean, save_invstd)
@@ -105,11 +98,6 @@ Value batch_norm_no_training(Graph& g, const ValueList& args) {
   return ValueList{y, save_mean, save_invstd};
 }
 
-struct LayerNormParams {
-  uint32_t rows, width_v;
-  float width, eps;
-  uint32_t has_weight, has_bias, pad0, pad1;
-};
 
 uint32_t pow2_floor(uint64_t v) {
   uint32_t p = 1;
@@ -234,12 +222,6 @@ Value add_layer_norm(Graph& g, const ValueList& args) {
                     a.optional_tensor(3, "weight"), a.optional_tensor(4, "bias"), a.scalar(5, "eps", 1e-5));
 }
 
-struct GroupNormParams {
-  uint32_t rows, width_v;
-  float width, eps;
-  uint32_t has_weight, has_bias, groups, hw_v;
-  uint32_t channels_per_group, pad0, pad1, pad2;
-};
 
 // Group norm of x viewed as [N, C, HxW] (shapes checked by the caller):
 // returns (out, mean [N, groups], rstd [N, groups]); mean and rstd are f32.

@@ -33,6 +33,7 @@
 #include "ops/helpers.h"
 #include "ops/layout.h"
 #include "ops/registry.h"
+#include "ops/uniforms.h"
 
 namespace wgnn::ops {
 namespace {
@@ -335,9 +336,6 @@ Value prod_dim(Graph& g, const ValueList& args) {
   return reduce(a, x, red, keepdim, kProd, false, out, "prod");
 }
 
-struct ArgParams {
-  uint32_t count, n, inner, pad;
-};
 
 // aten.argmax / aten.argmin (self, dim=None, keepdim=False): int64 indices of
 // the first extreme along dim (every element, flattened, when dim is None);
@@ -385,12 +383,6 @@ Value argmax_argmin(Graph& g, const ValueList& args, bool max) {
   return y;
 }
 
-struct SoftmaxParams {
-  uint32_t rows, width, pad0, pad1;
-};
-struct SoftmaxStridedParams {
-  uint32_t columns, n, inner, pad;
-};
 
 // aten._softmax / aten._log_softmax (self, dim, half_to_float): float32 and
 // float16; half_to_float (float16 input only) gives a float32 result.

@@ -83,41 +83,12 @@ class Step {
   bool stopping_ = false;
 };
 
-// Where remove-bg looks for its model without --model, in order (README,
-// "Install"): $WGNN_HOME/models, the user's cache folder
-// ($XDG_CACHE_HOME/wgnn/models, else ~/.cache/wgnn/models), models/ beside
-// the wgnn binary (a build folder: scripts/setup copies ISNet there) and
-// ../share/wgnn/models from it (an install).
-std::vector<fs::path> model_folders() {
-  std::vector<fs::path> dirs;
-  auto env = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v && *v ? std::string(v) : std::string();
-  };
-  if (auto home = env("WGNN_HOME"); !home.empty()) dirs.push_back(fs::path(home) / "models");
-  if (auto xdg = env("XDG_CACHE_HOME"); !xdg.empty()) {
-    dirs.push_back(fs::path(xdg) / "wgnn" / "models");
-  } else if (auto h = env("HOME"); !h.empty()) {
-    dirs.push_back(fs::path(h) / ".cache" / "wgnn" / "models");
-  }
+// Where remove-bg looks for its model without --model: matting's list, from
+// the wgnn binary's folder.
+std::vector<std::string> model_folders() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    dirs.push_back(exe.parent_path() / "models");
-    dirs.push_back(exe.parent_path().parent_path() / "share" / "wgnn" / "models");
-  }
-  return dirs;
-}
-
-constexpr const char* kDefaultModel = "isnet_any_size.onnx";
-
-// The first folder that holds the model; "" if none does.
-std::string default_model() {
-  std::error_code ec;
-  for (const auto& d : model_folders()) {
-    if (fs::is_regular_file(d / kDefaultModel, ec)) return (d / kDefaultModel).string();
-  }
-  return {};
+  return matting::model_folders(ec ? std::string() : exe.parent_path().string());
 }
 
 // The output must be a .png in a folder that exists: checked before the
@@ -334,7 +305,7 @@ class Batch {
     if (o_.only_mask && !o_.mask.empty()) throw Error("--only-mask writes the matte already; --mask is for the cut-out's");
     bool single = false;
     jobs_ = plan_jobs(o_, &single);
-    model_ = o_.model.empty() ? default_model() : o_.model;
+    model_ = o_.model.empty() ? matting::find_model(model_folders()) : o_.model;
     check_model();
     if (single) return run_single(jobs_[0]);
     if (o_.runs != 1) throw Error("--runs times one photo; give a single photo with it");
@@ -357,10 +328,12 @@ class Batch {
     if (fs::is_regular_file(model_, ec)) return;
     if (o_.model.empty()) {
       std::string tried;
-      for (const auto& d : model_folders()) tried += fmt::format("\n  {}", (d / kDefaultModel).string());
+      for (const auto& d : model_folders()) {
+        tried += fmt::format("\n  {}", (fs::path(d) / matting::kDefaultModel).string());
+      }
       throw Error(fmt::format("no model found; remove-bg looked for {} at{}\nscripts/setup fetches ISNet (into a build "
                               "folder's models/), or put it in $WGNN_HOME/models, or give --model FILE",
-                              kDefaultModel, tried));
+                              matting::kDefaultModel, tried));
     }
     throw Error(fs::exists(model_, ec) ? fmt::format("model '{}' is not a file", model_)
                                        : fmt::format("model '{}': no such file", model_));

@@ -4,6 +4,7 @@
 #include "wgnn/error.h"
 #include "wgnn/graph.h"
 #include "wgnn/host_tensor.h"
+#include "wgnn/ir.h"
 #include "wgnn/ops.h"
 #include "wgnn/session.h"
 #include "wgnn/version.h"

@@ -12,12 +12,7 @@ override LAST: bool = false;
 override FLOAT: bool = true;
 const WG: u32 = 256u;
 
-struct Params {
-  count: u32,  // outputs: outer * inner
-  n: u32,      // the reduced dim's size (>= 1)
-  inner: u32,
-  _pad: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<i32>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -4,12 +4,7 @@
 // channel), else {{T}}; math is f32.
 {{ENABLE}}
 
-struct Params {
-  count: u32,     // elements of {{V}}
-  inner: u32,     // inner size in {{V}} units
-  channels: u32,
-  _pad: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<{{V}}>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -4,12 +4,7 @@
 // constants (see ops/norm.cpp).
 {{ENABLE}}
 
-struct Params {
-  channels: u32,
-  eps: f32,
-  has_weight: u32,
-  has_bias: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> folded: array<vec2<f32>>;  // (scale, shift)
 @group(0) @binding(1) var<uniform> params: Params;

@@ -9,12 +9,7 @@ override TPR: u32 = 64u;
 override AVG: bool = false;
 const WG: u32 = 256u;
 
-struct Params {
-  rows: u32,
-  width: u32,
-  _p0: u32,
-  _p1: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

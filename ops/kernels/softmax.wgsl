@@ -18,12 +18,7 @@ override LOG: bool = false;
 const MAX_CHUNKS: u32 = 16u;
 const WG: u32 = 256u;
 
-struct Params {
-  rows: u32,
-  width: u32,
-  _pad0: u32,
-  _pad1: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<{{O}}>;
 @group(0) @binding(1) var<uniform> params: Params;

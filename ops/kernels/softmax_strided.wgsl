@@ -10,12 +10,7 @@
 override LOG: bool = false;
 const WG: u32 = 256u;
 
-struct Params {
-  columns: u32,  // outer * inner
-  n: u32,        // length of the softmax axis
-  inner: u32,
-  _pad: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<{{O}}>;
 @group(0) @binding(1) var<uniform> params: Params;

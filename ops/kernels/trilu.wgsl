@@ -8,12 +8,7 @@
 override UPPER: bool = true;
 const WG: u32 = 256u;
 
-struct Params {
-  count: u32,
-  rows: u32,
-  cols: u32,
-  diagonal: i32,  // clamped to [-rows, cols] on the host
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> dst: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -4,12 +4,7 @@
 // Entry points: `main` (src -> dst) and `main_inplace` (dst -> dst).
 {{ENABLE}}
 
-struct Params {
-  count: u32,  // number of vec4 groups
-  p0: f32,
-  p1: f32,
-  _pad: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> dst: array<vec4<{{T}}>>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "gpu_fixture.h"
+#include "onnx_model_builder.h"
 #include "onnx/session.h"
 #include "onnx/tensor_proto.h"
 
@@ -374,5 +375,38 @@ TEST(OnnxCases, ResizeUnsupportedCases) {
     for (int i = 0; i < 4; ++i) sc.as<float>()[i] = i < 2 ? 1.f : 2.f;
     EXPECT_THAT(error_of([&] { s.run({{"x", ramp({1, 1, 4, 4}, 0, 1)}, {"scales", sc}}); }),
                 HasSubstr("unsupported: "));
+  }
+}
+
+// ReduceMax / ReduceMin over a dim of size 0 (opset 18 on): -inf / +inf of
+// the result's shape, as ONNX defines it (the ONNX 1.23 backend cases
+// test_reduce_{max,min}_empty_set); integers are refused as unsupported.
+TEST(OnnxCases, ReduceMaxMinOverNoValues) {
+  for (const char* op : {"ReduceMax", "ReduceMin"}) {
+    SCOPED_TRACE(op);
+    test::ModelBuilder b(18);
+    b.input("x", {2, 0, 4});
+    b.init_i64("axes", {1});
+    b.node(op, {"x", "axes"}, {"y"});
+    b.output("y", {2, 1, 4});
+    Session s(test::ctx(), b.save(std::string("reduce_empty_") + op + ".onnx"));
+    const auto outs = s.run({{"x", HostTensor(DType::F32, {2, 0, 4})}});
+    const HostTensor& y = outs.at("y");
+    ASSERT_EQ(y.shape, (Shape{2, 1, 4}));
+    const float want = std::string(op) == "ReduceMax" ? -INFINITY : INFINITY;
+    for (int64_t i = 0; i < y.numel(); ++i) EXPECT_EQ(y.as<float>()[i], want) << i;
+
+    test::ModelBuilder bi(18);
+    bi.input("x", {2, 0, 4}, onnx::TensorProto::INT32);
+    bi.init_i64("axes", {1});
+    bi.node(op, {"x", "axes"}, {"y"});
+    bi.output("y", {2, 1, 4}, onnx::TensorProto::INT32);
+    Session si(test::ctx(), bi.save(std::string("reduce_empty_int_") + op + ".onnx"));
+    try {
+      si.run({{"x", HostTensor(DType::I32, {2, 0, 4})}});
+      ADD_FAILURE() << "an empty integer reduction ran";
+    } catch (const Unsupported& e) {
+      EXPECT_THAT(e.what(), HasSubstr("reduction over no values"));
+    }
   }
 }

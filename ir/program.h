@@ -1,0 +1,87 @@
+#pragma once
+// An IR graph made runnable: a plan per set of input shapes, each the IR's
+// nodes lowered onto a wgnn::Graph by calling their ops (ops::call), with
+// the model's constants uploaded once into a ConstantStore that every plan
+// shares. A new shape binds the inputs' symbols, lowers again (the ops
+// compute the sizes, uniforms, grids and memory plan) and reuses the
+// uploaded constants and the compiled pipelines. Plans are kept in an LRU
+// of ProgramOptions::max_plans; an evicted plan frees its intermediates.
+//
+// The IR is taken as it is: passes::optimize (passes/passes.h) rewrites it
+// first where fusion is wanted.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/constant_store.h"
+#include "graph/graph.h"
+#include "ir/graph.h"
+
+namespace wgnn::ir {
+
+struct ProgramOptions {
+  int max_plans = 8;
+  bool checked = true;  // Graph::set_checked
+};
+
+// What a plan did with a node a pass fused: how many ran fused, and how
+// many fell back to their unfused chain (the plan's shapes or dtypes did
+// not allow the fused op), with the op's reason.
+struct LoweringStats {
+  size_t nodes = 0;
+  size_t fused = 0;
+  std::vector<std::string> fallbacks;
+};
+
+// Lowers `ir` onto `g` with these input shapes (one per ir.inputs(), in
+// order; checked against the declared dims and symbols): the inputs become
+// Input tensors, the constants Constant tensors (through g's ConstantStore
+// when it has one), the model's outputs are marked. Returns the graph
+// tensors of the model's inputs and outputs.
+struct Lowered {
+  std::vector<TensorRef> inputs, outputs;
+  LoweringStats stats;
+};
+Lowered lower(const Graph& ir, wgnn::Graph& g, const std::vector<Shape>& input_shapes);
+
+// The input shapes checked against the IR's declared ones: the rank, each
+// fixed size, and one size per symbol. Returns the symbols' sizes.
+std::map<std::string, int64_t> bind_symbols(const Graph& ir, const std::vector<Shape>& input_shapes);
+
+class Program {
+ public:
+  Program(gpu::Context& ctx, Graph ir, ProgramOptions options = {});
+  ~Program();
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  const Graph& ir() const { return ir_; }
+  // Runs the model: one host tensor per input, in ir().inputs() order, each
+  // of the input's dtype; returns the outputs in ir().outputs() order.
+  std::vector<HostTensor> run(const std::vector<HostTensor>& inputs);
+
+  // The plan for these input shapes (made if needed): for inspection.
+  wgnn::Graph& plan(const std::vector<Shape>& input_shapes);
+  const LoweringStats& last_lowering() const { return last_stats_; }
+  int plans() const { return int(plans_.size()); }
+  int builds() const { return builds_; }
+  int evictions() const { return evictions_; }
+  const ConstantStore& constants() const { return *constants_; }
+
+ private:
+  struct Plan;
+  Plan& plan_for(const std::vector<Shape>& shapes);
+
+  gpu::Context& ctx_;
+  Graph ir_;
+  ProgramOptions options_;
+  std::unique_ptr<ConstantStore> constants_;  // before plans_: plans release into it
+  std::map<std::vector<Shape>, std::unique_ptr<Plan>> plans_;
+  LoweringStats last_stats_;
+  int builds_ = 0, evictions_ = 0;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace wgnn::ir

@@ -1,0 +1,56 @@
+#include "ops/uniforms.h"
+
+#include <fmt/format.h>
+
+#include "gpu/error.h"
+
+namespace wgnn::ops {
+namespace uniform {
+
+std::string declare(std::string_view cpp_name, size_t cpp_size, const std::vector<Field>& fields) {
+  std::string s = "struct Params {\n";
+  size_t offset = 0;
+  for (const Field& f : fields) {
+    // Scalars of 4 bytes: aligned to 4 in WGSL's uniform layout.
+    offset = (offset + 3) / 4 * 4;
+    if (f.offset != offset || f.size != 4) {
+      throw Error(fmt::format("uniform struct {}: field '{}' is at byte {} in C++ but {} in WGSL", cpp_name, f.name,
+                              f.offset, offset));
+    }
+    s += fmt::format("  {}: {},\n", f.name, f.type);
+    offset += f.size;
+  }
+  const size_t wgsl_size = (offset + 15) / 16 * 16;
+  if (cpp_size != offset || offset % 16 != 0) {
+    throw Error(fmt::format("uniform struct {}: {} bytes in C++, {} in WGSL; pad it to a multiple of 16", cpp_name,
+                            cpp_size, wgsl_size));
+  }
+  return s + "}";
+}
+
+}  // namespace uniform
+
+const std::vector<KernelUniform>& kernel_uniforms() {
+  static const std::vector<KernelUniform> list{
+      {"ops/kernels/unary.wgsl", &UnaryParams::wgsl},
+      {"ops/kernels/softmax.wgsl", &SoftmaxParams::wgsl},
+      {"ops/kernels/softmax_strided.wgsl", &SoftmaxStridedParams::wgsl},
+      {"ops/kernels/argmax.wgsl", &ArgParams::wgsl},
+      {"ops/kernels/trilu.wgsl", &TriluParams::wgsl},
+      {"ops/kernels/batch_norm_fold.wgsl", &FoldParams::wgsl},
+      {"ops/kernels/batch_norm.wgsl", &BatchNormParams::wgsl},
+      {"ops/kernels/layer_norm.wgsl", &LayerNormParams::wgsl},
+      {"ops/kernels/group_norm.wgsl", &GroupNormParams::wgsl},
+      {"ops/kernels/global_pool.wgsl", &GlobalPoolParams::wgsl},
+  };
+  return list;
+}
+
+const std::string& uniform_for(std::string_view kernel) {
+  for (const KernelUniform& k : kernel_uniforms()) {
+    if (kernel == k.kernel) return k.wgsl();
+  }
+  throw Error(fmt::format("kernel '{}' has {{{{PARAMS}}}} but no uniform struct registered (ops/uniforms.h)", kernel));
+}
+
+}  // namespace wgnn::ops

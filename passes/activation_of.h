@@ -1,0 +1,47 @@
+#pragma once
+// Internal to passes/: an activation node as the epilogues of ops/epilogue.h
+// name it ('relu', 'clamp' with finite bounds, 'gelu', 'gelu_tanh').
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace wgnn::passes {
+
+struct EpilogueActivation {
+  std::string act;
+  double lo = 0, hi = 0;
+};
+
+// The activation node `n` is, when an epilogue with one of `accepted` can
+// apply it instead (clamp: both bounds numbers, finite, in order); else
+// nullopt.
+inline std::optional<EpilogueActivation> activation_of(const ir::Node& n, bool gelu_ok) {
+  auto number = [&](size_t i) -> std::optional<double> {
+    if (i >= n.args.size()) return std::nullopt;
+    const Value& v = n.args[i];
+    if (v.is_double()) return std::get<double>(v.v);
+    if (v.is_int()) return double(std::get<int64_t>(v.v));
+    return std::nullopt;
+  };
+  if (n.args.empty() || !n.args[0].is_tensor()) return std::nullopt;
+  if (n.op == "aten.relu.default" && n.args.size() == 1) return EpilogueActivation{"relu"};
+  if (n.op == "aten.clamp.default" && n.args.size() == 3) {
+    const auto lo = number(1), hi = number(2);
+    if (!lo || !hi || !std::isfinite(*lo) || !std::isfinite(*hi) || *lo > *hi) return std::nullopt;
+    return EpilogueActivation{"clamp", *lo, *hi};
+  }
+  if (gelu_ok && n.op == "aten.gelu.default" && n.args.size() <= 2) {
+    std::string approx = "none";
+    if (n.args.size() == 2) {
+      if (!std::holds_alternative<std::string>(n.args[1].v)) return std::nullopt;
+      approx = std::get<std::string>(n.args[1].v);
+    }
+    if (approx == "none") return EpilogueActivation{"gelu"};
+    if (approx == "tanh") return EpilogueActivation{"gelu_tanh"};
+  }
+  return std::nullopt;
+}
+
+}  // namespace wgnn::passes

@@ -1,0 +1,69 @@
+// aten.add.Tensor(a, b) whose sum an aten.native_layer_norm normalizes (the
+// residual add before a transformer's norm; others may read the sum too)
+// -> wgnn.add_layer_norm.default, which writes the norm's three results and
+// the sum in one dispatch. The fused node takes the add's place, so the
+// norm's weight and bias must be known there. The op takes a and b of one
+// shape and dtype: a plan where they broadcast runs the two nodes.
+#include "passes/passes.h"
+
+namespace wgnn::passes {
+namespace {
+
+class FuseAddLayerNorm final : public Pass {
+ public:
+  const char* name() const override { return "fuse_add_layer_norm"; }
+  size_t apply(ir::Graph& g, const PassContext&) const override {
+    size_t fused = 0;
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const ir::Node& ln = g.nodes()[i];
+      if (ln.dead || ln.op != "aten.native_layer_norm.default" || ln.outputs.size() != 3) continue;
+      if (ln.args.size() < 2 || ln.args.size() > 5 || !ln.args[0].is_tensor()) continue;
+      const TensorRef sum = ln.args[0].tensor();
+      const int p = g.producer(sum);
+      if (p < 0) continue;
+      const ir::Node& add = g.nodes()[size_t(p)];
+      if (add.op != "aten.add.Tensor" || add.args.size() < 2 || add.args.size() > 3 || !add.args[0].is_tensor() ||
+          !add.args[1].is_tensor()) {
+        continue;
+      }
+      if (add.args.size() == 3) {
+        const Value& alpha = add.args[2];
+        const bool one = (alpha.is_int() && std::get<int64_t>(alpha.v) == 1) ||
+                         (alpha.is_double() && std::get<double>(alpha.v) == 1.0);
+        if (!one) continue;
+      }
+      // The norm reads its own sum once, and its weight and bias exist at the add.
+      bool ready = true;
+      int reads = 0;
+      for (size_t k = 0; k < ln.args.size(); ++k) {
+        for (TensorRef t : ir::tensor_args({ln.args[k]})) {
+          if (t == sum) {
+            ready = ready && k == 0;
+            ++reads;
+          } else {
+            const int q = g.producer(t);
+            ready = ready && q < p;
+          }
+        }
+      }
+      if (!ready || reads != 1) continue;
+      const Value none = None{};
+      ir::Node n;
+      n.op = "wgnn.add_layer_norm.default";
+      n.args = {add.args[0], add.args[1], ln.args[1], arg_or(ln, 2, none), arg_or(ln, 3, none), arg_or(ln, 4, Value(1e-5))};
+      n.outputs = {ln.outputs[0], ln.outputs[1], ln.outputs[2], sum};
+      n.label = ln.label.empty() ? name() : ln.label;
+      n.unfused = {add, ln};
+      g.nodes()[i].dead = true;
+      g.replace_node(p, std::move(n));
+      ++fused;
+    }
+    return fused;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> fuse_add_layer_norm() { return std::make_unique<FuseAddLayerNorm>(); }
+
+}  // namespace wgnn::passes

@@ -1,0 +1,72 @@
+// A matrix product whose result only an activation reads -> one
+// wgnn.matmul_add.default with the activation in its epilogue:
+//   aten.linear(x, w, b?)   -> matmul_add(x, w, b, 1, act, False, True)
+//   aten.matmul / aten.mm   -> matmul_add(x, y, None, 1, act)
+//   wgnn.matmul_add (no act) -> the same with act
+// followed by aten.relu, aten.clamp (finite bounds) or aten.gelu (both
+// forms). matmul_add takes operands of at least 2-D: a plan whose shapes
+// are not (a 1-D linear input, a vector weight) runs the chain unfused.
+#include "passes/activation_of.h"
+#include "passes/passes.h"
+
+namespace wgnn::passes {
+namespace {
+
+std::optional<ValueList> as_matmul_add(const ir::Node& p) {
+  const Value none = None{};
+  if (p.op == "aten.linear.default" && p.args.size() >= 2 && p.args.size() <= 3) {
+    return ValueList{p.args[0], p.args[1], arg_or(p, 2, none), 1.0, std::string("none"), false, true};
+  }
+  if ((p.op == "aten.matmul.default" || p.op == "aten.mm.default") && p.args.size() == 2) {
+    return ValueList{p.args[0], p.args[1], none, 1.0, std::string("none"), false, false};
+  }
+  if (p.op == "wgnn.matmul_add.default" && p.args.size() >= 2 && p.args.size() <= 7) {
+    const Value& act = arg_or(p, 4, Value(std::string("none")));
+    if (!std::holds_alternative<std::string>(act.v) || std::get<std::string>(act.v) != "none") return std::nullopt;
+    ValueList a = p.args;
+    const ValueList defaults{none, none, none, 1.0, std::string("none"), false, false};
+    while (a.size() < defaults.size()) a.push_back(defaults[a.size()]);
+    return a;
+  }
+  return std::nullopt;
+}
+
+class FuseMatmulActivation final : public Pass {
+ public:
+  const char* name() const override { return "fuse_matmul_activation"; }
+  size_t apply(ir::Graph& g, const PassContext&) const override {
+    size_t fused = 0;
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const ir::Node& act_node = g.nodes()[i];
+      if (act_node.dead) continue;
+      const auto act = activation_of(act_node, true);
+      if (!act) continue;
+      const TensorRef x = act_node.args[0].tensor();
+      const int p = g.producer(x);
+      if (p < 0 || sole_user(g, x) != int(i) || g.nodes()[size_t(p)].outputs.size() != 1) continue;
+      const ir::Node& prod = g.nodes()[size_t(p)];
+      auto args = as_matmul_add(prod);
+      if (!args) continue;
+      args->at(4).v = act->act;
+      args->resize(9);
+      args->at(7).v = act->lo;
+      args->at(8).v = act->hi;
+      ir::Node n;
+      n.op = "wgnn.matmul_add.default";
+      n.args = std::move(*args);
+      n.outputs = act_node.outputs;
+      n.label = prod.label.empty() ? name() : prod.label;
+      n.unfused = {prod, act_node};
+      g.nodes()[size_t(p)].dead = true;
+      g.replace_node(int(i), std::move(n));
+      ++fused;
+    }
+    return fused;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> fuse_matmul_activation() { return std::make_unique<FuseMatmulActivation>(); }
+
+}  // namespace wgnn::passes

@@ -1,0 +1,53 @@
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "passes/passes.h"
+
+namespace wgnn::passes {
+
+size_t Report::count(const std::string& pass) const {
+  size_t n = 0;
+  for (const auto& [p, k] : applied) n += p == pass ? k : 0;
+  return n;
+}
+
+std::string Report::summary() const {
+  std::string s;
+  for (const auto& [p, k] : applied) s += fmt::format("{}{} {}", s.empty() ? "" : ", ", p, k);
+  return s.empty() ? "no rewrites" : s;
+}
+
+int sole_user(const ir::Graph& g, TensorRef v) {
+  if (g.is_output(v)) return -1;
+  const std::vector<int> u = g.users(v);
+  return u.size() == 1 ? u[0] : -1;
+}
+
+const Value& arg_or(const ir::Node& n, size_t i, const Value& def) { return i < n.args.size() ? n.args[i] : def; }
+
+Report optimize(ir::Graph& g, const OptimizeOptions& options) {
+  const char* env = std::getenv("WGNN_NO_FUSION");
+  const bool fusion = options.fusion && !(env && *env && std::strcmp(env, "0") != 0);
+  std::vector<std::unique_ptr<Pass>> list;
+  if (options.context.ctx) list.push_back(fold_constants());
+  if (fusion) {
+    // Batch norm first: a conv + batch norm + relu becomes one conv whose
+    // epilogue applies the relu.
+    list.push_back(fuse_conv_batch_norm());
+    list.push_back(fuse_conv_activation());
+    list.push_back(fuse_matmul_activation());
+    list.push_back(fuse_add_layer_norm());
+  }
+  list.push_back(dead_code());
+  Report r;
+  for (const auto& p : list) {
+    const size_t k = p->apply(g, options.context);
+    if (k) r.applied.emplace_back(p->name(), k);
+  }
+  g.compact();
+  return r;
+}
+
+}  // namespace wgnn::passes

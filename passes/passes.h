@@ -1,0 +1,69 @@
+#pragma once
+// Rewrites of the model IR (ir/graph.h), one pass per file, as ONNX
+// Runtime's graph transformers: each finds its pattern in the ATen
+// vocabulary and replaces it, whoever built the IR (the ONNX importer or a
+// caller of the C++ API). A fused node keeps the chain it replaced
+// (ir::Node::unfused), which a plan lowers instead where the shapes or
+// dtypes of that plan do not allow the fused op.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace wgnn::gpu {
+class Context;
+}
+
+namespace wgnn::passes {
+
+struct PassContext {
+  // The device constant folding evaluates on (the ops' own kernels: one
+  // definition of each op's semantics); null: no folding.
+  gpu::Context* ctx = nullptr;
+  // Constant folding makes no constant larger than this (bytes).
+  uint64_t max_folded_bytes = uint64_t(64) << 20;
+};
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual const char* name() const = 0;
+  // Rewrites `g`; returns how many rewrites it made (0: unchanged).
+  virtual size_t apply(ir::Graph& g, const PassContext& pc) const = 0;
+};
+
+// The passes, each in its own file.
+std::unique_ptr<Pass> dead_code();             // dead_code.cpp
+std::unique_ptr<Pass> fold_constants();        // fold_constants.cpp
+std::unique_ptr<Pass> fuse_conv_batch_norm();  // fuse_conv_batch_norm.cpp
+std::unique_ptr<Pass> fuse_conv_activation();  // fuse_conv_activation.cpp
+std::unique_ptr<Pass> fuse_matmul_activation();  // fuse_matmul_activation.cpp
+std::unique_ptr<Pass> fuse_add_layer_norm();   // fuse_add_layer_norm.cpp
+
+struct OptimizeOptions {
+  PassContext context;
+  // Fusion passes on (WGNN_NO_FUSION=1 in the environment turns them off,
+  // as it does for the ONNX importer).
+  bool fusion = true;
+};
+
+struct Report {
+  std::vector<std::pair<std::string, size_t>> applied;  // pass, rewrites (those that made any)
+  size_t count(const std::string& pass) const;
+  std::string summary() const;  // "fuse_matmul_activation 2, dead_code 1"
+};
+
+// The default pipeline, in order: constant folding (when pc.ctx is set),
+// conv + batch norm, conv + activation, matmul + activation, add + layer
+// norm, dead code; the graph compacted at the end.
+Report optimize(ir::Graph& g, const OptimizeOptions& options = {});
+
+// Shared by the fusion passes: the single live node that reads `v` when
+// it is read by exactly one node, once, and is not a model output; else -1.
+int sole_user(const ir::Graph& g, TensorRef v);
+// An argument, or `def` when the node has fewer.
+const Value& arg_or(const ir::Node& n, size_t i, const Value& def);
+
+}  // namespace wgnn::passes

@@ -1,0 +1,381 @@
+// wgnn._wgnn: the Python bindings (nanobind). A layer above onnx/ and
+// matting/, beside tools/: the Python package (python/wgnn/) gives it
+// ONNX Runtime's API.
+//
+// Devices: one gpu::Context per (adapter, limits) choice, made on first use
+// and shared by every session that asks for it (a device start-up is slow).
+// A Context and what is made on it is used from one thread at a time
+// (gpu/context.h): every call here that touches one (a session's creation,
+// run and destruction, remove_bg, the device's description) releases the
+// GIL and then takes that device's mutex, so calls from several Python
+// threads take turns on one device, and other Python threads run meanwhile.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpu/context.h"
+#include "gpu/describe.h"
+#include "gpu/error.h"
+#include "graph/host_tensor.h"
+#include "image/image.h"
+#include "matting/remover.h"
+#include "onnx/session.h"
+#include "wgnn/wgnn.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace wgnn::python {
+namespace {
+
+struct Device {
+  std::mutex mutex;  // every use of ctx
+  std::unique_ptr<gpu::Context> ctx;
+};
+
+std::mutex g_devices_mutex;
+std::map<std::pair<std::string, std::string>, std::shared_ptr<Device>> g_devices;
+
+// The device for an adapter choice ("auto", "gpu", "lavapipe"; "" : the
+// environment's WGNN_ADAPTER, else auto) and limits ("adapter", "default";
+// "": WGNN_LIMITS, else adapter). Called without the GIL.
+std::shared_ptr<Device> device_for(const std::string& adapter, const std::string& limits) {
+  const std::lock_guard<std::mutex> lock(g_devices_mutex);
+  auto& d = g_devices[{adapter, limits}];
+  if (!d) {
+    auto dev = std::make_shared<Device>();
+    gpu::ContextOptions o;
+    o.adapter = adapter;
+    o.limits = limits;
+    dev->ctx = std::make_unique<gpu::Context>(o);
+    d = dev;
+  }
+  return d;
+}
+
+DType dtype_of(const nb::dlpack::dtype& t, const std::string& name) {
+  using nb::dlpack::dtype_code;
+  const auto code = dtype_code(t.code);
+  if (t.lanes == 1) {
+    if (code == dtype_code::Float && t.bits == 32) return DType::F32;
+    if (code == dtype_code::Float && t.bits == 16) return DType::F16;
+    if (code == dtype_code::Int && t.bits == 64) return DType::I64;
+    if (code == dtype_code::Int && t.bits == 32) return DType::I32;
+    if (code == dtype_code::Int && t.bits == 8) return DType::I8;
+    if (code == dtype_code::UInt && t.bits == 8) return DType::U8;
+    if (code == dtype_code::Bool && t.bits == 8) return DType::Bool;
+  }
+  throw Unsupported(fmt::format("input '{}': wgnn takes float32, float16, int64, int32, int8, uint8 and bool arrays; "
+                                "this one has another element type (dlpack code {}, {} bits)",
+                                name, int(t.code), int(t.bits)));
+}
+
+nb::dlpack::dtype dlpack_of(DType d) {
+  using nb::dlpack::dtype_code;
+  switch (d) {
+    case DType::F32: return {uint8_t(dtype_code::Float), 32, 1};
+    case DType::F16: return {uint8_t(dtype_code::Float), 16, 1};
+    case DType::I64: return {uint8_t(dtype_code::Int), 64, 1};
+    case DType::I32: return {uint8_t(dtype_code::Int), 32, 1};
+    case DType::I8: return {uint8_t(dtype_code::Int), 8, 1};
+    case DType::U8: return {uint8_t(dtype_code::UInt), 8, 1};
+    case DType::Bool: return {uint8_t(dtype_code::Bool), 8, 1};
+  }
+  throw Error("unknown dtype");
+}
+
+// ONNX Runtime's type strings.
+const char* ort_type(DType d) {
+  switch (d) {
+    case DType::F32: return "tensor(float)";
+    case DType::F16: return "tensor(float16)";
+    case DType::I64: return "tensor(int64)";
+    case DType::I32: return "tensor(int32)";
+    case DType::I8: return "tensor(int8)";
+    case DType::U8: return "tensor(uint8)";
+    case DType::Bool: return "tensor(bool)";
+  }
+  return "tensor(unknown)";
+}
+
+using Array = nb::ndarray<nb::numpy, nb::device::cpu>;
+using InArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+// A HostTensor handed to numpy without a copy: the array owns it.
+Array to_numpy(HostTensor&& t) {
+  auto* owned = new HostTensor(std::move(t));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<HostTensor*>(p); });
+  std::vector<size_t> shape(owned->shape.begin(), owned->shape.end());
+  return Array(owned->data.data(), shape.size(), shape.data(), owner, nullptr, dlpack_of(owned->dtype));
+}
+
+// A value's description: (name, shape with None or the symbolic name for a
+// dynamic dim, ONNX Runtime's type string).
+nb::tuple describe(const onnx_import::ValueInfo& v) {
+  nb::list shape;
+  for (size_t i = 0; i < v.shape.size(); ++i) {
+    if (v.shape[i] >= 0) {
+      shape.append(v.shape[i]);
+    } else if (i < v.dim_names.size() && !v.dim_names[i].empty()) {
+      shape.append(v.dim_names[i]);
+    } else {
+      shape.append(nb::none());
+    }
+  }
+  return nb::make_tuple(v.name, shape, ort_type(v.dtype));
+}
+
+struct Options {
+  std::string adapter, limits;
+  bool verbose = false, fp16 = false, fusion = true, checked = true;
+  int max_plans = 8;
+  onnx_import::SessionOptions session() const {
+    onnx_import::SessionOptions o;
+    o.verbose = verbose;
+    o.fp16 = fp16;
+    o.fusion = fusion;
+    o.checked = checked;
+    o.max_plans = max_plans;
+    return o;
+  }
+};
+
+class PySession {
+ public:
+  // From a file.
+  PySession(const std::string& path, const Options& o) {
+    nb::gil_scoped_release release;
+    dev_ = device_for(o.adapter, o.limits);
+    const std::lock_guard<std::mutex> lock(dev_->mutex);
+    s_ = std::make_unique<onnx_import::Session>(*dev_->ctx, path, o.session());
+  }
+  // From the model's bytes; external data is read relative to `dir`.
+  PySession(const nb::bytes& model, const std::string& dir, const Options& o) {
+    std::string bytes(model.c_str(), model.size());
+    nb::gil_scoped_release release;
+    dev_ = device_for(o.adapter, o.limits);
+    const std::lock_guard<std::mutex> lock(dev_->mutex);
+    s_ = std::make_unique<onnx_import::Session>(
+        *dev_->ctx, onnx_import::load_model_from_bytes(bytes, "<model bytes>", dir), o.session());
+  }
+  ~PySession() {
+    nb::gil_scoped_release release;
+    const std::lock_guard<std::mutex> lock(dev_->mutex);
+    s_.reset();
+  }
+
+  nb::list inputs() const {
+    nb::list l;
+    for (const auto& v : s_->inputs()) l.append(describe(v));
+    return l;
+  }
+  nb::list outputs() const {
+    nb::list l;
+    for (const auto& v : s_->outputs()) l.append(describe(v));
+    return l;
+  }
+
+  // Runs on (name, array) pairs; returns the outputs named (all when
+  // `names` is empty), in that order.
+  nb::list run(const std::vector<std::string>& names, const std::vector<std::pair<std::string, InArray>>& feed) {
+    std::map<std::string, HostTensor> in;
+    for (const auto& [name, a] : feed) {
+      Shape shape;
+      for (size_t i = 0; i < a.ndim(); ++i) shape.push_back(int64_t(a.shape(i)));
+      HostTensor t(dtype_of(a.dtype(), name), shape);
+      if (t.nbytes() != a.nbytes()) throw Error(fmt::format("input '{}': {} bytes, expected {}", name, a.nbytes(), t.nbytes()));
+      if (t.nbytes() != 0) std::memcpy(t.data.data(), a.data(), t.nbytes());
+      if (!in.emplace(name, std::move(t)).second) throw Error(fmt::format("input '{}' is given twice", name));
+    }
+    std::map<std::string, HostTensor> out;
+    {
+      nb::gil_scoped_release release;
+      const std::lock_guard<std::mutex> lock(dev_->mutex);
+      const auto t0 = std::chrono::steady_clock::now();
+      out = s_->run(in);
+      last_run_us_ = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    }
+    nb::list result;
+    if (names.empty()) {
+      for (const auto& v : s_->outputs()) result.append(to_numpy(std::move(out.at(v.name))));
+      return result;
+    }
+    std::map<std::string, nb::object> given;  // a name asked for twice gets the same array
+    for (const auto& n : names) {
+      if (auto g = given.find(n); g != given.end()) {
+        result.append(g->second);
+        continue;
+      }
+      auto it = out.find(n);
+      if (it == out.end()) {
+        std::string known;
+        for (const auto& v : s_->outputs()) known += (known.empty() ? "'" : ", '") + v.name + "'";
+        throw Error(fmt::format("no output named '{}': the model's outputs are {}", n, known));
+      }
+      nb::object a = nb::cast(to_numpy(std::move(it->second)));
+      given.emplace(n, a);
+      result.append(a);
+    }
+    return result;
+  }
+
+  int opset() const { return s_->opset(); }
+  std::string summary() const { return s_->summary(); }
+  int builds() const { return s_->builds(); }
+  int plans() const { return s_->plans(); }
+  // The last run's time inside Session::run (the C++ API), in us: what a
+  // call costs beyond it is the binding's (bench/python_overhead.py).
+  double last_run_us() const { return last_run_us_; }
+
+ private:
+  std::shared_ptr<Device> dev_;
+  std::unique_ptr<onnx_import::Session> s_;
+  double last_run_us_ = 0;
+};
+
+class PyRemover {
+ public:
+  PyRemover(const std::string& model, int size, const std::string& preprocess, const std::string& adapter) {
+    matting::RemoverOptions o;
+    o.size = size;
+    o.preprocess = matting::parse_preprocess(preprocess);
+    nb::gil_scoped_release release;
+    dev_ = device_for(adapter, "");
+    const std::lock_guard<std::mutex> lock(dev_->mutex);
+    r_ = std::make_unique<matting::Remover>(*dev_->ctx, model, o);
+  }
+  ~PyRemover() {
+    nb::gil_scoped_release release;
+    const std::lock_guard<std::mutex> lock(dev_->mutex);
+    r_.reset();
+  }
+  // An HxWx3 or HxWx4 uint8 photo in; (HxWx4 RGBA, HxW alpha) out.
+  std::pair<Array, Array> run(const nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu, uint8_t>& photo) {
+    if (photo.ndim() != 3 || (photo.shape(2) != 3 && photo.shape(2) != 4) || photo.shape(0) == 0 ||
+        photo.shape(1) == 0) {
+      std::string dims;
+      for (size_t i = 0; i < photo.ndim(); ++i) dims += (i ? "x" : "") + std::to_string(photo.shape(i));
+      throw Error(fmt::format("remove_bg: needs an HxWx3 (RGB) or HxWx4 (RGBA) uint8 image; got shape {}",
+                              dims.empty() ? "()" : dims));
+    }
+    image::Image img(int(photo.shape(1)), int(photo.shape(0)), int(photo.shape(2)));
+    std::memcpy(img.pixels.data(), photo.data(), img.pixels.size());
+    matting::Cutout c;
+    {
+      nb::gil_scoped_release release;
+      const std::lock_guard<std::mutex> lock(dev_->mutex);
+      c = r_->run(img);
+    }
+    auto image_array = [](const image::Image& im) {
+      HostTensor t(DType::U8, im.channels == 1 ? Shape{im.height, im.width} : Shape{im.height, im.width, im.channels});
+      std::memcpy(t.data.data(), im.pixels.data(), t.nbytes());
+      return to_numpy(std::move(t));
+    };
+    return {image_array(c.rgba), image_array(c.alpha)};
+  }
+
+ private:
+  std::shared_ptr<Device> dev_;
+  std::unique_ptr<matting::Remover> r_;
+};
+
+}  // namespace
+}  // namespace wgnn::python
+
+NB_MODULE(_wgnn, m) {
+  using namespace wgnn;
+  using namespace wgnn::python;
+  m.doc() = "wgnn's C++ runtime (the package wgnn wraps it)";
+
+  // wgnn's exceptions; the most derived is tried first.
+  static nb::object error = nb::exception<wgnn::Error>(m, "Error", PyExc_RuntimeError);
+  static nb::object unsupported = nb::exception<wgnn::Unsupported>(m, "Unsupported", error.ptr());
+  static nb::object gpu_error = nb::exception<gpu::GpuError>(m, "GpuError", error.ptr());
+  static nb::object device_lost = nb::exception<gpu::DeviceLost>(m, "DeviceLost", gpu_error.ptr());
+  static nb::object host_oom = nb::exception<wgnn::HostOutOfMemory>(m, "HostOutOfMemory", error.ptr());
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const gpu::DeviceLost& e) {
+      PyErr_SetString(device_lost.ptr(), e.what());
+    } catch (const gpu::GpuError& e) {
+      PyErr_SetString(gpu_error.ptr(), e.what());
+    } catch (const wgnn::Unsupported& e) {
+      PyErr_SetString(unsupported.ptr(), e.what());
+    } catch (const wgnn::HostOutOfMemory& e) {
+      PyErr_SetString(host_oom.ptr(), e.what());
+    } catch (const wgnn::Error& e) {
+      PyErr_SetString(error.ptr(), e.what());
+    } catch (const std::bad_alloc&) {
+      PyErr_SetString(host_oom.ptr(), "out of host memory");
+    }
+  });
+
+  nb::class_<Options>(m, "_Options")
+      .def(nb::init<>())
+      .def_rw("adapter", &Options::adapter)
+      .def_rw("limits", &Options::limits)
+      .def_rw("verbose", &Options::verbose)
+      .def_rw("fp16", &Options::fp16)
+      .def_rw("fusion", &Options::fusion)
+      .def_rw("checked", &Options::checked)
+      .def_rw("max_plans", &Options::max_plans);
+
+  nb::class_<PySession>(m, "_Session")
+      .def(nb::init<const std::string&, const Options&>(), "path"_a, "options"_a)
+      .def(nb::init<const nb::bytes&, const std::string&, const Options&>(), "model"_a, "dir"_a, "options"_a)
+      .def("inputs", &PySession::inputs)
+      .def("outputs", &PySession::outputs)
+      .def("run", &PySession::run, "names"_a, "feed"_a)
+      .def("opset", &PySession::opset)
+      .def("summary", &PySession::summary)
+      .def("builds", &PySession::builds)
+      .def("plans", &PySession::plans)
+      .def("last_run_us", &PySession::last_run_us);
+
+  nb::class_<PyRemover>(m, "_Remover")
+      .def(nb::init<const std::string&, int, const std::string&, const std::string&>(), "model"_a, "size"_a,
+           "preprocess"_a, "adapter"_a)
+      .def("run", &PyRemover::run, "photo"_a);
+
+  m.def(
+      "device_info",
+      [](const std::string& adapter, const std::string& limits) {
+        nb::gil_scoped_release release;
+        auto dev = device_for(adapter, limits);
+        const std::lock_guard<std::mutex> lock(dev->mutex);
+        return gpu::describe_json(*dev->ctx);
+      },
+      "adapter"_a, "limits"_a);
+  // Drops the module's references to the devices (at exit: a device is
+  // destroyed once no session holds it).
+  m.def("release_devices", [] {
+    std::map<std::pair<std::string, std::string>, std::shared_ptr<Device>> old;
+    {
+      const std::lock_guard<std::mutex> lock(g_devices_mutex);
+      old.swap(g_devices);
+    }
+    nb::gil_scoped_release release;
+    old.clear();
+  });
+  m.def("onnx_ops", [] { return onnx_import::supported_ops(); });
+  m.def("model_folders", [](const std::string& program_dir) { return matting::model_folders(program_dir); });
+  m.def("find_model", [](const std::vector<std::string>& folders) { return matting::find_model(folders); });
+  m.attr("default_model") = matting::kDefaultModel;
+  m.attr("__version__") = wgnn_version();
+}

@@ -1,0 +1,240 @@
+"""wgnn: ONNX models on the GPU through WebGPU, with ONNX Runtime's Python API.
+
+    import wgnn as ort                      # instead of: import onnxruntime as ort
+    sess = ort.InferenceSession("model.onnx")
+    print(sess.get_inputs()[0].name, sess.get_inputs()[0].shape, sess.get_inputs()[0].type)
+    y, = sess.run(None, {"x": x})           # numpy arrays in, numpy arrays out
+
+Devices: sessions with the same adapter choice share one device (started on
+first use). Calls that reach the device (creating a session, run, remove_bg,
+get_device_info) release the GIL and take turns on it: a session may be used
+from several threads, its runs then run one after another, as do the runs
+of sessions on the same device (the C++ API's rule, README "Threads").
+"""
+import atexit
+import json
+import os
+import sys
+
+import numpy as np
+
+from . import _wgnn
+from ._wgnn import DeviceLost, Error, GpuError, HostOutOfMemory, Unsupported
+
+__version__ = _wgnn.__version__
+__all__ = [
+    "InferenceSession", "SessionOptions", "NodeArg", "get_device_info", "get_available_providers", "supported_ops",
+    "remove_bg", "Error", "Unsupported", "GpuError", "DeviceLost", "HostOutOfMemory",
+]
+
+# The name wgnn gives its execution provider (get_providers()).
+PROVIDER = "WgnnExecutionProvider"
+
+
+def get_available_providers():
+    return [PROVIDER]
+
+
+class SessionOptions:
+    """What a session is made with.
+
+    fp16: float16 mode (float32 activations and weights stored as float16 on
+        the GPU; needs shader-f16, an Error says so otherwise).
+    adapter: "auto" (the machine's GPU, else the bundled lavapipe), "gpu" or
+        "lavapipe"; None: the environment's WGNN_ADAPTER, else auto.
+    limits: "adapter" (the adapter's own) or "default" (WebGPU's default
+        limits); None: WGNN_LIMITS, else adapter.
+    verbose: after each run that built a graph (a new set of input shapes),
+        print the session's summary to stderr, as `wgnn run --verbose` does
+        (also log_severity_level = 0, as in ONNX Runtime).
+    fusion, checked, max_plans: SessionOptions of the C++ API (onnx/session.h).
+    ONNX Runtime's other settings (graph_optimization_level,
+    intra_op_num_threads, ...) may be set and have no effect.
+    """
+
+    def __init__(self):
+        self.fp16 = False
+        self.adapter = None
+        self.limits = None
+        self.verbose = False
+        self.log_severity_level = 2
+        self.fusion = True
+        self.checked = True
+        self.max_plans = 8
+
+    def _native(self):
+        o = _wgnn._Options()
+        o.adapter = self.adapter or ""
+        o.limits = self.limits or ""
+        o.fp16 = bool(self.fp16)
+        o.verbose = bool(self.verbose) or self.log_severity_level == 0
+        o.fusion = bool(self.fusion)
+        o.checked = bool(self.checked)
+        o.max_plans = int(self.max_plans)
+        return o
+
+
+class NodeArg:
+    """An input or output: name, shape (ints; a dynamic dim is its symbolic
+    name, or None) and type (ONNX Runtime's strings: 'tensor(float)', ...)."""
+
+    __slots__ = ("name", "shape", "type")
+
+    def __init__(self, name, shape, type):  # noqa: A002
+        self.name, self.shape, self.type = name, shape, type
+
+    def __repr__(self):
+        return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape!r})"
+
+
+def _check_providers(providers):
+    if providers is None:
+        return
+    if isinstance(providers, str) or not hasattr(providers, "__iter__"):
+        raise TypeError("providers: a list of provider names (or (name, options) pairs), as in ONNX Runtime")
+    for p in providers:
+        name = p[0] if isinstance(p, tuple) else p
+        if not isinstance(name, str):
+            raise TypeError(f"providers: {p!r} is not a provider name")
+
+
+class InferenceSession:
+    """An ONNX model on the GPU, with onnxruntime.InferenceSession's API.
+
+    path_or_bytes: a file name (external data is read beside it) or the
+    model's bytes (external data relative to the current folder).
+    providers: accepted as ONNX Runtime takes them; wgnn always runs on its
+    device (get_providers() says 'WgnnExecutionProvider').
+    """
+
+    def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, **kwargs):
+        _check_providers(providers)
+        options = sess_options if sess_options is not None else SessionOptions()
+        if not isinstance(options, SessionOptions):
+            raise TypeError(f"sess_options: a wgnn.SessionOptions, not {type(options).__name__}")
+        native = options._native()
+        if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+            self._s = _wgnn._Session(bytes(path_or_bytes), os.getcwd(), native)
+        elif isinstance(path_or_bytes, (str, os.PathLike)):
+            self._s = _wgnn._Session(os.fspath(path_or_bytes), native)
+        else:
+            raise TypeError(f"path_or_bytes: a file name or the model's bytes, not {type(path_or_bytes).__name__}")
+        self._options = options
+        self._verbose = native.verbose
+        self._builds = 0
+        self._inputs = [NodeArg(*v) for v in self._s.inputs()]
+        self._outputs = [NodeArg(*v) for v in self._s.outputs()]
+        self._input_names = {v.name for v in self._inputs}
+
+    def get_inputs(self):
+        return list(self._inputs)
+
+    def get_outputs(self):
+        return list(self._outputs)
+
+    def get_providers(self):
+        return [PROVIDER]
+
+    def get_session_options(self):
+        return self._options
+
+    def run(self, output_names, input_feed, run_options=None):
+        """Runs the model: `input_feed` maps input names to arrays (numpy, or
+        anything numpy.asarray takes, in the input's declared dtype); returns
+        the outputs named (all, in the model's order, when None or empty) as
+        numpy arrays."""
+        if not isinstance(input_feed, dict):
+            raise TypeError(f"input_feed: a dict of input name -> array, not {type(input_feed).__name__}")
+        feed = []
+        for name, value in input_feed.items():
+            if name not in self._input_names:
+                known = ", ".join(repr(v.name) for v in self._inputs)
+                raise Error(f"no input named {name!r}: the model's inputs are {known}")
+            feed.append((name, np.ascontiguousarray(value)))
+        names = list(output_names) if output_names else []
+        outputs = self._s.run(names, feed)
+        if self._verbose and self._s.builds() != self._builds:
+            self._builds = self._s.builds()
+            shapes = ", ".join(f"{n} {list(a.shape)}" for n, a in feed)
+            print(f"wgnn: built graph {self._builds} for {shapes}\n{self._s.summary()}", file=sys.stderr)
+        return outputs
+
+    # wgnn's own: how many graphs were built (one per set of input shapes).
+    def builds(self):
+        return self._s.builds()
+
+    def summary(self):
+        return self._s.summary()
+
+
+def supported_ops():
+    """The ONNX operators (default domain) wgnn maps, sorted."""
+    return list(_wgnn.onnx_ops())
+
+
+def get_device_info(adapter=None, limits=None):
+    """What `wgnn info --json` says (adapter, backend, driver, features,
+    limits), as a dict, for the device sessions with this adapter choice use."""
+    return json.loads(_wgnn.device_info(adapter or "", limits or ""))
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_removers = {}
+
+
+def model_folders():
+    """Where remove_bg() looks for its model when none is given, in order
+    (the CLI's list, with the package's bin/ as the program's folder)."""
+    return _wgnn.model_folders(os.path.join(_HERE, "bin"))
+
+
+def _default_model():
+    folders = model_folders()
+    found = _wgnn.find_model(folders)
+    if not found:
+        tried = "".join(f"\n  {os.path.join(d, _wgnn.default_model)}" for d in folders)
+        raise Error(f"remove_bg: no model given and {_wgnn.default_model} is in none of these folders:{tried}\n"
+                    "give model=PATH, or copy it into one of them (scripts/setup derives it)")
+    return found
+
+
+def remove_bg(image, model=None, size=0, preprocess="auto", adapter=None):
+    """Cuts out a photo's subject, as `wgnn remove-bg` does (the same pre- and
+    post-processing, matting/remover.h).
+
+    image: a PIL image (RGB or RGBA; other modes are converted, gray as RGB)
+        or an HxWx3 / HxWx4 uint8 array. An RGBA photo's own alpha is
+        multiplied into the matte.
+    model: an ISNet or MODNet ONNX file; None: isnet_any_size.onnx from
+        model_folders(). size: the model's input size (0: its own).
+    Returns an RGBA image of the same kind (PIL in, PIL out; array in, HxWx4
+    uint8 array out) whose alpha is the matte. Models stay loaded between
+    calls.
+    """
+    path = os.path.abspath(os.fspath(model)) if model is not None else _default_model()
+    key = (path, int(size), preprocess, adapter or "")
+    remover = _removers.get(key)
+    if remover is None:
+        remover = _removers[key] = _wgnn._Remover(path, int(size), preprocess, adapter or "")
+    is_pil = type(image).__module__.startswith("PIL.")
+    if is_pil:
+        if image.mode not in ("RGB", "RGBA"):
+            has_alpha = image.mode in ("LA", "PA", "La") or "transparency" in image.info
+            image = image.convert("RGBA" if has_alpha else "RGB")
+        array = np.asarray(image)
+    else:
+        array = np.asarray(image)
+        if array.dtype != np.uint8:
+            raise TypeError(f"remove_bg: needs a uint8 image, got {array.dtype}")
+    rgba, _alpha = remover.run(np.ascontiguousarray(array))
+    if is_pil:
+        from PIL import Image
+
+        return Image.fromarray(rgba, "RGBA")
+    return rgba
+
+
+@atexit.register
+def _release():
+    _removers.clear()
+    _wgnn.release_devices()

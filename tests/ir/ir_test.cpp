@@ -1,0 +1,270 @@
+// The model IR and its passes on graphs built through the C++ API: each
+// fusion applied (fewer dispatches, the same results as a double-precision
+// host reference), the fallback to the unfused chain where a plan's shapes
+// do not allow the fused op, constant folding, dead code, and plans per
+// input shape sharing one upload of the constants.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gpu/error.h"
+#include "ir/graph.h"
+#include "ir/program.h"
+#include "error_of.h"
+#include "op_test_util.h"
+#include "passes/passes.h"
+
+namespace wgnn::test {
+namespace {
+
+HostTensor host(const Shape& s, const std::vector<float>& v) {
+  HostTensor t(DType::F32, s);
+  std::memcpy(t.data.data(), v.data(), v.size() * 4);
+  return t;
+}
+
+std::vector<float> floats(const HostTensor& t) {
+  std::vector<float> v(size_t(t.numel()));
+  std::memcpy(v.data(), t.data.data(), v.size() * 4);
+  return v;
+}
+
+double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+// x [rows, K] @ w[N, K]^T + b, then gelu.
+std::vector<double> linear_gelu_ref(const std::vector<float>& x, const std::vector<float>& w,
+                                    const std::vector<float>& b, int64_t rows, int64_t K, int64_t N) {
+  std::vector<double> out(size_t(rows * N));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t n = 0; n < N; ++n) {
+      double s = b[size_t(n)];
+      for (int64_t k = 0; k < K; ++k) s += double(x[size_t(r * K + k)]) * double(w[size_t(n * K + k)]);
+      out[size_t(r * N + n)] = gelu(s);
+    }
+  }
+  return out;
+}
+
+struct LinearGelu {
+  ir::Graph g;
+  std::vector<float> w = random_floats(32 * 64, -0.2f, 0.2f, 1), b = random_floats(32, -0.5f, 0.5f, 2);
+  LinearGelu() {
+    const TensorRef x = g.input("x", DType::F32, {"batch", 64});
+    const TensorRef wc = g.constant(host({32, 64}, w), "w");
+    const TensorRef bc = g.constant(host({32}, b), "b");
+    const TensorRef h = g.call("aten.linear.default", {x, wc, bc}, "fc");
+    g.output(g.call("aten.gelu.default", {h, std::string("none")}, "act"), "y");
+  }
+};
+
+TEST(IrPasses, LinearThenGeluIsOneDispatchWithTheGeluInItsEpilogue) {
+  LinearGelu plain, fused;
+  const passes::Report r = passes::optimize(fused.g);
+  EXPECT_EQ(r.count("fuse_matmul_activation"), 1u) << r.summary();
+  ASSERT_EQ(fused.g.live_nodes(), 1u) << fused.g.dump();
+  EXPECT_EQ(fused.g.nodes()[0].op, "wgnn.matmul_add.default");
+  EXPECT_NE(fused.g.dump().find("'gelu'"), std::string::npos) << fused.g.dump();
+
+  ir::Program unfused_p(ctx(), std::move(plain.g));
+  ir::Program fused_p(ctx(), std::move(fused.g));
+  for (int64_t rows : {3, 17}) {
+    const std::vector<float> x = random_floats(size_t(rows * 64), -1.f, 1.f, uint32_t(rows));
+    const auto ref = linear_gelu_ref(x, fused.w, fused.b, rows, 64, 32);
+    const auto a = fused_p.run({host({rows, 64}, x)});
+    const auto u = unfused_p.run({host({rows, 64}, x)});
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].shape, (Shape{rows, 32}));
+    EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-5, 1e-4));
+    EXPECT_TRUE(all_close(floats(u[0]), ref, 1e-5, 1e-4));
+    EXPECT_EQ(fused_p.plan({{rows, 64}}).dispatches().size() + 1, unfused_p.plan({{rows, 64}}).dispatches().size());
+    EXPECT_EQ(fused_p.last_lowering().fused, 1u);
+    EXPECT_TRUE(fused_p.last_lowering().fallbacks.empty());
+  }
+  // Two shapes, two plans, the weights uploaded once.
+  EXPECT_EQ(fused_p.plans(), 2);
+  EXPECT_EQ(fused_p.constants().stats().uploads, 2u);
+  EXPECT_EQ(fused_p.constants().stats().entries, 2u);
+}
+
+TEST(IrPasses, FusedNodeFallsBackToItsChainWhereThePlanShapeDoesNotAllowIt) {
+  // A 1-D input: aten.linear takes it, wgnn.matmul_add does not.
+  ir::Graph g;
+  const std::vector<float> w = random_floats(8 * 16, -1.f, 1.f, 3), b = random_floats(8, -1.f, 1.f, 4);
+  const TensorRef x = g.input("x", DType::F32, {"k"});
+  const TensorRef h = g.call("aten.linear.default", {x, g.constant(host({8, 16}, w)), g.constant(host({8}, b))});
+  g.output(g.call("aten.gelu.default", {h}));
+  EXPECT_EQ(passes::optimize(g).count("fuse_matmul_activation"), 1u);
+  ir::Program p(ctx(), std::move(g));
+  const std::vector<float> xv = random_floats(16, -1.f, 1.f, 5);
+  const auto y = p.run({host({16}, xv)});
+  EXPECT_EQ(y[0].shape, (Shape{8}));
+  EXPECT_TRUE(all_close(floats(y[0]), linear_gelu_ref(xv, w, b, 1, 16, 8), 1e-5, 1e-4));
+  ASSERT_EQ(p.last_lowering().fallbacks.size(), 1u);
+  EXPECT_NE(p.last_lowering().fallbacks[0].find("at least 2-D"), std::string::npos) << p.last_lowering().fallbacks[0];
+}
+
+// Conv 3->8 (3x3, pad 1) + inference batch norm + relu, NCHW, in double.
+std::vector<double> conv_bn_relu_ref(const std::vector<float>& x, const std::vector<float>& w,
+                                     const std::vector<float>& bias, const std::vector<float>& gamma,
+                                     const std::vector<float>& beta, const std::vector<float>& mean,
+                                     const std::vector<float>& var, int64_t H, int64_t W, double eps) {
+  std::vector<double> out(size_t(8 * H * W));
+  for (int64_t co = 0; co < 8; ++co) {
+    for (int64_t y = 0; y < H; ++y) {
+      for (int64_t xx = 0; xx < W; ++xx) {
+        double s = bias[size_t(co)];
+        for (int64_t ci = 0; ci < 3; ++ci) {
+          for (int64_t ky = 0; ky < 3; ++ky) {
+            for (int64_t kx = 0; kx < 3; ++kx) {
+              const int64_t iy = y + ky - 1, ix = xx + kx - 1;
+              if (iy < 0 || ix < 0 || iy >= H || ix >= W) continue;
+              s += double(x[size_t((ci * H + iy) * W + ix)]) * double(w[size_t(((co * 3 + ci) * 3 + ky) * 3 + kx)]);
+            }
+          }
+        }
+        const double n = (s - mean[size_t(co)]) / std::sqrt(double(var[size_t(co)]) + eps) * gamma[size_t(co)] +
+                         beta[size_t(co)];
+        out[size_t((co * H + y) * W + xx)] = std::max(n, 0.0);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(IrPasses, ConvBatchNormReluIsOneConvolution) {
+  const std::vector<float> w = random_floats(8 * 3 * 9, -0.5f, 0.5f, 6), bias = random_floats(8, -0.2f, 0.2f, 7),
+                           gamma = random_floats(8, 0.5f, 1.5f, 8), beta = random_floats(8, -0.5f, 0.5f, 9),
+                           mean = random_floats(8, -0.3f, 0.3f, 10), var = random_floats(8, 0.2f, 2.f, 11);
+  auto build = [&] {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {1, 3, "h", "w"});
+    const TensorRef c = g.call("aten.convolution.default",
+                               {x, g.constant(host({8, 3, 3, 3}, w)), g.constant(host({8}, bias)), IntList{1, 1},
+                                IntList{1, 1}, IntList{1, 1}, false, IntList{0, 0}, int64_t(1)});
+    const auto bn = g.call_multi("aten._native_batch_norm_legit_no_training.default",
+                                 {c, g.constant(host({8}, gamma)), g.constant(host({8}, beta)),
+                                  g.constant(host({8}, mean)), g.constant(host({8}, var)), 0.1, 1e-5},
+                                 3);
+    g.output(g.call("aten.relu.default", {bn[0]}));
+    return g;
+  };
+  ir::Graph fused = build();
+  const passes::Report r = passes::optimize(fused);
+  EXPECT_EQ(r.count("fuse_conv_batch_norm"), 1u) << r.summary();
+  EXPECT_EQ(r.count("fuse_conv_activation"), 1u) << r.summary();
+  ASSERT_EQ(fused.live_nodes(), 1u) << fused.dump();
+  EXPECT_EQ(fused.nodes()[0].op, "wgnn.convolution_padded.default");
+
+  ir::Program fp(ctx(), std::move(fused)), up(ctx(), build());
+  for (auto [H, W] : {std::pair<int64_t, int64_t>{9, 12}, {16, 5}}) {
+    const std::vector<float> x = random_floats(size_t(3 * H * W), -1.f, 1.f, uint32_t(H * W));
+    const auto ref = conv_bn_relu_ref(x, w, bias, gamma, beta, mean, var, H, W, 1e-5);
+    const auto a = fp.run({host({1, 3, H, W}, x)});
+    const auto u = up.run({host({1, 3, H, W}, x)});
+    EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-4, 1e-4));
+    EXPECT_TRUE(all_close(floats(u[0]), ref, 1e-4, 1e-4));
+    EXPECT_LE(fp.plan({{1, 3, H, W}}).dispatches().size() + 2, up.plan({{1, 3, H, W}}).dispatches().size());
+  }
+}
+
+TEST(IrPasses, AddThenLayerNormIsOneDispatchThatAlsoWritesTheSum) {
+  auto build = [] {
+    ir::Graph g;
+    const TensorRef a = g.input("a", DType::F32, {"n", 24});
+    const TensorRef b = g.input("b", DType::F32, {"n2", 24});
+    const TensorRef s = g.call("aten.add.Tensor", {a, b});
+    const auto ln = g.call_multi("aten.native_layer_norm.default", {s, IntList{24}, None{}, None{}, 1e-5}, 3);
+    g.output(ln[0], "norm");
+    g.output(g.call("aten.add.Tensor", {s, s}), "twice");  // the sum read again
+    return g;
+  };
+  ir::Graph fused = build();
+  EXPECT_EQ(passes::optimize(fused).count("fuse_add_layer_norm"), 1u);
+  EXPECT_EQ(fused.live_nodes(), 2u) << fused.dump();
+  ir::Program fp(ctx(), std::move(fused));
+  for (int64_t n2 : {int64_t(5), int64_t(1)}) {  // the same shape; then b broadcasts: the unfused chain
+    const std::vector<float> av = random_floats(5 * 24, -2.f, 2.f, 12), bv = random_floats(size_t(n2 * 24), -2.f, 2.f, 13);
+    const auto out = fp.run({host({5, 24}, av), host({n2, 24}, bv)});
+    std::vector<double> norm(5 * 24), twice(5 * 24);
+    for (int64_t r = 0; r < 5; ++r) {
+      double m = 0, v = 0;
+      std::vector<double> s(24);
+      for (int64_t k = 0; k < 24; ++k) {
+        s[size_t(k)] = double(float(av[size_t(r * 24 + k)] + bv[size_t((n2 == 1 ? 0 : r) * 24 + k)]));
+        m += s[size_t(k)] / 24;
+      }
+      for (double e : s) v += (e - m) * (e - m) / 24;
+      for (int64_t k = 0; k < 24; ++k) {
+        norm[size_t(r * 24 + k)] = (s[size_t(k)] - m) / std::sqrt(v + 1e-5);
+        twice[size_t(r * 24 + k)] = 2 * s[size_t(k)];
+      }
+    }
+    EXPECT_TRUE(all_close(floats(out[0]), norm, 1e-5, 1e-4));
+    EXPECT_TRUE(all_close(floats(out[1]), twice, 1e-6, 1e-6));
+    EXPECT_EQ(fp.last_lowering().fallbacks.size(), n2 == 1 ? 1u : 0u);
+  }
+}
+
+TEST(IrPasses, ConstantsFoldOnTheDeviceAndDeadNodesGo) {
+  ir::Graph g;
+  const TensorRef x = g.input("x", DType::F32, {4});
+  const TensorRef c1 = g.constant(host({4}, {1, 2, 3, 4}));
+  const TensorRef c2 = g.constant(host({4}, {0.5f, 0.25f, 2, -1}));
+  const TensorRef k = g.call("aten.mul.Tensor", {c1, c2});   // folded: [0.5, 0.5, 6, -4]
+  const TensorRef k2 = g.call("aten.exp.default", {k});      // folded too, after k
+  g.call("aten.relu.default", {x});                          // read by nobody
+  g.output(g.call("aten.add.Tensor", {x, k2}));
+  passes::OptimizeOptions o;
+  o.context.ctx = &ctx();
+  const passes::Report r = passes::optimize(g, o);
+  EXPECT_EQ(r.count("fold_constants"), 2u) << r.summary();
+  EXPECT_EQ(r.count("dead_code"), 1u) << r.summary();
+  ASSERT_EQ(g.live_nodes(), 1u) << g.dump();
+  ir::Program p(ctx(), std::move(g));
+  const auto y = p.run({host({4}, {0, 1, 2, 3})});
+  EXPECT_TRUE(all_close(floats(y[0]), {std::exp(0.5), 1 + std::exp(0.5), 2 + std::exp(6.0), 3 + std::exp(-4.0)}, 1e-6, 1e-5));
+}
+
+TEST(IrProgram, SymbolsBindOneSizeAndPlansAreEvictedLeastRecentlyUsedFirst) {
+  ir::Graph g;
+  const TensorRef a = g.input("a", DType::F32, {"n", 4});
+  const TensorRef b = g.input("b", DType::F32, {"n", 4});
+  g.output(g.call("aten.add.Tensor", {a, b}));
+  ir::ProgramOptions o;
+  o.max_plans = 2;
+  ir::Program p(ctx(), std::move(g), o);
+  const std::string e1 = error_of([&] { p.run({HostTensor(DType::F32, {2, 4}), HostTensor(DType::F32, {3, 4})}); });
+  EXPECT_NE(e1.find("'n'"), std::string::npos) << e1;
+  const std::string e2 = error_of([&] { p.run({HostTensor(DType::F32, {2, 5}), HostTensor(DType::F32, {2, 5})}); });
+  EXPECT_NE(e2.find("dim 1 is 4"), std::string::npos) << e2;
+  const std::string e3 = error_of([&] { p.run({HostTensor(DType::I32, {2, 4}), HostTensor(DType::F32, {2, 4})}); });
+  EXPECT_NE(e3.find("int32"), std::string::npos) << e3;
+  for (int64_t n : {1, 2, 3, 1}) {
+    const auto y = p.run({host({n, 4}, std::vector<float>(size_t(n * 4), 1.f)), host({n, 4}, std::vector<float>(size_t(n * 4), 2.f))});
+    EXPECT_EQ(floats(y[0]), std::vector<float>(size_t(n * 4), 3.f));
+  }
+  EXPECT_EQ(p.plans(), 2);
+  EXPECT_EQ(p.builds(), 4);  // 1, 2, 3 (evicting 1), 1 again (evicting 2)
+  EXPECT_EQ(p.evictions(), 2);
+}
+
+TEST(IrGraph, ABadGraphIsAnErrorNotACrash) {
+  ir::Graph g;
+  EXPECT_THROW(g.input("x", DType::F32, {-2}), Error);
+  const TensorRef x = g.input("x", DType::F32, {2});
+  EXPECT_THROW(g.input("x", DType::F32, {2}), Error);
+  EXPECT_THROW(g.call("aten.relu.default", {TensorRef{99}}), Error);
+  EXPECT_THROW(ir::Program(ctx(), ir::Graph{}), Error);  // no output
+  g.output(x);
+  ir::Program p(ctx(), std::move(g));
+  const std::string e = error_of([&] { p.run({HostTensor(DType::F32, {2})}); });
+  EXPECT_NE(e.find("not computed by a node"), std::string::npos) << e;
+  ir::Graph u;
+  u.output(u.call("aten.no_such_op.default", {u.input("x", DType::F32, {2})}));
+  ir::Program q(ctx(), std::move(u));
+  const std::string e4 = error_of([&] { q.run({HostTensor(DType::F32, {2})}); });
+  EXPECT_NE(e4.find("no_such_op"), std::string::npos) << e4;
+}
+
+}  // namespace
+}  // namespace wgnn::test

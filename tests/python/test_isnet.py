@@ -1,0 +1,76 @@
+"""The examples on ISNet and the astronaut photo (README, "Python"):
+python/examples/remove_bg.py gives the pixels of the CLI's files bit for bit, and
+python/examples/isnet_session.py gives ONNX Runtime's matte within the
+tolerance below when `wgnn` is swapped for `onnxruntime`. ISNet runs at
+320x320 (the derived any-size model) to stay quick on lavapipe."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from conftest import ROOT, astronaut, cli, isnet_any_size
+from PIL import Image
+
+EXAMPLES = os.path.join(ROOT, "python", "examples")
+SIZE = 320
+
+
+def test_remove_bg_matches_cli_bit_for_bit(workdir):
+    photo, model = astronaut(), isnet_any_size()
+    cli_out, py_out = os.path.join(workdir, "cli.png"), os.path.join(workdir, "py.png")
+    subprocess.run([cli(), "remove-bg", photo, "-o", cli_out, "--mask", cli_out[:-4] + "_mask.png",
+                    "--model", model, "--size", str(SIZE), "--quiet"], check=True)
+    subprocess.run([sys.executable, os.path.join(EXAMPLES, "remove_bg.py"), photo, py_out, "--model", model,
+                    "--size", str(SIZE)], check=True)
+    for a, b in [(cli_out, py_out), (cli_out[:-4] + "_mask.png", py_out[:-4] + "_mask.png")]:
+        x, y = np.asarray(Image.open(a)), np.asarray(Image.open(b))
+        assert x.shape == y.shape and x.dtype == y.dtype
+        assert np.array_equal(x, y), f"{b} differs from the CLI's {a} in {np.count_nonzero(x != y)} values"
+    alpha = np.asarray(Image.open(py_out))[..., 3]
+    assert 0.2 < np.mean(alpha > 128) < 0.8  # a subject was found, not an empty or full matte
+
+
+def test_remove_bg_arrays():
+    import wgnn
+
+    photo = np.asarray(Image.open(astronaut()).convert("RGB"))
+    rgba = wgnn.remove_bg(photo, model=isnet_any_size(), size=SIZE)
+    assert rgba.shape == photo.shape[:2] + (4,) and rgba.dtype == np.uint8
+    np.testing.assert_array_equal(rgba[..., :3], photo)
+    # RGBA in: the photo's alpha multiplies the matte (transparent stays so).
+    with_alpha = np.dstack([photo, np.zeros(photo.shape[:2], np.uint8)])
+    assert not wgnn.remove_bg(with_alpha, model=isnet_any_size(), size=SIZE)[..., 3].any()
+    for bad in (photo[..., :2], photo.astype(np.float32), photo[0]):
+        try:
+            wgnn.remove_bg(bad, model=isnet_any_size(), size=SIZE)
+        except (wgnn.Error, TypeError) as e:
+            assert "uint8" in str(e) or "HxWx" in str(e)
+        else:
+            raise AssertionError(f"remove_bg took a {bad.dtype} {bad.shape} image")
+
+
+def test_session_script_wgnn_vs_onnxruntime(workdir):
+    """The same script with either runtime. ONNX Runtime checks the declared
+    1024x1024, so both get a copy of the model with a free height and width.
+    Tolerance: every matte value within 5e-3 + 1e-2 |ref| (ISNet's float16
+    weights; measured on lavapipe 2026-12-01: max error 2.5e-3, mean 1.8e-4)."""
+    m = onnx.load(isnet_any_size())
+    for d in m.graph.input[0].type.tensor_type.shape.dim[2:]:
+        d.Clear()
+        d.dim_param = "hw"
+    for o in m.graph.output:
+        for d in o.type.tensor_type.shape.dim[2:]:
+            d.Clear()
+    free = os.path.join(workdir, "isnet_free.onnx")
+    onnx.save(m, free)
+    out = {}
+    for rt in ("wgnn", "onnxruntime"):
+        out[rt] = os.path.join(workdir, f"{rt}.npy")
+        subprocess.run([sys.executable, os.path.join(EXAMPLES, "isnet_session.py"), free, astronaut(), out[rt],
+                        "--size", str(SIZE), "--runtime", rt], check=True)
+    got, want = np.load(out["wgnn"]), np.load(out["onnxruntime"])
+    assert got.shape == want.shape == (1, 1, SIZE, SIZE) and got.dtype == want.dtype
+    err = np.abs(got.astype(np.float64) - want)
+    print(f"matte: max error {err.max():.2e}, mean {err.mean():.2e}")
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=5e-3)

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""The layering rule of docs/ARCHITECTURE.md, checked on every source file:
+a layer includes only itself and the layers below it. gpu/error.h (the
+error types) may be included from anywhere. Exits 1 listing each include
+that reaches up."""
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Each layer and the project folders it may include (besides itself).
+BELOW = {
+    "util": set(),
+    "gpu": {"util"},
+    "graph": {"gpu", "util"},
+    "ops": {"graph", "gpu", "util"},
+    "ir": {"ops", "graph", "gpu", "util"},
+    "passes": {"ir", "ops", "graph", "gpu", "util"},
+    "onnx": {"passes", "ir", "ops", "graph", "gpu", "util"},
+    "image": {"util"},
+    "matting": {"onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image"},
+    "capi": {"matting", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+    "tools": {"capi", "matting", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+    "python": {"capi", "matting", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
+
+
+def main():
+    bad = []
+    checked = 0
+    for layer, allowed in BELOW.items():
+        for f in sorted((ROOT / layer).rglob("*")):
+            if f.suffix not in (".h", ".cpp"):
+                continue
+            checked += 1
+            for m in INCLUDE.finditer(f.read_text(errors="replace")):
+                top, rest = m.group(1), m.group(2)
+                if top == layer or top in allowed or (top, rest) == ("gpu", "error.h"):
+                    continue
+                if top not in BELOW and top != "wgnn":
+                    continue  # not a project folder (a generated or system header)
+                bad.append(f"{f.relative_to(ROOT)}: includes {top}/{rest} (above {layer}/)")
+    if checked < 50:
+        print(f"layers: only {checked} source files found under {ROOT}: wrong root?")
+        return 1
+    for b in bad:
+        print(b)
+    print(f"layers: {checked} files, {len(bad)} includes that reach up")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
