@@ -8,8 +8,10 @@
 #include <optional>
 
 #include "onnx/host_ops.h"
+#include "onnx/mappers_control.h"
 #include "onnx/mappers_quant.h"
 #include "onnx/node_ctx.h"
+#include "onnx/subgraph.h"
 #include "onnx/tensor_proto.h"
 #include "ops/layout.h"
 
@@ -80,12 +82,20 @@ const HostTensor& NodeCtx::host(size_t i, const char* what) const {
     value_inputs_->insert(in_[i]->input_name);
     return *in_[i]->input_value;
   }
+  if (!in_[i]->host && builder) {
+    if (const HostTensor* v = builder->host_value(node.input(int(i)))) return *v;
+  }
   if (!in_[i]->host) {
     unsupported(fmt::format("input '{}' must be known when the model loads (a constant or computed from shapes); "
                             "here it is computed on the GPU",
                             what));
   }
   return in_[i]->value();
+}
+
+const Slot& NodeCtx::slot(size_t i) const {
+  if (!has(i)) fail(fmt::format("input {} is missing", i));
+  return *in_[i];
 }
 
 std::vector<int64_t> NodeCtx::host_ints(size_t i, const char* what) const { return host::to_ints(host(i, what)); }
@@ -846,8 +856,19 @@ Mappers make_mappers() {
                    lo = double(c.attr_float("min", -std::numeric_limits<float>::max()));
                    hi = double(c.attr_float("max", std::numeric_limits<float>::max()));
                  } else {
-                   if (c.has(1)) lo = host::get(c.host(1, "min"), 0);
-                   if (c.has(2)) hi = host::get(c.host(2, "max"), 0);
+                   // A bound computed on the GPU (not foldable on the host) is a tensor operand.
+                   auto known = [&](size_t i) -> const HostTensor* {
+                     if (c.is_host(i)) return &c.host(i, "bound");
+                     return c.builder ? c.builder->host_value(c.node.input(int(i))) : nullptr;
+                   };
+                   if ((c.has(1) && !known(1)) || (c.has(2) && !known(2))) {
+                     TensorRef t = c.tensor(0);
+                     if (c.has(1)) t = c.call("aten.maximum.default", {t, c.tensor(1)}).tensor();
+                     if (c.has(2)) t = c.call("aten.minimum.default", {t, c.tensor(2)}).tensor();
+                     return one(c.out(t));
+                   }
+                   if (c.has(1)) lo = host::get(*known(1), 0);
+                   if (c.has(2)) hi = host::get(*known(2), 0);
                    if (!lo && !hi) return one(c.out(c.view(c.tensor(0), c.shape(0))));
                  }
                  return one(c.out(c.call("aten.clamp.default", {c.tensor(0), lo ? Value(*lo) : Value(None{}),
@@ -1266,6 +1287,8 @@ Mappers make_mappers() {
   m["Softmax"] = softmax("aten._softmax.default");
   m["LogSoftmax"] = softmax("aten._log_softmax.default");
   add_quant_mappers(m);
+  add_control_mappers(m);
+  add_rnn_mappers(m);
   return m;
 }
 

@@ -16,6 +16,8 @@
 
 namespace wgnn::onnx_import {
 
+class Builder;  // onnx/subgraph.h
+
 // A value of the ONNX graph while importing: known on the host (a constant,
 // or folded from constants and shapes), or a tensor of the GPU graph.
 struct Slot {
@@ -103,6 +105,9 @@ class NodeCtx {
   // float32 [2, Cout] tensor (scale, shift per output channel) the Conv
   // mapper applies in the convolution's epilogue, before conv_act.
   TensorRef conv_affine{-1};
+  // The build this node is part of (onnx/subgraph.h): subgraphs, values
+  // folded on the host through their producers, read-backs. May be null.
+  Builder* builder = nullptr;
   bool conv_affine_rounded = false;  // the convolution rounded to float16 before it (affine_rounded)
   // The dtype a value of dtype d has on the GPU (Storage::gpu): float16 for
   // float32 in fp16 mode, float32 for float16 without shader-f16.
@@ -140,6 +145,8 @@ class NodeCtx {
   // The input's value on the host; Unsupported if it is only known on the GPU.
   const HostTensor& host(size_t i, const char* what) const;
   std::vector<int64_t> host_ints(size_t i, const char* what) const;
+  // The input's slot itself (control flow passes values on unchanged).
+  const Slot& slot(size_t i) const;
   Value tensor_or_none(size_t i) { return has(i) ? Value(tensor(i)) : Value(None{}); }
 
   bool has_attr(const std::string& name) const;

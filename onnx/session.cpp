@@ -14,8 +14,10 @@
 #include <set>
 
 #include "onnx/fusion.h"
+#include "onnx/host_ops.h"
 #include "onnx/node_ctx.h"
 #include "onnx/schema_check.h"
+#include "onnx/subgraph.h"
 #include "onnx/tensor_proto.h"
 #include "graph/half.h"
 
@@ -29,12 +31,22 @@ struct Session::Built {
   // before upload, float16 outputs read into these and narrowed (by name).
   std::map<std::string, HostTensor> widened_in, widened_out;
   int folded = 0, mapped = 0, fused = 0, fused_nodes = 0;
+  // Control flow (onnx/subgraph.h): conditions and trip counts decided at
+  // plan time, and by a readback; Loop and Scan iterations unrolled.
+  int plan_time_decisions = 0, readback_decisions = 0, unrolled = 0;
+  // A probe: the graph up to a value computed on the GPU that control flow
+  // needs (its one output), named by the decision's key.
+  std::string probe;
   uint64_t last_use = 0;  // Session::use_clock_ at the last run (LRU eviction)
 };
 
 namespace {
 
 constexpr int kMinOpset = 7, kMaxOpset = 21;
+// Values read back for control flow in one run (each a probe run first).
+constexpr size_t kMaxReadbacks = 4096;
+// Probe plans kept (besides SessionOptions::max_plans plans).
+constexpr size_t kMaxProbes = 256;
 
 // Protobuf refuses messages over 2 GB; larger models keep weights as
 // external data.
@@ -81,7 +93,9 @@ void sort_topologically(onnx::GraphProto& g, const std::set<std::string>& availa
   for (int i = 0; i < n; ++i) {
     const auto& node = g.node(i);
     std::set<int> deps;
-    for (const auto& in : node.input()) {
+    std::set<std::string> reads(node.input().begin(), node.input().end());
+    outer_reads(node, reads);  // values its subgraphs read
+    for (const auto& in : reads) {
       if (in.empty() || available.count(in)) continue;
       auto it = producer.find(in);
       if (it == producer.end()) {
@@ -199,9 +213,11 @@ void check_model(LoadedModel& m, const std::string& path) {
     if (!used) continue;
     live[size_t(i)] = true;
     for (const auto& in : n.input()) needed.insert(in);
+    outer_reads(n, needed);
   }
   std::vector<std::string> problems;
   int nested_unsupported = 0;
+  int holders = 0;  // supported nodes listed for the unsupported nodes inside them
   const auto& mappers = op_mappers();
   std::set<std::string> produced;
   for (const auto& in : m.inputs) produced.insert(in.name);
@@ -231,13 +247,30 @@ void check_model(LoadedModel& m, const std::string& path) {
                      : fmt::format("; its subgraphs hold {} nodes, all of them supported", inner_nodes);
       }
       problems.push_back(fmt::format("{}: operator not supported{}", where, also));
+    } else {
+      // Control flow wgnn runs: the nodes inside its subgraphs must be supported too.
+      std::map<std::string, int> inside;
+      int inner_nodes = 0;
+      count_unsupported_inside(n, mappers, inside, inner_nodes);
+      if (!inside.empty()) {
+        std::vector<std::string> parts;
+        int total = 0;
+        for (const auto& [op, k] : inside) {
+          parts.push_back(k > 1 ? fmt::format("{} x{}", op, k) : op);
+          total += k;
+        }
+        nested_unsupported += total;
+        ++holders;
+        problems.push_back(fmt::format("{}: its subgraphs hold {} nodes, {} of them unsupported: {}", where,
+                                       inner_nodes, total, fmt::join(parts, ", ")));
+      }
     }
   }
   for (const auto& o : g.output()) {
     if (!produced.count(o.name())) throw Error(fmt::format("graph output '{}' is produced by nothing", o.name()));
   }
   if (!problems.empty()) {
-    const size_t total = problems.size() + size_t(nested_unsupported);
+    const size_t total = problems.size() - size_t(holders) + size_t(nested_unsupported);
     throw Unsupported(fmt::format("'{}' has {} unsupported node{}{}:\n  {}", path, total, total > 1 ? "s" : "",
                                   nested_unsupported ? fmt::format(" ({} of them inside subgraphs)", nested_unsupported)
                                                      : std::string(),
@@ -352,26 +385,43 @@ void Session::set_input_shape(const std::string& name, const Shape& shape) {
   it->dim_names.resize(shape.size());
 }
 
+int Session::plans() const {
+  int n = 0;
+  for (const auto& [k, b] : built_) n += b->probe.empty();
+  return n;
+}
+
 Graph& Session::graph() {
   if (!last_) throw Error("Session::graph(): the session has not run yet");
   return *last_->graph;
 }
 
-Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inputs) {
-  if (auto it = built_.find(shape_key(inputs, value_inputs_)); it != built_.end()) {
+Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inputs,
+                                   const std::map<std::string, int64_t>& decisions) {
+  if (auto it = built_.find(plan_key(inputs, decisions)); it != built_.end()) {
     it->second->last_use = ++use_clock_;
     return *it->second;
   }
   const auto t0 = std::chrono::steady_clock::now();
   // The least recently used plans go first: their intermediates and the
   // constants no other plan holds are freed before the new plan allocates.
-  while (int(built_.size()) >= options_.max_plans) {
-    auto lru = built_.begin();
-    for (auto it = built_.begin(); it != built_.end(); ++it)
-      if (it->second->last_use < lru->second->last_use) lru = it;
-    if (last_ == lru->second.get()) last_ = nullptr;
-    built_.erase(lru);
-    ++evictions_;
+  // Probes (control flow's readbacks) are kept apart from the plans, at
+  // most kMaxProbes: a run may pass through many, and they must not evict
+  // the plans they lead to.
+  for (const bool probe : {false, true}) {
+    for (;;) {
+      auto lru = built_.end();
+      int count = 0;
+      for (auto it = built_.begin(); it != built_.end(); ++it) {
+        if (it->second->probe.empty() == probe) continue;
+        ++count;
+        if (lru == built_.end() || it->second->last_use < lru->second->last_use) lru = it;
+      }
+      if (count < (probe ? int(kMaxProbes) : options_.max_plans)) break;
+      if (last_ == lru->second.get()) last_ = nullptr;
+      built_.erase(lru);
+      ++evictions_;
+    }
   }
 
   auto b = std::make_unique<Built>();
@@ -396,7 +446,6 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
     slot.input_name = in.name;
     values[in.name] = slot;
   }
-  const auto& mappers = op_mappers();
   std::set<std::string> needed;
   const auto& graph = model_->graph();
   for (const auto& o : graph.output()) needed.insert(o.name());
@@ -404,14 +453,31 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
   for (int i = graph.node_size() - 1; i >= 0; --i) {
     const auto& n = graph.node(i);
     for (const auto& o : n.output()) live[size_t(i)] = live[size_t(i)] || needed.count(o);
-    if (live[size_t(i)])
+    if (live[size_t(i)]) {
       for (const auto& in : n.input()) needed.insert(in);
+      outer_reads(n, needed);
+    }
   }
   // Fused chains (onnx/fusion.h): their nodes wait for the last one, which
   // records the fused op, or, when the values do not allow it, the nodes
   // one by one.
   std::vector<Fusion> fusions;
   if (options_.fusion && fusion_enabled_by_env()) fusions = plan_fusions(graph);
+  {
+    // A chain whose inner value a subgraph reads stays unfused.
+    std::set<std::string> sub_reads;
+    for (const auto& n : graph.node()) outer_reads(n, sub_reads);
+    if (!sub_reads.empty()) {
+      fusions.erase(std::remove_if(fusions.begin(), fusions.end(),
+                                   [&](const Fusion& f) {
+                                     for (int j : f.nodes)
+                                       for (const auto& o : graph.node(j).output())
+                                         if (sub_reads.count(o)) return true;
+                                     return false;
+                                   }),
+                    fusions.end());
+    }
+  }
   std::vector<int> fusion_at(size_t(graph.node_size()), -1);
   std::vector<bool> deferred(size_t(graph.node_size()), false);
   for (size_t k = 0; k < fusions.size(); ++k) {
@@ -419,65 +485,10 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
     deferred[size_t(fusions[k].nodes.back())] = false;
     fusion_at[size_t(fusions[k].nodes.back())] = int(k);
   }
-  auto build_node = [&](int i) {
-    const auto& n = graph.node(i);
-    std::vector<Slot*> in;
-    bool all_host = true;
-    for (const auto& name : n.input()) {
-      if (name.empty()) {
-        in.push_back(nullptr);
-        continue;
-      }
-      Slot& s = values.at(name);
-      all_host &= s.host;
-      in.push_back(&s);
-    }
-    const OpMapper& m = mappers.at(n.op_type());
-    NodeCtx c(g, n, opset_, in, &value_inputs_, storage);
-    g.set_origin(c.where());  // names the node in run-time check errors
-    const bool fold = all_host && m.fold;
-    if (!fold && !m.dtypes.empty() && c.has(0) &&
-        std::find(m.dtypes.begin(), m.dtypes.end(), c.dtype(0)) == m.dtypes.end()) {
-      std::vector<std::string> names;
-      for (DType d : m.dtypes) names.emplace_back(dtype_name(d));
-      c.unsupported(fmt::format("input dtype {} is not supported; accepted: {}", dtype_name(c.dtype(0)),
-                                fmt::join(names, ", ")));
-    }
-    std::vector<Slot> outs;
-    if (fold) {
-      try {
-        for (HostTensor& t : m.fold(c)) outs.push_back(Slot::of_host(std::move(t)));
-      } catch (const Unsupported&) {
-        throw;
-      } catch (const Error& e) {
-        c.fail(e.what());
-      }
-      ++b->folded;
-    } else {
-      try {
-        outs = m.build(c);
-      } catch (const HostOutOfMemory&) {
-        throw;
-      } catch (const Unsupported&) {
-        throw;
-      } catch (const gpu::GpuError&) {
-        throw;
-      } catch (const Error& e) {
-        // Name the node, unless the mapper did (NodeCtx::fail).
-        if (std::string(e.what()).rfind(c.where(), 0) == 0) throw;
-        c.fail(e.what());
-      }
-      ++b->mapped;
-    }
-    if (outs.size() < size_t(n.output_size())) {
-      for (int k = int(outs.size()); k < n.output_size(); ++k) {
-        if (!n.output(k).empty() && needed.count(n.output(k))) c.unsupported(fmt::format("output {} is not produced", k));
-      }
-    }
-    for (int k = 0; k < n.output_size() && size_t(k) < outs.size(); ++k) {
-      if (!n.output(k).empty()) values[n.output(k)] = std::move(outs[size_t(k)]);
-    }
-  };
+  Builder builder(g, opset_, storage, &value_inputs_, &decisions);
+  Scope root{&values, nullptr, &graph};
+  auto build_node = [&](int i) { builder.build_node(graph.node(i), root, &needed); };
+  try {
   for (int i = 0; i < graph.node_size(); ++i) {
     if (!live[size_t(i)] || deferred[size_t(i)]) continue;
     if (fusion_at[size_t(i)] < 0) {
@@ -512,6 +523,28 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
       }
     }
   }
+  } catch (const NeedsReadback& r) {
+    // The plan so far becomes a probe computing the value; Session::run
+    // runs it, reads the value and builds again knowing it.
+    for (auto& [name, v] : values) v.input_value = nullptr;
+    b->probe = r.key;
+    g.mark_output(r.value);
+    b->outputs.emplace_back(r.key, Slot::of_tensor(g, r.value));
+    b->folded += builder.folded;
+    b->mapped += builder.mapped;
+    g.remove_dead_dispatches();
+    g.prepare();
+    ++builds_;
+    last_build_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    total_build_ms_ += last_build_ms_;
+    b->last_use = ++use_clock_;
+    return *built_.emplace(plan_key(inputs, decisions), std::move(b)).first->second;
+  }
+  b->folded += builder.folded;
+  b->mapped += builder.mapped;
+  b->plan_time_decisions = builder.plan_time_decisions;
+  b->readback_decisions = builder.readback_decisions;
+  b->unrolled = builder.unrolled_iterations;
   for (auto& [name, v] : values) v.input_value = nullptr;
   for (const auto& o : outputs_) {
     Slot& s = values.at(o.name);
@@ -533,7 +566,14 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
   last_build_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   total_build_ms_ += last_build_ms_;
   b->last_use = ++use_clock_;
-  return *built_.emplace(shape_key(inputs, value_inputs_), std::move(b)).first->second;
+  return *built_.emplace(plan_key(inputs, decisions), std::move(b)).first->second;
+}
+
+std::string Session::plan_key(const std::map<std::string, HostTensor>& inputs,
+                              const std::map<std::string, int64_t>& decisions) const {
+  std::string k = shape_key(inputs, value_inputs_);
+  for (const auto& [what, v] : decisions) k += fmt::format("|{}={}", what, v);
+  return k;
 }
 
 std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostTensor>& inputs) {
@@ -565,8 +605,29 @@ void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std:
                               shape_str(t.shape), shape_str(in.shape)));
     }
   }
-  Built& b = build_for(inputs);
-  last_ = &b;
+  // Values control flow reads back from the GPU: each probe computes one,
+  // and the plan is the one built for the values read (onnx/subgraph.h).
+  std::map<std::string, int64_t> decisions;
+  for (;;) {
+    Built& b = build_for(inputs, decisions);
+    if (b.probe.empty()) {
+      last_ = &b;
+      run_built(b, inputs, out);
+      return;
+    }
+    if (decisions.size() > kMaxReadbacks) {
+      throw Unsupported(fmt::format("control flow decided by more than {} values read back from the GPU in one run",
+                                    kMaxReadbacks));
+    }
+    std::map<std::string, HostTensor> probe_out;
+    run_built(b, inputs, probe_out);
+    const HostTensor& v = probe_out.at(b.probe);
+    decisions[b.probe] = host::is_float(v.dtype) ? int64_t(host::get(v, 0)) : host::get_int(v, 0);
+  }
+}
+
+void Session::run_built(Built& b, const std::map<std::string, HostTensor>& inputs,
+                        std::map<std::string, HostTensor>& out) {
   Graph& g = *b.graph;
   // Inputs written, the pass, and the outputs copied out in one submit and
   // one wait (Graph::run).
@@ -632,11 +693,23 @@ std::string Session::summary() const {
   const std::string plans = fmt::format(
       "; {} plan{} kept ({} built in {:.1f} ms, the last in {:.1f} ms{}); constants on the GPU {:.2f} MiB, uploaded "
       "once for all plans ({:.2f} MiB reused)",
-      built_.size(), built_.size() == 1 ? "" : "s", builds_, total_build_ms_, last_build_ms_,
+      this->plans(), this->plans() == 1 ? "" : "s", builds_, total_build_ms_, last_build_ms_,
       evictions_ ? fmt::format(", {} evicted", evictions_) : "", mib(cs.bytes), mib(cs.reused_bytes));
-  return fmt::format("{}{} nodes mapped to GPU work{}, {} folded on the host; {} dispatches; {}{}{}",
+  std::string control;
+  if (last_->plan_time_decisions || last_->readback_decisions || last_->unrolled) {
+    int probes = 0;
+    for (const auto& [k, b] : built_) probes += !b->probe.empty();
+    control = fmt::format(
+        "; control flow: {} condition{} or trip count{} known at plan time, {} decided by reading a GPU value back "
+        "({} probe plan{} kept: each run computes those values first, then runs the plan built for them), {} loop "
+        "iterations unrolled",
+        last_->plan_time_decisions, last_->plan_time_decisions == 1 ? "" : "s",
+        last_->plan_time_decisions == 1 ? "" : "s", last_->readback_decisions, probes, probes == 1 ? "" : "s",
+        last_->unrolled);
+  }
+  return fmt::format("{}{} nodes mapped to GPU work{}, {} folded on the host; {} dispatches; {}{}{}{}",
                      options_.fp16 ? "float16 mode: " : "", last_->mapped, fused,
-                     last_->folded, g.dispatches().size(), g.memory_summary(), plans, storage);
+                     last_->folded, g.dispatches().size(), g.memory_summary(), plans, storage, control);
 }
 
 std::vector<std::string> supported_ops() {

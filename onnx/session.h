@@ -145,8 +145,9 @@ class Session {
   Graph& graph();
   // How many graphs were built (a second run with the same shapes builds none).
   int builds() const { return builds_; }
-  // Plans kept now (at most SessionOptions::max_plans), and how many were evicted.
-  int plans() const { return int(built_.size()); }
+  // Plans kept now (at most SessionOptions::max_plans; control flow's probe
+  // plans not counted), and how many plans and probes were evicted.
+  int plans() const;
   int evictions() const { return evictions_; }
   // Host time of the last build (import, fusion, kernel choice, pipelines,
   // memory plan, bind groups, uploads), and of all builds so far, in ms.
@@ -166,7 +167,12 @@ class Session {
 
  private:
   struct Built;
-  Built& build_for(const std::map<std::string, HostTensor>& inputs);
+  // The plan for these inputs and the values control flow read back so far
+  // (built if new); a probe when control flow needs another value.
+  Built& build_for(const std::map<std::string, HostTensor>& inputs, const std::map<std::string, int64_t>& decisions);
+  std::string plan_key(const std::map<std::string, HostTensor>& inputs,
+                       const std::map<std::string, int64_t>& decisions) const;
+  void run_built(Built& b, const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& out);
 
   gpu::Context& ctx_;
   SessionOptions options_;

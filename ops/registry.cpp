@@ -21,6 +21,7 @@ OpRegistry& OpRegistry::global() {
     register_resize_ops(*reg);
     register_attention_ops(*reg);
     register_quantized_ops(*reg);
+    register_recurrent_ops(*reg);
     return reg;
   }();
   return *r;

@@ -41,5 +41,6 @@ void register_matmul_ops(OpRegistry& r);
 void register_resize_ops(OpRegistry& r);
 void register_attention_ops(OpRegistry& r);
 void register_quantized_ops(OpRegistry& r);
+void register_recurrent_ops(OpRegistry& r);  // ops/recurrent.cpp
 
 }  // namespace wgnn::ops
