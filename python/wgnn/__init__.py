@@ -150,7 +150,8 @@ class InferenceSession:
             if name not in self._input_names:
                 known = ", ".join(repr(v.name) for v in self._inputs)
                 raise Error(f"no input named {name!r}: the model's inputs are {known}")
-            feed.append((name, np.ascontiguousarray(value)))
+            # asarray keeps a 0-d value 0-d (ascontiguousarray makes it 1-d).
+            feed.append((name, np.asarray(value, order="C")))
         names = list(output_names) if output_names else []
         outputs = self._s.run(names, feed)
         if self._verbose and self._s.builds() != self._builds:
