@@ -68,6 +68,7 @@ ValueInfo value_info(const onnx::ValueInfoProto& v) {
   const auto& tt = v.type().tensor_type();
   info.dtype = dtype_from_onnx(tt.elem_type(), fmt::format("graph value '{}'", v.name()));
   if (tt.has_shape()) {
+    info.ranked = true;
     for (const auto& d : tt.shape().dim()) {
       info.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
       info.dim_names.push_back(d.has_dim_param() ? d.dim_param() : "");
@@ -377,12 +378,13 @@ Session::~Session() {
 void Session::set_input_shape(const std::string& name, const Shape& shape) {
   auto it = std::find_if(inputs_.begin(), inputs_.end(), [&](const ValueInfo& v) { return v.name == name; });
   if (it == inputs_.end()) throw Error(fmt::format("set_input_shape: '{}' is not an input of this model", name));
-  if (!it->shape.empty() && it->shape.size() != shape.size()) {
+  if (it->ranked && it->shape.size() != shape.size()) {
     throw Error(fmt::format("set_input_shape: input '{}' has rank {}; got shape {}", name, it->shape.size(),
                             shape_str(shape)));
   }
   it->shape = shape;
   it->dim_names.resize(shape.size());
+  it->ranked = true;
 }
 
 int Session::plans() const {
@@ -598,7 +600,7 @@ void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std:
       throw Error(fmt::format("input '{}' has dtype {}; the model declares {}", in.name, dtype_name(t.dtype),
                               dtype_name(in.dtype)));
     }
-    bool ok = in.shape.empty() || t.shape.size() == in.shape.size();
+    bool ok = !in.ranked || t.shape.size() == in.shape.size();
     for (size_t d = 0; ok && d < in.shape.size(); ++d) ok = in.shape[d] < 0 || in.shape[d] == t.shape[d];
     if (!ok) {
       throw Error(fmt::format("input '{}' has shape {}; the model declares {} (-1: any size)", in.name,

@@ -46,6 +46,9 @@ struct ValueInfo {
   DType dtype = DType::F32;
   Shape shape;                         // -1 for a dynamic dimension
   std::vector<std::string> dim_names;  // symbolic names ("" if none)
+  // Whether the model declares a shape (then `shape` is its rank, 0 for a
+  // scalar); without one any rank is taken.
+  bool ranked = false;
 };
 
 struct SessionOptions {

@@ -44,3 +44,27 @@ TEST(SessionInputShape, AFixedSizeModelRunsAtAnotherSize) {
   EXPECT_THAT(error_of([&] { s.set_input_shape("x", {1, 2, 4}); }), HasSubstr("has rank 4"));
   EXPECT_THAT(error_of([&] { s.set_input_shape("z", {1}); }), HasSubstr("'z' is not an input"));
 }
+
+// A declared rank is checked, rank 0 (a scalar) too, as ONNX Runtime does;
+// an input declared without a shape takes any rank.
+TEST(SessionInputShape, AScalarInputRefusesOtherRanks) {
+  ModelBuilder b;
+  b.input("x", {});
+  b.output("y", {});
+  b.node("Relu", {"x"}, {"y"});
+  Session s(test::ctx(), b.save("scalar_relu.onnx"));
+  ASSERT_TRUE(s.inputs()[0].ranked);
+  EXPECT_THAT(error_of([&] { s.run({{"x", ramp({1})}}); }), HasSubstr("input 'x' has shape [1]; the model declares []"));
+  const HostTensor y = s.run({{"x", ramp({})}}).at("y");
+  EXPECT_EQ(y.shape, Shape{});
+
+  ModelBuilder u;
+  u.input("x", {});
+  u.g->mutable_input(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  u.output("y", {});
+  u.g->mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  u.node("Relu", {"x"}, {"y"});
+  Session su(test::ctx(), u.save("unranked_relu.onnx"));
+  EXPECT_FALSE(su.inputs()[0].ranked);
+  EXPECT_EQ(su.run({{"x", ramp({2, 3})}}).at("y").shape, (Shape{2, 3}));
+}
