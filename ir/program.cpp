@@ -102,7 +102,7 @@ struct Lowering {
   // op checks its arguments before it records anything; a refusal after
   // the graph changed is not a fallback but an error.
   void fused(const Node& n) {
-    const size_t tensors = g.tensor_count(), dispatches = g.dispatches().size();
+    const size_t dispatches = g.dispatches().size();
     try {
       node(n);
       ++stats.fused;
@@ -115,7 +115,6 @@ struct Lowering {
       // Tensors it added without work (views, uploaded arguments) are
       // left unused; recorded work would be a half-built op.
       if (g.dispatches().size() != dispatches) throw;
-      (void)tensors;
       stats.fallbacks.push_back(fmt::format("{}: {}", n.label.empty() ? n.op : n.label, e.what()));
     }
     for (const Node& u : n.unfused) node(u);

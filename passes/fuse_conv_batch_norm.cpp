@@ -85,7 +85,6 @@ class FuseConvBatchNorm final : public Pass {
       n.outputs = {bn.outputs[0]};
       n.unfused.clear();
       g.nodes()[size_t(p)].dead = true;
-      g.nodes()[i].dead = true;
       g.replace_node(int(i), std::move(n));
       ++fused;
     }
