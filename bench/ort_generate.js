@@ -64,11 +64,14 @@ async function main() {
   if (a.ep !== 'cpu' && a.ep !== 'webgpu') usage('--ep: cpu or webgpu');
   const file = f => path.join(a.dir, f);
   const t0 = performance.now();
+  // WebGPU: the cache kept on the GPU where this onnxruntime-node allows it
+  // (preferredOutputLocation), else through host memory (said in the JSON).
+  let gpuCache = a.ep === 'webgpu';
   async function open(name) {
     if (!fs.existsSync(file(name))) return null;
     const probe = await ort.InferenceSession.create(file(name), { executionProviders: ['cpu'] });
     const opts = { executionProviders: [a.ep], graphOptimizationLevel: 'all' };
-    if (a.ep === 'webgpu') {
+    if (gpuCache) {
       // The cache stays on the GPU; the logits come back.
       const loc = {};
       for (const o of probe.outputNames) loc[o] = o.startsWith('present') ? 'gpu-buffer' : 'cpu';
@@ -77,11 +80,22 @@ async function main() {
     if (a.ep === 'cpu') return probe;
     return ort.InferenceSession.create(file(name), opts);
   }
-  const dec = await open('decoder_with_past_model.onnx');
-  const first = await open('decoder_model.onnx');
-  const enc = await open('encoder_model.onnx');
-  if (!dec) usage(a.dir + ': no decoder_with_past_model.onnx');
-  const loadMs = performance.now() - t0;
+  let dec, first, enc, loadMs, fallback = '';
+  async function openAll() {
+    dec = await open('decoder_with_past_model.onnx');
+    first = await open('decoder_model.onnx');
+    enc = await open('encoder_model.onnx');
+    if (!dec) usage(a.dir + ': no decoder_with_past_model.onnx');
+    loadMs = performance.now() - t0;
+  }
+  try {
+    await openAll();
+  } catch (e) {
+    if (!gpuCache) throw e;
+    fallback = String(e && e.message || e).split('\n')[0];
+    gpuCache = false;
+    await openAll();
+  }
   const decMeta = {};
   for (const s of [dec, first]) {
     if (!s) continue;
@@ -90,6 +104,7 @@ async function main() {
 
   let result = null;
   for (let r = 0; r < a.repeat; r++) {
+   try {
     const tr = performance.now();
     let states = null;
     if (enc) {
@@ -147,8 +162,19 @@ async function main() {
       steps.push(performance.now() - ts);
     }
     const sorted = [...steps].sort((x, y) => x - y);
+    const decode = steps.reduce((x, y) => x + y, 0);
     result = { tool: `ORT ${a.ep}`, tokens, load_ms: loadMs, total_ms: performance.now() - tr, prompt_ms: promptMs,
-               steps: steps.length, median_step_ms: sorted.length ? sorted[Math.floor(sorted.length / 2)] : 0 };
+               steps: steps.length, median_step_ms: sorted.length ? sorted[Math.floor(sorted.length / 2)] : 0,
+               ms_per_token: steps.length ? decode / steps.length : 0, cache_on_gpu: gpuCache };
+    if (fallback) result.cache_on_gpu_refused = fallback;
+   } catch (e) {
+    // A run that fails with the cache on the GPU is run again through host memory.
+    if (!gpuCache) throw e;
+    fallback = String(e && e.message || e).split('\n')[0];
+    gpuCache = false;
+    await openAll();
+    r -= 1;
+   }
   }
   console.log(JSON.stringify(result));
 }

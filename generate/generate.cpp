@@ -348,6 +348,7 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
     else step(*decoder_, *dec_layout_, &ids, S0, true, 0);
     bool done = read_pending();
     r.prompt_ms = ms_since(t0);
+    const auto t_decode = clock::now();
     for (int i = 1; i < o.max_new_tokens && !done; ++i) {
       const auto ts = clock::now();
       step(*decoder_, *dec_layout_, nullptr, 1, false, i);
@@ -357,6 +358,7 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
       r.step_ms.push_back(ms_since(ts));
     }
     read_pending();
+    r.decode_ms = ms_since(t_decode);
   }
   r.plans_built = decoder_->builds() + (first_ ? first_->builds() : 0) - builds_before;
   r.total_ms = ms_since(t_start);

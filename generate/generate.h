@@ -79,6 +79,10 @@ struct Result {
   // waited, else until its work was submitted), and host time spent
   // encoding and submitting it.
   std::vector<double> step_ms, step_host_us;
+  // From the prompt step's end to the last token on the host: steps whose
+  // work was submitted without a wait are counted when the GPU finished
+  // them. decode_ms / step_ms.size() is the time per token.
+  double decode_ms = 0;
   double total_ms = 0;
   int plans_built = 0;  // plans the sessions built during this run
   int waits = 0;        // host waits for the GPU (token readbacks)

@@ -93,10 +93,11 @@ int generate_tokens(gpu::Context& ctx, const GenerateOptions& o) {
     fmt::print(
         "{{\"tokens\":{},\"runs\":{},\"first_run\":{{\"total_ms\":{:.3f},\"prompt_ms\":{:.3f},\"encoder_ms\":{:.3f},"
         "\"plans_built\":{}}},\"last_run\":{{\"total_ms\":{:.3f},\"prompt_ms\":{:.3f},\"encoder_ms\":{:.3f},"
-        "\"plans_built\":{},\"waits\":{},\"steps\":{},\"median_step_ms\":{:.4f},\"median_step_host_us\":{:.2f}}}}}\n",
+        "\"plans_built\":{},\"waits\":{},\"steps\":{},\"ms_per_token\":{:.4f},\"median_step_ms\":{:.4f},"
+        "\"median_step_host_us\":{:.2f}}}}}\n",
         toks, runs.size(), first.total_ms, first.prompt_ms, first.encoder_ms, first.plans_built, r.total_ms,
-        r.prompt_ms, r.encoder_ms, r.plans_built, r.waits, r.step_ms.size(), median(r.step_ms),
-        median(r.step_host_us));
+        r.prompt_ms, r.encoder_ms, r.plans_built, r.waits, r.step_ms.size(),
+        r.step_ms.empty() ? 0.0 : r.decode_ms / double(r.step_ms.size()), median(r.step_ms), median(r.step_host_us));
     return 0;
   }
   for (const auto& t : r.tokens) {
@@ -107,9 +108,10 @@ int generate_tokens(gpu::Context& ctx, const GenerateOptions& o) {
   std::fflush(stdout);
   if (o.verbose) {
     fmt::print(stderr,
-               "first run {:.1f} ms ({} plans built); last run {:.1f} ms: prompt {:.2f} ms, {} steps, median "
-               "{:.3f} ms per token ({:.1f} us host), {} waits\n",
-               first.total_ms, first.plans_built, r.total_ms, r.prompt_ms, r.step_ms.size(), median(r.step_ms),
+               "first run {:.1f} ms ({} plans built); last run {:.1f} ms: prompt {:.2f} ms, {} steps, {:.3f} ms per "
+               "token (median step {:.3f} ms, {:.1f} us host to encode and submit), {} waits\n",
+               first.total_ms, first.plans_built, r.total_ms, r.prompt_ms, r.step_ms.size(),
+               r.step_ms.empty() ? 0.0 : r.decode_ms / double(r.step_ms.size()), median(r.step_ms),
                median(r.step_host_us), r.waits);
   }
   return 0;
