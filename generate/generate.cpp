@@ -223,8 +223,20 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
   const std::set<int64_t> eos(o.eos.begin(), o.eos.end());
   auto read_pending = [&]() -> bool {  // true when every sequence has ended
     if (pending == 0) return false;
+    // Through a readback buffer kept from run to run (int64 ids are int32
+    // on the GPU).
     std::vector<int32_t> ids(size_t(pending * B));
-    ctx_.read(history.buffer, ids.data(), ids.size() * sizeof(int32_t));
+    const uint64_t bytes = ids.size() * sizeof(int32_t);
+    if (!history_staging_.valid() || history_staging_.size() < history.buffer.size()) {
+      history_staging_ = ctx_.create_buffer(history.buffer.size(), gpu::kMapRead | gpu::kCopyDst, "tokens readback");
+    }
+    gpu::Recorder rec(ctx_);
+    rec.copy(history.buffer, 0, history_staging_, 0, bytes);
+    rec.submit();
+    ctx_.map_for_read({&history_staging_});
+    rec.finish_completed();
+    std::memcpy(ids.data(), ctx_.mapped(history_staging_, bytes), bytes);
+    ctx_.unmap(history_staging_);
     ++r.waits;
     for (int k = 0; k < pending; ++k) {
       for (int64_t b = 0; b < B; ++b) {
@@ -349,9 +361,11 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
     bool done = read_pending();
     r.prompt_ms = ms_since(t0);
     const auto t_decode = clock::now();
+    gpu::CreationStats steady_from = ctx_.creation_stats();
     for (int i = 1; i < o.max_new_tokens && !done; ++i) {
       const auto ts = clock::now();
       step(*decoder_, *dec_layout_, nullptr, 1, false, i);
+      if (i == 1) steady_from = ctx_.creation_stats();
       const double host_us = ms_since(ts) * 1000;
       if (pending >= sync || i + 1 == o.max_new_tokens) done = read_pending();
       r.step_host_us.push_back(host_us);
@@ -359,6 +373,10 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
     }
     read_pending();
     r.decode_ms = ms_since(t_decode);
+    const gpu::CreationStats made = ctx_.creation_stats() - steady_from;
+    r.steady_buffers = made.buffers;
+    r.steady_bind_groups = made.bind_groups;
+    r.steady_pipelines = made.pipelines_created;
   }
   r.plans_built = decoder_->builds() + (first_ ? first_->builds() : 0) - builds_before;
   r.total_ms = ms_since(t_start);

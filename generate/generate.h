@@ -85,6 +85,10 @@ struct Result {
   double decode_ms = 0;
   double total_ms = 0;
   int plans_built = 0;  // plans the sessions built during this run
+  // Created on the GPU during the steps after the first one after the
+  // prompt (which sizes the cache for the run): none once every plan of the
+  // run's lengths exists.
+  uint64_t steady_buffers = 0, steady_bind_groups = 0, steady_pipelines = 0;
   int waits = 0;        // host waits for the GPU (token readbacks)
 };
 
@@ -116,6 +120,7 @@ class Generator {
   // before creates nothing on the GPU.
   std::map<std::string, DeviceTensor> cache_;
   DeviceTensor logits_, token_, history_;
+  gpu::Buffer history_staging_;
   Sampler& sampler_for(const Shape& logits, DType dtype, const Options& o);
 };
 

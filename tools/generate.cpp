@@ -94,10 +94,11 @@ int generate_tokens(gpu::Context& ctx, const GenerateOptions& o) {
         "{{\"tokens\":{},\"runs\":{},\"first_run\":{{\"total_ms\":{:.3f},\"prompt_ms\":{:.3f},\"encoder_ms\":{:.3f},"
         "\"plans_built\":{}}},\"last_run\":{{\"total_ms\":{:.3f},\"prompt_ms\":{:.3f},\"encoder_ms\":{:.3f},"
         "\"plans_built\":{},\"waits\":{},\"steps\":{},\"ms_per_token\":{:.4f},\"median_step_ms\":{:.4f},"
-        "\"median_step_host_us\":{:.2f}}}}}\n",
+        "\"median_step_host_us\":{:.2f},\"steady_created\":{{\"buffers\":{},\"bind_groups\":{},\"pipelines\":{}}}}}}}\n",
         toks, runs.size(), first.total_ms, first.prompt_ms, first.encoder_ms, first.plans_built, r.total_ms,
         r.prompt_ms, r.encoder_ms, r.plans_built, r.waits, r.step_ms.size(),
-        r.step_ms.empty() ? 0.0 : r.decode_ms / double(r.step_ms.size()), median(r.step_ms), median(r.step_host_us));
+        r.step_ms.empty() ? 0.0 : r.decode_ms / double(r.step_ms.size()), median(r.step_ms), median(r.step_host_us),
+        r.steady_buffers, r.steady_bind_groups, r.steady_pipelines);
     return 0;
   }
   for (const auto& t : r.tokens) {

@@ -7,8 +7,9 @@ two encoder-decoders whose cross-attention keys and values are computed once
   - 64 new tokens after a 16-token prompt, identical to ONNX Runtime's;
   - the tokens vary (at least 4 distinct), so a cache that is not carried
     would show;
-  - a second run in the same process builds no plan and gives the same
-    tokens (--repeat 2);
+  - a second run in the same process builds no plan, creates no buffer,
+    bind group or pipeline during its steps, and gives the same tokens
+    (--repeat 2);
   - two sequences at once (--batch 2) each give the same tokens;
   - sampling (temperature, top-k, top-p) is reproducible by seed and
     differs between seeds.
@@ -66,6 +67,9 @@ def main():
                 problems.append(f"the reference repeats itself ({len(set(ref))} distinct tokens): a weak test")
             if got["last_run"]["plans_built"] != 0:
                 problems.append(f"the second run built {got['last_run']['plans_built']} plans (expected 0)")
+            made = got["last_run"]["steady_created"]
+            if any(made.values()):
+                problems.append(f"the second run's steps created GPU objects: {made}")
             if got["runs"] != 2 or got["last_run"]["steps"] != NEW - 1:
                 problems.append(f"expected 2 runs of {NEW - 1} steps after the prompt: {got['runs']} runs, "
                                 f"{got['last_run']['steps']} steps")
