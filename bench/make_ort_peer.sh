@@ -33,5 +33,5 @@ cp "$root/bench/ort_bench.js" "$work/ortpeer/bench.js"
 cp "$root/bench/ort_generate.js" "$work/ortpeer/generate.js"
 version=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$ort/onnxruntime-node/package.json" | head -1)
 echo "onnxruntime-node $version, node $("$node_bin" --version)" > "$work/ortpeer/VERSION"
-tar -C "$work" -cf - ortpeer | xz -T2 -6 > "$out/ortpeer.tar.xz"
+tar -C "$work" -cf - ortpeer | xz -T2 -9e > "$out/ortpeer.tar.xz"
 echo "make_ort_peer: $out/ortpeer.tar.xz ($(du -h "$out/ortpeer.tar.xz" | cut -f1); $(cat "$work/ortpeer/VERSION"))"

@@ -291,6 +291,16 @@ def encoder_input(model, c, seed=0):
     return torch.randn(1, c["mels"], c["frames"], generator=g)
 
 
+def _onnx_export(module, args, path, **kw):
+    """torch.onnx.export with the TorchScript exporter (dynamic_axes, our
+    names kept) on any torch: dynamo=False where the argument exists."""
+    import inspect
+    params = inspect.signature(torch.onnx.export).parameters
+    if "dynamo" in params:
+        kw["dynamo"] = False
+    torch.onnx.export(module, args, path, **kw)
+
+
 def export(model, size, out, opset=17):
     mods, c = build(model, size)
     os.makedirs(out, exist_ok=True)
@@ -309,14 +319,14 @@ def export(model, size, out, opset=17):
                 dyn[n] = {0: "batch", 2: "past"}
             for n in outs[1:]:
                 dyn[n] = {0: "batch", 2: "total"}
-            torch.onnx.export(mods["decoder"], args, os.path.join(out, "decoder_with_past_model.onnx"),
+            _onnx_export(mods["decoder"], args, os.path.join(out, "decoder_with_past_model.onnx"),
                               input_names=["input_ids", "attention_mask", "position_ids", *names],
                               output_names=outs, dynamic_axes=dyn, opset_version=opset)
             return
         enc, dec = mods["encoder"], mods["decoder"]
         x = encoder_input(model, c)
         enc_name = "input_ids" if model == "bart" else "input_features"
-        torch.onnx.export(enc, (x,), os.path.join(out, "encoder_model.onnx"), input_names=[enc_name],
+        _onnx_export(enc, (x,), os.path.join(out, "encoder_model.onnx"), input_names=[enc_name],
                           output_names=["last_hidden_state"],
                           dynamic_axes={enc_name: {0: "batch", 1: "encoder_tokens"} if model == "bart" else dyn_b,
                                         "last_hidden_state": {0: "batch", 1: "encoder_tokens"}},
@@ -329,7 +339,7 @@ def export(model, size, out, opset=17):
                "logits": {0: "batch", 1: "tokens"}}
         for n in first_outs[1:]:
             dyn[n] = {0: "batch", 2: "tokens" if ".decoder." in n else "encoder_tokens"}
-        torch.onnx.export(DecoderFirst(dec), (ids, states), os.path.join(out, "decoder_model.onnx"),
+        _onnx_export(DecoderFirst(dec), (ids, states), os.path.join(out, "decoder_model.onnx"),
                           input_names=["input_ids", "encoder_hidden_states"], output_names=first_outs,
                           dynamic_axes=dyn, opset_version=opset)
         first = DecoderFirst(dec)(ids, states)
@@ -342,7 +352,7 @@ def export(model, size, out, opset=17):
             dyn[n] = {0: "batch", 2: "past" if ".decoder." in n else "encoder_tokens"}
         for n in outs[1:]:
             dyn[n] = {0: "batch", 2: "total"}
-        torch.onnx.export(DecoderWithPast(dec), (ids[:, :1], *past),
+        _onnx_export(DecoderWithPast(dec), (ids[:, :1], *past),
                           os.path.join(out, "decoder_with_past_model.onnx"), input_names=["input_ids", *names],
                           output_names=outs, dynamic_axes=dyn, opset_version=opset)
         import numpy as np
