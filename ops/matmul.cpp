@@ -343,7 +343,7 @@ bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) 
                     uint32_t(p.bias_sm), uint32_t(p.bias_sn), 0u, float(p.alpha), float(p.beta), 0u, 0u};
   const bool a_vec = p.K % 4 == 0 && lda % 4 == 0;
   const bool b_vec = (p.b_trans ? p.K : p.N) % 4 == 0;
-  const uint64_t groups = p.b_trans ? gpu::ceil_div(uint64_t(p.N), 16) : gpu::ceil_div(uint64_t(p.N), 64);
+  const uint64_t groups = gpu::ceil_div(uint64_t(p.N), 16);  // 16 columns per workgroup
   gpu::Constants c = {{"B_TRANS", p.b_trans ? 1.0 : 0.0},
                       {"A_VEC", a_vec ? 1.0 : 0.0},
                       {"B_VEC", b_vec ? 1.0 : 0.0},

@@ -6,11 +6,14 @@
 //   out = alpha * A @ op(B) + beta * bias, then the activation (epilogue of
 //   ops/epilogue.h), A [M, K] (row stride lda), B [K, N] (row stride ldb)
 //   or, with B_TRANS, [N, K].
-// B [K, N]: 16 x 16 invocations; each of 16 takes 4 columns (a vec4 of a B
-// row: 64 columns per workgroup, consecutive invocations read consecutive
-// vec4s) and each of the other 16 every 16th row of K. B_TRANS: 16 columns
-// per workgroup, each read along K by 16 invocations, a vec4 each. The K
-// slices' partial sums are added in workgroup memory.
+// The memory's latency, not its bandwidth, bounds a product this small
+// unless many loads are in flight: so many workgroups with few columns
+// each, K spread over most invocations, four independent loads at a time.
+// B [K, N]: 4 x 64 invocations; each of 4 takes 4 columns (a vec4 of a B
+// row: 16 columns per workgroup) and each of the other 64 every 64th row
+// of K. B_TRANS: 16 columns per workgroup, each read along K by 16
+// invocations, a vec4 each. The partial sums over K are added in
+// workgroup memory.
 {{ENABLE}}
 
 const MR: u32 = 8u;  // most rows
@@ -84,12 +87,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let K = params.K;
   var acc: array<vec4<f32>, MR>;
   if (!B_TRANS) {
-    let tx = lid % 16u;
-    let ty = lid / 16u;
-    let n0 = group * 64u + tx * 4u;
+    let tx = lid % 4u;
+    let ty = lid / 4u;
+    let n0 = group * 16u + tx * 4u;
     let valid = remaining(N, n0);
     if (valid > 0u) {
-      for (var k = ty; k < K; k += 16u) {
+      // Four rows of B in flight per step: k, k + 64, k + 128, k + 192.
+      var k = ty;
+      for (; k + 192u < K; k += 256u) {
+        let b0 = load_b4(k * params.ldb + n0, valid);
+        let b1 = load_b4((k + 64u) * params.ldb + n0, valid);
+        let b2 = load_b4((k + 128u) * params.ldb + n0, valid);
+        let b3 = load_b4((k + 192u) * params.ldb + n0, valid);
+        for (var m = 0u; m < MR; m++) {
+          if (m < M) {
+            let r = m * params.lda + k;
+            acc[m] += a_at(r) * b0 + a_at(r + 64u) * b1 + a_at(r + 128u) * b2 + a_at(r + 192u) * b3;
+          }
+        }
+      }
+      for (; k < K; k += 64u) {
         let bv = load_b4(k * params.ldb + n0, valid);
         for (var m = 0u; m < MR; m++) {
           if (m < M) {
@@ -104,9 +121,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       }
       red[lid] = acc[m];
       workgroupBarrier();
-      for (var s = 8u; s > 0u; s = s / 2u) {
+      for (var s = 32u; s > 0u; s = s / 2u) {
         if (ty < s) {
-          red[lid] += red[lid + s * 16u];
+          red[lid] += red[lid + s * 4u];
         }
         workgroupBarrier();
       }
@@ -124,7 +141,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let ks = lid % 16u;
   let n = group * 16u + c;
   if (n < N) {
-    for (var k = ks * 4u; k < K; k += 64u) {
+    // Two vec4s of the column in flight per step: k and k + 64.
+    var k = ks * 4u;
+    for (; k + 64u < K; k += 128u) {
+      let b0 = load_b4(n * params.ldb + k, K - k);
+      let b1 = load_b4(n * params.ldb + k + 64u, K - k - 64u);
+      for (var m = 0u; m < MR; m++) {
+        if (m < M) {
+          acc[m].x += dot(load_a4(m * params.lda + k, K - k), b0) + dot(load_a4(m * params.lda + k + 64u, K - k - 64u), b1);
+        }
+      }
+    }
+    for (; k < K; k += 64u) {
       let left = K - k;
       let bv = load_b4(n * params.ldb + k, left);
       for (var m = 0u; m < MR; m++) {
