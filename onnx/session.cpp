@@ -371,7 +371,8 @@ Session::~Session() {
   // it may be running on another thread.
   const std::unique_lock<std::mutex> turn = ctx_.exclusive();
   last_ = nullptr;
-  built_.clear();
+  started_.clear();
+  built_.clear();  // a Graph with runs in flight waits for the GPU
   constants_.reset();
 }
 
@@ -584,9 +585,7 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
   return out;
 }
 
-void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& out) {
-  // Sessions sharing a Context take turns (gpu/context.h, "Threading").
-  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
+void Session::check_inputs(const std::map<std::string, HostTensor>& inputs) const {
   for (const auto& [name, t] : inputs) {
     if (std::none_of(inputs_.begin(), inputs_.end(), [&](const ValueInfo& v) { return v.name == name; })) {
       throw Error(fmt::format("'{}' is not an input of this model", name));
@@ -607,6 +606,19 @@ void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std:
                               shape_str(t.shape), shape_str(in.shape)));
     }
   }
+}
+
+void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& out) {
+  // Sessions sharing a Context take turns (gpu/context.h, "Threading").
+  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
+  if (!started_.empty()) {
+    throw Error(fmt::format("Session::run: {} started run(s) not finished; finish() them first", started_.size()));
+  }
+  check_inputs(inputs);
+  run_checked(inputs, out);
+}
+
+void Session::run_checked(const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& out) {
   // Values control flow reads back from the GPU: each probe computes one,
   // and the plan is the one built for the values read (onnx/subgraph.h).
   std::map<std::string, int64_t> decisions;
@@ -628,11 +640,62 @@ void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std:
   }
 }
 
-void Session::run_built(Built& b, const std::map<std::string, HostTensor>& inputs,
-                        std::map<std::string, HostTensor>& out) {
-  Graph& g = *b.graph;
-  // Inputs written, the pass, and the outputs copied out in one submit and
-  // one wait (Graph::run).
+void Session::start(const std::map<std::string, HostTensor>& inputs) {
+  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
+  if (started_.size() >= Graph::kMaxInFlight) {
+    throw Error(fmt::format("Session::start: {} runs started and not finished (at most {}); finish() one first",
+                            started_.size(), Graph::kMaxInFlight));
+  }
+  check_inputs(inputs);
+  Built* b = nullptr;
+  if (!started_.empty()) {
+    // Queued behind the run in flight: only on its plan (building another
+    // could evict the plan whose outputs are still to be read).
+    auto it = built_.find(plan_key(inputs, {}));
+    if (started_.back().built == nullptr || it == built_.end() || it->second.get() != started_.back().built) {
+      throw Error("Session::start: these inputs need another plan than the run in flight (other shapes, or control "
+                  "flow); finish() it first");
+    }
+    b = it->second.get();
+    b->last_use = ++use_clock_;
+  } else {
+    Built& first = build_for(inputs, {});
+    if (!first.probe.empty()) {
+      // Control flow decided on the GPU: run now; finish() hands the result.
+      Started s;
+      run_checked(inputs, s.result);
+      started_.push_back(std::move(s));
+      return;
+    }
+    b = &first;
+  }
+  std::vector<Graph::HostIn> host_in = input_list(*b, inputs);
+  std::vector<TensorRef> refs;
+  for (const auto& [name, slot] : b->outputs) {
+    if (!slot.host) refs.push_back(slot.ref);
+  }
+  b->graph->submit(host_in, refs);
+  last_ = b;
+  Started s;
+  s.built = b;
+  started_.push_back(std::move(s));
+}
+
+void Session::finish(std::map<std::string, HostTensor>& out) {
+  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
+  if (started_.empty()) throw Error("Session::finish: no run was started");
+  Started s = std::move(started_.front());
+  started_.pop_front();
+  if (s.built == nullptr) {
+    out = std::move(s.result);
+    return;
+  }
+  Built& b = *s.built;
+  b.graph->wait(output_list(b, out));
+  narrow_outputs(b, out);
+}
+
+std::vector<Graph::HostIn> Session::input_list(Built& b, const std::map<std::string, HostTensor>& inputs) {
   std::vector<Graph::HostIn> host_in;
   host_in.reserve(b.inputs.size());
   for (const auto& [name, ref] : b.inputs) {
@@ -646,6 +709,11 @@ void Session::run_built(Built& b, const std::map<std::string, HostTensor>& input
     }
     host_in.push_back({ref, t.data.data(), t.data.size()});
   }
+  return host_in;
+}
+
+std::vector<Graph::HostOut> Session::output_list(Built& b, std::map<std::string, HostTensor>& out) {
+  Graph& g = *b.graph;
   std::vector<Graph::HostOut> host_out;
   host_out.reserve(b.outputs.size());
   for (auto it = out.begin(); it != out.end();) {  // entries that are not outputs go
@@ -669,7 +737,10 @@ void Session::run_built(Built& b, const std::map<std::string, HostTensor>& input
     }
     host_out.push_back({slot.ref, t.data.data(), t.data.size()});
   }
-  g.run(host_in, host_out);
+  return host_out;
+}
+
+void Session::narrow_outputs(Built& b, std::map<std::string, HostTensor>& out) {
   // Widened float16 outputs, narrowed as a float32 -> float16 cast would.
   for (const auto& [name, wide] : b.widened_out) {
     HostTensor& t = out[name];
@@ -678,6 +749,16 @@ void Session::run_built(Built& b, const std::map<std::string, HostTensor>& input
     uint16_t* dst = t.as<uint16_t>();
     for (size_t i = 0, n = size_t(wide.numel()); i < n; ++i) dst[i] = float_to_half(src[i]);
   }
+}
+
+void Session::run_built(Built& b, const std::map<std::string, HostTensor>& inputs,
+                        std::map<std::string, HostTensor>& out) {
+  // Inputs written, the pass, and the outputs copied out in one submit and
+  // one wait (Graph::run).
+  const std::vector<Graph::HostIn> host_in = input_list(b, inputs);
+  const std::vector<Graph::HostOut> host_out = output_list(b, out);
+  b.graph->run(host_in, host_out);
+  narrow_outputs(b, out);
 }
 
 std::string Session::summary() const {

@@ -24,6 +24,7 @@
 // limit, Slice's starts: data that decides shapes) is read from the values
 // given to run(); the graph is then built for those values and cached by
 // them, so the next run with other values builds another graph.
+#include <deque>
 #include <map>
 #include <set>
 #include <memory>
@@ -143,6 +144,18 @@ class Session {
   // run saves allocating (and the kernel zero-filling) the outputs' host
   // memory each time (ISNet: 12 outputs, 48 MB).
   void run(const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& outputs);
+  // run() in two halves, so that the GPU need not wait for the host between
+  // runs: start() checks the inputs, writes them and submits the work;
+  // finish() waits for the oldest started run and writes its outputs as
+  // run() does. Up to two runs may be started and not finished: the second
+  // is queued behind the first on the GPU, and must use the same plan (the
+  // same input shapes; an Error otherwise, before any work). The inputs may
+  // be freed once start() returns. A model whose control flow reads values
+  // back runs entirely in start() (finish() hands over its outputs).
+  // run() refuses while a started run is not finished.
+  void start(const std::map<std::string, HostTensor>& inputs);
+  void finish(std::map<std::string, HostTensor>& outputs);
+  size_t started() const { return started_.size(); }
 
   // The graph built for the last run's shapes (for inspection, benchmarks).
   Graph& graph();
@@ -176,6 +189,18 @@ class Session {
   std::string plan_key(const std::map<std::string, HostTensor>& inputs,
                        const std::map<std::string, int64_t>& decisions) const;
   void run_built(Built& b, const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& out);
+  void check_inputs(const std::map<std::string, HostTensor>& inputs) const;
+  void run_checked(const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& out);
+  std::vector<Graph::HostIn> input_list(Built& b, const std::map<std::string, HostTensor>& inputs);
+  std::vector<Graph::HostOut> output_list(Built& b, std::map<std::string, HostTensor>& out);
+  void narrow_outputs(Built& b, std::map<std::string, HostTensor>& out);
+  // Runs started and not finished (start()): the plan each was submitted on
+  // (nullptr: already run, its outputs in `result`).
+  struct Started {
+    Built* built = nullptr;
+    std::map<std::string, HostTensor> result;
+  };
+  std::deque<Started> started_;
 
   gpu::Context& ctx_;
   SessionOptions options_;
