@@ -328,10 +328,11 @@ class Server {
         const bool late = std::string(e.what()).find("timed out") != std::string::npos;
         throw HttpError{late ? 503 : 500, e.what()};
       }
-      const matting::Cutout cut = gpu_.remover().finish(std::move(*prepared), m);
+      const double run_s = m.run_s;
+      const matting::Cutout cut = gpu_.remover().finish(std::move(*prepared), std::move(m));
       res.status = 200;
       res.set_content(image::encode_png(cutout_image(cut, ro.only_mask, ro.bg)), "image/png");
-      res.set_header("X-Wgnn-Run-Ms", fmt::format("{:.1f}", m.run_s * 1e3));
+      res.set_header("X-Wgnn-Run-Ms", fmt::format("{:.1f}", run_s * 1e3));
       ++served_;
     } catch (const HttpError& e) {
       res.status = e.status;
