@@ -651,8 +651,14 @@ class Batch {
         p.on_gpu = true;
         pending.push_back(std::move(p));
         flight.push_back({&pending.back(), prepared, written, job.output});
-        // One photo runs while the next waits queued behind it.
-        if (flight.size() == 2) collect_one();
+        // One photo runs while the next waits queued behind it
+        // (WGNN_QUEUE_RUNS=0: each photo collected before the next is
+        // submitted, for comparison).
+        static const bool queue_runs = [] {
+          const char* e = std::getenv("WGNN_QUEUE_RUNS");
+          return !(e && std::string_view(e) == "0");
+        }();
+        if (flight.size() == 2 || !queue_runs) collect_one();
         drain(window);
         continue;
       } catch (const gpu::GpuError&) {

@@ -132,6 +132,10 @@ int main(int argc, char** argv) {
   bm->add_flag("--unchecked", bmo.unchecked,
                 "Skip the run-time checks (Gather indices in range, integer division by nonzero): such values are then clamped or computed silently");
   bm->add_flag("--fp16", bmo.fp16, "float16 mode: float32 weights and activations stored as float16 on the GPU, f32 accumulation; float32 inputs and outputs stay float32");
+  bm->add_option("--outputs", bmo.outputs,
+                 "NAME[,NAME...]: run and read back only these outputs (the work only the others need is left out), "
+                 "as remove-bg reads ISNet's matte alone")
+      ->delimiter(',');
 
   auto* bs = app.add_subcommand(
       "bench-shapes", "One session at many input shapes: build time of each new shape, steady time, constants held once");
