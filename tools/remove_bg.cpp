@@ -273,7 +273,9 @@ class Batch {
 
   int run() {
     if (o_.runs < 1) throw Error(fmt::format("--runs {}: give 1 or more", o_.runs));
-    if (o_.threads < 0 || o_.threads > 8) throw Error(fmt::format("--threads {}: give 1 to 8 (0: automatic)", o_.threads));
+    if (o_.threads < 0 || o_.threads > kMaxThreads) {
+      throw Error(fmt::format("--threads {}: give 1 to {} (0: automatic)", o_.threads, kMaxThreads));
+    }
     if (o_.max_pixels == 0) throw Error("--max-pixels 0: give the largest photo to accept, in pixels (width x height)");
     if (o_.size != 0 && (o_.size < 32 || o_.size % 32 != 0)) {
       throw Error(fmt::format("--size {}: give a multiple of 32 (ISNet: 1024 by default; 512 or 320 are faster)",
@@ -737,12 +739,14 @@ class Batch {
         median_ms(&Stages::encode, false));
   }
 
-  // --threads, or one less than the cores (the GPU thread is the other),
-  // at most 8 (util/file.h cleans up after at most 16 writers at once).
+  // --threads, or the cores less two (the GPU thread and the driver's),
+  // from 1 to kMaxThreads (util/file.h cleans up after at most 16 writers at
+  // once).
+  static constexpr int kMaxThreads = 16;
   int worker_threads() const {
     if (o_.threads > 0) return o_.threads;
     const int cores = int(std::thread::hardware_concurrency());
-    return std::clamp(cores - 1, 1, 8);
+    return std::clamp(cores - 2, 1, kMaxThreads);
   }
 
   const gpu::ContextOptions& context_options_;

@@ -222,7 +222,7 @@ int main(int argc, char** argv) {
   rb->add_option("--runs", rbo.runs, "Run the model N times and report the steady run time (default 1)");
   rb->add_option("--threads", rbo.threads,
                  "Several photos: host threads that decode, pre-process and write while the GPU runs the model "
-                 "(default: the cores less one, at most 8)");
+                 "(default: the cores less two, 1 to 16)");
   rb->add_flag("--quiet", rbo.quiet, "No progress lines (failures are still reported)");
   rb->add_option("--max-pixels", rbo.max_pixels,
                  fmt::format("The largest photo accepted, width x height in pixels (default {}, 8192x8192; "

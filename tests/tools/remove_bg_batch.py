@@ -228,8 +228,8 @@ check(len(stage_line) == 1 and all(f"{w} " in stage_line[0] for w in ("decode", 
                                                                        "encode and write"))
       and "-," not in stage_line[0], f"the summary breaks each photo's time into stages ({stage_line})")
 
-rc, _, err = run(photos, "--threads", "9", "--model", model)
-check(rc == 1 and "--threads 9: give 1 to 8" in err, f"--threads 9 refused ({err.strip()})")
+rc, _, err = run(photos, "--threads", "17", "--model", model)
+check(rc == 1 and "--threads 17: give 1 to 16" in err, f"--threads 17 refused ({err.strip()})")
 
 # Again: all that exist are skipped; --overwrite redoes them.
 rc, _, err = run(photos, "-o", out, "--model", model, "--recursive", "--quiet")
