@@ -433,3 +433,21 @@ TEST(Session, StartedRunsReportTheirOwnRunChecks) {
   const std::vector<float> want = {8, 9, 0, 1, 4, 5};
   for (int i = 0; i < 6; ++i) EXPECT_EQ(out.at("y").as<float>()[i], want[size_t(i)]);
 }
+
+TEST(Session, DroppedWithRunsInFlightWaitsForThem) {
+  // Two runs started and never finished: the Session (and its Graph, whose
+  // buffers they use) goes only after the GPU is done with them.
+  ModelBuilder b;
+  b.input("x", {4, 256});
+  b.output("y", {4, 256});
+  b.node("Sigmoid", {"x"}, {"y"});
+  const std::string path = b.save("dropped.onnx");
+  {
+    Session s(test::ctx(), path);
+    s.start({{"x", f32({4, 256})}});
+    s.start({{"x", f32({4, 256}, 1.f)}});
+  }
+  Session again(test::ctx(), path);  // the context is sound afterwards
+  const auto out = again.run({{"x", f32({4, 256}, -2.f, 0.f)}});
+  EXPECT_NEAR(out.at("y").as<float>()[7], 1.f / (1.f + std::exp(2.f)), 1e-6f);
+}
