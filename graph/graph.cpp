@@ -16,8 +16,8 @@ Graph::Graph(gpu::Context& ctx) : ctx_(ctx) {}
 // A run submitted and not waited for (Graph::submit).
 struct Graph::Pending {
   std::unique_ptr<gpu::Recorder> rec;
-  std::vector<int> outputs;                  // tensor ids, in submit()'s order
-  std::vector<const gpu::Buffer*> staging;   // mapped by wait(): outputs', then the check flags'
+  std::vector<int> outputs;                 // tensor ids, in submit()'s order
+  std::vector<const gpu::Buffer*> staging;  // mapped by wait(): outputs', then the check flags'
   size_t slot = 0;
   uint64_t check_bytes = 0;
   double upload_us = 0, encode_us = 0, submit_us = 0;
@@ -495,6 +495,11 @@ void Graph::set_timing(gpu::Timing timing) {
 }
 
 void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs) {
+  run(inputs, outputs, {}, {}, true);
+}
+
+void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs, std::span<const DeviceIn> device_in,
+                std::span<const DeviceOut> device_out, bool wait) {
   if (!pending_.empty()) {
     throw Error(fmt::format("Graph::run: {} submitted run(s) not waited for; wait() for them first", pending_.size()));
   }
@@ -507,11 +512,25 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
     }
     refs.push_back(o.tensor);
   }
-  submit(inputs, refs);
-  wait(outputs);
+  submit(inputs, refs, device_in, device_out);
+  if (!wait && pending_.back()->staging.empty() && timing_ == gpu::Timing::None) {
+    // Nothing to read: the queue orders what comes next after this work.
+    const Pending& p = *pending_.back();
+    last_run_.upload_us = p.upload_us;
+    last_run_.encode_us = p.encode_us;
+    last_run_.submit_us = p.submit_us;
+    last_run_.wait_us = 0;
+    last_run_.readback_us = 0;
+    last_run_.gpu_ms = -1;
+    last_run_.dispatches = nodes_.size();
+    pending_.pop_back();
+    return;
+  }
+  this->wait(outputs);
 }
 
-void Graph::submit(std::span<const HostIn> inputs, std::span<const TensorRef> outputs) {
+void Graph::submit(std::span<const HostIn> inputs, std::span<const TensorRef> outputs,
+                   std::span<const DeviceIn> device_in, std::span<const DeviceOut> device_out) {
   if (!prepared_) prepare();
   if (pending_.size() >= kMaxInFlight) {
     throw Error(fmt::format("Graph::submit: {} runs are in flight already (at most {}); wait() for one first",
@@ -537,6 +556,18 @@ void Graph::submit(std::span<const HostIn> inputs, std::span<const TensorRef> ou
   const auto t1 = clock::now();
   p->rec = std::make_unique<gpu::Recorder>(ctx_, timing_);
   gpu::Recorder& rec = *p->rec;
+  for (const DeviceIn& d : device_in) {
+    const TensorInfo& ti = info(d.tensor);
+    const DeviceTensor& src = *d.src;
+    if (src.shape != ti.shape || src.stored != ti.dtype) {
+      throw Error(fmt::format("device input for '{}': {} {} stored as {}, the graph takes {} {}", ti.name,
+                              dtype_name(src.dtype), shape_str(src.shape), dtype_name(src.stored),
+                              dtype_name(ti.dtype), shape_str(ti.shape)));
+    }
+    if (!src.valid() && ti.gpu_bytes() > 0) throw Error(fmt::format("device input for '{}' has no storage", ti.name));
+    const uint64_t bytes = (ti.gpu_bytes() + 3) / 4 * 4;
+    if (bytes > 0) rec.copy(src.buffer, 0, ti.buffer, ti.offset, bytes);
+  }
   // Submitted in growing parts (16, 32, 64, ... dispatches), so that the GPU
   // works on the first while the host encodes the next: the host's encoding
   // then hides behind the GPU's work instead of preceding it.
@@ -559,6 +590,15 @@ void Graph::submit(std::span<const HostIn> inputs, std::span<const TensorRef> ou
     if (std::find(p->staging.begin(), p->staging.end(), &staging) != p->staging.end()) continue;  // twice
     if (ti.gpu_bytes() > 0) rec.copy(ti.buffer, ti.offset, staging, 0, (ti.gpu_bytes() + 3) / 4 * 4);
     p->staging.push_back(&staging);
+  }
+  for (const DeviceOut& d : device_out) {
+    const TensorInfo& ti = info(d.tensor);
+    DeviceTensor& dst = *d.dst;
+    const uint64_t bytes = (ti.gpu_bytes() + 3) / 4 * 4;
+    ensure_capacity(ctx_, dst, bytes, ti.name);
+    dst.shape = ti.shape;
+    dst.stored = ti.dtype;
+    if (bytes > 0) rec.copy(ti.buffer, ti.offset, dst.buffer, 0, bytes);
   }
   if (p->check_bytes > 0) {
     rec.copy(check_flags_, 0, check_staging_[p->slot], 0, p->check_bytes);
@@ -583,13 +623,8 @@ void Graph::wait(std::span<const HostOut> outputs) {
   std::unique_ptr<Pending> p = std::move(pending_.front());
   pending_.erase(pending_.begin());
   bool ok = outputs.size() == p->outputs.size();
-  for (size_t k = 0; ok && k < outputs.size(); ++k) ok = outputs[k].tensor.id == p->outputs[k];
-  for (const HostOut& o : outputs) {
-    const TensorInfo& ti = info(o.tensor);
-    if (o.bytes != ti.nbytes()) {
-      ok = false;
-      break;
-    }
+  for (size_t k = 0; ok && k < outputs.size(); ++k) {
+    ok = outputs[k].tensor.id == p->outputs[k] && outputs[k].bytes == info(outputs[k].tensor).nbytes();
   }
   const auto t3 = clock::now();
   if (p->staging.empty()) {

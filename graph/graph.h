@@ -14,6 +14,7 @@
 #include "gpu/context.h"
 #include "gpu/dispatch.h"
 #include "gpu/recorder.h"
+#include "graph/device_tensor.h"
 #include "graph/host_tensor.h"
 #include "graph/tensor.h"
 
@@ -210,18 +211,37 @@ class Graph {
   // on the first run, reused) in the last command buffer and read back
   // after the one wait.
   void run(std::span<const HostIn> inputs = {}, std::span<const HostOut> outputs = {});
+  // Inputs and outputs that stay on the GPU (graph/device_tensor.h): each
+  // DeviceIn is copied on the GPU into the tensor's storage before the
+  // dispatches, each DeviceOut from the tensor's storage into `dst` after
+  // them (dst's buffer reused while large enough, else grown:
+  // ensure_capacity). A DeviceOut's `dst` may hold the buffer a DeviceIn of
+  // the same run reads: that input is copied first. With no host outputs
+  // (and no checks to read), `wait` false returns once the work is
+  // submitted; the queue orders later runs after it.
+  struct DeviceIn {
+    TensorRef tensor;
+    const DeviceTensor* src = nullptr;
+  };
+  struct DeviceOut {
+    TensorRef tensor;
+    DeviceTensor* dst = nullptr;
+  };
+  void run(std::span<const HostIn> inputs, std::span<const HostOut> outputs, std::span<const DeviceIn> device_in,
+           std::span<const DeviceOut> device_out, bool wait = true);
   // run() in two halves, for a caller that keeps the GPU busy: submit()
-  // writes the inputs and submits the work (its outputs copied into staging
-  // buffers of the run's own), wait() waits for the oldest submitted run and
-  // copies its outputs out (`outputs`: the tensors given to submit(), in
-  // that order). At most kMaxInFlight runs are submitted and not waited
-  // for: the second is queued behind the first on the GPU (same buffers,
-  // queue order), so the host may upload and submit photo i+1 before it
-  // reads photo i back. The inputs' memory may be reused once submit()
-  // returns. run() refuses while a run is in flight; a Graph dropped with
-  // runs in flight waits for the GPU first.
+  // writes the inputs and submits the work (its host outputs copied into
+  // staging buffers of the run's own), wait() waits for the oldest submitted
+  // run and copies its outputs out (`outputs`: the tensors given to
+  // submit(), in that order). At most kMaxInFlight runs are submitted and
+  // not waited for: the second is queued behind the first on the GPU (same
+  // buffers, queue order), so the host may upload and submit photo i+1
+  // before it reads photo i back. The inputs' memory may be reused once
+  // submit() returns. run() refuses while a run is in flight; a Graph
+  // dropped with runs in flight waits for the GPU first.
   static constexpr size_t kMaxInFlight = 2;
-  void submit(std::span<const HostIn> inputs, std::span<const TensorRef> outputs);
+  void submit(std::span<const HostIn> inputs, std::span<const TensorRef> outputs,
+              std::span<const DeviceIn> device_in = {}, std::span<const DeviceOut> device_out = {});
   void wait(std::span<const HostOut> outputs);
   size_t in_flight() const { return pending_.size(); }
   // Timing of later run()s: None (the default) or Total, which adds

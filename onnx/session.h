@@ -33,6 +33,7 @@
 
 #include "gpu/context.h"
 #include "graph/constant_store.h"
+#include "graph/device_tensor.h"
 #include "graph/graph.h"
 #include "graph/host_tensor.h"
 
@@ -118,6 +119,24 @@ LoadedModel load_model_from_bytes(const std::string& bytes, const std::string& n
 // The ONNX operators (of the default domain) a Session maps, sorted.
 std::vector<std::string> supported_ops();
 
+// IO binding: the inputs of a run, each from host memory or already on the
+// GPU (a DeviceTensor an earlier run kept there), by input name.
+struct Feeds {
+  std::map<std::string, const HostTensor*> host;
+  std::map<std::string, const DeviceTensor*> device;
+};
+// The outputs a run returns: each name in `host` is read back into it, each
+// name in `device` stays on the GPU, copied there into the entry's buffer
+// while it fits (ensure_capacity); the other outputs are not read back.
+// Both empty: every output is read back into `host`. With no host output,
+// `wait` false returns once the work is submitted (a later run or readback
+// on the same Context is ordered after it).
+struct Fetches {
+  std::map<std::string, HostTensor> host;
+  std::map<std::string, DeviceTensor> device;
+  bool wait = true;
+};
+
 class Session {
  public:
   Session(gpu::Context& ctx, const std::string& path, SessionOptions options = {});
@@ -144,15 +163,21 @@ class Session {
   // run saves allocating (and the kernel zero-filling) the outputs' host
   // memory each time (ISNet: 12 outputs, 48 MB).
   void run(const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& outputs);
+  // The same with IO binding (Feeds, Fetches above). An input whose values
+  // the plan reads on the host (shape data, control flow) must be given on
+  // the host: as a device tensor it is an Error.
+  void run(const Feeds& inputs, Fetches& outputs);
+  gpu::Context& context() { return ctx_; }
   // run() in two halves, so that the GPU need not wait for the host between
   // runs: start() checks the inputs, writes them and submits the work;
-  // finish() waits for the oldest started run and writes its outputs as
-  // run() does. Up to two runs may be started and not finished: the second
-  // is queued behind the first on the GPU, and must use the same plan (the
-  // same input shapes; an Error otherwise, before any work). The inputs may
-  // be freed once start() returns. A model whose control flow reads values
-  // back runs entirely in start() (finish() hands over its outputs).
-  // run() refuses while a started run is not finished.
+  // finish() waits for the oldest started run and writes its outputs (all
+  // of them, or SessionOptions::outputs) as run() does. Up to two runs may
+  // be started and not finished: the second is queued behind the first on
+  // the GPU, and must use the same plan (the same input shapes; an Error
+  // otherwise, before any work). The inputs may be freed once start()
+  // returns. A model whose control flow reads values back runs entirely in
+  // start() (finish() hands over its outputs). run() refuses while a started
+  // run is not finished.
   void start(const std::map<std::string, HostTensor>& inputs);
   void finish(std::map<std::string, HostTensor>& outputs);
   size_t started() const { return started_.size(); }
@@ -185,20 +210,24 @@ class Session {
   struct Built;
   // The plan for these inputs and the values control flow read back so far
   // (built if new); a probe when control flow needs another value.
-  Built& build_for(const std::map<std::string, HostTensor>& inputs, const std::map<std::string, int64_t>& decisions);
-  std::string plan_key(const std::map<std::string, HostTensor>& inputs,
-                       const std::map<std::string, int64_t>& decisions) const;
-  void run_built(Built& b, const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& out);
-  void check_inputs(const std::map<std::string, HostTensor>& inputs) const;
-  void run_checked(const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& out);
-  std::vector<Graph::HostIn> input_list(Built& b, const std::map<std::string, HostTensor>& inputs);
-  std::vector<Graph::HostOut> output_list(Built& b, std::map<std::string, HostTensor>& out);
-  void narrow_outputs(Built& b, std::map<std::string, HostTensor>& out);
+  Built& build_for(const Feeds& inputs, const std::map<std::string, int64_t>& decisions);
+  std::string plan_key(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) const;
+  void run_built(Built& b, const Feeds& inputs, Fetches& out);
+  void check_feeds(const Feeds& inputs) const;
+  void check_fetches(const Feeds& inputs, Fetches& out) const;
+  void run_checked(const Feeds& inputs, Fetches& out);
+  void input_lists(Built& b, const Feeds& inputs, std::vector<Graph::HostIn>& host_in,
+                   std::vector<Graph::DeviceIn>& device_in);
+  void output_lists(Built& b, Fetches& out, std::vector<Graph::HostOut>& host_out,
+                    std::vector<Graph::DeviceOut>& device_out);
+  void narrow_outputs(Built& b, Fetches& out);
+  // Every output in `host` (kept entries reused, others dropped).
+  void all_outputs(Fetches& f) const;
   // Runs started and not finished (start()): the plan each was submitted on
   // (nullptr: already run, its outputs in `result`).
   struct Started {
     Built* built = nullptr;
-    std::map<std::string, HostTensor> result;
+    Fetches result;
   };
   std::deque<Started> started_;
 
