@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Downloads the wheels of bench/ort_webgpu_requirements.txt (ONNX Runtime
 # WebGPU for Python, hashes checked) into .payload/wheels/ (git-ignored), for
-# the Python of the GPU machine, which reaches no package index: carry
+# the Python of the GPU machine, which reaches no package index: copy
 # .payload/wheels there (about 26 MB).
 #
 #   bench/make_ort_webgpu_wheels.sh [PYTHON_VERSION]    (default 3.11)
