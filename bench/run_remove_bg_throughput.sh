@@ -109,9 +109,29 @@ done
 ORT_OK=0
 if ls .payload/wheels/onnxruntime_webgpu-*.whl > /dev/null 2>&1; then
   say "== ONNX Runtime WebGPU, a Python loop (bench/ort_remove_bg_loop.py), the same photos"
-  # Into a folder of its own, hashes checked; numpy and Pillow are the machine's.
-  if $PY -m pip install --quiet --no-index --find-links .payload/wheels --require-hashes --no-deps \
-       --target "$WORK/ortpy" -r bench/ort_webgpu_requirements.txt > "$WORK/ort_install.log" 2>&1; then
+  # Into a folder of its own, hashes checked; numpy and Pillow are the
+  # machine's. Without pip there, each wheel's sha256 is checked against the
+  # requirements file and the wheel unpacked (what pip --target does).
+  install_ort() {
+    if $PY -m pip --version > /dev/null 2>&1; then
+      $PY -m pip install --quiet --no-index --find-links .payload/wheels --require-hashes --no-deps \
+        --target "$WORK/ortpy" -r bench/ort_webgpu_requirements.txt
+    else
+      $PY - .payload/wheels bench/ort_webgpu_requirements.txt "$WORK/ortpy" <<'PY'
+import hashlib, os, re, sys, zipfile
+wheels, req, target = sys.argv[1:4]
+allowed = set(re.findall(r"sha256:([0-9a-f]{64})", open(req).read()))
+for name in sorted(os.listdir(wheels)):
+    path = os.path.join(wheels, name)
+    digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    if digest not in allowed:
+        sys.exit(f"{name}: sha256 {digest} is not pinned in {req}")
+    zipfile.ZipFile(path).extractall(target)
+    print(f"unpacked {name}")
+PY
+    fi
+  }
+  if install_ort > "$WORK/ort_install.log" 2>&1; then
     PYTHONPATH="$WORK/ortpy" $PY bench/ort_remove_bg_loop.py "$ISNET" "$WORK/all" "$WORK/out_ort" \
       --size "$SIZE" --json "$WORK/ort.json" 2> "$WORK/ort.err" | tee -a "$LOG"
     if [ -s "$WORK/ort.json" ]; then
