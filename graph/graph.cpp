@@ -595,6 +595,14 @@ void Graph::submit(std::span<const HostIn> inputs, std::span<const TensorRef> ou
     const TensorInfo& ti = info(d.tensor);
     DeviceTensor& dst = *d.dst;
     const uint64_t bytes = (ti.gpu_bytes() + 3) / 4 * 4;
+    if (d.append) {
+      if (!dst.valid() || d.offset + bytes > dst.buffer.size() || d.offset % 4 != 0) {
+        throw Error(fmt::format("appending '{}' ({} bytes) at byte {} of a device tensor of {} bytes", ti.name, bytes,
+                                d.offset, dst.valid() ? dst.buffer.size() : 0));
+      }
+      if (bytes > 0) rec.copy(ti.buffer, ti.offset, dst.buffer, d.offset, bytes);
+      continue;
+    }
     ensure_capacity(ctx_, dst, bytes, ti.name);
     dst.shape = ti.shape;
     dst.stored = ti.dtype;

@@ -226,6 +226,10 @@ class Graph {
   struct DeviceOut {
     TensorRef tensor;
     DeviceTensor* dst = nullptr;
+    // Appending: the bytes go to dst's buffer at this offset (which must
+    // hold them), and dst's shape is left as it is.
+    bool append = false;
+    uint64_t offset = 0;
   };
   void run(std::span<const HostIn> inputs, std::span<const HostOut> outputs, std::span<const DeviceIn> device_in,
            std::span<const DeviceOut> device_out, bool wait = true);
