@@ -1299,4 +1299,15 @@ const std::map<std::string, OpMapper>& op_mappers() {
   return m;
 }
 
+std::string mapper_key(const onnx::NodeProto& n) {
+  if (n.domain().empty() || n.domain() == "ai.onnx") return n.op_type();
+  return n.domain() + "." + n.op_type();
+}
+
+const OpMapper* find_mapper(const onnx::NodeProto& n) {
+  const auto& m = op_mappers();
+  auto it = m.find(mapper_key(n));
+  return it == m.end() ? nullptr : &it->second;
+}
+
 }  // namespace wgnn::onnx_import

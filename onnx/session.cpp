@@ -151,9 +151,7 @@ void count_unsupported_inside(const onnx::NodeProto& n, const std::map<std::stri
   auto walk = [&](const onnx::GraphProto& sub) {
     for (const auto& inner : sub.node()) {
       ++nodes;
-      const bool other_domain = !inner.domain().empty() && inner.domain() != "ai.onnx";
-      if (other_domain) ++count[inner.domain() + "." + inner.op_type()];
-      else if (!mappers.count(inner.op_type())) ++count[inner.op_type()];
+      if (!mappers.count(mapper_key(inner))) ++count[mapper_key(inner)];
       count_unsupported_inside(inner, mappers, count, nodes);
     }
   };
@@ -228,9 +226,10 @@ void check_model(LoadedModel& m, const std::string& path) {
     const std::string where = fmt::format("node '{}' ({}, opset {})", node_name(n), n.op_type(), m.opset);
     for (const auto& o : n.output()) produced.insert(o);
     if (!live[size_t(i)]) continue;
-    if (!n.domain().empty() && n.domain() != "ai.onnx") {
+    const bool other_domain = !n.domain().empty() && n.domain() != "ai.onnx";
+    if (other_domain && !mappers.count(mapper_key(n))) {
       problems.push_back(fmt::format("{}: operator domain '{}' is not supported", where, n.domain()));
-    } else if (!mappers.count(n.op_type())) {
+    } else if (!mappers.count(mapper_key(n))) {
       std::map<std::string, int> inside;
       int inner_nodes = 0;
       count_unsupported_inside(n, mappers, inside, inner_nodes);

@@ -15,7 +15,10 @@
 //   - kernels/matmul_integer.wgsl: (a - a_zp) @ (b - b_zp) in i32, 16x16
 //     tiles through workgroup memory, int32 out or requantized;
 //   - kernels/conv_integer.wgsl: a direct convolution (1-D to 3-D, groups,
-//     stride, padding, dilation) in i32, int32 out or requantized.
+//     stride, padding, dilation) in i32, int32 out or requantized;
+//   - kernels/matmul_nbits.wgsl: a float product with 4-bit block-quantized
+//     weights (com.microsoft MatMulNBits), unpacked and dequantized in the
+//     kernel as its tiles are staged (no float copy of the weights).
 // The integer products multiply i32 values, one per 32-bit word. WGSL's
 // packed_4x8_integer_dot_product (dot4I8Packed) is not used yet: it takes
 // four 8-bit values packed in a word, which these tensors are not (a kernel
@@ -499,6 +502,84 @@ Value dynamic_quantize_linear(Graph& g, const ValueList& args) {
   return ValueList{y, scale, zp};
 }
 
+struct MatmulNBitsParams {
+  uint32_t M, N, K, k_blocks, block, row_words, zp_row_bytes, has_zp, has_bias, tiles_m, tiles_n, pad;
+};
+
+// wgnn.matmul_nbits.default(a, b, scales, zero_points, bias, K, N, block_size)
+// -> a [M, K] @ dequantized(b)^T [K, N] (+ bias), a's dtype.
+// a [M, K] float32 / float16; b int32 [N, row_words]: MatMulNBits' 4-bit
+// weights [N, k_blocks, block / 2] bytes, four bytes to a word (little
+// endian), row_words = k_blocks * block / 8; scales [N * k_blocks] (or
+// [N, k_blocks]), float32 / float16; zero_points None (8) or int32 words
+// holding N rows of ceil(k_blocks / 2) bytes of packed 4-bit zero points;
+// bias None or [N] of a's dtype. block_size a power of two, at least 16.
+Value matmul_nbits(Graph& g, const ValueList& args) {
+  Args a{"wgnn.matmul_nbits.default", args, g};
+  const TensorRef A = a.tensor(0, "a"), B = a.tensor(1, "b"), S = a.tensor(2, "scales");
+  const TensorRef Z = a.optional_tensor(3, "zero_points"), bias = a.optional_tensor(4, "bias");
+  const int64_t K = a.integer(5, "K", 0), N = a.integer(6, "N", 0), block = a.integer(7, "block_size", 0);
+  a.require_float(A, "a");
+  const TensorInfo& ai = g.info(A);
+  if (ai.shape.size() != 2 || ai.shape[1] != K) a.fail(fmt::format("a {} must be [M, K] with K = {}", shape_str(ai.shape), K));
+  if (K <= 0 || N <= 0) a.fail(fmt::format("K {} and N {} must be positive", K, N));
+  if (block < 16 || (block & (block - 1)) != 0) a.fail(fmt::format("block_size {} must be a power of two, at least 16", block));
+  const int64_t M = ai.shape[0], k_blocks = (K + block - 1) / block, row_words = k_blocks * block / 8;
+  const TensorInfo& bi = g.info(B);
+  if (bi.dtype != DType::I32 || bi.shape != Shape{N, row_words}) {
+    a.fail(fmt::format("b {} {} must be int32 [{}, {}] (packed 4-bit weights, 8 to a word)", dtype_name(bi.dtype),
+                       shape_str(bi.shape), N, row_words));
+  }
+  bool f16 = false;
+  const std::string ST = scale_type(a, S, "scales", f16);
+  if (g.info(S).numel() != N * k_blocks) {
+    a.fail(fmt::format("scales {} must hold N * k_blocks = {} values", shape_str(g.info(S).shape), N * k_blocks));
+  }
+  MatmulNBitsParams p{};
+  p.M = uint32_t(M);
+  p.N = uint32_t(N);
+  p.K = uint32_t(K);
+  p.k_blocks = uint32_t(k_blocks);
+  p.block = uint32_t(block);
+  p.row_words = uint32_t(row_words);
+  p.zp_row_bytes = uint32_t((k_blocks + 1) / 2);
+  if (Z.id >= 0) {
+    const TensorInfo& zi = g.info(Z);
+    const int64_t words = (N * int64_t(p.zp_row_bytes) + 3) / 4;
+    if (zi.dtype != DType::I32 || zi.numel() != words) {
+      a.fail(fmt::format("zero_points {} {} must be int32 of {} words (N rows of {} bytes of 4-bit values)",
+                         dtype_name(zi.dtype), shape_str(zi.shape), words, p.zp_row_bytes));
+    }
+    p.has_zp = 1;
+  }
+  if (bias.id >= 0) {
+    const TensorInfo& xi = g.info(bias);
+    if (xi.dtype != ai.dtype || xi.numel() != N) {
+      a.fail(fmt::format("bias {} {} must be {} [{}]", dtype_name(xi.dtype), shape_str(xi.shape), dtype_name(ai.dtype), N));
+    }
+    p.has_bias = 1;
+  }
+  p.tiles_m = uint32_t((M + 15) / 16);
+  p.tiles_n = uint32_t((N + 15) / 16);
+  for (auto [t, n] : {std::pair{A, "a"}, std::pair{B, "b"}, std::pair{S, "scales"}}) a.require_fits_binding(t, n);
+  if (std::max({M * N, M * K, N * row_words * 8}) >= (int64_t(1) << 31)) {
+    a.fail("a, b or the result has 2^31 elements or more (32-bit indexing)");
+  }
+  Subs subs = float_subs(g, ai.dtype, a.op);
+  for (auto& [key, value] : subs) {
+    if (key == "ENABLE" && f16) value = "enable f16;";  // float16 scales with float32 a
+  }
+  subs.emplace_back("S", ST);
+  const TensorRef y = g.add_tensor({M, N}, ai.dtype);
+  if (M == 0) return y;
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul_nbits.wgsl", subs);
+  auto opt = [&](TensorRef t) { return optional_input(g, t.id >= 0 ? Value(t) : Value(None{})); };
+  g.add_dispatch(pl, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(A), Binding::of(B), Binding::of(S), opt(Z), opt(bias)},
+                 grid_for(g, uint64_t(p.tiles_m) * p.tiles_n), std::string(a.op),
+                 fmt::format("matmul_nbits {}x{}x{} 4-bit blocks of {}", M, N, K, block), 2.0 * double(M * N) * double(K));
+  return y;
+}
+
 }  // namespace
 
 void register_quantized_ops(OpRegistry& r) {
@@ -520,6 +601,7 @@ void register_quantized_ops(OpRegistry& r) {
   r.add("wgnn.qlinear_matmul.default", qlinear_matmul_op);
   r.add("wgnn.conv_integer.default", [](Graph& g, const ValueList& args) { return conv_integer(g, args, false); });
   r.add("wgnn.qlinear_conv.default", [](Graph& g, const ValueList& args) { return conv_integer(g, args, true); });
+  r.add("wgnn.matmul_nbits.default", matmul_nbits);
 }
 
 }  // namespace wgnn::ops
