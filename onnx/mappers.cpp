@@ -20,7 +20,7 @@ namespace wgnn::onnx_import {
 // ---- NodeCtx --------------------------------------------------------------
 
 std::string NodeCtx::where() const {
-  return fmt::format("node '{}' ({}, opset {})", !node.name().empty() ? node.name() : node.output_size() > 0 ? node.output(0) : std::string("(unnamed)"), node.op_type(),
+  return fmt::format("node '{}' ({}, opset {})", !node.name().empty() ? node.name() : node.output_size() > 0 ? node.output(0) : std::string("(unnamed)"), mapper_key(node),
                      opset);
 }
 void NodeCtx::fail(const std::string& msg) const { throw Error(where() + ": " + msg); }
