@@ -943,14 +943,16 @@ Mappers make_mappers() {
   m["Upsample"] = {kFloat, resize, nullptr};
 
   // Binary and variadic elementwise.
-  m["Add"] = binary("Add", "aten.add.Tensor", kNumeric);
-  m["Sub"] = binary("Sub", "aten.sub.Tensor", kNumeric);
-  m["Mul"] = binary("Mul", "aten.mul.Tensor", kNumeric);
-  m["Div"] = binary("Div", "aten.div.Tensor", kNumeric);
+  // uint8 / int8 arithmetic wraps around (ops/binary.cpp), as ONNX Runtime's.
+  const std::vector<DType> arith = {DType::F32, DType::F16, DType::I32, DType::I64, DType::U8, DType::I8};
+  m["Add"] = binary("Add", "aten.add.Tensor", arith);
+  m["Sub"] = binary("Sub", "aten.sub.Tensor", arith);
+  m["Mul"] = binary("Mul", "aten.mul.Tensor", arith);
+  m["Div"] = binary("Div", "aten.div.Tensor", arith);
   m["Pow"] = binary("Pow", "aten.pow.Tensor_Tensor", kNumeric);
-  m["Mod"] = binary("Mod", "aten.remainder.Tensor", kNumeric);
-  m["Min"] = binary("Min", "aten.minimum.default", kNumeric);
-  m["Max"] = binary("Max", "aten.maximum.default", kNumeric);
+  m["Mod"] = binary("Mod", "aten.remainder.Tensor", arith);
+  m["Min"] = binary("Min", "aten.minimum.default", arith);
+  m["Max"] = binary("Max", "aten.maximum.default", arith);
   m["Sum"] = binary("Sum", "aten.add.Tensor", kNumeric);
   m["Mean"] = {kFloat, [](NodeCtx& c) {
                  TensorRef acc = c.tensor(0);

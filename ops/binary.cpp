@@ -7,7 +7,9 @@
 // Dtypes: both tensor operands must have the same dtype (no type
 // promotion). float16 and float32 compute in f32; int32 and int64 in i32 with
 // wrapping arithmetic (int64 tensors are stored as int32, see graph/tensor.h);
-// bool and uint8 in u32. Comparisons and logical ops return bool; true
+// bool and uint8 in u32. Arithmetic on uint8 and int8 (add, sub, mul, the
+// rounded divisions) computes in i32 and wraps the result to 8 bits, as
+// ONNX Runtime does (uint8 200 + 100 = 44, int8 100 + 100 = -56). Comparisons and logical ops return bool; true
 // division (aten.div.Tensor) of integers returns float32, as in ATen.
 // Integer division by zero follows WGSL: x / 0 = x, x % 0 = 0.
 #include <algorithm>
@@ -31,6 +33,8 @@ namespace {
 using DTypes = std::vector<DType>;
 const DTypes kNumeric = {DType::F32, DType::F16, DType::I32, DType::I64};
 const DTypes kAll = {DType::F32, DType::F16, DType::I32, DType::I64, DType::Bool, DType::U8, DType::I8};
+// add, sub, mul, the rounded divisions and remainders also take 8-bit integers.
+const DTypes kArith = {DType::F32, DType::F16, DType::I32, DType::I64, DType::U8, DType::I8};
 
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16; }
 // u32 storage (bool, uint8) vs i32 storage (int32, int64, int8).
@@ -269,15 +273,15 @@ struct BinaryOp {
 // false, x != NaN true, whatever the device assumes about NaN.
 const std::vector<BinaryOp>& binary_ops() {
   static const std::vector<BinaryOp> ops = {
-      {"aten.add.Tensor", &kNumeric, false, "x + params.falpha * y", "x + params.ialpha * y", nullptr, true},
-      {"aten.sub.Tensor", &kNumeric, false, "x - params.falpha * y", "x - params.ialpha * y", nullptr, true},
-      {"aten.mul.Tensor", &kNumeric, false, "x * y", "x * y", nullptr},
+      {"aten.add.Tensor", &kArith, false, "x + params.falpha * y", "x + params.ialpha * y", nullptr, true},
+      {"aten.sub.Tensor", &kArith, false, "x - params.falpha * y", "x - params.ialpha * y", nullptr, true},
+      {"aten.mul.Tensor", &kArith, false, "x * y", "x * y", nullptr},
       {"aten.div.Tensor", &kNumeric, false, "x / y", nullptr, nullptr, false, true},
       {"aten.pow.Tensor_Tensor", &kNumeric, false, "pow_f(x, y)", "pow_i(x, y)", nullptr},
       {"aten.minimum.default", &kAll, false, "min_f(x, y)", "min(x, y)", "min(x, y)"},
       {"aten.maximum.default", &kAll, false, "max_f(x, y)", "max(x, y)", "max(x, y)"},
-      {"aten.remainder.Tensor", &kNumeric, false, "rem_f(x, y)", "rem_i(x, divisor(i, y))", nullptr},
-      {"aten.fmod.Tensor", &kNumeric, false, "fmod_f(x, y)", "x % divisor(i, y)", nullptr},
+      {"aten.remainder.Tensor", &kArith, false, "rem_f(x, y)", "rem_i(x, divisor(i, y))", nullptr},
+      {"aten.fmod.Tensor", &kArith, false, "fmod_f(x, y)", "x % divisor(i, y)", nullptr},
       {"aten.eq.Tensor", &kAll, true, "(x == y) & !any_nan(x, y)", "x == y", "x == y"},
       {"aten.ne.Tensor", &kAll, true, "(x != y) | any_nan(x, y)", "x != y", "x != y"},
       {"aten.lt.Tensor", &kAll, true, "(x < y) & !any_nan(x, y)", "x < y", "x < y"},
@@ -302,8 +306,8 @@ const BinaryOp& binary_op(std::string_view name) {
 }
 
 // aten.div.Tensor_mode's rounded divisions.
-const BinaryOp kDivTrunc{"aten.div.Tensor_mode", &kNumeric, false, "trunc(x / y)", "x / divisor(i, y)", nullptr};
-const BinaryOp kDivFloor{"aten.div.Tensor_mode", &kNumeric, false, "floor(x / y)", "div_floor_i(x, divisor(i, y))",
+const BinaryOp kDivTrunc{"aten.div.Tensor_mode", &kArith, false, "trunc(x / y)", "x / divisor(i, y)", nullptr};
+const BinaryOp kDivFloor{"aten.div.Tensor_mode", &kArith, false, "floor(x / y)", "div_floor_i(x, divisor(i, y))",
                          nullptr};
 
 // "aten.add.Tensor" -> "add"
@@ -330,6 +334,10 @@ Value run_binary(const BinaryOp& b, const Args& a) {
     l.compute = "f32";
     l.out = DType::F32;
     l.expr = b.f;
+  } else if ((dt == DType::U8 || dt == DType::I8) && b.accepts == &kArith) {
+    l.compute = "i32";  // 8-bit arithmetic: in i32, the result wrapped to 8 bits
+    l.expr = dt == DType::U8 ? fmt::format("({}) & C4(255)", b.i) : fmt::format("wrap_i8({})", b.i);
+    if (l.expr.find("divisor(") != std::string::npos) l.check = "integer division by zero at element {}";
   } else {
     l.expr = is_u32(dt) ? b.u : b.i;
     if (l.expr.find("divisor(") != std::string::npos) l.check = "integer division by zero at element {}";

@@ -18,6 +18,8 @@ tests/tools/closeness.py).
 - qlinear: QuantizeLinear per axis, QLinearConv with an int32 bias and
   per-channel int8 weights, QLinearMatMul (uint8 x int8, batched), and
   DequantizeLinear back to float.
+- int8_arith: Add, Sub, Mul, Div, Mod and Max on uint8 and int8 over
+  their whole range (wrapping around as ONNX Runtime does).
 - nbits_block: a 4-bit MatMulNBits transformer block (com.microsoft, the
   form transformers.js ships): LayerNormalization, q/k/v/o projections,
   4-head attention, a GELU MLP, residuals. The weights are quantized here
@@ -254,6 +256,28 @@ nbits_model.ir_version = 8
 onnx.checker.check_model(nbits_model)
 MODELS.append((nbits_model, {"x": rng.normal(0, 1, (1, SEQ, HID)).astype(np.float32)}))
 
+# uint8 / int8 arithmetic over the whole range: sums, differences and
+# products wrap around to 8 bits as ONNX Runtime's do; Div truncates, Mod
+# (fmod 0) takes the divisor's sign; no divisor is 0.
+def nonzero(a):
+    a[a == 0] = 1
+    return a
+
+
+arith_nodes, arith_outs = [], []
+for t, elem in (("u8", U8), ("i8", I8)):
+    for op in ("Add", "Sub", "Mul", "Div", "Mod", "Max"):
+        out = f"{op.lower()}_{t}"
+        arith_nodes.append(helper.make_node(op, [f"a_{t}", f"b_{t}"], [out]))
+        arith_outs.append(vi(out, elem, [4, 8]))
+arith_nodes.append(helper.make_node("Add", ["a_u8", "k_u8"], ["addk_u8"]))  # a broadcast constant
+arith_outs.append(vi("addk_u8", U8, [4, 8]))
+MODELS.append((model("int8_arith", arith_nodes, [vi("a_u8", U8, [4, 8]), vi("b_u8", U8, [4, 8]), vi("a_i8", I8, [4, 8]),
+                                                 vi("b_i8", I8, [4, 8])], arith_outs,
+                     [init("k_u8", np.array([200], np.uint8))], opset=14),
+               {"a_u8": rng.integers(0, 256, (4, 8), dtype=np.uint8), "b_u8": nonzero(rng.integers(0, 256, (4, 8), dtype=np.uint8)),
+                "a_i8": rng.integers(-128, 128, (4, 8), dtype=np.int8), "b_i8": nonzero(rng.integers(-128, 128, (4, 8), dtype=np.int8))}))
+
 # Variants wgnn refuses: `wgnn run` must fail with Unsupported naming the
 # node and what is missing (never a wrong number).
 UNSUPPORTED = [
@@ -288,7 +312,8 @@ UNSUPPORTED.append((_fz, {"a": rng.normal(0, 1, (2, 32)).astype(np.float32)},
 # nbits_block is a float model: its products and softmax sum in another
 # order than ONNX Runtime's, so it has a tolerance (measured on lavapipe:
 # 6.0e-6 at most in y, 9.5e-7 in q).
-TOL = {"dq_cnn": (0.0, 0.0), "qlinear": (0.0, 0.0), "blocked": (0.0, 0.0), "nbits_block": (2e-5, 1e-5)}
+TOL = {"dq_cnn": (0.0, 0.0), "qlinear": (0.0, 0.0), "blocked": (0.0, 0.0), "nbits_block": (2e-5, 1e-5),
+       "int8_arith": (0.0, 0.0)}
 
 
 def run(cmd):
