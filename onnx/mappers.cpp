@@ -281,11 +281,30 @@ OpMapper unary(const std::string& aten, std::vector<DType> dtypes = kFloat) {
   return m;
 }
 
+// Opsets 1 to 6 (onnx/old_opsets.h): a binary op with broadcast=1 and an
+// `axis` lines B up with A's dims from `axis` on (B [3, 4] against A
+// [2, 3, 4, 5] at axis 1), not from the end as numpy does: B's shape with
+// trailing 1s that make it numpy's. Empty when numpy's rule applies (no
+// axis, broadcast=0, opset 7 and later).
+Shape legacy_broadcast_shape(NodeCtx& c) {
+  if (c.opset >= 7 || c.attr_int("broadcast", 0) == 0 || !c.has_attr("axis") || c.inputs() != 2) return {};
+  const int64_t ra = int64_t(c.shape(0).size()), rb = int64_t(c.shape(1).size());
+  int64_t axis = c.attr_int("axis", 0);
+  if (axis < 0) axis += ra;
+  if (axis < 0 || axis + rb > ra) {
+    c.fail(fmt::format("B {} does not fit A {} from axis {}", shape_str(c.shape(1)), shape_str(c.shape(0)), c.attr_int("axis", 0)));
+  }
+  Shape s = c.shape(1);
+  s.resize(size_t(ra - axis), 1);
+  return s;
+}
+
 // Binary elementwise ops; variadic ones (Sum, Min, Max, Mean) chain.
 OpMapper binary(const std::string& onnx_op, const std::string& aten, std::vector<DType> dtypes) {
   OpMapper m;
   m.dtypes = std::move(dtypes);
   m.build = [onnx_op, aten](NodeCtx& c) {
+    const Shape legacy = legacy_broadcast_shape(c);
     std::string op = aten;
     ValueList extra;
     if (onnx_op == "Div" && !host::is_float(c.dtype(0))) {
@@ -296,6 +315,7 @@ OpMapper binary(const std::string& onnx_op, const std::string& aten, std::vector
     TensorRef acc = c.tensor(0);
     for (size_t i = 1; i < c.inputs(); ++i) {
       TensorRef rhs = c.tensor(i);
+      if (!legacy.empty()) rhs = c.view(rhs, legacy);
       // Pow's exponent may have another type than its base.
       if (onnx_op == "Pow" && c.dtype(i) != c.dtype(0))
         rhs = c.call("aten._to_copy.default", {rhs, aten_dtype_code(c.dtype(0))}).tensor();
@@ -308,7 +328,12 @@ OpMapper binary(const std::string& onnx_op, const std::string& aten, std::vector
   m.fold = [onnx_op](NodeCtx& c) {
     const std::string op = onnx_op == "Sum" ? "Add" : onnx_op;
     HostTensor acc = c.host(0, "A");
-    for (size_t i = 1; i < c.inputs(); ++i) acc = host::binary(op, acc, c.host(i, "B"), int(c.attr_int("fmod", 0)));
+    const Shape legacy = legacy_broadcast_shape(c);
+    for (size_t i = 1; i < c.inputs(); ++i) {
+      HostTensor b = c.host(i, "B");
+      if (!legacy.empty()) b.shape = legacy;
+      acc = host::binary(op, acc, b, int(c.attr_int("fmod", 0)));
+    }
     return one_host(std::move(acc));
   };
   return m;
@@ -628,6 +653,8 @@ std::vector<Slot> prelu(NodeCtx& c) {
   TensorRef slope = c.tensor(1);
   const int64_t n = numel(ss);
   if (n == 1) return one(c.out(c.call("aten.prelu.default", {x, c.view(slope, {1})})));
+  // Opsets 1 to 6 (before numpy broadcasting): a 1-D slope of C values is one per channel.
+  if (c.opset < 7 && ss.size() == 1 && xs.size() >= 2 && n == xs[1]) per_channel = true;
   if (per_channel && n == xs[1]) return one(c.out(c.call("aten.prelu.default", {x, c.view(slope, {n})})));
   HostTensor zero = host::scalar_like(c.dtype(0), 0.0);
   TensorRef z = c.constant(zero);
@@ -898,6 +925,10 @@ Mappers make_mappers() {
                              }, nullptr};
   m["BatchNormalization"] = {kFloat, [](NodeCtx& c) {
                                if (c.attr_int("training_mode", 0)) return batch_norm_training(c);
+                               // Opsets 1 to 6: is_test (default 0, training) must say inference;
+                               // before 9, spatial=0 normalizes per element, not per channel.
+                               if (c.opset < 7 && c.attr_int("is_test", 0) == 0) c.unsupported("training mode (is_test 0)");
+                               if (c.opset < 9 && c.attr_int("spatial", 1) == 0) c.unsupported("spatial 0 (per-element statistics)");
                                if (c.node.output_size() > 1 && c.opset < 14) {
                                  for (int i = 1; i < c.node.output_size(); ++i)
                                    if (!c.node.output(i).empty()) c.unsupported("training outputs (only inference)");
@@ -1084,18 +1115,22 @@ Mappers make_mappers() {
   m["Concat"] = {{}, [](NodeCtx& c) {
                    ValueList parts;
                    for (size_t i = 0; i < c.inputs(); ++i) parts.push_back(c.tensor(i));
-                   return one(c.out(c.call("aten.cat.default", {parts, c.attr_int("axis", 0)})));
+                   // Opsets 1 to 3: axis may be absent, then 1.
+                   return one(c.out(c.call("aten.cat.default", {parts, c.attr_int("axis", c.opset < 4 ? 1 : 0)})));
                  },
                  [](NodeCtx& c) {
                    std::vector<const HostTensor*> parts;
                    for (size_t i = 0; i < c.inputs(); ++i) parts.push_back(&c.host(i, "inputs"));
-                   return one_host(host::concat(parts, c.attr_int("axis", 0)));
+                   return one_host(host::concat(parts, c.attr_int("axis", c.opset < 4 ? 1 : 0)));
                  }};
   m["Split"] = {{}, [](NodeCtx& c) {
                   const Shape& s = c.shape(0);
                   const int64_t axis = ops::normalize_axis(c.attr_int("axis", 0), int64_t(s.size()), "Split", "axis");
+                  // Opsets 13 and later (and 1, besides the attribute) take the sizes as an input.
                   std::vector<int64_t> sizes =
-                      c.opset >= 13 ? (c.has(1) ? c.host_ints(1, "split") : std::vector<int64_t>{}) : c.attr_ints("split");
+                      (c.opset >= 13 || c.opset < 2) && c.has(1) ? c.host_ints(1, "split")
+                      : c.opset >= 13                              ? std::vector<int64_t>{}
+                                                                   : c.attr_ints("split");
                   const int64_t dim = s[size_t(axis)];
                   if (sizes.empty()) {
                     const int64_t parts = c.has_attr("num_outputs") ? c.attr_int("num_outputs", 1) : c.node.output_size();
@@ -1177,7 +1212,9 @@ Mappers make_mappers() {
                 const Shape& s = c.shape(0);
                 const int64_t r = int64_t(s.size());
                 std::string mode = c.attr_string("mode", "constant");
-                std::vector<int64_t> pads = c.opset >= 11 ? c.host_ints(1, "pads") : c.attr_ints("pads");
+                // Opset 1 names the attribute `paddings`, 2 to 10 `pads`.
+                std::vector<int64_t> pads = c.opset >= 11 ? c.host_ints(1, "pads")
+                                            : c.opset >= 2 ? c.attr_ints("pads") : c.attr_ints("paddings");
                 double value = c.opset >= 11 ? (c.has(2) ? host::get(c.host(2, "constant_value"), 0) : 0.0)
                                              : double(c.attr_float("value", 0.f));
                 std::vector<int64_t> axes;

@@ -16,6 +16,7 @@
 #include "onnx/fusion.h"
 #include "onnx/host_ops.h"
 #include "onnx/node_ctx.h"
+#include "onnx/old_opsets.h"
 #include "onnx/schema_check.h"
 #include "onnx/subgraph.h"
 #include "onnx/tensor_proto.h"
@@ -42,7 +43,7 @@ struct Session::Built {
 
 namespace {
 
-constexpr int kMinOpset = 7, kMaxOpset = 21;
+constexpr int kMinOpset = 1, kMaxOpset = 21;  // below 7: the operators onnx/old_opsets.h lists
 // Values read back for control flow in one run (each a probe run first).
 constexpr size_t kMaxReadbacks = 4096;
 // Probe plans kept (besides SessionOptions::max_plans plans).
@@ -200,6 +201,11 @@ void check_model(LoadedModel& m, const std::string& path) {
     sort_topologically(*m.proto->mutable_graph(), available);
   }
   check_node_schemas(g, m.opset);
+  if (const auto old = old_opset_problems(g, m.opset); !old.empty()) {
+    throw Unsupported(fmt::format("'{}' uses ONNX opset {} (before numpy broadcasting, opset 7); {} node{} not supported "
+                                  "there:\n  {}",
+                                  path, m.opset, old.size(), old.size() > 1 ? "s" : "", fmt::join(old, "\n  ")));
+  }
 
   // Every node the outputs need must be supported: one error lists them all.
   std::set<std::string> needed;
