@@ -605,3 +605,54 @@ TEST(MatmulNBits, Errors) {
   EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.matmul_nbits.default", {a, b, s, None{}, None{}, 16, 3, 32}); }),
               HasSubstr("must be [M, K] with K = 16"));
 }
+
+namespace {
+
+// DequantizeLinear of 8-bit weights [K, N] then a product, in one kernel
+// (wgnn.matmul_dequant): against a double product of (w - zp) * scale.
+void check_matmul_dequant(int64_t M, int64_t K, int64_t N, DType wd, int mode, bool zp, uint32_t seed) {
+  SCOPED_TRACE(fmt::format("M {} K {} N {} {} mode {} zp {}", M, K, N, dtype_name(wd), mode, zp));
+  Graph g(ctx());
+  const auto [lo, hi] = range_of(wd);
+  const Ints w = random_ints(size_t(K * N), lo, hi, seed);
+  const int64_t ns = mode == 0 ? 1 : mode == 1 ? N : K, nw = (N + 3) / 4;
+  const Ints z = random_ints(size_t(ns), lo, hi, seed + 1);
+  const std::vector<float> s = random_floats(size_t(ns), 0.001f, 0.05f, seed + 2);
+  const std::vector<float> a = random_floats(size_t(M * K), -1.f, 1.f, seed + 3);
+  Ints packed(size_t(K * nw), 0);
+  for (int64_t k = 0; k < K; ++k) {
+    for (int64_t n = 0; n < N; ++n) {
+      const uint32_t byte = uint32_t(w[size_t(k * N + n)]) & 255u;
+      packed[size_t(k * nw + n / 4)] = int32_t(uint32_t(packed[size_t(k * nw + n / 4)]) | (byte << (8 * (n % 4))));
+    }
+  }
+  Value zt = None{};
+  if (zp) zt = upload_ints(g, {ns}, z, DType::I32, TensorKind::Constant);
+  TensorRef y = ops::call(g, "wgnn.matmul_dequant.default",
+                          {upload(g, {M, K}, a, DType::F32), upload_ints(g, {K, nw}, packed, DType::I32, TensorKind::Constant),
+                           constant(g, {ns}, s, DType::F32), zt, N, wd == DType::I8, int64_t(mode)})
+                    .tensor();
+  g.run();
+  std::vector<double> ref(size_t(M * N));
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const size_t si = size_t(mode == 0 ? 0 : mode == 1 ? n : k);
+        const float deq = float(w[size_t(k * N + n)] - (zp ? z[si] : 0)) * s[si];  // DequantizeLinear, float32
+        acc += double(a[size_t(m * K + k)]) * double(deq);
+      }
+      ref[size_t(m * N + n)] = acc;
+    }
+  }
+  EXPECT_TRUE(all_close(download(g, y), ref, 1e-5, 1e-5));
+}
+
+}  // namespace
+
+TEST(MatmulDequant, ScalesPerTensorColumnRow) {
+  check_matmul_dequant(1, 64, 17, DType::I8, 0, false, 120);  // N not a multiple of 4: the last word padded
+  check_matmul_dequant(5, 40, 33, DType::U8, 1, true, 121);
+  check_matmul_dequant(19, 33, 16, DType::I8, 2, true, 122);
+  check_matmul_dequant(3, 7, 2, DType::U8, 0, true, 123);
+}

@@ -1,29 +1,34 @@
-// com.microsoft MatMulNBits with 4-bit weights: y[m, n] = sum_k a[m, k] *
-// ((q[n, k] - zp[n, blk]) * scale[n, blk]) (+ bias[n]), blk = k / block.
-// The weights stay packed as the model stores them: row n of b holds
-// k_blocks * block / 2 bytes, element k in byte k / 2, the low nibble for
-// even k (so word k / 8, bits 4 * (k % 8) of a little-endian u32). Zero
-// points, when present, are packed the same way per row (ceil(k_blocks / 2)
-// bytes a row, the low nibble for even blocks); absent, every zero point is
-// 8. Each workgroup computes a 16x16 output tile, K in steps of 16 through
-// workgroup memory: a's tile as given, b's tile unpacked and dequantized as
-// it is staged (block >= 16 and a power of two, so a step never crosses a
-// block). The accumulator is f32.
+// A float product with quantized weights read as stored and dequantized in
+// the kernel: y[m, n] = sum_k a[m, k] * weight(k, n) (+ bias[n]). Each
+// workgroup computes a 16x16 output tile, K in steps of 16 through
+// workgroup memory: a's tile as given, the weights' tile unpacked and
+// dequantized as it is staged (no float copy of the weights exists). The
+// accumulator is f32. The WEIGHT text (ops/quantized.cpp) defines weight(k, n)
+// over b, scales and zp and the parameters q0..q5:
+//   - MatMulNBits, 4-bit: row n of b holds k_blocks * block / 2 bytes,
+//     element k in byte k / 2, the low nibble for even k (word k / 8, bits
+//     4 * (k % 8) of a little-endian u32); zero points packed the same way
+//     per row (ceil(k_blocks / 2) bytes), 8 when absent;
+//   - DequantizeLinear then MatMul, 8-bit: b [K, N] four columns to a word
+//     (byte n % 4 of word k * ceil(N / 4) + n / 4), sign-extended for int8;
+//     one scale and zero point, or one per column or per row.
+// For 4-bit weights a 16-step never crosses a block (block >= 16, a power
+// of two).
 {{ENABLE}}
 
 struct Params {
   M: u32,
   N: u32,
   K: u32,
-  k_blocks: u32,
-  block: u32,
-  row_words: u32,     // u32 words of b per row n
-  zp_row_bytes: u32,  // bytes of packed zero points per row n
-  has_zp: u32,
-  has_bias: u32,
   tiles_m: u32,
   tiles_n: u32,
-  pad: u32,
+  has_bias: u32,
+  q0: u32,
+  q1: u32,
+  q2: u32,
+  q3: u32,
+  q4: u32,
+  q5: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> dst: array<{{T}}>;
@@ -39,17 +44,7 @@ const T: u32 = 16u;
 var<workgroup> ta: array<array<f32, 16>, 16>;  // [m][k]
 var<workgroup> tb: array<array<f32, 16>, 16>;  // [k][n]
 
-// The dequantized weight of row n, element k.
-fn weight(n: u32, k: u32) -> f32 {
-  let q = (b[n * params.row_words + k / 8u] >> (4u * (k % 8u))) & 15u;
-  let blk = k / params.block;
-  var z = 8u;
-  if (params.has_zp == 1u) {
-    let byte = n * params.zp_row_bytes + blk / 2u;
-    z = (zp[byte / 4u] >> (8u * (byte % 4u) + 4u * (blk % 2u))) & 15u;
-  }
-  return f32(i32(q) - i32(z)) * f32(scales[n * params.k_blocks + blk]);
-}
+{{WEIGHT}}
 
 @compute @workgroup_size(16, 16)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -76,7 +71,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let kb = k0 + lid.y;
     var vb = 0.0;
     if (col < N && kb < K) {
-      vb = weight(col, kb);
+      vb = weight(kb, col);
     }
     tb[lid.y][lid.x] = vb;
     workgroupBarrier();
