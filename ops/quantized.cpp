@@ -21,16 +21,19 @@
 //     float copy of the weights): 4-bit block-quantized (com.microsoft
 //     MatMulNBits) or 8-bit, four to a word (DequantizeLinear then MatMul,
 //     fused by onnx/fusion.h).
-// The integer products multiply i32 values, one per 32-bit word. WGSL's
-// packed_4x8_integer_dot_product (dot4I8Packed) is not used yet: it takes
-// four 8-bit values packed in a word, which these tensors are not (a kernel
-// would pack its tiles first), and gpu/ does not detect WGSL language
-// features yet (wgpuInstanceHasWGSLLanguageFeature, whose enum value for the
-// loaded Dawn gpu/dawn_values.h has not checked).
+// The integer products multiply i32 values, one per 32-bit word (the
+// tensors' storage). Where the instance offers the WGSL language feature
+// packed_4x8_integer_dot_product (gpu::Features::packed_4x8_dot),
+// MatMulInteger and QLinearMatMul stage their tiles four 8-bit values to a
+// word and multiply them with dot4I8Packed
+// (kernels/matmul_integer_dot4.wgsl); WGNN_DOT4=0 in the environment takes
+// the unpacked kernel everywhere. The convolutions stay unpacked.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
+#include <string_view>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -330,12 +333,20 @@ TensorRef matmul_integer(const Args& a, TensorRef A, TensorRef B, TensorRef azp,
   if (batch * M * N == 0) return y;
   if (K == 0) a.fail("the reduction (K) is empty");
   if (rq) side = pack_requant(a, *rq, p.off_sb, p.off_y);
-  const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul_integer.wgsl", subs);
+  const char* env = std::getenv("WGNN_DOT4");
+  const bool dot4 = g.ctx().features().packed_4x8_dot && !(env && std::string_view(env) == "0");
+  if (dot4) {
+    subs.emplace_back("A_SHIFT", g.info(A).dtype == DType::U8 ? "128" : "0");
+    subs.emplace_back("B_SHIFT", g.info(B).dtype == DType::U8 ? "128" : "0");
+  }
+  const gpu::Pipeline& pl =
+      kernel(g, dot4 ? "ops/kernels/matmul_integer_dot4.wgsl" : "ops/kernels/matmul_integer.wgsl", subs);
   auto opt = [&](TensorRef t) { return optional_input(g, t.id >= 0 ? Value(t) : Value(None{})); };
   std::vector<Binding> b = {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(A), Binding::of(B), opt(azp), opt(bzp)};
   if (rq) b.push_back(Binding::of(side));
   g.add_dispatch(pl, std::move(b), grid_for(g, uint64_t(batch) * p.tiles_m * p.tiles_n), std::string(a.op),
-                 fmt::format("matmul_integer {}x{}x{}{}", M, N, K, rq ? " requantized" : ""), 2.0 * double(batch * M * N) * double(K));
+                 fmt::format("matmul_integer{} {}x{}x{}{}", dot4 ? " dot4" : "", M, N, K, rq ? " requantized" : ""),
+                 2.0 * double(batch * M * N) * double(K));
   return y;
 }
 

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -349,6 +351,13 @@ void check_matmul_integer(const MatmulCase& m, uint32_t seed, bool requant, bool
     y = ops::call(g, "wgnn.matmul_integer.default", {at, bt, zat, zbt}).tensor();
   }
   EXPECT_EQ(g.info(y).shape, (Shape{B, m.M, m.N}));
+  // The packed dot-product kernel where the adapter offers it and
+  // WGNN_DOT4 is not 0, else the unpacked one.
+  const char* env = std::getenv("WGNN_DOT4");
+  const bool want_dot4 = ctx().features().packed_4x8_dot && !(env && std::string(env) == "0");
+  bool dot4 = false;
+  for (const auto& d : g.dispatches()) dot4 |= d.label.find("matmul_integer dot4") != std::string::npos;
+  EXPECT_EQ(dot4, want_dot4);
   g.run();
   Ints ref(size_t(B * m.M * m.N));
   for (int64_t bi = 0; bi < B; ++bi) {
@@ -380,6 +389,18 @@ TEST(MatmulInteger, ZeroPointsPerTensorRowColumn) {
   check_matmul_integer({3, 1, 16, 32, 16, DType::I8, DType::I8, false, true}, 82, false);
   check_matmul_integer({1, 4, 2, 300, 31, DType::I8, DType::U8, true, false}, 83, false);
   check_matmul_integer({2, 2, 1, 1, 1, DType::U8, DType::U8, false, false}, 84, false);
+}
+
+// The same products through the unpacked kernel (WGNN_DOT4=0), which
+// adapters without packed_4x8_integer_dot_product run; the tests above take
+// the packed one where it is offered.
+TEST(MatmulInteger, UnpackedFallback) {
+  if (!ctx().features().packed_4x8_dot) std::printf("note: this adapter lacks packed_4x8_integer_dot_product: every test here runs unpacked\n");
+  setenv("WGNN_DOT4", "0", 1);
+  check_matmul_integer({1, 1, 17, 33, 19, DType::U8, DType::I8, true, true}, 81, false);
+  check_matmul_integer({1, 4, 2, 300, 31, DType::I8, DType::U8, true, false}, 83, false);
+  check_matmul_integer({2, 1, 17, 40, 19, DType::U8, DType::I8, true, true}, 91, true);
+  unsetenv("WGNN_DOT4");
 }
 
 TEST(QLinearMatmul, Requantized) {
