@@ -25,7 +25,8 @@ tests/tools/closeness.py).
   tensor) weights read by MatMuls, which wgnn fuses into one kernel each.
 - nbits_block: a 4-bit MatMulNBits transformer block (com.microsoft, the
   form transformers.js ships): LayerNormalization, q/k/v/o projections,
-  4-head attention, a GELU MLP, residuals. The weights are quantized here
+  4-head attention, a GELU MLP, residuals; accuracy_level absent (0: ONNX
+  Runtime's float32 products). The weights are quantized here
   with numpy in MatMulNBits' layout (nbits_quantize), with and without
   zero points, blocks of 16 to 64, one K not a multiple of its block.
 
