@@ -1100,6 +1100,54 @@ Mappers make_mappers() {
                 }, nullptr};
 
   // Data movement.
+  m["IsNaN"] = {kFloat, [](NodeCtx& c) { return one(c.out(c.call("aten.isnan.default", {c.tensor(0)}))); }, nullptr};
+  m["IsInf"] = {kFloat, [](NodeCtx& c) {
+                  return one(c.out(c.call("wgnn.isinf.default", {c.tensor(0), c.attr_int("detect_positive", 1) != 0,
+                                                                 c.attr_int("detect_negative", 1) != 0})));
+                }, nullptr};
+  // Shrink: x + bias below -lambd, x - bias above lambd, else 0.
+  m["Shrink"] = {kFloat, [](NodeCtx& c) {
+                   const double lambd = c.attr_float("lambd", 0.5f), bias = c.attr_float("bias", 0.f);
+                   const DType dt = c.slot_dtype(0);
+                   TensorRef x = c.tensor(0);
+                   auto k = [&](double v) { return c.constant(host::scalar_like(dt, v)); };
+                   TensorRef lo = c.call("aten.lt.Tensor", {x, k(-lambd)}).tensor();
+                   TensorRef hi = c.call("aten.gt.Tensor", {x, k(lambd)}).tensor();
+                   TensorRef plus = c.call("aten.add.Tensor", {x, k(bias)}).tensor();
+                   TensorRef minus = c.call("aten.sub.Tensor", {x, k(bias)}).tensor();
+                   TensorRef mid = c.call("aten.where.self", {hi, minus, k(0.0)}).tensor();
+                   return one(c.out(c.call("aten.where.self", {lo, plus, mid})));
+                 }, nullptr};
+  // DepthToSpace (DCR or CRD) and SpaceToDepth on [N, C, H, W]: a view,
+  // one permute, a view.
+  m["DepthToSpace"] = {{}, [](NodeCtx& c) {
+                         const Shape& s = c.shape(0);
+                         const int64_t b = c.attr_int("blocksize", 0);
+                         if (s.size() != 4) c.fail(fmt::format("input {} must be [N, C, H, W]", shape_str(s)));
+                         if (b <= 0 || s[1] % (b * b) != 0) {
+                           c.fail(fmt::format("blocksize {} must be positive and its square divide C = {}", b, s[1]));
+                         }
+                         const std::string mode = c.attr_string("mode", "DCR");
+                         if (mode != "DCR" && mode != "CRD") c.fail(fmt::format("mode '{}' (accepted: DCR, CRD)", mode));
+                         const int64_t N = s[0], C = s[1] / (b * b), H = s[2], W = s[3];
+                         const bool dcr = mode == "DCR";
+                         TensorRef v = c.view(c.tensor(0), dcr ? Shape{N, b, b, C, H, W} : Shape{N, C, b, b, H, W});
+                         const IntList perm = dcr ? IntList{0, 3, 4, 1, 5, 2} : IntList{0, 1, 4, 2, 5, 3};
+                         TensorRef t = c.call("aten.permute.default", {v, perm}).tensor();
+                         return one(c.out(c.view(t, {N, C, H * b, W * b})));
+                       }, nullptr};
+  m["SpaceToDepth"] = {{}, [](NodeCtx& c) {
+                         const Shape& s = c.shape(0);
+                         const int64_t b = c.attr_int("blocksize", 0);
+                         if (s.size() != 4) c.fail(fmt::format("input {} must be [N, C, H, W]", shape_str(s)));
+                         if (b <= 0 || s[2] % b != 0 || s[3] % b != 0) {
+                           c.fail(fmt::format("blocksize {} must be positive and divide H = {} and W = {}", b, s[2], s[3]));
+                         }
+                         const int64_t N = s[0], C = s[1], H = s[2] / b, W = s[3] / b;
+                         TensorRef v = c.view(c.tensor(0), {N, C, H, b, W, b});
+                         TensorRef t = c.call("aten.permute.default", {v, IntList{0, 3, 5, 1, 2, 4}}).tensor();
+                         return one(c.out(c.view(t, {N, C * b * b, H, W})));
+                       }, nullptr};
   m["Transpose"] = {{}, [](NodeCtx& c) {
                       std::vector<int64_t> perm = c.attr_ints("perm");
                       if (perm.empty())
@@ -1323,6 +1371,80 @@ Mappers make_mappers() {
                                                                c.attr_int("select_last_index", 0) != 0})));
                                     }, nullptr};
   }
+  // EyeLike: ones on diagonal k of a 2-D shape, known on the host.
+  m["EyeLike"] = {{}, [](NodeCtx& c) {
+                    const Shape& s = c.shape(0);
+                    if (s.size() != 2) c.fail(fmt::format("input {} must be 2-D", shape_str(s)));
+                    const DType dt = c.has_attr("dtype") ? dtype_from_onnx(int(c.attr_int("dtype", 1)), c.where()) : c.slot_dtype(0);
+                    const int64_t k = c.attr_int("k", 0);
+                    HostTensor y(dt, s);
+                    for (int64_t i = 0; i < s[0]; ++i) {
+                      const int64_t j = i + k;
+                      if (j >= 0 && j < s[1]) host::set(y, size_t(i * s[1] + j), 1.0);
+                    }
+                    return one(Slot::of_host(std::move(y)));
+                  }, nullptr};
+  // OneHot: values[1] where an index (negative ones counted from depth)
+  // equals the position along the new axis, else values[0]; indices
+  // outside [-depth, depth) give values[0] everywhere. depth sets the
+  // result's shape: it must be known on the host.
+  m["OneHot"] = {{}, [](NodeCtx& c) {
+                   const double depth_v = host::get(c.host(1, "depth"), 0);
+                   const int64_t depth = int64_t(depth_v);
+                   if (depth <= 0 || double(depth) != std::trunc(depth_v)) c.fail(fmt::format("depth {} must be a positive integer", depth_v));
+                   const Shape& is = c.shape(0);
+                   const int64_t r = int64_t(is.size()) + 1;
+                   const int64_t axis = ops::normalize_axis(c.attr_int("axis", -1), r, "OneHot", "axis");
+                   if (numel(c.shape(2)) != 2) c.fail(fmt::format("values {} must hold 2 values (off, on)", shape_str(c.shape(2))));
+                   TensorRef idx = c.tensor(0);
+                   if (c.dtype(0) != DType::I64 && c.dtype(0) != DType::I32) {
+                     idx = c.call("aten._to_copy.default", {idx, aten_dtype_code(DType::I64)}).tensor();  // truncates floats
+                   }
+                   const DType it = c.g.info(idx).dtype;
+                   // A negative index counts from depth.
+                   TensorRef neg = c.call("aten.lt.Tensor", {idx, c.constant(host::scalar_like(it, 0))}).tensor();
+                   TensorRef wrapped = c.call("aten.add.Tensor", {idx, c.constant(host::scalar_like(it, double(depth)))}).tensor();
+                   idx = c.call("aten.where.self", {neg, wrapped, idx}).tensor();
+                   Shape us = is;
+                   us.insert(us.begin() + axis, 1);
+                   HostTensor iota(it, {depth});
+                   for (int64_t i = 0; i < depth; ++i) host::set(iota, size_t(i), double(i));
+                   Shape along(size_t(r), 1);
+                   along[size_t(axis)] = depth;
+                   TensorRef eq = c.call("aten.eq.Tensor", {c.view(idx, us), c.view(c.constant(iota), along)}).tensor();
+                   TensorRef v = c.view(c.tensor(2), {2});
+                   TensorRef off = c.call("aten.slice.Tensor", {v, int64_t(0), int64_t(0), int64_t(1), int64_t(1)}).tensor();
+                   TensorRef on = c.call("aten.slice.Tensor", {v, int64_t(0), int64_t(1), int64_t(2), int64_t(1)}).tensor();
+                   return one(c.out(c.call("aten.where.self", {eq, on, off})));
+                 }, nullptr};
+  // Hardmax: 1 at the first maximum along the axis, else 0 (before opset
+  // 13 along the input flattened to 2-D at the axis, as Softmax).
+  m["Hardmax"] = {kFloat, [](NodeCtx& c) {
+                    const Shape& s = c.shape(0);
+                    const int64_t r = int64_t(s.size());
+                    TensorRef x = c.tensor(0);
+                    Shape work = s;
+                    int64_t axis = 0;
+                    if (c.opset < 13) {
+                      const int64_t at = ops::normalize_axis(c.attr_int("axis", 1), r == 0 ? 1 : r, "Hardmax", "axis");
+                      int64_t outer = 1, inner = 1;
+                      for (int64_t d = 0; d < r; ++d) (d < at ? outer : inner) *= s[size_t(d)];
+                      work = {outer, inner};
+                      x = c.view(x, work);
+                      axis = 1;
+                    } else {
+                      axis = ops::normalize_axis(c.attr_int("axis", -1), r, "Hardmax", "axis");
+                    }
+                    const int64_t n = work[size_t(axis)];
+                    TensorRef idx = c.call("aten.argmax.default", {x, axis, true, false}).tensor();
+                    HostTensor iota(DType::I64, {n});
+                    for (int64_t i = 0; i < n; ++i) iota.as<int64_t>()[i] = i;
+                    Shape along(work.size(), 1);
+                    along[size_t(axis)] = n;
+                    TensorRef eq = c.call("aten.eq.Tensor", {idx, c.view(c.constant(iota), along)}).tensor();
+                    TensorRef y = c.call("aten._to_copy.default", {eq, aten_dtype_code(c.dtype(0))}).tensor();
+                    return one(c.out(c.view(y, s)));
+                  }, nullptr};
   m["Softmax"] = softmax("aten._softmax.default");
   m["LogSoftmax"] = softmax("aten._log_softmax.default");
   add_quant_mappers(m);

@@ -20,15 +20,15 @@ const std::map<std::string, int>& first_opset() {
   static const std::map<std::string, int> m = {
       {"Abs", 1}, {"Add", 1}, {"And", 1}, {"ArgMax", 1}, {"ArgMin", 1}, {"AveragePool", 1},
       {"BatchNormalization", 1}, {"Cast", 6}, {"Ceil", 1}, {"Clip", 1}, {"Concat", 1}, {"Constant", 1},
-      {"Conv", 1}, {"ConvTranspose", 1}, {"Div", 1}, {"Dropout", 1}, {"Elu", 1}, {"Equal", 1}, {"Exp", 1},
+      {"Conv", 1}, {"ConvTranspose", 1}, {"DepthToSpace", 1}, {"Div", 1}, {"Dropout", 1}, {"Elu", 1}, {"Equal", 1}, {"Exp", 1},
       {"Flatten", 1}, {"Floor", 1}, {"Gather", 1}, {"Gemm", 1}, {"GlobalAveragePool", 1}, {"GlobalMaxPool", 1},
-      {"Greater", 1}, {"HardSigmoid", 1}, {"Identity", 1}, {"InstanceNormalization", 1}, {"LeakyRelu", 1},
+      {"Greater", 1}, {"HardSigmoid", 1}, {"Hardmax", 1}, {"Identity", 1}, {"InstanceNormalization", 1}, {"LeakyRelu", 1},
       {"Less", 1}, {"Log", 1}, {"LogSoftmax", 1}, {"MatMul", 1}, {"Max", 1}, {"MaxPool", 1}, {"Mean", 1},
       {"Min", 1}, {"Mul", 1}, {"Neg", 1}, {"Not", 1}, {"Or", 1}, {"PRelu", 1}, {"Pad", 1}, {"Pow", 1},
       {"Reciprocal", 1}, {"ReduceL1", 1}, {"ReduceL2", 1}, {"ReduceLogSum", 1}, {"ReduceLogSumExp", 1},
       {"ReduceMax", 1}, {"ReduceMean", 1}, {"ReduceMin", 1}, {"ReduceProd", 1}, {"ReduceSum", 1},
       {"ReduceSumSquare", 1}, {"Relu", 1}, {"Reshape", 1}, {"Selu", 1}, {"Shape", 1}, {"Sigmoid", 1},
-      {"Size", 1}, {"Slice", 1}, {"Softmax", 1}, {"Softplus", 1}, {"Softsign", 1}, {"Split", 1}, {"Sqrt", 1},
+      {"Size", 1}, {"Slice", 1}, {"Softmax", 1}, {"Softplus", 1}, {"Softsign", 1}, {"SpaceToDepth", 1}, {"Split", 1}, {"Sqrt", 1},
       {"Squeeze", 1}, {"Sub", 1}, {"Sum", 1}, {"Tanh", 1}, {"Tile", 6}, {"Transpose", 1}, {"Unsqueeze", 1},
       {"Xor", 1},
   };

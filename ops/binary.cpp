@@ -445,6 +445,40 @@ Value logical_not(Graph& g, const ValueList& args) {
   return launch(a, l, {Input{x, "self"}, Input{}, Input{}});
 }
 
+// aten.isnan.default(self) and wgnn.isinf.default(self, detect_positive,
+// detect_negative) (ONNX IsInf): bool, decided on the bits (a device may
+// assume no NaN or infinity in float arithmetic).
+Value isnan_op(Graph& g, const ValueList& args) {
+  Args a{"aten.isnan.default", args, g};
+  require_at_most(a, 1);
+  TensorRef x = a.tensor(0, "self");
+  require_dtype(a, x, "self", {DType::F32, DType::F16});
+  Launch l;
+  l.in = g.info(x).dtype;
+  l.compute = "f32";
+  l.out = DType::Bool;
+  l.expr = "isnan4(x)";
+  l.label = fmt::format("isnan {}", dtype_name(l.in));
+  return launch(a, l, {Input{x, "self"}, Input{}, Input{}});
+}
+
+Value isinf_op(Graph& g, const ValueList& args) {
+  Args a{"wgnn.isinf.default", args, g};
+  require_at_most(a, 3);
+  TensorRef x = a.tensor(0, "self");
+  require_dtype(a, x, "self", {DType::F32, DType::F16});
+  const bool pos = a.boolean(1, "detect_positive", true), neg = a.boolean(2, "detect_negative", true);
+  Launch l;
+  l.in = g.info(x).dtype;
+  l.compute = "f32";
+  l.out = DType::Bool;
+  const std::string mag = "((bitcast<vec4<u32>>(x) & vec4<u32>(0x7fffffffu)) == vec4<u32>(0x7f800000u))";
+  const std::string sign = "((bitcast<vec4<u32>>(x) >> vec4<u32>(31u)) == vec4<u32>(1u))";
+  l.expr = pos && neg ? mag : pos ? mag + " & !" + sign : neg ? mag + " & " + sign : "vec4<bool>(false)";
+  l.label = fmt::format("isinf {}", dtype_name(l.in));
+  return launch(a, l, {Input{x, "self"}, Input{}, Input{}});
+}
+
 // ATen ScalarType codes of the dtypes wgnn has.
 constexpr std::pair<int64_t, DType> kScalarTypes[] = {{0, DType::U8},  {1, DType::I8},  {3, DType::I32},
                                                       {4, DType::I64}, {5, DType::F16}, {6, DType::F32},
@@ -549,6 +583,8 @@ void register_binary_ops(OpRegistry& r) {
   r.add("aten.where.self", where_self);
   r.add("aten.prelu.default", prelu);
   r.add("aten.logical_not.default", logical_not);
+  r.add("aten.isnan.default", isnan_op);
+  r.add("wgnn.isinf.default", isinf_op);
   r.add("aten._to_copy.default", to_copy);
 }
 
