@@ -2,7 +2,7 @@
 # Builds the ONNX Runtime peer for bench/compare_models.py: OUT_DIR/ortpeer.tar.xz
 # holding ortpeer/ with a node binary (this machine's), onnxruntime-node as
 # scripts/setup installed it in .deps/ort (linux x64 binaries only: the CPU
-# and WebGPU execution providers) and bench/ort_bench.js as bench.js.
+# and WebGPU execution providers) bench/ort_bench.js as bench.js and bench/ort_generate.js as generate.js.
 # On the GPU machine: tar xJf ortpeer.tar.xz, then
 #   python3 bench/compare_models.py --ort-peer ortpeer ...
 # (bench/run_compare.sh unpacks it itself).
@@ -30,7 +30,8 @@ find "$bin" -mindepth 2 -maxdepth 2 -type d ! -name linux -exec rm -rf {} +
 find "$bin" -mindepth 3 -maxdepth 3 -type d -path '*/linux/*' ! -name x64 -exec rm -rf {} +
 cp -L "$node_bin" "$work/ortpeer/node"
 cp "$root/bench/ort_bench.js" "$work/ortpeer/bench.js"
+cp "$root/bench/ort_generate.js" "$work/ortpeer/generate.js"
 version=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$ort/onnxruntime-node/package.json" | head -1)
 echo "onnxruntime-node $version, node $("$node_bin" --version)" > "$work/ortpeer/VERSION"
-tar -C "$work" -cf - ortpeer | xz -T2 -6 > "$out/ortpeer.tar.xz"
+tar -C "$work" -cf - ortpeer | xz -T2 -9e > "$out/ortpeer.tar.xz"
 echo "make_ort_peer: $out/ortpeer.tar.xz ($(du -h "$out/ortpeer.tar.xz" | cut -f1); $(cat "$work/ortpeer/VERSION"))"

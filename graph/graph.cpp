@@ -477,6 +477,11 @@ void Graph::set_timing(gpu::Timing timing) {
 }
 
 void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs) {
+  run(inputs, outputs, {}, {}, true);
+}
+
+void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs, std::span<const DeviceIn> device_in,
+                std::span<const DeviceOut> device_out, bool wait) {
   if (!prepared_) prepare();
   using clock = std::chrono::steady_clock;
   const auto us = [](clock::time_point a, clock::time_point b) {
@@ -497,6 +502,18 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
   }
   const auto t1 = clock::now();
   gpu::Recorder rec(ctx_, timing_);
+  for (const DeviceIn& d : device_in) {
+    const TensorInfo& ti = info(d.tensor);
+    const DeviceTensor& src = *d.src;
+    if (src.shape != ti.shape || src.stored != ti.dtype) {
+      throw Error(fmt::format("device input for '{}': {} {} stored as {}, the graph takes {} {}", ti.name,
+                              dtype_name(src.dtype), shape_str(src.shape), dtype_name(src.stored),
+                              dtype_name(ti.dtype), shape_str(ti.shape)));
+    }
+    if (!src.valid() && ti.gpu_bytes() > 0) throw Error(fmt::format("device input for '{}' has no storage", ti.name));
+    const uint64_t bytes = (ti.gpu_bytes() + 3) / 4 * 4;
+    if (bytes > 0) rec.copy(src.buffer, 0, ti.buffer, ti.offset, bytes);
+  }
   // Submitted in growing parts (16, 32, 64, ... dispatches), so that the GPU
   // works on the first while the host encodes the next: the host's encoding
   // then hides behind the GPU's work instead of preceding it.
@@ -520,6 +537,15 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
     if (ti.gpu_bytes() > 0) rec.copy(ti.buffer, ti.offset, staging, 0, (ti.gpu_bytes() + 3) / 4 * 4);
     run_staging_.push_back(&staging);
   }
+  for (const DeviceOut& d : device_out) {
+    const TensorInfo& ti = info(d.tensor);
+    DeviceTensor& dst = *d.dst;
+    const uint64_t bytes = (ti.gpu_bytes() + 3) / 4 * 4;
+    ensure_capacity(ctx_, dst, bytes, ti.name);
+    dst.shape = ti.shape;
+    dst.stored = ti.dtype;
+    if (bytes > 0) rec.copy(ti.buffer, ti.offset, dst.buffer, 0, bytes);
+  }
   if (check_bytes > 0) {
     rec.copy(check_flags_, 0, check_staging_, 0, check_bytes);
     run_staging_.push_back(&check_staging_);
@@ -527,7 +553,10 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
   const auto t2 = clock::now();
   rec.submit();
   const auto t3 = clock::now();
-  if (run_staging_.empty()) {
+  const bool no_wait = run_staging_.empty() && !wait && timing_ == gpu::Timing::None;
+  if (no_wait) {
+    // Nothing to read: the queue orders what comes next after this work.
+  } else if (run_staging_.empty()) {
     rec.finish();
   } else {
     ctx_.map_for_read(run_staging_);

@@ -14,6 +14,7 @@
 #include "gpu/context.h"
 #include "gpu/dispatch.h"
 #include "gpu/recorder.h"
+#include "graph/device_tensor.h"
 #include "graph/host_tensor.h"
 #include "graph/tensor.h"
 
@@ -210,6 +211,24 @@ class Graph {
   // on the first run, reused) in the last command buffer and read back
   // after the one wait.
   void run(std::span<const HostIn> inputs = {}, std::span<const HostOut> outputs = {});
+  // Inputs and outputs that stay on the GPU (graph/device_tensor.h): each
+  // DeviceIn is copied on the GPU into the tensor's storage before the
+  // dispatches, each DeviceOut from the tensor's storage into `dst` after
+  // them (dst's buffer reused while large enough, else grown:
+  // ensure_capacity). A DeviceOut's `dst` may hold the buffer a DeviceIn of
+  // the same run reads: that input is copied first. With no host outputs
+  // (and no checks to read), `wait` false returns once the work is
+  // submitted; the queue orders later runs after it.
+  struct DeviceIn {
+    TensorRef tensor;
+    const DeviceTensor* src = nullptr;
+  };
+  struct DeviceOut {
+    TensorRef tensor;
+    DeviceTensor* dst = nullptr;
+  };
+  void run(std::span<const HostIn> inputs, std::span<const HostOut> outputs, std::span<const DeviceIn> device_in,
+           std::span<const DeviceOut> device_out, bool wait = true);
   // Timing of later run()s: None (the default) or Total, which adds
   // timestamp writes around the pass and reads them back after the wait
   // (RunStats::gpu_ms). PerDispatch is run_profiled().

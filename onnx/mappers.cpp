@@ -85,6 +85,11 @@ const HostTensor& NodeCtx::host(size_t i, const char* what) const {
   if (!in_[i]->host && builder) {
     if (const HostTensor* v = builder->host_value(node.input(int(i)))) return *v;
   }
+  if (!in_[i]->host && !in_[i]->input_name.empty() && !in_[i]->input_value) {
+    fail(fmt::format("input '{}' is the graph input '{}', given as a device tensor, but its values are needed on "
+                     "the host (they decide shapes): give it as a host tensor",
+                     what, in_[i]->input_name));
+  }
   if (!in_[i]->host) {
     unsupported(fmt::format("input '{}' must be known when the model loads (a constant or computed from shapes); "
                             "here it is computed on the GPU",

@@ -134,14 +134,6 @@ void sort_topologically(onnx::GraphProto& g, const std::set<std::string>& availa
   for (int i = 0; i < n; ++i) g.mutable_node(i)->Swap(&nodes[size_t(i)]);
 }
 
-std::string shape_key(const std::map<std::string, HostTensor>& inputs, const std::set<std::string>& by_value) {
-  std::string k;
-  for (const auto& [n, t] : inputs) {
-    k += n + shape_str(t.shape) + ";";
-    if (by_value.count(n)) k.append(reinterpret_cast<const char*>(t.data.data()), t.data.size()).push_back(';');
-  }
-  return k;
-}
 
 
 // The nodes inside a node's subgraphs (If's branches, Loop's and Scan's
@@ -403,8 +395,7 @@ Graph& Session::graph() {
   return *last_->graph;
 }
 
-Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inputs,
-                                   const std::map<std::string, int64_t>& decisions) {
+Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) {
   if (auto it = built_.find(plan_key(inputs, decisions)); it != built_.end()) {
     it->second->last_use = ++use_clock_;
     return *it->second;
@@ -440,16 +431,21 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
   for (const auto& [name, t] : initializers_) values[name] = Slot::of_stored(t);
   const Storage storage{options_.fp16, widen_f16_};
   for (const auto& in : inputs_) {
-    const HostTensor& t = inputs.at(in.name);
-    const bool widened = widen_f16_ && t.dtype == DType::F16;
-    TensorRef r = g.add_tensor(t.shape, widened ? DType::F32 : t.dtype, TensorKind::Input, in.name);
-    if (widened) b->widened_in[in.name] = HostTensor(DType::F32, t.shape);
+    // A device input has no host value: an op that needs one refuses it.
+    const auto h = inputs.host.find(in.name);
+    const HostTensor* host = h != inputs.host.end() ? h->second : nullptr;
+    const DeviceTensor* dev = host ? nullptr : inputs.device.at(in.name);
+    const DType dtype = host ? host->dtype : dev->dtype;
+    const Shape& shape = host ? host->shape : dev->shape;
+    const bool widened = widen_f16_ && dtype == DType::F16;
+    TensorRef r = g.add_tensor(shape, widened ? DType::F32 : dtype, TensorKind::Input, in.name);
+    if (widened && host) b->widened_in[in.name] = HostTensor(DType::F32, shape);
     b->inputs[in.name] = r;
     // fp16 mode: a float32 input is cast to float16 on the GPU (aten code 5).
-    Slot slot = Slot::of_tensor(g, options_.fp16 && t.dtype == DType::F32
+    Slot slot = Slot::of_tensor(g, options_.fp16 && dtype == DType::F32
                                        ? ops::call(g, "aten._to_copy.default", {r, int64_t(5)}).tensor()
                                        : r);
-    slot.input_value = &t;
+    slot.input_value = host;
     slot.input_name = in.name;
     values[in.name] = slot;
   }
@@ -547,6 +543,13 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
     b->last_use = ++use_clock_;
     return *built_.emplace(plan_key(inputs, decisions), std::move(b)).first->second;
   }
+  for (const auto& [name, t] : inputs.device) {
+    if (value_inputs_.count(name)) {
+      throw Error(fmt::format("input '{}' decides shapes or control flow (the plan reads its values on the host): "
+                              "give it as a host tensor, not a device tensor",
+                              name));
+    }
+  }
   b->folded += builder.folded;
   b->mapped += builder.mapped;
   b->plan_time_decisions = builder.plan_time_decisions;
@@ -576,9 +579,24 @@ Session::Built& Session::build_for(const std::map<std::string, HostTensor>& inpu
   return *built_.emplace(plan_key(inputs, decisions), std::move(b)).first->second;
 }
 
-std::string Session::plan_key(const std::map<std::string, HostTensor>& inputs,
-                              const std::map<std::string, int64_t>& decisions) const {
-  std::string k = shape_key(inputs, value_inputs_);
+std::string Session::plan_key(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) const {
+  // Inputs in name order, each by dtype-independent shape; those some op
+  // read on the host also by value.
+  std::map<std::string, std::pair<const Shape*, const HostTensor*>> all;
+  for (const auto& [n, t] : inputs.host) all[n] = {&t->shape, t};
+  for (const auto& [n, t] : inputs.device) all[n] = {&t->shape, nullptr};
+  std::string k;
+  for (const auto& [n, st] : all) {
+    k += n + shape_str(*st.first) + ";";
+    if (value_inputs_.count(n)) {
+      if (!st.second) {
+        throw Error(fmt::format("input '{}' decides shapes or control flow (the plan reads its values on the host): "
+                                "give it as a host tensor, not a device tensor",
+                                n));
+      }
+      k.append(reinterpret_cast<const char*>(st.second->data.data()), st.second->data.size()).push_back(';');
+    }
+  }
   for (const auto& [what, v] : decisions) k += fmt::format("|{}={}", what, v);
   return k;
 }
@@ -590,26 +608,71 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
 }
 
 void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& out) {
+  Feeds feeds;
+  for (const auto& [name, t] : inputs) feeds.host[name] = &t;
+  Fetches fetches;
+  fetches.host = std::move(out);
+  if (fetches.host.empty()) {
+    for (const auto& o : outputs_) fetches.host[o.name];
+  } else {
+    // Entries that are not outputs go; every output is returned.
+    for (auto it = fetches.host.begin(); it != fetches.host.end();) {
+      const bool is_output = std::any_of(outputs_.begin(), outputs_.end(),
+                                         [&](const ValueInfo& o) { return o.name == it->first; });
+      it = is_output ? std::next(it) : fetches.host.erase(it);
+    }
+    for (const auto& o : outputs_) fetches.host[o.name];
+  }
+  run(feeds, fetches);
+  out = std::move(fetches.host);
+}
+
+void Session::run(const Feeds& inputs, Fetches& out) {
   // Sessions sharing a Context take turns (gpu/context.h, "Threading").
   const std::unique_lock<std::mutex> turn = ctx_.exclusive();
-  for (const auto& [name, t] : inputs) {
-    if (std::none_of(inputs_.begin(), inputs_.end(), [&](const ValueInfo& v) { return v.name == name; })) {
-      throw Error(fmt::format("'{}' is not an input of this model", name));
+  auto is_input = [&](const std::string& name) {
+    return std::any_of(inputs_.begin(), inputs_.end(), [&](const ValueInfo& v) { return v.name == name; });
+  };
+  for (const auto& [name, t] : inputs.host) {
+    if (!is_input(name)) throw Error(fmt::format("'{}' is not an input of this model", name));
+    if (!t) throw Error(fmt::format("input '{}': no tensor given", name));
+    if (inputs.device.count(name)) throw Error(fmt::format("input '{}' is given twice (host and device)", name));
+  }
+  for (const auto& [name, t] : inputs.device) {
+    if (!is_input(name)) throw Error(fmt::format("'{}' is not an input of this model", name));
+    if (!t || !t->valid()) throw Error(fmt::format("input '{}': the device tensor has no storage", name));
+  }
+  for (const auto& [name, t] : out.host) {
+    if (std::none_of(outputs_.begin(), outputs_.end(), [&](const ValueInfo& o) { return o.name == name; })) {
+      throw Error(fmt::format("'{}' is not an output of this session", name));
+    }
+    if (out.device.count(name)) throw Error(fmt::format("output '{}' is asked for twice (host and device)", name));
+  }
+  for (const auto& [name, t] : out.device) {
+    if (std::none_of(outputs_.begin(), outputs_.end(), [&](const ValueInfo& o) { return o.name == name; })) {
+      throw Error(fmt::format("'{}' is not an output of this session", name));
     }
   }
+  if (out.host.empty() && out.device.empty()) {
+    for (const auto& o : outputs_) out.host[o.name];
+  }
   for (const auto& in : inputs_) {
-    auto it = inputs.find(in.name);
-    if (it == inputs.end()) throw Error(fmt::format("input '{}' was not given", in.name));
-    const HostTensor& t = it->second;
-    if (t.dtype != in.dtype) {
-      throw Error(fmt::format("input '{}' has dtype {}; the model declares {}", in.name, dtype_name(t.dtype),
+    const auto h = inputs.host.find(in.name);
+    const auto d = inputs.device.find(in.name);
+    if (h == inputs.host.end() && d == inputs.device.end()) {
+      throw Error(fmt::format("input '{}' was not given", in.name));
+    }
+    const DType dtype = h != inputs.host.end() ? h->second->dtype : d->second->dtype;
+    const Shape& shape = h != inputs.host.end() ? h->second->shape : d->second->shape;
+    if (dtype != in.dtype) {
+      throw Error(fmt::format("input '{}' has dtype {}; the model declares {}", in.name, dtype_name(dtype),
                               dtype_name(in.dtype)));
     }
-    bool ok = !in.ranked || t.shape.size() == in.shape.size();
-    for (size_t d = 0; ok && d < in.shape.size(); ++d) ok = in.shape[d] < 0 || in.shape[d] == t.shape[d];
+    bool ok = !in.ranked || shape.size() == in.shape.size();
+    for (size_t k = 0; ok && k < in.shape.size(); ++k) ok = in.shape[k] < 0 || in.shape[k] == shape[k];
     if (!ok) {
       throw Error(fmt::format("input '{}' has shape {}; the model declares {} (-1: any size)", in.name,
-                              shape_str(t.shape), shape_str(in.shape)));
+                              shape_str(shape), shape_str(in.shape)));
     }
   }
   // Values control flow reads back from the GPU: each probe computes one,
@@ -626,22 +689,27 @@ void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std:
       throw Unsupported(fmt::format("control flow decided by more than {} values read back from the GPU in one run",
                                     kMaxReadbacks));
     }
-    std::map<std::string, HostTensor> probe_out;
+    Fetches probe_out;
+    probe_out.host[b.probe];
     run_built(b, inputs, probe_out);
-    const HostTensor& v = probe_out.at(b.probe);
+    const HostTensor& v = probe_out.host.at(b.probe);
     decisions[b.probe] = host::is_float(v.dtype) ? int64_t(host::get(v, 0)) : host::get_int(v, 0);
   }
 }
 
-void Session::run_built(Built& b, const std::map<std::string, HostTensor>& inputs,
-                        std::map<std::string, HostTensor>& out) {
+void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
   Graph& g = *b.graph;
-  // Inputs written, the pass, and the outputs copied out in one submit and
-  // one wait (Graph::run).
+  // Inputs written (host) or copied on the GPU (device), the pass, and the
+  // outputs copied out in one submit and at most one wait (Graph::run).
   std::vector<Graph::HostIn> host_in;
+  std::vector<Graph::DeviceIn> device_in;
   host_in.reserve(b.inputs.size());
   for (const auto& [name, ref] : b.inputs) {
-    const HostTensor& t = inputs.at(name);
+    if (auto d = inputs.device.find(name); d != inputs.device.end()) {
+      device_in.push_back({ref, d->second});
+      continue;
+    }
+    const HostTensor& t = *inputs.host.at(name);
     if (auto w = b.widened_in.find(name); w != b.widened_in.end()) {
       const uint16_t* src = t.as<uint16_t>();
       float* dst = w->second.as<float>();
@@ -652,15 +720,25 @@ void Session::run_built(Built& b, const std::map<std::string, HostTensor>& input
     host_in.push_back({ref, t.data.data(), t.data.size()});
   }
   std::vector<Graph::HostOut> host_out;
+  std::vector<Graph::DeviceOut> device_out;
   host_out.reserve(b.outputs.size());
-  for (auto it = out.begin(); it != out.end();) {  // entries that are not outputs go
-    const bool is_output = std::any_of(b.outputs.begin(), b.outputs.end(),
-                                       [&](const auto& o) { return o.first == it->first; });
-    it = is_output ? std::next(it) : out.erase(it);
-  }
   for (const auto& [name, slot] : b.outputs) {
+    const ValueInfo* declared = nullptr;
+    for (const auto& o : outputs_) declared = o.name == name ? &o : declared;
+    if (auto d = out.device.find(name); d != out.device.end()) {
+      DeviceTensor& dt = d->second;
+      if (slot.host) {  // computed on the host: uploaded
+        dt = to_device(ctx_, slot.value(), name);
+        continue;
+      }
+      dt.dtype = declared ? declared->dtype : g.info(slot.ref).dtype;
+      device_out.push_back({slot.ref, &dt});
+      continue;
+    }
+    auto h = out.host.find(name);
+    if (h == out.host.end()) continue;  // not asked for
     if (slot.host) {
-      out[name] = slot.value();
+      h->second = slot.value();
       continue;
     }
     const TensorInfo& ti = g.info(slot.ref);
@@ -668,16 +746,18 @@ void Session::run_built(Built& b, const std::map<std::string, HostTensor>& input
       host_out.push_back({slot.ref, w->second.data.data(), w->second.data.size()});
       continue;
     }
-    HostTensor& t = out[name];
+    HostTensor& t = h->second;
     if (t.dtype != ti.dtype || t.shape != ti.shape || t.data.size() != ti.nbytes()) {
       t = HostTensor(ti.dtype, ti.shape);
     }
     host_out.push_back({slot.ref, t.data.data(), t.data.size()});
   }
-  g.run(host_in, host_out);
+  g.run(host_in, host_out, device_in, device_out, out.wait);
   // Widened float16 outputs, narrowed as a float32 -> float16 cast would.
   for (const auto& [name, wide] : b.widened_out) {
-    HostTensor& t = out[name];
+    auto h = out.host.find(name);
+    if (h == out.host.end()) continue;
+    HostTensor& t = h->second;
     if (t.dtype != DType::F16 || t.shape != wide.shape) t = HostTensor(DType::F16, wide.shape);
     const float* src = wide.as<float>();
     uint16_t* dst = t.as<uint16_t>();

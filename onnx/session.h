@@ -32,6 +32,7 @@
 
 #include "gpu/context.h"
 #include "graph/constant_store.h"
+#include "graph/device_tensor.h"
 #include "graph/graph.h"
 #include "graph/host_tensor.h"
 
@@ -117,6 +118,24 @@ LoadedModel load_model_from_bytes(const std::string& bytes, const std::string& n
 // The ONNX operators (of the default domain) a Session maps, sorted.
 std::vector<std::string> supported_ops();
 
+// IO binding: the inputs of a run, each from host memory or already on the
+// GPU (a DeviceTensor an earlier run kept there), by input name.
+struct Feeds {
+  std::map<std::string, const HostTensor*> host;
+  std::map<std::string, const DeviceTensor*> device;
+};
+// The outputs a run returns: each name in `host` is read back into it, each
+// name in `device` stays on the GPU, copied there into the entry's buffer
+// while it fits (ensure_capacity); the other outputs are not read back.
+// Both empty: every output is read back into `host`. With no host output,
+// `wait` false returns once the work is submitted (a later run or readback
+// on the same Context is ordered after it).
+struct Fetches {
+  std::map<std::string, HostTensor> host;
+  std::map<std::string, DeviceTensor> device;
+  bool wait = true;
+};
+
 class Session {
  public:
   Session(gpu::Context& ctx, const std::string& path, SessionOptions options = {});
@@ -143,6 +162,11 @@ class Session {
   // run saves allocating (and the kernel zero-filling) the outputs' host
   // memory each time (ISNet: 12 outputs, 48 MB).
   void run(const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& outputs);
+  // The same with IO binding (Feeds, Fetches above). An input whose values
+  // the plan reads on the host (shape data, control flow) must be given on
+  // the host: as a device tensor it is an Error.
+  void run(const Feeds& inputs, Fetches& outputs);
+  gpu::Context& context() { return ctx_; }
 
   // The graph built for the last run's shapes (for inspection, benchmarks).
   Graph& graph();
@@ -172,10 +196,9 @@ class Session {
   struct Built;
   // The plan for these inputs and the values control flow read back so far
   // (built if new); a probe when control flow needs another value.
-  Built& build_for(const std::map<std::string, HostTensor>& inputs, const std::map<std::string, int64_t>& decisions);
-  std::string plan_key(const std::map<std::string, HostTensor>& inputs,
-                       const std::map<std::string, int64_t>& decisions) const;
-  void run_built(Built& b, const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& out);
+  Built& build_for(const Feeds& inputs, const std::map<std::string, int64_t>& decisions);
+  std::string plan_key(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) const;
+  void run_built(Built& b, const Feeds& inputs, Fetches& out);
 
   gpu::Context& ctx_;
   SessionOptions options_;

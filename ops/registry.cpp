@@ -22,6 +22,7 @@ OpRegistry& OpRegistry::global() {
     register_attention_ops(*reg);
     register_quantized_ops(*reg);
     register_recurrent_ops(*reg);
+    register_sample_ops(*reg);
     return reg;
   }();
   return *r;

@@ -42,5 +42,6 @@ void register_resize_ops(OpRegistry& r);
 void register_attention_ops(OpRegistry& r);
 void register_quantized_ops(OpRegistry& r);
 void register_recurrent_ops(OpRegistry& r);  // ops/recurrent.cpp
+void register_sample_ops(OpRegistry& r);     // ops/sample.cpp
 
 }  // namespace wgnn::ops

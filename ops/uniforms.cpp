@@ -42,6 +42,7 @@ const std::vector<KernelUniform>& kernel_uniforms() {
       {"ops/kernels/layer_norm.wgsl", &LayerNormParams::wgsl},
       {"ops/kernels/group_norm.wgsl", &GroupNormParams::wgsl},
       {"ops/kernels/global_pool.wgsl", &GlobalPoolParams::wgsl},
+      {"ops/kernels/sample.wgsl", &SampleParams::wgsl},
   };
   return list;
 }

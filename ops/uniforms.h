@@ -109,6 +109,12 @@ WGNN_UNIFORM(GroupNormParams, WGNN_GROUP_NORM_PARAMS);
 #define WGNN_GLOBAL_POOL_PARAMS(F) F(uint32_t, rows) F(uint32_t, width) F(uint32_t, _p0) F(uint32_t, _p1)
 WGNN_UNIFORM(GlobalPoolParams, WGNN_GLOBAL_POOL_PARAMS);
 
+// kernels/sample.wgsl: `rows` sequences of `seq` positions of `vocab` logits.
+#define WGNN_SAMPLE_PARAMS(F)                                                                            \
+  F(uint32_t, rows) F(uint32_t, vocab) F(uint32_t, seq) F(uint32_t, top_k) F(float, temperature) F(float, top_p) \
+      F(uint32_t, greedy) F(uint32_t, _pad)
+WGNN_UNIFORM(SampleParams, WGNN_SAMPLE_PARAMS);
+
 struct KernelUniform {
   const char* kernel;  // "ops/kernels/NAME.wgsl"
   const std::string& (*wgsl)();

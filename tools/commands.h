@@ -17,6 +17,24 @@ struct BenchCopyOptions {
 };
 int bench_copy(gpu::Context& ctx, const BenchCopyOptions& o);
 
+// `wgnn generate`: token ids in, token ids out (generate/generate.h).
+struct GenerateOptions {
+  std::string decoder, first, encoder, encoder_input;
+  std::string prompt;  // comma-separated ids
+  std::string eos;     // comma-separated ids
+  int max_new_tokens = 64;
+  int batch = 1;
+  double temperature = 0;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  uint64_t seed = 0;
+  int sync_every = 0;
+  int repeat = 1;
+  bool json = false, verbose = false, fp16 = false, unchecked = false;
+};
+void check_generate_options(const GenerateOptions& o);
+int generate_tokens(gpu::Context& ctx, const GenerateOptions& o);
+
 struct RunOptions {
   std::string model;
   std::vector<std::string> inputs;  // NAME=FILE.npy

@@ -6,6 +6,7 @@
 //   wgnn bench MODEL [--json]          load, first-run, steady host-to-host and GPU time
 //   wgnn bench-shapes MODEL --set ...  one session at many input shapes (build cost, weights once)
 //   wgnn profile MODEL [--trace F]     per-dispatch GPU time by op and kernel
+//   wgnn generate DECODER --prompt IDS   token by token, the cache on the GPU
 //   wgnn remove-bg PHOTO... | DIR [-o OUT]   cut out the photos' subjects (matting model)
 //   wgnn serve [--port N] [--model M]          the same over HTTP, with a web page
 #include <CLI/CLI.hpp>
@@ -182,6 +183,31 @@ int main(int argc, char** argv) {
                    "FILE already has)");
   conf->add_option("--min-cases", co.min_cases, "Fail when fewer cases than this ran");
 
+  auto* gen = app.add_subcommand("generate",
+                                 "Run a decoder token by token (greedy or sampled), its key/value cache kept on the "
+                                 "GPU; prints the new token ids");
+  tools::GenerateOptions gno;
+  gen->add_option("decoder", gno.decoder, "The decoder with past_key_values inputs and present outputs")->required();
+  gen->add_option("--first", gno.first,
+                  "The decoder without past inputs, for the prompt (default: the decoder with an empty cache)");
+  gen->add_option("--encoder", gno.encoder, "An encoder run once; its first output is encoder_hidden_states");
+  gen->add_option("--encoder-input", gno.encoder_input, "The encoder's input (.npy)");
+  gen->add_option("--prompt", gno.prompt, "Prompt token ids, comma-separated")->required();
+  gen->add_option("--max-new-tokens", gno.max_new_tokens, "Tokens to generate (default 64)");
+  gen->add_option("--eos", gno.eos, "End token ids, comma-separated: a sequence ends after one");
+  gen->add_option("--batch", gno.batch, "Sequences, each with the prompt (default 1)");
+  gen->add_option("--temperature", gno.temperature, "0 (default): greedy; else sample at this temperature");
+  gen->add_option("--top-k", gno.top_k, "Sample among the k most likely tokens (0: all)");
+  gen->add_option("--top-p", gno.top_p, "Sample among the fewest most likely tokens reaching this probability (1: off)");
+  gen->add_option("--seed", gno.seed, "Sampling seed (default 0)");
+  gen->add_option("--sync-every", gno.sync_every,
+                  "Read the tokens back every N steps (default: at the end, or every 8 with --eos)");
+  gen->add_option("--repeat", gno.repeat, "Generate this many times (the later runs reuse every plan)");
+  gen->add_flag("--json", gno.json, "Print one JSON object: tokens and timings");
+  gen->add_flag("--verbose", gno.verbose, "Print the layout found and timings on stderr");
+  gen->add_flag("--fp16", gno.fp16, "float16 mode");
+  gen->add_flag("--unchecked", gno.unchecked, "Skip the run-time checks (a step then needs no host wait)");
+
   auto* ops_cmd = app.add_subcommand("ops", "List the supported operators");
 
   auto* rb = app.add_subcommand("remove-bg",
@@ -261,6 +287,7 @@ int main(int argc, char** argv) {
     if (bm->parsed()) tools::check_bench_options(bmo);
     if (pf->parsed()) tools::check_profile_options(pfo);
     if (bs->parsed()) tools::check_bench_shapes_options(bso);
+    if (gen->parsed()) tools::check_generate_options(gno);
     gpu::Context ctx(opts);
     if (info->parsed()) return cmd_info(ctx, info_json);
     if (bench->parsed()) return tools::bench_copy(ctx, bc);
@@ -270,6 +297,7 @@ int main(int argc, char** argv) {
     if (pf->parsed()) return tools::profile_model(ctx, pfo);
     if (bs->parsed()) return tools::bench_shapes(ctx, bso);
     if (conf->parsed()) return tools::conformance(ctx, co);
+    if (gen->parsed()) return tools::generate_tokens(ctx, gno);
   } catch (const std::bad_alloc&) {
     // Where a command knows what it was doing, it says so (HostOutOfMemory).
     fmt::print(stderr, "wgnn: error: out of host memory while running 'wgnn {}'\n",

@@ -2,6 +2,7 @@
 // The whole C++ API in one include.
 #include "wgnn/context.h"
 #include "wgnn/error.h"
+#include "wgnn/generate.h"
 #include "wgnn/graph.h"
 #include "wgnn/host_tensor.h"
 #include "wgnn/ir.h"

@@ -19,9 +19,10 @@ BELOW = {
     "onnx": {"passes", "ir", "ops", "graph", "gpu", "util"},
     "image": {"util"},
     "matting": {"onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image"},
-    "capi": {"matting", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
-    "tools": {"capi", "matting", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
-    "python": {"capi", "matting", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+    "generate": {"onnx", "passes", "ir", "ops", "graph", "gpu", "util"},
+    "capi": {"matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+    "tools": {"capi", "matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+    "python": {"capi", "matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 

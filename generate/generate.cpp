@@ -1,0 +1,386 @@
+#include "generate/generate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <set>
+
+#include "gpu/error.h"
+#include "gpu/recorder.h"
+#include "graph/graph.h"
+#include "ops/registry.h"
+
+namespace wgnn::generate {
+
+using onnx_import::Feeds;
+using onnx_import::Fetches;
+using onnx_import::Session;
+using onnx_import::ValueInfo;
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+double ms_since(clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); }
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+}  // namespace
+
+// The roles of a decoder's inputs and outputs (generate.h).
+struct Generator::Layout {
+  std::string input_ids, attention_mask, position_ids, encoder_hidden_states, encoder_attention_mask, use_cache;
+  std::vector<const ValueInfo*> past;                 // past inputs
+  std::map<std::string, std::string> present_to_past;  // output -> input
+  std::string logits;
+
+  Layout(const Session& s, const std::string& file) {
+    for (const ValueInfo& in : s.inputs()) {
+      const std::string& n = in.name;
+      auto expect = [&](DType d) {
+        if (in.dtype != d) {
+          throw Error(fmt::format("{}: input '{}' is {}; generation expects {}", file, n, dtype_name(in.dtype),
+                                  dtype_name(d)));
+        }
+      };
+      if (n == "input_ids" || n == "decoder_input_ids") {
+        expect(DType::I64);
+        input_ids = n;
+      } else if (n == "attention_mask" || n == "decoder_attention_mask") {
+        expect(DType::I64);
+        attention_mask = n;
+      } else if (n == "position_ids") {
+        expect(DType::I64);
+        position_ids = n;
+      } else if (n == "encoder_hidden_states") {
+        encoder_hidden_states = n;
+      } else if (n == "encoder_attention_mask") {
+        expect(DType::I64);
+        encoder_attention_mask = n;
+      } else if (n == "use_cache_branch") {
+        expect(DType::Bool);
+        use_cache = n;
+      } else if (starts_with(n, "past")) {
+        past.push_back(&in);
+      } else {
+        throw Unsupported(fmt::format(
+            "{}: input '{}' has no role in generation (known: input_ids, attention_mask, position_ids, "
+            "encoder_hidden_states, encoder_attention_mask, use_cache_branch, past_key_values.*)",
+            file, n));
+      }
+    }
+    if (input_ids.empty()) throw Unsupported(fmt::format("{}: no input_ids input: not a decoder", file));
+    for (const ValueInfo& o : s.outputs()) {
+      if (o.name == "logits") logits = o.name;
+      if (!starts_with(o.name, "present")) continue;
+      std::string rest = o.name.substr(std::strlen("present"));
+      if (starts_with(rest, "_key_values")) rest = rest.substr(std::strlen("_key_values"));
+      std::string match;
+      for (const ValueInfo* p : past) {
+        if (p->name == "past_key_values" + rest || p->name == "past" + rest) match = p->name;
+      }
+      present_to_past[o.name] = match.empty() ? "past_key_values" + rest : match;
+    }
+    if (logits.empty()) logits = s.outputs().at(0).name;
+  }
+};
+
+struct Generator::Sampler {
+  std::unique_ptr<Graph> g;
+  TensorRef logits, rng, ids;
+};
+
+Generator::Generator(gpu::Context& ctx, const Models& models, onnx_import::SessionOptions options) : ctx_(ctx) {
+  if (models.decoder.empty()) throw Error("generation needs a decoder model");
+  // A plan per past length: keep those of a long generation.
+  options.max_plans = std::max(options.max_plans, 600);
+  options.outputs.clear();
+  decoder_ = std::make_unique<Session>(ctx, models.decoder, options);
+  dec_layout_ = std::make_unique<Layout>(*decoder_, models.decoder);
+  if (dec_layout_->past.empty()) {
+    throw Unsupported(fmt::format("{}: no past_key_values inputs: a decoder without a cache (each step would run the "
+                                  "whole sequence)",
+                                  models.decoder));
+  }
+  for (const auto& [present, past] : dec_layout_->present_to_past) {
+    if (std::none_of(dec_layout_->past.begin(), dec_layout_->past.end(),
+                     [&](const ValueInfo* p) { return p->name == past; })) {
+      throw Error(fmt::format("{}: output '{}' has no past input '{}' to feed", models.decoder, present, past));
+    }
+  }
+  if (!models.first.empty()) {
+    first_ = std::make_unique<Session>(ctx, models.first, options);
+    first_layout_ = std::make_unique<Layout>(*first_, models.first);
+    // Every past input of the decoder must come from the prompt step.
+    for (const ValueInfo* p : dec_layout_->past) {
+      bool given = false;
+      for (const auto& [present, past] : first_layout_->present_to_past) given = given || past == p->name;
+      if (!given) {
+        throw Error(fmt::format("{}: no output gives the decoder's input '{}' (expected present{})", models.first,
+                                p->name, p->name.substr(std::strlen("past_key_values"))));
+      }
+    }
+  }
+  if (!models.encoder.empty()) {
+    onnx_import::SessionOptions eo = options;
+    eo.max_plans = 8;
+    encoder_ = std::make_unique<Session>(ctx, models.encoder, eo);
+    if (encoder_->inputs().size() != 1) {
+      throw Unsupported(fmt::format("{}: an encoder with {} inputs; generation feeds one", models.encoder,
+                                    encoder_->inputs().size()));
+    }
+    if (dec_layout_->encoder_hidden_states.empty() &&
+        (!first_layout_ || first_layout_->encoder_hidden_states.empty())) {
+      throw Error(fmt::format("an encoder is given but no decoder takes encoder_hidden_states"));
+    }
+  }
+}
+
+Generator::~Generator() = default;
+
+std::string Generator::describe() const {
+  const Layout& L = *dec_layout_;
+  std::string s = fmt::format("decoder: tokens '{}', logits '{}', {} cache inputs ({} updated each step)", L.input_ids,
+                              L.logits, L.past.size(), L.present_to_past.size());
+  if (!L.attention_mask.empty()) s += fmt::format(", mask '{}'", L.attention_mask);
+  if (!L.position_ids.empty()) s += fmt::format(", positions '{}'", L.position_ids);
+  if (!L.encoder_hidden_states.empty()) s += fmt::format(", encoder states '{}'", L.encoder_hidden_states);
+  if (!L.use_cache.empty()) s += fmt::format(", merged ('{}')", L.use_cache);
+  s += first_ ? "; prompt step: its own model" : "; prompt step: the decoder with an empty cache";
+  if (encoder_) s += fmt::format("; encoder input '{}'", encoder_->inputs()[0].name);
+  return s;
+}
+
+Generator::Sampler& Generator::sampler_for(const Shape& logits, DType dtype, const Options& o) {
+  const std::string key = fmt::format("{}{}|{}|{}|{}", shape_str(logits), dtype_name(dtype), o.temperature, o.top_k,
+                                      o.top_p);
+  auto& slot = samplers_[key];
+  if (slot) return *slot;
+  auto s = std::make_unique<Sampler>();
+  s->g = std::make_unique<Graph>(ctx_);
+  Graph& g = *s->g;
+  g.set_checked(false);
+  s->logits = g.add_tensor(logits, dtype, TensorKind::Input, "logits");
+  s->rng = g.add_tensor({4}, DType::I32, TensorKind::Input, "rng");
+  const bool greedy = o.temperature <= 0;
+  s->ids = ops::call(g, "wgnn.sample.default",
+                     {s->logits, greedy ? Value() : Value(s->rng), o.temperature, o.top_k, o.top_p})
+               .tensor();
+  g.mark_output(s->ids);
+  g.prepare();
+  slot = std::move(s);
+  return *slot;
+}
+
+Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Options& o,
+                      const HostTensor* encoder_input) {
+  const auto t_start = clock::now();
+  if (prompt.empty() || prompt[0].empty()) throw Error("generation needs a prompt of at least one token");
+  const int64_t B = int64_t(prompt.size()), S0 = int64_t(prompt[0].size());
+  for (const auto& row : prompt) {
+    if (int64_t(row.size()) != S0) throw Error("every prompt row must have the same length");
+  }
+  if (o.max_new_tokens < 1) throw Error(fmt::format("max_new_tokens is {}; at least 1", o.max_new_tokens));
+  if (o.temperature > 0 && (o.top_p <= 0 || o.top_p > 1)) throw Error("top_p must be in (0, 1]");
+  if (o.top_k < 0) throw Error("top_k must be 0 (off) or more");
+  if (encoder_ && !encoder_input) throw Error("this model has an encoder: give its input");
+  if (!encoder_ && encoder_input) throw Error("an encoder input is given but there is no encoder model");
+  const int builds_before = decoder_->builds() + (first_ ? first_->builds() : 0);
+  Result r;
+  r.tokens.assign(size_t(B), {});
+
+  // The encoder, once: its first output stays on the GPU.
+  DeviceTensor enc_states;
+  int64_t enc_len = 0;
+  if (encoder_) {
+    const auto t0 = clock::now();
+    Feeds f;
+    f.host[encoder_->inputs()[0].name] = encoder_input;
+    Fetches out;
+    const std::string enc_out = encoder_->outputs()[0].name;
+    out.device[enc_out];
+    encoder_->run(f, out);
+    enc_states = std::move(out.device[enc_out]);
+    if (enc_states.shape.size() < 2) throw Error(fmt::format("encoder output '{}' has rank < 2", enc_out));
+    enc_len = enc_states.shape[1];
+    r.encoder_ms = ms_since(t0);
+  }
+
+  std::map<std::string, DeviceTensor>& cache = cache_;
+  DeviceTensor& logits = logits_;
+  DeviceTensor& token = token_;
+  // Tokens sampled since the last readback, on the GPU: step k's at k*B.
+  const int sync = o.sync_every > 0 ? o.sync_every : (o.eos.empty() ? o.max_new_tokens : 8);
+  DeviceTensor& history = history_;
+  history.dtype = DType::I64;
+  history.stored = DType::I64;
+  history.shape = {int64_t(sync) * B};
+  ensure_capacity(ctx_, history, history.gpu_bytes(), "generated tokens");
+  const int64_t final_len = S0 + o.max_new_tokens;
+  int pending = 0;  // steps in `history` not read yet
+  std::vector<bool> ended(size_t(B), false);
+  const std::set<int64_t> eos(o.eos.begin(), o.eos.end());
+  auto read_pending = [&]() -> bool {  // true when every sequence has ended
+    if (pending == 0) return false;
+    // Through a readback buffer kept from run to run (int64 ids are int32
+    // on the GPU).
+    std::vector<int32_t> ids(size_t(pending * B));
+    const uint64_t bytes = ids.size() * sizeof(int32_t);
+    if (!history_staging_.valid() || history_staging_.size() < history.buffer.size()) {
+      history_staging_ = ctx_.create_buffer(history.buffer.size(), gpu::kMapRead | gpu::kCopyDst, "tokens readback");
+    }
+    gpu::Recorder rec(ctx_);
+    rec.copy(history.buffer, 0, history_staging_, 0, bytes);
+    rec.submit();
+    ctx_.map_for_read({&history_staging_});
+    rec.finish_completed();
+    std::memcpy(ids.data(), ctx_.mapped(history_staging_, bytes), bytes);
+    ctx_.unmap(history_staging_);
+    ++r.waits;
+    for (int k = 0; k < pending; ++k) {
+      for (int64_t b = 0; b < B; ++b) {
+        if (ended[size_t(b)] || int(r.tokens[size_t(b)].size()) >= o.max_new_tokens) continue;
+        const int64_t id = ids[size_t(k * B + b)];
+        r.tokens[size_t(b)].push_back(id);
+        if (eos.count(id)) ended[size_t(b)] = true;
+      }
+    }
+    pending = 0;
+    return std::all_of(ended.begin(), ended.end(), [](bool e) { return e; });
+  };
+
+  int64_t past_len = 0;
+  // One step: the decoder (or the prompt model) on `new_len` tokens, then
+  // the sampler on its logits; the token is copied into `history`.
+  auto step = [&](Session& s, const Layout& L, const HostTensor* ids_host, int64_t new_len, bool prompt_step,
+                  int index) {
+    Feeds f;
+    HostTensor mask, positions, use_cache, enc_mask;
+    std::vector<HostTensor> empty_past;
+    empty_past.reserve(L.past.size());
+    if (ids_host) {
+      f.host[L.input_ids] = ids_host;
+    } else {
+      token.shape = {B, 1};
+      f.device[L.input_ids] = &token;
+    }
+    if (!L.attention_mask.empty()) {
+      mask = HostTensor(DType::I64, {B, past_len + new_len});
+      std::fill(mask.as<int64_t>(), mask.as<int64_t>() + mask.numel(), int64_t(1));
+      f.host[L.attention_mask] = &mask;
+    }
+    if (!L.position_ids.empty()) {
+      positions = HostTensor(DType::I64, {B, new_len});
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j < new_len; ++j) positions.as<int64_t>()[b * new_len + j] = past_len + j;
+      f.host[L.position_ids] = &positions;
+    }
+    if (!L.use_cache.empty()) {
+      use_cache = HostTensor(DType::Bool, {1});
+      use_cache.data[0] = prompt_step ? 0 : 1;
+      f.host[L.use_cache] = &use_cache;
+    }
+    if (!L.encoder_hidden_states.empty()) {
+      if (!enc_states.valid()) throw Error("the decoder takes encoder_hidden_states but no encoder was given");
+      f.device[L.encoder_hidden_states] = &enc_states;
+    }
+    if (!L.encoder_attention_mask.empty()) {
+      if (!enc_states.valid()) throw Error("the decoder takes encoder_attention_mask but no encoder was given");
+      enc_mask = HostTensor(DType::I64, {B, enc_len});
+      std::fill(enc_mask.as<int64_t>(), enc_mask.as<int64_t>() + enc_mask.numel(), int64_t(1));
+      f.host[L.encoder_attention_mask] = &enc_mask;
+    }
+    for (const ValueInfo* p : L.past) {
+      auto c = cache.find(p->name);
+      if (c != cache.end() && c->second.valid() && !prompt_step) {
+        f.device[p->name] = &c->second;
+        continue;
+      }
+      // The prompt step of a decoder with past inputs: an empty cache,
+      // the declared shape with the batch and the length (the one other
+      // dynamic dim) set.
+      Shape shape = p->shape;
+      int dynamic = 0;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (d == 0) shape[d] = B;
+        else if (shape[d] < 0) shape[d] = 0, ++dynamic;
+      }
+      if (dynamic != 1) {
+        throw Unsupported(fmt::format("input '{}' {}: cannot make an empty cache (expected [batch, ..., length, ...] "
+                                      "with one dynamic dim besides the batch); give the prompt model (first)",
+                                      p->name, shape_str(p->shape)));
+      }
+      empty_past.emplace_back(p->dtype, shape);
+      f.host[p->name] = &empty_past.back();
+    }
+    Fetches out;
+    out.wait = false;
+    out.device[L.logits] = std::move(logits);
+    for (const auto& [present, past] : L.present_to_past) {
+      DeviceTensor& d = out.device[present];
+      auto c = cache.find(past);
+      if (c == cache.end()) continue;
+      d.buffer = c->second.buffer;  // written in place
+      // The first step after the prompt sizes the buffer for the whole run
+      // (the length grows by one a step): no buffer is made after it.
+      if (!prompt_step && past_len > 0 && c->second.gpu_bytes() % uint64_t(past_len) == 0) {
+        const uint64_t final_bytes = c->second.gpu_bytes() / uint64_t(past_len) * uint64_t(final_len);
+        if (d.buffer.size() < final_bytes) d.buffer = ctx_.create_buffer((final_bytes + 15) / 16 * 16, gpu::kStorageUsage, present);
+      }
+    }
+    s.run(f, out);
+    for (const auto& [present, past] : L.present_to_past) cache[past] = std::move(out.device[present]);
+    logits = std::move(out.device[L.logits]);
+    if (logits.shape.size() != 3 || logits.shape[0] != B || logits.shape[1] != new_len) {
+      throw Error(fmt::format("logits '{}' are {}; expected [{}, {}, vocab]", L.logits, shape_str(logits.shape), B,
+                              new_len));
+    }
+    Sampler& sm = sampler_for(logits.shape, logits.stored, o);
+    std::vector<int32_t> rng{int32_t(uint32_t(o.seed)), int32_t(uint32_t(o.seed >> 32)), index, 0};
+    const Graph::HostIn rin{sm.rng, rng.data(), rng.size() * sizeof(int32_t)};
+    const Graph::DeviceIn lin{sm.logits, &logits};
+    const Graph::DeviceOut tout{sm.ids, &token};
+    token.dtype = DType::I64;
+    sm.g->run(std::span(&rin, 1), {}, std::span(&lin, 1), std::span(&tout, 1), false);
+    gpu::Recorder rec(ctx_);
+    rec.copy(token.buffer, 0, history.buffer, uint64_t(pending) * uint64_t(B) * 4, uint64_t(B) * 4);
+    rec.submit();
+    ++pending;
+    past_len += new_len;
+  };
+
+  // The prompt step.
+  {
+    const auto t0 = clock::now();
+    HostTensor ids(DType::I64, {B, S0});
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < S0; ++j) ids.as<int64_t>()[b * S0 + j] = prompt[size_t(b)][size_t(j)];
+    if (first_) step(*first_, *first_layout_, &ids, S0, true, 0);
+    else step(*decoder_, *dec_layout_, &ids, S0, true, 0);
+    bool done = read_pending();
+    r.prompt_ms = ms_since(t0);
+    const auto t_decode = clock::now();
+    gpu::CreationStats steady_from = ctx_.creation_stats();
+    for (int i = 1; i < o.max_new_tokens && !done; ++i) {
+      const auto ts = clock::now();
+      step(*decoder_, *dec_layout_, nullptr, 1, false, i);
+      if (i == 1) steady_from = ctx_.creation_stats();
+      const double host_us = ms_since(ts) * 1000;
+      if (pending >= sync || i + 1 == o.max_new_tokens) done = read_pending();
+      r.step_host_us.push_back(host_us);
+      r.step_ms.push_back(ms_since(ts));
+    }
+    read_pending();
+    r.decode_ms = ms_since(t_decode);
+    const gpu::CreationStats made = ctx_.creation_stats() - steady_from;
+    r.steady_buffers = made.buffers;
+    r.steady_bind_groups = made.bind_groups;
+    r.steady_pipelines = made.pipelines_created;
+  }
+  r.plans_built = decoder_->builds() + (first_ ? first_->builds() : 0) - builds_before;
+  r.total_ms = ms_since(t_start);
+  return r;
+}
+
+}  // namespace wgnn::generate

@@ -1,0 +1,127 @@
+#pragma once
+// Generation: a decoder run one token at a time, its key/value cache kept on
+// the GPU from step to step, the next token chosen on the GPU.
+//
+//   gpu::Context ctx;
+//   generate::Models m;
+//   m.decoder = "decoder_with_past_model.onnx";
+//   m.first = "decoder_model.onnx";            // optional: the prompt step
+//   m.encoder = "encoder_model.onnx";          // optional: encoder-decoder
+//   generate::Generator gen(ctx, m);
+//   generate::Options o;  o.max_new_tokens = 64;  o.eos = {2};
+//   generate::Result r = gen.run({{0, 31, 414}}, o, &encoder_input);
+//
+// The layouts are those of torch.onnx.export / Optimum exports, found by
+// name on the decoder's inputs and outputs:
+//  - input_ids (or decoder_input_ids) int64 [batch, tokens]; optional
+//    attention_mask (ones over past + new tokens), position_ids (past
+//    length onwards), encoder_hidden_states (the encoder's first output),
+//    encoder_attention_mask (ones), use_cache_branch (merged decoders: false
+//    for the prompt step, true after);
+//  - the cache: every input named past_key_values* (or past*) pairs with the
+//    output named present* with the same rest of the name
+//    (past_key_values.0.decoder.key <- present.0.decoder.key). A past input
+//    whose present the decoder lacks (an encoder-decoder's cross-attention
+//    keys and values) keeps the value the prompt step gave it: computed once;
+//  - logits: the output named logits (else the first), [batch, tokens, vocab].
+// The prompt step runs `first` when given (a decoder without past inputs),
+// else `decoder` with an empty past (length 0).
+//
+// Every cache tensor stays on the GPU (onnx_import::Feeds / Fetches): a
+// step's present outputs are copied on the GPU into the buffers its past
+// inputs came from, which grow by doubling. The token is chosen by
+// wgnn.sample (ops/sample.cpp) on the logits' last position and fed to the
+// next step on the GPU; what comes back to the host is one int64 per
+// sequence, every `sync_every` steps (all at the end when 0 and no end
+// token is set). A plan is built per past length and kept (max_plans), so
+// a second run at the same lengths builds nothing.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/context.h"
+#include "graph/host_tensor.h"
+#include "onnx/session.h"
+
+namespace wgnn::generate {
+
+struct Models {
+  std::string decoder;  // run every step after the prompt (with past inputs)
+  std::string first;    // optional: the prompt step (no past inputs)
+  std::string encoder;  // optional: run once, its first output is encoder_hidden_states
+};
+
+struct Options {
+  int max_new_tokens = 64;
+  // Generation of a sequence ends after it produces one of these (kept in
+  // its tokens); the run ends when every sequence has ended.
+  std::vector<int64_t> eos;
+  // <= 0: greedy. Otherwise softmax at this temperature, after top_k (0:
+  // off) and top_p (1: off) filtering, sampled with `seed`.
+  double temperature = 0;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  uint64_t seed = 0;
+  // Tokens are read back every this many steps (0: at the end, or every 8
+  // steps when eos is set). 1 reads each token as it comes.
+  int sync_every = 0;
+};
+
+struct Result {
+  // Per sequence: the new tokens (not the prompt), up to and including an
+  // end token.
+  std::vector<std::vector<int64_t>> tokens;
+  double encoder_ms = 0;  // the encoder run (0 without one)
+  double prompt_ms = 0;   // the prompt step (the first token), host to host
+  // Per step after the prompt: wall time of the step (host to host where it
+  // waited, else until its work was submitted), and host time spent
+  // encoding and submitting it.
+  std::vector<double> step_ms, step_host_us;
+  // From the prompt step's end to the last token on the host: steps whose
+  // work was submitted without a wait are counted when the GPU finished
+  // them. decode_ms / step_ms.size() is the time per token.
+  double decode_ms = 0;
+  double total_ms = 0;
+  int plans_built = 0;  // plans the sessions built during this run
+  // Created on the GPU during the steps after the first one after the
+  // prompt (which sizes the cache for the run): none once every plan of the
+  // run's lengths exists.
+  uint64_t steady_buffers = 0, steady_bind_groups = 0, steady_pipelines = 0;
+  int waits = 0;        // host waits for the GPU (token readbacks)
+};
+
+class Generator {
+ public:
+  Generator(gpu::Context& ctx, const Models& models, onnx_import::SessionOptions options = {});
+  ~Generator();
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
+
+  // prompt: one row of token ids per sequence, all the same length (>= 1).
+  // encoder_input: the encoder's input (required with an encoder).
+  Result run(const std::vector<std::vector<int64_t>>& prompt, const Options& options,
+             const HostTensor* encoder_input = nullptr);
+
+  // The layout found (for --verbose): one line per role.
+  std::string describe() const;
+  onnx_import::Session& decoder() { return *decoder_; }
+
+ private:
+  struct Layout;
+  struct Sampler;
+  gpu::Context& ctx_;
+  std::unique_ptr<onnx_import::Session> decoder_, first_, encoder_;
+  std::unique_ptr<Layout> dec_layout_, first_layout_;
+  std::map<std::string, std::unique_ptr<Sampler>> samplers_;
+  // The cache by past input name, the last logits, the token, the tokens
+  // not read back yet: kept from run to run, so that a run at lengths seen
+  // before creates nothing on the GPU.
+  std::map<std::string, DeviceTensor> cache_;
+  DeviceTensor logits_, token_, history_;
+  gpu::Buffer history_staging_;
+  Sampler& sampler_for(const Shape& logits, DType dtype, const Options& o);
+};
+
+}  // namespace wgnn::generate

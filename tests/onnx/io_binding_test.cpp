@@ -1,0 +1,141 @@
+// Session::run with IO binding (onnx/session.h Feeds / Fetches): a cache
+// carried from run to run on the GPU (present -> past, grown in place)
+// against the same loop through host memory; outputs not asked for are not
+// returned; a run that does not wait; and the errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include "error_of.h"
+#include "gpu_fixture.h"
+#include "onnx/session.h"
+#include "onnx_model_builder.h"
+
+using namespace wgnn;
+using namespace wgnn::onnx_import;
+using testing::HasSubstr;
+using wgnn::test::ModelBuilder;
+
+namespace {
+
+HostTensor f32(const Shape& s, float start = 0.f, float step = 1.f) {
+  HostTensor t(DType::F32, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = start + step * float(i);
+  return t;
+}
+
+// present = Concat(past, tanh(x)) along the length; y = sum over it.
+std::string cache_model() {
+  ModelBuilder b;
+  b.input("past", {1, 2, -1, 4}, onnx::TensorProto::FLOAT, {"", "", "P"});
+  b.input("x", {1, 2, 1, 4});
+  b.output("present", {1, 2, -1, 4}, onnx::TensorProto::FLOAT, {"", "", "T"});
+  b.output("y", {1, 2, 1, 4});
+  b.node("Tanh", {"x"}, {"t"});
+  ModelBuilder::attr_int(b.node("Concat", {"past", "t"}, {"present"}), "axis", 2);
+  b.init_i64("axes", {2});
+  b.node("ReduceSum", {"present", "axes"}, {"y"});
+  return b.save("io_binding_cache.onnx");
+}
+
+TEST(IoBinding, ACacheCarriedOnTheGpuMatchesTheHostLoop) {
+  Session s(test::ctx(), cache_model());
+  HostTensor past_host = f32({1, 2, 2, 4}, 0.1f, 0.05f);
+  DeviceTensor cache = to_device(test::ctx(), past_host, "cache");
+  const gpu::Buffer first_buffer = cache.buffer;
+  for (int step = 0; step < 6; ++step) {
+    const HostTensor x = f32({1, 2, 1, 4}, -0.3f + 0.1f * float(step), 0.07f);
+    // Through host memory.
+    auto host = s.run({{"past", past_host}, {"x", x}});
+    // On the GPU: the present written into the buffer the past came from.
+    Feeds f;
+    f.device["past"] = &cache;
+    f.host["x"] = &x;
+    Fetches out;
+    out.device["present"].buffer = cache.buffer;
+    out.host["y"];
+    s.run(f, out);
+    EXPECT_EQ(out.host.size(), 1u);
+    EXPECT_EQ(out.host.at("y").data, host.at("y").data) << "step " << step;
+    cache = std::move(out.device.at("present"));
+    EXPECT_EQ(cache.shape, (Shape{1, 2, 3 + step, 4}));
+    EXPECT_EQ(cache.dtype, DType::F32);
+    EXPECT_EQ(to_host(test::ctx(), cache).data, host.at("present").data) << "step " << step;
+    past_host = host.at("present");
+  }
+  // Grown by doubling: 32 bytes a step from 64 over 6 steps takes two new
+  // buffers at most, not six.
+  EXPECT_GE(cache.buffer.size(), cache.gpu_bytes());
+  EXPECT_FALSE(cache.buffer == first_buffer);
+}
+
+TEST(IoBinding, OnlyTheOutputsAskedForAndARunThatDoesNotWait) {
+  Session s(test::ctx(), cache_model());
+  const HostTensor past = f32({1, 2, 3, 4}), x = f32({1, 2, 1, 4}, 0.5f);
+  const auto all = s.run({{"past", past}, {"x", x}});
+  Feeds f;
+  f.host["past"] = &past;
+  f.host["x"] = &x;
+  Fetches out;
+  out.device["y"];
+  out.wait = false;
+  s.run(f, out);
+  EXPECT_TRUE(out.host.empty());
+  ASSERT_EQ(out.device.size(), 1u);
+  EXPECT_EQ(to_host(test::ctx(), out.device.at("y")).data, all.at("y").data);
+  // Both maps empty: every output read back.
+  Fetches every;
+  s.run(f, every);
+  EXPECT_EQ(every.host.size(), 2u);
+}
+
+TEST(IoBinding, Errors) {
+  Session s(test::ctx(), cache_model());
+  const HostTensor past = f32({1, 2, 3, 4}), x = f32({1, 2, 1, 4});
+  DeviceTensor dx = to_device(test::ctx(), x);
+  auto run = [&](Feeds f, Fetches o) { s.run(f, o); };
+  Feeds ok;
+  ok.host["past"] = &past;
+  ok.host["x"] = &x;
+  Fetches unknown;
+  unknown.host["nope"];
+  EXPECT_THAT(test::error_of([&] { run(ok, unknown); }), HasSubstr("'nope' is not an output"));
+  Fetches twice;
+  twice.host["y"];
+  twice.device["y"];
+  EXPECT_THAT(test::error_of([&] { run(ok, twice); }), HasSubstr("asked for twice"));
+  Feeds both = ok;
+  both.device["x"] = &dx;
+  EXPECT_THAT(test::error_of([&] { run(both, {}); }), HasSubstr("given twice"));
+  Feeds empty_dev;
+  DeviceTensor none;
+  empty_dev.host["past"] = &past;
+  empty_dev.device["x"] = &none;
+  EXPECT_THAT(test::error_of([&] { run(empty_dev, {}); }), HasSubstr("no storage"));
+  Feeds wrong;
+  wrong.host["past"] = &past;
+  DeviceTensor di = to_device(test::ctx(), HostTensor(DType::I64, {1, 2, 1, 4}));
+  wrong.device["x"] = &di;
+  EXPECT_THAT(test::error_of([&] { run(wrong, {}); }), HasSubstr("dtype int64"));
+
+  // A shape input (Reshape's target) given on the GPU: its values are needed
+  // on the host.
+  ModelBuilder b;
+  b.input("x", {-1});
+  b.input("shape", {2}, onnx::TensorProto::INT64);
+  b.output("y", {-1, -1});
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  Session r(test::ctx(), b.save("io_binding_reshape.onnx"));
+  HostTensor shape(DType::I64, {2});
+  shape.as<int64_t>()[0] = 2;
+  shape.as<int64_t>()[1] = 3;
+  DeviceTensor dshape = to_device(test::ctx(), shape);
+  const HostTensor x6 = f32({6});
+  Feeds rf;
+  rf.host["x"] = &x6;
+  rf.device["shape"] = &dshape;
+  Fetches ro;
+  EXPECT_THAT(test::error_of([&] { r.run(rf, ro); }), HasSubstr("given as a device tensor, but its values are needed on the host"));
+}
+
+}  // namespace
