@@ -26,8 +26,11 @@
 # Variables: RUNS (50), WARMUP (10), OPSET (17), MINI=1 (the zoo's small
 # versions, for a quick check), VARIANTS ("fp32 q8dyn q8qdq q4"), PY
 # (python3), WGNN (build/wgnn), ORT_PEER (an unpacked ortpeer/; default:
-# .payload/ortpeer.tar.xz unpacked), OUT (/tmp/out), NO_GPU_ENV=1 (do not
-# source bench/gpu_env.sh: a run on this machine's lavapipe).
+# .payload/ortpeer.tar.xz unpacked), OUT (/tmp/out), TIMEOUT (seconds per
+# export, quantization, check or timing, 300), NO_GPU_ENV=1 (do not source
+# bench/gpu_env.sh: a run on this machine's lavapipe). The exported and
+# quantized files stay in ${TMPDIR:-/tmp}/wgnn_quantized and are reused,
+# so a large set can run one model per call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ "${NO_GPU_ENV:-0}" = 1 ] || source bench/gpu_env.sh
@@ -38,6 +41,7 @@ RUNS=${RUNS:-50}
 WARMUP=${WARMUP:-10}
 OPSET=${OPSET:-17}
 VARIANTS=${VARIANTS:-fp32 q8dyn q8qdq q4}
+T=${TIMEOUT:-300}
 mkdir -p "$OUT"
 work=${TMPDIR:-/tmp}/wgnn_quantized
 mkdir -p "$work"
@@ -63,7 +67,7 @@ if [ "${MINI:-0}" = 1 ]; then mini=(--mini); suffix=_mini; fi
 for name in $(echo "${1:-resnet50,bart_decoder}" | tr ',' ' '); do
   base=$work/${name}${suffix}_opset${OPSET}
   if [ ! -f "$base.onnx" ]; then
-    if ! "$PY" scripts/models/export.py --model "$name" "${mini[@]}" --opset "$OPSET" --out "$work" > "$OUT/export_$name.txt" 2>&1; then
+    if ! timeout "$T" "$PY" scripts/models/export.py --model "$name" "${mini[@]}" --opset "$OPSET" --out "$work" > "$OUT/export_$name.txt" 2>&1; then
       echo "run_quantized_speed: exporting $name failed: $(tail -3 "$OUT/export_$name.txt")" >&2
       status=1
       continue
@@ -71,7 +75,7 @@ for name in $(echo "${1:-resnet50,bart_decoder}" | tr ',' ' '); do
   fi
   inputs=$base"_inputs"
   # The quantized files, beside the export (an existing one is reused).
-  "$PY" - "$base.onnx" "$inputs" $VARIANTS <<'PY' || status=1
+  timeout "$T" "$PY" - "$base.onnx" "$inputs" $VARIANTS <<'PY' || status=1
 import glob, os, sys
 import numpy as np
 src, inputs, variants = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -118,8 +122,8 @@ PY
     # Outputs against ONNX Runtime's CPU provider on the same inputs.
     rm -rf "$work/out_wgnn"
     check='{"error": "wgnn run failed"}'
-    if "$WGNN" run "$file" "${args[@]}" --output-dir "$work/out_wgnn" > "$OUT/err.txt" 2>&1; then
-      check=$("$PY" - "$file" "$inputs" "$work/out_wgnn" <<'PY'
+    if timeout "$T" "$WGNN" run "$file" "${args[@]}" --output-dir "$work/out_wgnn" > "$OUT/err.txt" 2>&1; then
+      check=$(timeout "$T" "$PY" - "$file" "$inputs" "$work/out_wgnn" <<'PY'
 import glob, json, os, re, sys
 import numpy as np
 import onnxruntime as ort
@@ -138,14 +142,14 @@ PY
       echo "run_quantized_speed: wgnn run $file failed: $(tail -3 "$OUT/err.txt")" >&2
       status=1
     fi
-    if out=$("$WGNN" bench "$file" "${args[@]}" --runs "$RUNS" --warmup "$WARMUP" --json 2> "$OUT/err.txt"); then
+    if out=$(timeout "$T" "$WGNN" bench "$file" "${args[@]}" --runs "$RUNS" --warmup "$WARMUP" --json 2> "$OUT/err.txt"); then
       "$PY" -c 'import json,sys; j=json.loads(sys.argv[1]); j.update(json.loads(sys.argv[4])); j.update(tool="wgnn", variant=sys.argv[2], model_name=sys.argv[3], path=sys.argv[5]); print(json.dumps(j))' \
         "$(printf '%s\n' "$out" | tail -1)" "$v" "$name" "$check" "$file" >> "$lines"
     else
       echo "run_quantized_speed: wgnn bench $file failed: $(tail -3 "$OUT/err.txt")" >&2
       status=1
     fi
-    if out=$("$peer/node" "$peer/bench.js" "$file" --ep webgpu "${args[@]}" --runs "$RUNS" --warmup "$WARMUP" 2> "$OUT/err.txt"); then
+    if out=$(timeout "$T" "$peer/node" "$peer/bench.js" "$file" --ep webgpu "${args[@]}" --runs "$RUNS" --warmup "$WARMUP" 2> "$OUT/err.txt"); then
       "$PY" -c 'import json,sys; j=json.loads(sys.argv[1]); j.update(tool="ORT WebGPU", variant=sys.argv[2], model_name=sys.argv[3], path=sys.argv[4]); print(json.dumps(j))' \
         "$(printf '%s\n' "$out" | tail -1)" "$v" "$name" "$file" >> "$lines"
     else
