@@ -1376,6 +1376,50 @@ Mappers make_mappers() {
                                                                c.attr_int("select_last_index", 0) != 0})));
                                     }, nullptr};
   }
+  // LRN: x / (bias + alpha / size * sum of x^2 over `size` channels around
+  // c)^beta, the window floor((size - 1) / 2) channels before c and
+  // ceil((size - 1) / 2) after; the sum as an average pool over [C, spatial]
+  // counting the zero padding (alpha * that average).
+  m["LRN"] = {kFloat, [](NodeCtx& c) {
+                const Shape& s = c.shape(0);
+                if (s.size() < 3) c.fail(fmt::format("input {} must be [N, C, D1, ...]", shape_str(s)));
+                if (!c.has_attr("size")) c.fail("attribute 'size' is required");
+                const int64_t size = c.attr_int("size", 1);
+                if (size <= 0) c.fail(fmt::format("size {} must be positive", size));
+                const double alpha = c.attr_float("alpha", 1e-4f), beta = c.attr_float("beta", 0.75f),
+                             bias = c.attr_float("bias", 1.f);
+                const DType dt = c.slot_dtype(0);
+                int64_t spatial = 1;
+                for (size_t d = 2; d < s.size(); ++d) spatial *= s[d];
+                TensorRef x = c.tensor(0);
+                TensorRef sq = c.view(c.call("aten.mul.Tensor", {x, x}).tensor(), {s[0], 1, s[1], spatial});
+                const int64_t before = (size - 1) / 2, after = size - 1 - before;
+                TensorRef avg = c.call("wgnn.avg_pool_padded.default", {sq, IntList{size, 1}, IntList{1, 1},
+                                                                        IntList{before, 0, after, 0}, IntList{1, 1},
+                                                                        false, true})
+                                    .tensor();
+                auto k = [&](double v) { return c.constant(host::scalar_like(dt, v)); };
+                TensorRef scaled = c.call("aten.mul.Tensor", {avg, k(alpha)}).tensor();
+                TensorRef base = c.call("aten.add.Tensor", {scaled, k(bias)}).tensor();
+                TensorRef den = c.call("aten.pow.Tensor_Tensor", {base, k(beta)}).tensor();
+                return one(c.out(c.call("aten.div.Tensor", {x, c.view(den, s)})));
+              }, nullptr};
+  // MeanVarianceNormalization as ONNX's function defines it: (x - E[x]) /
+  // (sqrt(E[x^2] - E[x]^2) + 1e-9), the means over `axes` (default 0, 2, 3).
+  m["MeanVarianceNormalization"] = {kFloat, [](NodeCtx& c) {
+    const int64_t r = int64_t(c.shape(0).size());
+    std::vector<int64_t> axes = c.has_attr("axes") ? c.attr_ints("axes") : std::vector<int64_t>{0, 2, 3};
+    for (auto& a : axes) a = ops::normalize_axis(a, r, "MeanVarianceNormalization", "axes");
+    const DType dt = c.slot_dtype(0);
+    TensorRef x = c.tensor(0);
+    auto mean = [&](TensorRef t) { return c.call("aten.mean.dim", {t, IntList(axes), true}).tensor(); };
+    TensorRef m1 = mean(x);
+    TensorRef m2 = mean(c.call("aten.mul.Tensor", {x, x}).tensor());
+    TensorRef var = c.call("aten.sub.Tensor", {m2, c.call("aten.mul.Tensor", {m1, m1}).tensor()}).tensor();
+    TensorRef sd = c.call("aten.add.Tensor", {c.call("aten.sqrt.default", {var}).tensor(),
+                                              c.constant(host::scalar_like(dt, 1e-9))}).tensor();
+    return one(c.out(c.call("aten.div.Tensor", {c.call("aten.sub.Tensor", {x, m1}).tensor(), sd})));
+  }, nullptr};
   // EyeLike: ones on diagonal k of a 2-D shape, known on the host.
   m["EyeLike"] = {{}, [](NodeCtx& c) {
                     const Shape& s = c.shape(0);

@@ -22,7 +22,7 @@ const std::map<std::string, int>& first_opset() {
       {"BatchNormalization", 1}, {"Cast", 6}, {"Ceil", 1}, {"Clip", 1}, {"Concat", 1}, {"Constant", 1},
       {"Conv", 1}, {"ConvTranspose", 1}, {"DepthToSpace", 1}, {"Div", 1}, {"Dropout", 1}, {"Elu", 1}, {"Equal", 1}, {"Exp", 1},
       {"Flatten", 1}, {"Floor", 1}, {"Gather", 1}, {"Gemm", 1}, {"GlobalAveragePool", 1}, {"GlobalMaxPool", 1},
-      {"Greater", 1}, {"HardSigmoid", 1}, {"Hardmax", 1}, {"Identity", 1}, {"InstanceNormalization", 1}, {"LeakyRelu", 1},
+      {"Greater", 1}, {"HardSigmoid", 1}, {"Hardmax", 1}, {"Identity", 1}, {"InstanceNormalization", 1}, {"LRN", 1}, {"LeakyRelu", 1},
       {"Less", 1}, {"Log", 1}, {"LogSoftmax", 1}, {"MatMul", 1}, {"Max", 1}, {"MaxPool", 1}, {"Mean", 1},
       {"Min", 1}, {"Mul", 1}, {"Neg", 1}, {"Not", 1}, {"Or", 1}, {"PRelu", 1}, {"Pad", 1}, {"Pow", 1},
       {"Reciprocal", 1}, {"ReduceL1", 1}, {"ReduceL2", 1}, {"ReduceLogSum", 1}, {"ReduceLogSumExp", 1},
