@@ -29,6 +29,7 @@ bin=$work/ortpeer/node_modules/onnxruntime-node/bin
 find "$bin" -mindepth 2 -maxdepth 2 -type d ! -name linux -exec rm -rf {} +
 find "$bin" -mindepth 3 -maxdepth 3 -type d -path '*/linux/*' ! -name x64 -exec rm -rf {} +
 cp -L "$node_bin" "$work/ortpeer/node"
+strip "$work/ortpeer/node" 2>/dev/null || true  # its symbols: a tenth of its size
 cp "$root/bench/ort_bench.js" "$work/ortpeer/bench.js"
 cp "$root/bench/ort_generate.js" "$work/ortpeer/generate.js"
 version=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$ort/onnxruntime-node/package.json" | head -1)

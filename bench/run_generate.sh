@@ -12,7 +12,8 @@
 #
 # Variables: WGNN (default build/wgnn), ORT_PEER (an unpacked ortpeer/ of
 # bench/make_ort_peer.sh), OUT (/tmp/out), WORK (/tmp/gen: the exported
-# models), PYTHON (python3: torch with CUDA), SIZE (full; mini for a try on a CPU).
+# models), PYTHON (python3: torch with CUDA), SIZE (full; mini for a try on a CPU),
+# TOOLS ("wgnn ort torch": which to run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WGNN=${WGNN:-build/wgnn}
@@ -40,7 +41,9 @@ for m in "${models[@]}"; do
   wargs=("$dir/decoder_with_past_model.onnx" --prompt "$PROMPT" --max-new-tokens 64 --repeat 2 --json)
   [ -f "$dir/decoder_model.onnx" ] && wargs+=(--first "$dir/decoder_model.onnx")
   [ -f "$dir/encoder_model.onnx" ] && wargs+=(--encoder "$dir/encoder_model.onnx" --encoder-input "$dir/encoder_input.npy")
+  TOOLS=${TOOLS:-wgnn ort torch}
   for variant in "fp32" "fp32 --unchecked" "fp16 --unchecked"; do
+    case " $TOOLS " in *" wgnn "*) ;; *) continue;; esac
     extra=()
     case "$variant" in *fp16*) extra+=(--fp16);; esac
     case "$variant" in *unchecked*) extra+=(--unchecked);; esac
@@ -51,6 +54,7 @@ for m in "${models[@]}"; do
     fi
   done
   for ep in cpu webgpu; do
+    case " $TOOLS " in *" ort "*) ;; *) continue;; esac
     if j=$("$ORT_PEER/node" "$ORT_PEER/generate.js" "$dir" --prompt "$PROMPT" --new 64 --ep $ep --repeat $([ $ep = cpu ] && echo 1 || echo 2) 2> "$OUT/err.txt"); then
       record "$m" "ORT $ep" "$(printf '%s\n' "$j" | tail -1)"
     else
@@ -58,6 +62,7 @@ for m in "${models[@]}"; do
     fi
   done
   for dt in fp32 fp16; do
+    case " $TOOLS " in *" torch "*) ;; *) continue;; esac
     if j=$("$PY" bench/torch_generate.py --model "$m" --size "${SIZE:-full}" --dtype $dt 2> "$OUT/err.txt"); then
       record "$m" "PyTorch eager $dt" "$(printf '%s\n' "$j" | tail -1)"
     else

@@ -340,12 +340,12 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
     std::vector<int32_t> rng{int32_t(uint32_t(o.seed)), int32_t(uint32_t(o.seed >> 32)), index, 0};
     const Graph::HostIn rin{sm.rng, rng.data(), rng.size() * sizeof(int32_t)};
     const Graph::DeviceIn lin{sm.logits, &logits};
-    const Graph::DeviceOut tout{sm.ids, &token};
+    // The token to the next step and to the history, in the sampler's one
+    // submit.
+    const Graph::DeviceOut touts[2] = {{sm.ids, &token, false, 0},
+                                       {sm.ids, &history, true, uint64_t(pending) * uint64_t(B) * 4}};
     token.dtype = DType::I64;
-    sm.g->run(std::span(&rin, 1), {}, std::span(&lin, 1), std::span(&tout, 1), false);
-    gpu::Recorder rec(ctx_);
-    rec.copy(token.buffer, 0, history.buffer, uint64_t(pending) * uint64_t(B) * 4, uint64_t(B) * 4);
-    rec.submit();
+    sm.g->run(std::span(&rin, 1), {}, std::span(&lin, 1), std::span(touts, 2), false);
     ++pending;
     past_len += new_len;
   };

@@ -13,7 +13,24 @@ namespace wgnn {
 
 Graph::Graph(gpu::Context& ctx) : ctx_(ctx) {}
 
+// A run submitted and not waited for (Graph::submit).
+struct Graph::Pending {
+  std::unique_ptr<gpu::Recorder> rec;
+  std::vector<int> outputs;                 // tensor ids, in submit()'s order
+  std::vector<const gpu::Buffer*> staging;  // mapped by wait(): outputs', then the check flags'
+  size_t slot = 0;
+  uint64_t check_bytes = 0;
+  double upload_us = 0, encode_us = 0, submit_us = 0;
+};
+
 Graph::~Graph() {
+  for (auto& p : pending_) {
+    try {
+      p->rec->finish();  // its buffers are in use until the GPU is done
+    } catch (...) {
+    }
+  }
+  pending_.clear();
   if (store_)
     for (const std::string& k : store_keys_) store_->release(k);
 }
@@ -164,7 +181,7 @@ Graph::Check Graph::add_check(std::string what) {
   if (!check_flags_.valid()) {
     const uint64_t bytes = uint64_t(kMaxChecks) * 8;
     check_flags_ = ctx_.create_buffer(bytes, gpu::kStorageUsage, "check flags");
-    check_staging_ = ctx_.create_buffer(bytes, gpu::kMapRead | gpu::kCopyDst, "check flags readback");
+    for (auto& b : check_staging_) b = ctx_.create_buffer(bytes, gpu::kMapRead | gpu::kCopyDst, "check flags readback");
   }
   std::string message = origin_.empty() ? std::move(what) : origin_ + ": " + what;
   if (checks_.size() + 1 >= kMaxChecks) {
@@ -406,7 +423,8 @@ void Graph::prepare() {
     gpu::EncodedDispatch d;
     if (gpu::Recorder::make_encoded(ctx_, *node.pipeline, node.group, node.grid, &d)) encoded_.push_back(d);
   }
-  staging_.clear();
+  if (!pending_.empty()) throw Error("Graph::prepare: runs are in flight; wait() for them first");
+  for (auto& slot : staging_) slot.clear();
   if (!init_nodes_.empty()) {
     gpu::Recorder rec(ctx_);
     for (auto& node : init_nodes_) rec.dispatch(*node.pipeline, node.group, node.grid, node.label);
@@ -456,8 +474,8 @@ void Graph::read(TensorRef t, void* data, size_t bytes) {
   from_gpu_layout(ti.dtype, gpu.data(), size_t(ti.numel()), data);
 }
 
-gpu::Buffer& Graph::staging_for(int tensor) {
-  gpu::Buffer& b = staging_[tensor];
+gpu::Buffer& Graph::staging_for(int tensor, size_t slot) {
+  gpu::Buffer& b = staging_[slot][tensor];
   const TensorInfo& ti = tensors_[size_t(tensor)];
   const uint64_t bytes = (ti.gpu_bytes() + 3) / 4 * 4;
   if (!b.valid() || b.size() < bytes) {
@@ -482,26 +500,62 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
 
 void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs, std::span<const DeviceIn> device_in,
                 std::span<const DeviceOut> device_out, bool wait) {
-  if (!prepared_) prepare();
-  using clock = std::chrono::steady_clock;
-  const auto us = [](clock::time_point a, clock::time_point b) {
-    return std::chrono::duration<double, std::micro>(b - a).count();
-  };
+  if (!pending_.empty()) {
+    throw Error(fmt::format("Graph::run: {} submitted run(s) not waited for; wait() for them first", pending_.size()));
+  }
+  std::vector<TensorRef> refs;
+  refs.reserve(outputs.size());
   for (const HostOut& o : outputs) {
     const TensorInfo& ti = info(o.tensor);
     if (o.bytes != ti.nbytes()) {
       throw Error(fmt::format("reading {} bytes from tensor '{}' of {} bytes", o.bytes, ti.name, ti.nbytes()));
     }
+    refs.push_back(o.tensor);
   }
+  submit(inputs, refs, device_in, device_out);
+  if (!wait && pending_.back()->staging.empty() && timing_ == gpu::Timing::None) {
+    // Nothing to read: the queue orders what comes next after this work.
+    const Pending& p = *pending_.back();
+    last_run_.upload_us = p.upload_us;
+    last_run_.encode_us = p.encode_us;
+    last_run_.submit_us = p.submit_us;
+    last_run_.wait_us = 0;
+    last_run_.readback_us = 0;
+    last_run_.gpu_ms = -1;
+    last_run_.dispatches = nodes_.size();
+    pending_.pop_back();
+    return;
+  }
+  this->wait(outputs);
+}
+
+void Graph::submit(std::span<const HostIn> inputs, std::span<const TensorRef> outputs,
+                   std::span<const DeviceIn> device_in, std::span<const DeviceOut> device_out) {
+  if (!prepared_) prepare();
+  if (pending_.size() >= kMaxInFlight) {
+    throw Error(fmt::format("Graph::submit: {} runs are in flight already (at most {}); wait() for one first",
+                            pending_.size(), kMaxInFlight));
+  }
+  using clock = std::chrono::steady_clock;
+  const auto us = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+  };
+  auto p = std::make_unique<Pending>();
+  // A run alone uses slot 0 (its staging buffers made once); one behind
+  // another uses the slot after the other's.
+  p->slot = pending_.empty() ? 0 : (pending_.back()->slot + 1) % kMaxInFlight;
   const auto t0 = clock::now();
+  // Queue writes: ordered after the work submitted before (a run in flight
+  // reads its own inputs first), before this run's passes.
   for (const HostIn& in : inputs) write(in.tensor, in.data, in.bytes);
-  const uint64_t check_bytes = uint64_t(checks_.size()) * 8;
-  if (check_bytes > 0) {
+  p->check_bytes = uint64_t(checks_.size()) * 8;
+  if (p->check_bytes > 0) {
     static const std::vector<uint32_t> zeros(size_t(kMaxChecks) * 2, 0u);
-    ctx_.write(check_flags_, zeros.data(), check_bytes);
+    ctx_.write(check_flags_, zeros.data(), p->check_bytes);
   }
   const auto t1 = clock::now();
-  gpu::Recorder rec(ctx_, timing_);
+  p->rec = std::make_unique<gpu::Recorder>(ctx_, timing_);
+  gpu::Recorder& rec = *p->rec;
   for (const DeviceIn& d : device_in) {
     const TensorInfo& ti = info(d.tensor);
     const DeviceTensor& src = *d.src;
@@ -529,56 +583,93 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
     at += part;
   }
   rec.dispatch_all(encoded_.data() + at, encoded_.size() - at);
-  run_staging_.clear();
-  for (const HostOut& o : outputs) {
-    const TensorInfo& ti = info(o.tensor);
-    const gpu::Buffer& staging = staging_for(o.tensor.id);
-    if (std::find(run_staging_.begin(), run_staging_.end(), &staging) != run_staging_.end()) continue;  // twice
+  for (const TensorRef& o : outputs) {
+    const TensorInfo& ti = info(o);
+    p->outputs.push_back(o.id);
+    const gpu::Buffer& staging = staging_for(o.id, p->slot);
+    if (std::find(p->staging.begin(), p->staging.end(), &staging) != p->staging.end()) continue;  // twice
     if (ti.gpu_bytes() > 0) rec.copy(ti.buffer, ti.offset, staging, 0, (ti.gpu_bytes() + 3) / 4 * 4);
-    run_staging_.push_back(&staging);
+    p->staging.push_back(&staging);
   }
   for (const DeviceOut& d : device_out) {
     const TensorInfo& ti = info(d.tensor);
     DeviceTensor& dst = *d.dst;
     const uint64_t bytes = (ti.gpu_bytes() + 3) / 4 * 4;
+    if (d.append) {
+      if (!dst.valid() || d.offset + bytes > dst.buffer.size() || d.offset % 4 != 0) {
+        throw Error(fmt::format("appending '{}' ({} bytes) at byte {} of a device tensor of {} bytes", ti.name, bytes,
+                                d.offset, dst.valid() ? dst.buffer.size() : 0));
+      }
+      if (bytes > 0) rec.copy(ti.buffer, ti.offset, dst.buffer, d.offset, bytes);
+      continue;
+    }
     ensure_capacity(ctx_, dst, bytes, ti.name);
     dst.shape = ti.shape;
     dst.stored = ti.dtype;
     if (bytes > 0) rec.copy(ti.buffer, ti.offset, dst.buffer, 0, bytes);
   }
-  if (check_bytes > 0) {
-    rec.copy(check_flags_, 0, check_staging_, 0, check_bytes);
-    run_staging_.push_back(&check_staging_);
+  if (p->check_bytes > 0) {
+    rec.copy(check_flags_, 0, check_staging_[p->slot], 0, p->check_bytes);
+    p->staging.push_back(&check_staging_[p->slot]);
   }
   const auto t2 = clock::now();
   rec.submit();
   const auto t3 = clock::now();
-  const bool no_wait = run_staging_.empty() && !wait && timing_ == gpu::Timing::None;
-  if (no_wait) {
-    // Nothing to read: the queue orders what comes next after this work.
-  } else if (run_staging_.empty()) {
-    rec.finish();
+  p->upload_us = us(t0, t1);
+  p->encode_us = us(t1, t3);
+  p->submit_us = us(t2, t3);
+  pending_.push_back(std::move(p));
+}
+
+void Graph::wait(std::span<const HostOut> outputs) {
+  if (pending_.empty()) throw Error("Graph::wait: no run was submitted");
+  using clock = std::chrono::steady_clock;
+  const auto us = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+  };
+  // Whatever happens below, the oldest run is done with once this returns.
+  std::unique_ptr<Pending> p = std::move(pending_.front());
+  pending_.erase(pending_.begin());
+  bool ok = outputs.size() == p->outputs.size();
+  for (size_t k = 0; ok && k < outputs.size(); ++k) {
+    ok = outputs[k].tensor.id == p->outputs[k] && outputs[k].bytes == info(outputs[k].tensor).nbytes();
+  }
+  const auto t3 = clock::now();
+  if (p->staging.empty()) {
+    p->rec->finish();
   } else {
-    ctx_.map_for_read(run_staging_);
-    rec.finish_completed();
+    ctx_.map_for_read(p->staging);
+    p->rec->finish_completed();
   }
   const auto t4 = clock::now();
+  struct Unmap {  // the staging buffers are unmapped whatever is thrown
+    gpu::Context& ctx;
+    const std::vector<const gpu::Buffer*>& bufs;
+    ~Unmap() {
+      for (const gpu::Buffer* b : bufs) ctx.unmap(*b);
+    }
+  } unmap{ctx_, p->staging};
+  if (!ok) {
+    throw Error(fmt::format("Graph::wait: {} outputs given, not the {} tensors submitted (in that order, at "
+                            "their sizes)",
+                            outputs.size(), p->outputs.size()));
+  }
   for (const HostOut& o : outputs) {
     const TensorInfo& ti = info(o.tensor);
-    const gpu::Buffer& staging = staging_.at(o.tensor.id);
+    const gpu::Buffer& staging = staging_[p->slot].at(o.tensor.id);
     if (ti.gpu_bytes() > 0) {
-      const void* p = ctx_.mapped(staging, ti.gpu_bytes());
+      const void* src = ctx_.mapped(staging, ti.gpu_bytes());
       if (gpu_dtype_size(ti.dtype) == dtype_size(ti.dtype)) {
-        std::memcpy(o.data, p, o.bytes);
+        std::memcpy(o.data, src, o.bytes);
       } else {
-        from_gpu_layout(ti.dtype, p, size_t(ti.numel()), o.data);
+        from_gpu_layout(ti.dtype, src, size_t(ti.numel()), o.data);
       }
     }
   }
   std::string failed;
-  if (check_bytes > 0) {
+  if (p->check_bytes > 0) {
     std::vector<uint32_t> flags(checks_.size() * 2);
-    std::memcpy(flags.data(), ctx_.mapped(check_staging_, check_bytes), check_bytes);
+    std::memcpy(flags.data(), ctx_.mapped(check_staging_[p->slot], p->check_bytes), p->check_bytes);
     for (size_t k = 0; k < checks_.size() && failed.empty(); ++k) {
       if (flags[2 * k] == 0) continue;
       failed = checks_[k];  // the value goes where `what` (the end) says {}
@@ -587,15 +678,14 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
       }
     }
   }
-  for (const gpu::Buffer* b : run_staging_) ctx_.unmap(*b);
   if (!failed.empty()) throw Error(failed);
   const auto t5 = clock::now();
-  last_run_.upload_us = us(t0, t1);
-  last_run_.encode_us = us(t1, t3);
-  last_run_.submit_us = us(t2, t3);
+  last_run_.upload_us = p->upload_us;
+  last_run_.encode_us = p->encode_us;
+  last_run_.submit_us = p->submit_us;
   last_run_.wait_us = us(t3, t4);
   last_run_.readback_us = us(t4, t5);
-  last_run_.gpu_ms = timing_ == gpu::Timing::None ? -1 : rec.total_gpu_ms();
+  last_run_.gpu_ms = timing_ == gpu::Timing::None ? -1 : p->rec->total_gpu_ms();
   last_run_.dispatches = nodes_.size();
 }
 

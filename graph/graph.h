@@ -226,9 +226,28 @@ class Graph {
   struct DeviceOut {
     TensorRef tensor;
     DeviceTensor* dst = nullptr;
+    // Appending: the bytes go to dst's buffer at this offset (which must
+    // hold them), and dst's shape is left as it is.
+    bool append = false;
+    uint64_t offset = 0;
   };
   void run(std::span<const HostIn> inputs, std::span<const HostOut> outputs, std::span<const DeviceIn> device_in,
            std::span<const DeviceOut> device_out, bool wait = true);
+  // run() in two halves, for a caller that keeps the GPU busy: submit()
+  // writes the inputs and submits the work (its host outputs copied into
+  // staging buffers of the run's own), wait() waits for the oldest submitted
+  // run and copies its outputs out (`outputs`: the tensors given to
+  // submit(), in that order). At most kMaxInFlight runs are submitted and
+  // not waited for: the second is queued behind the first on the GPU (same
+  // buffers, queue order), so the host may upload and submit photo i+1
+  // before it reads photo i back. The inputs' memory may be reused once
+  // submit() returns. run() refuses while a run is in flight; a Graph
+  // dropped with runs in flight waits for the GPU first.
+  static constexpr size_t kMaxInFlight = 2;
+  void submit(std::span<const HostIn> inputs, std::span<const TensorRef> outputs,
+              std::span<const DeviceIn> device_in = {}, std::span<const DeviceOut> device_out = {});
+  void wait(std::span<const HostOut> outputs);
+  size_t in_flight() const { return pending_.size(); }
   // Timing of later run()s: None (the default) or Total, which adds
   // timestamp writes around the pass and reads them back after the wait
   // (RunStats::gpu_ms). PerDispatch is run_profiled().
@@ -271,7 +290,8 @@ class Graph {
   std::string memory_summary() const;
 
  private:
-  gpu::Buffer& staging_for(int tensor);
+  gpu::Buffer& staging_for(int tensor, size_t slot);
+  struct Pending;  // a run submitted and not waited for
   // A constant's storage from store_ (its reference `key`, released in ~Graph).
   void hold_shared(TensorInfo& ti, gpu::Buffer buffer, std::string key);
   gpu::BufferBinding resolve(const Binding& b);
@@ -291,14 +311,15 @@ class Graph {
   RunStats last_run_;
   // What run() encodes, made by prepare(): empty grids dropped, grids checked.
   std::vector<gpu::EncodedDispatch> encoded_;
-  // Readback staging buffers by tensor id, made on first use, kept.
-  std::unordered_map<int, gpu::Buffer> staging_;
-  std::vector<const gpu::Buffer*> run_staging_;  // per-run scratch, kept for its capacity
+  // Readback staging buffers by tensor id, made on first use, kept: one set
+  // per run in flight (slot).
+  std::unordered_map<int, gpu::Buffer> staging_[kMaxInFlight];
+  std::vector<std::unique_ptr<Pending>> pending_;  // oldest first
   // Checked mode (add_check): messages by slot, the flag buffer, its readback.
   bool checked_ = true;
   std::string origin_;
   std::vector<std::string> checks_;
-  gpu::Buffer check_flags_, check_staging_;
+  gpu::Buffer check_flags_, check_staging_[kMaxInFlight];
   gpu::Timing timing_ = gpu::Timing::None;
 };
 

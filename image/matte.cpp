@@ -23,7 +23,7 @@ std::vector<float> to_planar(const Image& rgb, int w, int h, Normalization n) {
   return out;
 }
 
-Image matte_to_alpha(const std::vector<float>& matte, int mw, int mh, int w, int h) {
+Image matte_to_alpha(std::span<const float> matte, int mw, int mh, int w, int h) {
   if (mw <= 0 || mh <= 0 || matte.size() != size_t(mw) * size_t(mh)) {
     throw Error(fmt::format("matte_to_alpha: a {}x{} matte needs {} values; got {}", mw, mh,
                             size_t(std::max(mw, 0)) * size_t(std::max(mh, 0)), matte.size()));

@@ -4,6 +4,7 @@
 // the photo's size.
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "image/image.h"
@@ -28,7 +29,7 @@ std::vector<float> to_planar(const Image& rgb, int w, int h, Normalization n);
 // A matte of mh rows of mw values (ideally in [0, 1]) to a one-channel alpha
 // of w x h: clamped to [0, 1] (NaN -> 0), resized (bilinear growing, area
 // shrinking), alpha = round(255 * m).
-Image matte_to_alpha(const std::vector<float>& matte, int mw, int mh, int w, int h);
+Image matte_to_alpha(std::span<const float> matte, int mw, int mh, int w, int h);
 
 // Two one-channel alphas of one size multiplied: round(a * b / 255). A
 // photo's own transparency stays transparent in its cut-out.

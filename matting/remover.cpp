@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <span>
 #include <string_view>
 
 #include "graph/half.h"
@@ -201,18 +202,15 @@ Prepared Remover::prepare(const image::Image& photo) const {
   return p;
 }
 
-Matte Remover::infer(const Prepared& p) {
-  const int w = p.plan.width, h = p.plan.height;
-  const auto t0 = clock::now();
-  std::map<std::string, HostTensor>& outs = outputs_;
-  const bool resized = declared_[2] > 0 && declared_[3] > 0 && (declared_[2] != h || declared_[3] != w);
+void Remover::rethrow_for_size(int w, int h) const {
   try {
-    session_->run(p.inputs, outs);
+    throw;
   } catch (const Unsupported&) {
     throw;
   } catch (const HostOutOfMemory&) {
     throw;  // not the size's fault
   } catch (const Error& e) {
+    const bool resized = declared_[2] > 0 && declared_[3] > 0 && (declared_[2] != h || declared_[3] != w);
     if (!resized) throw;
     // Some exports trace their upsampling to constant sizes and only run at
     // the size they declare.
@@ -220,32 +218,96 @@ Matte Remover::infer(const Prepared& p) {
                             declared_[3], declared_[2], w, h,
                             kind_ == Preprocess::ISNet ? " (or use isnet_any_size.onnx, which scripts/setup derives)" : ""));
   }
-  Matte out;
-  out.run_s = seconds_since(t0);
+}
 
+bool Remover::can_submit(const Prepared& p) const {
+  if (in_flight_.empty()) return true;
+  return in_flight_.size() < 2 && in_flight_.back().width == p.plan.width && in_flight_.back().height == p.plan.height;
+}
+
+void Remover::submit(const Prepared& p) {
+  if (!can_submit(p)) {
+    throw Error(fmt::format("Remover::submit: {} photo(s) in flight{}; collect() first", in_flight_.size(),
+                            in_flight_.size() < 2 ? " at another input size" : ""));
+  }
+  const auto t0 = clock::now();
+  try {
+    session_->start(p.inputs);
+  } catch (...) {
+    rethrow_for_size(p.plan.width, p.plan.height);
+  }
+  in_flight_.push_back({p.plan.width, p.plan.height, seconds_since(t0)});
+}
+
+Matte Remover::collect() {
+  if (in_flight_.empty()) throw Error("Remover::collect: no photo was submitted");
+  const InFlight f = in_flight_.front();
+  in_flight_.pop_front();
+  const int w = f.width, h = f.height;
   const auto& first = session_->outputs().front();
-  const HostTensor& m = outs.at(first.name);
+  {
+    // Host memory for the matte from a finished photo, written in place.
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    if (!spare_.empty() && outputs_.find(first.name) == outputs_.end()) {
+      outputs_[first.name] = std::move(spare_.back());
+      spare_.pop_back();
+    }
+  }
+  const auto t0 = clock::now();
+  try {
+    session_->finish(outputs_);
+  } catch (...) {
+    rethrow_for_size(w, h);
+  }
+  Matte out;
+  out.submit_s = f.submit_s;
+  out.wait_s = seconds_since(t0);
+  out.run_s = out.submit_s + out.wait_s;
+  auto it = outputs_.find(first.name);
+  if (it == outputs_.end()) throw Error(fmt::format("the model gave no output '{}'", first.name));
+  const HostTensor& m = it->second;
   bool ok = m.shape.size() >= 2 && m.shape[m.shape.size() - 2] == h && m.shape.back() == w && m.numel() == int64_t(w) * h;
   if (!ok || (m.dtype != DType::F32 && m.dtype != DType::F16)) {
     throw Error(fmt::format("the model's first output '{}' is {} {}; remove-bg reads it as the matte and needs "
                             "float 1x1x{}x{} (the input's height and width)",
                             first.name, dtype_name(m.dtype), shape_str(m.shape), h, w));
   }
-  out.values.resize(size_t(m.numel()));
-  if (m.dtype == DType::F32) {
-    std::memcpy(out.values.data(), m.data.data(), m.nbytes());
-  } else {
-    const uint16_t* h16 = m.as<uint16_t>();
-    for (size_t i = 0; i < out.values.size(); ++i) out.values[i] = half_to_float(h16[i]);
-  }
+  out.tensor = std::move(it->second);
+  outputs_.erase(it);
   return out;
 }
 
-Cutout Remover::finish(Prepared p, const Matte& m) const {
+Matte Remover::infer(const Prepared& p) {
+  if (!in_flight_.empty()) {
+    throw Error(fmt::format("Remover::infer: {} photo(s) submitted and not collected", in_flight_.size()));
+  }
+  submit(p);
+  return collect();
+}
+
+Cutout Remover::finish(Prepared p, Matte m) const {
   Cutout c;
   c.plan = std::move(p.plan);
   c.run_s = m.run_s;
-  c.alpha = image::matte_to_alpha(m.values, c.plan.width, c.plan.height, p.rgb.width, p.rgb.height);
+  const HostTensor& t = m.tensor;
+  if (t.numel() != int64_t(c.plan.width) * c.plan.height || (t.dtype != DType::F32 && t.dtype != DType::F16)) {
+    throw Error(fmt::format("Remover::finish: a matte of {} {} for a {}x{} input", dtype_name(t.dtype),
+                            shape_str(t.shape), c.plan.width, c.plan.height));
+  }
+  if (t.dtype == DType::F32) {
+    c.alpha = image::matte_to_alpha(std::span<const float>(t.as<float>(), size_t(t.numel())), c.plan.width,
+                                    c.plan.height, p.rgb.width, p.rgb.height);
+  } else {
+    std::vector<float> values(size_t(t.numel()));
+    const uint16_t* h16 = t.as<uint16_t>();
+    for (size_t i = 0; i < values.size(); ++i) values[i] = half_to_float(h16[i]);
+    c.alpha = image::matte_to_alpha(values, c.plan.width, c.plan.height, p.rgb.width, p.rgb.height);
+  }
+  {
+    // Its memory goes back to collect() (a few kept: the photos in flight).
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    if (spare_.size() < 4) spare_.push_back(std::move(m.tensor));
+  }
   if (p.post_process) c.alpha = image::post_process_alpha(c.alpha);
   if (p.alpha.channels == 1) c.alpha = image::multiply_alpha(c.alpha, p.alpha);
   c.rgba = image::with_alpha(p.rgb, c.alpha);

@@ -21,8 +21,10 @@
 // photo's own alpha when it has one (--post-process: the matte cleaned and
 // made hard first, image::post_process_alpha).
 // A fixed-size model (ISNet's kind) with MODNet pre-processing is refused.
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -73,10 +75,13 @@ struct Prepared {
   bool post_process = false;
 };
 
-// The model's matte for one photo (infer): plan.height rows of plan.width.
+// The model's matte for one photo (infer, collect): plan.height rows of
+// plan.width, as the model gave it (float32 or float16; finish() reads it).
 struct Matte {
-  std::vector<float> values;
-  double run_s = 0;
+  HostTensor tensor;
+  double run_s = 0;     // submit_s + wait_s: the GPU thread's time for the photo
+  double submit_s = 0;  // checking and uploading the input, submitting the work
+  double wait_s = 0;    // waiting for the GPU, reading the matte back
 };
 
 struct Cutout {
@@ -119,7 +124,18 @@ class Remover {
   // time as infer() (the GPU; one thread at a time).
   Prepared prepare(const image::Image& photo) const;
   Matte infer(const Prepared& p);
-  Cutout finish(Prepared p, const Matte& m) const;
+  Cutout finish(Prepared p, Matte m) const;
+  // infer() in two halves (Session::start/finish), so that the GPU goes
+  // from one photo to the next without waiting for the host: submit()
+  // uploads the photo's input and queues its run; collect() waits for the
+  // oldest submitted photo and returns its matte. At most two photos are in
+  // flight, and a second only behind one of the same input size
+  // (can_submit); p.inputs may be freed once submit() returns. infer()
+  // refuses while a photo is in flight.
+  bool can_submit(const Prepared& p) const;
+  void submit(const Prepared& p);
+  Matte collect();
+  size_t in_flight() const { return in_flight_.size(); }
 
   double load_s() const { return load_s_; }
   Preprocess kind() const { return kind_; }
@@ -133,9 +149,19 @@ class Remover {
   Shape declared_;  // the input's declared shape (-1: dynamic)
   Preprocess kind_ = Preprocess::ISNet;
   double load_s_ = 0;
-  // The matte's host memory, kept from run to run as `wgnn bench` keeps
-  // its outputs. infer() runs on one thread at a time.
+  // The Session's output map, kept from run to run; the matte's host memory
+  // comes back from finish() (spare_, a few kept) and is written in place,
+  // so that the GPU thread allocates none. infer() runs on one thread at a
+  // time; finish() on any.
   std::map<std::string, HostTensor> outputs_;
+  mutable std::mutex spare_mutex_;
+  mutable std::vector<HostTensor> spare_;
+  struct InFlight {
+    int width = 0, height = 0;
+    double submit_s = 0;
+  };
+  std::deque<InFlight> in_flight_;
+  [[noreturn]] void rethrow_for_size(int w, int h) const;
 };
 
 }  // namespace wgnn::matting

@@ -368,7 +368,8 @@ Session::~Session() {
   // it may be running on another thread.
   const std::unique_lock<std::mutex> turn = ctx_.exclusive();
   last_ = nullptr;
-  built_.clear();
+  started_.clear();
+  built_.clear();  // a Graph with runs in flight waits for the GPU
   constants_.reset();
 }
 
@@ -607,29 +608,27 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
   return out;
 }
 
+void Session::all_outputs(Fetches& f) const {
+  // Entries that are not outputs go; every output is returned.
+  for (auto it = f.host.begin(); it != f.host.end();) {
+    const bool is_output = std::any_of(outputs_.begin(), outputs_.end(),
+                                       [&](const ValueInfo& o) { return o.name == it->first; });
+    it = is_output ? std::next(it) : f.host.erase(it);
+  }
+  for (const auto& o : outputs_) f.host[o.name];
+}
+
 void Session::run(const std::map<std::string, HostTensor>& inputs, std::map<std::string, HostTensor>& out) {
   Feeds feeds;
   for (const auto& [name, t] : inputs) feeds.host[name] = &t;
   Fetches fetches;
   fetches.host = std::move(out);
-  if (fetches.host.empty()) {
-    for (const auto& o : outputs_) fetches.host[o.name];
-  } else {
-    // Entries that are not outputs go; every output is returned.
-    for (auto it = fetches.host.begin(); it != fetches.host.end();) {
-      const bool is_output = std::any_of(outputs_.begin(), outputs_.end(),
-                                         [&](const ValueInfo& o) { return o.name == it->first; });
-      it = is_output ? std::next(it) : fetches.host.erase(it);
-    }
-    for (const auto& o : outputs_) fetches.host[o.name];
-  }
+  all_outputs(fetches);
   run(feeds, fetches);
   out = std::move(fetches.host);
 }
 
-void Session::run(const Feeds& inputs, Fetches& out) {
-  // Sessions sharing a Context take turns (gpu/context.h, "Threading").
-  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
+void Session::check_feeds(const Feeds& inputs) const {
   auto is_input = [&](const std::string& name) {
     return std::any_of(inputs_.begin(), inputs_.end(), [&](const ValueInfo& v) { return v.name == name; });
   };
@@ -641,20 +640,6 @@ void Session::run(const Feeds& inputs, Fetches& out) {
   for (const auto& [name, t] : inputs.device) {
     if (!is_input(name)) throw Error(fmt::format("'{}' is not an input of this model", name));
     if (!t || !t->valid()) throw Error(fmt::format("input '{}': the device tensor has no storage", name));
-  }
-  for (const auto& [name, t] : out.host) {
-    if (std::none_of(outputs_.begin(), outputs_.end(), [&](const ValueInfo& o) { return o.name == name; })) {
-      throw Error(fmt::format("'{}' is not an output of this session", name));
-    }
-    if (out.device.count(name)) throw Error(fmt::format("output '{}' is asked for twice (host and device)", name));
-  }
-  for (const auto& [name, t] : out.device) {
-    if (std::none_of(outputs_.begin(), outputs_.end(), [&](const ValueInfo& o) { return o.name == name; })) {
-      throw Error(fmt::format("'{}' is not an output of this session", name));
-    }
-  }
-  if (out.host.empty() && out.device.empty()) {
-    for (const auto& o : outputs_) out.host[o.name];
   }
   for (const auto& in : inputs_) {
     const auto h = inputs.host.find(in.name);
@@ -675,6 +660,38 @@ void Session::run(const Feeds& inputs, Fetches& out) {
                               shape_str(shape), shape_str(in.shape)));
     }
   }
+}
+
+void Session::check_fetches(const Feeds& inputs, Fetches& out) const {
+  (void)inputs;
+  for (const auto& [name, t] : out.host) {
+    if (std::none_of(outputs_.begin(), outputs_.end(), [&](const ValueInfo& o) { return o.name == name; })) {
+      throw Error(fmt::format("'{}' is not an output of this session", name));
+    }
+    if (out.device.count(name)) throw Error(fmt::format("output '{}' is asked for twice (host and device)", name));
+  }
+  for (const auto& [name, t] : out.device) {
+    if (std::none_of(outputs_.begin(), outputs_.end(), [&](const ValueInfo& o) { return o.name == name; })) {
+      throw Error(fmt::format("'{}' is not an output of this session", name));
+    }
+  }
+  if (out.host.empty() && out.device.empty()) {
+    for (const auto& o : outputs_) out.host[o.name];
+  }
+}
+
+void Session::run(const Feeds& inputs, Fetches& out) {
+  // Sessions sharing a Context take turns (gpu/context.h, "Threading").
+  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
+  if (!started_.empty()) {
+    throw Error(fmt::format("Session::run: {} started run(s) not finished; finish() them first", started_.size()));
+  }
+  check_feeds(inputs);
+  check_fetches(inputs, out);
+  run_checked(inputs, out);
+}
+
+void Session::run_checked(const Feeds& inputs, Fetches& out) {
   // Values control flow reads back from the GPU: each probe computes one,
   // and the plan is the one built for the values read (onnx/subgraph.h).
   std::map<std::string, int64_t> decisions;
@@ -697,12 +714,81 @@ void Session::run(const Feeds& inputs, Fetches& out) {
   }
 }
 
-void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
-  Graph& g = *b.graph;
-  // Inputs written (host) or copied on the GPU (device), the pass, and the
-  // outputs copied out in one submit and at most one wait (Graph::run).
+void Session::start(const std::map<std::string, HostTensor>& inputs) {
+  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
+  if (started_.size() >= Graph::kMaxInFlight) {
+    throw Error(fmt::format("Session::start: {} runs started and not finished (at most {}); finish() one first",
+                            started_.size(), Graph::kMaxInFlight));
+  }
+  Feeds feeds;
+  for (const auto& [name, t] : inputs) feeds.host[name] = &t;
+  check_feeds(feeds);
+  Built* b = nullptr;
+  if (!started_.empty()) {
+    // Queued behind the run in flight: only on its plan (building another
+    // could evict the plan whose outputs are still to be read).
+    auto it = built_.find(plan_key(feeds, {}));
+    if (started_.back().built == nullptr || it == built_.end() || it->second.get() != started_.back().built) {
+      throw Error("Session::start: these inputs need another plan than the run in flight (other shapes, or control "
+                  "flow); finish() it first");
+    }
+    b = it->second.get();
+    b->last_use = ++use_clock_;
+  } else {
+    Built& first = build_for(feeds, {});
+    if (!first.probe.empty()) {
+      // Control flow decided on the GPU: run now; finish() hands the result.
+      Started s;
+      all_outputs(s.result);
+      run_checked(feeds, s.result);
+      started_.push_back(std::move(s));
+      return;
+    }
+    b = &first;
+  }
   std::vector<Graph::HostIn> host_in;
   std::vector<Graph::DeviceIn> device_in;
+  input_lists(*b, feeds, host_in, device_in);
+  // The outputs finish() reads, in output_lists' order (every output).
+  std::vector<TensorRef> refs;
+  for (const auto& [name, slot] : b->outputs) {
+    if (!slot.host) refs.push_back(slot.ref);
+  }
+  b->graph->submit(host_in, refs, device_in, {});
+  last_ = b;
+  Started s;
+  s.built = b;
+  started_.push_back(std::move(s));
+}
+
+void Session::finish(std::map<std::string, HostTensor>& out) {
+  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
+  if (started_.empty()) throw Error("Session::finish: no run was started");
+  Started s = std::move(started_.front());
+  started_.pop_front();
+  if (s.built == nullptr) {
+    out = std::move(s.result.host);
+    return;
+  }
+  Built& b = *s.built;
+  Fetches f;
+  f.host = std::move(out);
+  all_outputs(f);
+  std::vector<Graph::HostOut> host_out;
+  std::vector<Graph::DeviceOut> device_out;
+  try {
+    output_lists(b, f, host_out, device_out);
+    b.graph->wait(host_out);
+  } catch (...) {
+    out = std::move(f.host);
+    throw;
+  }
+  narrow_outputs(b, f);
+  out = std::move(f.host);
+}
+
+void Session::input_lists(Built& b, const Feeds& inputs, std::vector<Graph::HostIn>& host_in,
+                          std::vector<Graph::DeviceIn>& device_in) {
   host_in.reserve(b.inputs.size());
   for (const auto& [name, ref] : b.inputs) {
     if (auto d = inputs.device.find(name); d != inputs.device.end()) {
@@ -719,8 +805,11 @@ void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
     }
     host_in.push_back({ref, t.data.data(), t.data.size()});
   }
-  std::vector<Graph::HostOut> host_out;
-  std::vector<Graph::DeviceOut> device_out;
+}
+
+void Session::output_lists(Built& b, Fetches& out, std::vector<Graph::HostOut>& host_out,
+                           std::vector<Graph::DeviceOut>& device_out) {
+  Graph& g = *b.graph;
   host_out.reserve(b.outputs.size());
   for (const auto& [name, slot] : b.outputs) {
     const ValueInfo* declared = nullptr;
@@ -752,7 +841,9 @@ void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
     }
     host_out.push_back({slot.ref, t.data.data(), t.data.size()});
   }
-  g.run(host_in, host_out, device_in, device_out, out.wait);
+}
+
+void Session::narrow_outputs(Built& b, Fetches& out) {
   // Widened float16 outputs, narrowed as a float32 -> float16 cast would.
   for (const auto& [name, wide] : b.widened_out) {
     auto h = out.host.find(name);
@@ -763,6 +854,19 @@ void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
     uint16_t* dst = t.as<uint16_t>();
     for (size_t i = 0, n = size_t(wide.numel()); i < n; ++i) dst[i] = float_to_half(src[i]);
   }
+}
+
+void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
+  // Inputs written (host) or copied on the GPU (device), the pass, and the
+  // outputs copied out in one submit and at most one wait (Graph::run).
+  std::vector<Graph::HostIn> host_in;
+  std::vector<Graph::DeviceIn> device_in;
+  input_lists(b, inputs, host_in, device_in);
+  std::vector<Graph::HostOut> host_out;
+  std::vector<Graph::DeviceOut> device_out;
+  output_lists(b, out, host_out, device_out);
+  b.graph->run(host_in, host_out, device_in, device_out, out.wait);
+  narrow_outputs(b, out);
 }
 
 std::string Session::summary() const {

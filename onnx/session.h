@@ -24,6 +24,7 @@
 // limit, Slice's starts: data that decides shapes) is read from the values
 // given to run(); the graph is then built for those values and cached by
 // them, so the next run with other values builds another graph.
+#include <deque>
 #include <map>
 #include <set>
 #include <memory>
@@ -167,6 +168,19 @@ class Session {
   // the host: as a device tensor it is an Error.
   void run(const Feeds& inputs, Fetches& outputs);
   gpu::Context& context() { return ctx_; }
+  // run() in two halves, so that the GPU need not wait for the host between
+  // runs: start() checks the inputs, writes them and submits the work;
+  // finish() waits for the oldest started run and writes its outputs (all
+  // of them, or SessionOptions::outputs) as run() does. Up to two runs may
+  // be started and not finished: the second is queued behind the first on
+  // the GPU, and must use the same plan (the same input shapes; an Error
+  // otherwise, before any work). The inputs may be freed once start()
+  // returns. A model whose control flow reads values back runs entirely in
+  // start() (finish() hands over its outputs). run() refuses while a started
+  // run is not finished.
+  void start(const std::map<std::string, HostTensor>& inputs);
+  void finish(std::map<std::string, HostTensor>& outputs);
+  size_t started() const { return started_.size(); }
 
   // The graph built for the last run's shapes (for inspection, benchmarks).
   Graph& graph();
@@ -199,6 +213,23 @@ class Session {
   Built& build_for(const Feeds& inputs, const std::map<std::string, int64_t>& decisions);
   std::string plan_key(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) const;
   void run_built(Built& b, const Feeds& inputs, Fetches& out);
+  void check_feeds(const Feeds& inputs) const;
+  void check_fetches(const Feeds& inputs, Fetches& out) const;
+  void run_checked(const Feeds& inputs, Fetches& out);
+  void input_lists(Built& b, const Feeds& inputs, std::vector<Graph::HostIn>& host_in,
+                   std::vector<Graph::DeviceIn>& device_in);
+  void output_lists(Built& b, Fetches& out, std::vector<Graph::HostOut>& host_out,
+                    std::vector<Graph::DeviceOut>& device_out);
+  void narrow_outputs(Built& b, Fetches& out);
+  // Every output in `host` (kept entries reused, others dropped).
+  void all_outputs(Fetches& f) const;
+  // Runs started and not finished (start()): the plan each was submitted on
+  // (nullptr: already run, its outputs in `result`).
+  struct Started {
+    Built* built = nullptr;
+    Fetches result;
+  };
+  std::deque<Started> started_;
 
   gpu::Context& ctx_;
   SessionOptions options_;

@@ -2,7 +2,9 @@
 // operands, broadcast batch dims), mm, bmm, addmm, linear, and wgnn.gemm for
 // ONNX Gemm (transposed operands, alpha, beta, a broadcast C), and
 // wgnn.matmul_add (a MatMul with a fused bias and scale). All run one
-// tiled kernel (kernels/matmul.wgsl) with the bias fused in its epilogue.
+// tiled kernel (kernels/matmul.wgsl) with the bias fused in its epilogue,
+// products of at most 8 rows kernels/gemv.wgsl (same epilogue), and float16
+// products the tensor-core kernel where the device has it.
 //
 // Dtypes: float32 or float16, every operand the same (no type promotion);
 // float16 accumulates in f32. Transposed operands are read in place (no
@@ -21,6 +23,7 @@
 #include "ops/layout.h"
 #include "ops/registry.h"
 #include "ops/subgroup_matmul.h"
+#include "ops/uniforms.h"
 
 namespace wgnn::ops {
 namespace {
@@ -322,6 +325,42 @@ TensorRef record_batch_split(const Args& a, const Gemm& p, const Shape& shape, c
   return y;
 }
 
+// A product of at most kGemvRows rows (a decoder step: one token per
+// sequence) on kernels/gemv.wgsl, which streams B once for all the rows;
+// the tiled kernels spend a 32- or 64-row tile on each. Single products
+// with A not transposed; false otherwise. WGNN_NO_GEMV=1 turns it off.
+constexpr int64_t kGemvRows = 8;
+bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) {
+  static const bool off = [] {
+    const char* e = std::getenv("WGNN_NO_GEMV");
+    return e && std::string_view(e) == "1";
+  }();
+  if (off || !shape.empty() || p.a_trans || p.M > kGemvRows || p.M < 1) return false;
+  Graph& g = a.g;
+  const DType dt = g.info(p.a).dtype;
+  const int64_t lda = p.lda ? p.lda : p.K, ldb = p.b_trans ? p.K : p.N;
+  GemvParams params{uint32_t(p.M), uint32_t(p.N), uint32_t(p.K), uint32_t(lda), uint32_t(ldb),
+                    uint32_t(p.bias_sm), uint32_t(p.bias_sn), 0u, float(p.alpha), float(p.beta), 0u, 0u};
+  const bool a_vec = p.K % 4 == 0 && lda % 4 == 0;
+  const bool b_vec = (p.b_trans ? p.K : p.N) % 4 == 0;
+  const uint64_t groups = gpu::ceil_div(uint64_t(p.N), 16);  // 16 columns per workgroup
+  gpu::Constants c = {{"B_TRANS", p.b_trans ? 1.0 : 0.0},
+                      {"A_VEC", a_vec ? 1.0 : 0.0},
+                      {"B_VEC", b_vec ? 1.0 : 0.0},
+                      {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0},
+                      {"F16_OUT", dt == DType::F16 ? 1.0 : 0.0}};
+  for (auto& kv : activation_constants(p.act)) c.push_back(kv);
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/gemv.wgsl", float_subs(g, dt, a.op), c);
+  g.add_dispatch(pl,
+                 {Binding::of(y), Binding::of(g.uniform(params)), Binding::of(p.a), Binding::of(p.b),
+                  p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer())},
+                 grid_for(g, groups), std::string(a.op),
+                 fmt::format("gemv {}x{}x{}{}{}", p.M, p.N, p.K, p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : "") +
+                     activation_label(p.act.act),
+                 2.0 * double(p.M) * double(p.N) * double(p.K));
+  return true;
+}
+
 // Records the product (none when the result is empty).
 TensorRef record(const Args& a, Gemm p) {
   Graph& g = a.g;
@@ -378,6 +417,7 @@ TensorRef record(const Args& a, Gemm p) {
   auto fits = [&](TensorRef t) { return t.id < 0 || g.info(t).gpu_bytes() <= binding_limit(g); };
   if (fits(p.a) && fits(p.b) && fits(p.bias) && bytes <= binding_limit(g)) {
     const TensorRef y = g.add_tensor(p.out_shape, dt);
+    if (record_gemv(a, p, shape, y)) return y;
     if (record_subgroup(g, p, shape, st, batch, y, a.op)) return y;
     dispatch(a, p, shape, st, Binding::of(y), Binding::of(p.a), Binding::of(p.b),
              p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer()));

@@ -43,6 +43,7 @@ const std::vector<KernelUniform>& kernel_uniforms() {
       {"ops/kernels/group_norm.wgsl", &GroupNormParams::wgsl},
       {"ops/kernels/global_pool.wgsl", &GlobalPoolParams::wgsl},
       {"ops/kernels/sample.wgsl", &SampleParams::wgsl},
+      {"ops/kernels/gemv.wgsl", &GemvParams::wgsl},
   };
   return list;
 }

@@ -109,6 +109,12 @@ WGNN_UNIFORM(GroupNormParams, WGNN_GROUP_NORM_PARAMS);
 #define WGNN_GLOBAL_POOL_PARAMS(F) F(uint32_t, rows) F(uint32_t, width) F(uint32_t, _p0) F(uint32_t, _p1)
 WGNN_UNIFORM(GlobalPoolParams, WGNN_GLOBAL_POOL_PARAMS);
 
+// kernels/gemv.wgsl: out [M, N] = alpha * A [M, K] @ op(B) + beta * bias.
+#define WGNN_GEMV_PARAMS(F)                                                                                   \
+  F(uint32_t, M) F(uint32_t, N) F(uint32_t, K) F(uint32_t, lda) F(uint32_t, ldb) F(uint32_t, bias_sm)       \
+      F(uint32_t, bias_sn) F(uint32_t, _pad) F(float, alpha) F(float, beta) F(uint32_t, _p1) F(uint32_t, _p2)
+WGNN_UNIFORM(GemvParams, WGNN_GEMV_PARAMS);
+
 // kernels/sample.wgsl: `rows` sequences of `seq` positions of `vocab` logits.
 #define WGNN_SAMPLE_PARAMS(F)                                                                            \
   F(uint32_t, rows) F(uint32_t, vocab) F(uint32_t, seq) F(uint32_t, top_k) F(float, temperature) F(float, top_p) \

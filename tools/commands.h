@@ -65,6 +65,7 @@ struct BenchOptions {
   bool json = false;
   bool fp16 = false;  // SessionOptions::fp16
   bool unchecked = false;  // SessionOptions::checked off
+  std::vector<std::string> outputs;  // SessionOptions::outputs (empty: all)
 };
 int bench_model(gpu::Context& ctx, const BenchOptions& o);
 // Checks what needs no GPU (arguments) before a Context is made.

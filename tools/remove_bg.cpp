@@ -35,6 +35,8 @@ namespace {
 namespace fs = std::filesystem;
 using clock = std::chrono::steady_clock;
 
+double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
+
 // One progress line on stderr: "remove-bg: WHAT ..." then "done in X s". On
 // a terminal it counts the seconds while it waits.
 class Step {
@@ -271,7 +273,9 @@ class Batch {
 
   int run() {
     if (o_.runs < 1) throw Error(fmt::format("--runs {}: give 1 or more", o_.runs));
-    if (o_.threads < 0 || o_.threads > 8) throw Error(fmt::format("--threads {}: give 1 to 8 (0: automatic)", o_.threads));
+    if (o_.threads < 0 || o_.threads > kMaxThreads) {
+      throw Error(fmt::format("--threads {}: give 1 to {} (0: automatic)", o_.threads, kMaxThreads));
+    }
     if (o_.max_pixels == 0) throw Error("--max-pixels 0: give the largest photo to accept, in pixels (width x height)");
     if (o_.size != 0 && (o_.size < 32 || o_.size % 32 != 0)) {
       throw Error(fmt::format("--size {}: give a multiple of 32 (ISNet: 1024 by default; 512 or 320 are faster)",
@@ -415,21 +419,29 @@ class Batch {
   struct Decoded {
     matting::Prepared prepared;
     clock::time_point started;
+    double decode_s = 0, pre_s = 0;
   };
   // A photo in the order of the run: skipped, failed, or its last step (the
   // cut-out encoded and written) on a worker.
   struct Pending {
     size_t index = 0;
     bool skipped = false;
-    std::string error;  // failed before its last step
+    bool on_gpu = false;  // submitted and not collected: `written` is set after that
+    std::string error;    // failed before its last step
     std::future<void> written;
     clock::time_point started;
     int width = 0, height = 0;
   };
+  // Where one photo's time went, in seconds (-1: the stage was not reached).
+  struct Stages {
+    double decode = -1, pre = -1, wait_input = -1, submit = -1, wait_gpu = -1, post = -1, encode = -1;
+  };
 
   // Several photos, as a pipeline: workers decode and pre-process the photos
-  // ahead of the GPU (a bounded window of them), the GPU runs the model on
-  // one photo after another in this thread, and workers turn each matte into
+  // ahead of the GPU (a bounded window of them); this thread only submits
+  // each photo's run and collects its matte, keeping the next photo queued
+  // on the GPU behind the one running (Remover::submit/collect: its upload
+  // and submission overlap the GPU's work); workers turn each matte into
   // the cut-out and write it while the GPU runs the next. Progress lines and
   // the summary keep the order of the photos; a photo's failure is its own.
   int run_many() {
@@ -441,6 +453,7 @@ class Batch {
     size_t worked = 0;  // photos run or failed (not skipped), for the rate
     const int threads = worker_threads();
     say(fmt::format("{} photos, {} host thread{}", n, threads, threads == 1 ? "" : "s"));
+    std::vector<Stages> stages(n);
 
     std::vector<char> skip(n, 0);
     for (size_t i = 0; i < n; ++i) {
@@ -462,7 +475,9 @@ class Batch {
       }
     } guard{model_promise, model_set};
 
-    const size_t window = size_t(2 * threads + 2);  // photos decoded ahead of the GPU
+    // Photos decoded ahead of the GPU, and photos past the GPU not yet
+    // written: what bounds the memory in use.
+    const size_t window = size_t(2 * threads + 2);
     std::vector<std::future<Decoded>> decoded(n);
     std::vector<std::future<void>> read_done(n);  // the photo read (the model may wait on it)
     size_t next = 0;
@@ -483,14 +498,18 @@ class Batch {
             throw;
           }
           read->set_value();
-          d.prepared = model.get()->prepare(photo);
+          d.decode_s = seconds_since(d.started);
+          const matting::Remover* r = model.get();
+          const auto t = clock::now();
+          d.prepared = r->prepare(photo);
+          d.pre_s = seconds_since(t);
           return d;
         });
       }
     };
 
     std::deque<Pending> pending;
-    std::vector<double> model_s;  // each photo's model run (upload, GPU, read-back)
+    std::vector<double> model_s;  // each photo's time on this thread in the Remover (submit + collect)
     auto report = [&](Pending& p) {
       const Job& job = jobs_[p.index];
       const std::string head = fmt::format("[{}/{}] {}", p.index + 1, n, job.input);
@@ -524,16 +543,73 @@ class Batch {
                       fmt_duration(double(left) / std::max(rate, 1e-9))));
     };
     // Reports the photos at the front that are finished; waits while more
-    // than `keep` are outstanding.
+    // than `keep` are outstanding, but never for a photo still on the GPU
+    // (this thread collects it).
     auto drain = [&](size_t keep) {
       while (!pending.empty()) {
         Pending& p = pending.front();
         const bool ready = p.skipped || !p.error.empty() ||
-                           p.written.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-        if (!ready && pending.size() <= keep) break;
+                           (!p.on_gpu && p.written.wait_for(std::chrono::seconds(0)) == std::future_status::ready);
+        if (!ready && (pending.size() <= keep || p.on_gpu)) break;
         report(p);
         pending.pop_front();
       }
+    };
+
+    // Photos submitted to the GPU and not collected, oldest first (at most
+    // two: one running, one queued behind it).
+    struct Flight {
+      Pending* pending;  // in `pending` (a deque: the reference stays valid)
+      std::shared_ptr<matting::Prepared> prepared;
+      std::shared_ptr<std::promise<void>> written;
+      std::string output;
+    };
+    std::deque<Flight> flight;
+    size_t queued = 0;  // photos submitted while another was on the GPU
+    // The oldest photo on the GPU: its matte collected, its cut-out made and
+    // written on a worker.
+    auto collect_one = [&] {
+      Flight f = std::move(flight.front());
+      flight.pop_front();
+      Pending& p = *f.pending;
+      const size_t index = p.index;
+      *step_ = fmt::format("running the model on '{}' ({}x{} pixels)", jobs_[index].input, p.width, p.height);
+      std::optional<matting::Matte> matte;
+      try {
+        matte = remover_->collect();
+      } catch (const gpu::GpuError&) {
+        throw;
+      } catch (const Unsupported&) {
+        throw;
+      } catch (const std::bad_alloc&) {
+        f.written->set_exception(std::make_exception_ptr(
+            Error(fmt::format("out of host memory while running '{}'", jobs_[index].input))));
+      } catch (const Error&) {
+        f.written->set_exception(std::current_exception());
+      }
+      p.on_gpu = false;
+      if (!matte) return;
+      model_s.push_back(matte->run_s);
+      stages[index].submit = matte->submit_s;
+      stages[index].wait_gpu = matte->wait_s;
+      auto m = std::make_shared<matting::Matte>(std::move(*matte));
+      pool.submit([this, f, m, index, &stages] {
+        try {
+          const auto ta = clock::now();
+          const matting::Cutout cut = remover_->finish(std::move(*f.prepared), std::move(*m));
+          stages[index].post = seconds_since(ta);
+          const auto tb = clock::now();
+          const fs::path parent = fs::path(f.output).parent_path();
+          std::error_code ec;
+          if (!parent.empty()) fs::create_directories(parent, ec);
+          if (ec) throw Error(fmt::format("cannot make the folder '{}': {}", parent.string(), ec.message()));
+          image::write_png(f.output, result(cut));
+          stages[index].encode = seconds_since(tb);
+          f.written->set_value();
+        } catch (...) {
+          f.written->set_exception(std::current_exception());
+        }
+      });
     };
 
     for (size_t i = 0; i < n; ++i) {
@@ -557,22 +633,36 @@ class Batch {
           model_set = true;
           model_promise.set_value(r);
         }
+        const auto tw = clock::now();
         Decoded d = decoded[i].get();
+        stages[i].wait_input = seconds_since(tw);
+        stages[i].decode = d.decode_s;
+        stages[i].pre = d.pre_s;
         p.started = d.started;
         p.width = d.prepared.rgb.width;
         p.height = d.prepared.rgb.height;
-        *step_ = fmt::format("running the model on '{}' ({}x{} pixels)", job.input, p.width, p.height);
-        auto matte = std::make_shared<matting::Matte>(remover_->infer(d.prepared));
-        model_s.push_back(matte->run_s);
         auto prepared = std::make_shared<matting::Prepared>(std::move(d.prepared));
-        p.written = pool.submit([this, prepared, matte, output = job.output] {
-          const matting::Cutout cut = remover_->finish(std::move(*prepared), *matte);
-          const fs::path parent = fs::path(output).parent_path();
-          std::error_code ec;
-          if (!parent.empty()) fs::create_directories(parent, ec);
-          if (ec) throw Error(fmt::format("cannot make the folder '{}': {}", parent.string(), ec.message()));
-          image::write_png(output, result(cut));
-        });
+        // Behind the photo on the GPU only at the same input size.
+        while (!flight.empty() && !remover_->can_submit(*prepared)) collect_one();
+        *step_ = fmt::format("running the model on '{}' ({}x{} pixels)", job.input, p.width, p.height);
+        remover_->submit(*prepared);
+        if (!flight.empty()) ++queued;
+        prepared->inputs.clear();  // uploaded: its memory is not needed while the photo is in flight
+        auto written = std::make_shared<std::promise<void>>();
+        p.written = written->get_future();
+        p.on_gpu = true;
+        pending.push_back(std::move(p));
+        flight.push_back({&pending.back(), prepared, written, job.output});
+        // One photo runs while the next waits queued behind it
+        // (WGNN_QUEUE_RUNS=0: each photo collected before the next is
+        // submitted, for comparison).
+        static const bool queue_runs = [] {
+          const char* e = std::getenv("WGNN_QUEUE_RUNS");
+          return !(e && std::string_view(e) == "0");
+        }();
+        if (flight.size() == 2 || !queue_runs) collect_one();
+        drain(window);
+        continue;
       } catch (const gpu::GpuError&) {
         throw;  // the device, not the photo: every later photo would fail the same way
       } catch (const Unsupported&) {
@@ -587,6 +677,7 @@ class Batch {
       pending.push_back(std::move(p));
       drain(window);
     }
+    while (!flight.empty()) collect_one();
     drain(0);
 
     const double total = std::chrono::duration<double>(clock::now() - t0).count();
@@ -603,10 +694,11 @@ class Batch {
         const double spent = std::chrono::duration<double>(clock::now() - *first_start).count();
         fmt::print(stderr,
                    "remove-bg: the model ran {} photos in {:.2f} s ({:.0f}% of the {:.2f} s since the first photo; "
-                   "first run {:.2f} s{}), {:.2f} photos/s after the first\n",
+                   "first run {:.2f} s{}), {:.2f} photos/s after the first; {} queued behind the photo on the GPU\n",
                    model_s.size(), sum, 100 * sum / std::max(spent, 1e-9), spent, first,
                    later.empty() ? "" : fmt::format(", then a median of {:.1f} ms", 1e3 * later[later.size() / 2]),
-                   later.empty() ? 0.0 : double(later.size()) / std::max(spent - first, 1e-9));
+                   later.empty() ? 0.0 : double(later.size()) / std::max(spent - first, 1e-9), queued);
+        fmt::print(stderr, "remove-bg: {}\n", stage_summary(stages));
       }
       for (const auto& [photo, why] : failed) {
         // Most reasons name the photo already.
@@ -617,12 +709,44 @@ class Batch {
     return failed.empty() ? 0 : 1;
   }
 
-  // --threads, or one less than the cores (the GPU thread is the other),
-  // at most 8 (util/file.h cleans up after at most 16 writers at once).
+  // The per-photo medians of each stage (workers: decode, pre-processing,
+  // post-processing, PNG encode and write; the GPU thread: waiting for the
+  // decoded photo, submitting, waiting for the GPU and reading back). The
+  // first photo's GPU stages (the graph built, shaders compiled) are left
+  // out of theirs.
+  static std::string stage_summary(const std::vector<Stages>& stages) {
+    auto median_ms = [&](double Stages::*field, bool skip_first) {
+      std::vector<double> v;
+      bool first = true;
+      for (const Stages& st : stages) {
+        if (st.*field < 0) continue;
+        if (skip_first && first) {
+          first = false;
+          continue;
+        }
+        first = false;
+        v.push_back(st.*field);
+      }
+      if (v.empty()) return std::string("-");
+      std::sort(v.begin(), v.end());
+      return fmt::format("{:.1f}", 1e3 * v[v.size() / 2]);
+    };
+    return fmt::format(
+        "per photo, median ms: decode {}, pre-process {} (workers); wait for input {}, submit {}, wait for the GPU "
+        "{} (GPU thread, after the first); post-process {}, encode and write {} (workers)",
+        median_ms(&Stages::decode, false), median_ms(&Stages::pre, false), median_ms(&Stages::wait_input, true),
+        median_ms(&Stages::submit, true), median_ms(&Stages::wait_gpu, true), median_ms(&Stages::post, false),
+        median_ms(&Stages::encode, false));
+  }
+
+  // --threads, or the cores less two (the GPU thread and the driver's),
+  // from 1 to kMaxThreads (util/file.h cleans up after at most 16 writers at
+  // once).
+  static constexpr int kMaxThreads = 16;
   int worker_threads() const {
     if (o_.threads > 0) return o_.threads;
     const int cores = int(std::thread::hardware_concurrency());
-    return std::clamp(cores - 1, 1, 8);
+    return std::clamp(cores - 2, 1, kMaxThreads);
   }
 
   const gpu::ContextOptions& context_options_;

@@ -116,32 +116,65 @@ class GpuRunner {
     std::promise<matting::Matte> result;
   };
 
+  // Runs the photos in order, keeping the next one queued on the GPU
+  // behind the one running when it waits already and has the same input
+  // size (Remover::submit/collect): the GPU then goes from one request's
+  // photo to the next without waiting for this thread.
   void loop() {
-    for (;;) {
-      std::shared_ptr<Job> job;
-      {
-        std::unique_lock<std::mutex> lock(m_);
-        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (stopping_) return;
-        job = queue_.front();
-        queue_.pop_front();
-      }
-      if (clock::now() > job->deadline) {
-        job->result.set_exception(std::make_exception_ptr(Error("timed out waiting for the GPU")));
-        continue;
-      }
+    std::deque<std::shared_ptr<Job>> flying;  // submitted, not collected
+    auto fail = [this](Job& job) {
       try {
-        job->result.set_value(remover_->infer(*job->prepared));
+        throw;
       } catch (const gpu::GpuError& e) {
         // The device, not the photo: every later photo would fail the same way.
         {
           std::lock_guard<std::mutex> lock(m_);
           broken_ = e.what();
         }
-        job->result.set_exception(std::current_exception());
+        job.result.set_exception(std::current_exception());
       } catch (...) {
-        job->result.set_exception(std::current_exception());
+        job.result.set_exception(std::current_exception());
       }
+    };
+    auto collect = [&] {
+      std::shared_ptr<Job> job = flying.front();
+      flying.pop_front();
+      try {
+        job->result.set_value(remover_->collect());
+      } catch (...) {
+        fail(*job);
+      }
+    };
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(m_);
+        if (flying.empty()) cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (stopping_) {
+          for (auto& j : flying) j->result.set_exception(std::make_exception_ptr(Error("the server is stopping")));
+          return;
+        }
+        if (!queue_.empty()) {
+          job = queue_.front();
+          queue_.pop_front();
+        }
+      }
+      if (!job) {  // nothing waits: the photo on the GPU is collected
+        collect();
+        continue;
+      }
+      if (clock::now() > job->deadline) {
+        job->result.set_exception(std::make_exception_ptr(Error("timed out waiting for the GPU")));
+        continue;
+      }
+      while (!flying.empty() && !remover_->can_submit(*job->prepared)) collect();
+      try {
+        remover_->submit(*job->prepared);
+        flying.push_back(job);
+      } catch (...) {
+        fail(*job);
+      }
+      if (flying.size() == 2) collect();
     }
   }
 
@@ -328,10 +361,11 @@ class Server {
         const bool late = std::string(e.what()).find("timed out") != std::string::npos;
         throw HttpError{late ? 503 : 500, e.what()};
       }
-      const matting::Cutout cut = gpu_.remover().finish(std::move(*prepared), m);
+      const double run_s = m.run_s;
+      const matting::Cutout cut = gpu_.remover().finish(std::move(*prepared), std::move(m));
       res.status = 200;
       res.set_content(image::encode_png(cutout_image(cut, ro.only_mask, ro.bg)), "image/png");
-      res.set_header("X-Wgnn-Run-Ms", fmt::format("{:.1f}", m.run_s * 1e3));
+      res.set_header("X-Wgnn-Run-Ms", fmt::format("{:.1f}", run_s * 1e3));
       ++served_;
     } catch (const HttpError& e) {
       res.status = e.status;

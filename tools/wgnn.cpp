@@ -134,6 +134,10 @@ int main(int argc, char** argv) {
   bm->add_flag("--unchecked", bmo.unchecked,
                 "Skip the run-time checks (Gather indices in range, integer division by nonzero): such values are then clamped or computed silently");
   bm->add_flag("--fp16", bmo.fp16, "float16 mode: float32 weights and activations stored as float16 on the GPU, f32 accumulation; float32 inputs and outputs stay float32");
+  bm->add_option("--outputs", bmo.outputs,
+                 "NAME[,NAME...]: run and read back only these outputs (the work only the others need is left out), "
+                 "as remove-bg reads ISNet's matte alone")
+      ->delimiter(',');
 
   auto* bs = app.add_subcommand(
       "bench-shapes", "One session at many input shapes: build time of each new shape, steady time, constants held once");
@@ -245,7 +249,7 @@ int main(int argc, char** argv) {
   rb->add_option("--runs", rbo.runs, "Run the model N times and report the steady run time (default 1)");
   rb->add_option("--threads", rbo.threads,
                  "Several photos: host threads that decode, pre-process and write while the GPU runs the model "
-                 "(default: the cores less one, at most 8)");
+                 "(default: the cores less two, 1 to 16)");
   rb->add_flag("--quiet", rbo.quiet, "No progress lines (failures are still reported)");
   rb->add_option("--max-pixels", rbo.max_pixels,
                  fmt::format("The largest photo accepted, width x height in pixels (default {}, 8192x8192; "

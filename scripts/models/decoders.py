@@ -91,15 +91,17 @@ class Attention(nn.Module):
         return self.split(self.k(mem)), self.split(self.v(mem))
 
 
-def causal_bias(t, past, attention_mask=None):
-    """[1 or b, 1, t, past + t]: -1e9 above the diagonal (and at masked positions)."""
+def causal_bias(t, past, attention_mask=None, device=None, dtype=torch.float32):
+    """[1 or b, 1, t, past + t]: the dtype's lowest value above the diagonal
+    (and at masked positions), else 0 (masked_fill: no 0 * inf in float16)."""
     total = past + t
-    qpos = torch.arange(t).unsqueeze(1) + past
-    kpos = torch.arange(total).unsqueeze(0)
-    bias = (kpos > qpos).float() * -1e9
+    qpos = torch.arange(t, device=device).unsqueeze(1) + past
+    kpos = torch.arange(total, device=device).unsqueeze(0)
+    low = torch.finfo(dtype).min
+    bias = torch.zeros(t, total, dtype=dtype, device=device).masked_fill(kpos > qpos, low)
     bias = bias.unsqueeze(0).unsqueeze(0)
     if attention_mask is not None:
-        bias = bias + (1.0 - attention_mask[:, None, None, :].float()) * -1e9
+        bias = bias.masked_fill(attention_mask[:, None, None, :] == 0, low)
     return bias
 
 
@@ -128,7 +130,7 @@ class Gpt(nn.Module):
 
     def forward(self, input_ids, attention_mask, position_ids, *past):
         x = self.tok(input_ids) + self.pos(position_ids)
-        bias = causal_bias(input_ids.shape[1], past[0].shape[2], attention_mask)
+        bias = causal_bias(input_ids.shape[1], past[0].shape[2], attention_mask, input_ids.device, x.dtype)
         presents = []
         for i, blk in enumerate(self.blocks):
             x, k, v = blk(x, past[2 * i], past[2 * i + 1], bias)
@@ -190,14 +192,14 @@ class Decoder(nn.Module):
     def embed(self, input_ids, past_len):
         # BART's learned positions start at offset 2; Whisper's at 0.
         offset = 2 if self.kind == "bart" else 0
-        pos = torch.arange(input_ids.shape[1]).unsqueeze(0) + past_len + offset
+        pos = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0) + past_len + offset
         x = self.tok(input_ids) + self.pos(pos)
         return self.norm(x) if self.kind == "bart" else x
 
     def run(self, input_ids, self_past, cross):
         past_len = self_past[0].shape[2] if self_past else 0
         x = self.embed(input_ids, past_len)
-        bias = causal_bias(input_ids.shape[1], past_len)
+        bias = causal_bias(input_ids.shape[1], past_len, None, input_ids.device, x.dtype)
         presents = []
         for i, blk in enumerate(self.blocks):
             pk, pv = (self_past[2 * i], self_past[2 * i + 1]) if self_past else (None, None)
@@ -247,7 +249,7 @@ class BartEncoder(nn.Module):
         self.blocks = nn.ModuleList(EncBlock(c, False) for _ in range(c["layers"]))
 
     def forward(self, input_ids):
-        pos = torch.arange(input_ids.shape[1]).unsqueeze(0) + 2
+        pos = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0) + 2
         x = self.norm(self.tok(input_ids) + self.pos(pos))
         for blk in self.blocks:
             x = blk(x)

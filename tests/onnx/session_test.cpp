@@ -354,3 +354,100 @@ TEST(Session, ShapeGivenAsInputSpecializesTheGraph) {
   EXPECT_EQ(y.as<float>()[11], -12.f);
   EXPECT_EQ(s.builds(), 2);
 }
+
+TEST(Session, StartAndFinishKeepTwoRunsInFlight) {
+  // y = sigmoid(x) * 2 + x over a chain of nodes, z = relu(x): two runs
+  // started before either is finished (each with its own readback), then a
+  // third behind the second. Each result is its own inputs', checked
+  // against the formula, and equal to a plain run().
+  ModelBuilder b;
+  b.input("x", {-1, 64});
+  b.init_f32("two", {1}, {2.f});
+  b.output("y", {-1, 64});
+  b.output("z", {-1, 64});
+  b.node("Sigmoid", {"x"}, {"s"});
+  b.node("Mul", {"s", "two"}, {"m"});
+  b.node("Add", {"m", "x"}, {"y"});
+  b.node("Relu", {"x"}, {"z"});
+  Session s(test::ctx(), b.save("pipelined.onnx"));
+  auto check = [](const std::map<std::string, HostTensor>& out, const HostTensor& x, const char* what) {
+    ASSERT_EQ(out.at("y").shape, x.shape) << what;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const float v = x.as<float>()[i];
+      EXPECT_NEAR(out.at("y").as<float>()[i], 2.f / (1.f + std::exp(-v)) + v, 1e-5f) << what << " at " << i;
+      EXPECT_EQ(out.at("z").as<float>()[i], std::max(v, 0.f)) << what << " at " << i;
+    }
+  };
+  const HostTensor x1 = f32({16, 64}, -3.f, 0.01f), x2 = f32({16, 64}, 4.f, -0.02f), x3 = f32({16, 64}, 0.5f, 0.001f);
+  EXPECT_THAT(error_of([&] {
+                std::map<std::string, HostTensor> o;
+                s.finish(o);
+              }),
+              HasSubstr("no run was started"));
+  s.start({{"x", x1}});
+  {
+    HostTensor x2_copy = x2;
+    s.start({{"x", x2_copy}});
+    x2_copy.as<float>()[0] = 1e6f;  // the run has its own copy once start() returns
+  }
+  EXPECT_EQ(s.started(), 2u);
+  EXPECT_THAT(error_of([&] { s.start({{"x", x3}}); }), HasSubstr("at most 2"));
+  EXPECT_THAT(error_of([&] { s.run({{"x", x3}}); }), HasSubstr("not finished"));
+  std::map<std::string, HostTensor> out1, out2, out3;
+  s.finish(out1);
+  check(out1, x1, "first");
+  EXPECT_THAT(error_of([&] { s.start({{"x", f32({3, 64})}}); }), HasSubstr("another plan than the run in flight"));
+  s.start({{"x", x3}});  // behind the second
+  s.finish(out2);
+  check(out2, x2, "second");
+  s.finish(out3);
+  check(out3, x3, "third");
+  EXPECT_EQ(s.started(), 0u);
+  EXPECT_EQ(out3.at("y").data, s.run({{"x", x3}}).at("y").data);
+  // Nothing in flight: another shape builds its plan.
+  const HostTensor x4 = f32({3, 64}, -1.f, 0.01f);
+  s.start({{"x", x4}});
+  s.finish(out1);
+  check(out1, x4, "another shape");
+}
+
+TEST(Session, StartedRunsReportTheirOwnRunChecks) {
+  // A Gather index out of range in the first of two runs in flight fails
+  // that run's finish() alone; the second (valid indices) is correct.
+  ModelBuilder b;
+  b.input("idx", {3}, onnx::TensorProto::INT64);
+  b.init_f32("table", {5, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  b.output("y", {3, 2});
+  b.node("Gather", {"table", "idx"}, {"y"})->set_name("lookup");
+  Session s(test::ctx(), b.save("gather_started.onnx"));
+  auto idx = [](std::vector<int64_t> v) {
+    HostTensor t(DType::I64, {3});
+    for (size_t i = 0; i < 3; ++i) t.as<int64_t>()[i] = v[i];
+    return t;
+  };
+  s.start({{"idx", idx({0, 7, 1})}});
+  s.start({{"idx", idx({4, 0, 2})}});
+  std::map<std::string, HostTensor> out;
+  EXPECT_THAT(error_of([&] { s.finish(out); }), HasSubstr("index 7 is out of range"));
+  s.finish(out);
+  const std::vector<float> want = {8, 9, 0, 1, 4, 5};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(out.at("y").as<float>()[i], want[size_t(i)]);
+}
+
+TEST(Session, DroppedWithRunsInFlightWaitsForThem) {
+  // Two runs started and never finished: the Session (and its Graph, whose
+  // buffers they use) goes only after the GPU is done with them.
+  ModelBuilder b;
+  b.input("x", {4, 256});
+  b.output("y", {4, 256});
+  b.node("Sigmoid", {"x"}, {"y"});
+  const std::string path = b.save("dropped.onnx");
+  {
+    Session s(test::ctx(), path);
+    s.start({{"x", f32({4, 256})}});
+    s.start({{"x", f32({4, 256}, 1.f)}});
+  }
+  Session again(test::ctx(), path);  // the context is sound afterwards
+  const auto out = again.run({{"x", f32({4, 256}, -2.f, 0.f)}});
+  EXPECT_NEAR(out.at("y").as<float>()[7], 1.f / (1.f + std::exp(2.f)), 1e-6f);
+}

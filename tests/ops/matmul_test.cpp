@@ -383,3 +383,54 @@ TEST(Matmul, Errors) {
   expect_error("wgnn.gemm.default", {a, c, None{}, std::string("x")}, "'alpha'");
   expect_error("wgnn.gemm.default", {a3, c}, "must be 2-D");
 }
+
+namespace {
+
+// wgnn.matmul_add with at most 8 rows (kernels/gemv.wgsl): B as [K, N] and
+// as [N, K], edges of every size, a bias, alpha and the activations, in
+// float32 and float16, against the double reference.
+void check_gemv(int64_t M, int64_t K, int64_t N, bool tb, const char* act, DType dt, uint32_t seed) {
+  if (dt == DType::F16 && !has_f16()) GTEST_SKIP() << "no shader-f16";
+  SCOPED_TRACE(fmt::format("M {} K {} N {} {} {} {}", M, K, N, tb ? "Bt" : "B", act, dtype_name(dt)));
+  Graph g(ctx());
+  HostT A = make({M, K}, dt, seed), B = make(tb ? Shape{N, K} : Shape{K, N}, dt, seed + 1);
+  HostT C = make({N}, dt, seed + 2);
+  const double alpha = 0.75;
+  TensorRef y = ops::call(g, "wgnn.matmul_add.default",
+                          {upload(g, A.shape, A.v, dt), upload(g, B.shape, B.v, dt), upload(g, C.shape, C.v, dt),
+                           alpha, std::string(act), false, tb})
+                    .tensor();
+  ASSERT_EQ(g.info(y).shape, (Shape{M, N}));
+  bool gemv = false;
+  for (const auto& d : g.dispatches()) gemv = gemv || d.label.rfind("gemv", 0) == 0;
+  EXPECT_TRUE(gemv) << "the product did not take the few-rows kernel";
+  g.run();
+  auto ref = reference(A, B, false, tb, &C, alpha, 1.0);
+  auto mag = reference(magnitudes(A), magnitudes(B), false, tb, nullptr, alpha, 0.0);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    mag[i] += std::abs(C.v[i % size_t(N)]);
+    const double v = ref[i];
+    if (std::string(act) == "relu") ref[i] = std::max(v, 0.0);
+    if (std::string(act) == "gelu") ref[i] = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+  }
+  EXPECT_TRUE(dt == DType::F16 ? f16_product_close(download(g, y), ref, mag)
+                               : all_close(download(g, y), ref, atol_for(K) * 2, kRtol));
+}
+
+}  // namespace
+
+TEST(Gemv, FewRowsMatchTheReference) {
+  uint32_t seed = 300;
+  for (const int64_t M : {1, 2, 5, 8})
+    for (const int64_t K : {1, 3, 8, 100, 768})
+      for (const int64_t N : {1, 5, 64, 130})
+        for (const bool tb : {false, true}) check_gemv(M, K, N, tb, "none", DType::F32, seed++);
+}
+
+TEST(Gemv, EpilogueAndFloat16) {
+  check_gemv(1, 768, 3072, false, "gelu", DType::F32, 400);
+  check_gemv(3, 64, 50, true, "relu", DType::F32, 401);
+  check_gemv(1, 768, 1001, false, "none", DType::F16, 402);
+  check_gemv(4, 100, 77, true, "gelu", DType::F16, 403);
+  check_gemv(1, 2048, 4, false, "relu", DType::F16, 404);
+}

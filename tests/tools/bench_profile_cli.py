@@ -75,7 +75,7 @@ except ValueError as e:
     check(False, f"bench --json prints one JSON object ({e}: {out!r})")
 if bench:
     for k in ("load_ms", "first_run_ms", "median_ms", "min_ms", "max_ms", "gpu_ms", "gpu_min_ms", "encode_us",
-              "wait_us"):
+              "wait_us", "queued_ms"):
         v = bench.get(k)
         check(isinstance(v, (int, float)) and v > 0 and math.isfinite(v), f"bench {k} is a positive number: {v}")
     check(bench.get("min_ms", 0) <= bench.get("median_ms", 0) <= bench.get("max_ms", 0),
@@ -88,6 +88,14 @@ if bench:
                                   "ids": {"dtype": "int64", "shape": [1, SEQ]}},
           f"bench lists the inputs it made: {bench.get('inputs')}")
 
+# --outputs: only z (Gather, MatMul) runs; y's conv, relu and matmul are left out.
+rc, out, err = run("bench", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "3", "--json", "--outputs", "z")
+j = json.loads(out) if rc == 0 else {}
+check(j.get("outputs") == ["z"] and j.get("dispatches") == 2 and bench.get("outputs") == "all",
+      f"bench --outputs z runs z's 2 dispatches alone and says so (rc {rc}: {j.get('outputs')}, "
+      f"{j.get('dispatches')}; {err.strip()[-200:]})")
+rc, out, err = run("bench", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "3", "--outputs", "w")
+check(rc == 1 and "'w' is not an output of the model" in err, f"bench --outputs w: an error naming it ({err.strip()})")
 rc, out, err = run("bench", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "3")
 check(rc == 0 and "steady" in out and "median" in out and "GPU" in out and "encode" in out,
       f"bench prints a readable summary (rc {rc}): {out!r} {err[-300:]!r}")

@@ -194,8 +194,42 @@ for name in list(want) + ["sub/turned_1.png", "done.jpg"]:
     else:
         same &= os.path.exists(a) and (np.asarray(Image.open(a)) == np.asarray(Image.open(b))).all()
 check(same, "--threads 3 writes the same cut-outs as the first run")
-rc, _, err = run(photos, "--threads", "9", "--model", model)
-check(rc == 1 and "--threads 9: give 1 to 8" in err, f"--threads 9 refused ({err.strip()})")
+# The GPU thread keeps one photo queued behind the one running, only at the
+# same input size: a model of free size (MODNet pre-processing) on photos
+# of three aspect ratios, interleaved, each a solid colour of its own. Every
+# cut-out must be its own photo's size with its own colour's matte (a photo
+# given another's matte, or one lost in the queue, would show).
+free = os.path.join(WORK, "free.onnx")
+matting_model(free, "h", "w")
+mixed = os.path.join(WORK, "mixed")
+os.makedirs(mixed)
+sizes = [(64, 48), (64, 48), (48, 80), (64, 48), (48, 80), (96, 32), (96, 32), (64, 48), (48, 80)]
+mixed_colours = [(20 * k + 10, 250 - 25 * k, (70 * k) % 256) for k in range(len(sizes))]
+for k, ((w, h), c) in enumerate(zip(sizes, mixed_colours)):
+    Image.fromarray(np.full((h, w, 3), c, np.uint8)).save(os.path.join(mixed, f"m{k}.png"))
+rc, _, err = run(mixed, "-o", os.path.join(WORK, "mixed_out"), "--model", free, "--size", "32")
+check(rc == 0 and f"{len(sizes)} done, 0 skipped, 0 failed" in err, f"mixed sizes: all done ({err.strip()[-300:]})")
+right = True
+for k, ((w, h), c) in enumerate(zip(sizes, mixed_colours)):
+    path = os.path.join(WORK, "mixed_out", f"m{k}_cutout.png")
+    got = np.asarray(Image.open(path)) if os.path.exists(path) else np.zeros((0,))
+    want_a = alpha_of(c, mean=127.5, std=127.5)  # MODNet: (x / 255 - 0.5) / 0.5
+    ok = got.shape == (h, w, 4) and (got[..., :3] == c).all() and (np.abs(got[..., 3].astype(int) - want_a) <= 1).all()
+    if not ok:
+        print(f"  m{k}: {got.shape}, alpha {np.unique(got[..., 3]) if got.ndim == 3 else None}, want {want_a}")
+    right &= ok
+check(right, "mixed sizes: each cut-out has its own size, colours and matte")
+# Inputs (short side 32): m0 m1 32x32 | m2 32x64 | m3 32x32 | m4 32x64 |
+# m5 m6 96x32 | m7 32x32 | m8 32x64: m1 and m6 follow one of their size.
+check(" 2 queued behind the photo on the GPU" in err, "mixed sizes: a photo is queued behind one of its size only")
+stage_line = [line for line in err.splitlines() if "per photo, median ms:" in line]
+check(len(stage_line) == 1 and all(f"{w} " in stage_line[0] for w in ("decode", "pre-process", "wait for input",
+                                                                       "submit", "wait for the GPU", "post-process",
+                                                                       "encode and write"))
+      and "-," not in stage_line[0], f"the summary breaks each photo's time into stages ({stage_line})")
+
+rc, _, err = run(photos, "--threads", "17", "--model", model)
+check(rc == 1 and "--threads 17: give 1 to 16" in err, f"--threads 17 refused ({err.strip()})")
 
 # Again: all that exist are skipped; --overwrite redoes them.
 rc, _, err = run(photos, "-o", out, "--model", model, "--recursive", "--quiet")

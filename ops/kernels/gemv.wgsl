@@ -1,0 +1,182 @@
+// Products with few rows (ops/matmul.cpp, M <= 8, one batch): the shape of
+// a decoder's step (one token per sequence). The tiled kernel (matmul.wgsl)
+// computes 32 or 64 rows per workgroup, so with M = 1 it reads each weight
+// row for one useful row at a time and runs far below the memory's speed;
+// here every workgroup streams a block of B's columns once, for all M rows.
+//   out = alpha * A @ op(B) + beta * bias, then the activation (epilogue of
+//   ops/epilogue.h), A [M, K] (row stride lda), B [K, N] (row stride ldb)
+//   or, with B_TRANS, [N, K].
+// The memory's latency, not its bandwidth, bounds a product this small
+// unless many loads are in flight: so many workgroups with few columns
+// each, K spread over most invocations, four independent loads at a time.
+// B [K, N]: 4 x 64 invocations; each of 4 takes 4 columns (a vec4 of a B
+// row: 16 columns per workgroup) and each of the other 64 every 64th row
+// of K. B_TRANS: 16 columns per workgroup, each read along K by 16
+// invocations, a vec4 each. The partial sums over K are added in
+// workgroup memory.
+{{ENABLE}}
+
+const MR: u32 = 8u;  // most rows
+const WG: u32 = 256u;
+
+override B_TRANS: bool = false;
+override A_VEC: bool = false;  // K and lda multiples of 4
+override B_VEC: bool = false;  // the contiguous dim of B (N, or K with B_TRANS) a multiple of 4
+override HAS_BIAS: bool = false;
+override F16_OUT: bool = false;
+
+{{PARAMS}}
+
+@group(0) @binding(0) var<storage, read_write> out: array<{{T}}>;
+@group(0) @binding(1) var<uniform> params: Params;
+@group(0) @binding(2) var<storage, read> a: array<vec4<{{T}}>>;
+@group(0) @binding(3) var<storage, read> b: array<vec4<{{T}}>>;
+@group(0) @binding(4) var<storage, read> bias: array<vec4<{{T}}>>;
+
+var<workgroup> red: array<vec4<f32>, WG>;
+
+fn a_at(i: u32) -> f32 { return f32(a[i >> 2u][i & 3u]); }
+fn b_at(i: u32) -> f32 { return f32(b[i >> 2u][i & 3u]); }
+fn bias_at(i: u32) -> f32 { return f32(bias[i >> 2u][i & 3u]); }
+
+fn load_a4(base: u32, valid: u32) -> vec4<f32> {
+  if (A_VEC && valid >= 4u) {
+    return vec4<f32>(a[base >> 2u]);
+  }
+  var v = vec4<f32>(0.0);
+  for (var j = 0u; j < min(valid, 4u); j++) {
+    v[j] = a_at(base + j);
+  }
+  return v;
+}
+
+fn load_b4(base: u32, valid: u32) -> vec4<f32> {
+  if (B_VEC && valid >= 4u) {
+    return vec4<f32>(b[base >> 2u]);
+  }
+  var v = vec4<f32>(0.0);
+  for (var j = 0u; j < min(valid, 4u); j++) {
+    v[j] = b_at(base + j);
+  }
+  return v;
+}
+
+{{include lib/math.wgsl}}
+{{include lib/activation.wgsl}}
+
+fn remaining(limit: u32, at: u32) -> u32 { return select(0u, limit - at, at < limit); }
+
+fn store(m: u32, n: u32, v: f32) {
+  var y = v * params.alpha;
+  if (HAS_BIAS) {
+    y += params.beta * bias_at(m * params.bias_sm + n * params.bias_sn);
+  }
+  y = activate(y);
+  if (F16_OUT && abs(y) >= 65520.0) {
+    y = sign(y) * bitcast<f32>(inf_bits);
+  }
+  out[m * params.N + n] = {{T}}(y);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let group = wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y;
+  let M = params.M;
+  let N = params.N;
+  let K = params.K;
+  var acc: array<vec4<f32>, MR>;
+  if (!B_TRANS) {
+    let tx = lid % 4u;
+    let ty = lid / 4u;
+    let n0 = group * 16u + tx * 4u;
+    let valid = remaining(N, n0);
+    if (valid > 0u) {
+      // Four rows of B in flight per step: k, k + 64, k + 128, k + 192.
+      var k = ty;
+      for (; k + 192u < K; k += 256u) {
+        let b0 = load_b4(k * params.ldb + n0, valid);
+        let b1 = load_b4((k + 64u) * params.ldb + n0, valid);
+        let b2 = load_b4((k + 128u) * params.ldb + n0, valid);
+        let b3 = load_b4((k + 192u) * params.ldb + n0, valid);
+        for (var m = 0u; m < MR; m++) {
+          if (m < M) {
+            let r = m * params.lda + k;
+            acc[m] += a_at(r) * b0 + a_at(r + 64u) * b1 + a_at(r + 128u) * b2 + a_at(r + 192u) * b3;
+          }
+        }
+      }
+      for (; k < K; k += 64u) {
+        let bv = load_b4(k * params.ldb + n0, valid);
+        for (var m = 0u; m < MR; m++) {
+          if (m < M) {
+            acc[m] += a_at(m * params.lda + k) * bv;
+          }
+        }
+      }
+    }
+    for (var m = 0u; m < MR; m++) {
+      if (m >= M) {
+        break;
+      }
+      red[lid] = acc[m];
+      workgroupBarrier();
+      for (var s = 32u; s > 0u; s = s / 2u) {
+        if (ty < s) {
+          red[lid] += red[lid + s * 4u];
+        }
+        workgroupBarrier();
+      }
+      if (ty == 0u) {
+        let v = red[lid];
+        for (var j = 0u; j < min(valid, 4u); j++) {
+          store(m, n0 + j, v[j]);
+        }
+      }
+      workgroupBarrier();
+    }
+    return;
+  }
+  let c = lid / 16u;
+  let ks = lid % 16u;
+  let n = group * 16u + c;
+  if (n < N) {
+    // Two vec4s of the column in flight per step: k and k + 64.
+    var k = ks * 4u;
+    for (; k + 64u < K; k += 128u) {
+      let b0 = load_b4(n * params.ldb + k, K - k);
+      let b1 = load_b4(n * params.ldb + k + 64u, K - k - 64u);
+      for (var m = 0u; m < MR; m++) {
+        if (m < M) {
+          acc[m].x += dot(load_a4(m * params.lda + k, K - k), b0) + dot(load_a4(m * params.lda + k + 64u, K - k - 64u), b1);
+        }
+      }
+    }
+    for (; k < K; k += 64u) {
+      let left = K - k;
+      let bv = load_b4(n * params.ldb + k, left);
+      for (var m = 0u; m < MR; m++) {
+        if (m < M) {
+          acc[m].x += dot(load_a4(m * params.lda + k, left), bv);
+        }
+      }
+    }
+  }
+  for (var m = 0u; m < MR; m++) {
+    if (m >= M) {
+      break;
+    }
+    red[lid] = vec4<f32>(acc[m].x, 0.0, 0.0, 0.0);
+    workgroupBarrier();
+    for (var s = 8u; s > 0u; s = s / 2u) {
+      if (ks < s) {
+        red[lid].x += red[lid + s].x;
+      }
+      workgroupBarrier();
+    }
+    if (ks == 0u && n < N) {
+      store(m, n, red[lid].x);
+    }
+    workgroupBarrier();
+  }
+}
