@@ -585,6 +585,9 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   s.features.subgroups = has(dawn::kFeatureSubgroups);
   s.features.timestamp_query = has(dawn::kFeatureTimestampQuery);
   s.features.subgroup_matrix = has(dawn::kFeatureSubgroupMatrix);
+  s.features.packed_4x8_dot =
+      wgpuInstanceHasWGSLLanguageFeature(
+          s.instance, static_cast<WGPUWGSLLanguageFeatureName>(dawn::kWgslPacked4x8IntegerDotProduct)) != 0;
 #if !WGNN_DAWN_NPM
   // The shapes and types on offer. (The npm Dawn numbers this sType
   // differently and cannot use subgroup matrices on Vulkan anyway.)

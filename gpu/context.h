@@ -78,6 +78,9 @@ struct Features {
   bool subgroup_matrix = false;
   std::vector<SubgroupMatrixConfig> subgroup_matrix_configs;  // with a Dawn from source
   bool unsafe_apis = false;  // the allow_unsafe_apis toggle is on
+  // The WGSL language feature packed_4x8_integer_dot_product (dot4I8Packed,
+  // dot4U8Packed, pack4xI8, ...), which the instance offers.
+  bool packed_4x8_dot = false;
   std::vector<std::string> adapter_features;  // every feature the adapter offers, by name
 };
 

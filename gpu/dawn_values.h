@@ -45,6 +45,9 @@ inline constexpr uint32_t kFeatureCoreFeaturesAndLimits = 0x12;
 // for subgroup matrices).
 inline constexpr uint32_t kFeatureTimestampQueryInsidePasses = 0x00050003;
 inline constexpr uint32_t kFeatureSubgroupMatrix = 0x00050037;
+// WGSL language features (wgpuInstanceHasWGSLLanguageFeature): the header's
+// number is the binary's (tests/gpu/dawn_values_test compiles the builtin).
+inline constexpr uint32_t kWgslPacked4x8IntegerDotProduct = 0x2;
 #else
 inline constexpr uint32_t kSTypeTogglesDescriptor = WGPUSType_DawnTogglesDescriptor;
 inline constexpr uint32_t kSTypeCacheDeviceDescriptor = WGPUSType_DawnCacheDeviceDescriptor;
@@ -67,6 +70,7 @@ inline constexpr uint32_t kFeatureDualSourceBlending = WGPUFeatureName_DualSourc
 inline constexpr uint32_t kFeatureSubgroups = WGPUFeatureName_Subgroups;
 inline constexpr uint32_t kFeatureTimestampQueryInsidePasses = WGPUFeatureName_ChromiumExperimentalTimestampQueryInsidePasses;
 inline constexpr uint32_t kFeatureSubgroupMatrix = WGPUFeatureName_ChromiumExperimentalSubgroupMatrix;
+inline constexpr uint32_t kWgslPacked4x8IntegerDotProduct = WGPUWGSLLanguageFeatureName_Packed4x8IntegerDotProduct;
 #endif
 
 // The name of a feature number of the loaded binary ("0x..." if unknown).

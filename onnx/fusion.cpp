@@ -258,6 +258,26 @@ bool matmul_add(const Index& ix, int mm, const std::set<int>& taken, Fusion& f) 
   return f.nodes.size() > 1;
 }
 
+// MatMul node mm whose B is a DequantizeLinear of constants read by it alone.
+bool dq_matmul(const Index& ix, int mm, const std::set<int>& taken, Fusion& f) {
+  if (!ix.is(mm, "MatMul", 2)) return false;
+  const std::string& b = ix.node(mm).input(1);
+  const int d = ix.prod(b);
+  if (d < 0 || taken.count(d) || !ix.single(b)) return false;
+  const auto& n = ix.node(d);
+  if (n.op_type() != "DequantizeLinear" || !Index::plain(n) || n.output_size() != 1 || n.input_size() < 2 ||
+      n.input_size() > 3)
+    return false;
+  for (const auto& in : n.input())
+    if (!in.empty() && !ix.is_const(in)) return false;
+  f.kind = Fusion::Kind::DqMatMul;
+  f.nodes = {std::min(d, mm), std::max(d, mm)};
+  f.anchor = mm;
+  f.x = ix.node(mm).input(0);
+  f.dq = {n.input(0), n.input(1), n.input_size() > 2 ? n.input(2) : std::string()};
+  return true;
+}
+
 // Conv node cv then an inference BatchNormalization reading its result
 // alone; weights, bias and the normalization's parameters constants.
 bool conv_bn(const Index& ix, int bn, const std::set<int>& taken, Fusion& f) {
@@ -730,6 +750,10 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
   }
   for (int i = 0; i < g.node_size(); ++i) {
     Fusion f;
+    if (!taken.count(i) && dq_matmul(ix, i, taken, f)) commit(f);
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    Fusion f;
     if (!taken.count(i) && matmul_add(ix, i, taken, f)) commit(f);
   }
   for (int i = 0; i < g.node_size(); ++i) {
@@ -925,6 +949,59 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, const onnx::GraphPr
 
 }  // namespace
 
+// DequantizeLinear (constant 8-bit x [K, N], scale and zero point per
+// tensor, per column or per row, not blocked) then MatMul(a, that).
+std::optional<Slot> try_dq_matmul(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset,
+                                  const Storage& storage, std::map<std::string, Slot>& values) {
+  const onnx::NodeProto& dq = graph.node(f.nodes.front() == f.anchor ? f.nodes.back() : f.nodes.front());
+  Slot& a = values.at(f.x);
+  Slot& w = values.at(f.dq[0]);
+  Slot& sc = values.at(f.dq[1]);
+  Slot* zp = f.dq[2].empty() ? nullptr : &values.at(f.dq[2]);
+  if (a.host || !is_float(a.dtype) || !w.host || !sc.host || (zp && !zp->host)) return std::nullopt;
+  const HostTensor& wq = w.value();
+  if ((wq.dtype != DType::U8 && wq.dtype != DType::I8) || wq.shape.size() != 2) return std::nullopt;
+  if (!is_float(sc.value().dtype) || (zp && zp->value().dtype != wq.dtype)) return std::nullopt;
+  if (attr_int(dq, "block_size", 0) != 0) return std::nullopt;
+  const int64_t K = wq.shape[0], N = wq.shape[1], ns = sc.value().numel();
+  if (a.shape.empty() || a.shape.back() != K || K == 0 || N == 0) return std::nullopt;
+  int64_t axis = attr_int(dq, "axis", 1);
+  if (axis < 0) axis += 2;
+  int64_t mode = 0;
+  if (sc.shape.size() == 0 || (sc.shape.size() == 1 && ns == 1)) {
+    mode = 0;
+  } else if (sc.shape.size() == 1 && axis == 1 && ns == N) {
+    mode = 1;
+  } else if (sc.shape.size() == 1 && axis == 0 && ns == K) {
+    mode = 2;
+  } else {
+    return std::nullopt;
+  }
+  if (zp && zp->value().numel() != ns) return std::nullopt;
+  Slot* in[3] = {&a, &sc, zp};
+  NodeCtx c(g, graph.node(f.anchor), opset, {in[0], in[1], in[2]}, nullptr, storage);
+  const int64_t nw = (N + 3) / 4;
+  HostTensor packed(DType::I32, {K, nw});
+  uint32_t* pw = packed.as<uint32_t>();
+  const uint8_t* src = wq.data.data();
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) pw[k * nw + n / 4] |= uint32_t(src[k * N + n]) << (8 * (n % 4));
+  Value zt = None{};
+  if (zp) {
+    HostTensor z(DType::I32, {ns});
+    for (int64_t i = 0; i < ns; ++i) z.as<int32_t>()[i] = int32_t(host::get_int(zp->value(), size_t(i)));
+    zt = c.constant(z, f.dq[2] + " (int32)");
+  }
+  const int64_t M = numel(a.shape) / K;
+  TensorRef y = c.call("wgnn.matmul_dequant.default",
+                       {c.view(c.tensor(0), {M, K}), c.constant(packed, f.dq[0] + " (packed)"),
+                        c.view(c.tensor_exact(1), {ns}), zt, N, wq.dtype == DType::I8, mode})
+                    .tensor();
+  Shape out = a.shape;
+  out.back() = N;
+  return c.out(c.view(y, out));
+}
+
 std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, const Storage& storage,
                                std::map<std::string, Slot>& values) {
   const onnx::NodeProto& anchor = graph.node(f.anchor);
@@ -938,6 +1015,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
   }
 
   if (f.kind == Fusion::Kind::Attention) return try_attention(f, g, graph, opset, storage, values);
+  if (f.kind == Fusion::Kind::DqMatMul) return try_dq_matmul(f, g, graph, opset, storage, values);
   if (f.kind == Fusion::Kind::AddLayerNorm) {
     Slot &x = values.at(f.x), &y = values.at(f.w);
     if (x.host || y.host || !is_float(x.dtype) || x.dtype != y.dtype || x.shape != y.shape) return std::nullopt;

@@ -38,6 +38,12 @@
 //     through strides (the packed q/k/v projection, k stored untransposed);
 //     those view nodes are still built, and their copies, now unread, are
 //     dropped with the graph's other dead dispatches;
+//   - DequantizeLinear of constant 8-bit weights [K, N] (one scale and zero
+//     point, or one per column or row; not blocked) read by a MatMul alone
+//     as its B -> wgnn.matmul_dequant.default: the product reads the 8-bit
+//     weights, four to a word, and dequantizes them as it goes (the QDQ
+//     form of quantize_static; unfused, the weights would be dequantized
+//     on the host into a float copy four times their size);
 //   - Add of two tensors then a LayerNormalization of the sum (the residual
 //     add before a transformer's norm), the sum read later by others too
 //     -> wgnn.add_layer_norm.default, which writes both.
@@ -60,7 +66,7 @@
 namespace wgnn::onnx_import {
 
 struct Fusion {
-  enum class Kind { Gelu, MatMulAdd, ConvBn, ConvAct, Attention, AddLayerNorm } kind = Kind::Gelu;
+  enum class Kind { Gelu, MatMulAdd, ConvBn, ConvAct, Attention, AddLayerNorm, DqMatMul } kind = Kind::Gelu;
   std::vector<int> nodes;  // the chain's nodes, ascending; the last one produces the result
   int anchor = -1;         // the node errors name (GELU: the last; MatMulAdd: the MatMul)
   std::string x;           // GELU's input; MatMul's A
@@ -76,6 +82,7 @@ struct Fusion {
   std::vector<std::pair<std::string, bool>> scales;
   std::string bias;        // MatMulAdd: a constant added along the last dim ("": none); ConvBn: the Conv's bias
   std::vector<std::string> bn;  // ConvBn: scale, B, mean, var
+  std::vector<std::string> dq;  // DqMatMul: the DequantizeLinear's x, scale and zero point ("": none)
   int act_node = -1;            // ConvBn / ConvAct: the Relu or Clip node applied in the epilogue
   // Attention: `x`, `w` and `v` are the values q, k^T and v were cut from,
   // and views[0..2] the view nodes from there to the products' operands

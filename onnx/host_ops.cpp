@@ -32,6 +32,9 @@ void set_int(HostTensor& t, size_t i, int64_t v) {
   switch (t.dtype) {
     case DType::I64: t.as<int64_t>()[i] = v; break;
     case DType::I32: t.as<int32_t>()[i] = int32_t(v); break;
+    // uint8 / int8 arithmetic wraps around (the low 8 bits), as ONNX Runtime's.
+    case DType::U8: t.as<uint8_t>()[i] = uint8_t(uint64_t(v) & 255u); break;
+    case DType::I8: t.as<int8_t>()[i] = int8_t(uint8_t(uint64_t(v) & 255u)); break;
     default: set(t, i, double(v));
   }
 }

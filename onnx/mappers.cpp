@@ -20,7 +20,7 @@ namespace wgnn::onnx_import {
 // ---- NodeCtx --------------------------------------------------------------
 
 std::string NodeCtx::where() const {
-  return fmt::format("node '{}' ({}, opset {})", !node.name().empty() ? node.name() : node.output_size() > 0 ? node.output(0) : std::string("(unnamed)"), node.op_type(),
+  return fmt::format("node '{}' ({}, opset {})", !node.name().empty() ? node.name() : node.output_size() > 0 ? node.output(0) : std::string("(unnamed)"), mapper_key(node),
                      opset);
 }
 void NodeCtx::fail(const std::string& msg) const { throw Error(where() + ": " + msg); }
@@ -286,11 +286,30 @@ OpMapper unary(const std::string& aten, std::vector<DType> dtypes = kFloat) {
   return m;
 }
 
+// Opsets 1 to 6 (onnx/old_opsets.h): a binary op with broadcast=1 and an
+// `axis` lines B up with A's dims from `axis` on (B [3, 4] against A
+// [2, 3, 4, 5] at axis 1), not from the end as numpy does: B's shape with
+// trailing 1s that make it numpy's. Empty when numpy's rule applies (no
+// axis, broadcast=0, opset 7 and later).
+Shape legacy_broadcast_shape(NodeCtx& c) {
+  if (c.opset >= 7 || c.attr_int("broadcast", 0) == 0 || !c.has_attr("axis") || c.inputs() != 2) return {};
+  const int64_t ra = int64_t(c.shape(0).size()), rb = int64_t(c.shape(1).size());
+  int64_t axis = c.attr_int("axis", 0);
+  if (axis < 0) axis += ra;
+  if (axis < 0 || axis + rb > ra) {
+    c.fail(fmt::format("B {} does not fit A {} from axis {}", shape_str(c.shape(1)), shape_str(c.shape(0)), c.attr_int("axis", 0)));
+  }
+  Shape s = c.shape(1);
+  s.resize(size_t(ra - axis), 1);
+  return s;
+}
+
 // Binary elementwise ops; variadic ones (Sum, Min, Max, Mean) chain.
 OpMapper binary(const std::string& onnx_op, const std::string& aten, std::vector<DType> dtypes) {
   OpMapper m;
   m.dtypes = std::move(dtypes);
   m.build = [onnx_op, aten](NodeCtx& c) {
+    const Shape legacy = legacy_broadcast_shape(c);
     std::string op = aten;
     ValueList extra;
     if (onnx_op == "Div" && !host::is_float(c.dtype(0))) {
@@ -301,6 +320,7 @@ OpMapper binary(const std::string& onnx_op, const std::string& aten, std::vector
     TensorRef acc = c.tensor(0);
     for (size_t i = 1; i < c.inputs(); ++i) {
       TensorRef rhs = c.tensor(i);
+      if (!legacy.empty()) rhs = c.view(rhs, legacy);
       // Pow's exponent may have another type than its base.
       if (onnx_op == "Pow" && c.dtype(i) != c.dtype(0))
         rhs = c.call("aten._to_copy.default", {rhs, aten_dtype_code(c.dtype(0))}).tensor();
@@ -313,7 +333,12 @@ OpMapper binary(const std::string& onnx_op, const std::string& aten, std::vector
   m.fold = [onnx_op](NodeCtx& c) {
     const std::string op = onnx_op == "Sum" ? "Add" : onnx_op;
     HostTensor acc = c.host(0, "A");
-    for (size_t i = 1; i < c.inputs(); ++i) acc = host::binary(op, acc, c.host(i, "B"), int(c.attr_int("fmod", 0)));
+    const Shape legacy = legacy_broadcast_shape(c);
+    for (size_t i = 1; i < c.inputs(); ++i) {
+      HostTensor b = c.host(i, "B");
+      if (!legacy.empty()) b.shape = legacy;
+      acc = host::binary(op, acc, b, int(c.attr_int("fmod", 0)));
+    }
     return one_host(std::move(acc));
   };
   return m;
@@ -633,6 +658,8 @@ std::vector<Slot> prelu(NodeCtx& c) {
   TensorRef slope = c.tensor(1);
   const int64_t n = numel(ss);
   if (n == 1) return one(c.out(c.call("aten.prelu.default", {x, c.view(slope, {1})})));
+  // Opsets 1 to 6 (before numpy broadcasting): a 1-D slope of C values is one per channel.
+  if (c.opset < 7 && ss.size() == 1 && xs.size() >= 2 && n == xs[1]) per_channel = true;
   if (per_channel && n == xs[1]) return one(c.out(c.call("aten.prelu.default", {x, c.view(slope, {n})})));
   HostTensor zero = host::scalar_like(c.dtype(0), 0.0);
   TensorRef z = c.constant(zero);
@@ -903,6 +930,10 @@ Mappers make_mappers() {
                              }, nullptr};
   m["BatchNormalization"] = {kFloat, [](NodeCtx& c) {
                                if (c.attr_int("training_mode", 0)) return batch_norm_training(c);
+                               // Opsets 1 to 6: is_test (default 0, training) must say inference;
+                               // before 9, spatial=0 normalizes per element, not per channel.
+                               if (c.opset < 7 && c.attr_int("is_test", 0) == 0) c.unsupported("training mode (is_test 0)");
+                               if (c.opset < 9 && c.attr_int("spatial", 1) == 0) c.unsupported("spatial 0 (per-element statistics)");
                                if (c.node.output_size() > 1 && c.opset < 14) {
                                  for (int i = 1; i < c.node.output_size(); ++i)
                                    if (!c.node.output(i).empty()) c.unsupported("training outputs (only inference)");
@@ -948,14 +979,16 @@ Mappers make_mappers() {
   m["Upsample"] = {kFloat, resize, nullptr};
 
   // Binary and variadic elementwise.
-  m["Add"] = binary("Add", "aten.add.Tensor", kNumeric);
-  m["Sub"] = binary("Sub", "aten.sub.Tensor", kNumeric);
-  m["Mul"] = binary("Mul", "aten.mul.Tensor", kNumeric);
-  m["Div"] = binary("Div", "aten.div.Tensor", kNumeric);
+  // uint8 / int8 arithmetic wraps around (ops/binary.cpp), as ONNX Runtime's.
+  const std::vector<DType> arith = {DType::F32, DType::F16, DType::I32, DType::I64, DType::U8, DType::I8};
+  m["Add"] = binary("Add", "aten.add.Tensor", arith);
+  m["Sub"] = binary("Sub", "aten.sub.Tensor", arith);
+  m["Mul"] = binary("Mul", "aten.mul.Tensor", arith);
+  m["Div"] = binary("Div", "aten.div.Tensor", arith);
   m["Pow"] = binary("Pow", "aten.pow.Tensor_Tensor", kNumeric);
-  m["Mod"] = binary("Mod", "aten.remainder.Tensor", kNumeric);
-  m["Min"] = binary("Min", "aten.minimum.default", kNumeric);
-  m["Max"] = binary("Max", "aten.maximum.default", kNumeric);
+  m["Mod"] = binary("Mod", "aten.remainder.Tensor", arith);
+  m["Min"] = binary("Min", "aten.minimum.default", arith);
+  m["Max"] = binary("Max", "aten.maximum.default", arith);
   m["Sum"] = binary("Sum", "aten.add.Tensor", kNumeric);
   m["Mean"] = {kFloat, [](NodeCtx& c) {
                  TensorRef acc = c.tensor(0);
@@ -1072,6 +1105,54 @@ Mappers make_mappers() {
                 }, nullptr};
 
   // Data movement.
+  m["IsNaN"] = {kFloat, [](NodeCtx& c) { return one(c.out(c.call("aten.isnan.default", {c.tensor(0)}))); }, nullptr};
+  m["IsInf"] = {kFloat, [](NodeCtx& c) {
+                  return one(c.out(c.call("wgnn.isinf.default", {c.tensor(0), c.attr_int("detect_positive", 1) != 0,
+                                                                 c.attr_int("detect_negative", 1) != 0})));
+                }, nullptr};
+  // Shrink: x + bias below -lambd, x - bias above lambd, else 0.
+  m["Shrink"] = {kFloat, [](NodeCtx& c) {
+                   const double lambd = c.attr_float("lambd", 0.5f), bias = c.attr_float("bias", 0.f);
+                   const DType dt = c.slot_dtype(0);
+                   TensorRef x = c.tensor(0);
+                   auto k = [&](double v) { return c.constant(host::scalar_like(dt, v)); };
+                   TensorRef lo = c.call("aten.lt.Tensor", {x, k(-lambd)}).tensor();
+                   TensorRef hi = c.call("aten.gt.Tensor", {x, k(lambd)}).tensor();
+                   TensorRef plus = c.call("aten.add.Tensor", {x, k(bias)}).tensor();
+                   TensorRef minus = c.call("aten.sub.Tensor", {x, k(bias)}).tensor();
+                   TensorRef mid = c.call("aten.where.self", {hi, minus, k(0.0)}).tensor();
+                   return one(c.out(c.call("aten.where.self", {lo, plus, mid})));
+                 }, nullptr};
+  // DepthToSpace (DCR or CRD) and SpaceToDepth on [N, C, H, W]: a view,
+  // one permute, a view.
+  m["DepthToSpace"] = {{}, [](NodeCtx& c) {
+                         const Shape& s = c.shape(0);
+                         const int64_t b = c.attr_int("blocksize", 0);
+                         if (s.size() != 4) c.fail(fmt::format("input {} must be [N, C, H, W]", shape_str(s)));
+                         if (b <= 0 || s[1] % (b * b) != 0) {
+                           c.fail(fmt::format("blocksize {} must be positive and its square divide C = {}", b, s[1]));
+                         }
+                         const std::string mode = c.attr_string("mode", "DCR");
+                         if (mode != "DCR" && mode != "CRD") c.fail(fmt::format("mode '{}' (accepted: DCR, CRD)", mode));
+                         const int64_t N = s[0], C = s[1] / (b * b), H = s[2], W = s[3];
+                         const bool dcr = mode == "DCR";
+                         TensorRef v = c.view(c.tensor(0), dcr ? Shape{N, b, b, C, H, W} : Shape{N, C, b, b, H, W});
+                         const IntList perm = dcr ? IntList{0, 3, 4, 1, 5, 2} : IntList{0, 1, 4, 2, 5, 3};
+                         TensorRef t = c.call("aten.permute.default", {v, perm}).tensor();
+                         return one(c.out(c.view(t, {N, C, H * b, W * b})));
+                       }, nullptr};
+  m["SpaceToDepth"] = {{}, [](NodeCtx& c) {
+                         const Shape& s = c.shape(0);
+                         const int64_t b = c.attr_int("blocksize", 0);
+                         if (s.size() != 4) c.fail(fmt::format("input {} must be [N, C, H, W]", shape_str(s)));
+                         if (b <= 0 || s[2] % b != 0 || s[3] % b != 0) {
+                           c.fail(fmt::format("blocksize {} must be positive and divide H = {} and W = {}", b, s[2], s[3]));
+                         }
+                         const int64_t N = s[0], C = s[1], H = s[2] / b, W = s[3] / b;
+                         TensorRef v = c.view(c.tensor(0), {N, C, H, b, W, b});
+                         TensorRef t = c.call("aten.permute.default", {v, IntList{0, 3, 5, 1, 2, 4}}).tensor();
+                         return one(c.out(c.view(t, {N, C * b * b, H, W})));
+                       }, nullptr};
   m["Transpose"] = {{}, [](NodeCtx& c) {
                       std::vector<int64_t> perm = c.attr_ints("perm");
                       if (perm.empty())
@@ -1087,18 +1168,22 @@ Mappers make_mappers() {
   m["Concat"] = {{}, [](NodeCtx& c) {
                    ValueList parts;
                    for (size_t i = 0; i < c.inputs(); ++i) parts.push_back(c.tensor(i));
-                   return one(c.out(c.call("aten.cat.default", {parts, c.attr_int("axis", 0)})));
+                   // Opsets 1 to 3: axis may be absent, then 1.
+                   return one(c.out(c.call("aten.cat.default", {parts, c.attr_int("axis", c.opset < 4 ? 1 : 0)})));
                  },
                  [](NodeCtx& c) {
                    std::vector<const HostTensor*> parts;
                    for (size_t i = 0; i < c.inputs(); ++i) parts.push_back(&c.host(i, "inputs"));
-                   return one_host(host::concat(parts, c.attr_int("axis", 0)));
+                   return one_host(host::concat(parts, c.attr_int("axis", c.opset < 4 ? 1 : 0)));
                  }};
   m["Split"] = {{}, [](NodeCtx& c) {
                   const Shape& s = c.shape(0);
                   const int64_t axis = ops::normalize_axis(c.attr_int("axis", 0), int64_t(s.size()), "Split", "axis");
+                  // Opsets 13 and later (and 1, besides the attribute) take the sizes as an input.
                   std::vector<int64_t> sizes =
-                      c.opset >= 13 ? (c.has(1) ? c.host_ints(1, "split") : std::vector<int64_t>{}) : c.attr_ints("split");
+                      (c.opset >= 13 || c.opset < 2) && c.has(1) ? c.host_ints(1, "split")
+                      : c.opset >= 13                              ? std::vector<int64_t>{}
+                                                                   : c.attr_ints("split");
                   const int64_t dim = s[size_t(axis)];
                   if (sizes.empty()) {
                     const int64_t parts = c.has_attr("num_outputs") ? c.attr_int("num_outputs", 1) : c.node.output_size();
@@ -1180,7 +1265,9 @@ Mappers make_mappers() {
                 const Shape& s = c.shape(0);
                 const int64_t r = int64_t(s.size());
                 std::string mode = c.attr_string("mode", "constant");
-                std::vector<int64_t> pads = c.opset >= 11 ? c.host_ints(1, "pads") : c.attr_ints("pads");
+                // Opset 1 names the attribute `paddings`, 2 to 10 `pads`.
+                std::vector<int64_t> pads = c.opset >= 11 ? c.host_ints(1, "pads")
+                                            : c.opset >= 2 ? c.attr_ints("pads") : c.attr_ints("paddings");
                 double value = c.opset >= 11 ? (c.has(2) ? host::get(c.host(2, "constant_value"), 0) : 0.0)
                                              : double(c.attr_float("value", 0.f));
                 std::vector<int64_t> axes;
@@ -1289,6 +1376,124 @@ Mappers make_mappers() {
                                                                c.attr_int("select_last_index", 0) != 0})));
                                     }, nullptr};
   }
+  // LRN: x / (bias + alpha / size * sum of x^2 over `size` channels around
+  // c)^beta, the window floor((size - 1) / 2) channels before c and
+  // ceil((size - 1) / 2) after; the sum as an average pool over [C, spatial]
+  // counting the zero padding (alpha * that average).
+  m["LRN"] = {kFloat, [](NodeCtx& c) {
+                const Shape& s = c.shape(0);
+                if (s.size() < 3) c.fail(fmt::format("input {} must be [N, C, D1, ...]", shape_str(s)));
+                if (!c.has_attr("size")) c.fail("attribute 'size' is required");
+                const int64_t size = c.attr_int("size", 1);
+                if (size <= 0) c.fail(fmt::format("size {} must be positive", size));
+                const double alpha = c.attr_float("alpha", 1e-4f), beta = c.attr_float("beta", 0.75f),
+                             bias = c.attr_float("bias", 1.f);
+                const DType dt = c.slot_dtype(0);
+                int64_t spatial = 1;
+                for (size_t d = 2; d < s.size(); ++d) spatial *= s[d];
+                TensorRef x = c.tensor(0);
+                TensorRef sq = c.view(c.call("aten.mul.Tensor", {x, x}).tensor(), {s[0], 1, s[1], spatial});
+                const int64_t before = (size - 1) / 2, after = size - 1 - before;
+                TensorRef avg = c.call("wgnn.avg_pool_padded.default", {sq, IntList{size, 1}, IntList{1, 1},
+                                                                        IntList{before, 0, after, 0}, IntList{1, 1},
+                                                                        false, true})
+                                    .tensor();
+                auto k = [&](double v) { return c.constant(host::scalar_like(dt, v)); };
+                TensorRef scaled = c.call("aten.mul.Tensor", {avg, k(alpha)}).tensor();
+                TensorRef base = c.call("aten.add.Tensor", {scaled, k(bias)}).tensor();
+                TensorRef den = c.call("aten.pow.Tensor_Tensor", {base, k(beta)}).tensor();
+                return one(c.out(c.call("aten.div.Tensor", {x, c.view(den, s)})));
+              }, nullptr};
+  // MeanVarianceNormalization as ONNX's function defines it: (x - E[x]) /
+  // (sqrt(E[x^2] - E[x]^2) + 1e-9), the means over `axes` (default 0, 2, 3).
+  m["MeanVarianceNormalization"] = {kFloat, [](NodeCtx& c) {
+    const int64_t r = int64_t(c.shape(0).size());
+    std::vector<int64_t> axes = c.has_attr("axes") ? c.attr_ints("axes") : std::vector<int64_t>{0, 2, 3};
+    for (auto& a : axes) a = ops::normalize_axis(a, r, "MeanVarianceNormalization", "axes");
+    const DType dt = c.slot_dtype(0);
+    TensorRef x = c.tensor(0);
+    auto mean = [&](TensorRef t) { return c.call("aten.mean.dim", {t, IntList(axes), true}).tensor(); };
+    TensorRef m1 = mean(x);
+    TensorRef m2 = mean(c.call("aten.mul.Tensor", {x, x}).tensor());
+    TensorRef var = c.call("aten.sub.Tensor", {m2, c.call("aten.mul.Tensor", {m1, m1}).tensor()}).tensor();
+    TensorRef sd = c.call("aten.add.Tensor", {c.call("aten.sqrt.default", {var}).tensor(),
+                                              c.constant(host::scalar_like(dt, 1e-9))}).tensor();
+    return one(c.out(c.call("aten.div.Tensor", {c.call("aten.sub.Tensor", {x, m1}).tensor(), sd})));
+  }, nullptr};
+  // EyeLike: ones on diagonal k of a 2-D shape, known on the host.
+  m["EyeLike"] = {{}, [](NodeCtx& c) {
+                    const Shape& s = c.shape(0);
+                    if (s.size() != 2) c.fail(fmt::format("input {} must be 2-D", shape_str(s)));
+                    const DType dt = c.has_attr("dtype") ? dtype_from_onnx(int(c.attr_int("dtype", 1)), c.where()) : c.slot_dtype(0);
+                    const int64_t k = c.attr_int("k", 0);
+                    HostTensor y(dt, s);
+                    for (int64_t i = 0; i < s[0]; ++i) {
+                      const int64_t j = i + k;
+                      if (j >= 0 && j < s[1]) host::set(y, size_t(i * s[1] + j), 1.0);
+                    }
+                    return one(Slot::of_host(std::move(y)));
+                  }, nullptr};
+  // OneHot: values[1] where an index (negative ones counted from depth)
+  // equals the position along the new axis, else values[0]; indices
+  // outside [-depth, depth) give values[0] everywhere. depth sets the
+  // result's shape: it must be known on the host.
+  m["OneHot"] = {{}, [](NodeCtx& c) {
+                   const double depth_v = host::get(c.host(1, "depth"), 0);
+                   const int64_t depth = int64_t(depth_v);
+                   if (depth <= 0 || double(depth) != std::trunc(depth_v)) c.fail(fmt::format("depth {} must be a positive integer", depth_v));
+                   const Shape& is = c.shape(0);
+                   const int64_t r = int64_t(is.size()) + 1;
+                   const int64_t axis = ops::normalize_axis(c.attr_int("axis", -1), r, "OneHot", "axis");
+                   if (numel(c.shape(2)) != 2) c.fail(fmt::format("values {} must hold 2 values (off, on)", shape_str(c.shape(2))));
+                   TensorRef idx = c.tensor(0);
+                   if (c.dtype(0) != DType::I64 && c.dtype(0) != DType::I32) {
+                     idx = c.call("aten._to_copy.default", {idx, aten_dtype_code(DType::I64)}).tensor();  // truncates floats
+                   }
+                   const DType it = c.g.info(idx).dtype;
+                   // A negative index counts from depth.
+                   TensorRef neg = c.call("aten.lt.Tensor", {idx, c.constant(host::scalar_like(it, 0))}).tensor();
+                   TensorRef wrapped = c.call("aten.add.Tensor", {idx, c.constant(host::scalar_like(it, double(depth)))}).tensor();
+                   idx = c.call("aten.where.self", {neg, wrapped, idx}).tensor();
+                   Shape us = is;
+                   us.insert(us.begin() + axis, 1);
+                   HostTensor iota(it, {depth});
+                   for (int64_t i = 0; i < depth; ++i) host::set(iota, size_t(i), double(i));
+                   Shape along(size_t(r), 1);
+                   along[size_t(axis)] = depth;
+                   TensorRef eq = c.call("aten.eq.Tensor", {c.view(idx, us), c.view(c.constant(iota), along)}).tensor();
+                   TensorRef v = c.view(c.tensor(2), {2});
+                   TensorRef off = c.call("aten.slice.Tensor", {v, int64_t(0), int64_t(0), int64_t(1), int64_t(1)}).tensor();
+                   TensorRef on = c.call("aten.slice.Tensor", {v, int64_t(0), int64_t(1), int64_t(2), int64_t(1)}).tensor();
+                   return one(c.out(c.call("aten.where.self", {eq, on, off})));
+                 }, nullptr};
+  // Hardmax: 1 at the first maximum along the axis, else 0 (before opset
+  // 13 along the input flattened to 2-D at the axis, as Softmax).
+  m["Hardmax"] = {kFloat, [](NodeCtx& c) {
+                    const Shape& s = c.shape(0);
+                    const int64_t r = int64_t(s.size());
+                    TensorRef x = c.tensor(0);
+                    Shape work = s;
+                    int64_t axis = 0;
+                    if (c.opset < 13) {
+                      const int64_t at = ops::normalize_axis(c.attr_int("axis", 1), r == 0 ? 1 : r, "Hardmax", "axis");
+                      int64_t outer = 1, inner = 1;
+                      for (int64_t d = 0; d < r; ++d) (d < at ? outer : inner) *= s[size_t(d)];
+                      work = {outer, inner};
+                      x = c.view(x, work);
+                      axis = 1;
+                    } else {
+                      axis = ops::normalize_axis(c.attr_int("axis", -1), r, "Hardmax", "axis");
+                    }
+                    const int64_t n = work[size_t(axis)];
+                    TensorRef idx = c.call("aten.argmax.default", {x, axis, true, false}).tensor();
+                    HostTensor iota(DType::I64, {n});
+                    for (int64_t i = 0; i < n; ++i) iota.as<int64_t>()[i] = i;
+                    Shape along(work.size(), 1);
+                    along[size_t(axis)] = n;
+                    TensorRef eq = c.call("aten.eq.Tensor", {idx, c.view(c.constant(iota), along)}).tensor();
+                    TensorRef y = c.call("aten._to_copy.default", {eq, aten_dtype_code(c.dtype(0))}).tensor();
+                    return one(c.out(c.view(y, s)));
+                  }, nullptr};
   m["Softmax"] = softmax("aten._softmax.default");
   m["LogSoftmax"] = softmax("aten._log_softmax.default");
   add_quant_mappers(m);
@@ -1302,6 +1507,17 @@ Mappers make_mappers() {
 const std::map<std::string, OpMapper>& op_mappers() {
   static const Mappers m = make_mappers();
   return m;
+}
+
+std::string mapper_key(const onnx::NodeProto& n) {
+  if (n.domain().empty() || n.domain() == "ai.onnx") return n.op_type();
+  return n.domain() + "." + n.op_type();
+}
+
+const OpMapper* find_mapper(const onnx::NodeProto& n) {
+  const auto& m = op_mappers();
+  auto it = m.find(mapper_key(n));
+  return it == m.end() ? nullptr : &it->second;
 }
 
 }  // namespace wgnn::onnx_import

@@ -1,7 +1,7 @@
 // ONNX's quantized operators -> wgnn ops (ops/quantized.cpp):
 // QuantizeLinear, DequantizeLinear (per tensor, per axis, blocked),
-// DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger and
-// QLinearConv. uint8 and int8 values; zero points and scales of one value,
+// DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger,
+// QLinearConv and com.microsoft MatMulNBits (4-bit weights). uint8 and int8 values; zero points and scales of one value,
 // or one per axis element / row / column / output channel where ONNX
 // allows; anything else is Unsupported naming the node and what is missing.
 // Scales are read in float32 even in fp16 mode (c.tensor_exact): a scale
@@ -359,6 +359,74 @@ OpMapper dynamic_quantize_mapper() {
   return m;
 }
 
+// com.microsoft MatMulNBits (ONNX Runtime's contrib op): Y = A @ B^T (+
+// bias), B [N, K] quantized in blocks of block_size along K. B is uint8
+// [N, k_blocks, block_size * bits / 8], two 4-bit values a byte (the low
+// nibble first); scales [N * k_blocks] (or [N, k_blocks]) of A's dtype;
+// zero_points uint8, packed the same way per row (ceil(k_blocks / 2) bytes),
+// 8 when absent; g_idx (deprecated) absent; bias [N]. bits 4 only.
+// accuracy_level is ignored: products are float32 (as ONNX Runtime's CPU
+// computes float32 for accuracy levels 0 to 3). B and the zero points must
+// be constants: their bytes are uploaded as they are, four to a 32-bit word
+// (ops/quantized.cpp unpacks them in the kernel).
+OpMapper matmul_nbits_mapper() {
+  OpMapper m;
+  m.dtypes = {DType::F32, DType::F16};
+  m.build = [](NodeCtx& c) {
+    const int64_t bits = c.attr_int("bits", 4);
+    if (bits != 4) c.unsupported(fmt::format("bits {} (supported: 4)", bits));
+    if (!c.has_attr("K") || !c.has_attr("N") || !c.has_attr("block_size")) c.fail("attributes K, N and block_size are required");
+    const int64_t K = c.attr_int("K", 0), N = c.attr_int("N", 0), block = c.attr_int("block_size", 0);
+    if (c.has(4)) c.unsupported("g_idx (a permutation of K, deprecated in ONNX Runtime) is not supported");
+    if (K <= 0 || N <= 0 || block < 16 || (block & (block - 1)) != 0) {
+      c.fail(fmt::format("K {}, N {} and block_size {}: K and N must be positive, block_size a power of two >= 16", K, N, block));
+    }
+    const Shape& as = c.shape(0);
+    if (as.empty() || as.back() != K) c.fail(fmt::format("A {} must end in K = {}", shape_str(as), K));
+    const int64_t k_blocks = (K + block - 1) / block, blob = block * bits / 8;
+    const HostTensor& b = c.host(1, "B (the quantized weights)");
+    if (b.dtype != DType::U8) c.fail(fmt::format("B has dtype {}; expected uint8", dtype_name(b.dtype)));
+    if (b.shape != Shape{N, k_blocks, blob}) {
+      c.fail(fmt::format("B {} must be [N, k_blocks, blob_size] = [{}, {}, {}]", shape_str(b.shape), N, k_blocks, blob));
+    }
+    HostTensor bw(DType::I32, {N, k_blocks * blob / 4});
+    std::copy(b.data.begin(), b.data.end(), bw.data.begin());
+    const Shape& ss = c.shape(2);
+    if (numel(ss) != N * k_blocks || (ss != Shape{N * k_blocks} && ss != Shape{N, k_blocks})) {
+      c.fail(fmt::format("scales {} must be [{}] (N * k_blocks) or [{}, {}]", shape_str(ss), N * k_blocks, N, k_blocks));
+    }
+    Value zp = None{};
+    if (c.has(3)) {
+      const DType zd = c.slot_dtype(3);
+      if (zd != DType::U8) {
+        c.unsupported(fmt::format("zero_points of dtype {} (supported: uint8, packed 4-bit values)", dtype_name(zd)));
+      }
+      const HostTensor& z = c.host(3, "zero_points");
+      const int64_t row_bytes = (k_blocks + 1) / 2;
+      if (z.numel() != N * row_bytes) {
+        c.fail(fmt::format("zero_points {} must hold N * ceil(k_blocks / 2) = {} bytes", shape_str(z.shape), N * row_bytes));
+      }
+      HostTensor zw(DType::I32, {(N * row_bytes + 3) / 4});
+      std::copy(z.data.begin(), z.data.end(), zw.data.begin());
+      zp = c.constant(zw, "zero_points (packed)");
+    }
+    const int64_t M = numel(as) / K;
+    TensorRef a = c.view(c.tensor(0), {M, K});
+    Value bias = None{};
+    if (c.has(5)) {
+      if (c.shape(5) != Shape{N}) c.fail(fmt::format("bias {} must be [{}]", shape_str(c.shape(5)), N));
+      bias = c.tensor(5);
+    }
+    TensorRef y = c.call("wgnn.matmul_nbits.default", {a, c.constant(bw, "B (packed)"),
+                                                       c.view(c.tensor_exact(2), {N * k_blocks}), zp, bias, K, N, block})
+                      .tensor();
+    Shape out = as;
+    out.back() = N;
+    return one(c.out(c.view(y, out)));
+  };
+  return m;
+}
+
 }  // namespace
 
 void add_quant_mappers(std::map<std::string, OpMapper>& m) {
@@ -369,6 +437,7 @@ void add_quant_mappers(std::map<std::string, OpMapper>& m) {
   m["QLinearMatMul"] = qlinear_matmul_mapper();
   m["ConvInteger"] = conv_integer_mapper();
   m["QLinearConv"] = qlinear_conv_mapper();
+  m["com.microsoft.MatMulNBits"] = matmul_nbits_mapper();
 }
 
 }  // namespace wgnn::onnx_import

@@ -178,6 +178,11 @@ struct OpMapper {
 };
 
 const std::map<std::string, OpMapper>& op_mappers();
+// A node's key in op_mappers(): its op_type in the ONNX domain ("" or
+// "ai.onnx"), else "domain.op_type" (com.microsoft.MatMulNBits).
+std::string mapper_key(const onnx::NodeProto& n);
+// The node's mapper, or null when wgnn lacks it.
+const OpMapper* find_mapper(const onnx::NodeProto& n);
 
 // Shared by the mapper files (mappers.cpp, mappers_quant.cpp).
 // An attribute of one value per spatial dim, `def` for each when absent.

@@ -16,6 +16,7 @@
 #include "onnx/fusion.h"
 #include "onnx/host_ops.h"
 #include "onnx/node_ctx.h"
+#include "onnx/old_opsets.h"
 #include "onnx/schema_check.h"
 #include "onnx/subgraph.h"
 #include "onnx/tensor_proto.h"
@@ -42,7 +43,7 @@ struct Session::Built {
 
 namespace {
 
-constexpr int kMinOpset = 7, kMaxOpset = 21;
+constexpr int kMinOpset = 1, kMaxOpset = 21;  // below 7: the operators onnx/old_opsets.h lists
 // Values read back for control flow in one run (each a probe run first).
 constexpr size_t kMaxReadbacks = 4096;
 // Probe plans kept (besides SessionOptions::max_plans plans).
@@ -143,9 +144,7 @@ void count_unsupported_inside(const onnx::NodeProto& n, const std::map<std::stri
   auto walk = [&](const onnx::GraphProto& sub) {
     for (const auto& inner : sub.node()) {
       ++nodes;
-      const bool other_domain = !inner.domain().empty() && inner.domain() != "ai.onnx";
-      if (other_domain) ++count[inner.domain() + "." + inner.op_type()];
-      else if (!mappers.count(inner.op_type())) ++count[inner.op_type()];
+      if (!mappers.count(mapper_key(inner))) ++count[mapper_key(inner)];
       count_unsupported_inside(inner, mappers, count, nodes);
     }
   };
@@ -194,6 +193,11 @@ void check_model(LoadedModel& m, const std::string& path) {
     sort_topologically(*m.proto->mutable_graph(), available);
   }
   check_node_schemas(g, m.opset);
+  if (const auto old = old_opset_problems(g, m.opset); !old.empty()) {
+    throw Unsupported(fmt::format("'{}' uses ONNX opset {} (before numpy broadcasting, opset 7); {} node{} not supported "
+                                  "there:\n  {}",
+                                  path, m.opset, old.size(), old.size() > 1 ? "s" : "", fmt::join(old, "\n  ")));
+  }
 
   // Every node the outputs need must be supported: one error lists them all.
   std::set<std::string> needed;
@@ -220,9 +224,10 @@ void check_model(LoadedModel& m, const std::string& path) {
     const std::string where = fmt::format("node '{}' ({}, opset {})", node_name(n), n.op_type(), m.opset);
     for (const auto& o : n.output()) produced.insert(o);
     if (!live[size_t(i)]) continue;
-    if (!n.domain().empty() && n.domain() != "ai.onnx") {
+    const bool other_domain = !n.domain().empty() && n.domain() != "ai.onnx";
+    if (other_domain && !mappers.count(mapper_key(n))) {
       problems.push_back(fmt::format("{}: operator domain '{}' is not supported", where, n.domain()));
-    } else if (!mappers.count(n.op_type())) {
+    } else if (!mappers.count(mapper_key(n))) {
       std::map<std::string, int> inside;
       int inner_nodes = 0;
       count_unsupported_inside(n, mappers, inside, inner_nodes);

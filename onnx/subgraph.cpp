@@ -55,7 +55,6 @@ void outer_reads(const onnx::NodeProto& n, std::set<std::string>& out) {
 }
 
 void Builder::build_node(const onnx::NodeProto& n, Scope& scope, const std::set<std::string>* needed) {
-  const auto& mappers = op_mappers();
   std::vector<Slot*> in;
   bool all_host = true;
   for (const auto& name : n.input()) {
@@ -71,13 +70,9 @@ void Builder::build_node(const onnx::NodeProto& n, Scope& scope, const std::set<
     all_host &= s->host;
     in.push_back(s);
   }
-  auto mit = mappers.find(n.op_type());
-  const bool other_domain = !n.domain().empty() && n.domain() != "ai.onnx";
-  if (mit == mappers.end() || other_domain) {
-    throw Unsupported(fmt::format("node '{}' ({}{}): operator not supported", node_name(n),
-                                  other_domain ? n.domain() + "." : std::string(), n.op_type()));
-  }
-  const OpMapper& m = mit->second;
+  const OpMapper* found = find_mapper(n);
+  if (!found) throw Unsupported(fmt::format("node '{}' ({}): operator not supported", node_name(n), mapper_key(n)));
+  const OpMapper& m = *found;
   NodeCtx c(g_, n, opset_, in, value_inputs_, storage_);
   c.builder = this;
   Scope* const outer_current = current_;
@@ -213,9 +208,8 @@ const HostTensor* Builder::fold_in(const std::string& name, Scope* scope, std::s
       if (n.output(k) == name) producer = &n, out_index = k;
   }
   if (!producer) return nullptr;
-  const auto& mappers = op_mappers();
-  auto mit = mappers.find(producer->op_type());
-  if (mit == mappers.end() || !mit->second.fold) return nullptr;
+  const OpMapper* fm = find_mapper(*producer);
+  if (!fm || !fm->fold) return nullptr;
   std::vector<Slot> held;
   held.reserve(size_t(producer->input_size()));
   std::vector<Slot*> in(size_t(producer->input_size()), nullptr);
@@ -230,7 +224,7 @@ const HostTensor* Builder::fold_in(const std::string& name, Scope* scope, std::s
   NodeCtx c(g_, *producer, opset_, in, nullptr, storage_);
   std::vector<HostTensor> outs;
   try {
-    outs = mit->second.fold(c);
+    outs = fm->fold(c);
   } catch (const HostOutOfMemory&) {
     throw;
   } catch (const Error&) {

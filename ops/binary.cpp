@@ -7,7 +7,9 @@
 // Dtypes: both tensor operands must have the same dtype (no type
 // promotion). float16 and float32 compute in f32; int32 and int64 in i32 with
 // wrapping arithmetic (int64 tensors are stored as int32, see graph/tensor.h);
-// bool and uint8 in u32. Comparisons and logical ops return bool; true
+// bool and uint8 in u32. Arithmetic on uint8 and int8 (add, sub, mul, the
+// rounded divisions) computes in i32 and wraps the result to 8 bits, as
+// ONNX Runtime does (uint8 200 + 100 = 44, int8 100 + 100 = -56). Comparisons and logical ops return bool; true
 // division (aten.div.Tensor) of integers returns float32, as in ATen.
 // Integer division by zero follows WGSL: x / 0 = x, x % 0 = 0.
 #include <algorithm>
@@ -31,6 +33,8 @@ namespace {
 using DTypes = std::vector<DType>;
 const DTypes kNumeric = {DType::F32, DType::F16, DType::I32, DType::I64};
 const DTypes kAll = {DType::F32, DType::F16, DType::I32, DType::I64, DType::Bool, DType::U8, DType::I8};
+// add, sub, mul, the rounded divisions and remainders also take 8-bit integers.
+const DTypes kArith = {DType::F32, DType::F16, DType::I32, DType::I64, DType::U8, DType::I8};
 
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16; }
 // u32 storage (bool, uint8) vs i32 storage (int32, int64, int8).
@@ -269,15 +273,15 @@ struct BinaryOp {
 // false, x != NaN true, whatever the device assumes about NaN.
 const std::vector<BinaryOp>& binary_ops() {
   static const std::vector<BinaryOp> ops = {
-      {"aten.add.Tensor", &kNumeric, false, "x + params.falpha * y", "x + params.ialpha * y", nullptr, true},
-      {"aten.sub.Tensor", &kNumeric, false, "x - params.falpha * y", "x - params.ialpha * y", nullptr, true},
-      {"aten.mul.Tensor", &kNumeric, false, "x * y", "x * y", nullptr},
+      {"aten.add.Tensor", &kArith, false, "x + params.falpha * y", "x + params.ialpha * y", nullptr, true},
+      {"aten.sub.Tensor", &kArith, false, "x - params.falpha * y", "x - params.ialpha * y", nullptr, true},
+      {"aten.mul.Tensor", &kArith, false, "x * y", "x * y", nullptr},
       {"aten.div.Tensor", &kNumeric, false, "x / y", nullptr, nullptr, false, true},
       {"aten.pow.Tensor_Tensor", &kNumeric, false, "pow_f(x, y)", "pow_i(x, y)", nullptr},
       {"aten.minimum.default", &kAll, false, "min_f(x, y)", "min(x, y)", "min(x, y)"},
       {"aten.maximum.default", &kAll, false, "max_f(x, y)", "max(x, y)", "max(x, y)"},
-      {"aten.remainder.Tensor", &kNumeric, false, "rem_f(x, y)", "rem_i(x, divisor(i, y))", nullptr},
-      {"aten.fmod.Tensor", &kNumeric, false, "fmod_f(x, y)", "x % divisor(i, y)", nullptr},
+      {"aten.remainder.Tensor", &kArith, false, "rem_f(x, y)", "rem_i(x, divisor(i, y))", nullptr},
+      {"aten.fmod.Tensor", &kArith, false, "fmod_f(x, y)", "x % divisor(i, y)", nullptr},
       {"aten.eq.Tensor", &kAll, true, "(x == y) & !any_nan(x, y)", "x == y", "x == y"},
       {"aten.ne.Tensor", &kAll, true, "(x != y) | any_nan(x, y)", "x != y", "x != y"},
       {"aten.lt.Tensor", &kAll, true, "(x < y) & !any_nan(x, y)", "x < y", "x < y"},
@@ -302,8 +306,8 @@ const BinaryOp& binary_op(std::string_view name) {
 }
 
 // aten.div.Tensor_mode's rounded divisions.
-const BinaryOp kDivTrunc{"aten.div.Tensor_mode", &kNumeric, false, "trunc(x / y)", "x / divisor(i, y)", nullptr};
-const BinaryOp kDivFloor{"aten.div.Tensor_mode", &kNumeric, false, "floor(x / y)", "div_floor_i(x, divisor(i, y))",
+const BinaryOp kDivTrunc{"aten.div.Tensor_mode", &kArith, false, "trunc(x / y)", "x / divisor(i, y)", nullptr};
+const BinaryOp kDivFloor{"aten.div.Tensor_mode", &kArith, false, "floor(x / y)", "div_floor_i(x, divisor(i, y))",
                          nullptr};
 
 // "aten.add.Tensor" -> "add"
@@ -330,6 +334,10 @@ Value run_binary(const BinaryOp& b, const Args& a) {
     l.compute = "f32";
     l.out = DType::F32;
     l.expr = b.f;
+  } else if ((dt == DType::U8 || dt == DType::I8) && b.accepts == &kArith) {
+    l.compute = "i32";  // 8-bit arithmetic: in i32, the result wrapped to 8 bits
+    l.expr = dt == DType::U8 ? fmt::format("({}) & C4(255)", b.i) : fmt::format("wrap_i8({})", b.i);
+    if (l.expr.find("divisor(") != std::string::npos) l.check = "integer division by zero at element {}";
   } else {
     l.expr = is_u32(dt) ? b.u : b.i;
     if (l.expr.find("divisor(") != std::string::npos) l.check = "integer division by zero at element {}";
@@ -437,6 +445,40 @@ Value logical_not(Graph& g, const ValueList& args) {
   return launch(a, l, {Input{x, "self"}, Input{}, Input{}});
 }
 
+// aten.isnan.default(self) and wgnn.isinf.default(self, detect_positive,
+// detect_negative) (ONNX IsInf): bool, decided on the bits (a device may
+// assume no NaN or infinity in float arithmetic).
+Value isnan_op(Graph& g, const ValueList& args) {
+  Args a{"aten.isnan.default", args, g};
+  require_at_most(a, 1);
+  TensorRef x = a.tensor(0, "self");
+  require_dtype(a, x, "self", {DType::F32, DType::F16});
+  Launch l;
+  l.in = g.info(x).dtype;
+  l.compute = "f32";
+  l.out = DType::Bool;
+  l.expr = "isnan4(x)";
+  l.label = fmt::format("isnan {}", dtype_name(l.in));
+  return launch(a, l, {Input{x, "self"}, Input{}, Input{}});
+}
+
+Value isinf_op(Graph& g, const ValueList& args) {
+  Args a{"wgnn.isinf.default", args, g};
+  require_at_most(a, 3);
+  TensorRef x = a.tensor(0, "self");
+  require_dtype(a, x, "self", {DType::F32, DType::F16});
+  const bool pos = a.boolean(1, "detect_positive", true), neg = a.boolean(2, "detect_negative", true);
+  Launch l;
+  l.in = g.info(x).dtype;
+  l.compute = "f32";
+  l.out = DType::Bool;
+  const std::string mag = "((bitcast<vec4<u32>>(x) & vec4<u32>(0x7fffffffu)) == vec4<u32>(0x7f800000u))";
+  const std::string sign = "((bitcast<vec4<u32>>(x) >> vec4<u32>(31u)) == vec4<u32>(1u))";
+  l.expr = pos && neg ? mag : pos ? mag + " & !" + sign : neg ? mag + " & " + sign : "vec4<bool>(false)";
+  l.label = fmt::format("isinf {}", dtype_name(l.in));
+  return launch(a, l, {Input{x, "self"}, Input{}, Input{}});
+}
+
 // ATen ScalarType codes of the dtypes wgnn has.
 constexpr std::pair<int64_t, DType> kScalarTypes[] = {{0, DType::U8},  {1, DType::I8},  {3, DType::I32},
                                                       {4, DType::I64}, {5, DType::F16}, {6, DType::F32},
@@ -541,6 +583,8 @@ void register_binary_ops(OpRegistry& r) {
   r.add("aten.where.self", where_self);
   r.add("aten.prelu.default", prelu);
   r.add("aten.logical_not.default", logical_not);
+  r.add("aten.isnan.default", isnan_op);
+  r.add("wgnn.isinf.default", isinf_op);
   r.add("aten._to_copy.default", to_copy);
 }
 

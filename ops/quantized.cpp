@@ -15,17 +15,25 @@
 //   - kernels/matmul_integer.wgsl: (a - a_zp) @ (b - b_zp) in i32, 16x16
 //     tiles through workgroup memory, int32 out or requantized;
 //   - kernels/conv_integer.wgsl: a direct convolution (1-D to 3-D, groups,
-//     stride, padding, dilation) in i32, int32 out or requantized.
-// The integer products multiply i32 values, one per 32-bit word. WGSL's
-// packed_4x8_integer_dot_product (dot4I8Packed) is not used yet: it takes
-// four 8-bit values packed in a word, which these tensors are not (a kernel
-// would pack its tiles first), and gpu/ does not detect WGSL language
-// features yet (wgpuInstanceHasWGSLLanguageFeature, whose enum value for the
-// loaded Dawn gpu/dawn_values.h has not checked).
+//     stride, padding, dilation) in i32, int32 out or requantized;
+//   - kernels/matmul_qweight.wgsl: a float product with quantized weights
+//     unpacked and dequantized in the kernel as its tiles are staged (no
+//     float copy of the weights): 4-bit block-quantized (com.microsoft
+//     MatMulNBits) or 8-bit, four to a word (DequantizeLinear then MatMul,
+//     fused by onnx/fusion.h).
+// The integer products multiply i32 values, one per 32-bit word (the
+// tensors' storage). Where the instance offers the WGSL language feature
+// packed_4x8_integer_dot_product (gpu::Features::packed_4x8_dot),
+// MatMulInteger and QLinearMatMul stage their tiles four 8-bit values to a
+// word and multiply them with dot4I8Packed
+// (kernels/matmul_integer_dot4.wgsl); WGNN_DOT4=0 in the environment takes
+// the unpacked kernel everywhere. The convolutions stay unpacked.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
+#include <string_view>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -325,12 +333,20 @@ TensorRef matmul_integer(const Args& a, TensorRef A, TensorRef B, TensorRef azp,
   if (batch * M * N == 0) return y;
   if (K == 0) a.fail("the reduction (K) is empty");
   if (rq) side = pack_requant(a, *rq, p.off_sb, p.off_y);
-  const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul_integer.wgsl", subs);
+  const char* env = std::getenv("WGNN_DOT4");
+  const bool dot4 = g.ctx().features().packed_4x8_dot && !(env && std::string_view(env) == "0");
+  if (dot4) {
+    subs.emplace_back("A_SHIFT", g.info(A).dtype == DType::U8 ? "128" : "0");
+    subs.emplace_back("B_SHIFT", g.info(B).dtype == DType::U8 ? "128" : "0");
+  }
+  const gpu::Pipeline& pl =
+      kernel(g, dot4 ? "ops/kernels/matmul_integer_dot4.wgsl" : "ops/kernels/matmul_integer.wgsl", subs);
   auto opt = [&](TensorRef t) { return optional_input(g, t.id >= 0 ? Value(t) : Value(None{})); };
   std::vector<Binding> b = {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(A), Binding::of(B), opt(azp), opt(bzp)};
   if (rq) b.push_back(Binding::of(side));
   g.add_dispatch(pl, std::move(b), grid_for(g, uint64_t(batch) * p.tiles_m * p.tiles_n), std::string(a.op),
-                 fmt::format("matmul_integer {}x{}x{}{}", M, N, K, rq ? " requantized" : ""), 2.0 * double(batch * M * N) * double(K));
+                 fmt::format("matmul_integer{} {}x{}x{}{}", dot4 ? " dot4" : "", M, N, K, rq ? " requantized" : ""),
+                 2.0 * double(batch * M * N) * double(K));
   return y;
 }
 
@@ -499,6 +515,175 @@ Value dynamic_quantize_linear(Graph& g, const ValueList& args) {
   return ValueList{y, scale, zp};
 }
 
+struct MatmulQWeightParams {
+  uint32_t M, N, K, tiles_m, tiles_n, has_bias;
+  uint32_t q[6];  // the weight function's parameters (kernels/matmul_qweight.wgsl)
+};
+
+// 4-bit MatMulNBits weights: q0 k_blocks, q1 block, q2 words a row, q3 zero
+// point bytes a row, q4 has zero points.
+const char* kNBitsWeight = R"(fn weight(k: u32, n: u32) -> f32 {
+  let q = (b[n * params.q2 + k / 8u] >> (4u * (k % 8u))) & 15u;
+  let blk = k / params.q1;
+  var z = 8u;
+  if (params.q4 == 1u) {
+    let byte = n * params.q3 + blk / 2u;
+    z = (zp[byte / 4u] >> (8u * (byte % 4u) + 4u * (blk % 2u))) & 15u;
+  }
+  return f32(i32(q) - i32(z)) * f32(scales[n * params.q0 + blk]);
+})";
+
+// 8-bit DequantizeLinear weights [K, N]: q0 words a row (ceil(N / 4)), q1
+// scale mode (0 one, 1 per column, 2 per row), q2 int8 (sign-extended),
+// q3 has zero points (one i32 each).
+const char* kInt8Weight = R"(fn weight(k: u32, n: u32) -> f32 {
+  let byte = (b[k * params.q0 + n / 4u] >> (8u * (n % 4u))) & 255u;
+  var q = i32(byte);
+  if (params.q2 == 1u) {
+    q = (q << 24u) >> 24u;
+  }
+  var s = 0u;
+  if (params.q1 == 1u) {
+    s = n;
+  } else if (params.q1 == 2u) {
+    s = k;
+  }
+  var z = 0;
+  if (params.q3 == 1u) {
+    z = bitcast<i32>(zp[s]);
+  }
+  return f32(q - z) * f32(scales[s]);
+})";
+
+// Records kernels/matmul_qweight.wgsl: a [M, K] float (M from a's shape),
+// b the packed weights, scales of float32 / float16, zero points or None,
+// bias [N] of a's dtype or None; p's q[] and `weight` say how to read b.
+TensorRef matmul_qweight(const Args& a, TensorRef A, TensorRef B, TensorRef S, TensorRef Z, TensorRef bias, int64_t K,
+                         int64_t N, MatmulQWeightParams p, const char* weight, const std::string& label) {
+  Graph& g = a.g;
+  const TensorInfo& ai = g.info(A);
+  const int64_t M = ai.shape[0];
+  bool f16 = false;
+  const std::string ST = scale_type(a, S, "scales", f16);
+  if (bias.id >= 0) {
+    const TensorInfo& xi = g.info(bias);
+    if (xi.dtype != ai.dtype || xi.numel() != N) {
+      a.fail(fmt::format("bias {} {} must be {} [{}]", dtype_name(xi.dtype), shape_str(xi.shape), dtype_name(ai.dtype), N));
+    }
+    p.has_bias = 1;
+  }
+  p.M = uint32_t(M);
+  p.N = uint32_t(N);
+  p.K = uint32_t(K);
+  p.tiles_m = uint32_t((M + 15) / 16);
+  p.tiles_n = uint32_t((N + 15) / 16);
+  for (auto [t, n] : {std::pair{A, "a"}, std::pair{B, "b"}, std::pair{S, "scales"}}) a.require_fits_binding(t, n);
+  if (std::max({M * N, M * K, K * N}) >= (int64_t(1) << 31)) {
+    a.fail("a, b or the result has 2^31 elements or more (32-bit indexing)");
+  }
+  Subs subs = float_subs(g, ai.dtype, a.op);
+  for (auto& [key, value] : subs) {
+    if (key == "ENABLE" && f16) value = "enable f16;";  // float16 scales with float32 a
+  }
+  subs.emplace_back("S", ST);
+  subs.emplace_back("WEIGHT", weight);
+  const TensorRef y = g.add_tensor({M, N}, ai.dtype);
+  if (M == 0) return y;
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul_qweight.wgsl", subs);
+  auto opt = [&](TensorRef t) { return optional_input(g, t.id >= 0 ? Value(t) : Value(None{})); };
+  g.add_dispatch(pl, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(A), Binding::of(B), Binding::of(S), opt(Z), opt(bias)},
+                 grid_for(g, uint64_t(p.tiles_m) * p.tiles_n), std::string(a.op),
+                 fmt::format("{} {}x{}x{}", label, M, N, K), 2.0 * double(M * N) * double(K));
+  return y;
+}
+
+void require_a(const Args& a, TensorRef A, int64_t K) {
+  a.require_float(A, "a");
+  const Shape& s = a.g.info(A).shape;
+  if (s.size() != 2 || s[1] != K) a.fail(fmt::format("a {} must be [M, K] with K = {}", shape_str(s), K));
+}
+
+// wgnn.matmul_nbits.default(a, b, scales, zero_points, bias, K, N, block_size)
+// -> a [M, K] @ dequantized(b)^T [K, N] (+ bias), a's dtype.
+// a [M, K] float32 / float16; b int32 [N, row_words]: MatMulNBits' 4-bit
+// weights [N, k_blocks, block / 2] bytes, four bytes to a word (little
+// endian), row_words = k_blocks * block / 8; scales [N * k_blocks] (or
+// [N, k_blocks]), float32 / float16; zero_points None (8) or int32 words
+// holding N rows of ceil(k_blocks / 2) bytes of packed 4-bit zero points;
+// bias None or [N] of a's dtype. block_size a power of two, at least 16.
+Value matmul_nbits(Graph& g, const ValueList& args) {
+  Args a{"wgnn.matmul_nbits.default", args, g};
+  const TensorRef A = a.tensor(0, "a"), B = a.tensor(1, "b"), S = a.tensor(2, "scales");
+  const TensorRef Z = a.optional_tensor(3, "zero_points"), bias = a.optional_tensor(4, "bias");
+  const int64_t K = a.integer(5, "K", 0), N = a.integer(6, "N", 0), block = a.integer(7, "block_size", 0);
+  if (K <= 0 || N <= 0) a.fail(fmt::format("K {} and N {} must be positive", K, N));
+  if (block < 16 || (block & (block - 1)) != 0) a.fail(fmt::format("block_size {} must be a power of two, at least 16", block));
+  require_a(a, A, K);
+  const int64_t k_blocks = (K + block - 1) / block, row_words = k_blocks * block / 8;
+  const TensorInfo& bi = g.info(B);
+  if (bi.dtype != DType::I32 || bi.shape != Shape{N, row_words}) {
+    a.fail(fmt::format("b {} {} must be int32 [{}, {}] (packed 4-bit weights, 8 to a word)", dtype_name(bi.dtype),
+                       shape_str(bi.shape), N, row_words));
+  }
+  if (g.info(S).numel() != N * k_blocks) {
+    a.fail(fmt::format("scales {} must hold N * k_blocks = {} values", shape_str(g.info(S).shape), N * k_blocks));
+  }
+  MatmulQWeightParams p{};
+  p.q[0] = uint32_t(k_blocks);
+  p.q[1] = uint32_t(block);
+  p.q[2] = uint32_t(row_words);
+  p.q[3] = uint32_t((k_blocks + 1) / 2);
+  if (Z.id >= 0) {
+    const TensorInfo& zi = g.info(Z);
+    const int64_t words = (N * int64_t(p.q[3]) + 3) / 4;
+    if (zi.dtype != DType::I32 || zi.numel() != words) {
+      a.fail(fmt::format("zero_points {} {} must be int32 of {} words (N rows of {} bytes of 4-bit values)",
+                         dtype_name(zi.dtype), shape_str(zi.shape), words, p.q[3]));
+    }
+    p.q[4] = 1;
+  }
+  return matmul_qweight(a, A, B, S, Z, bias, K, N, p, kNBitsWeight, fmt::format("matmul_nbits 4-bit blocks of {}", block));
+}
+
+// wgnn.matmul_dequant.default(a, b, scales, zero_points, N, int8, mode)
+// -> a [M, K] @ ((b - zero_points) * scales) [K, N], a's dtype: a
+// DequantizeLinear of constant 8-bit weights and the MatMul reading it in
+// one dispatch. b int32 [K, ceil(N / 4)]: the uint8 (int8 when `int8`)
+// weights [K, N], four columns to a word (little endian, the last word of a
+// row padded); mode 0: one scale (and zero point), 1: one per column (N),
+// 2: one per row (K); scales float32 / float16; zero_points None (0) or
+// int32, one value per scale.
+Value matmul_dequant(Graph& g, const ValueList& args) {
+  Args a{"wgnn.matmul_dequant.default", args, g};
+  const TensorRef A = a.tensor(0, "a"), B = a.tensor(1, "b"), S = a.tensor(2, "scales");
+  const TensorRef Z = a.optional_tensor(3, "zero_points");
+  const int64_t N = a.integer(4, "N", 0), mode = a.integer(6, "mode", 0);
+  const bool int8 = a.boolean(5, "int8", false);
+  const TensorInfo& bi = g.info(B);
+  if (bi.dtype != DType::I32 || bi.shape.size() != 2 || N <= 0 || bi.shape[1] != (N + 3) / 4) {
+    a.fail(fmt::format("b {} {} must be int32 [K, ceil(N / 4)] with N = {} (8-bit weights, 4 to a word)",
+                       dtype_name(bi.dtype), shape_str(bi.shape), N));
+  }
+  const int64_t K = bi.shape[0];
+  require_a(a, A, K);
+  if (mode < 0 || mode > 2) a.fail(fmt::format("mode {}: accepted 0 (one scale), 1 (per column), 2 (per row)", mode));
+  const int64_t ns = mode == 0 ? 1 : mode == 1 ? N : K;
+  if (g.info(S).numel() != ns) a.fail(fmt::format("scales {} must hold {} values", shape_str(g.info(S).shape), ns));
+  MatmulQWeightParams p{};
+  p.q[0] = uint32_t((N + 3) / 4);
+  p.q[1] = uint32_t(mode);
+  p.q[2] = int8 ? 1 : 0;
+  if (Z.id >= 0) {
+    const TensorInfo& zi = g.info(Z);
+    if (zi.dtype != DType::I32 || zi.numel() != ns) {
+      a.fail(fmt::format("zero_points {} {} must be int32 of {} values", dtype_name(zi.dtype), shape_str(zi.shape), ns));
+    }
+    p.q[3] = 1;
+  }
+  return matmul_qweight(a, A, B, S, Z, TensorRef{-1}, K, N, p, kInt8Weight,
+                        fmt::format("matmul_dequant {}", int8 ? "int8" : "uint8"));
+}
+
 }  // namespace
 
 void register_quantized_ops(OpRegistry& r) {
@@ -520,6 +705,8 @@ void register_quantized_ops(OpRegistry& r) {
   r.add("wgnn.qlinear_matmul.default", qlinear_matmul_op);
   r.add("wgnn.conv_integer.default", [](Graph& g, const ValueList& args) { return conv_integer(g, args, false); });
   r.add("wgnn.qlinear_conv.default", [](Graph& g, const ValueList& args) { return conv_integer(g, args, true); });
+  r.add("wgnn.matmul_nbits.default", matmul_nbits);
+  r.add("wgnn.matmul_dequant.default", matmul_dequant);
 }
 
 }  // namespace wgnn::ops

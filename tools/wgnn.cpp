@@ -54,6 +54,7 @@ int cmd_info(gpu::Context& ctx, bool as_json) {
   for (const auto& c : f.subgroup_matrix_configs) {
     fmt::print("                 {}x{} -> {}, M{} N{} K{}\n", c.component, c.component, c.result, c.m, c.n, c.k);
   }
+  fmt::print("WGSL           packed_4x8_integer_dot_product {}\n", f.packed_4x8_dot ? "yes" : "no");
   fmt::print("adapter offers {}\n", fmt::join(f.adapter_features, ", "));
   fmt::print("float16        {}\n", f.shader_f16 ? "stored as float16 (shader-f16)"
                                                 : "stored as float32 (no shader-f16: float16 values are widened on "

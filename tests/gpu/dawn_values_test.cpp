@@ -37,6 +37,21 @@ TEST(DawnValues, SubgroupsNumberEnablesSubgroups) {
                                  "@compute @workgroup_size(32) fn main() { x[0] = subgroupAdd(1.0); }\n"));
 }
 
+// The language feature's number: the instance says it has it exactly when a
+// shader that requires it compiles.
+TEST(DawnValues, Packed4x8DotProductLanguageFeatureNumber) {
+  bool compiles = true;
+  try {
+    ctx().pipeline("dot4 probe",
+                   "requires packed_4x8_integer_dot_product;\n"
+                   "@group(0) @binding(0) var<storage, read_write> x: array<i32>;\n"
+                   "@compute @workgroup_size(1) fn main() { x[0] = dot4I8Packed(u32(x[1]), u32(x[2])); }\n");
+  } catch (const std::exception&) {
+    compiles = false;
+  }
+  EXPECT_EQ(ctx().features().packed_4x8_dot, compiles);
+}
+
 TEST(DawnValues, TimestampQueryNumberAllowsQuerySets) {
   if (!adapter_offers("timestamp-query")) GTEST_SKIP() << "adapter has no timestamp-query";
   gpu::Buffer a = ctx().create_buffer(1024, gpu::kStorageUsage, "a");

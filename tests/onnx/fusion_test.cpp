@@ -1100,3 +1100,80 @@ TEST(Fusion, DeclinedAttentionKeepsTheScaledProduct) {
     EXPECT_NEAR(fused.y.as<float>()[i], plain.y.as<float>()[i], 1e-5) << i;
   }
 }
+
+namespace {
+
+// An 8-bit initializer (uint8 or int8, raw bytes).
+void init_q(ModelBuilder& b, const std::string& name, int elem, const std::vector<int64_t>& dims,
+            const std::vector<int>& v) {
+  auto* t = b.g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(elem);
+  for (auto d : dims) t->add_dims(d);
+  std::string raw;
+  for (int x : v) raw.push_back(char(uint8_t(x & 255)));
+  t->set_raw_data(raw);
+}
+
+}  // namespace
+
+// DequantizeLinear of constant 8-bit weights read by a MatMul alone: one
+// dispatch that reads the weights as stored (wgnn.matmul_dequant); the same
+// values as unfused (the weights dequantized on the host, then a float
+// product) within float32 summation order. Blocked scales, or weights
+// dequantized for a second reader too, stay unfused.
+TEST(Fusion, DequantizeLinearThenMatMulReadsTheWeightsAsStored) {
+  const HostTensor x = seeded({2, 5, 12}, 21, 1.f);
+  struct Case {
+    int elem;          // TensorProto type of the weights
+    int scales;        // 1 per tensor, else per column (axis 1, 7 values) or per row (axis 0, 12)
+    bool zp, blocked, second_reader, fused;
+  };
+  for (const Case& c : {Case{onnx::TensorProto::INT8, 7, true, false, false, true},
+                        Case{onnx::TensorProto::UINT8, 1, true, false, false, true},
+                        Case{onnx::TensorProto::UINT8, 12, false, false, false, true},
+                        Case{onnx::TensorProto::INT8, 7, false, true, false, false},
+                        Case{onnx::TensorProto::INT8, 1, false, false, true, false}}) {
+    SCOPED_TRACE(fmt::format("elem {} scales {} zp {} blocked {} second reader {}", c.elem, c.scales, c.zp, c.blocked,
+                             c.second_reader));
+    ModelBuilder b(c.blocked ? 21 : 13);
+    b.input("x", {2, 5, 12});
+    b.output("y", {2, 5, 7});
+    const bool s8 = c.elem == onnx::TensorProto::INT8;
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int> q(s8 ? -128 : 0, s8 ? 127 : 255);
+    std::vector<int> w(12 * 7), z(size_t(c.blocked ? 28 : c.scales));
+    for (int& v : w) v = q(rng);
+    for (int& v : z) v = q(rng) / 8;
+    init_q(b, "w", c.elem, {12, 7}, w);
+    const Shape ss = c.blocked ? Shape{4, 7} : c.scales == 1 ? Shape{} : Shape{c.scales};
+    b.init_f32("s", ss, values(seeded(ss, 9, 0.05f)));
+    std::vector<std::string> dq_in = {"w", "s"};
+    if (c.zp) {
+      init_q(b, "z", c.elem, ss, z);
+      dq_in.push_back("z");
+    }
+    auto* dq = b.node("DequantizeLinear", dq_in, {"wd"});
+    if (c.scales == 12) ModelBuilder::attr_int(dq, "axis", 0);
+    if (c.blocked) {
+      ModelBuilder::attr_int(dq, "axis", 0);
+      ModelBuilder::attr_int(dq, "block_size", 3);
+    }
+    b.node("MatMul", {"x", "wd"}, {c.second_reader ? "p" : "y"});
+    if (c.second_reader) {
+      b.output("wd", {12, 7});
+      b.node("Identity", {"p"}, {"y"});
+    }
+    const std::string path = b.save(fmt::format("dq_matmul_{}_{}_{}_{}_{}.onnx", c.elem, c.scales, c.zp, c.blocked,
+                                                c.second_reader));
+    SessionOptions o;
+    Session s(test::ctx(), path, o);
+    const HostTensor fy = s.run({{"x", x}}).at("y");
+    bool dequant_kernel = false;
+    for (const auto& d : s.graph().dispatches()) dequant_kernel |= d.label.find("matmul_dequant") != std::string::npos;
+    EXPECT_EQ(dequant_kernel, c.fused);
+    const Result u = run(path, {{"x", x}}, false);
+    ASSERT_EQ(fy.shape, (Shape{2, 5, 7}));
+    for (int64_t i = 0; i < fy.numel(); ++i) EXPECT_NEAR(fy.as<float>()[i], u.y.as<float>()[i], 1e-5) << "element " << i;
+  }
+}

@@ -105,10 +105,12 @@ TEST(OnnxCases, ResizeAndUpsampleWithConstantScalesAndSizes) {
 
 TEST(OnnxCases, InstanceNormalization) {
   if (!fs::exists(kNodeCases)) GTEST_SKIP() << "no ONNX backend test data";
-  // The stored models say opset 6; InstanceNormalization is the same op
-  // through opset 21, and wgnn reads opsets from 7.
-  run_with_constant_inputs("test_instancenorm_example", 7);
-  run_with_constant_inputs("test_instancenorm_epsilon", 7);
+  // The stored models say opset 6 (InstanceNormalization is the same op
+  // through opset 21); again at 7.
+  for (int opset : {0, 7}) {
+    run_with_constant_inputs("test_instancenorm_example", opset);
+    run_with_constant_inputs("test_instancenorm_epsilon", opset);
+  }
 }
 
 namespace {
@@ -408,5 +410,53 @@ TEST(OnnxCases, ReduceMaxMinOverNoValues) {
     } catch (const Unsupported& e) {
       EXPECT_THAT(e.what(), HasSubstr("reduction over no values"));
     }
+  }
+}
+
+// Opsets 1 to 6 (onnx/old_opsets.h): a binary op's broadcast=1 with an axis
+// lines B up from that axis; without one, B is matched from the end (as
+// numpy); operators whose older form differs, or that the list lacks, are
+// refused when the model loads.
+TEST(OnnxCases, OldOpsetsBroadcastAndRefusals) {
+  for (const bool with_axis : {true, false}) {
+    SCOPED_TRACE(with_axis ? "axis 1" : "no axis");
+    ModelBuilder b(6);
+    b.input("a", {2, 3, 4});
+    const Shape bs = with_axis ? Shape{3} : Shape{4};
+    HostTensor bv = ramp(bs, 10.f, 1.f);
+    b.init_f32("b", bs, values(bv));
+    b.output("y", {2, 3, 4});
+    auto* n = b.node("Add", {"a", "b"}, {"y"});
+    ModelBuilder::attr_i(n, "broadcast", 1);
+    if (with_axis) ModelBuilder::attr_i(n, "axis", 1);
+    Session s(test::ctx(), b.save("old_add.onnx"));
+    HostTensor a = ramp({2, 3, 4}, 0.f, 0.5f);
+    auto out = s.run({{"a", a}});
+    std::vector<double> want(24);
+    for (int i = 0; i < 24; ++i) want[size_t(i)] = double(a.as<float>()[i] + bv.as<float>()[with_axis ? (i / 4) % 3 : i % 4]);
+    expect_close(out.at("y"), want, 0);
+  }
+  auto load_error = [](ModelBuilder& b, const std::string& file) -> std::string {
+    try {
+      Session s(test::ctx(), b.save(file));
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  {
+    ModelBuilder b(6);
+    b.input("x", {2, 3});
+    b.output("y", {2, 3});
+    b.node("LpNormalization", {"x"}, {"y"});
+    EXPECT_THAT(load_error(b, "old_lpnorm.onnx"),
+                HasSubstr("node 'y' (LpNormalization, opset 6): operator not supported before opset 7"));
+  }
+  {
+    ModelBuilder b(1);
+    b.input("x", {3});
+    b.output("y", {3});
+    ModelBuilder::attr_s(b.node("Cast", {"x"}, {"y"}), "to", "FLOAT");
+    EXPECT_THAT(load_error(b, "old_cast.onnx"), HasSubstr("node 'y' (Cast, opset 1): supported from opset 6"));
   }
 }

@@ -101,12 +101,17 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
         }
         // The quantized kernels (ops/quantized.cpp), {{T}} standing for the
         // float side: the integer products with an int32 result and
-        // requantized (the parameters in one u32 buffer); quantize.wgsl both
+        // requantized (the parameters in one u32 buffer), unpacked and
+        // packed (dot4I8Packed, uint8 and int8 operands); quantize.wgsl both
         // ways; qside.wgsl with scales of type {{T}}.
         const std::string T = dt == DType::F16 ? "f16" : "f32";
         if (text.find("{{REQUANT_BINDINGS}}") != std::string_view::npos) {
+          // The packed dot-product form needs the WGSL language feature.
+          const bool dot4 = text.find("{{A_SHIFT}}") != std::string_view::npos;
+          if (dot4 && !ctx().features().packed_4x8_dot) continue;
           for (bool rq : {false, true}) {
             ops::Subs s2 = subs;
+            if (dot4) s2.insert(s2.end(), {{"A_SHIFT", rq ? "128" : "0"}, {"B_SHIFT", rq ? "0" : "128"}});
             s2.emplace_back("REQUANT_BINDINGS", rq ? "@group(0) @binding(6) var<storage, read> side: array<u32>;" : "");
             s2.emplace_back("EPILOGUE", rq ? "dst[o] = i32(round(f32(acc) * bitcast<f32>(side[params.off_y])));" : "dst[o] = acc;");
             EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
@@ -123,6 +128,17 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
             EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
             ++compiled;
           }
+          continue;
+        }
+        // matmul_qweight.wgsl: a weight function over its bindings (ops/
+        // quantized.cpp's own two compile in tests/ops/quantized_test).
+        if (text.find("{{WEIGHT}}") != std::string_view::npos) {
+          ops::Subs s2 = subs;
+          s2.insert(s2.end(), {{"S", T},
+                               {"WEIGHT", "fn weight(k: u32, n: u32) -> f32 {\n  return f32(b[k] + zp[n] + params.q0) * "
+                                          "f32(scales[n]);\n}"}});
+          EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
+          ++compiled;
           continue;
         }
         if (text.find("{{SA}}") != std::string_view::npos) {

@@ -4,11 +4,16 @@
 // axes and blocked; DynamicQuantizeLinear; integer products and
 // convolutions with zero points per tensor, row, column and channel, and
 // their requantized (QLinear) forms. Integer results must be equal.
+// MatMulNBits (4-bit weights in blocks) against a double-precision product
+// of the weights dequantized from the packed bytes.
 #include <gmock/gmock.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include <fmt/format.h>
@@ -346,6 +351,13 @@ void check_matmul_integer(const MatmulCase& m, uint32_t seed, bool requant, bool
     y = ops::call(g, "wgnn.matmul_integer.default", {at, bt, zat, zbt}).tensor();
   }
   EXPECT_EQ(g.info(y).shape, (Shape{B, m.M, m.N}));
+  // The packed dot-product kernel where the adapter offers it and
+  // WGNN_DOT4 is not 0, else the unpacked one.
+  const char* env = std::getenv("WGNN_DOT4");
+  const bool want_dot4 = ctx().features().packed_4x8_dot && !(env && std::string(env) == "0");
+  bool dot4 = false;
+  for (const auto& d : g.dispatches()) dot4 |= d.label.find("matmul_integer dot4") != std::string::npos;
+  EXPECT_EQ(dot4, want_dot4);
   g.run();
   Ints ref(size_t(B * m.M * m.N));
   for (int64_t bi = 0; bi < B; ++bi) {
@@ -377,6 +389,18 @@ TEST(MatmulInteger, ZeroPointsPerTensorRowColumn) {
   check_matmul_integer({3, 1, 16, 32, 16, DType::I8, DType::I8, false, true}, 82, false);
   check_matmul_integer({1, 4, 2, 300, 31, DType::I8, DType::U8, true, false}, 83, false);
   check_matmul_integer({2, 2, 1, 1, 1, DType::U8, DType::U8, false, false}, 84, false);
+}
+
+// The same products through the unpacked kernel (WGNN_DOT4=0), which
+// adapters without packed_4x8_integer_dot_product run; the tests above take
+// the packed one where it is offered.
+TEST(MatmulInteger, UnpackedFallback) {
+  if (!ctx().features().packed_4x8_dot) std::printf("note: this adapter lacks packed_4x8_integer_dot_product: every test here runs unpacked\n");
+  setenv("WGNN_DOT4", "0", 1);
+  check_matmul_integer({1, 1, 17, 33, 19, DType::U8, DType::I8, true, true}, 81, false);
+  check_matmul_integer({1, 4, 2, 300, 31, DType::I8, DType::U8, true, false}, 83, false);
+  check_matmul_integer({2, 1, 17, 40, 19, DType::U8, DType::I8, true, true}, 91, true);
+  unsetenv("WGNN_DOT4");
 }
 
 TEST(QLinearMatmul, Requantized) {
@@ -506,4 +530,150 @@ TEST(Quantized, Errors) {
               HasSubstr("do not multiply"));
   EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.matmul_integer.default", {x, a, None{}, None{}}); }),
               HasSubstr("accepted: uint8, int8"));
+}
+
+namespace {
+
+// com.microsoft MatMulNBits' layout, written from ONNX Runtime's contrib
+// op definition: B [N, k_blocks, block / 2] bytes, element k of row n in
+// byte k / 2 (the low nibble for even k); zero points per row in
+// ceil(k_blocks / 2) bytes, packed the same way, 8 when absent.
+struct NBitsCase {
+  int64_t M, K, N, block;
+  bool zp, bias;
+};
+
+void check_matmul_nbits(const NBitsCase& c, uint32_t seed, DType dt = DType::F32) {
+  SCOPED_TRACE(fmt::format("M {} K {} N {} block {} zp {} bias {} {}", c.M, c.K, c.N, c.block, c.zp, c.bias, dtype_name(dt)));
+  Graph g(ctx());
+  const int64_t kb = (c.K + c.block - 1) / c.block, row_bytes = kb * c.block / 2, zrow = (kb + 1) / 2;
+  const Ints q = random_ints(size_t(c.N * kb * c.block), 0, 15, seed);  // padding past K included
+  const Ints z = random_ints(size_t(c.N * kb), 0, 15, seed + 1);
+  std::vector<uint8_t> bytes(size_t(c.N * row_bytes)), zbytes(size_t(c.N * zrow));
+  for (int64_t n = 0; n < c.N; ++n) {
+    for (int64_t k = 0; k < kb * c.block; ++k) {
+      bytes[size_t(n * row_bytes + k / 2)] |= uint8_t(q[size_t(n * kb * c.block + k)] << (4 * (k % 2)));
+    }
+    for (int64_t b = 0; b < kb; ++b) zbytes[size_t(n * zrow + b / 2)] |= uint8_t(z[size_t(n * kb + b)] << (4 * (b % 2)));
+  }
+  auto words = [](std::vector<uint8_t> v) {
+    v.resize((v.size() + 3) / 4 * 4);
+    Ints w(v.size() / 4);
+    std::memcpy(w.data(), v.data(), v.size());
+    return w;
+  };
+  const std::vector<float> a = quantize(random_floats(size_t(c.M * c.K), -1.f, 1.f, seed + 2), dt);
+  const std::vector<float> s = quantize(random_floats(size_t(c.N * kb), 0.01f, 0.2f, seed + 3), dt);
+  const std::vector<float> bias = quantize(random_floats(size_t(c.N), -1.f, 1.f, seed + 4), dt);
+  const Ints bw = words(bytes), zw = words(zbytes);
+  TensorRef bt = upload_ints(g, {c.N, row_bytes / 4}, bw, DType::I32, TensorKind::Constant);
+  Value zt = None{}, biast = None{};
+  if (c.zp) zt = upload_ints(g, {int64_t(zw.size())}, zw, DType::I32, TensorKind::Constant);
+  if (c.bias) biast = constant(g, {c.N}, bias, dt);
+  TensorRef y = ops::call(g, "wgnn.matmul_nbits.default",
+                          {upload(g, {c.M, c.K}, a, dt), bt, constant(g, {c.N * kb}, s, dt), zt, biast, c.K, c.N, c.block})
+                    .tensor();
+  EXPECT_EQ(g.info(y).shape, (Shape{c.M, c.N}));
+  g.run();
+  std::vector<double> ref(size_t(c.M * c.N)), mag(ref.size());
+  for (int64_t m = 0; m < c.M; ++m) {
+    for (int64_t n = 0; n < c.N; ++n) {
+      double acc = c.bias ? bias[size_t(n)] : 0.0, am = c.bias ? std::abs(bias[size_t(n)]) : 0.0;
+      for (int64_t k = 0; k < c.K; ++k) {
+        const int64_t b = k / c.block;
+        const int zp = c.zp ? z[size_t(n * kb + b)] : 8;
+        const double w = double(q[size_t(n * kb * c.block + k)] - zp) * s[size_t(n * kb + b)];
+        acc += double(a[size_t(m * c.K + k)]) * w;
+        am += std::abs(double(a[size_t(m * c.K + k)]) * w);
+      }
+      ref[size_t(m * c.N + n)] = acc;
+      mag[size_t(m * c.N + n)] = am;
+    }
+  }
+  if (dt == DType::F16) {
+    EXPECT_TRUE(f16_product_close(download(g, y), ref, mag));
+  } else {
+    EXPECT_TRUE(all_close(download(g, y), ref, 1e-5, 1e-5));
+  }
+}
+
+}  // namespace
+
+TEST(MatmulNBits, BlocksZeroPointsBias) {
+  check_matmul_nbits({1, 64, 17, 32, true, false}, 100);    // one row (decoding), two blocks
+  check_matmul_nbits({5, 40, 33, 16, false, false}, 101);   // K not a multiple of the block: 3 blocks, the last padded
+  check_matmul_nbits({3, 48, 16, 16, true, true}, 102);     // an odd number of blocks: the last zero-point byte half used
+  check_matmul_nbits({20, 256, 9, 128, true, true}, 103);
+  check_matmul_nbits({33, 96, 40, 32, false, true}, 104);   // tiles partly outside M and N
+}
+
+TEST(MatmulNBits, Float16) {
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  check_matmul_nbits({7, 80, 21, 16, true, true}, 110, DType::F16);
+}
+
+TEST(MatmulNBits, Errors) {
+  Graph g(ctx());
+  TensorRef a = upload(g, {2, 32}, std::vector<float>(64, 1.f), DType::F32);
+  TensorRef b = upload_ints(g, {3, 4}, Ints(12, 0), DType::I32, TensorKind::Constant);
+  TensorRef s = constant(g, {3}, {1, 1, 1}, DType::F32);
+  EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.matmul_nbits.default", {a, b, s, None{}, None{}, 32, 3, 24}); }),
+              HasSubstr("block_size 24 must be a power of two, at least 16"));
+  EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.matmul_nbits.default", {a, b, s, None{}, None{}, 32, 3, 16}); }),
+              HasSubstr("must hold N * k_blocks = 6 values"));  // K 32 in blocks of 16: b fits, 3 scales do not
+  EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.matmul_nbits.default", {a, b, s, None{}, None{}, 32, 4, 32}); }),
+              HasSubstr("must be int32 [4, 4]"));
+  EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.matmul_nbits.default", {a, b, s, None{}, None{}, 16, 3, 32}); }),
+              HasSubstr("must be [M, K] with K = 16"));
+}
+
+namespace {
+
+// DequantizeLinear of 8-bit weights [K, N] then a product, in one kernel
+// (wgnn.matmul_dequant): against a double product of (w - zp) * scale.
+void check_matmul_dequant(int64_t M, int64_t K, int64_t N, DType wd, int mode, bool zp, uint32_t seed) {
+  SCOPED_TRACE(fmt::format("M {} K {} N {} {} mode {} zp {}", M, K, N, dtype_name(wd), mode, zp));
+  Graph g(ctx());
+  const auto [lo, hi] = range_of(wd);
+  const Ints w = random_ints(size_t(K * N), lo, hi, seed);
+  const int64_t ns = mode == 0 ? 1 : mode == 1 ? N : K, nw = (N + 3) / 4;
+  const Ints z = random_ints(size_t(ns), lo, hi, seed + 1);
+  const std::vector<float> s = random_floats(size_t(ns), 0.001f, 0.05f, seed + 2);
+  const std::vector<float> a = random_floats(size_t(M * K), -1.f, 1.f, seed + 3);
+  Ints packed(size_t(K * nw), 0);
+  for (int64_t k = 0; k < K; ++k) {
+    for (int64_t n = 0; n < N; ++n) {
+      const uint32_t byte = uint32_t(w[size_t(k * N + n)]) & 255u;
+      packed[size_t(k * nw + n / 4)] = int32_t(uint32_t(packed[size_t(k * nw + n / 4)]) | (byte << (8 * (n % 4))));
+    }
+  }
+  Value zt = None{};
+  if (zp) zt = upload_ints(g, {ns}, z, DType::I32, TensorKind::Constant);
+  TensorRef y = ops::call(g, "wgnn.matmul_dequant.default",
+                          {upload(g, {M, K}, a, DType::F32), upload_ints(g, {K, nw}, packed, DType::I32, TensorKind::Constant),
+                           constant(g, {ns}, s, DType::F32), zt, N, wd == DType::I8, int64_t(mode)})
+                    .tensor();
+  g.run();
+  std::vector<double> ref(size_t(M * N));
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const size_t si = size_t(mode == 0 ? 0 : mode == 1 ? n : k);
+        const float deq = float(w[size_t(k * N + n)] - (zp ? z[si] : 0)) * s[si];  // DequantizeLinear, float32
+        acc += double(a[size_t(m * K + k)]) * double(deq);
+      }
+      ref[size_t(m * N + n)] = acc;
+    }
+  }
+  EXPECT_TRUE(all_close(download(g, y), ref, 1e-5, 1e-5));
+}
+
+}  // namespace
+
+TEST(MatmulDequant, ScalesPerTensorColumnRow) {
+  check_matmul_dequant(1, 64, 17, DType::I8, 0, false, 120);  // N not a multiple of 4: the last word padded
+  check_matmul_dequant(5, 40, 33, DType::U8, 1, true, 121);
+  check_matmul_dequant(19, 33, 16, DType::I8, 2, true, 122);
+  check_matmul_dequant(3, 7, 2, DType::U8, 0, true, 123);
 }

@@ -87,10 +87,10 @@ def test_errors_are_exceptions_with_wgnn_messages(small_model, tmp_path):
         wgnn.InferenceSession(b"not a model")
     with pytest.raises(wgnn.Error, match="missing.onnx"):
         wgnn.InferenceSession(str(tmp_path / "missing.onnx"))
-    unsupported = model([helper.make_node("Shrink", ["x"], ["y"])],
-                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
-    with pytest.raises(wgnn.Unsupported, match="Shrink"):
+    unsupported = model([helper.make_node("Det", ["x"], ["y"])],
+                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
+                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    with pytest.raises(wgnn.Unsupported, match="Det"):
         wgnn.InferenceSession(unsupported)
     assert issubclass(wgnn.Unsupported, wgnn.Error) and issubclass(wgnn.Error, RuntimeError)
     s = wgnn.InferenceSession(small_model)

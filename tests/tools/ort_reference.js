@@ -2,6 +2,10 @@
 // .npy inputs and writes every output as OUTDIR/<name>.npy: the independent
 // reference that tests/onnx/models_vs_ort.py compares wgnn with.
 //   node ort_reference.js MODEL OUTDIR [NAME=FILE.npy]...
+// WGNN_ORT_OPTIMIZATION (disabled, basic, extended, all; default ONNX
+// Runtime's, all) sets the graph optimization level: ONNX Runtime's
+// extended rewrites of QDQ models change some products' results
+// (tests/onnx/quantized_vs_ort.py).
 const path = require('path');
 const fs = require('fs');
 const ort = require(process.env.WGNN_ORT_MODULE || 'onnxruntime-node');
@@ -48,7 +52,9 @@ function save(file, t) {
     const i = s.indexOf('=');
     feeds[s.slice(0, i)] = load(s.slice(i + 1));
   }
-  const session = await ort.InferenceSession.create(model, { executionProviders: ['cpu'] });
+  const options = { executionProviders: ['cpu'] };
+  if (process.env.WGNN_ORT_OPTIMIZATION) options.graphOptimizationLevel = process.env.WGNN_ORT_OPTIMIZATION;
+  const session = await ort.InferenceSession.create(model, options);
   const out = await session.run(feeds);
   fs.mkdirSync(outdir, { recursive: true });
   for (const name of session.outputNames) {
