@@ -328,13 +328,17 @@ TensorRef record_batch_split(const Args& a, const Gemm& p, const Shape& shape, c
 // A product of at most kGemvRows rows (a decoder step: one token per
 // sequence) on kernels/gemv.wgsl, which streams B once for all the rows;
 // the tiled kernels spend a 32- or 64-row tile on each. Single products
-// with A not transposed; false otherwise. WGNN_NO_GEMV=1 turns it off.
+// with A not transposed; false otherwise. WGNN_NO_GEMV=1 turns it off, and
+// so does WGNN_SUBGROUP_MATMUL=emulate (the tests of the tensor-core kernel
+// send it every product it can take, few rows included).
 constexpr int64_t kGemvRows = 8;
 bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) {
   static const bool off = [] {
     const char* e = std::getenv("WGNN_NO_GEMV");
     return e && std::string_view(e) == "1";
   }();
+  const char* sub = std::getenv("WGNN_SUBGROUP_MATMUL");
+  if (sub && std::string_view(sub) == "emulate") return false;
   if (off || !shape.empty() || p.a_trans || p.M > kGemvRows || p.M < 1) return false;
   Graph& g = a.g;
   const DType dt = g.info(p.a).dtype;
