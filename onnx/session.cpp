@@ -632,6 +632,7 @@ void Session::check_feeds(const Feeds& inputs) const {
   auto is_input = [&](const std::string& name) {
     return std::any_of(inputs_.begin(), inputs_.end(), [&](const ValueInfo& v) { return v.name == name; });
   };
+
   for (const auto& [name, t] : inputs.host) {
     if (!is_input(name)) throw Error(fmt::format("'{}' is not an input of this model", name));
     if (!t) throw Error(fmt::format("input '{}': no tensor given", name));
@@ -662,18 +663,16 @@ void Session::check_feeds(const Feeds& inputs) const {
   }
 }
 
-void Session::check_fetches(const Feeds& inputs, Fetches& out) const {
-  (void)inputs;
+void Session::check_fetches(Fetches& out) const {
+  auto is_output = [&](const std::string& name) {
+    return std::any_of(outputs_.begin(), outputs_.end(), [&](const ValueInfo& v) { return v.name == name; });
+  };
   for (const auto& [name, t] : out.host) {
-    if (std::none_of(outputs_.begin(), outputs_.end(), [&](const ValueInfo& o) { return o.name == name; })) {
-      throw Error(fmt::format("'{}' is not an output of this session", name));
-    }
+    if (!is_output(name)) throw Error(fmt::format("'{}' is not an output of this session", name));
     if (out.device.count(name)) throw Error(fmt::format("output '{}' is asked for twice (host and device)", name));
   }
   for (const auto& [name, t] : out.device) {
-    if (std::none_of(outputs_.begin(), outputs_.end(), [&](const ValueInfo& o) { return o.name == name; })) {
-      throw Error(fmt::format("'{}' is not an output of this session", name));
-    }
+    if (!is_output(name)) throw Error(fmt::format("'{}' is not an output of this session", name));
   }
   if (out.host.empty() && out.device.empty()) {
     for (const auto& o : outputs_) out.host[o.name];
@@ -687,7 +686,7 @@ void Session::run(const Feeds& inputs, Fetches& out) {
     throw Error(fmt::format("Session::run: {} started run(s) not finished; finish() them first", started_.size()));
   }
   check_feeds(inputs);
-  check_fetches(inputs, out);
+  check_fetches(out);
   run_checked(inputs, out);
 }
 

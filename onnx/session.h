@@ -214,7 +214,7 @@ class Session {
   std::string plan_key(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) const;
   void run_built(Built& b, const Feeds& inputs, Fetches& out);
   void check_feeds(const Feeds& inputs) const;
-  void check_fetches(const Feeds& inputs, Fetches& out) const;
+  void check_fetches(Fetches& out) const;
   void run_checked(const Feeds& inputs, Fetches& out);
   void input_lists(Built& b, const Feeds& inputs, std::vector<Graph::HostIn>& host_in,
                    std::vector<Graph::DeviceIn>& device_in);

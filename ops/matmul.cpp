@@ -337,8 +337,7 @@ bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) 
     const char* e = std::getenv("WGNN_NO_GEMV");
     return e && std::string_view(e) == "1";
   }();
-  const char* sub = std::getenv("WGNN_SUBGROUP_MATMUL");
-  if (sub && std::string_view(sub) == "emulate") return false;
+  if (subgroup_matmul_emulated()) return false;
   if (off || !shape.empty() || p.a_trans || p.M > kGemvRows || p.M < 1) return false;
   Graph& g = a.g;
   const DType dt = g.info(p.a).dtype;

@@ -550,6 +550,12 @@ Mode subgroup_mode() {
   return Mode::On;
 }
 
+}  // namespace
+
+bool subgroup_matmul_emulated() { return subgroup_mode() == Mode::Emulate; }
+
+namespace {
+
 // The tiles of an M x N x K product (times `batch`). One stage in both:
 // the driver gives a multiprocessor 48 KB of workgroup memory on the H200,
 // so a second stage halves the workgroups that run at once

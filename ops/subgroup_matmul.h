@@ -120,6 +120,9 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text);
 // workgroup storage for the configuration (emulated: shader-f16 and the
 // workgroup storage).
 bool subgroup_matmul_supported(const gpu::Context& ctx, const SubgroupMatmulConfig& cfg = {});
+// WGNN_SUBGROUP_MATMUL=emulate: the tensor-core kernels run emulated and
+// take every product they can (their tests).
+bool subgroup_matmul_emulated();
 
 // One product for record_subgroup_gemm: out[b] = alpha * op(A[b]) @ op(B[b])
 // + beta * bias, every tensor float16 and contiguous per batch; element
