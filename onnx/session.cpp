@@ -417,6 +417,7 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
         if (lru == built_.end() || it->second->last_use < lru->second->last_use) lru = it;
       }
       if (count < (probe ? int(kMaxProbes) : options_.max_plans)) break;
+      lru->second->graph->check_deferred();  // its failures are not lost with it
       if (last_ == lru->second.get()) last_ = nullptr;
       built_.erase(lru);
       ++evictions_;
@@ -853,6 +854,28 @@ void Session::narrow_outputs(Built& b, Fetches& out) {
     uint16_t* dst = t.as<uint16_t>();
     for (size_t i = 0, n = size_t(wide.numel()); i < n; ++i) dst[i] = float_to_half(src[i]);
   }
+}
+
+void Session::check_deferred() {
+  gpu::Recorder rec(ctx_);
+  std::vector<const gpu::Buffer*> staging;
+  std::vector<Graph*> graphs;
+  for (auto& [key, b] : built_) {
+    if (const gpu::Buffer* s = b->graph->record_deferred(rec)) {
+      staging.push_back(s);
+      graphs.push_back(b->graph.get());
+    }
+  }
+  if (staging.empty()) return;
+  rec.submit();
+  ctx_.map_for_read(staging);
+  rec.finish_completed();
+  std::string failed;
+  for (Graph* g : graphs) {  // every one read (and unmapped) before throwing
+    std::string f = g->read_deferred();
+    if (failed.empty()) failed = std::move(f);
+  }
+  if (!failed.empty()) throw Error(failed);
 }
 
 void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
