@@ -1,0 +1,128 @@
+// TopK, first pass (aten.topk, ops/topk.cpp): one workgroup per row of `n`
+// values (element i of row r at x[base(r) + i * inner]) chooses the k it
+// keeps and writes their positions, in index order, to sel[r * k ..].
+//
+// Each value has an order key (a u32 that sorts like the value: floats by
+// their bits with the sign folded, integers with the sign bit flipped; for
+// the smallest, the key's complement). The k-th largest key t is found by
+// bisection over its 32 bits (each pass counts the keys >= a candidate over
+// the whole row), so the row may be of any length. Kept: every key above
+// t, then the keys equal to t in index order until k are kept (ties go to
+// the lower index, as ONNX Runtime does). NaN sorts above +inf.
+{{ENABLE}}
+
+const WG: u32 = 256u;
+
+struct Params {
+  rows: u32,
+  n: u32,
+  inner: u32,
+  k: u32,
+  largest: u32,
+  _p0: u32,
+  _p1: u32,
+  _p2: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> sel: array<u32>;
+@group(0) @binding(1) var<uniform> params: Params;
+@group(0) @binding(2) var<storage, read> x: array<{{T}}>;
+
+var<workgroup> red: array<u32, WG>;
+
+fn key_of(i: u32, base: u32) -> u32 {
+  let v = x[base + i * params.inner];
+  {{KEY}}
+  return select(~b, b, params.largest != 0u);
+}
+
+// The sum of v over the workgroup, the same for every invocation.
+fn wsum(lid: u32, v: u32) -> u32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s = s / 2u) {
+    if (lid < s) {
+      red[lid] = red[lid] + red[lid + s];
+    }
+    workgroupBarrier();
+  }
+  let r = workgroupUniformLoad(&red[0]);
+  workgroupBarrier();
+  return r;
+}
+
+// The exclusive prefix sum of v over the invocations before lid.
+fn wscan(lid: u32, v: u32) -> u32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var off = 1u; off < WG; off = off * 2u) {
+    var add = 0u;
+    if (lid >= off) {
+      add = red[lid - off];
+    }
+    workgroupBarrier();
+    red[lid] = red[lid] + add;
+    workgroupBarrier();
+  }
+  let r = red[lid] - v;
+  workgroupBarrier();
+  return r;
+}
+
+fn wlast() -> u32 {
+  return workgroupUniformLoad(&red[WG - 1u]);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let row = wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y;
+  if (row >= params.rows) {
+    return;
+  }
+  let n = params.n;
+  let k = params.k;
+  let base = (row / params.inner) * n * params.inner + row % params.inner;
+  var t = 0u;
+  for (var bit = 32u; bit > 0u; bit--) {
+    let cand = t | (1u << (bit - 1u));
+    var c = 0u;
+    for (var i = lid; i < n; i += WG) {
+      if (key_of(i, base) >= cand) {
+        c++;
+      }
+    }
+    if (wsum(lid, c) >= k) {
+      t = cand;
+    }
+  }
+  var c = 0u;
+  for (var i = lid; i < n; i += WG) {
+    if (key_of(i, base) > t) {
+      c++;
+    }
+  }
+  let ties = k - wsum(lid, c);
+  var taken = 0u;
+  var tied = 0u;
+  for (var start = 0u; start < n; start += WG) {
+    let i = start + lid;
+    var kk = 0u;
+    if (i < n) {
+      kk = key_of(i, base);
+    }
+    let is_tie = i < n && kk == t;
+    let tie_before = wscan(lid, u32(is_tie));
+    let tie_total = wlast();
+    workgroupBarrier();
+    let take = i < n && (kk > t || (is_tie && tied + tie_before < ties));
+    let before = wscan(lid, u32(take));
+    let total = wlast();
+    workgroupBarrier();
+    if (take && taken + before < k) {
+      sel[row * k + taken + before] = i;
+    }
+    taken += total;
+    tied += tie_total;
+  }
+}
