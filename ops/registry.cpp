@@ -6,10 +6,11 @@
 namespace wgnn::ops {
 
 // Declared here rather than in registry.h, whose every includer would
-// rebuild: ops/topk.cpp, ops/scatter.cpp, ops/cumsum.cpp.
+// rebuild: ops/topk.cpp, ops/scatter.cpp, ops/cumsum.cpp, ops/grid_sample.cpp.
 void register_topk_ops(OpRegistry& r);
 void register_scatter_ops(OpRegistry& r);
 void register_cumsum_ops(OpRegistry& r);
+void register_grid_sample_ops(OpRegistry& r);
 
 OpRegistry& OpRegistry::global() {
   static OpRegistry* r = [] {
@@ -29,6 +30,7 @@ OpRegistry& OpRegistry::global() {
     register_topk_ops(*reg);
     register_scatter_ops(*reg);
     register_cumsum_ops(*reg);
+    register_grid_sample_ops(*reg);
     return reg;
   }();
   return *r;

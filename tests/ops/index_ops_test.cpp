@@ -41,7 +41,8 @@ void topk_ref(const Shape& s, const std::vector<double>& x, int64_t dim, int64_t
   indices.assign(values.size(), 0);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
-      std::vector<int64_t> ord(size_t(n));
+      std::vector<int64_t> ord{};
+      ord.resize(size_t(n));
       std::iota(ord.begin(), ord.end(), 0);
       auto at = [&](int64_t j) { return x[size_t((o * n + j) * inner + i)]; };
       std::stable_sort(ord.begin(), ord.end(), [&](int64_t p, int64_t q) {
