@@ -167,11 +167,11 @@ Labeled contract(NodeCtx& c, Labeled a, Labeled b, const std::set<char>& keep) {
   }
   for (char l : b.labels)
     if (a.labels.find(l) == std::string::npos) own_b += l;
+  std::map<char, int64_t> sizes;
   const Shape sa = dims_of(c, a), sb = dims_of(c, b);
-  auto size = [&](char l) {
-    const size_t i = a.labels.find(l);
-    return i != std::string::npos ? sa[i] : sb[b.labels.find(l)];
-  };
+  for (size_t i = 0; i < sa.size(); ++i) sizes[a.labels[i]] = sa[i];
+  for (size_t i = 0; i < sb.size(); ++i) sizes[b.labels[i]] = sb[i];
+  auto size = [&](char l) { return sizes.at(l); };
   auto prod = [&](const std::string& ls) {
     int64_t p = 1;
     for (char l : ls) p *= size(l);
