@@ -28,9 +28,9 @@ Value cumsum(Graph& g, const ValueList& args, std::string_view op) {
   Subs subs;
   if (dt == DType::F32 || dt == DType::F16) {
     subs = float_subs(g, dt, a.op);
-    subs.push_back({"ACC", "f32"});
+    subs.push_back({"A", "f32"});
   } else if (dt == DType::I32 || dt == DType::I64) {
-    subs = {{"T", "i32"}, {"ENABLE", ""}, {"ACC", "i32"}};
+    subs = {{"T", "i32"}, {"ENABLE", ""}, {"A", "i32"}};
   } else {
     a.fail(fmt::format("argument 'self' has dtype {}; accepted: float32, float16, int32, int64", dtype_name(dt)));
   }

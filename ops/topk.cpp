@@ -53,25 +53,19 @@ Value topk(Graph& g, const ValueList& args) {
   for (size_t d = size_t(dim) + 1; d < src.size(); ++d) inner *= src[d];
   const int64_t rows = outer * inner;
   if (rows == 0 || k == 0) return ValueList{values, indices};
-  Subs subs;
-  if (dt == DType::F32 || dt == DType::F16) {
-    subs = float_subs(g, dt, a.op);
-    subs.push_back({"KEY",
-                    "let f = select(f32(v), 0.0, f32(v) == 0.0);\n  let u = bitcast<u32>(f);\n"
-                    "  let b = select(u | 0x80000000u, ~u, (u & 0x80000000u) != 0u);"});
-  } else {
-    subs = {{"T", "i32"}, {"ENABLE", ""}, {"KEY", "let b = bitcast<u32>(v) ^ 0x80000000u;"}};
-  }
+  const bool ints = dt == DType::I32 || dt == DType::I64;
+  const Subs subs = ints ? Subs{{"T", "i32"}, {"ENABLE", ""}} : float_subs(g, dt, a.op);
+  const gpu::Constants consts = {{"INTS", ints ? 1.0 : 0.0}};
   TensorRef sel = g.add_tensor({rows, k}, DType::I32);
   a.require_fits_binding(sel, "the kept positions");
   a.require_fits_binding(values, "the result");
   TopkParams p{uint32_t(rows), uint32_t(n), uint32_t(inner), uint32_t(k), largest ? 1u : 0u, {}};
-  g.add_dispatch(kernel(g, "ops/kernels/topk_select.wgsl", subs),
+  g.add_dispatch(kernel(g, "ops/kernels/topk_select.wgsl", subs, consts),
                  {Binding::of(sel), Binding::of(g.uniform(p)), Binding::of(x)}, grid_for(g, uint64_t(rows)),
                  std::string(a.op), "topk_select");
   TopkParams q = p;
   q.rows_or_count = uint32_t(rows * k);
-  g.add_dispatch(kernel(g, "ops/kernels/topk_sort.wgsl", subs),
+  g.add_dispatch(kernel(g, "ops/kernels/topk_sort.wgsl", subs, consts),
                  {Binding::of(values), Binding::of(indices), Binding::of(g.uniform(q)), Binding::of(x),
                   Binding::of(sel)},
                  grid_for(g, gpu::ceil_div(uint64_t(rows * k), 256)), std::string(a.op), "topk_sort");

@@ -30,11 +30,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   let n = params.n;
   let base = (col / params.inner) * n * params.inner + col % params.inner;
-  var acc = {{ACC}}(0);
+  var acc = {{A}}(0);
   for (var s = 0u; s < n; s++) {
     let i = select(s, n - 1u - s, params.reverse != 0u);
     let at = base + i * params.inner;
-    let v = {{ACC}}(src[at]);
+    let v = {{A}}(src[at]);
     if (params.exclusive != 0u) {
       dst[at] = {{T}}(acc);
       acc += v;

@@ -6,6 +6,7 @@
 // results are stored as int32).
 {{ENABLE}}
 
+override INTS: bool = false;  // {{T}} is i32 (int32, int64 stored as int32)
 const WG: u32 = 256u;
 
 struct Params {
@@ -27,7 +28,15 @@ struct Params {
 
 fn key_of(i: u32, base: u32) -> u32 {
   let v = x[base + i * params.inner];
-  {{KEY}}
+  var b: u32;
+  if (INTS) {
+    b = bitcast<u32>(i32(v)) ^ 0x80000000u;
+  } else {
+    // -0 and +0 are equal (ties); NaN keys above +inf.
+    let f = select(f32(v), 0.0, f32(v) == 0.0);
+    let u = bitcast<u32>(f);
+    b = select(u | 0x80000000u, ~u, (u & 0x80000000u) != 0u);
+  }
   return select(~b, b, params.largest != 0u);
 }
 
