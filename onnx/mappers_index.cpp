@@ -4,7 +4,8 @@
 // (aten.grid_sampler_2d, ops/grid_sample.cpp), BitShift (uint8,
 // ops/binary.cpp), and two built from other ops: ReverseSequence (a
 // gather along the time axis of indices computed on the GPU) and Einsum
-// (sums, permutes and batched matrix products). Each as ONNX defines it at
+// (sums, permutes and batched matrix products), and MaxUnpool (a scatter
+// into zeros). Each as ONNX defines it at
 // every opset wgnn reads (7 to 21); arguments that became inputs (TopK's
 // k, CumSum's axis) are read on the host, as constants or values folded
 // from shapes and constants.
@@ -112,6 +113,49 @@ std::vector<Slot> reverse_sequence(NodeCtx& c) {
   TensorRef idx = c.call("aten.where.self", {inside, rev, tt}).tensor();
   idx = c.call("aten.expand.default", {idx, IntList(s.begin(), s.end())}).tensor();
   return one(c.out(c.call("aten.gather.default", {c.tensor(0), ta, idx})));
+}
+
+// MaxUnpool: zeros of MaxPool's input shape (per spatial dim (in - 1) *
+// stride - pad_begin - pad_end + kernel) with y.flat[I] = X (I holds
+// MaxPool's flat indices over that whole tensor): a scatter along the flat
+// view.
+std::vector<Slot> max_unpool(NodeCtx& c) {
+  const Shape& xs = c.shape(0);
+  if (xs.size() < 3) c.fail(fmt::format("X {} must be [N, C, spatial...]", shape_str(xs)));
+  if (c.shape(1) != xs) c.fail(fmt::format("I {} must have X's shape {}", shape_str(c.shape(1)), shape_str(xs)));
+  const size_t d = xs.size() - 2;
+  const std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
+  if (kernel.size() != d) c.fail(fmt::format("kernel_shape has {} values; X has {} spatial dims", kernel.size(), d));
+  const std::vector<int64_t> strides = spatial_attr(c, "strides", d, 1);
+  std::vector<int64_t> pads = c.attr_ints("pads");
+  if (pads.empty()) pads.assign(2 * d, 0);
+  if (pads.size() != 2 * d) c.fail(fmt::format("pads has {} values; {} expected", pads.size(), 2 * d));
+  // The scatter fills the shape MaxPool's input had; a larger output_shape
+  // holds it at its beginning, zeros after (as ONNX's reference writes it).
+  Shape inferred{xs[0], xs[1]};
+  for (size_t i = 0; i < d; ++i) inferred.push_back((xs[i + 2] - 1) * strides[i] - pads[i] - pads[i + d] + kernel[i]);
+  for (int64_t v : inferred) {
+    if (v < 0) c.fail(fmt::format("the unpooled shape {} has a negative dim", shape_str(inferred)));
+  }
+  Shape out = inferred;
+  if (c.has(2)) {
+    out = c.host_ints(2, "output_shape");
+    bool ok = out.size() == xs.size();
+    for (size_t i = 0; ok && i < out.size(); ++i) ok = out[i] >= inferred[i] && (i >= 2 || out[i] == inferred[i]);
+    if (!ok) {
+      c.fail(fmt::format("output_shape {} must be at least the unpooled shape {}, with X's first two dims",
+                         shape_str(out), shape_str(inferred)));
+    }
+  }
+  HostTensor zeros(c.dtype(0), {numel(inferred)});
+  TensorRef y = c.call("aten.scatter.src", {c.constant(zeros), int64_t(0), c.view(c.tensor(1), {numel(xs)}),
+                                            c.view(c.tensor(0), {numel(xs)})})
+                    .tensor();
+  y = c.view(y, inferred);
+  if (out == inferred) return one(c.out(y));
+  IntList pad;  // ATen order: the last dim first, (begin, end) each
+  for (size_t i = out.size(); i > 2; --i) pad.insert(pad.end(), {0, out[i - 1] - inferred[i - 1]});
+  return one(c.out(c.call("aten.pad.default", {y, pad, std::string("constant"), 0.0})));
 }
 
 // ---- Einsum ------------------------------------------------------------------
@@ -305,6 +349,7 @@ void add_index_mappers(std::map<std::string, OpMapper>& m) {
   m["GridSample"] = {kFloat, grid_sample, nullptr};
   m["ReverseSequence"] = {{}, reverse_sequence, nullptr};
   m["Einsum"] = {kFloat, einsum, nullptr};
+  m["MaxUnpool"] = {kFloat, max_unpool, nullptr};
   m["BitShift"] = {{DType::U8}, [](NodeCtx& c) {
                      const std::string d = c.attr_string("direction", "");
                      if (d != "LEFT" && d != "RIGHT") c.fail(fmt::format("direction '{}' (accepted: LEFT, RIGHT)", d));

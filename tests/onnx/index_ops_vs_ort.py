@@ -8,7 +8,8 @@ tests/tools/closeness.py (integers equal, floats within TOL).
 - GatherND (batch_dims 0 and 1), ScatterND (none, add, mul, max, min),
   ScatterElements (axis, negative indices, duplicates with add / mul / max
   / min), Scatter (opset 10);
-- CumSum (exclusive, reverse, negative axis), ReverseSequence, BitShift;
+- CumSum (exclusive, reverse, negative axis), ReverseSequence, BitShift,
+  MaxUnpool (of MaxPool's indices);
 - Einsum: matmul, batched matmul, transposes, sums, inner and outer
   products, three operands, "..." and the implicit output;
 - GridSample: bilinear / nearest / bicubic x zeros / border / reflection x
@@ -111,6 +112,17 @@ for d in ["LEFT", "RIGHT"]:
     case(f"bitshift_{d.lower()}", [helper.make_node("BitShift", ["x", "s"], ["y"], direction=d)],
          {"x": rng.integers(0, 256, (4, 9)).astype(np.uint8), "s": rng.integers(0, 9, (1, 9)).astype(np.uint8)},
          [("y", U8)])
+
+# MaxPool's indices back through MaxUnpool. Not with an output_shape
+# larger than the unpooled shape: ONNX Runtime then reads the indices as
+# flat positions in the output_shape tensor, while ONNX's definition (its
+# reference implementation and the conformance case
+# test_maxunpool_export_with_output_shape, which wgnn passes) puts the
+# unpooled tensor at the output's beginning and zeros after it.
+mp = rng.normal(0, 1, (2, 3, 8, 8)).astype(np.float32)
+case("maxunpool", [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+                   helper.make_node("MaxUnpool", ["p", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+     {"x": mp}, [("y", F)], opset=11)
 
 # ---- Einsum -------------------------------------------------------------------
 def ein(name, eq, *shapes):
