@@ -313,3 +313,30 @@ TEST_P(IndexOps, CumSumEveryMode) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(BitShift, Uint8AgainstThePlainShift) {
+  // Every value 0..255 by every shift 0..9 (broadcast [256, 1] x [1, 10]).
+  Graph g(ctx());
+  std::vector<double> xs(256), ss(10);
+  for (int i = 0; i < 256; ++i) xs[size_t(i)] = i;
+  for (int s = 0; s < 10; ++s) ss[size_t(s)] = s;
+  TensorRef x = put(g, {256, 1}, DType::U8, xs), s = put(g, {1, 10}, DType::U8, ss);
+  TensorRef l = ops::call(g, "aten.bitwise_left_shift.Tensor", {x, s}).tensor();
+  TensorRef r = ops::call(g, "aten.bitwise_right_shift.Tensor", {x, s}).tensor();
+  EXPECT_EQ(g.info(l).dtype, DType::U8);
+  g.run();
+  std::vector<double> want_l, want_r;
+  for (int i = 0; i < 256; ++i)
+    for (int k = 0; k < 10; ++k) {
+      want_l.push_back(double(uint8_t(unsigned(i) << unsigned(k))));
+      want_r.push_back(double(uint8_t(unsigned(i) >> unsigned(k))));
+    }
+  EXPECT_EQ(get(g, l), want_l);
+  EXPECT_EQ(get(g, r), want_r);
+  TensorRef f = put(g, {2}, DType::F32, {1, 2});
+  EXPECT_THAT(error_of([&] { ops::call(g, "aten.bitwise_left_shift.Tensor", {f, f}); }), HasSubstr("float32"));
+}
+
+}  // namespace
