@@ -162,9 +162,8 @@ TensorRef record_scatter(const Args& a, TensorRef x, TensorRef index, TensorRef 
                          uint32_t reduce, const std::string& what) {
   Graph& g = a.g;
   const Shape ds = g.info(x).shape;
-  IntList dims;
-  for (size_t d = 0; d < ds.size(); ++d) dims.push_back(int64_t(d));
-  TensorRef y = call(g, "aten.permute.default", {x, dims}).tensor();
+  // A copy of its own (an identity permute would be a view of self).
+  TensorRef y = call(g, "aten._to_copy.default", {x}).tensor();
   if (p.count == 0) return y;
   const Shape strides = contiguous_strides(ds);
   for (size_t d = 0; d < ds.size(); ++d) {
@@ -269,13 +268,8 @@ Value scatter_elements(Graph& g, const ValueList& args, bool with_reduce) {
   }
   // src larger than index: only its leading block of index's shape is read.
   TensorRef s = src;
-  if (us != is) {
-    IntList dims;
-    for (size_t k = 0; k < us.size(); ++k) dims.push_back(int64_t(k));
-    for (size_t k = 0; k < us.size(); ++k) {
-      if (us[k] != is[k]) s = call(g, "aten.slice.Tensor", {s, int64_t(k), int64_t(0), is[k], int64_t(1)}).tensor();
-    }
-    s = call(g, "aten.permute.default", {s, dims}).tensor();
+  for (size_t k = 0; k < us.size(); ++k) {
+    if (us[k] != is[k]) s = call(g, "aten.slice.Tensor", {s, int64_t(k), int64_t(0), is[k], int64_t(1)}).tensor();
   }
   ScatterParams p{};
   p.count = uint32_t(numel(is));

@@ -340,3 +340,30 @@ TEST(BitShift, Uint8AgainstThePlainShift) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Scatter, WritesACopyNeverSelf) {
+  // self a constant and an input: each run starts again from self (an add
+  // into self itself would accumulate over runs), and self keeps its values.
+  for (TensorKind kind : {TensorKind::Constant, TensorKind::Input}) {
+    Graph g(ctx());
+    TensorRef t = put(g, {2, 3}, DType::F32, {1, 2, 3, 4, 5, 6}, kind);
+    TensorRef it = put(g, {1, 1}, DType::I64, {1});
+    TensorRef ut = put(g, {1, 3}, DType::F32, {10, 20, 30});
+    TensorRef y = ops::call(g, "wgnn.scatter_nd.default", {t, it, ut, std::string("add")}).tensor();
+    TensorRef z = ops::call(g, "aten.scatter_reduce.two", {t, int64_t(0), put(g, {1, 3}, DType::I64, {0, 0, 0}), ut,
+                                                           std::string("sum"), true})
+                      .tensor();
+    g.mark_output(y);
+    g.mark_output(z);
+    for (int run = 0; run < 2; ++run) {
+      g.run();
+      EXPECT_EQ(get(g, y), (std::vector<double>{1, 2, 3, 14, 25, 36}));
+      EXPECT_EQ(get(g, z), (std::vector<double>{11, 22, 33, 4, 5, 6}));
+    }
+    EXPECT_EQ(get(g, t), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  }
+}
+
+}  // namespace
