@@ -1,5 +1,5 @@
-// aten.cumsum(self, dim) and its ONNX form wgnn.cumsum.default(self, dim,
-// exclusive=False, reverse=False): running sums along dim
+// aten.cumsum(self, dim, dtype=None) and its ONNX form
+// wgnn.cumsum.default(self, dim, exclusive=False, reverse=False): running sums along dim
 // (kernels/cumsum.wgsl, one invocation per column). float32 and float16
 // sum in float32; int32 and int64 (stored as int32) in 32-bit integers.
 #include <fmt/format.h>
@@ -52,8 +52,12 @@ Value cumsum(Graph& g, const ValueList& args, std::string_view op) {
 }  // namespace
 
 void register_cumsum_ops(OpRegistry& r) {
+  // aten.cumsum(self, dim, *, dtype=None): the result keeps self's dtype.
   r.add("aten.cumsum.default", [](Graph& g, const ValueList& args) {
-    return cumsum(g, ValueList(args.begin(), args.begin() + std::min<size_t>(args.size(), 2)), "aten.cumsum.default");
+    Args a{"aten.cumsum.default", args, g};
+    if (args.size() > 3) a.fail(fmt::format("takes at most 3 arguments (self, dim, dtype), got {}", args.size()));
+    if (args.size() == 3 && !args[2].is_none()) a.fail("argument 'dtype' other than None is not supported");
+    return cumsum(g, ValueList(args.begin(), args.begin() + std::min<size_t>(args.size(), 2)), a.op);
   });
   r.add("wgnn.cumsum.default", [](Graph& g, const ValueList& args) { return cumsum(g, args, "wgnn.cumsum.default"); });
 }

@@ -367,3 +367,18 @@ TEST(Scatter, WritesACopyNeverSelf) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CumSum, AtenFormIsTheInclusiveForwardSum) {
+  Graph g(ctx());
+  TensorRef t = put(g, {2, 3}, DType::I32, {1, 2, 3, 4, 5, 6});
+  TensorRef y = ops::call(g, "aten.cumsum.default", {t, int64_t(1)}).tensor();
+  g.mark_output(y);
+  g.run();
+  EXPECT_EQ(get(g, y), (std::vector<double>{1, 3, 6, 4, 9, 15}));
+  EXPECT_THAT(error_of([&] { ops::call(g, "aten.cumsum.default", {t, int64_t(1), int64_t(6)}); }),
+              HasSubstr("'dtype' other than None"));
+}
+
+}  // namespace
