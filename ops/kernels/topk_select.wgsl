@@ -5,9 +5,11 @@
 // Each value has an order key (a u32 that sorts like the value: floats by
 // their bits with the sign folded, integers with the sign bit flipped; for
 // the smallest, the key's complement). The k-th largest key t is found by
-// bisection over its 32 bits (each pass counts the keys >= a candidate over
-// the whole row), so the row may be of any length. Kept: every key above
-// t, then the keys equal to t in index order until k are kept (ties go to
+// a radix select, 8 bits a pass from the top: each pass counts the keys
+// that share the digits found so far in a 256-bin histogram and takes the
+// digit where the count from the top reaches the k still wanted, so the
+// row may be of any length (4 passes over it). Kept: every key above t,
+// then the keys equal to t in index order until k are kept (ties go to
 // the lower index, as ONNX Runtime does). NaN sorts above +inf.
 {{ENABLE}}
 
@@ -30,6 +32,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read> x: array<{{T}}>;
 
 var<workgroup> red: array<u32, WG>;
+var<workgroup> hist: array<atomic<u32>, 256>;
+var<workgroup> found: vec2<u32>;  // the digit, the k still wanted after it
 
 fn key_of(i: u32, base: u32) -> u32 {
   let v = x[base + i * params.inner];
@@ -43,21 +47,6 @@ fn key_of(i: u32, base: u32) -> u32 {
     b = select(u | 0x80000000u, ~u, (u & 0x80000000u) != 0u);
   }
   return select(~b, b, params.largest != 0u);
-}
-
-// The sum of v over the workgroup, the same for every invocation.
-fn wsum(lid: u32, v: u32) -> u32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s = s / 2u) {
-    if (lid < s) {
-      red[lid] = red[lid] + red[lid + s];
-    }
-    workgroupBarrier();
-  }
-  let r = workgroupUniformLoad(&red[0]);
-  workgroupBarrier();
-  return r;
 }
 
 // The exclusive prefix sum of v over the invocations before lid.
@@ -93,25 +82,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let k = params.k;
   let base = (row / params.inner) * n * params.inner + row % params.inner;
   var t = 0u;
-  for (var bit = 32u; bit > 0u; bit--) {
-    let cand = t | (1u << (bit - 1u));
-    var c = 0u;
+  var mask = 0u;
+  var want = k;
+  for (var shift = 32u; shift > 0u; shift -= 8u) {
+    let sh = shift - 8u;
+    atomicStore(&hist[lid], 0u);
+    workgroupBarrier();
     for (var i = lid; i < n; i += WG) {
-      if (key_of(i, base) >= cand) {
-        c++;
+      let kk = key_of(i, base);
+      if ((kk & mask) == t) {
+        atomicAdd(&hist[(kk >> sh) & 255u], 1u);
       }
     }
-    if (wsum(lid, c) >= k) {
-      t = cand;
+    workgroupBarrier();
+    if (lid == 0u) {
+      // The largest digit d whose count from the top reaches `want`.
+      var above = 0u;
+      var d = 255u;
+      loop {
+        let c = atomicLoad(&hist[d]);
+        if (above + c >= want || d == 0u) {
+          break;
+        }
+        above += c;
+        d--;
+      }
+      found = vec2<u32>(d, want - above);
     }
+    let f = workgroupUniformLoad(&found);
+    t = t | (f.x << sh);
+    mask = mask | (255u << sh);
+    want = f.y;
   }
-  var c = 0u;
-  for (var i = lid; i < n; i += WG) {
-    if (key_of(i, base) > t) {
-      c++;
-    }
-  }
-  let ties = k - wsum(lid, c);
+  let ties = want;
   var taken = 0u;
   var tied = 0u;
   for (var start = 0u; start < n; start += WG) {
