@@ -57,9 +57,22 @@ std::string aten_reduce(NodeCtx& c, const std::string& r) {
   c.fail(fmt::format("reduction '{}' (accepted: none, add, mul, max, min)", r));
 }
 
+const std::vector<DType> kScatter = {DType::F32, DType::F16, DType::I32, DType::I64, DType::Bool, DType::U8, DType::I8};
+
+// The scatters' reduction; bool, uint8 and int8 data take none.
+std::string scatter_reduction(NodeCtx& c) {
+  const std::string r = c.opset < 16 ? "none" : c.attr_string("reduction", "none");
+  const DType d = c.dtype(0);
+  if (r != "none" && (d == DType::Bool || d == DType::U8 || d == DType::I8)) {
+    c.unsupported(fmt::format("reduction '{}' on {} data (supported: float32, float16, int32, int64)", r,
+                              dtype_name(d)));
+  }
+  return r;
+}
+
 std::vector<Slot> scatter_elements(NodeCtx& c) {
   const int64_t axis = c.attr_int("axis", 0);
-  const std::string r = c.opset < 16 ? "none" : c.attr_string("reduction", "none");
+  const std::string r = scatter_reduction(c);
   if (r == "none") return one(c.out(c.call("aten.scatter.src", {c.tensor(0), axis, c.tensor(1), c.tensor(2)})));
   return one(c.out(
       c.call("aten.scatter_reduce.two", {c.tensor(0), axis, c.tensor(1), c.tensor(2), aten_reduce(c, r), true})));
@@ -335,12 +348,12 @@ void add_index_mappers(std::map<std::string, OpMapper>& m) {
                      return one(c.out(c.call("wgnn.gather_nd.default",
                                              {c.tensor(0), c.tensor(1), c.opset < 12 ? 0 : c.attr_int("batch_dims", 0)})));
                    }, nullptr};
-  m["ScatterND"] = {kNumeric, [](NodeCtx& c) {
-                      const std::string r = c.opset < 16 ? "none" : c.attr_string("reduction", "none");
+  m["ScatterND"] = {kScatter, [](NodeCtx& c) {
+                      const std::string r = scatter_reduction(c);
                       return one(c.out(c.call("wgnn.scatter_nd.default", {c.tensor(0), c.tensor(1), c.tensor(2), r})));
                     }, nullptr};
-  m["ScatterElements"] = {kNumeric, scatter_elements, nullptr};
-  m["Scatter"] = {kNumeric, scatter_elements, nullptr};
+  m["ScatterElements"] = {kScatter, scatter_elements, nullptr};
+  m["Scatter"] = {kScatter, scatter_elements, nullptr};
   m["CumSum"] = {kNumeric, [](NodeCtx& c) {
                    return one(c.out(c.call("wgnn.cumsum.default",
                                            {c.tensor(0), host_scalar(c, 1, "axis"), c.attr_int("exclusive", 0) != 0,

@@ -11,7 +11,8 @@
 // GPU in the graph's checked mode (Graph::add_check), else clamped
 // (gather_nd) or dropped (the scatters). scatter_reduce's reduce is "sum",
 // "prod", "amax" or "amin" (include_self True only); scatter_nd's is
-// "none", "add", "mul", "max" or "min". A scatter copies self, then one
+// "none", "add", "mul", "max" or "min". float32, float16, int32, int64;
+// bool, uint8 and int8 without a reduction. A scatter copies self, then one
 // invocation per element of src combines it into the copy
 // (kernels/scatter.wgsl: compare-and-swap on 32-bit words, so duplicate
 // indices combine; with "none" a duplicate's winner is unspecified, as
@@ -146,14 +147,22 @@ Value gather_nd(Graph& g, const ValueList& args) {
   return y;
 }
 
-uint32_t kind_of(const Args& a, DType dt) {
+// kernels/scatter.wgsl's KIND; bool, uint8 and int8 (stored as 32 bits)
+// take no reduction.
+uint32_t kind_of(const Args& a, DType dt, uint32_t reduce) {
   switch (dt) {
     case DType::F32: return 0;
     case DType::F16: return 1;
     case DType::I32:
     case DType::I64: return 2;
+    case DType::Bool:
+    case DType::U8:
+    case DType::I8:
+      if (reduce == 0) return 2;
+      a.fail(fmt::format("argument 'self' has dtype {}; a reduction takes float32, float16, int32, int64",
+                         dtype_name(dt)));
     default:
-      a.fail(fmt::format("argument 'self' has dtype {}; accepted: float32, float16, int32, int64", dtype_name(dt)));
+      a.fail(fmt::format("argument 'self' has dtype {}", dtype_name(dt)));
   }
 }
 
@@ -173,7 +182,7 @@ TensorRef record_scatter(const Args& a, TensorRef x, TensorRef index, TensorRef 
   auto chk = run_check(a, index, what);
   if (chk) p.check_slot = chk->slot;
   Subs subs = check_subs(chk.has_value(), 4);
-  const uint32_t kind = kind_of(a, g.info(x).dtype);
+  const uint32_t kind = kind_of(a, g.info(x).dtype, reduce);
   std::vector<Binding> bind = {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(index), Binding::of(src)};
   if (chk) bind.push_back(Binding::of(chk->flags));
   g.add_dispatch(kernel(g, "ops/kernels/scatter.wgsl", subs,

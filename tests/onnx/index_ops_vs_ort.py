@@ -35,7 +35,7 @@ import closeness  # noqa: E402
 
 rng = np.random.default_rng(23)
 F, I64, U8 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.UINT8
-ELEM = {np.dtype(np.float32): F, np.dtype(np.int64): I64, np.dtype(np.uint8): U8, np.dtype(np.int32): TensorProto.INT32}
+ELEM = {np.dtype(np.bool_): TensorProto.BOOL, np.dtype(np.float32): F, np.dtype(np.int64): I64, np.dtype(np.uint8): U8, np.dtype(np.int32): TensorProto.INT32}
 
 CASES = []  # (name, model, feeds, (atol, rtol))
 
@@ -84,6 +84,9 @@ for red in ["none", "add", "mul", "max", "min"]:
     idx = [[2], [0], [3]] if red == "none" else [[2], [0], [2]]  # duplicates only where they combine
     case(f"scatternd_{red}", [helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=red)],
          {"x": data, "u": upd}, [("y", F)], inits=[i64("i", idx)], tol=(1e-6, 1e-6))
+case("scatternd_bool_mask", [helper.make_node("ScatterND", ["x", "i", "u"], ["y"])],
+     {"x": np.zeros((4, 5), np.bool_), "u": rng.integers(0, 2, (2, 5)).astype(np.bool_)},
+     [("y", TensorProto.BOOL)], inits=[i64("i", [[1], [-1]])])
 se_idx = np.array([[0, 4, -1, 2], [1, 1, -5, 3], [2, 0, 2, -3]], np.int64)
 se_upd = rng.normal(0, 1, (3, 4)).astype(np.float32)
 for red in ["add", "mul", "max", "min"]:

@@ -382,3 +382,24 @@ TEST(CumSum, AtenFormIsTheInclusiveForwardSum) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Scatter, BoolAndUint8WithoutReduction) {
+  for (DType dt : {DType::Bool, DType::U8, DType::I8}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Graph g(ctx());
+    const double hi = dt == DType::Bool ? 1 : dt == DType::U8 ? 200 : -7;
+    TensorRef t = put(g, {2, 3}, dt, {0, 0, 0, 0, 0, 0});
+    TensorRef it = put(g, {2, 1}, DType::I64, {1, -2});
+    TensorRef ut = put(g, {2, 3}, dt, {hi, 0, hi, 1, 1, 0});
+    TensorRef y = ops::call(g, "wgnn.scatter_nd.default", {t, it, ut, std::string("none")}).tensor();
+    g.mark_output(y);
+    g.run();
+    EXPECT_EQ(get(g, y), (std::vector<double>{1, 1, 0, hi, 0, hi}));
+    EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.scatter_nd.default", {t, it, ut, std::string("add")}); }),
+                HasSubstr("a reduction takes float32"));
+  }
+}
+
+}  // namespace
