@@ -23,6 +23,8 @@ OpRegistry& OpRegistry::global() {
     register_quantized_ops(*reg);
     register_recurrent_ops(*reg);
     register_sample_ops(*reg);
+    register_spectral_ops(*reg);
+    register_dynamic_ops(*reg);
     return reg;
   }();
   return *r;
