@@ -14,6 +14,9 @@
 // audio front-ends this serves take frames of a few hundred samples.
 #include <fmt/format.h>
 
+#include <cmath>
+#include <vector>
+
 #include "ops/helpers.h"
 #include "ops/registry.h"
 #include "ops/uniforms.h"
@@ -57,10 +60,19 @@ Value dft(Graph& g, const ValueList& args) {
   DftParams p{uint32_t(count),   uint32_t(frames),   uint32_t(bins), uint32_t(in[2]),
               uint32_t(in[1]),   uint32_t(in[3]),    uint32_t(n),    uint32_t(step),
               uint32_t(inverse), uint32_t(hermitian), uint32_t(w.id >= 0), uint32_t(out_comps)};
+  // cos and sin of 2 pi m / n, in double on the host (the shader's are too coarse).
+  if (n > (int64_t(1) << 24)) a.fail(fmt::format("argument 'n' is {}; at most 2^24", n));
+  std::vector<float> tw(size_t(2 * n));
+  for (int64_t m = 0; m < n; ++m) {
+    const double theta = 2 * M_PI * double(m) / double(n);
+    tw[size_t(2 * m)] = float(std::cos(theta));
+    tw[size_t(2 * m + 1)] = float(std::sin(theta));
+  }
+  TensorRef twiddle = g.add_constant({n, 2}, DType::F32, tw.data(), fmt::format("dft_twiddle_{}", n));
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/dft.wgsl", float_subs(g, g.info(x).dtype, a.op));
   g.add_dispatch(pl,
                  {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x),
-                  w.id >= 0 ? Binding::of(w) : optional_input(g, Value())},
+                  w.id >= 0 ? Binding::of(w) : optional_input(g, Value()), Binding::of(twiddle)},
                  grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op), "dft");
   return y;
 }

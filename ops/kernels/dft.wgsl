@@ -7,11 +7,12 @@
 // when inverse, which also scales by 1 / n). Hermitian (an inverse from a
 // one-sided spectrum): term j > n / 2 is the conjugate of term n - j, and
 // only the real part is written (out_comps 1). The phase index j * k mod n
-// is kept as an integer, so the angle stays exact for any length.
+// is kept as an integer and indexes a table of cos and sin of 2 pi m / n
+// computed on the host in double precision (the shader's sin and cos are
+// too coarse: an imaginary part that should cancel to 0 would keep ~1e-5).
 {{ENABLE}}
 
 const WG: u32 = 256u;
-const TWO_PI: f32 = 6.283185307179586;
 
 {{PARAMS}}
 
@@ -19,6 +20,7 @@ const TWO_PI: f32 = 6.283185307179586;
 @group(0) @binding(1) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(3) var<storage, read> window: array<{{T}}>;
+@group(0) @binding(4) var<storage, read> twiddle: array<vec2<f32>>;  // (cos, sin) of 2 pi m / n
 
 fn sample(base: u32, pos: u32, conj: bool) -> vec2<f32> {
   if (pos >= params.len) {
@@ -66,9 +68,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (params.has_window != 0u) {
       v = v * f32(window[j]);
     }
-    let theta = TWO_PI * f32(phase) / f32(n);
-    let c = cos(theta);
-    let s = sg * sin(theta);
+    let t = twiddle[phase];
+    let c = t.x;
+    let s = sg * t.y;
     acc += vec2<f32>(v.x * c - v.y * s, v.x * s + v.y * c);
     phase += step_k;
     if (phase >= n) {

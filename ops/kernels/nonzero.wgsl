@@ -7,8 +7,8 @@
 // - PHASE 2: each nonzero element finds its place, the counts of the blocks
 //   before its own plus the nonzero elements before it in its block, and
 //   writes its coordinates into out [rank, found] (int64 as int32).
-// x is read as 32-bit words; IS_FLOAT compares them as floats (-0.0 is
-// zero, NaN is not).
+// x is read as 32-bit words; IS_FLOAT ignores the sign bit (-0.0 is zero,
+// NaN is not).
 override PHASE: u32 = 0u;
 override IS_FLOAT: bool = false;
 const WG: u32 = 256u;
@@ -32,7 +32,7 @@ fn nonzero(i: u32) -> bool {
   }
   let v = x[i];
   if (IS_FLOAT) {
-    return bitcast<f32>(v) != 0.0;
+    return (v & 0x7fffffffu) != 0u;  // on the bits: NaN is nonzero whatever the compiler assumes
   }
   return v != 0u;
 }
