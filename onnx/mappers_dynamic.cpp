@@ -288,11 +288,25 @@ void add_dynamic_mappers(std::map<std::string, OpMapper>& m) {
   // whose condition is true; a shorter condition drops the slices past it.
   m["Compress"] = {{}, [](NodeCtx& c) {
                      const CompressPlan p = compress_plan(c);
-                     TensorRef cond = wide(c, 1);
-                     TensorRef n = c.call("wgnn.nonzero_count.default", {cond}).tensor();
-                     const int64_t k = builder_of(c).read_size(n, label(c) + " count");
+                     const HostTensor* known = c.is_host(1) ? &c.host(1, "condition")
+                                               : c.builder ? c.builder->host_value(c.node.input(1))
+                                                           : nullptr;
+                     TensorRef idx{-1};
+                     int64_t k = 0;
+                     if (known) {
+                       // A condition known on the host: its indices are a constant, no read-back.
+                       std::vector<int64_t> keep;
+                       for (int64_t i = 0; i < known->numel(); ++i)
+                         if (known->get_double(size_t(i)) != 0.0) keep.push_back(i);
+                       k = int64_t(keep.size());
+                       if (k > 0) idx = c.constant(host::from_ints(keep), "compress_indices");
+                     } else {
+                       TensorRef cond = wide(c, 1);
+                       TensorRef n = c.call("wgnn.nonzero_count.default", {cond}).tensor();
+                       k = builder_of(c).read_size(n, label(c) + " count");
+                       if (k > 0) idx = c.call("wgnn.nonzero.default", {cond, k}).tensor();
+                     }
                      if (k == 0) return one(Slot::of_host(HostTensor(c.slot_dtype(0), compress_shape(c, p, 0))));
-                     TensorRef idx = c.call("wgnn.nonzero.default", {cond, k}).tensor();
                      TensorRef x = c.tensor(0);
                      if (p.flat) x = c.view(x, {p.dim});
                      TensorRef y =

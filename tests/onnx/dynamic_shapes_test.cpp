@@ -82,3 +82,21 @@ TEST(DynamicShapes, WindowSizeComputedOnTheGpuIsReadBack) {
   for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(y.as<float>()[i], want[i], 1e-6) << i;
   EXPECT_THAT(s.summary(), HasSubstr("1 result size that depends on the data read back"));
 }
+
+TEST(DynamicShapes, CompressOnAConditionComputedOnTheGpu) {
+  ModelBuilder b(13);
+  b.input("x", {2, 3});
+  b.input("s", {3});
+  b.output("y", {2, -1});
+  b.init_f32("zero", {}, {0.f});
+  b.node("Greater", {"s", "zero"}, {"cond"});
+  auto* n = b.node("Compress", {"x", "cond"}, {"y"});
+  ModelBuilder::attr_int(n, "axis", 1);
+  Session s(test::ctx(), b.save("compress_gpu.onnx"));
+  HostTensor x(DType::F32, {2, 3});
+  for (int i = 0; i < 6; ++i) x.as<float>()[i] = float(i + 1);
+  const HostTensor y = s.run({{"x", x}, {"s", f32({1, -1, 2})}}).at("y");
+  ASSERT_EQ(y.shape, (Shape{2, 2}));
+  EXPECT_EQ(std::vector<float>(y.as<float>(), y.as<float>() + 4), (std::vector<float>{1, 3, 4, 6}));
+  EXPECT_THAT(s.summary(), HasSubstr("1 result size that depends on the data read back"));
+}
