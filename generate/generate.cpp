@@ -329,7 +329,10 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
         if (d.buffer.size() < final_bytes) d.buffer = ctx_.create_buffer((final_bytes + 15) / 16 * 16, gpu::kStorageUsage, present);
       }
     }
+    const auto t_run = clock::now();
     s.run(f, out);
+    const double session_us = ms_since(t_run) * 1000;
+    const Graph::RunStats dec = s.graph().last_run();
     for (const auto& [present, past] : L.present_to_past) cache[past] = std::move(out.device[present]);
     logits = std::move(out.device[L.logits]);
     if (logits.shape.size() != 3 || logits.shape[0] != B || logits.shape[1] != new_len) {
@@ -346,6 +349,14 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
                                        {sm.ids, &history, true, uint64_t(pending) * uint64_t(B) * 4}};
     token.dtype = DType::I64;
     sm.g->run(std::span(&rin, 1), {}, std::span(&lin, 1), std::span(touts, 2), false);
+    if (!prompt_step) {
+      const Graph::RunStats& smp = sm.g->last_run();
+      r.step_upload_us.push_back(dec.upload_us + smp.upload_us);
+      r.step_encode_us.push_back(dec.encode_us + smp.encode_us);
+      r.step_submit_us.push_back(dec.submit_us + smp.submit_us);
+      r.step_session_us.push_back(session_us);
+      r.step_dispatches = dec.dispatches + smp.dispatches;
+    }
     ++pending;
     past_len += new_len;
   };

@@ -79,6 +79,13 @@ struct Result {
   // waited, else until its work was submitted), and host time spent
   // encoding and submitting it.
   std::vector<double> step_ms, step_host_us;
+  // Per step after the prompt, the parts of step_host_us (Graph::RunStats
+  // of the decoder's and the sampler's runs): writing the inputs, encoding
+  // the dispatches (submitting included), and of that the submits alone;
+  // step_session_us is the decoder's whole Session::run (plan lookup,
+  // checks and bindings included).
+  std::vector<double> step_upload_us, step_encode_us, step_submit_us, step_session_us;
+  size_t step_dispatches = 0;  // dispatches of the last step (decoder and sampler)
   // From the prompt step's end to the last token on the host: steps whose
   // work was submitted without a wait are counted when the GPU finished
   // them. decode_ms / step_ms.size() is the time per token.

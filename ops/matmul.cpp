@@ -346,8 +346,20 @@ bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) 
                     uint32_t(p.bias_sm), uint32_t(p.bias_sn), 0u, float(p.alpha), float(p.beta), 0u, 0u};
   const bool a_vec = p.K % 4 == 0 && lda % 4 == 0;
   const bool b_vec = (p.b_trans ? p.K : p.N) % 4 == 0;
-  const uint64_t groups = gpu::ceil_div(uint64_t(p.N), 16);  // 16 columns per workgroup
+  // B [K, N]: 4 CV columns per workgroup, the most (up to 16) that still
+  // make 256 workgroups, so that a narrow product keeps enough loads in
+  // flight; WGNN_GEMV_CV=1|2|4 fixes it (for measuring). B_TRANS: 16.
+  static const int forced_cv = [] {
+    const char* e = std::getenv("WGNN_GEMV_CV");
+    const int v = e ? std::atoi(e) : 0;
+    return v == 1 || v == 2 || v == 4 ? v : 0;
+  }();
+  int cv = 4;
+  while (cv > 1 && gpu::ceil_div(uint64_t(p.N), uint64_t(4 * cv)) < 256) cv /= 2;
+  if (forced_cv) cv = forced_cv;
+  const uint64_t groups = gpu::ceil_div(uint64_t(p.N), p.b_trans ? 16 : uint64_t(4 * cv));
   gpu::Constants c = {{"B_TRANS", p.b_trans ? 1.0 : 0.0},
+                      {"CV", double(cv)},
                       {"A_VEC", a_vec ? 1.0 : 0.0},
                       {"B_VEC", b_vec ? 1.0 : 0.0},
                       {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0},

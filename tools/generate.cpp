@@ -94,11 +94,14 @@ int generate_tokens(gpu::Context& ctx, const GenerateOptions& o) {
         "{{\"tokens\":{},\"runs\":{},\"first_run\":{{\"total_ms\":{:.3f},\"prompt_ms\":{:.3f},\"encoder_ms\":{:.3f},"
         "\"plans_built\":{}}},\"last_run\":{{\"total_ms\":{:.3f},\"prompt_ms\":{:.3f},\"encoder_ms\":{:.3f},"
         "\"plans_built\":{},\"waits\":{},\"steps\":{},\"ms_per_token\":{:.4f},\"median_step_ms\":{:.4f},"
-        "\"median_step_host_us\":{:.2f},\"steady_created\":{{\"buffers\":{},\"bind_groups\":{},\"pipelines\":{}}}}}}}\n",
+        "\"median_step_host_us\":{:.2f},\"step_host\":{{\"session_us\":{:.2f},\"upload_us\":{:.2f},"
+        "\"encode_us\":{:.2f},\"submit_us\":{:.2f},\"dispatches\":{}}},"
+        "\"steady_created\":{{\"buffers\":{},\"bind_groups\":{},\"pipelines\":{}}}}}}}\n",
         toks, runs.size(), first.total_ms, first.prompt_ms, first.encoder_ms, first.plans_built, r.total_ms,
         r.prompt_ms, r.encoder_ms, r.plans_built, r.waits, r.step_ms.size(),
         r.step_ms.empty() ? 0.0 : r.decode_ms / double(r.step_ms.size()), median(r.step_ms), median(r.step_host_us),
-        r.steady_buffers, r.steady_bind_groups, r.steady_pipelines);
+        median(r.step_session_us), median(r.step_upload_us), median(r.step_encode_us), median(r.step_submit_us),
+        r.step_dispatches, r.steady_buffers, r.steady_bind_groups, r.steady_pipelines);
     return 0;
   }
   for (const auto& t : r.tokens) {
@@ -110,10 +113,13 @@ int generate_tokens(gpu::Context& ctx, const GenerateOptions& o) {
   if (o.verbose) {
     fmt::print(stderr,
                "first run {:.1f} ms ({} plans built); last run {:.1f} ms: prompt {:.2f} ms, {} steps, {:.3f} ms per "
-               "token (median step {:.3f} ms, {:.1f} us host to encode and submit), {} waits\n",
+               "token (median step {:.3f} ms, {:.1f} us host to encode and submit), {} waits\n"
+               "per step (medians): decoder Session::run {:.1f} us; upload {:.1f} us, encode {:.1f} us (submits "
+               "{:.1f} us) of {} dispatches\n",
                first.total_ms, first.plans_built, r.total_ms, r.prompt_ms, r.step_ms.size(),
                r.step_ms.empty() ? 0.0 : r.decode_ms / double(r.step_ms.size()), median(r.step_ms),
-               median(r.step_host_us), r.waits);
+               median(r.step_host_us), r.waits, median(r.step_session_us), median(r.step_upload_us),
+               median(r.step_encode_us), median(r.step_submit_us), r.step_dispatches);
   }
   return 0;
 }

@@ -9,9 +9,10 @@
 // The memory's latency, not its bandwidth, bounds a product this small
 // unless many loads are in flight: so many workgroups with few columns
 // each, K spread over most invocations, four independent loads at a time.
-// B [K, N]: 4 x 64 invocations; each of 4 takes 4 columns (a vec4 of a B
-// row: 16 columns per workgroup) and each of the other 64 every 64th row
-// of K. B_TRANS: 16 columns per workgroup, each read along K by 16
+// B [K, N]: CV x (256 / CV) invocations; each of CV takes 4 columns (a
+// vec4 of a B row: 4 CV columns per workgroup) and each of the other
+// 256 / CV every (256 / CV)th row of K. CV (1, 2 or 4) is chosen on the
+// host so that a narrow product still has enough workgroups. B_TRANS: 16 columns per workgroup, each read along K by 16
 // invocations, a vec4 each. The partial sums over K are added in
 // workgroup memory.
 {{ENABLE}}
@@ -24,6 +25,7 @@ override A_VEC: bool = false;  // K and lda multiples of 4
 override B_VEC: bool = false;  // the contiguous dim of B (N, or K with B_TRANS) a multiple of 4
 override HAS_BIAS: bool = false;
 override F16_OUT: bool = false;
+override CV: u32 = 4u;  // B [K, N]: vec4s of columns per workgroup
 
 {{PARAMS}}
 
@@ -87,26 +89,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let K = params.K;
   var acc: array<vec4<f32>, MR>;
   if (!B_TRANS) {
-    let tx = lid % 4u;
-    let ty = lid / 4u;
-    let n0 = group * 16u + tx * 4u;
+    let KT = WG / CV;  // rows of K in flight per vec4 of columns
+    let tx = lid % CV;
+    let ty = lid / CV;
+    let n0 = group * (4u * CV) + tx * 4u;
     let valid = remaining(N, n0);
     if (valid > 0u) {
-      // Four rows of B in flight per step: k, k + 64, k + 128, k + 192.
+      // Four rows of B in flight per step: k, k + KT, k + 2 KT, k + 3 KT.
       var k = ty;
-      for (; k + 192u < K; k += 256u) {
+      for (; k + 3u * KT < K; k += 4u * KT) {
         let b0 = load_b4(k * params.ldb + n0, valid);
-        let b1 = load_b4((k + 64u) * params.ldb + n0, valid);
-        let b2 = load_b4((k + 128u) * params.ldb + n0, valid);
-        let b3 = load_b4((k + 192u) * params.ldb + n0, valid);
+        let b1 = load_b4((k + KT) * params.ldb + n0, valid);
+        let b2 = load_b4((k + 2u * KT) * params.ldb + n0, valid);
+        let b3 = load_b4((k + 3u * KT) * params.ldb + n0, valid);
         for (var m = 0u; m < MR; m++) {
           if (m < M) {
             let r = m * params.lda + k;
-            acc[m] += a_at(r) * b0 + a_at(r + 64u) * b1 + a_at(r + 128u) * b2 + a_at(r + 192u) * b3;
+            acc[m] += a_at(r) * b0 + a_at(r + KT) * b1 + a_at(r + 2u * KT) * b2 + a_at(r + 3u * KT) * b3;
           }
         }
       }
-      for (; k < K; k += 64u) {
+      for (; k < K; k += KT) {
         let bv = load_b4(k * params.ldb + n0, valid);
         for (var m = 0u; m < MR; m++) {
           if (m < M) {
@@ -121,9 +124,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       }
       red[lid] = acc[m];
       workgroupBarrier();
-      for (var s = 32u; s > 0u; s = s / 2u) {
+      for (var s = KT / 2u; s > 0u; s = s / 2u) {
         if (ty < s) {
-          red[lid] += red[lid + s * 4u];
+          red[lid] += red[lid + s * CV];
         }
         workgroupBarrier();
       }

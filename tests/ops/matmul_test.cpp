@@ -427,6 +427,14 @@ TEST(Gemv, FewRowsMatchTheReference) {
         for (const bool tb : {false, true}) check_gemv(M, K, N, tb, "none", DType::F32, seed++);
 }
 
+// B [K, N] takes 4, 8 or 16 columns per workgroup by N (4 up to 2047, 8
+// from 2048, 16 from 4096): each width with ragged last columns.
+TEST(Gemv, EveryColumnWidth) {
+  check_gemv(2, 100, 2050, false, "none", DType::F32, 410);
+  check_gemv(3, 37, 4102, false, "relu", DType::F32, 411);
+  check_gemv(1, 300, 1023, false, "none", DType::F32, 412);
+}
+
 TEST(Gemv, EpilogueAndFloat16) {
   check_gemv(1, 768, 3072, false, "gelu", DType::F32, 400);
   check_gemv(3, 64, 50, true, "relu", DType::F32, 401);
