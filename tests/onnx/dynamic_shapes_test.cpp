@@ -6,6 +6,11 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <fmt/format.h>
+
+#include <functional>
+#include <map>
+
 #include "gpu_fixture.h"
 #include "onnx/session.h"
 #include "onnx_model_builder.h"
@@ -99,4 +104,119 @@ TEST(DynamicShapes, CompressOnAConditionComputedOnTheGpu) {
   ASSERT_EQ(y.shape, (Shape{2, 2}));
   EXPECT_EQ(std::vector<float>(y.as<float>(), y.as<float>() + 4), (std::vector<float>{1, 3, 4, 6}));
   EXPECT_THAT(s.summary(), HasSubstr("1 result size that depends on the data read back"));
+}
+
+namespace {
+
+// The same one-node model twice: its float data `data` [shape] as an
+// initializer (the node folds on the host) and as a graph input (the GPU
+// ops and a read-back); every output must be equal, bit for bit.
+void fold_matches_gpu(const std::string& op, const Shape& shape, const std::vector<float>& data,
+                      const std::function<void(ModelBuilder&, bool)>& rest, const std::vector<std::string>& outs,
+                      const std::function<void(onnx::NodeProto*)>& attrs) {
+  std::map<std::string, HostTensor> got[2];
+  for (const bool host : {true, false}) {
+    ModelBuilder b(13);
+    b.input("x", {1});
+    b.output("xr", {1});
+    b.node("Relu", {"x"}, {"xr"});
+    if (host) {
+      b.init_f32("d", shape, data);
+    } else {
+      b.input("d", shape);
+    }
+    rest(b, host);
+    std::vector<std::string> in{"d"};
+    for (const auto& n : b.g->initializer())
+      if (n.name() != "d") in.push_back(n.name());
+    for (const auto& o : outs) b.output(o, {-1}, o == "Y" ? onnx::TensorProto::FLOAT : onnx::TensorProto::INT64);
+    attrs(b.node(op, in, outs));
+    Session s(test::ctx(), b.save(op + (host ? "_host.onnx" : "_gpu.onnx")));
+    std::map<std::string, HostTensor> feeds{{"x", f32({1})}};
+    if (!host) {
+      HostTensor d(DType::F32, shape);
+      std::copy(data.begin(), data.end(), d.as<float>());
+      feeds["d"] = d;
+    }
+    got[host] = s.run(feeds);
+    if (host) {
+      EXPECT_THAT(s.summary(), testing::Not(HasSubstr("read back"))) << op;
+    } else {
+      EXPECT_THAT(s.summary(), HasSubstr("read back from the GPU")) << op;
+    }
+  }
+  for (const auto& o : outs) {
+    SCOPED_TRACE(op + " output " + o);
+    const HostTensor &a = got[1].at(o), &b = got[0].at(o);
+    EXPECT_EQ(a.shape, b.shape);
+    EXPECT_EQ(a.dtype, b.dtype);
+    EXPECT_EQ(a.data, b.data);
+    EXPECT_GT(a.numel(), 0);
+  }
+}
+
+}  // namespace
+
+TEST(DynamicShapes, UniqueFoldedOnTheHostMatchesTheGpu) {
+  const std::vector<float> d{1, 2, 3, 0, 5, 1, 1, 2, 3, -1, 0, 4, 0, 5, 1, 7, 7, 7};
+  for (const bool sorted : {true, false}) {
+    for (const int64_t axis : {-1, 0, 1}) {
+      SCOPED_TRACE(fmt::format("sorted {} axis {}", sorted, axis));
+      fold_matches_gpu(
+          "Unique", {6, 3}, d, [](ModelBuilder&, bool) {}, {"Y", "indices", "inverse_indices", "counts"},
+          [&](onnx::NodeProto* n) {
+            ModelBuilder::attr_int(n, "sorted", sorted);
+            if (axis >= 0) ModelBuilder::attr_int(n, "axis", axis);
+          });
+    }
+  }
+}
+
+TEST(DynamicShapes, NonMaxSuppressionFoldedOnTheHostMatchesTheGpu) {
+  std::vector<float> boxes;
+  for (int i = 0; i < 10; ++i) {
+    const float o = float(i % 4) * 0.3f, w = 1.f + float(i % 3) * 0.2f;
+    boxes.insert(boxes.end(), {o, o * 0.5f, o + w, o * 0.5f + w});
+  }
+  std::vector<float> scores;
+  for (int i = 0; i < 20; ++i) scores.push_back(float((i * 7) % 11) / 11.f);
+  for (const int64_t center : {0, 1}) {
+    SCOPED_TRACE(fmt::format("center_point_box {}", center));
+    // boxes as "d"; scores, max_output_boxes_per_class, iou and score thresholds as initializers.
+    fold_matches_gpu(
+        "NonMaxSuppression", {1, 10, 4}, boxes,
+        [&](ModelBuilder& b, bool host) {
+          (void)host;
+          b.init_f32("scores", {1, 2, 10}, scores);
+          b.init_i64("max_out", {4});
+          b.init_f32("iou", {1}, {0.4f});
+          b.init_f32("score", {1}, {0.1f});
+        },
+        {"selected"}, [&](onnx::NodeProto* n) { ModelBuilder::attr_int(n, "center_point_box", center); });
+  }
+}
+
+TEST(DynamicShapes, CompressOfConstantsFoldsOnTheHost) {
+  ModelBuilder b(13);
+  b.input("x", {1});
+  b.output("xr", {1});
+  b.node("Relu", {"x"}, {"xr"});
+  b.output("y", {-1});
+  b.output("z", {-1, -1});
+  b.init_f32("d", {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto* t = b.g->add_initializer();
+  t->set_name("cond");
+  t->set_data_type(onnx::TensorProto::BOOL);
+  t->add_dims(3);
+  for (int v : {0, 1, 1}) t->add_int32_data(v);
+  b.node("Compress", {"d", "cond"}, {"y"});  // flattened: the first 3 values
+  auto* n = b.node("Compress", {"d", "cond"}, {"z"});
+  ModelBuilder::attr_int(n, "axis", 1);
+  Session s(test::ctx(), b.save("compress_host.onnx"));
+  const auto out = s.run({{"x", f32({1})}});
+  EXPECT_EQ(std::vector<float>(out.at("y").as<float>(), out.at("y").as<float>() + 2), (std::vector<float>{2, 3}));
+  EXPECT_EQ(out.at("z").shape, (Shape{2, 2}));
+  EXPECT_EQ(std::vector<float>(out.at("z").as<float>(), out.at("z").as<float>() + 4),
+            (std::vector<float>{2, 3, 5, 6}));
+  EXPECT_THAT(s.summary(), testing::Not(HasSubstr("read back")));
 }
