@@ -19,7 +19,7 @@
 //     (int64). self float32, float16, int32 or int64. kernels/unique.wgsl.
 //   wgnn.nms_select.default(boxes, scores, thresholds, max_out, has_score_threshold, center_point_box)
 //       -> [selected, counts]
-//     boxes float32 [batches, n, 4], scores float32 [batches, classes, n],
+//     boxes float32 [batches, n, 4] (n at most 65536), scores float32 [batches, classes, n],
 //     thresholds float32 [2] (iou, score): the greedy selection of ONNX
 //     NonMaxSuppression per batch and class (kernels/nms.wgsl); selected
 //     int32 [batches * classes, max_out], counts int32 [batches * classes].
@@ -129,6 +129,13 @@ void check_unique_input(const Args& a, TensorRef x) {
     a.fail(fmt::format("argument 'self' has dtype {}; accepted: float32, float16, int32, int64", dtype_name(xi.dtype)));
   }
   if (xi.numel() > kMaxDynamic) a.fail(fmt::format("argument 'self' has {} elements; at most {}", xi.numel(), kMaxDynamic));
+  // The kernels compare every slice with every other: refuse what would run for minutes.
+  const double work = double(xi.shape[1]) * double(xi.shape[1]) * double(xi.shape[0]) * double(xi.shape[2]);
+  if (work > double(int64_t(1) << 36)) {
+    a.fail(fmt::format("argument 'self' {}: {} slices of {} elements; the kernels compare every pair of slices, "
+                       "at most 2^36 element comparisons",
+                       shape_str(xi.shape), xi.shape[1], xi.shape[0] * xi.shape[2]));
+  }
   a.require_fits_binding(x, "self");
 }
 
@@ -194,7 +201,8 @@ Value nms_select(Graph& g, const ValueList& args) {
   const int64_t pairs = ss[0] * ss[1];
   if (max_out < 1 || max_out > bs[1]) a.fail(fmt::format("argument 'max_out' is {}; accepted: 1 to n = {}", max_out, bs[1]));
   if (center != 0 && center != 1) a.fail(fmt::format("argument 'center_point_box' is {}; accepted: 0 or 1", center));
-  if (pairs < 1 || pairs * max_out > kMaxDynamic || bs[1] > kMaxDynamic || pairs > 65535 * 64) {
+  // Each (batch, class) is one invocation scanning its n boxes per candidate taken.
+  if (pairs < 1 || pairs * max_out > kMaxDynamic || bs[1] > 65536 || pairs > 65535 * 64) {
     a.fail(fmt::format("boxes {} and scores {}: too many to select from", shape_str(bs), shape_str(ss)));
   }
   a.require_fits_binding(boxes, "boxes");

@@ -278,3 +278,13 @@ TEST(Dft, ForwardInverseOneSidedHermitianAndFramed) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Unique, TooManySlicesForTheQuadraticKernelIsRefused) {
+  Graph g(ctx());
+  TensorRef t = g.add_tensor({1, 300000, 1}, DType::I32, TensorKind::Input);
+  EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.unique_first.default", {t}); }), HasSubstr("every pair of slices"));
+}
+
+}  // namespace
