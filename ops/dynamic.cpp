@@ -26,10 +26,10 @@
 //   wgnn.sum_count.default(counts) -> int32 [1]: the sum of int32 counts.
 //   wgnn.nms.default(selected, counts, found, classes) -> int64 [found, 3]
 //     rows [batch, class, box] (kernels/nms_write.wgsl).
-// Each kernel does the work of one slice or (batch, class) serially
-// (quadratic in the number of slices or boxes): these ops sit at the ends
-// of detection and tokenizer graphs, on hundreds to a few thousands of
-// elements.
+// Unique's kernels do one slice per invocation, NonMaxSuppression's one
+// (batch, class) per workgroup: quadratic in the number of slices or boxes
+// (these ops sit at the ends of detection and tokenizer graphs, on hundreds
+// to a few thousands of elements; larger inputs are refused).
 #include <fmt/format.h>
 
 #include "ops/helpers.h"
@@ -201,7 +201,7 @@ Value nms_select(Graph& g, const ValueList& args) {
   const int64_t pairs = ss[0] * ss[1];
   if (max_out < 1 || max_out > bs[1]) a.fail(fmt::format("argument 'max_out' is {}; accepted: 1 to n = {}", max_out, bs[1]));
   if (center != 0 && center != 1) a.fail(fmt::format("argument 'center_point_box' is {}; accepted: 0 or 1", center));
-  // Each (batch, class) is one invocation scanning its n boxes per candidate taken.
+  // Each (batch, class) is one workgroup scanning its n boxes per candidate taken.
   if (pairs < 1 || pairs * max_out > kMaxDynamic || bs[1] > 65536 || pairs > 65535 * 64) {
     a.fail(fmt::format("boxes {} and scores {}: too many to select from", shape_str(bs), shape_str(ss)));
   }
@@ -215,7 +215,7 @@ Value nms_select(Graph& g, const ValueList& args) {
   g.add_dispatch(pl,
                  {Binding::of(sel), Binding::of(counts), Binding::of(g.uniform(p)), Binding::of(boxes),
                   Binding::of(scores), Binding::of(thr)},
-                 gpu::Grid{uint32_t(gpu::ceil_div(uint64_t(pairs), 64)), 1, 1}, std::string(a.op), "nms_select");
+                 grid_for(g, uint64_t(pairs)), std::string(a.op), "nms_select");
   return ValueList{sel, counts};
 }
 

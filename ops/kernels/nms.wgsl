@@ -1,11 +1,12 @@
 // wgnn.nms_select (ops/dynamic.cpp): ONNX NonMaxSuppression's greedy
-// selection, one invocation per (batch, class). Candidates are taken in
+// selection, one workgroup per (batch, class). Candidates are taken in
 // order of score, highest first (equal scores: the lower box index first),
 // only scores above the threshold when has_score_threshold; a candidate is
 // kept unless its IoU with a box kept before exceeds iou_threshold; at most
 // max_out are kept. sel[pair * max_out + t] = the t-th kept box,
 // counts[pair] = how many. The next candidate is found by a scan for the
-// best one after the last (no sort, no scratch).
+// best one after the last (no sort, no scratch), the workgroup's
+// invocations each over every WG-th box, then a tree reduction.
 // Boxes are [y1, x1, y2, x2] (corners in either order), or
 // [x_center, y_center, width, height] when center_point_box.
 const WG: u32 = 64u;
@@ -52,9 +53,22 @@ fn suppresses(b: u32, i: u32, j: u32, iou_threshold: f32) -> bool {
   return inter / uni > iou_threshold;
 }
 
+var<workgroup> red_s: array<f32, WG>;
+var<workgroup> red_i: array<i32, WG>;
+var<workgroup> prev_s: f32;
+var<workgroup> prev_i: i32;
+var<workgroup> kept: u32;
+var<workgroup> done: u32;
+
+// Whether candidate (s, i) comes before (t, j): a higher score, or the same and a lower index.
+fn before(s: f32, i: i32, t: f32, j: i32) -> bool {
+  return i >= 0 && (j < 0 || s > t || (s == t && i < j));
+}
+
 @compute @workgroup_size(WG)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let pair = gid.x;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let pair = wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y;
   if (pair >= params.batches * params.classes) {
     return;
   }
@@ -62,22 +76,27 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let srow = pair * params.boxes;
   let iou_threshold = thresholds[0];
   let score_threshold = thresholds[1];
-  var kept = 0u;
-  var prev_s = 0.0;
-  var prev_i = -1;
+  if (lid == 0u) {
+    kept = 0u;
+    prev_i = -1;
+    prev_s = 0.0;
+    done = select(0u, 1u, params.max_out == 0u);
+  }
   loop {
-    if (kept >= params.max_out) {
+    if (workgroupUniformLoad(&done) != 0u) {
       break;
     }
+    // The best candidate after the last one, each invocation over every WG-th box.
+    let ps = prev_s;
+    let pi = prev_i;
     var best = -1;
     var best_s = 0.0;
-    for (var j = 0u; j < params.boxes; j++) {
+    for (var j = lid; j < params.boxes; j += WG) {
       let s = scores[srow + j];
       if (params.has_score_threshold != 0u && !(s > score_threshold)) {
         continue;
       }
-      // After the last candidate in (score descending, index ascending) order.
-      if (prev_i >= 0 && !(s < prev_s || (s == prev_s && i32(j) > prev_i))) {
+      if (pi >= 0 && !(s < ps || (s == ps && i32(j) > pi))) {
         continue;
       }
       if (best < 0 || s > best_s) {
@@ -85,22 +104,42 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         best_s = s;
       }
     }
-    if (best < 0) {
-      break;
+    red_s[lid] = best_s;
+    red_i[lid] = best;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
+      if (lid < stride && before(red_s[lid + stride], red_i[lid + stride], red_s[lid], red_i[lid])) {
+        red_s[lid] = red_s[lid + stride];
+        red_i[lid] = red_i[lid + stride];
+      }
+      workgroupBarrier();
     }
-    prev_i = best;
-    prev_s = best_s;
-    var keep = true;
-    for (var t = 0u; t < kept; t++) {
-      if (suppresses(b, u32(best), u32(sel[pair * params.max_out + t]), iou_threshold)) {
-        keep = false;
-        break;
+    if (lid == 0u) {
+      let c = red_i[0];
+      if (c < 0) {
+        done = 1u;
+      } else {
+        prev_i = c;
+        prev_s = red_s[0];
+        var keep = true;
+        for (var t = 0u; t < kept; t++) {
+          if (suppresses(b, u32(c), u32(sel[pair * params.max_out + t]), iou_threshold)) {
+            keep = false;
+            break;
+          }
+        }
+        if (keep) {
+          sel[pair * params.max_out + kept] = c;
+          kept += 1u;
+          if (kept >= params.max_out) {
+            done = 1u;
+          }
+        }
       }
     }
-    if (keep) {
-      sel[pair * params.max_out + kept] = best;
-      kept += 1u;
-    }
+    workgroupBarrier();
   }
-  counts[pair] = kept;
+  if (lid == 0u) {
+    counts[pair] = kept;
+  }
 }

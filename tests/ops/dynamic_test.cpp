@@ -194,10 +194,11 @@ std::vector<int64_t> nms_ref(const std::vector<float>& boxes, const std::vector<
 }
 
 TEST(NonMaxSuppression, MatchesTheReference) {
-  const int64_t B = 2, C = 3, N = 60;
+  const int64_t B = 2, C = 3;
+  for (const int64_t N : {int64_t(60), int64_t(300)}) {  // under and over the workgroup's 64 invocations
   for (const bool center : {false, true}) {
     for (const bool has_score : {false, true}) {
-      std::vector<float> boxes = random_floats(size_t(B * N * 4), 0, 10, 5 + center);
+      std::vector<float> boxes = random_floats(size_t(B * N * 4), 0, 10, uint32_t(5 + center + N));
       std::vector<float> scores = random_floats(size_t(B * C * N), 0, 1, 9 + has_score);
       scores[3] = scores[4];  // a tie: the lower index first
       const int64_t max_out = 7;
@@ -218,6 +219,7 @@ TEST(NonMaxSuppression, MatchesTheReference) {
       EXPECT_EQ(read_count(g, total), k) << "center " << center << " score " << has_score;
       EXPECT_EQ(g.read<int64_t>(y), ref) << "center " << center << " score " << has_score;
     }
+  }
   }
 }
 
