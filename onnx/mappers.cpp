@@ -9,6 +9,7 @@
 
 #include "onnx/host_ops.h"
 #include "onnx/mappers_control.h"
+#include "onnx/mappers_dynamic.h"
 #include "onnx/mappers_quant.h"
 #include "onnx/mappers_index.h"
 #include "onnx/node_ctx.h"
@@ -1501,6 +1502,8 @@ Mappers make_mappers() {
   add_control_mappers(m);
   add_rnn_mappers(m);
   add_index_mappers(m);
+  add_dynamic_mappers(m);  // onnx/mappers_dynamic.cpp, onnx/mappers_signal.cpp
+  add_signal_mappers(m);
   return m;
 }
 

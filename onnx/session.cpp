@@ -35,6 +35,7 @@ struct Session::Built {
   // Control flow (onnx/subgraph.h): conditions and trip counts decided at
   // plan time, and by a readback; Loop and Scan iterations unrolled.
   int plan_time_decisions = 0, readback_decisions = 0, unrolled = 0;
+  int sizes_read_back = 0;  // result sizes that depend on the data, read back (Builder::read_size)
   // A probe: the graph up to a value computed on the GPU that control flow
   // needs (its one output), named by the decision's key.
   std::string probe;
@@ -557,6 +558,7 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
   b->plan_time_decisions = builder.plan_time_decisions;
   b->readback_decisions = builder.readback_decisions;
   b->unrolled = builder.unrolled_iterations;
+  b->sizes_read_back = builder.sizes_read_back;
   for (auto& [name, v] : values) v.input_value = nullptr;
   for (const auto& o : outputs_) {
     Slot& s = values.at(o.name);
@@ -919,6 +921,12 @@ std::string Session::summary() const {
         last_->plan_time_decisions, last_->plan_time_decisions == 1 ? "" : "s",
         last_->plan_time_decisions == 1 ? "" : "s", last_->readback_decisions, probes, probes == 1 ? "" : "s",
         last_->unrolled);
+  }
+  if (last_->sizes_read_back) {
+    control += fmt::format("; {} result size{} that depend{} on the data read back from the GPU (a probe plan "
+                           "computes each first)",
+                           last_->sizes_read_back, last_->sizes_read_back == 1 ? "" : "s",
+                           last_->sizes_read_back == 1 ? "s" : "");
   }
   return fmt::format("{}{} nodes mapped to GPU work{}, {} folded on the host; {} dispatches; {}{}{}{}",
                      options_.fp16 ? "float16 mode: " : "", last_->mapped, fused,

@@ -31,6 +31,8 @@ OpRegistry& OpRegistry::global() {
     register_scatter_ops(*reg);
     register_cumsum_ops(*reg);
     register_grid_sample_ops(*reg);
+    register_spectral_ops(*reg);
+    register_dynamic_ops(*reg);
     return reg;
   }();
   return *r;
