@@ -247,6 +247,11 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
       }
     }
     pending = 0;
+    // The steps' run-time checks (token ids in range, ...), read with the
+    // tokens instead of a wait per step.
+    decoder_->check_deferred();
+    if (first_) first_->check_deferred();
+    for (auto& [key, sm] : samplers_) sm->g->check_deferred();
     return std::all_of(ended.begin(), ended.end(), [](bool e) { return e; });
   };
 

@@ -512,7 +512,9 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
     }
     refs.push_back(o.tensor);
   }
-  submit(inputs, refs, device_in, device_out);
+  // A run not waited for (a generation step) follows other work on the
+  // GPU: one command buffer, no parts to overlap with an idle GPU.
+  submit_impl(inputs, refs, device_in, device_out, wait, !wait);
   if (!wait && pending_.back()->staging.empty() && timing_ == gpu::Timing::None) {
     // Nothing to read: the queue orders what comes next after this work.
     const Pending& p = *pending_.back();
@@ -531,6 +533,51 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
 
 void Graph::submit(std::span<const HostIn> inputs, std::span<const TensorRef> outputs,
                    std::span<const DeviceIn> device_in, std::span<const DeviceOut> device_out) {
+  submit_impl(inputs, outputs, device_in, device_out, true, false);
+}
+
+std::string Graph::failed_check(const uint32_t* flags) const {
+  for (size_t k = 0; k < checks_.size(); ++k) {
+    if (flags[2 * k] == 0) continue;
+    std::string failed = checks_[k];  // the value goes where `what` (the end) says {}
+    if (size_t pos = failed.rfind("{}"); pos != std::string::npos) {
+      failed.replace(pos, 2, std::to_string(int32_t(flags[2 * k + 1])));
+    }
+    return failed;
+  }
+  return {};
+}
+
+const gpu::Buffer* Graph::record_deferred(gpu::Recorder& rec) {
+  if (!deferred_checks_) return nullptr;
+  if (!pending_.empty()) throw Error("Graph: wait() for the submitted runs before reading deferred checks");
+  rec.copy(check_flags_, 0, check_staging_[0], 0, uint64_t(checks_.size()) * 8);
+  return &check_staging_[0];
+}
+
+std::string Graph::read_deferred() {
+  if (!deferred_checks_) return {};
+  const uint64_t bytes = uint64_t(checks_.size()) * 8;
+  std::vector<uint32_t> flags(checks_.size() * 2);
+  std::memcpy(flags.data(), ctx_.mapped(check_staging_[0], bytes), bytes);
+  ctx_.unmap(check_staging_[0]);
+  deferred_checks_ = false;  // the next run zeroes the flags
+  return failed_check(flags.data());
+}
+
+void Graph::check_deferred() {
+  gpu::Recorder rec(ctx_);
+  const gpu::Buffer* staging = record_deferred(rec);
+  if (!staging) return;
+  rec.submit();
+  ctx_.map_for_read({staging});
+  rec.finish_completed();
+  if (std::string failed = read_deferred(); !failed.empty()) throw Error(failed);
+}
+
+void Graph::submit_impl(std::span<const HostIn> inputs, std::span<const TensorRef> outputs,
+                        std::span<const DeviceIn> device_in, std::span<const DeviceOut> device_out, bool split,
+                        bool defer_checks) {
   if (!prepared_) prepare();
   if (pending_.size() >= kMaxInFlight) {
     throw Error(fmt::format("Graph::submit: {} runs are in flight already (at most {}); wait() for one first",
@@ -549,7 +596,7 @@ void Graph::submit(std::span<const HostIn> inputs, std::span<const TensorRef> ou
   // reads its own inputs first), before this run's passes.
   for (const HostIn& in : inputs) write(in.tensor, in.data, in.bytes);
   p->check_bytes = uint64_t(checks_.size()) * 8;
-  if (p->check_bytes > 0) {
+  if (p->check_bytes > 0 && !deferred_checks_) {  // deferred failures stay until read
     static const std::vector<uint32_t> zeros(size_t(kMaxChecks) * 2, 0u);
     ctx_.write(check_flags_, zeros.data(), p->check_bytes);
   }
@@ -570,14 +617,17 @@ void Graph::submit(std::span<const HostIn> inputs, std::span<const TensorRef> ou
   }
   // Submitted in growing parts (16, 32, 64, ... dispatches), so that the GPU
   // works on the first while the host encodes the next: the host's encoding
-  // then hides behind the GPU's work instead of preceding it.
-  // WGNN_SUBMIT_PARTS=0: one command buffer for the whole run.
+  // then hides behind the GPU's work instead of preceding it. Not for a run
+  // that is not waited for (split false): the GPU is busy with the work
+  // before it, and each part's submit costs host time (Dawn records the
+  // Vulkan commands at submit).
+  // WGNN_SUBMIT_PARTS=0: one command buffer for every run.
   static const bool parts = [] {
     const char* e = std::getenv("WGNN_SUBMIT_PARTS");
     return !(e && std::string_view(e) == "0");
   }();
   size_t at = 0;
-  for (size_t part = 16; parts && encoded_.size() - at > part + part / 2; part *= 2) {
+  for (size_t part = 16; parts && split && encoded_.size() - at > part + part / 2; part *= 2) {
     rec.dispatch_all(encoded_.data() + at, part);
     rec.flush();
     at += part;
@@ -608,7 +658,9 @@ void Graph::submit(std::span<const HostIn> inputs, std::span<const TensorRef> ou
     dst.stored = ti.dtype;
     if (bytes > 0) rec.copy(ti.buffer, ti.offset, dst.buffer, 0, bytes);
   }
-  if (p->check_bytes > 0) {
+  if (p->check_bytes > 0 && defer_checks) {
+    deferred_checks_ = true;
+  } else if (p->check_bytes > 0) {
     rec.copy(check_flags_, 0, check_staging_[p->slot], 0, p->check_bytes);
     p->staging.push_back(&check_staging_[p->slot]);
   }
@@ -667,16 +719,11 @@ void Graph::wait(std::span<const HostOut> outputs) {
     }
   }
   std::string failed;
-  if (p->check_bytes > 0) {
+  if (std::find(p->staging.begin(), p->staging.end(), &check_staging_[p->slot]) != p->staging.end()) {
     std::vector<uint32_t> flags(checks_.size() * 2);
     std::memcpy(flags.data(), ctx_.mapped(check_staging_[p->slot], p->check_bytes), p->check_bytes);
-    for (size_t k = 0; k < checks_.size() && failed.empty(); ++k) {
-      if (flags[2 * k] == 0) continue;
-      failed = checks_[k];  // the value goes where `what` (the end) says {}
-      if (size_t pos = failed.rfind("{}"); pos != std::string::npos) {
-        failed.replace(pos, 2, std::to_string(int32_t(flags[2 * k + 1])));
-      }
-    }
+    failed = failed_check(flags.data());
+    deferred_checks_ = false;  // read with this run's
   }
   if (!failed.empty()) throw Error(failed);
   const auto t5 = clock::now();

@@ -248,6 +248,20 @@ class Graph {
               std::span<const DeviceIn> device_in = {}, std::span<const DeviceOut> device_out = {});
   void wait(std::span<const HostOut> outputs);
   size_t in_flight() const { return pending_.size(); }
+  // A run() with wait false does not read its run-time check flags (that
+  // would wait for the GPU): they stay on the GPU and gather the failures
+  // of every such run until check_deferred() reads them (one wait) and
+  // throws the first failure, or until a run that waits reads them with its
+  // own. checks_deferred(): whether unread flags are there.
+  bool checks_deferred() const { return deferred_checks_; }
+  void check_deferred();
+  // check_deferred() in halves, so that many graphs read theirs in one
+  // submit and one wait: record_deferred() records the flags' copy into
+  // `rec` and returns the staging buffer to map (nullptr when none are
+  // deferred); read_deferred(), once it is mapped, reads and unmaps it and
+  // returns the first failure ("" if none).
+  const gpu::Buffer* record_deferred(gpu::Recorder& rec);
+  std::string read_deferred();
   // Timing of later run()s: None (the default) or Total, which adds
   // timestamp writes around the pass and reads them back after the wait
   // (RunStats::gpu_ms). PerDispatch is run_profiled().
@@ -290,6 +304,13 @@ class Graph {
   std::string memory_summary() const;
 
  private:
+  // submit(); split: in growing parts (Graph::submit_impl in graph.cpp).
+  void submit_impl(std::span<const HostIn> inputs, std::span<const TensorRef> outputs,
+                   std::span<const DeviceIn> device_in, std::span<const DeviceOut> device_out, bool split,
+                   bool defer_checks);
+  // The first failed check in `flags` (2 words per check), or "".
+  std::string failed_check(const uint32_t* flags) const;
+  bool deferred_checks_ = false;
   gpu::Buffer& staging_for(int tensor, size_t slot);
   struct Pending;  // a run submitted and not waited for
   // A constant's storage from store_ (its reference `key`, released in ~Graph).

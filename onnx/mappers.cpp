@@ -9,7 +9,9 @@
 
 #include "onnx/host_ops.h"
 #include "onnx/mappers_control.h"
+#include "onnx/mappers_dynamic.h"
 #include "onnx/mappers_quant.h"
+#include "onnx/mappers_index.h"
 #include "onnx/node_ctx.h"
 #include "onnx/subgraph.h"
 #include "onnx/tensor_proto.h"
@@ -1499,6 +1501,9 @@ Mappers make_mappers() {
   add_quant_mappers(m);
   add_control_mappers(m);
   add_rnn_mappers(m);
+  add_index_mappers(m);
+  add_dynamic_mappers(m);  // onnx/mappers_dynamic.cpp, onnx/mappers_signal.cpp
+  add_signal_mappers(m);
   return m;
 }
 

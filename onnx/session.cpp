@@ -35,6 +35,7 @@ struct Session::Built {
   // Control flow (onnx/subgraph.h): conditions and trip counts decided at
   // plan time, and by a readback; Loop and Scan iterations unrolled.
   int plan_time_decisions = 0, readback_decisions = 0, unrolled = 0;
+  int sizes_read_back = 0;  // result sizes that depend on the data, read back (Builder::read_size)
   // A probe: the graph up to a value computed on the GPU that control flow
   // needs (its one output), named by the decision's key.
   std::string probe;
@@ -417,6 +418,7 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
         if (lru == built_.end() || it->second->last_use < lru->second->last_use) lru = it;
       }
       if (count < (probe ? int(kMaxProbes) : options_.max_plans)) break;
+      lru->second->graph->check_deferred();  // its failures are not lost with it
       if (last_ == lru->second.get()) last_ = nullptr;
       built_.erase(lru);
       ++evictions_;
@@ -556,6 +558,7 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
   b->plan_time_decisions = builder.plan_time_decisions;
   b->readback_decisions = builder.readback_decisions;
   b->unrolled = builder.unrolled_iterations;
+  b->sizes_read_back = builder.sizes_read_back;
   for (auto& [name, v] : values) v.input_value = nullptr;
   for (const auto& o : outputs_) {
     Slot& s = values.at(o.name);
@@ -855,6 +858,28 @@ void Session::narrow_outputs(Built& b, Fetches& out) {
   }
 }
 
+void Session::check_deferred() {
+  gpu::Recorder rec(ctx_);
+  std::vector<const gpu::Buffer*> staging;
+  std::vector<Graph*> graphs;
+  for (auto& [key, b] : built_) {
+    if (const gpu::Buffer* s = b->graph->record_deferred(rec)) {
+      staging.push_back(s);
+      graphs.push_back(b->graph.get());
+    }
+  }
+  if (staging.empty()) return;
+  rec.submit();
+  ctx_.map_for_read(staging);
+  rec.finish_completed();
+  std::string failed;
+  for (Graph* g : graphs) {  // every one read (and unmapped) before throwing
+    std::string f = g->read_deferred();
+    if (failed.empty()) failed = std::move(f);
+  }
+  if (!failed.empty()) throw Error(failed);
+}
+
 void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
   // Inputs written (host) or copied on the GPU (device), the pass, and the
   // outputs copied out in one submit and at most one wait (Graph::run).
@@ -896,6 +921,12 @@ std::string Session::summary() const {
         last_->plan_time_decisions, last_->plan_time_decisions == 1 ? "" : "s",
         last_->plan_time_decisions == 1 ? "" : "s", last_->readback_decisions, probes, probes == 1 ? "" : "s",
         last_->unrolled);
+  }
+  if (last_->sizes_read_back) {
+    control += fmt::format("; {} result size{} that depend{} on the data read back from the GPU (a probe plan "
+                           "computes each first)",
+                           last_->sizes_read_back, last_->sizes_read_back == 1 ? "" : "s",
+                           last_->sizes_read_back == 1 ? "s" : "");
   }
   return fmt::format("{}{} nodes mapped to GPU work{}, {} folded on the host; {} dispatches; {}{}{}{}",
                      options_.fp16 ? "float16 mode: " : "", last_->mapped, fused,

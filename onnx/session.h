@@ -130,7 +130,9 @@ struct Feeds {
 // while it fits (ensure_capacity); the other outputs are not read back.
 // Both empty: every output is read back into `host`. With no host output,
 // `wait` false returns once the work is submitted (a later run or readback
-// on the same Context is ordered after it).
+// on the same Context is ordered after it); the run-time checks of such runs
+// are read later, by Session::check_deferred() or the plan's next run that
+// waits, and their first failure is thrown there.
 struct Fetches {
   std::map<std::string, HostTensor> host;
   std::map<std::string, DeviceTensor> device;
@@ -167,6 +169,10 @@ class Session {
   // the plan reads on the host (shape data, control flow) must be given on
   // the host: as a device tensor it is an Error.
   void run(const Feeds& inputs, Fetches& outputs);
+  // Reads the run-time checks of the runs made with Fetches::wait false
+  // (one wait for the GPU per plan that has some) and throws the first
+  // failure. A plan evicted with unread checks reads them first.
+  void check_deferred();
   gpu::Context& context() { return ctx_; }
   // run() in two halves, so that the GPU need not wait for the host between
   // runs: start() checks the inputs, writes them and submits the work;

@@ -252,4 +252,12 @@ int64_t Builder::read_scalar(TensorRef value, const std::string& what) {
   throw NeedsReadback{key, value};
 }
 
+int64_t Builder::read_size(TensorRef value, const std::string& what) {
+  const int decisions = readback_decisions;
+  const int64_t v = read_scalar(value, what);
+  readback_decisions = decisions;
+  ++sizes_read_back;
+  return v;
+}
+
 }  // namespace wgnn::onnx_import

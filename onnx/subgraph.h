@@ -73,9 +73,14 @@ class Builder {
   // A scalar computed on the GPU, read back (see the top of this file).
   // `what` names it in summaries; keys are unique within a plan.
   int64_t read_scalar(TensorRef value, const std::string& what);
+  // The size of a result that depends on the data (NonZero's count, ...),
+  // computed on the GPU: read back as read_scalar does, counted apart from
+  // control flow's decisions (sizes_read_back).
+  int64_t read_size(TensorRef value, const std::string& what);
 
   int folded = 0, mapped = 0;
   int plan_time_decisions = 0, readback_decisions = 0, unrolled_iterations = 0;
+  int sizes_read_back = 0;
 
  private:
   const HostTensor* fold_in(const std::string& name, Scope* scope, std::set<std::string>& inputs_read, int depth);

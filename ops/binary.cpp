@@ -35,6 +35,8 @@ const DTypes kNumeric = {DType::F32, DType::F16, DType::I32, DType::I64};
 const DTypes kAll = {DType::F32, DType::F16, DType::I32, DType::I64, DType::Bool, DType::U8, DType::I8};
 // add, sub, mul, the rounded divisions and remainders also take 8-bit integers.
 const DTypes kArith = {DType::F32, DType::F16, DType::I32, DType::I64, DType::U8, DType::I8};
+// Bit shifts (ONNX BitShift): of the unsigned dtypes wgnn holds only uint8.
+const DTypes kUnsigned = {DType::U8};
 
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16; }
 // u32 storage (bool, uint8) vs i32 storage (int32, int64, int8).
@@ -282,6 +284,11 @@ const std::vector<BinaryOp>& binary_ops() {
       {"aten.maximum.default", &kAll, false, "max_f(x, y)", "max(x, y)", "max(x, y)"},
       {"aten.remainder.Tensor", &kArith, false, "rem_f(x, y)", "rem_i(x, divisor(i, y))", nullptr},
       {"aten.fmod.Tensor", &kArith, false, "fmod_f(x, y)", "x % divisor(i, y)", nullptr},
+      // uint8 shifts: bits shifted past the 8th are dropped; a shift of 8 or more gives 0.
+      {"aten.bitwise_left_shift.Tensor", &kUnsigned, false, nullptr, nullptr,
+       "select((x << min(y, C4(31))) & C4(255), C4(0), y >= C4(8))"},
+      {"aten.bitwise_right_shift.Tensor", &kUnsigned, false, nullptr, nullptr,
+       "select(x >> min(y, C4(31)), C4(0), y >= C4(8))"},
       {"aten.eq.Tensor", &kAll, true, "(x == y) & !any_nan(x, y)", "x == y", "x == y"},
       {"aten.ne.Tensor", &kAll, true, "(x != y) | any_nan(x, y)", "x != y", "x != y"},
       {"aten.lt.Tensor", &kAll, true, "(x < y) & !any_nan(x, y)", "x < y", "x < y"},

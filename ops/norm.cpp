@@ -2,6 +2,8 @@
 // instance_norm, with ATen's names, arguments and multi-output results.
 #include <array>
 #include <cmath>
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "ops/helpers.h"
@@ -149,7 +151,18 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
 
   const bool vec4 = width % 4 == 0;
   const int64_t width_v = width / (vec4 ? 4 : 1);
-  const uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(width_v / 4, 1))));
+  // Threads per row: a quarter of its vec4s (at least 4 chunks each), or,
+  // for at most 8 rows (a decoder step's one token), as many as the row has
+  // vec4s: the few rows are then not read by a handful of threads each.
+  // WGNN_LAYER_NORM_TPR fixes it (a power of two up to 256, for measuring).
+  static const uint32_t forced_tpr = [] {
+    const char* e = std::getenv("WGNN_LAYER_NORM_TPR");
+    const int v = e ? std::atoi(e) : 0;
+    return v >= 1 && v <= 256 && (v & (v - 1)) == 0 ? uint32_t(v) : 0u;
+  }();
+  uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(width_v / 4, 1))));
+  if (rows <= 8) tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(width_v, 1))));
+  if (forced_tpr) tpr = forced_tpr;
   // Shares of at most 16 chunks per thread stay in registers (x read once).
   const uint64_t chunks = gpu::ceil_div(uint64_t(width_v), tpr);
   const bool cached = chunks <= 16;

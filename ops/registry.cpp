@@ -5,8 +5,12 @@
 
 namespace wgnn::ops {
 
-// ops/quantized.cpp (declared here rather than in registry.h, whose every
-// includer would rebuild; it belongs beside the others there).
+// Declared here rather than in registry.h, whose every includer would
+// rebuild: ops/topk.cpp, ops/scatter.cpp, ops/cumsum.cpp, ops/grid_sample.cpp.
+void register_topk_ops(OpRegistry& r);
+void register_scatter_ops(OpRegistry& r);
+void register_cumsum_ops(OpRegistry& r);
+void register_grid_sample_ops(OpRegistry& r);
 
 OpRegistry& OpRegistry::global() {
   static OpRegistry* r = [] {
@@ -23,6 +27,12 @@ OpRegistry& OpRegistry::global() {
     register_quantized_ops(*reg);
     register_recurrent_ops(*reg);
     register_sample_ops(*reg);
+    register_topk_ops(*reg);
+    register_scatter_ops(*reg);
+    register_cumsum_ops(*reg);
+    register_grid_sample_ops(*reg);
+    register_spectral_ops(*reg);
+    register_dynamic_ops(*reg);
     return reg;
   }();
   return *r;

@@ -43,5 +43,7 @@ void register_attention_ops(OpRegistry& r);
 void register_quantized_ops(OpRegistry& r);
 void register_recurrent_ops(OpRegistry& r);  // ops/recurrent.cpp
 void register_sample_ops(OpRegistry& r);     // ops/sample.cpp
+void register_spectral_ops(OpRegistry& r);   // ops/spectral.cpp
+void register_dynamic_ops(OpRegistry& r);    // ops/dynamic.cpp
 
 }  // namespace wgnn::ops

@@ -44,6 +44,12 @@ const std::vector<KernelUniform>& kernel_uniforms() {
       {"ops/kernels/global_pool.wgsl", &GlobalPoolParams::wgsl},
       {"ops/kernels/sample.wgsl", &SampleParams::wgsl},
       {"ops/kernels/gemv.wgsl", &GemvParams::wgsl},
+      {"ops/kernels/dft.wgsl", &DftParams::wgsl},
+      {"ops/kernels/nonzero.wgsl", &NonzeroParams::wgsl},
+      {"ops/kernels/unique.wgsl", &UniqueParams::wgsl},
+      {"ops/kernels/unique_first.wgsl", &UniqueParams::wgsl},
+      {"ops/kernels/nms.wgsl", &NmsParams::wgsl},
+      {"ops/kernels/nms_write.wgsl", &NmsParams::wgsl},
   };
   return list;
 }

@@ -121,6 +121,32 @@ WGNN_UNIFORM(GemvParams, WGNN_GEMV_PARAMS);
       F(uint32_t, greedy) F(uint32_t, _pad)
 WGNN_UNIFORM(SampleParams, WGNN_SAMPLE_PARAMS);
 
+// kernels/dft.wgsl (ops/spectral.cpp): count = outer * frames * bins * inner.
+#define WGNN_DFT_PARAMS(F)                                                                               \
+  F(uint32_t, count) F(uint32_t, frames) F(uint32_t, bins) F(uint32_t, inner) F(uint32_t, len)           \
+      F(uint32_t, comps) F(uint32_t, n) F(uint32_t, step) F(uint32_t, inverse) F(uint32_t, hermitian)    \
+          F(uint32_t, has_window) F(uint32_t, out_comps)
+WGNN_UNIFORM(DftParams, WGNN_DFT_PARAMS);
+
+// kernels/nonzero.wgsl (ops/dynamic.cpp): count elements in blocks of 256;
+// found = the number of nonzero elements (the write phase), rank of x.
+#define WGNN_NONZERO_PARAMS(F) F(uint32_t, count) F(uint32_t, blocks) F(uint32_t, found) F(uint32_t, rank)
+WGNN_UNIFORM(NonzeroParams, WGNN_NONZERO_PARAMS);
+
+// kernels/unique.wgsl (ops/dynamic.cpp): x viewed as [outer, rows, inner];
+// a slice (one row over outer and inner) has outer * inner elements.
+#define WGNN_UNIQUE_PARAMS(F) F(uint32_t, outer) F(uint32_t, rows) F(uint32_t, inner) F(uint32_t, found) \
+      F(uint32_t, sorted) F(uint32_t, is_float) F(uint32_t, _p0) F(uint32_t, _p1)
+WGNN_UNIFORM(UniqueParams, WGNN_UNIQUE_PARAMS);
+
+// kernels/nms.wgsl (ops/dynamic.cpp): boxes [batches, boxes, 4], scores
+// [batches, classes, boxes]; at most max_out kept per batch and class.
+#define WGNN_NMS_PARAMS(F)                                                                                  \
+  F(uint32_t, batches) F(uint32_t, classes) F(uint32_t, boxes) F(uint32_t, max_out) F(float, iou_threshold)   \
+      F(float, score_threshold) F(uint32_t, has_score_threshold) F(uint32_t, center_point_box)                 \
+          F(uint32_t, found) F(uint32_t, _p0) F(uint32_t, _p1) F(uint32_t, _p2)
+WGNN_UNIFORM(NmsParams, WGNN_NMS_PARAMS);
+
 struct KernelUniform {
   const char* kernel;  // "ops/kernels/NAME.wgsl"
   const std::string& (*wgsl)();

@@ -10,6 +10,8 @@ constants. Each Resize's `sizes` is Concat(Shape(x)[0:2], CONSTANT); here
 the constant becomes Shape(tar)[2:4], where tar is the other input of the
 Concat that takes the Resize's result, or the model's input for the
 Resizes that lead to a Sigmoid (the side outputs, at the input's size).
+Where the export folded the whole size into one constant (the uint8 model of
+the same package), sizes becomes Concat(Shape(x)[0:2], Shape(tar)[2:4]).
 At the declared 1024x1024 every size is what it was (checked), so the
 model computes exactly what the original does there; at another input size
 (a multiple of 32) every upsampled map matches the one it joins.
@@ -29,6 +31,7 @@ cons = {}
 for n in g.node:
     for i in n.input:
         cons.setdefault(i, []).append(n)
+inits = {t.name: t for t in g.initializer}
 inp = g.input[0]
 dims = inp.type.tensor_type.shape.dim
 declared = [d.dim_value for d in dims]
@@ -53,10 +56,17 @@ rewired = 0
 for n in g.node:
     if n.op_type != "Resize" or len(n.input) < 4 or not n.input[3]:
         continue
-    sizes = prod[n.input[3]]
-    if sizes.op_type != "Concat" or len(sizes.input) != 2 or constant(sizes.input[1]) is None:
-        sys.exit(f"{n.name}: sizes are not Concat(Shape slice, constant); this is not the ISNet export expected")
-    hw = [int(v) for v in constant(sizes.input[1]).tolist()]
+    folded = inits.get(n.input[3])  # the whole size folded into one constant (the uint8 export)
+    if folded is not None:
+        full = [int(v) for v in numpy_helper.to_array(folded).tolist()]
+        if len(full) != 4:
+            sys.exit(f"{n.name}: sizes {full} are not N, C, H, W")
+        hw = full[2:]
+    else:
+        sizes = prod[n.input[3]]
+        if sizes.op_type != "Concat" or len(sizes.input) != 2 or constant(sizes.input[1]) is None:
+            sys.exit(f"{n.name}: sizes are not Concat(Shape slice, constant); this is not the ISNet export expected")
+        hw = [int(v) for v in constant(sizes.input[1]).tolist()]
     # The consumer, through Casts.
     out, users = n.output[0], cons.get(n.output[0], [])
     while len(users) == 1 and users[0].op_type == "Cast":
@@ -79,8 +89,20 @@ for n in g.node:
     ]
     g.initializer.extend([numpy_helper.from_array(np.array([2], np.int64), base + "/starts"),
                           numpy_helper.from_array(np.array([4], np.int64), base + "/ends")])
-    dropped.add(sizes.input[1])
-    sizes.input[1] = base + "/hw"
+    if folded is not None:
+        # sizes = Concat(Shape(x)[0:2], Shape(tar)[2:4]).
+        new_nodes += [
+            helper.make_node("Shape", [n.input[0]], [base + "/xshape"], name=base + "/ShapeX"),
+            helper.make_node("Slice", [base + "/xshape", base + "/zero", base + "/starts"], [base + "/nc"],
+                             name=base + "/SliceX"),
+            helper.make_node("Concat", [base + "/nc", base + "/hw"], [base + "/sizes"], name=base + "/Sizes", axis=0),
+        ]
+        g.initializer.append(numpy_helper.from_array(np.array([0], np.int64), base + "/zero"))
+        dropped.add(n.input[3])
+        n.input[3] = base + "/sizes"
+    else:
+        dropped.add(sizes.input[1])
+        sizes.input[1] = base + "/hw"
     rewired += 1
 
 if rewired == 0:
@@ -106,6 +128,11 @@ while pending:
     pending = rest
 del g.node[:]
 g.node.extend(order)
+# Folded sizes nothing reads any more.
+read = {i for n in g.node for i in n.input}
+keep = [t for t in g.initializer if t.name in read or t.name not in dropped]
+del g.initializer[:]
+g.initializer.extend(keep)
 # The declared input stays 1x3x1024x1024, the size ISNet is meant for (what
 # `wgnn remove-bg` feeds it unless --size says otherwise); the outputs'
 # declared sizes hold at that size.

@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   run->add_option("--repeat", ro.repeat, "Run N times (the same inputs) and report host overhead per run");
   run->add_flag("--verbose", ro.verbose, "Timing, dispatch and memory summary");
   run->add_flag("--unchecked", ro.unchecked,
-                "Skip the run-time checks (Gather indices in range, integer division by nonzero): such values are then clamped or computed silently");
+                "Skip the run-time checks (Gather, GatherND and scatter indices in range, integer division by nonzero): such values are then clamped, dropped or computed silently");
   run->add_flag("--fp16", ro.fp16, "float16 mode: float32 weights and activations stored as float16 on the GPU, f32 accumulation; float32 inputs and outputs stay float32");
 
   auto add_input_options = [](CLI::App* c, tools::ModelInputArgs& in) {
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
   bm->add_option("--warmup", bmo.warmup, "Untimed runs after the first (default 3)");
   bm->add_flag("--json", bmo.json, "Print one JSON object");
   bm->add_flag("--unchecked", bmo.unchecked,
-                "Skip the run-time checks (Gather indices in range, integer division by nonzero): such values are then clamped or computed silently");
+                "Skip the run-time checks (Gather, GatherND and scatter indices in range, integer division by nonzero): such values are then clamped, dropped or computed silently");
   bm->add_flag("--fp16", bmo.fp16, "float16 mode: float32 weights and activations stored as float16 on the GPU, f32 accumulation; float32 inputs and outputs stay float32");
   bm->add_option("--outputs", bmo.outputs,
                  "NAME[,NAME...]: run and read back only these outputs (the work only the others need is left out), "
@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
   pf->add_option("--trace", pfo.trace, "Write a Chrome trace (chrome://tracing, Perfetto): one event per dispatch");
   pf->add_flag("--json", pfo.json, "Print one JSON object (every op and kernel)");
   pf->add_flag("--unchecked", pfo.unchecked,
-                "Skip the run-time checks (Gather indices in range, integer division by nonzero): such values are then clamped or computed silently");
+                "Skip the run-time checks (Gather, GatherND and scatter indices in range, integer division by nonzero): such values are then clamped, dropped or computed silently");
   pf->add_flag("--fp16", pfo.fp16, "float16 mode: float32 weights and activations stored as float16 on the GPU, f32 accumulation; float32 inputs and outputs stay float32");
 
   auto* conf = app.add_subcommand("conformance", "Run ONNX backend test cases and compare with their outputs");

@@ -11,6 +11,9 @@ two encoder-decoders whose cross-attention keys and values are computed once
     bind group or pipeline during its steps, and gives the same tokens
     (--repeat 2);
   - two sequences at once (--batch 2) each give the same tokens;
+  - bart and whisper: the pair merged into one model as Optimum merges it
+    (scripts/models/merge_decoder.py: an If on use_cache_branch) gives the
+    same tokens;
   - sampling (temperature, top-k, top-p) is reproducible by seed and
     differs between seeds.
 
@@ -73,6 +76,19 @@ def main():
             if got["runs"] != 2 or got["last_run"]["steps"] != NEW - 1:
                 problems.append(f"expected 2 runs of {NEW - 1} steps after the prompt: {got['runs']} runs, "
                                 f"{got['last_run']['steps']} steps")
+            if os.path.exists(os.path.join(folder, "decoder_model.onnx")):
+                # The pair merged as Optimum merges it (an If on use_cache_branch):
+                # the prompt step and the later ones through the one file.
+                run(["/usr/bin/python3", os.path.join(ROOT, "scripts/models/merge_decoder.py"), folder])
+                args = [WGNN, "generate", os.path.join(folder, "decoder_model_merged.onnx"), "--prompt", PROMPT,
+                        "--max-new-tokens", str(NEW), "--json"]
+                if os.path.exists(os.path.join(folder, "encoder_model.onnx")):
+                    args += ["--encoder", os.path.join(folder, "encoder_model.onnx"), "--encoder-input",
+                             os.path.join(folder, "encoder_input.npy")]
+                merged = json.loads(run(args).strip().splitlines()[-1])["tokens"][0]
+                if merged != ref:
+                    problems.append("the merged decoder (If on use_cache_branch) gives other tokens than ONNX "
+                                    "Runtime's on the pair")
             two = wgnn_generate(folder, "--batch", "2", "--unchecked")["tokens"]
             if two != [ref, ref]:
                 problems.append("--batch 2: the sequences differ from the single one's")
@@ -94,7 +110,7 @@ def main():
         else:
             passed += 1
             print(f"ok   {model}: {NEW} tokens as ONNX Runtime's ({len(set(ref))} distinct), second run built "
-                  f"nothing, batch 2 and sampling checked")
+                  f"nothing, batch 2, sampling{' and the merged decoder' if model != 'gpt' else ''} checked")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -1,7 +1,8 @@
 // Session::run with IO binding (onnx/session.h Feeds / Fetches): a cache
 // carried from run to run on the GPU (present -> past, grown in place)
 // against the same loop through host memory; outputs not asked for are not
-// returned; a run that does not wait; and the errors.
+// returned; a run that does not wait, and its run-time checks read later;
+// and the errors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
@@ -87,6 +88,43 @@ TEST(IoBinding, OnlyTheOutputsAskedForAndARunThatDoesNotWait) {
   Fetches every;
   s.run(f, every);
   EXPECT_EQ(every.host.size(), 2u);
+}
+
+// Runs that do not wait leave their run-time checks on the GPU: a Gather
+// index out of range in one of them is thrown by check_deferred(), or by
+// the plan's next run that waits; valid runs in between do not hide it.
+TEST(IoBinding, ChecksOfRunsThatDoNotWaitAreReadLater) {
+  ModelBuilder b;
+  b.input("idx", {3}, onnx::TensorProto::INT64);
+  b.init_f32("table", {5, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  b.output("y", {3, 2});
+  b.node("Gather", {"table", "idx"}, {"y"})->set_name("lookup");
+  Session s(test::ctx(), b.save("io_binding_deferred_check.onnx"));
+  auto ids = [](int64_t a, int64_t c) {
+    HostTensor t(DType::I64, {3});
+    t.as<int64_t>()[0] = a;
+    t.as<int64_t>()[1] = 1;
+    t.as<int64_t>()[2] = c;
+    return t;
+  };
+  const HostTensor good = ids(0, 4), bad = ids(0, 7);
+  auto submit = [&](const HostTensor& idx) {
+    Feeds f;
+    f.host["idx"] = &idx;
+    Fetches o;
+    o.device["y"];
+    o.wait = false;
+    s.run(f, o);
+  };
+  submit(good);
+  s.check_deferred();  // nothing failed
+  submit(bad);
+  submit(good);
+  EXPECT_THAT(test::error_of([&] { s.check_deferred(); }), HasSubstr("index 7 is out of range"));
+  s.check_deferred();  // read once
+  submit(bad);
+  EXPECT_THAT(test::error_of([&] { s.run({{"idx", good}}); }), HasSubstr("index 7 is out of range"));
+  EXPECT_EQ(s.run({{"idx", good}}).at("y").as<float>()[4], 8.f);
 }
 
 TEST(IoBinding, Errors) {

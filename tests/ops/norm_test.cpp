@@ -95,6 +95,14 @@ TEST(LayerNorm, ManyRowsBeyondOneGridDimension) {
   run_layer_norm({{70000, 8}, 1, true, true, DType::F32}, 3);
   run_layer_norm({{16800000, 1}, 1, false, true, DType::F32}, 4);
 }
+// At most 8 rows take a thread per vec4 of the row (ops/norm.cpp): whole
+// and ragged last chunks, vec4 and scalar rows.
+TEST(LayerNorm, FewRowsWide) {
+  run_layer_norm({{1, 768}, 1, true, true, DType::F32}, 20);
+  run_layer_norm({{3, 1000}, 1, true, true, DType::F32}, 21);
+  run_layer_norm({{8, 1, 4100}, 2, true, false, DType::F32}, 22);
+  run_layer_norm({{2, 7}, 1, true, true, DType::F32}, 23);
+}
 TEST(LayerNorm, TwoTrailingDims) { run_layer_norm({{3, 5, 12, 64}, 2, true, true, DType::F32}, 5); }
 TEST(LayerNorm, ThreeTrailingDimsOddWidth) { run_layer_norm({{2, 3, 5, 7}, 3, true, true, DType::F32}, 6); }
 TEST(LayerNorm, AbsentWeight) { run_layer_norm({{9, 768}, 1, false, true, DType::F32}, 7); }
