@@ -38,6 +38,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ops/conv_tile.h"
 #include "ops/epilogue.h"
 #include "ops/helpers.h"
 #include "ops/registry.h"
@@ -45,6 +46,46 @@
 #include "ops/subgroup_matmul.h"
 
 namespace wgnn::ops {
+
+ConvTile pick_conv_tile(uint64_t cout_g, uint64_t npix) {
+  constexpr ConvTile kTiles[] = {{64, 64, 16}, {32, 128, 16}, {16, 256, 8}};
+  for (const ConvTile& t : kTiles) {
+    if (t.tm * t.tk > 4 * 256 || t.tk * t.tn > 8 * 256 || 256 % t.tn != 0) throw Error("conv: bad tile table");
+  }
+  ConvTile best = kTiles[0];
+  uint64_t best_cost = UINT64_MAX;
+  for (const ConvTile& t : kTiles) {
+    const uint64_t cost = gpu::ceil_div(cout_g, t.tm) * t.tm * gpu::ceil_div(npix, t.tn) * t.tn;
+    if (cost < best_cost) {
+      best = t;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+std::vector<int32_t> conv_k_table(int64_t cin_g, const std::array<int64_t, 3>& k, const std::array<int64_t, 3>& dil,
+                                  int64_t in_vol, bool transposed, int64_t cout_g) {
+  const int64_t per = transposed ? 8 : 4, kvol = k[0] * k[1] * k[2];
+  std::vector<int32_t> tab(size_t(cin_g * kvol * per), 0);
+  for (int64_t ci = 0; ci < cin_g; ++ci) {
+    for (int64_t kd = 0; kd < k[0]; ++kd) {
+      for (int64_t kh = 0; kh < k[1]; ++kh) {
+        for (int64_t kw = 0; kw < k[2]; ++kw) {
+          const int64_t kk = (kd * k[1] + kh) * k[2] + kw;
+          int32_t* e = &tab[size_t((ci * kvol + kk) * per)];
+          e[0] = int32_t(ci * in_vol);
+          e[1] = int32_t(kd * dil[0]);
+          e[2] = int32_t(kh * dil[1]);
+          e[3] = int32_t(kw * dil[2]);
+          if (transposed) e[4] = int32_t(ci * cout_g * kvol + kk);
+        }
+      }
+    }
+  }
+  return tab;
+}
+
 namespace {
 
 // Spatial values, left-padded to three dims (D, H, W): dim j of d spatial
@@ -178,11 +219,6 @@ struct alignas(16) DepthwiseParams {
 };
 static_assert(sizeof(DepthwiseParams) == 112);
 
-// The tile shape (TM output channels x TN pixels, TK reduction step) that
-// pads the matrix product least; ties go to the square tile.
-struct Tile {
-  uint32_t tm, tn, tk;
-};
 // Split-K: with few output tiles and a long reduction (a late ResNet layer
 // at batch 1: 512 channels of 7x7, K = 4608, is 8 tiles of 64x64), the
 // reduction is cut into ranges of at least 16 steps so that about 192
@@ -191,24 +227,6 @@ uint64_t pick_splits(uint64_t tiles, uint64_t kred, uint32_t tk) {
   const uint64_t steps = gpu::ceil_div(kred, tk);
   if (tiles >= 96 || steps < 32) return 1;
   return std::min<uint64_t>({gpu::ceil_div(192, tiles), steps / 16, 32});
-}
-
-Tile pick_tile(uint64_t cout_g, uint64_t npix) {
-  constexpr Tile kTiles[] = {{64, 64, 16}, {32, 128, 16}, {16, 256, 8}};
-  // conv.wgsl's 256 threads stage at most 4 weights and 8 col values each.
-  for (const Tile& t : kTiles) {
-    if (t.tm * t.tk > 4 * 256 || t.tk * t.tn > 8 * 256 || 256 % t.tn != 0) throw Error("conv: bad tile table");
-  }
-  Tile best = kTiles[0];
-  uint64_t best_cost = UINT64_MAX;
-  for (const Tile& t : kTiles) {
-    const uint64_t cost = gpu::ceil_div(cout_g, t.tm) * t.tm * gpu::ceil_div(npix, t.tn) * t.tn;
-    if (cost < best_cost) {
-      best = t;
-      best_cost = cost;
-    }
-  }
-  return best;
 }
 
 TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, const ConvSpec& s) {
@@ -383,7 +401,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   const int64_t kred = cin_g * kvol;
   const int64_t npix = n * out_vol;
   require_index_range(a, npix * std::max<int64_t>(cout_g, 1), "the result", out_shape);
-  const Tile t = pick_tile(uint64_t(cout_g), uint64_t(npix));
+  const ConvTile t = pick_conv_tile(uint64_t(cout_g), uint64_t(npix));
   ConvParams p{};
   p.cin = uint32_t(cin), p.cout = uint32_t(cout), p.cin_g = uint32_t(cin_g), p.cout_g = uint32_t(cout_g);
   p.kred = uint32_t(kred), p.kvol = uint32_t(kvol), p.npix = uint32_t(npix), p.has_bias = b.id >= 0;
@@ -412,23 +430,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   // The reduction index k = (ci, kd, kh, kw) decoded on the host.
   Binding table = Binding::of(g.ctx().dummy_buffer());
   if (!pointwise) {
-    const int64_t per = s.transposed ? 8 : 4;
-    std::vector<int32_t> tab(size_t(kred * per), 0);
-    for (int64_t ci = 0; ci < cin_g; ++ci) {
-      for (int64_t kd = 0; kd < k[0]; ++kd) {
-        for (int64_t kh = 0; kh < k[1]; ++kh) {
-          for (int64_t kw = 0; kw < k[2]; ++kw) {
-            const int64_t kk = (kd * k[1] + kh) * k[2] + kw;
-            int32_t* e = &tab[size_t((ci * kvol + kk) * per)];
-            e[0] = int32_t(ci * in_vol);
-            e[1] = int32_t(kd * s.dil[0]);
-            e[2] = int32_t(kh * s.dil[1]);
-            e[3] = int32_t(kw * s.dil[2]);
-            if (s.transposed) e[4] = int32_t(ci * cout_g * kvol + kk);
-          }
-        }
-      }
-    }
+    const std::vector<int32_t> tab = conv_k_table(cin_g, k, s.dil, in_vol, s.transposed, cout_g);
     table = Binding::of(g.add_constant({int64_t(tab.size())}, DType::I32, tab.data(), "conv k table"));
   }
   Subs gemm_subs = subs;

@@ -14,8 +14,14 @@
 //     element per invocation;
 //   - kernels/matmul_integer.wgsl: (a - a_zp) @ (b - b_zp) in i32, 16x16
 //     tiles through workgroup memory, int32 out or requantized;
-//   - kernels/conv_integer.wgsl: a direct convolution (1-D to 3-D, groups,
-//     stride, padding, dilation) in i32, int32 out or requantized;
+//   - kernels/conv_integer_tiled.wgsl: a convolution (1-D to 3-D, groups,
+//     stride, padding, dilation) as an implicit GEMM in i32, tiles staged in
+//     workgroup memory with the zero points subtracted, the k table of
+//     ops/conv_tile.h, int32 out or requantized;
+//   - kernels/conv_integer.wgsl: the same convolution direct, one output per
+//     invocation: for one input channel per group, and for every one with
+//     WGNN_CONV_INTEGER=direct; both share the epilogue (bit-identical
+//     results: integer sums);
 //   - kernels/matmul_qweight.wgsl: a float product with quantized weights
 //     unpacked and dequantized in the kernel as its tiles are staged (no
 //     float copy of the weights): 4-bit block-quantized (com.microsoft
@@ -38,6 +44,7 @@
 
 #include <fmt/format.h>
 
+#include "ops/conv_tile.h"
 #include "ops/helpers.h"
 #include "ops/registry.h"
 
@@ -373,6 +380,65 @@ struct ConvIntParams {
   uint32_t off_sb, off_y, pad[2];
 };
 
+// WGNN_CONV_INTEGER=direct in the environment takes the direct kernel for
+// every integer convolution (tests and measurement); unset or "tiled", the
+// tiled one where it applies.
+bool conv_integer_direct() {
+  const char* env = std::getenv("WGNN_CONV_INTEGER");
+  if (!env || !*env || std::string_view(env) == "tiled") return false;
+  if (std::string_view(env) == "direct") return true;
+  throw Error(fmt::format("WGNN_CONV_INTEGER is '{}'; accepted: direct, tiled", env));
+}
+
+struct ConvIntTiledParams {
+  uint32_t cin, cout, cin_g, cout_g, kred, npix, in_d, in_h, in_w, in_vol, out_d, out_h, out_w, out_vol, sd, sh, sw;
+  int32_t pd, ph, pw;
+  uint32_t mtiles, ntiles, tiles, groups, w_zp_chan, w_s_chan, has_bias;
+  int32_t qmin, qmax;
+  uint32_t off_sb, off_y, pad0;
+};
+static_assert(sizeof(ConvIntTiledParams) == 128);
+
+// Records kernels/conv_integer_tiled.wgsl, an implicit GEMM per group over
+// the geometry in `p` (the direct kernel's parameters) for a batch of n;
+// `subs` holds the direct kernel's epilogue, `b` its bindings from 2 on (x,
+// w, zero points, requantization parameters; the k table follows them).
+void record_conv_integer_tiled(const Args& a, const ConvIntParams& p, int64_t n, TensorRef y, Subs subs,
+                               std::vector<Binding> b,
+                               double flops, const std::string& kind) {
+  Graph& g = a.g;
+  const int64_t kvol = int64_t(p.KD) * p.KH * p.KW, kred = int64_t(p.cin_g) * kvol;
+  const int64_t in_vol = int64_t(p.D) * p.H * p.W, out_vol = int64_t(p.OD) * p.OH * p.OW, npix = n * out_vol;
+  const int64_t groups = int64_t(p.C / p.cin_g);
+  const ConvTile t = pick_conv_tile(p.cout_g, uint64_t(npix));
+  ConvIntTiledParams q{};
+  q.cin = p.C, q.cout = p.Co, q.cin_g = p.cin_g, q.cout_g = p.cout_g, q.kred = uint32_t(kred), q.npix = uint32_t(npix);
+  q.in_d = p.D, q.in_h = p.H, q.in_w = p.W, q.in_vol = uint32_t(in_vol);
+  q.out_d = p.OD, q.out_h = p.OH, q.out_w = p.OW, q.out_vol = uint32_t(out_vol);
+  q.sd = p.sd, q.sh = p.sh, q.sw = p.sw, q.pd = p.pd, q.ph = p.ph, q.pw = p.pw;
+  q.mtiles = uint32_t(gpu::ceil_div(uint64_t(p.cout_g), t.tm));
+  q.ntiles = uint32_t(gpu::ceil_div(uint64_t(npix), t.tn));
+  const uint64_t tiles = uint64_t(groups) * q.mtiles * q.ntiles;
+  if (tiles > UINT32_MAX) a.fail("too many output tiles for 32-bit indexing");
+  q.tiles = uint32_t(tiles), q.groups = uint32_t(groups);
+  q.w_zp_chan = p.w_zp_chan, q.w_s_chan = p.w_s_chan, q.has_bias = p.has_bias, q.qmin = p.qmin, q.qmax = p.qmax;
+  q.off_sb = p.off_sb, q.off_y = p.off_y;
+  const std::vector<int32_t> tab = conv_k_table(int64_t(p.cin_g), {int64_t(p.KD), int64_t(p.KH), int64_t(p.KW)},
+                                                {int64_t(p.dd), int64_t(p.dh), int64_t(p.dw)}, in_vol);
+  if (uint64_t(tab.size()) * 4 > g.ctx().limits().max_storage_buffer_binding_size) {
+    a.fail(fmt::format("the reduction ({} values) is too long for the k table's binding", kred));
+  }
+  const TensorRef table = g.add_constant({int64_t(tab.size())}, DType::I32, tab.data(), "conv_integer k table");
+  subs.emplace_back("KTAB_BINDING", fmt::format("@group(0) @binding({}) var<storage, read> ktab: array<vec4<i32>>;",
+                                                b.size() + 2));
+  b.insert(b.begin(), {Binding::of(y), Binding::of(g.uniform(q))});
+  b.push_back(Binding::of(table));
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/conv_integer_tiled.wgsl", subs,
+                                   {{"TM", double(t.tm)}, {"TN", double(t.tn)}, {"TK", double(t.tk)}});
+  g.add_dispatch(pl, std::move(b), grid_for(g, tiles), std::string(a.op),
+                 fmt::format("{} gemm k={}x{}x{} tile={}x{}", kind, p.KD, p.KH, p.KW, t.tm, t.tn), flops);
+}
+
 // wgnn.conv_integer.default(x, w, x_zero_point, w_zero_point, stride, padding, dilation, groups)
 // wgnn.qlinear_conv.default(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
 //                           bias, stride, padding, dilation, groups)
@@ -482,13 +548,24 @@ Value conv_integer(Graph& g, const ValueList& args, bool qlinear) {
   if (p.count == 0) return y;
   gpu::Buffer side;
   if (rq) side = pack_requant(a, *rq, p.off_sb, p.off_y);
-  const gpu::Pipeline& pl = kernel(g, "ops/kernels/conv_integer.wgsl", subs);
   auto opt = [&](TensorRef t) { return optional_input(g, t.id >= 0 ? Value(t) : Value(None{})); };
-  std::vector<Binding> b = {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), opt(xzp), opt(wzp)};
+  // Bindings 2 on (x, w, the zero points, the requantization parameters);
+  // each kernel puts y and its uniform in front.
+  std::vector<Binding> b = {Binding::of(x), Binding::of(w), opt(xzp), opt(wzp)};
   if (rq) b.push_back(Binding::of(side));
-  g.add_dispatch(pl, std::move(b), grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(op),
-                 qlinear ? "qlinear_conv" : "conv_integer",
-                 2.0 * double(p.count) * double(p.cin_g * p.KD * p.KH * p.KW));
+  const double flops = 2.0 * double(p.count) * double(p.cin_g * p.KD * p.KH * p.KW);
+  const std::string kind = qlinear ? "qlinear_conv" : "conv_integer";
+  // The tiled implicit GEMM wherever a group has more than one input
+  // channel; the direct kernel for one (depthwise: the reduction is the
+  // kernel volume alone, and a tile of 16 to 64 channels would hold only
+  // cout_g of them), or everywhere with WGNN_CONV_INTEGER=direct.
+  if (p.cin_g > 1 && !conv_integer_direct()) {
+    record_conv_integer_tiled(a, p, int64_t(N), y, subs, std::move(b), flops, kind);
+    return y;
+  }
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/conv_integer.wgsl", subs);
+  b.insert(b.begin(), {Binding::of(y), Binding::of(g.uniform(p))});
+  g.add_dispatch(pl, std::move(b), grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(op), kind, flops);
   return y;
 }
 

@@ -420,8 +420,13 @@ struct ConvCase {
   bool w_chan;  // w zero point (and scale) per output channel
 };
 
-void check_conv(const ConvCase& cc, uint32_t seed, bool requant) {
-  SCOPED_TRACE(fmt::format("x {} w {} groups {} requant {}", shape_str(cc.x), shape_str(cc.w), cc.groups, requant));
+// One convolution through one kernel: the tiled implicit GEMM (where it
+// applies: more than one input channel per group), or with `direct`
+// (WGNN_CONV_INTEGER=direct) the direct kernel, against the reference.
+void check_conv_path(const ConvCase& cc, uint32_t seed, bool requant, bool direct) {
+  SCOPED_TRACE(fmt::format("x {} w {} groups {} requant {} direct {}", shape_str(cc.x), shape_str(cc.w), cc.groups,
+                           requant, direct));
+  if (direct) setenv("WGNN_CONV_INTEGER", "direct", 1);
   Graph g(ctx());
   const int d = int(cc.x.size()) - 2;
   const auto [xlo, xhi] = range_of(cc.dx);
@@ -445,6 +450,16 @@ void check_conv(const ConvCase& cc, uint32_t seed, bool requant) {
   } else {
     y = ops::call(g, "wgnn.conv_integer.default", {xt, wt, zxt, zwt, cc.stride, cc.pad, cc.dil, cc.groups}).tensor();
   }
+  unsetenv("WGNN_CONV_INTEGER");
+  const bool want_tiled = !direct && cc.w[1] > 1;
+  int tiled = 0, convs = 0;
+  for (const auto& dsp : g.dispatches()) {
+    if (dsp.label.rfind(requant ? "qlinear_conv" : "conv_integer", 0) != 0) continue;
+    ++convs;
+    tiled += dsp.label.find(" gemm ") != std::string::npos;
+  }
+  EXPECT_EQ(convs, 1);
+  EXPECT_EQ(tiled, want_tiled ? 1 : 0);
   g.run();
   // Reference over D x H x W (missing dims 1).
   auto dim3 = [&](const Shape& s, int j) { return j < 3 - d ? int64_t(1) : s[size_t(2 + j - (3 - d))]; };
@@ -494,6 +509,12 @@ void check_conv(const ConvCase& cc, uint32_t seed, bool requant) {
   EXPECT_EQ(read_ints(g, y), ref);
 }
 
+// Both kernels against the reference.
+void check_conv(const ConvCase& cc, uint32_t seed, bool requant) {
+  check_conv_path(cc, seed, requant, false);
+  check_conv_path(cc, seed, requant, true);
+}
+
 }  // namespace
 
 TEST(ConvInteger, ShapesGroupsPaddingZeroPoints) {
@@ -504,6 +525,39 @@ TEST(ConvInteger, ShapesGroupsPaddingZeroPoints) {
   // 1-D and 3-D.
   check_conv({{2, 5, 13}, {3, 5, 4}, {2}, {3, 1}, {1}, 1, DType::U8, DType::U8, true}, 103, false);
   check_conv({{1, 2, 4, 5, 3}, {2, 2, 2, 3, 2}, {1, 2, 1}, {1, 0, 1, 1, 0, 1}, {1, 1, 2}, 1, DType::I8, DType::U8, false}, 104, false);
+}
+
+// Shapes for the tiled kernel's edges: channel and pixel counts that are
+// not multiples of any tile (16 to 64 channels x 64 to 256 pixels), a
+// reduction not a multiple of TK, more than one channel tile, several
+// groups with several channels each, 1x1 kernels, 1-D and 3-D.
+TEST(ConvInteger, TiledEdges) {
+  check_conv({{1, 19, 17, 15}, {70, 19, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, DType::U8, DType::U8, true}, 120, false);
+  check_conv({{2, 12, 9, 11}, {9, 4, 3, 2}, {2, 1}, {2, 0, 1, 2}, {1, 2}, 3, DType::I8, DType::U8, true}, 121, false);
+  check_conv({{1, 33, 7, 9}, {17, 33, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, DType::U8, DType::I8, true}, 122, false);
+  check_conv({{3, 10, 37}, {6, 5, 5}, {3}, {2, 4}, {2}, 2, DType::U8, DType::U8, false}, 123, false);
+  check_conv({{1, 3, 6, 5, 7}, {4, 3, 3, 2, 3}, {2, 1, 2}, {1, 1, 0, 1, 1, 2}, {1, 2, 1}, 1, DType::U8, DType::I8, true},
+             124, false);
+  check_conv({{1, 16, 33, 31}, {24, 8, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2, DType::U8, DType::U8, false}, 125, false);
+}
+
+TEST(QLinearConv, TiledEdges) {
+  check_conv({{1, 19, 17, 15}, {70, 19, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, DType::U8, DType::U8, true}, 130, true);
+  check_conv({{2, 12, 9, 11}, {9, 4, 3, 2}, {2, 1}, {2, 0, 1, 2}, {1, 2}, 3, DType::I8, DType::U8, true}, 131, true);
+  check_conv({{1, 3, 6, 5, 7}, {4, 3, 3, 2, 3}, {2, 1, 2}, {1, 1, 0, 1, 1, 2}, {1, 2, 1}, 1, DType::U8, DType::I8, false},
+             132, true);
+}
+
+TEST(ConvInteger, UnknownKernelChoiceFails) {
+  Graph g(ctx());
+  TensorRef x = upload_ints(g, {1, 2, 4, 4}, Ints(32, 3), DType::U8), w = upload_ints(g, {2, 2, 1, 1}, Ints(4, 1), DType::U8);
+  setenv("WGNN_CONV_INTEGER", "fast", 1);
+  EXPECT_THAT(error_of([&] {
+                ops::call(g, "wgnn.conv_integer.default", {x, w, None{}, None{}, IntList{1, 1}, IntList{0, 0, 0, 0},
+                                                           IntList{1, 1}, int64_t(1)});
+              }),
+              HasSubstr("WGNN_CONV_INTEGER is 'fast'; accepted: direct, tiled"));
+  unsetenv("WGNN_CONV_INTEGER");
 }
 
 TEST(QLinearConv, BiasAndPerChannelScales) {
