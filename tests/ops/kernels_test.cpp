@@ -114,6 +114,11 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
             if (dot4) s2.insert(s2.end(), {{"A_SHIFT", rq ? "128" : "0"}, {"B_SHIFT", rq ? "0" : "128"}});
             s2.emplace_back("REQUANT_BINDINGS", rq ? "@group(0) @binding(6) var<storage, read> side: array<u32>;" : "");
             s2.emplace_back("EPILOGUE", rq ? "dst[o] = i32(round(f32(acc) * bitcast<f32>(side[params.off_y])));" : "dst[o] = acc;");
+            // The tiled convolution's k table, after the side buffer.
+            if (text.find("{{KTAB_BINDING}}") != std::string_view::npos) {
+              s2.emplace_back("KTAB_BINDING", fmt::format("@group(0) @binding({}) var<storage, read> ktab: "
+                                                          "array<vec4<i32>>;", rq ? 7 : 6));
+            }
             EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
             ++compiled;
           }
