@@ -40,8 +40,8 @@
 namespace wgnn::ops {
 namespace {
 
-// WGNN_NO_VIEWS=1: slices always copy and concatenations copy every input
-// (for measuring what the views save).
+// WGNN_NO_VIEWS=1: slices and permutes always copy and concatenations copy
+// every input (for measuring what the views save).
 bool views_enabled() {
   const char* e = std::getenv("WGNN_NO_VIEWS");
   return !e || !*e || std::string_view(e) == "0";
@@ -352,7 +352,7 @@ Value permute(Graph& g, const ValueList& args) {
     in_place = d > last;
     last = d;
   }
-  if (in_place && out.size() <= size_t(kMaxRank)) return g.add_view(x, out);
+  if (in_place && out.size() <= size_t(kMaxRank) && views_enabled()) return g.add_view(x, out);
   TensorRef y = add_output(a, out, dtype);
   record_copy(a, y, x, plain_plan(out, src_stride), no_fill(g), "permute");
   return y;
