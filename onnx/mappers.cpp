@@ -154,11 +154,6 @@ const std::vector<DType> kFloat = {DType::F32, DType::F16};
 const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::I32, DType::I64};
 const std::vector<DType> kBool = {DType::Bool};
 
-std::vector<Slot> one(Slot s) {
-  std::vector<Slot> v;
-  v.push_back(std::move(s));
-  return v;
-}
 std::vector<HostTensor> one_host(HostTensor t) {
   std::vector<HostTensor> v;
   v.push_back(std::move(t));
@@ -1512,6 +1507,17 @@ Mappers make_mappers() {
 const std::map<std::string, OpMapper>& op_mappers() {
   static const Mappers m = make_mappers();
   return m;
+}
+
+std::vector<Slot> one(Slot s) {
+  std::vector<Slot> v;
+  v.push_back(std::move(s));
+  return v;
+}
+
+std::string node_label(NodeCtx& c) {
+  return fmt::format("{} '{}'", c.node.op_type(),
+                     !c.node.name().empty() ? c.node.name() : c.node.output_size() ? c.node.output(0) : "");
 }
 
 std::string mapper_key(const onnx::NodeProto& n) {

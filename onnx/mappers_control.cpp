@@ -32,10 +32,6 @@ const onnx::GraphProto& graph_attr(NodeCtx& c, const char* name) {
   return a->g();
 }
 
-std::string node_label(NodeCtx& c) {
-  return fmt::format("{} '{}'", c.node.op_type(),
-                     !c.node.name().empty() ? c.node.name() : c.node.output_size() ? c.node.output(0) : "");
-}
 
 // Input i as a scalar: on the host where it is known there (counted as a
 // plan-time decision), else read back from the GPU.

@@ -21,16 +21,7 @@
 namespace wgnn::onnx_import {
 namespace {
 
-std::vector<Slot> one(Slot s) {
-  std::vector<Slot> v;
-  v.push_back(std::move(s));
-  return v;
-}
 
-std::string label(NodeCtx& c) {
-  return fmt::format("{} '{}'", c.node.op_type(),
-                     !c.node.name().empty() ? c.node.name() : c.node.output_size() ? c.node.output(0) : "");
-}
 
 Builder& builder_of(NodeCtx& c) {
   if (!c.builder) c.fail("a result size computed on the GPU needs the importer's builder");
@@ -251,7 +242,7 @@ int64_t host_or_read(NodeCtx& c, size_t i, const char* what) {
   }
   TensorRef t = c.tensor(i);
   if (host::is_float(c.g.info(t).dtype)) c.unsupported(fmt::format("{} must be an integer", what));
-  return builder_of(c).read_size(t, label(c) + " " + what);
+  return builder_of(c).read_size(t, node_label(c) + " " + what);
 }
 
 // A float32 GPU tensor of one value: input i, or `def` when absent.
@@ -275,7 +266,7 @@ void add_dynamic_mappers(std::map<std::string, OpMapper>& m) {
                     if (c.shape(0).empty()) x = c.view(x, {1});
                     const int64_t rank = std::max<int64_t>(int64_t(c.shape(0).size()), 1);
                     TensorRef n = c.call("wgnn.nonzero_count.default", {x}).tensor();
-                    const int64_t k = builder_of(c).read_size(n, label(c) + " count");
+                    const int64_t k = builder_of(c).read_size(n, node_label(c) + " count");
                     if (k == 0) return one(Slot::of_host(HostTensor(DType::I64, {rank, 0})));
                     return one(c.out(c.call("wgnn.nonzero.default", {x, k})));
                   },
@@ -303,7 +294,7 @@ void add_dynamic_mappers(std::map<std::string, OpMapper>& m) {
                      } else {
                        TensorRef cond = wide(c, 1);
                        TensorRef n = c.call("wgnn.nonzero_count.default", {cond}).tensor();
-                       k = builder_of(c).read_size(n, label(c) + " count");
+                       k = builder_of(c).read_size(n, node_label(c) + " count");
                        if (k > 0) idx = c.call("wgnn.nonzero.default", {cond, k}).tensor();
                      }
                      if (k == 0) return one(Slot::of_host(HostTensor(c.slot_dtype(0), compress_shape(c, p, 0))));
@@ -339,7 +330,7 @@ void add_dynamic_mappers(std::map<std::string, OpMapper>& m) {
                    }
                    TensorRef first = c.call("wgnn.unique_first.default", {x}).tensor();
                    TensorRef n = c.call("wgnn.nonzero_count.default", {first}).tensor();
-                   const int64_t k = builder_of(c).read_size(n, label(c) + " count");
+                   const int64_t k = builder_of(c).read_size(n, node_label(c) + " count");
                    const ValueList r = c.call("wgnn.unique.default", {x, first, k, sorted}).list();
                    out.push_back(c.out(c.view(r[0].tensor(), unique_shape(c, l, k))));
                    for (int j = 1; j < 4; ++j) out.push_back(c.out(r[size_t(j)]));
@@ -366,7 +357,7 @@ void add_dynamic_mappers(std::map<std::string, OpMapper>& m) {
                               const ValueList r = c.call("wgnn.nms_select.default",
                                                          {boxes, scores, thr, max_out, has_score, center}).list();
                               TensorRef total = c.call("wgnn.sum_count.default", {r[1]}).tensor();
-                              const int64_t k = builder_of(c).read_size(total, label(c) + " count");
+                              const int64_t k = builder_of(c).read_size(total, node_label(c) + " count");
                               if (k == 0) return one(Slot::of_host(HostTensor(DType::I64, {0, 3})));
                               return one(c.out(c.call("wgnn.nms.default", {r[0], r[1], k, classes})));
                             },

@@ -24,11 +24,6 @@ namespace {
 const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::I32, DType::I64};
 const std::vector<DType> kFloat = {DType::F32, DType::F16};
 
-std::vector<Slot> one(Slot s) {
-  std::vector<Slot> v;
-  v.push_back(std::move(s));
-  return v;
-}
 
 // A scalar or one-value integer input read on the host.
 int64_t host_scalar(NodeCtx& c, size_t i, const char* what) {

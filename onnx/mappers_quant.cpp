@@ -17,11 +17,6 @@
 namespace wgnn::onnx_import {
 namespace {
 
-std::vector<Slot> one(Slot s) {
-  std::vector<Slot> v;
-  v.push_back(std::move(s));
-  return v;
-}
 
 int64_t float_code(DType d) { return d == DType::F16 ? 5 : 6; }  // ATen ScalarType
 int64_t quant_code(DType d) { return d == DType::I8 ? 1 : d == DType::I32 ? 3 : 0; }

@@ -16,16 +16,7 @@
 namespace wgnn::onnx_import {
 namespace {
 
-std::vector<Slot> one(Slot s) {
-  std::vector<Slot> v;
-  v.push_back(std::move(s));
-  return v;
-}
 
-std::string label(NodeCtx& c) {
-  return fmt::format("{} '{}'", c.node.op_type(),
-                     !c.node.name().empty() ? c.node.name() : c.node.output_size() ? c.node.output(0) : "");
-}
 
 // Scalar integer input i: on the host where it is known there, else read
 // back from the GPU.
@@ -38,7 +29,7 @@ int64_t int_input(NodeCtx& c, size_t i, const char* what) {
   if (!c.builder) c.unsupported(fmt::format("{} is computed on the GPU", what));
   TensorRef t = c.tensor(i);
   if (host::is_float(c.g.info(t).dtype)) c.unsupported(fmt::format("{} must be an integer", what));
-  return c.builder->read_size(t, label(c) + " " + what);
+  return c.builder->read_size(t, node_label(c) + " " + what);
 }
 
 DType output_dtype(NodeCtx& c) {

@@ -180,6 +180,10 @@ struct OpMapper {
 const std::map<std::string, OpMapper>& op_mappers();
 // A node's key in op_mappers(): its op_type in the ONNX domain ("" or
 // "ai.onnx"), else "domain.op_type" (com.microsoft.MatMulNBits).
+// A mapper's one result.
+std::vector<Slot> one(Slot s);
+// "Op 'name'" of the node (its first output when it has no name), for messages.
+std::string node_label(NodeCtx& c);
 std::string mapper_key(const onnx::NodeProto& n);
 // The node's mapper, or null when wgnn lacks it.
 const OpMapper* find_mapper(const onnx::NodeProto& n);

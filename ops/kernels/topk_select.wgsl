@@ -35,19 +35,7 @@ var<workgroup> red: array<u32, WG>;
 var<workgroup> hist: array<atomic<u32>, 256>;
 var<workgroup> found: vec2<u32>;  // the digit, the k still wanted after it
 
-fn key_of(i: u32, base: u32) -> u32 {
-  let v = x[base + i * params.inner];
-  var b: u32;
-  if (INTS) {
-    b = bitcast<u32>(i32(v)) ^ 0x80000000u;
-  } else {
-    // -0 and +0 are equal (ties); NaN keys above +inf.
-    let f = select(f32(v), 0.0, f32(v) == 0.0);
-    let u = bitcast<u32>(f);
-    b = select(u | 0x80000000u, ~u, (u & 0x80000000u) != 0u);
-  }
-  return select(~b, b, params.largest != 0u);
-}
+{{include lib/topk_key.wgsl}}
 
 // The exclusive prefix sum of v over the invocations before lid.
 fn wscan(lid: u32, v: u32) -> u32 {

@@ -26,19 +26,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(4) var<storage, read> sel: array<u32>;
 
-fn key_of(i: u32, base: u32) -> u32 {
-  let v = x[base + i * params.inner];
-  var b: u32;
-  if (INTS) {
-    b = bitcast<u32>(i32(v)) ^ 0x80000000u;
-  } else {
-    // -0 and +0 are equal (ties); NaN keys above +inf.
-    let f = select(f32(v), 0.0, f32(v) == 0.0);
-    let u = bitcast<u32>(f);
-    b = select(u | 0x80000000u, ~u, (u & 0x80000000u) != 0u);
-  }
-  return select(~b, b, params.largest != 0u);
-}
+{{include lib/topk_key.wgsl}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

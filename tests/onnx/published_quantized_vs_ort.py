@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import closeness  # noqa: E402
-from isnet_reference import isnet_input  # noqa: E402
+from isnet_reference import free_size_copy, isnet_input  # noqa: E402
 
 SIZE = 320
 # Measured on lavapipe (2026-12-01): the decoder maps bit for bit, the mattes
@@ -52,15 +52,8 @@ r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "isnet_any
 if r.returncode != 0:
     sys.exit(f"isnet_any_size.py failed: {r.stdout}{r.stderr}")
 # A free height and width, for both runtimes (the declared input is 1024x1024).
-m = onnx.load(any_size)
-for d in m.graph.input[0].type.tensor_type.shape.dim[2:]:
-    d.Clear()
-    d.dim_param = "hw"
-for o in m.graph.output:
-    for d in o.type.tensor_type.shape.dim[2:]:
-        d.Clear()
 free = os.path.join(WORK, "isnet_quint8_free.onnx")
-onnx.save(m, free)
+m = free_size_copy(any_size, free)
 
 x, _ = isnet_input(photo, SIZE)
 inp = os.path.join(WORK, "input.npy")

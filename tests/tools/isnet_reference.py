@@ -44,3 +44,19 @@ def alpha_of(matte, w, h):
     """ISNet's first output [1, 1, S, S] as the photo's 8-bit alpha (H x W)."""
     m = np.clip(np.asarray(matte)[0, 0].astype(np.float64), 0, 1)
     return np.round(255 * resize(m[..., None], w, h)[..., 0])
+
+
+def free_size_copy(src, dst):
+    """Writes a copy of the ISNet model src whose input height and width are
+    free ("hw") and whose outputs' are unset: ONNX Runtime checks the
+    declared 1024x1024 otherwise. Returns the loaded copy."""
+    import onnx
+    m = onnx.load(src)
+    for d in m.graph.input[0].type.tensor_type.shape.dim[2:]:
+        d.Clear()
+        d.dim_param = "hw"
+    for o in m.graph.output:
+        for d in o.type.tensor_type.shape.dim[2:]:
+            d.Clear()
+    onnx.save(m, dst)
+    return m

@@ -12,11 +12,10 @@ import subprocess
 import sys
 
 import numpy as np
-import onnx
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from isnet_reference import alpha_of, isnet_input  # noqa: E402
+from isnet_reference import alpha_of, free_size_copy, isnet_input  # noqa: E402
 
 WGNN, ORT_DIR, MODEL, WORK = (os.path.abspath(a) for a in sys.argv[1:5])
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,15 +36,8 @@ x, (W, H) = isnet_input(photo, SIZE)
 np.save(os.path.join(WORK, "input.npy"), x)
 
 # ONNX Runtime checks the declared 1024x1024: a copy with a free height and width.
-m = onnx.load(MODEL)
-for d in m.graph.input[0].type.tensor_type.shape.dim[2:]:
-    d.Clear()
-    d.dim_param = "hw"
-for o in m.graph.output:
-    for d in o.type.tensor_type.shape.dim[2:]:
-        d.Clear()
 free = os.path.join(WORK, "isnet_free.onnx")
-onnx.save(m, free)
+free_size_copy(MODEL, free)
 env = dict(os.environ, WGNN_ORT_MODULE=os.path.join(ORT_DIR, "node_modules", "onnxruntime-node"))
 r = subprocess.run(["node", os.path.join(HERE, "ort_reference.js"), free, os.path.join(WORK, "ort"),
                     "input=" + os.path.join(WORK, "input.npy")], capture_output=True, text=True, env=env)
