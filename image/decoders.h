@@ -15,6 +15,8 @@ void check_size(uint64_t w, uint64_t h, const std::string& what, const char* for
 
 Image decode_webp(const std::string& bytes, const std::string& what, uint64_t max_pixels);
 Image decode_tiff(const std::string& bytes, const std::string& what, uint64_t max_pixels);
+// libpng: RGB, or RGBA when the file has alpha (a channel or a tRNS colour).
+Image decode_png(const std::string& bytes, const std::string& what, uint64_t max_pixels);
 // libjpeg-turbo: RGB (CMYK / YCCK converted).
 Image decode_jpeg(const std::string& bytes, const std::string& what, uint64_t max_pixels);
 

@@ -1,6 +1,6 @@
 #pragma once
-// 8-bit images in host memory, and reading / writing them (Debian's libstb
-// for PNG and JPEG, libwebp, libtiff, libexif for JPEG orientation). Host
+// 8-bit images in host memory, and reading / writing them (Debian's libpng,
+// libjpeg-turbo, libwebp, libtiff, libexif for JPEG orientation). Host
 // only: nothing here touches the GPU.
 //
 //   image::Image photo = image::read_photo("photo.jpg"); // -> RGB or RGBA

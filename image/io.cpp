@@ -1,5 +1,4 @@
 #include <fmt/format.h>
-#include <stb_image.h>
 
 #include <cerrno>
 #include <cstring>
@@ -66,7 +65,7 @@ Format format_of(const std::string& b, const std::string& what) {
 }
 
 // Width and height from the header: PNG's IHDR, JPEG's first SOF marker.
-// False when the header is cut short or has none (stb then reports it).
+// False when the header is cut short or has none (the decoder then reports it).
 bool header_size(const std::string& b, Format f, uint64_t* w, uint64_t* h) {
   if (f == Format::Png) {
     if (b.size() < 24 || b.compare(12, 4, "IHDR") != 0) return false;
@@ -115,36 +114,6 @@ void check_size(uint64_t w, uint64_t h, const std::string& what, const char* for
 
 }  // namespace detail
 
-namespace {
-
-// PNG through stb_image: RGB, or RGBA when the file has alpha (JPEG: jpeg.cpp).
-Image decode_stb(const std::string& bytes, const std::string& what, const char* name, uint64_t max_pixels) {
-  const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
-  const int len = int(bytes.size());
-  int w = 0, h = 0, c = 0;
-  if (!stbi_info_from_memory(data, len, &w, &h, &c)) {
-    throw Error(fmt::format("'{}' is a {} file wgnn cannot read (stb_image: {})", what, name,
-                            stbi_failure_reason()));
-  }
-  if (w > kMaxSide || h > kMaxSide || uint64_t(w) * uint64_t(h) > max_pixels) {
-    throw Error(fmt::format("'{}' is too large: {}x{} pixels; accepted are at most {} pixels a side and {} pixels in "
-                            "all: scale it down first",
-                            what, w, h, kMaxSide, max_pixels));
-  }
-  const int want = (c == 2 || c == 4) ? 4 : 3;
-  std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(data, len, &w, &h, &c, want), stbi_image_free);
-  if (!px) {
-    const std::string why = stbi_failure_reason() ? stbi_failure_reason() : "unknown";
-    if (why == "outofmem") throw HostOutOfMemory(fmt::format("decoding '{}' ({}x{} pixels)", what, w, h));
-    throw Error(fmt::format("'{}' could not be decoded (stb_image: {})", what, why));
-  }
-  Image img(w, h, want);
-  std::memcpy(img.pixels.data(), px.get(), img.pixels.size());
-  return img;
-}
-
-}  // namespace
-
 Image decode_photo(const std::string& bytes, const std::string& what, uint64_t max_pixels) {
   if (bytes.empty()) throw Error(fmt::format("'{}' is empty, not an image", what));
   if (bytes.size() > size_t(std::numeric_limits<int>::max())) {
@@ -156,7 +125,7 @@ Image decode_photo(const std::string& bytes, const std::string& what, uint64_t m
   const char* name = format == Format::Png ? "PNG" : "JPEG";
   uint64_t hw = 0, hh = 0;
   if (header_size(bytes, format, &hw, &hh)) detail::check_size(hw, hh, what, name, max_pixels);
-  Image img = format == Format::Jpeg ? detail::decode_jpeg(bytes, what, max_pixels) : decode_stb(bytes, what, name, max_pixels);
+  Image img = format == Format::Jpeg ? detail::decode_jpeg(bytes, what, max_pixels) : detail::decode_png(bytes, what, max_pixels);
   if (format == Format::Jpeg) {
     const int o = jpeg_orientation(bytes);
     if (o != 1) img = oriented(img, o);
