@@ -38,15 +38,16 @@ gpu::Buffer ConstantStore::acquire(const Shape& shape, DType dtype, const void* 
   return b;
 }
 
-gpu::Buffer ConstantStore::acquire_memo(const std::string& memo, const std::function<HostTensor()>& make,
-                                        const std::string& name, std::string* key) {
+gpu::Buffer ConstantStore::acquire_memo(const std::string& memo, const MakeHost& make, const std::string& name,
+                                        std::string* key) {
   if (auto m = memo_.find(memo); m != memo_.end()) {
     if (auto it = entries_.find(m->second); it != entries_.end()) {
       *key = m->second;
       return reuse(it->second);
     }
   }
-  const HostTensor t = make();
+  HostTensor scratch;
+  const HostTensor& t = make(scratch);
   gpu::Buffer b = acquire(t.shape, t.dtype, t.data.data(), t.data.size(), name, key);
   memo_[memo] = *key;
   return b;

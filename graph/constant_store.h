@@ -37,9 +37,11 @@ class ConstantStore {
   // stays valid for the store's life (a Session's initializer and the
   // conversion its upload applies): found again without `make` running, so
   // a later graph neither converts nor hashes the bytes again. `make` gives
-  // the host tensor when the store lacks it.
-  gpu::Buffer acquire_memo(const std::string& memo, const std::function<HostTensor()>& make, const std::string& name,
-                           std::string* key);
+  // the host tensor when the store lacks it: one it already holds, or the
+  // scratch tensor it is handed, filled (a conversion), so that a tensor
+  // uploaded as it is is never copied on the host.
+  using MakeHost = std::function<const HostTensor&(HostTensor& scratch)>;
+  gpu::Buffer acquire_memo(const std::string& memo, const MakeHost& make, const std::string& name, std::string* key);
 
   // The dtype and shape of the constant `key` names (held now).
   const Shape& shape_of(const std::string& key) const;

@@ -69,9 +69,11 @@ void Graph::hold_shared(TensorInfo& ti, gpu::Buffer buffer, std::string key) {
   store_keys_.push_back(std::move(key));
 }
 
-TensorRef Graph::add_memo_constant(const std::string& memo, const std::function<HostTensor()>& make, std::string name) {
+TensorRef Graph::add_memo_constant(const std::string& memo, const std::function<const HostTensor&(HostTensor&)>& make,
+                                   std::string name) {
   if (!store_) {
-    const HostTensor t = make();
+    HostTensor scratch;
+    const HostTensor& t = make(scratch);
     return add_constant(t.shape, t.dtype, t.data.data(), std::move(name));
   }
   std::string key;

@@ -96,7 +96,8 @@ class Graph {
   // (ConstantStore::acquire_memo: an identity valid for the store's life),
   // whose host tensor `make` gives when the store lacks it; without a store,
   // add_constant of make().
-  TensorRef add_memo_constant(const std::string& memo, const std::function<HostTensor()>& make, std::string name = {});
+  TensorRef add_memo_constant(const std::string& memo, const std::function<const HostTensor&(HostTensor&)>& make,
+                              std::string name = {});
   // A tensor that shares `base`'s storage with another shape (same numel).
   TensorRef add_view(TensorRef base, const Shape& shape);
   // A tensor that is the part of `base`'s storage starting `byte_offset`

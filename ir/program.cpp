@@ -61,7 +61,7 @@ struct Lowering {
     // so a later plan finds the upload without hashing the bytes again.
     std::shared_ptr<const HostTensor> data = vi.data;
     const TensorRef r = g.add_memo_constant(fmt::format("ir-constant:{}", static_cast<const void*>(data.get())),
-                                            [data] { return *data; }, vi.name);
+                                            [data](HostTensor&) -> const HostTensor& { return *data; }, vi.name);
     map[size_t(v.id)] = r;
     return r;
   }

@@ -63,9 +63,10 @@ TensorRef NodeCtx::slot_constant(const Slot& s, const std::string& name) {
   const std::string memo = fmt::format("initializer@{}:{}:{}", static_cast<const void*>(&t), dtype_name(to), conversion);
   return g.add_memo_constant(
       memo,
-      [&]() -> HostTensor {
+      [&](HostTensor& scratch) -> const HostTensor& {
         if (to == t.dtype) return t;
-        return storage.fp16 ? to_f16_saturated(t) : host::cast(t, to);
+        scratch = storage.fp16 ? to_f16_saturated(t) : host::cast(t, to);
+        return scratch;
       },
       name);
 }

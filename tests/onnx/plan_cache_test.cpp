@@ -180,9 +180,9 @@ TEST(ConstantStore, AMemoFindsTheConstantWithoutConvertingAgain) {
   ConstantStore store(test::ctx());
   const std::vector<float> w = weights();
   int made = 0;
-  auto make = [&] {
+  auto make = [&](HostTensor& t) -> const HostTensor& {
     ++made;
-    HostTensor t(DType::F32, {kIn, kOut});
+    t = HostTensor(DType::F32, {kIn, kOut});
     std::memcpy(t.data.data(), w.data(), t.data.size());
     return t;
   };
