@@ -912,6 +912,21 @@ static uint64_t writable_bindings(std::string_view wgsl) {
 
 // ---- Pipeline: the pending asynchronous creation ---------------------------
 
+namespace {
+// WGNN_PIPELINE_TIMES=1: one line on stderr per pipeline created, with its
+// time (one at a time: the creation; asynchronous: the wait when it was
+// first needed, and how long before that it was asked for), to find the
+// kernels whose compiles a first run waits for.
+bool log_pipeline_times() {
+  static const bool on = [] {
+    const char* e = std::getenv("WGNN_PIPELINE_TIMES");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+}  // namespace
+
+
 struct Pipeline::Async {
   struct State : CallbackState {
     WGPUComputePipeline pipeline = nullptr;  // owned until taken
@@ -1053,6 +1068,10 @@ const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, 
     }
     wgpuShaderModuleRelease(module);
     const auto t_end = steady::now();
+    if (log_pipeline_times()) {
+      fmt::print(stderr, "wgnn: pipeline '{}': shader module {:.1f} ms, created in {:.1f} ms\n", name,
+                 ms_between(t_module, t_pipeline), ms_between(t_pipeline, t_end));
+    }
     {
       std::lock_guard<std::mutex> stats_lock(s.stats_mutex);
       s.stats.shader_module_ms += ms_between(t_module, t_pipeline);
@@ -1101,6 +1120,10 @@ void Pipeline::resolve() const {
     a.impl->wait(a.future, "creating a compute pipeline", std::max<uint64_t>(s.timeout_ns, 600ull * 1000000000ull));
     a.done = true;
     const auto t_end = steady::now();
+    if (log_pipeline_times()) {
+      fmt::print(stderr, "wgnn: pipeline '{}': asked for {:.1f} ms before it was needed, then waited {:.1f} ms\n",
+                 name_, ms_between(a.t0, t_wait), ms_between(t_wait, t_end));
+    }
     if (!a.state->pipeline) {
       a.error = fmt::format("creating the compute pipeline '{}': {}", name_,
                             a.state->message.empty() ? "failed (no message)" : a.state->message);
