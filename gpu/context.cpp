@@ -1112,38 +1112,54 @@ void Pipeline::resolve() const {
   Async& a = *async_;
   std::lock_guard<std::mutex> lock(a.mutex);
   if (!a.done) {
-    Context::Impl& s = *a.impl;
     const auto t_wait = steady::now();
     // A compile is the host's work (Tint, the driver's compiler): at least
     // 600 s even where WGNN_GPU_TIMEOUT_S bounds the GPU's waits tighter. A
     // timeout throws and leaves the creation pending.
-    a.impl->wait(a.future, "creating a compute pipeline", std::max<uint64_t>(s.timeout_ns, 600ull * 1000000000ull));
-    a.done = true;
-    const auto t_end = steady::now();
-    if (log_pipeline_times()) {
-      fmt::print(stderr, "wgnn: pipeline '{}': asked for {:.1f} ms before it was needed, then waited {:.1f} ms\n",
-                 name_, ms_between(a.t0, t_wait), ms_between(t_wait, t_end));
-    }
-    if (!a.state->pipeline) {
-      a.error = fmt::format("creating the compute pipeline '{}': {}", name_,
-                            a.state->message.empty() ? "failed (no message)" : a.state->message);
-    } else {
-      WGPUComputePipeline cp = a.state->pipeline;
-      a.state->pipeline = nullptr;
-      pipeline_ = std::shared_ptr<WGPUComputePipelineImpl>(cp, wgpuComputePipelineRelease);
-      layout_ = std::shared_ptr<WGPUBindGroupLayoutImpl>(wgpuComputePipelineGetBindGroupLayout(cp, 0),
-                                                         wgpuBindGroupLayoutRelease);
-    }
-    std::lock_guard<std::mutex> stats_lock(s.stats_mutex);
-    s.stats.pipeline_ms += ms_between(t_wait, t_end);
-    if (s.disk_cache && pipeline_) {
-      const DiskCacheCounters disk1 = s.disk_cache->counters();
-      if (disk1.hits > a.disk0.hits && disk1.misses == a.disk0.misses && disk1.stores == a.disk0.stores) {
-        ++s.stats.pipelines_from_disk;
-      }
-    }
+    a.impl->wait(a.future, "creating a compute pipeline", std::max<uint64_t>(a.impl->timeout_ns, 600ull * 1000000000ull));
+    take(a, t_wait);
   }
   if (!a.error.empty()) throw GpuError(a.error);
+}
+
+bool Pipeline::ready() const {
+  if (!async_) return true;
+  Async& a = *async_;
+  std::lock_guard<std::mutex> lock(a.mutex);
+  if (a.done) return true;
+  const auto t_wait = steady::now();
+  WGPUFutureWaitInfo wi{a.future, false};
+  if (wgpuInstanceWaitAny(a.impl->instance, 1, &wi, 0) != WGPUWaitStatus_Success || !wi.completed) return false;
+  take(a, t_wait);
+  return true;
+}
+
+void Pipeline::take(Async& a, steady::time_point t_wait) const {
+  Context::Impl& s = *a.impl;
+  a.done = true;
+  const auto t_end = steady::now();
+  if (log_pipeline_times()) {
+    fmt::print(stderr, "wgnn: pipeline '{}': asked for {:.1f} ms before it was needed, then waited {:.1f} ms\n",
+               name_, ms_between(a.t0, t_wait), ms_between(t_wait, t_end));
+  }
+  if (!a.state->pipeline) {
+    a.error = fmt::format("creating the compute pipeline '{}': {}", name_,
+                          a.state->message.empty() ? "failed (no message)" : a.state->message);
+  } else {
+    WGPUComputePipeline cp = a.state->pipeline;
+    a.state->pipeline = nullptr;
+    pipeline_ = std::shared_ptr<WGPUComputePipelineImpl>(cp, wgpuComputePipelineRelease);
+    layout_ = std::shared_ptr<WGPUBindGroupLayoutImpl>(wgpuComputePipelineGetBindGroupLayout(cp, 0),
+                                                       wgpuBindGroupLayoutRelease);
+  }
+  std::lock_guard<std::mutex> stats_lock(s.stats_mutex);
+  s.stats.pipeline_ms += ms_between(t_wait, t_end);
+  if (s.disk_cache && pipeline_) {
+    const DiskCacheCounters disk1 = s.disk_cache->counters();
+    if (disk1.hits > a.disk0.hits && disk1.misses == a.disk0.misses && disk1.stores == a.disk0.stores) {
+      ++s.stats.pipelines_from_disk;
+    }
+  }
 }
 
 const Pipeline& Context::kernel(std::string_view path, const Constants& constants, std::string_view entry) {

@@ -7,6 +7,7 @@
 //   Buffer     a GPU buffer (shared handle) with its size
 //   Pipeline   a compiled compute pipeline (cached per process)
 //   Recorder   (gpu/recorder.h) many dispatches, one command buffer, one submit
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -144,11 +145,16 @@ class Pipeline {
   // Whether the shader declares @binding(i) of group 0 as
   // var<storage, read_write> (the dispatch may write what is bound there).
   bool writes(size_t i) const { return i < 64 && ((writes_ >> i) & 1u) != 0; }
+  // Whether handle() and layout() would return without waiting: created at
+  // once, or its asynchronous creation has finished (then taken here; a
+  // failed creation counts as ready and throws at its use). Never blocks.
+  bool ready() const;
 
  private:
   friend class Context;
   struct Async;
   void resolve() const;
+  void take(Async& a, std::chrono::steady_clock::time_point t_wait) const;  // a's result, under a.mutex
   uint64_t writes_ = 0;
   mutable std::shared_ptr<WGPUComputePipelineImpl> pipeline_;
   mutable std::shared_ptr<WGPUBindGroupLayoutImpl> layout_;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 namespace wgnn {
 
@@ -434,6 +435,22 @@ void Graph::prepare() {
     init_nodes_.clear();
   }
   prepared_ = true;
+}
+
+std::vector<const gpu::Pipeline*> Graph::pipelines() const {
+  std::vector<const gpu::Pipeline*> all;
+  std::set<const gpu::Pipeline*> seen;
+  for (const auto* list : {&nodes_, &init_nodes_})
+    for (const DispatchNode& d : *list)
+      if (seen.insert(d.pipeline).second) all.push_back(d.pipeline);
+  return all;
+}
+
+std::vector<const gpu::Pipeline*> Graph::pending_pipelines() const {
+  std::vector<const gpu::Pipeline*> pending;
+  for (const gpu::Pipeline* p : pipelines())
+    if (!p->ready()) pending.push_back(p);
+  return pending;
 }
 
 std::string Graph::memory_summary() const {

@@ -150,6 +150,17 @@ class Graph {
   };
   void set_checked(bool on) { checked_ = on; }
   bool checked() const { return checked_; }
+  // Whether ops may record tensor-core (subgroup-matrix) kernels into this
+  // graph where the device has them (default true). Off: the regular
+  // kernels, as WGNN_SUBGROUP_MATMUL=0 does for the process (a tiered
+  // Session's first plan, onnx/session.h).
+  void set_tensor_cores(bool on) { tensor_cores_ = on; }
+  bool tensor_cores() const { return tensor_cores_; }
+  // The pipelines of the recorded dispatches still being created
+  // (gpu::Pipeline::ready false: polled, never waits), each once.
+  std::vector<const gpu::Pipeline*> pending_pipelines() const;
+  // Every pipeline the recorded dispatches use, each once.
+  std::vector<const gpu::Pipeline*> pipelines() const;
   Check add_check(std::string what);
   // What checks added from now on name as their origin (the importer sets
   // the ONNX node); empty: the op's name is used.
@@ -339,6 +350,7 @@ class Graph {
   std::vector<std::unique_ptr<Pending>> pending_;  // oldest first
   // Checked mode (add_check): messages by slot, the flag buffer, its readback.
   bool checked_ = true;
+  bool tensor_cores_ = true;
   std::string origin_;
   std::vector<std::string> checks_;
   gpu::Buffer check_flags_, check_staging_[kMaxInFlight];

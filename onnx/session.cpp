@@ -9,9 +9,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "onnx/fusion.h"
 #include "onnx/host_ops.h"
@@ -20,6 +23,7 @@
 #include "onnx/schema_check.h"
 #include "onnx/subgraph.h"
 #include "onnx/tensor_proto.h"
+#include "ops/subgroup_matmul.h"
 #include "graph/half.h"
 
 namespace wgnn::onnx_import {
@@ -40,6 +44,9 @@ struct Session::Built {
   // needs (its one output), named by the decision's key.
   std::string probe;
   uint64_t last_use = 0;  // Session::use_clock_ at the last run (LRU eviction)
+  // SessionOptions::tiered: this plan runs on the regular kernels while the
+  // tensor-core plan for the same inputs waits here for its pipelines.
+  std::unique_ptr<Built> tier_up;
 };
 
 namespace {
@@ -335,6 +342,25 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
     throw Error(fmt::format("SessionOptions::max_plans is {}: at least one plan must be kept", options_.max_plans));
   }
   constants_ = std::make_unique<ConstantStore>(ctx_);
+  tiered_ = options_.tiered;
+  if (const char* e = std::getenv("WGNN_TIERED"); e && *e) {
+    const std::string v(e);
+    if (v != "0" && v != "1") {
+      throw Error(fmt::format("WGNN_TIERED='{}': 1 runs a new plan first on the regular kernels while its "
+                              "tensor-core pipelines compile, 0 does not",
+                              v));
+    }
+    tiered_ = v == "1";
+  }
+  tiered_ = tiered_ && ops::tensor_cores_available(ctx_);
+  if (const char* e = std::getenv("WGNN_TIER_GRACE_MS"); e && *e) {
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end != '\0' || v < 0 || v > 60000) {
+      throw Error(fmt::format("WGNN_TIER_GRACE_MS='{}': milliseconds, 0 to 60000", e));
+    }
+    tier_grace_ms_ = int(v);
+  }
   widen_f16_ = !ctx_.features().shader_f16;
   for (const auto& [name, t] : initializers_) uses_f16_ |= t.dtype == DType::F16;
   for (const auto& v : inputs_) uses_f16_ |= v.dtype == DType::F16;
@@ -398,8 +424,10 @@ Graph& Session::graph() {
 }
 
 Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) {
-  if (auto it = built_.find(plan_key(inputs, decisions)); it != built_.end()) {
+  const std::string key = plan_key(inputs, decisions);
+  if (auto it = built_.find(key); it != built_.end()) {
     it->second->last_use = ++use_clock_;
+    if (it->second->tier_up) try_tier_up(*it->second);
     return *it->second;
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -425,11 +453,70 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
     }
   }
 
+  std::unique_ptr<Built> b = record_plan(inputs, decisions, true);
+  if (tiered_ && b->probe.empty()) {
+    // A warm pipeline cache makes the tensor-core plan's pipelines in a few
+    // ms: wait that long before recording the regular plan.
+    std::vector<const gpu::Pipeline*> pending = b->graph->pending_pipelines();
+    for (const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(tier_grace_ms_);
+         !pending.empty() && std::chrono::steady_clock::now() < until;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      pending = b->graph->pending_pipelines();
+    }
+    if (!pending.empty()) {
+      std::unique_ptr<Built> regular;
+      try {
+        regular = record_plan(inputs, decisions, false);
+      } catch (const Error&) {
+        // What the regular kernels refuse, the tensor-core plan does alone.
+      }
+      const std::vector<const gpu::Pipeline*> its = regular ? regular->graph->pipelines() : pending;
+      const std::set<const gpu::Pipeline*> uses(its.begin(), its.end());
+      // Only when the tensor-core plan waits for pipelines the regular one
+      // does without (else it is the same wait).
+      if (std::any_of(pending.begin(), pending.end(), [&](const gpu::Pipeline* p) { return !uses.count(p); })) {
+        regular->tier_up = std::move(b);
+        b = std::move(regular);
+        ++tiered_plans_;
+        if (options_.verbose) {
+          fmt::print(stderr, "wgnn: a new plan runs first on the regular kernels while {} tensor-core pipeline{} compile\n",
+                     pending.size(), pending.size() == 1 ? "" : "s");
+        }
+      }
+    }
+  }
+  b->graph->prepare();
+  ++builds_;
+  last_build_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  total_build_ms_ += last_build_ms_;
+  b->last_use = ++use_clock_;
+  // The key again: recording may have found inputs whose values the plan
+  // reads (value_inputs_), which are part of it.
+  return *built_.emplace(plan_key(inputs, decisions), std::move(b)).first->second;
+}
+
+void Session::try_tier_up(Built& b) {
+  // Not under a run in flight (start()), which reads this plan's buffers.
+  if (!started_.empty() || !b.tier_up->graph->pending_pipelines().empty()) return;
+  b.graph->check_deferred();  // the failures of its runs not waited for are not lost with it
+  std::unique_ptr<Built> next = std::move(b.tier_up);
+  // Every pipeline is ready: nothing waits. A pipeline whose creation
+  // failed throws here, once: the plan stays on the regular kernels.
+  next->graph->prepare();
+  next->last_use = b.last_use;
+  b = std::move(*next);
+  ++tier_ups_;
+  if (options_.verbose) fmt::print(stderr, "wgnn: a plan switched to its tensor-core kernels\n");
+}
+
+std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
+                                                     bool tensor_cores) {
   auto b = std::make_unique<Built>();
   b->graph = std::make_unique<Graph>(ctx_);
   Graph& g = *b->graph;
   g.set_constant_store(constants_.get());
   g.set_checked(options_.checked);
+  g.set_tensor_cores(tensor_cores);
   std::map<std::string, Slot> values;
   for (const auto& [name, t] : initializers_) values[name] = Slot::of_stored(t);
   const Storage storage{options_.fp16, widen_f16_};
@@ -539,12 +626,7 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
     b->folded += builder.folded;
     b->mapped += builder.mapped;
     g.remove_dead_dispatches();
-    g.prepare();
-    ++builds_;
-    last_build_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    total_build_ms_ += last_build_ms_;
-    b->last_use = ++use_clock_;
-    return *built_.emplace(plan_key(inputs, decisions), std::move(b)).first->second;
+    return b;
   }
   for (const auto& [name, t] : inputs.device) {
     if (value_inputs_.count(name)) {
@@ -575,12 +657,7 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
   // Copies whose results nobody reads (a fused op read their source in
   // place, or a node's outputs are only inspected for their shapes).
   g.remove_dead_dispatches();
-  g.prepare();
-  ++builds_;
-  last_build_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  total_build_ms_ += last_build_ms_;
-  b->last_use = ++use_clock_;
-  return *built_.emplace(plan_key(inputs, decisions), std::move(b)).first->second;
+  return b;
 }
 
 std::string Session::plan_key(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) const {

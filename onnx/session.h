@@ -89,6 +89,18 @@ struct SessionOptions {
   // (Graph::remove_dead_dispatches): ISNet's matte without its five side
   // outputs and five feature maps. An unknown or repeated name is an Error.
   std::vector<std::string> outputs;
+  // Tiered first runs: when a new plan's tensor-core (subgroup-matrix)
+  // pipelines are still compiling, it is run first on the regular kernels
+  // (compiled far sooner: NVIDIA takes 0.4-0.9 s per tensor-core kernel,
+  // docs/results/coldstart_h200.md), and each later run checks, without
+  // waiting, whether the tensor-core plan's pipelines are ready; the first
+  // run that finds them switches to it. Results of the two plans differ
+  // within the float16 tolerances. Off by default; WGNN_TIERED=1 (or 0)
+  // in the environment overrides it. Only where the device has the
+  // tensor-core kernels (ops::tensor_cores_available). A plan whose
+  // pipelines are all ready within 30 ms (a warm pipeline cache;
+  // WGNN_TIER_GRACE_MS sets it) is not tiered.
+  bool tiered = false;
 };
 
 // A parsed and checked model, before any GPU work: what Session's
@@ -196,6 +208,10 @@ class Session {
   // plans not counted), and how many plans and probes were evicted.
   int plans() const;
   int evictions() const { return evictions_; }
+  // Plans first run on the regular kernels (SessionOptions::tiered), and
+  // of them those since switched to their tensor-core plan.
+  int tiered_plans() const { return tiered_plans_; }
+  int tier_ups() const { return tier_ups_; }
   // Host time of the last build (import, fusion, kernel choice, pipelines,
   // memory plan, bind groups, uploads), and of all builds so far, in ms.
   double last_build_ms() const { return last_build_ms_; }
@@ -217,6 +233,13 @@ class Session {
   // The plan for these inputs and the values control flow read back so far
   // (built if new); a probe when control flow needs another value.
   Built& build_for(const Feeds& inputs, const std::map<std::string, int64_t>& decisions);
+  // The plan recorded (not prepared: no buffers, bind groups or pipeline
+  // waits yet), with or without tensor-core kernels.
+  std::unique_ptr<Built> record_plan(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
+                                     bool tensor_cores);
+  // SessionOptions::tiered: b becomes its tensor-core plan once every
+  // pipeline of it is ready (polled), between runs.
+  void try_tier_up(Built& b);
   std::string plan_key(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) const;
   void run_built(Built& b, const Feeds& inputs, Fetches& out);
   void check_feeds(const Feeds& inputs) const;
@@ -251,7 +274,9 @@ class Session {
   // input): graphs are cached per value of these.
   std::set<std::string> value_inputs_;
   Built* last_ = nullptr;
-  int builds_ = 0, evictions_ = 0;
+  int builds_ = 0, evictions_ = 0, tiered_plans_ = 0, tier_ups_ = 0;
+  bool tiered_ = false;
+  int tier_grace_ms_ = 30;  // WGNN_TIER_GRACE_MS
   uint64_t use_clock_ = 0;
   double last_build_ms_ = 0, total_build_ms_ = 0;
   bool widen_f16_ = false, uses_f16_ = false;

@@ -554,6 +554,15 @@ Mode subgroup_mode() {
 
 bool subgroup_matmul_emulated() { return subgroup_mode() == Mode::Emulate; }
 
+bool tensor_cores_available(const gpu::Context& ctx) {
+  switch (subgroup_mode()) {
+    case Mode::Off: return false;
+    case Mode::Emulate: return ctx.features().shader_f16;
+    case Mode::On: return subgroup_matmul_supported(ctx);
+  }
+  return false;
+}
+
 namespace {
 
 // The tiles of an M x N x K product (times `batch`). One stage in both:
@@ -620,7 +629,7 @@ SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t ba
 bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, std::string_view what) {
   if (!epilogue_operands_ok(g, {p.a, p.b, p.out}, p.bias, p.affine, p.M)) return false;
   const Mode mode = subgroup_mode();
-  if (mode == Mode::Off) return false;
+  if (mode == Mode::Off || !g.tensor_cores()) return false;
   if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
   if (p.a_batch % 8 != 0 || p.b_batch % 8 != 0) return false;
   SubgroupMatmulConfig cfg = epilogue_config(p.M, p.N, p.K, p.batch, mode, p.bias.id >= 0, p.affine.id >= 0,
@@ -663,7 +672,7 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
 bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, std::string_view what) {
   if (!epilogue_operands_ok(g, {p.x, p.w, p.out}, p.bias, p.affine, p.cout)) return false;
   const Mode mode = subgroup_mode();
-  if (mode == Mode::Off) return false;
+  if (mode == Mode::Off || !g.tensor_cores()) return false;
   // WGNN_SUBGROUP_CONV=0: KxK convolutions on the regular kernel (products
   // and 1x1 convolutions still on subgroup matrices), for measuring.
   if (const char* env = std::getenv("WGNN_SUBGROUP_CONV"); env && std::string_view(env) == "0") return false;

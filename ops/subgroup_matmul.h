@@ -123,6 +123,10 @@ bool subgroup_matmul_supported(const gpu::Context& ctx, const SubgroupMatmulConf
 // WGNN_SUBGROUP_MATMUL=emulate: the tensor-core kernels run emulated and
 // take every product they can (their tests).
 bool subgroup_matmul_emulated();
+// Whether record_subgroup_gemm / record_subgroup_conv may record anything
+// on this device (the kernels, or their emulation under
+// WGNN_SUBGROUP_MATMUL=emulate; not under WGNN_SUBGROUP_MATMUL=0).
+bool tensor_cores_available(const gpu::Context& ctx);
 
 // One product for record_subgroup_gemm: out[b] = alpha * op(A[b]) @ op(B[b])
 // + beta * bias, every tensor float16 and contiguous per batch; element

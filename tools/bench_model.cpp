@@ -362,7 +362,12 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
            {"readback_us", median(readback_us)},
            {"queued_ms", queued_ms},
            {"outputs", o.outputs.empty() ? json("all") : json(o.outputs)},
-           {"dispatches", dispatches}};
+           {"dispatches", dispatches},
+           // SessionOptions::tiered (WGNN_TIERED=1): whether the first run
+           // was on the regular kernels, and whether the plan has switched
+           // to its tensor-core kernels since.
+           {"tiered_plans", s.tiered_plans()},
+           {"tier_ups", s.tier_ups()}};
     std::cout << j.dump() << "\n";
     return 0;
   }

@@ -1,0 +1,144 @@
+// Tiered first runs (SessionOptions::tiered): a new plan runs on the regular
+// kernels while its tensor-core pipelines compile, and switches once they
+// are ready. On lavapipe the tensor-core kernels run emulated
+// (WGNN_SUBGROUP_MATMUL=emulate: the same generated kernel, scalar code in
+// place of the subgroup matrices); each result is checked against a double
+// reference computed here.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+#include "error_of.h"
+#include "gpu_fixture.h"
+#include "onnx/session.h"
+#include "onnx_model_builder.h"
+
+using namespace wgnn;
+using onnx_import::Session;
+using onnx_import::SessionOptions;
+using testing::HasSubstr;
+using wgnn::test::ModelBuilder;
+
+namespace {
+
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+constexpr int64_t kM = 64, kK = 128, kN = 64;
+
+// Y = Relu(X @ W), X [64, 128], W [128, 64]: a product the tensor-core
+// kernel takes in float16 mode.
+std::string model(const std::vector<float>& w) {
+  ModelBuilder b;
+  b.input("X", {kM, kK});
+  b.output("Y", {kM, kN});
+  b.init_f32("W", {kK, kN}, w, true);
+  b.node("MatMul", {"X", "W"}, {"P"});
+  b.node("Relu", {"P"}, {"Y"});
+  return b.save("tiered_matmul.onnx");
+}
+
+std::vector<float> seeded(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+bool uses_tensor_cores(Session& s) {
+  for (const auto& d : s.graph().dispatches())
+    if (d.pipeline->name().find("subgroup matmul") != std::string::npos) return true;
+  return false;
+}
+
+// Within float16 rounding of the operands and result (K = 128 terms of |x w| <= 1).
+void expect_close(const HostTensor& y, const std::vector<float>& x, const std::vector<float>& w) {
+  ASSERT_EQ(y.shape, (Shape{kM, kN}));
+  for (int64_t i = 0; i < kM; ++i)
+    for (int64_t j = 0; j < kN; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < kK; ++k) acc += double(x[size_t(i * kK + k)]) * double(w[size_t(k * kN + j)]);
+      const double want = std::max(acc, 0.0);
+      ASSERT_NEAR(y.as<float>()[i * kN + j], want, 0.05 + 0.005 * std::fabs(want)) << i << "," << j;
+    }
+}
+
+}  // namespace
+
+TEST(Tiered, FirstRunsOnRegularKernelsThenSwitchesToTensorCores) {
+  if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
+  ScopedEnv emulate("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedEnv grace("WGNN_TIER_GRACE_MS", "0");
+  // No disk cache: the tensor-core pipeline is compiled now, so it is not
+  // ready when the first plan is recorded.
+  gpu::ContextOptions co;
+  co.pipeline_cache = false;
+  gpu::Context ctx(co);
+  const std::vector<float> w = seeded(size_t(kK * kN), 1), x = seeded(size_t(kM * kK), 2);
+  SessionOptions o;
+  o.fp16 = true;
+  o.tiered = true;
+  Session s(ctx, model(w), o);
+  HostTensor in(DType::F32, {kM, kK});
+  std::memcpy(in.data.data(), x.data(), in.data.size());
+
+  auto y = s.run({{"X", in}});
+  EXPECT_EQ(s.tiered_plans(), 1);
+  EXPECT_EQ(s.tier_ups(), 0);
+  EXPECT_FALSE(uses_tensor_cores(s));
+  expect_close(y.at("Y"), x, w);
+
+  // Later runs switch once the tensor-core pipeline is ready; each is right.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (s.tier_ups() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    y = s.run({{"X", in}});
+    expect_close(y.at("Y"), x, w);
+  }
+  ASSERT_EQ(s.tier_ups(), 1);
+  EXPECT_TRUE(uses_tensor_cores(s));
+  y = s.run({{"X", in}});
+  expect_close(y.at("Y"), x, w);
+  EXPECT_EQ(s.builds(), 1);  // one plan, whichever kernels it ran on
+  EXPECT_EQ(s.plans(), 1);
+}
+
+TEST(Tiered, NotWhereThereAreNoTensorCores) {
+  if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
+  ScopedEnv off("WGNN_SUBGROUP_MATMUL", "0");
+  ScopedEnv grace("WGNN_TIER_GRACE_MS", "0");
+  const std::vector<float> w = seeded(size_t(kK * kN), 3), x = seeded(size_t(kM * kK), 4);
+  SessionOptions o;
+  o.fp16 = true;
+  o.tiered = true;
+  Session s(test::ctx(), model(w), o);
+  HostTensor in(DType::F32, {kM, kK});
+  std::memcpy(in.data.data(), x.data(), in.data.size());
+  const auto y = s.run({{"X", in}});
+  EXPECT_EQ(s.tiered_plans(), 0);
+  EXPECT_FALSE(uses_tensor_cores(s));
+  expect_close(y.at("Y"), x, w);
+}
+
+TEST(Tiered, JunkInTheEnvironmentIsAnError) {
+  const std::vector<float> w = seeded(size_t(kK * kN), 5);
+  const std::string path = model(w);
+  {
+    ScopedEnv junk("WGNN_TIERED", "yes");
+    EXPECT_THAT(test::error_of([&] { Session s(test::ctx(), path); }), HasSubstr("WGNN_TIERED='yes'"));
+  }
+  {
+    ScopedEnv junk("WGNN_TIER_GRACE_MS", "-5");
+    EXPECT_THAT(test::error_of([&] { Session s(test::ctx(), path); }), HasSubstr("WGNN_TIER_GRACE_MS='-5'"));
+  }
+}
