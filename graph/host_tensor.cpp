@@ -32,6 +32,12 @@ size_t HostTensor::checked_size(DType d, const Shape& s) {
   return size_t(bytes);
 }
 
+HostTensor::HostTensor(DType d, Shape s, const void* src) : dtype(d), shape(std::move(s)) {
+  const size_t n = checked_size(dtype, shape);
+  const auto* b = static_cast<const uint8_t*>(src);
+  data.assign(b, b + n);
+}
+
 double HostTensor::get_double(size_t i) const {
   switch (dtype) {
     case DType::F32: return as<float>()[i];

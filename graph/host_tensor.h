@@ -22,6 +22,9 @@ struct HostTensor {
   // data (ConstantOfShape, Expand, Range, ...), and are checked before
   // anything is allocated.
   HostTensor(DType d, Shape s) : dtype(d), shape(std::move(s)), data(checked_size(d, shape)) {}
+  // The same, holding a copy of the bytes at `src` (as many as the shape
+  // takes), written once: no zero fill first (a model's weights at load).
+  HostTensor(DType d, Shape s, const void* src);
   int64_t numel() const { return wgnn::numel(shape); }
   size_t nbytes() const { return data.size(); }
   template <typename T>

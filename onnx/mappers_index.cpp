@@ -16,14 +16,11 @@
 #include <set>
 
 #include "onnx/host_ops.h"
+#include "onnx/mapper_util.h"
 #include "onnx/mappers_index.h"
 
 namespace wgnn::onnx_import {
 namespace {
-
-const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::I32, DType::I64};
-const std::vector<DType> kFloat = {DType::F32, DType::F16};
-
 
 // A scalar or one-value integer input read on the host.
 int64_t host_scalar(NodeCtx& c, size_t i, const char* what) {

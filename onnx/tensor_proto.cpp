@@ -108,23 +108,6 @@ std::string read_external(const onnx::TensorProto& t, const std::string& base_di
   return data;
 }
 
-// A host tensor holding a copy of `bytes` bytes at `src`, written once:
-// HostTensor(dtype, shape) zero-fills first, and touching a model's weights
-// twice (page faults, then the copy) was most of a load.
-HostTensor copy_of_bytes(DType dtype, Shape shape, const char* src, size_t bytes) {
-  if (bytes > host_tensor_limit()) {
-    throw Error(fmt::format("a host tensor {} {} would take {} bytes, over the limit of {} bytes "
-                            "(wgnn::set_host_tensor_limit)",
-                            dtype_name(dtype), shape_str(shape), bytes, host_tensor_limit()));
-  }
-  HostTensor out;
-  out.dtype = dtype;
-  out.shape = std::move(shape);
-  const auto* b = reinterpret_cast<const uint8_t*>(src);
-  out.data.assign(b, b + bytes);
-  return out;
-}
-
 }  // namespace
 
 HostTensor from_tensor_proto(const onnx::TensorProto& t, const std::string& base_dir) {
@@ -136,14 +119,14 @@ HostTensor from_tensor_proto(const onnx::TensorProto& t, const std::string& base
   const int64_t n = int64_t(nbytes / dtype_size(dtype));
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     const std::string data = read_external(t, base_dir, nbytes);
-    return copy_of_bytes(dtype, std::move(shape), data.data(), data.size());
+    return HostTensor(dtype, std::move(shape), data.data());  // its size checked by read_external
   }
   if (t.has_raw_data()) {
     if (t.raw_data().size() != nbytes) {
       throw Error(fmt::format("{}: raw_data has {} bytes; shape {} of {} needs {}", what, t.raw_data().size(),
                               shape_str(shape), dtype_name(dtype), nbytes));
     }
-    return copy_of_bytes(dtype, std::move(shape), t.raw_data().data(), size_t(nbytes));
+    return HostTensor(dtype, std::move(shape), t.raw_data().data());
   }
   const int64_t have = dtype == DType::F32 ? t.float_data_size() : dtype == DType::I64 ? t.int64_data_size() : t.int32_data_size();
   const char* field = dtype == DType::F32 ? "float_data" : dtype == DType::I64 ? "int64_data" : "int32_data";

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "scoped_env.h"
 #include "gpu/recorder.h"
 #include "gpu/shaders.h"
 #include "error_of.h"
@@ -14,6 +15,7 @@
 #include "gpu_fixture.h"
 
 using namespace wgnn;
+using wgnn::test::ScopedEnv;
 using testing::HasSubstr;
 using wgnn::test::ctx;
 
@@ -141,24 +143,6 @@ TEST(Context, UnknownKernelNamesFile) {
       Error);
 }
 
-namespace {
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-}  // namespace
 
 // A wait that times out is an Error, and the Context then closes cleanly:
 // Dawn calls the pending map's callback from ~Context, after the waiting

@@ -14,12 +14,14 @@
 #include <random>
 #include <thread>
 
+#include "scoped_env.h"
 #include "error_of.h"
 #include "gpu_fixture.h"
 #include "onnx/session.h"
 #include "onnx_model_builder.h"
 
 using namespace wgnn;
+using wgnn::test::ScopedEnv;
 using onnx_import::Session;
 using onnx_import::SessionOptions;
 using testing::HasSubstr;
@@ -27,11 +29,6 @@ using wgnn::test::ModelBuilder;
 
 namespace {
 
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
 
 constexpr int64_t kM = 64, kK = 128, kN = 64;
 

@@ -14,10 +14,12 @@
 
 #include <fmt/format.h>
 
+#include "scoped_env.h"
 #include "error_of.h"
 #include "op_test_util.h"
 
 using namespace wgnn;
+using wgnn::test::ScopedEnv;
 using namespace wgnn::test;
 using testing::HasSubstr;
 
@@ -298,11 +300,6 @@ TEST(Conv, PicksTheKernelForTheShape) {
 // batch norm in float16) and an activation, on each kernel path, against
 // act((conv + bias) * scale + shift) in double. `path` is a substring of
 // the dispatch labels the convolution must record.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
 
 void run_conv_affine(Conv c, const std::string& act, uint32_t seed, const std::string& path) {
   if (c.dtype == DType::F16 && !has_f16()) GTEST_SKIP() << "no shader-f16";

@@ -19,11 +19,13 @@
 #include <iostream>
 #include <optional>
 
+#include "scoped_env.h"
 #include "error_of.h"
 #include "op_test_util.h"
 #include "ops/subgroup_matmul.h"
 
 using namespace wgnn;
+using wgnn::test::ScopedEnv;
 using namespace wgnn::test;
 using testing::HasSubstr;
 
@@ -412,12 +414,6 @@ void check_conv_cases(gpu::Context& c, const std::vector<ConvCase>& cases, const
 const char* const kConvConfigs[] = {"64x64x32:2x2:2",   "128x128x32:2x2:1", "256x128x32:4x4:1", "64x32x32:2x2:1",
                                     "128x256x32:2x2:2", "32x128x32:1x2:1",  "64x16x16:4x1:2"};
 
-// Sets an environment variable for a scope.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
 
 }  // namespace
 
