@@ -170,9 +170,36 @@ void Graph::add_init_dispatch(const gpu::Pipeline& pipeline, std::vector<Binding
   prepared_ = false;
 }
 
-gpu::Buffer Graph::uniform(const void* data, size_t bytes) {
-  owned_.push_back(ctx_.uniform(data, bytes));
-  return owned_.back();
+Binding Graph::uniform(const void* data, size_t bytes) {
+  // Blocks of 16-byte multiples (WGSL rounds a uniform struct's size up to
+  // its alignment, 16 at most) at the device's uniform offset alignment,
+  // in buffers of 16 KiB, then 64 KiB (a plan of a few hundred
+  // dispatches: one or two buffers).
+  const uint64_t align = std::max<uint64_t>(16, ctx_.limits().min_uniform_buffer_offset_alignment);
+  const uint64_t size = (std::max<uint64_t>(bytes, 16) + 15) / 16 * 16;
+  auto fits = [&](const UniformChunk& c) {
+    return (c.bytes.size() + align - 1) / align * align + size <= c.buffer.size();
+  };
+  if (uniform_chunks_.empty() || !fits(uniform_chunks_.back())) {
+    const uint64_t capacity = std::max<uint64_t>(size, uniform_chunks_.empty() ? 16 << 10 : 64 << 10);
+    UniformChunk c;
+    c.buffer = ctx_.create_buffer(capacity, gpu::kUniform | gpu::kCopyDst, "uniforms");
+    c.bytes.reserve(capacity);
+    uniform_chunks_.push_back(std::move(c));
+  }
+  UniformChunk& c = uniform_chunks_.back();
+  const uint64_t offset = (c.bytes.size() + align - 1) / align * align;
+  c.bytes.resize(offset + size, 0);
+  if (bytes) std::memcpy(c.bytes.data() + offset, data, bytes);
+  return Binding{-1, c.buffer, offset, size};
+}
+
+void Graph::write_uniforms() {
+  for (UniformChunk& c : uniform_chunks_) {
+    if (c.written == c.bytes.size()) continue;
+    ctx_.write(c.buffer, c.bytes.data() + c.written, c.bytes.size() - c.written, c.written);
+    c.written = c.bytes.size();
+  }
 }
 
 gpu::Buffer Graph::scratch(uint64_t bytes, std::string label) {
@@ -274,6 +301,7 @@ gpu::BufferBinding Graph::resolve(const Binding& b) {
                                              t.buffer.size() - t.offset);
     return gpu::BufferBinding{&t.buffer, t.offset, size};
   }
+  if (b.size) return gpu::BufferBinding{&b.buffer, b.offset, b.size};
   return gpu::BufferBinding{&b.buffer, 0, b.buffer.size()};
 }
 
@@ -313,6 +341,7 @@ size_t Graph::remove_dead_dispatches() {
 }
 
 void Graph::prepare() {
+  write_uniforms();
   check_bindings(nodes_);
   check_bindings(init_nodes_);
   for (const auto* list : {&nodes_, &init_nodes_}) {

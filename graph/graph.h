@@ -45,7 +45,9 @@ struct TensorInfo {
 // (uniform parameters, folded constants). A tensor is bound whole, or as a
 // byte range of it (`range`): how an op splits a tensor larger than
 // maxStorageBufferBindingSize over several dispatches; `offset` must be a
-// multiple of minStorageBufferOffsetAlignment.
+// multiple of minStorageBufferOffsetAlignment. A buffer is bound whole, or
+// from `offset` for `size` bytes when `size` is set (Graph::uniform's
+// blocks).
 struct Binding {
   int tensor = -1;
   gpu::Buffer buffer;
@@ -124,12 +126,18 @@ class Graph {
   // Records a dispatch that runs once, in prepare() (folding constants).
   void add_init_dispatch(const gpu::Pipeline& pipeline, std::vector<Binding> bindings, gpu::Grid grid,
                          std::string op, std::string label = {});
-  // A uniform buffer with `bytes` of `data`, owned by the graph.
-  gpu::Buffer uniform(const void* data, size_t bytes);
+  // A dispatch's uniform parameters, `bytes` of `data`: a range of one of
+  // the graph's uniform buffers (every dispatch's block at an offset aligned
+  // to minUniformBufferOffsetAlignment), whose bytes are written once, by
+  // prepare() (or the next submit), rather than a buffer and a queue write
+  // per dispatch.
+  Binding uniform(const void* data, size_t bytes);
   template <typename T>
-  gpu::Buffer uniform(const T& params) {
+  Binding uniform(const T& params) {
     return uniform(&params, sizeof(T));
   }
+  // Uniform buffers made so far (tests, statistics).
+  size_t uniform_buffers() const { return uniform_chunks_.size(); }
   // A storage buffer for an op's own data (e.g. folded constants).
   gpu::Buffer scratch(uint64_t bytes, std::string label);
 
@@ -339,6 +347,13 @@ class Graph {
   std::vector<DispatchNode> nodes_;
   std::vector<DispatchNode> init_nodes_;
   std::vector<gpu::Buffer> owned_;
+  struct UniformChunk {
+    gpu::Buffer buffer;
+    std::vector<uint8_t> bytes;  // what the buffer holds, up to bytes.size()
+    size_t written = 0;          // bytes already written to the buffer
+  };
+  std::vector<UniformChunk> uniform_chunks_;
+  void write_uniforms();
   bool prepared_ = false;
   MemoryStats memory_;
   RunStats last_run_;

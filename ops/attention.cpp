@@ -21,6 +21,7 @@
 #include <fmt/ranges.h>
 
 #include "ops/helpers.h"
+#include "ops/uniforms.h"
 #include "ops/registry.h"
 
 namespace wgnn::ops {
@@ -37,14 +38,7 @@ struct View {
   std::array<int64_t, 4> n{}, s{};
 };
 
-struct alignas(16) Params {
-  uint32_t B, H, L, S;
-  uint32_t q_tiles, o_off;
-  float scale;
-  uint32_t splits;  // KS (a loop bound the compiler does not unroll)
-  uint32_t offs[4];
-  uint32_t qs[4], ks[4], vs[4], ms[4], os[4];
-};
+using Params = AttentionParams;  // ops/uniforms.h (splits: KS, a loop bound the compiler does not unroll)
 static_assert(sizeof(Params) == 128);
 
 uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
@@ -414,7 +408,7 @@ Value attention(Graph& g, const ValueList& args) {
                                     {"K_KEYS", k_keys ? 1.0 : 0.0},
                                     {"V_KEYS", v_keys ? 1.0 : 0.0}});
   g.add_dispatch(pl,
-                 {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(q), Binding::of(k), Binding::of(v),
+                 {Binding::of(y), g.uniform(p), Binding::of(q), Binding::of(k), Binding::of(v),
                   mask.id >= 0 ? Binding::of(mask) : Binding::of(g.ctx().dummy_buffer())},
                  grid_for(g, groups), std::string(kOp),
                  fmt::format("attention L={} S={} D={} heads={}{}{}{}", L, S, D, H,

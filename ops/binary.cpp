@@ -25,6 +25,7 @@
 
 #include "ops/helpers.h"
 #include "ops/layout.h"
+#include "ops/uniforms.h"
 #include "ops/registry.h"
 
 namespace wgnn::ops {
@@ -90,13 +91,7 @@ struct Input {
   std::string_view name;
 };
 
-struct alignas(16) Params {
-  uint32_t count, numel, rank;
-  int32_t ialpha;
-  float falpha;
-  uint32_t pad[3];
-  Dims shape, sa, sb, sc;
-};
+using Params = BinaryParams;  // ops/uniforms.h
 static_assert(sizeof(Params) == 160);
 
 // Validates shapes (broadcasting, rank, binding size), adds the result and
@@ -229,7 +224,7 @@ TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
     params.count = uint32_t(count);
     params.numel = uint32_t(elems);
     params.rank = uint32_t(part.size());
-    if (chk) params.pad[0] = chk->slot;
+    if (chk) params.check_slot = chk->slot;
     params.ialpha = l.ialpha;
     params.falpha = l.falpha;
     params.shape = pack(part, a.op);
@@ -237,7 +232,7 @@ TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
     params.sb = pack(st[1], a.op);
     params.sc = pack(st[2], a.op);
     const uint64_t out_es = gpu_dtype_size(l.out);
-    std::vector<Binding> bind = {bind_bytes(g, y, first * out_es, elems * out_es), Binding::of(g.uniform(params))};
+    std::vector<Binding> bind = {bind_bytes(g, y, first * out_es, elems * out_es), g.uniform(params)};
     for (size_t k = 0; k < 3; ++k) {
       const Input& in = ins[k];
       if (in.t.id < 0) {

@@ -200,23 +200,8 @@ void add_affine_subs(Subs& subs, bool on, int binding, const std::string& v, con
   subs.emplace_back("AFFINE", fmt::format("{0} * affine[{1}] + affine[params.cout + {1}]", val, c));
 }
 
-struct alignas(16) ConvParams {
-  uint32_t cin, cout, cin_g, cout_g, kred, kvol, npix, has_bias;
-  uint32_t in_d, in_h, in_w, in_vol, out_d, out_h, out_w, out_vol;
-  int32_t stride[4], pad[4];
-  uint32_t mtiles, ntiles, tiles, groups, kchunk, pad0, pad1, pad2;
-};
 static_assert(sizeof(ConvParams) == 128);
 
-struct alignas(16) SplitKParams {
-  uint32_t count, cout, out_vol, npix, splits, has_bias, pad0, pad1;
-};
-
-struct alignas(16) DepthwiseParams {
-  uint32_t count, cout, mult, has_bias;
-  uint32_t in_d, in_h, in_w, in_vol, out_d, out_h, out_w, out_vol, k_d, k_h, k_w, kvol;
-  int32_t stride[4], pad[4], dil[4];
-};
 static_assert(sizeof(DepthwiseParams) == 112);
 
 // Split-K: with few output tiles and a long reduction (a late ResNet layer
@@ -358,7 +343,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     Subs dw_subs = subs;
     add_affine_subs(dw_subs, s.affine.id >= 0, 5, "acc", "co", rounded);
     const gpu::Pipeline& pipe = kernel(g, "ops/kernels/conv_depthwise.wgsl", dw_subs, activation_constants(s.act));
-    std::vector<Binding> bindings{Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias};
+    std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias};
     if (s.affine.id >= 0) bindings.push_back(Binding::of(s.affine));
     g.add_dispatch(pipe, std::move(bindings), grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
                    fmt::format("conv depthwise k={}{}", dims_str(k, d), s.affine.id >= 0 ? " affine" : ""),
@@ -457,19 +442,19 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   const double flops = s.transposed ? 2.0 * double(n * in_vol) * double(cin) * double(cout_g * kvol)
                                     : 2.0 * double(npix) * double(cout) * double(kred);
   if (splits == 1) {
-    std::vector<Binding> bindings{Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias, table};
+    std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias, table};
     if (gemm_affine) bindings.push_back(Binding::of(s.affine));
     g.add_dispatch(pipe, std::move(bindings), grid_for(g, tiles), std::string(a.op), label, flops);
     return y;
   }
   TensorRef part = g.add_tensor({int64_t(splits), cout, npix}, DType::F32);
-  g.add_dispatch(pipe, {Binding::of(part), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(w), bias, table},
+  g.add_dispatch(pipe, {Binding::of(part), g.uniform(p), Binding::of(x), Binding::of(w), bias, table},
                  grid_for(g, tiles), std::string(a.op), fmt::format("{} splitk={}", label, splits), flops);
   SplitKParams sp{uint32_t(numel(out_shape)), uint32_t(cout), uint32_t(out_vol), uint32_t(npix), uint32_t(splits),
                   b.id >= 0, 0, 0};
   Subs sum_subs = subs;
   add_affine_subs(sum_subs, s.affine.id >= 0, 4, "acc", "c", rounded);
-  std::vector<Binding> sum_bindings{Binding::of(y), Binding::of(g.uniform(sp)), Binding::of(part), bias};
+  std::vector<Binding> sum_bindings{Binding::of(y), g.uniform(sp), Binding::of(part), bias};
   if (s.affine.id >= 0) sum_bindings.push_back(Binding::of(s.affine));
   g.add_dispatch(kernel(g, "ops/kernels/conv_splitk.wgsl", sum_subs, activation_constants(s.act)), std::move(sum_bindings),
                  grid_for(g, gpu::ceil_div(uint64_t(sp.count), 256)), std::string(a.op),
@@ -565,11 +550,6 @@ struct PoolSpec {
   enum class Indices { None, Plane, OnnxRowMajor, OnnxColMajor } indices = Indices::None;
 };
 
-struct alignas(16) PoolParams {
-  uint32_t count, divisor_override, count_include_pad, idx_plane, idx_col_major, p0, p1, p2;
-  uint32_t in_dims[4], out_dims[4];
-  int32_t kernel[4], stride[4], pad_begin[4], pad_end[4], dil[4];
-};
 static_assert(sizeof(PoolParams) == 144);
 
 
@@ -660,7 +640,7 @@ ValueList pool(const Args& a, TensorRef x, const PoolSpec& s) {
     const gpu::Pipeline& p = kernel(g, "ops/kernels/global_pool.wgsl", float_subs(g, xi.dtype, a.op),
                                     {{"TPR", double(tpr)}, {"AVG", s.avg ? 1.0 : 0.0}});
     GlobalPoolParams gp{uint32_t(planes), uint32_t(in_vol), 0, 0};
-    g.add_dispatch(p, {Binding::of(y), Binding::of(g.uniform(gp)), Binding::of(x)},
+    g.add_dispatch(p, {Binding::of(y), g.uniform(gp), Binding::of(x)},
                    grid_for(g, gpu::ceil_div(uint64_t(planes), 256 / tpr)), std::string(a.op),
                    fmt::format("global {} pool tpr={}", s.avg ? "avg" : "max", tpr));
     return result;
@@ -709,7 +689,7 @@ ValueList pool(const Args& a, TensorRef x, const PoolSpec& s) {
   pp.in_dims[3] = uint32_t(in_vol);
   pp.out_dims[3] = uint32_t(out[0] * out[1] * out[2]);
   g.add_dispatch(p,
-                 {Binding::of(y), Binding::of(g.uniform(pp)), Binding::of(x),
+                 {Binding::of(y), g.uniform(pp), Binding::of(x),
                   want_idx ? Binding::of(idx) : Binding::of(g.ctx().dummy_buffer())},
                  grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op),
                  fmt::format("{} pool k={}", s.adaptive ? "adaptive avg" : s.avg ? "avg" : "max",

@@ -5,15 +5,13 @@
 #include <fmt/format.h>
 
 #include "ops/helpers.h"
+#include "ops/uniforms.h"
 #include "ops/layout.h"
 #include "ops/registry.h"
 
 namespace wgnn::ops {
 namespace {
 
-struct CumsumParams {
-  uint32_t cols, n, inner, exclusive, reverse, pad[3];
-};
 
 Value cumsum(Graph& g, const ValueList& args, std::string_view op) {
   Args a{op, args, g};
@@ -44,7 +42,7 @@ Value cumsum(Graph& g, const ValueList& args, std::string_view op) {
   const int64_t n = src[size_t(dim)], cols = outer * inner;
   if (cols == 0 || n == 0) return y;
   CumsumParams p{uint32_t(cols), uint32_t(n), uint32_t(inner), exclusive ? 1u : 0u, reverse ? 1u : 0u, {}};
-  g.add_dispatch(kernel(g, "ops/kernels/cumsum.wgsl", subs), {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x)},
+  g.add_dispatch(kernel(g, "ops/kernels/cumsum.wgsl", subs), {Binding::of(y), g.uniform(p), Binding::of(x)},
                  grid_for(g, gpu::ceil_div(uint64_t(cols), 256)), std::string(a.op), "cumsum");
   return y;
 }

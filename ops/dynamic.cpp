@@ -57,7 +57,7 @@ TensorRef sum_counts(Graph& g, const Args& a, TensorRef counts, uint64_t n) {
   NonzeroParams p{0, uint32_t(n), 0, 0};
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/nonzero.wgsl", {}, {{"PHASE", 1.0}});
   g.add_dispatch(pl,
-                 {Binding::of(total), Binding::of(counts), Binding::of(g.uniform(p)), optional_input(g, Value()),
+                 {Binding::of(total), Binding::of(counts), g.uniform(p), optional_input(g, Value()),
                   optional_input(g, Value())},
                  gpu::Grid{1, 1, 1}, std::string(a.op), "sum_counts");
   return total;
@@ -82,7 +82,7 @@ Value nonzero_count(Graph& g, const ValueList& args) {
   const bool is_float = xi.dtype == DType::F32;
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/nonzero.wgsl", {}, {{"PHASE", 0.0}, {"IS_FLOAT", is_float ? 1.0 : 0.0}});
   g.add_dispatch(pl,
-                 {Binding::of(unused), Binding::of(counts), Binding::of(g.uniform(p)), Binding::of(x),
+                 {Binding::of(unused), Binding::of(counts), g.uniform(p), Binding::of(x),
                   optional_input(g, Value())},
                  grid_for(g, blocks), std::string(a.op), "nonzero_blocks");
   return sum_counts(g, a, counts, blocks);
@@ -108,11 +108,11 @@ Value nonzero(Graph& g, const ValueList& args) {
   const double is_float = xi.dtype == DType::F32 ? 1.0 : 0.0;
   const gpu::Pipeline& p0 = kernel(g, "ops/kernels/nonzero.wgsl", {}, {{"PHASE", 0.0}, {"IS_FLOAT", is_float}});
   g.add_dispatch(p0,
-                 {Binding::of(y), Binding::of(counts), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(dims_t)},
+                 {Binding::of(y), Binding::of(counts), g.uniform(p), Binding::of(x), Binding::of(dims_t)},
                  grid_for(g, blocks), std::string(a.op), "nonzero_blocks");
   const gpu::Pipeline& p2 = kernel(g, "ops/kernels/nonzero.wgsl", {}, {{"PHASE", 2.0}, {"IS_FLOAT", is_float}});
   g.add_dispatch(p2,
-                 {Binding::of(y), Binding::of(counts), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(dims_t)},
+                 {Binding::of(y), Binding::of(counts), g.uniform(p), Binding::of(x), Binding::of(dims_t)},
                  grid_for(g, blocks), std::string(a.op), "nonzero_write");
   return y;
 }
@@ -151,7 +151,7 @@ Value unique_first(Graph& g, const ValueList& args) {
   }
   UniqueParams p{uint32_t(s[0]), uint32_t(s[1]), uint32_t(s[2]), 0, 0, 0, 0, 0};
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/unique_first.wgsl", unique_subs(g, g.info(x).dtype, a.op));
-  g.add_dispatch(pl, {Binding::of(first), Binding::of(g.uniform(p)), Binding::of(x)},
+  g.add_dispatch(pl, {Binding::of(first), g.uniform(p), Binding::of(x)},
                  gpu::Grid{uint32_t(gpu::ceil_div(uint64_t(s[1]), 64)), 1, 1}, std::string(a.op), "unique_first");
   return first;
 }
@@ -177,7 +177,7 @@ Value unique(Graph& g, const ValueList& args) {
   UniqueParams p{uint32_t(s[0]), uint32_t(s[1]), uint32_t(s[2]), uint32_t(found), sorted ? 1u : 0u, 0, 0, 0};
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/unique.wgsl", unique_subs(g, g.info(x).dtype, a.op));
   g.add_dispatch(pl,
-                 {Binding::of(y), Binding::of(idx), Binding::of(inv), Binding::of(cnt), Binding::of(g.uniform(p)),
+                 {Binding::of(y), Binding::of(idx), Binding::of(inv), Binding::of(cnt), g.uniform(p),
                   Binding::of(x), Binding::of(first)},
                  gpu::Grid{uint32_t(gpu::ceil_div(uint64_t(s[1]), 64)), 1, 1}, std::string(a.op), "unique");
   return out;
@@ -213,7 +213,7 @@ Value nms_select(Graph& g, const ValueList& args) {
               has_score ? 1u : 0u, uint32_t(center), 0, 0, 0, 0};
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/nms.wgsl");
   g.add_dispatch(pl,
-                 {Binding::of(sel), Binding::of(counts), Binding::of(g.uniform(p)), Binding::of(boxes),
+                 {Binding::of(sel), Binding::of(counts), g.uniform(p), Binding::of(boxes),
                   Binding::of(scores), Binding::of(thr)},
                  grid_for(g, uint64_t(pairs)), std::string(a.op), "nms_select");
   return ValueList{sel, counts};
@@ -243,7 +243,7 @@ Value nms(Graph& g, const ValueList& args) {
   NmsParams p{uint32_t(ss[0] / classes), uint32_t(classes), 0, uint32_t(ss[1]), 0.f, 0.f, 0, 0, uint32_t(found),
               0, 0, 0};
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/nms_write.wgsl");
-  g.add_dispatch(pl, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(sel), Binding::of(counts)},
+  g.add_dispatch(pl, {Binding::of(y), g.uniform(p), Binding::of(sel), Binding::of(counts)},
                  gpu::Grid{uint32_t(gpu::ceil_div(uint64_t(ss[0]), 64)), 1, 1}, std::string(a.op), "nms_write");
   return y;
 }

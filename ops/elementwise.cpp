@@ -126,12 +126,12 @@ Value run_unary(const UnaryOp& u, bool inplace, std::string_view op, Graph& g, c
   for (const Span& s : binding_spans(g, uint64_t(xi.numel()), {esize}, 4, what)) {
     const uint64_t groups = (s.count + 3) / 4;
     auto bind = [&](TensorRef t) { return bind_bytes(g, t, s.start * esize, s.count * esize); };
-    gpu::Buffer params = g.uniform(UnaryParams{uint32_t(groups), p0, p1, 0});
+    Binding params = g.uniform(UnaryParams{uint32_t(groups), p0, p1, 0});
     const gpu::Grid grid = grid_for(g, gpu::ceil_div(groups, 256));
     if (inplace) {
-      g.add_dispatch(p, {bind(x), Binding::of(params)}, grid, std::string(op), u.name);
+      g.add_dispatch(p, {bind(x), params}, grid, std::string(op), u.name);
     } else {
-      g.add_dispatch(p, {bind(y), Binding::of(params), bind(x)}, grid, std::string(op), u.name);
+      g.add_dispatch(p, {bind(y), params, bind(x)}, grid, std::string(op), u.name);
     }
   }
   return y;

@@ -7,14 +7,12 @@
 #include <fmt/format.h>
 
 #include "ops/helpers.h"
+#include "ops/uniforms.h"
 #include "ops/registry.h"
 
 namespace wgnn::ops {
 namespace {
 
-struct GridSampleParams {
-  uint32_t count, C, H, W, OH, OW, align, pad;
-};
 
 Value grid_sampler_2d(Graph& g, const ValueList& args) {
   Args a{"aten.grid_sampler_2d.default", args, g};
@@ -52,7 +50,7 @@ Value grid_sampler_2d(Graph& g, const ValueList& args) {
   const uint32_t kmode = mode == 0 ? 0u : mode == 1 ? 1u : 2u;
   g.add_dispatch(kernel(g, "ops/kernels/grid_sample.wgsl", float_subs(g, g.info(x).dtype, a.op),
                         {{"MODE", double(kmode)}, {"PAD", double(pad)}}),
-                 {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(grid)},
+                 {Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(grid)},
                  grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op), "grid_sample");
   return y;
 }

@@ -39,12 +39,12 @@ Dims pack(const Shape& values, std::string_view op) {
   if (values.size() > size_t(kMaxRank)) {
     throw Error(fmt::format("{}: rank {} exceeds the supported maximum of {}", op, values.size(), kMaxRank));
   }
-  Dims d;
+  Dims d{};
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i] < 0 || values[i] > int64_t(UINT32_MAX)) {
       throw Error(fmt::format("{}: value {} does not fit 32 bits", op, values[i]));
     }
-    d.v[i] = uint32_t(values[i]);
+    d[i] = uint32_t(values[i]);
   }
   return d;
 }

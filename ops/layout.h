@@ -11,10 +11,9 @@ namespace wgnn::ops {
 
 inline constexpr int kMaxRank = 8;
 
-// Eight u32 values, laid out as WGSL's array<vec4<u32>, 2> in a uniform.
-struct alignas(16) Dims {
-  std::array<uint32_t, kMaxRank> v{};
-};
+// Eight u32 values, laid out as WGSL's array<vec4<u32>, 2> in a uniform
+// (a shape or strides of rank <= 8; the kernel reads value i at [i / 4][i % 4]).
+struct alignas(16) Dims : std::array<uint32_t, kMaxRank> {};
 
 // Row-major strides of a contiguous tensor.
 Shape contiguous_strides(const Shape& shape);

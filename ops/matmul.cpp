@@ -42,14 +42,7 @@ struct Gemm {
   Shape out_shape;        // the result's shape (M x N per batch, contiguous)
 };
 
-struct alignas(16) Params {
-  uint32_t M, N, K, batch;
-  uint32_t tiles_m, tiles_n, lda, ldb;
-  uint32_t bias_sm, bias_sn, rank, pad0;
-  float alpha, beta;
-  uint32_t pad1, pad2;
-  Dims shape, sa, sb, sc;
-};
+using Params = MatmulParams;  // ops/uniforms.h
 static_assert(sizeof(Params) == 192);
 
 // The regular kernel's tile (ops/kernels/matmul.wgsl): 64x64 where that
@@ -173,7 +166,7 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
                                     {"LO", p.act.lo},
                                     {"HI", p.act.hi},
                                     {"F16_OUT", dt == DType::F16 ? 1.0 : 0.0}});
-  g.add_dispatch(pl, {out, Binding::of(g.uniform(params)), in_a, in_b, in_c},
+  g.add_dispatch(pl, {out, g.uniform(params), in_a, in_b, in_c},
                  grid_for(g, groups), std::string(a.op),
                  fmt::format("gemm {}x{}x{}{}{}{}{}", p.M, p.N, p.K, batch > 1 ? fmt::format(" batch {}", batch) : "",
                              p.a_trans ? " At" : "", p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : "") +
@@ -367,7 +360,7 @@ bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) 
   for (auto& kv : activation_constants(p.act)) c.push_back(kv);
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/gemv.wgsl", float_subs(g, dt, a.op), c);
   g.add_dispatch(pl,
-                 {Binding::of(y), Binding::of(g.uniform(params)), Binding::of(p.a), Binding::of(p.b),
+                 {Binding::of(y), g.uniform(params), Binding::of(p.a), Binding::of(p.b),
                   p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer())},
                  grid_for(g, groups), std::string(a.op),
                  fmt::format("gemv {}x{}x{}{}{}", p.M, p.N, p.K, p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : "") +

@@ -165,10 +165,6 @@ void simplify(CopyPlan& p) {
   p = std::move(q);
 }
 
-struct CopyParams {
-  uint32_t count, rank, dst_base, src_base;
-  std::array<uint32_t, kMaxRank> shape, dst_stride, src_stride, lo, in_dim;
-};
 static_assert(sizeof(CopyParams) == 176);
 
 uint32_t bits32(int64_t v) { return uint32_t(int32_t(v)); }
@@ -237,7 +233,7 @@ void record_copy_part(const Args& a, TensorRef dst, TensorRef src, const CopyPla
       kernel(g, "ops/kernels/copy.wgsl", element_subs(g, g.info(dst).dtype, a.op), {{"MODE", double(p.mode)}});
   g.add_dispatch(pl,
                  {g.info(dst).gpu_bytes() <= limit ? Binding::of(dst) : bind_bytes(g, dst, d0, uint64_t(dhi + 1) * es - d0),
-                  Binding::of(g.uniform(cp)),
+                  g.uniform(cp),
                   g.info(src).gpu_bytes() <= limit ? Binding::of(src) : bind_bytes(g, src, s0, uint64_t(shi + 1) * es - s0),
                   fill},
                  grid_for(g, gpu::ceil_div(uint64_t(cp.count), 256)), std::string(a.op), std::string(label));
@@ -518,11 +514,6 @@ Value slice(Graph& g, const ValueList& args) {
 // ---------------------------------------------------------------------------
 // Indexed reads (kernels/index.wgsl).
 
-struct IndexParams {
-  uint32_t count, rank, dim, dim_size, check_slot, pad[3];
-  std::array<uint32_t, kMaxRank> shape, src_stride;
-  uint32_t first, row_lo, row_hi, pad2;
-};
 
 void check_index_tensor(const Args& a, TensorRef index) {
   const DType dt = a.g.info(index).dtype;
@@ -605,7 +596,7 @@ void record_index(const Args& a, TensorRef dst, TensorRef src, TensorRef index, 
       q.row_lo = uint32_t(r.start);
       q.row_hi = uint32_t(r.start + r.count);
       std::vector<Binding> bind = {
-          bind_bytes(g, dst, o.start * es, o.count * es), Binding::of(g.uniform(q)),
+          bind_bytes(g, dst, o.start * es, o.count * es), g.uniform(q),
           rows.size() == 1 ? Binding::of(src) : bind_bytes(g, src, r.start * row_bytes, r.count * row_bytes),
           Binding::of(index)};
       if (chk) bind.push_back(Binding::of(chk->flags));
@@ -889,7 +880,7 @@ Value trilu(Graph& g, const ValueList& args, bool upper) {
                 int32_t(std::clamp<int64_t>(diagonal, -rows, cols))};
   const gpu::Pipeline& pl =
       kernel(g, "ops/kernels/trilu.wgsl", element_subs(g, g.info(y).dtype, a.op), {{"UPPER", upper ? 1.0 : 0.0}});
-  g.add_dispatch(pl, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x)},
+  g.add_dispatch(pl, {Binding::of(y), g.uniform(p), Binding::of(x)},
                  grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op), upper ? "triu" : "tril");
   return y;
 }

@@ -66,8 +66,8 @@ Value batch_norm_no_training(Graph& g, const ValueList& args) {
   gpu::Buffer folded = g.scratch(uint64_t(std::max<int64_t>(channels, 1)) * 8, "batch_norm folded");
   {
     const gpu::Pipeline& fold = kernel(g, "ops/kernels/batch_norm_fold.wgsl", float_subs(g, pdtype, op));
-    gpu::Buffer fp = g.uniform(FoldParams{uint32_t(channels), float(eps), w.id >= 0, b.id >= 0});
-    std::vector<Binding> bind = {Binding::of(folded), Binding::of(fp),
+    Binding fp = g.uniform(FoldParams{uint32_t(channels), float(eps), w.id >= 0, b.id >= 0});
+    std::vector<Binding> bind = {Binding::of(folded), fp,
                                  w.id >= 0 ? Binding::of(w) : Binding::of(g.ctx().dummy_buffer()),
                                  b.id >= 0 ? Binding::of(b) : Binding::of(g.ctx().dummy_buffer()),
                                  Binding::of(mean), Binding::of(var)};
@@ -89,10 +89,10 @@ Value batch_norm_no_training(Graph& g, const ValueList& args) {
   const int vw = vec4 ? 4 : 1;
   const uint64_t count = uint64_t(xi.numel()) / vw;
   const gpu::Pipeline& p = kernel(g, "ops/kernels/batch_norm.wgsl", vector_subs(g, xi.dtype, vec4, op));
-  gpu::Buffer params =
+  Binding params =
       g.uniform(BatchNormParams{uint32_t(count), uint32_t(inner / vw), uint32_t(std::max<int64_t>(channels, 1)), 0});
   TensorRef y = g.add_tensor(xi.shape, xi.dtype);
-  g.add_dispatch(p, {Binding::of(y), Binding::of(params), Binding::of(x), Binding::of(folded)},
+  g.add_dispatch(p, {Binding::of(y), params, Binding::of(x), Binding::of(folded)},
                  grid_for(g, gpu::ceil_div(count, 256)), op, "batch_norm");
   // In inference ATen returns empty statistics.
   TensorRef save_mean = g.add_tensor({0}, xi.dtype);
@@ -198,9 +198,9 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
                                                             shape_str(xi.shape)));
   for (const Span& sp : spans) {
     auto part = [&](TensorRef t, uint64_t unit) { return bind_bytes(g, t, sp.start * unit, sp.count * unit); };
-    gpu::Buffer params = g.uniform(LayerNormParams{uint32_t(sp.count), uint32_t(width_v), float(width), float(eps),
+    Binding params = g.uniform(LayerNormParams{uint32_t(sp.count), uint32_t(width_v), float(width), float(eps),
                                                    w.id >= 0, b.id >= 0, 0, 0});
-    std::vector<Binding> bindings{part(y, row), part(mean, 4), part(rstd, 4), Binding::of(params), part(x, row),
+    std::vector<Binding> bindings{part(y, row), part(mean, 4), part(rstd, 4), params, part(x, row),
                                   optional_input(g, w.id >= 0 ? Value(w) : Value(None{})),
                                   optional_input(g, b.id >= 0 ? Value(b) : Value(None{}))};
     if (x2.id >= 0) {
@@ -271,12 +271,12 @@ ValueList group_norm(const Args& a, TensorRef x, TensorRef w, TensorRef b, int64
                                   {{"TPR", double(tpr)},
                                    {"CHUNKS", double(cached ? chunks : 1)},
                                    {"CACHED", cached ? 1.0 : 0.0}});
-  gpu::Buffer params = g.uniform(GroupNormParams{uint32_t(rows), uint32_t(width_v), float(width), float(eps),
+  Binding params = g.uniform(GroupNormParams{uint32_t(rows), uint32_t(width_v), float(width), float(eps),
                                                  w.id >= 0, b.id >= 0, uint32_t(groups),
                                                  uint32_t(hw / (vec4 ? 4 : 1)), uint32_t(C / groups), 0, 0, 0});
   const uint64_t rows_per_group = 256 / tpr;
   g.add_dispatch(p,
-                 {Binding::of(y), Binding::of(mean), Binding::of(rstd), Binding::of(params), Binding::of(x),
+                 {Binding::of(y), Binding::of(mean), Binding::of(rstd), params, Binding::of(x),
                   optional_input(g, w.id >= 0 ? Value(w) : Value(None{})),
                   optional_input(g, b.id >= 0 ? Value(b) : Value(None{}))},
                  grid_for(g, gpu::ceil_div(uint64_t(rows), rows_per_group)), std::string(a.op),

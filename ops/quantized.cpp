@@ -46,6 +46,7 @@
 
 #include "ops/conv_tile.h"
 #include "ops/helpers.h"
+#include "ops/uniforms.h"
 #include "ops/registry.h"
 
 namespace wgnn::ops {
@@ -88,11 +89,6 @@ void require_quantized(const Args& a, TensorRef t, std::string_view name, DType 
   }
 }
 
-struct QdqParams {
-  uint32_t count, inner, dim, block, sdim, mode, has_zp;
-  int32_t qmin, qmax;
-  uint32_t pad[3];
-};
 
 enum class QMode { Tensor, Channel, Blocked };
 
@@ -202,7 +198,7 @@ Value qdq(Graph& g, const ValueList& args, std::string_view op, bool quantize, Q
                                      : "  dst[i] = " + dst + "(f32(src[i] - z) * f32(scale[s]));");
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/quantize.wgsl", subs);
   const TensorRef y = g.add_tensor(xi.shape, out_dtype);
-  g.add_dispatch(pl, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(s), optional_input(g, zp.id >= 0 ? Value(zp) : Value(None{}))},
+  g.add_dispatch(pl, {Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(s), optional_input(g, zp.id >= 0 ? Value(zp) : Value(None{}))},
                  grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(op),
                  quantize ? "quantize" : "dequantize");
   return y;
@@ -232,9 +228,6 @@ struct Requant {
 // y_zero_point at off_y + 1, the bias from off_y + 2.
 const char* kSideBinding = "@group(0) @binding(6) var<storage, read> side: array<u32>;\n";
 
-struct SideParams {
-  uint32_t nsa, nsb, nbias, total;
-};
 
 // Checks the requantization arguments and records the dispatch that packs
 // them (an init dispatch when all are constants). Returns the packed buffer
@@ -255,7 +248,7 @@ gpu::Buffer pack_requant(const Args& a, const Requant& r, uint32_t& off_sb, uint
   gpu::Buffer side = g.scratch(uint64_t(p.total) * 4, "requantization parameters");
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/qside.wgsl",
                                    {{"ENABLE", f16 ? "enable f16;" : ""}, {"SA", SA}, {"SB", SB}, {"SY", SY}});
-  std::vector<Binding> b = {Binding::of(side), Binding::of(g.uniform(p)), Binding::of(r.a_scale), Binding::of(r.b_scale),
+  std::vector<Binding> b = {Binding::of(side), g.uniform(p), Binding::of(r.a_scale), Binding::of(r.b_scale),
                             Binding::of(r.y_scale), Binding::of(r.y_zp),
                             r.bias.id >= 0 ? Binding::of(r.bias) : Binding::of(g.ctx().dummy_buffer())};
   bool constant = true;
@@ -281,11 +274,6 @@ std::string requant_epilogue(const std::string& acc_expr, const std::string& ia,
       ia, ib, acc_expr);
 }
 
-struct MatmulIntParams {
-  uint32_t M, N, K, batch, a_bstride, b_bstride, a_zp_rows, b_zp_cols, tiles_m, tiles_n, a_s_rows, b_s_cols;
-  int32_t qmin, qmax;
-  uint32_t off_sb, off_y;
-};
 
 // a [Ba, M, K], b [Bb, K, N] (Ba, Bb 1 or the batch), zero points None, one
 // value or per row of a / column of b. With `rq`, the result is requantized.
@@ -349,7 +337,7 @@ TensorRef matmul_integer(const Args& a, TensorRef A, TensorRef B, TensorRef azp,
   const gpu::Pipeline& pl =
       kernel(g, dot4 ? "ops/kernels/matmul_integer_dot4.wgsl" : "ops/kernels/matmul_integer.wgsl", subs);
   auto opt = [&](TensorRef t) { return optional_input(g, t.id >= 0 ? Value(t) : Value(None{})); };
-  std::vector<Binding> b = {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(A), Binding::of(B), opt(azp), opt(bzp)};
+  std::vector<Binding> b = {Binding::of(y), g.uniform(p), Binding::of(A), Binding::of(B), opt(azp), opt(bzp)};
   if (rq) b.push_back(Binding::of(side));
   g.add_dispatch(pl, std::move(b), grid_for(g, uint64_t(batch) * p.tiles_m * p.tiles_n), std::string(a.op),
                  fmt::format("matmul_integer{} {}x{}x{}{}", dot4 ? " dot4" : "", M, N, K, rq ? " requantized" : ""),
@@ -372,13 +360,6 @@ Value qlinear_matmul_op(Graph& g, const ValueList& args) {
                         a.optional_tensor(5, "b_zero_point"), &rq);
 }
 
-struct ConvIntParams {
-  uint32_t count, C, D, H, W, Co, OD, OH, OW, KD, KH, KW, sd, sh, sw;
-  int32_t pd, ph, pw;
-  uint32_t dd, dh, dw, cin_g, cout_g, w_zp_chan, w_s_chan, has_bias;
-  int32_t qmin, qmax;
-  uint32_t off_sb, off_y, pad[2];
-};
 
 // WGNN_CONV_INTEGER=direct in the environment takes the direct kernel for
 // every integer convolution (tests and measurement); unset or "tiled", the
@@ -390,13 +371,6 @@ bool conv_integer_direct() {
   throw Error(fmt::format("WGNN_CONV_INTEGER is '{}'; accepted: direct, tiled", env));
 }
 
-struct ConvIntTiledParams {
-  uint32_t cin, cout, cin_g, cout_g, kred, npix, in_d, in_h, in_w, in_vol, out_d, out_h, out_w, out_vol, sd, sh, sw;
-  int32_t pd, ph, pw;
-  uint32_t mtiles, ntiles, tiles, groups, w_zp_chan, w_s_chan, has_bias;
-  int32_t qmin, qmax;
-  uint32_t off_sb, off_y, pad0;
-};
 static_assert(sizeof(ConvIntTiledParams) == 128);
 
 // Records kernels/conv_integer_tiled.wgsl, an implicit GEMM per group over
@@ -431,7 +405,7 @@ void record_conv_integer_tiled(const Args& a, const ConvIntParams& p, int64_t n,
   const TensorRef table = g.add_constant({int64_t(tab.size())}, DType::I32, tab.data(), "conv_integer k table");
   subs.emplace_back("KTAB_BINDING", fmt::format("@group(0) @binding({}) var<storage, read> ktab: array<vec4<i32>>;",
                                                 b.size() + 2));
-  b.insert(b.begin(), {Binding::of(y), Binding::of(g.uniform(q))});
+  b.insert(b.begin(), {Binding::of(y), g.uniform(q)});
   b.push_back(Binding::of(table));
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/conv_integer_tiled.wgsl", subs,
                                    {{"TM", double(t.tm)}, {"TN", double(t.tn)}, {"TK", double(t.tk)}});
@@ -564,7 +538,7 @@ Value conv_integer(Graph& g, const ValueList& args, bool qlinear) {
     return y;
   }
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/conv_integer.wgsl", subs);
-  b.insert(b.begin(), {Binding::of(y), Binding::of(g.uniform(p))});
+  b.insert(b.begin(), {Binding::of(y), g.uniform(p)});
   g.add_dispatch(pl, std::move(b), grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(op), kind, flops);
   return y;
 }
@@ -592,10 +566,6 @@ Value dynamic_quantize_linear(Graph& g, const ValueList& args) {
   return ValueList{y, scale, zp};
 }
 
-struct MatmulQWeightParams {
-  uint32_t M, N, K, tiles_m, tiles_n, has_bias;
-  uint32_t q[6];  // the weight function's parameters (kernels/matmul_qweight.wgsl)
-};
 
 // 4-bit MatMulNBits weights: q0 k_blocks, q1 block, q2 words a row, q3 zero
 // point bytes a row, q4 has zero points.
@@ -634,7 +604,7 @@ const char* kInt8Weight = R"(fn weight(k: u32, n: u32) -> f32 {
 
 // Records kernels/matmul_qweight.wgsl: a [M, K] float (M from a's shape),
 // b the packed weights, scales of float32 / float16, zero points or None,
-// bias [N] of a's dtype or None; p's q[] and `weight` say how to read b.
+// bias [N] of a's dtype or None; p's q0..q5 and `weight` say how to read b.
 TensorRef matmul_qweight(const Args& a, TensorRef A, TensorRef B, TensorRef S, TensorRef Z, TensorRef bias, int64_t K,
                          int64_t N, MatmulQWeightParams p, const char* weight, const std::string& label) {
   Graph& g = a.g;
@@ -668,7 +638,7 @@ TensorRef matmul_qweight(const Args& a, TensorRef A, TensorRef B, TensorRef S, T
   if (M == 0) return y;
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul_qweight.wgsl", subs);
   auto opt = [&](TensorRef t) { return optional_input(g, t.id >= 0 ? Value(t) : Value(None{})); };
-  g.add_dispatch(pl, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(A), Binding::of(B), Binding::of(S), opt(Z), opt(bias)},
+  g.add_dispatch(pl, {Binding::of(y), g.uniform(p), Binding::of(A), Binding::of(B), Binding::of(S), opt(Z), opt(bias)},
                  grid_for(g, uint64_t(p.tiles_m) * p.tiles_n), std::string(a.op),
                  fmt::format("{} {}x{}x{}", label, M, N, K), 2.0 * double(M * N) * double(K));
   return y;
@@ -706,18 +676,18 @@ Value matmul_nbits(Graph& g, const ValueList& args) {
     a.fail(fmt::format("scales {} must hold N * k_blocks = {} values", shape_str(g.info(S).shape), N * k_blocks));
   }
   MatmulQWeightParams p{};
-  p.q[0] = uint32_t(k_blocks);
-  p.q[1] = uint32_t(block);
-  p.q[2] = uint32_t(row_words);
-  p.q[3] = uint32_t((k_blocks + 1) / 2);
+  p.q0 = uint32_t(k_blocks);
+  p.q1 = uint32_t(block);
+  p.q2 = uint32_t(row_words);
+  p.q3 = uint32_t((k_blocks + 1) / 2);
   if (Z.id >= 0) {
     const TensorInfo& zi = g.info(Z);
-    const int64_t words = (N * int64_t(p.q[3]) + 3) / 4;
+    const int64_t words = (N * int64_t(p.q3) + 3) / 4;
     if (zi.dtype != DType::I32 || zi.numel() != words) {
       a.fail(fmt::format("zero_points {} {} must be int32 of {} words (N rows of {} bytes of 4-bit values)",
-                         dtype_name(zi.dtype), shape_str(zi.shape), words, p.q[3]));
+                         dtype_name(zi.dtype), shape_str(zi.shape), words, p.q3));
     }
-    p.q[4] = 1;
+    p.q4 = 1;
   }
   return matmul_qweight(a, A, B, S, Z, bias, K, N, p, kNBitsWeight, fmt::format("matmul_nbits 4-bit blocks of {}", block));
 }
@@ -747,15 +717,15 @@ Value matmul_dequant(Graph& g, const ValueList& args) {
   const int64_t ns = mode == 0 ? 1 : mode == 1 ? N : K;
   if (g.info(S).numel() != ns) a.fail(fmt::format("scales {} must hold {} values", shape_str(g.info(S).shape), ns));
   MatmulQWeightParams p{};
-  p.q[0] = uint32_t((N + 3) / 4);
-  p.q[1] = uint32_t(mode);
-  p.q[2] = int8 ? 1 : 0;
+  p.q0 = uint32_t((N + 3) / 4);
+  p.q1 = uint32_t(mode);
+  p.q2 = int8 ? 1 : 0;
   if (Z.id >= 0) {
     const TensorInfo& zi = g.info(Z);
     if (zi.dtype != DType::I32 || zi.numel() != ns) {
       a.fail(fmt::format("zero_points {} {} must be int32 of {} values", dtype_name(zi.dtype), shape_str(zi.shape), ns));
     }
-    p.q[3] = 1;
+    p.q3 = 1;
   }
   return matmul_qweight(a, A, B, S, Z, TensorRef{-1}, K, N, p, kInt8Weight,
                         fmt::format("matmul_dequant {}", int8 ? "int8" : "uint8"));

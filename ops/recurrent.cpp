@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include "ops/helpers.h"
+#include "ops/uniforms.h"
 #include "ops/registry.h"
 
 namespace wgnn::ops {
@@ -35,15 +36,7 @@ namespace {
 
 constexpr uint64_t kWg = 64;
 
-struct RecurrentParams {
-  uint32_t T, B, H, D, kind, flags, s, rev;
-  float clip;
-  uint32_t off_rb, off_p, off_h0, off_c0, pad0, pad1, pad2;
-  uint32_t acts[2][4];
-  float alpha[2][4];
-  float beta[2][4];
-};
-static_assert(sizeof(RecurrentParams) == 64 + 3 * 32, "matches kernels/recurrent.wgsl's Params");
+static_assert(sizeof(RecurrentParams) == 64 + 3 * 32);  // ops/uniforms.h
 
 void require_shape(const Args& a, TensorRef t, const Shape& want, std::string_view name) {
   const Shape& s = a.g.info(t).shape;
@@ -130,9 +123,9 @@ Value recurrent(Graph& g, const ValueList& args) {
     for (int k = 0; k < 3; ++k) {
       const int64_t code = acts[size_t(3 * d + k)];
       if (code < 0 || code > 10) a.fail(fmt::format("activation code {} is not one of 0..10", code));
-      prm.acts[d][k] = uint32_t(code);
-      prm.alpha[d][k] = float(number(alpha.list()[size_t(3 * d + k)]));
-      prm.beta[d][k] = float(number(beta.list()[size_t(3 * d + k)]));
+      prm.acts[size_t(4 * d + k)] = uint32_t(code);
+      prm.alpha[size_t(4 * d + k)] = float(number(alpha.list()[size_t(3 * d + k)]));
+      prm.beta[size_t(4 * d + k)] = float(number(beta.list()[size_t(3 * d + k)]));
     }
     if (rev[size_t(d)]) prm.rev |= 1u << d;
   }
@@ -161,7 +154,7 @@ Value recurrent(Graph& g, const ValueList& args) {
   const TensorRef work = g.add_tensor({D * B * 4 * H}, DType::F32);
   const Subs subs = float_subs(g, dt, a.op);
   auto bindings = [&](const RecurrentParams& q) {
-    return std::vector<Binding>{Binding::of(y), Binding::of(state), Binding::of(work), Binding::of(g.uniform(q)),
+    return std::vector<Binding>{Binding::of(y), Binding::of(state), Binding::of(work), g.uniform(q),
                                 Binding::of(proj), Binding::of(r),
                                 aux.id >= 0 ? Binding::of(aux) : Binding::of(g.ctx().dummy_buffer()),
                                 seq.id >= 0 ? Binding::of(seq) : Binding::of(g.ctx().dummy_buffer())};

@@ -109,12 +109,6 @@ std::vector<bool> reduced_dims(const Args& a, size_t i, size_t rank) {
   return red;
 }
 
-struct ReduceParams {
-  uint32_t rows, count;
-  float scale;
-  uint32_t kept_rank, red_rank, segs, seg_len, pad;
-  std::array<uint32_t, kMaxRank> kept_shape, kept_stride, red_shape, red_stride;
-};
 static_assert(sizeof(ReduceParams) == 160);
 
 // WGSL storage type a reduction reads or writes for `d` (bool and the
@@ -212,7 +206,7 @@ void record_reduce(const Args& a, TensorRef x, const Shape& in, const std::vecto
                                     {"LANES", double(lanes)}});
   const uint64_t outs_per_group = 256 / lanes;
   g.add_dispatch(pl,
-                 {segs > 1 || !yb ? Binding::of(dst) : *yb, Binding::of(g.uniform(p)), xb ? *xb : Binding::of(x)},
+                 {segs > 1 || !yb ? Binding::of(dst) : *yb, g.uniform(p), xb ? *xb : Binding::of(x)},
                  grid_for(g, gpu::ceil_div(uint64_t(rows * segs), outs_per_group)), std::string(a.op),
                  fmt::format("{} {} lanes={}{}", label, inner ? "inner" : "strided", lanes,
                              segs > 1 ? fmt::format(" segs={}", segs) : ""));
@@ -378,7 +372,7 @@ Value argmax_argmin(Graph& g, const ValueList& args, bool max) {
   subs.push_back({"C", fl ? "f32" : "i32"});
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/argmax.wgsl", subs,
                                    {{"MAX", max ? 1.0 : 0.0}, {"LAST", last ? 1.0 : 0.0}, {"FLOAT", fl ? 1.0 : 0.0}});
-  g.add_dispatch(pl, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x)},
+  g.add_dispatch(pl, {Binding::of(y), g.uniform(p), Binding::of(x)},
                  grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op), max ? "argmax" : "argmin");
   return y;
 }
@@ -427,15 +421,15 @@ Value softmax(Graph& g, const ValueList& args, bool log) {
                                         {"CHUNKS", double(cached ? chunks : 1)},
                                         {"CACHED", cached ? 1.0 : 0.0},
                                         {"LOG", log ? 1.0 : 0.0}});
-      gpu::Buffer params = g.uniform(SoftmaxParams{uint32_t(s.count), uint32_t(n), 0, 0});
-      g.add_dispatch(pl, {yb, Binding::of(params), xb}, grid_for(g, gpu::ceil_div(s.count, 256 / tpr)), op,
+      Binding params = g.uniform(SoftmaxParams{uint32_t(s.count), uint32_t(n), 0, 0});
+      g.add_dispatch(pl, {yb, params, xb}, grid_for(g, gpu::ceil_div(s.count, 256 / tpr)), op,
                      fmt::format("softmax tpr={}{}", tpr, cached ? fmt::format(" cached{}", chunks) : ""));
     } else {
       const gpu::Pipeline& pl =
           kernel(g, "ops/kernels/softmax_strided.wgsl", subs, {{"LOG", log ? 1.0 : 0.0}});
       const uint64_t columns = s.count * uint64_t(inner);
-      gpu::Buffer params = g.uniform(SoftmaxStridedParams{uint32_t(columns), uint32_t(n), uint32_t(inner), 0});
-      g.add_dispatch(pl, {yb, Binding::of(params), xb}, grid_for(g, gpu::ceil_div(columns, 256)), op,
+      Binding params = g.uniform(SoftmaxStridedParams{uint32_t(columns), uint32_t(n), uint32_t(inner), 0});
+      g.add_dispatch(pl, {yb, params, xb}, grid_for(g, gpu::ceil_div(columns, 256)), op,
                      "softmax strided");
     }
   }

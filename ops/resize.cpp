@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "ops/helpers.h"
+#include "ops/uniforms.h"
 #include "ops/registry.h"
 
 namespace wgnn::ops {
@@ -197,13 +198,7 @@ bool identity(const Taps& t, int64_t in, int64_t out) {
   return true;
 }
 
-struct alignas(16) Params {
-  uint32_t count, R, OW, Q;
-  uint32_t OH, IW, IH, TH;
-  uint32_t TW, w_base;
-  float fill;
-  uint32_t pad;
-};
+using Params = ResizeParams;  // ops/uniforms.h
 
 // The result of a resize must fit one storage binding (checked before the
 // taps, whose tables grow with the output size).
@@ -293,7 +288,7 @@ TensorRef record(const Args& a, TensorRef x, const Shape& out_shape, std::vector
     p.w_base = uint32_t(th.idx.size());
     p.fill = float(fill);
     const gpu::Pipeline& pl = kernel(g, "ops/kernels/resize.wgsl", float_subs(g, dt, a.op));
-    g.add_dispatch(pl, {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(t), Binding::of(tt)},
+    g.add_dispatch(pl, {Binding::of(y), g.uniform(p), Binding::of(t), Binding::of(tt)},
                    grid_for(g, gpu::ceil_div(p.count, 256)), std::string(a.op),
                    fmt::format("{} {}x{} taps", label, th.n, tw.n));
     t = y;

@@ -55,7 +55,7 @@ Value sample(Graph& g, const ValueList& args) {
   Subs subs = float_subs(g, g.info(x).dtype, a.op);
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/sample.wgsl", subs);
   g.add_dispatch(pl,
-                 {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x),
+                 {Binding::of(y), g.uniform(p), Binding::of(x),
                   rng.id >= 0 ? Binding::of(rng) : optional_input(g, Value())},
                  gpu::Grid{uint32_t(rows), 1, 1}, std::string(a.op), greedy ? "sample_greedy" : "sample");
   return y;

@@ -22,6 +22,7 @@
 #include <optional>
 
 #include "ops/helpers.h"
+#include "ops/uniforms.h"
 #include "ops/layout.h"
 #include "ops/registry.h"
 
@@ -30,15 +31,6 @@ namespace {
 
 constexpr int64_t kMaxElements = INT32_MAX;
 
-struct GatherNdParams {
-  uint32_t count, q, slice, check_slot, per_batch, batch_stride, pad[2];
-  std::array<uint32_t, kMaxRank> dims, strides;
-};
-
-struct ScatterParams {
-  uint32_t count, q, slice, check_slot;
-  std::array<uint32_t, kMaxRank> dims, strides, ushape;
-};
 
 void require_index(const Args& a, TensorRef index) {
   const DType dt = a.g.info(index).dtype;
@@ -140,7 +132,7 @@ Value gather_nd(Graph& g, const ValueList& args) {
   Subs subs = element_subs(g, g.info(x).dtype, a.op);
   for (auto& s : check_subs(chk.has_value(), 4)) subs.push_back(std::move(s));
   a.require_fits_binding(y, "the result");
-  std::vector<Binding> bind = {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x), Binding::of(index)};
+  std::vector<Binding> bind = {Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(index)};
   if (chk) bind.push_back(Binding::of(chk->flags));
   g.add_dispatch(kernel(g, "ops/kernels/gather_nd.wgsl", subs), std::move(bind),
                  grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op), "gather_nd");
@@ -183,7 +175,7 @@ TensorRef record_scatter(const Args& a, TensorRef x, TensorRef index, TensorRef 
   if (chk) p.check_slot = chk->slot;
   Subs subs = check_subs(chk.has_value(), 4);
   const uint32_t kind = kind_of(a, g.info(x).dtype, reduce);
-  std::vector<Binding> bind = {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(index), Binding::of(src)};
+  std::vector<Binding> bind = {Binding::of(y), g.uniform(p), Binding::of(index), Binding::of(src)};
   if (chk) bind.push_back(Binding::of(chk->flags));
   g.add_dispatch(kernel(g, "ops/kernels/scatter.wgsl", subs,
                         {{"REDUCE", double(reduce)}, {"ELEMENTS", elements ? 1.0 : 0.0}, {"KIND", double(kind)}}),

@@ -71,7 +71,7 @@ Value dft(Graph& g, const ValueList& args) {
   TensorRef twiddle = g.add_constant({n, 2}, DType::F32, tw.data(), fmt::format("dft_twiddle_{}", n));
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/dft.wgsl", float_subs(g, g.info(x).dtype, a.op));
   g.add_dispatch(pl,
-                 {Binding::of(y), Binding::of(g.uniform(p)), Binding::of(x),
+                 {Binding::of(y), g.uniform(p), Binding::of(x),
                   w.id >= 0 ? Binding::of(w) : optional_input(g, Value()), Binding::of(twiddle)},
                  grid_for(g, gpu::ceil_div(uint64_t(count), 256)), std::string(a.op), "dft");
   return y;

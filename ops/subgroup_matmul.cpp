@@ -124,15 +124,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     add("enable chromium_experimental_subgroup_matrix;");
     add("diagnostic(off, chromium.subgroup_matrix_uniformity);");
   }
-  add("struct Params { M: u32, N: u32, K: u32, tiles_n: u32, a_batch: u32, b_batch: u32, c_batch: u32,");
-  add("  bias_batch: u32, bias_sm: u32, bias_sn: u32, pad0: u32, pad1: u32, alpha: f32, beta: f32,");
-  if (c.conv) {  // SubgroupConvParams
-    add("  lo: f32, hi: f32, in_h: u32, in_w: u32, in_hw: u32, chw: u32, out_w: u32, khw: u32, kw: u32, cpad0: u32,");
-    add("  stride_h: u32, stride_w: u32, top: u32, left: u32, dil_h: u32, dil_w: u32, span_h: u32, span_w: u32,");
-    add("  step_c: u32, step_y: u32, step_x: u32, cpad1: u32 }");
-  } else {
-    add("  lo: f32, hi: f32 }");
-  }
+  add(c.conv ? SubgroupConvParams::wgsl() : SubgroupMatmulParams::wgsl());
   const bool no_scratch = c.full_tiles;
   if (c.full_tiles && (c.bias || c.out_f16 || c.act != Activation::None || c.affine)) throw Error("the full-tile variant has no bias, activation or float16 output");
   if (uint32_t(c.act) > uint32_t(Activation::GeluTanh)) throw Error(fmt::format("invalid subgroup matmul activation {}", uint32_t(c.act)));
@@ -656,7 +648,7 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   params.lo = float(p.act.lo);
   params.hi = float(p.act.hi);
   const gpu::Pipeline& pl = timed_pipeline(g, cfg);
-  std::vector<Binding> bindings{Binding::of(p.a), Binding::of(p.b), Binding::of(p.out), Binding::of(g.uniform(params))};
+  std::vector<Binding> bindings{Binding::of(p.a), Binding::of(p.b), Binding::of(p.out), g.uniform(params)};
   if (cfg.bias) bindings.push_back(Binding::of(p.bias));
   if (cfg.affine) bindings.push_back(Binding::of(p.affine));
   g.add_dispatch(pl, std::move(bindings), gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(p.batch)},
@@ -708,11 +700,10 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   const uint64_t max_dim = g.ctx().limits().max_compute_workgroups_per_dimension;
   if (tiles_m > max_dim || tiles_n > max_dim || uint64_t(p.batch) > max_dim) return false;
   SubgroupConvParams params{};
-  SubgroupMatmulParams& q = params.gemm;
-  q.M = uint32_t(M), q.N = uint32_t(N), q.K = uint32_t(K), q.tiles_n = uint32_t(tiles_n);
-  q.a_batch = 0, q.b_batch = uint32_t(p.cin * p.h * p.w_in), q.c_batch = uint32_t(M * N);
-  q.bias_batch = 0, q.bias_sm = 1, q.bias_sn = 0;
-  q.alpha = 1, q.beta = 1, q.lo = float(p.act.lo), q.hi = float(p.act.hi);
+  params.M = uint32_t(M), params.N = uint32_t(N), params.K = uint32_t(K), params.tiles_n = uint32_t(tiles_n);
+  params.a_batch = 0, params.b_batch = uint32_t(p.cin * p.h * p.w_in), params.c_batch = uint32_t(M * N);
+  params.bias_batch = 0, params.bias_sm = 1, params.bias_sn = 0;
+  params.alpha = 1, params.beta = 1, params.lo = float(p.act.lo), params.hi = float(p.act.hi);
   params.in_h = uint32_t(p.h), params.in_w = uint32_t(p.w_in), params.in_hw = uint32_t(p.h * p.w_in);
   params.chw = uint32_t(p.cin * p.h * p.w_in);
   params.out_w = uint32_t(p.ow), params.khw = uint32_t(p.kh * p.kw), params.kw = uint32_t(p.kw);
@@ -727,7 +718,7 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   params.step_y = uint32_t((step / p.kw % p.kh) * p.dil_h);
   params.step_c = uint32_t(step / (p.kh * p.kw) * p.h * p.w_in);
   const gpu::Pipeline& pl = timed_pipeline(g, cfg);
-  std::vector<Binding> bindings{Binding::of(p.w), Binding::of(p.x), Binding::of(p.out), Binding::of(g.uniform(params))};
+  std::vector<Binding> bindings{Binding::of(p.w), Binding::of(p.x), Binding::of(p.out), g.uniform(params)};
   if (cfg.bias) bindings.push_back(Binding::of(p.bias));
   if (cfg.affine) bindings.push_back(Binding::of(p.affine));
   g.add_dispatch(pl, std::move(bindings), gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(p.batch)},

@@ -27,6 +27,7 @@
 
 #include "graph/graph.h"
 #include "ops/epilogue.h"
+#include "ops/uniforms.h"
 
 namespace wgnn::ops {
 
@@ -76,29 +77,34 @@ struct SubgroupMatmulConfig {
   std::string name() const;
 };
 
-// Uniform parameters of the kernel (binding 3).
-struct alignas(16) SubgroupMatmulParams {
-  uint32_t M, N, K, tiles_n;
-  uint32_t a_batch, b_batch, c_batch, bias_batch;  // element strides per batch (0: shared)
-  uint32_t bias_sm, bias_sn, pad0, pad1;
-  float alpha, beta, lo, hi;  // lo, hi: the clamp activation's bounds
-};
+// Uniform parameters of the kernel (binding 3), declared once
+// (ops/uniforms.h): the generated WGSL pastes SubgroupMatmulParams::wgsl()
+// or SubgroupConvParams::wgsl(). a_batch .. bias_batch: element strides per
+// batch (0: shared); lo, hi: the clamp activation's bounds; pad0 is 0 and
+// pad1 is not 0x7fffffff (the kernel's loop bounds and a store the compiler
+// must keep read them).
+#define WGNN_SUBGROUP_GEMM_FIELDS(F)                                                                         \
+  F(uint32_t, M) F(uint32_t, N) F(uint32_t, K) F(uint32_t, tiles_n) F(uint32_t, a_batch) F(uint32_t, b_batch) \
+      F(uint32_t, c_batch) F(uint32_t, bias_batch) F(uint32_t, bias_sm) F(uint32_t, bias_sn) F(uint32_t, pad0) \
+          F(uint32_t, pad1) F(float, alpha) F(float, beta) F(float, lo) F(float, hi)
+WGNN_UNIFORM(SubgroupMatmulParams, WGNN_SUBGROUP_GEMM_FIELDS);
 static_assert(sizeof(SubgroupMatmulParams) == 64);
 
 // The uniform of the convolution mode: the product's parameters (M = Co,
-// N = OH*OW, K = Ci*KH*KW, b_batch = Ci*H*W), then the convolution's.
+// N = OH*OW, K = Ci*KH*KW, b_batch = Ci*H*W), then the convolution's: the
+// input plane H, W, H*W and Ci*H*W; the output width, KH*KW and KW; strides
+// and begin pads; dilations and the kernel's spans (KH*dil_h, KW*dil_w);
+// and the fixed count of rows a thread's reduction rows advance by, as
+// (channels * H*W, rows of taps * dil_h, taps * dil_w) (config dependent).
 // Coordinates are u32 and wrap: a tap left of or above the image has a
 // huge unsigned coordinate, which the bounds checks reject.
-struct alignas(16) SubgroupConvParams {
-  SubgroupMatmulParams gemm;
-  uint32_t in_h, in_w, in_hw, chw;       // input plane H, W, H*W; Ci*H*W
-  uint32_t out_w, khw, kw, pad0;         // output width; KH*KW; KW
-  uint32_t stride_h, stride_w, top, left;  // strides; begin pads
-  uint32_t dil_h, dil_w, span_h, span_w;   // dilations; KH*dil_h, KW*dil_w
-  // A thread's reduction rows advance by a fixed count of rows (config
-  // dependent), as (channels * H*W, rows of taps * dil_h, taps * dil_w).
-  uint32_t step_c, step_y, step_x, pad1;
-};
+#define WGNN_SUBGROUP_CONV_FIELDS(F)                                                                          \
+  WGNN_SUBGROUP_GEMM_FIELDS(F)                                                                                \
+  F(uint32_t, in_h) F(uint32_t, in_w) F(uint32_t, in_hw) F(uint32_t, chw) F(uint32_t, out_w) F(uint32_t, khw)   \
+      F(uint32_t, kw) F(uint32_t, cpad0) F(uint32_t, stride_h) F(uint32_t, stride_w) F(uint32_t, top)           \
+          F(uint32_t, left) F(uint32_t, dil_h) F(uint32_t, dil_w) F(uint32_t, span_h) F(uint32_t, span_w)       \
+              F(uint32_t, step_c) F(uint32_t, step_y) F(uint32_t, step_x) F(uint32_t, cpad1)
+WGNN_UNIFORM(SubgroupConvParams, WGNN_SUBGROUP_CONV_FIELDS);
 static_assert(sizeof(SubgroupConvParams) == 144);
 static_assert(offsetof(SubgroupConvParams, in_h) == 64);
 

@@ -10,15 +10,13 @@
 #include <fmt/format.h>
 
 #include "ops/helpers.h"
+#include "ops/uniforms.h"
 #include "ops/layout.h"
 #include "ops/registry.h"
 
 namespace wgnn::ops {
 namespace {
 
-struct TopkParams {
-  uint32_t rows_or_count, n, inner, k, largest, pad[3];
-};
 
 Value topk(Graph& g, const ValueList& args) {
   Args a{"aten.topk.default", args, g};
@@ -61,12 +59,12 @@ Value topk(Graph& g, const ValueList& args) {
   a.require_fits_binding(values, "the result");
   TopkParams p{uint32_t(rows), uint32_t(n), uint32_t(inner), uint32_t(k), largest ? 1u : 0u, {}};
   g.add_dispatch(kernel(g, "ops/kernels/topk_select.wgsl", subs, consts),
-                 {Binding::of(sel), Binding::of(g.uniform(p)), Binding::of(x)}, grid_for(g, uint64_t(rows)),
+                 {Binding::of(sel), g.uniform(p), Binding::of(x)}, grid_for(g, uint64_t(rows)),
                  std::string(a.op), "topk_select");
   TopkParams q = p;
   q.rows_or_count = uint32_t(rows * k);
   g.add_dispatch(kernel(g, "ops/kernels/topk_sort.wgsl", subs, consts),
-                 {Binding::of(values), Binding::of(indices), Binding::of(g.uniform(q)), Binding::of(x),
+                 {Binding::of(values), Binding::of(indices), g.uniform(q), Binding::of(x),
                   Binding::of(sel)},
                  grid_for(g, gpu::ceil_div(uint64_t(rows * k), 256)), std::string(a.op), "topk_sort");
   return ValueList{values, indices};

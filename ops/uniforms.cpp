@@ -11,9 +11,11 @@ std::string declare(std::string_view cpp_name, size_t cpp_size, const std::vecto
   std::string s = "struct Params {\n";
   size_t offset = 0;
   for (const Field& f : fields) {
-    // Scalars of 4 bytes: aligned to 4 in WGSL's uniform layout.
-    offset = (offset + 3) / 4 * 4;
-    if (f.offset != offset || f.size != 4) {
+    // WGSL's uniform layout: 4-byte scalars aligned to 4; vec4 and arrays
+    // of vec4 (16 and 32 bytes) aligned to 16.
+    const size_t align = f.size == 4 ? 4 : 16;
+    offset = (offset + align - 1) / align * align;
+    if (f.offset != offset || (f.size != 4 && f.size != 16 && f.size != 32)) {
       throw Error(fmt::format("uniform struct {}: field '{}' is at byte {} in C++ but {} in WGSL", cpp_name, f.name,
                               f.offset, offset));
     }
@@ -50,6 +52,31 @@ const std::vector<KernelUniform>& kernel_uniforms() {
       {"ops/kernels/unique_first.wgsl", &UniqueParams::wgsl},
       {"ops/kernels/nms.wgsl", &NmsParams::wgsl},
       {"ops/kernels/nms_write.wgsl", &NmsParams::wgsl},
+      {"ops/kernels/matmul.wgsl", &MatmulParams::wgsl},
+      {"ops/kernels/binary.wgsl", &BinaryParams::wgsl},
+      {"ops/kernels/conv.wgsl", &ConvParams::wgsl},
+      {"ops/kernels/conv_splitk.wgsl", &SplitKParams::wgsl},
+      {"ops/kernels/conv_depthwise.wgsl", &DepthwiseParams::wgsl},
+      {"ops/kernels/pool.wgsl", &PoolParams::wgsl},
+      {"ops/kernels/copy.wgsl", &CopyParams::wgsl},
+      {"ops/kernels/index.wgsl", &IndexParams::wgsl},
+      {"ops/kernels/reduce.wgsl", &ReduceParams::wgsl},
+      {"ops/kernels/gather_nd.wgsl", &GatherNdParams::wgsl},
+      {"ops/kernels/scatter.wgsl", &ScatterParams::wgsl},
+      {"ops/kernels/cumsum.wgsl", &CumsumParams::wgsl},
+      {"ops/kernels/grid_sample.wgsl", &GridSampleParams::wgsl},
+      {"ops/kernels/topk_select.wgsl", &TopkParams::wgsl},
+      {"ops/kernels/topk_sort.wgsl", &TopkParams::wgsl},
+      {"ops/kernels/quantize.wgsl", &QdqParams::wgsl},
+      {"ops/kernels/qside.wgsl", &SideParams::wgsl},
+      {"ops/kernels/matmul_integer.wgsl", &MatmulIntParams::wgsl},
+      {"ops/kernels/matmul_integer_dot4.wgsl", &MatmulIntParams::wgsl},
+      {"ops/kernels/conv_integer.wgsl", &ConvIntParams::wgsl},
+      {"ops/kernels/conv_integer_tiled.wgsl", &ConvIntTiledParams::wgsl},
+      {"ops/kernels/attention.wgsl", &AttentionParams::wgsl},
+      {"ops/kernels/resize.wgsl", &ResizeParams::wgsl},
+      {"ops/kernels/recurrent.wgsl", &RecurrentParams::wgsl},
+      {"ops/kernels/matmul_qweight.wgsl", &MatmulQWeightParams::wgsl},
   };
   return list;
 }

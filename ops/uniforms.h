@@ -7,12 +7,24 @@
 // lays the fields out by WGSL's rules and throws if C++ placed one
 // elsewhere (tests/ops/uniforms_test checks every registered struct).
 //
-// Field types: uint32_t (u32), int32_t (i32), float (f32).
+// Field types: uint32_t (u32), int32_t (i32), float (f32); U32x4 and I32x4
+// (vec4<u32>, vec4<i32>), Dims (ops/layout.h: eight u32, a shape or
+// strides of rank <= 8, array<vec4<u32>, 2>) and F32x8 (array<vec4<f32>,
+// 2>), each aligned to 16 bytes.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "ops/layout.h"
+
+namespace wgnn::ops {
+struct alignas(16) U32x4 : std::array<uint32_t, 4> {};
+struct alignas(16) I32x4 : std::array<int32_t, 4> {};
+struct alignas(16) F32x8 : std::array<float, 8> {};  // array<vec4<f32>, 2>
+}  // namespace wgnn::ops
 
 namespace wgnn::ops::uniform {
 
@@ -29,6 +41,22 @@ struct Wgsl<int32_t> {
 template <>
 struct Wgsl<float> {
   static constexpr const char* name = "f32";
+};
+template <>
+struct Wgsl<U32x4> {
+  static constexpr const char* name = "vec4<u32>";
+};
+template <>
+struct Wgsl<I32x4> {
+  static constexpr const char* name = "vec4<i32>";
+};
+template <>
+struct Wgsl<F32x8> {
+  static constexpr const char* name = "array<vec4<f32>, 2>";
+};
+template <>
+struct Wgsl<Dims> {
+  static constexpr const char* name = "array<vec4<u32>, 2>";
 };
 
 struct Field {
@@ -146,6 +174,175 @@ WGNN_UNIFORM(UniqueParams, WGNN_UNIQUE_PARAMS);
       F(float, score_threshold) F(uint32_t, has_score_threshold) F(uint32_t, center_point_box)                 \
           F(uint32_t, found) F(uint32_t, _p0) F(uint32_t, _p1) F(uint32_t, _p2)
 WGNN_UNIFORM(NmsParams, WGNN_NMS_PARAMS);
+
+// kernels/matmul.wgsl: out[b] = alpha * op(A[b]) @ op(B[b]) + beta * bias[b]
+// over `rank` batch dims of `shape`, with each operand's batch strides.
+#define WGNN_MATMUL_PARAMS(F)                                                                               \
+  F(uint32_t, M) F(uint32_t, N) F(uint32_t, K) F(uint32_t, batch) F(uint32_t, tiles_m) F(uint32_t, tiles_n)   \
+      F(uint32_t, lda) F(uint32_t, ldb) F(uint32_t, bias_sm) F(uint32_t, bias_sn) F(uint32_t, rank)           \
+          F(uint32_t, _p0) F(float, alpha) F(float, beta) F(uint32_t, _p1) F(uint32_t, _p2) F(Dims, shape)    \
+              F(Dims, sa) F(Dims, sb) F(Dims, sc)
+WGNN_UNIFORM(MatmulParams, WGNN_MATMUL_PARAMS);
+
+// kernels/binary.wgsl: count vec4 groups of numel outputs over `rank` dims
+// of `shape`; sa, sb, sc the inputs' strides at the output's indices.
+#define WGNN_BINARY_PARAMS(F)                                                                              \
+  F(uint32_t, count) F(uint32_t, numel) F(uint32_t, rank) F(int32_t, ialpha) F(float, falpha)              \
+      F(uint32_t, check_slot) F(uint32_t, _p1) F(uint32_t, _p2) F(Dims, shape) F(Dims, sa) F(Dims, sb)     \
+          F(Dims, sc)
+WGNN_UNIFORM(BinaryParams, WGNN_BINARY_PARAMS);
+
+// kernels/conv.wgsl: the implicit GEMM per group (ops/conv.cpp), M = cout_g
+// rows, npix columns, kred reduction steps; dims d, h, w in vec4 order.
+#define WGNN_CONV_PARAMS(F)                                                                                  \
+  F(uint32_t, cin) F(uint32_t, cout) F(uint32_t, cin_g) F(uint32_t, cout_g) F(uint32_t, kred) F(uint32_t, kvol) \
+      F(uint32_t, npix) F(uint32_t, has_bias) F(uint32_t, in_d) F(uint32_t, in_h) F(uint32_t, in_w)            \
+          F(uint32_t, in_vol) F(uint32_t, out_d) F(uint32_t, out_h) F(uint32_t, out_w) F(uint32_t, out_vol)    \
+              F(I32x4, stride) F(I32x4, pad) F(uint32_t, mtiles) F(uint32_t, ntiles) F(uint32_t, tiles)        \
+                  F(uint32_t, groups) F(uint32_t, kchunk) F(uint32_t, _p0) F(uint32_t, _p1) F(uint32_t, _p2)
+WGNN_UNIFORM(ConvParams, WGNN_CONV_PARAMS);
+
+// kernels/conv_splitk.wgsl: adds `splits` partial sums of count outputs.
+#define WGNN_SPLITK_PARAMS(F)                                                                                \
+  F(uint32_t, count) F(uint32_t, cout) F(uint32_t, out_vol) F(uint32_t, npix) F(uint32_t, splits)             \
+      F(uint32_t, has_bias) F(uint32_t, _p0) F(uint32_t, _p1)
+WGNN_UNIFORM(SplitKParams, WGNN_SPLITK_PARAMS);
+
+// kernels/conv_depthwise.wgsl: one input channel per group, mult outputs each.
+#define WGNN_DEPTHWISE_PARAMS(F)                                                                             \
+  F(uint32_t, count) F(uint32_t, cout) F(uint32_t, mult) F(uint32_t, has_bias) F(uint32_t, in_d)              \
+      F(uint32_t, in_h) F(uint32_t, in_w) F(uint32_t, in_vol) F(uint32_t, out_d) F(uint32_t, out_h)            \
+          F(uint32_t, out_w) F(uint32_t, out_vol) F(uint32_t, k_d) F(uint32_t, k_h) F(uint32_t, k_w)           \
+              F(uint32_t, kvol) F(I32x4, stride) F(I32x4, pad) F(I32x4, dil)
+WGNN_UNIFORM(DepthwiseParams, WGNN_DEPTHWISE_PARAMS);
+
+// kernels/pool.wgsl: one thread per output; dims d, h, w (in_dims[3]: volume).
+#define WGNN_POOL_PARAMS(F)                                                                                  \
+  F(uint32_t, count) F(uint32_t, divisor_override) F(uint32_t, count_include_pad) F(uint32_t, idx_plane)      \
+      F(uint32_t, idx_col_major) F(uint32_t, _p0) F(uint32_t, _p1) F(uint32_t, _p2) F(U32x4, in_dims)          \
+          F(U32x4, out_dims) F(I32x4, kernel) F(I32x4, stride) F(I32x4, pad_begin) F(I32x4, pad_end)            \
+              F(I32x4, dil)
+WGNN_UNIFORM(PoolParams, WGNN_POOL_PARAMS);
+
+// kernels/copy.wgsl (ops/movement.cpp): a strided copy over an iteration shape of `rank` dims.
+#define WGNN_COPY_PARAMS(F) \
+  F(uint32_t, count) F(uint32_t, rank) F(uint32_t, dst_base) F(uint32_t, src_base) F(Dims, shape) \
+      F(Dims, dst_stride) F(Dims, src_stride) F(Dims, lo) F(Dims, in_dim)
+WGNN_UNIFORM(CopyParams, WGNN_COPY_PARAMS);
+
+// kernels/index.wgsl (ops/movement.cpp): a read through an index along `dim`.
+#define WGNN_INDEX_PARAMS(F) \
+  F(uint32_t, count) F(uint32_t, rank) F(uint32_t, dim) F(uint32_t, dim_size) F(uint32_t, check_slot) \
+      F(uint32_t, _p0) F(uint32_t, _p1) F(uint32_t, _p2) F(Dims, shape) F(Dims, src_stride) \
+      F(uint32_t, first) F(uint32_t, row_lo) F(uint32_t, row_hi) F(uint32_t, _pad)
+WGNN_UNIFORM(IndexParams, WGNN_INDEX_PARAMS);
+
+// kernels/reduce.wgsl: rows outputs of count reduced elements each, in segs segments.
+#define WGNN_REDUCE_PARAMS(F) \
+  F(uint32_t, rows) F(uint32_t, count) F(float, scale) F(uint32_t, kept_rank) F(uint32_t, red_rank) \
+      F(uint32_t, segs) F(uint32_t, seg_len) F(uint32_t, _pad) F(Dims, kept_shape) F(Dims, kept_stride) \
+      F(Dims, red_shape) F(Dims, red_stride)
+WGNN_UNIFORM(ReduceParams, WGNN_REDUCE_PARAMS);
+
+// kernels/gather_nd.wgsl (ops/scatter.cpp).
+#define WGNN_GATHER_ND_PARAMS(F) \
+  F(uint32_t, count) F(uint32_t, q) F(uint32_t, slice) F(uint32_t, check_slot) F(uint32_t, per_batch) \
+      F(uint32_t, batch_stride) F(uint32_t, _p0) F(uint32_t, _p1) F(Dims, dims) F(Dims, strides)
+WGNN_UNIFORM(GatherNdParams, WGNN_GATHER_ND_PARAMS);
+
+// kernels/scatter.wgsl (ops/scatter.cpp): ScatterND and ScatterElements.
+#define WGNN_SCATTER_PARAMS(F) \
+  F(uint32_t, count) F(uint32_t, q) F(uint32_t, slice) F(uint32_t, check_slot) F(Dims, dims) \
+      F(Dims, strides) F(Dims, ushape)
+WGNN_UNIFORM(ScatterParams, WGNN_SCATTER_PARAMS);
+
+// kernels/cumsum.wgsl: cols columns of n values, inner apart.
+#define WGNN_CUMSUM_PARAMS(F) \
+  F(uint32_t, cols) F(uint32_t, n) F(uint32_t, inner) F(uint32_t, exclusive) F(uint32_t, reverse) \
+      F(uint32_t, _p0) F(uint32_t, _p1) F(uint32_t, _p2)
+WGNN_UNIFORM(CumsumParams, WGNN_CUMSUM_PARAMS);
+
+// kernels/grid_sample.wgsl: count outputs of C planes, H x W in, OH x OW out.
+#define WGNN_GRID_SAMPLE_PARAMS(F) \
+  F(uint32_t, count) F(uint32_t, C) F(uint32_t, H) F(uint32_t, W) F(uint32_t, OH) F(uint32_t, OW) \
+      F(uint32_t, align) F(uint32_t, _p0)
+WGNN_UNIFORM(GridSampleParams, WGNN_GRID_SAMPLE_PARAMS);
+
+// kernels/topk_select.wgsl (rows_or_count: the rows) and topk_sort.wgsl (rows * k).
+#define WGNN_TOPK_PARAMS(F) \
+  F(uint32_t, rows_or_count) F(uint32_t, n) F(uint32_t, inner) F(uint32_t, k) F(uint32_t, largest) \
+      F(uint32_t, _p0) F(uint32_t, _p1) F(uint32_t, _p2)
+WGNN_UNIFORM(TopkParams, WGNN_TOPK_PARAMS);
+
+// kernels/quantize.wgsl (ops/quantized.cpp): mode 0 per tensor, 1 per axis, 2 blocked.
+#define WGNN_QDQ_PARAMS(F) \
+  F(uint32_t, count) F(uint32_t, inner) F(uint32_t, dim) F(uint32_t, block) F(uint32_t, sdim) \
+      F(uint32_t, mode) F(uint32_t, has_zp) F(int32_t, qmin) F(int32_t, qmax) F(uint32_t, _p0) \
+      F(uint32_t, _p1) F(uint32_t, _p2)
+WGNN_UNIFORM(QdqParams, WGNN_QDQ_PARAMS);
+
+// kernels/qside.wgsl: the requantization side buffer's parts.
+#define WGNN_SIDE_PARAMS(F) \
+  F(uint32_t, nsa) F(uint32_t, nsb) F(uint32_t, nbias) F(uint32_t, total)
+WGNN_UNIFORM(SideParams, WGNN_SIDE_PARAMS);
+
+// kernels/matmul_integer.wgsl and matmul_integer_dot4.wgsl.
+#define WGNN_MATMUL_INT_PARAMS(F) \
+  F(uint32_t, M) F(uint32_t, N) F(uint32_t, K) F(uint32_t, batch) F(uint32_t, a_bstride) \
+      F(uint32_t, b_bstride) F(uint32_t, a_zp_rows) F(uint32_t, b_zp_cols) F(uint32_t, tiles_m) \
+      F(uint32_t, tiles_n) F(uint32_t, a_s_rows) F(uint32_t, b_s_cols) F(int32_t, qmin) F(int32_t, qmax) \
+      F(uint32_t, off_sb) F(uint32_t, off_y)
+WGNN_UNIFORM(MatmulIntParams, WGNN_MATMUL_INT_PARAMS);
+
+// kernels/conv_integer.wgsl: the direct integer convolution (also the tiled one's geometry).
+#define WGNN_CONV_INT_PARAMS(F) \
+  F(uint32_t, count) F(uint32_t, C) F(uint32_t, D) F(uint32_t, H) F(uint32_t, W) F(uint32_t, Co) \
+      F(uint32_t, OD) F(uint32_t, OH) F(uint32_t, OW) F(uint32_t, KD) F(uint32_t, KH) F(uint32_t, KW) \
+      F(uint32_t, sd) F(uint32_t, sh) F(uint32_t, sw) F(int32_t, pd) F(int32_t, ph) F(int32_t, pw) \
+      F(uint32_t, dd) F(uint32_t, dh) F(uint32_t, dw) F(uint32_t, cin_g) F(uint32_t, cout_g) \
+      F(uint32_t, w_zp_chan) F(uint32_t, w_s_chan) F(uint32_t, has_bias) F(int32_t, qmin) F(int32_t, qmax) \
+      F(uint32_t, off_sb) F(uint32_t, off_y) F(uint32_t, _p0) F(uint32_t, _p1)
+WGNN_UNIFORM(ConvIntParams, WGNN_CONV_INT_PARAMS);
+
+// kernels/conv_integer_tiled.wgsl: the implicit GEMM per group.
+#define WGNN_CONV_INT_TILED_PARAMS(F) \
+  F(uint32_t, cin) F(uint32_t, cout) F(uint32_t, cin_g) F(uint32_t, cout_g) F(uint32_t, kred) \
+      F(uint32_t, npix) F(uint32_t, in_d) F(uint32_t, in_h) F(uint32_t, in_w) F(uint32_t, in_vol) \
+      F(uint32_t, out_d) F(uint32_t, out_h) F(uint32_t, out_w) F(uint32_t, out_vol) F(uint32_t, sd) \
+      F(uint32_t, sh) F(uint32_t, sw) F(int32_t, pd) F(int32_t, ph) F(int32_t, pw) F(uint32_t, mtiles) \
+      F(uint32_t, ntiles) F(uint32_t, tiles) F(uint32_t, groups) F(uint32_t, w_zp_chan) \
+      F(uint32_t, w_s_chan) F(uint32_t, has_bias) F(int32_t, qmin) F(int32_t, qmax) F(uint32_t, off_sb) \
+      F(uint32_t, off_y) F(uint32_t, _p0)
+WGNN_UNIFORM(ConvIntTiledParams, WGNN_CONV_INT_TILED_PARAMS);
+
+// kernels/attention.wgsl (ops/attention.cpp): element offsets of q, k, v, mask and (b, h, l/s, d) strides.
+#define WGNN_ATTENTION_PARAMS(F) \
+  F(uint32_t, B) F(uint32_t, H) F(uint32_t, L) F(uint32_t, S) F(uint32_t, q_tiles) F(uint32_t, o_off) \
+      F(float, scale) F(uint32_t, splits) F(U32x4, offs) F(U32x4, qs) F(U32x4, ks) F(U32x4, vs) \
+      F(U32x4, ms) F(U32x4, os)
+WGNN_UNIFORM(AttentionParams, WGNN_ATTENTION_PARAMS);
+
+// kernels/resize.wgsl (ops/resize.cpp): up to two resampled dims per dispatch.
+#define WGNN_RESIZE_PARAMS(F) \
+  F(uint32_t, count) F(uint32_t, R) F(uint32_t, OW) F(uint32_t, Q) F(uint32_t, OH) F(uint32_t, IW) \
+      F(uint32_t, IH) F(uint32_t, TH) F(uint32_t, TW) F(uint32_t, w_base) F(float, fill) F(uint32_t, _pad)
+WGNN_UNIFORM(ResizeParams, WGNN_RESIZE_PARAMS);
+
+// kernels/matmul_qweight.wgsl: q0..q5 the weight function's parameters
+// (ops/quantized.cpp: each weight format says what they hold).
+#define WGNN_MATMUL_QWEIGHT_PARAMS(F) \
+  F(uint32_t, M) F(uint32_t, N) F(uint32_t, K) F(uint32_t, tiles_m) F(uint32_t, tiles_n) F(uint32_t, has_bias) \
+      F(uint32_t, q0) F(uint32_t, q1) F(uint32_t, q2) F(uint32_t, q3) F(uint32_t, q4) F(uint32_t, q5)
+WGNN_UNIFORM(MatmulQWeightParams, WGNN_MATMUL_QWEIGHT_PARAMS);
+
+// kernels/recurrent.wgsl (ops/recurrent.cpp): acts, alpha and beta hold
+// direction d's activation k (f, g, h) at d * 4 + k.
+#define WGNN_RECURRENT_PARAMS(F) \
+  F(uint32_t, T) F(uint32_t, B) F(uint32_t, H) F(uint32_t, D) F(uint32_t, kind) F(uint32_t, flags) F(uint32_t, s) \
+      F(uint32_t, rev) F(float, clip) F(uint32_t, off_rb) F(uint32_t, off_p) F(uint32_t, off_h0) \
+          F(uint32_t, off_c0) F(uint32_t, pad0) F(uint32_t, pad1) F(uint32_t, pad2) F(Dims, acts) F(F32x8, alpha) \
+              F(F32x8, beta)
+WGNN_UNIFORM(RecurrentParams, WGNN_RECURRENT_PARAMS);
 
 struct KernelUniform {
   const char* kernel;  // "ops/kernels/NAME.wgsl"

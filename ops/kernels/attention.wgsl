@@ -51,22 +51,7 @@ override V_VEC: bool = false;
 override K_KEYS: bool = false;
 override V_KEYS: bool = false;
 
-struct Params {
-  B: u32,
-  H: u32,
-  L: u32,
-  S: u32,
-  q_tiles: u32,
-  o_off: u32,
-  scale: f32,
-  splits: u32,      // KS, as a loop bound that is not a constant (see the merge)
-  offs: vec4<u32>,  // element offsets of q, k, v, mask
-  qs: vec4<u32>,    // strides (b, h, l, d)
-  ks: vec4<u32>,    // (b, h, s, d)
-  vs: vec4<u32>,    // (b, h, s, d)
-  ms: vec4<u32>,    // (b, h, l, s)
-  os: vec4<u32>,    // (b, h, l, d) in O
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> out: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -17,20 +17,7 @@
 // bound to a dummy buffer in mode 1.
 {{ENABLE}}
 
-struct Params {
-  count: u32,  // output vec4 groups
-  numel: u32,  // output elements
-  rank: u32,   // dims of `shape` (after merging dims that need no decode)
-  ialpha: i32,
-  falpha: f32,
-  check_slot: u32,  // the slot report() sets (ops/helpers.h check_subs)
-  _p1: u32,
-  _p2: u32,
-  shape: array<vec4<u32>, 2>,
-  sa: array<vec4<u32>, 2>,  // element strides of in_a at the output's indices
-  sb: array<vec4<u32>, 2>,
-  sc: array<vec4<u32>, 2>,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> out: array<vec4<{{O}}>>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -45,34 +45,7 @@ override SPLITK: bool = false;
 
 const WG: u32 = 256u;
 
-struct Params {
-  cin: u32,
-  cout: u32,
-  cin_g: u32,
-  cout_g: u32,
-  kred: u32,     // cin_g * kvol: the reduction length
-  kvol: u32,
-  npix: u32,     // n * out_vol: GEMM columns
-  has_bias: u32,
-  in_d: u32,
-  in_h: u32,
-  in_w: u32,
-  in_vol: u32,
-  out_d: u32,
-  out_h: u32,
-  out_w: u32,
-  out_vol: u32,
-  stride: vec4<i32>,  // d, h, w, -
-  pad: vec4<i32>,     // begin pads d, h, w, -
-  mtiles: u32,
-  ntiles: u32,
-  tiles: u32,         // splits * groups * mtiles * ntiles
-  groups: u32,
-  kchunk: u32,        // reduction range per split (a multiple of TK)
-  _p0: u32,
-  _p1: u32,
-  _p2: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<{{O}}>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -7,27 +7,7 @@
 //   y[n, co, o] = bias[co] + sum_k w[co, 0, k] * x[n, co / mult, o * stride - pad + k * dil]
 {{ENABLE}}
 
-struct Params {
-  count: u32,  // output elements
-  cout: u32,
-  mult: u32,   // C_out / C_in
-  has_bias: u32,
-  in_d: u32,
-  in_h: u32,
-  in_w: u32,
-  in_vol: u32,
-  out_d: u32,
-  out_h: u32,
-  out_w: u32,
-  out_vol: u32,
-  k_d: u32,
-  k_h: u32,
-  k_w: u32,
-  kvol: u32,
-  stride: vec4<i32>,
-  pad: vec4<i32>,
-  dil: vec4<i32>,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -10,26 +10,7 @@
 // the scales, y_zp and the bias packed in `side` (kernels/qside.wgsl).
 {{ENABLE}}
 
-struct Params {
-  count: u32,
-  C: u32, D: u32, H: u32, W: u32,
-  Co: u32, OD: u32, OH: u32, OW: u32,
-  KD: u32, KH: u32, KW: u32,
-  sd: u32, sh: u32, sw: u32,
-  pd: i32, ph: i32, pw: i32,
-  dd: u32, dh: u32, dw: u32,
-  cin_g: u32,      // input channels per group
-  cout_g: u32,     // output channels per group
-  w_zp_chan: u32,  // 1: w_zp per output channel
-  w_s_chan: u32,   // 1: w_scale per output channel (requantize)
-  has_bias: u32,
-  qmin: i32,
-  qmax: i32,
-  off_sb: u32,  // requantize: w_scale's offset in side
-  off_y: u32,   // requantize: y_scale's offset in side (y_zero_point, then the bias, next)
-  _p0: u32,
-  _p1: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> dst: array<i32>;
 @group(0) @binding(1) var<uniform> params: Params;

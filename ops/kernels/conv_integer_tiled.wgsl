@@ -25,36 +25,7 @@ override TK: u32 = 16u;
 
 const WG: u32 = 256u;
 
-struct Params {
-  cin: u32,
-  cout: u32,
-  cin_g: u32,
-  cout_g: u32,
-  kred: u32,     // cin_g * kernel volume: the reduction length
-  npix: u32,     // n * out_vol: GEMM columns
-  in_d: u32,
-  in_h: u32,
-  in_w: u32,
-  in_vol: u32,
-  out_d: u32,
-  out_h: u32,
-  out_w: u32,
-  out_vol: u32,
-  sd: u32, sh: u32, sw: u32,
-  pd: i32, ph: i32, pw: i32,
-  mtiles: u32,
-  ntiles: u32,
-  tiles: u32,    // groups * mtiles * ntiles
-  groups: u32,
-  w_zp_chan: u32,  // 1: w_zp per output channel
-  w_s_chan: u32,   // 1: w_scale per output channel (requantize)
-  has_bias: u32,
-  qmin: i32,
-  qmax: i32,
-  off_sb: u32,  // requantize: w_scale's offset in side
-  off_y: u32,   // requantize: y_scale's offset in side (y_zero_point, then the bias, next)
-  _p0: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> dst: array<i32>;
 @group(0) @binding(1) var<uniform> params: Params;

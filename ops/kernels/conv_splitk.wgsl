@@ -5,16 +5,7 @@
 // and the activation.
 {{ENABLE}}
 
-struct Params {
-  count: u32,  // output elements
-  cout: u32,
-  out_vol: u32,
-  npix: u32,   // n * out_vol
-  splits: u32,
-  has_bias: u32,
-  _p0: u32,
-  _p1: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

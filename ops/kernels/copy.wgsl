@@ -19,17 +19,7 @@
 override MODE: u32 = 0u;
 const WG: u32 = 256u;
 
-struct Params {
-  count: u32,     // elements of the iteration shape
-  rank: u32,
-  dst_base: u32,
-  src_base: u32,
-  shape: array<vec4<u32>, 2>,
-  dst_stride: array<vec4<u32>, 2>,
-  src_stride: array<vec4<u32>, 2>,  // i32 bit patterns
-  lo: array<vec4<u32>, 2>,          // i32 bit patterns (pad modes)
-  in_dim: array<vec4<u32>, 2>,      // wrap and pad modes
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> dst: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -6,16 +6,7 @@
 
 const WG: u32 = 256u;
 
-struct Params {
-  cols: u32,
-  n: u32,
-  inner: u32,
-  exclusive: u32,
-  reverse: u32,
-  _p0: u32,
-  _p1: u32,
-  _p2: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> dst: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

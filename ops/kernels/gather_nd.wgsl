@@ -9,18 +9,7 @@
 
 const WG: u32 = 256u;
 
-struct Params {
-  count: u32,
-  q: u32,
-  slice: u32,
-  check_slot: u32,
-  per_batch: u32,     // index tuples per batch element
-  batch_stride: u32,  // src elements per batch element
-  _p0: u32,
-  _p1: u32,
-  dims: array<vec4<u32>, 2>,     // the indexed dims
-  strides: array<vec4<u32>, 2>,  // their strides within a batch element
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> dst: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -16,16 +16,7 @@ override MODE: u32 = 0u;
 override PAD: u32 = 0u;  // 0 zeros, 1 border, 2 reflection
 const WG: u32 = 256u;
 
-struct Params {
-  count: u32,
-  C: u32,
-  H: u32,
-  W: u32,
-  OH: u32,
-  OW: u32,
-  align: u32,
-  _p0: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -22,22 +22,7 @@
 override ELEMENTS: bool = false;
 const WG: u32 = 256u;
 
-struct Params {
-  count: u32,     // output elements
-  rank: u32,
-  dim: u32,
-  dim_size: u32,  // src's size along dim (>= 1)
-  check_slot: u32,  // the slot report() sets
-  _p0: u32,
-  _p1: u32,
-  _p2: u32,
-  shape: array<vec4<u32>, 2>,       // output shape
-  src_stride: array<vec4<u32>, 2>,  // src's contiguous strides
-  first: u32,
-  row_lo: u32,
-  row_hi: u32,
-  _pad: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> dst: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -45,28 +45,7 @@ override HAS_BIAS: bool = false;
 // device-defined value.
 override F16_OUT: bool = false;  // inf_bits: lib/math.wgsl
 
-struct Params {
-  M: u32,
-  N: u32,
-  K: u32,
-  batch: u32,
-  tiles_m: u32,
-  tiles_n: u32,
-  lda: u32,
-  ldb: u32,
-  bias_sm: u32,  // bias element strides at (m, n)
-  bias_sn: u32,
-  rank: u32,     // batch dims in `shape`
-  _p0: u32,
-  alpha: f32,
-  beta: f32,
-  _p1: u32,
-  _p2: u32,
-  shape: array<vec4<u32>, 2>,
-  sa: array<vec4<u32>, 2>,
-  sb: array<vec4<u32>, 2>,
-  sc: array<vec4<u32>, 2>,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> out: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -11,24 +11,7 @@
 // scales and y_zp packed in `side` (kernels/qside.wgsl).
 {{ENABLE}}
 
-struct Params {
-  M: u32,
-  N: u32,
-  K: u32,
-  batch: u32,
-  a_bstride: u32,
-  b_bstride: u32,
-  a_zp_rows: u32,   // 1: a_zp per row, 0: one value
-  b_zp_cols: u32,   // 1: b_zp per column, 0: one value
-  tiles_m: u32,
-  tiles_n: u32,
-  a_s_rows: u32,    // 1: a_scale per row (requantize)
-  b_s_cols: u32,    // 1: b_scale per column (requantize)
-  qmin: i32,
-  qmax: i32,
-  off_sb: u32,      // requantize: b_scale's offset in side
-  off_y: u32,       // requantize: y_scale's offset in side (y_zero_point next)
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> dst: array<i32>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -11,24 +11,7 @@
 requires packed_4x8_integer_dot_product;
 {{ENABLE}}
 
-struct Params {
-  M: u32,
-  N: u32,
-  K: u32,
-  batch: u32,
-  a_bstride: u32,
-  b_bstride: u32,
-  a_zp_rows: u32,
-  b_zp_cols: u32,
-  tiles_m: u32,
-  tiles_n: u32,
-  a_s_rows: u32,
-  b_s_cols: u32,
-  qmin: i32,
-  qmax: i32,
-  off_sb: u32,
-  off_y: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> dst: array<i32>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -16,20 +16,7 @@
 // of two).
 {{ENABLE}}
 
-struct Params {
-  M: u32,
-  N: u32,
-  K: u32,
-  tiles_m: u32,
-  tiles_n: u32,
-  has_bias: u32,
-  q0: u32,
-  q1: u32,
-  q2: u32,
-  q3: u32,
-  q4: u32,
-  q5: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> dst: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

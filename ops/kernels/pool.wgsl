@@ -25,23 +25,7 @@ override IS_FLOAT: bool = true;
 override EMPTY: f32 = 0.0;
 const WG: u32 = 256u;
 
-struct Params {
-  count: u32,            // output elements
-  divisor_override: u32,
-  count_include_pad: u32,
-  idx_plane: u32,        // added to the argmax per (n, c) plane
-  idx_col_major: u32,
-  _p0: u32,
-  _p1: u32,
-  _p2: u32,
-  in_dims: vec4<u32>,    // d, h, w, volume
-  out_dims: vec4<u32>,
-  kernel: vec4<i32>,
-  stride: vec4<i32>,
-  pad_begin: vec4<i32>,
-  pad_end: vec4<i32>,
-  dil: vec4<i32>,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -6,12 +6,7 @@
 // when they are constants (ops/quantized.cpp).
 {{ENABLE}}
 
-struct Params {
-  nsa: u32,
-  nsb: u32,
-  nbias: u32,
-  total: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> side: array<u32>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -14,20 +14,7 @@
 {{ENABLE}}
 {{include lib/quant.wgsl}}
 
-struct Params {
-  count: u32,
-  inner: u32,   // elements after the axis
-  dim: u32,     // the axis' size
-  block: u32,   // block size along the axis (blocked mode)
-  sdim: u32,    // the scale's size along the axis (blocked mode)
-  mode: u32,    // 0 per tensor, 1 per axis, 2 blocked
-  has_zp: u32,
-  qmin: i32,
-  qmax: i32,
-  _p0: u32,
-  _p1: u32,
-  _p2: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> dst: array<{{DST}}>;
 @group(0) @binding(1) var<uniform> params: Params;

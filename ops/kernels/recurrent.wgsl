@@ -24,27 +24,7 @@
 override PHASE: u32 = 1u;
 const WG: u32 = 64u;
 
-struct Params {
-  T: u32,
-  B: u32,
-  H: u32,
-  D: u32,
-  kind: u32,   // 0 RNN, 1 GRU, 2 LSTM
-  flags: u32,  // 1 seq, 2 h0, 4 c0, 8 P, 16 Rb, 32 linear_before_reset, 64 input_forget, 128 clip
-  s: u32,      // the step (entry point step)
-  rev: u32,    // bit d: direction d runs backwards
-  clip: f32,
-  off_rb: u32,
-  off_p: u32,
-  off_h0: u32,
-  off_c0: u32,
-  pad0: u32,
-  pad1: u32,
-  pad2: u32,
-  acts: array<vec4<u32>, 2>,   // per direction: f, g, h
-  alpha: array<vec4<f32>, 2>,
-  beta: array<vec4<f32>, 2>,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> state: array<{{T}}>;

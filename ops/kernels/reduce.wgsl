@@ -25,20 +25,7 @@ override INNER: bool = true;
 override LANES: u32 = 1u;
 const WG: u32 = 256u;
 
-struct Params {
-  rows: u32,       // outputs (of the kept dims)
-  count: u32,      // reduced elements per output
-  scale: f32,      // MEAN: 1 / count
-  kept_rank: u32,
-  red_rank: u32,
-  segs: u32,       // segments per output (a first pass of two; else 1)
-  seg_len: u32,    // reduced elements per segment (count when segs is 1)
-  _pad: u32,
-  kept_shape: array<vec4<u32>, 2>,
-  kept_stride: array<vec4<u32>, 2>,
-  red_shape: array<vec4<u32>, 2>,
-  red_stride: array<vec4<u32>, 2>,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<{{O}}>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -8,20 +8,7 @@
 // tf_crop_and_resize): the output is then `fill`.
 {{ENABLE}}
 
-struct Params {
-  count: u32,  // output elements
-  R: u32,
-  OW: u32,
-  Q: u32,
-  OH: u32,
-  IW: u32,
-  IH: u32,
-  TH: u32,
-  TW: u32,
-  w_base: u32,  // first column tap in `taps`
-  fill: f32,
-  _pad: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> out: array<{{T}}>;
 @group(0) @binding(1) var<uniform> params: Params;

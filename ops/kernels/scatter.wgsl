@@ -16,15 +16,7 @@ override ELEMENTS: bool = false;
 override KIND: u32 = 0u;
 const WG: u32 = 256u;
 
-struct Params {
-  count: u32,   // update elements
-  q: u32,       // ScatterND: the index tuple's length; ScatterElements: the rank
-  slice: u32,   // ScatterND: elements per slice; ScatterElements: the axis
-  check_slot: u32,
-  dims: array<vec4<u32>, 2>,     // dst's shape
-  strides: array<vec4<u32>, 2>,  // dst's contiguous strides
-  ushape: array<vec4<u32>, 2>,   // ScatterElements: the updates' shape
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> dst: array<atomic<u32>>;
 @group(0) @binding(1) var<uniform> params: Params;

@@ -16,16 +16,7 @@
 override INTS: bool = false;  // {{T}} is i32 (int32, int64 stored as int32)
 const WG: u32 = 256u;
 
-struct Params {
-  rows: u32,
-  n: u32,
-  inner: u32,
-  k: u32,
-  largest: u32,
-  _p0: u32,
-  _p1: u32,
-  _p2: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> sel: array<u32>;
 @group(0) @binding(1) var<uniform> params: Params;
@@ -63,7 +54,7 @@ fn wlast() -> u32 {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
   let row = wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y;
-  if (row >= params.rows) {
+  if (row >= params.rows_or_count) {
     return;
   }
   let n = params.n;

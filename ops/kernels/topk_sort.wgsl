@@ -9,16 +9,7 @@
 override INTS: bool = false;  // {{T}} is i32 (int32, int64 stored as int32)
 const WG: u32 = 256u;
 
-struct Params {
-  count: u32,  // rows * k
-  n: u32,
-  inner: u32,
-  k: u32,
-  largest: u32,
-  _p0: u32,
-  _p1: u32,
-  _p2: u32,
-}
+{{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> values: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> indices: array<i32>;
@@ -32,7 +23,7 @@ struct Params {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
   let g = (wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y) * WG + lid;
-  if (g >= params.count) {
+  if (g >= params.rows_or_count) {
     return;
   }
   let k = params.k;

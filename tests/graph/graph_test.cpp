@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "op_test_util.h"
+#include "ops/uniforms.h"
 
 using namespace wgnn;
 using namespace wgnn::test;
@@ -83,4 +84,37 @@ TEST(Graph, OutputViewKeepsItsRootOutOfThePool) {
   std::vector<double> ref(data.begin(), data.end());
   for (auto& r : ref) r = -r;
   EXPECT_TRUE(all_close(download(g, v), ref, 0, 0));
+}
+
+TEST(Graph, UniformsShareBuffersAndAreWrittenOnce) {
+  // 300 dispatches, each with its own parameters (y + alpha * x with a
+  // different alpha): their uniform blocks fill two buffers (16 KiB, then 64 KiB, at
+  // the device's offset alignment), written at prepare() with one queue
+  // write each, and every dispatch reads its own block.
+  Graph g(ctx());
+  constexpr int kOps = 300;
+  auto data = random_floats(8, -1, 1, 5);
+  TensorRef x = upload(g, {8}, data, DType::F32);
+  TensorRef y = x;
+  std::vector<double> ref(data.begin(), data.end());
+  for (int i = 0; i < kOps; ++i) {
+    const double alpha = (i % 7 - 3) / 8.0;  // exact in float
+    y = ops::call(g, "aten.add.Tensor", {y, x, alpha}).tensor();
+    for (size_t k = 0; k < ref.size(); ++k) ref[k] += alpha * double(data[k]);
+  }
+  g.mark_output(y);
+  // Each add's block: its BinaryParams (ops/uniforms.h) at the alignment.
+  const uint64_t align = std::max<uint64_t>(16, ctx().limits().min_uniform_buffer_offset_alignment);
+  const uint64_t block = (sizeof(ops::BinaryParams) + align - 1) / align * align;
+  const uint64_t first = ((16 << 10) - sizeof(ops::BinaryParams)) / block + 1;  // blocks in the first buffer
+  const uint64_t later = ((64 << 10) - sizeof(ops::BinaryParams)) / block + 1;
+  const uint64_t want = kOps <= first ? 1 : 1 + (kOps - first + later - 1) / later;
+  EXPECT_EQ(g.uniform_buffers(), want);
+  EXPECT_GE(want, 2u);
+  const gpu::CreationStats before = ctx().creation_stats();
+  g.prepare();
+  const gpu::CreationStats made = ctx().creation_stats() - before;
+  EXPECT_EQ(made.writes, g.uniform_buffers());
+  g.run();
+  EXPECT_TRUE(all_close(download(g, y), ref, 1e-5, 1e-5));
 }

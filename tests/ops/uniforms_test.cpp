@@ -3,11 +3,13 @@
 // and a struct that WGSL would lay out differently is refused.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <string>
 
 #include "error_of.h"
 #include "gpu/error.h"
 #include "gpu/shaders.h"
+#include "ops/subgroup_matmul.h"
 #include "ops/uniforms.h"
 
 namespace wgnn::test {
@@ -26,9 +28,22 @@ TEST(Uniforms, EveryRegisteredStructMatchesItsKernel) {
   }
   EXPECT_GE(n, 10u);
   for (const auto& [name, text] : gpu::embedded_shaders()) {
+    // A kernel with a uniform reads the struct declared once, never its own.
+    if (text.find("var<uniform>") != std::string_view::npos) {
+      EXPECT_NE(text.find("{{PARAMS}}"), std::string_view::npos) << name << " declares its uniform struct by hand";
+      EXPECT_EQ(text.find("struct Params"), std::string_view::npos) << name;
+    }
     if (text.find("{{PARAMS}}") == std::string_view::npos) continue;
     EXPECT_NO_THROW(ops::uniform_for(name)) << name;
   }
+  EXPECT_NE(ops::MatmulParams::wgsl().find("  shape: array<vec4<u32>, 2>,\n"), std::string::npos)
+      << ops::MatmulParams::wgsl();
+  EXPECT_NE(ops::ConvParams::wgsl().find("  stride: vec4<i32>,\n"), std::string::npos);
+  EXPECT_NE(ops::RecurrentParams::wgsl().find("  alpha: array<vec4<f32>, 2>,\n"), std::string::npos);
+  // The tensor-core GEMM's generated WGSL pastes these (no kernel file).
+  EXPECT_NO_THROW(ops::SubgroupMatmulParams::wgsl());
+  EXPECT_NE(ops::SubgroupConvParams::wgsl().find("  hi: f32,\n  in_h: u32,\n"), std::string::npos)
+      << ops::SubgroupConvParams::wgsl();
   EXPECT_NE(ops::LayerNormParams::wgsl().find("  width: f32,\n  eps: f32,\n"), std::string::npos)
       << ops::LayerNormParams::wgsl();
   EXPECT_NE(ops::TriluParams::wgsl().find("diagonal: i32"), std::string::npos);
@@ -36,6 +51,15 @@ TEST(Uniforms, EveryRegisteredStructMatchesItsKernel) {
 
 #define WGNN_TEST_SHORT(F) F(uint32_t, a) F(float, b)
 WGNN_UNIFORM(ShortParams, WGNN_TEST_SHORT);
+// A vec4 after one scalar: C++ aligns it to 16 as WGSL does, so both put
+// it at byte 16 (and the struct is 32 bytes in both).
+#define WGNN_TEST_VEC(F) F(uint32_t, a) F(ops::U32x4, v)
+WGNN_UNIFORM(VecParams, WGNN_TEST_VEC);
+
+TEST(Uniforms, VectorFieldsLieWhereWgslPutsThem) {
+  static_assert(offsetof(VecParams, v) == 16 && sizeof(VecParams) == 32);
+  EXPECT_EQ(VecParams::wgsl(), "struct Params {\n  a: u32,\n  v: vec4<u32>,\n}");
+}
 
 TEST(Uniforms, AStructWgslWouldLayOutDifferentlyIsAnError) {
   const std::string e = error_of([] { ShortParams::wgsl(); });
