@@ -21,6 +21,7 @@ rt = importlib.import_module(a.runtime)
 photo = Image.open(a.photo).convert("RGB").resize((a.size, a.size), Image.BILINEAR)
 x = ((np.asarray(photo, np.float32) - 128) / 256).transpose(2, 0, 1)[None].copy()
 session = rt.InferenceSession(a.model, providers=["CPUExecutionProvider"])
-matte = session.run(None, {session.get_inputs()[0].name: x})[0]
+# The matte only (ISNet's first output): the six side outputs are not read back.
+(matte,) = session.run([session.get_outputs()[0].name], {session.get_inputs()[0].name: x})
 np.save(a.out, matte)
 print(f"{a.runtime}: {session.get_outputs()[0].name} {matte.shape} {matte.dtype}, mean {matte.mean():.4f}")

@@ -43,6 +43,27 @@ def test_outputs_match_onnxruntime(small_model):
     assert ours.builds() == 2
 
 
+
+def test_named_outputs_are_the_ones_read_back():
+    """run(output_names) as ONNX Runtime's: the outputs named, in that order,
+    the same values as the whole run's (only those are read back); None
+    gives every output."""
+    m = model([helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Exp", ["x"], ["e"]),
+               helper.make_node("Abs", ["x"], ["a"])],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+              [helper.make_tensor_value_info(v, TensorProto.FLOAT, [3, 4]) for v in ("n", "e", "a")])
+    x = np.random.default_rng(3).standard_normal((3, 4), dtype=np.float32)
+    s = wgnn.InferenceSession(m)
+    n, e, a = s.run(None, {"x": x})
+    np.testing.assert_array_equal(n, -x)
+    np.testing.assert_array_equal(a, np.abs(x))
+    (e2,) = s.run(["e"], {"x": x})
+    np.testing.assert_array_equal(e2, e)
+    a2, n2 = s.run(["a", "n"], {"x": x})
+    np.testing.assert_array_equal(a2, a)
+    np.testing.assert_array_equal(n2, n)
+    assert s.builds() == 1  # one plan for every choice of outputs
+
 DTYPES = [
     (np.float32, TensorProto.FLOAT), (np.float16, TensorProto.FLOAT16), (np.int64, TensorProto.INT64),
     (np.int32, TensorProto.INT32), (np.bool_, TensorProto.BOOL), (np.uint8, TensorProto.UINT8),
