@@ -118,3 +118,27 @@ TEST(Graph, UniformsShareBuffersAndAreWrittenOnce) {
   g.run();
   EXPECT_TRUE(all_close(download(g, y), ref, 1e-5, 1e-5));
 }
+
+TEST(Graph, UniformsRecordedAfterARunAreWrittenByTheNextPrepare) {
+  // A graph run once, then given more dispatches (as a plan that grows):
+  // the new blocks share the uniform buffer the first ones are in and are
+  // written by the next run's prepare, without disturbing the blocks the
+  // first run read.
+  Graph g(ctx());
+  auto data = random_floats(8, -1, 1, 6);
+  TensorRef x = upload(g, {8}, data, DType::F32);
+  TensorRef y = ops::call(g, "aten.add.Tensor", {x, x, 0.5}).tensor();
+  g.mark_output(y);
+  g.run();
+  std::vector<double> ref(data.size());
+  for (size_t k = 0; k < ref.size(); ++k) ref[k] = 1.5 * double(data[k]);
+  EXPECT_TRUE(all_close(download(g, y), ref, 1e-6, 1e-6));
+  TensorRef z = ops::call(g, "aten.add.Tensor", {y, x, -2.0}).tensor();
+  g.mark_output(z);
+  EXPECT_EQ(g.uniform_buffers(), 1u);
+  g.run();
+  std::vector<double> ref2(data.size());
+  for (size_t k = 0; k < ref2.size(); ++k) ref2[k] = -0.5 * double(data[k]);
+  EXPECT_TRUE(all_close(download(g, y), ref, 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(download(g, z), ref2, 1e-6, 1e-6));
+}
