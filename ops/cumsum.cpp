@@ -41,7 +41,9 @@ Value cumsum(Graph& g, const ValueList& args, std::string_view op) {
   for (size_t d = size_t(dim) + 1; d < src.size(); ++d) inner *= src[d];
   const int64_t n = src[size_t(dim)], cols = outer * inner;
   if (cols == 0 || n == 0) return y;
-  CumsumParams p{uint32_t(cols), uint32_t(n), uint32_t(inner), exclusive ? 1u : 0u, reverse ? 1u : 0u, {}};
+  CumsumParams p{};
+  p.cols = uint32_t(cols), p.n = uint32_t(n), p.inner = uint32_t(inner);
+  p.exclusive = exclusive ? 1u : 0u, p.reverse = reverse ? 1u : 0u;
   g.add_dispatch(kernel(g, "ops/kernels/cumsum.wgsl", subs), {Binding::of(y), g.uniform(p), Binding::of(x)},
                  grid_for(g, gpu::ceil_div(uint64_t(cols), 256)), std::string(a.op), "cumsum");
   return y;

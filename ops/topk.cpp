@@ -57,7 +57,9 @@ Value topk(Graph& g, const ValueList& args) {
   TensorRef sel = g.add_tensor({rows, k}, DType::I32);
   a.require_fits_binding(sel, "the kept positions");
   a.require_fits_binding(values, "the result");
-  TopkParams p{uint32_t(rows), uint32_t(n), uint32_t(inner), uint32_t(k), largest ? 1u : 0u, {}};
+  TopkParams p{};
+  p.rows_or_count = uint32_t(rows), p.n = uint32_t(n), p.inner = uint32_t(inner), p.k = uint32_t(k);
+  p.largest = largest ? 1u : 0u;
   g.add_dispatch(kernel(g, "ops/kernels/topk_select.wgsl", subs, consts),
                  {Binding::of(sel), g.uniform(p), Binding::of(x)}, grid_for(g, uint64_t(rows)),
                  std::string(a.op), "topk_select");
