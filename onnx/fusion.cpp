@@ -764,8 +764,41 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
     Fusion f;
     if (!taken.count(i) && add_layer_norm(ix, i, taken, f)) commit(f);
   }
+  // An Add of a Conv's (or a Conv + BatchNormalization chain's) result,
+  // read by it alone, and another value (a residual block's sum): in the
+  // convolution's epilogue, before a Relu or Clip the loop below may add.
+  for (int r = 0; r < g.node_size(); ++r) {
+    if (taken.count(r) || !ix.is(r, "Add", 2)) continue;
+    const auto& n = g.node(r);
+    for (int k = 0; k < 2; ++k) {
+      const std::string& v = n.input(k);
+      const std::string& other = n.input(1 - k);
+      const int p = ix.prod(v);
+      if (v == other || p < 0 || !ix.single(v)) continue;
+      Fusion* chain = nullptr;
+      for (auto& f : out)
+        if (f.kind == Fusion::Kind::ConvBn && f.act_node < 0 && f.residual.empty() && f.nodes.back() == p) chain = &f;
+      if (chain) {
+        chain->residual = other;
+        chain->nodes.push_back(r);
+        taken.insert(r);
+        break;
+      }
+      const auto& c = g.node(p);
+      if (taken.count(p) || c.op_type() != "Conv" || !Index::plain(c) || c.output_size() != 1 || c.input_size() < 2)
+        continue;
+      Fusion f;
+      f.kind = Fusion::Kind::ConvAct;
+      f.nodes = {p, r};
+      f.anchor = p;
+      f.residual = other;
+      commit(f);
+      break;
+    }
+  }
   // A Relu or a Clip (constant bounds) reading a Conv's (or a Conv +
-  // BatchNormalization chain's) result alone: in the convolution's epilogue.
+  // BatchNormalization chain's, or one of these with its residual's)
+  // result alone: in the convolution's epilogue.
   for (int r = 0; r < g.node_size(); ++r) {
     if (taken.count(r)) continue;
     const auto& n = g.node(r);
@@ -779,7 +812,9 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
     if (p < 0 || !ix.single(v)) continue;
     Fusion* chain = nullptr;
     for (auto& f : out)
-      if (f.kind == Fusion::Kind::ConvBn && f.act_node < 0 && f.nodes.back() == p) chain = &f;
+      if ((f.kind == Fusion::Kind::ConvBn || (f.kind == Fusion::Kind::ConvAct && !f.residual.empty())) &&
+          f.act_node < 0 && f.nodes.back() == p)
+        chain = &f;
     if (chain) {
       chain->act_node = r;
       chain->nodes.push_back(r);
@@ -1005,6 +1040,13 @@ std::optional<Slot> try_dq_matmul(const Fusion& f, Graph& g, const onnx::GraphPr
 std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, const Storage& storage,
                                std::map<std::string, Slot>& values) {
   const onnx::NodeProto& anchor = graph.node(f.anchor);
+  // A Conv chain's residual: a GPU tensor of the convolution input's dtype
+  // (a value known on the host, or another dtype: the nodes one by one).
+  auto residual_ok = [&]() {
+    const Slot& r = values.at(f.residual);
+    const Slot& x = values.at(anchor.input(0));
+    return !r.host && !x.host && r.dtype == x.dtype;
+  };
   if (f.kind == Fusion::Kind::Gelu) {
     Slot& x = values.at(f.x);
     if (x.host || !is_float(x.dtype)) return std::nullopt;
@@ -1092,6 +1134,10 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
       std::vector<Slot*> in;
       for (const auto& name : anchor.input()) in.push_back(name.empty() ? nullptr : &values.at(name));
       NodeCtx c(g, anchor, opset, in, nullptr, storage);
+      if (!f.residual.empty()) {
+        if (!residual_ok()) return std::nullopt;
+        c.conv_residual = values.at(f.residual).ref;
+      }
       c.conv_affine = g.add_constant({2, cout}, DType::F32, aff.data(), f.w + ":bn_affine");
       c.conv_affine_rounded = true;
       if (!act.empty()) c.conv_act = act, c.conv_lo = lo, c.conv_hi = hi;
@@ -1125,20 +1171,24 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     conv.set_input(1, f.w + ":bn_folded");
     if (conv.input_size() > 2) conv.set_input(2, conv.input(1) + "_bias");
     else conv.add_input(conv.input(1) + "_bias");
+    if (!f.residual.empty() && !residual_ok()) return std::nullopt;
     NodeCtx c(g, conv, opset, {&x, &ws, &bs}, nullptr, storage);
+    if (!f.residual.empty()) c.conv_residual = values.at(f.residual).ref;
     if (!act.empty()) c.conv_act = act, c.conv_lo = lo, c.conv_hi = hi;
     std::vector<Slot> out = op_mappers().at("Conv").build(c);
     if (out.size() != 1) return std::nullopt;
     return out[0];
   }
   if (f.kind == Fusion::Kind::ConvAct) {
-    std::string act;
+    std::string act = "none";
     double lo = 0, hi = 0;
-    if (!activation(graph.node(f.act_node), values, act, lo, hi)) return std::nullopt;
+    if (f.act_node >= 0 && !activation(graph.node(f.act_node), values, act, lo, hi)) return std::nullopt;
     std::vector<Slot*> in;
     for (const auto& name : anchor.input()) in.push_back(name.empty() ? nullptr : &values.at(name));
     if (in.empty() || !in[0] || in[0]->host || !is_float(in[0]->dtype)) return std::nullopt;
+    if (!f.residual.empty() && !residual_ok()) return std::nullopt;
     NodeCtx c(g, anchor, opset, in, nullptr, storage);
+    if (!f.residual.empty()) c.conv_residual = values.at(f.residual).ref;
     c.conv_act = act, c.conv_lo = lo, c.conv_hi = hi;
     std::vector<Slot> out = op_mappers().at("Conv").build(c);
     if (out.size() != 1) return std::nullopt;

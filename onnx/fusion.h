@@ -84,6 +84,10 @@ struct Fusion {
   std::vector<std::string> bn;  // ConvBn: scale, B, mean, var
   std::vector<std::string> dq;  // DqMatMul: the DequantizeLinear's x, scale and zero point ("": none)
   int act_node = -1;            // ConvBn / ConvAct: the Relu or Clip node applied in the epilogue
+  // ConvBn / ConvAct: the other operand of an Add of the convolution's (or
+  // batch norm's) result, added in the epilogue before the activation ("":
+  // none; a ConvAct with a residual may have no activation).
+  std::string residual;
   // Attention: `x`, `w` and `v` are the values q, k^T and v were cut from,
   // and views[0..2] the view nodes from there to the products' operands
   // (forward order, with the output each step passes on); `scales` the

@@ -105,6 +105,10 @@ class NodeCtx {
   // float32 [2, Cout] tensor (scale, shift per output channel) the Conv
   // mapper applies in the convolution's epilogue, before conv_act.
   TensorRef conv_affine{-1};
+  // Set by the fusion of a Conv (and BatchNormalization) with the Add of a
+  // residual block: the tensor the convolution's epilogue adds before
+  // conv_act (wgnn.convolution_padded's residual).
+  TensorRef conv_residual{-1};
   // The build this node is part of (onnx/subgraph.h): subgraphs, values
   // folded on the host through their producers, read-backs. May be null.
   Builder* builder = nullptr;

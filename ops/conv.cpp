@@ -18,7 +18,7 @@
 // (y = act((acc + bias[c]) * scale[c] + shift[c]), optionally with
 // acc + bias[c] rounded to float16 first: an inference batch norm in
 // float16, fused by the importer), both in every kernel's epilogue; the
-// affine is generated text (add_affine_subs), so kernels without it
+// affine is generated text (add_epilogue_subs), so kernels without it
 // compile the same WGSL as before.
 // In float16 on a device with subgroup matrices (ops/subgroup_matmul.h),
 // forward convolutions with one group run on them first: 1x1 (stride 1, no
@@ -179,25 +179,48 @@ struct ConvSpec {
   // The convolution (with its bias) rounded to float16 storage before the
   // affine: the values of a separate convolution then batch norm.
   bool affine_rounded = false;
+  // A tensor of the result's shape and dtype added before the activation:
+  // act(conv * affine + residual), a residual block's sum (none: -1).
+  TensorRef residual{-1};
 };
 
-// The kernels' affine text: {{AFFINE_BINDING}} ends the line of their last
-// binding and {{AFFINE}} is the epilogue's value before the activation.
-// Without the affine they are "" and `v`, the kernel's text unchanged; with
-// it, a float32 binding `affine` ([2, Cout]) and v * affine[c] +
-// affine[params.cout + c], `c` the output channel (v rounded to f16 first
-// with `rounded`).
-void add_affine_subs(Subs& subs, bool on, int binding, const std::string& v, const std::string& c, bool rounded) {
-  if (!on) {
-    subs.emplace_back("AFFINE_BINDING", "");
-    subs.emplace_back("AFFINE", v);
-    return;
+// The kernels' epilogue text: {{AFFINE_BINDING}} ends the line of their
+// last binding and {{AFFINE}} is the value before the activation. Without
+// the affine and the residual they are "" and `v`, the kernel's text
+// unchanged. The affine: a float32 binding `affine` ([2, Cout]) and v *
+// affine[c] + affine[params.cout + c], `c` the output channel (v rounded
+// to f16 first with `rounded`). The residual: a binding `residual` of the
+// result's type, its element `oi` (the output's index) added to that value,
+// which float16 storage rounds to f16 first (the separate add's operand).
+void add_epilogue_subs(Subs& subs, const ConvSpec& s, int binding, const std::string& v, const std::string& c,
+                       bool rounded, bool f16, const std::string& oi) {
+  const bool affine = s.affine.id >= 0, residual = s.residual.id >= 0;
+  std::string decl, val = v;
+  if (affine) {
+    decl += fmt::format("\n@group(0) @binding({}) var<storage, read> affine: array<f32>;", binding++);
+    val = fmt::format("{0} * affine[{1}] + affine[params.cout + {1}]", rounded ? fmt::format("round_f16({})", v)
+                                                                                 : fmt::format("({})", v), c);
   }
-  std::string decl = fmt::format("\n@group(0) @binding({}) var<storage, read> affine: array<f32>;", binding);
-  if (rounded) decl += "\n" + round_f16_wgsl();
+  if (residual) {
+    decl += fmt::format("\n@group(0) @binding({}) var<storage, read> residual: array<{}>;", binding,
+                        f16 ? "f16" : "f32");
+    val = fmt::format("{} + f32(residual[{}])", f16 ? fmt::format("round_f16({})", val) : fmt::format("({})", val), oi);
+  }
+  if ((affine && rounded) || (residual && f16)) decl += "\n" + round_f16_wgsl();
   subs.emplace_back("AFFINE_BINDING", decl);
-  const std::string val = rounded ? fmt::format("round_f16({})", v) : fmt::format("({})", v);
-  subs.emplace_back("AFFINE", fmt::format("{0} * affine[{1}] + affine[params.cout + {1}]", val, c));
+  subs.emplace_back("AFFINE", val);
+}
+
+// A result computed without its residual (the tensor-core paths, whose
+// epilogue has none): the residual added, then the activation, as separate
+// dispatches (the values of the unfused chain).
+TensorRef add_residual_then_act(Graph& g, TensorRef y, const ConvSpec& s) {
+  TensorRef sum = ops::call(g, "aten.add.Tensor", {y, s.residual}).tensor();
+  switch (s.act.act) {
+    case Activation::Relu: return ops::call(g, "aten.relu.default", {sum}).tensor();
+    case Activation::Clamp: return ops::call(g, "aten.clamp.default", {sum, s.act.lo, s.act.hi}).tensor();
+    default: return sum;
+  }
 }
 
 static_assert(sizeof(ConvParams) == 128);
@@ -316,8 +339,26 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   require_index_range(a, xi.numel(), "the input", xi.shape);
   require_index_range(a, wi.numel(), "the weight", wi.shape);
   require_result_fits(a, out_shape, xi.dtype);
+  if (s.residual.id >= 0) {
+    const TensorInfo& ri = g.info(s.residual);
+    if (ri.dtype != xi.dtype) {
+      a.fail(fmt::format("argument 'residual' has dtype {}; expected the input's {}", dtype_name(ri.dtype),
+                         dtype_name(xi.dtype)));
+    }
+    // One that broadcasts (another shape than the result's) is added by a
+    // separate aten.add, the activation after it.
+    if (ri.shape != out_shape) {
+      broadcast_shapes(out_shape, ri.shape, a.op);  // an Error naming both when they do not broadcast
+      ConvSpec plain = s;
+      plain.residual = TensorRef{-1};
+      plain.act = ActivationSpec{};
+      return add_residual_then_act(g, convolution(a, x, w, b, plain), s);
+    }
+  }
   TensorRef y = g.add_tensor(out_shape, xi.dtype);
   if (numel(out_shape) == 0) return y;
+  const bool f16 = xi.dtype == DType::F16;
+  const std::string res_label = s.residual.id >= 0 ? " residual" : "";
 
   const Subs subs = float_subs(g, xi.dtype, a.op);
   const int64_t cin_g = cin / groups, cout_g = cout / groups;
@@ -341,12 +382,13 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
       p.dil[j] = int32_t(s.dil[j]);
     }
     Subs dw_subs = subs;
-    add_affine_subs(dw_subs, s.affine.id >= 0, 5, "acc", "co", rounded);
+    add_epilogue_subs(dw_subs, s, 5, "acc", "co", rounded, f16, "i");
     const gpu::Pipeline& pipe = kernel(g, "ops/kernels/conv_depthwise.wgsl", dw_subs, activation_constants(s.act));
     std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias};
     if (s.affine.id >= 0) bindings.push_back(Binding::of(s.affine));
+    if (s.residual.id >= 0) bindings.push_back(Binding::of(s.residual));
     g.add_dispatch(pipe, std::move(bindings), grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
-                   fmt::format("conv depthwise k={}{}", dims_str(k, d), s.affine.id >= 0 ? " affine" : ""),
+                   fmt::format("conv depthwise k={}{}{}", dims_str(k, d), s.affine.id >= 0 ? " affine" : "", res_label),
                    2.0 * double(p.count) * double(kvol));
     return y;
   }
@@ -363,8 +405,8 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     q.a_batch = 0, q.b_batch = cin * in_vol;
     q.bias_sm = 1, q.bias_sn = 0;
     q.affine = s.affine, q.affine_rounded = rounded;
-    q.act = s.act;
-    if (record_subgroup_gemm(g, q, a.op, "conv 1x1")) return y;
+    q.act = s.residual.id >= 0 ? ActivationSpec{} : s.act;
+    if (record_subgroup_gemm(g, q, a.op, "conv 1x1")) return s.residual.id >= 0 ? add_residual_then_act(g, y, s) : y;
   }
   // Any other float16 2-D (or 1-D) convolution with one group: an implicit
   // GEMM on subgroup matrices, W [Co, Ci*KH*KW] @ im2col(X[n]) per image,
@@ -376,12 +418,12 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     q.kh = k[1], q.kw = k[2];
     q.stride_h = s.stride[1], q.stride_w = s.stride[2], q.top = s.pad_begin[1], q.left = s.pad_begin[2];
     q.dil_h = s.dil[1], q.dil_w = s.dil[2];
-    q.act = s.act;
+    q.act = s.residual.id >= 0 ? ActivationSpec{} : s.act;
     auto pair = [](int64_t u, int64_t v) { return u == v ? fmt::format("{}", u) : fmt::format("{}x{}", u, v); };
     std::string what = fmt::format("conv {}x{}", k[1], k[2]);
     if (s.stride[1] != 1 || s.stride[2] != 1) what += " stride " + pair(s.stride[1], s.stride[2]);
     if (s.dil[1] != 1 || s.dil[2] != 1) what += " dilation " + pair(s.dil[1], s.dil[2]);
-    if (record_subgroup_conv(g, q, a.op, what)) return y;
+    if (record_subgroup_conv(g, q, a.op, what)) return s.residual.id >= 0 ? add_residual_then_act(g, y, s) : y;
   }
   const int64_t kred = cin_g * kvol;
   const int64_t npix = n * out_vol;
@@ -420,8 +462,11 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   }
   Subs gemm_subs = subs;
   gemm_subs.emplace_back("O", splits > 1 ? "f32" : xi.dtype == DType::F16 ? "f16" : "f32");
-  const bool gemm_affine = s.affine.id >= 0 && splits == 1;  // split-K: in the second pass
-  add_affine_subs(gemm_subs, gemm_affine, 6, "acc[i][j] + b", "c", rounded);
+  // Split-K: the affine and the residual in the second pass.
+  const bool gemm_affine = s.affine.id >= 0 && splits == 1;
+  ConvSpec gemm_epilogue = s;
+  if (splits > 1) gemm_epilogue.affine = gemm_epilogue.residual = TensorRef{-1};
+  add_epilogue_subs(gemm_subs, gemm_epilogue, 6, "acc[i][j] + b", "c", rounded, f16, "oi");
   const gpu::Pipeline& pipe =
       kernel(g, "ops/kernels/conv.wgsl", gemm_subs,
              {{"TM", double(t.tm)},
@@ -433,9 +478,9 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
               {"ACT", double(s.act.code())},
               {"LO", s.act.lo},
               {"HI", s.act.hi}});
-  const std::string label = fmt::format("conv{} {} k={} tile={}x{}{}", s.transposed ? " transposed" : "",
+  const std::string label = fmt::format("conv{} {} k={} tile={}x{}{}{}", s.transposed ? " transposed" : "",
                                         pointwise ? "pointwise" : "gemm", dims_str(k, d), t.tm, t.tn,
-                                        gemm_affine ? " affine" : "");
+                                        gemm_affine ? " affine" : "", splits == 1 ? res_label : "");
   // Useful work, 2 per multiply-add: each output takes cin_g * kvol taps
   // forward; transposed, each input element meets cout_g * kvol outputs
   // (the taps the gather skips as zero are not counted).
@@ -444,6 +489,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   if (splits == 1) {
     std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias, table};
     if (gemm_affine) bindings.push_back(Binding::of(s.affine));
+    if (s.residual.id >= 0) bindings.push_back(Binding::of(s.residual));
     g.add_dispatch(pipe, std::move(bindings), grid_for(g, tiles), std::string(a.op), label, flops);
     return y;
   }
@@ -453,12 +499,13 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   SplitKParams sp{uint32_t(numel(out_shape)), uint32_t(cout), uint32_t(out_vol), uint32_t(npix), uint32_t(splits),
                   b.id >= 0, 0, 0};
   Subs sum_subs = subs;
-  add_affine_subs(sum_subs, s.affine.id >= 0, 4, "acc", "c", rounded);
+  add_epilogue_subs(sum_subs, s, 4, "acc", "c", rounded, f16, "i");
   std::vector<Binding> sum_bindings{Binding::of(y), g.uniform(sp), Binding::of(part), bias};
   if (s.affine.id >= 0) sum_bindings.push_back(Binding::of(s.affine));
+  if (s.residual.id >= 0) sum_bindings.push_back(Binding::of(s.residual));
   g.add_dispatch(kernel(g, "ops/kernels/conv_splitk.wgsl", sum_subs, activation_constants(s.act)), std::move(sum_bindings),
                  grid_for(g, gpu::ceil_div(uint64_t(sp.count), 256)), std::string(a.op),
-                 fmt::format("conv splitk sum {}{}", splits, s.affine.id >= 0 ? " affine" : ""));
+                 fmt::format("conv splitk sum {}{}{}", splits, s.affine.id >= 0 ? " affine" : "", res_label));
   return y;
 }
 
@@ -491,10 +538,13 @@ int conv_dims(const Args& a, TensorRef x, TensorRef w) {
 // act((conv + bias[c]) * scale[c] + shift[c]) (an inference batch norm in
 // float16, fused by the importer); affine_rounded=False: True rounds
 // conv + bias to float16 before the affine (float16 storage), the values of
-// a separate convolution and batch norm.
+// a separate convolution and batch norm; residual=None: a tensor of the
+// result's shape and dtype added before the activation, act(conv * affine
+// + residual) (a residual block's sum, rounded to float16 first in float16
+// storage: the values of a separate add).
 Value convolution_op(Graph& g, const ValueList& args, bool split_pads) {
   Args a{split_pads ? "wgnn.convolution_padded.default" : "aten.convolution.default", args, g};
-  require_at_most(a, split_pads ? 14 : 9);
+  require_at_most(a, split_pads ? 15 : 9);
   TensorRef x = a.tensor(0, "input");
   TensorRef w = a.tensor(1, "weight");
   TensorRef b = a.optional_tensor(2, "bias");
@@ -518,6 +568,7 @@ Value convolution_op(Graph& g, const ValueList& args, bool split_pads) {
     }
     s.affine = a.optional_tensor(12, "affine");
     s.affine_rounded = a.boolean(13, "affine_rounded", false);
+    s.residual = a.optional_tensor(14, "residual");
   }
   if (s.transposed) {
     require_non_negative(a, s.out_pad, s.d, "output_padding");

@@ -2,7 +2,9 @@
 // The epilogue of the convolution and matrix-product kernels, the tensor-core
 // ones included: what each result goes through before it is stored, in this
 // order: alpha * result + beta * bias, then a per-channel affine (scale,
-// shift: an inference batch norm folded in), then one activation. One
+// shift: an inference batch norm folded in), then a residual (a tensor of
+// the result's shape added: convolutions; the tensor-core ones add it in a
+// dispatch after theirs), then one activation. One
 // numbering of the activations for every kernel: the codes of
 // ops/kernels/lib/activation.wgsl.
 #include <cstdint>

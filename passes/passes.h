@@ -38,6 +38,7 @@ class Pass {
 std::unique_ptr<Pass> dead_code();             // dead_code.cpp
 std::unique_ptr<Pass> fold_constants();        // fold_constants.cpp
 std::unique_ptr<Pass> fuse_conv_batch_norm();  // fuse_conv_batch_norm.cpp
+std::unique_ptr<Pass> fuse_conv_residual();    // fuse_conv_residual.cpp
 std::unique_ptr<Pass> fuse_conv_activation();  // fuse_conv_activation.cpp
 std::unique_ptr<Pass> fuse_matmul_activation();  // fuse_matmul_activation.cpp
 std::unique_ptr<Pass> fuse_add_layer_norm();   // fuse_add_layer_norm.cpp
@@ -56,8 +57,8 @@ struct Report {
 };
 
 // The default pipeline, in order: constant folding (when pc.ctx is set),
-// conv + batch norm, conv + activation, matmul + activation, add + layer
-// norm, dead code; the graph compacted at the end.
+// conv + batch norm, conv + residual add, conv + activation, matmul +
+// activation, add + layer norm, dead code; the graph compacted at the end.
 Report optimize(ir::Graph& g, const OptimizeOptions& options = {});
 
 // Shared by the fusion passes: the single live node that reads `v` when

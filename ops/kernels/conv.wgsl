@@ -30,8 +30,9 @@
 // and y is the output.
 //
 // AFFINE_BINDING and AFFINE (placeholders): an optional per-output-channel float32
-// affine before the activation (conv.cpp's add_affine_subs; not with
-// SPLITK, where the second pass applies it).
+// affine and an optional residual (the result's element oi added) before
+// the activation (conv.cpp's add_epilogue_subs; not with SPLITK, where the
+// second pass applies them).
 {{ENABLE}}
 
 override TM: u32 = 64u;
@@ -222,7 +223,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         y[(split * params.cout + c) * params.npix + qj] = {{O}}(acc[i][j]);
       } else {
         let n = qj / params.out_vol;
-        y[(n * params.cout + c) * params.out_vol + qj % params.out_vol] = {{O}}(activate({{AFFINE}}));
+        let oi = (n * params.cout + c) * params.out_vol + qj % params.out_vol;
+        y[oi] = {{O}}(activate({{AFFINE}}));
       }
     }
   }

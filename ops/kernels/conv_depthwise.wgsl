@@ -2,7 +2,7 @@
 // C_out = mult * C_in), forward, 1 to 3 spatial dims seen as D x H x W: one
 // thread per output element, a direct loop over the kernel window with a
 // fused bias, f32 math; then the optional per-channel affine
-// (the AFFINE_BINDING and AFFINE placeholders: conv.cpp's add_affine_subs) and the
+// and residual (the AFFINE_BINDING and AFFINE placeholders: conv.cpp's add_epilogue_subs) and the
 // activation.
 //   y[n, co, o] = bias[co] + sum_k w[co, 0, k] * x[n, co / mult, o * stride - pad + k * dil]
 {{ENABLE}}

@@ -1,7 +1,7 @@
 // The second pass of a split-K convolution (conv.wgsl with SPLITK): adds
 // the `splits` partial sums part[split][c][q] (f32, q = n * out_vol + p)
 // and the bias into y[n][c][p], one thread per output element, then the
-// optional affine (the AFFINE_BINDING and AFFINE placeholders: conv.cpp's add_affine_subs)
+// optional affine and residual (the AFFINE_BINDING and AFFINE placeholders: conv.cpp's add_epilogue_subs)
 // and the activation.
 {{ENABLE}}
 

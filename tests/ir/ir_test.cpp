@@ -167,6 +167,66 @@ TEST(IrPasses, ConvBatchNormReluIsOneConvolution) {
   }
 }
 
+TEST(IrPasses, ConvBatchNormResidualAddReluIsOneConvolution) {
+  // A residual block's end, as a caller of the C++ API writes it: conv,
+  // batch norm, + r (either operand order), relu -> one convolution whose
+  // epilogue adds r; against the double reference, and a residual whose
+  // shape broadcasts (one value per channel) still right.
+  const std::vector<float> w = random_floats(8 * 3 * 9, -0.5f, 0.5f, 16), bias = random_floats(8, -0.2f, 0.2f, 17),
+                           gamma = random_floats(8, 0.5f, 1.5f, 18), beta = random_floats(8, -0.5f, 0.5f, 19),
+                           mean = random_floats(8, -0.3f, 0.3f, 20), var = random_floats(8, 0.2f, 2.f, 21);
+  auto build = [&](bool residual_first, const ir::SymShape& rs) {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {1, 3, "h", "w"});
+    const TensorRef r = g.input("r", DType::F32, rs);
+    const TensorRef c = g.call("aten.convolution.default",
+                               {x, g.constant(host({8, 3, 3, 3}, w)), g.constant(host({8}, bias)), IntList{1, 1},
+                                IntList{1, 1}, IntList{1, 1}, false, IntList{0, 0}, int64_t(1)});
+    const auto bn = g.call_multi("aten._native_batch_norm_legit_no_training.default",
+                                 {c, g.constant(host({8}, gamma)), g.constant(host({8}, beta)),
+                                  g.constant(host({8}, mean)), g.constant(host({8}, var)), 0.1, 1e-5},
+                                 3);
+    const TensorRef s = residual_first ? g.call("aten.add.Tensor", {r, bn[0]}) : g.call("aten.add.Tensor", {bn[0], r});
+    g.output(g.call("aten.relu.default", {s}));
+    return g;
+  };
+  for (bool residual_first : {false, true}) {
+    for (const ir::SymShape& rs : {ir::SymShape{1, 8, "h", "w"}, ir::SymShape{1, 8, 1, 1}}) {
+      SCOPED_TRACE(ir::sym_shape_str(rs));
+      ir::Graph fused = build(residual_first, rs);
+      const passes::Report rep = passes::optimize(fused);
+      EXPECT_EQ(rep.count("fuse_conv_residual"), 1u) << rep.summary();
+      EXPECT_EQ(rep.count("fuse_conv_activation"), 1u) << rep.summary();
+      ASSERT_EQ(fused.live_nodes(), 1u) << fused.dump();
+      ir::Program fp(ctx(), std::move(fused)), up(ctx(), build(residual_first, rs));
+      const int64_t H = 7, W = 10;
+      const std::vector<float> x = random_floats(size_t(3 * H * W), -1.f, 1.f, 22);
+      const bool full = rs[2].symbolic();
+      const std::vector<float> r = random_floats(size_t(full ? 8 * H * W : 8), -1.f, 1.f, 23);
+      // conv + batch norm without the relu: the reference's relu applied to a shifted value.
+      std::vector<double> pre(size_t(8 * H * W));
+      const Shape rshape = full ? Shape{1, 8, H, W} : Shape{1, 8, 1, 1};
+      const auto a = fp.run({host({1, 3, H, W}, x), host(rshape, r)});
+      const auto u = up.run({host({1, 3, H, W}, x), host(rshape, r)});
+      EXPECT_EQ(fp.plan({{1, 3, H, W}, rshape}).dispatches().size() + (full ? 3 : 1),
+                up.plan({{1, 3, H, W}, rshape}).dispatches().size());
+      const std::vector<float> uf = floats(u[0]);
+      EXPECT_TRUE(all_close(floats(a[0]), std::vector<double>(uf.begin(), uf.end()), 1e-5, 1e-5));
+      // The reference: relu(bn(conv) + r), bn(conv) from conv_bn_relu_ref with
+      // a shift of 100 in beta (no value reaches the relu), less 100.
+      std::vector<float> beta_up(beta);
+      for (float& b : beta_up) b += 100.f;
+      const auto lin = conv_bn_relu_ref(x, w, bias, gamma, beta_up, mean, var, H, W, 1e-5);
+      for (size_t i = 0; i < pre.size(); ++i) {
+        const double rv = full ? double(r[i]) : double(r[i / size_t(H * W)]);
+        pre[i] = std::max(lin[i] - 100.0 + rv, 0.0);
+      }
+      EXPECT_TRUE(all_close(floats(a[0]), pre, 1e-4, 1e-4));
+      EXPECT_TRUE(fp.last_lowering().fallbacks.empty());
+    }
+  }
+}
+
 TEST(IrPasses, AddThenLayerNormIsOneDispatchThatAlsoWritesTheSum) {
   auto build = [] {
     ir::Graph g;

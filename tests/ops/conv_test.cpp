@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <fmt/format.h>
@@ -431,6 +432,131 @@ TEST(Conv, AffineRoundedGivesTheSeparateConvolutionsValues) {
       EXPECT_GT(differ, r.v.size() / 10) << "the rounding changed nothing";
     }
   }
+}
+
+// wgnn.convolution_padded's residual: act(conv + residual) in the
+// epilogue of each kernel path gives the values of the separate chain
+// (convolution, aten.add, then the activation) bit for bit, and both the
+// double reference's; with an affine, act(conv * scale + shift + residual)
+// against the reference. `path` is a substring of the fused labels.
+void run_conv_residual(Conv c, const std::string& act, uint32_t seed, const std::string& path, bool affine) {
+  if (c.dtype == DType::F16 && !has_f16()) GTEST_SKIP() << "no shader-f16";
+  c.split = true;
+  const size_t d = c.x.size() - 2;
+  if (c.padding.size() == 1) c.padding.assign(2 * d, c.padding[0]);
+  const int64_t cout = c.transposed ? c.w[1] * c.groups : c.w[0];
+  auto x = quantize(random_floats(size_t(numel(c.x)), -1, 1, seed), c.dtype);
+  auto w = quantize(random_floats(size_t(numel(c.w)), -1, 1, seed + 1), c.dtype);
+  auto b = quantize(random_floats(size_t(cout), -1, 1, seed + 2), c.dtype);
+  Ref r = ref_conv(c, x, w, b);
+  auto res = quantize(random_floats(r.v.size(), -2, 2, seed + 3), c.dtype);
+  std::vector<float> aff(size_t(2 * cout));
+  for (int64_t i = 0; i < cout; ++i) aff[size_t(i)] = 0.5f + 0.25f * float(i % 5), aff[size_t(cout + i)] = 0.125f * float(i % 3);
+  Graph g(ctx());
+  TensorRef tx = upload(g, c.x, x, c.dtype);
+  TensorRef tw = constant(g, c.w, w, c.dtype);
+  Value tb = c.bias ? Value(constant(g, {cout}, b, c.dtype)) : Value(None{});
+  TensorRef tr = upload(g, r.shape, res, c.dtype);
+  Value ta = affine ? Value(g.add_constant({2, cout}, DType::F32, aff.data())) : Value(None{});
+  const double lo = -0.5, hi = 1.5;
+  const ValueList conv_args{tx, tw, tb, c.stride, c.padding, c.dilation, c.transposed, c.output_padding, c.groups};
+  ValueList fused_args = conv_args;
+  fused_args.insert(fused_args.end(), {act, lo, hi, ta, c.dtype == DType::F16 && affine, tr});
+  TensorRef y = ops::call(g, "wgnn.convolution_padded.default", fused_args).tensor();
+  std::string labels;
+  for (const auto& dsp : g.dispatches()) labels += (labels.empty() ? "" : " | ") + dsp.label;
+  EXPECT_THAT(labels, HasSubstr(path));
+  if (path.find("subgroup") == std::string::npos) EXPECT_THAT(labels, HasSubstr("residual"));
+  // The chain unfused: the convolution (with the affine), the add, the activation.
+  ValueList plain_args = conv_args;
+  plain_args.insert(plain_args.end(), {std::string("none"), 0.0, 0.0, ta, c.dtype == DType::F16 && affine});
+  TensorRef u = ops::call(g, "wgnn.convolution_padded.default", plain_args).tensor();
+  u = ops::call(g, "aten.add.Tensor", {u, tr}).tensor();
+  if (act == "relu") u = ops::call(g, "aten.relu.default", {u}).tensor();
+  if (act == "clamp") u = ops::call(g, "aten.clamp.default", {u, lo, hi}).tensor();
+  g.mark_output(y);
+  g.mark_output(u);
+  const int64_t vol = int64_t(r.v.size()) / (r.shape[0] * cout);
+  for (size_t i = 0; i < r.v.size(); ++i) {
+    const size_t ch = size_t(int64_t(i) / vol % cout);
+    double v = affine ? r.v[i] * double(aff[ch]) + double(aff[size_t(cout) + ch]) : r.v[i];
+    v += double(res[i]);
+    if (act == "relu") v = std::max(v, 0.0);
+    if (act == "clamp") v = std::clamp(v, lo, hi);
+    r.v[i] = v;
+  }
+  ASSERT_EQ(g.info(y).shape, r.shape);
+  g.run();
+  const bool f16 = c.dtype == DType::F16;
+  const std::vector<float> got = download(g, y), want = download(g, u);
+  EXPECT_TRUE(all_close(got, r.v, f16 ? 6e-2 : 4e-4, f16 ? 8e-3 : 1e-5)) << labels;
+  if (!affine) {
+    size_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &want[i], 4) != 0;
+    EXPECT_EQ(differ, 0u) << labels;
+  } else {
+    EXPECT_TRUE(all_close(got, std::vector<double>(want.begin(), want.end()), f16 ? 2e-3 : 1e-6, f16 ? 2e-3 : 1e-6));
+  }
+}
+
+TEST(Conv, ResidualInTheEpilogueOfEveryKernel) {
+  const char* acts[] = {"none", "relu", "clamp"};
+  for (DType dt : {DType::F32, DType::F16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    ScopedEnv off("WGNN_SUBGROUP_MATMUL", "0");
+    for (bool affine : {false, true}) {
+      SCOPED_TRACE(affine ? "with the affine" : "no affine");
+      const int o = (dt == DType::F16) + 2 * affine;
+      run_conv_residual({{2, 5, 7, 9}, {6, 5, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, dt}, acts[o % 3], 61,
+                        "conv gemm", affine);
+      run_conv_residual({{2, 17, 6, 5}, {33, 17, 1, 1}, false, {1}, {0}, {1}, false, {0}, 1, dt}, acts[(o + 1) % 3],
+                        62, "conv pointwise", affine);
+      run_conv_residual({{1, 256, 5, 5}, {32, 256, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, dt}, acts[(o + 2) % 3],
+                        63, std::string("splitk sum 9") + (affine ? " affine" : "") + " residual", affine);
+      run_conv_residual({{2, 8, 10, 9}, {8, 1, 3, 3}, true, {2}, {1}, {1}, false, {0}, 8, dt}, acts[(o + 1) % 3], 64,
+                        "conv depthwise", affine);
+      run_conv_residual({{1, 6, 5, 4}, {6, 2, 3, 3}, true, {2}, {0}, {1}, true, {0}, 2, dt}, acts[(o + 2) % 3], 65,
+                        "conv transposed gemm", affine);
+    }
+  }
+}
+
+TEST(Conv, ResidualWithTheSubgroupMatrixKernels) {
+  // Their epilogue has no residual: the add and the activation follow.
+  if (!has_f16()) GTEST_SKIP() << "no shader-f16";
+  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  run_conv_residual({{2, 24, 6, 4}, {40, 24, 1, 1}, true, {1}, {0}, {1}, false, {0}, 1, DType::F16}, "relu", 71,
+                    "conv 1x1 subgroup-matrix", false);
+  run_conv_residual({{1, 8, 9, 8}, {20, 8, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, DType::F16}, "clamp", 72,
+                    "conv 3x3 subgroup-matrix", true);
+}
+
+TEST(Conv, ResidualThatBroadcastsIsAddedAfterTheConvolution) {
+  // A residual of another shape than the result's (one value per channel
+  // here) is added by aten.add with broadcasting, then the activation: the
+  // numpy result; another dtype is an error.
+  Graph g(ctx());
+  const std::vector<float> xv = random_floats(1 * 3 * 5 * 5, -1, 1, 81), wv = random_floats(4 * 3 * 3 * 3, -1, 1, 82);
+  const std::vector<float> rv = {0.5f, -3.f, 1.f, -0.25f};
+  TensorRef x = upload(g, {1, 3, 5, 5}, xv, DType::F32);
+  TensorRef w = constant(g, {4, 3, 3, 3}, wv, DType::F32);
+  TensorRef r = upload(g, {1, 4, 1, 1}, rv, DType::F32);
+  const ValueList conv{x, w, None{}, IntList{1}, IntList{0, 0, 0, 0}, IntList{1}, false, IntList{0}, int64_t(1)};
+  ValueList fused = conv;
+  fused.insert(fused.end(), {std::string("relu"), 0.0, 0.0, None{}, false, r});
+  TensorRef y = ops::call(g, "wgnn.convolution_padded.default", fused).tensor();
+  EXPECT_EQ(g.info(y).shape, (Shape{1, 4, 3, 3}));
+  g.mark_output(y);
+  g.run();
+  Conv c{{1, 3, 5, 5}, {4, 3, 3, 3}, false, {1}, {0, 0, 0, 0}, {1}, false, {0}, 1, DType::F32, true};
+  Ref ref = ref_conv(c, xv, wv, {});
+  for (size_t i = 0; i < ref.v.size(); ++i) ref.v[i] = std::max(ref.v[i] + double(rv[i / 9]), 0.0);
+  EXPECT_TRUE(all_close(download(g, y), ref.v, 1e-5, 1e-5));
+  TensorRef h = g.add_tensor({1, 4, 3, 3}, DType::I32, TensorKind::Input);
+  ValueList bad = conv;
+  bad.insert(bad.end(), {std::string("none"), 0.0, 0.0, None{}, false, h});
+  EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.convolution_padded.default", bad); }),
+              HasSubstr("argument 'residual' has dtype int32; expected the input's float32"));
 }
 
 TEST(Conv, AffineErrors) {

@@ -77,25 +77,39 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
           }
           continue;
         }
-        // The convolutions, without and with the per-channel affine (as
-        // ops/conv.cpp's add_affine_subs fills it: the binding after the
-        // kernel's last, the epilogue's value and channel).
+        // The convolutions, without and with the per-channel affine and
+        // the residual (as ops/conv.cpp's add_epilogue_subs fills them: the
+        // bindings after the kernel's last, the epilogue's value, channel
+        // and output index).
         if (text.find("{{AFFINE}}") != std::string_view::npos) {
           const std::string n(name);
           const int binding = n.find("splitk") != std::string::npos ? 4 : n.find("depthwise") != std::string::npos ? 5 : 6;
           const std::string v = n == "ops/kernels/conv.wgsl" ? "acc[i][j] + b" : "acc";
           const std::string c = n.find("depthwise") != std::string::npos ? "co" : "c";
+          const std::string oi = n == "ops/kernels/conv.wgsl" ? "oi" : "i";
+          const bool f16 = dt == DType::F16;
           for (int affine : {0, 1, 2}) {  // none, on the f32 value, rounded to float16 first
-            SCOPED_TRACE(fmt::format("affine {}", affine));
-            ops::Subs s2 = subs;
-            std::string decl =
-                affine ? fmt::format("\n@group(0) @binding({}) var<storage, read> affine: array<f32>;", binding) : "";
-            if (affine == 2) decl += "\n" + ops::round_f16_wgsl();
-            s2.emplace_back("AFFINE_BINDING", decl);
-            const std::string val = affine == 2 ? "round_f16(" + v + ")" : "(" + v + ")";
-            s2.emplace_back("AFFINE", affine ? fmt::format("{0} * affine[{1}] + affine[params.cout + {1}]", val, c) : v);
-            EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
-            ++compiled;
+            for (bool residual : {false, true}) {
+              SCOPED_TRACE(fmt::format("affine {} residual {}", affine, residual));
+              ops::Subs s2 = subs;
+              std::string decl =
+                  affine ? fmt::format("\n@group(0) @binding({}) var<storage, read> affine: array<f32>;", binding) : "";
+              std::string val = v;
+              if (affine) {
+                val = fmt::format("{0} * affine[{1}] + affine[params.cout + {1}]",
+                                  affine == 2 ? "round_f16(" + v + ")" : "(" + v + ")", c);
+              }
+              if (residual) {
+                decl += fmt::format("\n@group(0) @binding({}) var<storage, read> residual: array<{}>;",
+                                    binding + (affine ? 1 : 0), f16 ? "f16" : "f32");
+                val = fmt::format("{} + f32(residual[{}])", f16 ? "round_f16(" + val + ")" : "(" + val + ")", oi);
+              }
+              if (affine == 2 || (residual && f16)) decl += "\n" + ops::round_f16_wgsl();
+              s2.emplace_back("AFFINE_BINDING", decl);
+              s2.emplace_back("AFFINE", val);
+              EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
+              ++compiled;
+            }
           }
           continue;
         }

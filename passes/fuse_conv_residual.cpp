@@ -1,0 +1,61 @@
+// A convolution whose result only an add reads, with another value (a
+// residual block's sum) -> one wgnn.convolution_padded.default adding that
+// value in its epilogue (its `residual`, before the activation that
+// fuse_conv_activation may fuse after it):
+//   aten.add.Tensor(conv, r) or aten.add.Tensor(r, conv), alpha 1,
+// conv an aten.convolution (not transposed) or a wgnn.convolution_padded
+// with no activation and no residual. The op adds a residual of another
+// shape than its result's (broadcasting) by a separate add.
+#include "passes/conv_args.h"
+#include "passes/passes.h"
+
+namespace wgnn::passes {
+namespace {
+
+class FuseConvResidual final : public Pass {
+ public:
+  const char* name() const override { return "fuse_conv_residual"; }
+  size_t apply(ir::Graph& g, const PassContext&) const override {
+    size_t fused = 0;
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const ir::Node& add = g.nodes()[i];
+      if (add.dead || add.op != "aten.add.Tensor" || add.args.size() < 2 || add.args.size() > 3) continue;
+      if (!add.args[0].is_tensor() || !add.args[1].is_tensor()) continue;
+      const Value& alpha = arg_or(add, 2, Value(1.0));
+      const bool one = (alpha.is_double() && std::get<double>(alpha.v) == 1.0) ||
+                       (alpha.is_int() && std::get<int64_t>(alpha.v) == 1);
+      if (!one) continue;
+      for (int k = 0; k < 2; ++k) {
+        const TensorRef c = add.args[size_t(k)].tensor(), r = add.args[size_t(1 - k)].tensor();
+        const int p = g.producer(c);
+        if (c.id == r.id || p < 0 || sole_user(g, c) != int(i) || g.nodes()[size_t(p)].outputs.size() != 1) continue;
+        const ir::Node& conv = g.nodes()[size_t(p)];
+        auto args = as_padded(g, conv);
+        if (!args || (args->size() > 14 && !(*args)[14].is_none())) continue;
+        args->resize(15, Value(None{}));
+        if ((*args)[9].is_none()) (*args)[9] = std::string("none");
+        if ((*args)[10].is_none()) (*args)[10] = 0.0;
+        if ((*args)[11].is_none()) (*args)[11] = 0.0;
+        if ((*args)[13].is_none()) (*args)[13] = false;
+        (*args)[14] = r;
+        ir::Node n;
+        n.op = "wgnn.convolution_padded.default";
+        n.args = std::move(*args);
+        n.outputs = add.outputs;
+        n.label = conv.label.empty() ? name() : conv.label;
+        n.unfused = {conv, add};
+        g.nodes()[size_t(p)].dead = true;
+        g.replace_node(int(i), std::move(n));
+        ++fused;
+        break;
+      }
+    }
+    return fused;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> fuse_conv_residual() { return std::make_unique<FuseConvResidual>(); }
+
+}  // namespace wgnn::passes
