@@ -861,6 +861,41 @@ const void* Context::mapped(const Buffer& staging, uint64_t bytes) {
 
 void Context::unmap(const Buffer& staging) { wgpuBufferUnmap(staging.handle()); }
 
+void* Context::map_for_write(const Buffer& staging, uint64_t bytes) {
+  Impl& s = *impl_;
+  if (!(staging.usage() & kMapWrite)) {
+    throw Error(fmt::format("map_for_write: buffer '{}' was not created with MapWrite usage", staging.label()));
+  }
+  const uint64_t padded = (bytes + 3) / 4 * 4;
+  if (padded > staging.size()) {
+    throw Error(fmt::format("map_for_write: {} bytes of the {}-byte buffer '{}'", bytes, staging.size(),
+                            staging.label()));
+  }
+  if (wgpuBufferGetMapState(staging.handle()) != WGPUBufferMapState_Mapped) {
+    struct R : CallbackState {
+      WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
+      std::string message;
+    };
+    Pending<R> result(s);
+    WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_WaitAnyOnly;
+    cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView msg, void* ud, void*) {
+      auto* rr = arrived<R>(ud);
+      rr->status = status;
+      rr->message = str(msg);
+    };
+    cb.userdata1 = result.userdata();
+    s.wait(wgpuBufferMapAsync(staging.handle(), WGPUMapMode_Write, 0, staging.size(), cb), "mapping an upload buffer");
+    s.throw_pending();
+    if (result->status != WGPUMapAsyncStatus_Success) {
+      throw GpuError(fmt::format("mapping the upload buffer '{}' failed: {}", staging.label(), result->message));
+    }
+  }
+  void* p = wgpuBufferGetMappedRange(staging.handle(), 0, padded);
+  if (!p) throw GpuError(fmt::format("the mapped range of '{}' is null (not mapped for writing?)", staging.label()));
+  return p;
+}
+
 void Context::clear(const Buffer& dst, uint64_t offset, uint64_t bytes) {
   Impl& s = *impl_;
   if (bytes == ~uint64_t(0)) bytes = dst.size() - offset;

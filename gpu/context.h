@@ -316,6 +316,14 @@ class Context {
   void map_for_read(const std::vector<const Buffer*>& staging);
   const void* mapped(const Buffer& staging, uint64_t bytes);
   void unmap(const Buffer& staging);
+  // Writing through a MapWrite staging buffer of the caller's own
+  // (kMapWrite | kCopySrc), which a command then copies where it belongs:
+  // the first `bytes` of it mapped for writing, after every submitted
+  // command that reads it has finished (waits for that), writable until
+  // unmap(). What queue writes of over 4 MiB cost is a new staging buffer
+  // each (Dawn's uploader); one kept and mapped again costs no allocation
+  // and no page faults. Throws a pending device error.
+  void* map_for_write(const Buffer& staging, uint64_t bytes);
 
   // Waits until the GPU has finished all submitted work; throws a pending
   // error (validation, device lost) if one was reported.

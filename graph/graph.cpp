@@ -457,6 +457,7 @@ void Graph::prepare() {
   }
   if (!pending_.empty()) throw Error("Graph::prepare: runs are in flight; wait() for them first");
   for (auto& slot : staging_) slot.clear();
+  for (auto& slot : upload_) slot.clear();
   if (!init_nodes_.empty()) {
     gpu::Recorder rec(ctx_);
     for (auto& node : init_nodes_) rec.dispatch(*node.pipeline, node.group, node.grid, node.label);
@@ -520,6 +521,28 @@ void Graph::read(TensorRef t, void* data, size_t bytes) {
   std::vector<uint8_t> gpu(ti.gpu_bytes());
   ctx_.read(ti.buffer, gpu.data(), gpu.size(), ti.offset);
   from_gpu_layout(ti.dtype, gpu.data(), size_t(ti.numel()), data);
+}
+
+const gpu::Buffer* Graph::stage_input(const HostIn& in, size_t slot) {
+  static const bool on = [] {
+    const char* e = std::getenv("WGNN_UPLOAD_STAGING");
+    return !(e && std::string_view(e) == "0");
+  }();
+  if (!on || in.bytes < kStagedUploadBytes) return nullptr;
+  ensure_storage(in.tensor.id);
+  const TensorInfo& ti = info(in.tensor);
+  // What write() checks and converts stays there.
+  if (ti.shared || ti.view_of >= 0 || in.bytes != ti.nbytes() || gpu_dtype_size(ti.dtype) != dtype_size(ti.dtype)) {
+    return nullptr;
+  }
+  const uint64_t padded = (uint64_t(in.bytes) + 3) / 4 * 4;
+  gpu::Buffer& b = upload_[slot][in.tensor.id];
+  if (!b.valid() || b.size() < padded) b = ctx_.create_buffer(padded, gpu::kMapWrite | gpu::kCopySrc, ti.name + " upload");
+  auto* dst = static_cast<unsigned char*>(ctx_.map_for_write(b, padded));
+  std::memcpy(dst, in.data, in.bytes);
+  std::memset(dst + in.bytes, 0, size_t(padded - in.bytes));
+  ctx_.unmap(b);
+  return &b;
 }
 
 gpu::Buffer& Graph::staging_for(int tensor, size_t slot) {
@@ -642,7 +665,14 @@ void Graph::submit_impl(std::span<const HostIn> inputs, std::span<const TensorRe
   const auto t0 = clock::now();
   // Queue writes: ordered after the work submitted before (a run in flight
   // reads its own inputs first), before this run's passes.
-  for (const HostIn& in : inputs) write(in.tensor, in.data, in.bytes);
+  std::vector<std::pair<const gpu::Buffer*, int>> staged;  // copied into their tensors below
+  for (const HostIn& in : inputs) {
+    if (const gpu::Buffer* b = stage_input(in, p->slot)) {
+      staged.emplace_back(b, in.tensor.id);
+    } else {
+      write(in.tensor, in.data, in.bytes);
+    }
+  }
   p->check_bytes = uint64_t(checks_.size()) * 8;
   if (p->check_bytes > 0 && !deferred_checks_) {  // deferred failures stay until read
     static const std::vector<uint32_t> zeros(size_t(kMaxChecks) * 2, 0u);
@@ -651,6 +681,10 @@ void Graph::submit_impl(std::span<const HostIn> inputs, std::span<const TensorRe
   const auto t1 = clock::now();
   p->rec = std::make_unique<gpu::Recorder>(ctx_, timing_);
   gpu::Recorder& rec = *p->rec;
+  for (const auto& [b, id] : staged) {
+    const TensorInfo& ti = tensors_[size_t(id)];
+    rec.copy(*b, 0, ti.buffer, ti.offset, (ti.gpu_bytes() + 3) / 4 * 4);
+  }
   for (const DeviceIn& d : device_in) {
     const TensorInfo& ti = info(d.tensor);
     const DeviceTensor& src = *d.src;

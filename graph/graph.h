@@ -332,6 +332,13 @@ class Graph {
   std::string failed_check(const uint32_t* flags) const;
   bool deferred_checks_ = false;
   gpu::Buffer& staging_for(int tensor, size_t slot);
+  // A large host input (at least kStagedUploadBytes, stored as it is given)
+  // written into its upload buffer for this slot (kept, mapped again each
+  // run: gpu::Context::map_for_write), which the run's commands then copy
+  // into the input's storage; null: the input goes by a queue write
+  // (small, converted, or WGNN_UPLOAD_STAGING=0).
+  const gpu::Buffer* stage_input(const HostIn& in, size_t slot);
+  static constexpr size_t kStagedUploadBytes = size_t(1) << 20;
   struct Pending;  // a run submitted and not waited for
   // A constant's storage from store_ (its reference `key`, released in ~Graph).
   void hold_shared(TensorInfo& ti, gpu::Buffer buffer, std::string key);
@@ -362,6 +369,8 @@ class Graph {
   // Readback staging buffers by tensor id, made on first use, kept: one set
   // per run in flight (slot).
   std::unordered_map<int, gpu::Buffer> staging_[kMaxInFlight];
+  // Upload buffers of large host inputs by tensor id, the same way.
+  std::unordered_map<int, gpu::Buffer> upload_[kMaxInFlight];
   std::vector<std::unique_ptr<Pending>> pending_;  // oldest first
   // Checked mode (add_check): messages by slot, the flag buffer, its readback.
   bool checked_ = true;
