@@ -16,7 +16,9 @@
 #
 # Variables: WGNN (default build/wgnn), PRECISIONS ("fp32"; "fp32 fp16" adds
 # `wgnn bench --fp16`), MODES ("cold warm off"; "tiered" adds a cold process
-# with WGNN_TIERED=1), BENCH_ARGS (extra arguments
+# with WGNN_TIERED=1, "untiered" one with WGNN_TIERED=0: a first run that
+# waits for the tensor-core kernels; SessionOptions::tiered is on by
+# default, so "cold" is tiered where the GPU has them), BENCH_ARGS (extra arguments
 # for every bench), RUNS (10), OUT (where the JSON lines go, default
 # /tmp/out), ORT_PEER (an unpacked ortpeer/ of bench/make_ort_peer.sh),
 # NO_DRIVER_CACHE=1 (also turn the NVIDIA driver's own shader disk cache
@@ -62,6 +64,7 @@ for model in "${models[@]}"; do
       # tiered: cold again (an empty cache), the first run on the regular
       # kernels while the tensor-core ones compile (SessionOptions::tiered).
       if [ "$mode" = tiered ]; then rm -rf "$cache"/*; env+=(WGNN_TIERED=1); fi
+      if [ "$mode" = untiered ]; then rm -rf "$cache"/*; env+=(WGNN_TIERED=0); fi
       # shellcheck disable=SC2086
       if out=$(env "${env[@]}" "$WGNN" bench "$model" --runs "$RUNS" --warmup 1 --json "${args[@]}" ${BENCH_ARGS:-} 2> "$OUT/err.txt"); then
         python3 -c 'import json,sys; j=json.loads(sys.argv[1]); j["mode"]=sys.argv[2]; j["tool"]="wgnn"; print(json.dumps(j))' \
@@ -102,12 +105,12 @@ for r in rows:
 ort = {name(r): r for r in rows if r["tool"] != "wgnn"}
 wg = {(name(r), r["precision"], r["mode"]): r for r in rows if r["tool"] == "wgnn"}
 precisions = sorted({k[1] for k in wg})
-tiered = sorted({k[1] for k in wg if k[2] == "tiered"})
+extra = [(p, m) for m in ("tiered", "untiered") for p in precisions if (p, m) in {k[1:] for k in wg}]
 print()
 print("| model | ORT WebGPU load + first ms | " + " | ".join(
     f"wgnn {p} cold load + first ms | wgnn {p} warm: (load + first) / (load + steady)" for p in precisions) +
-    "".join(f" | wgnn {p} tiered cold load + first ms" for p in tiered) + " |")
-print("|---|---:|" + "---:|---:|" * len(precisions) + "---:|" * len(tiered))
+    "".join(f" | wgnn {p} {m} cold load + first ms" for p, m in extra) + " |")
+print("|---|---:|" + "---:|---:|" * len(precisions) + "---:|" * len(extra))
 for m in dict.fromkeys(name(r) for r in rows):
     o = ort.get(m)
     cells = [f"{o['load_ms'] + o['first_run_ms']:.0f}" if o else "not run"]
@@ -116,7 +119,7 @@ for m in dict.fromkeys(name(r) for r in rows):
         if c:
             t = c["load_ms"] + c["first_run_ms"]
             mark = "" if not o else (" (below)" if t < o["load_ms"] + o["first_run_ms"] else " (above)")
-            cells.append(f"{t:.0f}{mark}")
+            cells.append(f"{t:.0f}{mark}" + (" (tiered)" if c.get("tiered_plans") else ""))
         else:
             cells.append("")
         if w:
@@ -124,12 +127,12 @@ for m in dict.fromkeys(name(r) for r in rows):
             cells.append(f"{q:.1f}x" + (" (within 2x)" if q <= 2 else ""))
         else:
             cells.append("")
-    for p in tiered:
-        t = wg.get((m, p, "tiered"))
+    for p, mode in extra:
+        t = wg.get((m, p, mode))
         if t:
             v = t["load_ms"] + t["first_run_ms"]
             mark = "" if not o else (" (below)" if v < o["load_ms"] + o["first_run_ms"] else " (above)")
-            cells.append(f"{v:.0f}{mark}" + (" (not tiered)" if not t.get("tiered_plans") else ""))
+            cells.append(f"{v:.0f}{mark}" + (" (not tiered)" if mode == "tiered" and not t.get("tiered_plans") else ""))
         else:
             cells.append("")
     print(f"| {m} | " + " | ".join(cells) + " |")

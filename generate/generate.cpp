@@ -96,6 +96,9 @@ Generator::Generator(gpu::Context& ctx, const Models& models, onnx_import::Sessi
   // A plan per past length: keep those of a long generation.
   options.max_plans = std::max(options.max_plans, 600);
   options.outputs.clear();
+  // A generation's tokens must not depend on when the tensor-core kernels
+  // finish compiling (a tiered plan switches kernels between steps).
+  options.tiered = false;
   decoder_ = std::make_unique<Session>(ctx, models.decoder, options);
   dec_layout_ = std::make_unique<Layout>(*decoder_, models.decoder);
   if (dec_layout_->past.empty()) {

@@ -495,6 +495,21 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
   return *built_.emplace(plan_key(inputs, decisions), std::move(b)).first->second;
 }
 
+void Session::settle() {
+  for (auto& [key, b] : built_) {
+    if (!b->tier_up) continue;
+    // handle() waits for a pipeline still compiling (and throws its error
+    // at prepare() below, once, as a poll would).
+    for (const gpu::Pipeline* p : b->tier_up->graph->pending_pipelines()) {
+      try {
+        (void)p->handle();
+      } catch (const Error&) {
+      }
+    }
+    try_tier_up(*b);
+  }
+}
+
 void Session::try_tier_up(Built& b) {
   // Not under a run in flight (start()), which reads this plan's buffers.
   if (!started_.empty() || !b.tier_up->graph->pending_pipelines().empty()) return;

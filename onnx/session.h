@@ -95,12 +95,16 @@ struct SessionOptions {
   // docs/results/coldstart_h200.md), and each later run checks, without
   // waiting, whether the tensor-core plan's pipelines are ready; the first
   // run that finds them switches to it. Results of the two plans differ
-  // within the float16 tolerances. Off by default; WGNN_TIERED=1 (or 0)
-  // in the environment overrides it. Only where the device has the
+  // within the float16 tolerances, so the first runs of a process may not
+  // give the later runs' bits: set it false (or WGNN_TIERED=0) for
+  // bit-identical runs from the first, or call settle(). On by default
+  // (a cold float16 first run waits 0.35-1.8 s for the tensor-core
+  // compiles without it, docs/results/coldstart_h200.md); WGNN_TIERED=1
+  // (or 0) in the environment overrides it. Only where the device has the
   // tensor-core kernels (ops::tensor_cores_available). A plan whose
   // pipelines are all ready within 30 ms (a warm pipeline cache;
   // WGNN_TIER_GRACE_MS sets it) is not tiered.
-  bool tiered = false;
+  bool tiered = true;
 };
 
 // A parsed and checked model, before any GPU work: what Session's
@@ -212,6 +216,11 @@ class Session {
   // of them those since switched to their tensor-core plan.
   int tiered_plans() const { return tiered_plans_; }
   int tier_ups() const { return tier_ups_; }
+  // Waits until every tiered plan's tensor-core pipelines are compiled and
+  // switches each to them (a benchmark's steady state; a caller who wants
+  // the tensor-core results from now on). Not while a run is in flight
+  // (start() without finish()): then it switches none.
+  void settle();
   // Host time of the last build (import, fusion, kernel choice, pipelines,
   // memory plan, bind groups, uploads), and of all builds so far, in ms.
   double last_build_ms() const { return last_build_ms_; }

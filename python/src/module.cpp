@@ -142,7 +142,7 @@ nb::tuple describe(const onnx_import::ValueInfo& v) {
 
 struct Options {
   std::string adapter, limits;
-  bool verbose = false, fp16 = false, fusion = true, checked = true;
+  bool verbose = false, fp16 = false, fusion = true, checked = true, tiered = true;
   int max_plans = 8;
   onnx_import::SessionOptions session() const {
     onnx_import::SessionOptions o;
@@ -151,6 +151,7 @@ struct Options {
     o.fusion = fusion;
     o.checked = checked;
     o.max_plans = max_plans;
+    o.tiered = tiered;
     return o;
   }
 };
@@ -342,7 +343,8 @@ NB_MODULE(_wgnn, m) {
       .def_rw("fp16", &Options::fp16)
       .def_rw("fusion", &Options::fusion)
       .def_rw("checked", &Options::checked)
-      .def_rw("max_plans", &Options::max_plans);
+      .def_rw("max_plans", &Options::max_plans)
+      .def_rw("tiered", &Options::tiered);
 
   nb::class_<PySession>(m, "_Session")
       .def(nb::init<const std::string&, const Options&>(), "path"_a, "options"_a)

@@ -47,7 +47,11 @@ class SessionOptions:
     verbose: after each run that built a graph (a new set of input shapes),
         print the session's summary to stderr, as `wgnn run --verbose` does
         (also log_severity_level = 0, as in ONNX Runtime).
-    fusion, checked, max_plans: SessionOptions of the C++ API (onnx/session.h).
+    fusion, checked, max_plans, tiered: SessionOptions of the C++ API
+        (onnx/session.h). tiered (on): where the GPU has tensor cores, a
+        float16 session's first runs use the regular kernels while the
+        tensor-core ones compile, then switch (results within the float16
+        tolerances); False gives the same bits from the first run.
     ONNX Runtime's other settings (graph_optimization_level,
     intra_op_num_threads, ...) may be set and have no effect.
     """
@@ -61,6 +65,7 @@ class SessionOptions:
         self.fusion = True
         self.checked = True
         self.max_plans = 8
+        self.tiered = True
 
     def _native(self):
         o = _wgnn._Options()
@@ -71,6 +76,7 @@ class SessionOptions:
         o.fusion = bool(self.fusion)
         o.checked = bool(self.checked)
         o.max_plans = int(self.max_plans)
+        o.tiered = bool(self.tiered)
         return o
 
 

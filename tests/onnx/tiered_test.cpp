@@ -110,6 +110,56 @@ TEST(Tiered, FirstRunsOnRegularKernelsThenSwitchesToTensorCores) {
   EXPECT_EQ(s.plans(), 1);
 }
 
+TEST(Tiered, OnByDefaultAndSettleSwitchesAtOnce) {
+  if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
+  ScopedEnv emulate("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedEnv grace("WGNN_TIER_GRACE_MS", "0");
+  ScopedEnv unset("WGNN_TIERED", "");  // empty: as if unset
+  gpu::ContextOptions co;
+  co.pipeline_cache = false;
+  gpu::Context ctx(co);
+  const std::vector<float> w = seeded(size_t(kK * kN), 7), x = seeded(size_t(kM * kK), 8);
+  SessionOptions o;  // tiered as it comes
+  o.fp16 = true;
+  Session s(ctx, model(w), o);
+  HostTensor in(DType::F32, {kM, kK});
+  std::memcpy(in.data.data(), x.data(), in.data.size());
+  auto y = s.run({{"X", in}});
+  EXPECT_EQ(s.tiered_plans(), 1);
+  EXPECT_FALSE(uses_tensor_cores(s));
+  expect_close(y.at("Y"), x, w);
+  // settle() waits for the compile and switches without a run.
+  s.settle();
+  EXPECT_EQ(s.tier_ups(), 1);
+  EXPECT_TRUE(uses_tensor_cores(s));
+  y = s.run({{"X", in}});
+  expect_close(y.at("Y"), x, w);
+  EXPECT_EQ(s.builds(), 1);
+  s.settle();  // nothing left to switch
+  EXPECT_EQ(s.tier_ups(), 1);
+}
+
+TEST(Tiered, OffRunsTheTensorCoresFromTheFirstRun) {
+  if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
+  ScopedEnv emulate("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedEnv grace("WGNN_TIER_GRACE_MS", "0");
+  ScopedEnv unset("WGNN_TIERED", "");  // empty: as if unset
+  gpu::ContextOptions co;
+  co.pipeline_cache = false;
+  gpu::Context ctx(co);
+  const std::vector<float> w = seeded(size_t(kK * kN), 9), x = seeded(size_t(kM * kK), 10);
+  SessionOptions o;
+  o.fp16 = true;
+  o.tiered = false;
+  Session s(ctx, model(w), o);
+  HostTensor in(DType::F32, {kM, kK});
+  std::memcpy(in.data.data(), x.data(), in.data.size());
+  const auto y = s.run({{"X", in}});
+  EXPECT_EQ(s.tiered_plans(), 0);
+  EXPECT_TRUE(uses_tensor_cores(s));
+  expect_close(y.at("Y"), x, w);
+}
+
 TEST(Tiered, NotWhereThereAreNoTensorCores) {
   if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
   ScopedEnv off("WGNN_SUBGROUP_MATMUL", "0");
