@@ -273,6 +273,13 @@ class Context {
   // Buffers. Sizes are rounded up to 16 bytes so vec4 views are valid; a size
   // above maxBufferSize throws an Error naming the size and the limit.
   Buffer create_buffer(uint64_t bytes, uint64_t usage = kStorageUsage, std::string_view label = {});
+  // A write is ordered before every later submit, as a queue write. Writes
+  // of kStagedWriteMin bytes and more go through two staging buffers the
+  // Context keeps (kStagedWriteChunk bytes each, used in turn, each part
+  // copied by a command submitted at once); smaller ones are queue writes.
+  // WGNN_STAGED_WRITES=0: queue writes only.
+  static constexpr uint64_t kStagedWriteMin = uint64_t(256) << 10;
+  static constexpr uint64_t kStagedWriteChunk = uint64_t(4) << 20;
   void write(const Buffer& dst, const void* data, uint64_t bytes, uint64_t offset = 0);
   void read(const Buffer& src, void* data, uint64_t bytes, uint64_t offset = 0);
   void clear(const Buffer& dst, uint64_t offset = 0, uint64_t bytes = ~uint64_t(0));

@@ -69,6 +69,12 @@ struct Context::Impl {
   std::string disk_cache_off;  // why there is none
 
   Buffer dummy;
+  // Context::write's staging for large writes: two buffers kept and mapped
+  // again, used in turn (WGNN_STAGED_WRITES=0: queue writes only).
+  bool staged_writes = true;
+  std::mutex staged_mutex;
+  Buffer staged[2];
+  size_t staged_next = 0;
   uint64_t timeout_ns = 600ull * 1000 * 1000 * 1000;
   bool async_pipelines = true;  // WGNN_ASYNC_PIPELINES=0: each pipeline created at once
 

@@ -50,6 +50,42 @@ TEST(Context, WriteAtOffsetAndClear) {
   for (size_t i = 0; i < 64; ++i) EXPECT_EQ(back[i], (i >= 16 && i < 48) ? 0u : 0xFFFFFFFFu) << i;
 }
 
+// Large writes go through the Context's two kept staging buffers in parts
+// (Context::kStagedWriteChunk): across parts, with an odd tail, at an
+// offset, one after another over the same bytes and mixed with queue writes
+// (later wins), the bytes are those of queue writes alone.
+TEST(Context, StagedWritesGiveWhatQueueWritesGive) {
+  const uint64_t n = 2 * gpu::Context::kStagedWriteChunk + 4099;  // three parts, a 3-byte tail
+  std::vector<uint8_t> a(n), b(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    a[i] = uint8_t(i * 131 + 7);
+    b[i] = uint8_t(i * 29 + 3);
+  }
+  const std::vector<uint8_t> small(1024, 0xab);
+  std::vector<std::vector<uint8_t>> got;
+  for (const char* staged : {"1", "0"}) {
+    ScopedEnv env("WGNN_STAGED_WRITES", staged);
+    gpu::Context c;
+    gpu::Buffer buf = c.create_buffer(n + 4 + 16);
+    c.write(buf, a.data(), n, 4);
+    c.write(buf, b.data(), gpu::Context::kStagedWriteChunk + 1, 4);  // over the first part and one byte
+    c.write(buf, small.data(), small.size(), 4 + 100);               // a queue write after a staged one
+    c.write(buf, a.data() + 4096, gpu::Context::kStagedWriteMin, 4 + 4096);
+    std::vector<uint8_t> out(n);
+    c.read(buf, out.data(), n, 4);
+    got.push_back(out);
+  }
+  std::vector<uint8_t> want = a;
+  std::copy(b.begin(), b.begin() + long(gpu::Context::kStagedWriteChunk + 1), want.begin());
+  // Writes move whole words: the 1-byte tail of that write is padded with zeros.
+  for (uint64_t i = 1; i < 4; ++i) want[gpu::Context::kStagedWriteChunk + i] = 0;
+  std::copy(small.begin(), small.end(), want.begin() + 100);
+  std::copy(a.begin() + 4096, a.begin() + 4096 + long(gpu::Context::kStagedWriteMin), want.begin() + 4096);
+  ASSERT_EQ(got[0].size(), want.size());
+  EXPECT_TRUE(got[0] == want) << "staged";
+  EXPECT_TRUE(got[1] == want) << "queue writes";
+}
+
 TEST(Context, OversizeBufferNamesSizeAndLimit) {
   const uint64_t limit = ctx().limits().max_buffer_size;
   try {
