@@ -786,12 +786,14 @@ void Context::write(const Buffer& dst, const void* data, uint64_t bytes, uint64_
     // buffers, docs/results/isnet_host_h200.md).
     std::lock_guard<std::mutex> lock(s.staged_mutex);
     const auto* src = static_cast<const unsigned char*>(data);
+    // Parts within maxBufferSize (a lowered limit, in tests, may be below 4 MiB).
+    const uint64_t chunk = std::min<uint64_t>(kStagedWriteChunk, s.limits.max_buffer_size / 16 * 16);
     for (uint64_t done = 0; done < bytes;) {
-      const uint64_t n = std::min<uint64_t>(kStagedWriteChunk, bytes - done);
+      const uint64_t n = std::min<uint64_t>(chunk, bytes - done);
       const uint64_t padded = (n + 3) / 4 * 4;
       Buffer& st = s.staged[s.staged_next];
       s.staged_next ^= 1;
-      if (!st.valid()) st = create_buffer(kStagedWriteChunk, kMapWrite | kCopySrc, "upload staging");
+      if (!st.valid()) st = create_buffer(chunk, kMapWrite | kCopySrc, "upload staging");
       auto* p = static_cast<unsigned char*>(map_for_write(st, padded));  // waits for its last copy
       std::memcpy(p, src + done, n);
       std::memset(p + n, 0, size_t(padded - n));
