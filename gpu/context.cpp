@@ -782,8 +782,8 @@ void Context::write(const Buffer& dst, const void* data, uint64_t bytes, uint64_
     // it as a queue write: before any later submit). Dawn's own queue write
     // puts a build's megabytes of weights into new staging buffers, 4 MiB
     // each or one per write over that, mapped for the first time: page
-    // faults on every page (2.2 GB/s on the H200 against 7.7 through kept
-    // buffers, docs/results/isnet_host_h200.md).
+    // faults on every page (a warm first run's weights crossed at 2.2 GB/s
+    // on the H200, 7-9 GB/s through kept buffers: docs/results/coldstart_h200.md).
     std::lock_guard<std::mutex> lock(s.staged_mutex);
     const auto* src = static_cast<const unsigned char*>(data);
     // Parts within maxBufferSize (a lowered limit, in tests, may be below 4 MiB).
