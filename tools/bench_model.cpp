@@ -366,7 +366,7 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
            {"queued_ms", queued_ms},
            {"outputs", o.outputs.empty() ? json("all") : json(o.outputs)},
            {"dispatches", dispatches},
-           // SessionOptions::tiered (WGNN_TIERED=1): whether the first run
+           // SessionOptions::tiered (on by default): whether the first run
            // was on the regular kernels, and whether the plan has switched
            // to its tensor-core kernels since.
            {"tiered_plans", s.tiered_plans()},
