@@ -512,7 +512,10 @@ void Session::settle() {
 
 void Session::try_tier_up(Built& b) {
   // Not under a run in flight (start()), which reads this plan's buffers.
-  if (!started_.empty() || !b.tier_up->graph->pending_pipelines().empty()) return;
+  if (std::any_of(started_.begin(), started_.end(), [&](const Started& s) { return s.built == &b; }) ||
+      !b.tier_up->graph->pending_pipelines().empty()) {
+    return;
+  }
   b.graph->check_deferred();  // the failures of its runs not waited for are not lost with it
   std::unique_ptr<Built> next = std::move(b.tier_up);
   // Every pipeline is ready: nothing waits. A pipeline whose creation
@@ -828,6 +831,14 @@ void Session::start(const std::map<std::string, HostTensor>& inputs) {
     }
     b = it->second.get();
     b->last_use = ++use_clock_;
+    // A tiered plan whose tensor-core pipelines are ready switches here
+    // too: the runs in flight on it are read back first (finish() hands
+    // what they gave). Else a pipelined loop, which always has a run in
+    // flight (remove-bg's folder), would stay on the regular kernels.
+    if (b->tier_up && b->tier_up->graph->pending_pipelines().empty()) {
+      read_back_started(*b);
+      try_tier_up(*b);
+    }
   } else {
     Built& first = build_for(feeds, {});
     if (!first.probe.empty()) {
@@ -861,6 +872,7 @@ void Session::finish(std::map<std::string, HostTensor>& out) {
   Started s = std::move(started_.front());
   started_.pop_front();
   if (s.built == nullptr) {
+    if (s.error) std::rethrow_exception(s.error);
     out = std::move(s.result.host);
     return;
   }
@@ -879,6 +891,25 @@ void Session::finish(std::map<std::string, HostTensor>& out) {
   }
   narrow_outputs(b, f);
   out = std::move(f.host);
+}
+
+void Session::read_back_started(Built& b) {
+  for (Started& s : started_) {  // oldest first, as the graph waits
+    if (s.built != &b) continue;
+    s.built = nullptr;
+    try {
+      Fetches f;
+      all_outputs(f);
+      std::vector<Graph::HostOut> host_out;
+      std::vector<Graph::DeviceOut> device_out;
+      output_lists(b, f, host_out, device_out);
+      b.graph->wait(host_out);
+      narrow_outputs(b, f);
+      s.result = std::move(f);
+    } catch (...) {
+      s.error = std::current_exception();  // thrown by its finish(), as it would have been
+    }
+  }
 }
 
 void Session::input_lists(Built& b, const Feeds& inputs, std::vector<Graph::HostIn>& host_in,

@@ -25,6 +25,7 @@
 // given to run(); the graph is then built for those values and cached by
 // them, so the next run with other values builds another graph.
 #include <deque>
+#include <exception>
 #include <map>
 #include <set>
 #include <memory>
@@ -264,9 +265,13 @@ class Session {
   // Runs started and not finished (start()): the plan each was submitted on
   // (nullptr: already run, its outputs in `result`).
   struct Started {
-    Built* built = nullptr;
+    Built* built = nullptr;  // null: run already, `result` (or `error`) is what finish() hands
     Fetches result;
+    std::exception_ptr error;
   };
+  // The runs in flight on `b` waited for and read back into their Started
+  // entries (a tiered plan switching under a pipelined loop).
+  void read_back_started(Built& b);
   std::deque<Started> started_;
 
   gpu::Context& ctx_;

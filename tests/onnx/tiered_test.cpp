@@ -160,6 +160,55 @@ TEST(Tiered, OffRunsTheTensorCoresFromTheFirstRun) {
   expect_close(y.at("Y"), x, w);
 }
 
+// A pipelined loop (start the next run before finishing the last, as
+// remove-bg's folder does) always has a run in flight; the plan still
+// switches once the tensor-core pipelines are ready, and every run's
+// outputs, before and after, are its own.
+TEST(Tiered, APipelinedLoopSwitchesToo) {
+  if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
+  ScopedEnv emulate("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedEnv grace("WGNN_TIER_GRACE_MS", "0");
+  ScopedEnv unset("WGNN_TIERED", "");  // empty: as if unset
+  gpu::ContextOptions co;
+  co.pipeline_cache = false;
+  gpu::Context ctx(co);
+  const std::vector<float> w = seeded(size_t(kK * kN), 11);
+  std::vector<std::vector<float>> xs;
+  for (uint32_t k = 0; k < 3; ++k) xs.push_back(seeded(size_t(kM * kK), 12 + k));
+  SessionOptions o;
+  o.fp16 = true;
+  Session s(ctx, model(w), o);
+  const auto input = [&](size_t i) {
+    HostTensor in(DType::F32, {kM, kK});
+    std::memcpy(in.data.data(), xs[i % xs.size()].data(), in.data.size());
+    return std::map<std::string, HostTensor>{{"X", std::move(in)}};
+  };
+  size_t started = 0, finished = 0;
+  s.start(input(started++));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (s.tier_ups() == 0 && std::chrono::steady_clock::now() < until) {
+    s.start(input(started++));  // queued behind the one in flight
+    std::map<std::string, HostTensor> out;
+    s.finish(out);
+    expect_close(out.at("Y"), xs[finished++ % xs.size()], w);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(s.tiered_plans(), 1);
+  ASSERT_EQ(s.tier_ups(), 1);
+  EXPECT_TRUE(uses_tensor_cores(s));
+  for (int i = 0; i < 3; ++i) {
+    s.start(input(started++));
+    std::map<std::string, HostTensor> out;
+    s.finish(out);
+    expect_close(out.at("Y"), xs[finished++ % xs.size()], w);
+  }
+  std::map<std::string, HostTensor> out;
+  s.finish(out);
+  expect_close(out.at("Y"), xs[finished++ % xs.size()], w);
+  EXPECT_EQ(started, finished);
+  EXPECT_EQ(s.builds(), 1);
+}
+
 TEST(Tiered, NotWhereThereAreNoTensorCores) {
   if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
   ScopedEnv off("WGNN_SUBGROUP_MATMUL", "0");
