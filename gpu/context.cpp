@@ -845,15 +845,34 @@ void Context::read(const Buffer& src, void* data, uint64_t bytes, uint64_t offse
   unmap(staging);
 }
 
+namespace {
+
+// What a buffer map reports (map_for_read, map_for_write).
+struct MapResult : CallbackState {
+  WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
+  std::string message;
+};
+
+// Starts mapping all of `b` with `mode`, reporting into `result`.
+WGPUFuture map_async(const Buffer& b, WGPUMapMode mode, Pending<MapResult>& result) {
+  WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
+  cb.mode = WGPUCallbackMode_WaitAnyOnly;
+  cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView msg, void* ud, void*) {
+    auto* r = arrived<MapResult>(ud);
+    r->status = status;
+    r->message = str(msg);
+  };
+  cb.userdata1 = result.userdata();
+  return wgpuBufferMapAsync(b.handle(), mode, 0, b.size(), cb);
+}
+
+}  // namespace
+
 void Context::map_for_read(const std::vector<const Buffer*>& staging) {
   Impl& s = *impl_;
-  struct R : CallbackState {
-    WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
-    std::string message;
-  };
   // Heap-owned states: when a wait times out, the maps still pending call
   // back later, from ~Context at the latest.
-  std::vector<Pending<R>> results;
+  std::vector<Pending<MapResult>> results;
   results.reserve(staging.size());
   std::vector<WGPUFutureWaitInfo> futures(staging.size());
   for (size_t i = 0; i < staging.size(); ++i) {
@@ -861,16 +880,8 @@ void Context::map_for_read(const std::vector<const Buffer*>& staging) {
     if (!(b.usage() & kMapRead)) {
       throw Error(fmt::format("map_for_read: buffer '{}' was not created with MapRead usage", b.label()));
     }
-    WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
-    cb.mode = WGPUCallbackMode_WaitAnyOnly;
-    cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView msg, void* ud, void*) {
-      auto* rr = arrived<R>(ud);
-      rr->status = status;
-      rr->message = str(msg);
-    };
     results.emplace_back(s);
-    cb.userdata1 = results.back().userdata();
-    futures[i] = WGPUFutureWaitInfo{wgpuBufferMapAsync(b.handle(), WGPUMapMode_Read, 0, b.size(), cb), false};
+    futures[i] = WGPUFutureWaitInfo{map_async(b, WGPUMapMode_Read, results.back()), false};
   }
   // The maps complete in submission order; wait for each (a completed one
   // returns at once).
@@ -910,20 +921,8 @@ void* Context::map_for_write(const Buffer& staging, uint64_t bytes) {
                             staging.label()));
   }
   if (wgpuBufferGetMapState(staging.handle()) != WGPUBufferMapState_Mapped) {
-    struct R : CallbackState {
-      WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
-      std::string message;
-    };
-    Pending<R> result(s);
-    WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
-    cb.mode = WGPUCallbackMode_WaitAnyOnly;
-    cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView msg, void* ud, void*) {
-      auto* rr = arrived<R>(ud);
-      rr->status = status;
-      rr->message = str(msg);
-    };
-    cb.userdata1 = result.userdata();
-    s.wait(wgpuBufferMapAsync(staging.handle(), WGPUMapMode_Write, 0, staging.size(), cb), "mapping an upload buffer");
+    Pending<MapResult> result(s);
+    s.wait(map_async(staging, WGPUMapMode_Write, result), "mapping an upload buffer");
     s.throw_pending();
     if (result->status != WGPUMapAsyncStatus_Success) {
       throw GpuError(fmt::format("mapping the upload buffer '{}' failed: {}", staging.label(), result->message));

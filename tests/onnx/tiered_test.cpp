@@ -52,6 +52,34 @@ std::vector<float> seeded(size_t n, uint32_t seed) {
   return v;
 }
 
+// The setting of the tests that tier: the tensor-core kernels emulated, no
+// grace period, WGNN_TIERED as if unset (empty), and a Context without the
+// disk cache (the tensor-core pipeline is compiled now, so it is not ready
+// when the first plan is recorded).
+gpu::ContextOptions no_disk_cache() {
+  gpu::ContextOptions co;
+  co.pipeline_cache = false;
+  return co;
+}
+struct Emulated {
+  ScopedEnv emulate{"WGNN_SUBGROUP_MATMUL", "emulate"};
+  ScopedEnv grace{"WGNN_TIER_GRACE_MS", "0"};
+  ScopedEnv unset{"WGNN_TIERED", ""};
+  gpu::Context ctx{no_disk_cache()};
+};
+
+SessionOptions fp16_options() {
+  SessionOptions o;
+  o.fp16 = true;
+  return o;
+}
+
+HostTensor input_of(const std::vector<float>& x) {
+  HostTensor in(DType::F32, {kM, kK});
+  std::memcpy(in.data.data(), x.data(), in.data.size());
+  return in;
+}
+
 bool uses_tensor_cores(Session& s) {
   for (const auto& d : s.graph().dispatches())
     if (d.pipeline->name().find("subgroup matmul") != std::string::npos) return true;
@@ -74,20 +102,12 @@ void expect_close(const HostTensor& y, const std::vector<float>& x, const std::v
 
 TEST(Tiered, FirstRunsOnRegularKernelsThenSwitchesToTensorCores) {
   if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
-  ScopedEnv emulate("WGNN_SUBGROUP_MATMUL", "emulate");
-  ScopedEnv grace("WGNN_TIER_GRACE_MS", "0");
-  // No disk cache: the tensor-core pipeline is compiled now, so it is not
-  // ready when the first plan is recorded.
-  gpu::ContextOptions co;
-  co.pipeline_cache = false;
-  gpu::Context ctx(co);
+  Emulated e;
   const std::vector<float> w = seeded(size_t(kK * kN), 1), x = seeded(size_t(kM * kK), 2);
-  SessionOptions o;
-  o.fp16 = true;
+  SessionOptions o = fp16_options();
   o.tiered = true;
-  Session s(ctx, model(w), o);
-  HostTensor in(DType::F32, {kM, kK});
-  std::memcpy(in.data.data(), x.data(), in.data.size());
+  Session s(e.ctx, model(w), o);
+  const HostTensor in = input_of(x);
 
   auto y = s.run({{"X", in}});
   EXPECT_EQ(s.tiered_plans(), 1);
@@ -112,18 +132,11 @@ TEST(Tiered, FirstRunsOnRegularKernelsThenSwitchesToTensorCores) {
 
 TEST(Tiered, OnByDefaultAndSettleSwitchesAtOnce) {
   if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
-  ScopedEnv emulate("WGNN_SUBGROUP_MATMUL", "emulate");
-  ScopedEnv grace("WGNN_TIER_GRACE_MS", "0");
-  ScopedEnv unset("WGNN_TIERED", "");  // empty: as if unset
-  gpu::ContextOptions co;
-  co.pipeline_cache = false;
-  gpu::Context ctx(co);
+  Emulated e;
   const std::vector<float> w = seeded(size_t(kK * kN), 7), x = seeded(size_t(kM * kK), 8);
-  SessionOptions o;  // tiered as it comes
-  o.fp16 = true;
-  Session s(ctx, model(w), o);
-  HostTensor in(DType::F32, {kM, kK});
-  std::memcpy(in.data.data(), x.data(), in.data.size());
+  const SessionOptions o = fp16_options();  // tiered as it comes
+  Session s(e.ctx, model(w), o);
+  const HostTensor in = input_of(x);
   auto y = s.run({{"X", in}});
   EXPECT_EQ(s.tiered_plans(), 1);
   EXPECT_FALSE(uses_tensor_cores(s));
@@ -141,19 +154,12 @@ TEST(Tiered, OnByDefaultAndSettleSwitchesAtOnce) {
 
 TEST(Tiered, OffRunsTheTensorCoresFromTheFirstRun) {
   if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
-  ScopedEnv emulate("WGNN_SUBGROUP_MATMUL", "emulate");
-  ScopedEnv grace("WGNN_TIER_GRACE_MS", "0");
-  ScopedEnv unset("WGNN_TIERED", "");  // empty: as if unset
-  gpu::ContextOptions co;
-  co.pipeline_cache = false;
-  gpu::Context ctx(co);
+  Emulated e;
   const std::vector<float> w = seeded(size_t(kK * kN), 9), x = seeded(size_t(kM * kK), 10);
-  SessionOptions o;
-  o.fp16 = true;
+  SessionOptions o = fp16_options();
   o.tiered = false;
-  Session s(ctx, model(w), o);
-  HostTensor in(DType::F32, {kM, kK});
-  std::memcpy(in.data.data(), x.data(), in.data.size());
+  Session s(e.ctx, model(w), o);
+  const HostTensor in = input_of(x);
   const auto y = s.run({{"X", in}});
   EXPECT_EQ(s.tiered_plans(), 0);
   EXPECT_TRUE(uses_tensor_cores(s));
@@ -166,23 +172,13 @@ TEST(Tiered, OffRunsTheTensorCoresFromTheFirstRun) {
 // outputs, before and after, are its own.
 TEST(Tiered, APipelinedLoopSwitchesToo) {
   if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
-  ScopedEnv emulate("WGNN_SUBGROUP_MATMUL", "emulate");
-  ScopedEnv grace("WGNN_TIER_GRACE_MS", "0");
-  ScopedEnv unset("WGNN_TIERED", "");  // empty: as if unset
-  gpu::ContextOptions co;
-  co.pipeline_cache = false;
-  gpu::Context ctx(co);
+  Emulated e;
   const std::vector<float> w = seeded(size_t(kK * kN), 11);
   std::vector<std::vector<float>> xs;
   for (uint32_t k = 0; k < 3; ++k) xs.push_back(seeded(size_t(kM * kK), 12 + k));
-  SessionOptions o;
-  o.fp16 = true;
-  Session s(ctx, model(w), o);
-  const auto input = [&](size_t i) {
-    HostTensor in(DType::F32, {kM, kK});
-    std::memcpy(in.data.data(), xs[i % xs.size()].data(), in.data.size());
-    return std::map<std::string, HostTensor>{{"X", std::move(in)}};
-  };
+  const SessionOptions o = fp16_options();
+  Session s(e.ctx, model(w), o);
+  const auto input = [&](size_t i) { return std::map<std::string, HostTensor>{{"X", input_of(xs[i % xs.size()])}}; };
   size_t started = 0, finished = 0;
   s.start(input(started++));
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(300);
@@ -214,12 +210,10 @@ TEST(Tiered, NotWhereThereAreNoTensorCores) {
   ScopedEnv off("WGNN_SUBGROUP_MATMUL", "0");
   ScopedEnv grace("WGNN_TIER_GRACE_MS", "0");
   const std::vector<float> w = seeded(size_t(kK * kN), 3), x = seeded(size_t(kM * kK), 4);
-  SessionOptions o;
-  o.fp16 = true;
+  SessionOptions o = fp16_options();
   o.tiered = true;
   Session s(test::ctx(), model(w), o);
-  HostTensor in(DType::F32, {kM, kK});
-  std::memcpy(in.data.data(), x.data(), in.data.size());
+  const HostTensor in = input_of(x);
   const auto y = s.run({{"X", in}});
   EXPECT_EQ(s.tiered_plans(), 0);
   EXPECT_FALSE(uses_tensor_cores(s));
