@@ -258,13 +258,16 @@ wgnn_status wgnn_session_run(wgnn_session* session, const char* const* input_nam
     if (!inputs[i]) return fail(WGNN_ERROR_INVALID_ARGUMENT, fmt::format("{}: inputs[{}] is NULL", what, i));
   }
   return guarded(what, [&] {
-    std::map<std::string, HostTensor> in;
+    // The caller's tensors are read where they are (no copy).
+    onnx_import::Feeds in;
     for (size_t i = 0; i < input_count; ++i) {
-      if (!in.emplace(input_names[i], inputs[i]->t).second) {
+      if (!in.host.emplace(input_names[i], &inputs[i]->t).second) {
         throw Error(fmt::format("input '{}' is given twice", input_names[i]));
       }
     }
-    std::map<std::string, HostTensor> result = session->session->run(in);
+    onnx_import::Fetches fetched;  // empty: every output
+    session->session->run(in, fetched);
+    std::map<std::string, HostTensor>& result = fetched.host;
     std::vector<std::unique_ptr<wgnn_tensor>> made(n_out);
     for (size_t i = 0; i < n_out; ++i) {
       const std::string& name = session->session->outputs()[i].name;

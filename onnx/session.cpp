@@ -361,6 +361,14 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
     }
     tier_grace_ms_ = int(v);
   }
+  if (const char* e = std::getenv("WGNN_TIER_DISK_WAIT_MS"); e && *e) {
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end != '\0' || v < 0 || v > 600000) {
+      throw Error(fmt::format("WGNN_TIER_DISK_WAIT_MS='{}': milliseconds, 0 to 600000", e));
+    }
+    tier_disk_wait_ms_ = int(v);
+  }
   widen_f16_ = !ctx_.features().shader_f16;
   for (const auto& [name, t] : initializers_) uses_f16_ |= t.dtype == DType::F16;
   for (const auto& v : inputs_) uses_f16_ |= v.dtype == DType::F16;
@@ -453,23 +461,49 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
     }
   }
 
+  const auto ms_from = [](std::chrono::steady_clock::time_point a) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+  };
+  last_phases_ = {};
+  const gpu::CreationStats created0 = ctx_.creation_stats();
+  const gpu::DiskCacheStats disk0 = ctx_.disk_cache_stats();
+  auto tp = std::chrono::steady_clock::now();
   std::unique_ptr<Built> b = record_plan(inputs, decisions, true);
+  last_phases_.record_ms = ms_from(tp);
   if (tiered_ && b->probe.empty()) {
     // A warm pipeline cache makes the tensor-core plan's pipelines in a few
-    // ms: wait that long before recording the regular plan.
+    // ms: wait the grace before recording the regular plan. Beyond it, the
+    // disk cache says which it is: while every blob Dawn has looked up
+    // since this build began was there, the pipelines come from the disk
+    // (no compile), and the wait goes on, up to tier_disk_wait_ms_; the
+    // first miss is a compile, and the regular plan is recorded at once.
+    tp = std::chrono::steady_clock::now();
+    const auto disk_end = tp + std::chrono::milliseconds(std::max(tier_grace_ms_, tier_disk_wait_ms_));
+    const auto grace_end = tp + std::chrono::milliseconds(tier_grace_ms_);
     std::vector<const gpu::Pipeline*> pending = b->graph->pending_pipelines();
-    for (const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(tier_grace_ms_);
-         !pending.empty() && std::chrono::steady_clock::now() < until;) {
+    while (!pending.empty()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= disk_end) break;
+      if (disk0.enabled && tier_grace_ms_ > 0) {
+        const gpu::DiskCacheStats d = ctx_.disk_cache_stats();
+        if (d.misses > disk0.misses || d.corrupt > disk0.corrupt) break;         // compiling
+        if (now >= grace_end && d.loads == disk0.loads) break;                   // nothing looked up yet
+      } else if (now >= grace_end) {
+        break;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       pending = b->graph->pending_pipelines();
     }
+    last_phases_.tier_wait_ms = ms_from(tp);
     if (!pending.empty()) {
       std::unique_ptr<Built> regular;
+      tp = std::chrono::steady_clock::now();
       try {
         regular = record_plan(inputs, decisions, false);
       } catch (const Error&) {
         // What the regular kernels refuse, the tensor-core plan does alone.
       }
+      last_phases_.regular_record_ms = ms_from(tp);
       const std::vector<const gpu::Pipeline*> its = regular ? regular->graph->pipelines() : pending;
       const std::set<const gpu::Pipeline*> uses(its.begin(), its.end());
       // Only when the tensor-core plan waits for pipelines the regular one
@@ -485,7 +519,10 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
       }
     }
   }
+  tp = std::chrono::steady_clock::now();
   b->graph->prepare();
+  last_phases_.prepare_ms = ms_from(tp);
+  last_phases_.created = ctx_.creation_stats() - created0;
   ++builds_;
   last_build_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   total_build_ms_ += last_build_ms_;
@@ -538,10 +575,19 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
   std::map<std::string, Slot> values;
   for (const auto& [name, t] : initializers_) values[name] = Slot::of_stored(t);
   const Storage storage{options_.fp16, widen_f16_};
+  // Host inputs given as views: copied here, for the ops that read an
+  // input's values while they record (a build, not every run).
+  std::map<std::string, HostTensor> copies;
   for (const auto& in : inputs_) {
     // A device input has no host value: an op that needs one refuses it.
     const auto h = inputs.host.find(in.name);
-    const HostTensor* host = h != inputs.host.end() ? h->second : nullptr;
+    const HostTensor* host = nullptr;
+    if (h != inputs.host.end()) {
+      host = h->second.tensor;
+      if (!host) {
+        host = &copies.emplace(in.name, HostTensor(h->second.dtype, h->second.shape, h->second.data)).first->second;
+      }
+    }
     const DeviceTensor* dev = host ? nullptr : inputs.device.at(in.name);
     const DType dtype = host ? host->dtype : dev->dtype;
     const Shape& shape = host ? host->shape : dev->shape;
@@ -678,11 +724,32 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
   return b;
 }
 
+HostInput HostInput::view(DType dtype, Shape shape, const void* data, size_t nbytes, const std::string& name) {
+  // HostTensor's own checks of the dims, without allocating anything.
+  const int64_t n = numel(shape);
+  for (int64_t d : shape) {
+    if (d < 0) throw Error(fmt::format("input '{}': negative dim in shape {}", name, shape_str(shape)));
+  }
+  const size_t want = size_t(n) * dtype_size(dtype);
+  if (nbytes != want) {
+    throw Error(fmt::format("input '{}': {} bytes for a {} tensor of shape {}, which takes {}", name, nbytes,
+                            dtype_name(dtype), shape_str(shape), want));
+  }
+  if (!data && nbytes) throw Error(fmt::format("input '{}': no data", name));
+  HostInput in;
+  in.dtype = dtype;
+  in.shape = std::move(shape);
+  in.data = data;
+  in.nbytes = nbytes;
+  in.is_view = true;
+  return in;
+}
+
 std::string Session::plan_key(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) const {
   // Inputs in name order, each by dtype-independent shape; those some op
   // read on the host also by value.
-  std::map<std::string, std::pair<const Shape*, const HostTensor*>> all;
-  for (const auto& [n, t] : inputs.host) all[n] = {&t->shape, t};
+  std::map<std::string, std::pair<const Shape*, const HostInput*>> all;
+  for (const auto& [n, t] : inputs.host) all[n] = {&t.shape, &t};
   for (const auto& [n, t] : inputs.device) all[n] = {&t->shape, nullptr};
   std::string k;
   for (const auto& [n, st] : all) {
@@ -693,7 +760,7 @@ std::string Session::plan_key(const Feeds& inputs, const std::map<std::string, i
                                 "give it as a host tensor, not a device tensor",
                                 n));
       }
-      k.append(reinterpret_cast<const char*>(st.second->data.data()), st.second->data.size()).push_back(';');
+      k.append(static_cast<const char*>(st.second->data), st.second->nbytes).push_back(';');
     }
   }
   for (const auto& [what, v] : decisions) k += fmt::format("|{}={}", what, v);
@@ -733,7 +800,7 @@ void Session::check_feeds(const Feeds& inputs) const {
 
   for (const auto& [name, t] : inputs.host) {
     if (!is_input(name)) throw Error(fmt::format("'{}' is not an input of this model", name));
-    if (!t) throw Error(fmt::format("input '{}': no tensor given", name));
+    if (!t.given()) throw Error(fmt::format("input '{}': no tensor given", name));
     if (inputs.device.count(name)) throw Error(fmt::format("input '{}' is given twice (host and device)", name));
   }
   for (const auto& [name, t] : inputs.device) {
@@ -746,8 +813,8 @@ void Session::check_feeds(const Feeds& inputs) const {
     if (h == inputs.host.end() && d == inputs.device.end()) {
       throw Error(fmt::format("input '{}' was not given", in.name));
     }
-    const DType dtype = h != inputs.host.end() ? h->second->dtype : d->second->dtype;
-    const Shape& shape = h != inputs.host.end() ? h->second->shape : d->second->shape;
+    const DType dtype = h != inputs.host.end() ? h->second.dtype : d->second->dtype;
+    const Shape& shape = h != inputs.host.end() ? h->second.shape : d->second->shape;
     if (dtype != in.dtype) {
       throw Error(fmt::format("input '{}' has dtype {}; the model declares {}", in.name, dtype_name(dtype),
                               dtype_name(in.dtype)));
@@ -920,15 +987,15 @@ void Session::input_lists(Built& b, const Feeds& inputs, std::vector<Graph::Host
       device_in.push_back({ref, d->second});
       continue;
     }
-    const HostTensor& t = *inputs.host.at(name);
+    const HostInput& t = inputs.host.at(name);
     if (auto w = b.widened_in.find(name); w != b.widened_in.end()) {
-      const uint16_t* src = t.as<uint16_t>();
+      const uint16_t* src = static_cast<const uint16_t*>(t.data);
       float* dst = w->second.as<float>();
-      for (size_t i = 0, n = size_t(t.numel()); i < n; ++i) dst[i] = half_to_float(src[i]);
+      for (size_t i = 0, n = t.nbytes / 2; i < n; ++i) dst[i] = half_to_float(src[i]);
       host_in.push_back({ref, w->second.data.data(), w->second.data.size()});
       continue;
     }
-    host_in.push_back({ref, t.data.data(), t.data.size()});
+    host_in.push_back({ref, t.data, t.nbytes});
   }
 }
 

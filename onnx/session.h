@@ -103,8 +103,11 @@ struct SessionOptions {
   // compiles without it, docs/results/coldstart_h200.md); WGNN_TIERED=1
   // (or 0) in the environment overrides it. Only where the device has the
   // tensor-core kernels (ops::tensor_cores_available). A plan whose
-  // pipelines are all ready within 30 ms (a warm pipeline cache;
-  // WGNN_TIER_GRACE_MS sets it) is not tiered.
+  // pipelines are all ready within 30 ms (WGNN_TIER_GRACE_MS sets it) is
+  // not tiered, nor one whose pipelines all come from the pipeline cache on
+  // disk (every blob Dawn looked up for them was there): that build waits
+  // for them, up to 1 s (WGNN_TIER_DISK_WAIT_MS); the first blob missing
+  // is a compile, and ends the wait at once.
   bool tiered = true;
 };
 
@@ -136,10 +139,34 @@ LoadedModel load_model_from_bytes(const std::string& bytes, const std::string& n
 // The ONNX operators (of the default domain) a Session maps, sorted.
 std::vector<std::string> supported_ops();
 
+// One input of a run in host memory that the caller keeps until the run
+// returns: a HostTensor (`feeds.host[name] = &t`), or a view of the
+// caller's own bytes (HostInput::view: a numpy array's), which the run reads
+// in place: written to the GPU with no host copy first. A plan that reads
+// the input's values on the host (a Reshape's shape) copies them while it
+// is built.
+struct HostInput {
+  DType dtype = DType::F32;
+  Shape shape;
+  const void* data = nullptr;
+  size_t nbytes = 0;
+  const HostTensor* tensor = nullptr;  // when made from one
+  bool is_view = false;                // made by view()
+
+  HostInput() = default;
+  HostInput(const HostTensor* t)  // NOLINT: a HostTensor pointer reads as a HostInput
+      : dtype(t ? t->dtype : DType::F32), shape(t ? t->shape : Shape{}), data(t ? t->data.data() : nullptr),
+        nbytes(t ? t->nbytes() : 0), tensor(t) {}
+  // Checks that `nbytes` is what dtype and shape take (an Error naming
+  // `name` otherwise).
+  static HostInput view(DType dtype, Shape shape, const void* data, size_t nbytes, const std::string& name);
+  bool given() const { return tensor != nullptr || is_view; }
+};
+
 // IO binding: the inputs of a run, each from host memory or already on the
 // GPU (a DeviceTensor an earlier run kept there), by input name.
 struct Feeds {
-  std::map<std::string, const HostTensor*> host;
+  std::map<std::string, HostInput> host;
   std::map<std::string, const DeviceTensor*> device;
 };
 // The outputs a run returns: each name in `host` is read back into it, each
@@ -226,6 +253,16 @@ class Session {
   // memory plan, bind groups, uploads), and of all builds so far, in ms.
   double last_build_ms() const { return last_build_ms_; }
   double total_build_ms() const { return total_build_ms_; }
+  // Where the last build's time went, in ms: recording the plan (import,
+  // fusion, the ops' kernel choice, constants, pipelines requested), a
+  // tiered build's wait for the tensor-core pipelines (at most its grace)
+  // and its regular plan, and prepare() (memory plan, bind groups, init
+  // dispatches, uniforms).
+  struct BuildPhases {
+    double record_ms = 0, tier_wait_ms = 0, regular_record_ms = 0, prepare_ms = 0;
+    gpu::CreationStats created;  // what the build created (the Context's counts over it)
+  };
+  const BuildPhases& last_build_phases() const { return last_phases_; }
   // The constants on the GPU, shared by every plan (uploaded once each).
   const ConstantStore& constants() const { return *constants_; }
   // A few lines: nodes, dispatches, folded constants, memory, and how
@@ -291,8 +328,12 @@ class Session {
   int builds_ = 0, evictions_ = 0, tiered_plans_ = 0, tier_ups_ = 0;
   bool tiered_ = false;
   int tier_grace_ms_ = 30;  // WGNN_TIER_GRACE_MS
+  // How long a build waits past the grace for tensor-core pipelines that
+  // come from the disk cache (WGNN_TIER_DISK_WAIT_MS).
+  int tier_disk_wait_ms_ = 1000;
   uint64_t use_clock_ = 0;
   double last_build_ms_ = 0, total_build_ms_ = 0;
+  BuildPhases last_phases_;
   bool widen_f16_ = false, uses_f16_ = false;
 };
 

@@ -149,6 +149,16 @@ struct FirstRun {
   gpu::CreationStats created;  // what the first run created
   Graph::RunStats run;         // the run after the build
   gpu::DiskCacheStats disk;    // the context's disk cache so far
+  onnx_import::Session::BuildPhases phases;  // the build by phase
+  // The run's own creations (output staging and input upload buffers, made
+  // on a plan's first run): what the first run created minus the build's.
+  double run_buffer_ms() const { return std::max(0.0, created.buffer_ms - phases.created.buffer_ms); }
+  uint64_t run_buffers() const { return created.buffers - phases.created.buffers; }
+  // The run's time outside the graph's phases: output conversion, the
+  // returned tensors' allocation.
+  double run_other_ms() const {
+    return std::max(0.0, ms - build_ms - (run.upload_us + run.encode_us + run.wait_us + run.readback_us) / 1000.0);
+  }
   double rest_ms() const {
     return std::max(0.0, build_ms - created.wgsl_ms - created.shader_module_ms - created.pipeline_ms -
                              created.bind_group_ms - created.buffer_ms - created.write_ms);
@@ -163,6 +173,7 @@ FirstRun first_run(gpu::Context& ctx, onnx_import::Session& s, const std::map<st
   f.ms = ms_since(t);
   f.created = ctx.creation_stats() - before;
   f.build_ms = s.last_build_ms();
+  f.phases = s.last_build_phases();
   f.run = s.graph().last_run();
   f.disk = ctx.disk_cache_stats();
   return f;
@@ -195,6 +206,15 @@ json first_run_json(const FirstRun& f) {
               {"bytes_written", c.bytes_written},
               {"write_ms", c.write_ms},
               {"build_rest_ms", f.rest_ms()},
+              {"record_ms", f.phases.record_ms},
+              {"tier_wait_ms", f.phases.tier_wait_ms},
+              {"regular_record_ms", f.phases.regular_record_ms},
+              {"prepare_ms", f.phases.prepare_ms},
+              {"build_buffers", f.phases.created.buffers},
+              {"build_buffer_ms", f.phases.created.buffer_ms},
+              {"run_buffers", f.run_buffers()},
+              {"run_buffer_ms", f.run_buffer_ms()},
+              {"run_other_ms", f.run_other_ms()},
               {"run_ms", f.ms - f.build_ms},
               {"upload_ms", f.run.upload_us / 1000.0},
               {"encode_ms", f.run.encode_us / 1000.0},
@@ -215,10 +235,18 @@ void print_first_run(const FirstRun& f) {
              "{:.1f} (import, op recording, memory plan, init dispatches)\n",
              c.bind_group_ms, c.bind_groups, c.buffer_ms, c.buffers, c.write_ms, double(c.bytes_written) / 1e6,
              f.rest_ms());
+  const auto& p = f.phases;
+  fmt::print("           by phase: recording {:.1f}{}, prepare {:.1f} (memory plan, bind groups, init dispatches)\n",
+             p.record_ms,
+             p.tier_wait_ms > 0 || p.regular_record_ms > 0
+                 ? fmt::format(", waiting for tensor-core pipelines {:.1f}, the regular plan {:.1f}", p.tier_wait_ms,
+                               p.regular_record_ms)
+                 : std::string(),
+             p.prepare_ms);
   fmt::print("  run      upload {:.1f}, encode {:.1f} (submit {:.1f}), wait {:.1f} (the GPU copies the uploads and "
-             "runs), readback {:.1f}\n",
+             "runs), readback {:.1f}; buffers made {:.1f} ({}: staging), other {:.1f}\n",
              f.run.upload_us / 1000.0, f.run.encode_us / 1000.0, f.run.submit_us / 1000.0, f.run.wait_us / 1000.0,
-             f.run.readback_us / 1000.0);
+             f.run.readback_us / 1000.0, f.run_buffer_ms(), f.run_buffers(), f.run_other_ms());
   const gpu::DiskCacheStats& d = f.disk;
   if (!d.enabled) {
     fmt::print("disk cache {}\n", d.why_off);

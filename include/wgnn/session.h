@@ -9,5 +9,6 @@ using Session = onnx_import::Session;
 using SessionOptions = onnx_import::SessionOptions;
 using ValueInfo = onnx_import::ValueInfo;
 using Feeds = onnx_import::Feeds;
+using HostInput = onnx_import::HostInput;
 using Fetches = onnx_import::Fetches;
 }  // namespace wgnn

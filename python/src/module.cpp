@@ -194,19 +194,17 @@ class PySession {
   // Runs on (name, array) pairs; returns the outputs named (all when
   // `names` is empty), in that order.
   nb::list run(const std::vector<std::string>& names, const std::vector<std::pair<std::string, InArray>>& feed) {
-    std::map<std::string, HostTensor> in;
+    // The arrays are read in place (views: no copy on the host); `feed`
+    // holds them until the run returns.
+    onnx_import::Feeds feeds;
     for (const auto& [name, a] : feed) {
       Shape shape;
       for (size_t i = 0; i < a.ndim(); ++i) shape.push_back(int64_t(a.shape(i)));
-      HostTensor t(dtype_of(a.dtype(), name), shape);
-      if (t.nbytes() != a.nbytes()) throw Error(fmt::format("input '{}': {} bytes, expected {}", name, a.nbytes(), t.nbytes()));
-      if (t.nbytes() != 0) std::memcpy(t.data.data(), a.data(), t.nbytes());
-      if (!in.emplace(name, std::move(t)).second) throw Error(fmt::format("input '{}' is given twice", name));
+      auto in = onnx_import::HostInput::view(dtype_of(a.dtype(), name), shape, a.data(), a.nbytes(), name);
+      if (!feeds.host.emplace(name, std::move(in)).second) throw Error(fmt::format("input '{}' is given twice", name));
     }
     // Only the outputs asked for are read back (ONNX Runtime's
     // run(output_names)): remove-bg's matte is 4 of ISNet's 48 MB.
-    onnx_import::Feeds feeds;
-    for (const auto& [name, t] : in) feeds.host[name] = &t;
     onnx_import::Fetches fetches;
     for (const auto& n : names) {
       bool known = false;

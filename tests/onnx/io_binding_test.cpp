@@ -4,6 +4,8 @@
 // returned; a run that does not wait, and its run-time checks read later;
 // and the errors.
 #include <gmock/gmock.h>
+#include <cmath>
+#include <vector>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -177,3 +179,66 @@ TEST(IoBinding, Errors) {
 }
 
 }  // namespace
+
+// HostInput::view: the caller's bytes are read in place (Python's arrays,
+// the C API's tensors), as a HostTensor would be; an input whose values the
+// plan reads on the host (Reshape's shape) is copied while the plan builds,
+// and other values build another plan.
+TEST(IoBinding, ViewsOfTheCallersBytesRunAsTensorsDo) {
+  Session s(test::ctx(), cache_model());
+  std::vector<float> past(1 * 2 * 3 * 4), x(1 * 2 * 1 * 4);
+  for (size_t i = 0; i < past.size(); ++i) past[i] = 0.25f * float(i) - 1.f;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.5f - 0.1f * float(i);
+  auto views = [&] {
+    Feeds f;
+    f.host["past"] = HostInput::view(DType::F32, {1, 2, 3, 4}, past.data(), past.size() * 4, "past");
+    f.host["x"] = HostInput::view(DType::F32, {1, 2, 1, 4}, x.data(), x.size() * 4, "x");
+    return f;
+  };
+  auto as_tensors = [&] {
+    return s.run({{"past", HostTensor(DType::F32, {1, 2, 3, 4}, past.data())},
+                  {"x", HostTensor(DType::F32, {1, 2, 1, 4}, x.data())}});
+  };
+  for (int round = 0; round < 2; ++round) {
+    const auto want = as_tensors();
+    Fetches out;
+    s.run(views(), out);
+    ASSERT_EQ(out.host.size(), 2u);
+    EXPECT_EQ(out.host.at("present").data, want.at("present").data) << "round " << round;
+    EXPECT_EQ(out.host.at("y").data, want.at("y").data) << "round " << round;
+    // The next run reads the bytes as they are then.
+    for (float& v : x) v = std::tanh(v) + 0.3f;
+  }
+  EXPECT_EQ(s.builds(), 1);
+
+  EXPECT_THAT(test::error_of([&] { HostInput::view(DType::F32, {1, 2, 1, 4}, x.data(), 31, "x"); }),
+              HasSubstr("input 'x': 31 bytes for a float32 tensor of shape [1, 2, 1, 4], which takes 32"));
+  Feeds absent;
+  absent.host["past"];  // a default HostInput: nothing given
+  absent.host["x"] = HostInput::view(DType::F32, {1, 2, 1, 4}, x.data(), 32, "x");
+  Fetches o;
+  EXPECT_THAT(test::error_of([&] { s.run(absent, o); }), HasSubstr("input 'past': no tensor given"));
+
+  // Reshape's shape from a view: the plan copies it while it builds.
+  ModelBuilder b;
+  b.input("x", {-1});
+  b.input("shape", {2}, onnx::TensorProto::INT64);
+  b.output("y", {-1, -1});
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  Session r(test::ctx(), b.save("io_binding_reshape_view.onnx"));
+  std::vector<float> x6(6);
+  for (size_t i = 0; i < 6; ++i) x6[i] = float(i) * 1.5f;
+  std::vector<int64_t> shape{2, 3};
+  for (int round = 0; round < 3; ++round) {
+    if (round == 1) shape = {3, 2};
+    Feeds f;
+    f.host["x"] = HostInput::view(DType::F32, {6}, x6.data(), 24, "x");
+    f.host["shape"] = HostInput::view(DType::I64, {2}, shape.data(), 16, "shape");
+    Fetches out;
+    r.run(f, out);
+    const HostTensor& y = out.host.at("y");
+    EXPECT_EQ(y.shape, (Shape{shape[0], shape[1]})) << "round " << round;
+    EXPECT_EQ(std::vector<float>(y.as<float>(), y.as<float>() + 6), x6) << "round " << round;
+  }
+  EXPECT_EQ(r.builds(), 2);  // [2, 3], then [3, 2]; the third run finds [3, 2]'s plan
+}

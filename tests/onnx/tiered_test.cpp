@@ -8,9 +8,12 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -20,6 +23,7 @@
 #include "onnx/session.h"
 #include "onnx_model_builder.h"
 
+namespace fs = std::filesystem;
 using namespace wgnn;
 using wgnn::test::ScopedEnv;
 using onnx_import::Session;
@@ -231,4 +235,53 @@ TEST(Tiered, JunkInTheEnvironmentIsAnError) {
     ScopedEnv junk("WGNN_TIER_GRACE_MS", "-5");
     EXPECT_THAT(test::error_of([&] { Session s(test::ctx(), path); }), HasSubstr("WGNN_TIER_GRACE_MS='-5'"));
   }
+  {
+    ScopedEnv junk("WGNN_TIER_DISK_WAIT_MS", "1s");
+    EXPECT_THAT(test::error_of([&] { Session s(test::ctx(), path); }), HasSubstr("WGNN_TIER_DISK_WAIT_MS='1s'"));
+  }
+}
+
+// With the pipeline cache on disk, the disk cache decides: a blob missing
+// is a compile, so a cold process tiers at once, however long the grace
+// (20 s here, which the emulated kernel's compile fits in); a warm process
+// finds every blob and waits for its tensor-core pipelines instead of
+// recording a regular plan, so it runs them from the first run.
+TEST(Tiered, TheDiskCacheDecidesBetweenWaitingAndTiering) {
+  if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
+  ScopedEnv emulate("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedEnv grace("WGNN_TIER_GRACE_MS", "20000");
+  ScopedEnv disk_wait("WGNN_TIER_DISK_WAIT_MS", "600000");
+  ScopedEnv unset("WGNN_TIERED", "");
+  const fs::path dir = fs::temp_directory_path() / ("wgnn_tiered_cache_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  gpu::ContextOptions co;
+  co.pipeline_cache = true;
+  co.cache_dir = dir.string();
+  const std::vector<float> w = seeded(size_t(kK * kN), 21), x = seeded(size_t(kM * kK), 22);
+  const std::string path = model(w);
+  const HostTensor in = input_of(x);
+  {
+    gpu::Context cold(co);
+    ASSERT_TRUE(cold.disk_cache_stats().enabled) << cold.disk_cache_stats().why_off;
+    Session s(cold, path, fp16_options());
+    const auto y = s.run({{"X", in}});
+    EXPECT_EQ(s.tiered_plans(), 1);
+    EXPECT_FALSE(uses_tensor_cores(s));
+    EXPECT_LT(s.last_build_phases().tier_wait_ms, 20000.0);
+    expect_close(y.at("Y"), x, w);
+    s.settle();  // the tensor-core pipeline compiled, and stored on disk
+    EXPECT_TRUE(uses_tensor_cores(s));
+  }
+  {
+    gpu::Context warm(co);
+    Session s(warm, path, fp16_options());
+    const auto y = s.run({{"X", in}});
+    EXPECT_GT(warm.disk_cache_stats().hits, 0u);
+    EXPECT_EQ(warm.disk_cache_stats().misses, 0u);
+    EXPECT_EQ(s.tiered_plans(), 0);
+    EXPECT_TRUE(uses_tensor_cores(s));
+    EXPECT_EQ(s.last_build_phases().regular_record_ms, 0.0);
+    expect_close(y.at("Y"), x, w);
+  }
+  fs::remove_all(dir);
 }

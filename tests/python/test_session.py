@@ -44,6 +44,30 @@ def test_outputs_match_onnxruntime(small_model):
 
 
 
+def test_inputs_of_any_layout_are_read_as_numpy_sees_them(small_model):
+    """Inputs are read in place, not copied: views with strides, Fortran
+    order, read-only and broadcast arrays must still give numpy's values,
+    and the caller's arrays are left as they were."""
+    rng = np.random.default_rng(2)
+    base = rng.standard_normal((8, 10), dtype=np.float32)
+    ours = wgnn.InferenceSession(small_model)
+    ref = onnxruntime.InferenceSession(small_model, providers=["CPUExecutionProvider"])
+    readonly = rng.standard_normal((5, 4), dtype=np.float32)
+    readonly.setflags(write=False)
+    feeds = [
+        {"a": base[::2, 1:5], "b": base[1::2, 5:9]},                     # strided views
+        {"a": np.asfortranarray(base[:5, :4]), "b": base[:4, :5].T},    # column-major
+        {"a": readonly, "b": np.broadcast_to(base[0, :4], (5, 4))},     # read-only, stride 0
+    ]
+    for feed in feeds:
+        before = {k: v.copy() for k, v in feed.items()}
+        (y,) = ours.run(None, feed)
+        (want,) = ref.run(None, {k: np.ascontiguousarray(v) for k, v in feed.items()})
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+        for k, v in feed.items():
+            np.testing.assert_array_equal(v, before[k])
+
+
 def test_named_outputs_are_the_ones_read_back():
     """run(output_names) as ONNX Runtime's: the outputs named, in that order,
     the same values as the whole run's (only those are read back); None
