@@ -187,6 +187,12 @@ json disk_cache_json(const gpu::DiskCacheStats& d) {
               {"evicted", d.evicted}, {"loaded_bytes", d.loaded_bytes}, {"stored_bytes", d.stored_bytes}};
 }
 
+uint64_t readback_bytes(const std::map<std::string, HostTensor>& outputs) {
+  uint64_t n = 0;
+  for (const auto& [name, t] : outputs) n += t.nbytes();
+  return n;
+}
+
 json first_run_json(const FirstRun& f) {
   const gpu::CreationStats& c = f.created;
   return json{{"ms", f.ms},
@@ -393,6 +399,8 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
            {"readback_us", median(readback_us)},
            {"queued_ms", queued_ms},
            {"outputs", o.outputs.empty() ? json("all") : json(o.outputs)},
+           {"outputs_read", outputs.size()},
+           {"readback_bytes", readback_bytes(outputs)},
            {"dispatches", dispatches},
            // SessionOptions::tiered (on by default): whether the first run
            // was on the regular kernels, and whether the plan has switched
