@@ -1,6 +1,7 @@
 #include "graph/graph.h"
 
 #include "graph/constant_store.h"
+#include "util/copy.h"
 
 #include <fmt/format.h>
 
@@ -539,7 +540,7 @@ const gpu::Buffer* Graph::stage_input(const HostIn& in, size_t slot) {
   gpu::Buffer& b = upload_[slot][in.tensor.id];
   if (!b.valid() || b.size() < padded) b = ctx_.create_buffer(padded, gpu::kMapWrite | gpu::kCopySrc, ti.name + " upload");
   auto* dst = static_cast<unsigned char*>(ctx_.map_for_write(b, padded));
-  std::memcpy(dst, in.data, in.bytes);
+  util::copy_parallel({{dst, in.data, in.bytes}});
   std::memset(dst + in.bytes, 0, size_t(padded - in.bytes));
   ctx_.unmap(b);
   return &b;
@@ -788,18 +789,24 @@ void Graph::wait(std::span<const HostOut> outputs) {
                             "their sizes)",
                             outputs.size(), p->outputs.size()));
   }
+  // Outputs in host layout are copied together, on several threads when
+  // large (util/copy.h); the others are converted here.
+  std::vector<util::CopyJob> copies;
   for (const HostOut& o : outputs) {
     const TensorInfo& ti = info(o.tensor);
     const gpu::Buffer& staging = staging_[p->slot].at(o.tensor.id);
     if (ti.gpu_bytes() > 0) {
       const void* src = ctx_.mapped(staging, ti.gpu_bytes());
       if (gpu_dtype_size(ti.dtype) == dtype_size(ti.dtype)) {
-        std::memcpy(o.data, src, o.bytes);
+        if (std::none_of(copies.begin(), copies.end(), [&](const util::CopyJob& j) { return j.dst == o.data; })) {
+          copies.push_back({o.data, src, o.bytes});
+        }
       } else {
         from_gpu_layout(ti.dtype, src, size_t(ti.numel()), o.data);
       }
     }
   }
+  util::copy_parallel(copies);
   std::string failed;
   if (std::find(p->staging.begin(), p->staging.end(), &check_staging_[p->slot]) != p->staging.end()) {
     std::vector<uint32_t> flags(checks_.size() * 2);
