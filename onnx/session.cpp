@@ -1000,7 +1000,7 @@ void Session::input_lists(Built& b, const Feeds& inputs, std::vector<Graph::Host
 }
 
 void Session::output_lists(Built& b, Fetches& out, std::vector<Graph::HostOut>& host_out,
-                           std::vector<Graph::DeviceOut>& device_out) {
+                           std::vector<Graph::DeviceOut>& device_out, std::vector<HostTensor*>* later) {
   Graph& g = *b.graph;
   host_out.reserve(b.outputs.size());
   for (const auto& [name, slot] : b.outputs) {
@@ -1029,9 +1029,25 @@ void Session::output_lists(Built& b, Fetches& out, std::vector<Graph::HostOut>& 
     }
     HostTensor& t = h->second;
     if (t.dtype != ti.dtype || t.shape != ti.shape || t.data.size() != ti.nbytes()) {
+      if (later) {  // made by make_outputs()
+        later->push_back(&t);
+        host_out.push_back({slot.ref, nullptr, size_t(ti.nbytes())});
+        continue;
+      }
       t = HostTensor(ti.dtype, ti.shape);
     }
     host_out.push_back({slot.ref, t.data.data(), t.data.size()});
+  }
+}
+
+void Session::make_outputs(Built& b, std::vector<Graph::HostOut>& host_out, const std::vector<HostTensor*>& later) {
+  size_t k = 0;
+  for (Graph::HostOut& o : host_out) {
+    if (o.data) continue;
+    const TensorInfo& ti = b.graph->info(o.tensor);
+    HostTensor& t = *later.at(k++);
+    t = HostTensor(ti.dtype, ti.shape);
+    o.data = t.data.data();
   }
 }
 
@@ -1078,8 +1094,29 @@ void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
   input_lists(b, inputs, host_in, device_in);
   std::vector<Graph::HostOut> host_out;
   std::vector<Graph::DeviceOut> device_out;
-  output_lists(b, out, host_out, device_out);
-  b.graph->run(host_in, host_out, device_in, device_out, out.wait);
+  std::vector<HostTensor*> later;
+  output_lists(b, out, host_out, device_out, &later);
+  if (!out.wait && host_out.empty()) {
+    b.graph->run(host_in, {}, device_in, device_out, false);
+    narrow_outputs(b, out);
+    return;
+  }
+  // The host outputs not yet the right size are made while the GPU runs:
+  // a new output's memory costs its page faults (ISNet's 124 MB: tens of
+  // ms), which would otherwise come before the submit.
+  std::vector<TensorRef> refs;
+  for (const Graph::HostOut& o : host_out) refs.push_back(o.tensor);
+  b.graph->submit(host_in, refs, device_in, device_out);
+  try {
+    make_outputs(b, host_out, later);
+  } catch (...) {
+    try {
+      b.graph->wait({});  // the run in flight is done with (its outputs dropped), then the error
+    } catch (const std::exception&) {
+    }
+    throw;
+  }
+  b.graph->wait(host_out);
   narrow_outputs(b, out);
 }
 
