@@ -643,6 +643,8 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
     fusion_at[size_t(fusions[k].nodes.back())] = int(k);
   }
   Builder builder(g, opset_, storage, &value_inputs_, &decisions);
+  std::map<std::string, double> op_ms;
+  if (tensor_cores) builder.op_ms = &op_ms;  // the plan a build records first
   Scope root{&values, nullptr, &graph};
   auto build_node = [&](int i) { builder.build_node(graph.node(i), root, &needed); };
   try {
@@ -654,7 +656,12 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
     }
     const Fusion& f = fusions[size_t(fusion_at[size_t(i)])];
     auto fuse = [&](const Fusion& c) {
+      const auto t0 = std::chrono::steady_clock::now();
       std::optional<Slot> r = try_fusion(c, g, graph, opset_, storage, values);
+      if (builder.op_ms) {
+        (*builder.op_ms)["(fused chains)"] +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      }
       if (!r) return false;
       values[graph.node(c.nodes.back()).output(0)] = std::move(*r);
       ++b->mapped;
@@ -691,6 +698,11 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
     b->mapped += builder.mapped;
     g.remove_dead_dispatches();
     return b;
+  }
+  if (builder.op_ms) {
+    last_phases_.record_by_op.assign(op_ms.begin(), op_ms.end());
+    std::sort(last_phases_.record_by_op.begin(), last_phases_.record_by_op.end(),
+              [](const auto& a, const auto& b) { return a.second > b.second; });
   }
   for (const auto& [name, t] : inputs.device) {
     if (value_inputs_.count(name)) {

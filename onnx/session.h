@@ -261,6 +261,8 @@ class Session {
   struct BuildPhases {
     double record_ms = 0, tier_wait_ms = 0, regular_record_ms = 0, prepare_ms = 0;
     gpu::CreationStats created;  // what the build created (the Context's counts over it)
+    // Recording's host time by ONNX op type (and "(fused chains)"), most first.
+    std::vector<std::pair<std::string, double>> record_by_op;
   };
   const BuildPhases& last_build_phases() const { return last_phases_; }
   // The constants on the GPU, shared by every plan (uploaded once each).

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "gpu/error.h"
 #include "onnx/host_ops.h"
@@ -55,6 +56,14 @@ void outer_reads(const onnx::NodeProto& n, std::set<std::string>& out) {
 }
 
 void Builder::build_node(const onnx::NodeProto& n, Scope& scope, const std::set<std::string>* needed) {
+  struct Timed {
+    std::map<std::string, double>* into;
+    const std::string& op;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    ~Timed() {
+      if (into) (*into)[op] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+  } timed{op_ms, n.op_type()};
   std::vector<Slot*> in;
   bool all_host = true;
   for (const auto& name : n.input()) {

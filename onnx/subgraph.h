@@ -79,6 +79,9 @@ class Builder {
   int64_t read_size(TensorRef value, const std::string& what);
 
   int folded = 0, mapped = 0;
+  // When set: host time of build_node by op type, in ms (a node with
+  // subgraphs counts theirs too).
+  std::map<std::string, double>* op_ms = nullptr;
   int plan_time_decisions = 0, readback_decisions = 0, unrolled_iterations = 0;
   int sizes_read_back = 0;
 

@@ -193,6 +193,12 @@ uint64_t readback_bytes(const std::map<std::string, HostTensor>& outputs) {
   return n;
 }
 
+json record_by_op_json(const onnx_import::Session::BuildPhases& p) {
+  json j = json::object();
+  for (const auto& [op, ms] : p.record_by_op) j[op] = ms;
+  return j;
+}
+
 json first_run_json(const FirstRun& f) {
   const gpu::CreationStats& c = f.created;
   return json{{"ms", f.ms},
@@ -221,6 +227,7 @@ json first_run_json(const FirstRun& f) {
               {"run_buffers", f.run_buffers()},
               {"run_buffer_ms", f.run_buffer_ms()},
               {"run_other_ms", f.run_other_ms()},
+              {"record_by_op_ms", record_by_op_json(f.phases)},
               {"run_ms", f.ms - f.build_ms},
               {"upload_ms", f.run.upload_us / 1000.0},
               {"encode_ms", f.run.encode_us / 1000.0},
@@ -249,6 +256,13 @@ void print_first_run(const FirstRun& f) {
                                p.regular_record_ms)
                  : std::string(),
              p.prepare_ms);
+  if (!p.record_by_op.empty()) {
+    std::string ops;
+    for (size_t k = 0; k < p.record_by_op.size() && k < 6; ++k) {
+      ops += fmt::format("{}{} {:.1f}", k ? ", " : "", p.record_by_op[k].first, p.record_by_op[k].second);
+    }
+    fmt::print("           recording by op: {}\n", ops);
+  }
   fmt::print("  run      upload {:.1f}, encode {:.1f} (submit {:.1f}), wait {:.1f} (the GPU copies the uploads and "
              "runs), readback {:.1f}; buffers made {:.1f} ({}: staging), other {:.1f}\n",
              f.run.upload_us / 1000.0, f.run.encode_us / 1000.0, f.run.submit_us / 1000.0, f.run.wait_us / 1000.0,
