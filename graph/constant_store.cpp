@@ -43,11 +43,13 @@ gpu::Buffer ConstantStore::acquire_memo(const std::string& memo, const MakeHost&
   if (auto m = memo_.find(memo); m != memo_.end()) {
     if (auto it = entries_.find(m->second); it != entries_.end()) {
       *key = m->second;
+      ++stats_.memo_hits;
       return reuse(it->second);
     }
   }
-  HostTensor scratch;
-  const HostTensor& t = make(scratch);
+  // One scratch tensor for every conversion, kept: its memory is touched
+  // (page faults) once for the largest, not once per constant.
+  const HostTensor& t = make(scratch_);
   gpu::Buffer b = acquire(t.shape, t.dtype, t.data.data(), t.data.size(), name, key);
   memo_[memo] = *key;
   return b;

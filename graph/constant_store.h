@@ -43,6 +43,9 @@ class ConstantStore {
   using MakeHost = std::function<const HostTensor&(HostTensor& scratch)>;
   gpu::Buffer acquire_memo(const std::string& memo, const MakeHost& make, const std::string& name, std::string* key);
 
+  // Frees the scratch memory acquire_memo converts in (the end of a build).
+  void release_scratch() { scratch_ = HostTensor(); }
+
   // The dtype and shape of the constant `key` names (held now).
   const Shape& shape_of(const std::string& key) const;
   DType dtype_of(const std::string& key) const;
@@ -54,6 +57,7 @@ class ConstantStore {
     uint64_t reuses = 0;    // acquisitions that found the constant
     uint64_t uploaded_bytes = 0;
     uint64_t reused_bytes = 0;  // bytes not uploaded again
+    uint64_t memo_hits = 0;     // acquire_memo calls answered by their memo (no make, no hash)
   };
   const Stats& stats() const { return stats_; }
 
@@ -70,6 +74,7 @@ class ConstantStore {
   gpu::Context& ctx_;
   std::unordered_map<std::string, Entry> entries_;
   std::unordered_map<std::string, std::string> memo_;  // memo -> content key
+  HostTensor scratch_;  // acquire_memo's conversions: the memory reused (make() should resize, not reassign)
   Stats stats_;
 };
 

@@ -1,5 +1,7 @@
 #include "onnx/fusion.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -1146,22 +1148,56 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
       return out[0];
     }
     const int64_t per = w.value().numel() / cout;
-    HostTensor w2(DType::F32, w.shape), b2(DType::F32, {cout});
-    const float* wv = w.value().as<float>();  // float32, checked above
-    float* wo = w2.as<float>();
+    HostTensor b2(DType::F32, {cout});
+    std::vector<double> scales(static_cast<size_t>(cout));
     for (int64_t o = 0; o < cout; ++o) {
       const size_t oi = size_t(o);
       const double scale = host::get(*p[0], oi) / std::sqrt(host::get(*p[3], oi) + eps);
       if (!std::isfinite(scale)) return std::nullopt;
-      // Each weight times its channel's scale in double, rounded once: a
-      // typed loop (element access by dtype took most of a float32
-      // ResNet-50 build's host time).
-      const size_t base = size_t(o * per);
-      for (size_t k = 0; k < size_t(per); ++k) wo[base + k] = float(double(wv[base + k]) * scale);
+      scales[oi] = scale;
       const double b0 = bias ? host::get(*bias, oi) : 0.0;
       b2.as<float>()[oi] = float((b0 - host::get(*p[2], oi)) * scale + host::get(*p[1], oi));
     }
-    Slot ws = Slot::of_host(std::move(w2)), bs = Slot::of_host(std::move(b2));
+    // Each weight times its channel's scale in double, rounded once: a
+    // typed loop (element access by dtype took most of a float32 ResNet-50
+    // build's host time).
+    const float* wv = w.value().as<float>();  // float32, checked above
+    auto fold = [&](float* wo) {
+      for (int64_t o = 0; o < cout; ++o) {
+        const size_t base = size_t(o * per);
+        const double scale = scales[size_t(o)];
+        for (size_t k = 0; k < size_t(per); ++k) wo[base + k] = float(double(wv[base + k]) * scale);
+      }
+    };
+    // Where the weights and the normalization are the Session's own
+    // initializers, the folded weights are found again by them in the
+    // constant store: a later plan (another input shape) neither folds nor
+    // hashes them again, and the fold writes into the store's scratch.
+    bool stored = w.stored() && (f.bias.empty() || values.at(f.bias).stored());
+    for (int i = 0; i < 4; ++i) stored = stored && values.at(f.bn[size_t(i)]).stored();
+    Slot ws;
+    if (stored) {
+      const std::string memo = fmt::format("bn_folded@{}:{}:{}:{}:{}:{}:{:a}", static_cast<const void*>(&w.value()),
+                                           static_cast<const void*>(p[0]), static_cast<const void*>(p[1]),
+                                           static_cast<const void*>(p[2]), static_cast<const void*>(p[3]),
+                                           static_cast<const void*>(bias), eps);
+      const TensorRef folded = g.add_memo_constant(
+          memo,
+          [&](HostTensor& scratch) -> const HostTensor& {
+            scratch.dtype = DType::F32;
+            scratch.shape = w.shape;
+            scratch.data.resize(size_t(w.value().numel()) * 4);
+            fold(scratch.as<float>());
+            return scratch;
+          },
+          f.w + ":bn_folded");
+      ws = Slot::of_tensor(g, folded);
+    } else {
+      HostTensor w2(DType::F32, w.shape);
+      fold(w2.as<float>());
+      ws = Slot::of_host(std::move(w2));
+    }
+    Slot bs = Slot::of_host(std::move(b2));
     std::string act;
     double lo = 0, hi = 0;
     if (f.act_node >= 0 && !activation(graph.node(f.act_node), values, act, lo, hi)) return std::nullopt;

@@ -519,6 +519,7 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
       }
     }
   }
+  constants_->release_scratch();
   tp = std::chrono::steady_clock::now();
   b->graph->prepare();
   last_phases_.prepare_ms = ms_from(tp);

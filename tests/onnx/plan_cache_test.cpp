@@ -209,3 +209,61 @@ TEST(ConstantStore, AMemoFindsTheConstantWithoutConvertingAgain) {
   EXPECT_EQ(made, 3);
   EXPECT_EQ(g3.read<float>(c), w);
 }
+
+// A Conv + BatchNormalization in float32 mode folds the normalization into
+// the weights; a later plan (another input size) finds the folded weights
+// in the store and uploads nothing again. Each size against a double
+// reference of the unfused chain.
+TEST(PlanCache, FoldedConvWeightsAreFoundAgainForEveryShape) {
+  constexpr int64_t kCi = 3, kCo = 4;
+  auto seq = [](size_t n, float a, float b) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = a * std::sin(float(i) * b + 0.3f);
+    return v;
+  };
+  const std::vector<float> w = seq(kCo * kCi * 9, 0.5f, 0.7f), gamma = seq(kCo, 1.5f, 1.1f),
+                           beta = seq(kCo, 0.4f, 0.9f), mean = seq(kCo, 0.3f, 1.7f);
+  std::vector<float> var = seq(kCo, 0.8f, 2.3f);
+  for (float& v : var) v = 0.2f + std::abs(v);
+  ModelBuilder b;
+  b.input("x", {1, kCi, -1, -1}, onnx::TensorProto::FLOAT, {"", "", "H", "W"});
+  b.output("y", {1, kCo, -1, -1}, onnx::TensorProto::FLOAT, {"", "", "H", "W"});
+  b.init_f32("w", {kCo, kCi, 3, 3}, w);
+  b.init_f32("gamma", {kCo}, gamma);
+  b.init_f32("beta", {kCo}, beta);
+  b.init_f32("mean", {kCo}, mean);
+  b.init_f32("var", {kCo}, var);
+  ModelBuilder::attr_ints(b.node("Conv", {"x", "w"}, {"c"}), "pads", {1, 1, 1, 1});
+  b.node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"y"});
+  Session s(test::ctx(), b.save("plan_cache_conv_bn.onnx"));
+  ConstantStore::Stats first;
+  for (int64_t n = 4; n <= 7; ++n) {
+    HostTensor x(DType::F32, {1, kCi, n, n});
+    for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = std::cos(float(i) * 0.37f);
+    const HostTensor y = s.run({{"x", x}}).at("y");
+    ASSERT_EQ(y.shape, (Shape{1, kCo, n, n}));
+    for (int64_t o = 0; o < kCo; ++o)
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < n; ++c) {
+          double acc = 0;
+          for (int64_t i = 0; i < kCi; ++i)
+            for (int64_t dy = 0; dy < 3; ++dy)
+              for (int64_t dx = 0; dx < 3; ++dx) {
+                const int64_t yy = r + dy - 1, xx = c + dx - 1;
+                if (yy < 0 || yy >= n || xx < 0 || xx >= n) continue;
+                acc += double(x.as<float>()[(i * n + yy) * n + xx]) * w[size_t(((o * kCi + i) * 3 + dy) * 3 + dx)];
+              }
+          const size_t oi = size_t(o);
+          const double ref = (acc - mean[oi]) / std::sqrt(double(var[oi]) + 1e-5) * gamma[oi] + beta[oi];
+          ASSERT_NEAR(y.as<float>()[(o * n + r) * n + c], ref, 1e-4 + 1e-4 * std::abs(ref)) << n << " " << o;
+        }
+    if (n == 4) first = s.constants().stats();
+  }
+  EXPECT_EQ(s.builds(), 4);
+  const ConstantStore::Stats after = s.constants().stats();
+  // Each later plan found the folded weights by their memo (no fold, no
+  // hash): the fused chain uploads nothing else of the model's own (the
+  // normalization's parameters are folded, the bias is computed).
+  EXPECT_EQ(after.memo_hits, first.memo_hits + 3);
+  EXPECT_GE(after.reused_bytes, first.reused_bytes + 3 * uint64_t(w.size()) * 4);
+}
