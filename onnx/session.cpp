@@ -1107,13 +1107,14 @@ void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
   input_lists(b, inputs, host_in, device_in);
   std::vector<Graph::HostOut> host_out;
   std::vector<Graph::DeviceOut> device_out;
-  std::vector<HostTensor*> later;
-  output_lists(b, out, host_out, device_out, &later);
-  if (!out.wait && host_out.empty()) {
-    b.graph->run(host_in, {}, device_in, device_out, false);
+  if (!out.wait) {  // as Graph::run takes it (its checks deferred)
+    output_lists(b, out, host_out, device_out);
+    b.graph->run(host_in, host_out, device_in, device_out, false);
     narrow_outputs(b, out);
     return;
   }
+  std::vector<HostTensor*> later;
+  output_lists(b, out, host_out, device_out, &later);
   // The host outputs not yet the right size are made while the GPU runs:
   // a new output's memory costs its page faults (ISNet's 124 MB: tens of
   // ms), which would otherwise come before the submit.
