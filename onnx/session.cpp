@@ -1013,7 +1013,7 @@ void Session::input_lists(Built& b, const Feeds& inputs, std::vector<Graph::Host
 }
 
 void Session::output_lists(Built& b, Fetches& out, std::vector<Graph::HostOut>& host_out,
-                           std::vector<Graph::DeviceOut>& device_out, std::vector<HostTensor*>* later) {
+                           std::vector<Graph::DeviceOut>& device_out, LaterOutputs* later) {
   Graph& g = *b.graph;
   host_out.reserve(b.outputs.size());
   for (const auto& [name, slot] : b.outputs) {
@@ -1043,7 +1043,7 @@ void Session::output_lists(Built& b, Fetches& out, std::vector<Graph::HostOut>& 
     HostTensor& t = h->second;
     if (t.dtype != ti.dtype || t.shape != ti.shape || t.data.size() != ti.nbytes()) {
       if (later) {  // made by make_outputs()
-        later->push_back(&t);
+        later->emplace_back(host_out.size(), &t);
         host_out.push_back({slot.ref, nullptr, size_t(ti.nbytes())});
         continue;
       }
@@ -1053,14 +1053,12 @@ void Session::output_lists(Built& b, Fetches& out, std::vector<Graph::HostOut>& 
   }
 }
 
-void Session::make_outputs(Built& b, std::vector<Graph::HostOut>& host_out, const std::vector<HostTensor*>& later) {
-  size_t k = 0;
-  for (Graph::HostOut& o : host_out) {
-    if (o.data) continue;
+void Session::make_outputs(Built& b, std::vector<Graph::HostOut>& host_out, const LaterOutputs& later) {
+  for (const auto& [index, t] : later) {
+    Graph::HostOut& o = host_out.at(index);
     const TensorInfo& ti = b.graph->info(o.tensor);
-    HostTensor& t = *later.at(k++);
-    t = HostTensor(ti.dtype, ti.shape);
-    o.data = t.data.data();
+    *t = HostTensor(ti.dtype, ti.shape);
+    o.data = t->data.data();
   }
 }
 
@@ -1113,7 +1111,7 @@ void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
     narrow_outputs(b, out);
     return;
   }
-  std::vector<HostTensor*> later;
+  LaterOutputs later;
   output_lists(b, out, host_out, device_out, &later);
   // The host outputs not yet the right size are made while the GPU runs:
   // a new output's memory costs its page faults (ISNet's 124 MB: tens of

@@ -298,11 +298,13 @@ class Session {
                    std::vector<Graph::DeviceIn>& device_in);
   // The outputs a run returns, in b.outputs' order: each device output,
   // each host output with its memory; with `later`, host outputs whose
-  // memory must be made first get a null `data`, and their tensors go to
-  // `later` for make_outputs() (after the submit).
+  // memory must be made first get a null `data`, and their index in
+  // host_out and their tensor go to `later` for make_outputs() (after the
+  // submit).
+  using LaterOutputs = std::vector<std::pair<size_t, HostTensor*>>;
   void output_lists(Built& b, Fetches& out, std::vector<Graph::HostOut>& host_out,
-                    std::vector<Graph::DeviceOut>& device_out, std::vector<HostTensor*>* later = nullptr);
-  void make_outputs(Built& b, std::vector<Graph::HostOut>& host_out, const std::vector<HostTensor*>& later);
+                    std::vector<Graph::DeviceOut>& device_out, LaterOutputs* later = nullptr);
+  void make_outputs(Built& b, std::vector<Graph::HostOut>& host_out, const LaterOutputs& later);
   void narrow_outputs(Built& b, Fetches& out);
   // Every output in `host` (kept entries reused, others dropped).
   void all_outputs(Fetches& f) const;

@@ -242,3 +242,33 @@ TEST(IoBinding, ViewsOfTheCallersBytesRunAsTensorsDo) {
   }
   EXPECT_EQ(r.builds(), 2);  // [2, 3], then [3, 2]; the third run finds [3, 2]'s plan
 }
+
+// Outputs kept from run to run (Session::run(inputs, outputs)): an empty
+// output, whose memory pointer may be null, beside one that changes size
+// and one that keeps it; each run's values its own.
+TEST(IoBinding, KeptOutputsOfEverySizeIncludingEmpty) {
+  ModelBuilder b;
+  b.input("x", {-1, 3}, onnx::TensorProto::FLOAT, {"N", ""});
+  b.output("empty", {0, 3});
+  b.output("r", {-1, 3}, onnx::TensorProto::FLOAT, {"N", ""});
+  b.output("s", {1, 3});
+  b.init_i64("st", {0});
+  b.init_i64("en", {0});
+  b.init_i64("ax", {0});
+  b.init_i64("one", {1});
+  b.node("Slice", {"x", "st", "en", "ax"}, {"empty"});
+  b.node("Relu", {"x"}, {"r"});
+  b.node("Slice", {"x", "st", "one", "ax"}, {"s"});
+  Session s(test::ctx(), b.save("io_binding_kept_outputs.onnx"));
+  std::map<std::string, HostTensor> out;
+  for (int64_t n : {2, 2, 4, 4, 1}) {
+    const HostTensor x = f32({n, 3}, -1.f, 0.25f);
+    s.run({{"x", x}}, out);
+    ASSERT_EQ(out.at("empty").shape, (Shape{0, 3}));
+    ASSERT_EQ(out.at("r").shape, (Shape{n, 3}));
+    for (int64_t i = 0; i < 3 * n; ++i) {
+      EXPECT_EQ(out.at("r").as<float>()[i], std::max(0.f, x.as<float>()[i])) << n << " " << i;
+    }
+    for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(out.at("s").as<float>()[i], x.as<float>()[i]) << n;
+  }
+}
