@@ -3,6 +3,9 @@
 # each output alone, then all of them, then bench/isnet_like_outputs.py's
 # model (ISNet's output sizes, almost no GPU work) with every output; one
 # JSON line each (readback_us, the bytes read back), and a table of GB/s.
+# Then the copies on several threads against one thread, alternating.
+# WGNN_PARALLEL_COPY=0 in the environment makes the first part one
+# thread's, as measured in docs/results/isnet_readback_h200.md.
 #
 #   ISNET=isnet.onnx [WGNN=build/wgnn] [PRECISION=fp16|fp32] bash bench/run_isnet_readback.sh
 #
@@ -30,6 +33,25 @@ for n in $names; do run "isnet $n" "$ISNET" --outputs "$n"; done
 run "isnet all" "$ISNET"
 like="${TMPDIR:-/tmp}/isnet_like_outputs.onnx"
 "$PY" bench/isnet_like_outputs.py "$like" 1024 && run "isnet_like all" "$like"
+# The copies on several threads against one thread (WGNN_PARALLEL_COPY=0),
+# alternating, every output and the matte alone.
+ab="$OUT/isnet_parallel_copy.jsonl"
+: > "$ab"
+for outs in all output; do
+  for pc in 1 0 1 0 1 0; do
+    sel=(); [ "$outs" = all ] || sel=(--outputs "$outs")
+    WGNN_PARALLEL_COPY=$pc "$WGNN" bench "$ISNET" "${args[@]}" "${sel[@]}" 2>/dev/null | tail -1 |
+      "$PY" -c "import json,sys; d=json.loads(sys.stdin.read()); d['parallel_copy']=int(sys.argv[1]); print(json.dumps(d))" "$pc" >> "$ab"
+  done
+done
+"$PY" - "$ab" <<'EOF'
+import json, sys
+print("| outputs | copy | median ms host to host | GPU ms | upload us | readback us |")
+print("|---|---|---:|---:|---:|---:|")
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    print(f"| {d['outputs']} | {'parallel' if d['parallel_copy'] else 'one thread'} | {d['median_ms']:.2f} | {d['gpu_ms'] or 0:.2f} | {d['upload_us']:.0f} | {d['readback_us']:.0f} |")
+EOF
 "$PY" - "$lines" <<'EOF'
 import json, sys
 print("| run | outputs | MB read back | readback ms | GB/s | host to host ms |")

@@ -119,9 +119,17 @@ void to_half_saturate(const float* src, uint16_t* dst, size_t n) {
 
 HostTensor to_f16_saturated(const HostTensor& t) {
   if (t.dtype != DType::F32) return t;
-  HostTensor h(DType::F16, t.shape);
-  to_half_saturate(t.as<float>(), h.as<uint16_t>(), size_t(t.numel()));
+  HostTensor h;
+  to_f16_saturated(t, h);
   return h;
+}
+
+void to_f16_saturated(const HostTensor& t, HostTensor& out) {
+  if (t.dtype != DType::F32) throw Error(fmt::format("to_f16_saturated: a {} tensor, not float32", dtype_name(t.dtype)));
+  out.dtype = DType::F16;
+  out.shape = t.shape;
+  out.data.resize(size_t(t.numel()) * 2);
+  to_half_saturate(t.as<float>(), out.as<uint16_t>(), size_t(t.numel()));
 }
 
 }  // namespace wgnn

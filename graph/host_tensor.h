@@ -46,6 +46,9 @@ struct HostTensor {
 // A float32 tensor as float16 (float_to_half_saturate: finite values beyond
 // +-65504 saturate); any other dtype is returned unchanged.
 HostTensor to_f16_saturated(const HostTensor& t);
+// The same into `out`, reusing its memory (resized, not reallocated when it
+// is large enough): a float32 `t` only.
+void to_f16_saturated(const HostTensor& t, HostTensor& out);
 // The same over n floats (F16C where the CPU has it; large arrays in parts on
 // several threads).
 void to_half_saturate(const float* src, uint16_t* dst, size_t n);

@@ -69,12 +69,8 @@ TensorRef NodeCtx::slot_constant(const Slot& s, const std::string& name) {
       memo,
       [&](HostTensor& scratch) -> const HostTensor& {
         if (to == t.dtype) return t;
-        if (storage.fp16 && t.dtype == DType::F32 && to == DType::F16) {
-          // Into the scratch's memory (the store keeps it), not a new tensor.
-          scratch.dtype = DType::F16;
-          scratch.shape = t.shape;
-          scratch.data.resize(size_t(t.numel()) * 2);
-          to_half_saturate(t.as<float>(), scratch.as<uint16_t>(), size_t(t.numel()));
+        if (storage.fp16 && t.dtype == DType::F32) {
+          to_f16_saturated(t, scratch);  // into the store's scratch memory, not a new tensor
           return scratch;
         }
         scratch = storage.fp16 ? to_f16_saturated(t) : host::cast(t, to);

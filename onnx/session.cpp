@@ -51,6 +51,17 @@ struct Session::Built {
 
 namespace {
 
+// A variable of whole milliseconds, 0 to `max` (`def` when unset or empty);
+// anything else is an Error naming it.
+int env_ms(const char* name, long max, int def) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return def;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  if (*end != '\0' || v < 0 || v > max) throw Error(fmt::format("{}='{}': milliseconds, 0 to {}", name, e, max));
+  return int(v);
+}
+
 constexpr int kMinOpset = 1, kMaxOpset = 21;  // below 7: the operators onnx/old_opsets.h lists
 // Values read back for control flow in one run (each a probe run first).
 constexpr size_t kMaxReadbacks = 4096;
@@ -353,22 +364,8 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
     tiered_ = v == "1";
   }
   tiered_ = tiered_ && ops::tensor_cores_available(ctx_);
-  if (const char* e = std::getenv("WGNN_TIER_GRACE_MS"); e && *e) {
-    char* end = nullptr;
-    const long v = std::strtol(e, &end, 10);
-    if (*end != '\0' || v < 0 || v > 60000) {
-      throw Error(fmt::format("WGNN_TIER_GRACE_MS='{}': milliseconds, 0 to 60000", e));
-    }
-    tier_grace_ms_ = int(v);
-  }
-  if (const char* e = std::getenv("WGNN_TIER_DISK_WAIT_MS"); e && *e) {
-    char* end = nullptr;
-    const long v = std::strtol(e, &end, 10);
-    if (*end != '\0' || v < 0 || v > 600000) {
-      throw Error(fmt::format("WGNN_TIER_DISK_WAIT_MS='{}': milliseconds, 0 to 600000", e));
-    }
-    tier_disk_wait_ms_ = int(v);
-  }
+  tier_grace_ms_ = env_ms("WGNN_TIER_GRACE_MS", 60000, tier_grace_ms_);
+  tier_disk_wait_ms_ = env_ms("WGNN_TIER_DISK_WAIT_MS", 600000, tier_disk_wait_ms_);
   widen_f16_ = !ctx_.features().shader_f16;
   for (const auto& [name, t] : initializers_) uses_f16_ |= t.dtype == DType::F16;
   for (const auto& v : inputs_) uses_f16_ |= v.dtype == DType::F16;

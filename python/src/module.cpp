@@ -204,7 +204,7 @@ class PySession {
       if (!feeds.host.emplace(name, std::move(in)).second) throw Error(fmt::format("input '{}' is given twice", name));
     }
     // Only the outputs asked for are read back (ONNX Runtime's
-    // run(output_names)): remove-bg's matte is 4 of ISNet's 48 MB.
+    // run(output_names)): remove-bg's matte is 4 of ISNet's 124 MB.
     onnx_import::Fetches fetches;
     for (const auto& n : names) {
       bool known = false;

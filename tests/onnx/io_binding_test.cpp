@@ -27,6 +27,16 @@ HostTensor f32(const Shape& s, float start = 0.f, float step = 1.f) {
   return t;
 }
 
+// y = Reshape(x, shape), the shape a graph input: values the plan reads on the host.
+std::string reshape_model() {
+  ModelBuilder b;
+  b.input("x", {-1});
+  b.input("shape", {2}, onnx::TensorProto::INT64);
+  b.output("y", {-1, -1});
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  return b.save("io_binding_reshape.onnx");
+}
+
 // present = Concat(past, tanh(x)) along the length; y = sum over it.
 std::string cache_model() {
   ModelBuilder b;
@@ -160,12 +170,7 @@ TEST(IoBinding, Errors) {
 
   // A shape input (Reshape's target) given on the GPU: its values are needed
   // on the host.
-  ModelBuilder b;
-  b.input("x", {-1});
-  b.input("shape", {2}, onnx::TensorProto::INT64);
-  b.output("y", {-1, -1});
-  b.node("Reshape", {"x", "shape"}, {"y"});
-  Session r(test::ctx(), b.save("io_binding_reshape.onnx"));
+  Session r(test::ctx(), reshape_model());
   HostTensor shape(DType::I64, {2});
   shape.as<int64_t>()[0] = 2;
   shape.as<int64_t>()[1] = 3;
@@ -220,12 +225,7 @@ TEST(IoBinding, ViewsOfTheCallersBytesRunAsTensorsDo) {
   EXPECT_THAT(test::error_of([&] { s.run(absent, o); }), HasSubstr("input 'past': no tensor given"));
 
   // Reshape's shape from a view: the plan copies it while it builds.
-  ModelBuilder b;
-  b.input("x", {-1});
-  b.input("shape", {2}, onnx::TensorProto::INT64);
-  b.output("y", {-1, -1});
-  b.node("Reshape", {"x", "shape"}, {"y"});
-  Session r(test::ctx(), b.save("io_binding_reshape_view.onnx"));
+  Session r(test::ctx(), reshape_model());
   std::vector<float> x6(6);
   for (size_t i = 0; i < 6; ++i) x6[i] = float(i) * 1.5f;
   std::vector<int64_t> shape{2, 3};
