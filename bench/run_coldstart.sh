@@ -18,7 +18,9 @@
 # `wgnn bench --fp16`), MODES ("cold warm off"; "tiered" adds a cold process
 # with WGNN_TIERED=1, "untiered" one with WGNN_TIERED=0: a first run that
 # waits for the tensor-core kernels; SessionOptions::tiered is on by
-# default, so "cold" is tiered where the GPU has them), BENCH_ARGS (extra arguments
+# default, so "cold" is tiered where the GPU has them; "warm-noprefetch" a
+# warm process with WGNN_PREFETCH_PIPELINES=0: the pipelines asked for as
+# recording reaches them, not at load), BENCH_ARGS (extra arguments
 # for every bench), RUNS (10), OUT (where the JSON lines go, default
 # /tmp/out), ORT_PEER (an unpacked ortpeer/ of bench/make_ort_peer.sh),
 # NO_DRIVER_CACHE=1 (also turn the NVIDIA driver's own shader disk cache
@@ -61,6 +63,7 @@ for model in "${models[@]}"; do
     for mode in ${MODES:-cold warm off}; do
       env=(WGNN_CACHE_DIR="$cache")
       [ "$mode" = off ] && env+=(WGNN_PIPELINE_CACHE=0)
+      [ "$mode" = warm-noprefetch ] && env+=(WGNN_PREFETCH_PIPELINES=0)
       # tiered: cold again (an empty cache), the first run on the regular
       # kernels while the tensor-core ones compile (SessionOptions::tiered).
       if [ "$mode" = tiered ]; then rm -rf "$cache"/*; env+=(WGNN_TIERED=1); fi

@@ -1108,6 +1108,9 @@ const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, 
   pdesc.compute.constants = entries.data();
   auto p = std::make_unique<Pipeline>();
   p->name_ = std::string(name);
+  p->wgsl_ = std::string(wgsl);
+  p->entry_ = std::string(entry);
+  p->constants_ = constants;
   p->writes_ = writable_bindings(wgsl);
   if (s.async_pipelines) {
     // Dawn copies what it needs from the descriptor; the module may go now.
@@ -1164,6 +1167,101 @@ const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, 
   const Pipeline& ref = *p;
   s.pipelines.emplace(std::move(key), std::move(p));
   return ref;
+}
+
+namespace {
+
+// A list of pipelines in the disk cache: "WGNNPL1\n", a count, then per
+// pipeline its name, entry point, constants (key, value bits) and WGSL,
+// each string a u32 length and its bytes. The entry's checksum covers it.
+constexpr std::string_view kListMagic = "WGNNPL1\n";
+std::string list_key(std::string_view id) { return fmt::format("wgnn pipeline list\n{}", id); }
+
+void put_u32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
+void put_str(std::string& out, std::string_view v) {
+  put_u32(out, uint32_t(v.size()));
+  out.append(v);
+}
+
+struct ListReader {
+  std::string_view in;
+  bool ok = true;
+  uint32_t u32() {
+    uint32_t v = 0;
+    if (in.size() < 4) return ok = false, 0;
+    std::memcpy(&v, in.data(), 4);
+    in.remove_prefix(4);
+    return v;
+  }
+  uint64_t u64() {
+    uint64_t v = 0;
+    if (in.size() < 8) return ok = false, 0;
+    std::memcpy(&v, in.data(), 8);
+    in.remove_prefix(8);
+    return v;
+  }
+  std::string_view str() {
+    const uint32_t n = u32();
+    if (!ok || in.size() < n) return ok = false, std::string_view();
+    std::string_view v = in.substr(0, n);
+    in.remove_prefix(n);
+    return v;
+  }
+};
+
+}  // namespace
+
+void Context::remember_pipelines(std::string_view id, const std::vector<const Pipeline*>& pipelines) {
+  Impl& s = *impl_;
+  if (!s.disk_cache || pipelines.empty()) return;
+  std::string out(kListMagic);
+  put_u32(out, uint32_t(pipelines.size()));
+  for (const Pipeline* p : pipelines) {
+    put_str(out, p->name_);
+    put_str(out, p->entry_);
+    put_u32(out, uint32_t(p->constants_.size()));
+    for (const auto& [k, v] : p->constants_) {
+      put_str(out, k);
+      uint64_t bits = 0;
+      std::memcpy(&bits, &v, 8);
+      out.append(reinterpret_cast<const char*>(&bits), 8);
+    }
+    put_str(out, p->wgsl_);
+  }
+  s.disk_cache->put(list_key(id), out);
+}
+
+size_t Context::prefetch_pipelines(std::string_view id) {
+  Impl& s = *impl_;
+  if (!s.disk_cache) return 0;
+  std::string bytes;
+  if (!s.disk_cache->get(list_key(id), &bytes)) return 0;
+  ListReader r{bytes};
+  if (r.in.substr(0, kListMagic.size()) != kListMagic) return 0;
+  r.in.remove_prefix(kListMagic.size());
+  const uint32_t count = r.u32();
+  size_t asked = 0;
+  for (uint32_t i = 0; r.ok && i < count; ++i) {
+    const std::string_view name = r.str(), entry = r.str();
+    const uint32_t n_constants = r.u32();
+    Constants constants;
+    for (uint32_t c = 0; r.ok && c < n_constants && c < 256; ++c) {
+      const std::string_view k = r.str();
+      const uint64_t bits = r.u64();
+      double v = 0;
+      std::memcpy(&v, &bits, 8);
+      constants.emplace_back(std::string(k), v);
+    }
+    const std::string_view wgsl = r.str();
+    if (!r.ok || n_constants > 256) break;
+    try {
+      pipeline(name, wgsl, constants, entry);
+      ++asked;
+    } catch (const std::exception&) {
+      // Left to fail where it is used, if it is.
+    }
+  }
+  return asked;
 }
 
 Pipeline::Pipeline() = default;

@@ -159,6 +159,9 @@ class Pipeline {
   mutable std::shared_ptr<WGPUComputePipelineImpl> pipeline_;
   mutable std::shared_ptr<WGPUBindGroupLayoutImpl> layout_;
   std::string name_;
+  // What it was made from, for Context::remember_pipelines.
+  std::string wgsl_, entry_;
+  Constants constants_;
   mutable std::unique_ptr<Async> async_;  // the pending creation, until resolved
 };
 
@@ -297,6 +300,16 @@ class Context {
   const Pipeline& kernel(std::string_view path, const Constants& constants = {}, std::string_view entry = "main");
   uint64_t pipeline_cache_hits() const;
   uint64_t pipeline_cache_misses() const;
+  // A list of pipelines kept in the disk cache under `id` (a model and the
+  // options it was built with), so that a later process asks for them
+  // before it needs them: remember_pipelines() stores their sources,
+  // prefetch_pipelines() asks for each again (created asynchronously, from
+  // the disk cache, while the caller records) and returns how many it
+  // asked for. Without the disk cache both do nothing; a missing or damaged
+  // list prefetches nothing, and a source that fails is left to fail where
+  // it is used (its error then comes from there).
+  void remember_pipelines(std::string_view id, const std::vector<const Pipeline*>& pipelines);
+  size_t prefetch_pipelines(std::string_view id);
   // Time and counts of creation so far (pipelines, bind groups, buffers,
   // uploads), and the disk cache's counters.
   CreationStats creation_stats() const;

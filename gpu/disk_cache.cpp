@@ -160,46 +160,52 @@ size_t DiskCache::load(const void* key, size_t key_size, void* value, size_t val
   }
 }
 
+bool DiskCache::write_entry(const void* key, size_t key_size, const void* value, size_t value_size) {
+  if (writes_off_ || value_size == 0 || value_size > kMaxEntryBytes) return false;
+  const uint64_t entry_bytes = kHeaderBytes + key_size + value_size;
+  if (entry_bytes > max_bytes_) return false;  // larger than the whole bound: not kept
+  if (!folder_ready_) {
+    std::error_code ec;
+    fs::create_directories(folder_, ec);
+    if (ec) {
+      writes_off_ = true;
+      ++counters_.store_failures;
+      warn_once(fmt::format("cannot create the pipeline cache folder {}: {}", folder_, ec.message()));
+      return false;
+    }
+    const std::string scope_file = folder_ + "/SCOPE.txt";
+    if (!fs::exists(scope_file, ec)) util::write_file_atomic(scope_file, description_, util::Sync::No);
+    folder_ready_ = true;
+  }
+  std::string bytes(kHeaderBytes, '\0');
+  const uint64_t ksz = key_size, vsz = value_size, sum = checksum(ksz, vsz, key, value);
+  std::memcpy(bytes.data(), kMagic, 8);
+  std::memcpy(bytes.data() + 8, &ksz, 8);
+  std::memcpy(bytes.data() + 16, &vsz, 8);
+  std::memcpy(bytes.data() + 24, &sum, 8);
+  bytes.append(static_cast<const char*>(key), key_size);
+  bytes.append(static_cast<const char*>(value), value_size);
+  // Under a file size limit a longer write is SIGXFSZ (the process dies)
+  // unless the signal is ignored: never try one.
+  rlimit r{};
+  if (getrlimit(RLIMIT_FSIZE, &r) == 0 && r.rlim_cur != RLIM_INFINITY && bytes.size() > r.rlim_cur) {
+    throw Error(fmt::format("a pipeline cache entry of {} bytes is over the file size limit (ulimit -f)",
+                            bytes.size()));
+  }
+  const std::string path = entry_path(key, key_size);
+  util::write_file_atomic(path, bytes, util::Sync::No);
+  total_bytes_ += bytes.size();
+  evict_if_needed();
+  return true;
+}
+
 void DiskCache::store(const void* key, size_t key_size, const void* value, size_t value_size) noexcept {
   try {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (writes_off_ || value_size == 0 || value_size > kMaxEntryBytes) return;
-    const uint64_t entry_bytes = kHeaderBytes + key_size + value_size;
-    if (entry_bytes > max_bytes_) return;  // larger than the whole bound: not kept
-    if (!folder_ready_) {
-      std::error_code ec;
-      fs::create_directories(folder_, ec);
-      if (ec) {
-        writes_off_ = true;
-        ++counters_.store_failures;
-        warn_once(fmt::format("cannot create the pipeline cache folder {}: {}", folder_, ec.message()));
-        return;
-      }
-      const std::string scope_file = folder_ + "/SCOPE.txt";
-      if (!fs::exists(scope_file, ec)) util::write_file_atomic(scope_file, description_, util::Sync::No);
-      folder_ready_ = true;
+    if (write_entry(key, key_size, value, value_size)) {
+      ++counters_.stores;
+      counters_.stored_bytes += kHeaderBytes + key_size + value_size;
     }
-    std::string bytes(kHeaderBytes, '\0');
-    const uint64_t ksz = key_size, vsz = value_size, sum = checksum(ksz, vsz, key, value);
-    std::memcpy(bytes.data(), kMagic, 8);
-    std::memcpy(bytes.data() + 8, &ksz, 8);
-    std::memcpy(bytes.data() + 16, &vsz, 8);
-    std::memcpy(bytes.data() + 24, &sum, 8);
-    bytes.append(static_cast<const char*>(key), key_size);
-    bytes.append(static_cast<const char*>(value), value_size);
-    // Under a file size limit a longer write is SIGXFSZ (the process dies)
-    // unless the signal is ignored: never try one.
-    rlimit r{};
-    if (getrlimit(RLIMIT_FSIZE, &r) == 0 && r.rlim_cur != RLIM_INFINITY && bytes.size() > r.rlim_cur) {
-      throw Error(fmt::format("a pipeline cache entry of {} bytes is over the file size limit (ulimit -f)",
-                              bytes.size()));
-    }
-    const std::string path = entry_path(key, key_size);
-    util::write_file_atomic(path, bytes, util::Sync::No);
-    ++counters_.stores;
-    counters_.stored_bytes += bytes.size();
-    total_bytes_ += bytes.size();
-    evict_if_needed();
   } catch (const std::exception& e) {
     writes_off_ = true;
     ++counters_.store_failures;
@@ -207,6 +213,27 @@ void DiskCache::store(const void* key, size_t key_size, const void* value, size_
   } catch (...) {
     writes_off_ = true;
     ++counters_.store_failures;
+  }
+}
+
+bool DiskCache::get(std::string_view key, std::string* value) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return read_entry(entry_path(key.data(), key.size()), key.data(), key.size(), value);
+  } catch (...) {
+    return false;
+  }
+}
+
+void DiskCache::put(std::string_view key, std::string_view value) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    write_entry(key.data(), key.size(), value.data(), value.size());
+  } catch (const std::exception& e) {
+    writes_off_ = true;
+    warn_once(e.what());
+  } catch (...) {
+    writes_off_ = true;
   }
 }
 

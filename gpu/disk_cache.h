@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 namespace wgnn::gpu {
 
@@ -47,6 +48,13 @@ class DiskCache {
   size_t load(const void* key, size_t key_size, void* value, size_t value_size) noexcept;
   void store(const void* key, size_t key_size, const void* value, size_t value_size) noexcept;
 
+  // wgnn's own entries (a model's list of pipelines), in the same files,
+  // bound and eviction as Dawn's, but outside Dawn's counters, which tell
+  // what Dawn found. get() is false for a missing or damaged entry; put()
+  // never throws (a failed write is a warning, as for Dawn's).
+  bool get(std::string_view key, std::string* value) noexcept;
+  void put(std::string_view key, std::string_view value) noexcept;
+
   DiskCacheCounters counters() const;
   const std::string& folder() const { return folder_; }
   uint64_t max_bytes() const { return max_bytes_; }
@@ -57,6 +65,9 @@ class DiskCache {
 
  private:
   bool read_entry(const std::string& path, const void* key, size_t key_size, std::string* value);
+  // Writes one entry (under mutex_); false when writes are off or the entry
+  // is over the bound. Throws on a failed write.
+  bool write_entry(const void* key, size_t key_size, const void* value, size_t value_size);
   void warn_once(const std::string& message);
   void evict_if_needed();
 

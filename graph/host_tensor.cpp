@@ -32,6 +32,18 @@ size_t HostTensor::checked_size(DType d, const Shape& s) {
   return size_t(bytes);
 }
 
+HostTensor::HostTensor(DType d, Shape s) : HostTensor(uninitialized(d, std::move(s))) {
+  if (!util::host_alloc_zeroed(data.size())) std::fill(data.begin(), data.end(), uint8_t(0));
+}
+
+HostTensor HostTensor::uninitialized(DType d, Shape s) {
+  HostTensor t;
+  t.dtype = d;
+  t.shape = std::move(s);
+  t.data.resize(checked_size(d, t.shape));
+  return t;
+}
+
 HostTensor::HostTensor(DType d, Shape s, const void* src) : dtype(d), shape(std::move(s)) {
   const size_t n = checked_size(dtype, shape);
   const auto* b = static_cast<const uint8_t*>(src);

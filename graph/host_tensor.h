@@ -8,20 +8,27 @@
 #include <vector>
 
 #include "graph/tensor.h"
+#include "util/host_memory.h"
 
 namespace wgnn {
 
 struct HostTensor {
   DType dtype = DType::F32;
   Shape shape;
-  std::vector<uint8_t> data;
+  // util::HostBytes: a resize() leaves new bytes unset (no zero fill), and
+  // large blocks are mapped in huge pages (util/host_memory.h).
+  util::HostBytes data;
 
   HostTensor() = default;
-  // Throws Error for a negative dim, an element count that overflows, or
-  // more bytes than host_tensor_limit(): shapes may come from a model's
-  // data (ConstantOfShape, Expand, Range, ...), and are checked before
-  // anything is allocated.
-  HostTensor(DType d, Shape s) : dtype(d), shape(std::move(s)), data(checked_size(d, shape)) {}
+  // Zero-filled. Throws Error for a negative dim, an element count that
+  // overflows, or more bytes than host_tensor_limit(): shapes may come from
+  // a model's data (ConstantOfShape, Expand, Range, ...), and are checked
+  // before anything is allocated.
+  HostTensor(DType d, Shape s);
+  // The same, its bytes left unset, for a tensor that is written whole
+  // next (a run's outputs): whoever writes it takes the page faults of
+  // fresh memory, not a zero fill before it.
+  static HostTensor uninitialized(DType d, Shape s);
   // The same, holding a copy of the bytes at `src` (as many as the shape
   // takes), written once: no zero fill first (a model's weights at load).
   HostTensor(DType d, Shape s, const void* src);

@@ -25,6 +25,10 @@
 #include "onnx/tensor_proto.h"
 #include "ops/subgroup_matmul.h"
 #include "graph/half.h"
+#include "util/host_memory.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 namespace wgnn::onnx_import {
 
@@ -60,6 +64,15 @@ int env_ms(const char* name, long max, int def) {
   const long v = std::strtol(e, &end, 10);
   if (*end != '\0' || v < 0 || v > max) throw Error(fmt::format("{}='{}': milliseconds, 0 to {}", name, e, max));
   return int(v);
+}
+
+// A 0/1 variable (`def` when unset or empty); anything else is an Error.
+bool env_flag(const char* name, bool def) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return def;
+  const std::string v(e);
+  if (v != "0" && v != "1") throw Error(fmt::format("{}='{}': 1 (on) or 0 (off)", name, v));
+  return v == "1";
 }
 
 constexpr int kMinOpset = 1, kMaxOpset = 21;  // below 7: the operators onnx/old_opsets.h lists
@@ -393,6 +406,39 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
       uses_f16_ |= a.has_t() && a.t().data_type() == 10;  // a float16 Constant
     }
   }
+  if (ctx_.disk_cache_stats().enabled && env_flag("WGNN_PREFETCH_PIPELINES", true)) {
+    pipeline_list_id_ = pipeline_list_id();
+    disk_before_prefetch_ = ctx_.disk_cache_stats();
+    prefetched_ = ctx_.prefetch_pipelines(pipeline_list_id_);
+  }
+}
+
+std::string Session::pipeline_list_id() const {
+  // The graph without its weights' values (nodes, subgraphs and Constant
+  // nodes included; initializers by name, type and shape), and what else
+  // decides the kernels: the options and the device's features.
+  XXH3_state_t st;
+  XXH3_64bits_reset(&st);
+  std::string bytes;
+  const auto add = [&](std::string_view v) {
+    const uint64_t n = v.size();
+    XXH3_64bits_update(&st, &n, sizeof n);
+    XXH3_64bits_update(&st, v.data(), v.size());
+  };
+  const auto& graph = model_->graph();
+  for (const auto& n : graph.node()) {
+    n.SerializeToString(&bytes);
+    add(bytes);
+  }
+  for (const auto& v : graph.input()) add(v.SerializeAsString());
+  for (const auto& v : graph.output()) add(v.SerializeAsString());
+  for (const auto& [name, t] : initializers_) {
+    add(fmt::format("{}:{}:{}", name, dtype_name(t.dtype), shape_str(t.shape)));
+  }
+  add(fmt::format("opset {} fp16 {} fusion {} checked {} tensor cores {}", opset_, options_.fp16, options_.fusion,
+                  options_.checked, ops::tensor_cores_available(ctx_)));
+  for (const auto& o : outputs_) add(o.name);
+  return fmt::format("{:016x}", XXH3_64bits_digest(&st));
 }
 
 Session::~Session() {
@@ -462,8 +508,11 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
   };
   last_phases_ = {};
+  const uint64_t faults0 = util::minor_page_faults();
   const gpu::CreationStats created0 = ctx_.creation_stats();
-  const gpu::DiskCacheStats disk0 = ctx_.disk_cache_stats();
+  // The first build's pipelines were looked up in the disk cache when the
+  // session asked for them at load: count from before that.
+  const gpu::DiskCacheStats disk0 = builds_ == 0 && prefetched_ > 0 ? disk_before_prefetch_ : ctx_.disk_cache_stats();
   auto tp = std::chrono::steady_clock::now();
   std::unique_ptr<Built> b = record_plan(inputs, decisions, true);
   last_phases_.record_ms = ms_from(tp);
@@ -521,6 +570,13 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
   b->graph->prepare();
   last_phases_.prepare_ms = ms_from(tp);
   last_phases_.created = ctx_.creation_stats() - created0;
+  last_phases_.page_faults = util::minor_page_faults() - faults0;
+  if (!pipelines_remembered_ && !pipeline_list_id_.empty() && b->probe.empty()) {
+    // The steady plan's pipelines (the tensor-core plan where this one is
+    // its regular stand-in), for the next process to ask for at load.
+    pipelines_remembered_ = true;
+    ctx_.remember_pipelines(pipeline_list_id_, (b->tier_up ? *b->tier_up : *b).graph->pipelines());
+  }
   ++builds_;
   last_build_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   total_build_ms_ += last_build_ms_;
@@ -1044,7 +1100,7 @@ void Session::output_lists(Built& b, Fetches& out, std::vector<Graph::HostOut>& 
         host_out.push_back({slot.ref, nullptr, size_t(ti.nbytes())});
         continue;
       }
-      t = HostTensor(ti.dtype, ti.shape);
+      t = HostTensor::uninitialized(ti.dtype, ti.shape);  // written whole by the run
     }
     host_out.push_back({slot.ref, t.data.data(), t.data.size()});
   }
@@ -1054,7 +1110,7 @@ void Session::make_outputs(Built& b, std::vector<Graph::HostOut>& host_out, cons
   for (const auto& [index, t] : later) {
     Graph::HostOut& o = host_out.at(index);
     const TensorInfo& ti = b.graph->info(o.tensor);
-    *t = HostTensor(ti.dtype, ti.shape);
+    *t = HostTensor::uninitialized(ti.dtype, ti.shape);  // written whole by the run
     o.data = t->data.data();
   }
 }
@@ -1065,7 +1121,7 @@ void Session::narrow_outputs(Built& b, Fetches& out) {
     auto h = out.host.find(name);
     if (h == out.host.end()) continue;
     HostTensor& t = h->second;
-    if (t.dtype != DType::F16 || t.shape != wide.shape) t = HostTensor(DType::F16, wide.shape);
+    if (t.dtype != DType::F16 || t.shape != wide.shape) t = HostTensor::uninitialized(DType::F16, wide.shape);
     const float* src = wide.as<float>();
     uint16_t* dst = t.as<uint16_t>();
     for (size_t i = 0, n = size_t(wide.numel()); i < n; ++i) dst[i] = float_to_half(src[i]);

@@ -260,11 +260,18 @@ class Session {
   // dispatches, uniforms).
   struct BuildPhases {
     double record_ms = 0, tier_wait_ms = 0, regular_record_ms = 0, prepare_ms = 0;
+    // The process's minor page faults while it built (fresh host memory
+    // touched, by every thread: each costs microseconds on a cloud VM).
+    uint64_t page_faults = 0;
     gpu::CreationStats created;  // what the build created (the Context's counts over it)
     // Recording's host time by ONNX op type (and "(fused chains)"), most first.
     std::vector<std::pair<std::string, double>> record_by_op;
   };
   const BuildPhases& last_build_phases() const { return last_phases_; }
+  // Pipelines asked for at load from the list the last process with this
+  // model and options left in the pipeline cache (0: none, or no disk
+  // cache; WGNN_PREFETCH_PIPELINES=0 turns it off).
+  size_t prefetched_pipelines() const { return prefetched_; }
   // The constants on the GPU, shared by every plan (uploaded once each).
   const ConstantStore& constants() const { return *constants_; }
   // A few lines: nodes, dispatches, folded constants, memory, and how
@@ -279,6 +286,8 @@ class Session {
 
  private:
   struct Built;
+  // The name of this model's pipeline list in the disk cache.
+  std::string pipeline_list_id() const;
   // The plan for these inputs and the values control flow read back so far
   // (built if new); a probe when control flow needs another value.
   Built& build_for(const Feeds& inputs, const std::map<std::string, int64_t>& decisions);
@@ -343,6 +352,14 @@ class Session {
   uint64_t use_clock_ = 0;
   double last_build_ms_ = 0, total_build_ms_ = 0;
   BuildPhases last_phases_;
+  // The pipeline list in the disk cache for this model and these options
+  // (gpu::Context::remember_pipelines): asked for at load, written after
+  // the first plan. The disk cache's counters before the prefetch stand
+  // for the first build's (its blobs were looked up before it began).
+  std::string pipeline_list_id_;
+  size_t prefetched_ = 0;
+  bool pipelines_remembered_ = false;
+  gpu::DiskCacheStats disk_before_prefetch_;
   bool widen_f16_ = false, uses_f16_ = false;
 };
 

@@ -14,6 +14,7 @@
 #include "onnx/session.h"
 #include "tools/commands.h"
 #include "tools/model_inputs.h"
+#include "util/host_memory.h"
 
 using nlohmann::json;
 
@@ -150,6 +151,7 @@ struct FirstRun {
   Graph::RunStats run;         // the run after the build
   gpu::DiskCacheStats disk;    // the context's disk cache so far
   onnx_import::Session::BuildPhases phases;  // the build by phase
+  uint64_t page_faults = 0;                  // the process's minor page faults over the first run
   // The run's own creations (output staging and input upload buffers, made
   // on a plan's first run): what the first run created minus the build's.
   double run_buffer_ms() const { return std::max(0.0, created.buffer_ms - phases.created.buffer_ms); }
@@ -168,9 +170,11 @@ struct FirstRun {
 FirstRun first_run(gpu::Context& ctx, onnx_import::Session& s, const std::map<std::string, HostTensor>& inputs) {
   FirstRun f;
   const gpu::CreationStats before = ctx.creation_stats();
+  const uint64_t faults0 = util::minor_page_faults();
   const auto t = clock::now();
   s.run(inputs);
   f.ms = ms_since(t);
+  f.page_faults = util::minor_page_faults() - faults0;
   f.created = ctx.creation_stats() - before;
   f.build_ms = s.last_build_ms();
   f.phases = s.last_build_phases();
@@ -227,6 +231,8 @@ json first_run_json(const FirstRun& f) {
               {"run_buffers", f.run_buffers()},
               {"run_buffer_ms", f.run_buffer_ms()},
               {"run_other_ms", f.run_other_ms()},
+              {"page_faults", f.page_faults},
+              {"build_page_faults", f.phases.page_faults},
               {"record_by_op_ms", record_by_op_json(f.phases)},
               {"run_ms", f.ms - f.build_ms},
               {"upload_ms", f.run.upload_us / 1000.0},
@@ -267,6 +273,8 @@ void print_first_run(const FirstRun& f) {
              "runs), readback {:.1f}; buffers made {:.1f} ({}: staging), other {:.1f}\n",
              f.run.upload_us / 1000.0, f.run.encode_us / 1000.0, f.run.submit_us / 1000.0, f.run.wait_us / 1000.0,
              f.run.readback_us / 1000.0, f.run_buffer_ms(), f.run_buffers(), f.run_other_ms());
+  fmt::print("  memory   {} page faults (fresh host memory touched), {} of them in the build\n", f.page_faults,
+             f.phases.page_faults);
   const gpu::DiskCacheStats& d = f.disk;
   if (!d.enabled) {
     fmt::print("disk cache {}\n", d.why_off);
@@ -420,14 +428,16 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
            // was on the regular kernels, and whether the plan has switched
            // to its tensor-core kernels since.
            {"tiered_plans", s.tiered_plans()},
-           {"tier_ups", s.tier_ups()}};
+           {"tier_ups", s.tier_ups()},
+           {"prefetched_pipelines", s.prefetched_pipelines()}};
     std::cout << j.dump() << "\n";
     return 0;
   }
   fmt::print("model      {}{}\n", o.model, o.fp16 ? " (float16 mode)" : "");
   fmt::print("adapter    {} ({})\n", a.name, a.backend);
   fmt::print("inputs     {}\n", describe_inputs(inputs));
-  fmt::print("load       {:.1f} ms\n", load_ms);
+  fmt::print("load       {:.1f} ms{}\n", load_ms,
+             s.prefetched_pipelines() ? fmt::format(" ({} pipelines asked for from the last run's list)", s.prefetched_pipelines()) : std::string());
   print_first_run(first);
   fmt::print("steady     median {:.3f} ms, min {:.3f} ms, max {:.3f} ms over {} runs after {} warm-up\n",
              median(wall), min_of(wall), max_of(wall), o.runs, o.warmup);

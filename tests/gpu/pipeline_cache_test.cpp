@@ -6,6 +6,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -175,6 +177,81 @@ TEST(PipelineCache, DamagedEntriesAreIgnored) {
   EXPECT_EQ(compile_and_run(c), expected());
   EXPECT_EQ(c.creation_stats().pipelines_from_disk, uint64_t(kKernels));
   EXPECT_EQ(c.disk_cache_stats().corrupt, 0u);
+}
+
+// A list of pipelines remembered under an id: a later Context asks for them
+// before they are needed (from the disk cache), so the requests that follow
+// find them made; another id, a damaged list or no disk cache prefetch
+// nothing, and the list is outside Dawn's counters.
+TEST(PipelineCache, RememberedPipelinesAreAskedForAgain) {
+  TempDir dir;
+  std::vector<fs::path> before;
+  {
+    gpu::Context c(with_cache(dir.path));
+    EXPECT_EQ(compile_and_run(c), expected());
+    std::vector<const gpu::Pipeline*> ps;
+    for (int k = 0; k < kKernels; ++k) ps.push_back(&c.pipeline(fmt::format("cache test {}", k), kernel_wgsl(k)));
+    // A pipeline with override constants and another entry point travels too.
+    const std::string with_override = R"(
+override scale: f32 = 1.0;
+@group(0) @binding(0) var<storage, read_write> data: array<f32>;
+@compute @workgroup_size(64)
+fn other(@builtin(global_invocation_id) id: vec3<u32>) {
+  if (id.x < arrayLength(&data)) { data[id.x] = data[id.x] * scale; }
+}
+)";
+    ps.push_back(&c.pipeline("cache test override", with_override, {{"scale", 0.25}}, "other"));
+    for (const gpu::Pipeline* p : ps) p->handle();  // made, and their blobs stored
+    const gpu::DiskCacheStats d0 = c.disk_cache_stats();
+    before = blobs(dir.path);
+    c.remember_pipelines("model a", ps);
+    const gpu::DiskCacheStats d1 = c.disk_cache_stats();
+    EXPECT_EQ(d1.stores, d0.stores);
+    EXPECT_EQ(d1.loads, d0.loads);
+  }
+  {
+    gpu::Context c(with_cache(dir.path));
+    EXPECT_EQ(c.prefetch_pipelines("model b"), 0u);
+    EXPECT_EQ(c.creation_stats().pipelines_created, 0u);
+    EXPECT_EQ(c.prefetch_pipelines("model a"), size_t(kKernels + 1));
+    const gpu::CreationStats s0 = c.creation_stats();
+    EXPECT_EQ(s0.pipelines_created, uint64_t(kKernels + 1));
+    EXPECT_EQ(compile_and_run(c), expected());
+    const gpu::CreationStats s1 = c.creation_stats();
+    EXPECT_EQ(s1.pipelines_created, s0.pipelines_created);  // every request found its pipeline made
+    EXPECT_EQ(s1.pipeline_hits - s0.pipeline_hits, uint64_t(kKernels));
+    EXPECT_EQ(c.disk_cache_stats().misses, 0u);
+    const std::string with_override_again = R"(
+override scale: f32 = 1.0;
+@group(0) @binding(0) var<storage, read_write> data: array<f32>;
+@compute @workgroup_size(64)
+fn other(@builtin(global_invocation_id) id: vec3<u32>) {
+  if (id.x < arrayLength(&data)) { data[id.x] = data[id.x] * scale; }
+}
+)";
+    c.pipeline("cache test override", with_override_again, {{"scale", 0.25}}, "other");
+    EXPECT_EQ(c.creation_stats().pipelines_created, s0.pipelines_created);
+  }
+  // The list is the one entry the remember added: damaged, it is ignored.
+  std::vector<fs::path> lists;
+  for (const fs::path& f : blobs(dir.path)) {
+    if (std::find(before.begin(), before.end(), f) == before.end()) lists.push_back(f);
+  }
+  ASSERT_EQ(lists.size(), 1u);
+  fs::resize_file(lists[0], fs::file_size(lists[0]) - 3);
+  {
+    gpu::Context c(with_cache(dir.path));
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(c.prefetch_pipelines("model a"), 0u);
+    EXPECT_THAT(testing::internal::GetCapturedStderr(), HasSubstr("damaged"));
+    EXPECT_EQ(c.creation_stats().pipelines_created, 0u);
+    EXPECT_EQ(compile_and_run(c), expected());
+  }
+  gpu::ContextOptions off = with_cache(dir.path);
+  off.pipeline_cache = false;
+  gpu::Context c(off);
+  EXPECT_EQ(c.prefetch_pipelines("model a"), 0u);
+  c.remember_pipelines("model a", {&c.pipeline("cache test 0", kernel_wgsl(0))});  // nothing to store in
 }
 
 TEST(PipelineCache, OffSwitches) {

@@ -180,7 +180,7 @@ TEST(SessionRun, RepeatedRunsAreBitIdenticalAndBuildNothing) {
   const std::vector<float> xv = random_floats(32, -2, 2, 6);
   std::memcpy(x.data.data(), xv.data(), x.data.size());
   const std::map<std::string, HostTensor> in{{"x", x}};
-  const std::vector<uint8_t> first = s.run(in).at("z").data;
+  const util::HostBytes first = s.run(in).at("z").data;
   gpu::Context& c = ctx();
   const uint64_t buffers = c.buffers_created(), groups = c.bind_groups_created();
   for (int i = 0; i < 30; ++i) ASSERT_EQ(s.run(in).at("z").data, first) << "run " << i;

@@ -12,6 +12,11 @@
 #include "graph/constant_store.h"
 #include "onnx/session.h"
 #include "onnx_model_builder.h"
+#include "scoped_env.h"
+
+#include <unistd.h>
+
+#include <filesystem>
 
 using namespace wgnn;
 using onnx_import::Session;
@@ -266,4 +271,56 @@ TEST(PlanCache, FoldedConvWeightsAreFoundAgainForEveryShape) {
   // normalization's parameters are folded, the bias is computed).
   EXPECT_EQ(after.memo_hits, first.memo_hits + 3);
   EXPECT_GE(after.reused_bytes, first.reused_bytes + 3 * uint64_t(w.size()) * 4);
+}
+
+// A later Session (a new Context stands for a new process) with the same
+// model and options asks for the pipelines the first one used when it
+// loads, from the list the first left in the pipeline cache: its first run
+// creates no pipeline. Other options or the off switch prefetch nothing.
+TEST(PlanCache, ALaterProcessAsksForItsPipelinesWhenItLoads) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("wgnn-prefetch-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  gpu::ContextOptions co;
+  co.cache_dir = dir.string();
+  const std::string model = linear_relu_model();
+  const HostTensor x = input(3);
+  size_t used = 0;
+  {
+    gpu::Context c(co);
+    Session s(c, model);
+    EXPECT_EQ(s.prefetched_pipelines(), 0u);
+    expect_reference(x, s.run({{"x", x}}).at("y"));
+    used = s.graph().pipelines().size();
+    ASSERT_GE(used, 1u);
+  }
+  {
+    gpu::Context c(co);
+    Session s(c, model);
+    EXPECT_EQ(s.prefetched_pipelines(), used);
+    const uint64_t created = c.creation_stats().pipelines_created;
+    EXPECT_EQ(created, used);
+    expect_reference(x, s.run({{"x", x}}).at("y"));
+    EXPECT_EQ(c.creation_stats().pipelines_created, created);
+  }
+  {
+    gpu::Context c(co);
+    SessionOptions o;
+    o.checked = false;  // other kernels may follow: another list
+    Session s(c, model, o);
+    EXPECT_EQ(s.prefetched_pipelines(), 0u);
+  }
+  {
+    test::ScopedEnv off("WGNN_PREFETCH_PIPELINES", "0");
+    gpu::Context c(co);
+    Session s(c, model);
+    EXPECT_EQ(s.prefetched_pipelines(), 0u);
+    expect_reference(x, s.run({{"x", x}}).at("y"));
+  }
+  {
+    test::ScopedEnv junk("WGNN_PREFETCH_PIPELINES", "yes");
+    gpu::Context c(co);
+    EXPECT_THAT(error_of([&] { Session s(c, model); }), HasSubstr("WGNN_PREFETCH_PIPELINES='yes'"));
+  }
+  fs::remove_all(dir);
 }

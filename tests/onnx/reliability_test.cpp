@@ -211,7 +211,7 @@ TEST(Determinism, SameModelAndInputGiveIdenticalBits) {
   // Not all zeros or NaN: the comparison compares something.
   const float sum = first.at("s").as<float>()[0];
   EXPECT_TRUE(std::isfinite(sum));
-  EXPECT_NE(first.at("c").data, std::vector<uint8_t>(first.at("c").data.size(), 0));
+  EXPECT_NE(first.at("c").data, util::HostBytes(first.at("c").data.size(), 0));
 }
 
 TEST(Determinism, IsnetTwiceGivesIdenticalBits) {
