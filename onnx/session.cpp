@@ -210,8 +210,18 @@ void check_model(LoadedModel& m, const std::string& path) {
   m.opset = int(opset);
   const auto& g = m.proto->graph();
   check_graph_rules(g);
-  for (const auto& init : g.initializer()) {
-    m.initializers.emplace(init.name(), from_tensor_proto(init, m.dir));
+  {
+    // The weights in huge pages where large (kept for the session's life:
+    // a fault per 2 MiB, not per 4 KiB, util/host_memory.h), and each
+    // initializer's bytes dropped from the proto once converted: the
+    // weights are held once, not twice, and glibc reuses what the proto
+    // held for what comes next.
+    util::MapLargeBlocks big;
+    auto* inits = m.proto->mutable_graph()->mutable_initializer();
+    for (auto& init : *inits) {
+      m.initializers.emplace(init.name(), from_tensor_proto(init, m.dir));
+      if (init.has_raw_data()) std::string().swap(*init.mutable_raw_data());
+    }
   }
   for (const auto& in : g.input()) {
     if (m.initializers.count(in.name())) continue;  // old-style models list weights as inputs

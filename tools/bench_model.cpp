@@ -314,6 +314,7 @@ void check_profile_options(const ProfileOptions& o) {
 
 int bench_model(gpu::Context& ctx, const BenchOptions& o) {
   check_bench_options(o);
+  const uint64_t load_faults0 = util::minor_page_faults();
   const auto t0 = clock::now();
   onnx_import::SessionOptions so;
   so.fp16 = o.fp16;
@@ -321,6 +322,7 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
   so.outputs = o.outputs;
   onnx_import::Session s(ctx, o.model, so);
   const double load_ms = ms_since(t0);
+  const uint64_t load_faults = util::minor_page_faults() - load_faults0;
   const std::map<std::string, HostTensor> inputs = model_inputs(s, input_options(o.in));
 
   // First run: builds the graph, compiles pipelines, allocates storage.
@@ -404,6 +406,7 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
            {"inputs", inputs_json(inputs)},
            {"seed", o.in.seed},
            {"load_ms", load_ms},
+           {"load_page_faults", load_faults},
            {"first_run_ms", first_ms},
            {"first_run", first_run_json(first)},
            {"warmup", o.warmup},
@@ -436,7 +439,7 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
   fmt::print("model      {}{}\n", o.model, o.fp16 ? " (float16 mode)" : "");
   fmt::print("adapter    {} ({})\n", a.name, a.backend);
   fmt::print("inputs     {}\n", describe_inputs(inputs));
-  fmt::print("load       {:.1f} ms{}\n", load_ms,
+  fmt::print("load       {:.1f} ms, {} page faults{}\n", load_ms, load_faults,
              s.prefetched_pipelines() ? fmt::format(" ({} pipelines asked for from the last run's list)", s.prefetched_pipelines()) : std::string());
   print_first_run(first);
   fmt::print("steady     median {:.3f} ms, min {:.3f} ms, max {:.3f} ms over {} runs after {} warm-up\n",

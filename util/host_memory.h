@@ -22,12 +22,28 @@ namespace wgnn::util {
 // so a loop that frees and allocates them again does not lose its reuse.
 constexpr size_t kHostMapMin = size_t(32) << 20;
 
-// `bytes` of host memory (malloc below kHostMapMin, not zeroed; a mapping
-// from it on, zeroed). Throws std::bad_alloc when there is none.
+// `bytes` of host memory (malloc below the mapping threshold, not zeroed; a
+// mapping from it on, zeroed). Throws std::bad_alloc when there is none.
 void* host_alloc(size_t bytes);
 void host_free(void* p, size_t bytes) noexcept;
-// Whether host_alloc(bytes) comes zeroed.
-inline bool host_alloc_zeroed(size_t bytes) { return bytes >= kHostMapMin; }
+// Whether host_alloc(bytes) comes zeroed (mapped), on this thread now.
+bool host_alloc_zeroed(size_t bytes);
+
+// Lowers the mapping threshold on this thread for a scope (at least 2 MiB):
+// for memory that is allocated once and kept, such as a model's weights at
+// load, where nothing would reuse glibc's freed blocks anyway. The
+// threshold stays kHostMapMin elsewhere, so that a loop's outputs keep
+// glibc's reuse.
+class MapLargeBlocks {
+ public:
+  explicit MapLargeBlocks(size_t min_bytes = size_t(2) << 20);
+  ~MapLargeBlocks();
+  MapLargeBlocks(const MapLargeBlocks&) = delete;
+  MapLargeBlocks& operator=(const MapLargeBlocks&) = delete;
+
+ private:
+  size_t previous_;
+};
 
 // A std::allocator over host_alloc whose value-initialisation of trivial
 // types is a no-op: std::vector<T, HostAllocator<T>>(n) or resize(n) leaves
