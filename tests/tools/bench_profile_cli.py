@@ -232,10 +232,12 @@ def bench_cached(*extra, env=None):
     p = subprocess.run([WGNN, "bench", "small.onnx", "--shape", f"ids=1x{SEQ}", "--runs", "2", "--warmup", "0",
                         "--json", *extra], cwd=WORK, capture_output=True, text=True, timeout=300, env=e)
     j = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {}
+    bench_cached.last = j
     return p.returncode, j.get("first_run", {}), p.stderr
 
 
 rc, f1, err = bench_cached()
+check(bench_cached.last.get("prefetched_pipelines") == 0, "a first process has no pipeline list to ask for")
 check(rc == 0, f"bench with a cold pipeline cache (rc {rc}: {err.strip()[-300:]})")
 for k in ("ms", "build_ms", "wgsl_ms", "shader_module_ms", "pipeline_ms", "bind_group_ms", "run_ms", "wait_ms"):
     check(isinstance(f1.get(k), (int, float)) and f1.get(k) >= 0, f"first_run.{k} is a number: {f1.get(k)}")
@@ -245,12 +247,24 @@ check(f1.get("pipelines_created", 0) > 0 and f1.get("pipelines_from_disk") == 0 
       f"{f1.get('pipelines_from_disk')} from disk, {d1.get('stores')} blobs stored")
 check(f1.get("pipeline_requests") == f1.get("pipelines_created", 0) + f1.get("pipelines_reused", 0),
       f"pipeline requests = created + reused: {f1.get('pipeline_requests')}")
-rc, f2, err = bench_cached()
+# The blobs alone: the pipelines asked for as the first run reaches them.
+rc, f2, err = bench_cached(env={"WGNN_PREFETCH_PIPELINES": "0"})
 d2 = f2.get("disk_cache", {})
 check(rc == 0 and f2.get("pipelines_created", 0) > 0 and f2.get("pipelines_from_disk") == f2.get("pipelines_created")
       and d2.get("stores") == 0 and d2.get("misses") == 0,
       f"warm: a second process compiles nothing new: {f2.get('pipelines_from_disk')} of "
       f"{f2.get('pipelines_created')} from disk, {d2.get('stores')} stored, {d2.get('misses')} missed")
+check(bench_cached.last.get("prefetched_pipelines") == 0, "WGNN_PREFETCH_PIPELINES=0 asks for none at load")
+# By default the list the first process left is asked for at load: the first
+# run then creates no pipeline, and every one came from the disk.
+rc, f2b, err = bench_cached()
+d2b = f2b.get("disk_cache", {})
+asked = bench_cached.last.get("prefetched_pipelines", 0)
+check(rc == 0 and asked == f1.get("pipelines_created") and f2b.get("pipelines_created") == 0
+      and f2b.get("pipelines_from_disk") == asked and d2b.get("stores") == 0 and d2b.get("misses") == 0,
+      f"warm with the list: {asked} pipelines asked for at load (the first process compiled "
+      f"{f1.get('pipelines_created')}), {f2b.get('pipelines_created')} created by the first run, "
+      f"{f2b.get('pipelines_from_disk')} from disk, {d2b.get('stores')} stored, {d2b.get('misses')} missed")
 blobs = [os.path.join(r, n) for r, _, ns in os.walk(CACHE) for n in ns if n.endswith(".blob")]
 for b in blobs:
     with open(b, "r+b") as fh:
