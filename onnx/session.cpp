@@ -7,17 +7,21 @@
 #include <onnx/onnx_pb.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <thread>
 
 #include "onnx/fusion.h"
 #include "onnx/host_ops.h"
+#include "onnx/model_bytes.h"
 #include "onnx/node_ctx.h"
 #include "onnx/old_opsets.h"
 #include "onnx/schema_check.h"
@@ -188,7 +192,7 @@ void count_unsupported_inside(const onnx::NodeProto& n, const std::map<std::stri
 
 // Everything but parsing: the opset, initializers, graph values, node
 // order and the operators the outputs need.
-void check_model(LoadedModel& m, const std::string& path) {
+void check_model(LoadedModel& m, const std::string& path, const SplitModel* split, std::string_view bytes) {
   int64_t opset = 0;
   for (const auto& op : m.proto->opset_import()) {
     if (op.domain().empty() || op.domain() == "ai.onnx") opset = op.version();
@@ -218,7 +222,19 @@ void check_model(LoadedModel& m, const std::string& path) {
     // held for what comes next.
     util::MapLargeBlocks big;
     auto* inits = m.proto->mutable_graph()->mutable_initializer();
-    for (auto& init : *inits) {
+    if (split && split->raw.size() != size_t(inits->size())) {
+      throw Error(fmt::format("'{}': {} initializers parsed, {} found in the bytes", path, inits->size(),
+                              split->raw.size()));
+    }
+    for (int i = 0; i < inits->size(); ++i) {
+      auto& init = (*inits)[i];
+      if (split && split->raw[size_t(i)].present) {
+        // Its bytes straight from the file, not through a string of protobuf's.
+        const SplitModel::Raw& r = split->raw[size_t(i)];
+        const std::string_view raw = bytes.substr(r.offset, r.size);
+        m.initializers.emplace(init.name(), from_tensor_proto(init, m.dir, &raw));
+        continue;
+      }
       m.initializers.emplace(init.name(), from_tensor_proto(init, m.dir));
       if (init.has_raw_data()) std::string().swap(*init.mutable_raw_data());
     }
@@ -325,32 +341,72 @@ LoadedModel::LoadedModel(LoadedModel&&) noexcept = default;
 LoadedModel& LoadedModel::operator=(LoadedModel&&) noexcept = default;
 LoadedModel::~LoadedModel() = default;
 
+namespace {
+
+// Parses a whole model's bytes: the message without its initializers' raw
+// bytes (onnx/model_bytes.h), which are then read from `bytes`; or, where
+// they are not in that plain form, the bytes as they are.
+void parse_model_bytes(std::string_view bytes, LoadedModel& m, const std::string& name) {
+  SplitModel split;
+  const bool ok = bytes.size() <= size_t(INT32_MAX) && split_initializer_bytes(bytes, split);
+  const std::string_view parsed = ok ? std::string_view(split.rest) : bytes;
+  google::protobuf::io::CodedInputStream coded(reinterpret_cast<const uint8_t*>(parsed.data()),
+                                               int(std::min<size_t>(parsed.size(), INT32_MAX)));
+  parse_coded(coded, *m.proto, name);
+  check_model(m, name, ok ? &split : nullptr, bytes);
+}
+
+}  // namespace
+
 LoadedModel load_model(const std::string& path) {
   LoadedModel m;
   m.proto = std::make_unique<onnx::ModelProto>();
-  const int fd = ::open(path.c_str(), O_RDONLY);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(fmt::format("cannot open model '{}'", path));
+  m.dir = std::filesystem::absolute(path).parent_path().string();
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_size) > uint64_t(INT32_MAX)) {
+    // Not a plain file (a pipe), or over protobuf's 2 GB: streamed, as
+    // protobuf reads it (and refuses what is over its limit).
+    try {
+      google::protobuf::io::FileInputStream raw(fd);
+      google::protobuf::io::CodedInputStream coded(&raw);
+      parse_coded(coded, *m.proto, path);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+    check_model(m, path, nullptr, {});
+    return m;
+  }
+  // The whole file in memory (huge pages: one fault per 2 MiB), read once.
+  util::HostBytes bytes;
   try {
-    google::protobuf::io::FileInputStream raw(fd);
-    google::protobuf::io::CodedInputStream coded(&raw);
-    parse_coded(coded, *m.proto, path);
+    util::MapLargeBlocks big;
+    bytes.resize(size_t(st.st_size));
+    size_t at = 0;
+    while (at < bytes.size()) {
+      const ssize_t n = ::read(fd, bytes.data() + at, bytes.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw Error(fmt::format("reading model '{}' failed: {}", path, std::strerror(errno)));
+      if (n == 0) throw Error(fmt::format("model '{}' became shorter while it was read", path));
+      at += size_t(n);
+    }
   } catch (...) {
     ::close(fd);
     throw;
   }
   ::close(fd);
-  m.dir = std::filesystem::absolute(path).parent_path().string();
-  check_model(m, path);
+  parse_model_bytes(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), m, path);
   return m;
 }
 
 LoadedModel load_model_from_bytes(const std::string& bytes, const std::string& name, const std::string& dir) {
   LoadedModel m;
   m.proto = std::make_unique<onnx::ModelProto>();
-  google::protobuf::io::CodedInputStream coded(reinterpret_cast<const uint8_t*>(bytes.data()), int(std::min<size_t>(bytes.size(), INT32_MAX)));
-  parse_coded(coded, *m.proto, name);
   m.dir = dir;
-  check_model(m, name);
+  parse_model_bytes(bytes, m, name);
   return m;
 }
 

@@ -111,6 +111,10 @@ std::string read_external(const onnx::TensorProto& t, const std::string& base_di
 }  // namespace
 
 HostTensor from_tensor_proto(const onnx::TensorProto& t, const std::string& base_dir) {
+  return from_tensor_proto(t, base_dir, nullptr);
+}
+
+HostTensor from_tensor_proto(const onnx::TensorProto& t, const std::string& base_dir, const std::string_view* raw) {
   const std::string what = fmt::format("tensor '{}'", t.name());
   const DType dtype = dtype_from_onnx(t.data_type(), what);
   Shape shape(t.dims().begin(), t.dims().end());
@@ -121,12 +125,13 @@ HostTensor from_tensor_proto(const onnx::TensorProto& t, const std::string& base
     const std::string data = read_external(t, base_dir, nbytes);
     return HostTensor(dtype, std::move(shape), data.data());  // its size checked by read_external
   }
-  if (t.has_raw_data()) {
-    if (t.raw_data().size() != nbytes) {
-      throw Error(fmt::format("{}: raw_data has {} bytes; shape {} of {} needs {}", what, t.raw_data().size(),
+  if (raw || t.has_raw_data()) {
+    const std::string_view bytes = raw ? *raw : std::string_view(t.raw_data());
+    if (bytes.size() != nbytes) {
+      throw Error(fmt::format("{}: raw_data has {} bytes; shape {} of {} needs {}", what, bytes.size(),
                               shape_str(shape), dtype_name(dtype), nbytes));
     }
-    return HostTensor(dtype, std::move(shape), t.raw_data().data());
+    return HostTensor(dtype, std::move(shape), bytes.data());
   }
   const int64_t have = dtype == DType::F32 ? t.float_data_size() : dtype == DType::I64 ? t.int64_data_size() : t.int32_data_size();
   const char* field = dtype == DType::F32 ? "float_data" : dtype == DType::I64 ? "int64_data" : "int32_data";

@@ -1,6 +1,7 @@
 #pragma once
 // ONNX TensorProto <-> HostTensor, and ONNX element types <-> DType.
 #include <string>
+#include <string_view>
 
 #include "graph/host_tensor.h"
 
@@ -19,5 +20,8 @@ int onnx_from_dtype(DType d);
 // The tensor's data, from raw_data, the typed fields, or external data
 // (location relative to `base_dir`, offset and length as ONNX defines them).
 HostTensor from_tensor_proto(const onnx::TensorProto& t, const std::string& base_dir);
+// The same where the tensor's raw_data was taken out of the proto before
+// parsing (onnx/model_bytes.h): `raw`, when given, stands for it.
+HostTensor from_tensor_proto(const onnx::TensorProto& t, const std::string& base_dir, const std::string_view* raw);
 
 }  // namespace wgnn::onnx_import

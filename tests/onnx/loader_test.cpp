@@ -9,10 +9,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <vector>
 #include <string>
 
 #include "gpu/error.h"
+#include "onnx/model_bytes.h"
 #include "onnx/schema_check.h"
+#include "onnx/tensor_proto.h"
 #include "onnx/session.h"
 #include "onnx_model_builder.h"
 
@@ -391,4 +395,70 @@ TEST(Loader, EveryValueIsAssignedOnce) {
     b.init_f32("w", {1}, {1.f});
     EXPECT_EQ(load_error(b), "no error");
   }
+}
+
+// Initializers' raw bytes are read straight from the model's bytes (the rest
+// parsed without them): every initializer as protobuf's own parse gives it,
+// raw or typed, from a file or from bytes; bytes not in the plain form go to
+// protobuf as they are.
+TEST(Loader, InitializersReadStraightFromTheBytesAreProtobufsOwn) {
+  ModelBuilder b = relu_model();
+  std::vector<float> big(300000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = float(i % 977) * 0.25f - 7.f;
+  b.init_f32("raw", {300000}, big, true);
+  b.init_f32("typed", {3}, {1.f, -2.f, 3.5f}, false);
+  b.init_i64("ints", {4, -5, 6});
+  b.init_f32("empty", {0}, {}, true);
+  b.init_f32("raw2", {2, 2}, {9.f, 8.f, 7.f, 6.f}, true);
+  b.g->mutable_initializer(0)->set_doc_string("kept");  // a field after raw_data in the tensor
+  const std::string bytes = b.m.SerializeAsString();
+
+  SplitModel split;
+  ASSERT_TRUE(split_initializer_bytes(bytes, split));
+  ASSERT_EQ(split.raw.size(), 5u);
+  EXPECT_TRUE(split.raw[0].present);
+  EXPECT_EQ(split.raw[0].size, big.size() * 4);
+  EXPECT_FALSE(split.raw[1].present);
+  EXPECT_FALSE(split.raw[2].present);
+  EXPECT_LT(split.rest.size(), 1000u);  // the 1.2 MB of raw bytes are not in it
+  onnx::ModelProto rest;
+  ASSERT_TRUE(rest.ParseFromString(split.rest));
+  EXPECT_EQ(rest.graph().initializer_size(), 5);
+  EXPECT_FALSE(rest.graph().initializer(0).has_raw_data());
+  EXPECT_EQ(rest.graph().initializer(0).doc_string(), "kept");
+  EXPECT_EQ(rest.graph().node_size(), 1);
+
+  const std::filesystem::path file = std::filesystem::temp_directory_path() /
+                                     ("wgnn-loader-split-" + std::to_string(::getpid()) + ".onnx");
+  { std::ofstream(file, std::ios::binary) << bytes; }
+  for (int from_file = 0; from_file < 2; ++from_file) {
+    LoadedModel m = from_file ? load_model(file.string()) : load_model_from_bytes(bytes, "m.onnx", "/nonexistent");
+    ASSERT_EQ(m.initializers.size(), 5u);
+    for (const auto& init : b.g->initializer()) {
+      const HostTensor want = from_tensor_proto(init, ".");
+      const HostTensor& got = m.initializers.at(init.name());
+      EXPECT_EQ(got.dtype, want.dtype) << init.name();
+      EXPECT_EQ(got.shape, want.shape) << init.name();
+      EXPECT_EQ(got.data, want.data) << init.name() << (from_file ? " from the file" : " from bytes");
+    }
+  }
+  std::filesystem::remove(file);
+
+  // Two graph fields (protobuf merges them), a raw_data given twice, a
+  // truncated length: not the plain form; protobuf decides.
+  SplitModel no;
+  EXPECT_FALSE(split_initializer_bytes(bytes + bytes, no));
+  onnx::TensorProto once;
+  once.set_raw_data("ab");
+  const auto field = [](char tag, const std::string& payload) {
+    return std::string(1, tag) + char(payload.size()) + payload;  // payloads under 128 bytes
+  };
+  const std::string tensor_twice = once.SerializeAsString() + once.SerializeAsString();
+  EXPECT_FALSE(split_initializer_bytes(field('\x3a', field('\x2a', tensor_twice)), no));
+  EXPECT_TRUE(split_initializer_bytes(field('\x3a', field('\x2a', once.SerializeAsString())), no));
+  EXPECT_FALSE(split_initializer_bytes(bytes.substr(0, bytes.size() / 2), no));
+  EXPECT_FALSE(split_initializer_bytes("", no));
+  // protobuf merges the two: the graph's inputs twice, which the checks refuse.
+  EXPECT_THAT(load_error(bytes + bytes), HasSubstr("declared twice"));
+  EXPECT_THAT(load_error(bytes.substr(0, bytes.size() / 2)), HasSubstr("not a valid ONNX model"));
 }
