@@ -218,10 +218,10 @@ void check_model(LoadedModel& m, const std::string& path, const SplitModel* spli
   check_graph_rules(g);
   {
     // The weights in huge pages where large (kept for the session's life:
-    // a fault per 2 MiB, not per 4 KiB, util/host_memory.h), and each
-    // initializer's bytes dropped from the proto once converted: the
-    // weights are held once, not twice, and glibc reuses what the proto
-    // held for what comes next.
+    // a fault per 2 MiB, not per 4 KiB, util/host_memory.h). Their bytes
+    // come straight from the model's bytes where the split found them;
+    // else from the proto, each dropped from it once converted (the
+    // weights held once, not twice).
     util::MapLargeBlocks big;
     auto* inits = m.proto->mutable_graph()->mutable_initializer();
     if (split && split->raw.size() != size_t(inits->size())) {
