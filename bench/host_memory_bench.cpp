@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
         std::printf("{\"way\": \"%s\", \"mib\": %zu, \"error\": \"%s\"}\n", way, m, r.why.c_str());
       } else {
         std::printf("{\"way\": \"%s\", \"mib\": %zu, \"median_ms\": %.3f, \"gb_per_s\": %.2f, \"faults\": %ld}\n", way,
-                    m, r.median_ms, n / r.median_ms / 1e6, r.faults);
+                    m, r.median_ms, double(n) / r.median_ms / 1e6, r.faults);
       }
       std::fflush(stdout);
     };
