@@ -1228,6 +1228,9 @@ void Context::remember_pipelines(std::string_view id, const std::vector<const Pi
     }
     put_str(out, p->wgsl_);
   }
+  // Each process with the model ends here: write only what changed.
+  std::string old;
+  if (s.disk_cache->get(list_key(id), &old) && old == out) return;
   s.disk_cache->put(list_key(id), out);
 }
 
