@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -45,9 +46,26 @@ HostTensor HostTensor::uninitialized(DType d, Shape s) {
 }
 
 HostTensor::HostTensor(DType d, Shape s, const void* src) : dtype(d), shape(std::move(s)) {
-  const size_t n = checked_size(dtype, shape);
-  const auto* b = static_cast<const uint8_t*>(src);
-  data.assign(b, b + n);
+  data.resize(checked_size(dtype, shape));
+  if (!data.empty()) std::memcpy(data.data(), src, data.size());
+}
+
+HostTensor::HostTensor(const HostTensor& o) : dtype(o.dtype), shape(o.shape) {
+  data.resize(o.data.size());
+  if (!data.empty()) std::memcpy(data.data(), o.data.data(), data.size());
+}
+
+HostTensor& HostTensor::operator=(const HostTensor& o) {
+  if (this == &o) return *this;
+  dtype = o.dtype;
+  shape = o.shape;
+  if (data.size() != o.data.size()) {
+    util::HostBytes fresh;  // not resize(): that would move the old bytes first
+    fresh.resize(o.data.size());
+    data.swap(fresh);
+  }
+  if (!data.empty()) std::memcpy(data.data(), o.data.data(), data.size());
+  return *this;
 }
 
 double HostTensor::get_double(size_t i) const {
@@ -140,6 +158,7 @@ void to_f16_saturated(const HostTensor& t, HostTensor& out) {
   if (t.dtype != DType::F32) throw Error(fmt::format("to_f16_saturated: a {} tensor, not float32", dtype_name(t.dtype)));
   out.dtype = DType::F16;
   out.shape = t.shape;
+  out.data.clear();  // a larger size then reallocates without moving the old bytes
   out.data.resize(size_t(t.numel()) * 2);
   to_half_saturate(t.as<float>(), out.as<uint16_t>(), size_t(t.numel()));
 }

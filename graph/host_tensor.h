@@ -29,6 +29,12 @@ struct HostTensor {
   // next (a run's outputs): whoever writes it takes the page faults of
   // fresh memory, not a zero fill before it.
   static HostTensor uninitialized(DType d, Shape s);
+  // Copies with memcpy: a vector with an allocator of its own copies byte
+  // by byte in libstdc++ (its memmove path is std::allocator's alone).
+  HostTensor(const HostTensor& o);
+  HostTensor& operator=(const HostTensor& o);
+  HostTensor(HostTensor&&) noexcept = default;
+  HostTensor& operator=(HostTensor&&) noexcept = default;
   // The same, holding a copy of the bytes at `src` (as many as the shape
   // takes), written once: no zero fill first (a model's weights at load).
   HostTensor(DType d, Shape s, const void* src);

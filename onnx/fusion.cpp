@@ -1186,6 +1186,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
           [&](HostTensor& scratch) -> const HostTensor& {
             scratch.dtype = DType::F32;
             scratch.shape = w.shape;
+            scratch.data.clear();  // no move of the old bytes when it grows
             scratch.data.resize(size_t(w.value().numel()) * 4);
             fold(scratch.as<float>());
             return scratch;

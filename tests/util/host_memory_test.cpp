@@ -76,3 +76,30 @@ TEST(HostMemory, VectorsCopyMoveAndCompareAsStdVectorsDo) {
   util::HostBytes d(c.begin(), c.end());
   EXPECT_EQ(d, c);
 }
+
+TEST(HostMemory, HostTensorCopiesAreWholeAndIndependent) {
+  for (int64_t n : {int64_t(0), int64_t(5), int64_t(util::kHostMapMin / 4) + 1}) {
+    HostTensor a(DType::F32, {n});
+    for (int64_t i = 0; i < n; i += 4099) a.as<float>()[i] = float(i) * 0.5f;
+    HostTensor b(a);
+    EXPECT_EQ(b.dtype, a.dtype);
+    EXPECT_EQ(b.shape, a.shape);
+    EXPECT_EQ(b.data, a.data);
+    HostTensor c(DType::I32, {3});
+    c = a;  // another size and dtype
+    EXPECT_EQ(c.dtype, DType::F32);
+    EXPECT_EQ(c.data, a.data);
+    HostTensor d(DType::F32, {n});
+    d = a;  // the same size: copied in place
+    EXPECT_EQ(d.data, a.data);
+    if (n > 0) {
+      b.as<float>()[0] = 42.f;
+      EXPECT_NE(a.as<float>()[0], 42.f);
+    }
+    const HostTensor& self = c;
+    c = self;
+    EXPECT_EQ(c.data, a.data);
+    HostTensor moved(std::move(b));
+    EXPECT_EQ(moved.shape, a.shape);
+  }
+}
