@@ -1186,20 +1186,16 @@ void put_str(std::string& out, std::string_view v) {
 struct ListReader {
   std::string_view in;
   bool ok = true;
-  uint32_t u32() {
-    uint32_t v = 0;
-    if (in.size() < 4) return ok = false, 0;
-    std::memcpy(&v, in.data(), 4);
-    in.remove_prefix(4);
+  template <typename T>
+  T fixed() {
+    T v = 0;
+    if (in.size() < sizeof v) return ok = false, T(0);
+    std::memcpy(&v, in.data(), sizeof v);
+    in.remove_prefix(sizeof v);
     return v;
   }
-  uint64_t u64() {
-    uint64_t v = 0;
-    if (in.size() < 8) return ok = false, 0;
-    std::memcpy(&v, in.data(), 8);
-    in.remove_prefix(8);
-    return v;
-  }
+  uint32_t u32() { return fixed<uint32_t>(); }
+  uint64_t u64() { return fixed<uint64_t>(); }
   std::string_view str() {
     const uint32_t n = u32();
     if (!ok || in.size() < n) return ok = false, std::string_view();

@@ -36,7 +36,7 @@ void put_varint(std::string& out, uint64_t v) {
 // payload lies; `end` is past the whole field. False on anything malformed.
 struct Field {
   uint32_t number = 0, type = 0;
-  size_t start = 0, payload = 0, size = 0, end = 0;
+  size_t start = 0, tag_end = 0, payload = 0, size = 0, end = 0;
 };
 
 bool next_field(Reader& r, Field& f) {
@@ -45,6 +45,7 @@ bool next_field(Reader& r, Field& f) {
   if (!r.varint(tag) || tag > 0xffffffffu || (tag >> 3) == 0) return false;
   f.number = uint32_t(tag >> 3);
   f.type = uint32_t(tag & 7);
+  f.tag_end = r.at;
   uint64_t v = 0;
   switch (f.type) {
     case kVarint:
@@ -73,10 +74,7 @@ bool next_field(Reader& r, Field& f) {
 
 // A length-delimited field again: its tag as it was, then `payload`.
 void put_length_field(std::string& out, std::string_view input, const Field& f, const std::string& payload) {
-  Reader r{input, f.start};
-  uint64_t tag = 0;
-  r.varint(tag);  // read once already by next_field
-  out.append(input.substr(f.start, r.at - f.start));
+  out.append(input.substr(f.start, f.tag_end - f.start));
   put_varint(out, payload.size());
   out.append(payload);
 }

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -30,6 +29,7 @@
 #include "onnx/tensor_proto.h"
 #include "ops/subgroup_matmul.h"
 #include "graph/half.h"
+#include "util/file.h"
 #include "util/host_memory.h"
 
 #define XXH_INLINE_ALL
@@ -387,14 +387,7 @@ LoadedModel load_model(const std::string& path) {
   try {
     util::MapLargeBlocks big;
     bytes.resize(size_t(st.st_size));
-    size_t at = 0;
-    while (at < bytes.size()) {
-      const ssize_t n = ::read(fd, bytes.data() + at, bytes.size() - at);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw Error(fmt::format("reading model '{}' failed: {}", path, std::strerror(errno)));
-      if (n == 0) throw Error(fmt::format("model '{}' became shorter while it was read", path));
-      at += size_t(n);
-    }
+    util::read_exact(fd, bytes.data(), bytes.size(), fmt::format("model '{}'", path));
   } catch (...) {
     ::close(fd);
     throw;

@@ -90,6 +90,17 @@ std::string read_all(int fd, const std::string& what, size_t max_bytes) {
   }
 }
 
+void read_exact(int fd, void* dst, size_t bytes, const std::string& what) {
+  auto* out = static_cast<char*>(dst);
+  for (size_t at = 0; at < bytes;) {
+    const ssize_t n = ::read(fd, out + at, bytes - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(fmt::format("reading {} failed: {}", what, std::strerror(errno)));
+    if (n == 0) throw Error(fmt::format("{} ended after {} of its {} bytes (it changed while read)", what, at, bytes));
+    at += size_t(n);
+  }
+}
+
 void check_folder_writable(const std::string& dir_name) {
   const fs::path dir = dir_name.empty() ? fs::path(".") : fs::path(dir_name);
   std::error_code ec;

@@ -25,6 +25,9 @@ void write_file_atomic(const std::string& path, std::string_view bytes, Sync syn
 // end, retrying EINTR; more than `max_bytes` or a read error throws a
 // wgnn::Error naming `what`.
 std::string read_all(int fd, const std::string& what, size_t max_bytes);
+// Reads exactly `bytes` from `fd` into `dst`, retrying EINTR; a read error
+// or an end before them throws a wgnn::Error naming `what`.
+void read_exact(int fd, void* dst, size_t bytes, const std::string& what);
 
 // Checks that files can be created in the folder `dir` (by creating and
 // removing a temporary one there): an Error naming `dir` and the reason

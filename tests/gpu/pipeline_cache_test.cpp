@@ -179,6 +179,16 @@ TEST(PipelineCache, DamagedEntriesAreIgnored) {
   EXPECT_EQ(c.disk_cache_stats().corrupt, 0u);
 }
 
+// A kernel with an override constant and an entry point not named main.
+constexpr const char* kOverrideWgsl = R"(
+override scale: f32 = 1.0;
+@group(0) @binding(0) var<storage, read_write> data: array<f32>;
+@compute @workgroup_size(64)
+fn other(@builtin(global_invocation_id) id: vec3<u32>) {
+  if (id.x < arrayLength(&data)) { data[id.x] = data[id.x] * scale; }
+}
+)";
+
 // A list of pipelines remembered under an id: a later Context asks for them
 // before they are needed (from the disk cache), so the requests that follow
 // find them made; another id, a damaged list or no disk cache prefetch
@@ -192,15 +202,7 @@ TEST(PipelineCache, RememberedPipelinesAreAskedForAgain) {
     std::vector<const gpu::Pipeline*> ps;
     for (int k = 0; k < kKernels; ++k) ps.push_back(&c.pipeline(fmt::format("cache test {}", k), kernel_wgsl(k)));
     // A pipeline with override constants and another entry point travels too.
-    const std::string with_override = R"(
-override scale: f32 = 1.0;
-@group(0) @binding(0) var<storage, read_write> data: array<f32>;
-@compute @workgroup_size(64)
-fn other(@builtin(global_invocation_id) id: vec3<u32>) {
-  if (id.x < arrayLength(&data)) { data[id.x] = data[id.x] * scale; }
-}
-)";
-    ps.push_back(&c.pipeline("cache test override", with_override, {{"scale", 0.25}}, "other"));
+    ps.push_back(&c.pipeline("cache test override", kOverrideWgsl, {{"scale", 0.25}}, "other"));
     for (const gpu::Pipeline* p : ps) p->handle();  // made, and their blobs stored
     const gpu::DiskCacheStats d0 = c.disk_cache_stats();
     before = blobs(dir.path);
@@ -221,15 +223,7 @@ fn other(@builtin(global_invocation_id) id: vec3<u32>) {
     EXPECT_EQ(s1.pipelines_created, s0.pipelines_created);  // every request found its pipeline made
     EXPECT_EQ(s1.pipeline_hits - s0.pipeline_hits, uint64_t(kKernels));
     EXPECT_EQ(c.disk_cache_stats().misses, 0u);
-    const std::string with_override_again = R"(
-override scale: f32 = 1.0;
-@group(0) @binding(0) var<storage, read_write> data: array<f32>;
-@compute @workgroup_size(64)
-fn other(@builtin(global_invocation_id) id: vec3<u32>) {
-  if (id.x < arrayLength(&data)) { data[id.x] = data[id.x] * scale; }
-}
-)";
-    c.pipeline("cache test override", with_override_again, {{"scale", 0.25}}, "other");
+    c.pipeline("cache test override", kOverrideWgsl, {{"scale", 0.25}}, "other");
     EXPECT_EQ(c.creation_stats().pipelines_created, s0.pipelines_created);
   }
   // The list is the one entry the remember added: damaged, it is ignored.

@@ -141,3 +141,22 @@ TEST(CheckFolderWritable, SaysWhatIsWrong) {
     fs::permissions(d / "ro", fs::perms::owner_all);
   }
 }
+
+TEST(ReadExact, ReadsEveryByteOrSaysTheFileEndedEarly) {
+  const fs::path p = fs::temp_directory_path() / ("wgnn-read-exact-" + std::to_string(::getpid()));
+  std::string want(300000, '\0');
+  for (size_t i = 0; i < want.size(); ++i) want[i] = char(i * 31 + 7);
+  { std::ofstream(p, std::ios::binary) << want; }
+  std::string got(want.size(), '\0');
+  int fd = ::open(p.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  util::read_exact(fd, got.data(), got.size(), "the file");
+  ::close(fd);
+  EXPECT_EQ(got, want);
+  std::string more(want.size() + 1, '\0');
+  fd = ::open(p.c_str(), O_RDONLY);
+  EXPECT_THAT(error_of([&] { util::read_exact(fd, more.data(), more.size(), "the file"); }),
+              HasSubstr("the file ended after 300000 of its 300001 bytes"));
+  ::close(fd);
+  fs::remove(p);
+}
