@@ -498,6 +498,10 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   std::vector<uint32_t> candidates = {dawn::kFeatureShaderF16, dawn::kFeatureSubgroups, dawn::kFeatureTimestampQuery};
   if (allow_unsafe) candidates.push_back(dawn::kFeatureSubgroupMatrix);
   if (s.limits_mode == "default") candidates = {dawn::kFeatureTimestampQuery};
+  // Dawn's device lock on every call (but encoding): lets a BufferBatch make
+  // buffers on a thread of its own (an uncontended lock per call otherwise).
+  // Not a capability of the GPU: asked for with either limits.
+  if (options.thread_safe_device) candidates.push_back(dawn::kFeatureImplicitDeviceSynchronization);
   for (uint32_t f : candidates) {
     if (wgpuAdapterHasFeature(s.adapter, static_cast<WGPUFeatureName>(f))) wanted.push_back(static_cast<WGPUFeatureName>(f));
   }
@@ -590,6 +594,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   s.features.subgroups = has(dawn::kFeatureSubgroups);
   s.features.timestamp_query = has(dawn::kFeatureTimestampQuery);
   s.features.subgroup_matrix = has(dawn::kFeatureSubgroupMatrix);
+  s.features.thread_safe = has(dawn::kFeatureImplicitDeviceSynchronization);
   s.features.packed_4x8_dot =
       wgpuInstanceHasWGSLLanguageFeature(
           s.instance, static_cast<WGPUWGSLLanguageFeatureName>(dawn::kWgslPacked4x8IntegerDotProduct)) != 0;
@@ -729,6 +734,10 @@ void Context::inject_out_of_memory(std::string_view message) {
 }
 
 Buffer Context::create_buffer(uint64_t bytes, uint64_t usage, std::string_view label) {
+  return create_buffer(bytes, usage, label, true);
+}
+
+Buffer Context::create_buffer(uint64_t bytes, uint64_t usage, std::string_view label, bool counted) {
   Impl& s = *impl_;
   s.throw_pending();
   const uint64_t size = std::max<uint64_t>(16, (bytes + 15) / 16 * 16);
@@ -749,8 +758,8 @@ Buffer Context::create_buffer(uint64_t bytes, uint64_t usage, std::string_view l
   WGPUBuffer b = s.scoped(fmt::format("creating buffer '{}' of {}", name, human_bytes(size)),
                           [&] { return wgpuDeviceCreateBuffer(s.device, &desc); });
   if (!b) throw GpuError(fmt::format("creating buffer '{}' of {} failed", name, human_bytes(size)));
-  ++s.buffers_created;
-  {
+  if (counted) {
+    ++s.buffers_created;
     std::lock_guard<std::mutex> lock(s.stats_mutex);
     s.stats.buffer_ms += ms_between(t0, steady::now());
   }
@@ -1207,7 +1216,8 @@ struct ListReader {
 
 }  // namespace
 
-void Context::remember_pipelines(std::string_view id, const std::vector<const Pipeline*>& pipelines) {
+void Context::remember_pipelines(std::string_view id, const std::vector<const Pipeline*>& pipelines,
+                                 const std::vector<uint64_t>& buffer_sizes) {
   Impl& s = *impl_;
   if (!s.disk_cache || pipelines.empty()) return;
   std::string out(kListMagic);
@@ -1224,13 +1234,16 @@ void Context::remember_pipelines(std::string_view id, const std::vector<const Pi
     }
     put_str(out, p->wgsl_);
   }
+  // After the pipelines (a list without it reads as no buffers).
+  put_u32(out, uint32_t(buffer_sizes.size()));
+  for (uint64_t b : buffer_sizes) out.append(reinterpret_cast<const char*>(&b), 8);
   // Each process with the model ends here: write only what changed.
   std::string old;
   if (s.disk_cache->get(list_key(id), &old) && old == out) return;
   s.disk_cache->put(list_key(id), out);
 }
 
-size_t Context::prefetch_pipelines(std::string_view id) {
+size_t Context::prefetch_pipelines(std::string_view id, std::vector<uint64_t>* buffer_sizes) {
   Impl& s = *impl_;
   if (!s.disk_cache) return 0;
   std::string bytes;
@@ -1259,6 +1272,16 @@ size_t Context::prefetch_pipelines(std::string_view id) {
     } catch (const std::exception&) {
       // Left to fail where it is used, if it is.
     }
+  }
+  if (buffer_sizes && r.ok && asked == count) {
+    // Sizes within this device's limit, at most 4096 of them: anything else
+    // is not a list this build wrote, and none is handed back.
+    const uint32_t n = r.u32();
+    std::vector<uint64_t> sizes;
+    for (uint32_t i = 0; r.ok && n <= 4096 && i < n; ++i) sizes.push_back(r.u64());
+    const bool fits = std::all_of(sizes.begin(), sizes.end(),
+                                  [&](uint64_t b) { return b > 0 && b <= s.limits.max_buffer_size; });
+    if (r.ok && n <= 4096 && fits) *buffer_sizes = std::move(sizes);
   }
   return asked;
 }

@@ -79,6 +79,9 @@ struct Features {
   bool subgroup_matrix = false;
   std::vector<SubgroupMatrixConfig> subgroup_matrix_configs;  // with a Dawn from source
   bool unsafe_apis = false;  // the allow_unsafe_apis toggle is on
+  // implicit-device-synchronization: Dawn locks the device in every call but
+  // encoding, so buffers may be made on another thread (BufferBatch).
+  bool thread_safe = false;
   // The WGSL language feature packed_4x8_integer_dot_product (dot4I8Packed,
   // dot4U8Packed, pack4xI8, ...), which the instance offers.
   bool packed_4x8_dot = false;
@@ -218,6 +221,10 @@ struct ContextOptions {
   // WGNN_PIPELINE_CACHE_MAX_MB (MiB), else 256 MiB. The entries used least
   // recently go first.
   uint64_t pipeline_cache_max_bytes = 0;
+  // Ask for Dawn's implicit-device-synchronization where offered
+  // (Features::thread_safe): a BufferBatch then makes its buffers on a
+  // thread of its own; without it a batch makes none.
+  bool thread_safe_device = true;
 };
 
 // What this Context has spent creating things, since it was made: where a
@@ -276,6 +283,7 @@ class Context {
   // Buffers. Sizes are rounded up to 16 bytes so vec4 views are valid; a size
   // above maxBufferSize throws an Error naming the size and the limit.
   Buffer create_buffer(uint64_t bytes, uint64_t usage = kStorageUsage, std::string_view label = {});
+  Buffer create_buffer(uint64_t bytes, uint64_t usage, std::string_view label, bool counted);
   // A write is ordered before every later submit, as a queue write. Writes
   // of kStagedWriteMin bytes and more go through two staging buffers the
   // Context keeps (kStagedWriteChunk bytes each, used in turn, each part
@@ -308,8 +316,11 @@ class Context {
   // asked for. Without the disk cache both do nothing; a missing or damaged
   // list prefetches nothing, and a source that fails is left to fail where
   // it is used (its error then comes from there).
-  void remember_pipelines(std::string_view id, const std::vector<const Pipeline*>& pipelines);
-  size_t prefetch_pipelines(std::string_view id);
+  // The list also keeps `buffer_sizes` (a Session's readback buffers),
+  // which prefetch_pipelines() hands back for a BufferBatch.
+  void remember_pipelines(std::string_view id, const std::vector<const Pipeline*>& pipelines,
+                          const std::vector<uint64_t>& buffer_sizes = {});
+  size_t prefetch_pipelines(std::string_view id, std::vector<uint64_t>* buffer_sizes = nullptr);
   // Time and counts of creation so far (pipelines, bind groups, buffers,
   // uploads), and the disk cache's counters.
   CreationStats creation_stats() const;
@@ -321,6 +332,11 @@ class Context {
   // steady-state run of a prepared graph creates none.
   uint64_t buffers_created() const;
   uint64_t bind_groups_created() const;
+  // create_buffer() without counting it in buffers_created() and
+  // creation_stats(): a BufferBatch's, made on its own thread.
+  Buffer create_buffer_uncounted(uint64_t bytes, uint64_t usage, std::string_view label) {
+    return create_buffer(bytes, usage, label, false);
+  }
 
   // A bind group for bindings 0..n-1 of `pipeline`. Each binding is checked
   // against maxStorageBufferBindingSize and the offset alignment.

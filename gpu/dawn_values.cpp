@@ -24,6 +24,7 @@ std::string dawn::feature_name(uint32_t f) {
     case kFeatureSubgroups: return "subgroups";
     case kFeatureTimestampQueryInsidePasses: return "chromium-experimental-timestamp-query-inside-passes";
     case kFeatureSubgroupMatrix: return "chromium-experimental-subgroup-matrix";
+    case kFeatureImplicitDeviceSynchronization: return "implicit-device-synchronization";
     default: return fmt::format("0x{:x}", f);
   }
 }

@@ -45,6 +45,10 @@ inline constexpr uint32_t kFeatureCoreFeaturesAndLimits = 0x12;
 // for subgroup matrices).
 inline constexpr uint32_t kFeatureTimestampQueryInsidePasses = 0x00050003;
 inline constexpr uint32_t kFeatureSubgroupMatrix = 0x00050037;
+// implicit-device-synchronization: the next of Dawn's own numbers after
+// 0x50003, as in the header (tests/gpu/dawn_values_test: a device asked for
+// it has it, and buffers made on several threads at once with it).
+inline constexpr uint32_t kFeatureImplicitDeviceSynchronization = 0x00050004;
 // WGSL language features (wgpuInstanceHasWGSLLanguageFeature): the header's
 // number is the binary's (tests/gpu/dawn_values_test compiles the builtin).
 inline constexpr uint32_t kWgslPacked4x8IntegerDotProduct = 0x2;
@@ -70,6 +74,7 @@ inline constexpr uint32_t kFeatureDualSourceBlending = WGPUFeatureName_DualSourc
 inline constexpr uint32_t kFeatureSubgroups = WGPUFeatureName_Subgroups;
 inline constexpr uint32_t kFeatureTimestampQueryInsidePasses = WGPUFeatureName_ChromiumExperimentalTimestampQueryInsidePasses;
 inline constexpr uint32_t kFeatureSubgroupMatrix = WGPUFeatureName_ChromiumExperimentalSubgroupMatrix;
+inline constexpr uint32_t kFeatureImplicitDeviceSynchronization = WGPUFeatureName_ImplicitDeviceSynchronization;
 inline constexpr uint32_t kWgslPacked4x8IntegerDotProduct = WGPUWGSLLanguageFeatureName_Packed4x8IntegerDotProduct;
 #endif
 

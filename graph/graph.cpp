@@ -1,6 +1,7 @@
 #include "graph/graph.h"
 
 #include "graph/constant_store.h"
+#include "gpu/buffer_batch.h"
 #include "util/copy.h"
 
 #include <fmt/format.h>
@@ -551,7 +552,8 @@ gpu::Buffer& Graph::staging_for(int tensor, size_t slot) {
   const TensorInfo& ti = tensors_[size_t(tensor)];
   const uint64_t bytes = (ti.gpu_bytes() + 3) / 4 * 4;
   if (!b.valid() || b.size() < bytes) {
-    b = ctx_.create_buffer(bytes, gpu::kMapRead | gpu::kCopyDst, ti.name + " readback");
+    gpu::Buffer made = readback_batch_ ? readback_batch_->take(bytes, gpu::kMapRead | gpu::kCopyDst) : gpu::Buffer();
+    b = made.valid() ? std::move(made) : ctx_.create_buffer(bytes, gpu::kMapRead | gpu::kCopyDst, ti.name + " readback");
   }
   return b;
 }
@@ -755,6 +757,7 @@ void Graph::submit_impl(std::span<const HostIn> inputs, std::span<const TensorRe
     rec.copy(check_flags_, 0, check_staging_[p->slot], 0, p->check_bytes);
     p->staging.push_back(&check_staging_[p->slot]);
   }
+  readback_batch_.reset();  // what it has left is freed (with the last holder)
   const auto t2 = clock::now();
   rec.submit();
   const auto t3 = clock::now();

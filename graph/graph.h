@@ -18,6 +18,10 @@
 #include "graph/host_tensor.h"
 #include "graph/tensor.h"
 
+namespace wgnn::gpu {
+class BufferBatch;
+}
+
 namespace wgnn {
 
 class ConstantStore;
@@ -89,6 +93,10 @@ class Graph {
   // (graph/constant_store.h). Such a constant is read-only: writing it, or
   // binding it where a kernel writes, is an Error.
   void set_constant_store(ConstantStore* store) { store_ = store; }
+  // The next run's new readback buffers are taken from `batch` where it has
+  // one that fits (made ahead, on a thread of its own: gpu/buffer_batch.h);
+  // the rest are made as usual. Dropped after that run's submit.
+  void offer_readback_buffers(std::shared_ptr<gpu::BufferBatch> batch) { readback_batch_ = std::move(batch); }
 
   TensorRef add_tensor(const Shape& shape, DType dtype, TensorKind kind = TensorKind::Intermediate,
                        std::string name = {});
@@ -369,6 +377,7 @@ class Graph {
   // Readback staging buffers by tensor id, made on first use, kept: one set
   // per run in flight (slot).
   std::unordered_map<int, gpu::Buffer> staging_[kMaxInFlight];
+  std::shared_ptr<gpu::BufferBatch> readback_batch_;  // offer_readback_buffers()
   // Upload buffers of large host inputs by tensor id, the same way.
   std::unordered_map<int, gpu::Buffer> upload_[kMaxInFlight];
   std::vector<std::unique_ptr<Pending>> pending_;  // oldest first

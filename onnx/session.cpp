@@ -19,6 +19,7 @@
 #include <set>
 #include <thread>
 
+#include "gpu/buffer_batch.h"
 #include "onnx/fusion.h"
 #include "onnx/host_ops.h"
 #include "onnx/model_bytes.h"
@@ -470,7 +471,12 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
   if (ctx_.disk_cache_stats().enabled && env_flag("WGNN_PREFETCH_PIPELINES", true)) {
     pipeline_list_id_ = pipeline_list_id();
     disk_before_prefetch_ = ctx_.disk_cache_stats();
-    prefetched_ = ctx_.prefetch_pipelines(pipeline_list_id_);
+    std::vector<uint64_t> readback;
+    prefetched_ = ctx_.prefetch_pipelines(pipeline_list_id_, &readback);
+    if (!readback.empty() && ctx_.features().thread_safe && env_flag("WGNN_PREFETCH_READBACK", true)) {
+      readback_batch_ =
+          std::make_shared<gpu::BufferBatch>(ctx_, std::move(readback), gpu::kMapRead | gpu::kCopyDst, "readback");
+    }
   }
 }
 
@@ -507,6 +513,7 @@ Session::~Session() {
   // it may be running on another thread.
   const std::unique_lock<std::mutex> turn = ctx_.exclusive();
   last_ = nullptr;
+  readback_batch_.reset();
   started_.clear();
   built_.clear();  // a Graph with runs in flight waits for the GPU
   constants_.reset();
@@ -636,8 +643,18 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
     // The steady plan's pipelines (the tensor-core plan where this one is
     // its regular stand-in), for the next process to ask for at load.
     pipelines_remembered_ = true;
-    ctx_.remember_pipelines(pipeline_list_id_, (b->tier_up ? *b->tier_up : *b).graph->pipelines());
+    // With the sizes of its readback buffers (every output on the GPU), for
+    // the next process to make at load (gpu/buffer_batch.h).
+    std::vector<uint64_t> readback;
+    std::set<int> seen;
+    for (const auto& [name, slot] : b->outputs) {
+      if (slot.host || !seen.insert(slot.ref.id).second) continue;
+      const uint64_t bytes = (b->graph->info(slot.ref).gpu_bytes() + 3) / 4 * 4;
+      if (bytes > 0) readback.push_back(bytes);
+    }
+    ctx_.remember_pipelines(pipeline_list_id_, (b->tier_up ? *b->tier_up : *b).graph->pipelines(), readback);
   }
+  if (readback_batch_ && b->probe.empty()) b->graph->offer_readback_buffers(readback_batch_);
   ++builds_;
   last_build_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   total_build_ms_ += last_build_ms_;
@@ -1054,6 +1071,7 @@ void Session::start(const std::map<std::string, HostTensor>& inputs) {
     if (!slot.host) refs.push_back(slot.ref);
   }
   b->graph->submit(host_in, refs, device_in, {});
+  drop_readback_batch();
   last_ = b;
   Started s;
   s.built = b;
@@ -1211,6 +1229,14 @@ void Session::check_deferred() {
   if (!failed.empty()) throw Error(failed);
 }
 
+void Session::drop_readback_batch() {
+  // After the first run's submit, which took what it needed: the buffers
+  // left (outputs not asked for) are freed, and the thread stops.
+  if (!readback_batch_) return;
+  readback_taken_ = readback_batch_->taken();
+  readback_batch_.reset();
+}
+
 void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
   // Inputs written (host) or copied on the GPU (device), the pass, and the
   // outputs copied out in one submit and at most one wait (Graph::run).
@@ -1222,6 +1248,7 @@ void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
   if (!out.wait) {  // as Graph::run takes it (its checks deferred)
     output_lists(b, out, host_out, device_out);
     b.graph->run(host_in, host_out, device_in, device_out, false);
+    drop_readback_batch();
     narrow_outputs(b, out);
     return;
   }
@@ -1233,6 +1260,7 @@ void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
   std::vector<TensorRef> refs;
   for (const Graph::HostOut& o : host_out) refs.push_back(o.tensor);
   b.graph->submit(host_in, refs, device_in, device_out);
+  drop_readback_batch();
   try {
     // A plan's first outputs find no memory of theirs that glibc could hand
     // back: huge pages from 2 MiB on (a fault per 2 MiB). Later runs' new

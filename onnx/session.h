@@ -272,6 +272,11 @@ class Session {
   // model and options left in the pipeline cache (0: none, or no disk
   // cache; WGNN_PREFETCH_PIPELINES=0 turns it off).
   size_t prefetched_pipelines() const { return prefetched_; }
+  // Readback buffers of the first run that were made at load, on a thread
+  // of their own (gpu/buffer_batch.h), from the sizes kept with that list;
+  // 0 on a device without thread-safe calls, or with
+  // WGNN_PREFETCH_READBACK=0.
+  size_t prefetched_readback_buffers() const { return readback_taken_; }
   // The constants on the GPU, shared by every plan (uploaded once each).
   const ConstantStore& constants() const { return *constants_; }
   // A few lines: nodes, dispatches, folded constants, memory, and how
@@ -300,6 +305,7 @@ class Session {
   void try_tier_up(Built& b);
   std::string plan_key(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) const;
   void run_built(Built& b, const Feeds& inputs, Fetches& out);
+  void drop_readback_batch();
   void check_feeds(const Feeds& inputs) const;
   void check_fetches(Fetches& out) const;
   void run_checked(const Feeds& inputs, Fetches& out);
@@ -360,6 +366,10 @@ class Session {
   size_t prefetched_ = 0;
   bool pipelines_remembered_ = false;
   gpu::DiskCacheStats disk_before_prefetch_;
+  // Made at load for the first plan's first run (offered to its Graph),
+  // dropped after that run's submit.
+  std::shared_ptr<gpu::BufferBatch> readback_batch_;
+  size_t readback_taken_ = 0;
   bool widen_f16_ = false, uses_f16_ = false;
 };
 

@@ -432,7 +432,8 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
            // to its tensor-core kernels since.
            {"tiered_plans", s.tiered_plans()},
            {"tier_ups", s.tier_ups()},
-           {"prefetched_pipelines", s.prefetched_pipelines()}};
+           {"prefetched_pipelines", s.prefetched_pipelines()},
+           {"prefetched_readback_buffers", s.prefetched_readback_buffers()}};
     std::cout << j.dump() << "\n";
     return 0;
   }
@@ -440,7 +441,12 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
   fmt::print("adapter    {} ({})\n", a.name, a.backend);
   fmt::print("inputs     {}\n", describe_inputs(inputs));
   fmt::print("load       {:.1f} ms, {} page faults{}\n", load_ms, load_faults,
-             s.prefetched_pipelines() ? fmt::format(" ({} pipelines asked for from the last run's list)", s.prefetched_pipelines()) : std::string());
+             s.prefetched_pipelines()
+                 ? fmt::format(" ({} pipelines asked for from the last run's list{})", s.prefetched_pipelines(),
+                               s.prefetched_readback_buffers()
+                                   ? fmt::format(", {} readback buffers made meanwhile", s.prefetched_readback_buffers())
+                                   : std::string())
+                 : std::string());
   print_first_run(first);
   fmt::print("steady     median {:.3f} ms, min {:.3f} ms, max {:.3f} ms over {} runs after {} warm-up\n",
              median(wall), min_of(wall), max_of(wall), o.runs, o.warmup);

@@ -324,3 +324,69 @@ TEST(PlanCache, ALaterProcessAsksForItsPipelinesWhenItLoads) {
   }
   fs::remove_all(dir);
 }
+
+// The pipeline list keeps the sizes of the first run's readback buffers: a
+// later process makes them at load on a thread of its own (where the device
+// is thread-safe), and its first run makes none of them.
+TEST(PlanCache, ALaterProcessMakesItsReadbackBuffersWhileItRecords) {
+  if (!test::ctx().features().thread_safe) GTEST_SKIP() << "the adapter does not offer implicit-device-synchronization";
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("wgnn-readback-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  // Two outputs of different sizes: y [N, 16] and sq = x * x [N, 8].
+  ModelBuilder mb;
+  mb.input("x", {-1, kIn}, onnx::TensorProto::FLOAT, {"batch"});
+  mb.output("y", {-1, kOut}, onnx::TensorProto::FLOAT, {"batch"});
+  mb.output("sq", {-1, kIn}, onnx::TensorProto::FLOAT, {"batch"});
+  mb.init_f32("W", {kIn, kOut}, weights(), true);
+  mb.init_f32("B", {kOut}, bias(), true);
+  mb.node("MatMul", {"x", "W"}, {"xw"});
+  mb.node("Add", {"xw", "B"}, {"z"});
+  mb.node("Relu", {"z"}, {"y"});
+  mb.node("Mul", {"x", "x"}, {"sq"});
+  const std::string model = mb.save("plan_cache_two_outputs.onnx");
+  const HostTensor x = input(37);
+  const auto check = [&](std::map<std::string, HostTensor> out) {
+    expect_reference(x, out.at("y"));
+    const HostTensor& sq = out.at("sq");
+    ASSERT_EQ(sq.shape, (Shape{37, kIn}));
+    for (int64_t i = 0; i < sq.numel(); ++i) EXPECT_EQ(sq.as<float>()[i], x.as<float>()[i] * x.as<float>()[i]) << i;
+  };
+  // The buffers a process's load and first run create, counted by the
+  // Context (a batch's are not: they are made on its thread).
+  const auto process = [&](size_t* prefetched, const gpu::ContextOptions& co) {
+    gpu::Context c(co);
+    Session s(c, model);
+    check(s.run({{"x", x}}));
+    *prefetched = s.prefetched_readback_buffers();
+    return c.buffers_created();
+  };
+  gpu::ContextOptions co;
+  co.cache_dir = dir.string();
+  size_t prefetched = 0;
+  const uint64_t first = process(&prefetched, co);
+  EXPECT_EQ(prefetched, 0u);
+  EXPECT_EQ(process(&prefetched, co), first - 2);
+  EXPECT_EQ(prefetched, 2u);
+  {
+    test::ScopedEnv off("WGNN_PREFETCH_READBACK", "0");
+    EXPECT_EQ(process(&prefetched, co), first);
+    EXPECT_EQ(prefetched, 0u);
+  }
+  gpu::ContextOptions unsafe_off = co;
+  unsafe_off.thread_safe_device = false;
+  EXPECT_EQ(process(&prefetched, unsafe_off), first);
+  EXPECT_EQ(prefetched, 0u);
+  // Another batch size: the buffers made at load are too small for it and
+  // the run makes its own (the results still right).
+  {
+    gpu::Context c(co);
+    Session s(c, model);
+    const HostTensor big = input(300);
+    const auto out = s.run({{"x", big}});
+    EXPECT_EQ(s.prefetched_readback_buffers(), 0u);
+    EXPECT_EQ(out.at("y").shape, (Shape{300, kOut}));
+    EXPECT_EQ(out.at("sq").as<float>()[299 * kIn + 7], big.as<float>()[299 * kIn + 7] * big.as<float>()[299 * kIn + 7]);
+  }
+  fs::remove_all(dir);
+}
