@@ -20,7 +20,9 @@
 # waits for the tensor-core kernels; SessionOptions::tiered is on by
 # default, so "cold" is tiered where the GPU has them; "warm-noprefetch" a
 # warm process with WGNN_PREFETCH_PIPELINES=0: the pipelines asked for as
-# recording reaches them, not at load), BENCH_ARGS (extra arguments
+# recording reaches them, not at load; "warm-noreadback" one with
+# WGNN_PREFETCH_READBACK=0: the first run's readback buffers made by the run,
+# not at load on a thread of their own), BENCH_ARGS (extra arguments
 # for every bench), RUNS (10), OUT (where the JSON lines go, default
 # /tmp/out), ORT_PEER (an unpacked ortpeer/ of bench/make_ort_peer.sh),
 # NO_DRIVER_CACHE=1 (also turn the NVIDIA driver's own shader disk cache
@@ -64,6 +66,7 @@ for model in "${models[@]}"; do
       env=(WGNN_CACHE_DIR="$cache")
       [ "$mode" = off ] && env+=(WGNN_PIPELINE_CACHE=0)
       [ "$mode" = warm-noprefetch ] && env+=(WGNN_PREFETCH_PIPELINES=0)
+      [ "$mode" = warm-noreadback ] && env+=(WGNN_PREFETCH_READBACK=0)
       # tiered: cold again (an empty cache), the first run on the regular
       # kernels while the tensor-core ones compile (SessionOptions::tiered).
       if [ "$mode" = tiered ]; then rm -rf "$cache"/*; env+=(WGNN_TIERED=1); fi
@@ -104,7 +107,7 @@ for r in rows:
     else:
         detail = " |  |  | "
     print(f"| {name(r)} | {r['precision']} | {r['tool']} | {r['mode']} | {r['load_ms']:.0f} | {r['first_run_ms']:.0f} | "
-          f"{detail} | {r['median_ms']:.2f} | {ratio:.1f} |")
+          f"{detail} | {r['median_ms']:.2f} | {ratio:.2f} |")
 ort = {name(r): r for r in rows if r["tool"] != "wgnn"}
 wg = {(name(r), r["precision"], r["mode"]): r for r in rows if r["tool"] == "wgnn"}
 precisions = sorted({k[1] for k in wg})
@@ -127,7 +130,7 @@ for m in dict.fromkeys(name(r) for r in rows):
             cells.append("")
         if w:
             q = (w["load_ms"] + w["first_run_ms"]) / (w["load_ms"] + w["median_ms"])
-            cells.append(f"{q:.1f}x" + (" (within 2x)" if q <= 2 else ""))
+            cells.append(f"{q:.2f}x" + (" (within 2x)" if q <= 2 else ""))
         else:
             cells.append("")
     for p, mode in extra:
