@@ -67,6 +67,22 @@ std::pair<uint32_t, uint32_t> matmul_tile(int64_t M, int64_t N, int64_t batch) {
   return groups(64, 64) >= kFillGroups ? std::pair<uint32_t, uint32_t>{64, 64} : std::pair<uint32_t, uint32_t>{32, 64};
 }
 
+// Split-K (kernels/matmul.wgsl with SPLITK, then matmul_splitk.wgsl): a
+// float32 product without bias whose tiles leave the GPU mostly idle while
+// K is long (DaViT's channel attention, 32 x 32 per head over K = 36,864
+// pixels: 4 workgroups for a whole product) is cut into ranges of K of at
+// least 16 steps of 16, to about kFillGroups workgroups, at most 64 ranges.
+// Returns 1 for no split. WGNN_MATMUL_SPLITK=0 turns it off.
+uint64_t matmul_splits(uint64_t groups, uint64_t K) {
+  static const bool on = [] {
+    const char* e = std::getenv("WGNN_MATMUL_SPLITK");
+    return !(e && std::string_view(e) == "0");
+  }();
+  const uint64_t steps = gpu::ceil_div(K, uint64_t(16));
+  if (!on || groups * 2 > kFillGroups || steps < 64) return 1;
+  return std::min<uint64_t>({gpu::ceil_div(kFillGroups, groups), steps / 16, 64});
+}
+
 void require_operand(const Args& a, TensorRef t, std::string_view name) {
   a.require_float(t, name);
   require_rank(a.g.info(t).shape, a.op, name);
@@ -130,6 +146,13 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), tile_m), tiles_n = gpu::ceil_div(uint64_t(p.N), tile_n);
   const uint64_t groups = tiles_m * tiles_n * uint64_t(batch);
   if (groups > UINT32_MAX) a.fail(fmt::format("the result {} needs too many workgroups", shape_str(p.out_shape)));
+  uint64_t splits = dt == DType::F32 && p.bias.id < 0 ? matmul_splits(groups, uint64_t(p.K)) : 1;
+  const uint64_t kchunk = gpu::ceil_div(gpu::ceil_div(uint64_t(p.K), uint64_t(16)), std::max<uint64_t>(splits, 1)) * 16;
+  if (splits > 1) {
+    splits = gpu::ceil_div(uint64_t(p.K), kchunk);
+    const uint64_t part = splits * uint64_t(p.M) * uint64_t(p.N) * uint64_t(batch);
+    if (part > UINT32_MAX || part * 4 > binding_limit(g) || groups * splits > UINT32_MAX) splits = 1;
+  }
   Params params{};
   params.M = uint32_t(p.M);
   params.N = uint32_t(p.N);
@@ -142,6 +165,8 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   params.bias_sm = uint32_t(p.bias_sm);
   params.bias_sn = uint32_t(p.bias_sn);
   params.rank = uint32_t(shape.size());
+  params.kchunk = uint32_t(splits > 1 ? kchunk : uint64_t(p.K));
+  params.splits = uint32_t(splits);
   params.alpha = float(p.alpha);
   params.beta = float(p.beta);
   params.shape = pack(shape, a.op);
@@ -162,16 +187,32 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
                                     {"A_VEC", a_vec ? 1.0 : 0.0},
                                     {"B_VEC", b_vec ? 1.0 : 0.0},
                                     {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0},
+                                    {"SPLITK", splits > 1 ? 1.0 : 0.0},
                                     {"ACT", double(p.act.code())},
                                     {"LO", p.act.lo},
                                     {"HI", p.act.hi},
                                     {"F16_OUT", dt == DType::F16 ? 1.0 : 0.0}});
-  g.add_dispatch(pl, {out, g.uniform(params), in_a, in_b, in_c},
-                 grid_for(g, groups), std::string(a.op),
-                 fmt::format("gemm {}x{}x{}{}{}{}{}", p.M, p.N, p.K, batch > 1 ? fmt::format(" batch {}", batch) : "",
-                             p.a_trans ? " At" : "", p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : "") +
-                     activation_label(p.act.act),
-                 2.0 * double(p.M) * double(p.N) * double(p.K) * double(batch));
+  const std::string label =
+      fmt::format("gemm {}x{}x{}{}{}{}{}", p.M, p.N, p.K, batch > 1 ? fmt::format(" batch {}", batch) : "",
+                  p.a_trans ? " At" : "", p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : "") +
+      activation_label(p.act.act);
+  const double flops = 2.0 * double(p.M) * double(p.N) * double(p.K) * double(batch);
+  if (splits == 1) {
+    g.add_dispatch(pl, {out, g.uniform(params), in_a, in_b, in_c}, grid_for(g, groups), std::string(a.op), label,
+                   flops);
+    return;
+  }
+  const uint64_t count = uint64_t(p.M) * uint64_t(p.N) * uint64_t(batch);
+  const TensorRef part = g.add_tensor({int64_t(splits), int64_t(count)}, DType::F32);
+  g.add_dispatch(pl, {Binding::of(part), g.uniform(params), in_a, in_b, in_c}, grid_for(g, groups * splits),
+                 std::string(a.op), fmt::format("{} splitk={}", label, splits), flops);
+  MatmulSplitKParams sp{};
+  sp.count = uint32_t(count);
+  sp.splits = uint32_t(splits);
+  sp.alpha = float(p.alpha);
+  g.add_dispatch(kernel(g, "ops/kernels/matmul_splitk.wgsl", float_subs(g, dt, a.op), activation_constants(p.act)),
+                 {out, g.uniform(sp), Binding::of(part)}, grid_for(g, gpu::ceil_div(count, uint64_t(256))),
+                 std::string(a.op), fmt::format("gemm splitk sum {}", splits));
 }
 
 // A single product with an operand or the result over the binding limit,

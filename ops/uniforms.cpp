@@ -53,6 +53,7 @@ const std::vector<KernelUniform>& kernel_uniforms() {
       {"ops/kernels/nms.wgsl", &NmsParams::wgsl},
       {"ops/kernels/nms_write.wgsl", &NmsParams::wgsl},
       {"ops/kernels/matmul.wgsl", &MatmulParams::wgsl},
+      {"ops/kernels/matmul_splitk.wgsl", &MatmulSplitKParams::wgsl},
       {"ops/kernels/binary.wgsl", &BinaryParams::wgsl},
       {"ops/kernels/conv.wgsl", &ConvParams::wgsl},
       {"ops/kernels/conv_splitk.wgsl", &SplitKParams::wgsl},

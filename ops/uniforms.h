@@ -176,13 +176,20 @@ WGNN_UNIFORM(UniqueParams, WGNN_UNIQUE_PARAMS);
 WGNN_UNIFORM(NmsParams, WGNN_NMS_PARAMS);
 
 // kernels/matmul.wgsl: out[b] = alpha * op(A[b]) @ op(B[b]) + beta * bias[b]
-// over `rank` batch dims of `shape`, with each operand's batch strides.
+// over `rank` batch dims of `shape`, with each operand's batch strides;
+// with SPLITK, `splits` ranges of `kchunk` of K, each summed into its own
+// part of `out` (kernels/matmul_splitk.wgsl adds them).
 #define WGNN_MATMUL_PARAMS(F)                                                                               \
   F(uint32_t, M) F(uint32_t, N) F(uint32_t, K) F(uint32_t, batch) F(uint32_t, tiles_m) F(uint32_t, tiles_n)   \
       F(uint32_t, lda) F(uint32_t, ldb) F(uint32_t, bias_sm) F(uint32_t, bias_sn) F(uint32_t, rank)           \
-          F(uint32_t, _p0) F(float, alpha) F(float, beta) F(uint32_t, _p1) F(uint32_t, _p2) F(Dims, shape)    \
+          F(uint32_t, kchunk) F(float, alpha) F(float, beta) F(uint32_t, splits) F(uint32_t, _p2) F(Dims, shape) \
               F(Dims, sa) F(Dims, sb) F(Dims, sc)
 WGNN_UNIFORM(MatmulParams, WGNN_MATMUL_PARAMS);
+
+// kernels/matmul_splitk.wgsl: out[i] = act(alpha * sum over `splits` parts
+// of part[s * count + i]).
+#define WGNN_MATMUL_SPLITK_PARAMS(F) F(uint32_t, count) F(uint32_t, splits) F(float, alpha) F(uint32_t, _p0)
+WGNN_UNIFORM(MatmulSplitKParams, WGNN_MATMUL_SPLITK_PARAMS);
 
 // kernels/binary.wgsl: count vec4 groups of numel outputs over `rank` dims
 // of `shape`; sa, sb, sc the inputs' strides at the output's indices.

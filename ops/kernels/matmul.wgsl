@@ -20,6 +20,15 @@
 // workgroup-memory stage, register prefetch). Edges load zeros; stores are
 // masked. Every workgroup decodes its flat index (x + y * nx + z * nx * ny)
 // into (batch, tile row, tile column), so any batch count fits the grid.
+//
+// SPLITK (float32 only: `out` is then the f32 buffer of parts): workgroup
+// flat index also decodes a split s, which sums k in [s * kchunk,
+// (s + 1) * kchunk) and writes its raw sums to part s of `out`
+// (s * batch * M * N + ...); kernels/matmul_splitk.wgsl adds the parts in
+// order (deterministic) and applies alpha and the activation. For products
+// with few tiles and a long K (DaViT's channel attention: 32 x 32 outputs
+// per head, K the 36,864 pixels), which otherwise keep a few workgroups
+// busy along all of K.
 {{ENABLE}}
 
 const TM: u32 = {{TM}}u;
@@ -40,6 +49,7 @@ override B_TRANS: bool = false;
 override A_VEC: bool = false;
 override B_VEC: bool = false;
 override HAS_BIAS: bool = false;
+override SPLITK: bool = false;
 // The activation applied last in the epilogue: ACT of lib/activation.wgsl.
 // float16 results beyond its range become +-inf (as IEEE and ATen), not a
 // device-defined value.
@@ -100,11 +110,11 @@ fn remaining(limit: u32, at: u32) -> u32 { return select(0u, limit - at, at < li
 // The K slice at k0 of both operands into registers: group q = lid + i * NT
 // of four values. A [M, K]: q -> row q / 4, k (q % 4) * 4; A_TRANS [K, M]:
 // q -> k q / (TM / 4), m (q % (TM / 4)) * 4; B likewise.
-fn load_slice(k0: u32, oa: u32, ob: u32, m0: u32, n0: u32, lid: u32,
+// Values at k >= K (the end of this workgroup's range of K) load as zeros.
+fn load_slice(k0: u32, K: u32, oa: u32, ob: u32, m0: u32, n0: u32, lid: u32,
               pa: ptr<function, array<vec4<f32>, A_LOADS>>, pb: ptr<function, array<vec4<f32>, B_LOADS>>) {
   let M = params.M;
   let N = params.N;
-  let K = params.K;
   for (var i = 0u; i < A_LOADS; i++) {
     let q = lid + i * NT;
     var v = vec4<f32>(0.0);
@@ -178,17 +188,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let flat = wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y;
   let tiles = params.tiles_m * params.tiles_n;
-  if (flat >= tiles * params.batch) {
+  let per_split = tiles * params.batch;
+  let nsplit = select(1u, params.splits, SPLITK);
+  if (flat >= per_split * nsplit) {
     return;
   }
-  let batch = flat / tiles;
-  let rem = flat - batch * tiles;
+  let split = flat / per_split;
+  let batch = (flat - split * per_split) / tiles;
+  let rem = flat - split * per_split - batch * tiles;
   let tile_m = rem / params.tiles_n;
   let m0 = tile_m * TM;
   let n0 = (rem - tile_m * params.tiles_n) * TN;
   let M = params.M;
   let N = params.N;
-  let K = params.K;
+  // This workgroup's range of K: all of it, or its split's.
+  let kbeg = select(0u, split * params.kchunk, SPLITK);
+  let K = select(params.K, min(params.K, kbeg + params.kchunk), SPLITK);
 
   // Batch offsets.
   var oa = 0u;
@@ -210,12 +225,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var acc: array<vec4<f32>, RM * RN / 4u>;
   var pa: array<vec4<f32>, A_LOADS>;
   var pb: array<vec4<f32>, B_LOADS>;
-  load_slice(0u, oa, ob, m0, n0, lid, &pa, &pb);
-  for (var k0 = 0u; k0 < K; k0 += TK) {
+  load_slice(kbeg, K, oa, ob, m0, n0, lid, &pa, &pb);
+  for (var k0 = kbeg; k0 < K; k0 += TK) {
     store_slice(lid, &pa, &pb);
     workgroupBarrier();
     if (k0 + TK < K) {
-      load_slice(k0 + TK, oa, ob, m0, n0, lid, &pa, &pb);
+      load_slice(k0 + TK, K, oa, ob, m0, n0, lid, &pa, &pb);
     }
     for (var k = 0u; k < TK; k++) {
       var av: array<vec4<f32>, RM / 4u>;
@@ -240,18 +255,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   // (ty + r * WY) * 4 + 0..3 and columns (tx + c * WX) * 4 + 0..3 of the
   // tile (interleaved, so that a warp's workgroup-memory reads are
   // consecutive vec4s).
-  let ob_out = batch * M * N;
+  let ob_out = (split * params.batch + batch) * M * N;
   for (var i = 0u; i < RM; i++) {
     let m = m0 + (ty + (i / 4u) * WY) * 4u + i % 4u;
     if (m >= M) {
       continue;
     }
     for (var c = 0u; c < RN / 4u; c++) {
-      let v = acc[i * (RN / 4u) + c] * params.alpha;
+      let v = acc[i * (RN / 4u) + c] * select(params.alpha, 1.0, SPLITK);
       for (var j = 0u; j < 4u; j++) {
         let n = n0 + (tx + c * WX) * 4u + j;
         if (n >= N) {
           break;
+        }
+        if (SPLITK) {
+          out[ob_out + m * N + n] = {{T}}(v[j]);
+          continue;
         }
         var y = v[j];
         if (HAS_BIAS) {

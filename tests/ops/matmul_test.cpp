@@ -249,6 +249,52 @@ void check_gemm(int64_t M, int64_t K, int64_t N, bool ta, bool tb, const std::op
 
 }  // namespace
 
+// Split-K (float32, no bias): few tiles and a long K cut into ranges whose
+// parts a second pass adds. Uneven last ranges, K not a multiple of 4 or
+// 16, batches, transposes, alpha and an activation.
+std::string labels_of(Graph& g) {
+  std::string all;
+  for (const auto& d : g.dispatches()) all += (all.empty() ? "" : " | ") + d.label;
+  return all;
+}
+
+TEST(Matmul, LongKSplitsAcrossWorkgroups) {
+  {
+    // DaViT's channel attention: 32 x 32 per head, K the pixels.
+    Graph g(ctx());
+    TensorRef a = g.add_tensor({4, 32, 4096}, DType::F32, TensorKind::Input);
+    TensorRef b = g.add_tensor({4, 4096, 32}, DType::F32, TensorKind::Input);
+    ops::call(g, "aten.matmul.default", {a, b});
+    EXPECT_EQ(labels_of(g), "gemm 32x32x4096 batch 4 splitk=16 | gemm splitk sum 16");
+  }
+  {
+    Graph g(ctx());  // enough tiles (256 of 64 x 64): no split
+    TensorRef a = g.add_tensor({1024, 4096}, DType::F32, TensorKind::Input);
+    TensorRef b = g.add_tensor({4096, 1024}, DType::F32, TensorKind::Input);
+    ops::call(g, "aten.matmul.default", {a, b});
+    EXPECT_THAT(labels_of(g), testing::Not(HasSubstr("splitk")));
+  }
+  check_matmul({4, 32, 4096}, {4, 4096, 32}, DType::F32, 41);
+  check_matmul({3, 2, 5, 3001}, {3001, 7}, DType::F32, 42);  // K odd: scalar loads, an uneven last range
+  check_matmul({70, 1030}, {1030, 66}, DType::F32, 43);      // edge tiles
+  check_matmul({32, 2048}, {2, 2048, 24}, DType::F32, 44);   // A broadcast over the batch
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) check_gemm(33, 2050, 36, ta, tb, std::nullopt, -0.75, 1.0, DType::F32, false, 45);
+  }
+}
+
+TEST(Matmul, SplitKWithAnActivationInItsEpilogue) {
+  Graph g(ctx());
+  HostT A = make({40, 3000}, DType::F32, 46), B = make({3000, 24}, DType::F32, 47);
+  TensorRef ta = upload(g, A.shape, A.v, DType::F32), tb = upload(g, B.shape, B.v, DType::F32);
+  TensorRef y = ops::call(g, "wgnn.matmul_add.default", {ta, tb, None{}, 0.5, std::string("relu")}).tensor();
+  EXPECT_THAT(labels_of(g), HasSubstr("splitk sum"));
+  g.run();
+  std::vector<double> ref = reference(A, B, false, false, nullptr, 0.5, 0);
+  for (double& v : ref) v = std::max(0.0, v);
+  EXPECT_TRUE(all_close(download(g, y), ref, atol_for(3000), kRtol));
+}
+
 TEST(Gemm, Transposes) {
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
