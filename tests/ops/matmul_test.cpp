@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "op_test_util.h"
+#include "scoped_env.h"
 
 using namespace wgnn;
 using namespace wgnn::test;
@@ -293,6 +294,25 @@ TEST(Matmul, SplitKWithAnActivationInItsEpilogue) {
   std::vector<double> ref = reference(A, B, false, false, nullptr, 0.5, 0);
   for (double& v : ref) v = std::max(0.0, v);
   EXPECT_TRUE(all_close(download(g, y), ref, atol_for(3000), kRtol));
+}
+
+// Every tile the kernel is written out for (WGNN_MATMUL_TILE fixes it):
+// edge tiles, scalar and vec4 loads, transposes, a bias, alpha and beta,
+// float16, split-K.
+TEST(Matmul, EveryTileMatchesTheReference) {
+  for (const char* tile : {"128x128", "128x64", "64x64", "32x64"}) {
+    SCOPED_TRACE(tile);
+    test::ScopedEnv fix("WGNN_MATMUL_TILE", tile);
+    check_matmul({129, 257}, {257, 131}, DType::F32, 51);
+    check_matmul({2, 136, 64}, {2, 64, 260}, DType::F32, 52);
+    check_matmul({70, 1030}, {1030, 66}, DType::F32, 53);  // split-K
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        check_gemm(130, 68, 129, ta, tb, Shape{130, 129}, 0.5, 2.0, DType::F32, false, 54);
+        check_gemm(131, 33, 70, ta, tb, Shape{70}, 1.0, 1.0, DType::F16, false, 55);
+      }
+    }
+  }
 }
 
 TEST(Gemm, Transposes) {
