@@ -21,6 +21,7 @@
 #include "ops/epilogue.h"
 #include "ops/helpers.h"
 #include "ops/layout.h"
+#include "ops/matmul.h"
 #include "ops/registry.h"
 #include "ops/subgroup_matmul.h"
 #include "ops/uniforms.h"
@@ -80,31 +81,6 @@ MatmulTile matmul_tile(int64_t M, int64_t N, int64_t batch) {
   // Measured on the H200 (docs/BENCHMARKS.md): 32x64 for the small
   // products of DeiT-T beat 32x32 and 64x64.
   return groups(64, 64) >= kFillGroups ? k64x64 : k32x64;
-}
-
-// The kernel's multiply (one k step) and stores, written out for an RM x RN
-// block: every acc index a constant (ops/kernels/matmul.wgsl says why).
-std::string matmul_multiply(uint32_t rm, uint32_t rn) {
-  std::string s;
-  for (uint32_t r = 0; r < rm / 4; ++r) s += fmt::format("      let a{} = As[ka + {}u * WY];\n", r, r);
-  for (uint32_t c = 0; c < rn / 4; ++c) s += fmt::format("      let b{} = Bs[kb + {}u * WX];\n", c, c);
-  for (uint32_t i = 0; i < rm; ++i) {
-    for (uint32_t c = 0; c < rn / 4; ++c) {
-      const uint32_t at = i * (rn / 4) + c;
-      s += fmt::format("      acc[{}] = fma(vec4<f32>(a{}.{}), b{}, acc[{}]);\n", at, i / 4, "xyzw"[i % 4], c, at);
-    }
-  }
-  return s;
-}
-std::string matmul_store(uint32_t rm, uint32_t rn) {
-  std::string s;
-  for (uint32_t i = 0; i < rm; ++i) {
-    for (uint32_t c = 0; c < rn / 4; ++c) {
-      s += fmt::format("  store4(acc[{}], m0 + (ty + {}u * WY) * 4u + {}u, n0 + (tx + {}u * WX) * 4u, ob_out, oc);\n",
-                       i * (rn / 4) + c, i / 4, i % 4, c);
-    }
-  }
-  return s;
 }
 
 // Split-K (kernels/matmul.wgsl with SPLITK, then matmul_splitk.wgsl): a
@@ -822,6 +798,30 @@ void register_matmul_ops(OpRegistry& r) {
   r.add("aten.linear.default", linear);
   r.add("wgnn.gemm.default", gemm);
   r.add("wgnn.matmul_add.default", matmul_add);
+}
+
+// ops/matmul.h; ops/kernels/matmul.wgsl says why every acc index is a constant.
+std::string matmul_multiply(uint32_t rm, uint32_t rn) {
+  std::string s;
+  for (uint32_t r = 0; r < rm / 4; ++r) s += fmt::format("      let a{} = As[ka + {}u * WY];\n", r, r);
+  for (uint32_t c = 0; c < rn / 4; ++c) s += fmt::format("      let b{} = Bs[kb + {}u * WX];\n", c, c);
+  for (uint32_t i = 0; i < rm; ++i) {
+    for (uint32_t c = 0; c < rn / 4; ++c) {
+      const uint32_t at = i * (rn / 4) + c;
+      s += fmt::format("      acc[{}] = fma(vec4<f32>(a{}.{}), b{}, acc[{}]);\n", at, i / 4, "xyzw"[i % 4], c, at);
+    }
+  }
+  return s;
+}
+std::string matmul_store(uint32_t rm, uint32_t rn) {
+  std::string s;
+  for (uint32_t i = 0; i < rm; ++i) {
+    for (uint32_t c = 0; c < rn / 4; ++c) {
+      s += fmt::format("  store4(acc[{}], m0 + (ty + {}u * WY) * 4u + {}u, n0 + (tx + {}u * WX) * 4u, ob_out, oc);\n",
+                       i * (rn / 4) + c, i / 4, i % 4, c);
+    }
+  }
+  return s;
 }
 
 }  // namespace wgnn::ops
