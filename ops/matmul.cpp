@@ -21,7 +21,6 @@
 #include "ops/epilogue.h"
 #include "ops/helpers.h"
 #include "ops/layout.h"
-#include "ops/matmul.h"
 #include "ops/registry.h"
 #include "ops/subgroup_matmul.h"
 #include "ops/uniforms.h"
@@ -46,41 +45,26 @@ struct Gemm {
 using Params = MatmulParams;  // ops/uniforms.h
 static_assert(sizeof(Params) == 192);
 
-// The regular kernel's tile (ops/kernels/matmul.wgsl), with the block of
-// results each thread keeps (RM x RN): the largest tile that still makes
-// enough workgroups to fill a large GPU (kFillGroups), from 128x128 (8 x 8
-// per thread: four values of A and B loaded from workgroup memory per 16
-// multiply-adds, where 4 x 4 loads two per 16) down to 64x64 and 32x64 (a
+// The regular kernel's tile (ops/kernels/matmul.wgsl): 64x64 where that
+// makes enough workgroups to fill a large GPU, else 32x64 (a
 // product of DeiT-T, 197x192x192, makes 12 workgroups of 64x64, which
-// leaves most of an H200 idle). WGNN_MATMUL_TILE=128x128|128x64|64x64|32x64
-// fixes it (tuning, tests); WGNN_MATMUL_LARGE_TILES=0 keeps to 64x64 and
-// 32x64 (the choice before the larger ones).
+// leaves most of an H200 idle). WGNN_MATMUL_TILE=64x64|32x64|32x32 fixes
+// it (tuning, tests).
 constexpr uint64_t kFillGroups = 256;
-struct MatmulTile {
-  uint32_t tm, tn, rm, rn;
-};
-MatmulTile matmul_tile(int64_t M, int64_t N, int64_t batch) {
-  constexpr MatmulTile k128x128{128, 128, 8, 8}, k128x64{128, 64, 8, 4}, k64x64{64, 64, 4, 4}, k32x64{32, 64, 4, 4};
+std::pair<uint32_t, uint32_t> matmul_tile(int64_t M, int64_t N, int64_t batch) {
   if (const char* env = std::getenv("WGNN_MATMUL_TILE"); env && *env) {
     const std::string t(env);
-    if (t == "128x128") return k128x128;
-    if (t == "128x64") return k128x64;
-    if (t == "64x64") return k64x64;
-    if (t == "32x64") return k32x64;
-    throw Error(fmt::format("WGNN_MATMUL_TILE='{}': expected 128x128, 128x64, 64x64 or 32x64", t));
+    if (t == "64x64") return {64, 64};
+    if (t == "32x64") return {32, 64};
+    if (t == "32x32") return {32, 32};
+    throw Error(fmt::format("WGNN_MATMUL_TILE='{}': expected 64x64, 32x64 or 32x32", t));
   }
-  static const bool large = [] {
-    const char* e = std::getenv("WGNN_MATMUL_LARGE_TILES");
-    return !(e && std::string_view(e) == "0");
-  }();
   auto groups = [&](uint64_t tm, uint64_t tn) {
     return gpu::ceil_div(uint64_t(M), tm) * gpu::ceil_div(uint64_t(N), tn) * uint64_t(batch);
   };
-  if (large && groups(128, 128) >= kFillGroups) return k128x128;
-  if (large && groups(128, 64) >= kFillGroups) return k128x64;
   // Measured on the H200 (docs/BENCHMARKS.md): 32x64 for the small
-  // products of DeiT-T beat 32x32 and 64x64.
-  return groups(64, 64) >= kFillGroups ? k64x64 : k32x64;
+  // products of DeiT-T beat 32x32 and 64x64; 32x32 was never the fastest.
+  return groups(64, 64) >= kFillGroups ? std::pair<uint32_t, uint32_t>{64, 64} : std::pair<uint32_t, uint32_t>{32, 64};
 }
 
 // Split-K (kernels/matmul.wgsl with SPLITK, then matmul_splitk.wgsl): a
@@ -158,8 +142,7 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   const bool a_vec = (p.a_trans ? p.M : p.K) % 4 == 0 && lda % 4 == 0 && all4(st[0]);
   const bool b_vec = (p.b_trans ? p.K : p.N) % 4 == 0 && all4(st[1]);
 
-  const MatmulTile tile = matmul_tile(p.M, p.N, batch);
-  const uint32_t tile_m = tile.tm, tile_n = tile.tn;
+  const auto [tile_m, tile_n] = matmul_tile(p.M, p.N, batch);
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), tile_m), tiles_n = gpu::ceil_div(uint64_t(p.N), tile_n);
   const uint64_t groups = tiles_m * tiles_n * uint64_t(batch);
   if (groups > UINT32_MAX) a.fail(fmt::format("the result {} needs too many workgroups", shape_str(p.out_shape)));
@@ -193,10 +176,11 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   Subs subs = float_subs(g, dt, a.op);
   subs.emplace_back("TM", std::to_string(tile_m));
   subs.emplace_back("TN", std::to_string(tile_n));
-  subs.emplace_back("RM", std::to_string(tile.rm));
-  subs.emplace_back("RN", std::to_string(tile.rn));
-  subs.emplace_back("MULTIPLY", matmul_multiply(tile.rm, tile.rn));
-  subs.emplace_back("STORE", matmul_store(tile.rm, tile.rn));
+  // 4x4 of C per thread. The kernel also takes 8 (rows or columns, for
+  // 64x128 and 128x128 tiles), which ran 3-20x slower on the H200 (likely
+  // register spills), so it is not used.
+  subs.emplace_back("RM", "4");
+  subs.emplace_back("RN", "4");
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul.wgsl", subs,
                                    {{"A_TRANS", p.a_trans ? 1.0 : 0.0},
                                     {"B_TRANS", p.b_trans ? 1.0 : 0.0},
@@ -798,30 +782,6 @@ void register_matmul_ops(OpRegistry& r) {
   r.add("aten.linear.default", linear);
   r.add("wgnn.gemm.default", gemm);
   r.add("wgnn.matmul_add.default", matmul_add);
-}
-
-// ops/matmul.h; ops/kernels/matmul.wgsl says why every acc index is a constant.
-std::string matmul_multiply(uint32_t rm, uint32_t rn) {
-  std::string s;
-  for (uint32_t r = 0; r < rm / 4; ++r) s += fmt::format("      let a{} = As[ka + {}u * WY];\n", r, r);
-  for (uint32_t c = 0; c < rn / 4; ++c) s += fmt::format("      let b{} = Bs[kb + {}u * WX];\n", c, c);
-  for (uint32_t i = 0; i < rm; ++i) {
-    for (uint32_t c = 0; c < rn / 4; ++c) {
-      const uint32_t at = i * (rn / 4) + c;
-      s += fmt::format("      acc[{}] = fma(vec4<f32>(a{}.{}), b{}, acc[{}]);\n", at, i / 4, "xyzw"[i % 4], c, at);
-    }
-  }
-  return s;
-}
-std::string matmul_store(uint32_t rm, uint32_t rn) {
-  std::string s;
-  for (uint32_t i = 0; i < rm; ++i) {
-    for (uint32_t c = 0; c < rn / 4; ++c) {
-      s += fmt::format("  store4(acc[{}], m0 + (ty + {}u * WY) * 4u + {}u, n0 + (tx + {}u * WX) * 4u, ob_out, oc);\n",
-                       i * (rn / 4) + c, i / 4, i % 4, c);
-    }
-  }
-  return s;
 }
 
 }  // namespace wgnn::ops

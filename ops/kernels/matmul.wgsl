@@ -8,11 +8,10 @@
 // output's batch dims (`shape`) into element offsets of A, B and bias
 // (strides `sa`, `sb`, `sc`: 0 where an operand broadcasts).
 //
-// Tiling: one workgroup of (TN / RN) x (TM / RM) threads computes a TM x TN
-// tile of one batch (128x128, 128x64, 64x64 or 32x64, chosen by
-// ops/matmul.cpp from the problem size: small products need small tiles to
-// fill the GPU); each thread an RM x RN block in registers (f32; 4 or 8
-// each). K advances in steps of 16: both
+// Tiling: one workgroup of (TN / 4) x (TM / 4) threads computes a TM x TN
+// tile of one batch (64x64, 32x64 or 32x32, chosen by ops/matmul.cpp from
+// the problem size: small products need small tiles to fill the GPU); each
+// thread a 4 x 4 block in registers (f32). K advances in steps of 16: both
 // operands' slices go to workgroup memory (as f32, k-major, vec4 along M
 // and N), each thread loading TM*16/4/threads (TN*16/4/threads) groups of
 // four values, one vec4 load each when A_VEC / B_VEC (the contiguous dim a
@@ -234,14 +233,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       load_slice(k0 + TK, K, oa, ob, m0, n0, lid, &pa, &pb);
     }
     for (var k = 0u; k < TK; k++) {
-      // RM / 4 vec4s of A (rows (ty + r * WY) * 4 + 0..3) and RN / 4 of B,
-      // then RM * RN / 4 vec4 FMAs: written out by ops/matmul.cpp with
-      // constant indices, so that acc stays in registers (a loop the
-      // compiler does not unroll indexes it dynamically, which puts it in
-      // memory: 8 x 8 per thread ran 3-20x slower that way).
-      let ka = k * AW + ty;
-      let kb = k * BW + tx;
-{{MULTIPLY}}
+      var av: array<vec4<f32>, RM / 4u>;
+      var bv: array<vec4<f32>, RN / 4u>;
+      for (var r = 0u; r < RM / 4u; r++) {
+        av[r] = As[k * AW + ty + r * WY];
+      }
+      for (var c = 0u; c < RN / 4u; c++) {
+        bv[c] = Bs[k * BW + tx + c * WX];
+      }
+      for (var i = 0u; i < RM; i++) {
+        let x = vec4<f32>(av[i / 4u][i % 4u]);
+        for (var c = 0u; c < RN / 4u; c++) {
+          acc[i * (RN / 4u) + c] = fma(x, bv[c], acc[i * (RN / 4u) + c]);
+        }
+      }
     }
     workgroupBarrier();
   }
@@ -251,36 +256,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   // tile (interleaved, so that a warp's workgroup-memory reads are
   // consecutive vec4s).
   let ob_out = (split * params.batch + batch) * M * N;
-  // Each acc vec4 by a constant index, as in the multiply above.
-{{STORE}}
-}
-
-// Four results of row m from column n on, each in range stored: raw sums
-// (SPLITK), or scaled, with the bias and the activation.
-fn store4(v0: vec4<f32>, m: u32, n: u32, ob_out: u32, oc: u32) {
-  let M = params.M;
-  let N = params.N;
-  if (m >= M) {
-    return;
-  }
-  let v = v0 * select(params.alpha, 1.0, SPLITK);
-  for (var j = 0u; j < 4u; j++) {
-    let nn = n + j;
-    if (nn >= N) {
-      break;
-    }
-    if (SPLITK) {
-      out[ob_out + m * N + nn] = {{T}}(v[j]);
+  for (var i = 0u; i < RM; i++) {
+    let m = m0 + (ty + (i / 4u) * WY) * 4u + i % 4u;
+    if (m >= M) {
       continue;
     }
-    var y = v[j];
-    if (HAS_BIAS) {
-      y += params.beta * bias_at(oc + m * params.bias_sm + nn * params.bias_sn);
+    for (var c = 0u; c < RN / 4u; c++) {
+      let v = acc[i * (RN / 4u) + c] * select(params.alpha, 1.0, SPLITK);
+      for (var j = 0u; j < 4u; j++) {
+        let n = n0 + (tx + c * WX) * 4u + j;
+        if (n >= N) {
+          break;
+        }
+        if (SPLITK) {
+          out[ob_out + m * N + n] = {{T}}(v[j]);
+          continue;
+        }
+        var y = v[j];
+        if (HAS_BIAS) {
+          y += params.beta * bias_at(oc + m * params.bias_sm + n * params.bias_sn);
+        }
+        y = activate(y);
+        if (F16_OUT && abs(y) >= 65520.0) {
+          y = sign(y) * bitcast<f32>(inf_bits);
+        }
+        out[ob_out + m * N + n] = {{T}}(y);
+      }
     }
-    y = activate(y);
-    if (F16_OUT && abs(y) >= 65520.0) {
-      y = sign(y) * bitcast<f32>(inf_bits);
-    }
-    out[ob_out + m * N + nn] = {{T}}(y);
   }
 }

@@ -296,11 +296,11 @@ TEST(Matmul, SplitKWithAnActivationInItsEpilogue) {
   EXPECT_TRUE(all_close(download(g, y), ref, atol_for(3000), kRtol));
 }
 
-// Every tile the kernel is written out for (WGNN_MATMUL_TILE fixes it):
-// edge tiles, scalar and vec4 loads, transposes, a bias, alpha and beta,
+// Every tile ops/matmul.cpp may pick (WGNN_MATMUL_TILE fixes it): edge
+// tiles, scalar and vec4 loads, transposes, a bias, alpha and beta,
 // float16, split-K.
 TEST(Matmul, EveryTileMatchesTheReference) {
-  for (const char* tile : {"128x128", "128x64", "64x64", "32x64"}) {
+  for (const char* tile : {"64x64", "32x64", "32x32"}) {
     SCOPED_TRACE(tile);
     test::ScopedEnv fix("WGNN_MATMUL_TILE", tile);
     check_matmul({129, 257}, {257, 131}, DType::F32, 51);
