@@ -54,6 +54,7 @@ TensorRef Graph::add_tensor(const Shape& shape, DType dtype, TensorKind kind, st
 
 TensorRef Graph::add_constant(const Shape& shape, DType dtype, const void* data, std::string name) {
   TensorRef t = add_tensor(shape, dtype, TensorKind::Constant, std::move(name));
+  if (meta_) return t;
   TensorInfo& ti = info(t);
   if (!store_) {
     write(t, data, ti.nbytes());
@@ -74,7 +75,7 @@ void Graph::hold_shared(TensorInfo& ti, gpu::Buffer buffer, std::string key) {
 
 TensorRef Graph::add_memo_constant(const std::string& memo, const std::function<const HostTensor&(HostTensor&)>& make,
                                    std::string name) {
-  if (!store_) {
+  if (!store_ || meta_) {
     HostTensor scratch;
     const HostTensor& t = make(scratch);
     return add_constant(t.shape, t.dtype, t.data.data(), std::move(name));
@@ -123,6 +124,9 @@ bool Graph::alias_into(TensorRef x, TensorRef y, uint64_t byte_offset) {
       byte_offset + xi.gpu_bytes() > yi.gpu_bytes()) {
     return false;
   }
+  // A meta graph keeps no dispatches to check against: the plan that
+  // lowers the model decides.
+  if (meta_) return false;
   auto root_of = [&](int id) {
     while (tensors_[size_t(id)].view_of >= 0) id = tensors_[size_t(id)].view_of;
     return id;
@@ -160,6 +164,7 @@ void Graph::mark_output(TensorRef t) { info(t).kind = TensorKind::Output; }
 
 void Graph::add_dispatch(const gpu::Pipeline& pipeline, std::vector<Binding> bindings, gpu::Grid grid,
                          std::string op, std::string label, double flops) {
+  if (meta_) return;
   nodes_.push_back(DispatchNode{&pipeline, std::move(bindings), grid, std::move(op),
                                 label.empty() ? pipeline.name() : std::move(label), {}, flops});
   prepared_ = false;
@@ -167,6 +172,7 @@ void Graph::add_dispatch(const gpu::Pipeline& pipeline, std::vector<Binding> bin
 
 void Graph::add_init_dispatch(const gpu::Pipeline& pipeline, std::vector<Binding> bindings, gpu::Grid grid,
                               std::string op, std::string label) {
+  if (meta_) return;
   init_nodes_.push_back(DispatchNode{&pipeline, std::move(bindings), grid, std::move(op),
                                      label.empty() ? pipeline.name() : std::move(label), {}});
   prepared_ = false;
@@ -177,6 +183,7 @@ Binding Graph::uniform(const void* data, size_t bytes) {
   // its alignment, 16 at most) at the device's uniform offset alignment,
   // in buffers of 16 KiB, then 64 KiB (a plan of a few hundred
   // dispatches: one or two buffers).
+  if (meta_) return Binding{};
   const uint64_t align = std::max<uint64_t>(16, ctx_.limits().min_uniform_buffer_offset_alignment);
   const uint64_t size = (std::max<uint64_t>(bytes, 16) + 15) / 16 * 16;
   auto fits = [&](const UniformChunk& c) {
@@ -205,11 +212,13 @@ void Graph::write_uniforms() {
 }
 
 gpu::Buffer Graph::scratch(uint64_t bytes, std::string label) {
+  if (meta_) return {};
   owned_.push_back(ctx_.create_buffer(bytes, gpu::kStorageUsage, label));
   return owned_.back();
 }
 
 Graph::Check Graph::add_check(std::string what) {
+  if (meta_) return {};
   if (!check_flags_.valid()) {
     const uint64_t bytes = uint64_t(kMaxChecks) * 8;
     check_flags_ = ctx_.create_buffer(bytes, gpu::kStorageUsage, "check flags");
@@ -343,6 +352,7 @@ size_t Graph::remove_dead_dispatches() {
 }
 
 void Graph::prepare() {
+  if (meta_) throw Error("a graph that only follows shapes (Graph::set_meta) cannot be prepared or run");
   write_uniforms();
   check_bindings(nodes_);
   check_bindings(init_nodes_);

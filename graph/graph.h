@@ -172,6 +172,15 @@ class Graph {
   // Session's first plan, onnx/session.h).
   void set_tensor_cores(bool on) { tensor_cores_ = on; }
   bool tensor_cores() const { return tensor_cores_; }
+  // A graph that only follows shapes and dtypes (the ONNX importer's, which
+  // calls every op once to learn its results' shapes while it writes the
+  // model IR): ops validate their arguments and add their result tensors
+  // as always, but nothing reaches the GPU. No pipeline is made (kernels
+  // get a placeholder), no constant is uploaded, no uniform, scratch or
+  // check buffer is made and no dispatch is kept. It cannot be prepared or
+  // run. Set before anything is added.
+  void set_meta(bool on) { meta_ = on; }
+  bool meta() const { return meta_; }
   // The pipelines of the recorded dispatches still being created
   // (gpu::Pipeline::ready false: polled, never waits), each once.
   std::vector<const gpu::Pipeline*> pending_pipelines() const;
@@ -384,6 +393,7 @@ class Graph {
   // Checked mode (add_check): messages by slot, the flag buffer, its readback.
   bool checked_ = true;
   bool tensor_cores_ = true;
+  bool meta_ = false;
   std::string origin_;
   std::vector<std::string> checks_;
   gpu::Buffer check_flags_, check_staging_[kMaxInFlight];

@@ -54,6 +54,19 @@ TensorRef Graph::constant(std::shared_ptr<const HostTensor> t, std::string name)
   return add_value(std::move(v));
 }
 
+TensorRef Graph::made_constant(DType dtype, const Shape& shape, std::string memo,
+                               std::function<const HostTensor&(HostTensor&)> make, std::string name) {
+  if (!make || memo.empty()) throw Error("ir: a made constant needs a memo and a function that makes it");
+  ValueInfo v;
+  v.kind = ValueKind::Constant;
+  v.name = std::move(name);
+  v.dtype = dtype;
+  for (int64_t d : shape) v.shape.emplace_back(d);
+  v.memo = std::move(memo);
+  v.make = std::move(make);
+  return add_value(std::move(v));
+}
+
 TensorRef Graph::call(std::string op, ValueList args, std::string label) {
   return call_multi(std::move(op), std::move(args), 1, std::move(label))[0];
 }

@@ -12,6 +12,7 @@
 // them, with the inputs' symbols bound, when it lowers the nodes onto a
 // wgnn::Graph (the ops are the one definition of each op's shapes).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,7 +44,13 @@ struct ValueInfo {
   std::string name;
   DType dtype = DType::F32;                // inputs and constants
   SymShape shape;                          // inputs and constants
-  std::shared_ptr<const HostTensor> data;  // constants
+  std::shared_ptr<const HostTensor> data;  // constants (null for a made one)
+  // A constant made when a plan first uploads it (Graph::made_constant):
+  // `make` fills the scratch it is given or returns data it keeps alive,
+  // and `memo` names the result in the plans' ConstantStore, so that a
+  // later plan neither makes nor hashes it again.
+  std::string memo;
+  std::function<const HostTensor&(HostTensor&)> make;
   int node = -1;                           // results: the producing node
   int index = 0;                           //   and which of its outputs
 };
@@ -53,6 +60,9 @@ struct Node {
   ValueList args;
   std::vector<TensorRef> outputs;
   std::string label;  // the caller's name for it, or the pass that made it
+  // What run-time checks and errors of its dispatches name (the ONNX
+  // node it came from: "node 'conv1' (Conv)"); empty: from op and label.
+  std::string origin;
   // A node a pass made from a chain: the chain as it was, lowered instead
   // when a plan's shapes or dtypes do not allow the fused op (the op
   // rejects them before recording anything). Their intermediate values
@@ -66,6 +76,11 @@ class Graph {
   TensorRef input(std::string name, DType dtype, SymShape shape);
   TensorRef constant(HostTensor t, std::string name = {});
   TensorRef constant(std::shared_ptr<const HostTensor> t, std::string name = {});
+  // A constant of this dtype and shape whose values are made when a plan
+  // uploads it (a converted initializer: converted once per store, not
+  // per plan). Passes that read constants' values leave it alone.
+  TensorRef made_constant(DType dtype, const Shape& shape, std::string memo,
+                          std::function<const HostTensor&(HostTensor&)> make, std::string name = {});
   // An op call with one result, or with `outputs` results (an op that
   // returns a list, e.g. aten.native_layer_norm.default: out, mean, rstd).
   TensorRef call(std::string op, ValueList args, std::string label = {});
@@ -78,6 +93,13 @@ class Graph {
   const std::vector<Node>& nodes() const { return nodes_; }
   std::vector<Node>& nodes() { return nodes_; }
   const std::vector<TensorRef>& inputs() const { return inputs_; }
+  // An IR that dies before its plans do (the ONNX importer writes one per
+  // plan): its constants (but made ones) are found in the plans'
+  // ConstantStore by their bytes, hashed, not by the address of their
+  // data, which a later IR may reuse. Default false: a Program keeps its
+  // IR, and a plan finds its constants again without hashing them.
+  void set_transient(bool on) { transient_ = on; }
+  bool transient() const { return transient_; }
   const std::vector<TensorRef>& outputs() const { return outputs_; }
   const std::vector<std::string>& output_names() const { return output_names_; }
 
@@ -89,6 +111,8 @@ class Graph {
   // only an unfused chain makes).
   int producer(TensorRef v) const;
   bool is_constant(TensorRef v) const { return value(v).kind == ValueKind::Constant; }
+  // A constant whose values are on the host now (not a made one).
+  bool has_data(TensorRef v) const { return is_constant(v) && value(v).data != nullptr; }
   // The live nodes whose arguments name v (a node once per argument that
   // names it), and whether the model returns it.
   std::vector<int> users(TensorRef v) const;
@@ -107,6 +131,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<TensorRef> inputs_, outputs_;
   std::vector<std::string> output_names_;
+  bool transient_ = false;
 };
 
 // The IR values a node's arguments name, in order (lists searched too).

@@ -57,6 +57,17 @@ struct Lowering {
     if (vi.kind != ValueKind::Constant) {
       throw Error(fmt::format("ir: %{} is used before a node computes it", v.id));
     }
+    if (!vi.make && ir.transient()) {
+      const HostTensor& t = *vi.data;
+      const TensorRef r = g.add_constant(t.shape, t.dtype, t.data.data(), vi.name);
+      map[size_t(v.id)] = r;
+      return r;
+    }
+    if (vi.make) {
+      const TensorRef r = g.add_memo_constant(vi.memo, vi.make, vi.name);
+      map[size_t(v.id)] = r;
+      return r;
+    }
     // Named by the shared host data's address: the Program keeps it alive,
     // so a later plan finds the upload without hashing the bytes again.
     std::shared_ptr<const HostTensor> data = vi.data;
@@ -79,7 +90,9 @@ struct Lowering {
   void node(const Node& n) {
     ValueList args;
     for (const Value& a : n.args) args.push_back(arg(a));
-    g.set_origin(n.label.empty() ? n.op : fmt::format("node '{}' ({})", n.label, n.op));
+    g.set_origin(!n.origin.empty() ? n.origin
+                 : n.label.empty() ? n.op
+                                   : fmt::format("node '{}' ({})", n.label, n.op));
     const Value r = ops::call(g, n.op, args);
     if (n.outputs.size() == 1 && r.is_tensor()) {
       map[size_t(n.outputs[0].id)] = r.tensor();

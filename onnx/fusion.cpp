@@ -880,7 +880,7 @@ namespace {
 // The largest head dims (of q/k and of v) the fused attention takes.
 constexpr int64_t kMaxHeadDim = 128;
 
-std::optional<Slot> try_attention(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, const Storage& storage,
+std::optional<Slot> try_attention(const Fusion& f, Graph& g, IrTrace* trace, const onnx::GraphProto& graph, int opset, const Storage& storage,
                                   std::map<std::string, Slot>& values) {
   const onnx::NodeProto& sm = graph.node(f.anchor);
   Slot* base[3] = {&values.at(f.x), &values.at(f.w), &values.at(f.v)};
@@ -969,6 +969,7 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, const onnx::GraphPr
   std::vector<Slot*> in{base[0], base[1], base[2]};
   if (mask) in.push_back(mask);
   NodeCtx c(g, sm, opset, in, nullptr, storage);
+  c.trace = trace;
   const DType dt = c.dtype(0);
   if (c.dtype(1) != dt || c.dtype(2) != dt) return std::nullopt;
   const TensorRef tq = on_gpu(c, *base[0], f.x), tk = on_gpu(c, *base[1], f.w), tv = on_gpu(c, *base[2], f.v);
@@ -988,7 +989,7 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, const onnx::GraphPr
 
 // DequantizeLinear (constant 8-bit x [K, N], scale and zero point per
 // tensor, per column or per row, not blocked) then MatMul(a, that).
-std::optional<Slot> try_dq_matmul(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset,
+std::optional<Slot> try_dq_matmul(const Fusion& f, Graph& g, IrTrace* trace, const onnx::GraphProto& graph, int opset,
                                   const Storage& storage, std::map<std::string, Slot>& values) {
   const onnx::NodeProto& dq = graph.node(f.nodes.front() == f.anchor ? f.nodes.back() : f.nodes.front());
   Slot& a = values.at(f.x);
@@ -1017,6 +1018,7 @@ std::optional<Slot> try_dq_matmul(const Fusion& f, Graph& g, const onnx::GraphPr
   if (zp && zp->value().numel() != ns) return std::nullopt;
   Slot* in[3] = {&a, &sc, zp};
   NodeCtx c(g, graph.node(f.anchor), opset, {in[0], in[1], in[2]}, nullptr, storage);
+  c.trace = trace;
   const int64_t nw = (N + 3) / 4;
   HostTensor packed(DType::I32, {K, nw});
   uint32_t* pw = packed.as<uint32_t>();
@@ -1039,7 +1041,7 @@ std::optional<Slot> try_dq_matmul(const Fusion& f, Graph& g, const onnx::GraphPr
   return c.out(c.view(y, out));
 }
 
-std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, const Storage& storage,
+std::optional<Slot> try_fusion(const Fusion& f, Graph& g, IrTrace* trace, const onnx::GraphProto& graph, int opset, const Storage& storage,
                                std::map<std::string, Slot>& values) {
   const onnx::NodeProto& anchor = graph.node(f.anchor);
   // A Conv chain's residual: a GPU tensor of the convolution input's dtype
@@ -1055,11 +1057,12 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     for (const auto& [name, want] : f.constants)
       if (!scalar_near(values.at(name), want, x.shape.size())) return std::nullopt;
     NodeCtx c(g, anchor, opset, {&x}, nullptr, storage);
+    c.trace = trace;
     return c.out(c.call("aten.gelu.default", {c.tensor(0), std::string(f.tanh ? "tanh" : "none")}));
   }
 
-  if (f.kind == Fusion::Kind::Attention) return try_attention(f, g, graph, opset, storage, values);
-  if (f.kind == Fusion::Kind::DqMatMul) return try_dq_matmul(f, g, graph, opset, storage, values);
+  if (f.kind == Fusion::Kind::Attention) return try_attention(f, g, trace, graph, opset, storage, values);
+  if (f.kind == Fusion::Kind::DqMatMul) return try_dq_matmul(f, g, trace, graph, opset, storage, values);
   if (f.kind == Fusion::Kind::AddLayerNorm) {
     Slot &x = values.at(f.x), &y = values.at(f.w);
     if (x.host || y.host || !is_float(x.dtype) || x.dtype != y.dtype || x.shape != y.shape) return std::nullopt;
@@ -1072,6 +1075,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     node.add_input(f.w);
     for (int k = 1; k < anchor.input_size() && k < 3; ++k) node.add_input(anchor.input(k));
     NodeCtx c(g, node, opset, in, nullptr, storage);
+    c.trace = trace;
     if (c.attr_int("stash_type", 1) != 1) return std::nullopt;
     const Shape& s = x.shape;
     int64_t axis = c.attr_int("axis", -1);
@@ -1136,11 +1140,12 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
       std::vector<Slot*> in;
       for (const auto& name : anchor.input()) in.push_back(name.empty() ? nullptr : &values.at(name));
       NodeCtx c(g, anchor, opset, in, nullptr, storage);
+      c.trace = trace;
       if (!f.residual.empty()) {
         if (!residual_ok()) return std::nullopt;
         c.conv_residual = values.at(f.residual).ref;
       }
-      c.conv_affine = g.add_constant({2, cout}, DType::F32, aff.data(), f.w + ":bn_affine");
+      c.conv_affine = plan_constant(g, trace, {2, cout}, DType::F32, aff.data(), f.w + ":bn_affine");
       c.conv_affine_rounded = true;
       if (!act.empty()) c.conv_act = act, c.conv_lo = lo, c.conv_hi = hi;
       std::vector<Slot> out = op_mappers().at("Conv").build(c);
@@ -1160,9 +1165,17 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     }
     // Each weight times its channel's scale in double, rounded once: a
     // typed loop (element access by dtype took most of a float32 ResNet-50
-    // build's host time).
-    const float* wv = w.value().as<float>();  // float32, checked above
-    auto fold = [&](float* wo) {
+    // build's host time). By value but the weights, which the Session keeps
+    // where the fold is memoized (below): the IR's plans may fold when they
+    // lower, after this build.
+    const HostTensor* wt = &w.value();  // float32, checked above
+    auto fold = [wt, cout, per, scales](HostTensor& out) {
+      out.dtype = DType::F32;
+      out.shape = wt->shape;
+      out.data.clear();  // no move of the old bytes when it grows
+      out.data.resize(size_t(wt->numel()) * 4);
+      const float* wv = wt->as<float>();
+      float* wo = out.as<float>();
       for (int64_t o = 0; o < cout; ++o) {
         const size_t base = size_t(o * per);
         const double scale = scales[size_t(o)];
@@ -1181,21 +1194,17 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
                                            static_cast<const void*>(p[0]), static_cast<const void*>(p[1]),
                                            static_cast<const void*>(p[2]), static_cast<const void*>(p[3]),
                                            static_cast<const void*>(bias), eps);
-      const TensorRef folded = g.add_memo_constant(
-          memo,
-          [&](HostTensor& scratch) -> const HostTensor& {
-            scratch.dtype = DType::F32;
-            scratch.shape = w.shape;
-            scratch.data.clear();  // no move of the old bytes when it grows
-            scratch.data.resize(size_t(w.value().numel()) * 4);
-            fold(scratch.as<float>());
+      const TensorRef folded = plan_made_constant(
+          g, trace, w.shape, DType::F32, memo,
+          [fold](HostTensor& scratch) -> const HostTensor& {
+            fold(scratch);
             return scratch;
           },
           f.w + ":bn_folded");
       ws = Slot::of_tensor(g, folded);
     } else {
-      HostTensor w2(DType::F32, w.shape);
-      fold(w2.as<float>());
+      HostTensor w2;
+      fold(w2);
       ws = Slot::of_host(std::move(w2));
     }
     Slot bs = Slot::of_host(std::move(b2));
@@ -1210,6 +1219,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     else conv.add_input(conv.input(1) + "_bias");
     if (!f.residual.empty() && !residual_ok()) return std::nullopt;
     NodeCtx c(g, conv, opset, {&x, &ws, &bs}, nullptr, storage);
+    c.trace = trace;
     if (!f.residual.empty()) c.conv_residual = values.at(f.residual).ref;
     if (!act.empty()) c.conv_act = act, c.conv_lo = lo, c.conv_hi = hi;
     std::vector<Slot> out = op_mappers().at("Conv").build(c);
@@ -1225,6 +1235,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
     if (in.empty() || !in[0] || in[0]->host || !is_float(in[0]->dtype)) return std::nullopt;
     if (!f.residual.empty() && !residual_ok()) return std::nullopt;
     NodeCtx c(g, anchor, opset, in, nullptr, storage);
+    c.trace = trace;
     if (!f.residual.empty()) c.conv_residual = values.at(f.residual).ref;
     c.conv_act = act, c.conv_lo = lo, c.conv_hi = hi;
     std::vector<Slot> out = op_mappers().at("Conv").build(c);
@@ -1236,6 +1247,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto
   Slot& b = values.at(f.w);
   if (a.host && b.host) return std::nullopt;  // folds on the host, node by node
   NodeCtx c(g, anchor, opset, {&a, &b}, nullptr, storage);
+  c.trace = trace;
   const DType dt = c.dtype(0);
   if (!is_float(dt) || c.dtype(1) != dt) return std::nullopt;
   const Shape &as = a.shape, &bs = b.shape;

@@ -116,7 +116,7 @@ bool fusion_enabled_by_env();
 // Builds the fused op when the values allow it (the constants match, float
 // dtypes, shapes the fused op gives the same result for), returning the
 // result for the chain's last node; nullopt: build the nodes one by one.
-std::optional<Slot> try_fusion(const Fusion& f, Graph& g, const onnx::GraphProto& graph, int opset, const Storage& storage,
+std::optional<Slot> try_fusion(const Fusion& f, Graph& g, IrTrace* trace, const onnx::GraphProto& graph, int opset, const Storage& storage,
                                std::map<std::string, Slot>& values);
 
 }  // namespace wgnn::onnx_import

@@ -16,6 +16,7 @@
 #include "onnx/mappers_dynamic.h"
 #include "onnx/mappers_quant.h"
 #include "onnx/mappers_index.h"
+#include "onnx/ir_trace.h"
 #include "onnx/node_ctx.h"
 #include "onnx/subgraph.h"
 #include "onnx/tensor_proto.h"
@@ -56,7 +57,19 @@ DType NodeCtx::slot_dtype(size_t i) const {
 TensorRef NodeCtx::tensor_exact(size_t i) {
   if (!is_host(i) || gpu_dtype(in_[i]->dtype) == in_[i]->dtype || !storage.fp16) return tensor(i);
   const HostTensor& t = in_[i]->value();
-  return g.add_constant(t.shape, t.dtype, t.data.data(), node.input(int(i)));
+  return plan_constant(graph_, trace, t.shape, t.dtype, t.data.data(), node.input(int(i)));
+}
+
+TensorRef plan_constant(Graph& g, IrTrace* trace, const Shape& shape, DType dtype, const void* data,
+                        const std::string& name) {
+  if (trace) return trace->constant(shape, dtype, data, name);
+  return g.add_constant(shape, dtype, data, name);
+}
+
+TensorRef plan_made_constant(Graph& g, IrTrace* trace, const Shape& shape, DType dtype, const std::string& memo,
+                             std::function<const HostTensor&(HostTensor&)> make, const std::string& name) {
+  if (trace) return trace->made_constant(shape, dtype, memo, std::move(make), name);
+  return g.add_memo_constant(memo, make, name);
 }
 
 TensorRef NodeCtx::slot_constant(const Slot& s, const std::string& name) {
@@ -65,15 +78,20 @@ TensorRef NodeCtx::slot_constant(const Slot& s, const std::string& name) {
   const DType to = gpu_dtype(t.dtype);
   const char* conversion = to == t.dtype ? "as is" : storage.fp16 ? "f16 saturated" : "cast";
   const std::string memo = fmt::format("initializer@{}:{}:{}", static_cast<const void*>(&t), dtype_name(to), conversion);
-  return g.add_memo_constant(
-      memo,
-      [&](HostTensor& scratch) -> const HostTensor& {
-        if (to == t.dtype) return t;
-        if (storage.fp16 && t.dtype == DType::F32) {
-          to_f16_saturated(t, scratch);  // into the store's scratch memory, not a new tensor
+  // By value but the initializer, which the Session keeps: the IR's plans
+  // make it when they lower, after this build.
+  const HostTensor* tp = &t;
+  const bool fp16 = storage.fp16;
+  return plan_made_constant(
+      graph_, trace, t.shape, to, memo,
+      [tp, to, fp16](HostTensor& scratch) -> const HostTensor& {
+        const HostTensor& init = *tp;
+        if (to == init.dtype) return init;
+        if (fp16 && init.dtype == DType::F32) {
+          to_f16_saturated(init, scratch);  // into the store's scratch memory, not a new tensor
           return scratch;
         }
-        scratch = storage.fp16 ? to_f16_saturated(t) : host::cast(t, to);
+        scratch = fp16 ? to_f16_saturated(init) : host::cast(init, to);
         return scratch;
       },
       name);
@@ -82,9 +100,9 @@ TensorRef NodeCtx::slot_constant(const Slot& s, const std::string& name) {
 TensorRef NodeCtx::constant(const HostTensor& t, const std::string& name) {
   if (gpu_dtype(t.dtype) != t.dtype) {
     const HostTensor h = storage.fp16 ? to_f16_saturated(t) : host::cast(t, gpu_dtype(t.dtype));
-    return g.add_constant(h.shape, h.dtype, h.data.data(), name);
+    return plan_constant(graph_, trace, h.shape, h.dtype, h.data.data(), name);
   }
-  return g.add_constant(t.shape, t.dtype, t.data.data(), name);
+  return plan_constant(graph_, trace, t.shape, t.dtype, t.data.data(), name);
 }
 
 const HostTensor& NodeCtx::host(size_t i, const char* what) const {
@@ -142,7 +160,7 @@ std::vector<int64_t> NodeCtx::attr_ints(const std::string& name) const {
 
 Value NodeCtx::call(const std::string& op, const ValueList& args) {
   try {
-    return ops::call(g, op, args);
+    return trace ? trace->call(op, args) : ops::call(graph_, op, args);
   } catch (const HostOutOfMemory&) {
     throw;  // its type tells callers what ran out; the message says while what
   } catch (const Unsupported& e) {
@@ -152,7 +170,7 @@ Value NodeCtx::call(const std::string& op, const ValueList& args) {
   }
 }
 
-TensorRef NodeCtx::view(TensorRef t, const Shape& shape) { return g.add_view(t, shape); }
+TensorRef NodeCtx::view(TensorRef t, const Shape& shape) { return trace ? trace->view(t, shape) : graph_.add_view(t, shape); }
 
 // ---- helpers the families share (onnx/mapper_util.h) -----------------------
 

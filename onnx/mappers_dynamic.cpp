@@ -250,7 +250,7 @@ TensorRef threshold(NodeCtx& c, size_t i, double def) {
   if (!c.has(i) || numel(c.shape(i)) == 0 || c.is_host(i)) {
     HostTensor t(DType::F32, {1});
     t.as<float>()[0] = float(c.has(i) && numel(c.shape(i)) ? host::get(c.host(i, "threshold"), 0) : def);
-    return c.g.add_constant(t.shape, t.dtype, t.data.data(), "nms_threshold");
+    return plan_constant(c.mut_graph(), c.trace, t.shape, t.dtype, t.data.data(), "nms_threshold");
   }
   TensorRef t = c.tensor(i);
   if (c.g.info(t).dtype != DType::F32) t = c.call("aten._to_copy.default", {t, int64_t(6)}).tensor();

@@ -17,6 +17,7 @@
 namespace wgnn::onnx_import {
 
 class Builder;  // onnx/subgraph.h
+class IrTrace;  // onnx/ir_trace.h
 
 // A value of the ONNX graph while importing: known on the host (a constant,
 // or folded from constants and shapes), or a tensor of the GPU graph.
@@ -53,7 +54,7 @@ struct Slot {
     s.ext_ = &t;
     return s;
   }
-  static Slot of_tensor(Graph& g, TensorRef r) {
+  static Slot of_tensor(const Graph& g, TensorRef r) {
     Slot s;
     s.ref = r;
     s.dtype = g.info(r).dtype;
@@ -89,10 +90,13 @@ class NodeCtx {
  public:
   NodeCtx(Graph& graph, const onnx::NodeProto& n, int op_set, std::vector<Slot*> inputs,
           std::set<std::string>* value_inputs = nullptr, Storage storage_rule = {})
-      : g(graph), node(n), opset(op_set), storage(storage_rule), in_(std::move(inputs)),
+      : g(graph), node(n), opset(op_set), storage(storage_rule), graph_(graph), in_(std::move(inputs)),
         value_inputs_(value_inputs) {}
 
-  Graph& g;
+  // The graph being built, for its tensors' shapes and dtypes: work is
+  // added through call(), view(), tensor() and constant(), which follow
+  // `trace`.
+  const Graph& g;
   const onnx::NodeProto& node;
   int opset;
   Storage storage;
@@ -112,6 +116,10 @@ class NodeCtx {
   // The build this node is part of (onnx/subgraph.h): subgraphs, values
   // folded on the host through their producers, read-backs. May be null.
   Builder* builder = nullptr;
+  // Where the importer writes the model as IR (onnx/ir_trace.h): op calls,
+  // views and constants go there, and `g` only follows shapes. Null: they
+  // are recorded on `g` directly.
+  IrTrace* trace = nullptr;
   bool conv_affine_rounded = false;  // the convolution rounded to float16 before it (affine_rounded)
   // The dtype a value of dtype d has on the GPU (Storage::gpu): float16 for
   // float32 in fp16 mode, float32 for float16 without shader-f16.
@@ -165,8 +173,11 @@ class NodeCtx {
   Slot out(TensorRef r) { return Slot::of_tensor(g, r); }
   Slot out(const Value& v) { return Slot::of_tensor(g, v.tensor()); }
   TensorRef view(TensorRef t, const Shape& shape);
+  // The graph itself, for plan_constant() and plan_made_constant().
+  Graph& mut_graph() { return graph_; }
 
  private:
+  Graph& graph_;
   std::vector<Slot*> in_;
   std::set<std::string>* value_inputs_;
 };
@@ -189,6 +200,14 @@ std::vector<Slot> one(Slot s);
 // "Op 'name'" of the node (its first output when it has no name), for messages.
 std::string node_label(NodeCtx& c);
 std::string mapper_key(const onnx::NodeProto& n);
+// A constant of the plan (these bytes, as they are), and one made when the
+// plan uploads it, named by `memo` in the plans' ConstantStore (`make`
+// must outlive the build: it may run after it, when the IR is lowered).
+// Through `trace` where there is one, else on `g`.
+TensorRef plan_constant(Graph& g, IrTrace* trace, const Shape& shape, DType dtype, const void* data,
+                        const std::string& name);
+TensorRef plan_made_constant(Graph& g, IrTrace* trace, const Shape& shape, DType dtype, const std::string& memo,
+                             std::function<const HostTensor&(HostTensor&)> make, const std::string& name);
 // The node's mapper, or null when wgnn lacks it.
 const OpMapper* find_mapper(const onnx::NodeProto& n);
 

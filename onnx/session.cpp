@@ -20,7 +20,9 @@
 #include <thread>
 
 #include "gpu/buffer_batch.h"
+#include "ir/program.h"
 #include "onnx/fusion.h"
+#include "onnx/ir_trace.h"
 #include "onnx/host_ops.h"
 #include "onnx/model_bytes.h"
 #include "onnx/node_ctx.h"
@@ -29,6 +31,7 @@
 #include "onnx/subgraph.h"
 #include "onnx/tensor_proto.h"
 #include "ops/subgroup_matmul.h"
+#include "passes/passes.h"
 #include "graph/half.h"
 #include "util/file.h"
 #include "util/host_memory.h"
@@ -439,6 +442,16 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
     tiered_ = v == "1";
   }
   tiered_ = tiered_ && ops::tensor_cores_available(ctx_);
+  ir_import_ = options_.ir_import;
+  if (const char* e = std::getenv("WGNN_IR_IMPORT"); e && *e) {
+    const std::string v(e);
+    if (v != "0" && v != "1") {
+      throw Error(fmt::format("WGNN_IR_IMPORT='{}': 1 imports the model's plans through the IR, 0 records them "
+                              "directly",
+                              v));
+    }
+    ir_import_ = v == "1";
+  }
   tier_grace_ms_ = env_ms("WGNN_TIER_GRACE_MS", 60000, tier_grace_ms_);
   tier_disk_wait_ms_ = env_ms("WGNN_TIER_DISK_WAIT_MS", 600000, tier_disk_wait_ms_);
   widen_f16_ = !ctx_.features().shader_f16;
@@ -698,12 +711,45 @@ void Session::try_tier_up(Built& b) {
 
 std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
                                                      bool tensor_cores) {
+  if (ir_import_) {
+    try {
+      return record_plan_as(inputs, decisions, tensor_cores, true);
+    } catch (const NeedsReadback&) {
+      // Control flow or a size decided by a value on the GPU: its probes
+      // run part of a plan and read the value back, which the IR (one
+      // graph, lowered whole) does not express. This model's plans are
+      // recorded directly from now on.
+      ir_import_ = false;
+    }
+  }
+  return record_plan_as(inputs, decisions, tensor_cores, false);
+}
+
+std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
+                                                        const std::map<std::string, int64_t>& decisions,
+                                                        bool tensor_cores, bool through_ir) {
   auto b = std::make_unique<Built>();
   b->graph = std::make_unique<Graph>(ctx_);
-  Graph& g = *b->graph;
-  g.set_constant_store(constants_.get());
-  g.set_checked(options_.checked);
-  g.set_tensor_cores(tensor_cores);
+  Graph& plan = *b->graph;
+  plan.set_constant_store(constants_.get());
+  plan.set_checked(options_.checked);
+  plan.set_tensor_cores(tensor_cores);
+  // Through the IR, the mappers see a graph that only follows shapes, and
+  // their op calls, views and constants become the IR (onnx/ir_trace.h),
+  // which the passes rewrite and ir::lower then records on the plan.
+  std::unique_ptr<Graph> meta;
+  std::unique_ptr<IrTrace> trace;
+  if (through_ir) {
+    meta = std::make_unique<Graph>(ctx_);
+    meta->set_meta(true);
+    meta->set_checked(options_.checked);
+    meta->set_tensor_cores(tensor_cores);
+    trace = std::make_unique<IrTrace>(*meta);
+  }
+  Graph& g = through_ir ? *meta : plan;
+  auto call = [&](const std::string& op, const ValueList& args) {
+    return trace ? trace->call(op, args) : ops::call(g, op, args);
+  };
   std::map<std::string, Slot> values;
   for (const auto& [name, t] : initializers_) values[name] = Slot::of_stored(t);
   const Storage storage{options_.fp16, widen_f16_};
@@ -724,12 +770,13 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
     const DType dtype = host ? host->dtype : dev->dtype;
     const Shape& shape = host ? host->shape : dev->shape;
     const bool widened = widen_f16_ && dtype == DType::F16;
-    TensorRef r = g.add_tensor(shape, widened ? DType::F32 : dtype, TensorKind::Input, in.name);
+    TensorRef r = trace ? trace->input(shape, widened ? DType::F32 : dtype, in.name)
+                        : g.add_tensor(shape, widened ? DType::F32 : dtype, TensorKind::Input, in.name);
     if (widened && host) b->widened_in[in.name] = HostTensor(DType::F32, shape);
     b->inputs[in.name] = r;
     // fp16 mode: a float32 input is cast to float16 on the GPU (aten code 5).
     Slot slot = Slot::of_tensor(g, options_.fp16 && dtype == DType::F32
-                                       ? ops::call(g, "aten._to_copy.default", {r, int64_t(5)}).tensor()
+                                       ? call("aten._to_copy.default", {r, int64_t(5)}).tensor()
                                        : r);
     slot.input_value = host;
     slot.input_name = in.name;
@@ -775,6 +822,7 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
     fusion_at[size_t(fusions[k].nodes.back())] = int(k);
   }
   Builder builder(g, opset_, storage, &value_inputs_, &decisions);
+  builder.trace = trace.get();
   std::map<std::string, double> op_ms;
   if (tensor_cores) builder.op_ms = &op_ms;  // the plan a build records first
   Scope root{&values, nullptr, &graph};
@@ -789,7 +837,7 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
     const Fusion& f = fusions[size_t(fusion_at[size_t(i)])];
     auto fuse = [&](const Fusion& c) {
       const auto t0 = std::chrono::steady_clock::now();
-      std::optional<Slot> r = try_fusion(c, g, graph, opset_, storage, values);
+      std::optional<Slot> r = try_fusion(c, g, trace.get(), graph, opset_, storage, values);
       if (builder.op_ms) {
         (*builder.op_ms)["(fused chains)"] +=
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -820,6 +868,7 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
     }
   }
   } catch (const NeedsReadback& r) {
+    if (through_ir) throw;  // record_plan records it directly
     // The plan so far becomes a probe computing the value; Session::run
     // runs it, reads the value and builds again knowing it.
     for (auto& [name, v] : values) v.input_value = nullptr;
@@ -854,17 +903,52 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
     Slot& s = values.at(o.name);
     if (!s.host && options_.fp16 && o.dtype == DType::F32 && s.dtype == DType::F16) {
       // fp16 mode: a float32 output of the model is cast back (aten code 6).
-      s = Slot::of_tensor(g, ops::call(g, "aten._to_copy.default", {s.ref, int64_t(6)}).tensor());
+      s = Slot::of_tensor(g, call("aten._to_copy.default", {s.ref, int64_t(6)}).tensor());
     }
     if (!s.host && widen_f16_ && o.dtype == DType::F16 && s.dtype == DType::F32) {
       b->widened_out[o.name] = HostTensor(DType::F32, s.shape);
     }
-    if (!s.host) g.mark_output(s.ref);
+    if (!s.host) {
+      if (trace) trace->output(s.ref, o.name);
+      else g.mark_output(s.ref);
+    }
     b->outputs.emplace_back(o.name, s);
+  }
+  if (trace) {
+    // The IR, rewritten by the passes, recorded on the plan: its inputs
+    // and outputs take the places of the meta graph's.
+    const auto t0 = std::chrono::steady_clock::now();
+    ir::Graph& irg = trace->ir();
+    passes::OptimizeOptions po;
+    po.fusion = options_.fusion;
+    const passes::Report report = passes::optimize(irg, po);
+    std::vector<Shape> shapes;
+    for (TensorRef in : irg.inputs()) {
+      std::vector<int64_t> s;
+      for (const ir::Dim& d : irg.value(in).shape) s.push_back(d.size);
+      shapes.push_back(std::move(s));
+    }
+    const ir::Lowered low = ir::lower(irg, plan, shapes);
+    for (size_t i = 0; i < irg.inputs().size(); ++i) b->inputs[irg.value(irg.inputs()[i]).name] = low.inputs[i];
+    size_t k = 0;
+    for (auto& [name, s] : b->outputs) {
+      if (s.host) continue;
+      s = Slot::of_tensor(plan, low.outputs.at(k++));
+    }
+    if (tensor_cores) {
+      last_phases_.through_ir = true;
+      last_phases_.ir_nodes = irg.live_nodes();
+      last_phases_.passes = report.summary();
+      last_phases_.record_by_op.emplace_back(
+          "(IR passes and lowering)",
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      std::sort(last_phases_.record_by_op.begin(), last_phases_.record_by_op.end(),
+                [](const auto& x, const auto& y) { return x.second > y.second; });
+    }
   }
   // Copies whose results nobody reads (a fused op read their source in
   // place, or a node's outputs are only inspected for their shapes).
-  g.remove_dead_dispatches();
+  plan.remove_dead_dispatches();
   return b;
 }
 

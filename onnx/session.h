@@ -109,6 +109,12 @@ struct SessionOptions {
   // for them, up to 1 s (WGNN_TIER_DISK_WAIT_MS); the first blob missing
   // is a compile, and ends the wait at once.
   bool tiered = true;
+  // The importer writes each plan's model as IR (ir/graph.h), which the
+  // passes (passes/) rewrite and ir::lower records, rather than recording
+  // GPU work as it maps the nodes. A model whose control flow or sizes
+  // need values read back from the GPU is recorded directly. WGNN_IR_IMPORT
+  // =0 (or 1) in the environment overrides it.
+  bool ir_import = true;
 };
 
 // A parsed and checked model, before any GPU work: what Session's
@@ -266,6 +272,12 @@ class Session {
     gpu::CreationStats created;  // what the build created (the Context's counts over it)
     // Recording's host time by ONNX op type (and "(fused chains)"), most first.
     std::vector<std::pair<std::string, double>> record_by_op;
+    // Whether the plan went through the IR (SessionOptions::ir_import), its
+    // live IR nodes, and what the passes rewrote ("no rewrites", or
+    // "fuse_conv_activation 2, dead_code 1").
+    bool through_ir = false;
+    size_t ir_nodes = 0;
+    std::string passes;
   };
   const BuildPhases& last_build_phases() const { return last_phases_; }
   // Pipelines asked for at load from the list the last process with this
@@ -300,6 +312,9 @@ class Session {
   // waits yet), with or without tensor-core kernels.
   std::unique_ptr<Built> record_plan(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
                                      bool tensor_cores);
+  // record_plan through the IR (ir_import_) or directly.
+  std::unique_ptr<Built> record_plan_as(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
+                                        bool tensor_cores, bool through_ir);
   // SessionOptions::tiered: b becomes its tensor-core plan once every
   // pipeline of it is ready (polled), between runs.
   void try_tier_up(Built& b);
@@ -351,6 +366,7 @@ class Session {
   Built* last_ = nullptr;
   int builds_ = 0, evictions_ = 0, tiered_plans_ = 0, tier_ups_ = 0;
   bool tiered_ = false;
+  bool ir_import_ = true;  // SessionOptions::ir_import; off for good once a build needs a readback
   int tier_grace_ms_ = 30;  // WGNN_TIER_GRACE_MS
   // How long a build waits past the grace for tensor-core pipelines that
   // come from the disk cache (WGNN_TIER_DISK_WAIT_MS).

@@ -84,6 +84,7 @@ void Builder::build_node(const onnx::NodeProto& n, Scope& scope, const std::set<
   const OpMapper& m = *found;
   NodeCtx c(g_, n, opset_, in, value_inputs_, storage_);
   c.builder = this;
+  c.trace = trace;
   Scope* const outer_current = current_;
   current_ = &scope;
   struct Restore {

@@ -78,6 +78,9 @@ class Builder {
   // control flow's decisions (sizes_read_back).
   int64_t read_size(TensorRef value, const std::string& what);
 
+  // Where the nodes' work goes as IR (onnx/ir_trace.h); null: recorded on
+  // the graph directly.
+  IrTrace* trace = nullptr;
   int folded = 0, mapped = 0;
   // When set: host time of build_node by op type, in ms (a node with
   // subgraphs counts theirs too).

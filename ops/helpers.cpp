@@ -13,8 +13,14 @@
 
 namespace wgnn::ops {
 
+const gpu::Pipeline& meta_pipeline() {
+  static const gpu::Pipeline placeholder;
+  return placeholder;
+}
+
 const gpu::Pipeline& kernel(Graph& g, std::string_view path, const Subs& subs, const gpu::Constants& constants,
                             std::string_view entry) {
+  if (g.meta()) return meta_pipeline();
   const auto t0 = std::chrono::steady_clock::now();
   std::string src(gpu::shader_source(path));
   // `{{include lib/NAME.wgsl}}`: the text of ops/kernels/lib/NAME.wgsl,

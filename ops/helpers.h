@@ -19,6 +19,10 @@ using Subs = std::vector<std::pair<std::string, std::string>>;
 const gpu::Pipeline& kernel(Graph& g, std::string_view path, const Subs& subs = {},
                             const gpu::Constants& constants = {}, std::string_view entry = "main");
 
+// What kernel() returns in a graph that only follows shapes (Graph::meta):
+// a pipeline never made, which such a graph never dispatches.
+const gpu::Pipeline& meta_pipeline();
+
 // Subs for a float storage type: {{T}} -> f32/f16, {{ENABLE}} -> "enable f16;"
 // or "". Throws if f16 is asked for on a device without shader-f16.
 Subs float_subs(Graph& g, DType dtype, std::string_view op);

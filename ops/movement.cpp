@@ -887,7 +887,42 @@ Value trilu(Graph& g, const ValueList& args, bool upper) {
 
 }  // namespace
 
+// aten.view.default(self, size): the same storage under another shape of
+// as many elements (one size may be -1: what the others leave). No copy
+// and no dispatch: the result is a view of self (Graph::add_view).
+Value view(Graph& g, const ValueList& args) {
+  Args a{"aten.view.default", args, g};
+  TensorRef x = a.tensor(0, "self");
+  const IntList size = a.int_list(1, "size");
+  const Shape& in = g.info(x).shape;
+  Shape out(size.begin(), size.end());
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1 && infer < 0) {
+      infer = int(i);
+    } else if (out[i] < 0) {
+      a.fail(fmt::format("argument 'size' is {}; accepted: sizes of at least 0, and at most one -1", list_str(size)));
+    } else {
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel(in) % known != 0) {
+      a.fail(fmt::format("argument 'size' {} does not fit the {} elements of self {}", list_str(size), numel(in),
+                         shape_str(in)));
+    }
+    out[size_t(infer)] = numel(in) / known;
+  }
+  if (numel(out) != numel(in)) {
+    a.fail(fmt::format("argument 'size' {} has {} elements; self {} has {}", list_str(size), numel(out),
+                       shape_str(in), numel(in)));
+  }
+  return g.add_view(x, out);
+}
+
 void register_movement_ops(OpRegistry& r) {
+  r.add("aten.view.default", view);
   r.add("aten.triu.default", [](Graph& g, const ValueList& args) { return trilu(g, args, true); });
   r.add("aten.tril.default", [](Graph& g, const ValueList& args) { return trilu(g, args, false); });
   r.add("aten.permute.default", permute);

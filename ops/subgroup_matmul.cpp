@@ -25,6 +25,7 @@
 #include "gpu/context.h"
 #include "gpu/error.h"
 #include "gpu/shaders.h"
+#include "ops/helpers.h"
 
 namespace wgnn::ops {
 
@@ -525,6 +526,7 @@ namespace {
 
 // The generated kernel's pipeline, with the generation counted as WGSL time.
 const gpu::Pipeline& timed_pipeline(Graph& g, const SubgroupMatmulConfig& cfg) {
+  if (g.meta()) return meta_pipeline();
   const auto t0 = std::chrono::steady_clock::now();
   const std::string wgsl = subgroup_matmul_wgsl(cfg);
   g.ctx().add_wgsl_time(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());

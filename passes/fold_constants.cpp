@@ -25,7 +25,7 @@ class FoldConstants final : public Pass {
       const ir::Node& n = g.nodes()[i];
       if (n.dead || ir::mutates(n.op) || !n.unfused.empty()) continue;
       bool all_constant = true, returned = false;
-      for (TensorRef t : ir::tensor_args(n.args)) all_constant = all_constant && g.is_constant(t);
+      for (TensorRef t : ir::tensor_args(n.args)) all_constant = all_constant && g.has_data(t);
       for (TensorRef o : n.outputs) returned = returned || g.is_output(o);
       if (!all_constant || returned) continue;
       std::vector<HostTensor> results;

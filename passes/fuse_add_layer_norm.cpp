@@ -53,6 +53,7 @@ class FuseAddLayerNorm final : public Pass {
       n.args = {add.args[0], add.args[1], ln.args[1], arg_or(ln, 2, none), arg_or(ln, 3, none), arg_or(ln, 4, Value(1e-5))};
       n.outputs = {ln.outputs[0], ln.outputs[1], ln.outputs[2], sum};
       n.label = ln.label.empty() ? name() : ln.label;
+      n.origin = ln.origin;
       n.unfused = {add, ln};
       g.nodes()[i].dead = true;
       g.replace_node(p, std::move(n));

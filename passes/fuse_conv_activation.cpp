@@ -35,6 +35,7 @@ class FuseConvActivation final : public Pass {
       n.args = std::move(*args);
       n.outputs = act_node.outputs;
       n.label = conv.label.empty() ? name() : conv.label;
+      n.origin = conv.origin;
       n.unfused = {conv, act_node};
       g.nodes()[size_t(p)].dead = true;
       g.replace_node(int(i), std::move(n));

@@ -19,7 +19,7 @@ const HostTensor* channel_constant(const ir::Graph& g, const Value& v, int64_t c
     ok = ok && none_ok;
     return nullptr;
   }
-  if (!v.is_tensor() || !g.is_constant(v.tensor())) {
+  if (!v.is_tensor() || !g.has_data(v.tensor())) {
     ok = false;
     return nullptr;
   }
@@ -56,7 +56,7 @@ class FuseConvBatchNorm final : public Pass {
       const int p = g.producer(x);
       if (p < 0 || sole_user(g, x) != int(i)) continue;
       const ir::Node& conv = g.nodes()[size_t(p)];
-      if (!is_conv(conv) || !conv.args[1].is_tensor() || !g.is_constant(conv.args[1].tensor())) continue;
+      if (!is_conv(conv) || !conv.args[1].is_tensor() || !g.has_data(conv.args[1].tensor())) continue;
       const HostTensor& w = *g.value(conv.args[1].tensor()).data;
       if (w.dtype != DType::F32 || w.shape.size() < 3 || w.shape[0] < 1) continue;
       const int64_t co = w.shape[0];

@@ -43,6 +43,7 @@ class FuseConvResidual final : public Pass {
         n.args = std::move(*args);
         n.outputs = add.outputs;
         n.label = conv.label.empty() ? name() : conv.label;
+        n.origin = conv.origin;
         n.unfused = {conv, add};
         g.nodes()[size_t(p)].dead = true;
         g.replace_node(int(i), std::move(n));

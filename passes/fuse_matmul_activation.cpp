@@ -56,6 +56,7 @@ class FuseMatmulActivation final : public Pass {
       n.args = std::move(*args);
       n.outputs = act_node.outputs;
       n.label = prod.label.empty() ? name() : prod.label;
+      n.origin = prod.origin;
       n.unfused = {prod, act_node};
       g.nodes()[size_t(p)].dead = true;
       g.replace_node(int(i), std::move(n));

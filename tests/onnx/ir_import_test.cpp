@@ -1,0 +1,250 @@
+// ONNX import through the IR (SessionOptions::ir_import, onnx/ir_trace.h):
+// the mappers write the model as IR on a graph that only follows shapes,
+// the passes rewrite it and ir::lower records it. Where no pass changes
+// anything, the plan is the one the importer records directly: the same
+// dispatches and bit-identical results. A pass that exists only in passes/
+// (a matrix product then ReLU into the product's epilogue) applies to an
+// ONNX model too. A model whose control flow reads a GPU value back is
+// recorded directly.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <random>
+
+#include "gpu_fixture.h"
+#include "graph/graph.h"
+#include "onnx/session.h"
+#include "onnx_model_builder.h"
+#include "scoped_env.h"
+
+using namespace wgnn;
+using onnx_import::Session;
+using onnx_import::SessionOptions;
+using testing::HasSubstr;
+using wgnn::test::ModelBuilder;
+
+namespace {
+
+std::vector<float> seeded(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+HostTensor tensor(const Shape& s, uint32_t seed) {
+  HostTensor t(DType::F32, s);
+  const std::vector<float> v = seeded(size_t(t.numel()), seed, 1.f);
+  std::memcpy(t.data.data(), v.data(), v.size() * 4);
+  return t;
+}
+
+struct Outcome {
+  std::map<std::string, HostTensor> out;
+  size_t dispatches = 0;
+  bool through_ir = false;
+  std::string passes;
+  int builds = 0;
+};
+
+Outcome run(const std::string& path, const std::vector<std::map<std::string, HostTensor>>& feeds, bool ir,
+        bool fp16 = false) {
+  SessionOptions o;
+  o.ir_import = ir;
+  o.fp16 = fp16;
+  o.tiered = false;
+  Session s(test::ctx(), path, o);
+  Outcome r;
+  for (const auto& f : feeds) {
+    r.out = s.run(f);
+    // Every shape's plan: the last build's phases say how it was made.
+    r.through_ir = s.last_build_phases().through_ir;
+    r.passes = s.last_build_phases().passes;
+  }
+  r.dispatches = s.graph().dispatches().size();
+  r.builds = s.builds();
+  return r;
+}
+
+void expect_bits_equal(const HostTensor& a, const HostTensor& b) {
+  ASSERT_EQ(a.dtype, b.dtype);
+  ASSERT_EQ(a.shape, b.shape);
+  ASSERT_EQ(a.nbytes(), b.nbytes());
+  EXPECT_EQ(std::memcmp(a.data.data(), b.data.data(), a.nbytes()), 0);
+}
+
+// A small network of the kinds of nodes the zoo's models have: a
+// convolution with batch norm and ReLU (fused by the importer), a residual
+// add, global pooling, a flatten, a MatMul with bias, GELU written out
+// (fused), layer norm, a Concat, a Transpose, a Reshape, Softmax and a
+// second output. Batch and size are dynamic.
+std::string network(const std::string& name) {
+  ModelBuilder b;
+  b.input("x", {-1, 3, -1, -1}, onnx::TensorProto::FLOAT, {"N", "C", "H", "W"});
+  b.output("probs", {-1, 2, 8}, onnx::TensorProto::FLOAT, {"N"});
+  b.output("feat", {-1, 16}, onnx::TensorProto::FLOAT, {"N"});
+  b.init_f32("w", {8, 3, 3, 3}, seeded(8 * 27, 1, 0.5f));
+  b.init_f32("cb", {8}, seeded(8, 2, 0.3f));
+  b.init_f32("gamma", {8}, seeded(8, 3, 1.f));
+  b.init_f32("beta", {8}, seeded(8, 4, 0.5f));
+  b.init_f32("mean", {8}, seeded(8, 5, 0.2f));
+  std::vector<float> var = seeded(8, 6, 1.f);
+  for (float& v : var) v = 0.2f + std::abs(v);
+  b.init_f32("var", {8}, var);
+  b.init_f32("w2", {8, 8, 1, 1}, seeded(64, 7, 0.5f));
+  b.init_f32("fc", {8, 16}, seeded(128, 8, 0.5f));
+  b.init_f32("fcb", {16}, seeded(16, 9, 0.2f));
+  b.init_f32("lng", {16}, seeded(16, 10, 1.f));
+  b.init_f32("lnb", {16}, seeded(16, 11, 0.2f));
+  b.init_f32("sqrt2", {}, {1.4142135381698608f});
+  b.init_f32("one", {}, {1.f});
+  b.init_f32("half", {}, {0.5f});
+  b.init_i64("shape", {-1, 2, 16});
+  auto* conv = b.node("Conv", {"x", "w", "cb"}, {"c"});
+  ModelBuilder::attr_ints(conv, "pads", {1, 1, 1, 1});
+  b.node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"bn"});
+  b.node("Relu", {"bn"}, {"r"});
+  b.node("Conv", {"r", "w2"}, {"c2"});
+  b.node("Add", {"c2", "r"}, {"res"});
+  b.node("GlobalAveragePool", {"res"}, {"gap"});
+  b.node("Flatten", {"gap"}, {"flat"});
+  b.node("MatMul", {"flat", "fc"}, {"mm"});
+  b.node("Add", {"mm", "fcb"}, {"lin"});
+  b.node("Div", {"lin", "sqrt2"}, {"g1"});
+  b.node("Erf", {"g1"}, {"g2"});
+  b.node("Add", {"g2", "one"}, {"g3"});
+  b.node("Mul", {"lin", "g3"}, {"g4"});
+  b.node("Mul", {"g4", "half"}, {"gelu"});
+  auto* ln = b.node("LayerNormalization", {"gelu", "lng", "lnb"}, {"feat"});
+  ModelBuilder::attr_int(ln, "axis", -1);
+  auto* cat = b.node("Concat", {"feat", "gelu"}, {"both"});
+  ModelBuilder::attr_int(cat, "axis", 1);
+  b.node("Reshape", {"both", "shape"}, {"r3"});
+  auto* tr = b.node("Transpose", {"r3"}, {"t3"});
+  ModelBuilder::attr_ints(tr, "perm", {0, 1, 2});
+  auto* sl = b.node("Split", {"t3"}, {"s1", "s2"});
+  ModelBuilder::attr_int(sl, "axis", 2);
+  auto* sm = b.node("Softmax", {"s1"}, {"probs"});
+  ModelBuilder::attr_int(sm, "axis", -1);
+  return b.save(name);
+}
+
+}  // namespace
+
+TEST(IrImport, ThePlanIsTheOneRecordedDirectlyWithTheSameBits) {
+  const std::string path = network("ir_import_network.onnx");
+  const std::vector<std::map<std::string, HostTensor>> feeds = {
+      {{"x", tensor({2, 3, 9, 7}, 20)}}, {{"x", tensor({1, 3, 16, 16}, 21)}}, {{"x", tensor({3, 3, 5, 5}, 22)}}};
+  for (const bool fp16 : {false, true}) {
+    SCOPED_TRACE(fp16 ? "fp16" : "fp32");
+    if (fp16 && !test::ctx().features().shader_f16) continue;  // the float32 run covers the path
+    for (size_t k = 0; k < feeds.size(); ++k) {
+      // Each shape in a fresh Session, and all three in one (plans share
+      // the constants: a made constant found again by its memo).
+      const std::vector<std::map<std::string, HostTensor>> one = {feeds[k]};
+      const Outcome ir = run(path, one, true, fp16), direct = run(path, one, false, fp16);
+      EXPECT_TRUE(ir.through_ir);
+      EXPECT_FALSE(direct.through_ir);
+      EXPECT_EQ(ir.passes, "no rewrites");
+      EXPECT_EQ(ir.dispatches, direct.dispatches);
+      for (const char* o : {"probs", "feat"}) {
+        SCOPED_TRACE(o);
+        expect_bits_equal(ir.out.at(o), direct.out.at(o));
+      }
+    }
+    const Outcome ir = run(path, feeds, true, fp16), direct = run(path, feeds, false, fp16);
+    EXPECT_EQ(ir.builds, 3);
+    for (const char* o : {"probs", "feat"}) expect_bits_equal(ir.out.at(o), direct.out.at(o));
+  }
+}
+
+TEST(IrImport, AFusionThatIsOnlyAPassAppliesToAnOnnxModel) {
+  // MatMul + Add (the importer's MatMul-with-bias fusion) then Relu: the
+  // importer has no chain for the Relu; the IR pass fuse_matmul_activation
+  // puts it in the product's epilogue.
+  ModelBuilder b;
+  b.input("x", {4, 32});
+  b.output("y", {4, 24});
+  b.init_f32("w", {32, 24}, seeded(32 * 24, 30, 0.5f));
+  b.init_f32("bias", {24}, seeded(24, 31, 0.5f));
+  b.node("MatMul", {"x", "w"}, {"mm"});
+  b.node("Add", {"mm", "bias"}, {"lin"});
+  b.node("Relu", {"lin"}, {"y"});
+  const std::string path = b.save("ir_import_matmul_relu.onnx");
+  const std::vector<std::map<std::string, HostTensor>> feeds = {{{"x", tensor({4, 32}, 32)}}};
+  const Outcome ir = run(path, feeds, true), direct = run(path, feeds, false);
+  EXPECT_EQ(ir.passes, "fuse_matmul_activation 1");
+  EXPECT_EQ(ir.dispatches + 1, direct.dispatches);
+  const HostTensor& x = feeds[0].at("x");
+  const std::vector<float> w = seeded(32 * 24, 30, 0.5f), bias = seeded(24, 31, 0.5f);
+  int zeros = 0;
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 24; ++j) {
+      double acc = bias[size_t(j)];
+      for (int64_t k = 0; k < 32; ++k) acc += double(x.as<float>()[i * 32 + k]) * w[size_t(k * 24 + j)];
+      const double want = std::max(acc, 0.0);
+      zeros += want == 0;
+      EXPECT_NEAR(ir.out.at("y").as<float>()[i * 24 + j], want, 1e-4 * (1 + std::abs(want))) << i << "," << j;
+      // ReLU is exact: the fused epilogue and the separate kernel agree.
+      EXPECT_EQ(ir.out.at("y").as<float>()[i * 24 + j], direct.out.at("y").as<float>()[i * 24 + j]);
+    }
+  }
+  EXPECT_GT(zeros, 0);
+}
+
+TEST(IrImport, ControlFlowThatReadsTheGpuIsRecordedDirectly) {
+  // If on a condition computed on the GPU: the probe plan reads it back,
+  // which the IR does not express; the Session records this model's
+  // plans directly, with the right results.
+  ModelBuilder b(13);
+  b.input("x", {3});
+  b.output("y", {3});
+  b.init_f32("zero", {}, {0.f});
+  auto* sum = b.node("ReduceSum", {"x"}, {"s"});
+  ModelBuilder::attr_int(sum, "keepdims", 0);
+  b.node("Greater", {"s", "zero"}, {"cond"});
+  auto* n = b.node("If", {"cond"}, {"y"});
+  for (const auto& [attr, op] : {std::pair{"then_branch", "Relu"}, std::pair{"else_branch", "Neg"}}) {
+    onnx::GraphProto g;
+    g.set_name(attr);
+    auto* bn = g.add_node();
+    bn->set_op_type(op);
+    bn->add_input("x");
+    bn->add_output(std::string(attr) + "_out");
+    auto* o = g.add_output();
+    o->set_name(std::string(attr) + "_out");
+    o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    auto* a = n->add_attribute();
+    a->set_name(attr);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = g;
+  }
+  HostTensor x(DType::F32, {3});
+  x.as<float>()[0] = 1, x.as<float>()[1] = -0.5f, x.as<float>()[2] = 2;
+  const Outcome r = run(b.save("ir_import_if.onnx"), {{{"x", x}}}, true);
+  EXPECT_FALSE(r.through_ir);
+  EXPECT_EQ(r.out.at("y").as<float>()[1], 0.f);
+  EXPECT_EQ(r.out.at("y").as<float>()[2], 2.f);
+}
+
+TEST(IrImport, EnvironmentVariableChoosesThePath) {
+  ModelBuilder b;
+  b.input("x", {8});
+  b.output("y", {8});
+  b.node("Relu", {"x"}, {"y"});
+  const std::string path = b.save("ir_import_env.onnx");
+  const std::vector<std::map<std::string, HostTensor>> feeds = {{{"x", tensor({8}, 40)}}};
+  {
+    test::ScopedEnv env("WGNN_IR_IMPORT", "0");
+    EXPECT_FALSE(run(path, feeds, true).through_ir);
+  }
+  {
+    test::ScopedEnv env("WGNN_IR_IMPORT", "1");
+    EXPECT_TRUE(run(path, feeds, false).through_ir);
+  }
+  test::ScopedEnv env("WGNN_IR_IMPORT", "yes");
+  EXPECT_THROW(Session(test::ctx(), path), Error);
+}
