@@ -55,7 +55,8 @@ TensorRef Graph::constant(std::shared_ptr<const HostTensor> t, std::string name)
 }
 
 TensorRef Graph::made_constant(DType dtype, const Shape& shape, std::string memo,
-                               std::function<const HostTensor&(HostTensor&)> make, std::string name) {
+                               std::function<const HostTensor&(HostTensor&)> make, std::string name,
+                               std::shared_ptr<const HostTensor> source) {
   if (!make || memo.empty()) throw Error("ir: a made constant needs a memo and a function that makes it");
   ValueInfo v;
   v.kind = ValueKind::Constant;
@@ -64,7 +65,25 @@ TensorRef Graph::made_constant(DType dtype, const Shape& shape, std::string memo
   for (int64_t d : shape) v.shape.emplace_back(d);
   v.memo = std::move(memo);
   v.make = std::move(make);
+  v.source = std::move(source);
   return add_value(std::move(v));
+}
+
+const HostTensor* Graph::model_values(TensorRef v) const {
+  const ValueInfo& vi = value(v);
+  if (vi.kind != ValueKind::Constant) return nullptr;
+  return vi.data ? vi.data.get() : vi.source.get();
+}
+
+std::optional<Shape> Graph::known_shape(TensorRef v) const {
+  const ValueInfo& vi = value(v);
+  if (vi.kind == ValueKind::Result) return vi.seen_shape;
+  Shape s;
+  for (const Dim& d : vi.shape) {
+    if (d.symbolic()) return std::nullopt;
+    s.push_back(d.size);
+  }
+  return s;
 }
 
 TensorRef Graph::call(std::string op, ValueList args, std::string label) {

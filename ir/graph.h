@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,14 @@ struct ValueInfo {
   // later plan neither makes nor hashes it again.
   std::string memo;
   std::function<const HostTensor&(HostTensor&)> make;
+  // A made constant's values as the model gives them, before the
+  // conversion `make` applies (an initializer's float32 values where the
+  // plan stores float16): what passes read, e.g. a GELU chain's scalars.
+  std::shared_ptr<const HostTensor> source;
+  // A result's shape where the IR was made for one set of input shapes
+  // (the ONNX importer's, one per plan): passes may check shapes with it.
+  // Absent in an IR with symbolic dims.
+  std::optional<Shape> seen_shape;
   int node = -1;                           // results: the producing node
   int index = 0;                           //   and which of its outputs
 };
@@ -80,7 +89,8 @@ class Graph {
   // uploads it (a converted initializer: converted once per store, not
   // per plan). Passes that read constants' values leave it alone.
   TensorRef made_constant(DType dtype, const Shape& shape, std::string memo,
-                          std::function<const HostTensor&(HostTensor&)> make, std::string name = {});
+                          std::function<const HostTensor&(HostTensor&)> make, std::string name = {},
+                          std::shared_ptr<const HostTensor> source = {});
   // An op call with one result, or with `outputs` results (an op that
   // returns a list, e.g. aten.native_layer_norm.default: out, mean, rstd).
   TensorRef call(std::string op, ValueList args, std::string label = {});
@@ -103,6 +113,8 @@ class Graph {
   const std::vector<TensorRef>& outputs() const { return outputs_; }
   const std::vector<std::string>& output_names() const { return output_names_; }
 
+  // Records a result's shape (ValueInfo::seen_shape).
+  void set_seen_shape(TensorRef v, Shape s) { values_.at(size_t(v.id)).seen_shape = std::move(s); }
   // A new Result value with no producer yet (a pass's intermediate).
   TensorRef new_result();
   // Puts `n` in place of node `at` (its outputs' producer set to it).
@@ -113,6 +125,12 @@ class Graph {
   bool is_constant(TensorRef v) const { return value(v).kind == ValueKind::Constant; }
   // A constant whose values are on the host now (not a made one).
   bool has_data(TensorRef v) const { return is_constant(v) && value(v).data != nullptr; }
+  // A constant's values as the model gives them: its data, or a made
+  // constant's source; null for anything else.
+  const HostTensor* model_values(TensorRef v) const;
+  // A value's shape where the IR knows it: an input's or constant's fixed
+  // dims, or a result's seen_shape; nullopt otherwise (a symbolic dim).
+  std::optional<Shape> known_shape(TensorRef v) const;
   // The live nodes whose arguments name v (a node once per argument that
   // names it), and whether the model returns it.
   std::vector<int> users(TensorRef v) const;

@@ -79,121 +79,6 @@ struct Index {
   std::set<std::string> outputs, constants;
 };
 
-// After t = 1 + erf(..) (or tanh): t * x * 0.5, the two products in any
-// order and with any operand order.
-bool gelu_tail(const Index& ix, const std::string& t, const std::string& x, Fusion& f) {
-  if (!ix.single(t)) return false;
-  const int m1 = ix.consumer(t);
-  if (!ix.is(m1, "Mul", 2)) return false;
-  const std::string o = ix.other(m1, t);
-  f.nodes.push_back(m1);
-  const std::string& y1 = ix.out(m1);
-  if (o == x || ix.is_const(o)) {  // (t * x) * 0.5 or (t * 0.5) * x
-    if (!ix.single(y1)) return false;
-    const int m2 = ix.consumer(y1);
-    if (!ix.is(m2, "Mul", 2)) return false;
-    const std::string o2 = ix.other(m2, y1);
-    if (o == x) {
-      if (!ix.is_const(o2)) return false;
-      f.constants.emplace_back(o2, 0.5);
-    } else {
-      if (o2 != x) return false;
-      f.constants.emplace_back(o, 0.5);
-    }
-    f.nodes.push_back(m2);
-    return true;
-  }
-  // t * (x * 0.5)
-  const int h = ix.prod(o);
-  if (!ix.single(o) || !ix.is(h, "Mul", 2)) return false;
-  const std::string k = ix.other(h, x);
-  if (k.empty() || !ix.is_const(k)) return false;
-  f.constants.emplace_back(k, 0.5);
-  f.nodes.push_back(h);
-  return true;
-}
-
-// From node e (Erf): x / sqrt(2) or x * (1 / sqrt(2)) before it.
-bool gelu_erf(const Index& ix, int e, Fusion& f) {
-  const std::string& in = ix.node(e).input(0);
-  if (!ix.single(in)) return false;
-  const int p = ix.prod(in);
-  std::string k;
-  if (ix.is(p, "Div", 2)) {
-    f.x = ix.node(p).input(0);
-    k = ix.node(p).input(1);
-    if (!ix.is_const(k) || ix.is_const(f.x)) return false;
-    f.constants.emplace_back(k, std::sqrt(2.0));
-  } else if (ix.is(p, "Mul", 2)) {
-    if (!ix.split_const(p, f.x, k)) return false;
-    f.constants.emplace_back(k, std::sqrt(0.5));
-  } else {
-    return false;
-  }
-  f.nodes = {p, e};
-  return true;
-}
-
-// From node th (Tanh): sqrt(2 / pi) * (x + 0.044715 * x^3) before it, x^3 as
-// Pow(x, 3) or x * (x * x).
-bool gelu_tanh(const Index& ix, int th, Fusion& f) {
-  const std::string& in = ix.node(th).input(0);
-  if (!ix.single(in)) return false;
-  const int p = ix.prod(in);
-  std::string s, beta;
-  if (!ix.is(p, "Mul", 2) || !ix.split_const(p, s, beta)) return false;
-  if (!ix.single(s)) return false;
-  const int a = ix.prod(s);
-  if (!ix.is(a, "Add", 2)) return false;
-  for (int choice = 0; choice < 2; ++choice) {
-    const std::string x = ix.node(a).input(choice), k = ix.node(a).input(1 - choice);
-    if (!ix.single(k)) continue;
-    const int km = ix.prod(k);
-    std::string cube, kappa;
-    if (!ix.is(km, "Mul", 2) || !ix.split_const(km, cube, kappa) || !ix.single(cube)) continue;
-    const int cp = ix.prod(cube);
-    std::vector<int> nodes = {cp, km, a, p, th};
-    std::vector<std::pair<std::string, double>> constants = {{kappa, 0.044715}, {beta, std::sqrt(2.0 / std::numbers::pi)}};
-    if (ix.is(cp, "Pow", 2)) {
-      if (ix.node(cp).input(0) != x || !ix.is_const(ix.node(cp).input(1))) continue;
-      constants.emplace_back(ix.node(cp).input(1), 3.0);
-    } else if (ix.is(cp, "Mul", 2)) {
-      const std::string sq = ix.other(cp, x);
-      if (sq.empty() || sq == x || !ix.single(sq)) continue;
-      const int sp = ix.prod(sq);
-      if (!ix.is(sp, "Mul", 2) || ix.node(sp).input(0) != x || ix.node(sp).input(1) != x) continue;
-      nodes.push_back(sp);
-    } else {
-      continue;
-    }
-    f.x = x;
-    f.nodes = nodes;
-    f.constants = constants;
-    return true;
-  }
-  return false;
-}
-
-bool gelu(const Index& ix, int i, Fusion& f) {
-  const auto& n = ix.node(i);
-  f.kind = Fusion::Kind::Gelu;
-  f.tanh = n.op_type() == "Tanh";
-  if (f.tanh ? !ix.is(i, "Tanh", 1) || !gelu_tanh(ix, i, f) : !ix.is(i, "Erf", 1) || !gelu_erf(ix, i, f)) return false;
-  // 1 + erf(..)
-  const std::string& y = ix.out(i);
-  if (!ix.single(y)) return false;
-  const int a = ix.consumer(y);
-  if (!ix.is(a, "Add", 2)) return false;
-  const std::string one = ix.other(a, y);
-  if (!ix.is_const(one)) return false;
-  f.constants.emplace_back(one, 1.0);
-  f.nodes.push_back(a);
-  if (!gelu_tail(ix, ix.out(a), f.x, f)) return false;
-  std::sort(f.nodes.begin(), f.nodes.end());
-  f.anchor = f.nodes.back();
-  return true;
-}
-
 // A Transpose whose perm swaps the last two of its (at least two) dims and
 // keeps the others in place. Without perm (all dims reversed) only a 2-D
 // one would qualify, and the rank is not known here: not taken.
@@ -410,28 +295,6 @@ bool attention(const Index& ix, int sm, const std::set<int>& taken, Fusion& f) {
   return std::adjacent_find(f.nodes.begin(), f.nodes.end()) == f.nodes.end();
 }
 
-// LayerNormalization node ln whose input is an Add of two computed values;
-// the sum's other readers all come after ln (they read it from the fused op).
-bool add_layer_norm(const Index& ix, int ln, const std::set<int>& taken, Fusion& f) {
-  const auto& n = ix.node(ln);
-  if (n.op_type() != "LayerNormalization" || !Index::plain(n) || n.input_size() < 1 || n.input(0).empty()) return false;
-  for (int k = 1; k < n.output_size(); ++k)
-    if (!n.output(k).empty() && (ix.uses.count(n.output(k)) || ix.outputs.count(n.output(k)))) return false;
-  const std::string& sum = n.input(0);
-  const int a = ix.prod(sum);
-  if (a < 0 || taken.count(a) || !ix.is(a, "Add", 2)) return false;
-  const auto& an = ix.node(a);
-  if (ix.is_const(an.input(0)) || ix.is_const(an.input(1))) return false;
-  for (int r : ix.readers.at(sum))
-    if (r != ln && r < ln) return false;
-  f.kind = Fusion::Kind::AddLayerNorm;
-  f.nodes = {a, ln};
-  f.anchor = ln;
-  f.x = an.input(0);
-  f.w = an.input(1);
-  return true;
-}
-
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16; }
 
 // The activation of a Relu or Clip node for the convolution epilogue:
@@ -477,14 +340,6 @@ std::optional<double> scales_product(const Fusion& f, std::map<std::string, Slot
 }
 
 // A host scalar (one element, rank at most `rank`) near `want`.
-bool scalar_near(const Slot& s, double want, size_t rank) {
-  if (!s.host || s.value().numel() != 1 || s.shape.size() > rank) return false;
-  const double v = host::get(s.value(), 0);
-  if (!is_float(s.value().dtype)) return v == want;
-  const double tol = s.value().dtype == DType::F16 ? 1e-3 : 1e-5;
-  return std::abs(v - want) <= tol * std::abs(want);
-}
-
 TensorRef on_gpu(NodeCtx& c, Slot& s, const std::string& name) {
   if (s.ref.id < 0) s.ref = c.slot_constant(s, name);
   return s.ref;
@@ -726,12 +581,6 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
     out.push_back(std::move(f));
   };
   for (int i = 0; i < g.node_size(); ++i) {
-    const std::string& op = g.node(i).op_type();
-    if (op != "Erf" && op != "Tanh") continue;
-    Fusion f;
-    if (gelu(ix, i, f)) commit(f);
-  }
-  for (int i = 0; i < g.node_size(); ++i) {
     Fusion f;
     if (taken.count(i) || !attention(ix, i, taken, f)) continue;
     // The products' own chains, within the attention's nodes, for when it
@@ -762,13 +611,11 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
     Fusion f;
     if (!taken.count(i) && conv_bn(ix, i, taken, f)) commit(f);
   }
-  for (int i = 0; i < g.node_size(); ++i) {
-    Fusion f;
-    if (!taken.count(i) && add_layer_norm(ix, i, taken, f)) commit(f);
-  }
-  // An Add of a Conv's (or a Conv + BatchNormalization chain's) result,
-  // read by it alone, and another value (a residual block's sum): in the
-  // convolution's epilogue, before a Relu or Clip the loop below may add.
+  // An Add of a Conv + BatchNormalization chain's result, read by it alone,
+  // and another value (a residual block's sum): in the convolution's
+  // epilogue, before a Relu or Clip the loop below may add. (A Conv's own
+  // residual add and activation are IR passes: passes/fuse_conv_residual,
+  // passes/fuse_conv_activation.)
   for (int r = 0; r < g.node_size(); ++r) {
     if (taken.count(r) || !ix.is(r, "Add", 2)) continue;
     const auto& n = g.node(r);
@@ -786,21 +633,11 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
         taken.insert(r);
         break;
       }
-      const auto& c = g.node(p);
-      if (taken.count(p) || c.op_type() != "Conv" || !Index::plain(c) || c.output_size() != 1 || c.input_size() < 2)
-        continue;
-      Fusion f;
-      f.kind = Fusion::Kind::ConvAct;
-      f.nodes = {p, r};
-      f.anchor = p;
-      f.residual = other;
-      commit(f);
-      break;
     }
   }
-  // A Relu or a Clip (constant bounds) reading a Conv's (or a Conv +
-  // BatchNormalization chain's, or one of these with its residual's)
-  // result alone: in the convolution's epilogue.
+  // A Relu or a Clip (constant bounds) reading a Conv + BatchNormalization
+  // chain's result (or the chain's with its residual) alone: in the
+  // convolution's epilogue.
   for (int r = 0; r < g.node_size(); ++r) {
     if (taken.count(r)) continue;
     const auto& n = g.node(r);
@@ -814,65 +651,15 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
     if (p < 0 || !ix.single(v)) continue;
     Fusion* chain = nullptr;
     for (auto& f : out)
-      if ((f.kind == Fusion::Kind::ConvBn || (f.kind == Fusion::Kind::ConvAct && !f.residual.empty())) &&
-          f.act_node < 0 && f.nodes.back() == p)
-        chain = &f;
+      if (f.kind == Fusion::Kind::ConvBn && f.act_node < 0 && f.nodes.back() == p) chain = &f;
     if (chain) {
       chain->act_node = r;
       chain->nodes.push_back(r);
       taken.insert(r);
-      continue;
     }
-    const auto& c = g.node(p);
-    if (taken.count(p) || c.op_type() != "Conv" || !Index::plain(c) || c.output_size() != 1 || c.input_size() < 2) continue;
-    Fusion f;
-    f.kind = Fusion::Kind::ConvAct;
-    f.nodes = {p, r};
-    f.anchor = p;
-    f.act_node = r;
-    commit(f);
   }
-  // A GELU reading the result of a MatMul chain (or of a bare MatMul) that
-  // nothing else reads: the GELU goes into the product's epilogue.
-  std::vector<Fusion> merged;
-  std::set<size_t> absorbed;
-  for (size_t gi = 0; gi < out.size(); ++gi) {
-    const Fusion& gl = out[gi];
-    if (gl.kind != Fusion::Kind::Gelu || ix.outputs.count(gl.x)) continue;
-    const int p = ix.prod(gl.x);
-    if (p < 0) continue;
-    int reads = 0;
-    for (int n : gl.nodes)
-      for (const auto& in : ix.node(n).input()) reads += in == gl.x;
-    if (reads != ix.uses.at(gl.x)) continue;
-    Fusion* mm = nullptr;
-    for (auto& f : out)
-      if (f.kind == Fusion::Kind::MatMulAdd && !f.gelu && f.nodes.back() == p) mm = &f;
-    if (!mm) {
-      if (taken.count(p) || !ix.is(p, "MatMul", 2)) continue;
-      Fusion bare;
-      bare.kind = Fusion::Kind::MatMulAdd;
-      bare.nodes = {p};
-      bare.anchor = p;
-      bare.x = ix.node(p).input(0);
-      bare.w = ix.node(p).input(1);
-      taken.insert(p);
-      merged.push_back(std::move(bare));
-      mm = &merged.back();
-    }
-    mm->gelu = true;
-    mm->tanh = gl.tanh;
-    mm->constants = gl.constants;
-    mm->nodes.insert(mm->nodes.end(), gl.nodes.begin(), gl.nodes.end());
-    std::sort(mm->nodes.begin(), mm->nodes.end());
-    absorbed.insert(gi);
-  }
-  std::vector<Fusion> all;
-  for (size_t i = 0; i < out.size(); ++i)
-    if (!absorbed.count(i)) all.push_back(std::move(out[i]));
-  for (auto& f : merged) all.push_back(std::move(f));
-  std::sort(all.begin(), all.end(), [](const Fusion& a, const Fusion& b) { return a.nodes.back() < b.nodes.back(); });
-  return all;
+  std::sort(out.begin(), out.end(), [](const Fusion& a, const Fusion& b) { return a.nodes.back() < b.nodes.back(); });
+  return out;
 }
 
 namespace {
@@ -1051,45 +838,8 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, IrTrace* trace, const 
     const Slot& x = values.at(anchor.input(0));
     return !r.host && !x.host && r.dtype == x.dtype;
   };
-  if (f.kind == Fusion::Kind::Gelu) {
-    Slot& x = values.at(f.x);
-    if (x.host || !is_float(x.dtype)) return std::nullopt;
-    for (const auto& [name, want] : f.constants)
-      if (!scalar_near(values.at(name), want, x.shape.size())) return std::nullopt;
-    NodeCtx c(g, anchor, opset, {&x}, nullptr, storage);
-    c.trace = trace;
-    return c.out(c.call("aten.gelu.default", {c.tensor(0), std::string(f.tanh ? "tanh" : "none")}));
-  }
-
   if (f.kind == Fusion::Kind::Attention) return try_attention(f, g, trace, graph, opset, storage, values);
   if (f.kind == Fusion::Kind::DqMatMul) return try_dq_matmul(f, g, trace, graph, opset, storage, values);
-  if (f.kind == Fusion::Kind::AddLayerNorm) {
-    Slot &x = values.at(f.x), &y = values.at(f.w);
-    if (x.host || y.host || !is_float(x.dtype) || x.dtype != y.dtype || x.shape != y.shape) return std::nullopt;
-    std::vector<Slot*> in{&x, &y};
-    for (int k = 1; k < anchor.input_size() && k < 3; ++k) in.push_back(anchor.input(k).empty() ? nullptr : &values.at(anchor.input(k)));
-    // The LayerNormalization as the op sees it: the two summands, then its weight and bias.
-    onnx::NodeProto node = anchor;
-    node.clear_input();
-    node.add_input(f.x);
-    node.add_input(f.w);
-    for (int k = 1; k < anchor.input_size() && k < 3; ++k) node.add_input(anchor.input(k));
-    NodeCtx c(g, node, opset, in, nullptr, storage);
-    c.trace = trace;
-    if (c.attr_int("stash_type", 1) != 1) return std::nullopt;
-    const Shape& s = x.shape;
-    int64_t axis = c.attr_int("axis", -1);
-    if (axis < 0) axis += int64_t(s.size());
-    if (axis < 0 || axis >= int64_t(s.size())) return std::nullopt;
-    for (size_t k = 2; k < in.size(); ++k)
-      if (in[k] && c.dtype(k) != c.dtype(0)) return std::nullopt;
-    Value r = c.call("wgnn.add_layer_norm.default",
-                     {c.tensor(0), c.tensor(1), IntList(s.begin() + axis, s.end()), c.tensor_or_none(2),
-                      c.tensor_or_none(3), double(c.attr_float("epsilon", 1e-5f))});
-    values[graph.node(f.nodes.front()).output(0)] = c.out(r.list()[3]);
-    return c.out(r.list()[0]);
-  }
-
   if (f.kind == Fusion::Kind::ConvBn) {
     Slot& x = values.at(f.x);
     const Slot& w = values.at(f.w);
@@ -1226,23 +976,6 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, IrTrace* trace, const 
     if (out.size() != 1) return std::nullopt;
     return out[0];
   }
-  if (f.kind == Fusion::Kind::ConvAct) {
-    std::string act = "none";
-    double lo = 0, hi = 0;
-    if (f.act_node >= 0 && !activation(graph.node(f.act_node), values, act, lo, hi)) return std::nullopt;
-    std::vector<Slot*> in;
-    for (const auto& name : anchor.input()) in.push_back(name.empty() ? nullptr : &values.at(name));
-    if (in.empty() || !in[0] || in[0]->host || !is_float(in[0]->dtype)) return std::nullopt;
-    if (!f.residual.empty() && !residual_ok()) return std::nullopt;
-    NodeCtx c(g, anchor, opset, in, nullptr, storage);
-    c.trace = trace;
-    if (!f.residual.empty()) c.conv_residual = values.at(f.residual).ref;
-    c.conv_act = act, c.conv_lo = lo, c.conv_hi = hi;
-    std::vector<Slot> out = op_mappers().at("Conv").build(c);
-    if (out.size() != 1) return std::nullopt;
-    return out[0];
-  }
-
   Slot& a = values.at(f.x);
   Slot& b = values.at(f.w);
   if (a.host && b.host) return std::nullopt;  // folds on the host, node by node
@@ -1273,12 +1006,8 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, IrTrace* trace, const 
     }
     bias = on_gpu(c, s, f.bias);
   }
-  if (f.gelu)
-    for (const auto& [name, want] : f.constants)
-      if (!scalar_near(values.at(name), want, rank)) return std::nullopt;
   const TensorRef ta = on_gpu(c, a, f.x), tb = on_gpu(c, b, f.w);
-  const std::string act = !f.gelu ? "none" : f.tanh ? "gelu_tanh" : "gelu";
-  return c.out(c.call("wgnn.matmul_add.default", {ta, tb, bias, alpha, act, f.trans[0], f.trans[1]}));
+  return c.out(c.call("wgnn.matmul_add.default", {ta, tb, bias, alpha, std::string("none"), f.trans[0], f.trans[1]}));
 }
 
 }  // namespace wgnn::onnx_import

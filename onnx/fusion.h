@@ -1,11 +1,12 @@
 #pragma once
 // Internal to onnx/: chains of ONNX nodes that the importer records as one
 // op (fewer dispatches), found on the graph's structure before it is built.
+// The fusions that the IR expresses are passes over the IR instead
+// (passes/: GELU chains, a convolution's residual add and activation, a
+// product's activation (a GELU after a MatMul), an add before a layer
+// norm), which apply to every model, imported or built through the C++
+// API; these are the chains not yet moved there.
 //
-//   - GELU as exporters write it: x * 0.5 * (1 + Erf(x / sqrt(2))) (or
-//     x * (1 / sqrt(2))), and the tanh form 0.5 * x * (1 + Tanh(sqrt(2 / pi)
-//     * (x + 0.044715 * x^3))) with x^3 as Pow(x, 3) or Mul(x, Mul(x, x)),
-//     the Mul operands in any order -> aten.gelu.default;
 //   - MatMul, then optionally a Mul or Div by a constant scalar (attention
 //     scaling), then optionally an Add of a constant bias along the last dim
 //     -> wgnn.matmul_add.default (alpha and bias in the product's epilogue);
@@ -22,11 +23,10 @@
 //     (computed in double) applied in the convolution's epilogue to its
 //     result rounded to float16 (wgnn.convolution_padded's affine and
 //     affine_rounded: the unfused values);
-//   - a Conv (or such a Conv + BatchNormalization) whose result only a Relu
-//     or a Clip with constant bounds reads -> the activation in the
-//     convolution's epilogue;
-//   - such a MatMul chain (or a bare MatMul) whose result only a GELU chain
-//     reads -> wgnn.matmul_add.default with the GELU in the epilogue;
+//   - such a Conv + BatchNormalization whose result (or its sum with
+//     another value, a residual) only a Relu or a Clip with constant bounds
+//     reads -> the residual and the activation in the convolution's
+//     epilogue;
 //   - attention: MatMul(q, k^T), optionally times or divided by a constant
 //     scalar, optionally plus a mask, Softmax over the last dim, MatMul with
 //     v, optionally then a Transpose and a Reshape (the heads merged back);
@@ -43,10 +43,7 @@
 //     as its B -> wgnn.matmul_dequant.default: the product reads the 8-bit
 //     weights, four to a word, and dequantizes them as it goes (the QDQ
 //     form of quantize_static; unfused, the weights would be dequantized
-//     on the host into a float copy four times their size);
-//   - Add of two tensors then a LayerNormalization of the sum (the residual
-//     add before a transformer's norm), the sum read later by others too
-//     -> wgnn.add_layer_norm.default, which writes both.
+//     on the host into a float copy four times their size).
 //
 // A chain is fused only when every value inside it is used by the next node
 // of the chain alone and is not a graph output. What depends on values
@@ -66,27 +63,22 @@
 namespace wgnn::onnx_import {
 
 struct Fusion {
-  enum class Kind { Gelu, MatMulAdd, ConvBn, ConvAct, Attention, AddLayerNorm, DqMatMul } kind = Kind::Gelu;
+  enum class Kind { MatMulAdd, ConvBn, Attention, DqMatMul } kind = Kind::MatMulAdd;
   std::vector<int> nodes;  // the chain's nodes, ascending; the last one produces the result
-  int anchor = -1;         // the node errors name (GELU: the last; MatMulAdd: the MatMul)
-  std::string x;           // GELU's input; MatMul's A
+  int anchor = -1;         // the node errors name (MatMulAdd: the MatMul)
+  std::string x;           // MatMul's A
   std::string w;           // MatMul's B
-  bool tanh = false;       // GELU: the tanh approximation
   bool trans[2] = {false, false};  // MatMulAdd: operand read through a last-two-dims Transpose
   int trans_rank[2] = {0, 0};      //   of this rank (its perm's length)
-  bool gelu = false;       // MatMulAdd: a GELU chain follows, fused into the epilogue (`tanh`, `constants` as a GELU's)
-  // Inputs that must be constant scalars near a value (GELU's constants).
-  std::vector<std::pair<std::string, double>> constants;
   // MatMulAdd: scalars multiplying an operand or the product, or dividing
   // the product (true), folded into the product's alpha.
   std::vector<std::pair<std::string, bool>> scales;
   std::string bias;        // MatMulAdd: a constant added along the last dim ("": none); ConvBn: the Conv's bias
   std::vector<std::string> bn;  // ConvBn: scale, B, mean, var
   std::vector<std::string> dq;  // DqMatMul: the DequantizeLinear's x, scale and zero point ("": none)
-  int act_node = -1;            // ConvBn / ConvAct: the Relu or Clip node applied in the epilogue
-  // ConvBn / ConvAct: the other operand of an Add of the convolution's (or
-  // batch norm's) result, added in the epilogue before the activation ("":
-  // none; a ConvAct with a residual may have no activation).
+  int act_node = -1;            // ConvBn: the Relu or Clip node applied in the epilogue
+  // ConvBn: the other operand of an Add of the batch norm's result, added
+  // in the epilogue before the activation ("": none).
   std::string residual;
   // Attention: `x`, `w` and `v` are the values q, k^T and v were cut from,
   // and views[0..2] the view nodes from there to the products' operands

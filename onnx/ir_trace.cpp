@@ -67,7 +67,10 @@ Value IrTrace::call(const std::string& op, const ValueList& args) {
   }
   const std::vector<TensorRef> ir_outs = ir_.call_multi(op, std::move(ir_args), outs.size());
   ir_.nodes().back().origin = meta_.origin();
-  for (size_t i = 0; i < outs.size(); ++i) bind(outs[i], ir_outs[i]);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    bind(outs[i], ir_outs[i]);
+    ir_.set_seen_shape(ir_outs[i], meta_.info(outs[i]).shape);
+  }
   return r;
 }
 
@@ -84,9 +87,12 @@ TensorRef IrTrace::constant(const Shape& shape, DType dtype, const void* data, c
 }
 
 TensorRef IrTrace::made_constant(const Shape& shape, DType dtype, std::string memo,
-                                 std::function<const HostTensor&(HostTensor&)> make, const std::string& name) {
+                                 std::function<const HostTensor&(HostTensor&)> make, const std::string& name,
+                                 const HostTensor* source) {
   const TensorRef m = meta_.add_tensor(shape, dtype, TensorKind::Constant, name);
-  bind(m, ir_.made_constant(dtype, shape, std::move(memo), std::move(make), name));
+  // Not owned: the caller keeps the source alive (a Session's initializer).
+  std::shared_ptr<const HostTensor> src(std::shared_ptr<const HostTensor>(), source);
+  bind(m, ir_.made_constant(dtype, shape, std::move(memo), std::move(make), name, std::move(src)));
   return m;
 }
 

@@ -43,8 +43,11 @@ class IrTrace {
   TensorRef constant(const Shape& shape, DType dtype, const void* data, const std::string& name);
   // A constant made when a plan uploads it (ir::Graph::made_constant):
   // `make` must not refer to anything that dies before the plans do.
+  // `source`: the values before the conversion, when they outlive the
+  // plans (an initializer), for passes to read.
   TensorRef made_constant(const Shape& shape, DType dtype, std::string memo,
-                          std::function<const HostTensor&(HostTensor&)> make, const std::string& name);
+                          std::function<const HostTensor&(HostTensor&)> make, const std::string& name,
+                          const HostTensor* source = nullptr);
   // The IR value behind a meta tensor; an Error if there is none.
   TensorRef to_ir(TensorRef meta) const;
   // A value the model returns (an input returned as it is goes through a view).

@@ -67,8 +67,9 @@ TensorRef plan_constant(Graph& g, IrTrace* trace, const Shape& shape, DType dtyp
 }
 
 TensorRef plan_made_constant(Graph& g, IrTrace* trace, const Shape& shape, DType dtype, const std::string& memo,
-                             std::function<const HostTensor&(HostTensor&)> make, const std::string& name) {
-  if (trace) return trace->made_constant(shape, dtype, memo, std::move(make), name);
+                             std::function<const HostTensor&(HostTensor&)> make, const std::string& name,
+                             const HostTensor* source) {
+  if (trace) return trace->made_constant(shape, dtype, memo, std::move(make), name, source);
   return g.add_memo_constant(memo, make, name);
 }
 
@@ -94,7 +95,7 @@ TensorRef NodeCtx::slot_constant(const Slot& s, const std::string& name) {
         scratch = fp16 ? to_f16_saturated(init) : host::cast(init, to);
         return scratch;
       },
-      name);
+      name, &t);
 }
 
 TensorRef NodeCtx::constant(const HostTensor& t, const std::string& name) {

@@ -207,7 +207,8 @@ std::string mapper_key(const onnx::NodeProto& n);
 TensorRef plan_constant(Graph& g, IrTrace* trace, const Shape& shape, DType dtype, const void* data,
                         const std::string& name);
 TensorRef plan_made_constant(Graph& g, IrTrace* trace, const Shape& shape, DType dtype, const std::string& memo,
-                             std::function<const HostTensor&(HostTensor&)> make, const std::string& name);
+                             std::function<const HostTensor&(HostTensor&)> make, const std::string& name,
+                             const HostTensor* source = nullptr);
 // The node's mapper, or null when wgnn lacks it.
 const OpMapper* find_mapper(const onnx::NodeProto& n);
 

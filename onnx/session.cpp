@@ -49,6 +49,8 @@ struct Session::Built {
   // before upload, float16 outputs read into these and narrowed (by name).
   std::map<std::string, HostTensor> widened_in, widened_out;
   int folded = 0, mapped = 0, fused = 0, fused_nodes = 0;
+  // The IR passes' fusions in this plan ("fuse_gelu 2, fuse_conv_residual 1"; empty: none, or recorded directly).
+  std::string ir_fusions;
   // Control flow (onnx/subgraph.h): conditions and trip counts decided at
   // plan time, and by a readback; Loop and Scan iterations unrolled.
   int plan_time_decisions = 0, readback_decisions = 0, unrolled = 0;
@@ -922,6 +924,9 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
     passes::OptimizeOptions po;
     po.fusion = options_.fusion;
     const passes::Report report = passes::optimize(irg, po);
+    for (const auto& [pass, count] : report.applied) {
+      if (pass.rfind("fuse_", 0) == 0) b->ir_fusions += fmt::format("{}{} {}", b->ir_fusions.empty() ? "" : ", ", pass, count);
+    }
     std::vector<Shape> shapes;
     for (TensorRef in : irg.inputs()) {
       std::vector<int64_t> s;
@@ -1369,6 +1374,8 @@ std::string Session::summary() const {
   const Graph& g = *last_->graph;
   const std::string fused =
       last_->fused ? fmt::format(" ({} of them fused chains of {} nodes)", last_->fused, last_->fused_nodes) : "";
+  const std::string ir_fused =
+      last_->ir_fusions.empty() ? "" : fmt::format("; fused chains in the IR: {}", last_->ir_fusions);
   const std::string storage =
       widen_f16_ && uses_f16_
           ? "; float16 values stored as float32 (the adapter lacks shader-f16: widened on upload, Casts to "
@@ -1399,9 +1406,9 @@ std::string Session::summary() const {
                            last_->sizes_read_back, last_->sizes_read_back == 1 ? "" : "s",
                            last_->sizes_read_back == 1 ? "s" : "");
   }
-  return fmt::format("{}{} nodes mapped to GPU work{}, {} folded on the host; {} dispatches; {}{}{}{}",
-                     options_.fp16 ? "float16 mode: " : "", last_->mapped, fused,
-                     last_->folded, g.dispatches().size(), g.memory_summary(), plans, storage, control);
+  return fmt::format("{}{} nodes mapped to GPU work{}, {} folded on the host{}; {} dispatches; {}{}{}{}",
+                     options_.fp16 ? "float16 mode: " : "", last_->mapped, fused, last_->folded, ir_fused,
+                     g.dispatches().size(), g.memory_summary(), plans, storage, control);
 }
 
 std::vector<std::string> supported_ops() {

@@ -1,6 +1,7 @@
 #pragma once
 // Internal to passes/: an activation node as the epilogues of ops/epilogue.h
 // name it ('relu', 'clamp' with finite bounds, 'gelu', 'gelu_tanh').
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -15,8 +16,8 @@ struct EpilogueActivation {
 };
 
 // The activation node `n` is, when an epilogue with one of `accepted` can
-// apply it instead (clamp: both bounds numbers, finite, in order); else
-// nullopt.
+// apply it instead (clamp: each bound a finite number, or absent: the float
+// range's end; in order); else nullopt.
 inline std::optional<EpilogueActivation> activation_of(const ir::Node& n, bool gelu_ok) {
   auto number = [&](size_t i) -> std::optional<double> {
     if (i >= n.args.size()) return std::nullopt;
@@ -28,9 +29,14 @@ inline std::optional<EpilogueActivation> activation_of(const ir::Node& n, bool g
   if (n.args.empty() || !n.args[0].is_tensor()) return std::nullopt;
   if (n.op == "aten.relu.default" && n.args.size() == 1) return EpilogueActivation{"relu"};
   if (n.op == "aten.clamp.default" && n.args.size() == 3) {
-    const auto lo = number(1), hi = number(2);
+    // An absent bound (None: ONNX's Clip with one bound) is the float
+    // range's end, as the epilogue's clamp is in f32.
+    constexpr double kMax = 3.4028234663852886e38;
+    const auto lo = n.args[1].is_none() ? std::optional<double>(-kMax) : number(1);
+    const auto hi = n.args[2].is_none() ? std::optional<double>(kMax) : number(2);
     if (!lo || !hi || !std::isfinite(*lo) || !std::isfinite(*hi) || *lo > *hi) return std::nullopt;
-    return EpilogueActivation{"clamp", *lo, *hi};
+    if (n.args[1].is_none() && n.args[2].is_none()) return std::nullopt;
+    return EpilogueActivation{"clamp", std::max(*lo, -kMax), std::min(*hi, kMax)};
   }
   if (gelu_ok && n.op == "aten.gelu.default" && n.args.size() <= 2) {
     std::string approx = "none";

@@ -86,6 +86,40 @@ TEST(IrPasses, LinearThenGeluIsOneDispatchWithTheGeluInItsEpilogue) {
   EXPECT_EQ(fused_p.constants().stats().entries, 2u);
 }
 
+TEST(IrPasses, GeluWrittenOutIsOneGeluThenInTheProductsEpilogue) {
+  // x * 0.5 * (1 + erf(x / sqrt(2))) after a linear, in the ATen ops an
+  // exporter's chain becomes: fuse_gelu makes it aten.gelu, which
+  // fuse_matmul_activation then puts in the product's epilogue. The batch
+  // dim is a symbol, so the scalars must be rank 0 (their rank is checked
+  // against x's where x's shape is known). A chain with 0.6 in place of 0.5
+  // is not GELU and stays.
+  for (const float half : {0.5f, 0.6f}) {
+    SCOPED_TRACE(half);
+    ir::Graph g;
+    const std::vector<float> w = random_floats(32 * 64, -0.2f, 0.2f, 1), b = random_floats(32, -0.5f, 0.5f, 2);
+    const TensorRef x = g.input("x", DType::F32, {"batch", 64});
+    const TensorRef h = g.call("aten.linear.default", {x, g.constant(host({32, 64}, w)), g.constant(host({32}, b))});
+    const TensorRef d = g.call("aten.div.Tensor", {h, g.constant(host({}, {1.4142135381698608f}))});
+    const TensorRef e = g.call("aten.erf.default", {d});
+    const TensorRef t = g.call("aten.add.Tensor", {g.constant(host({}, {1.f})), e});
+    const TensorRef m = g.call("aten.mul.Tensor", {h, t});
+    g.output(g.call("aten.mul.Tensor", {m, g.constant(host({}, {half}))}), "y");
+    const passes::Report r = passes::optimize(g);
+    const bool gelu_chain = half == 0.5f;
+    EXPECT_EQ(r.count("fuse_gelu"), gelu_chain ? 1u : 0u) << r.summary();
+    EXPECT_EQ(r.count("fuse_matmul_activation"), gelu_chain ? 1u : 0u) << r.summary();
+    EXPECT_EQ(g.live_nodes(), gelu_chain ? 1u : 6u) << g.dump();
+    ir::Program p(ctx(), std::move(g));
+    const std::vector<float> xv = random_floats(size_t(5 * 64), -1.f, 1.f, 9);
+    const auto y = p.run({host({5, 64}, xv)});
+    std::vector<double> ref = linear_gelu_ref(xv, w, b, 5, 64, 32);
+    if (!gelu_chain)
+      for (double& v : ref) v *= double(half) / 0.5;
+    EXPECT_TRUE(all_close(floats(y[0]), ref, 1e-5, 1e-4));
+    EXPECT_EQ(p.plan({{5, 64}}).dispatches().size(), gelu_chain ? 1u : 6u);
+  }
+}
+
 TEST(IrPasses, FusedNodeFallsBackToItsChainWhereThePlanShapeDoesNotAllowIt) {
   // A 1-D input: aten.linear takes it, wgnn.matmul_add does not.
   ir::Graph g;

@@ -1,17 +1,18 @@
 // ONNX import through the IR (SessionOptions::ir_import, onnx/ir_trace.h):
 // the mappers write the model as IR on a graph that only follows shapes,
-// the passes rewrite it and ir::lower records it. Where no pass changes
-// anything, the plan is the one the importer records directly: the same
-// dispatches and bit-identical results. A pass that exists only in passes/
-// (a matrix product then ReLU into the product's epilogue) applies to an
-// ONNX model too. A model whose control flow reads a GPU value back is
-// recorded directly.
+// the passes rewrite it and ir::lower records it. Without fusion, the plan
+// is the one the importer records directly: the same dispatches and
+// bit-identical results. With it, the fusions that are IR passes (a
+// convolution's residual add, a matrix product then ReLU into the
+// product's epilogue) apply to ONNX models. A model whose control flow
+// reads a GPU value back is recorded directly.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "gpu_fixture.h"
 #include "graph/graph.h"
@@ -45,16 +46,18 @@ HostTensor tensor(const Shape& s, uint32_t seed) {
 struct Outcome {
   std::map<std::string, HostTensor> out;
   size_t dispatches = 0;
+  std::multiset<std::string> ops;  // the last plan's dispatches, by op
   bool through_ir = false;
   std::string passes;
   int builds = 0;
 };
 
 Outcome run(const std::string& path, const std::vector<std::map<std::string, HostTensor>>& feeds, bool ir,
-        bool fp16 = false) {
+            bool fp16 = false, bool fusion = true) {
   SessionOptions o;
   o.ir_import = ir;
   o.fp16 = fp16;
+  o.fusion = fusion;
   o.tiered = false;
   Session s(test::ctx(), path, o);
   Outcome r;
@@ -65,6 +68,7 @@ Outcome run(const std::string& path, const std::vector<std::map<std::string, Hos
     r.passes = s.last_build_phases().passes;
   }
   r.dispatches = s.graph().dispatches().size();
+  for (const auto& d : s.graph().dispatches()) r.ops.insert(d.op);
   r.builds = s.builds();
   return r;
 }
@@ -145,7 +149,7 @@ TEST(IrImport, ThePlanIsTheOneRecordedDirectlyWithTheSameBits) {
       // Each shape in a fresh Session, and all three in one (plans share
       // the constants: a made constant found again by its memo).
       const std::vector<std::map<std::string, HostTensor>> one = {feeds[k]};
-      const Outcome ir = run(path, one, true, fp16), direct = run(path, one, false, fp16);
+      const Outcome ir = run(path, one, true, fp16, false), direct = run(path, one, false, fp16, false);
       EXPECT_TRUE(ir.through_ir);
       EXPECT_FALSE(direct.through_ir);
       EXPECT_EQ(ir.passes, "no rewrites");
@@ -155,9 +159,35 @@ TEST(IrImport, ThePlanIsTheOneRecordedDirectlyWithTheSameBits) {
         expect_bits_equal(ir.out.at(o), direct.out.at(o));
       }
     }
-    const Outcome ir = run(path, feeds, true, fp16), direct = run(path, feeds, false, fp16);
+    const Outcome ir = run(path, feeds, true, fp16, false), direct = run(path, feeds, false, fp16, false);
     EXPECT_EQ(ir.builds, 3);
     for (const char* o : {"probs", "feat"}) expect_bits_equal(ir.out.at(o), direct.out.at(o));
+    // Fused: the importer's chains (Conv + BatchNormalization + Relu, the
+    // MatMul with its bias) in both; through the IR, the passes also make
+    // the GELU chain one op and put it in the product's epilogue, and put
+    // the second convolution's residual add in its epilogue: no
+    // elementwise dispatch is left.
+    const Outcome fir = run(path, feeds, true, fp16), fdirect = run(path, feeds, false, fp16);
+    EXPECT_EQ(fir.passes, "fuse_gelu 1, fuse_conv_residual 1, fuse_matmul_activation 1");
+    EXPECT_LT(fdirect.dispatches, direct.dispatches);
+    for (const char* op : {"aten.add.Tensor", "aten.mul.Tensor", "aten.div.Tensor", "aten.erf.default"}) {
+      SCOPED_TRACE(op);
+      EXPECT_EQ(fir.ops.count(op), 0u);
+      EXPECT_GT(fdirect.ops.count(op), 0u);
+    }
+    EXPECT_EQ(fir.dispatches + fdirect.ops.count("aten.add.Tensor") + fdirect.ops.count("aten.mul.Tensor") +
+                  fdirect.ops.count("aten.div.Tensor") + fdirect.ops.count("aten.erf.default"),
+              fdirect.dispatches);
+    const double tol = fp16 ? 2e-2 : 1e-5;
+    for (const char* o : {"probs", "feat"}) {
+      SCOPED_TRACE(o);
+      const HostTensor &a = fir.out.at(o), &b = fdirect.out.at(o), &u = ir.out.at(o);
+      ASSERT_EQ(a.shape, b.shape);
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        EXPECT_NEAR(a.as<float>()[i], b.as<float>()[i], tol) << i;
+        EXPECT_NEAR(a.as<float>()[i], u.as<float>()[i], tol) << i;
+      }
+    }
   }
 }
 
