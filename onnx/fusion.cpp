@@ -96,6 +96,24 @@ bool swaps_last_two(const onnx::NodeProto& n) {
 
 // MatMul with scalar factors on its operands (x * c) or its product (* c,
 // / c), then a constant bias added.
+// Whether Mul node p (v * constant) is the last product of a GELU written
+// out, (x * (1 + erf(..))) * 0.5 or the tanh form: the IR pass
+// (passes/fuse_gelu.cpp) fuses that chain, so a MatMul reading it must not
+// take the 0.5 as its operand's scale.
+bool ends_gelu(const Index& ix, int p, const std::string& v) {
+  const int m = ix.prod(v);
+  if (!ix.is(m, "Mul", 2)) return false;
+  for (const auto& in : ix.node(m).input()) {
+    const int a = ix.prod(in);
+    if (!ix.is(a, "Add", 2)) continue;
+    for (const auto& t : ix.node(a).input()) {
+      const int e = ix.prod(t);
+      if (ix.is(e, "Erf", 1) || ix.is(e, "Tanh", 1)) return p >= 0;
+    }
+  }
+  return false;
+}
+
 bool matmul_add(const Index& ix, int mm, const std::set<int>& taken, Fusion& f) {
   if (!ix.is(mm, "MatMul", 2)) return false;
   f.kind = Fusion::Kind::MatMulAdd;
@@ -105,7 +123,8 @@ bool matmul_add(const Index& ix, int mm, const std::set<int>& taken, Fusion& f) 
   for (int k = 0; k < 2; ++k) {
     const int p = ix.prod(operand[k]);
     std::string v, c;
-    if (ix.single(operand[k]) && !taken.count(p) && ix.is(p, "Mul", 2) && ix.split_const(p, v, c)) {
+    if (ix.single(operand[k]) && !taken.count(p) && ix.is(p, "Mul", 2) && ix.split_const(p, v, c) &&
+        !ends_gelu(ix, p, v)) {
       f.nodes.push_back(p);
       f.scales.emplace_back(c, false);
       operand[k] = v;

@@ -923,7 +923,11 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
     ir::Graph& irg = trace->ir();
     passes::OptimizeOptions po;
     po.fusion = options_.fusion;
+    const char* dump = std::getenv("WGNN_DUMP_IR");
+    const bool dump_ir = dump && *dump && std::string(dump) != "0" && tensor_cores;
+    if (dump_ir) fmt::print(stderr, "wgnn: the plan's IR as imported:\n{}", irg.dump());
     const passes::Report report = passes::optimize(irg, po);
+    if (dump_ir) fmt::print(stderr, "wgnn: after the passes ({}):\n{}", report.summary(), irg.dump());
     for (const auto& [pass, count] : report.applied) {
       if (pass.rfind("fuse_", 0) == 0) b->ir_fusions += fmt::format("{}{} {}", b->ir_fusions.empty() ? "" : ", ", pass, count);
     }

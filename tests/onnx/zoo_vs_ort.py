@@ -24,6 +24,7 @@ to float16 (--fp16-emulated).
 usage: zoo_vs_ort.py WGNN ORT_MODULE_DIR WORKDIR [--fp16]
 Prints one line per model and a last line "N passed, N failed".
 """
+import json
 import os
 import subprocess
 import sys
@@ -105,6 +106,33 @@ EMULATED_TOL = {
     "bart_standin": (2e-3, 1e-2),
 }
 
+# Float32 on lavapipe with the adapter's limits: at most this many dispatches
+# per inference, the fusions' count (the importer's chains and the IR
+# passes'), so that a fusion lost to a change fails here and not only in a
+# benchmark. Elsewhere (another adapter, WebGPU's default limits, float16)
+# the kernels chosen differ, and the count is not checked.
+MAX_DISPATCHES = {
+    "modnet": 142,
+    "resnet50": 14,
+    "convnext_tiny": 59,
+    "transformer_block": 35,
+    "vit_standin": 21,
+    "davit_standin": 181,
+    "whisper_standin": 27,
+    "bart_standin": 37,
+}
+
+
+def dispatches(path):
+    """(adapter, dispatches per inference) of `wgnn bench` on the model."""
+    r = subprocess.run([WGNN, "bench", path, "--runs", "1", "--warmup", "0", "--json"], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"wgnn bench failed:\n{r.stderr}")
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    return d["adapter"], d["dispatches"]
+
+
 try:
     import onnx
     import torch  # noqa: F401 - export.py needs it
@@ -142,6 +170,13 @@ for name, ops in NEEDS.items():
                              "--emulated-tol", "%g,%g" % EMULATED_TOL[name]] if FP16 else
                             ["--tol", "%g,%g" % TOL[name]]), capture_output=True, text=True)
         print(r.stdout.strip() or r.stderr.strip())
+        if r.returncode == 0 and not FP16 and os.environ.get("WGNN_LIMITS", "") != "default":
+            adapter, n = dispatches(path)
+            if "llvmpipe" in adapter and n > MAX_DISPATCHES[name]:
+                print(f"FAIL {base}: {n} dispatches per inference; at most {MAX_DISPATCHES[name]} expected (a fusion "
+                      "lost?)")
+                failed += 1
+                continue
         if r.returncode != 0:
             if r.stderr.strip():
                 print(r.stderr.strip())
