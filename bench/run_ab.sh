@@ -42,10 +42,11 @@ for round in $(seq 1 "$ROUNDS"); do
         [ $v = B ] && bin=$B envs=$B_ENV
         # shellcheck disable=SC2086
         line=$(env $envs "$bin" bench "$model" $flag $extra --runs "$RUNS" --warmup "$WARMUP" --json 2>/dev/null | tail -1)
-        python3 - "$v" "$round" "$model" "$prec" "$line" <<'EOF' | tee -a "$OUT/ab.jsonl"
+        python3 - "$v" "$round" "$model" "$prec" "$line" "$extra" <<'EOF' | tee -a "$OUT/ab.jsonl"
 import json, os, sys
-v, rnd, model, prec, line = sys.argv[1:6]
-out = {"variant": v, "round": int(rnd), "model": os.path.basename(model), "precision": prec}
+v, rnd, model, prec, line, extra = sys.argv[1:7]
+out = {"variant": v, "round": int(rnd), "model": os.path.basename(model) + (" " + extra if extra else ""),
+       "precision": prec}
 try:
     d = json.loads(line)
     for k in ("median_ms", "gpu_ms", "dispatches", "load_ms", "first_run_ms"):
