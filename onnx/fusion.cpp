@@ -79,91 +79,6 @@ struct Index {
   std::set<std::string> outputs, constants;
 };
 
-// A Transpose whose perm swaps the last two of its (at least two) dims and
-// keeps the others in place. Without perm (all dims reversed) only a 2-D
-// one would qualify, and the rank is not known here: not taken.
-bool swaps_last_two(const onnx::NodeProto& n) {
-  for (const auto& at : n.attribute()) {
-    if (at.name() != "perm") continue;
-    const int r = at.ints_size();
-    if (r < 2) return false;
-    for (int d = 0; d < r - 2; ++d)
-      if (at.ints(d) != d) return false;
-    return at.ints(r - 2) == r - 1 && at.ints(r - 1) == r - 2;
-  }
-  return false;
-}
-
-// MatMul with scalar factors on its operands (x * c) or its product (* c,
-// / c), then a constant bias added.
-// Whether Mul node p (v * constant) is the last product of a GELU written
-// out, (x * (1 + erf(..))) * 0.5 or the tanh form: the IR pass
-// (passes/fuse_gelu.cpp) fuses that chain, so a MatMul reading it must not
-// take the 0.5 as its operand's scale.
-bool ends_gelu(const Index& ix, int p, const std::string& v) {
-  const int m = ix.prod(v);
-  if (!ix.is(m, "Mul", 2)) return false;
-  for (const auto& in : ix.node(m).input()) {
-    const int a = ix.prod(in);
-    if (!ix.is(a, "Add", 2)) continue;
-    for (const auto& t : ix.node(a).input()) {
-      const int e = ix.prod(t);
-      if (ix.is(e, "Erf", 1) || ix.is(e, "Tanh", 1)) return p >= 0;
-    }
-  }
-  return false;
-}
-
-bool matmul_add(const Index& ix, int mm, const std::set<int>& taken, Fusion& f) {
-  if (!ix.is(mm, "MatMul", 2)) return false;
-  f.kind = Fusion::Kind::MatMulAdd;
-  f.nodes = {mm};
-  f.anchor = mm;
-  std::string operand[2] = {ix.node(mm).input(0), ix.node(mm).input(1)};
-  for (int k = 0; k < 2; ++k) {
-    const int p = ix.prod(operand[k]);
-    std::string v, c;
-    if (ix.single(operand[k]) && !taken.count(p) && ix.is(p, "Mul", 2) && ix.split_const(p, v, c) &&
-        !ends_gelu(ix, p, v)) {
-      f.nodes.push_back(p);
-      f.scales.emplace_back(c, false);
-      operand[k] = v;
-    } else if (ix.single(operand[k]) && !taken.count(p) && ix.is(p, "Transpose", 1) && swaps_last_two(ix.node(p))) {
-      f.nodes.push_back(p);
-      f.trans[k] = true;
-      for (const auto& at : ix.node(p).attribute())
-        if (at.name() == "perm") f.trans_rank[k] = at.ints_size();
-      operand[k] = ix.node(p).input(0);
-    }
-  }
-  f.x = operand[0];
-  f.w = operand[1];
-  std::string cur = ix.out(mm);
-  if (ix.single(cur)) {
-    const int n = ix.consumer(cur);
-    std::string v, c;
-    if (!taken.count(n) && ix.is(n, "Mul", 2) && ix.split_const(n, v, c)) {
-      f.nodes.push_back(n);
-      f.scales.emplace_back(c, false);
-      cur = ix.out(n);
-    } else if (!taken.count(n) && ix.is(n, "Div", 2) && ix.node(n).input(0) == cur &&
-               ix.is_const(ix.node(n).input(1))) {
-      f.nodes.push_back(n);
-      f.scales.emplace_back(ix.node(n).input(1), true);
-      cur = ix.out(n);
-    }
-  }
-  if (ix.single(cur)) {
-    const int n = ix.consumer(cur);
-    if (!taken.count(n) && ix.is(n, "Add", 2) && ix.is_const(ix.other(n, cur))) {
-      f.nodes.push_back(n);
-      f.bias = ix.other(n, cur);
-    }
-  }
-  std::sort(f.nodes.begin(), f.nodes.end());
-  return f.nodes.size() > 1;
-}
-
 // MatMul node mm whose B is a DequantizeLinear of constants read by it alone.
 bool dq_matmul(const Index& ix, int mm, const std::set<int>& taken, Fusion& f) {
   if (!ix.is(mm, "MatMul", 2)) return false;
@@ -601,30 +516,13 @@ std::vector<Fusion> plan_fusions(const onnx::GraphProto& g) {
   };
   for (int i = 0; i < g.node_size(); ++i) {
     Fusion f;
-    if (taken.count(i) || !attention(ix, i, taken, f)) continue;
-    // The products' own chains, within the attention's nodes, for when it
-    // is declined at build time.
-    std::set<int> others = taken;
-    for (int n = 0; n < g.node_size(); ++n)
-      if (!std::binary_search(f.nodes.begin(), f.nodes.end(), n)) others.insert(n);
-    for (int mm : f.nodes) {
-      Fusion alt;
-      if (ix.node(mm).op_type() != "MatMul" || !matmul_add(ix, mm, others, alt)) continue;
-      if (!std::all_of(alt.nodes.begin(), alt.nodes.end(),
-                       [&](int n) { return std::binary_search(f.nodes.begin(), f.nodes.end(), n); }))
-        continue;
-      others.insert(alt.nodes.begin(), alt.nodes.end());
-      f.fallback.push_back(std::move(alt));
-    }
-    commit(f);
+    // Declined at build time, its nodes are built one by one, and the IR
+    // passes fuse its products' scales, transposes and biases.
+    if (!taken.count(i) && attention(ix, i, taken, f)) commit(f);
   }
   for (int i = 0; i < g.node_size(); ++i) {
     Fusion f;
     if (!taken.count(i) && dq_matmul(ix, i, taken, f)) commit(f);
-  }
-  for (int i = 0; i < g.node_size(); ++i) {
-    Fusion f;
-    if (!taken.count(i) && matmul_add(ix, i, taken, f)) commit(f);
   }
   for (int i = 0; i < g.node_size(); ++i) {
     Fusion f;
@@ -995,38 +893,7 @@ std::optional<Slot> try_fusion(const Fusion& f, Graph& g, IrTrace* trace, const 
     if (out.size() != 1) return std::nullopt;
     return out[0];
   }
-  Slot& a = values.at(f.x);
-  Slot& b = values.at(f.w);
-  if (a.host && b.host) return std::nullopt;  // folds on the host, node by node
-  NodeCtx c(g, anchor, opset, {&a, &b}, nullptr, storage);
-  c.trace = trace;
-  const DType dt = c.dtype(0);
-  if (!is_float(dt) || c.dtype(1) != dt) return std::nullopt;
-  const Shape &as = a.shape, &bs = b.shape;
-  if (as.size() < 2 || bs.size() < 2) return std::nullopt;
-  const size_t rank = std::max(as.size(), bs.size());
-  const int64_t N = f.trans[1] ? bs[bs.size() - 2] : bs.back();
-  // A transposed operand is read as stored: its rank must be the perm's
-  // (the Transpose's output rank, checked by the mapper otherwise).
-  for (int k = 0; k < 2; ++k) {
-    const Slot& s = values.at(k == 0 ? f.x : f.w);
-    if (f.trans[k] && (s.host || s.shape.size() != size_t(f.trans_rank[k]))) return std::nullopt;
-  }
-  const std::optional<double> factor = scales_product(f, values, rank);
-  if (!factor) return std::nullopt;
-  const double alpha = *factor;
-  Value bias = None{};
-  if (!f.bias.empty()) {
-    Slot& s = values.at(f.bias);
-    if (!s.host || c.gpu_dtype(s.dtype) != dt || s.shape.size() > rank) return std::nullopt;
-    for (size_t d = 0; d < s.shape.size(); ++d) {
-      const int64_t n = s.shape[d];
-      if (n != 1 && !(d + 1 == s.shape.size() && n == N)) return std::nullopt;
-    }
-    bias = on_gpu(c, s, f.bias);
-  }
-  const TensorRef ta = on_gpu(c, a, f.x), tb = on_gpu(c, b, f.w);
-  return c.out(c.call("wgnn.matmul_add.default", {ta, tb, bias, alpha, std::string("none"), f.trans[0], f.trans[1]}));
+  return std::nullopt;
 }
 
 }  // namespace wgnn::onnx_import

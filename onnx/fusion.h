@@ -2,17 +2,12 @@
 // Internal to onnx/: chains of ONNX nodes that the importer records as one
 // op (fewer dispatches), found on the graph's structure before it is built.
 // The fusions that the IR expresses are passes over the IR instead
-// (passes/: GELU chains, a convolution's residual add and activation, a
-// product's activation (a GELU after a MatMul), an add before a layer
-// norm), which apply to every model, imported or built through the C++
-// API; these are the chains not yet moved there.
+// (passes/: GELU chains; a MatMul's scalar factors, transposed operands
+// and bias; a convolution's residual add and activation; a product's
+// activation (a GELU after a MatMul); an add before a layer norm), which
+// apply to every model, imported or built through the C++ API; these are
+// the chains not yet moved there.
 //
-//   - MatMul, then optionally a Mul or Div by a constant scalar (attention
-//     scaling), then optionally an Add of a constant bias along the last dim
-//     -> wgnn.matmul_add.default (alpha and bias in the product's epilogue);
-//     An operand given through a Transpose that swaps its last two dims
-//     (k.transpose(-2, -1) in attention) is read transposed by the product
-//     instead (no copy);
 //   - Conv (constant float32 weights and bias) followed by an inference
 //     BatchNormalization with constant parameters, the Conv's result read by
 //     it alone -> one Conv: in float32 mode with the normalization folded
@@ -63,17 +58,15 @@
 namespace wgnn::onnx_import {
 
 struct Fusion {
-  enum class Kind { MatMulAdd, ConvBn, Attention, DqMatMul } kind = Kind::MatMulAdd;
+  enum class Kind { ConvBn, Attention, DqMatMul } kind = Kind::Attention;
   std::vector<int> nodes;  // the chain's nodes, ascending; the last one produces the result
-  int anchor = -1;         // the node errors name (MatMulAdd: the MatMul)
-  std::string x;           // MatMul's A
-  std::string w;           // MatMul's B
-  bool trans[2] = {false, false};  // MatMulAdd: operand read through a last-two-dims Transpose
-  int trans_rank[2] = {0, 0};      //   of this rank (its perm's length)
-  // MatMulAdd: scalars multiplying an operand or the product, or dividing
-  // the product (true), folded into the product's alpha.
+  int anchor = -1;         // the node errors name
+  std::string x;           // ConvBn: the Conv's input; Attention: q's source (below); DqMatMul: the MatMul's A
+  std::string w;           // ConvBn: the weights; Attention: k^T's source
+  // Attention: scalars multiplying q or k^T or the scores, or dividing the
+  // scores (true), folded into its scale.
   std::vector<std::pair<std::string, bool>> scales;
-  std::string bias;        // MatMulAdd: a constant added along the last dim ("": none); ConvBn: the Conv's bias
+  std::string bias;        // ConvBn: the Conv's bias
   std::vector<std::string> bn;  // ConvBn: scale, B, mean, var
   std::vector<std::string> dq;  // DqMatMul: the DequantizeLinear's x, scale and zero point ("": none)
   int act_node = -1;            // ConvBn: the Relu or Clip node applied in the epilogue
@@ -91,10 +84,6 @@ struct Fusion {
   std::vector<ViewStep> views[3];
   std::string v, mask;
   int out_transpose = -1, out_reshape = -1;
-  // Attention: the smaller chains within its nodes (its products with
-  // their scalar factors, as wgnn.matmul_add) to build when the values do
-  // not allow the attention (Session builds these, the rest node by node).
-  std::vector<Fusion> fallback;
 };
 
 // The chains of `g` (nodes topologically sorted) that may be fused, no node

@@ -852,22 +852,8 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
       return true;
     };
     if (fuse(f)) continue;
-    // Declined: its smaller chains (f.fallback) where they apply, the rest
-    // node by node, in order.
-    std::map<int, const Fusion*> fallback_at;
-    std::set<int> in_fallback;
-    for (const Fusion& c : f.fallback) {
-      fallback_at[c.nodes.back()] = &c;
-      in_fallback.insert(c.nodes.begin(), c.nodes.end());
-    }
-    for (int j : f.nodes) {
-      if (auto it = fallback_at.find(j); it != fallback_at.end()) {
-        if (!fuse(*it->second))
-          for (int k : it->second->nodes) build_node(k);
-      } else if (!in_fallback.count(j)) {
-        build_node(j);
-      }
-    }
+    // Declined: node by node, in order (the IR passes may still fuse parts).
+    for (int j : f.nodes) build_node(j);
   }
   } catch (const NeedsReadback& r) {
     if (through_ir) throw;  // record_plan records it directly

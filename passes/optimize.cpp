@@ -36,6 +36,7 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
     // Batch norm first: a conv + batch norm + relu becomes one conv whose
     // epilogue applies the relu.
     list.push_back(fuse_gelu());  // before the products take it into their epilogue
+    list.push_back(fuse_matmul_add());
     list.push_back(fuse_conv_batch_norm());
     list.push_back(fuse_conv_residual());
     list.push_back(fuse_conv_activation());

@@ -38,6 +38,7 @@ class Pass {
 std::unique_ptr<Pass> dead_code();             // dead_code.cpp
 std::unique_ptr<Pass> fold_constants();        // fold_constants.cpp
 std::unique_ptr<Pass> fuse_gelu();             // fuse_gelu.cpp
+std::unique_ptr<Pass> fuse_matmul_add();       // fuse_matmul_add.cpp
 std::unique_ptr<Pass> fuse_conv_batch_norm();  // fuse_conv_batch_norm.cpp
 std::unique_ptr<Pass> fuse_conv_residual();    // fuse_conv_residual.cpp
 std::unique_ptr<Pass> fuse_conv_activation();  // fuse_conv_activation.cpp
@@ -58,9 +59,9 @@ struct Report {
 };
 
 // The default pipeline, in order: constant folding (when pc.ctx is set),
-// GELU chains, conv + batch norm, conv + residual add, conv + activation,
-// matmul + activation, add + layer norm, dead code; the graph compacted at
-// the end.
+// GELU chains, matmul + scales / transposed operands / bias, conv + batch
+// norm, conv + residual add, conv + activation, matmul + activation, add +
+// layer norm, dead code; the graph compacted at the end.
 Report optimize(ir::Graph& g, const OptimizeOptions& options = {});
 
 // Shared by the fusion passes: the single live node that reads `v` when

@@ -168,7 +168,7 @@ TEST(IrImport, ThePlanIsTheOneRecordedDirectlyWithTheSameBits) {
     // the second convolution's residual add in its epilogue: no
     // elementwise dispatch is left.
     const Outcome fir = run(path, feeds, true, fp16), fdirect = run(path, feeds, false, fp16);
-    EXPECT_EQ(fir.passes, "fuse_gelu 1, fuse_conv_residual 1, fuse_matmul_activation 1");
+    EXPECT_EQ(fir.passes, "fuse_gelu 1, fuse_matmul_add 1, fuse_conv_residual 1, fuse_matmul_activation 1");
     EXPECT_LT(fdirect.dispatches, direct.dispatches);
     for (const char* op : {"aten.add.Tensor", "aten.mul.Tensor", "aten.div.Tensor", "aten.erf.default"}) {
       SCOPED_TRACE(op);
@@ -192,9 +192,9 @@ TEST(IrImport, ThePlanIsTheOneRecordedDirectlyWithTheSameBits) {
 }
 
 TEST(IrImport, AFusionThatIsOnlyAPassAppliesToAnOnnxModel) {
-  // MatMul + Add (the importer's MatMul-with-bias fusion) then Relu: the
-  // importer has no chain for the Relu; the IR pass fuse_matmul_activation
-  // puts it in the product's epilogue.
+  // MatMul + Add of a bias, then Relu: one product with the bias and the
+  // ReLU in its epilogue (the IR passes fuse_matmul_add, then
+  // fuse_matmul_activation); directly recorded, three dispatches.
   ModelBuilder b;
   b.input("x", {4, 32});
   b.output("y", {4, 24});
@@ -206,8 +206,9 @@ TEST(IrImport, AFusionThatIsOnlyAPassAppliesToAnOnnxModel) {
   const std::string path = b.save("ir_import_matmul_relu.onnx");
   const std::vector<std::map<std::string, HostTensor>> feeds = {{{"x", tensor({4, 32}, 32)}}};
   const Outcome ir = run(path, feeds, true), direct = run(path, feeds, false);
-  EXPECT_EQ(ir.passes, "fuse_matmul_activation 1");
-  EXPECT_EQ(ir.dispatches + 1, direct.dispatches);
+  EXPECT_EQ(ir.passes, "fuse_matmul_add 1, fuse_matmul_activation 1");
+  EXPECT_EQ(ir.dispatches, 1u);
+  EXPECT_EQ(direct.dispatches, 3u);
   const HostTensor& x = feeds[0].at("x");
   const std::vector<float> w = seeded(32 * 24, 30, 0.5f), bias = seeded(24, 31, 0.5f);
   int zeros = 0;

@@ -241,9 +241,8 @@ MODELS.append((model("argmax", [
 # chain: the GELU runs in the product's epilogue) and attention scores
 # scaled before and after the product; and one chain left unfused, its Erf
 # output also a graph output. FUSED_CHAINS: what `wgnn run --verbose` must
-# report: the importer's chains (the two products with their scales and
-# bias), then the IR passes' (three GELU chains, one joining the Linear's
-# epilogue).
+# report: the IR passes' fusions (three GELU chains, the two products with
+# their scales and bias, one GELU joining the Linear's epilogue).
 MODELS.append((model("fusion", [
     helper.make_node("MatMul", ["x", "w1"], ["p1"]),
     helper.make_node("Add", ["b1", "p1"], ["h"]),
@@ -289,7 +288,7 @@ MODELS.append((model("fusion", [
     numpy_helper.from_array(np.array(4, np.float32), "four"),
 ]), {"x": rng.normal(0, 2, (2, 7, 32)).astype(np.float32), "q": rng.normal(0, 1, (2, 2, 7, 16)).astype(np.float32),
      "kt": rng.normal(0, 1, (2, 2, 16, 7)).astype(np.float32)}))
-FUSED_CHAINS = {"fusion": ["(2 of them fused chains", "fused chains in the IR: fuse_gelu 3, fuse_matmul_activation 1"]}
+FUSED_CHAINS = {"fusion": ["fused chains in the IR: fuse_gelu 3, fuse_matmul_add 2, fuse_matmul_activation 1"]}
 
 # 11. More fused chains: a Conv followed by an inference BatchNormalization
 # (folded into the Conv's weights and bias), attention scores whose key is
@@ -314,7 +313,7 @@ MODELS.append((model("fusion_conv_bn_transpose", [
     numpy_helper.from_array((0.2 + np.abs(rng.normal(0, 1, (6,)))).astype(np.float32), "v"),
 ]), {"img": rng.normal(0, 1, (1, 3, 12, 12)).astype(np.float32), "q": rng.normal(0, 1, (2, 2, 7, 16)).astype(np.float32),
      "k": rng.normal(0, 1, (2, 2, 7, 16)).astype(np.float32)}))
-FUSED_CHAINS["fusion_conv_bn_transpose"] = ["(2 of them fused chains"]
+FUSED_CHAINS["fusion_conv_bn_transpose"] = ["(1 of them fused chains", "fused chains in the IR: fuse_matmul_add 1"]
 
 
 def bn_running_stats(m, feeds):
