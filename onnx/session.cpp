@@ -51,6 +51,7 @@ struct Session::Built {
   int folded = 0, mapped = 0, fused = 0, fused_nodes = 0;
   // The IR passes' fusions in this plan ("fuse_gelu 2, fuse_conv_residual 1"; empty: none, or recorded directly).
   std::string ir_fusions;
+  bool through_ir = false;  // planned through the IR (else recorded directly)
   // Control flow (onnx/subgraph.h): conditions and trip counts decided at
   // plan time, and by a readback; Loop and Scan iterations unrolled.
   int plan_time_decisions = 0, readback_decisions = 0, unrolled = 0;
@@ -722,6 +723,7 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
       // graph, lowered whole) does not express. This model's plans are
       // recorded directly from now on.
       ir_import_ = false;
+      ir_fallback_ = true;
     }
   }
   return record_plan_as(inputs, decisions, tensor_cores, false);
@@ -914,6 +916,7 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
     if (dump_ir) fmt::print(stderr, "wgnn: the plan's IR as imported:\n{}", irg.dump());
     const passes::Report report = passes::optimize(irg, po);
     if (dump_ir) fmt::print(stderr, "wgnn: after the passes ({}):\n{}", report.summary(), irg.dump());
+    b->through_ir = true;
     for (const auto& [pass, count] : report.applied) {
       if (pass.rfind("fuse_", 0) == 0) b->ir_fusions += fmt::format("{}{} {}", b->ir_fusions.empty() ? "" : ", ", pass, count);
     }
@@ -1364,8 +1367,14 @@ std::string Session::summary() const {
   const Graph& g = *last_->graph;
   const std::string fused =
       last_->fused ? fmt::format(" ({} of them fused chains of {} nodes)", last_->fused, last_->fused_nodes) : "";
-  const std::string ir_fused =
+  std::string ir_fused =
       last_->ir_fusions.empty() ? "" : fmt::format("; fused chains in the IR: {}", last_->ir_fusions);
+  if (!last_->through_ir) {
+    ir_fused += ir_fallback_ ? "; recorded directly (control flow or a size read back from the GPU), without the IR "
+                               "passes' fusions"
+                             : "; recorded directly (not through the IR: WGNN_IR_IMPORT=0 or SessionOptions::ir_import), "
+                               "without the IR passes' fusions";
+  }
   const std::string storage =
       widen_f16_ && uses_f16_
           ? "; float16 values stored as float32 (the adapter lacks shader-f16: widened on upload, Casts to "

@@ -367,6 +367,7 @@ class Session {
   int builds_ = 0, evictions_ = 0, tiered_plans_ = 0, tier_ups_ = 0;
   bool tiered_ = false;
   bool ir_import_ = true;  // SessionOptions::ir_import; off for good once a build needs a readback
+  bool ir_fallback_ = false;  // ir_import_ turned off by a build that needed a readback
   int tier_grace_ms_ = 30;  // WGNN_TIER_GRACE_MS
   // How long a build waits past the grace for tensor-core pipelines that
   // come from the disk cache (WGNN_TIER_DISK_WAIT_MS).

@@ -49,6 +49,7 @@ struct Outcome {
   std::multiset<std::string> ops;  // the last plan's dispatches, by op
   bool through_ir = false;
   std::string passes;
+  std::string summary;
   int builds = 0;
 };
 
@@ -70,6 +71,7 @@ Outcome run(const std::string& path, const std::vector<std::map<std::string, Hos
   r.dispatches = s.graph().dispatches().size();
   for (const auto& d : s.graph().dispatches()) r.ops.insert(d.op);
   r.builds = s.builds();
+  r.summary = s.summary();
   return r;
 }
 
@@ -257,6 +259,7 @@ TEST(IrImport, ControlFlowThatReadsTheGpuIsRecordedDirectly) {
   x.as<float>()[0] = 1, x.as<float>()[1] = -0.5f, x.as<float>()[2] = 2;
   const Outcome r = run(b.save("ir_import_if.onnx"), {{{"x", x}}}, true);
   EXPECT_FALSE(r.through_ir);
+  EXPECT_THAT(r.summary, HasSubstr("recorded directly (control flow or a size read back from the GPU)"));
   EXPECT_EQ(r.out.at("y").as<float>()[1], 0.f);
   EXPECT_EQ(r.out.at("y").as<float>()[2], 2.f);
 }
