@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <mutex>
 
 #include "gpu/error.h"
@@ -93,7 +94,10 @@ struct Lowering {
     g.set_origin(!n.origin.empty() ? n.origin
                  : n.label.empty() ? n.op
                                    : fmt::format("node '{}' ({})", n.label, n.op));
+    const auto t0 = std::chrono::steady_clock::now();
     const Value r = ops::call(g, n.op, args);
+    stats.ms_by_label[n.label.empty() ? n.op : n.label] +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (n.outputs.size() == 1 && r.is_tensor()) {
       map[size_t(n.outputs[0].id)] = r.tensor();
     } else {

@@ -33,6 +33,10 @@ struct LoweringStats {
   size_t nodes = 0;
   size_t fused = 0;
   std::vector<std::string> fallbacks;
+  // Host time of the op calls (recording), in ms, by node label (the op
+  // where a node has none): the ONNX importer labels each node with its
+  // ONNX op type.
+  std::map<std::string, double> ms_by_label;
 };
 
 // Lowers `ir` onto `g` with these input shapes (one per ir.inputs(), in

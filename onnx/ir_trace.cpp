@@ -67,6 +67,15 @@ Value IrTrace::call(const std::string& op, const ValueList& args) {
   }
   const std::vector<TensorRef> ir_outs = ir_.call_multi(op, std::move(ir_args), outs.size());
   ir_.nodes().back().origin = meta_.origin();
+  // Labelled with the ONNX op type ("node 'name' (Conv, opset 17)" ->
+  // "Conv"): the lowering's host time by op groups under it
+  // (Session::last_build_phases).
+  const std::string& o = meta_.origin();
+  const size_t open = o.rfind('(');
+  if (open != std::string::npos) {
+    const size_t end = o.find_first_of(",)", open);
+    if (end != std::string::npos && end > open + 1) ir_.nodes().back().label = o.substr(open + 1, end - open - 1);
+  }
   for (size_t i = 0; i < outs.size(); ++i) {
     bind(outs[i], ir_outs[i]);
     ir_.set_seen_shape(ir_outs[i], meta_.info(outs[i]).shape);

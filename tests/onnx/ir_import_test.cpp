@@ -50,6 +50,7 @@ struct Outcome {
   bool through_ir = false;
   std::string passes;
   std::string summary;
+  std::set<std::string> recorded_ops;  // the first build's host time by ONNX op type: its keys
   int builds = 0;
 };
 
@@ -64,6 +65,8 @@ Outcome run(const std::string& path, const std::vector<std::map<std::string, Hos
   Outcome r;
   for (const auto& f : feeds) {
     r.out = s.run(f);
+    if (r.recorded_ops.empty())
+      for (const auto& [op, ms] : s.last_build_phases().record_by_op) r.recorded_ops.insert(op);
     // Every shape's plan: the last build's phases say how it was made.
     r.through_ir = s.last_build_phases().through_ir;
     r.passes = s.last_build_phases().passes;
@@ -154,6 +157,12 @@ TEST(IrImport, ThePlanIsTheOneRecordedDirectlyWithTheSameBits) {
       const Outcome ir = run(path, one, true, fp16, false), direct = run(path, one, false, fp16, false);
       EXPECT_TRUE(ir.through_ir);
       EXPECT_FALSE(direct.through_ir);
+      // The build's host time stays by ONNX op type through the IR (each
+      // IR node labelled with its ONNX node's type).
+      for (const char* op : {"Conv", "MatMul", "LayerNormalization", "Softmax"}) {
+        EXPECT_EQ(ir.recorded_ops.count(op), 1u) << op;
+        EXPECT_EQ(direct.recorded_ops.count(op), 1u) << op;
+      }
       EXPECT_EQ(ir.passes, "no rewrites");
       EXPECT_EQ(ir.dispatches, direct.dispatches);
       for (const char* o : {"probs", "feat"}) {
