@@ -23,7 +23,6 @@ struct Index {
       for (const auto& in : n.input()) {
         if (in.empty()) continue;
         if (uses[in]++ == 0) consumer_of[in] = i;
-        readers[in].push_back(i);
       }
       for (const auto& o : n.output())
         if (!o.empty()) producer[o] = i;
@@ -56,13 +55,6 @@ struct Index {
     return n.op_type() == op && plain(n) && n.input_size() == inputs && n.output_size() == 1 &&
            std::none_of(n.input().begin(), n.input().end(), [](const std::string& s) { return s.empty(); });
   }
-  // The other input of binary node i, "" when v is not one of its inputs.
-  std::string other(int i, const std::string& v) const {
-    const auto& n = node(i);
-    if (n.input(0) == v) return n.input(1);
-    if (n.input(1) == v) return n.input(0);
-    return "";
-  }
   // Binary node i with one constant input: {the other input, the constant}.
   bool split_const(int i, std::string& value, std::string& k) const {
     const auto& n = node(i);
@@ -75,7 +67,6 @@ struct Index {
 
   const onnx::GraphProto& g;
   std::map<std::string, int> producer, uses, consumer_of;
-  std::map<std::string, std::vector<int>> readers;
   std::set<std::string> outputs, constants;
 };
 

@@ -62,30 +62,16 @@ class Matcher {
   bool constants_ok(TensorRef x) const {
     const std::optional<Shape> xs = g_.known_shape(x);
     for (const auto& [k, want] : constants_) {
+      const std::optional<double> v = scalar_value(g_, k);
       const HostTensor* t = g_.model_values(k);
-      if (!t || t->numel() != 1 || t->shape.size() > (xs ? xs->size() : 0)) return false;
-      double v = 0;
-      if (t->dtype == DType::F32) v = t->as<float>()[0];
-      else if (t->dtype == DType::F16) v = half_value(t);
-      else return false;
+      if (!v || t->shape.size() > (xs ? xs->size() : 0)) return false;
       const double tol = t->dtype == DType::F16 ? 1e-3 : 1e-5;
-      if (!(std::abs(v - want) <= tol * std::abs(want))) return false;
+      if (!(std::abs(*v - want) <= tol * std::abs(want))) return false;
     }
     return true;
   }
-  void reset() { constants_.clear(); }
 
  private:
-  static double half_value(const HostTensor* t) {
-    // IEEE binary16 to double, exactly.
-    const uint16_t h = *reinterpret_cast<const uint16_t*>(t->data.data());
-    const int e = (h >> 10) & 31, m = h & 1023;
-    const double s = (h >> 15) ? -1.0 : 1.0;
-    if (e == 0) return s * std::ldexp(m, -24);
-    if (e == 31) return m ? std::nan("") : s * INFINITY;
-    return s * std::ldexp(1024 + m, e - 25);
-  }
-
   const ir::Graph& g_;
   std::vector<std::pair<TensorRef, double>> constants_;
 };

@@ -91,9 +91,8 @@ class FuseMatmulAdd final : public Pass {
       double alpha = 1;
       bool ok = true;
       for (const auto& [k, divides] : scales) {
-        const HostTensor* t = g.model_values(k);
-        const std::optional<double> v = t ? value(*t) : std::nullopt;
-        if (!v || t->shape.size() > rank || !std::isfinite(*v) || *v == 0) ok = false;
+        const std::optional<double> v = scalar_value(g, k);
+        if (!v || g.model_values(k)->shape.size() > rank || !std::isfinite(*v) || *v == 0) ok = false;
         else alpha = divides ? alpha / *v : alpha * *v;
       }
       if (!ok) continue;
@@ -114,24 +113,7 @@ class FuseMatmulAdd final : public Pass {
 
  private:
   // A constant of one float value (its model values known).
-  static bool scalar(const ir::Graph& g, TensorRef v) {
-    if (!g.is_constant(v)) return false;
-    const HostTensor* t = g.model_values(v);
-    return t && t->numel() == 1 && value(*t).has_value();
-  }
-  static std::optional<double> value(const HostTensor& t) {
-    if (t.numel() != 1) return std::nullopt;
-    if (t.dtype == DType::F32) return double(t.as<float>()[0]);
-    if (t.dtype == DType::F16) {
-      const uint16_t h = *reinterpret_cast<const uint16_t*>(t.data.data());
-      const int e = (h >> 10) & 31, m = h & 1023;
-      const double s = (h >> 15) ? -1.0 : 1.0;
-      if (e == 0) return s * std::ldexp(m, -24);
-      if (e == 31) return std::nullopt;
-      return s * std::ldexp(1024 + m, e - 25);
-    }
-    return std::nullopt;
-  }
+  static bool scalar(const ir::Graph& g, TensorRef v) { return scalar_value(g, v).has_value(); }
   // A permutation that swaps the last two of at least two dims and keeps
   // the others in place.
   static bool swaps_last_two(const Value& dims) {

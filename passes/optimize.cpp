@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "graph/half.h"
 #include "passes/passes.h"
 
 namespace wgnn::passes {
@@ -23,6 +24,14 @@ int sole_user(const ir::Graph& g, TensorRef v) {
   if (g.is_output(v)) return -1;
   const std::vector<int> u = g.users(v);
   return u.size() == 1 ? u[0] : -1;
+}
+
+std::optional<double> scalar_value(const ir::Graph& g, TensorRef v) {
+  const HostTensor* t = v.id >= 0 && g.is_constant(v) ? g.model_values(v) : nullptr;
+  if (!t || t->numel() != 1) return std::nullopt;
+  if (t->dtype == DType::F32) return double(t->as<float>()[0]);
+  if (t->dtype == DType::F16) return double(half_to_float(*reinterpret_cast<const uint16_t*>(t->data.data())));
+  return std::nullopt;
 }
 
 const Value& arg_or(const ir::Node& n, size_t i, const Value& def) { return i < n.args.size() ? n.args[i] : def; }

@@ -6,6 +6,7 @@
 // (ir::Node::unfused), which a plan lowers instead where the shapes or
 // dtypes of that plan do not allow the fused op.
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,6 +68,10 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options = {});
 // Shared by the fusion passes: the single live node that reads `v` when
 // it is read by exactly one node, once, and is not a model output; else -1.
 int sole_user(const ir::Graph& g, TensorRef v);
+// The value of a one-element float32 / float16 constant as the model gives
+// it (ir::Graph::model_values: its data, or a made constant's source);
+// nullopt for anything else.
+std::optional<double> scalar_value(const ir::Graph& g, TensorRef v);
 // An argument, or `def` when the node has fewer.
 const Value& arg_or(const ir::Node& n, size_t i, const Value& def);
 
