@@ -205,8 +205,94 @@ CopyPlan sub_plan(const CopyPlan& p, size_t d, int64_t start, int64_t len) {
   return q;
 }
 
+// The plan's dims all plain (every source coordinate is the iteration's).
+bool all_plain(const CopyPlan& p) {
+  for (size_t d = 0; d < p.shape.size(); ++d) {
+    if (p.lo[d] != 0 || p.in_dim[d] != p.shape[d]) return false;
+  }
+  return true;
+}
+
+// A copy plan as kernels/transpose.wgsl takes it, or nullopt: an affine
+// plan whose destination is contiguous along its last dim L while a dim J of
+// at least 16 (besides L, also at least 16) has source stride 1. J moves to
+// the second-to-last place (the order of an affine plan's dims is free).
+std::optional<CopyPlan> transpose_plan(const CopyPlan& p) {
+  const size_t r = p.shape.size();
+  if (p.mode != kAffine || r < 2 || !all_plain(p) || p.dst_stride[r - 1] != 1 || p.src_stride[r - 1] == 1 ||
+      p.shape[r - 1] < 16) {
+    return std::nullopt;
+  }
+  for (size_t d = 0; d < r; ++d) {
+    if (p.src_stride[d] < 0) return std::nullopt;
+  }
+  for (size_t j = 0; j + 1 < r; ++j) {
+    if (p.src_stride[j] != 1 || p.shape[j] < 16) continue;
+    CopyPlan q = p;
+    auto move = [&](Shape& v) {
+      const int64_t x = v[j];
+      v.erase(v.begin() + int64_t(j));
+      v.insert(v.end() - 1, x);
+    };
+    move(q.shape), move(q.dst_stride), move(q.src_stride), move(q.lo), move(q.in_dim);
+    return q;
+  }
+  return std::nullopt;
+}
+
+// The plan in units of `v` elements (one vec4<u32>: 4 of 32 bits or 8 of
+// float16), or nullopt: an affine plan contiguous along its last dim on both
+// sides, whose last dim, strides and bases are whole vectors.
+std::optional<CopyPlan> vector_plan(const CopyPlan& p, uint64_t es) {
+  const size_t r = p.shape.size();
+  const int64_t v = es == 4 ? 4 : es == 2 ? 8 : 0;
+  if (v == 0 || p.mode != kAffine || r < 1 || !all_plain(p) || p.dst_stride[r - 1] != 1 || p.src_stride[r - 1] != 1 ||
+      p.shape[r - 1] % v || p.src_base % v || p.dst_base % v) {
+    return std::nullopt;
+  }
+  for (size_t d = 0; d + 1 < r; ++d) {
+    if (p.src_stride[d] % v || p.dst_stride[d] % v) return std::nullopt;
+  }
+  CopyPlan q = p;
+  q.shape[r - 1] /= v;
+  q.in_dim[r - 1] = q.shape[r - 1];
+  for (size_t d = 0; d + 1 < r; ++d) q.src_stride[d] /= v, q.dst_stride[d] /= v;
+  q.src_base /= v;
+  q.dst_base /= v;
+  return q;
+}
+
+CopyParams copy_params(const CopyPlan& p) {
+  CopyParams cp{};
+  cp.count = uint32_t(numel(p.shape));
+  cp.rank = uint32_t(p.shape.size());
+  cp.dst_base = uint32_t(p.dst_base);
+  cp.src_base = uint32_t(p.src_base);
+  for (size_t d = 0; d < p.shape.size(); ++d) {
+    cp.shape[d] = uint32_t(p.shape[d]);
+    cp.dst_stride[d] = uint32_t(p.dst_stride[d]);
+    cp.src_stride[d] = bits32(p.src_stride[d]);
+    cp.lo[d] = bits32(p.lo[d]);
+    cp.in_dim[d] = uint32_t(p.in_dim[d]);
+  }
+  return cp;
+}
+
+// WGNN_COPY_KERNEL=element: every copy on kernels/copy.wgsl's one element
+// per invocation (tests, A/B measurements), not the tiled transpose or the
+// vector copy.
+bool element_copies_only() {
+  const char* e = std::getenv("WGNN_COPY_KERNEL");
+  if (!e || !*e) return false;
+  if (std::string_view(e) == "element") return true;
+  throw Error(fmt::format("WGNN_COPY_KERNEL='{}': expected 'element' (or unset)", e));
+}
+
 // One dispatch of the copy; src and dst bound from their aligned extents
 // (whole when they fit, else byte ranges) with the bases moved to match.
+// A transpose runs tiled (kernels/transpose.wgsl), a copy along contiguous
+// runs of whole vec4<u32> copies vectors (kernels/copy.wgsl with {{T}} a
+// vector), the rest one element per invocation.
 void record_copy_part(const Args& a, TensorRef dst, TensorRef src, const CopyPlan& p, const Binding& fill,
                       std::string_view label) {
   Graph& g = a.g;
@@ -217,26 +303,35 @@ void record_copy_part(const Args& a, TensorRef dst, TensorRef src, const CopyPla
   const uint64_t limit = binding_limit(g);
   const uint64_t s0 = g.info(src).gpu_bytes() <= limit ? 0 : uint64_t(slo) * es / align * align;
   const uint64_t d0 = g.info(dst).gpu_bytes() <= limit ? 0 : uint64_t(dlo) * es / align * align;
-  CopyParams cp{};
-  cp.count = uint32_t(numel(p.shape));
-  cp.rank = uint32_t(p.shape.size());
-  cp.dst_base = uint32_t(p.dst_base - int64_t(d0 / es));
-  cp.src_base = uint32_t(p.src_base - int64_t(s0 / es));
-  for (size_t d = 0; d < p.shape.size(); ++d) {
-    cp.shape[d] = uint32_t(p.shape[d]);
-    cp.dst_stride[d] = uint32_t(p.dst_stride[d]);
-    cp.src_stride[d] = bits32(p.src_stride[d]);
-    cp.lo[d] = bits32(p.lo[d]);
-    cp.in_dim[d] = uint32_t(p.in_dim[d]);
+  const Binding dst_b =
+      g.info(dst).gpu_bytes() <= limit ? Binding::of(dst) : bind_bytes(g, dst, d0, uint64_t(dhi + 1) * es - d0);
+  const Binding src_b =
+      g.info(src).gpu_bytes() <= limit ? Binding::of(src) : bind_bytes(g, src, s0, uint64_t(shi + 1) * es - s0);
+  CopyPlan q = p;
+  q.dst_base -= int64_t(d0 / es);
+  q.src_base -= int64_t(s0 / es);
+  const bool element_only = element_copies_only();
+  if (auto t = element_only ? std::nullopt : transpose_plan(q)) {
+    const size_t r = t->shape.size();
+    const uint64_t outer = uint64_t(numel(t->shape) / (t->shape[r - 2] * t->shape[r - 1]));
+    const uint64_t groups = outer * gpu::ceil_div(uint64_t(t->shape[r - 2]), 32) *
+                            gpu::ceil_div(uint64_t(t->shape[r - 1]), 32);
+    g.add_dispatch(kernel(g, "ops/kernels/transpose.wgsl", element_subs(g, g.info(dst).dtype, a.op)),
+                   {dst_b, g.uniform(copy_params(*t)), src_b}, grid_for(g, groups), std::string(a.op),
+                   std::string(label) + " tiled");
+    return;
   }
-  const gpu::Pipeline& pl =
-      kernel(g, "ops/kernels/copy.wgsl", element_subs(g, g.info(dst).dtype, a.op), {{"MODE", double(p.mode)}});
-  g.add_dispatch(pl,
-                 {g.info(dst).gpu_bytes() <= limit ? Binding::of(dst) : bind_bytes(g, dst, d0, uint64_t(dhi + 1) * es - d0),
-                  g.uniform(cp),
-                  g.info(src).gpu_bytes() <= limit ? Binding::of(src) : bind_bytes(g, src, s0, uint64_t(shi + 1) * es - s0),
-                  fill},
-                 grid_for(g, gpu::ceil_div(uint64_t(cp.count), 256)), std::string(a.op), std::string(label));
+  Subs subs = element_subs(g, g.info(dst).dtype, a.op);
+  std::string what(label);
+  if (auto v = element_only ? std::nullopt : vector_plan(q, es)) {
+    q = *v;
+    subs = {{"T", "vec4<u32>"}, {"ENABLE", ""}};
+    what += " vec4";
+  }
+  const CopyParams cp = copy_params(q);
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/copy.wgsl", subs, {{"MODE", double(q.mode)}});
+  g.add_dispatch(pl, {dst_b, g.uniform(cp), src_b, fill}, grid_for(g, gpu::ceil_div(uint64_t(cp.count), 256)),
+                 std::string(a.op), what);
 }
 
 // Records plan `p`, cut into parts where its source or destination is over

@@ -52,6 +52,7 @@ const std::vector<KernelUniform>& kernel_uniforms() {
       {"ops/kernels/unique_first.wgsl", &UniqueParams::wgsl},
       {"ops/kernels/nms.wgsl", &NmsParams::wgsl},
       {"ops/kernels/nms_write.wgsl", &NmsParams::wgsl},
+      {"ops/kernels/transpose.wgsl", &CopyParams::wgsl},
       {"ops/kernels/matmul.wgsl", &MatmulParams::wgsl},
       {"ops/kernels/matmul_splitk.wgsl", &MatmulSplitKParams::wgsl},
       {"ops/kernels/binary.wgsl", &BinaryParams::wgsl},

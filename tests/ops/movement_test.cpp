@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "op_test_util.h"
+#include "scoped_env.h"
 #include "typed_values.h"
 
 using namespace wgnn;
@@ -87,6 +88,57 @@ TEST_P(Movement, Permute) {
                 for (size_t i = 0; i < r; ++i) s[perm[i]] = o[i];
                 return ravel(s, c.shape);
               }));
+  }
+}
+
+// The copy kernels a permute may run on (ops/movement.cpp): the tiled
+// transpose (a dim of source stride 1 becomes strided; both of at least 16,
+// edges not multiples of its 32 x 32 block, outer dims), the vector copy
+// (contiguous runs of whole vec4<u32>: a window partition, a head split) and
+// one element per invocation (WGNN_COPY_KERNEL=element, and runs that are no
+// whole vectors). Each against the reference, and the label naming the kernel.
+TEST_P(Movement, PermuteOnEveryCopyKernel) {
+  struct Case {
+    Shape shape;
+    IntList dims;
+    const char* kernel;  // the label's suffix: "tiled", "vec4" or "" (one element per invocation)
+  };
+  const std::vector<Case> cases = {
+      {{1, 40, 37}, {0, 2, 1}, "tiled"},
+      {{3, 20, 50}, {0, 2, 1}, "tiled"},
+      {{64, 48}, {1, 0}, "tiled"},
+      {{2, 17, 3, 33}, {0, 3, 2, 1}, "tiled"},
+      {{2, 33, 5, 40}, {3, 0, 2, 1}, "tiled"},
+      {{1, 4, 7, 4, 7, 8}, {0, 1, 3, 2, 4, 5}, "vec4"},
+      {{1, 24, 3, 2, 16}, {2, 0, 3, 1, 4}, "vec4"},
+      {{16, 18, 6}, {1, 0, 2}, ""},
+      {{8, 40}, {1, 0}, ""},
+  };
+  uint32_t seed = 300;
+  for (const bool element_only : {false, true}) {
+    std::optional<ScopedEnv> env;
+    if (element_only) env.emplace("WGNN_COPY_KERNEL", "element");
+    for (const Case& c : cases) {
+      SCOPED_TRACE(shape_str(c.shape) + " dims " + shape_str(c.dims) + (element_only ? " element copies" : ""));
+      Graph g(ctx());
+      const auto x = random_values(size_t(numel(c.shape)), dt(), seed++);
+      TensorRef in = put(g, c.shape, dt(), x);
+      const size_t before = g.dispatches().size();
+      TensorRef y = ops::call(g, "aten.permute.default", {in, c.dims}).tensor();
+      ASSERT_EQ(g.dispatches().size(), before + 1);
+      const std::string label = g.dispatches().back().label;
+      const std::string want = element_only || !*c.kernel ? "permute" : std::string("permute ") + c.kernel;
+      EXPECT_EQ(label, want);
+      const size_t r = c.shape.size();
+      Shape out(r);
+      for (size_t i = 0; i < r; ++i) out[i] = c.shape[size_t(c.dims[i])];
+      g.run();
+      EXPECT_EQ(get(g, y), ref_map(out, x, [&](const Coords& o) {
+                  Coords s(r);
+                  for (size_t i = 0; i < r; ++i) s[size_t(c.dims[i])] = o[i];
+                  return ravel(s, c.shape);
+                }));
+    }
   }
 }
 
