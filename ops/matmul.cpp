@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -45,26 +46,92 @@ struct Gemm {
 using Params = MatmulParams;  // ops/uniforms.h
 static_assert(sizeof(Params) == 192);
 
-// The regular kernel's tile (ops/kernels/matmul.wgsl): 64x64 where that
-// makes enough workgroups to fill a large GPU, else 32x64 (a
-// product of DeiT-T, 197x192x192, makes 12 workgroups of 64x64, which
-// leaves most of an H200 idle). WGNN_MATMUL_TILE=64x64|32x64|32x32 fixes
-// it (tuning, tests).
+// The regular kernel's configuration (ops/kernels/matmul.wgsl): a TM x TN
+// tile of C per workgroup, RM x RN per invocation, K in steps of TK through
+// STAGES workgroup-memory stages, and the invocations' layout (`warp_tiles`:
+// 8 x 4 blocks per 32 invocations).
+struct MatmulConfig {
+  uint32_t tm = 64, tn = 64, rm = 4, rn = 4, tk = 16, stages = 1;
+  bool warp_tiles = false;
+  uint32_t threads() const { return (tm / rm) * (tn / rn); }
+};
+
+// WGNN_MATMUL_CONFIG=TMxTN[:RMxRN][:kTK][:sSTAGES][:w] (tuning, tests)
+// fixes the configuration of every product of the regular kernel.
+MatmulConfig parse_matmul_config(const std::string& text) {
+  MatmulConfig c;
+  auto bad = [&](const std::string& why) {
+    return Error(fmt::format("WGNN_MATMUL_CONFIG='{}': {} (expected TMxTN[:RMxRN][:kTK][:sSTAGES][:w], "
+                             "e.g. 64x64:4x4:k16:s1)", text, why));
+  };
+  std::vector<std::string> parts;
+  for (size_t at = 0;;) {
+    const size_t colon = text.find(':', at);
+    parts.push_back(text.substr(at, colon == std::string::npos ? std::string::npos : colon - at));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  auto pair = [&](const std::string& p, uint32_t& x, uint32_t& y) {
+    unsigned u = 0, v = 0;
+    char tail = 0;
+    if (std::sscanf(p.c_str(), "%ux%u%c", &u, &v, &tail) != 2) throw bad("'" + p + "' is not AxB");
+    x = u, y = v;
+  };
+  pair(parts[0], c.tm, c.tn);
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    if (p == "w") {
+      c.warp_tiles = true;
+    } else if (!p.empty() && (p[0] == 'k' || p[0] == 's')) {
+      char* end = nullptr;
+      const unsigned long v = std::strtoul(p.c_str() + 1, &end, 10);
+      if (end == p.c_str() + 1 || *end) throw bad("'" + p + "' is not a number");
+      (p[0] == 'k' ? c.tk : c.stages) = uint32_t(v);
+    } else {
+      pair(p, c.rm, c.rn);
+    }
+  }
+  if (c.rm != 4 && c.rm != 8) throw bad("RM must be 4 or 8");
+  if (c.rn != 4 && c.rn != 8) throw bad("RN must be 4 or 8");
+  if (c.tk != 8 && c.tk != 16 && c.tk != 32) throw bad("TK must be 8, 16 or 32");
+  if (c.stages != 1 && c.stages != 2) throw bad("STAGES must be 1 or 2");
+  if (c.tm % (c.rm * 4) || c.tn % (c.rn * 4) || c.tm > 256 || c.tn > 256) {
+    throw bad("TM must be a multiple of 4 RM and TN of 4 RN, at most 256");
+  }
+  const uint32_t nt = c.threads();
+  if (nt > 256) throw bad(fmt::format("{} invocations per workgroup (at most 256)", nt));
+  if ((c.tm * c.tk / 4) % nt || (c.tn * c.tk / 4) % nt) {
+    throw bad("each operand's slice (TM x TK, TN x TK) must be a whole number of vec4 loads per invocation");
+  }
+  if (c.warp_tiles && ((c.tn / c.rn) % 8 || (c.tm / c.rm) % 4)) throw bad("w needs TN/RN % 8 == 0 and TM/RM % 4 == 0");
+  return c;
+}
+
+// The configuration of a product of M x N per batch. Measured on the H200
+// (docs/BENCHMARKS.md): 64x64 where that makes enough workgroups to fill a
+// large GPU, else 32x64 (a product of DeiT-T, 197x192x192, makes 12
+// workgroups of 64x64, which leaves most of an H200 idle); 32x64 beat 32x32
+// and 64x64 on DeiT-T's small products, and 32x32 was never the fastest.
+// WGNN_MATMUL_TILE=64x64|32x64|32x32 fixes the tile (tuning, tests),
+// WGNN_MATMUL_CONFIG everything.
 constexpr uint64_t kFillGroups = 256;
-std::pair<uint32_t, uint32_t> matmul_tile(int64_t M, int64_t N, int64_t batch) {
+MatmulConfig matmul_config(int64_t M, int64_t N, int64_t batch) {
+  if (const char* env = std::getenv("WGNN_MATMUL_CONFIG"); env && *env) return parse_matmul_config(env);
+  MatmulConfig c;
   if (const char* env = std::getenv("WGNN_MATMUL_TILE"); env && *env) {
     const std::string t(env);
-    if (t == "64x64") return {64, 64};
-    if (t == "32x64") return {32, 64};
-    if (t == "32x32") return {32, 32};
+    if (t == "64x64") return c;
+    c.tm = 32;
+    if (t == "32x64") return c;
+    c.tn = 32;
+    if (t == "32x32") return c;
     throw Error(fmt::format("WGNN_MATMUL_TILE='{}': expected 64x64, 32x64 or 32x32", t));
   }
   auto groups = [&](uint64_t tm, uint64_t tn) {
     return gpu::ceil_div(uint64_t(M), tm) * gpu::ceil_div(uint64_t(N), tn) * uint64_t(batch);
   };
-  // Measured on the H200 (docs/BENCHMARKS.md): 32x64 for the small
-  // products of DeiT-T beat 32x32 and 64x64; 32x32 was never the fastest.
-  return groups(64, 64) >= kFillGroups ? std::pair<uint32_t, uint32_t>{64, 64} : std::pair<uint32_t, uint32_t>{32, 64};
+  if (groups(64, 64) < kFillGroups) c.tm = 32;
+  return c;
 }
 
 // Split-K (kernels/matmul.wgsl with SPLITK, then matmul_splitk.wgsl): a
@@ -142,12 +209,14 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   const bool a_vec = (p.a_trans ? p.M : p.K) % 4 == 0 && lda % 4 == 0 && all4(st[0]);
   const bool b_vec = (p.b_trans ? p.K : p.N) % 4 == 0 && all4(st[1]);
 
-  const auto [tile_m, tile_n] = matmul_tile(p.M, p.N, batch);
+  const MatmulConfig cfg = matmul_config(p.M, p.N, batch);
+  const uint32_t tile_m = cfg.tm, tile_n = cfg.tn;
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), tile_m), tiles_n = gpu::ceil_div(uint64_t(p.N), tile_n);
   const uint64_t groups = tiles_m * tiles_n * uint64_t(batch);
   if (groups > UINT32_MAX) a.fail(fmt::format("the result {} needs too many workgroups", shape_str(p.out_shape)));
   uint64_t splits = dt == DType::F32 && p.bias.id < 0 ? matmul_splits(groups, uint64_t(p.K)) : 1;
-  const uint64_t kchunk = gpu::ceil_div(gpu::ceil_div(uint64_t(p.K), uint64_t(16)), std::max<uint64_t>(splits, 1)) * 16;
+  const uint64_t kchunk =
+      gpu::ceil_div(gpu::ceil_div(uint64_t(p.K), uint64_t(cfg.tk)), std::max<uint64_t>(splits, 1)) * cfg.tk;
   if (splits > 1) {
     splits = gpu::ceil_div(uint64_t(p.K), kchunk);
     const uint64_t part = splits * uint64_t(p.M) * uint64_t(p.N) * uint64_t(batch);
@@ -176,11 +245,10 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   Subs subs = float_subs(g, dt, a.op);
   subs.emplace_back("TM", std::to_string(tile_m));
   subs.emplace_back("TN", std::to_string(tile_n));
-  // 4x4 of C per thread. The kernel also takes 8 (rows or columns, for
-  // 64x128 and 128x128 tiles), which ran 3-20x slower on the H200 (likely
-  // register spills), so it is not used.
-  subs.emplace_back("RM", "4");
-  subs.emplace_back("RN", "4");
+  subs.emplace_back("RM", std::to_string(cfg.rm));
+  subs.emplace_back("RN", std::to_string(cfg.rn));
+  subs.emplace_back("TK", std::to_string(cfg.tk));
+  subs.emplace_back("STAGES", std::to_string(cfg.stages));
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul.wgsl", subs,
                                    {{"A_TRANS", p.a_trans ? 1.0 : 0.0},
                                     {"B_TRANS", p.b_trans ? 1.0 : 0.0},
@@ -188,6 +256,7 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
                                     {"B_VEC", b_vec ? 1.0 : 0.0},
                                     {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0},
                                     {"SPLITK", splits > 1 ? 1.0 : 0.0},
+                                    {"WARP_TILES", cfg.warp_tiles ? 1.0 : 0.0},
                                     {"ACT", double(p.act.code())},
                                     {"LO", p.act.lo},
                                     {"HI", p.act.hi},

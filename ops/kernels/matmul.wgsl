@@ -8,18 +8,22 @@
 // output's batch dims (`shape`) into element offsets of A, B and bias
 // (strides `sa`, `sb`, `sc`: 0 where an operand broadcasts).
 //
-// Tiling: one workgroup of (TN / 4) x (TM / 4) threads computes a TM x TN
-// tile of one batch (64x64, 32x64 or 32x32, chosen by ops/matmul.cpp from
-// the problem size: small products need small tiles to fill the GPU); each
-// thread a 4 x 4 block in registers (f32). K advances in steps of 16: both
-// operands' slices go to workgroup memory (as f32, k-major, vec4 along M
-// and N), each thread loading TM*16/4/threads (TN*16/4/threads) groups of
-// four values, one vec4 load each when A_VEC / B_VEC (the contiguous dim a
-// multiple of 4: no vec4 straddles the edge). The next slice's global loads
-// are issued into registers before the current slice's multiplies (one
-// workgroup-memory stage, register prefetch). Edges load zeros; stores are
-// masked. Every workgroup decodes its flat index (x + y * nx + z * nx * ny)
-// into (batch, tile row, tile column), so any batch count fits the grid.
+// Tiling: one workgroup of (TN / RN) x (TM / RM) invocations computes a
+// TM x TN tile of one batch; each invocation an RM x RN block in registers
+// (f32). ops/matmul.cpp picks the tile from the problem size (small products
+// need small tiles to fill the GPU). K advances in steps of TK: both
+// operands' slices go to workgroup memory (as f32, k-major, vec4 along M and
+// N), each invocation loading A_LOADS (B_LOADS) groups of four values, one
+// vec4 load each when A_VEC / B_VEC (the contiguous dim a multiple of 4: no
+// vec4 straddles the edge). The next slice's global loads are issued into
+// registers before the current slice's multiplies. STAGES 1: one
+// workgroup-memory stage, two barriers per slice; STAGES 2: the registers go
+// to the other stage while this one is read, one barrier per slice.
+// WARP_TILES: the 32 invocations of a subgroup-sized run of the local index
+// cover 8 x 4 blocks of the thread grid (fewer distinct workgroup-memory
+// vectors per read than a 16 x 2 run). Edges load zeros; stores are masked.
+// Every workgroup decodes its flat index (x + y * nx + z * nx * ny) into
+// (batch, tile row, tile column), so any batch count fits the grid.
 //
 // SPLITK (float32 only: `out` is then the f32 buffer of parts): workgroup
 // flat index also decodes a split s, which sums k in [s * kchunk,
@@ -33,7 +37,8 @@
 
 const TM: u32 = {{TM}}u;
 const TN: u32 = {{TN}}u;
-const TK: u32 = 16u;
+const TK: u32 = {{TK}}u;  // K step: 8, 16 or 32
+const STAGES: u32 = {{STAGES}}u;  // workgroup-memory stages: 1 or 2
 const RM: u32 = {{RM}}u;  // rows of C per thread (4 or 8)
 const RN: u32 = {{RN}}u;  // columns of C per thread (4 or 8)
 const WX: u32 = TN / RN;
@@ -41,6 +46,9 @@ const WY: u32 = TM / RM;
 const NT: u32 = WX * WY;
 const AW: u32 = TM / 4u;  // vec4s per k-row of As
 const BW: u32 = TN / 4u;  // vec4s per k-row of Bs
+const KV: u32 = TK / 4u;  // vec4s along K per row of A (B transposed)
+const AS: u32 = TK * AW;  // one stage of As, in vec4s
+const BS: u32 = TK * BW;
 const A_LOADS: u32 = TM * TK / 4u / NT;
 const B_LOADS: u32 = TN * TK / 4u / NT;
 
@@ -50,6 +58,7 @@ override A_VEC: bool = false;
 override B_VEC: bool = false;
 override HAS_BIAS: bool = false;
 override SPLITK: bool = false;
+override WARP_TILES: bool = false;
 // The activation applied last in the epilogue: ACT of lib/activation.wgsl.
 // float16 results beyond its range become +-inf (as IEEE and ATen), not a
 // device-defined value.
@@ -63,9 +72,10 @@ override F16_OUT: bool = false;  // inf_bits: lib/math.wgsl
 @group(0) @binding(3) var<storage, read> b: array<vec4<{{T}}>>;
 @group(0) @binding(4) var<storage, read> bias: array<vec4<{{T}}>>;
 
-// [TK][TM / 4] and [TK][TN / 4]: row k holds TM (TN) values of M (N) as vec4.
-var<workgroup> As: array<vec4<f32>, TK * TM / 4u>;
-var<workgroup> Bs: array<vec4<f32>, TK * TN / 4u>;
+// [STAGES][TK][TM / 4] and [STAGES][TK][TN / 4]: row k holds TM (TN) values
+// of M (N) as vec4.
+var<workgroup> As: array<vec4<f32>, STAGES * AS>;
+var<workgroup> Bs: array<vec4<f32>, STAGES * BS>;
 
 fn dim_of(v: array<vec4<u32>, 2>, d: u32) -> u32 { return v[d / 4u][d % 4u]; }
 fn a_at(i: u32) -> f32 { return f32(a[i >> 2u][i & 3u]); }
@@ -125,8 +135,8 @@ fn load_slice(k0: u32, K: u32, oa: u32, ob: u32, m0: u32, n0: u32, lid: u32,
         v = load_a4(oa + k * params.lda + m, remaining(M, m));
       }
     } else {
-      let m = m0 + q / 4u;
-      let k = k0 + (q % 4u) * 4u;
+      let m = m0 + q / KV;
+      let k = k0 + (q % KV) * 4u;
       if (m < M) {
         v = load_a4(oa + m * params.lda + k, remaining(K, k));
       }
@@ -137,8 +147,8 @@ fn load_slice(k0: u32, K: u32, oa: u32, ob: u32, m0: u32, n0: u32, lid: u32,
     let q = lid + i * NT;
     var v = vec4<f32>(0.0);
     if (B_TRANS) {
-      let n = n0 + q / 4u;
-      let k = k0 + (q % 4u) * 4u;
+      let n = n0 + q / KV;
+      let k = k0 + (q % KV) * 4u;
       if (n < N) {
         v = load_b4(ob + n * params.ldb + k, remaining(K, k));
       }
@@ -153,18 +163,21 @@ fn load_slice(k0: u32, K: u32, oa: u32, ob: u32, m0: u32, n0: u32, lid: u32,
   }
 }
 
-// The registers of load_slice into workgroup memory, k-major.
-fn store_slice(lid: u32, pa: ptr<function, array<vec4<f32>, A_LOADS>>, pb: ptr<function, array<vec4<f32>, B_LOADS>>) {
+// The registers of load_slice into workgroup memory, k-major, at stage `st`.
+fn store_slice(st: u32, lid: u32, pa: ptr<function, array<vec4<f32>, A_LOADS>>,
+               pb: ptr<function, array<vec4<f32>, B_LOADS>>) {
+  let sa = st * AS;
+  let sb = st * BS;
   for (var i = 0u; i < A_LOADS; i++) {
     let q = lid + i * NT;
     let v = (*pa)[i];
     if (A_TRANS) {
-      As[q] = v;
+      As[sa + q] = v;
     } else {
-      let mm = q / 4u;
-      let kk = (q % 4u) * 4u;
+      let mm = q / KV;
+      let kk = (q % KV) * 4u;
       for (var j = 0u; j < 4u; j++) {
-        As[(kk + j) * AW + mm / 4u][mm % 4u] = v[j];
+        As[sa + (kk + j) * AW + mm / 4u][mm % 4u] = v[j];
       }
     }
   }
@@ -172,20 +185,42 @@ fn store_slice(lid: u32, pa: ptr<function, array<vec4<f32>, A_LOADS>>, pb: ptr<f
     let q = lid + i * NT;
     let v = (*pb)[i];
     if (B_TRANS) {
-      let nn = q / 4u;
-      let kk = (q % 4u) * 4u;
+      let nn = q / KV;
+      let kk = (q % KV) * 4u;
       for (var j = 0u; j < 4u; j++) {
-        Bs[(kk + j) * BW + nn / 4u][nn % 4u] = v[j];
+        Bs[sb + (kk + j) * BW + nn / 4u][nn % 4u] = v[j];
       }
     } else {
-      Bs[q] = v;
+      Bs[sb + q] = v;
     }
   }
 }
 
-@compute @workgroup_size(WX, WY)
+// The multiplies of the slice at stage `st` into the thread's block.
+fn multiply(st: u32, tx: u32, ty: u32, acc: ptr<function, array<vec4<f32>, RM * RN / 4u>>) {
+  let sa = st * AS;
+  let sb = st * BS;
+  for (var k = 0u; k < TK; k++) {
+    var av: array<vec4<f32>, RM / 4u>;
+    var bv: array<vec4<f32>, RN / 4u>;
+    for (var r = 0u; r < RM / 4u; r++) {
+      av[r] = As[sa + k * AW + ty + r * WY];
+    }
+    for (var c = 0u; c < RN / 4u; c++) {
+      bv[c] = Bs[sb + k * BW + tx + c * WX];
+    }
+    for (var i = 0u; i < RM; i++) {
+      let x = vec4<f32>(av[i / 4u][i % 4u]);
+      for (var c = 0u; c < RN / 4u; c++) {
+        (*acc)[i * (RN / 4u) + c] = fma(x, bv[c], (*acc)[i * (RN / 4u) + c]);
+      }
+    }
+  }
+}
+
+@compute @workgroup_size(NT)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_id) lid3: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+        @builtin(local_invocation_index) lid: u32) {
   let flat = wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y;
   let tiles = params.tiles_m * params.tiles_n;
   let per_split = tiles * params.batch;
@@ -220,35 +255,49 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     oc += c * dim_of(params.sc, d);
   }
 
-  let tx = lid3.x;
-  let ty = lid3.y;
+  // The thread's place in the WX x WY grid: row-major, or in 8 x 4 blocks
+  // of 32 consecutive invocations (WARP_TILES: WX % 8 == 0, WY % 4 == 0).
+  var tx = lid % WX;
+  var ty = lid / WX;
+  if (WARP_TILES) {
+    let w = lid / 32u;
+    let l = lid % 32u;
+    tx = (w % (WX / 8u)) * 8u + l % 8u;
+    ty = (w / (WX / 8u)) * 4u + l / 8u;
+  }
   var acc: array<vec4<f32>, RM * RN / 4u>;
   var pa: array<vec4<f32>, A_LOADS>;
   var pb: array<vec4<f32>, B_LOADS>;
   load_slice(kbeg, K, oa, ob, m0, n0, lid, &pa, &pb);
-  for (var k0 = kbeg; k0 < K; k0 += TK) {
-    store_slice(lid, &pa, &pb);
-    workgroupBarrier();
-    if (k0 + TK < K) {
-      load_slice(k0 + TK, K, oa, ob, m0, n0, lid, &pa, &pb);
+  if (STAGES == 1u) {
+    for (var k0 = kbeg; k0 < K; k0 += TK) {
+      store_slice(0u, lid, &pa, &pb);
+      workgroupBarrier();
+      if (k0 + TK < K) {
+        load_slice(k0 + TK, K, oa, ob, m0, n0, lid, &pa, &pb);
+      }
+      multiply(0u, tx, ty, &acc);
+      workgroupBarrier();
     }
-    for (var k = 0u; k < TK; k++) {
-      var av: array<vec4<f32>, RM / 4u>;
-      var bv: array<vec4<f32>, RN / 4u>;
-      for (var r = 0u; r < RM / 4u; r++) {
-        av[r] = As[k * AW + ty + r * WY];
-      }
-      for (var c = 0u; c < RN / 4u; c++) {
-        bv[c] = Bs[k * BW + tx + c * WX];
-      }
-      for (var i = 0u; i < RM; i++) {
-        let x = vec4<f32>(av[i / 4u][i % 4u]);
-        for (var c = 0u; c < RN / 4u; c++) {
-          acc[i * (RN / 4u) + c] = fma(x, bv[c], acc[i * (RN / 4u) + c]);
-        }
-      }
-    }
+  } else {
+    // Slice t is read from stage t % 2 while slice t + 1 is written to the
+    // other: after the barrier that ends slice t, no invocation still reads
+    // the stage slice t + 2 will overwrite.
+    store_slice(0u, lid, &pa, &pb);
     workgroupBarrier();
+    var st = 0u;
+    for (var k0 = kbeg; k0 < K; k0 += TK) {
+      let more = k0 + TK < K;
+      if (more) {
+        load_slice(k0 + TK, K, oa, ob, m0, n0, lid, &pa, &pb);
+      }
+      multiply(st, tx, ty, &acc);
+      if (more) {
+        store_slice(st ^ 1u, lid, &pa, &pb);
+      }
+      workgroupBarrier();
+      st ^= 1u;
+    }
   }
 
   // Epilogue: scale, bias, masked stores. Thread (tx, ty) holds rows

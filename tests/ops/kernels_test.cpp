@@ -33,13 +33,17 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
         subs.emplace_back("A", "f32");
         subs.emplace_back("O", dt == DType::F16 ? "f16" : "f32");
         std::string entry = text.find("fn main(") != std::string_view::npos ? "main" : "";
-        // matmul.wgsl's tiles and per-thread blocks (4x4 as ops/matmul.cpp uses, 8 as the kernel allows).
-        const std::vector<std::array<const char*, 4>> tiles =
+        // matmul.wgsl's tiles, per-thread blocks, K steps and stages (as
+        // ops/matmul.cpp's configurations allow).
+        const std::vector<std::array<const char*, 6>> tiles =
             text.find("{{TM}}") != std::string_view::npos
-                ? std::vector<std::array<const char*, 4>>{{"32", "32", "4", "4"}, {"32", "64", "4", "4"},
-                                                          {"64", "64", "4", "4"}, {"64", "128", "4", "8"},
-                                                          {"128", "128", "8", "8"}}
-                : std::vector<std::array<const char*, 4>>{{"", "", "", ""}};
+                ? std::vector<std::array<const char*, 6>>{{"32", "32", "4", "4", "16", "1"},
+                                                          {"32", "64", "4", "4", "16", "1"},
+                                                          {"64", "64", "4", "4", "16", "1"},
+                                                          {"64", "64", "4", "4", "32", "2"},
+                                                          {"64", "128", "4", "8", "16", "2"},
+                                                          {"128", "128", "8", "8", "8", "2"}}
+                : std::vector<std::array<const char*, 6>>{{"", "", "", "", "", ""}};
         // attention.wgsl's head dims and tiles (D, DV, BQ, KS, BK, TILE, CW as
         // ops/attention.cpp derives them): one thread per query, key splits,
         // head dims not multiples of 4, 128.
@@ -189,11 +193,14 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
         for (const auto& t : tiles) {
           ops::Subs s2 = subs;
           if (*t[0]) {
-            SCOPED_TRACE(fmt::format("tile {}x{}, {}x{} per thread", t[0], t[1], t[2], t[3]));
+            SCOPED_TRACE(fmt::format("tile {}x{}, {}x{} per thread, k {}, {} stages", t[0], t[1], t[2], t[3], t[4],
+                                     t[5]));
             s2.emplace_back("TM", t[0]);
             s2.emplace_back("TN", t[1]);
             s2.emplace_back("RM", t[2]);
             s2.emplace_back("RN", t[3]);
+            s2.emplace_back("TK", t[4]);
+            s2.emplace_back("STAGES", t[5]);
           }
           EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
           ++compiled;

@@ -315,6 +315,38 @@ TEST(Matmul, EveryTileMatchesTheReference) {
   }
 }
 
+// The configurations WGNN_MATMUL_CONFIG can fix (per-thread blocks of 8, K
+// steps of 8 and 32, two stages, 8 x 4 invocation blocks), on the same
+// products as every tile above.
+TEST(Matmul, EveryConfigurationMatchesTheReference) {
+  for (const char* cfg : {"64x64:4x4:k32:s2:w", "128x128:8x8:k8:s2:w", "128x64:8x4:k16:s1", "64x128:4x8:k16:s2",
+                          "32x64:4x4:k16:s2:w", "64x64:4x4:k16:s1:w"}) {
+    SCOPED_TRACE(cfg);
+    test::ScopedEnv fix("WGNN_MATMUL_CONFIG", cfg);
+    check_matmul({129, 257}, {257, 131}, DType::F32, 61);
+    check_matmul({2, 136, 64}, {2, 64, 260}, DType::F32, 62);
+    check_matmul({70, 1030}, {1030, 66}, DType::F32, 63);  // split-K
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        check_gemm(130, 68, 129, ta, tb, Shape{130, 129}, 0.5, 2.0, DType::F32, false, 64);
+        check_gemm(131, 33, 70, ta, tb, Shape{70}, 1.0, 1.0, DType::F16, false, 65);
+      }
+    }
+  }
+}
+
+TEST(Matmul, AMalformedConfigurationIsAnError) {
+  for (const char* cfg : {"64x64:4x4:k12", "64x64:2x4", "256x256:4x4", "64x64:s3", "64", "64x64:k", "32x32:8x8:w"}) {
+    SCOPED_TRACE(cfg);
+    test::ScopedEnv fix("WGNN_MATMUL_CONFIG", cfg);
+    Graph g(ctx());
+    HostT A = make({40, 24}, DType::F32, 1), B = make({24, 16}, DType::F32, 2);  // not a gemv product
+    EXPECT_THROW(ops::call(g, "aten.mm.default",
+                           {upload(g, A.shape, A.v, DType::F32), upload(g, B.shape, B.v, DType::F32)}),
+                 Error);
+  }
+}
+
 TEST(Gemm, Transposes) {
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
