@@ -585,6 +585,118 @@ Value convolution_op(Graph& g, const ValueList& args, bool split_pads) {
   return convolution(a, x, w, b, s);
 }
 
+// wgnn.conv_depthwise_channels_last.default(input, weight, bias, size,
+// stride, padding, dilation): a depthwise convolution (one input channel
+// per group) on channels-last data, the form a transformer's convolutional
+// position encoding has before its permutes (DaViT's ConvPosEnc:
+// x [N, H*W, C] -> [N, C, H, W] -> depthwise conv -> [N, H*W, C]).
+// input is [N, *size, C_in], or [N, prod(size), C_in] (positions in a
+// row); weight [C_out, 1, *k] with C_out a multiple of C_in; bias [C_out]
+// or None; stride and dilation d values (or one for all), padding d values
+// (symmetric) or 2 d (begins, then ends). The result is [N, *out, C_out],
+// or [N, prod(out), C_out] for an input of positions in a row.
+Value conv_depthwise_channels_last(Graph& g, const ValueList& args) {
+  Args a{"wgnn.conv_depthwise_channels_last.default", args, g};
+  require_at_most(a, 7);
+  TensorRef x = a.tensor(0, "input");
+  TensorRef w = a.tensor(1, "weight");
+  TensorRef b = a.optional_tensor(2, "bias");
+  a.require_float(x, "input");
+  const TensorInfo xi = g.info(x), wi = g.info(w);
+  if (wi.dtype != xi.dtype) {
+    a.fail(fmt::format("argument 'weight' has dtype {}; expected the input's {}", dtype_name(wi.dtype),
+                       dtype_name(xi.dtype)));
+  }
+  const int d = int(wi.shape.size()) - 2;
+  if (d < 1 || d > 3 || wi.shape[1] != 1) {
+    a.fail(fmt::format("argument 'weight' has shape {}; expected [C_out, 1, *kernel] with 1 to 3 kernel dims",
+                       shape_str(wi.shape)));
+  }
+  const IntList size = a.int_list(3, "size");
+  if (size.size() != size_t(d) || std::any_of(size.begin(), size.end(), [](int64_t v) { return v < 1; })) {
+    a.fail(fmt::format("argument 'size' is {}; expected the {} positive spatial sizes of the input", shape_str(size), d));
+  }
+  int64_t positions = 1;
+  for (int64_t v : size) positions *= v;
+  const bool row = xi.shape.size() == 3 && d != 1;
+  const bool spatial_ok =
+      row ? xi.shape[1] == positions
+          : xi.shape.size() == size_t(d) + 2 && std::equal(size.begin(), size.end(), xi.shape.begin() + 1);
+  if (!spatial_ok) {
+    a.fail(fmt::format("argument 'input' has shape {}; expected [N, {}, C] or [N, {}, C] for size {}",
+                       shape_str(xi.shape), fmt::join(size, ", "), positions, shape_str(size)));
+  }
+  const int64_t n = xi.shape[0], cin = xi.shape.back(), cout = wi.shape[0];
+  if (cin < 1 || cout % cin) {
+    a.fail(fmt::format("weight {} has {} output channels, not a multiple of the input's {} channels",
+                       shape_str(wi.shape), cout, cin));
+  }
+  if (b.id >= 0 && (g.info(b).shape != Shape{cout} || g.info(b).dtype != xi.dtype)) {
+    a.fail(fmt::format("argument 'bias' is {} {}; expected {} [{}]", dtype_name(g.info(b).dtype),
+                       shape_str(g.info(b).shape), dtype_name(xi.dtype), cout));
+  }
+  ConvSpec s;
+  s.d = d;
+  s.stride = spatial(a, 4, "stride", d, 1);
+  const bool split = a.args.size() > 5 && !a.args[5].is_none() && a.int_list(5, "padding").size() == size_t(2 * d);
+  read_pads(a, 5, d, split, s.pad_begin, s.pad_end);
+  s.dil = spatial(a, 6, "dilation", d, 1);
+  require_positive(a, s.stride, d, "stride");
+  require_positive(a, s.dil, d, "dilation");
+  require_non_negative(a, s.pad_begin, d, "padding");
+  require_non_negative(a, s.pad_end, d, "padding");
+  Dims3 in{1, 1, 1}, k{1, 1, 1}, out{1, 1, 1};
+  for (int j = 0; j < d; ++j) {
+    in[size_t(3 - d + j)] = size[size_t(j)];
+    k[size_t(3 - d + j)] = wi.shape[size_t(2 + j)];
+  }
+  Shape out_shape{n};
+  int64_t out_positions = 1;
+  for (size_t j = 3 - size_t(d); j < 3; ++j) {
+    const int64_t ext = s.dil[j] * (k[j] - 1) + 1, padded = in[j] + s.pad_begin[j] + s.pad_end[j];
+    if (k[j] < 1 || padded < ext) {
+      a.fail(fmt::format("the kernel {} (dilation {}) spans more than the padded input {} along spatial dim {}",
+                         dims_str(k, d), dims_str(s.dil, d), padded, j - (3 - size_t(d))));
+    }
+    out[j] = (padded - ext) / s.stride[j] + 1;
+    out_positions *= out[j];
+    if (!row) out_shape.push_back(out[j]);
+  }
+  if (row) out_shape.push_back(out_positions);
+  out_shape.push_back(cout);
+  a.require_fits_binding(x, "input");
+  require_index_range(a, xi.numel(), "the input", xi.shape);
+  require_result_fits(a, out_shape, xi.dtype);
+  TensorRef y = g.add_tensor(out_shape, xi.dtype);
+  if (numel(out_shape) == 0) return y;
+  DepthwiseParams p{};
+  p.count = uint32_t(numel(out_shape));
+  p.cout = uint32_t(cout);
+  p.mult = uint32_t(cout / cin);
+  p.has_bias = b.id >= 0;
+  p.in_d = uint32_t(in[0]), p.in_h = uint32_t(in[1]), p.in_w = uint32_t(in[2]);
+  p.in_vol = uint32_t(in[0] * in[1] * in[2]);
+  p.out_d = uint32_t(out[0]), p.out_h = uint32_t(out[1]), p.out_w = uint32_t(out[2]);
+  p.out_vol = uint32_t(out_positions);
+  p.k_d = uint32_t(k[0]), p.k_h = uint32_t(k[1]), p.k_w = uint32_t(k[2]), p.kvol = uint32_t(k[0] * k[1] * k[2]);
+  for (size_t j = 0; j < 3; ++j) {
+    p.stride[j] = int32_t(s.stride[j]);
+    p.pad[j] = int32_t(s.pad_begin[j]);
+    p.dil[j] = int32_t(s.dil[j]);
+  }
+  Subs subs = float_subs(g, xi.dtype, a.op);
+  add_epilogue_subs(subs, s, 5, "acc", "co", false, xi.dtype == DType::F16, "i");
+  auto constants = activation_constants(s.act);
+  constants.emplace_back("CHANNELS_LAST", 1.0);
+  const Binding bias = b.id >= 0 ? Binding::of(b) : Binding::of(g.ctx().dummy_buffer());
+  g.add_dispatch(kernel(g, "ops/kernels/conv_depthwise.wgsl", subs, constants),
+                 {Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias},
+                 grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
+                 fmt::format("conv depthwise channels-last k={}", dims_str(k, d)), 2.0 * double(p.count) *
+                 double(p.kvol));
+  return y;
+}
+
 // ---- pooling ------------------------------------------------------------------
 
 struct PoolSpec {
@@ -874,6 +986,7 @@ Value padded_pool(Graph& g, const ValueList& args, const std::string& op, bool a
 void register_conv_ops(OpRegistry& r) {
   r.add("aten.convolution.default", [](Graph& g, const ValueList& a) { return convolution_op(g, a, false); });
   r.add("wgnn.convolution_padded.default", [](Graph& g, const ValueList& a) { return convolution_op(g, a, true); });
+  r.add("wgnn.conv_depthwise_channels_last.default", conv_depthwise_channels_last);
   for (int d = 1; d <= 3; ++d) {
     const std::string mp = fmt::format("aten.max_pool{}d.default", d);
     r.add(mp, [mp, d](Graph& g, const ValueList& a) { return max_pool(g, a, mp, d, false); });

@@ -44,6 +44,7 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   if (fusion) {
     // Batch norm first: a conv + batch norm + relu becomes one conv whose
     // epilogue applies the relu.
+    list.push_back(fuse_conv_channels_last());  // before the conv passes give the conv an epilogue
     list.push_back(fuse_gelu());  // before the products take it into their epilogue
     list.push_back(fuse_matmul_add());
     list.push_back(fuse_conv_batch_norm());

@@ -45,6 +45,7 @@ std::unique_ptr<Pass> fuse_conv_residual();    // fuse_conv_residual.cpp
 std::unique_ptr<Pass> fuse_conv_activation();  // fuse_conv_activation.cpp
 std::unique_ptr<Pass> fuse_matmul_activation();  // fuse_matmul_activation.cpp
 std::unique_ptr<Pass> fuse_add_layer_norm();   // fuse_add_layer_norm.cpp
+std::unique_ptr<Pass> fuse_conv_channels_last();  // fuse_conv_channels_last.cpp
 
 struct OptimizeOptions {
   PassContext context;
@@ -60,7 +61,7 @@ struct Report {
 };
 
 // The default pipeline, in order: constant folding (when pc.ctx is set),
-// GELU chains, matmul + scales / transposed operands / bias, conv + batch
+// a depthwise convolution between channel permutes, GELU chains, matmul + scales / transposed operands / bias, conv + batch
 // norm, conv + residual add, conv + activation, matmul + activation, add +
 // layer norm, dead code; the graph compacted at the end.
 Report optimize(ir::Graph& g, const OptimizeOptions& options = {});

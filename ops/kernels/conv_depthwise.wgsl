@@ -5,7 +5,12 @@
 // and residual (the AFFINE_BINDING and AFFINE placeholders: conv.cpp's add_epilogue_subs) and the
 // activation.
 //   y[n, co, o] = bias[co] + sum_k w[co, 0, k] * x[n, co / mult, o * stride - pad + k * dil]
+// CHANNELS_LAST: x is [N, *spatial, C_in] and y [N, *out, C_out]
+// (wgnn.conv_depthwise_channels_last: consecutive threads take consecutive
+// channels of one output position, so reads and writes stay consecutive).
 {{ENABLE}}
+
+override CHANNELS_LAST: bool = false;
 
 {{PARAMS}}
 
@@ -27,14 +32,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (i >= params.count) {
     return;
   }
-  let pl = i % params.out_vol;
-  let nc = i / params.out_vol;  // n * cout + co
-  let co = nc % params.cout;
-  let ci_plane = nc / params.mult;  // n * cin + co / mult (cout = mult * cin)
+  var pl: u32;
+  var co: u32;
+  var xbase: u32;
+  var xstep = 1u;  // elements between neighbouring input positions
+  if (CHANNELS_LAST) {
+    co = i % params.cout;
+    let np = i / params.cout;  // n * out_vol + pl
+    pl = np % params.out_vol;
+    xstep = params.cout / params.mult;  // cin
+    xbase = (np / params.out_vol) * params.in_vol * xstep + co / params.mult;
+  } else {
+    pl = i % params.out_vol;
+    let nc = i / params.out_vol;  // n * cout + co
+    co = nc % params.cout;
+    xbase = (nc / params.mult) * params.in_vol;  // (n * cin + co / mult) planes (cout = mult * cin)
+  }
   let ohw = params.out_h * params.out_w;
   let o = vec3<i32>(vec3<u32>(pl / ohw, (pl % ohw) / params.out_w, pl % params.out_w));
   let org = o * params.stride.xyz - params.pad.xyz;
-  let xbase = ci_plane * params.in_vol;
   let wbase = co * params.kvol;
   var acc = 0.0;
   if (params.has_bias != 0u) {
@@ -50,12 +66,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       if (ih >= params.in_h) {
         continue;
       }
-      let row = xbase + (id * params.in_h + ih) * params.in_w;
+      let row = (id * params.in_h + ih) * params.in_w;
       let wrow = wbase + (kd * params.k_h + kh) * params.k_w;
       for (var kw = 0u; kw < params.k_w; kw++) {
         let iw = u32(org.z + i32(kw) * params.dil.z);
         if (iw < params.in_w) {
-          acc += f32(x[row + iw]) * f32(w[wrow + kw]);
+          acc += f32(x[xbase + (row + iw) * xstep]) * f32(w[wrow + kw]);
         }
       }
     }

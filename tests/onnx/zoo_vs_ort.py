@@ -117,7 +117,7 @@ MAX_DISPATCHES = {
     "convnext_tiny": 59,
     "transformer_block": 35,
     "vit_standin": 21,
-    "davit_standin": 177,
+    "davit_standin": 153,
     "whisper_standin": 27,
     "bart_standin": 37,
 }

@@ -270,6 +270,114 @@ INSTANTIATE_TEST_SUITE_P(Cases, ConvCase, testing::ValuesIn(conv_cases()),
 
 }  // namespace
 
+// wgnn.conv_depthwise_channels_last against the convolution reference on the
+// same values moved channels first (a host permute): 1 to 3 spatial dims,
+// channel multipliers, strides, dilation, split padding, without a bias,
+// positions in a row ([N, prod(size), C]) and as spatial dims, float16.
+TEST(Conv, DepthwiseChannelsLastMatchesTheReference) {
+  struct Case {
+    Conv c;
+    bool row;  // input [N, prod(size), C] rather than [N, *size, C]
+  };
+  const std::vector<Case> cases = {
+      {{{2, 12, 5, 6}, {12, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 12}, true},
+      {{{1, 8, 9, 7}, {16, 1, 3, 3}, true, {2, 1}, {1, 0, 2, 1}, {1, 2}, false, {0}, 8, DType::F32, true}, false},
+      {{{1, 5, 11}, {10, 1, 5}, false, {1}, {2}, {1}, false, {0}, 5}, true},
+      {{{1, 4, 3, 4, 5}, {4, 1, 3, 1, 3}, true, {1}, {1, 0, 1}, {1}, false, {0}, 4}, false},
+      {{{1, 12, 5, 6}, {12, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 12, DType::F16}, true},
+  };
+  uint32_t seed = 700;
+  for (const Case& k : cases) {
+    const Conv& c = k.c;
+    SCOPED_TRACE(fmt::format("x {} w {} {}", shape_str(c.x), shape_str(c.w), k.row ? "row" : "spatial"));
+    if (c.dtype == DType::F16 && !has_f16()) continue;
+    const size_t d = c.x.size() - 2;
+    const int64_t n = c.x[0], cin = c.x[1], cout = c.w[0];
+    int64_t vol = 1;
+    for (size_t j = 0; j < d; ++j) vol *= c.x[2 + j];
+    auto x = quantize(random_floats(size_t(numel(c.x)), -1, 1, seed), c.dtype);
+    auto w = quantize(random_floats(size_t(numel(c.w)), -1, 1, seed + 1), c.dtype);
+    auto b = quantize(random_floats(size_t(cout), -1, 1, seed + 2), c.dtype);
+    seed += 3;
+    // x as the op takes it: [N, positions, C].
+    std::vector<float> xl(x.size());
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t ch = 0; ch < cin; ++ch) {
+        for (int64_t q = 0; q < vol; ++q) xl[size_t((i * vol + q) * cin + ch)] = x[size_t((i * cin + ch) * vol + q)];
+      }
+    }
+    Shape xs{n};
+    if (k.row) {
+      xs.push_back(vol);
+    } else {
+      xs.insert(xs.end(), c.x.begin() + 2, c.x.end());
+    }
+    xs.push_back(cin);
+    Graph g(ctx());
+    TensorRef y = ops::call(g, "wgnn.conv_depthwise_channels_last.default",
+                            {upload(g, xs, xl, c.dtype), constant(g, c.w, w, c.dtype),
+                             c.bias ? Value(constant(g, {cout}, b, c.dtype)) : Value(None{}),
+                             IntList(c.x.begin() + 2, c.x.end()), c.stride, c.padding, c.dilation})
+                      .tensor();
+    const Ref r = ref_conv(c, x, w, b);
+    int64_t out_vol = 1;
+    for (size_t j = 2; j < r.shape.size(); ++j) out_vol *= r.shape[j];
+    Shape want{n};
+    if (k.row) {
+      want.push_back(out_vol);
+    } else {
+      want.insert(want.end(), r.shape.begin() + 2, r.shape.end());
+    }
+    want.push_back(cout);
+    ASSERT_EQ(g.info(y).shape, want);
+    EXPECT_THAT(g.dispatches().back().label, testing::HasSubstr("channels-last"));
+    g.run();
+    const std::vector<float> got = download(g, y);
+    // The reference moved channels last.
+    std::vector<double> ref(got.size()), mag;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t ch = 0; ch < cout; ++ch) {
+        for (int64_t q = 0; q < out_vol; ++q) {
+          ref[size_t((i * out_vol + q) * cout + ch)] = r.v[size_t((i * cout + ch) * out_vol + q)];
+        }
+      }
+    }
+    if (c.dtype == DType::F16) {
+      const Ref m = ref_conv(c, magnitudes(x), magnitudes(w), magnitudes(b));
+      mag.resize(got.size());
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t ch = 0; ch < cout; ++ch) {
+          for (int64_t q = 0; q < out_vol; ++q) {
+            mag[size_t((i * out_vol + q) * cout + ch)] = m.v[size_t((i * cout + ch) * out_vol + q)];
+          }
+        }
+      }
+      EXPECT_TRUE(f16_product_close(got, ref, mag));
+    } else {
+      EXPECT_TRUE(all_close(got, ref, 1e-4, 1e-5));
+    }
+  }
+}
+
+TEST(Conv, DepthwiseChannelsLastErrors) {
+  Graph g(ctx());
+  TensorRef x = upload(g, {1, 30, 12}, std::vector<float>(360, 0.5f), DType::F32);
+  TensorRef w = constant(g, {12, 1, 3, 3}, std::vector<float>(108, 0.1f), DType::F32);
+  auto err = [&](const ValueList& args) {
+    return error_of([&] { ops::call(g, "wgnn.conv_depthwise_channels_last.default", args); });
+  };
+  EXPECT_THAT(err({x, w, None{}, IntList{5, 7}, IntList{1}, IntList{1}, IntList{1}}), HasSubstr("expected [N, 5, 7, C]"));
+  EXPECT_THAT(err({x, constant(g, {12, 2, 3, 3}, std::vector<float>(216, 0.1f), DType::F32), None{}, IntList{5, 6},
+                   IntList{1}, IntList{1}, IntList{1}}),
+              HasSubstr("[C_out, 1, *kernel]"));
+  EXPECT_THAT(err({x, constant(g, {18, 1, 3, 3}, std::vector<float>(162, 0.1f), DType::F32), None{}, IntList{5, 6},
+                   IntList{1}, IntList{1}, IntList{1}}),
+              HasSubstr("not a multiple"));
+  EXPECT_THAT(err({x, w, None{}, IntList{5, 6}, IntList{0}, IntList{1}, IntList{1}}), HasSubstr("stride"));
+  EXPECT_THAT(err({x, w, None{}, IntList{5, 6}, IntList{1}, IntList{-1}, IntList{1}}), HasSubstr("padding"));
+  EXPECT_THAT(err({x, w, None{}, IntList{1, 1}, IntList{1}, IntList{0}, IntList{1}}), HasSubstr("expected"));
+}
+
 TEST(Conv, WeightAsInputNotConstant) {
   run_conv({{1, 6, 7, 7}, {4, 6, 3, 3}, true, {1}, {1}}, 3, true);
   run_conv({{1, 6, 7, 7}, {6, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 6}, 4, true);
