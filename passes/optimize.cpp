@@ -1,8 +1,12 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include <cstdlib>
 #include <cstring>
 
+#include "gpu/error.h"
 #include "graph/half.h"
 #include "passes/passes.h"
 
@@ -54,6 +58,32 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
     list.push_back(fuse_add_layer_norm());
   }
   list.push_back(dead_code());
+  // WGNN_DISABLE_PASSES=name,name: leave those passes out (A/B
+  // measurements, narrowing down a fault), as ONNX Runtime's
+  // disabled_optimizers. An unknown name is an error.
+  std::vector<std::string> disabled;
+  if (const char* d = std::getenv("WGNN_DISABLE_PASSES"); d && *d) {
+    const std::string text(d);
+    for (size_t at = 0; at <= text.size();) {
+      const size_t comma = std::min(text.find(',', at), text.size());
+      const std::string name = text.substr(at, comma - at);
+      const std::vector<std::string> known = {"fold_constants", "fuse_conv_channels_last", "fuse_gelu",
+                                              "fuse_matmul_add", "fuse_conv_batch_norm", "fuse_conv_residual",
+                                              "fuse_conv_activation", "fuse_matmul_activation",
+                                              "fuse_add_layer_norm", "dead_code"};
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        throw Error(fmt::format("WGNN_DISABLE_PASSES='{}': '{}' is not a pass (passes: {})", text, name,
+                                fmt::join(known, ", ")));
+      }
+      disabled.push_back(name);
+      at = comma + 1;
+    }
+  }
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [&](const std::unique_ptr<Pass>& p) {
+                              return std::find(disabled.begin(), disabled.end(), p->name()) != disabled.end();
+                            }),
+             list.end());
   Report r;
   for (const auto& p : list) {
     const size_t k = p->apply(g, options.context);

@@ -13,6 +13,7 @@
 #include "error_of.h"
 #include "op_test_util.h"
 #include "passes/passes.h"
+#include "scoped_env.h"
 
 namespace wgnn::test {
 namespace {
@@ -273,6 +274,17 @@ TEST(IrPasses, DepthwiseConvBetweenChannelPermutesRunsChannelsLast) {
   plain.output(plain.call("aten.permute.default", {plain.call("aten.view.default", {c2, IntList{N, 2 * C, H * W}}),
                                                     IntList{0, 2, 1}}));
   EXPECT_EQ(passes::optimize(plain).count("fuse_conv_channels_last"), 0u);
+
+  // WGNN_DISABLE_PASSES leaves a pass out; a name that is no pass is an error.
+  {
+    ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_gelu,fuse_conv_channels_last");
+    ir::Graph g = build();
+    EXPECT_EQ(passes::optimize(g).count("fuse_conv_channels_last"), 0u);
+    EXPECT_EQ(g.live_nodes(), 5u);
+  }
+  ScopedEnv bad("WGNN_DISABLE_PASSES", "fuse_everything");
+  ir::Graph g = build();
+  EXPECT_NE(error_of([&] { passes::optimize(g); }).find("'fuse_everything' is not a pass"), std::string::npos);
 }
 
 TEST(IrPasses, ConvBatchNormResidualAddReluIsOneConvolution) {
