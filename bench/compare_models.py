@@ -231,11 +231,12 @@ def measure(a):
     wanted = [m for m in wanted if m != "isnet"]
     if not os.path.isfile(a.wgnn):
         raise SystemExit(f"compare_models: --wgnn {a.wgnn}: no such file (build it: ninja -C build wgnn_cli)")
-    bench_js = os.path.join(a.ort_peer, "bench.js")
-    if not os.path.isfile(bench_js):
+    peer = a.ort_peer or ""
+    bench_js = os.path.join(peer, "bench.js")
+    if a.ort_peer and not os.path.isfile(bench_js):
         raise SystemExit(f"compare_models: --ort-peer {a.ort_peer}: no bench.js there (bench/make_ort_peer.sh "
                          "builds the peer; unpack it with tar xJf)")
-    node = os.path.join(a.ort_peer, "node")
+    node = os.path.join(peer, "node")
     node = node if os.path.isfile(node) else "node"
     device = pick_device(a.device)
     skip = set(s for s in a.skip.split(",") if s)
@@ -251,7 +252,7 @@ def measure(a):
             "git": subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
                                   text=True).stdout.strip() or "?",
             "runs": a.runs, "warmup": a.warmup, "cpu_runs": a.cpu_runs, "mini": a.mini, "opset": a.opset,
-            "device": device, "ort_version": ort_version(a.ort_peer)}
+            "device": device, "ort_version": ort_version(peer) if a.ort_peer else "not run"}
     info = subprocess.run([a.wgnn, "info", "--json"], capture_output=True, text=True)
     try:
         meta["adapter"] = json.loads(info.stdout)["adapter"]
@@ -603,8 +604,10 @@ def main():
     if a.report_only:
         report(a.report_only, a.out, a.name)
         return
-    if not a.ort_peer:
-        ap.error("--ort-peer DIR is needed (bench/make_ort_peer.sh builds it)")
+    skipped = {t.strip() for t in a.skip.split(",") if t.strip()}
+    if not a.ort_peer and any(t.startswith("ort-") and t not in skipped for t in TOOLS):
+        ap.error("--ort-peer DIR is needed for the ONNX Runtime tools (bench/make_ort_peer.sh builds it; "
+                 "--skip ort-webgpu,ort-webgpu-fp16,ort-cpu leaves them out)")
     files = measure(a)
     report(files, a.out, a.name)
 

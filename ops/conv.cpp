@@ -593,11 +593,14 @@ Value convolution_op(Graph& g, const ValueList& args, bool split_pads) {
 // input is [N, *size, C_in], or [N, prod(size), C_in] (positions in a
 // row); weight [C_out, 1, *k] with C_out a multiple of C_in; bias [C_out]
 // or None; stride and dilation d values (or one for all), padding d values
-// (symmetric) or 2 d (begins, then ends). The result is [N, *out, C_out],
-// or [N, prod(out), C_out] for an input of positions in a row.
+// (symmetric) or 2 d (begins, then ends); residual None or a tensor of
+// the result's shape and dtype added in the epilogue (rounded to float16
+// first in float16 storage: the separate add's values). The result is
+// [N, *out, C_out], or [N, prod(out), C_out] for an input of positions in
+// a row.
 Value conv_depthwise_channels_last(Graph& g, const ValueList& args) {
   Args a{"wgnn.conv_depthwise_channels_last.default", args, g};
-  require_at_most(a, 7);
+  require_at_most(a, 8);
   TensorRef x = a.tensor(0, "input");
   TensorRef w = a.tensor(1, "weight");
   TensorRef b = a.optional_tensor(2, "bias");
@@ -667,6 +670,11 @@ Value conv_depthwise_channels_last(Graph& g, const ValueList& args) {
   a.require_fits_binding(x, "input");
   require_index_range(a, xi.numel(), "the input", xi.shape);
   require_result_fits(a, out_shape, xi.dtype);
+  s.residual = a.optional_tensor(7, "residual");
+  if (s.residual.id >= 0 && (g.info(s.residual).shape != out_shape || g.info(s.residual).dtype != xi.dtype)) {
+    a.fail(fmt::format("argument 'residual' is {} {}; expected the result's {} {}", dtype_name(g.info(s.residual).dtype),
+                       shape_str(g.info(s.residual).shape), dtype_name(xi.dtype), shape_str(out_shape)));
+  }
   TensorRef y = g.add_tensor(out_shape, xi.dtype);
   if (numel(out_shape) == 0) return y;
   DepthwiseParams p{};
@@ -689,11 +697,13 @@ Value conv_depthwise_channels_last(Graph& g, const ValueList& args) {
   auto constants = activation_constants(s.act);
   constants.emplace_back("CHANNELS_LAST", 1.0);
   const Binding bias = b.id >= 0 ? Binding::of(b) : Binding::of(g.ctx().dummy_buffer());
-  g.add_dispatch(kernel(g, "ops/kernels/conv_depthwise.wgsl", subs, constants),
-                 {Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias},
+  std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias};
+  if (s.residual.id >= 0) bindings.push_back(Binding::of(s.residual));
+  g.add_dispatch(kernel(g, "ops/kernels/conv_depthwise.wgsl", subs, constants), std::move(bindings),
                  grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
-                 fmt::format("conv depthwise channels-last k={}", dims_str(k, d)), 2.0 * double(p.count) *
-                 double(p.kvol));
+                 fmt::format("conv depthwise channels-last k={}{}", dims_str(k, d),
+                             s.residual.id >= 0 ? " residual" : ""),
+                 2.0 * double(p.count) * double(p.kvol));
   return y;
 }
 

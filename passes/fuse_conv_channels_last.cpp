@@ -2,12 +2,13 @@
 // first and back (a transformer's convolutional position encoding, as
 // timm's DaViT ConvPosEnc exports it):
 //   p = aten.permute(x [N, L, C], [0, 2, 1]);  u = aten.view(p, [N, C, *size])
-//   c = convolution(u, w [C * m, 1, *k], b, groups C);  v = aten.view(c, [N, C * m, L'])
-//   y = aten.permute(v, [0, 2, 1])
+//   c = convolution(u, w [C * m, 1, *k], b, groups C)  [s = aten.add(u, c)]
+//   v = aten.view(c or s, [N, C * m, L']);  y = aten.permute(v, [0, 2, 1])
 // -> y = wgnn.conv_depthwise_channels_last(x, w, b, size, stride, padding,
-// dilation), which reads x and writes y as they are: two copies fewer.
-// Applies where the IR knows the shapes (the ONNX importer's seen shapes),
-// the convolution has no epilogue, and only this chain reads c and v.
+// dilation[, residual x]), which reads x and writes y as they are: two
+// copies fewer (and the add in its epilogue). Applies where the IR knows
+// the shapes (the ONNX importer's seen shapes), the convolution has no
+// epilogue, and only this chain reads c (s) and v.
 #include <algorithm>
 
 #include "passes/conv_args.h"
@@ -37,9 +38,31 @@ class FuseConvChannelsLast final : public Pass {
       if (iv2 < 0 || sole_user(g, v) != int(i)) continue;
       const ir::Node& v2 = g.nodes()[size_t(iv2)];
       if (v2.op != "aten.view.default" || v2.args.empty() || !v2.args[0].is_tensor()) continue;
-      const TensorRef c = v2.args[0].tensor();
-      const int ic = g.producer(c);
-      if (ic < 0 || sole_user(g, c) != iv2 || g.nodes()[size_t(ic)].outputs.size() != 1) continue;
+      // The view reads the convolution's result, or its sum with the
+      // convolution's own input (timm's ConvPosEnc: x + conv(x)).
+      const TensorRef top = v2.args[0].tensor();
+      const int itop = g.producer(top);
+      if (itop < 0 || sole_user(g, top) != iv2 || g.nodes()[size_t(itop)].outputs.size() != 1) continue;
+      int ic = itop, ia = -1;
+      TensorRef c = top;
+      if (g.nodes()[size_t(itop)].op == "aten.add.Tensor") {
+        const ir::Node& add = g.nodes()[size_t(itop)];
+        const bool alpha_one = add.args.size() == 2 ||
+                               (add.args.size() == 3 && ((add.args[2].is_int() && std::get<int64_t>(add.args[2].v) == 1) ||
+                                                         (add.args[2].is_double() && std::get<double>(add.args[2].v) == 1.0)));
+        if (!alpha_one || !add.args[0].is_tensor() || !add.args[1].is_tensor()) continue;
+        ic = -1;
+        for (size_t k = 0; k < 2 && ic < 0; ++k) {
+          const TensorRef cand = add.args[k].tensor(), other = add.args[1 - k].tensor();
+          const int pc = g.producer(cand);
+          if (pc < 0 || sole_user(g, cand) != itop) continue;
+          const auto a = as_padded(g, g.nodes()[size_t(pc)]);
+          if (a && (*a)[0].is_tensor() && (*a)[0].tensor() == other) ic = pc, c = cand;
+        }
+        if (ic < 0) continue;
+        ia = itop;
+      }
+      if (g.nodes()[size_t(ic)].outputs.size() != 1) continue;
       const ir::Node& conv = g.nodes()[size_t(ic)];
       const auto args = as_padded(g, conv);
       if (!args || !(*args)[0].is_tensor() || !(*args)[1].is_tensor()) continue;
@@ -74,23 +97,28 @@ class FuseConvChannelsLast final : public Pass {
       const Value& groups = (*args)[8];
       if ((*us)[0] != n || (*us)[1] != ch || positions != l || (*ws)[1] != 1 || !groups.is_int() ||
           std::get<int64_t>(groups.v) != ch || co % ch != 0 || *vs != Shape{n, co, out_positions} ||
-          *ys != Shape{n, out_positions, co}) {
+          *ys != Shape{n, out_positions, co} || (ia >= 0 && *ys != *xs)) {
         continue;
       }
       // The first permute and view go when only this chain reads them.
-      const bool drop_v1 = sole_user(g, u) == ic;
+      bool drop_v1 = !g.is_output(u);
+      for (int k : g.users(u)) drop_v1 = drop_v1 && (k == ic || k == ia);
       const bool drop_p1 = drop_v1 && sole_user(g, p) == iv1;
       ir::Node f;
       f.op = "wgnn.conv_depthwise_channels_last.default";
       f.args = {x, w, (*args)[2], size, (*args)[3], (*args)[4], (*args)[5]};
+      if (ia >= 0) f.args.push_back(x);  // the residual: the convolution's input, channels last
       f.outputs = p2.outputs;
       f.label = conv.label.empty() ? name() : conv.label;
       f.origin = conv.origin;
       if (drop_p1) f.unfused.push_back(p1);
       if (drop_v1) f.unfused.push_back(v1);
-      f.unfused.insert(f.unfused.end(), {conv, v2, p2});
+      f.unfused.push_back(conv);
+      if (ia >= 0) f.unfused.push_back(g.nodes()[size_t(ia)]);
+      f.unfused.insert(f.unfused.end(), {v2, p2});
       if (drop_p1) g.nodes()[size_t(ip1)].dead = true;
       if (drop_v1) g.nodes()[size_t(iv1)].dead = true;
+      if (ia >= 0) g.nodes()[size_t(ia)].dead = true;
       g.nodes()[size_t(ic)].dead = true;
       g.nodes()[size_t(iv2)].dead = true;
       g.replace_node(int(i), std::move(f));

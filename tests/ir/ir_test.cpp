@@ -210,81 +210,92 @@ TEST(IrPasses, ConvBatchNormReluIsOneConvolution) {
 // same products in the same order), and against the double reference.
 TEST(IrPasses, DepthwiseConvBetweenChannelPermutesRunsChannelsLast) {
   const int64_t N = 2, H = 5, W = 6, C = 8;
-  const std::vector<float> w = random_floats(size_t(2 * C * 9), -0.5f, 0.5f, 40),
-                           bias = random_floats(size_t(2 * C), -0.2f, 0.2f, 41);
-  auto build = [&] {
-    ir::Graph g;
-    const TensorRef x = g.input("x", DType::F32, {N, H * W, C});
-    const TensorRef p = g.call("aten.permute.default", {x, IntList{0, 2, 1}});
-    const TensorRef u = g.call("aten.view.default", {p, IntList{N, C, H, W}});
-    const TensorRef c = g.call("aten.convolution.default",
-                               {u, g.constant(host({2 * C, 1, 3, 3}, w)), g.constant(host({2 * C}, bias)),
-                                IntList{1, 1}, IntList{1, 1}, IntList{1, 1}, false, IntList{0, 0}, C});
-    const TensorRef v = g.call("aten.view.default", {c, IntList{N, 2 * C, H * W}});
-    const TensorRef y = g.call("aten.permute.default", {v, IntList{0, 2, 1}});
-    g.set_seen_shape(p, {N, C, H * W});
-    g.set_seen_shape(u, {N, C, H, W});
-    g.set_seen_shape(c, {N, 2 * C, H, W});
-    g.set_seen_shape(v, {N, 2 * C, H * W});
-    g.set_seen_shape(y, {N, H * W, 2 * C});
-    g.output(y, "y");
-    return g;
-  };
-  ir::Graph fused = build();
-  const passes::Report r = passes::optimize(fused);
-  EXPECT_EQ(r.count("fuse_conv_channels_last"), 1u) << r.summary();
-  ASSERT_EQ(fused.live_nodes(), 1u) << fused.dump();
-  EXPECT_EQ(fused.nodes()[0].op, "wgnn.conv_depthwise_channels_last.default");
+  // residual: timm's form, x + conv(x) before the permute back (a channel
+  // multiplier of 1); else a multiplier of 2 and no add.
+  for (const bool residual : {false, true}) {
+    SCOPED_TRACE(residual ? "x + conv(x)" : "conv(x)");
+    const int64_t M = residual ? 1 : 2;
+    const std::vector<float> w = random_floats(size_t(M * C * 9), -0.5f, 0.5f, 40),
+                             bias = random_floats(size_t(M * C), -0.2f, 0.2f, 41);
+    auto build = [&] {
+      ir::Graph g;
+      const TensorRef x = g.input("x", DType::F32, {N, H * W, C});
+      const TensorRef p = g.call("aten.permute.default", {x, IntList{0, 2, 1}});
+      const TensorRef u = g.call("aten.view.default", {p, IntList{N, C, H, W}});
+      TensorRef c = g.call("aten.convolution.default",
+                           {u, g.constant(host({M * C, 1, 3, 3}, w)), g.constant(host({M * C}, bias)), IntList{1, 1},
+                            IntList{1, 1}, IntList{1, 1}, false, IntList{0, 0}, C});
+      g.set_seen_shape(c, {N, M * C, H, W});
+      if (residual) {
+        c = g.call("aten.add.Tensor", {u, c});
+        g.set_seen_shape(c, {N, M * C, H, W});
+      }
+      const TensorRef v = g.call("aten.view.default", {c, IntList{N, M * C, H * W}});
+      const TensorRef y = g.call("aten.permute.default", {v, IntList{0, 2, 1}});
+      g.set_seen_shape(p, {N, C, H * W});
+      g.set_seen_shape(u, {N, C, H, W});
+      g.set_seen_shape(v, {N, M * C, H * W});
+      g.set_seen_shape(y, {N, H * W, M * C});
+      g.output(y, "y");
+      return g;
+    };
+    ir::Graph fused = build();
+    const passes::Report r = passes::optimize(fused);
+    EXPECT_EQ(r.count("fuse_conv_channels_last"), 1u) << r.summary();
+    ASSERT_EQ(fused.live_nodes(), 1u) << fused.dump();
+    EXPECT_EQ(fused.nodes()[0].op, "wgnn.conv_depthwise_channels_last.default");
 
-  ir::Program fp(ctx(), std::move(fused)), up(ctx(), build());
-  const std::vector<float> x = random_floats(size_t(N * H * W * C), -1.f, 1.f, 42);
-  const auto a = fp.run({host({N, H * W, C}, x)});
-  const auto u = up.run({host({N, H * W, C}, x)});
-  EXPECT_EQ(floats(a[0]), floats(u[0]));
-  EXPECT_EQ(fp.plan({{N, H * W, C}}).dispatches().size(), 1u);
-  EXPECT_EQ(up.plan({{N, H * W, C}}).dispatches().size(), 3u);
-  std::vector<double> ref(size_t(N * H * W * 2 * C));
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t oy = 0; oy < H; ++oy) {
-      for (int64_t ox = 0; ox < W; ++ox) {
-        for (int64_t co = 0; co < 2 * C; ++co) {
-          double s = bias[size_t(co)];
-          for (int64_t ky = 0; ky < 3; ++ky) {
-            for (int64_t kx = 0; kx < 3; ++kx) {
-              const int64_t iy = oy + ky - 1, ix = ox + kx - 1;
-              if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
-              s += double(w[size_t(co * 9 + ky * 3 + kx)]) * double(x[size_t(((n * H + iy) * W + ix) * C + co / 2)]);
+    ir::Program fp(ctx(), std::move(fused)), up(ctx(), build());
+    const std::vector<float> x = random_floats(size_t(N * H * W * C), -1.f, 1.f, 42);
+    const auto a = fp.run({host({N, H * W, C}, x)});
+    const auto u = up.run({host({N, H * W, C}, x)});
+    EXPECT_EQ(floats(a[0]), floats(u[0]));
+    EXPECT_EQ(fp.plan({{N, H * W, C}}).dispatches().size(), 1u);
+    EXPECT_EQ(up.plan({{N, H * W, C}}).dispatches().size(), residual ? 4u : 3u);
+    std::vector<double> ref(size_t(N * H * W * M * C));
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t oy = 0; oy < H; ++oy) {
+        for (int64_t ox = 0; ox < W; ++ox) {
+          for (int64_t co = 0; co < M * C; ++co) {
+            double s = bias[size_t(co)];
+            for (int64_t ky = 0; ky < 3; ++ky) {
+              for (int64_t kx = 0; kx < 3; ++kx) {
+                const int64_t iy = oy + ky - 1, ix = ox + kx - 1;
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                s += double(w[size_t(co * 9 + ky * 3 + kx)]) * double(x[size_t(((n * H + iy) * W + ix) * C + co / M)]);
+              }
             }
+            if (residual) s += double(x[size_t(((n * H + oy) * W + ox) * C + co)]);
+            ref[size_t(((n * H + oy) * W + ox) * M * C + co)] = s;
           }
-          ref[size_t(((n * H + oy) * W + ox) * 2 * C + co)] = s;
         }
       }
     }
-  }
-  EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-5, 1e-5));
+    EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-5, 1e-5));
+    if (residual) continue;
+    // Without the shapes (an IR with symbolic dims), nothing changes.
+    ir::Graph plain;
+    const TensorRef x2 = plain.input("x", DType::F32, {N, "positions", C});
+    const TensorRef p2 = plain.call("aten.permute.default", {x2, IntList{0, 2, 1}});
+    const TensorRef u2 = plain.call("aten.view.default", {p2, IntList{N, C, H, W}});
+    const TensorRef c2 = plain.call("aten.convolution.default",
+                                    {u2, plain.constant(host({2 * C, 1, 3, 3}, w)), None{}, IntList{1, 1}, IntList{1, 1},
+                                     IntList{1, 1}, false, IntList{0, 0}, C});
+    plain.output(plain.call("aten.permute.default", {plain.call("aten.view.default", {c2, IntList{N, 2 * C, H * W}}),
+                                                      IntList{0, 2, 1}}));
+    EXPECT_EQ(passes::optimize(plain).count("fuse_conv_channels_last"), 0u);
 
-  // Without the shapes (an IR with symbolic dims), nothing changes.
-  ir::Graph plain;
-  const TensorRef x2 = plain.input("x", DType::F32, {N, "positions", C});
-  const TensorRef p2 = plain.call("aten.permute.default", {x2, IntList{0, 2, 1}});
-  const TensorRef u2 = plain.call("aten.view.default", {p2, IntList{N, C, H, W}});
-  const TensorRef c2 = plain.call("aten.convolution.default",
-                                  {u2, plain.constant(host({2 * C, 1, 3, 3}, w)), None{}, IntList{1, 1}, IntList{1, 1},
-                                   IntList{1, 1}, false, IntList{0, 0}, C});
-  plain.output(plain.call("aten.permute.default", {plain.call("aten.view.default", {c2, IntList{N, 2 * C, H * W}}),
-                                                    IntList{0, 2, 1}}));
-  EXPECT_EQ(passes::optimize(plain).count("fuse_conv_channels_last"), 0u);
-
-  // WGNN_DISABLE_PASSES leaves a pass out; a name that is no pass is an error.
-  {
-    ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_gelu,fuse_conv_channels_last");
+    // WGNN_DISABLE_PASSES leaves a pass out; a name that is no pass is an error.
+    {
+      ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_gelu,fuse_conv_channels_last");
+      ir::Graph g = build();
+      EXPECT_EQ(passes::optimize(g).count("fuse_conv_channels_last"), 0u);
+      EXPECT_EQ(g.live_nodes(), 5u);
+    }
+    ScopedEnv bad("WGNN_DISABLE_PASSES", "fuse_everything");
     ir::Graph g = build();
-    EXPECT_EQ(passes::optimize(g).count("fuse_conv_channels_last"), 0u);
-    EXPECT_EQ(g.live_nodes(), 5u);
+    EXPECT_NE(error_of([&] { passes::optimize(g); }).find("'fuse_everything' is not a pass"), std::string::npos);
   }
-  ScopedEnv bad("WGNN_DISABLE_PASSES", "fuse_everything");
-  ir::Graph g = build();
-  EXPECT_NE(error_of([&] { passes::optimize(g); }).find("'fuse_everything' is not a pass"), std::string::npos);
 }
 
 TEST(IrPasses, ConvBatchNormResidualAddReluIsOneConvolution) {

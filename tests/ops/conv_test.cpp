@@ -359,6 +359,46 @@ TEST(Conv, DepthwiseChannelsLastMatchesTheReference) {
   }
 }
 
+// The residual in the channels-last epilogue: y = conv(x) + r, float32 and
+// float16 (where the conv is rounded to float16 before the add, as a
+// separate add would see it).
+TEST(Conv, DepthwiseChannelsLastResidual) {
+  for (DType dt : {DType::F32, DType::F16}) {
+    if (dt == DType::F16 && !has_f16()) continue;
+    SCOPED_TRACE(dtype_name(dt));
+    const int64_t N = 1, H = 4, W = 7, C = 12;
+    auto x = quantize(random_floats(size_t(N * H * W * C), -1, 1, 811), dt);
+    auto w = quantize(random_floats(size_t(C * 9), -1, 1, 812), dt);
+    auto b = quantize(random_floats(size_t(C), -1, 1, 813), dt);
+    auto r = quantize(random_floats(size_t(N * H * W * C), -1, 1, 814), dt);
+    Graph g(ctx());
+    const TensorRef tx = upload(g, {N, H * W, C}, x, dt), tw = constant(g, {C, 1, 3, 3}, w, dt),
+                    tb = constant(g, {C}, b, dt), tr = upload(g, {N, H * W, C}, r, dt);
+    TensorRef plain = ops::call(g, "wgnn.conv_depthwise_channels_last.default",
+                                {tx, tw, tb, IntList{H, W}, IntList{1}, IntList{1}, IntList{1}})
+                          .tensor();
+    TensorRef y = ops::call(g, "wgnn.conv_depthwise_channels_last.default",
+                            {tx, tw, tb, IntList{H, W}, IntList{1}, IntList{1}, IntList{1}, tr})
+                      .tensor();
+    TensorRef sum = ops::call(g, "aten.add.Tensor", {plain, tr}).tensor();
+    bool labelled = false;
+    for (const auto& d : g.dispatches()) labelled = labelled || d.label.find("channels-last k=[3, 3] residual") != std::string::npos;
+    EXPECT_TRUE(labelled);
+    g.run();
+    // Bit for bit the convolution and a separate add.
+    EXPECT_EQ(download(g, y), download(g, sum));
+  }
+  Graph g(ctx());
+  const TensorRef tx = upload(g, {1, 6, 4}, std::vector<float>(24, 1.f), DType::F32);
+  EXPECT_THAT(error_of([&] {
+                ops::call(g, "wgnn.conv_depthwise_channels_last.default",
+                          {tx, constant(g, {4, 1, 3}, std::vector<float>(12, 1.f), DType::F32), None{}, IntList{6},
+                           IntList{1}, IntList{1}, IntList{1}, upload(g, {1, 6, 3}, std::vector<float>(18, 1.f),
+                                                                      DType::F32)});
+              }),
+              HasSubstr("argument 'residual'"));
+}
+
 TEST(Conv, DepthwiseChannelsLastErrors) {
   Graph g(ctx());
   TensorRef x = upload(g, {1, 30, 12}, std::vector<float>(360, 0.5f), DType::F32);
