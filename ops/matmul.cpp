@@ -56,8 +56,9 @@ struct MatmulConfig {
   uint32_t threads() const { return (tm / rm) * (tn / rn); }
 };
 
-// WGNN_MATMUL_CONFIG=TMxTN[:RMxRN][:kTK][:sSTAGES][:w] (tuning, tests)
-// fixes the configuration of every product of the regular kernel.
+// WGNN_MATMUL_CONFIG=TMxTN[:RMxRN][:kTK][:sSTAGES][:w][,...] (tuning,
+// tests) fixes the configuration of every product of the regular kernel
+// (one), or of the products of each listed tile (several).
 MatmulConfig parse_matmul_config(const std::string& text) {
   MatmulConfig c;
   auto bad = [&](const std::string& why) {
@@ -116,8 +117,25 @@ MatmulConfig parse_matmul_config(const std::string& text) {
 // WGNN_MATMUL_CONFIG everything.
 constexpr uint64_t kFillGroups = 256;
 MatmulConfig matmul_config(int64_t M, int64_t N, int64_t batch) {
-  if (const char* env = std::getenv("WGNN_MATMUL_CONFIG"); env && *env) return parse_matmul_config(env);
+  // One configuration: every product. Several, comma-separated: each
+  // replaces the default for products whose default tile is its tile.
+  std::vector<MatmulConfig> fixed;
+  if (const char* env = std::getenv("WGNN_MATMUL_CONFIG"); env && *env) {
+    const std::string text(env);
+    for (size_t at = 0; at <= text.size();) {
+      const size_t comma = std::min(text.find(',', at), text.size());
+      fixed.push_back(parse_matmul_config(text.substr(at, comma - at)));
+      at = comma + 1;
+    }
+    if (fixed.size() == 1) return fixed[0];
+  }
   MatmulConfig c;
+  auto listed = [&](const MatmulConfig& d) {
+    for (const MatmulConfig& f : fixed) {
+      if (f.tm == d.tm && f.tn == d.tn) return f;
+    }
+    return d;
+  };
   if (const char* env = std::getenv("WGNN_MATMUL_TILE"); env && *env) {
     const std::string t(env);
     if (t == "64x64") return c;
@@ -131,7 +149,7 @@ MatmulConfig matmul_config(int64_t M, int64_t N, int64_t batch) {
     return gpu::ceil_div(uint64_t(M), tm) * gpu::ceil_div(uint64_t(N), tn) * uint64_t(batch);
   };
   if (groups(64, 64) < kFillGroups) c.tm = 32;
-  return c;
+  return listed(c);
 }
 
 // Split-K (kernels/matmul.wgsl with SPLITK, then matmul_splitk.wgsl): a

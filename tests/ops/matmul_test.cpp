@@ -319,8 +319,10 @@ TEST(Matmul, EveryTileMatchesTheReference) {
 // steps of 8 and 32, two stages, 8 x 4 invocation blocks), on the same
 // products as every tile above.
 TEST(Matmul, EveryConfigurationMatchesTheReference) {
+  // The last two: a list, each for the products whose default tile is its own.
   for (const char* cfg : {"64x64:4x4:k32:s2:w", "128x128:8x8:k8:s2:w", "128x64:8x4:k16:s1", "64x128:4x8:k16:s2",
-                          "32x64:4x4:k16:s2:w", "64x64:4x4:k16:s1:w"}) {
+                          "32x64:4x4:k16:s2:w", "64x64:4x4:k16:s1:w", "64x64:8x4:k16:s1:w,32x64:4x4:k16:s2",
+                          "32x64:4x8:k16:s1,64x64:4x8:k16:s1:w"}) {
     SCOPED_TRACE(cfg);
     test::ScopedEnv fix("WGNN_MATMUL_CONFIG", cfg);
     check_matmul({129, 257}, {257, 131}, DType::F32, 61);
@@ -336,7 +338,8 @@ TEST(Matmul, EveryConfigurationMatchesTheReference) {
 }
 
 TEST(Matmul, AMalformedConfigurationIsAnError) {
-  for (const char* cfg : {"64x64:4x4:k12", "64x64:2x4", "256x256:4x4", "64x64:s3", "64", "64x64:k", "32x32:8x8:w"}) {
+  for (const char* cfg : {"64x64:4x4:k12", "64x64:2x4", "256x256:4x4", "64x64:s3", "64", "64x64:k", "32x32:8x8:w",
+                          "64x64:4x4,32x64:2x2"}) {
     SCOPED_TRACE(cfg);
     test::ScopedEnv fix("WGNN_MATMUL_CONFIG", cfg);
     Graph g(ctx());
