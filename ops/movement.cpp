@@ -241,13 +241,16 @@ std::optional<CopyPlan> transpose_plan(const CopyPlan& p) {
 }
 
 // The plan in units of `v` elements (one vec4<u32>: 4 of 32 bits or 8 of
-// float16), or nullopt: an affine plan contiguous along its last dim on both
-// sides, whose last dim, strides and bases are whole vectors.
+// float16), or nullopt: a plan contiguous along its last dim on both sides,
+// that dim plain (the wrap and pad transforms of the other dims act on
+// coordinates and stay as they are), whose last dim, strides and bases are
+// whole vectors. A constant pad's fill binding holds a vector of the value
+// (pad() makes it so).
 std::optional<CopyPlan> vector_plan(const CopyPlan& p, uint64_t es) {
   const size_t r = p.shape.size();
   const int64_t v = es == 4 ? 4 : es == 2 ? 8 : 0;
-  if (v == 0 || p.mode != kAffine || r < 1 || !all_plain(p) || p.dst_stride[r - 1] != 1 || p.src_stride[r - 1] != 1 ||
-      p.shape[r - 1] % v || p.src_base % v || p.dst_base % v) {
+  if (v == 0 || r < 1 || p.lo[r - 1] != 0 || p.in_dim[r - 1] != p.shape[r - 1] || p.dst_stride[r - 1] != 1 ||
+      p.src_stride[r - 1] != 1 || p.shape[r - 1] % v || p.src_base % v || p.dst_base % v) {
     return std::nullopt;
   }
   for (size_t d = 0; d + 1 < r; ++d) {
@@ -942,8 +945,12 @@ Value pad(Graph& g, const ValueList& args) {
   TensorRef y = add_output(a, out, dtype);
   Binding fill = no_fill(g);
   if (cm == kPadConstant) {
+    // Eight copies of the value: one vec4<u32> of it for the vector copy
+    // (4 of 32 bits or 8 float16); the element copy reads the first.
     const std::vector<uint8_t> v = fill_value(a, dtype, value);
-    fill = Binding::of(g.add_constant({1}, dtype, v.data(), "pad value"));
+    std::vector<uint8_t> v8;
+    for (int i = 0; i < 8; ++i) v8.insert(v8.end(), v.begin(), v.end());
+    fill = Binding::of(g.add_constant({8}, dtype, v8.data(), "pad value"));
   }
   CopyPlan p = plain_plan(out, contiguous_strides(in));
   p.mode = cm;

@@ -142,6 +142,18 @@ TEST_P(Movement, PermuteOnEveryCopyKernel) {
   }
 }
 
+// Pads and repeats whose last dim stays whole vectors run on the vector copy.
+TEST(MovementOps, PadAndRepeatOfWholeVectorsCopyVectors) {
+  Graph g(ctx());
+  TensorRef x = put(g, {1, 5, 5, 8}, DType::F32, std::vector<double>(200, 1.0));
+  ops::call(g, "aten.pad.default", {x, IntList{0, 0, 0, 2, 0, 2}, std::string("constant"), 0.0});
+  EXPECT_EQ(g.dispatches().back().label, "pad vec4");
+  ops::call(g, "aten.repeat.default", {x, IntList{1, 2, 1, 1}});
+  EXPECT_EQ(g.dispatches().back().label, "repeat vec4");
+  ops::call(g, "aten.pad.default", {x, IntList{1, 0}, std::string("constant"), 0.0});
+  EXPECT_EQ(g.dispatches().back().label, "pad");
+}
+
 TEST_P(Movement, Cat) {
   struct Case {
     std::vector<Shape> shapes;
@@ -513,6 +525,7 @@ TEST_P(Movement, Repeat) {
       {{1, 2, 1, 3}, {2, 1, 3, 1}},
       {{2, 3, 5}, {1, 1, 1}},
       {{3, 2}, {1, 2, 3, 1, 2, 2}},
+      {{2, 3, 8}, {2, 2, 1}},  // the vector copy
   };
   uint32_t seed = 700;
   for (const Case& c : cases) {
@@ -555,6 +568,11 @@ TEST_P(Movement, Pad) {
       {{3, 4, 5}, {-1, 2}, "circular"},
       {{2, 1, 3, 2, 2, 3}, {1, 1, 0, 1, 1, 0, 1, 1}, "replicate"},
       {{}, {}, "constant"},
+      // The last dim whole vectors and unpadded: the vector copy.
+      {{1, 5, 5, 8}, {0, 0, 0, 2, 0, 2}, "constant"},
+      {{3, 4, 8}, {0, 0, 2, 1, 1, 0}, "reflect"},
+      {{2, 5, 16}, {0, 0, -1, 2}, "replicate"},
+      {{3, 4, 8}, {0, 0, 3, 2}, "circular"},
   };
   const double value = dt() == DType::Bool ? 1.0 : dt() == DType::F32 || dt() == DType::F16 ? -2.5 : 7.0;
   uint32_t seed = 800;
