@@ -140,7 +140,8 @@ constexpr int64_t kMaxTileKeys = 64;
 // problems: more workgroups; below 4 the K/V reloads grow); BQ never above
 // L rounded up to a power of two. KS = 128 / BQ threads
 // share a query (up to 32, and not above S); BK = 8 keys per thread and tile
-// (the per-tile rescale and barriers amortized) within the workgroup memory
+// (the per-tile rescale and barriers amortized), or all of S up to 64,
+// within the workgroup memory
 // budget: the device's limit, at most 32 KiB (more only adds keys per tile).
 Tile choose_tile(const Args& a, int64_t BH, int64_t L, int64_t S, int64_t D, int64_t DV) {
   const gpu::Limits& lim = a.g.ctx().limits();
@@ -187,6 +188,10 @@ Tile choose_tile(const Args& a, int64_t BH, int64_t L, int64_t S, int64_t D, int
   const int64_t max_split = bq == 1 ? 2 * kMaxSplit : kMaxSplit;
   int64_t ks = std::min({kThreads / bq, max_split, pow2_at_least(S), max_threads / bq});
   int64_t bk = std::min(std::max(ks, std::min(ks * kKeysPerThread, pow2_at_least(S))), kMaxTileKeys);
+  // Short sequences: every key in one tile (one staging, one barrier pair).
+  // DaViT-B's 49-key windows (64 queries, 2 threads each) ran 2.2 -> 0.7 ms
+  // on an H200 with 64 keys per tile instead of 16 (docs/BENCHMARKS.md).
+  if (S <= kMaxTileKeys) bk = pow2_at_least(S);
   bk = std::max(bk, ks);
   Tile t = complete(bq, ks, bk, D, DV);
   while (t.bytes() > budget && (bk > ks || ks > 1)) {

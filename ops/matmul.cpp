@@ -41,6 +41,9 @@ struct Gemm {
   ActivationSpec act;     // the epilogue's activation (ops/epilogue.h): none or a GELU
   int64_t lda = 0;        // A's row stride when not the product's own (a part of a split); 0: derived
   Shape out_shape;        // the result's shape (M x N per batch, contiguous)
+  // Added last, after the activation: a tensor of the result's shape and
+  // dtype (a transformer's residual, x + linear(h)); none: -1.
+  TensorRef residual{-1};
 };
 
 using Params = MatmulParams;  // ops/uniforms.h
@@ -116,7 +119,7 @@ MatmulConfig parse_matmul_config(const std::string& text) {
 // WGNN_MATMUL_TILE=64x64|32x64|32x32 fixes the tile (tuning, tests),
 // WGNN_MATMUL_CONFIG everything.
 constexpr uint64_t kFillGroups = 256;
-MatmulConfig matmul_config(int64_t M, int64_t N, int64_t batch) {
+MatmulConfig matmul_config(int64_t M, int64_t N, int64_t K, int64_t batch) {
   // One configuration: every product. Several, comma-separated: each
   // replaces the default for products whose default tile is its tile.
   std::vector<MatmulConfig> fixed;
@@ -138,7 +141,10 @@ MatmulConfig matmul_config(int64_t M, int64_t N, int64_t batch) {
   };
   if (const char* env = std::getenv("WGNN_MATMUL_TILE"); env && *env) {
     const std::string t(env);
-    if (t == "64x64") return c;
+    if (t == "64x64") {
+      if (K >= 128) c.rm = 8;
+      return c;
+    }
     c.tm = 32;
     if (t == "32x64") return c;
     c.tn = 32;
@@ -149,6 +155,11 @@ MatmulConfig matmul_config(int64_t M, int64_t N, int64_t batch) {
     return gpu::ceil_div(uint64_t(M), tm) * gpu::ceil_div(uint64_t(N), tn) * uint64_t(batch);
   };
   if (groups(64, 64) < kFillGroups) c.tm = 32;
+  // 64x64 tiles with K of 128 or more: 8 x 4 per thread (128 threads).
+  // On the H200 (docs/BENCHMARKS.md) 9-16% faster on DaViT-B's products
+  // (2304x2048x512: 30.6 against 26.4 TFLOP/s), as fast on Whisper's
+  // 1500x2048x512; K = 64 (attention's q k^T) stays 4 x 4.
+  if (c.tm == 64 && K >= 128) c.rm = 8;
   return listed(c);
 }
 
@@ -227,12 +238,12 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   const bool a_vec = (p.a_trans ? p.M : p.K) % 4 == 0 && lda % 4 == 0 && all4(st[0]);
   const bool b_vec = (p.b_trans ? p.K : p.N) % 4 == 0 && all4(st[1]);
 
-  const MatmulConfig cfg = matmul_config(p.M, p.N, batch);
+  const MatmulConfig cfg = matmul_config(p.M, p.N, p.K, batch);
   const uint32_t tile_m = cfg.tm, tile_n = cfg.tn;
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), tile_m), tiles_n = gpu::ceil_div(uint64_t(p.N), tile_n);
   const uint64_t groups = tiles_m * tiles_n * uint64_t(batch);
   if (groups > UINT32_MAX) a.fail(fmt::format("the result {} needs too many workgroups", shape_str(p.out_shape)));
-  uint64_t splits = dt == DType::F32 && p.bias.id < 0 ? matmul_splits(groups, uint64_t(p.K)) : 1;
+  uint64_t splits = dt == DType::F32 && p.bias.id < 0 && p.residual.id < 0 ? matmul_splits(groups, uint64_t(p.K)) : 1;
   const uint64_t kchunk =
       gpu::ceil_div(gpu::ceil_div(uint64_t(p.K), uint64_t(cfg.tk)), std::max<uint64_t>(splits, 1)) * cfg.tk;
   if (splits > 1) {
@@ -274,6 +285,7 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
                                     {"B_VEC", b_vec ? 1.0 : 0.0},
                                     {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0},
                                     {"SPLITK", splits > 1 ? 1.0 : 0.0},
+                                    {"HAS_RESIDUAL", p.residual.id >= 0 ? 1.0 : 0.0},
                                     {"WARP_TILES", cfg.warp_tiles ? 1.0 : 0.0},
                                     {"ACT", double(p.act.code())},
                                     {"LO", p.act.lo},
@@ -282,16 +294,17 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   const std::string label =
       fmt::format("gemm {}x{}x{}{}{}{}{}", p.M, p.N, p.K, batch > 1 ? fmt::format(" batch {}", batch) : "",
                   p.a_trans ? " At" : "", p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : "") +
-      activation_label(p.act.act);
+      activation_label(p.act.act) + (p.residual.id >= 0 ? " residual" : "");
   const double flops = 2.0 * double(p.M) * double(p.N) * double(p.K) * double(batch);
+  const Binding res = p.residual.id >= 0 ? Binding::of(p.residual) : Binding::of(g.ctx().dummy_buffer());
   if (splits == 1) {
-    g.add_dispatch(pl, {out, g.uniform(params), in_a, in_b, in_c}, grid_for(g, groups), std::string(a.op), label,
+    g.add_dispatch(pl, {out, g.uniform(params), in_a, in_b, in_c, res}, grid_for(g, groups), std::string(a.op), label,
                    flops);
     return;
   }
   const uint64_t count = uint64_t(p.M) * uint64_t(p.N) * uint64_t(batch);
   const TensorRef part = g.add_tensor({int64_t(splits), int64_t(count)}, DType::F32);
-  g.add_dispatch(pl, {Binding::of(part), g.uniform(params), in_a, in_b, in_c}, grid_for(g, groups * splits),
+  g.add_dispatch(pl, {Binding::of(part), g.uniform(params), in_a, in_b, in_c, res}, grid_for(g, groups * splits),
                  std::string(a.op), fmt::format("{} splitk={}", label, splits), flops);
   MatmulSplitKParams sp{};
   sp.count = uint32_t(count);
@@ -497,8 +510,21 @@ bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) 
   return true;
 }
 
-// Records the product (none when the result is empty).
-TensorRef record(const Args& a, Gemm p) {
+TensorRef record_product(const Args& a, Gemm p, bool& residual_added);
+
+// Records the product (none when the result is empty). The regular
+// kernel adds a residual in its epilogue where it records the product in
+// one dispatch; else (gemv, tensor cores, parts of a split) aten.add does.
+TensorRef record(const Args& a, const Gemm& p) {
+  bool added = false;
+  const TensorRef y = record_product(a, p, added);
+  if (p.residual.id < 0 || added || numel(p.out_shape) == 0) return y;
+  return ops::call(a.g, "aten.add.Tensor", {y, p.residual}).tensor();
+}
+
+TensorRef record_product(const Args& a, Gemm p, bool& residual_added) {
+  const TensorRef residual = p.residual;
+  p.residual = TensorRef{-1};
   Graph& g = a.g;
   const DType dt = g.info(p.a).dtype;
   const int64_t total = numel(p.out_shape);
@@ -555,6 +581,8 @@ TensorRef record(const Args& a, Gemm p) {
     const TensorRef y = g.add_tensor(p.out_shape, dt);
     if (record_gemv(a, p, shape, y)) return y;
     if (record_subgroup(g, p, shape, st, batch, y, a.op)) return y;
+    p.residual = residual;
+    residual_added = residual.id >= 0;
     dispatch(a, p, shape, st, Binding::of(y), Binding::of(p.a), Binding::of(p.b),
              p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer()));
     return y;
@@ -643,17 +671,19 @@ Value matmul(Graph& g, const ValueList& args) {
 }
 
 // wgnn.matmul_add.default(self, other, bias=None, alpha=1, act='none',
-// trans_self=False, trans_other=False, lo=0, hi=0): act(alpha *
-// matmul(op(self), op(other)) + bias), bias and activation ('none', 'relu',
-// 'clamp' to [lo, hi], 'gelu', 'gelu_tanh': aten.gelu's two forms) fused in
-// the product's epilogue; op() swaps the
+// trans_self=False, trans_other=False, lo=0, hi=0, residual=None): act(alpha *
+// matmul(op(self), op(other)) + bias) + residual, bias, activation ('none', 'relu',
+// 'clamp' to [lo, hi], 'gelu', 'gelu_tanh': aten.gelu's two forms) and
+// residual (the result's shape and dtype) fused in
+// the product's epilogue (the regular kernel; the others add the residual
+// in a dispatch of its own); op() swaps the
 // last two dims of an operand whose trans_ flag is set (read transposed by
 // the kernel, never copied). Both operands at least 2-D; the bias broadcasts to the product without
 // enlarging it (a MatMul then an Add of a [N] or [1, .., N] constant, fused
 // by the ONNX importer, onnx/fusion.cpp).
 Value matmul_add(Graph& g, const ValueList& args) {
   Args a{"wgnn.matmul_add.default", args, g};
-  if (args.size() < 2 || args.size() > 9) a.fail(fmt::format("takes 2 to 9 arguments, got {}", args.size()));
+  if (args.size() < 2 || args.size() > 10) a.fail(fmt::format("takes 2 to 10 arguments, got {}", args.size()));
   TensorRef x = a.tensor(0, "self");
   TensorRef y = a.tensor(1, "other");
   TensorRef bias = a.optional_tensor(2, "bias");
@@ -710,6 +740,14 @@ Value matmul_add(Graph& g, const ValueList& args) {
     set_bias(a, p, bias, "bias");
   } else {
     p.beta = 0;
+  }
+  p.residual = a.optional_tensor(9, "residual");
+  if (p.residual.id >= 0) {
+    const TensorInfo& ri = g.info(p.residual);
+    if (ri.shape != p.out_shape || ri.dtype != g.info(x).dtype) {
+      a.fail(fmt::format("argument 'residual' is {} {}; expected the result's {} {}", dtype_name(ri.dtype),
+                         shape_str(ri.shape), dtype_name(g.info(x).dtype), shape_str(p.out_shape)));
+    }
   }
   return record(a, p);
 }

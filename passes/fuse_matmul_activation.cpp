@@ -7,29 +7,11 @@
 // forms). matmul_add takes operands of at least 2-D: a plan whose shapes
 // are not (a 1-D linear input, a vector weight) runs the chain unfused.
 #include "passes/activation_of.h"
+#include "passes/matmul_args.h"
 #include "passes/passes.h"
 
 namespace wgnn::passes {
 namespace {
-
-std::optional<ValueList> as_matmul_add(const ir::Node& p) {
-  const Value none = None{};
-  if (p.op == "aten.linear.default" && p.args.size() >= 2 && p.args.size() <= 3) {
-    return ValueList{p.args[0], p.args[1], arg_or(p, 2, none), 1.0, std::string("none"), false, true};
-  }
-  if ((p.op == "aten.matmul.default" || p.op == "aten.mm.default") && p.args.size() == 2) {
-    return ValueList{p.args[0], p.args[1], none, 1.0, std::string("none"), false, false};
-  }
-  if (p.op == "wgnn.matmul_add.default" && p.args.size() >= 2 && p.args.size() <= 7) {
-    const Value& act = arg_or(p, 4, Value(std::string("none")));
-    if (!std::holds_alternative<std::string>(act.v) || std::get<std::string>(act.v) != "none") return std::nullopt;
-    ValueList a = p.args;
-    const ValueList defaults{none, none, none, 1.0, std::string("none"), false, false};
-    while (a.size() < defaults.size()) a.push_back(defaults[a.size()]);
-    return a;
-  }
-  return std::nullopt;
-}
 
 class FuseMatmulActivation final : public Pass {
  public:
@@ -45,7 +27,7 @@ class FuseMatmulActivation final : public Pass {
       const int p = g.producer(x);
       if (p < 0 || sole_user(g, x) != int(i) || g.nodes()[size_t(p)].outputs.size() != 1) continue;
       const ir::Node& prod = g.nodes()[size_t(p)];
-      auto args = as_matmul_add(prod);
+      auto args = as_matmul_add(prod, true);
       if (!args) continue;
       args->at(4).v = act->act;
       args->resize(9);

@@ -56,6 +56,7 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
     list.push_back(fuse_conv_activation());
     list.push_back(fuse_matmul_activation());
     list.push_back(fuse_add_layer_norm());
+    list.push_back(fuse_matmul_residual());  // the adds no layer norm took
   }
   list.push_back(dead_code());
   // WGNN_DISABLE_PASSES=name,name: leave those passes out (A/B
@@ -70,7 +71,7 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
       const std::vector<std::string> known = {"fold_constants", "fuse_conv_channels_last", "fuse_gelu",
                                               "fuse_matmul_add", "fuse_conv_batch_norm", "fuse_conv_residual",
                                               "fuse_conv_activation", "fuse_matmul_activation",
-                                              "fuse_add_layer_norm", "dead_code"};
+                                              "fuse_add_layer_norm", "fuse_matmul_residual", "dead_code"};
       if (std::find(known.begin(), known.end(), name) == known.end()) {
         throw Error(fmt::format("WGNN_DISABLE_PASSES='{}': '{}' is not a pass (passes: {})", text, name,
                                 fmt::join(known, ", ")));

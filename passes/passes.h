@@ -46,6 +46,7 @@ std::unique_ptr<Pass> fuse_conv_activation();  // fuse_conv_activation.cpp
 std::unique_ptr<Pass> fuse_matmul_activation();  // fuse_matmul_activation.cpp
 std::unique_ptr<Pass> fuse_add_layer_norm();   // fuse_add_layer_norm.cpp
 std::unique_ptr<Pass> fuse_conv_channels_last();  // fuse_conv_channels_last.cpp
+std::unique_ptr<Pass> fuse_matmul_residual();  // fuse_matmul_residual.cpp
 
 struct OptimizeOptions {
   PassContext context;
@@ -63,7 +64,8 @@ struct Report {
 // The default pipeline, in order: constant folding (when pc.ctx is set),
 // a depthwise convolution between channel permutes, GELU chains, matmul + scales / transposed operands / bias, conv + batch
 // norm, conv + residual add, conv + activation, matmul + activation, add +
-// layer norm, dead code; the graph compacted at the end.
+// layer norm, matmul + residual add, dead code; the graph compacted at the
+// end.
 Report optimize(ir::Graph& g, const OptimizeOptions& options = {});
 
 // Shared by the fusion passes: the single live node that reads `v` when

@@ -58,6 +58,10 @@ override A_VEC: bool = false;
 override B_VEC: bool = false;
 override HAS_BIAS: bool = false;
 override SPLITK: bool = false;
+// A tensor of the result's shape added after the activation (`res`, bound
+// whole), to the float16 value of the product where the result is float16:
+// a separate add's values bit for bit.
+override HAS_RESIDUAL: bool = false;
 override WARP_TILES: bool = false;
 // The activation applied last in the epilogue: ACT of lib/activation.wgsl.
 // float16 results beyond its range become +-inf (as IEEE and ATen), not a
@@ -71,6 +75,7 @@ override F16_OUT: bool = false;  // inf_bits: lib/math.wgsl
 @group(0) @binding(2) var<storage, read> a: array<vec4<{{T}}>>;
 @group(0) @binding(3) var<storage, read> b: array<vec4<{{T}}>>;
 @group(0) @binding(4) var<storage, read> bias: array<vec4<{{T}}>>;
+@group(0) @binding(5) var<storage, read> res: array<{{T}}>;
 
 // [STAGES][TK][TM / 4] and [STAGES][TK][TN / 4]: row k holds TM (TN) values
 // of M (N) as vec4.
@@ -114,6 +119,7 @@ fn load_b4(base: u32, valid: u32) -> vec4<f32> {
 
 {{include lib/math.wgsl}}
 {{include lib/activation.wgsl}}
+{{include lib/f16.wgsl}}
 
 fn remaining(limit: u32, at: u32) -> u32 { return select(0u, limit - at, at < limit); }
 
@@ -328,6 +334,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         y = activate(y);
         if (F16_OUT && abs(y) >= 65520.0) {
           y = sign(y) * bitcast<f32>(inf_bits);
+        }
+        if (HAS_RESIDUAL) {
+          if (F16_OUT) {
+            y = cast_f16(y);
+          }
+          y += f32(res[ob_out + m * N + n]);
+          if (F16_OUT && abs(y) >= 65520.0) {
+            y = sign(y) * bitcast<f32>(inf_bits);
+          }
         }
         out[ob_out + m * N + n] = {{T}}(y);
       }

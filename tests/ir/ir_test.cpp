@@ -298,6 +298,44 @@ TEST(IrPasses, DepthwiseConvBetweenChannelPermutesRunsChannelsLast) {
   }
 }
 
+// x + linear(h) where no layer norm takes the sum (a transformer block's end
+// before a permute): the residual in the product's epilogue, where the IR
+// knows the shapes; one dispatch in place of two.
+TEST(IrPasses, ResidualAddAfterAProductJoinsItsEpilogue) {
+  const int64_t R = 20, K = 24, N = 16;
+  const std::vector<float> w = random_floats(size_t(N * K), -0.3f, 0.3f, 50), b = random_floats(size_t(N), -0.2f, 0.2f, 51);
+  auto build = [&] {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {R, N});
+    const TensorRef h = g.input("h", DType::F32, {R, K});
+    const TensorRef p = g.call("aten.linear.default", {h, g.constant(host({N, K}, w)), g.constant(host({N}, b))});
+    const TensorRef y = g.call("aten.add.Tensor", {x, p});
+    g.set_seen_shape(p, {R, N});
+    g.set_seen_shape(y, {R, N});
+    g.output(g.call("aten.permute.default", {y, IntList{1, 0}}), "y");
+    return g;
+  };
+  ir::Graph fused = build();
+  const passes::Report r = passes::optimize(fused);
+  EXPECT_EQ(r.count("fuse_matmul_residual"), 1u) << r.summary();
+  ASSERT_EQ(fused.live_nodes(), 2u) << fused.dump();
+  ir::Program fp(ctx(), std::move(fused)), up(ctx(), build());
+  const std::vector<float> x = random_floats(size_t(R * N), -1.f, 1.f, 52), h = random_floats(size_t(R * K), -1.f, 1.f, 53);
+  const auto a = fp.run({host({R, N}, x), host({R, K}, h)});
+  const auto u = up.run({host({R, N}, x), host({R, K}, h)});
+  EXPECT_EQ(fp.plan({{R, N}, {R, K}}).dispatches().size() + 1, up.plan({{R, N}, {R, K}}).dispatches().size());
+  std::vector<double> ref(size_t(R * N));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t i = 0; i < R; ++i) {
+      double s = b[size_t(n)] + x[size_t(i * N + n)];
+      for (int64_t k = 0; k < K; ++k) s += double(h[size_t(i * K + k)]) * double(w[size_t(n * K + k)]);
+      ref[size_t(n * R + i)] = s;  // transposed by the permute
+    }
+  }
+  EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(floats(u[0]), ref, 1e-5, 1e-5));
+}
+
 TEST(IrPasses, ConvBatchNormResidualAddReluIsOneConvolution) {
   // A residual block's end, as a caller of the C++ API writes it: conv,
   // batch norm, + r (either operand order), relu -> one convolution whose

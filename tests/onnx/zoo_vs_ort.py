@@ -64,13 +64,16 @@ NEEDS = {
 # davit_standin 6.9e-8 (5.5e-7), whisper_standin 4.3e-7 (9.5e-7),
 # bart_standin 2.2e-7 (1.2e-6). The atols below are 2-4x those (at least
 # 1e-7), rtol 1e-5 (modnet 2e-5: its matte then uses half its tolerance).
+# davit_standin 2.1e-7 (4.9e-7) since its products add their residual in
+# the epilogue (2026-12-02): the compiler contracts the epilogue's sums
+# differently, a last-bit change that the network carries to the logits.
 TOL = {
     "modnet": (2e-6, 2e-5),
     "resnet50": (1e-7, 1e-5),
     "convnext_tiny": (2e-7, 1e-5),
     "transformer_block": (5e-7, 1e-5),
     "vit_standin": (1.5e-6, 1e-5),
-    "davit_standin": (2e-7, 1e-5),
+    "davit_standin": (5e-7, 1e-5),
     "whisper_standin": (1.5e-6, 1e-5),
     "bart_standin": (7e-7, 1e-5),
 }
@@ -117,7 +120,7 @@ MAX_DISPATCHES = {
     "convnext_tiny": 59,
     "transformer_block": 35,
     "vit_standin": 21,
-    "davit_standin": 153,
+    "davit_standin": 141,
     "whisper_standin": 27,
     "bart_standin": 37,
 }

@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 
+#include "error_of.h"
 #include "op_test_util.h"
 #include "scoped_env.h"
 
@@ -306,6 +307,8 @@ TEST(Matmul, EveryTileMatchesTheReference) {
     check_matmul({129, 257}, {257, 131}, DType::F32, 51);
     check_matmul({2, 136, 64}, {2, 64, 260}, DType::F32, 52);
     check_matmul({70, 1030}, {1030, 66}, DType::F32, 53);  // split-K
+    check_matmul({130, 200}, {200, 70}, DType::F32, 56);    // 64x64: 8 x 4 per thread (K >= 128)
+    check_matmul({130, 200}, {200, 70}, DType::F16, 57);
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
         check_gemm(130, 68, 129, ta, tb, Shape{130, 129}, 0.5, 2.0, DType::F32, false, 54);
@@ -348,6 +351,75 @@ TEST(Matmul, AMalformedConfigurationIsAnError) {
                            {upload(g, A.shape, A.v, DType::F32), upload(g, B.shape, B.v, DType::F32)}),
                  Error);
   }
+}
+
+// wgnn.matmul_add's residual, added last: in the regular kernel's
+// epilogue (a single product, a batch against one weight, with a bias and
+// an activation, a shape split-K would take without it), by a separate add
+// on the gemv path. Against the same product without it plus aten.add, and
+// the double reference.
+TEST(Matmul, ResidualAddedInTheEpilogue) {
+  struct Case {
+    Shape a, b;
+    bool bias;
+    const char* act;
+    bool epilogue;  // the regular kernel adds it; else a separate add
+  };
+  const std::vector<Case> cases = {
+      {{70, 40}, {40, 50}, true, "relu", true},
+      {{2, 33, 20}, {20, 18}, true, "none", true},
+      {{40, 3000}, {3000, 24}, false, "none", true},
+      {{4, 64}, {64, 40}, true, "none", false},
+  };
+  uint32_t seed = 900;
+  for (DType dt : {DType::F32, DType::F16}) {
+    if (dt == DType::F16 && !has_f16()) continue;
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("{} x {} {} {}", shape_str(c.a), shape_str(c.b), c.act, dtype_name(dt)));
+      Graph g(ctx());
+      HostT A = make(c.a, dt, seed), B = make(c.b, dt, seed + 1), Bi = make({c.b.back()}, dt, seed + 2);
+      Shape out = c.a;
+      out.back() = c.b.back();
+      HostT R = make(out, dt, seed + 3);
+      seed += 4;
+      TensorRef ta = upload(g, c.a, A.v, dt), tb = upload(g, c.b, B.v, dt), tr = upload(g, out, R.v, dt);
+      const Value bias = c.bias ? Value(upload(g, Bi.shape, Bi.v, dt)) : Value(None{});
+      const ValueList args{ta, tb, bias, 1.0, std::string(c.act), false, false, 0.0, 0.0};
+      const size_t before = g.dispatches().size();
+      ValueList with = args;
+      with.push_back(tr);
+      TensorRef y = ops::call(g, "wgnn.matmul_add.default", with).tensor();
+      EXPECT_EQ(g.dispatches().size() - before, c.epilogue ? 1u : 2u);
+      EXPECT_EQ(g.dispatches()[before].label.find(" residual") != std::string::npos, c.epilogue)
+          << g.dispatches()[before].label;
+      TensorRef p = ops::call(g, "wgnn.matmul_add.default", args).tensor();
+      TensorRef sum = ops::call(g, "aten.add.Tensor", {p, tr}).tensor();
+      EXPECT_EQ(g.info(y).shape, out);
+      g.run();
+      const std::vector<float> got = download(g, y), want = download(g, sum);
+      // The same values as the separate add, up to the compiler's contraction
+      // of the epilogue's sums (a last bit of float32; float16 results round
+      // the same product) and, for the long K, split-K's order of the sums.
+      std::vector<double> w(want.begin(), want.end());
+      const double tight = c.a.back() > 1000 ? atol_for(c.a.back()) : 1e-6;
+      EXPECT_TRUE(dt == DType::F32 ? all_close(got, w, tight, 1e-6) : all_close(got, w, 0.0, 1e-3));
+      std::vector<double> ref = reference(A, B, false, false, c.bias ? &Bi : nullptr, 1, 1);
+      for (size_t i = 0; i < ref.size(); ++i) {
+        if (std::string(c.act) == "relu") ref[i] = std::max(0.0, ref[i]);
+        ref[i] += R.v[i];
+      }
+      const int64_t K = c.a.back();
+      EXPECT_TRUE(dt == DType::F32 ? all_close(got, ref, atol_for(K), kRtol) : all_close(got, ref, 2e-2, 1e-2));
+    }
+  }
+  Graph g(ctx());
+  HostT A = make({8, 8}, DType::F32, 1);
+  TensorRef t = upload(g, {8, 8}, A.v, DType::F32);
+  EXPECT_THAT(error_of([&] {
+                ops::call(g, "wgnn.matmul_add.default", {t, t, None{}, 1.0, std::string("none"), false, false, 0.0,
+                                                         0.0, upload(g, {8}, std::vector<float>(8, 1.0f), DType::F32)});
+              }),
+              HasSubstr("argument 'residual'"));
 }
 
 TEST(Gemm, Transposes) {
