@@ -4,7 +4,8 @@
 //     the product alone: the scalar goes into alpha;
 //   - an operand through a permute that swaps its last two dims and keeps
 //     the others (k.transpose(-2, -1)), read by the product alone: read
-//     transposed in place, no copy;
+//     transposed in place, no copy (a scalar factor before or after it
+//     too: (k * scale).transpose(-1, -2));
 //   - the product times or divided by a constant scalar: into alpha;
 //   - then plus a constant bias along the last dim ([N], [1, .., N] or one
 //     value), of a rank no larger than the product's: the epilogue's bias.
@@ -36,21 +37,32 @@ class FuseMatmulAdd final : public Pass {
       std::vector<std::pair<TensorRef, bool>> scales;  // constant, divides
       TensorRef operand[2] = {mm.args[0].tensor(), mm.args[1].tensor()};
       bool trans[2] = {false, false};
+      // Each operand through at most one scalar factor and one swapping
+      // permute, in either order (they commute: DaViT's channel attention
+      // reads (k * scale) transposed), each node read by the next alone.
       for (int k = 0; k < 2; ++k) {
-        const int p = g.producer(operand[k]);
-        if (p < 0 || sole_user(g, operand[k]) != int(i)) continue;
-        const ir::Node& pn = g.nodes()[size_t(p)];
-        if (pn.op == "aten.mul.Tensor" && pn.args.size() == 2 && pn.args[0].is_tensor() && pn.args[1].is_tensor()) {
-          const TensorRef x = pn.args[0].tensor(), y = pn.args[1].tensor();
-          if (scalar(g, x) == scalar(g, y)) continue;
-          scales.emplace_back(scalar(g, y) ? y : x, false);
-          operand[k] = scalar(g, y) ? x : y;
+        int reader = int(i);
+        bool scaled = false;
+        for (;;) {
+          const int p = g.producer(operand[k]);
+          if (p < 0 || sole_user(g, operand[k]) != reader) break;
+          const ir::Node& pn = g.nodes()[size_t(p)];
+          if (!scaled && pn.op == "aten.mul.Tensor" && pn.args.size() == 2 && pn.args[0].is_tensor() &&
+              pn.args[1].is_tensor()) {
+            const TensorRef x = pn.args[0].tensor(), y = pn.args[1].tensor();
+            if (scalar(g, x) == scalar(g, y)) break;
+            scales.emplace_back(scalar(g, y) ? y : x, false);
+            operand[k] = scalar(g, y) ? x : y;
+            scaled = true;
+          } else if (!trans[k] && pn.op == "aten.permute.default" && pn.args.size() == 2 && pn.args[0].is_tensor() &&
+                     swaps_last_two(pn.args[1])) {
+            operand[k] = pn.args[0].tensor();
+            trans[k] = true;
+          } else {
+            break;
+          }
           chain.push_back(p);
-        } else if (pn.op == "aten.permute.default" && pn.args.size() == 2 && pn.args[0].is_tensor() &&
-                   swaps_last_two(pn.args[1])) {
-          operand[k] = pn.args[0].tensor();
-          trans[k] = true;
-          chain.push_back(p);
+          reader = p;
         }
       }
       chain.push_back(int(i));

@@ -336,6 +336,39 @@ TEST(IrPasses, ResidualAddAfterAProductJoinsItsEpilogue) {
   EXPECT_TRUE(all_close(floats(u[0]), ref, 1e-5, 1e-5));
 }
 
+// (k * scale)^T @ v (DaViT's channel attention): the permute and the scalar
+// factor, in that order, both into one wgnn.matmul_add (trans_self, alpha).
+TEST(IrPasses, ScaledOperandReadTransposedIsOneProduct) {
+  const int64_t B = 2, S = 12, D = 8;
+  auto build = [&] {
+    ir::Graph g;
+    const TensorRef k = g.input("k", DType::F32, {B, S, D});
+    const TensorRef v = g.input("v", DType::F32, {B, S, D});
+    const TensorRef ks = g.call("aten.mul.Tensor", {k, g.constant(host({}, {0.25f}))});
+    const TensorRef kt = g.call("aten.permute.default", {ks, IntList{0, 2, 1}});
+    g.output(g.call("aten.matmul.default", {kt, v}), "y");
+    return g;
+  };
+  ir::Graph fused = build();
+  passes::optimize(fused);
+  ASSERT_EQ(fused.live_nodes(), 1u) << fused.dump();
+  EXPECT_EQ(fused.nodes()[0].op, "wgnn.matmul_add.default");
+  ir::Program fp(ctx(), std::move(fused));
+  const std::vector<float> k = random_floats(size_t(B * S * D), -1.f, 1.f, 60), v = random_floats(size_t(B * S * D), -1.f, 1.f, 61);
+  const auto a = fp.run({host({B, S, D}, k), host({B, S, D}, v)});
+  std::vector<double> ref(size_t(B * D * D));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t i = 0; i < D; ++i) {
+      for (int64_t j = 0; j < D; ++j) {
+        double s = 0;
+        for (int64_t t = 0; t < S; ++t) s += 0.25 * double(k[size_t((b * S + t) * D + i)]) * double(v[size_t((b * S + t) * D + j)]);
+        ref[size_t((b * D + i) * D + j)] = s;
+      }
+    }
+  }
+  EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-5, 1e-5));
+}
+
 TEST(IrPasses, ConvBatchNormResidualAddReluIsOneConvolution) {
   // A residual block's end, as a caller of the C++ API writes it: conv,
   // batch norm, + r (either operand order), relu -> one convolution whose

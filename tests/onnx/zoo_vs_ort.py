@@ -120,7 +120,7 @@ MAX_DISPATCHES = {
     "convnext_tiny": 59,
     "transformer_block": 35,
     "vit_standin": 21,
-    "davit_standin": 141,
+    "davit_standin": 139,
     "whisper_standin": 27,
     "bart_standin": 37,
 }
