@@ -252,7 +252,7 @@ def measure(a):
             "git": subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
                                   text=True).stdout.strip() or "?",
             "runs": a.runs, "warmup": a.warmup, "cpu_runs": a.cpu_runs, "mini": a.mini, "opset": a.opset,
-            "device": device, "ort_version": ort_version(peer) if a.ort_peer else "not run"}
+            "device": device, "ort_version": ort_version(peer) if a.ort_peer else None}
     info = subprocess.run([a.wgnn, "info", "--json"], capture_output=True, text=True)
     try:
         meta["adapter"] = json.loads(info.stdout)["adapter"]
@@ -405,7 +405,8 @@ def fmt_ms(v):
 def report(files, out, name):
     meta, results, models = load_results(files)
     mini = meta.get("mini", False)
-    ortv = meta.get("ort_version", "?")
+    ortv = meta.get("ort_version") or ""
+    ortv = "" if ortv in ("?", "not run") else ortv
     notes, note_ids = [], {}
 
     def note(text):
@@ -439,7 +440,8 @@ def report(files, out, name):
     lines.append(f"# wgnn, PyTorch and ONNX Runtime on {title}")
     lines.append("")
     lines.append(f"{meta.get('date', '?')}, git {meta.get('git', '?')}; wgnn on {meta.get('adapter', '?')}; "
-                 f"PyTorch on {meta.get('device', '?')}; ONNX Runtime {ortv} (onnxruntime-node). "
+                 f"PyTorch on {meta.get('device', '?')}; "
+                 + (f"ONNX Runtime {ortv} (onnxruntime-node). " if ortv else "ONNX Runtime not run. ") +
                  f"Opset {meta.get('opset', '?')}.")
     lines.append("")
     lines.append(f"Median milliseconds per inference, host to host, batch 1 (inputs from host memory, one "
@@ -455,10 +457,10 @@ def report(files, out, name):
                     "as wgnn fp16 where ONNX Runtime has no float16 switch." if ort16 else ""))
     lines.append("")
     head = ["model", "wgnn", "wgnn GPU", "encode µs"] + (["wgnn fp16", "wgnn fp16 GPU"] if fp16 else []) + (
-            [f"ORT {ortv} WebGPU fp16"] if ort16 else []) + [
+            [f"ORT {ortv} WebGPU fp16".replace("  ", " ")] if ort16 else []) + [
             "PyTorch fp32", "PyTorch fp16"] + (["PyTorch compiled fp32", "PyTorch compiled fp16"] if compiled else []) + [
-            f"ORT {ortv} WebGPU",
-            f"ORT {ortv} CPU", "target", "wgnn / target"]
+            f"ORT {ortv} WebGPU".replace("  ", " "),
+            f"ORT {ortv} CPU".replace("  ", " "), "target", "wgnn / target"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
     for m in models:
