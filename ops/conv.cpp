@@ -223,6 +223,45 @@ TensorRef add_residual_then_act(Graph& g, TensorRef y, const ConvSpec& s) {
   }
 }
 
+// One dispatch of kernels/conv_depthwise.wgsl into y (count elements):
+// channels first ([N, C, *spatial]) or, with channels_last, [N, *spatial, C]
+// (wgnn.conv_depthwise_channels_last); the epilogue's affine and residual
+// as `s` gives them.
+void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, TensorRef b, const ConvSpec& s,
+                      const Dims3& in, const Dims3& k, const Dims3& out, int64_t cout, int64_t cin, bool rounded,
+                      bool channels_last) {
+  Graph& g = a.g;
+  const DType dt = g.info(x).dtype;
+  DepthwiseParams p{};
+  p.count = uint32_t(g.info(y).numel());
+  p.cout = uint32_t(cout);
+  p.mult = uint32_t(cout / cin);
+  p.has_bias = b.id >= 0;
+  p.in_d = uint32_t(in[0]), p.in_h = uint32_t(in[1]), p.in_w = uint32_t(in[2]);
+  p.in_vol = uint32_t(in[0] * in[1] * in[2]);
+  p.out_d = uint32_t(out[0]), p.out_h = uint32_t(out[1]), p.out_w = uint32_t(out[2]);
+  p.out_vol = uint32_t(out[0] * out[1] * out[2]);
+  p.k_d = uint32_t(k[0]), p.k_h = uint32_t(k[1]), p.k_w = uint32_t(k[2]), p.kvol = uint32_t(k[0] * k[1] * k[2]);
+  for (size_t j = 0; j < 3; ++j) {
+    p.stride[j] = int32_t(s.stride[j]);
+    p.pad[j] = int32_t(s.pad_begin[j]);
+    p.dil[j] = int32_t(s.dil[j]);
+  }
+  Subs subs = float_subs(g, dt, a.op);
+  add_epilogue_subs(subs, s, 5, "acc", "co", rounded, dt == DType::F16, "i");
+  gpu::Constants constants = activation_constants(s.act);
+  if (channels_last) constants.emplace_back("CHANNELS_LAST", 1.0);
+  const Binding bias = b.id >= 0 ? Binding::of(b) : Binding::of(g.ctx().dummy_buffer());
+  std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias};
+  if (s.affine.id >= 0) bindings.push_back(Binding::of(s.affine));
+  if (s.residual.id >= 0) bindings.push_back(Binding::of(s.residual));
+  g.add_dispatch(kernel(g, "ops/kernels/conv_depthwise.wgsl", subs, constants), std::move(bindings),
+                 grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
+                 fmt::format("conv depthwise {}k={}{}{}", channels_last ? "channels-last " : "", dims_str(k, s.d),
+                             s.affine.id >= 0 ? " affine" : "", s.residual.id >= 0 ? " residual" : ""),
+                 2.0 * double(p.count) * double(p.kvol));
+}
+
 static_assert(sizeof(ConvParams) == 128);
 
 static_assert(sizeof(DepthwiseParams) == 112);
@@ -368,28 +407,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   const bool rounded = s.affine_rounded && xi.dtype == DType::F16;
 
   if (!s.transposed && cin_g == 1) {
-    DepthwiseParams p{};
-    p.count = uint32_t(numel(out_shape));
-    p.cout = uint32_t(cout);
-    p.mult = uint32_t(cout / cin);
-    p.has_bias = b.id >= 0;
-    p.in_d = uint32_t(in[0]), p.in_h = uint32_t(in[1]), p.in_w = uint32_t(in[2]), p.in_vol = uint32_t(in_vol);
-    p.out_d = uint32_t(out[0]), p.out_h = uint32_t(out[1]), p.out_w = uint32_t(out[2]), p.out_vol = uint32_t(out_vol);
-    p.k_d = uint32_t(k[0]), p.k_h = uint32_t(k[1]), p.k_w = uint32_t(k[2]), p.kvol = uint32_t(kvol);
-    for (size_t j = 0; j < 3; ++j) {
-      p.stride[j] = int32_t(s.stride[j]);
-      p.pad[j] = int32_t(s.pad_begin[j]);
-      p.dil[j] = int32_t(s.dil[j]);
-    }
-    Subs dw_subs = subs;
-    add_epilogue_subs(dw_subs, s, 5, "acc", "co", rounded, f16, "i");
-    const gpu::Pipeline& pipe = kernel(g, "ops/kernels/conv_depthwise.wgsl", dw_subs, activation_constants(s.act));
-    std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias};
-    if (s.affine.id >= 0) bindings.push_back(Binding::of(s.affine));
-    if (s.residual.id >= 0) bindings.push_back(Binding::of(s.residual));
-    g.add_dispatch(pipe, std::move(bindings), grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
-                   fmt::format("conv depthwise k={}{}{}", dims_str(k, d), s.affine.id >= 0 ? " affine" : "", res_label),
-                   2.0 * double(p.count) * double(kvol));
+    record_depthwise(a, y, x, w, b, s, in, k, out, cout, cin, rounded, false);
     return y;
   }
 
@@ -677,33 +695,7 @@ Value conv_depthwise_channels_last(Graph& g, const ValueList& args) {
   }
   TensorRef y = g.add_tensor(out_shape, xi.dtype);
   if (numel(out_shape) == 0) return y;
-  DepthwiseParams p{};
-  p.count = uint32_t(numel(out_shape));
-  p.cout = uint32_t(cout);
-  p.mult = uint32_t(cout / cin);
-  p.has_bias = b.id >= 0;
-  p.in_d = uint32_t(in[0]), p.in_h = uint32_t(in[1]), p.in_w = uint32_t(in[2]);
-  p.in_vol = uint32_t(in[0] * in[1] * in[2]);
-  p.out_d = uint32_t(out[0]), p.out_h = uint32_t(out[1]), p.out_w = uint32_t(out[2]);
-  p.out_vol = uint32_t(out_positions);
-  p.k_d = uint32_t(k[0]), p.k_h = uint32_t(k[1]), p.k_w = uint32_t(k[2]), p.kvol = uint32_t(k[0] * k[1] * k[2]);
-  for (size_t j = 0; j < 3; ++j) {
-    p.stride[j] = int32_t(s.stride[j]);
-    p.pad[j] = int32_t(s.pad_begin[j]);
-    p.dil[j] = int32_t(s.dil[j]);
-  }
-  Subs subs = float_subs(g, xi.dtype, a.op);
-  add_epilogue_subs(subs, s, 5, "acc", "co", false, xi.dtype == DType::F16, "i");
-  auto constants = activation_constants(s.act);
-  constants.emplace_back("CHANNELS_LAST", 1.0);
-  const Binding bias = b.id >= 0 ? Binding::of(b) : Binding::of(g.ctx().dummy_buffer());
-  std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias};
-  if (s.residual.id >= 0) bindings.push_back(Binding::of(s.residual));
-  g.add_dispatch(kernel(g, "ops/kernels/conv_depthwise.wgsl", subs, constants), std::move(bindings),
-                 grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
-                 fmt::format("conv depthwise channels-last k={}{}", dims_str(k, d),
-                             s.residual.id >= 0 ? " residual" : ""),
-                 2.0 * double(p.count) * double(p.kvol));
+  record_depthwise(a, y, x, w, b, s, in, k, out, cout, cin, false, true);
   return y;
 }
 
