@@ -141,7 +141,7 @@ fn pow_i(x: vec4<i32>, y: vec4<i32>) -> vec4<i32> {
 fn wrap_i8(x: vec4<i32>) -> vec4<i32> { return (x << vec4<u32>(24u)) >> vec4<u32>(24u); }
 
 // --- indexing
-fn dim_of(v: array<vec4<u32>, 2>, d: u32) -> u32 { return v[d / 4u][d % 4u]; }
+{{include lib/dims.wgsl}}
 
 // Element offsets of in_a, in_b, in_c for output elements 4i .. 4i+3 (one
 // per lane; lanes past the end wrap to offset 0 and are never stored).

@@ -82,7 +82,7 @@ override F16_OUT: bool = false;  // inf_bits: lib/math.wgsl
 var<workgroup> As: array<vec4<f32>, STAGES * AS>;
 var<workgroup> Bs: array<vec4<f32>, STAGES * BS>;
 
-fn dim_of(v: array<vec4<u32>, 2>, d: u32) -> u32 { return v[d / 4u][d % 4u]; }
+{{include lib/dims.wgsl}}
 fn a_at(i: u32) -> f32 { return f32(a[i >> 2u][i & 3u]); }
 fn b_at(i: u32) -> f32 { return f32(b[i >> 2u][i & 3u]); }
 fn bias_at(i: u32) -> f32 { return f32(bias[i >> 2u][i & 3u]); }

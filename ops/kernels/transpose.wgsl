@@ -21,7 +21,7 @@ const ROWS: u32 = 8u;
 // [L][J] of the block, rows padded by one against bank conflicts.
 var<workgroup> block: array<{{T}}, TILE * (TILE + 1u)>;
 
-fn dim_of(v: array<vec4<u32>, 2>, d: u32) -> u32 { return v[d >> 2u][d & 3u]; }
+{{include lib/dims.wgsl}}
 
 @compute @workgroup_size(TILE, ROWS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
