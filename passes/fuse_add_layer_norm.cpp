@@ -22,16 +22,7 @@ class FuseAddLayerNorm final : public Pass {
       const int p = g.producer(sum);
       if (p < 0) continue;
       const ir::Node& add = g.nodes()[size_t(p)];
-      if (add.op != "aten.add.Tensor" || add.args.size() < 2 || add.args.size() > 3 || !add.args[0].is_tensor() ||
-          !add.args[1].is_tensor()) {
-        continue;
-      }
-      if (add.args.size() == 3) {
-        const Value& alpha = add.args[2];
-        const bool one = (alpha.is_int() && std::get<int64_t>(alpha.v) == 1) ||
-                         (alpha.is_double() && std::get<double>(alpha.v) == 1.0);
-        if (!one) continue;
-      }
+      if (!is_plain_add(add)) continue;
       // The norm reads its own sum once, and its weight and bias exist at the add.
       bool ready = true;
       int reads = 0;

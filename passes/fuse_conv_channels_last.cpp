@@ -47,10 +47,7 @@ class FuseConvChannelsLast final : public Pass {
       TensorRef c = top;
       if (g.nodes()[size_t(itop)].op == "aten.add.Tensor") {
         const ir::Node& add = g.nodes()[size_t(itop)];
-        const bool alpha_one = add.args.size() == 2 ||
-                               (add.args.size() == 3 && ((add.args[2].is_int() && std::get<int64_t>(add.args[2].v) == 1) ||
-                                                         (add.args[2].is_double() && std::get<double>(add.args[2].v) == 1.0)));
-        if (!alpha_one || !add.args[0].is_tensor() || !add.args[1].is_tensor()) continue;
+        if (!is_plain_add(add)) continue;
         ic = -1;
         for (size_t k = 0; k < 2 && ic < 0; ++k) {
           const TensorRef cand = add.args[k].tensor(), other = add.args[1 - k].tensor();

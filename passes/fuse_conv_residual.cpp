@@ -19,12 +19,7 @@ class FuseConvResidual final : public Pass {
     size_t fused = 0;
     for (size_t i = 0; i < g.nodes().size(); ++i) {
       const ir::Node& add = g.nodes()[i];
-      if (add.dead || add.op != "aten.add.Tensor" || add.args.size() < 2 || add.args.size() > 3) continue;
-      if (!add.args[0].is_tensor() || !add.args[1].is_tensor()) continue;
-      const Value& alpha = arg_or(add, 2, Value(1.0));
-      const bool one = (alpha.is_double() && std::get<double>(alpha.v) == 1.0) ||
-                       (alpha.is_int() && std::get<int64_t>(alpha.v) == 1);
-      if (!one) continue;
+      if (add.dead || !is_plain_add(add)) continue;
       for (int k = 0; k < 2; ++k) {
         const TensorRef c = add.args[size_t(k)].tensor(), r = add.args[size_t(1 - k)].tensor();
         const int p = g.producer(c);

@@ -20,16 +20,7 @@ class FuseMatmulResidual final : public Pass {
     size_t fused = 0;
     for (size_t i = 0; i < g.nodes().size(); ++i) {
       const ir::Node& add = g.nodes()[i];
-      if (add.dead || add.op != "aten.add.Tensor" || add.outputs.size() != 1 || add.args.size() < 2 ||
-          add.args.size() > 3 || !add.args[0].is_tensor() || !add.args[1].is_tensor()) {
-        continue;
-      }
-      if (add.args.size() == 3) {
-        const Value& alpha = add.args[2];
-        const bool one = (alpha.is_int() && std::get<int64_t>(alpha.v) == 1) ||
-                         (alpha.is_double() && std::get<double>(alpha.v) == 1.0);
-        if (!one) continue;
-      }
+      if (add.dead || !is_plain_add(add) || add.outputs.size() != 1) continue;
       const auto sum_shape = g.known_shape(add.outputs[0]);
       if (!sum_shape || sum_shape->size() < 2) continue;
       for (size_t k = 0; k < 2; ++k) {

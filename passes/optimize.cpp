@@ -40,6 +40,16 @@ std::optional<double> scalar_value(const ir::Graph& g, TensorRef v) {
 
 const Value& arg_or(const ir::Node& n, size_t i, const Value& def) { return i < n.args.size() ? n.args[i] : def; }
 
+bool is_plain_add(const ir::Node& n) {
+  if (n.op != "aten.add.Tensor" || n.args.size() < 2 || n.args.size() > 3 || !n.args[0].is_tensor() ||
+      !n.args[1].is_tensor()) {
+    return false;
+  }
+  const Value& alpha = arg_or(n, 2, Value(int64_t(1)));
+  return (alpha.is_int() && std::get<int64_t>(alpha.v) == 1) ||
+         (alpha.is_double() && std::get<double>(alpha.v) == 1.0);
+}
+
 Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   const char* env = std::getenv("WGNN_NO_FUSION");
   const bool fusion = options.fusion && !(env && *env && std::strcmp(env, "0") != 0);

@@ -77,5 +77,7 @@ int sole_user(const ir::Graph& g, TensorRef v);
 std::optional<double> scalar_value(const ir::Graph& g, TensorRef v);
 // An argument, or `def` when the node has fewer.
 const Value& arg_or(const ir::Node& n, size_t i, const Value& def);
+// aten.add.Tensor of two tensors with alpha 1 (given or left out): a plain sum.
+bool is_plain_add(const ir::Node& n);
 
 }  // namespace wgnn::passes
