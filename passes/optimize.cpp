@@ -53,22 +53,21 @@ bool is_plain_add(const ir::Node& n) {
 Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   const char* env = std::getenv("WGNN_NO_FUSION");
   const bool fusion = options.fusion && !(env && *env && std::strcmp(env, "0") != 0);
-  std::vector<std::unique_ptr<Pass>> list;
-  if (options.context.ctx) list.push_back(fold_constants());
-  if (fusion) {
-    // Batch norm first: a conv + batch norm + relu becomes one conv whose
-    // epilogue applies the relu.
-    list.push_back(fuse_conv_channels_last());  // before the conv passes give the conv an epilogue
-    list.push_back(fuse_gelu());  // before the products take it into their epilogue
-    list.push_back(fuse_matmul_add());
-    list.push_back(fuse_conv_batch_norm());
-    list.push_back(fuse_conv_residual());
-    list.push_back(fuse_conv_activation());
-    list.push_back(fuse_matmul_activation());
-    list.push_back(fuse_add_layer_norm());
-    list.push_back(fuse_matmul_residual());  // the adds no layer norm took
-  }
-  list.push_back(dead_code());
+  // Every pass in order; which of them run follows.
+  std::vector<std::unique_ptr<Pass>> all;
+  all.push_back(fold_constants());
+  all.push_back(fuse_conv_channels_last());  // before the conv passes give the conv an epilogue
+  all.push_back(fuse_gelu());                // before the products take it into their epilogue
+  all.push_back(fuse_matmul_add());
+  // Batch norm first: a conv + batch norm + relu becomes one conv whose
+  // epilogue applies the relu.
+  all.push_back(fuse_conv_batch_norm());
+  all.push_back(fuse_conv_residual());
+  all.push_back(fuse_conv_activation());
+  all.push_back(fuse_matmul_activation());
+  all.push_back(fuse_add_layer_norm());
+  all.push_back(fuse_matmul_residual());  // the adds no layer norm took
+  all.push_back(dead_code());
   // WGNN_DISABLE_PASSES=name,name: leave those passes out (A/B
   // measurements, narrowing down a fault), as ONNX Runtime's
   // disabled_optimizers. An unknown name is an error.
@@ -78,11 +77,9 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
     for (size_t at = 0; at <= text.size();) {
       const size_t comma = std::min(text.find(',', at), text.size());
       const std::string name = text.substr(at, comma - at);
-      const std::vector<std::string> known = {"fold_constants", "fuse_conv_channels_last", "fuse_gelu",
-                                              "fuse_matmul_add", "fuse_conv_batch_norm", "fuse_conv_residual",
-                                              "fuse_conv_activation", "fuse_matmul_activation",
-                                              "fuse_add_layer_norm", "fuse_matmul_residual", "dead_code"};
-      if (std::find(known.begin(), known.end(), name) == known.end()) {
+      if (std::none_of(all.begin(), all.end(), [&](const std::unique_ptr<Pass>& p) { return p->name() == name; })) {
+        std::vector<std::string> known;
+        for (const auto& p : all) known.push_back(p->name());
         throw Error(fmt::format("WGNN_DISABLE_PASSES='{}': '{}' is not a pass (passes: {})", text, name,
                                 fmt::join(known, ", ")));
       }
@@ -90,11 +87,12 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
       at = comma + 1;
     }
   }
-  list.erase(std::remove_if(list.begin(), list.end(),
-                            [&](const std::unique_ptr<Pass>& p) {
-                              return std::find(disabled.begin(), disabled.end(), p->name()) != disabled.end();
-                            }),
-             list.end());
+  std::vector<std::unique_ptr<Pass>> list;
+  for (auto& p : all) {
+    const std::string name = p->name();
+    const bool on = name == "dead_code" || (name == "fold_constants" ? options.context.ctx != nullptr : fusion);
+    if (on && std::find(disabled.begin(), disabled.end(), name) == disabled.end()) list.push_back(std::move(p));
+  }
   Report r;
   for (const auto& p : list) {
     const size_t k = p->apply(g, options.context);
