@@ -586,3 +586,41 @@ TEST(SubgroupMatmulEmulated, FastLoadsAtEveryEdge) {
     }
   }
 }
+
+namespace {
+
+// wgnn.matmul_add with a residual on the tensor-core path: the product there,
+// the residual by a separate add; the same values as the product without it
+// plus aten.add, and a subgroup-matrix label. `c` a context with subgroup
+// matrices, or any with WGNN_SUBGROUP_MATMUL=emulate.
+void check_residual_on_subgroup_path(gpu::Context& c) {
+  Graph g(c);
+  const int64_t M = 96, K = 64, N = 80;
+  TensorRef a = upload(g, {M, K}, random_floats(size_t(M * K), -1, 1, 70), DType::F16);
+  TensorRef b = upload(g, {K, N}, random_floats(size_t(K * N), -1, 1, 71), DType::F16);
+  TensorRef r = upload(g, {M, N}, random_floats(size_t(M * N), -1, 1, 72), DType::F16);
+  const ValueList args{a, b, None{}, 1.0, std::string("none"), false, false, 0.0, 0.0};
+  ValueList with = args;
+  with.push_back(r);
+  const size_t before = g.dispatches().size();
+  TensorRef y = ops::call(g, "wgnn.matmul_add.default", with).tensor();
+  ASSERT_EQ(g.dispatches().size(), before + 2);
+  EXPECT_THAT(g.dispatches()[before].label, HasSubstr("subgroup"));
+  TensorRef sum = ops::call(g, "aten.add.Tensor", {ops::call(g, "wgnn.matmul_add.default", args).tensor(), r}).tensor();
+  g.run();
+  EXPECT_EQ(download(g, y), download(g, sum));
+}
+
+}  // namespace
+
+TEST(SubgroupMatmul, ResidualAddedAfterTheProduct) {
+  gpu::Context& c = unsafe_ctx();
+  if (!ops::subgroup_matmul_supported(c)) GTEST_SKIP() << "no f16 subgroup matrices with this Dawn and adapter";
+  check_residual_on_subgroup_path(c);
+}
+
+TEST(SubgroupMatmulEmulated, ResidualAddedAfterTheProduct) {
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  check_residual_on_subgroup_path(ctx());
+}
