@@ -6,7 +6,9 @@
 # table (TFLOP/s per shape and configuration) on stdout.
 #   WGNN=build-source/wgnn OUT=dir [SHAPES="MxNxK ..."] [CONFIGS="default 64x64:4x4:k16:s2:w ..."]
 #   [MODELS="a.onnx b.onnx"] [PYTHON=python3] bash bench/run_matmul_configs.sh
-# "default" is ops/matmul.cpp's own choice per product.
+# "default" is ops/matmul.cpp's own choice per product; a configuration with
+# "=" is a list of settings joined by "+" (WGNN_MATMUL_SPLITK=2+WGNN_MATMUL_LARGE=264);
+# a shape MxNxKb has a bias (bench/matmul_models.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WGNN=${WGNN:-build-source/wgnn}
@@ -29,6 +31,9 @@ one() {  # CONFIG KIND NAME MODEL [wgnn bench flags...]
   local line
   if [ "$cfg" = default ]; then
     line=$(env -u WGNN_MATMUL_CONFIG "$WGNN" bench "$model" --runs "$RUNS" --warmup "$WARMUP" --json "$@" 2>/dev/null | tail -1) || line=""
+  elif [[ "$cfg" == *=* ]]; then
+    # shellcheck disable=SC2046
+    line=$(env -u WGNN_MATMUL_CONFIG $(tr '+' ' ' <<< "$cfg") "$WGNN" bench "$model" --runs "$RUNS" --warmup "$WARMUP" --json "$@" 2>/dev/null | tail -1) || line=""
   else
     line=$(WGNN_MATMUL_CONFIG=$cfg "$WGNN" bench "$model" --runs "$RUNS" --warmup "$WARMUP" --json "$@" 2>/dev/null | tail -1) || line=""
   fi
@@ -40,7 +45,7 @@ try:
     d = json.loads(line)
     row.update({k: d.get(k) for k in ("median_ms", "gpu_ms", "dispatches")})
     if kind == "shape":
-        m, n, k = (int(v) for v in name.split("x"))
+        m, n, k = (int(v) for v in name.rstrip("b").split("x"))
         row["tflops"] = 2 * m * n * k / (d["gpu_ms"] * 1e-3) / 1e12
 except Exception as e:  # a failed run is a row with its error, not a gap
     row["error"] = f"no result ({e})"

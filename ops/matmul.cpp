@@ -22,11 +22,21 @@
 #include "ops/epilogue.h"
 #include "ops/helpers.h"
 #include "ops/layout.h"
+#include "ops/matmul.h"
 #include "ops/registry.h"
 #include "ops/subgroup_matmul.h"
 #include "ops/uniforms.h"
 
 namespace wgnn::ops {
+
+std::string matmul_epilogue(uint32_t rm, uint32_t rn) {
+  std::string text;
+  for (uint32_t i = 0; i < rm; ++i)
+    for (uint32_t c = 0; c < rn / 4; ++c)
+      text += fmt::format("  store_block({}u, {}u, acc[{}], m0, n0, tx, ty, ob_out, oc);\n", i, c, i * (rn / 4) + c);
+  return text;
+}
+
 namespace {
 
 // A product of the kernel: out[b] = alpha * op(A[b]) @ op(B[b]) + beta * bias[b].
@@ -154,6 +164,25 @@ MatmulConfig matmul_config(int64_t M, int64_t N, int64_t K, int64_t batch) {
   auto groups = [&](uint64_t tm, uint64_t tn) {
     return gpu::ceil_div(uint64_t(M), tm) * gpu::ceil_div(uint64_t(N), tn) * uint64_t(batch);
   };
+  // WGNN_MATMUL_LARGE=G (tuning): 128x128 tiles of 8 x 8 per thread (K
+  // steps of 8, two stages, warp tiles) for products with at least G such
+  // tiles.
+  static const long large = [] {
+    const char* e = std::getenv("WGNN_MATMUL_LARGE");
+    if (!e || !*e) return 0L;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end || v < 0) throw Error(fmt::format("WGNN_MATMUL_LARGE='{}': expected a number of tiles (0: off)", e));
+    return v;
+  }();
+  if (large > 0 && groups(128, 128) >= uint64_t(large)) {
+    c.tm = c.tn = 128;
+    c.rm = c.rn = 8;
+    c.tk = 8;
+    c.stages = 2;
+    c.warp_tiles = true;
+    return listed(c);
+  }
   if (groups(64, 64) < kFillGroups) c.tm = 32;
   // 64x64 tiles with K of 128 or more: 8 x 4 per thread (128 threads).
   // On the H200 (docs/BENCHMARKS.md) 9-16% faster on DaViT-B's products
@@ -164,18 +193,27 @@ MatmulConfig matmul_config(int64_t M, int64_t N, int64_t K, int64_t batch) {
 }
 
 // Split-K (kernels/matmul.wgsl with SPLITK, then matmul_splitk.wgsl): a
-// float32 product without bias whose tiles leave the GPU mostly idle while
+// float32 product (its bias the same for every batch) whose tiles leave the GPU mostly idle while
 // K is long (DaViT's channel attention, 32 x 32 per head over K = 36,864
 // pixels: 4 workgroups for a whole product) is cut into ranges of K of at
 // least 16 steps of 16, to about kFillGroups workgroups, at most 64 ranges.
 // Returns 1 for no split. WGNN_MATMUL_SPLITK=0 turns it off.
+// WGNN_MATMUL_SPLITK=N (N > 1, tuning) cuts every float32 product into N
+// ranges of K where each keeps at least 4 steps of 16.
 uint64_t matmul_splits(uint64_t groups, uint64_t K) {
-  static const bool on = [] {
+  static const long setting = [] {
     const char* e = std::getenv("WGNN_MATMUL_SPLITK");
-    return !(e && std::string_view(e) == "0");
+    if (!e || !*e) return -1L;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end || v < 0 || v > 64) {
+      throw Error(fmt::format("WGNN_MATMUL_SPLITK='{}': expected 0 (off) or a number of ranges of K up to 64", e));
+    }
+    return v;
   }();
   const uint64_t steps = gpu::ceil_div(K, uint64_t(16));
-  if (!on || groups * 2 > kFillGroups || steps < 64) return 1;
+  if (setting > 1) return std::max<uint64_t>(1, std::min<uint64_t>(uint64_t(setting), steps / 4));
+  if (setting == 0 || setting == 1 || groups * 2 > kFillGroups || steps < 64) return 1;
   return std::min<uint64_t>({gpu::ceil_div(kFillGroups, groups), steps / 16, 64});
 }
 
@@ -243,7 +281,10 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), tile_m), tiles_n = gpu::ceil_div(uint64_t(p.N), tile_n);
   const uint64_t groups = tiles_m * tiles_n * uint64_t(batch);
   if (groups > UINT32_MAX) a.fail(fmt::format("the result {} needs too many workgroups", shape_str(p.out_shape)));
-  uint64_t splits = dt == DType::F32 && p.bias.id < 0 && p.residual.id < 0 ? matmul_splits(groups, uint64_t(p.K)) : 1;
+  // The sum pass adds a bias only where it is the same for every batch.
+  const bool bias_batch_shared = std::all_of(st[2].begin(), st[2].end(), [](int64_t s) { return s == 0; });
+  uint64_t splits =
+      dt == DType::F32 && (p.bias.id < 0 || bias_batch_shared) ? matmul_splits(groups, uint64_t(p.K)) : 1;
   const uint64_t kchunk =
       gpu::ceil_div(gpu::ceil_div(uint64_t(p.K), uint64_t(cfg.tk)), std::max<uint64_t>(splits, 1)) * cfg.tk;
   if (splits > 1) {
@@ -278,6 +319,7 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   subs.emplace_back("RN", std::to_string(cfg.rn));
   subs.emplace_back("TK", std::to_string(cfg.tk));
   subs.emplace_back("STAGES", std::to_string(cfg.stages));
+  subs.emplace_back("EPILOGUE", matmul_epilogue(cfg.rm, cfg.rn));
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul.wgsl", subs,
                                    {{"A_TRANS", p.a_trans ? 1.0 : 0.0},
                                     {"B_TRANS", p.b_trans ? 1.0 : 0.0},
@@ -310,9 +352,18 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   sp.count = uint32_t(count);
   sp.splits = uint32_t(splits);
   sp.alpha = float(p.alpha);
-  g.add_dispatch(kernel(g, "ops/kernels/matmul_splitk.wgsl", float_subs(g, dt, a.op), activation_constants(p.act)),
-                 {out, g.uniform(sp), Binding::of(part)}, grid_for(g, gpu::ceil_div(count, uint64_t(256))),
-                 std::string(a.op), fmt::format("gemm splitk sum {}", splits));
+  sp.beta = float(p.beta);
+  sp.M = uint32_t(p.M);
+  sp.N = uint32_t(p.N);
+  sp.bias_sm = uint32_t(p.bias_sm);
+  sp.bias_sn = uint32_t(p.bias_sn);
+  gpu::Constants sc = activation_constants(p.act);
+  sc.emplace_back("HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0);
+  sc.emplace_back("HAS_RESIDUAL", p.residual.id >= 0 ? 1.0 : 0.0);
+  g.add_dispatch(kernel(g, "ops/kernels/matmul_splitk.wgsl", float_subs(g, dt, a.op), sc),
+                 {out, g.uniform(sp), Binding::of(part), in_c, res}, grid_for(g, gpu::ceil_div(count, uint64_t(256))),
+                 std::string(a.op), fmt::format("gemm splitk sum {}{}{}", splits, p.bias.id >= 0 ? " bias" : "",
+                                                p.residual.id >= 0 ? " residual" : ""));
 }
 
 // A single product with an operand or the result over the binding limit,

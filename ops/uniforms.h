@@ -187,8 +187,11 @@ WGNN_UNIFORM(NmsParams, WGNN_NMS_PARAMS);
 WGNN_UNIFORM(MatmulParams, WGNN_MATMUL_PARAMS);
 
 // kernels/matmul_splitk.wgsl: out[i] = act(alpha * sum over `splits` parts
-// of part[s * count + i]).
-#define WGNN_MATMUL_SPLITK_PARAMS(F) F(uint32_t, count) F(uint32_t, splits) F(float, alpha) F(uint32_t, _p0)
+// of part[s * count + i] + beta * bias[m * bias_sm + n * bias_sn]) + res[i],
+// with i = (batch * M + m) * N + n.
+#define WGNN_MATMUL_SPLITK_PARAMS(F)                                                                        \
+  F(uint32_t, count) F(uint32_t, splits) F(float, alpha) F(float, beta) F(uint32_t, M) F(uint32_t, N)      \
+      F(uint32_t, bias_sm) F(uint32_t, bias_sn)
 WGNN_UNIFORM(MatmulSplitKParams, WGNN_MATMUL_SPLITK_PARAMS);
 
 // kernels/binary.wgsl: count vec4 groups of numel outputs over `rank` dims

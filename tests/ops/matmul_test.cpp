@@ -251,7 +251,7 @@ void check_gemm(int64_t M, int64_t K, int64_t N, bool ta, bool tb, const std::op
 
 }  // namespace
 
-// Split-K (float32, no bias): few tiles and a long K cut into ranges whose
+// Split-K (float32): few tiles and a long K cut into ranges whose
 // parts a second pass adds. Uneven last ranges, K not a multiple of 4 or
 // 16, batches, transposes, alpha and an activation.
 std::string labels_of(Graph& g) {
@@ -282,6 +282,19 @@ TEST(Matmul, LongKSplitsAcrossWorkgroups) {
   check_matmul({32, 2048}, {2, 2048, 24}, DType::F32, 44);   // A broadcast over the batch
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) check_gemm(33, 2050, 36, ta, tb, std::nullopt, -0.75, 1.0, DType::F32, false, 45);
+  }
+  // A bias (the same for every batch: a row, a column, a whole matrix) is
+  // added by the sum pass, after alpha, as the kernel's own epilogue does.
+  for (const Shape& c : {Shape{36}, Shape{33, 1}, Shape{33, 36}}) {
+    check_gemm(33, 2050, 36, false, true, c, -0.75, 0.5, DType::F32, false, 48);
+  }
+  {
+    Graph g(ctx());
+    TensorRef a = g.add_tensor({32, 4096}, DType::F32, TensorKind::Input);
+    TensorRef b = g.add_tensor({4096, 32}, DType::F32, TensorKind::Input);
+    TensorRef bias = g.add_tensor({32}, DType::F32, TensorKind::Input);
+    ops::call(g, "wgnn.matmul_add.default", {a, b, bias});
+    EXPECT_EQ(labels_of(g), "gemm 32x32x4096 bias splitk=16 | gemm splitk sum 16 bias");
   }
 }
 
@@ -368,7 +381,8 @@ TEST(Matmul, ResidualAddedInTheEpilogue) {
   const std::vector<Case> cases = {
       {{70, 40}, {40, 50}, true, "relu", true},
       {{2, 33, 20}, {20, 18}, true, "none", true},
-      {{40, 3000}, {3000, 24}, false, "none", true},
+      {{40, 3000}, {3000, 24}, false, "none", true},  // float32: split-K, the residual in the sum pass
+      {{40, 3000}, {3000, 24}, true, "relu", true},   // the same with a bias and an activation
       {{4, 64}, {64, 40}, true, "none", false},
   };
   uint32_t seed = 900;
@@ -389,9 +403,15 @@ TEST(Matmul, ResidualAddedInTheEpilogue) {
       ValueList with = args;
       with.push_back(tr);
       TensorRef y = ops::call(g, "wgnn.matmul_add.default", with).tensor();
-      EXPECT_EQ(g.dispatches().size() - before, c.epilogue ? 1u : 2u);
+      // Float32 over K = 3000: split-K, whose sum pass adds the residual.
+      const bool split = dt == DType::F32 && c.a.back() > 1000;
+      EXPECT_EQ(g.dispatches().size() - before, c.epilogue && !split ? 1u : 2u);
       EXPECT_EQ(g.dispatches()[before].label.find(" residual") != std::string::npos, c.epilogue)
           << g.dispatches()[before].label;
+      if (split) {
+        EXPECT_THAT(g.dispatches().back().label, HasSubstr("splitk sum"));
+        EXPECT_THAT(g.dispatches().back().label, HasSubstr(" residual"));
+      }
       TensorRef p = ops::call(g, "wgnn.matmul_add.default", args).tensor();
       TensorRef sum = ops::call(g, "aten.add.Tensor", {p, tr}).tensor();
       EXPECT_EQ(g.info(y).shape, out);
