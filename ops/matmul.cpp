@@ -22,20 +22,11 @@
 #include "ops/epilogue.h"
 #include "ops/helpers.h"
 #include "ops/layout.h"
-#include "ops/matmul.h"
 #include "ops/registry.h"
 #include "ops/subgroup_matmul.h"
 #include "ops/uniforms.h"
 
 namespace wgnn::ops {
-
-std::string matmul_epilogue(uint32_t rm, uint32_t rn) {
-  std::string text;
-  for (uint32_t i = 0; i < rm; ++i)
-    for (uint32_t c = 0; c < rn / 4; ++c)
-      text += fmt::format("  store_block({}u, {}u, acc[{}], m0, n0, tx, ty, ob_out, oc);\n", i, c, i * (rn / 4) + c);
-  return text;
-}
 
 namespace {
 
@@ -164,25 +155,6 @@ MatmulConfig matmul_config(int64_t M, int64_t N, int64_t K, int64_t batch) {
   auto groups = [&](uint64_t tm, uint64_t tn) {
     return gpu::ceil_div(uint64_t(M), tm) * gpu::ceil_div(uint64_t(N), tn) * uint64_t(batch);
   };
-  // WGNN_MATMUL_LARGE=G (tuning): 128x128 tiles of 8 x 8 per thread (K
-  // steps of 8, two stages, warp tiles) for products with at least G such
-  // tiles.
-  static const long large = [] {
-    const char* e = std::getenv("WGNN_MATMUL_LARGE");
-    if (!e || !*e) return 0L;
-    char* end = nullptr;
-    const long v = std::strtol(e, &end, 10);
-    if (*end || v < 0) throw Error(fmt::format("WGNN_MATMUL_LARGE='{}': expected a number of tiles (0: off)", e));
-    return v;
-  }();
-  if (large > 0 && groups(128, 128) >= uint64_t(large)) {
-    c.tm = c.tn = 128;
-    c.rm = c.rn = 8;
-    c.tk = 8;
-    c.stages = 2;
-    c.warp_tiles = true;
-    return listed(c);
-  }
   if (groups(64, 64) < kFillGroups) c.tm = 32;
   // 64x64 tiles with K of 128 or more: 8 x 4 per thread (128 threads).
   // On the H200 (docs/BENCHMARKS.md) 9-16% faster on DaViT-B's products
@@ -192,14 +164,22 @@ MatmulConfig matmul_config(int64_t M, int64_t N, int64_t K, int64_t batch) {
   return listed(c);
 }
 
-// Split-K (kernels/matmul.wgsl with SPLITK, then matmul_splitk.wgsl): a
-// float32 product (its bias the same for every batch) whose tiles leave the GPU mostly idle while
-// K is long (DaViT's channel attention, 32 x 32 per head over K = 36,864
-// pixels: 4 workgroups for a whole product) is cut into ranges of K of at
-// least 16 steps of 16, to about kFillGroups workgroups, at most 64 ranges.
-// Returns 1 for no split. WGNN_MATMUL_SPLITK=0 turns it off.
+// Split-K (kernels/matmul.wgsl with SPLITK, then matmul_splitk.wgsl), for
+// float32 products (a bias the same for every batch):
+//   - whose tiles leave the GPU mostly idle while K is long (DaViT's channel
+//     attention, 32 x 32 per head over K = 36,864 pixels: 4 workgroups for
+//     a whole product): ranges of K of at least 16 steps of 16, to about
+//     kFillGroups workgroups, at most 64 ranges;
+//   - with fewer than kSplitFillGroups tiles and K of 1024 or more (the
+//     Whisper encoder's 1500 x 512 x 2048 and its attention's 1500 x 64 x
+//     1500 per head): about kSplitFillGroups workgroups, each range at least
+//     512 long. On the H200 (docs/BENCHMARKS.md) 1500x512x2048 with a bias
+//     went from 20.3 to 22.5 TFLOP/s in two ranges, 2304x512x2048 from 19.1
+//     to 24.2 (two) and 26.2 (four); products of K = 512 lost 1-20% in two.
+// Returns 1 for no split. WGNN_MATMUL_SPLITK=0 turns it off;
 // WGNN_MATMUL_SPLITK=N (N > 1, tuning) cuts every float32 product into N
 // ranges of K where each keeps at least 4 steps of 16.
+constexpr uint64_t kSplitFillGroups = 1024;
 uint64_t matmul_splits(uint64_t groups, uint64_t K) {
   static const long setting = [] {
     const char* e = std::getenv("WGNN_MATMUL_SPLITK");
@@ -213,8 +193,12 @@ uint64_t matmul_splits(uint64_t groups, uint64_t K) {
   }();
   const uint64_t steps = gpu::ceil_div(K, uint64_t(16));
   if (setting > 1) return std::max<uint64_t>(1, std::min<uint64_t>(uint64_t(setting), steps / 4));
-  if (setting == 0 || setting == 1 || groups * 2 > kFillGroups || steps < 64) return 1;
-  return std::min<uint64_t>({gpu::ceil_div(kFillGroups, groups), steps / 16, 64});
+  if (setting == 0 || setting == 1) return 1;
+  if (groups * 2 <= kFillGroups && steps >= 64) {
+    return std::min<uint64_t>({gpu::ceil_div(kFillGroups, groups), steps / 16, 64});
+  }
+  if (K >= 1024 && groups * 2 <= kSplitFillGroups) return std::min<uint64_t>(kSplitFillGroups / groups, K / 512);
+  return 1;
 }
 
 void require_operand(const Args& a, TensorRef t, std::string_view name) {
@@ -319,7 +303,6 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   subs.emplace_back("RN", std::to_string(cfg.rn));
   subs.emplace_back("TK", std::to_string(cfg.tk));
   subs.emplace_back("STAGES", std::to_string(cfg.stages));
-  subs.emplace_back("EPILOGUE", matmul_epilogue(cfg.rm, cfg.rn));
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul.wgsl", subs,
                                    {{"A_TRANS", p.a_trans ? 1.0 : 0.0},
                                     {"B_TRANS", p.b_trans ? 1.0 : 0.0},

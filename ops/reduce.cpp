@@ -24,6 +24,7 @@
 // subtracted, the row kept in registers when it is short enough); any other
 // axis kernels/softmax_strided.wgsl (a thread per column).
 #include <algorithm>
+#include <cstdlib>
 #include <array>
 #include <climits>
 #include <optional>
@@ -413,7 +414,19 @@ Value softmax(Graph& g, const ValueList& args, bool log) {
     const Binding yb = bind_bytes(g, y, s.start * block * out_es, s.count * block * out_es);
     const Binding xb = bind_bytes(g, x, s.start * block * in_es, s.count * block * in_es);
     if (inner == 1) {
-      const uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(n / 4, 1))));
+      // WGNN_SOFTMAX_TPR=N (a power of two up to 256; tuning) caps the
+      // threads per row.
+      static const uint32_t tpr_cap = [] {
+        const char* e = std::getenv("WGNN_SOFTMAX_TPR");
+        if (!e || !*e) return 256u;
+        char* end = nullptr;
+        const unsigned long v = std::strtoul(e, &end, 10);
+        if (*end || v == 0 || v > 256 || (v & (v - 1))) {
+          throw Error(fmt::format("WGNN_SOFTMAX_TPR='{}': expected a power of two from 1 to 256", e));
+        }
+        return uint32_t(v);
+      }();
+      const uint32_t tpr = std::min<uint32_t>(tpr_cap, pow2_floor(uint64_t(std::max<int64_t>(n / 4, 1))));
       const uint64_t chunks = gpu::ceil_div(uint64_t(n), tpr);
       const bool cached = chunks <= 16;
       const gpu::Pipeline& pl = kernel(g, "ops/kernels/softmax.wgsl", subs,

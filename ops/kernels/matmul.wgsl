@@ -224,49 +224,6 @@ fn multiply(st: u32, tx: u32, ty: u32, acc: ptr<function, array<vec4<f32>, RM * 
   }
 }
 
-// Row i, columns c * 4 .. c * 4 + 3 of the invocation's block (value v):
-// scale, bias, activation, residual, masked stores. Thread (tx, ty) holds
-// rows (ty + r * WY) * 4 + 0..3 and columns (tx + c * WX) * 4 + 0..3 of the
-// tile (interleaved, so that a warp's workgroup-memory reads are consecutive
-// vec4s).
-fn store_block(i: u32, c: u32, v0: vec4<f32>, m0: u32, n0: u32, tx: u32, ty: u32, ob_out: u32, oc: u32) {
-  let M = params.M;
-  let N = params.N;
-  let m = m0 + (ty + (i / 4u) * WY) * 4u + i % 4u;
-  if (m >= M) {
-    return;
-  }
-  let v = v0 * select(params.alpha, 1.0, SPLITK);
-  for (var j = 0u; j < 4u; j++) {
-    let n = n0 + (tx + c * WX) * 4u + j;
-    if (n >= N) {
-      break;
-    }
-    if (SPLITK) {
-      out[ob_out + m * N + n] = {{T}}(v[j]);
-      continue;
-    }
-    var y = v[j];
-    if (HAS_BIAS) {
-      y += params.beta * bias_at(oc + m * params.bias_sm + n * params.bias_sn);
-    }
-    y = activate(y);
-    if (F16_OUT && abs(y) >= 65520.0) {
-      y = sign(y) * bitcast<f32>(inf_bits);
-    }
-    if (HAS_RESIDUAL) {
-      if (F16_OUT) {
-        y = cast_f16(y);
-      }
-      y += f32(res[ob_out + m * N + n]);
-      if (F16_OUT && abs(y) >= 65520.0) {
-        y = sign(y) * bitcast<f32>(inf_bits);
-      }
-    }
-    out[ob_out + m * N + n] = {{T}}(y);
-  }
-}
-
 @compute @workgroup_size(NT)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -349,12 +306,46 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
   }
 
-  // Epilogue: one store_block per vec4 of the accumulator, the calls
-  // written out by ops/matmul.cpp with constant indices (acc[0], acc[1],
-  // ...): a loop over acc with the epilogue's body in it is not always
-  // unrolled by the driver's compiler, and a private array indexed by a
-  // variable lives in local memory for the whole kernel (8 x 8 blocks with a
-  // bias or an activation ran 5-10x slower so).
+  // Epilogue: scale, bias, masked stores. Thread (tx, ty) holds rows
+  // (ty + r * WY) * 4 + 0..3 and columns (tx + c * WX) * 4 + 0..3 of the
+  // tile (interleaved, so that a warp's workgroup-memory reads are
+  // consecutive vec4s).
   let ob_out = (split * params.batch + batch) * M * N;
-{{EPILOGUE}}
+  for (var i = 0u; i < RM; i++) {
+    let m = m0 + (ty + (i / 4u) * WY) * 4u + i % 4u;
+    if (m >= M) {
+      continue;
+    }
+    for (var c = 0u; c < RN / 4u; c++) {
+      let v = acc[i * (RN / 4u) + c] * select(params.alpha, 1.0, SPLITK);
+      for (var j = 0u; j < 4u; j++) {
+        let n = n0 + (tx + c * WX) * 4u + j;
+        if (n >= N) {
+          break;
+        }
+        if (SPLITK) {
+          out[ob_out + m * N + n] = {{T}}(v[j]);
+          continue;
+        }
+        var y = v[j];
+        if (HAS_BIAS) {
+          y += params.beta * bias_at(oc + m * params.bias_sm + n * params.bias_sn);
+        }
+        y = activate(y);
+        if (F16_OUT && abs(y) >= 65520.0) {
+          y = sign(y) * bitcast<f32>(inf_bits);
+        }
+        if (HAS_RESIDUAL) {
+          if (F16_OUT) {
+            y = cast_f16(y);
+          }
+          y += f32(res[ob_out + m * N + n]);
+          if (F16_OUT && abs(y) >= 65520.0) {
+            y = sign(y) * bitcast<f32>(inf_bits);
+          }
+        }
+        out[ob_out + m * N + n] = {{T}}(y);
+      }
+    }
+  }
 }

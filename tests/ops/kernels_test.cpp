@@ -9,7 +9,6 @@
 #include "gpu/shaders.h"
 #include "op_test_util.h"
 #include "ops/helpers.h"
-#include "ops/matmul.h"
 #include "ops/subgroup_matmul.h"
 
 using namespace wgnn;
@@ -203,7 +202,6 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
             s2.emplace_back("RN", t[3]);
             s2.emplace_back("TK", t[4]);
             s2.emplace_back("STAGES", t[5]);
-            s2.emplace_back("EPILOGUE", ops::matmul_epilogue(uint32_t(std::stoul(t[2])), uint32_t(std::stoul(t[3]))));
           }
           EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
           ++compiled;

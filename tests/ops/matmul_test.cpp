@@ -270,11 +270,26 @@ TEST(Matmul, LongKSplitsAcrossWorkgroups) {
     EXPECT_EQ(labels_of(g), "gemm 32x32x4096 batch 4 splitk=16 | gemm splitk sum 16");
   }
   {
-    Graph g(ctx());  // enough tiles (256 of 64 x 64): no split
-    TensorRef a = g.add_tensor({1024, 4096}, DType::F32, TensorKind::Input);
-    TensorRef b = g.add_tensor({4096, 1024}, DType::F32, TensorKind::Input);
+    Graph g(ctx());  // enough tiles (1024 of 64 x 64): no split
+    TensorRef a = g.add_tensor({2048, 4096}, DType::F32, TensorKind::Input);
+    TensorRef b = g.add_tensor({4096, 2048}, DType::F32, TensorKind::Input);
     ops::call(g, "aten.matmul.default", {a, b});
     EXPECT_THAT(labels_of(g), testing::Not(HasSubstr("splitk")));
+  }
+  {
+    // The Whisper encoder's second feed-forward product: 376 tiles of
+    // 32 x 64, K = 2048 in two ranges of 1024; K = 512 is not cut.
+    Graph g(ctx());
+    TensorRef a = g.add_tensor({1500, 2048}, DType::F32, TensorKind::Input);
+    TensorRef b = g.add_tensor({2048, 512}, DType::F32, TensorKind::Input);
+    TensorRef bias = g.add_tensor({512}, DType::F32, TensorKind::Input);
+    ops::call(g, "wgnn.matmul_add.default", {a, b, bias});
+    EXPECT_EQ(labels_of(g), "gemm 1500x512x2048 bias splitk=2 | gemm splitk sum 2 bias");
+    TensorRef c = g.add_tensor({1500, 512}, DType::F32, TensorKind::Input);
+    TensorRef d = g.add_tensor({512, 512}, DType::F32, TensorKind::Input);
+    const size_t before = g.dispatches().size();
+    ops::call(g, "wgnn.matmul_add.default", {c, d, bias});
+    EXPECT_EQ(g.dispatches().size() - before, 1u);
   }
   check_matmul({4, 32, 4096}, {4, 4096, 32}, DType::F32, 41);
   check_matmul({3, 2, 5, 3001}, {3001, 7}, DType::F32, 42);  // K odd: scalar loads, an uneven last range
