@@ -601,14 +601,15 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, IrTrace* trace, con
   const int64_t Dv = view[2].size[rank - 1];
   if (view[1].size[rank - 1] != D || view[2].size[rank - 2] != S) return std::nullopt;
   if (D < 1 || Dv < 1 || D > kMaxHeadDim || Dv > kMaxHeadDim || L < 1 || S < 1) return std::nullopt;
-  // Longer attention stays unfused: there the products on tensor cores (or
-  // the tiled matmul) and a separate softmax beat the one-dispatch kernel,
-  // which computes in f32 registers (H200, Whisper-base encoder, 1500 keys:
-  // 4.49 vs 4.52 ms in float16 mode, 5.9 vs 6.5 ms in float32;
-  // docs/BENCHMARKS.md). WGNN_ATTENTION_MAX_KEYS sets the limit.
+  // Longer attention: over more keys than the one-dispatch kernel takes
+  // (WGNN_ATTENTION_MAX_KEYS, default 1024), wgnn.attention runs two
+  // products and a softmax, reading q, k and v where they are (no copies of
+  // the head split and merge). That form runs on the regular GEMM kernel,
+  // so in float16 mode, where the separate products may run on tensor
+  // cores, longer attention stays unfused (H200, Whisper-base encoder, 1500
+  // keys: docs/BENCHMARKS.md).
   int64_t max_keys = 1024;
   if (const char* env = std::getenv("WGNN_ATTENTION_MAX_KEYS"); env && *env) max_keys = std::atoll(env);
-  if (S > max_keys) return std::nullopt;
   int64_t axis = attr_int(sm, "axis", opset >= 13 ? -1 : 1);
   if (axis < 0) axis += int64_t(rank);
   if (axis != int64_t(rank) - 1) return std::nullopt;
@@ -667,6 +668,7 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, IrTrace* trace, con
   c.trace = trace;
   const DType dt = c.dtype(0);
   if (c.dtype(1) != dt || c.dtype(2) != dt) return std::nullopt;
+  if (S > max_keys && dt != DType::F32) return std::nullopt;
   const TensorRef tq = on_gpu(c, *base[0], f.x), tk = on_gpu(c, *base[1], f.w), tv = on_gpu(c, *base[2], f.v);
   Value tm = None{};
   std::vector<int64_t> mv;

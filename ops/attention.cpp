@@ -21,6 +21,7 @@
 #include <fmt/ranges.h>
 
 #include "ops/helpers.h"
+#include "ops/matmul.h"
 #include "ops/uniforms.h"
 #include "ops/registry.h"
 
@@ -210,6 +211,82 @@ Tile choose_tile(const Args& a, int64_t BH, int64_t L, int64_t S, int64_t D, int
   return t;
 }
 
+// The most keys the one-dispatch kernel takes (WGNN_ATTENTION_MAX_KEYS,
+// default 1024). Beyond it, two products and a softmax between them: on an
+// H200 the kernel, which computes in f32 registers with a thread per query,
+// lost to them on the Whisper-base encoder's 1500 keys (docs/BENCHMARKS.md).
+int64_t flash_max_keys() {
+  const char* e = std::getenv("WGNN_ATTENTION_MAX_KEYS");
+  if (!e || !*e) return 1024;
+  char* end = nullptr;
+  const long long x = std::strtoll(e, &end, 10);
+  if (*end || x < 0) throw Error(fmt::format("WGNN_ATTENTION_MAX_KEYS='{}': expected a number of keys", e));
+  return int64_t(x);
+}
+
+// Attention over many keys as scores = scale * q k^T + mask (one batched
+// product, the mask as its bias), softmax over the keys, then scores v
+// written through the result's view: q, k, v and the mask read in place
+// through their views, the result written in its layout, so no copy of a
+// head split or merge. Needs each operand's view contiguous along one of
+// its two matrix dims, the mask of q's dtype and the result's view
+// contiguous along Dv; returns false otherwise (the kernel then runs).
+bool record_two_products(const Args& a, TensorRef q, TensorRef k, TensorRef v, TensorRef mask, double scale,
+                         const View& qv, const View& kv, const View& vv, const View& mv, const IntList& ov,
+                         TensorRef y) {
+  Graph& g = a.g;
+  const DType dt = g.info(q).dtype;
+  const int64_t B = qv.n[0], H = qv.n[1], L = qv.n[2], D = qv.n[3], S = kv.n[2], DV = vv.n[3];
+  if (mask.id >= 0 && g.info(mask).dtype != dt) return false;
+  if (ov[4] != 1 && DV > 1) return false;
+  // A matrix view [rows, cols] (sizes n[2], n[3]): row-major with row stride
+  // s[2] (cols contiguous), or column-major with column stride s[3].
+  auto unit = [](const View& w, size_t d) { return w.s[d] == 1 || w.n[d] == 1; };
+  if (!(unit(qv, 3) || unit(qv, 2)) || !(unit(kv, 3) || unit(kv, 2)) || !(unit(vv, 3) || unit(vv, 2))) return false;
+  const uint64_t scores_bytes = uint64_t(B * H * L * S) * gpu_dtype_size(dt);
+  if (scores_bytes > g.ctx().limits().max_storage_buffer_binding_size) return false;
+
+  const TensorRef scores = g.add_tensor({B, H, L, S}, dt);
+  StridedGemm p;  // scores [B, H, L, S] = scale * q [L, D] @ k^T [D, S] + mask
+  p.a = q, p.b = k, p.out = scores;
+  p.M = L, p.N = S, p.K = D;
+  p.batch = {B, H};
+  p.sa = {qv.s[0], qv.s[1]};
+  p.sb = {kv.s[0], kv.s[1]};
+  p.so = {H * L * S, L * S};
+  p.a_off = qv.off, p.b_off = kv.off;
+  p.a_trans = !unit(qv, 3);  // [D, L] columns of q
+  p.lda = p.a_trans ? qv.s[3] : qv.s[2];
+  p.b_trans = unit(kv, 3);  // k [S, D] rows: k^T read transposed
+  p.ldb = p.b_trans ? kv.s[2] : kv.s[3];
+  p.ldc = S;
+  p.alpha = scale;
+  if (mask.id >= 0) {
+    p.bias = mask;
+    p.sc = {mv.s[0], mv.s[1]};
+    p.c_off = mv.off;
+    p.bias_sm = mv.s[2], p.bias_sn = mv.s[3];
+  }
+  record_strided_gemm(a, p);
+  const TensorRef probs = ops::call(g, "aten._softmax.default", {scores, int64_t(3), false}).tensor();
+
+  StridedGemm o;  // y (through out_view) = probs [L, S] @ v [S, Dv]
+  o.a = probs, o.b = v, o.out = y;
+  o.M = L, o.N = DV, o.K = S;
+  o.batch = {B, H};
+  o.sa = {H * L * S, L * S};
+  o.sb = {vv.s[0], vv.s[1]};
+  o.so = {ov[1], ov[2]};
+  o.lda = S;
+  o.b_off = vv.off;
+  o.b_trans = !unit(vv, 3);  // v stored [Dv, S]
+  o.ldb = o.b_trans ? vv.s[3] : vv.s[2];
+  o.o_off = ov[0];
+  o.ldc = ov[3];
+  record_strided_gemm(a, o);
+  return true;
+}
+
 // wgnn.attention.default(Tensor q, Tensor k, Tensor v, Tensor? mask, float
 // scale, int[] q_view, int[] k_view, int[] v_view, int[] mask_view,
 // int[] out_shape, int[] out_view) -> Tensor
@@ -353,6 +430,7 @@ Value attention(Graph& g, const ValueList& args) {
   }
   TensorRef y = g.add_tensor(oshape, dt);
   if (want == 0) return y;
+  if (S > flash_max_keys() && record_two_products(a, q, k, v, mask, scale, qv, kv, vv, mv, ov, y)) return y;
 
   const Tile t = choose_tile(a, B * H, L, S, D, DV);
   const uint64_t q_tiles = gpu::ceil_div(uint64_t(L), uint64_t(t.bq));

@@ -22,6 +22,7 @@
 #include "ops/epilogue.h"
 #include "ops/helpers.h"
 #include "ops/layout.h"
+#include "ops/matmul.h"
 #include "ops/registry.h"
 #include "ops/subgroup_matmul.h"
 #include "ops/uniforms.h"
@@ -41,6 +42,12 @@ struct Gemm {
   double alpha = 1, beta = 1;
   ActivationSpec act;     // the epilogue's activation (ops/epilogue.h): none or a GELU
   int64_t lda = 0;        // A's row stride when not the product's own (a part of a split); 0: derived
+  int64_t ldb = 0;        // B's row stride when not its own (an operand read through a view); 0: derived
+  int64_t a_off = 0, b_off = 0, c_off = 0;  // element offsets of A, B and bias in their buffers
+  // The result written through a view of its tensor (record_strided_gemm):
+  // element offset, row stride and batch strides; ldc 0: contiguous.
+  int64_t o_off = 0, ldc = 0;
+  Shape so;
   Shape out_shape;        // the result's shape (M x N per batch, contiguous)
   // Added last, after the activation: a tensor of the result's shape and
   // dtype (a transformer's residual, x + linear(h)); none: -1.
@@ -48,7 +55,7 @@ struct Gemm {
 };
 
 using Params = MatmulParams;  // ops/uniforms.h
-static_assert(sizeof(Params) == 192);
+static_assert(sizeof(Params) == 240);
 
 // The regular kernel's configuration (ops/kernels/matmul.wgsl): a TM x TN
 // tile of C per workgroup, RM x RN per invocation, K in steps of TK through
@@ -254,11 +261,12 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   const int64_t batch = std::max<int64_t>(numel(shape), 1);
   Graph& g = a.g;
   const DType dt = g.info(p.a).dtype;
-  const int64_t lda = p.lda ? p.lda : p.a_trans ? p.M : p.K, ldb = p.b_trans ? p.K : p.N;
+  const int64_t lda = p.lda ? p.lda : p.a_trans ? p.M : p.K, ldb = p.ldb ? p.ldb : p.b_trans ? p.K : p.N;
   // vec4 loads: the contiguous dim and every row and batch offset a multiple of 4.
   auto all4 = [](const Shape& s) { return std::all_of(s.begin(), s.end(), [](int64_t v) { return v % 4 == 0; }); };
-  const bool a_vec = (p.a_trans ? p.M : p.K) % 4 == 0 && lda % 4 == 0 && all4(st[0]);
-  const bool b_vec = (p.b_trans ? p.K : p.N) % 4 == 0 && all4(st[1]);
+  const bool a_vec = (p.a_trans ? p.M : p.K) % 4 == 0 && lda % 4 == 0 && p.a_off % 4 == 0 && all4(st[0]);
+  const bool b_vec = (p.b_trans ? p.K : p.N) % 4 == 0 && ldb % 4 == 0 && p.b_off % 4 == 0 && all4(st[1]);
+  const bool strided_out = p.ldc != 0;
 
   const MatmulConfig cfg = matmul_config(p.M, p.N, p.K, batch);
   const uint32_t tile_m = cfg.tm, tile_n = cfg.tn;
@@ -267,8 +275,10 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   if (groups > UINT32_MAX) a.fail(fmt::format("the result {} needs too many workgroups", shape_str(p.out_shape)));
   // The sum pass adds a bias only where it is the same for every batch.
   const bool bias_batch_shared = std::all_of(st[2].begin(), st[2].end(), [](int64_t s) { return s == 0; });
-  uint64_t splits =
-      dt == DType::F32 && (p.bias.id < 0 || bias_batch_shared) ? matmul_splits(groups, uint64_t(p.K)) : 1;
+  // The sum pass writes a contiguous result and reads the bias from its start.
+  uint64_t splits = dt == DType::F32 && (p.bias.id < 0 || (bias_batch_shared && p.c_off == 0)) && !strided_out
+                        ? matmul_splits(groups, uint64_t(p.K))
+                        : 1;
   const uint64_t kchunk =
       gpu::ceil_div(gpu::ceil_div(uint64_t(p.K), uint64_t(cfg.tk)), std::max<uint64_t>(splits, 1)) * cfg.tk;
   if (splits > 1) {
@@ -296,6 +306,21 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   params.sa = pack(st[0], a.op);
   params.sb = pack(st[1], a.op);
   params.sc = pack(st[2], a.op);
+  params.a_off = uint32_t(p.a_off);
+  params.b_off = uint32_t(p.b_off);
+  params.c_off = uint32_t(p.c_off);
+  if (strided_out) {
+    params.o_off = uint32_t(p.o_off);
+    params.ldc = uint32_t(p.ldc);
+    params.so = pack(p.so, a.op);
+  } else {
+    // Contiguous: batch index b at b * M * N.
+    params.ldc = uint32_t(p.N);
+    Shape so(shape.size());
+    int64_t step = p.M * p.N;
+    for (size_t d = shape.size(); d-- > 0;) so[d] = step, step *= shape[d];
+    params.so = pack(so, a.op);
+  }
   Subs subs = float_subs(g, dt, a.op);
   subs.emplace_back("TM", std::to_string(tile_m));
   subs.emplace_back("TN", std::to_string(tile_n));
@@ -932,6 +957,49 @@ Value gemm(Graph& g, const ValueList& args) {
 }
 
 }  // namespace
+
+void record_strided_gemm(const Args& a, const StridedGemm& s) {
+  Graph& g = a.g;
+  const DType dt = g.info(s.a).dtype;
+  for (TensorRef t : {s.b, s.bias, s.out}) {
+    if (t.id >= 0 && g.info(t).dtype != dt) a.fail("a strided product's operands and result must share one dtype");
+  }
+  const size_t nb = s.batch.size();
+  if (s.sa.size() != nb || s.sb.size() != nb || s.so.size() != nb || (s.bias.id >= 0 && s.sc.size() != nb)) {
+    a.fail("a strided product needs one batch stride per batch dim for each operand");
+  }
+  if (s.M < 1 || s.N < 1 || s.K < 1 || s.ldc < 1) a.fail("a strided product needs M, N, K and ldc of at least 1");
+  // The largest element each view reaches, inside its tensor.
+  auto reach = [&](TensorRef t, int64_t off, const Shape& bs, std::initializer_list<std::pair<int64_t, int64_t>> dims,
+                   std::string_view name) {
+    int64_t last = off;
+    bool neg = off < 0;
+    for (size_t d = 0; d < nb; ++d) last += (s.batch[d] - 1) * bs[d], neg = neg || bs[d] < 0;
+    for (const auto& [n, stride] : dims) last += (n - 1) * stride, neg = neg || stride < 0;
+    if (neg || last >= g.info(t).numel() || last > int64_t(UINT32_MAX)) {
+      a.fail(fmt::format("a strided product's {} view reaches element {} of a tensor of {}", name, last,
+                         g.info(t).numel()));
+    }
+  };
+  reach(s.a, s.a_off, s.sa, {{s.a_trans ? s.K : s.M, s.lda}, {s.a_trans ? s.M : s.K, 1}}, "A");
+  reach(s.b, s.b_off, s.sb, {{s.b_trans ? s.N : s.K, s.ldb}, {s.b_trans ? s.K : s.N, 1}}, "B");
+  if (s.bias.id >= 0) reach(s.bias, s.c_off, s.sc, {{s.M, s.bias_sm}, {s.N, s.bias_sn}}, "bias");
+  reach(s.out, s.o_off, s.so, {{s.M, s.ldc}, {s.N, 1}}, "result");
+  Gemm p;
+  p.a = s.a, p.b = s.b, p.bias = s.bias;
+  p.a_trans = s.a_trans, p.b_trans = s.b_trans;
+  p.M = s.M, p.N = s.N, p.K = s.K;
+  p.batch = s.batch;
+  p.bias_sm = s.bias_sm, p.bias_sn = s.bias_sn;
+  p.alpha = s.alpha, p.beta = s.beta;
+  p.lda = s.lda, p.ldb = s.ldb, p.ldc = s.ldc;
+  p.a_off = s.a_off, p.b_off = s.b_off, p.c_off = s.c_off, p.o_off = s.o_off;
+  p.so = s.so;
+  p.out_shape = g.info(s.out).shape;
+  const std::array<Shape, 3> st = {s.sa, s.sb, s.bias.id >= 0 ? s.sc : Shape(nb, 0)};
+  dispatch(a, p, s.batch, st, Binding::of(s.out), Binding::of(s.a), Binding::of(s.b),
+           s.bias.id >= 0 ? Binding::of(s.bias) : Binding::of(g.ctx().dummy_buffer()));
+}
 
 void register_matmul_ops(OpRegistry& r) {
   r.add("aten.matmul.default", matmul);

@@ -176,14 +176,16 @@ WGNN_UNIFORM(UniqueParams, WGNN_UNIQUE_PARAMS);
 WGNN_UNIFORM(NmsParams, WGNN_NMS_PARAMS);
 
 // kernels/matmul.wgsl: out[b] = alpha * op(A[b]) @ op(B[b]) + beta * bias[b]
-// over `rank` batch dims of `shape`, with each operand's batch strides;
-// with SPLITK, `splits` ranges of `kchunk` of K, each summed into its own
-// part of `out` (kernels/matmul_splitk.wgsl adds them).
+// over `rank` batch dims of `shape`, with each operand's batch strides and
+// element offset (a_off, b_off, c_off) and the result's (so, o_off, row
+// stride ldc); with SPLITK, `splits` ranges of `kchunk` of K, each summed
+// into its own part of `out` (kernels/matmul_splitk.wgsl adds them).
 #define WGNN_MATMUL_PARAMS(F)                                                                               \
   F(uint32_t, M) F(uint32_t, N) F(uint32_t, K) F(uint32_t, batch) F(uint32_t, tiles_m) F(uint32_t, tiles_n)   \
       F(uint32_t, lda) F(uint32_t, ldb) F(uint32_t, bias_sm) F(uint32_t, bias_sn) F(uint32_t, rank)           \
-          F(uint32_t, kchunk) F(float, alpha) F(float, beta) F(uint32_t, splits) F(uint32_t, _p2) F(Dims, shape) \
-              F(Dims, sa) F(Dims, sb) F(Dims, sc)
+          F(uint32_t, kchunk) F(float, alpha) F(float, beta) F(uint32_t, splits) F(uint32_t, ldc)               \
+              F(uint32_t, a_off) F(uint32_t, b_off) F(uint32_t, c_off) F(uint32_t, o_off) F(Dims, shape)        \
+                  F(Dims, sa) F(Dims, sb) F(Dims, sc) F(Dims, so)
 WGNN_UNIFORM(MatmulParams, WGNN_MATMUL_PARAMS);
 
 // kernels/matmul_splitk.wgsl: out[i] = act(alpha * sum over `splits` parts

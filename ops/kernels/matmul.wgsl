@@ -5,8 +5,9 @@
 //
 // A is stored [M, K] (row stride lda), or [K, M] when A_TRANS; B is stored
 // [K, N] (row stride ldb), or [N, K] when B_TRANS. Batch b decodes over the
-// output's batch dims (`shape`) into element offsets of A, B and bias
-// (strides `sa`, `sb`, `sc`: 0 where an operand broadcasts).
+// output's batch dims (`shape`) into element offsets of A, B, bias and the
+// result (strides `sa`, `sb`, `sc`: 0 where an operand broadcasts; `so`),
+// each from its base offset (a_off, ...); the result's rows are ldc apart.
 //
 // Tiling: one workgroup of (TN / RN) x (TM / RM) invocations computes a
 // TM x TN tile of one batch; each invocation an RM x RN block in registers
@@ -247,9 +248,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let K = select(params.K, min(params.K, kbeg + params.kchunk), SPLITK);
 
   // Batch offsets.
-  var oa = 0u;
-  var ob = 0u;
-  var oc = 0u;
+  var oa = params.a_off;
+  var ob = params.b_off;
+  var oc = params.c_off;
+  var oo = params.o_off;
   var r = batch;
   for (var k = params.rank; k > 0u; k--) {
     let d = k - 1u;
@@ -259,6 +261,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     oa += c * dim_of(params.sa, d);
     ob += c * dim_of(params.sb, d);
     oc += c * dim_of(params.sc, d);
+    oo += c * dim_of(params.so, d);
   }
 
   // The thread's place in the WX x WY grid: row-major, or in 8 x 4 blocks
@@ -310,7 +313,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   // (ty + r * WY) * 4 + 0..3 and columns (tx + c * WX) * 4 + 0..3 of the
   // tile (interleaved, so that a warp's workgroup-memory reads are
   // consecutive vec4s).
-  let ob_out = (split * params.batch + batch) * M * N;
+  // The result's element (m, n) of this batch: oo + m * ldc + n (split-K's
+  // parts: contiguous, part `split` after the others).
+  let ob_out = select(oo, (split * params.batch + batch) * M * N, SPLITK);
+  let ldc = select(params.ldc, N, SPLITK);
   for (var i = 0u; i < RM; i++) {
     let m = m0 + (ty + (i / 4u) * WY) * 4u + i % 4u;
     if (m >= M) {
@@ -324,7 +330,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
           break;
         }
         if (SPLITK) {
-          out[ob_out + m * N + n] = {{T}}(v[j]);
+          out[ob_out + m * ldc + n] = {{T}}(v[j]);
           continue;
         }
         var y = v[j];
@@ -339,12 +345,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
           if (F16_OUT) {
             y = cast_f16(y);
           }
-          y += f32(res[ob_out + m * N + n]);
+          y += f32(res[ob_out + m * ldc + n]);
           if (F16_OUT && abs(y) >= 65520.0) {
             y = sign(y) * bitcast<f32>(inf_bits);
           }
         }
-        out[ob_out + m * N + n] = {{T}}(y);
+        out[ob_out + m * ldc + n] = {{T}}(y);
       }
     }
   }

@@ -1123,7 +1123,12 @@ TEST(Fusion, ResidualAddThenLayerNormIsOneDispatch) {
 
 // Attention over more keys than WGNN_ATTENTION_MAX_KEYS (default 1024) is
 // left unfused.
-TEST(Fusion, AttentionOverMoreKeysThanTheLimitStaysUnfused) {
+// Over the one-dispatch kernel's limit of keys (WGNN_ATTENTION_MAX_KEYS):
+// float32 attention is still one wgnn.attention, which runs two products
+// and a softmax reading q, k and v in place; in float16 mode the chain is
+// built node by node (its products may run on tensor cores). Both match
+// the one-dispatch kernel.
+TEST(Fusion, AttentionOverMoreKeysThanTheLimitRunsAsTwoProducts) {
   const int64_t BH = 2, L = 3, S = 9, D = 4;
   ModelBuilder b;
   b.input("q", {BH, L, D});
@@ -1139,13 +1144,20 @@ TEST(Fusion, AttentionOverMoreKeysThanTheLimitStaysUnfused) {
       {"q", seeded({BH, L, D}, 85, 1.f)}, {"k", seeded({BH, S, D}, 86, 1.f)}, {"v", seeded({BH, S, D}, 87, 1.f)}};
   ::setenv("WGNN_ATTENTION_MAX_KEYS", "8", 1);
   const Result limited = run(path, in, true);
+  const Result limited16 = run(path, in, true, true);
   ::setenv("WGNN_ATTENTION_MAX_KEYS", "9", 1);
   const Result fused = run(path, in, true);
+  const Result fused16 = run(path, in, true, true);
   ::unsetenv("WGNN_ATTENTION_MAX_KEYS");
+  // float16 mode adds the casts of the inputs and the output alike.
+  EXPECT_EQ(limited16.dispatches, fused16.dispatches + 2) << limited16.summary;
+  EXPECT_THAT(limited16.summary, testing::Not(testing::HasSubstr("fused chains of")));
   EXPECT_EQ(fused.dispatches, 1u);
-  // Built node by node: product (reading k transposed in place, the IR
-  // pass fuse_matmul_add), softmax, product.
+  // Product (reading k transposed in place), softmax, product: inside
+  // wgnn.attention in float32; in float16 mode, node by node (the IR pass
+  // fuse_matmul_add reads k transposed).
   EXPECT_EQ(limited.dispatches, 3u) << limited.summary;
+  EXPECT_THAT(limited.summary, testing::HasSubstr("fused chains of"));
   for (int64_t i = 0; i < fused.y.numel(); ++i) EXPECT_NEAR(limited.y.as<float>()[i], fused.y.as<float>()[i], 1e-5) << i;
 }
 

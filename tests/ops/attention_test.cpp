@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "op_test_util.h"
+#include "scoped_env.h"
 
 using namespace wgnn;
 using namespace wgnn::test;
@@ -80,8 +81,9 @@ std::vector<double> reference(const Problem& p) {
   return out;
 }
 
-// Runs the op (buffers rounded to `dt` first); returns the result.
-std::vector<float> run(Problem& p, DType dt) {
+// Runs the op (buffers rounded to `dt` first); returns the result. `labels`
+// gets the dispatches' labels.
+std::vector<float> run(Problem& p, DType dt, std::string* labels = nullptr) {
   for (auto& b : p.bufs) b.v = quantize(b.v, dt);
   if (p.mask) p.mask->v = quantize(p.mask->v, p.mask_dt);
   Graph g(ctx());
@@ -95,6 +97,9 @@ std::vector<float> run(Problem& p, DType dt) {
                     .tensor();
   EXPECT_EQ(g.info(y).shape, p.out_shape);
   EXPECT_EQ(g.info(y).dtype, dt);
+  if (labels) {
+    for (const auto& d : g.dispatches()) *labels += d.label + "; ";
+  }
   g.run();
   return download(g, y);
 }
@@ -102,10 +107,23 @@ std::vector<float> run(Problem& p, DType dt) {
 double atol_for(DType dt) { return dt == DType::F16 ? 2e-3 : 2e-5; }
 double rtol_for(DType dt) { return dt == DType::F16 ? 4e-3 : 1e-4; }
 
+// Both forms: the one-dispatch kernel, and (WGNN_ATTENTION_MAX_KEYS=0, as
+// for more keys than the kernel takes) two products and a softmax reading
+// the same views, which every problem here suits but for a mask of another
+// dtype than q (then the kernel runs).
 void check(Problem p, DType dt) {
   if (dt == DType::F16 && !has_f16()) GTEST_SKIP() << "no shader-f16";
+  Problem two = p;
   const auto got = run(p, dt);
   EXPECT_TRUE(all_close(got, reference(p), atol_for(dt), rtol_for(dt)));
+  SCOPED_TRACE("two products");
+  ScopedEnv limit("WGNN_ATTENTION_MAX_KEYS", "0");
+  std::string labels;
+  const auto got2 = run(two, dt, &labels);
+  const bool products = !two.mask || two.mask_dt == dt;
+  EXPECT_EQ(labels.find("gemm") != std::string::npos, products) << labels;
+  EXPECT_EQ(labels.find("attention") == std::string::npos, products) << labels;
+  EXPECT_TRUE(all_close(got2, reference(two), atol_for(dt), rtol_for(dt)));
 }
 
 Buf random_buf(const Shape& shape, uint32_t seed, float lo = -1, float hi = 1) {
@@ -245,13 +263,18 @@ TEST_P(AttentionF, AllInfRowIsNaN) {
   for (int64_t j = 0; j < 9; ++j) m.v[size_t(2 * 9 + j)] = -INFINITY;
   p.mask = m;
   p.mv = {0, 0, 0, 9, 1};
-  const auto got = run(p, dt);
-  const auto ref = reference(p);
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (i / 8 == 2) {
-      EXPECT_TRUE(std::isnan(got[i])) << i << ": " << got[i];
-    } else {
-      EXPECT_NEAR(got[i], ref[i], atol_for(dt) + rtol_for(dt) * std::abs(ref[i])) << i;
+  for (const char* limit : {"1024", "0"}) {  // the kernel, then two products
+    SCOPED_TRACE(limit);
+    ScopedEnv use("WGNN_ATTENTION_MAX_KEYS", limit);
+    Problem q = p;
+    const auto got = run(q, dt);
+    const auto ref = reference(q);
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (i / 8 == 2) {
+        EXPECT_TRUE(std::isnan(got[i])) << i << ": " << got[i];
+      } else {
+        EXPECT_NEAR(got[i], ref[i], atol_for(dt) + rtol_for(dt) * std::abs(ref[i])) << i;
+      }
     }
   }
 }
@@ -288,11 +311,26 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, AttentionF, testing::Values(DType::F32, DType::
 
 }  // namespace
 
-// Whisper-base encoder self-attention, 8 heads of 1500 x 1500 x 64.
+// Whisper-base encoder self-attention, 8 heads of 1500 x 1500 x 64: more
+// keys than the kernel takes, so two products and a softmax, q, k and v read
+// as the encoder's projections lay them out ([1500, 8 * 64], heads split by
+// strides) and the result written with its heads merged, [1500, 8 * 64].
 TEST(Attention, WhisperSize) {
-  Problem p = contiguous(1, 8, 1500, 1500, 64, 64, 81);
-  const auto got = run(p, DType::F32);
-  EXPECT_TRUE(all_close(got, reference(p), atol_for(DType::F32), rtol_for(DType::F32)));
+  const int64_t H = 8, L = 1500, D = 64;
+  Problem p;
+  p.bufs = {random_buf({L, H * D}, 81), random_buf({L, H * D}, 82), random_buf({L, H * D}, 83)};
+  p.qv = p.kv = p.vv = {0, 1, H, L, D, L * H * D, D, H * D, 1};
+  p.out_shape = {1, L, H * D};
+  p.ov = {0, L * H * D, D, H * D, 1};
+  p.scale = 0.125;
+  std::string labels;
+  Problem q = p;
+  const auto got = run(q, DType::F32, &labels);
+  EXPECT_THAT(labels, HasSubstr("gemm 1500x1500x64 batch 8 Bt;"));
+  EXPECT_THAT(labels, HasSubstr("gemm 1500x64x1500 batch 8"));
+  EXPECT_THAT(labels, HasSubstr("softmax"));
+  EXPECT_THAT(labels, testing::Not(HasSubstr("attention")));
+  EXPECT_TRUE(all_close(got, reference(q), atol_for(DType::F32), rtol_for(DType::F32)));
 }
 
 // WGNN_ATTENTION_TILE for the span of a scope.
@@ -332,14 +370,27 @@ TEST(Attention, EmptyResult) {
 }
 
 TEST(Attention, ProfileLabelAndFlops) {
+  {
+    Graph g(ctx());
+    TensorRef q = g.add_tensor({1, 8, 1000, 64}, DType::F32, TensorKind::Input);
+    const IntList view = contiguous_view(1, 8, 1000, 64);
+    ops::call(g, kOp, {q, q, q, None{}, 0.125, view, view, view, IntList{}, IntList{1, 8, 1000, 64},
+                       IntList{0, 8 * 1000 * 64, 1000 * 64, 64, 1}});
+    ASSERT_EQ(g.dispatches().size(), 1u);
+    EXPECT_EQ(g.dispatches()[0].label, "attention L=1000 S=1000 D=64 heads=8");
+    EXPECT_EQ(g.dispatches()[0].flops, 4.0 * 8 * 1000 * 1000 * 64);
+  }
+  // Over 1024 keys: two products (their FLOPs, the same sum) and a softmax.
   Graph g(ctx());
   TensorRef q = g.add_tensor({1, 8, 1500, 64}, DType::F32, TensorKind::Input);
   const IntList view = contiguous_view(1, 8, 1500, 64);
   ops::call(g, kOp, {q, q, q, None{}, 0.125, view, view, view, IntList{}, IntList{1, 8, 1500, 64},
                      IntList{0, 8 * 1500 * 64, 1500 * 64, 64, 1}});
-  ASSERT_EQ(g.dispatches().size(), 1u);
-  EXPECT_EQ(g.dispatches()[0].label, "attention L=1500 S=1500 D=64 heads=8");
-  EXPECT_EQ(g.dispatches()[0].flops, 4.0 * 8 * 1500 * 1500 * 64);
+  ASSERT_EQ(g.dispatches().size(), 3u);
+  EXPECT_EQ(g.dispatches()[0].label, "gemm 1500x1500x64 batch 8 Bt");
+  EXPECT_THAT(g.dispatches()[1].label, HasSubstr("softmax"));
+  EXPECT_EQ(g.dispatches()[2].label, "gemm 1500x64x1500 batch 8");
+  EXPECT_EQ(g.dispatches()[0].flops + g.dispatches()[2].flops, 4.0 * 8 * 1500 * 1500 * 64);
 }
 
 TEST(Attention, Errors) {

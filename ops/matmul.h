@@ -1,0 +1,34 @@
+#pragma once
+// The regular GEMM kernel for ops that read their operands through views
+// (ops/attention.cpp's long-sequence form): no copy of a permuted or sliced
+// operand, and the result written through a view of its tensor.
+#include <cstdint>
+
+#include "graph/graph.h"
+#include "ops/helpers.h"
+
+namespace wgnn::ops {
+
+// C[b] = alpha * op(A[b]) @ op(B[b]) + beta * bias[b] over batch dims
+// `batch`, every operand read through element offsets and strides of its
+// tensor: A [M, K] rows lda apart (or, a_trans, [K, M]), B [K, N] rows ldb
+// apart (or, b_trans, [N, K]), the bias at bias_sm / bias_sn along M / N, C
+// written at o_off + b-offsets (so) + m * ldc + n. Batch strides sa, sb, sc,
+// so have one value per batch dim (0 where an operand broadcasts).
+struct StridedGemm {
+  TensorRef a, b, bias{-1}, out;
+  int64_t M = 0, N = 0, K = 0;
+  Shape batch, sa, sb, sc, so;
+  int64_t a_off = 0, b_off = 0, c_off = 0, o_off = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  bool a_trans = false, b_trans = false;
+  int64_t bias_sm = 0, bias_sn = 0;
+  double alpha = 1, beta = 1;
+};
+
+// Records the product (float32 or float16, the operands', bias' and
+// result's dtypes alike). Fails (a.fail) where a view reaches outside its
+// tensor; the caller makes sure every element of C is written once.
+void record_strided_gemm(const Args& a, const StridedGemm& s);
+
+}  // namespace wgnn::ops
