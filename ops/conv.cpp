@@ -41,6 +41,7 @@
 #include "ops/conv_tile.h"
 #include "ops/epilogue.h"
 #include "ops/helpers.h"
+#include "ops/matmul.h"
 #include "ops/registry.h"
 #include "ops/uniforms.h"
 #include "ops/subgroup_matmul.h"
@@ -276,6 +277,48 @@ uint64_t pick_splits(uint64_t tiles, uint64_t kred, uint32_t tk) {
   return std::min<uint64_t>({gpu::ceil_div(192, tiles), steps / 16, 32});
 }
 
+// A float32 convolution whose kernel tiles its input (kernel = stride, no
+// padding, no dilation, one group, the input an exact number of patches:
+// a vision transformer's patch embedding, DaViT's downsampling) with at
+// most a bias: its patches moved once into a contiguous [K, pixels] matrix
+// per image (a copy), then the regular GEMM, W [Co, K] @ patches + bias,
+// writing the result in place. On an H200 the GEMM runs at 2-3x the
+// implicit-GEMM kernel's rate on these shapes (docs/BENCHMARKS.md).
+// WGNN_CONV_PATCHES=0 keeps them on the implicit GEMM. Returns false where
+// it does not apply.
+bool record_patches(const Args& a, TensorRef y, TensorRef x, TensorRef w, TensorRef b, const ConvSpec& s,
+                    const Dims3& in, const Dims3& k, const Dims3& out) {
+  Graph& g = a.g;
+  if (const char* e = std::getenv("WGNN_CONV_PATCHES"); e && std::string_view(e) == "0") return false;
+  if (s.affine.id >= 0 || s.residual.id >= 0 || s.act.act != Activation::None) return false;
+  for (size_t j = 0; j < 3; ++j) {
+    if (s.stride[j] != k[j] || s.dil[j] != 1 || s.pad_begin[j] != 0 || s.pad_end[j] != 0 || in[j] != out[j] * k[j]) {
+      return false;
+    }
+  }
+  const TensorInfo& xi = g.info(x);
+  const int64_t n = xi.shape[0], cin = xi.shape[1], cout = g.info(w).shape[0];
+  const int64_t kvol = k[0] * k[1] * k[2], q = out[0] * out[1] * out[2], kred = cin * kvol;
+  const uint64_t bytes = uint64_t(n * kred * q) * gpu_dtype_size(xi.dtype);
+  if (bytes > g.ctx().limits().max_storage_buffer_binding_size || uint64_t(n * kred * q) > kMaxIndex) return false;
+  // x [n, cin, o0, k0, o1, k1, o2, k2] -> [n, cin, k0, k1, k2, o0, o1, o2].
+  const TensorRef v = ops::call(g, "aten.view.default",
+                                {x, IntList{n, cin, out[0], k[0], out[1], k[1], out[2], k[2]}})
+                          .tensor();
+  const TensorRef cols = ops::call(g, "aten.permute.default", {v, IntList{0, 1, 3, 5, 7, 2, 4, 6}}).tensor();
+  StridedGemm p;
+  p.a = w, p.b = cols, p.out = y, p.bias = b;
+  p.M = cout, p.N = q, p.K = kred;
+  p.batch = {n};
+  p.sa = {0};
+  p.sb = {kred * q};
+  p.so = {cout * q};
+  p.lda = kred, p.ldb = q, p.ldc = q;
+  if (b.id >= 0) p.sc = {0}, p.bias_sm = 1, p.bias_sn = 0;
+  record_strided_gemm(a, p);
+  return true;
+}
+
 TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, const ConvSpec& s) {
   Graph& g = a.g;
   a.require_float(x, "input");
@@ -411,6 +454,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     return y;
   }
 
+  if (!s.transposed && groups == 1 && kvol > 1 && !f16 && record_patches(a, y, x, w, b, s, in, k, out)) return y;
   const bool pointwise = !s.transposed && kvol == 1 && s.stride == Dims3{1, 1, 1} && s.pad_begin == Dims3{0, 0, 0} &&
                          s.pad_end == Dims3{0, 0, 0};
   // A float16 1x1 convolution with one group is a product per image,
