@@ -58,7 +58,12 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   all.push_back(fold_constants());
   all.push_back(fuse_conv_channels_last());  // before the conv passes give the conv an epilogue
   all.push_back(fuse_gelu());                // before the products take it into their epilogue
+  // The view nodes the importer keeps beside a fused attention (a Shape may
+  // read them) read q, k and v too: gone first, where nothing reads them.
+  all.push_back(dead_code());
+  all.push_back(fuse_attention_scale());     // before fuse_matmul_add takes a factor into one product's alpha
   all.push_back(fuse_matmul_add());
+  all.push_back(fuse_qkv_projection());      // the products fuse_matmul_add made
   // Batch norm first: a conv + batch norm + relu becomes one conv whose
   // epilogue applies the relu.
   all.push_back(fuse_conv_batch_norm());

@@ -47,6 +47,8 @@ std::unique_ptr<Pass> fuse_matmul_activation();  // fuse_matmul_activation.cpp
 std::unique_ptr<Pass> fuse_add_layer_norm();   // fuse_add_layer_norm.cpp
 std::unique_ptr<Pass> fuse_conv_channels_last();  // fuse_conv_channels_last.cpp
 std::unique_ptr<Pass> fuse_matmul_residual();  // fuse_matmul_residual.cpp
+std::unique_ptr<Pass> fuse_attention_scale();  // fuse_attention_scale.cpp
+std::unique_ptr<Pass> fuse_qkv_projection();   // fuse_qkv_projection.cpp
 
 struct OptimizeOptions {
   PassContext context;
@@ -62,7 +64,9 @@ struct Report {
 };
 
 // The default pipeline, in order: constant folding (when pc.ctx is set),
-// a depthwise convolution between channel permutes, GELU chains, matmul + scales / transposed operands / bias, conv + batch
+// a depthwise convolution between channel permutes, GELU chains, scalar
+// factors on attention's q or k, matmul + scales / transposed operands /
+// bias, attention's q, k and v products as one, conv + batch
 // norm, conv + residual add, conv + activation, matmul + activation, add +
 // layer norm, matmul + residual add, dead code; the graph compacted at the
 // end.

@@ -336,6 +336,88 @@ TEST(IrPasses, ResidualAddAfterAProductJoinsItsEpilogue) {
   EXPECT_TRUE(all_close(floats(u[0]), ref, 1e-5, 1e-5));
 }
 
+// Whisper's and BART's self-attention as the importer leaves it: q, k and v
+// three products of the same hidden states (k without a bias), q scaled
+// after its bias, all read by wgnn.attention through head-split views. The
+// factor goes into the attention's scale (fuse_attention_scale) and the
+// three products become one with the weights side by side
+// (fuse_qkv_projection): two nodes, against the separate products and a
+// double reference, with the one-dispatch kernel and with the two products
+// it becomes over more keys (WGNN_ATTENTION_MAX_KEYS=0).
+TEST(IrPasses, AttentionProjectionsBecomeOneProduct) {
+  const int64_t L = 24, E = 32, H = 4, D = E / H;
+  const std::vector<float> wq = random_floats(size_t(E * E), -0.3f, 0.3f, 70), wk = random_floats(size_t(E * E), -0.3f, 0.3f, 71),
+                           wv = random_floats(size_t(E * E), -0.3f, 0.3f, 72), bq = random_floats(size_t(E), -0.2f, 0.2f, 73),
+                           bv = random_floats(size_t(E), -0.2f, 0.2f, 74);
+  const IntList view{0, 1, H, L, D, L * E, D, E, 1};
+  auto build = [&](bool shared_q) {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {L, E});
+    const TensorRef pq = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, g.constant(host({E, E}, wq))}),
+                                                    g.constant(host({E}, bq))});
+    const TensorRef q = g.call("aten.mul.Tensor", {pq, g.constant(host({}, {0.125f}))});
+    const TensorRef k = g.call("aten.matmul.default", {x, g.constant(host({E, E}, wk))});
+    const TensorRef v = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, g.constant(host({E, E}, wv))}),
+                                                   g.constant(host({E}, bv))});
+    for (TensorRef t : {pq, q, k, v}) g.set_seen_shape(t, {L, E});
+    g.output(g.call("wgnn.attention.default", {q, k, v, None{}, 1.0, view, view, view, IntList{}, IntList{1, L, E},
+                                               IntList{0, L * E, D, E, 1}}),
+             "y");
+    if (shared_q) g.output(q, "q");  // q read by another node: the products stay apart
+    return g;
+  };
+  const std::vector<float> x = random_floats(size_t(L * E), -1.f, 1.f, 75);
+  // The double reference.
+  std::vector<double> Q(size_t(L * E)), K(size_t(L * E)), V(size_t(L * E)), ref(size_t(L * E));
+  for (int64_t i = 0; i < L; ++i) {
+    for (int64_t n = 0; n < E; ++n) {
+      double q = bq[size_t(n)], k = 0, v = bv[size_t(n)];
+      for (int64_t c = 0; c < E; ++c) {
+        const double xv = x[size_t(i * E + c)];
+        q += xv * wq[size_t(c * E + n)], k += xv * wk[size_t(c * E + n)], v += xv * wv[size_t(c * E + n)];
+      }
+      Q[size_t(i * E + n)] = q * 0.125, K[size_t(i * E + n)] = k, V[size_t(i * E + n)] = v;
+    }
+  }
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t i = 0; i < L; ++i) {
+      std::vector<double> p(static_cast<size_t>(L));
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j < L; ++j) {
+        double s = 0;
+        for (int64_t d = 0; d < D; ++d) s += Q[size_t(i * E + h * D + d)] * K[size_t(j * E + h * D + d)];
+        mx = std::max(mx, p[size_t(j)] = s);
+      }
+      for (double& e : p) sum += (e = std::exp(e - mx));
+      for (int64_t d = 0; d < D; ++d) {
+        double o = 0;
+        for (int64_t j = 0; j < L; ++j) o += p[size_t(j)] * V[size_t(j * E + h * D + d)];
+        ref[size_t(i * E + h * D + d)] = o / sum;
+      }
+    }
+  }
+  for (const char* limit : {"1024", "0"}) {
+    SCOPED_TRACE(limit);
+    ScopedEnv keys("WGNN_ATTENTION_MAX_KEYS", limit);
+    ir::Graph fused = build(false);
+    const passes::Report r = passes::optimize(fused);
+    EXPECT_EQ(r.count("fuse_attention_scale"), 1u) << r.summary();
+    EXPECT_EQ(r.count("fuse_qkv_projection"), 1u) << r.summary();
+    ASSERT_EQ(fused.live_nodes(), 2u) << fused.dump();
+    ir::Graph apart = build(true);
+    const passes::Report ra = passes::optimize(apart);
+    EXPECT_EQ(ra.count("fuse_qkv_projection"), 0u) << ra.summary();
+    ir::Program fp(ctx(), std::move(fused)), ap(ctx(), std::move(apart)), up(ctx(), build(false));
+    const auto a = fp.run({host({L, E}, x)});
+    const auto b = ap.run({host({L, E}, x)});
+    const auto u = up.run({host({L, E}, x)});
+    EXPECT_LT(fp.plan({{L, E}}).dispatches().size(), ap.plan({{L, E}}).dispatches().size());
+    EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-5, 1e-4));
+    EXPECT_TRUE(all_close(floats(b[0]), ref, 1e-5, 1e-4));
+    EXPECT_TRUE(all_close(floats(u[0]), ref, 1e-5, 1e-4));
+  }
+}
+
 // (k * scale)^T @ v (DaViT's channel attention): the permute and the scalar
 // factor, in that order, both into one wgnn.matmul_add (trans_self, alpha).
 TEST(IrPasses, ScaledOperandReadTransposedIsOneProduct) {

@@ -1,0 +1,196 @@
+// Attention whose q, k and v are products of one input with constant
+// weights stored as float32 (transformers' q_proj, k_proj, v_proj: three Linear
+// layers over the same hidden states), each result read by the attention
+// alone -> one product with the weights side by side ([K, Nq + Nk + Nv], or
+// stacked when stored transposed) and the biases joined (zeros for a product
+// without one), the attention reading q, k and v as column blocks of its
+// result through its views. One product of 1500 x 1536 x 512 in place of
+// three of 1500 x 512 x 512 fills a large GPU better (Whisper's encoder),
+// as ONNX Runtime's attention fusion packs q, k and v weights. Products
+// are wgnn.matmul_add (no activation, no residual, alpha alike) or
+// aten.matmul; the views must move along whole rows of each result or
+// stay inside a row.
+#include <optional>
+
+#include "passes/passes.h"
+
+namespace wgnn::passes {
+namespace {
+
+struct Product {
+  int node = -1;
+  TensorRef a, b;
+  const HostTensor* w = nullptr;     // b's values
+  const HostTensor* bias = nullptr;  // or null
+  double alpha = 1;
+  bool trans_b = false;
+  int64_t n = 0;  // columns of the result
+};
+
+// A constant's float32 values where it is stored as float32 (float16 mode
+// stores weights as float16: there the joined weights would need the same
+// conversion, which this pass does not make).
+const HostTensor* f32_values(const ir::Graph& g, TensorRef v) {
+  if (!g.is_constant(v) || g.value(v).dtype != DType::F32) return nullptr;
+  const HostTensor* t = g.model_values(v);
+  return t && t->dtype == DType::F32 ? t : nullptr;
+}
+
+// A product node's arguments, where it is one this pass takes.
+std::optional<Product> product_of(const ir::Graph& g, int p) {
+  const ir::Node& n = g.nodes()[size_t(p)];
+  Product r;
+  r.node = p;
+  if (n.outputs.size() != 1 || n.args.size() < 2 || !n.args[0].is_tensor() || !n.args[1].is_tensor()) {
+    return std::nullopt;
+  }
+  r.a = n.args[0].tensor();
+  r.b = n.args[1].tensor();
+  if (n.op == "wgnn.matmul_add.default") {
+    if (n.args.size() > 10) return std::nullopt;
+    const Value& bias = arg_or(n, 2, Value(None{}));
+    const Value& alpha = arg_or(n, 3, Value(1.0));
+    const Value& act = arg_or(n, 4, Value(std::string("none")));
+    const Value& ta = arg_or(n, 5, Value(false));
+    const Value& tb = arg_or(n, 6, Value(false));
+    const Value& residual = arg_or(n, 9, Value(None{}));
+    if (!std::holds_alternative<std::string>(act.v) || std::get<std::string>(act.v) != "none" || !ta.is_bool() || std::get<bool>(ta.v) ||
+        !tb.is_bool() || !residual.is_none() || !(alpha.is_double() || alpha.is_int())) {
+      return std::nullopt;
+    }
+    r.alpha = alpha.is_double() ? std::get<double>(alpha.v) : double(std::get<int64_t>(alpha.v));
+    r.trans_b = std::get<bool>(tb.v);
+    if (!bias.is_none()) {
+      if (!bias.is_tensor() || !(r.bias = f32_values(g, bias.tensor()))) return std::nullopt;
+    }
+  } else if (n.op != "aten.matmul.default" || n.args.size() != 2) {
+    return std::nullopt;
+  }
+  if (g.is_constant(r.a) || !(r.w = f32_values(g, r.b)) || r.w->shape.size() != 2) return std::nullopt;
+  r.n = r.trans_b ? r.w->shape[0] : r.w->shape[1];
+  if (r.bias && r.bias->numel() != 1 && r.bias->numel() != r.n) return std::nullopt;
+  if (r.bias) {
+    for (size_t d = 0; d + 1 < r.bias->shape.size(); ++d)
+      if (r.bias->shape[d] != 1) return std::nullopt;
+  }
+  return r;
+}
+
+// A view [offset, n0..n3, s0..s3] of a [.., W] result as a view of the
+// [.., total] result whose columns [c0, c0 + W) it becomes: each dim moves
+// along rows (a stride that is a multiple of W) or inside a row.
+std::optional<IntList> remap(const Value& v, int64_t W, int64_t total, int64_t c0) {
+  if (!v.is_int_list()) return std::nullopt;
+  const IntList& o = std::get<IntList>(v.v);
+  if (o.size() != 9 || o[0] < 0) return std::nullopt;
+  IntList r(9);
+  int64_t reach = o[0] % W;
+  for (size_t d = 0; d < 4; ++d) {
+    const int64_t n = o[1 + d], s = o[5 + d];
+    r[1 + d] = n;
+    if (n <= 1) {
+      r[5 + d] = 0;
+    } else if (s % W == 0) {
+      r[5 + d] = s / W * total;
+    } else {
+      r[5 + d] = s;
+      reach += (n - 1) * s;
+    }
+  }
+  if (reach >= W) return std::nullopt;
+  r[0] = o[0] / W * total + c0 + o[0] % W;
+  return r;
+}
+
+class FuseQkvProjection final : public Pass {
+ public:
+  const char* name() const override { return "fuse_qkv_projection"; }
+  size_t apply(ir::Graph& g, const PassContext&) const override {
+    size_t fused = 0;
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const ir::Node& at = g.nodes()[i];
+      if (at.dead || at.op != "wgnn.attention.default" || at.args.size() != 11) continue;
+      std::vector<Product> ps;
+      bool ok = true;
+      for (size_t k = 0; k < 3 && ok; ++k) {
+        if (!at.args[k].is_tensor()) {
+          ok = false;
+          break;
+        }
+        const TensorRef x = at.args[k].tensor();
+        size_t uses = 0;
+        for (const Value& v : at.args) uses += v.is_tensor() && v.tensor() == x;
+        const int p = g.producer(x);
+        std::optional<Product> pr = p >= 0 && uses == 1 && sole_user(g, x) == int(i) ? product_of(g, p) : std::nullopt;
+        if (!pr) ok = false;
+        else ps.push_back(*pr);
+      }
+      if (!ok) continue;
+      const HostTensor& w0 = *ps[0].w;
+      const int64_t K = ps[0].trans_b ? w0.shape[1] : w0.shape[0];
+      for (const Product& p : ps) {
+        const int64_t pk = p.trans_b ? p.w->shape[1] : p.w->shape[0];
+        ok = ok && p.a == ps[0].a && p.alpha == ps[0].alpha && p.trans_b == ps[0].trans_b && pk == K;
+      }
+      if (!ok) continue;
+      const int64_t total = ps[0].n + ps[1].n + ps[2].n;
+      // The attention's views of q, k and v, remapped.
+      ir::Node n = at;
+      int64_t c0 = 0;
+      for (size_t k = 0; k < 3 && ok; ++k) {
+        const std::optional<IntList> r = remap(at.args[5 + k], ps[k].n, total, c0);
+        if (!r) ok = false;
+        else n.args[5 + k] = *r;
+        c0 += ps[k].n;
+      }
+      if (!ok) continue;
+      // The weights side by side (stacked when stored [N, K]), the biases joined.
+      HostTensor w(DType::F32, ps[0].trans_b ? Shape{total, K} : Shape{K, total});
+      HostTensor bias(DType::F32, {total});
+      const bool any_bias = ps[0].bias || ps[1].bias || ps[2].bias;
+      c0 = 0;
+      for (const Product& p : ps) {
+        const float* src = p.w->as<float>();
+        for (int64_t r = 0; r < (p.trans_b ? p.n : K); ++r) {
+          for (int64_t c = 0; c < (p.trans_b ? K : p.n); ++c) {
+            if (p.trans_b) w.as<float>()[(c0 + r) * K + c] = src[r * K + c];
+            else w.as<float>()[r * total + c0 + c] = src[r * p.n + c];
+          }
+        }
+        for (int64_t c = 0; c < p.n; ++c) {
+          bias.as<float>()[c0 + c] = p.bias ? p.bias->as<float>()[p.bias->numel() == 1 ? 0 : c] : 0.f;
+        }
+        c0 += p.n;
+      }
+      const TensorRef y = g.new_result();
+      if (const std::optional<Shape> as = g.known_shape(ps[0].a)) {
+        Shape ys = *as;
+        ys.back() = total;
+        g.set_seen_shape(y, ys);
+      }
+      ir::Node prod;
+      prod.op = "wgnn.matmul_add.default";
+      prod.args = {ps[0].a, g.constant(std::move(w), "qkv_weight"),
+                   any_bias ? Value(g.constant(std::move(bias), "qkv_bias")) : Value(None{}), ps[0].alpha,
+                   std::string("none"), false, ps[0].trans_b};
+      prod.outputs = {y};
+      prod.label = name();
+      prod.origin = g.nodes()[size_t(ps[0].node)].origin;
+      for (size_t k = 0; k < 3; ++k) n.args[k] = y;
+      n.unfused.clear();
+      int first = ps[0].node;
+      for (const Product& p : ps) first = std::min(first, p.node);
+      for (const Product& p : ps) g.nodes()[size_t(p.node)].dead = true;
+      g.replace_node(first, std::move(prod));
+      g.replace_node(int(i), std::move(n));
+      ++fused;
+    }
+    return fused;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> fuse_qkv_projection() { return std::make_unique<FuseQkvProjection>(); }
+
+}  // namespace wgnn::passes
