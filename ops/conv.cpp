@@ -290,12 +290,15 @@ uint64_t pick_splits(uint64_t tiles, uint64_t kred, uint32_t tk) {
 // per image (a copy), then the regular GEMM, W [Co, K] @ patches + bias,
 // writing the result in place. On an H200 the GEMM runs at 2-3x the
 // implicit-GEMM kernel's rate on these shapes (docs/BENCHMARKS.md).
-// WGNN_CONV_PATCHES=0 keeps them on the implicit GEMM. Returns false where
-// it does not apply.
+// WGNN_CONV_PATCHES=0 keeps them on the implicit GEMM, =1 takes small ones
+// too (tests). Returns false where it does not apply.
+constexpr double kPatchesMinFlops = 256e6;
 bool record_patches(const Args& a, TensorRef y, TensorRef x, TensorRef w, TensorRef b, const ConvSpec& s,
                     const Dims3& in, const Dims3& k, const Dims3& out) {
   Graph& g = a.g;
-  if (const char* e = std::getenv("WGNN_CONV_PATCHES"); e && std::string_view(e) == "0") return false;
+  const char* e = std::getenv("WGNN_CONV_PATCHES");
+  const std::string_view mode = e ? e : "";
+  if (mode == "0") return false;
   if (s.affine.id >= 0 || s.residual.id >= 0 || s.act.act != Activation::None) return false;
   for (size_t j = 0; j < 3; ++j) {
     if (s.stride[j] != k[j] || s.dil[j] != 1 || s.pad_begin[j] != 0 || s.pad_end[j] != 0 || in[j] != out[j] * k[j]) {
@@ -305,6 +308,10 @@ bool record_patches(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tensor
   const TensorInfo& xi = g.info(x);
   const int64_t n = xi.shape[0], cin = xi.shape[1], cout = g.info(w).shape[0];
   const int64_t kvol = k[0] * k[1] * k[2], q = out[0] * out[1] * out[2], kred = cin * kvol;
+  // Large ones only (DaViT-B's downsampling, 2.4 GFLOP each): for a small
+  // one (a ViT's or ConvNeXt's patches, tens of MFLOP) the copy's dispatch
+  // costs about what the GEMM saves.
+  if (mode != "1" && 2.0 * double(n * q) * double(cout) * double(kred) < kPatchesMinFlops) return false;
   const uint64_t bytes = uint64_t(n * kred * q) * gpu_dtype_size(xi.dtype);
   if (bytes > g.ctx().limits().max_storage_buffer_binding_size || uint64_t(n * kred * q) > kMaxIndex) return false;
   // x [n, cin, o0, k0, o1, k1, o2, k2] -> [n, cin, k0, k1, k2, o0, o1, o2].

@@ -257,15 +257,10 @@ const std::vector<Named>& conv_cases() {
       {"f16_depthwise", {{1, 8, 9, 9}, {8, 1, 3, 3}, true, {2}, {1}, {1}, false, {0}, 8, DType::F16}},
       {"f16_transposed", {{1, 4, 5, 5}, {4, 3, 3, 3}, true, {2}, {1}, {1}, true, {1}, 1, DType::F16}},
       {"f16_conv1d_groups", {{2, 4, 12}, {6, 2, 3}, false, {1}, {1}, {1}, false, {0}, 2, DType::F16}},
-      // Kernels that tile the input (kernel = stride): float32 runs them as
-      // a copy of the patches and the regular GEMM.
-      {"patches_2x2_stride2", {{2, 6, 8, 10}, {5, 6, 2, 2}, true, {2}}},
-      {"patches_4x4_stride4_vit", {{1, 3, 16, 12}, {8, 3, 4, 4}, true, {4}}},
-      {"patches_rect_kernel", {{1, 4, 6, 9}, {6, 4, 2, 3}, true, {2, 3}}},
-      {"patches_1d_no_bias", {{2, 5, 12}, {4, 5, 3}, false, {3}}},
-      {"patches_3d", {{1, 2, 4, 6, 4}, {3, 2, 2, 3, 2}, true, {2, 3, 2}}},
-      {"patches_not_exact", {{1, 3, 9, 8}, {4, 3, 2, 2}, true, {2}}},
-      {"patches_f16", {{1, 6, 8, 8}, {5, 6, 2, 2}, true, {2}, {0}, {1}, false, {0}, 1, DType::F16}},
+      // A large kernel that tiles the input (kernel = stride): float32 runs
+      // it as a copy of the patches and the regular GEMM (Conv.Patches has
+      // small ones).
+      {"patches_large_2x2", {{1, 128, 64, 64}, {256, 128, 2, 2}, true, {2}}},
   };
   return v;
 }
@@ -278,6 +273,30 @@ INSTANTIATE_TEST_SUITE_P(Cases, ConvCase, testing::ValuesIn(conv_cases()),
                          [](const testing::TestParamInfo<Named>& i) { return std::string(i.param.name); });
 
 }  // namespace
+
+// Kernels that tile the input, small ones taken too (WGNN_CONV_PATCHES=1):
+// the patches copied, then the GEMM, in 1 to 3 spatial dims, with and
+// without a bias, a batch; float16 and an input that is not a whole number
+// of patches keep their kernels.
+TEST(Conv, Patches) {
+  test::ScopedEnv all("WGNN_CONV_PATCHES", "1");
+  const std::vector<std::pair<Conv, bool>> cases = {
+      {{{2, 6, 8, 10}, {5, 6, 2, 2}, true, {2}}, true},
+      {{{1, 3, 16, 12}, {8, 3, 4, 4}, true, {4}}, true},
+      {{{1, 4, 6, 9}, {6, 4, 2, 3}, true, {2, 3}}, true},
+      {{{2, 5, 12}, {4, 5, 3}, false, {3}}, true},
+      {{{1, 2, 4, 6, 4}, {3, 2, 2, 3, 2}, true, {2, 3, 2}}, true},
+      {{{1, 3, 9, 8}, {4, 3, 2, 2}, true, {2}}, false},
+      {{{1, 6, 8, 8}, {5, 6, 2, 2}, true, {2}, {0}, {1}, false, {0}, 1, DType::F16}, false},
+  };
+  uint32_t seed = 880;
+  for (const auto& [c, patches] : cases) {
+    if (c.dtype == DType::F16 && !has_f16()) continue;
+    SCOPED_TRACE(shape_str(c.x) + " * " + shape_str(c.w));
+    EXPECT_EQ(conv_label(c).rfind("permute | gemm", 0) == 0, patches) << conv_label(c);
+    run_conv(c, seed += 3);
+  }
+}
 
 // wgnn.conv_depthwise_channels_last against the convolution reference on the
 // same values moved channels first (a host permute): 1 to 3 spatial dims,
@@ -444,15 +463,17 @@ TEST(Conv, PicksTheKernelForTheShape) {
   EXPECT_THAT(conv_label({{1, 8, 5, 5}, {8, 1, 3, 3}, true, {1}, {0}, {1}, true, {0}}), HasSubstr("transposed"));
   EXPECT_THAT(conv_label({{1, 4, 40, 40}, {3, 4, 3, 3}}), HasSubstr("tile=16x256"));
   EXPECT_THAT(conv_label({{1, 4, 24, 24}, {32, 4, 3, 3}}), HasSubstr("tile=32x128"));
-  // A kernel that tiles its input: the patches copied, then the GEMM
-  // (float32); WGNN_CONV_PATCHES=0, an input that is not a whole number of
-  // patches or padding keep the implicit GEMM.
-  EXPECT_EQ(conv_label({{2, 6, 8, 10}, {5, 6, 2, 2}, true, {2}}), "permute | gemm 5x20x24 batch 2");
+  // A large kernel that tiles its input (DaViT's downsampling): the patches
+  // copied, then the GEMM (float32); WGNN_CONV_PATCHES=0, a small one, an
+  // input that is not a whole number of patches or padding keep the
+  // implicit GEMM.
+  EXPECT_EQ(conv_label({{1, 128, 192, 192}, {256, 128, 2, 2}, true, {2}}), "permute | gemm 256x9216x512");
+  EXPECT_THAT(conv_label({{2, 6, 8, 10}, {5, 6, 2, 2}, true, {2}}), HasSubstr("conv gemm k=[2, 2]"));
   EXPECT_THAT(conv_label({{1, 3, 9, 8}, {4, 3, 2, 2}, true, {2}}), HasSubstr("conv gemm k=[2, 2]"));
   EXPECT_THAT(conv_label({{1, 3, 8, 8}, {4, 3, 2, 2}, true, {2}, {1}}), HasSubstr("conv gemm k=[2, 2]"));
   {
     test::ScopedEnv off("WGNN_CONV_PATCHES", "0");
-    EXPECT_THAT(conv_label({{2, 6, 8, 10}, {5, 6, 2, 2}, true, {2}}), HasSubstr("conv gemm k=[2, 2]"));
+    EXPECT_THAT(conv_label({{1, 128, 192, 192}, {256, 128, 2, 2}, true, {2}}), HasSubstr("conv gemm k=[2, 2]"));
   }
   // ResNet-50's last 3x3 convolution at batch 1: 8 tiles, K = 4608.
   EXPECT_EQ(conv_label({{1, 512, 7, 7}, {512, 512, 3, 3}, true, {1}, {1}}),
