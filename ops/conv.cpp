@@ -233,13 +233,8 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
                       bool channels_last) {
   Graph& g = a.g;
   const DType dt = g.info(x).dtype;
-  // Four channels per invocation on channels-last data with one output per
-  // input channel (WGNN_DEPTHWISE_VEC4=0: one).
-  const char* v4e = std::getenv("WGNN_DEPTHWISE_VEC4");
-  const bool vec4 = channels_last && cout == cin && cin % 4 == 0 && s.affine.id < 0 &&
-                    !(v4e && std::string_view(v4e) == "0");
   DepthwiseParams p{};
-  p.count = uint32_t(g.info(y).numel() / (vec4 ? 4 : 1));
+  p.count = uint32_t(g.info(y).numel());
   p.cout = uint32_t(cout);
   p.mult = uint32_t(cout / cin);
   p.has_bias = b.id >= 0;
@@ -257,16 +252,15 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   add_epilogue_subs(subs, s, 5, "acc", "co", rounded, dt == DType::F16, "i");
   gpu::Constants constants = activation_constants(s.act);
   if (channels_last) constants.emplace_back("CHANNELS_LAST", 1.0);
-  if (vec4) constants.emplace_back("VEC4", 1.0);
   const Binding bias = b.id >= 0 ? Binding::of(b) : Binding::of(g.ctx().dummy_buffer());
   std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias};
   if (s.affine.id >= 0) bindings.push_back(Binding::of(s.affine));
   if (s.residual.id >= 0) bindings.push_back(Binding::of(s.residual));
   g.add_dispatch(kernel(g, "ops/kernels/conv_depthwise.wgsl", subs, constants), std::move(bindings),
                  grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
-                 fmt::format("conv depthwise {}k={}{}{}", channels_last ? (vec4 ? "channels-last vec4 " : "channels-last ") : "", dims_str(k, s.d),
+                 fmt::format("conv depthwise {}k={}{}{}", channels_last ? "channels-last " : "", dims_str(k, s.d),
                              s.affine.id >= 0 ? " affine" : "", s.residual.id >= 0 ? " residual" : ""),
-                 2.0 * double(g.info(y).numel()) * double(p.kvol));
+                 2.0 * double(p.count) * double(p.kvol));
 }
 
 static_assert(sizeof(ConvParams) == 128);

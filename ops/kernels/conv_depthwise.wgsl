@@ -8,14 +8,9 @@
 // CHANNELS_LAST: x is [N, *spatial, C_in] and y [N, *out, C_out]
 // (wgnn.conv_depthwise_channels_last: consecutive threads take consecutive
 // channels of one output position, so reads and writes stay consecutive).
-// VEC4 (channels last, one output per input channel, C a multiple of 4):
-// four consecutive channels per thread, so the position's decoding and
-// the window's bounds checks serve four outputs; the epilogue runs per
-// channel. `count` is then the number of such groups of four.
 {{ENABLE}}
 
 override CHANNELS_LAST: bool = false;
-override VEC4: bool = false;
 
 {{PARAMS}}
 
@@ -30,64 +25,11 @@ const WG: u32 = 256u;
 {{include lib/activation.wgsl}}
 {{include lib/math.wgsl}}
 
-// VEC4: channels co0 .. co0 + 3 of output position `np` (n * out_vol + pl).
-fn main4(t: u32) {
-  let c4 = params.cout / 4u;
-  let co0 = (t % c4) * 4u;
-  let np = t / c4;
-  let pl = np % params.out_vol;
-  let xbase = (np / params.out_vol) * params.in_vol * params.cout + co0;
-  let ohw = params.out_h * params.out_w;
-  let o = vec3<i32>(vec3<u32>(pl / ohw, (pl % ohw) / params.out_w, pl % params.out_w));
-  let org = o * params.stride.xyz - params.pad.xyz;
-  let kv = params.kvol;
-  let wbase = co0 * kv;
-  var acc4 = vec4<f32>(0.0);
-  if (params.has_bias != 0u) {
-    acc4 = vec4<f32>(f32(bias[co0]), f32(bias[co0 + 1u]), f32(bias[co0 + 2u]), f32(bias[co0 + 3u]));
-  }
-  for (var kd = 0u; kd < params.k_d; kd++) {
-    let id = u32(org.x + i32(kd) * params.dil.x);
-    if (id >= params.in_d) {
-      continue;
-    }
-    for (var kh = 0u; kh < params.k_h; kh++) {
-      let ih = u32(org.y + i32(kh) * params.dil.y);
-      if (ih >= params.in_h) {
-        continue;
-      }
-      let row = (id * params.in_h + ih) * params.in_w;
-      let wrow = wbase + (kd * params.k_h + kh) * params.k_w;
-      for (var kw = 0u; kw < params.k_w; kw++) {
-        let iw = u32(org.z + i32(kw) * params.dil.z);
-        if (iw < params.in_w) {
-          let xi = xbase + (row + iw) * params.cout;
-          let wi = wrow + kw;
-          let xv = vec4<f32>(f32(x[xi]), f32(x[xi + 1u]), f32(x[xi + 2u]), f32(x[xi + 3u]));
-          let wv = vec4<f32>(f32(w[wi]), f32(w[wi + kv]), f32(w[wi + 2u * kv]), f32(w[wi + 3u * kv]));
-          acc4 = fma(xv, wv, acc4);
-        }
-      }
-    }
-  }
-  let i0 = np * params.cout + co0;
-  for (var j = 0u; j < 4u; j++) {
-    let acc = acc4[j];
-    let co = co0 + j;
-    let i = i0 + j;
-    y[i] = {{T}}(activate({{AFFINE}}));
-  }
-}
-
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
   let i = (wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y) * WG + lid;
   if (i >= params.count) {
-    return;
-  }
-  if (VEC4) {
-    main4(i);
     return;
   }
   var pl: u32;
