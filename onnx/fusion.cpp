@@ -9,6 +9,7 @@
 #include <set>
 
 #include "onnx/host_ops.h"
+#include "ops/attention.h"
 
 namespace wgnn::onnx_import {
 namespace {
@@ -608,8 +609,7 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, IrTrace* trace, con
   // so in float16 mode, where the separate products may run on tensor
   // cores, longer attention stays unfused (H200, Whisper-base encoder, 1500
   // keys: docs/BENCHMARKS.md).
-  int64_t max_keys = 1024;
-  if (const char* env = std::getenv("WGNN_ATTENTION_MAX_KEYS"); env && *env) max_keys = std::atoll(env);
+  const int64_t max_keys = ops::attention_max_keys();
   int64_t axis = attr_int(sm, "axis", opset >= 13 ? -1 : 1);
   if (axis < 0) axis += int64_t(rank);
   if (axis != int64_t(rank) - 1) return std::nullopt;

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ops/attention.h"
 #include "ops/helpers.h"
 #include "ops/matmul.h"
 #include "ops/uniforms.h"
@@ -209,19 +210,6 @@ Tile choose_tile(const Args& a, int64_t BH, int64_t L, int64_t S, int64_t D, int
                        t.bytes(), limit));
   }
   return t;
-}
-
-// The most keys the one-dispatch kernel takes (WGNN_ATTENTION_MAX_KEYS,
-// default 1024). Beyond it, two products and a softmax between them: on an
-// H200 the kernel, which computes in f32 registers with a thread per query,
-// lost to them on the Whisper-base encoder's 1500 keys (docs/BENCHMARKS.md).
-int64_t flash_max_keys() {
-  const char* e = std::getenv("WGNN_ATTENTION_MAX_KEYS");
-  if (!e || !*e) return 1024;
-  char* end = nullptr;
-  const long long x = std::strtoll(e, &end, 10);
-  if (*end || x < 0) throw Error(fmt::format("WGNN_ATTENTION_MAX_KEYS='{}': expected a number of keys", e));
-  return int64_t(x);
 }
 
 // Attention over many keys as scores = scale * q k^T + mask (one batched
@@ -430,7 +418,7 @@ Value attention(Graph& g, const ValueList& args) {
   }
   TensorRef y = g.add_tensor(oshape, dt);
   if (want == 0) return y;
-  if (S > flash_max_keys() && record_two_products(a, q, k, v, mask, scale, qv, kv, vv, mv, ov, y)) return y;
+  if (S > attention_max_keys() && record_two_products(a, q, k, v, mask, scale, qv, kv, vv, mv, ov, y)) return y;
 
   const Tile t = choose_tile(a, B * H, L, S, D, DV);
   const uint64_t q_tiles = gpu::ceil_div(uint64_t(L), uint64_t(t.bq));
@@ -503,6 +491,19 @@ Value attention(Graph& g, const ValueList& args) {
 }
 
 }  // namespace
+
+// The most keys the one-dispatch kernel takes (WGNN_ATTENTION_MAX_KEYS,
+// default 1024). Beyond it, two products and a softmax between them: on an
+// H200 the kernel, which computes in f32 registers with a thread per query,
+// lost to them on the Whisper-base encoder's 1500 keys (docs/BENCHMARKS.md).
+int64_t attention_max_keys() {
+  const char* e = std::getenv("WGNN_ATTENTION_MAX_KEYS");
+  if (!e || !*e) return 1024;
+  char* end = nullptr;
+  const long long x = std::strtoll(e, &end, 10);
+  if (*end || x < 0) throw Error(fmt::format("WGNN_ATTENTION_MAX_KEYS='{}': expected a number of keys", e));
+  return int64_t(x);
+}
 
 void register_attention_ops(OpRegistry& r) { r.add(std::string(kOp), attention); }
 
