@@ -53,19 +53,28 @@ int copy_threads(size_t bytes) {
 void copy_parallel(const std::vector<CopyJob>& jobs) {
   size_t total = 0;
   for (const CopyJob& j : jobs) total += j.bytes;
-  const int threads = copy_threads(total);
-  if (threads <= 1) {
+  copy_parallel(jobs, copy_threads(total));
+}
+
+void copy_parallel(const std::vector<CopyJob>& jobs, int threads) {
+  size_t total = 0;
+  for (const CopyJob& j : jobs) total += j.bytes;
+  if (threads <= 1 || total == 0) {
     for (const CopyJob& j : jobs) {
       if (j.bytes) std::memcpy(j.dst, j.src, j.bytes);
     }
     return;
   }
-  // Equal shares, each a multiple of 4 KiB (whole pages where the jobs are
-  // page-aligned), the last taking the rest.
-  const size_t share = (total / size_t(threads) + 4095) / 4096 * 4096;
+  // Shares of ceil(total / threads) rounded up to 4 KiB (whole pages where
+  // the jobs are page-aligned); the last share ends at `total`. Rounding
+  // floor(total / threads) up instead lost the last total % threads bytes
+  // whenever the floor was already a multiple of 4 KiB (8 MiB + 17 bytes
+  // on 8 threads).
+  const size_t t = size_t(threads);
+  const size_t share = ((total + t - 1) / t + 4095) / 4096 * 4096;
   std::vector<std::future<void>> parts;
-  for (int k = 1; k < threads; ++k) {
-    const size_t from = std::min(total, size_t(k) * share), to = std::min(total, from + share);
+  for (size_t k = 1; k < t; ++k) {
+    const size_t from = std::min(total, k * share), to = k + 1 == t ? total : std::min(total, from + share);
     if (from < to) parts.push_back(pool().submit([&jobs, from, to] { copy_range(jobs, from, to); }));
   }
   copy_range(jobs, 0, std::min(total, share));
