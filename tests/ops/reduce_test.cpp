@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "op_test_util.h"
+#include "scoped_env.h"
 #include "typed_values.h"
 
 using namespace wgnn;
@@ -526,6 +527,65 @@ TEST(Softmax, NaNMakesTheRowNaN) {
     for (size_t k = 0; k < 3; ++k) {
       EXPECT_TRUE(std::isnan(got[dim == 1 ? k : k * 2])) << k;
       EXPECT_FALSE(std::isnan(got[dim == 1 ? 3 + k : k * 2 + 1])) << k;
+    }
+  }
+}
+
+// Rows of a workgroup each (256 threads): the max and sum through subgroup
+// operations where the device has them, and through workgroup memory with
+// WGNN_SOFTMAX_SUBGROUPS=0, both against the double reference. Widths of
+// the Whisper encoder's attention (1500), cached and streamed (5000); rows
+// with a NaN at the end, all -inf, one finite among -inf, a +inf, and large
+// offsets.
+TEST(Softmax, LongRowsEitherReduction) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (const char* env : {"1", "0"}) {
+    test::ScopedEnv sg("WGNN_SOFTMAX_SUBGROUPS", env);
+    const bool want_sg = env[0] == '1' && ctx().features().subgroups;
+    for (const int64_t width : {int64_t(1500), int64_t(5000)}) {
+      for (const bool log : {false, true}) {
+        SCOPED_TRACE(fmt::format("subgroups {} width {} log {}", env, width, log));
+        const int64_t rows = 7;
+        std::vector<double> x = random_values(size_t(rows * width), DType::F32, uint32_t(width), -6, 6);
+        for (int64_t k = 0; k < width; ++k) {
+          x[size_t(1 * width + k)] = -inf;
+          x[size_t(2 * width + k)] = k == width / 3 ? 0.5 : -inf;
+          x[size_t(4 * width + k)] += 1e4;
+          x[size_t(5 * width + k)] -= 1e4;
+        }
+        x[size_t(width - 1)] = nan;           // row 0: NaN in the last lane's share
+        x[size_t(3 * width + 17)] = inf;      // row 3: +inf gives NaN (inf - inf)
+        for (double& v : x) v = double(float(v));  // what the tensor holds
+        Graph g(ctx());
+        TensorRef y = ops::call(g, log ? "aten._log_softmax.default" : "aten._softmax.default",
+                                {put(g, {rows, width}, DType::F32, x), int64_t(-1), false})
+                          .tensor();
+        ASSERT_EQ(g.dispatches().size(), 1u);
+        EXPECT_EQ(g.dispatches()[0].label.find(" subgroups") != std::string::npos, want_sg)
+            << g.dispatches()[0].label;
+        g.run();
+        const auto got = get(g, y);
+        for (int64_t r = 0; r < rows; ++r) {
+          const auto at = [&](int64_t k) { return size_t(r * width + k); };
+          double m = -inf, s = 0;
+          bool any_nan = false;
+          for (int64_t k = 0; k < width; ++k) {
+            any_nan = any_nan || std::isnan(x[at(k)]);
+            m = std::max(m, x[at(k)]);
+          }
+          for (int64_t k = 0; k < width; ++k) s += std::exp(x[at(k)] - m);
+          for (int64_t k = 0; k < width; ++k) {
+            const double want = any_nan || std::isnan(s) ? nan : log ? x[at(k)] - m - std::log(s) : std::exp(x[at(k)] - m) / s;
+            if (std::isnan(want)) {
+              ASSERT_TRUE(std::isnan(got[at(k)])) << "row " << r << " column " << k << ": " << got[at(k)];
+            } else if (std::isinf(want)) {
+              ASSERT_EQ(got[at(k)], want) << "row " << r << " column " << k;
+            } else {
+              ASSERT_NEAR(got[at(k)], want, log ? 1e-4 : 1e-6 + 1e-5 * std::abs(want)) << "row " << r << " column " << k;
+            }
+          }
+        }
+      }
     }
   }
 }
