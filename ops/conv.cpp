@@ -277,42 +277,71 @@ uint64_t pick_splits(uint64_t tiles, uint64_t kred, uint32_t tk) {
   return std::min<uint64_t>({gpu::ceil_div(192, tiles), steps / 16, 32});
 }
 
-// A float32 convolution whose kernel tiles its input (kernel = stride, no
-// padding, no dilation, one group, the input an exact number of patches:
-// a vision transformer's patch embedding, DaViT's downsampling) with at
-// most a bias: its patches moved once into a contiguous [K, pixels] matrix
-// per image (a copy), then the regular GEMM, W [Co, K] @ patches + bias,
-// writing the result in place. On an H200 the GEMM runs at 2-3x the
-// implicit-GEMM kernel's rate on these shapes (docs/BENCHMARKS.md).
-// WGNN_CONV_PATCHES=0 keeps them on the implicit GEMM, =1 takes small ones
-// too (tests). Returns false where it does not apply.
+static_assert(sizeof(Im2colParams) == 96);
+
+// A large float32 convolution of one group, as a GEMM: its patches moved
+// once into a [cin * kvol, pixels] matrix per image, then the regular GEMM,
+// W [Co, cin * kvol] @ patches + bias, with the activation in its epilogue,
+// writing the result in place. Where the kernel tiles the input (kernel =
+// stride, no padding or dilation, an exact number of patches: a vision
+// transformer's patch embedding, DaViT's downsampling) the patches are a
+// view and permute (one tiled copy); otherwise kernels/im2col.wgsl gathers
+// them with the padding's zeros (the Whisper encoder's 1-D convolutions).
+// On an H200 the GEMM runs at 2-3x the implicit-GEMM kernel's rate on these
+// shapes (docs/BENCHMARKS.md). Only at least kPatchesMinFlops (the copy's
+// dispatch costs about what a small one's GEMM saves) and patches of at
+// most kPatchesMaxBytes (ISNet's full-size layers would need gigabytes);
+// no affine or residual (the GEMM adds its residual after the activation).
+// WGNN_CONV_PATCHES=0 keeps them all on the implicit GEMM, =1 takes small
+// ones too (tests). Returns false where it does not apply.
 constexpr double kPatchesMinFlops = 256e6;
+constexpr uint64_t kPatchesMaxBytes = uint64_t(64) << 20;
 bool record_patches(const Args& a, TensorRef y, TensorRef x, TensorRef w, TensorRef b, const ConvSpec& s,
                     const Dims3& in, const Dims3& k, const Dims3& out) {
   Graph& g = a.g;
   const char* e = std::getenv("WGNN_CONV_PATCHES");
   const std::string_view mode = e ? e : "";
   if (mode == "0") return false;
-  if (s.affine.id >= 0 || s.residual.id >= 0 || s.act.act != Activation::None) return false;
+  if (s.affine.id >= 0 || s.residual.id >= 0) return false;
+  bool tiles = true;
   for (size_t j = 0; j < 3; ++j) {
-    if (s.stride[j] != k[j] || s.dil[j] != 1 || s.pad_begin[j] != 0 || s.pad_end[j] != 0 || in[j] != out[j] * k[j]) {
-      return false;
-    }
+    tiles = tiles && s.stride[j] == k[j] && s.dil[j] == 1 && s.pad_begin[j] == 0 && s.pad_end[j] == 0 &&
+            in[j] == out[j] * k[j];
   }
   const TensorInfo& xi = g.info(x);
   const int64_t n = xi.shape[0], cin = xi.shape[1], cout = g.info(w).shape[0];
   const int64_t kvol = k[0] * k[1] * k[2], q = out[0] * out[1] * out[2], kred = cin * kvol;
-  // Large ones only (DaViT-B's downsampling, 2.4 GFLOP each): for a small
-  // one (a ViT's or ConvNeXt's patches, tens of MFLOP) the copy's dispatch
-  // costs about what the GEMM saves.
   if (mode != "1" && 2.0 * double(n * q) * double(cout) * double(kred) < kPatchesMinFlops) return false;
-  const uint64_t bytes = uint64_t(n * kred * q) * gpu_dtype_size(xi.dtype);
-  if (bytes > g.ctx().limits().max_storage_buffer_binding_size || uint64_t(n * kred * q) > kMaxIndex) return false;
-  // x [n, cin, o0, k0, o1, k1, o2, k2] -> [n, cin, k0, k1, k2, o0, o1, o2].
-  const TensorRef v = ops::call(g, "aten.view.default",
-                                {x, IntList{n, cin, out[0], k[0], out[1], k[1], out[2], k[2]}})
-                          .tensor();
-  const TensorRef cols = ops::call(g, "aten.permute.default", {v, IntList{0, 1, 3, 5, 7, 2, 4, 6}}).tensor();
+  const uint64_t count = uint64_t(n * kred * q), bytes = count * gpu_dtype_size(xi.dtype);
+  if ((mode != "1" && bytes > kPatchesMaxBytes) || bytes > g.ctx().limits().max_storage_buffer_binding_size ||
+      count > uint64_t(kMaxIndex) || uint64_t(xi.numel()) > uint64_t(kMaxIndex)) {
+    return false;
+  }
+  TensorRef cols;
+  if (tiles) {
+    // x [n, cin, o0, k0, o1, k1, o2, k2] -> [n, cin, k0, k1, k2, o0, o1, o2].
+    const TensorRef v = ops::call(g, "aten.view.default",
+                                  {x, IntList{n, cin, out[0], k[0], out[1], k[1], out[2], k[2]}})
+                            .tensor();
+    cols = ops::call(g, "aten.permute.default", {v, IntList{0, 1, 3, 5, 7, 2, 4, 6}}).tensor();
+  } else {
+    cols = g.add_tensor({n, kred, q}, xi.dtype);
+    Im2colParams p{};
+    p.count = uint32_t(count);
+    p.kvol = uint32_t(kvol);
+    p.in_d = uint32_t(in[0]), p.in_h = uint32_t(in[1]), p.in_w = uint32_t(in[2]);
+    p.in_vol = uint32_t(in[0] * in[1] * in[2]);
+    p.out_h = uint32_t(out[1]), p.out_w = uint32_t(out[2]), p.out_vol = uint32_t(q);
+    p.k_h = uint32_t(k[1]), p.k_w = uint32_t(k[2]);
+    for (size_t j = 0; j < 3; ++j) {
+      p.stride[j] = int32_t(s.stride[j]);
+      p.pad[j] = int32_t(s.pad_begin[j]);
+      p.dil[j] = int32_t(s.dil[j]);
+    }
+    g.add_dispatch(kernel(g, "ops/kernels/im2col.wgsl", float_subs(g, xi.dtype, a.op)),
+                   {Binding::of(cols), g.uniform(p), Binding::of(x)}, grid_for(g, gpu::ceil_div(count, 256)),
+                   std::string(a.op), fmt::format("conv patches k={}", dims_str(k, s.d)));
+  }
   StridedGemm p;
   p.a = w, p.b = cols, p.out = y, p.bias = b;
   p.M = cout, p.N = q, p.K = kred;
@@ -321,6 +350,7 @@ bool record_patches(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tensor
   p.sb = {kred * q};
   p.so = {cout * q};
   p.lda = kred, p.ldb = q, p.ldc = q;
+  p.act = s.act;
   if (b.id >= 0) p.sc = {0}, p.bias_sm = 1, p.bias_sn = 0;
   record_strided_gemm(a, p);
   return true;

@@ -992,6 +992,7 @@ void record_strided_gemm(const Args& a, const StridedGemm& s) {
   p.batch = s.batch;
   p.bias_sm = s.bias_sm, p.bias_sn = s.bias_sn;
   p.alpha = s.alpha, p.beta = s.beta;
+  p.act = s.act;
   p.lda = s.lda, p.ldb = s.ldb, p.ldc = s.ldc;
   p.a_off = s.a_off, p.b_off = s.b_off, p.c_off = s.c_off, p.o_off = s.o_off;
   p.so = s.so;

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "graph/graph.h"
+#include "ops/epilogue.h"
 #include "ops/helpers.h"
 
 namespace wgnn::ops {
@@ -24,6 +25,7 @@ struct StridedGemm {
   bool a_trans = false, b_trans = false;
   int64_t bias_sm = 0, bias_sn = 0;
   double alpha = 1, beta = 1;
+  ActivationSpec act;  // applied in the epilogue (ops/epilogue.h)
 };
 
 // Records the product (float32 or float16, the operands', bias' and

@@ -228,6 +228,13 @@ WGNN_UNIFORM(SplitKParams, WGNN_SPLITK_PARAMS);
               F(uint32_t, kvol) F(I32x4, stride) F(I32x4, pad) F(I32x4, dil)
 WGNN_UNIFORM(DepthwiseParams, WGNN_DEPTHWISE_PARAMS);
 
+// kernels/im2col.wgsl: a convolution's patches, count = n * cin * kvol * out_vol.
+#define WGNN_IM2COL_PARAMS(F)                                                                                \
+  F(uint32_t, count) F(uint32_t, kvol) F(uint32_t, in_d) F(uint32_t, in_h) F(uint32_t, in_w) F(uint32_t, in_vol) \
+      F(uint32_t, out_h) F(uint32_t, out_w) F(uint32_t, out_vol) F(uint32_t, k_h) F(uint32_t, k_w) F(uint32_t, _p0) \
+          F(I32x4, stride) F(I32x4, pad) F(I32x4, dil)
+WGNN_UNIFORM(Im2colParams, WGNN_IM2COL_PARAMS);
+
 // kernels/pool.wgsl: one thread per output; dims d, h, w (in_dims[3]: volume).
 #define WGNN_POOL_PARAMS(F)                                                                                  \
   F(uint32_t, count) F(uint32_t, divisor_override) F(uint32_t, count_include_pad) F(uint32_t, idx_plane)      \

@@ -276,8 +276,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, ConvCase, testing::ValuesIn(conv_cases()),
 
 // Kernels that tile the input, small ones taken too (WGNN_CONV_PATCHES=1):
 // the patches copied, then the GEMM, in 1 to 3 spatial dims, with and
-// without a bias, a batch; float16 and an input that is not a whole number
-// of patches keep their kernels.
+// without a bias, a batch; float16 keeps its kernels.
 TEST(Conv, Patches) {
   test::ScopedEnv all("WGNN_CONV_PATCHES", "1");
   const std::vector<std::pair<Conv, bool>> cases = {
@@ -286,7 +285,6 @@ TEST(Conv, Patches) {
       {{{1, 4, 6, 9}, {6, 4, 2, 3}, true, {2, 3}}, true},
       {{{2, 5, 12}, {4, 5, 3}, false, {3}}, true},
       {{{1, 2, 4, 6, 4}, {3, 2, 2, 3, 2}, true, {2, 3, 2}}, true},
-      {{{1, 3, 9, 8}, {4, 3, 2, 2}, true, {2}}, false},
       {{{1, 6, 8, 8}, {5, 6, 2, 2}, true, {2}, {0}, {1}, false, {0}, 1, DType::F16}, false},
   };
   uint32_t seed = 880;
@@ -295,6 +293,66 @@ TEST(Conv, Patches) {
     SCOPED_TRACE(shape_str(c.x) + " * " + shape_str(c.w));
     EXPECT_EQ(conv_label(c).rfind("permute | gemm", 0) == 0, patches) << conv_label(c);
     run_conv(c, seed += 3);
+  }
+}
+
+// Kernels that do not tile the input (padding, strides other than the
+// kernel, dilation, an inexact number of patches) with WGNN_CONV_PATCHES=1:
+// kernels/im2col.wgsl gathers the patches with the padding's zeros, then
+// the GEMM runs with the activation in its epilogue. 1 to 3 spatial dims,
+// a batch, without a bias, the Whisper encoder's shapes (scaled down), and
+// the cases that keep their kernels (groups, transposed, float16).
+TEST(Conv, PatchesGathered) {
+  ScopedEnv all("WGNN_CONV_PATCHES", "1");
+  struct Case {
+    Conv c;
+    const char* act;
+    bool patches;
+  };
+  const std::vector<Case> cases = {
+      {{{1, 8, 30}, {16, 8, 3}, true, {1}, {1}}, "none", true},             // Whisper's first, scaled
+      {{{1, 16, 30}, {16, 16, 3}, true, {2}, {1}}, "relu", true},           // its second (stride 2)
+      {{{2, 3, 9, 8}, {4, 3, 2, 2}, true, {2}}, "none", true},              // inexact tiling
+      {{{2, 5, 7, 9}, {6, 5, 3, 3}, false, {1}, {1}}, "clamp", true},
+      {{{1, 4, 11, 10}, {7, 4, 3, 3}, true, {2, 1}, {1, 0, 2, 1}}, "relu", true},  // split padding
+      {{{1, 3, 12, 12}, {5, 3, 3, 3}, true, {1}, {2}, {2}}, "none", true},  // dilation
+      {{{1, 2, 5, 6, 4}, {3, 2, 3, 3, 2}, true, {1, 2, 1}, {1}}, "clamp", true},
+      {{{1, 6, 8, 8}, {6, 3, 3, 3}, true, {1}, {1}, {1}, false, {0}, 2}, "none", false},     // groups
+      {{{1, 6, 8, 8}, {6, 5, 3, 3}, true, {2}, {1}, {1}, true, {0}}, "none", false},         // transposed
+      {{{1, 6, 8, 8}, {5, 6, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, DType::F16}, "relu", false},
+  };
+  uint32_t seed = 900;
+  for (Case k : cases) {
+    Conv& c = k.c;
+    if (c.dtype == DType::F16 && !has_f16()) continue;
+    SCOPED_TRACE(fmt::format("{} * {} {}", shape_str(c.x), shape_str(c.w), k.act));
+    c.split = true;
+    const size_t d = c.x.size() - 2;
+    if (c.padding.size() == 1) c.padding.assign(2 * d, c.padding[0]);
+    const int64_t cout = c.transposed ? c.w[1] * c.groups : c.w[0];
+    auto x = quantize(random_floats(size_t(numel(c.x)), -1, 1, seed), c.dtype);
+    auto w = quantize(random_floats(size_t(numel(c.w)), -1, 1, seed + 1), c.dtype);
+    auto b = quantize(random_floats(size_t(cout), -1, 1, seed + 2), c.dtype);
+    seed += 3;
+    Graph g(ctx());
+    const double lo = -0.25, hi = 0.5;
+    TensorRef y = ops::call(g, "wgnn.convolution_padded.default",
+                            {upload(g, c.x, x, c.dtype), constant(g, c.w, w, c.dtype),
+                             c.bias ? Value(constant(g, {cout}, b, c.dtype)) : Value(None{}), c.stride, c.padding,
+                             c.dilation, c.transposed, c.output_padding, c.groups, std::string(k.act), lo, hi})
+                      .tensor();
+    std::string labels;
+    for (const auto& dsp : g.dispatches()) labels += (labels.empty() ? "" : " | ") + dsp.label;
+    EXPECT_EQ(labels.rfind("conv patches", 0) == 0, k.patches) << labels;
+    Ref r = ref_conv(c, x, w, b);
+    for (double& v : r.v) {
+      if (std::string_view(k.act) == "relu") v = std::max(v, 0.0);
+      if (std::string_view(k.act) == "clamp") v = std::clamp(v, lo, hi);
+    }
+    ASSERT_EQ(g.info(y).shape, r.shape);
+    g.run();
+    const bool f16 = c.dtype == DType::F16;
+    EXPECT_TRUE(all_close(download(g, y), r.v, f16 ? 6e-2 : 1e-4, f16 ? 4e-3 : 1e-5)) << labels;
   }
 }
 
