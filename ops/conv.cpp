@@ -220,6 +220,8 @@ TensorRef add_residual_then_act(Graph& g, TensorRef y, const ConvSpec& s) {
   switch (s.act.act) {
     case Activation::Relu: return ops::call(g, "aten.relu.default", {sum}).tensor();
     case Activation::Clamp: return ops::call(g, "aten.clamp.default", {sum, s.act.lo, s.act.hi}).tensor();
+    case Activation::Gelu: return ops::call(g, "aten.gelu.default", {sum, std::string("none")}).tensor();
+    case Activation::GeluTanh: return ops::call(g, "aten.gelu.default", {sum, std::string("tanh")}).tensor();
     default: return sum;
   }
 }
@@ -258,8 +260,9 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   if (s.residual.id >= 0) bindings.push_back(Binding::of(s.residual));
   g.add_dispatch(kernel(g, "ops/kernels/conv_depthwise.wgsl", subs, constants), std::move(bindings),
                  grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
-                 fmt::format("conv depthwise {}k={}{}{}", channels_last ? "channels-last " : "", dims_str(k, s.d),
-                             s.affine.id >= 0 ? " affine" : "", s.residual.id >= 0 ? " residual" : ""),
+                 fmt::format("conv depthwise {}k={}{}{}{}", channels_last ? "channels-last " : "", dims_str(k, s.d),
+                             s.affine.id >= 0 ? " affine" : "", s.residual.id >= 0 ? " residual" : "",
+                             activation_label(s.act.act)),
                  2.0 * double(p.count) * double(p.kvol));
 }
 
@@ -577,9 +580,10 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
               {"ACT", double(s.act.code())},
               {"LO", s.act.lo},
               {"HI", s.act.hi}});
-  const std::string label = fmt::format("conv{} {} k={} tile={}x{}{}{}", s.transposed ? " transposed" : "",
+  const std::string label = fmt::format("conv{} {} k={} tile={}x{}{}{}{}", s.transposed ? " transposed" : "",
                                         pointwise ? "pointwise" : "gemm", dims_str(k, d), t.tm, t.tn,
-                                        gemm_affine ? " affine" : "", splits == 1 ? res_label : "");
+                                        gemm_affine ? " affine" : "", splits == 1 ? res_label : "",
+                                        splits == 1 ? activation_label(s.act.act) : "");
   // Useful work, 2 per multiply-add: each output takes cin_g * kvol taps
   // forward; transposed, each input element meets cout_g * kvol outputs
   // (the taps the gather skips as zero are not counted).
@@ -604,7 +608,8 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   if (s.residual.id >= 0) sum_bindings.push_back(Binding::of(s.residual));
   g.add_dispatch(kernel(g, "ops/kernels/conv_splitk.wgsl", sum_subs, activation_constants(s.act)), std::move(sum_bindings),
                  grid_for(g, gpu::ceil_div(uint64_t(sp.count), 256)), std::string(a.op),
-                 fmt::format("conv splitk sum {}{}{}", splits, s.affine.id >= 0 ? " affine" : "", res_label));
+                 fmt::format("conv splitk sum {}{}{}{}", splits, s.affine.id >= 0 ? " affine" : "", res_label,
+                             activation_label(s.act.act)));
   return y;
 }
 
@@ -630,7 +635,7 @@ int conv_dims(const Args& a, TensorRef x, TensorRef w) {
 // and wgnn.convolution_padded.default with the same arguments, except that
 // `padding` holds 2 * d values (begin pads, then end pads, as ONNX), and
 // that a transposed convolution's pads may be negative (extra output);
-// it also takes act='none'|'relu'|'clamp', lo, hi: an activation applied
+// it also takes act='none'|'relu'|'clamp'|'gelu'|'gelu_tanh', lo, hi: an activation applied
 // to the result in the same dispatch (fused by the ONNX importer), and
 // affine=None: a float32 tensor [2, Cout] (scale, then shift per output
 // channel) applied before the activation, in f32:
@@ -657,7 +662,8 @@ Value convolution_op(Graph& g, const ValueList& args, bool split_pads) {
   s.groups = a.integer(8, "groups", 1);
   if (split_pads) {
     s.act.act = parse_activation(a, a.string(9, "act", "none"),
-                                 {Activation::None, Activation::Relu, Activation::Clamp});
+                                 {Activation::None, Activation::Relu, Activation::Clamp, Activation::Gelu,
+                                  Activation::GeluTanh});
     if (s.act.act == Activation::Clamp) {
       s.act.lo = a.scalar(10, "lo", 0.0);
       s.act.hi = a.scalar(11, "hi", 0.0);

@@ -1,7 +1,8 @@
 // A convolution whose result only an activation reads -> one
 // wgnn.convolution_padded.default applying it in its epilogue:
 // aten.convolution (not transposed) or wgnn.convolution_padded with no
-// activation, followed by aten.relu or aten.clamp (finite bounds).
+// activation, followed by aten.relu, aten.clamp (finite bounds) or
+// aten.gelu (either form: the Whisper encoder's 1-D convolutions).
 // aten.convolution's symmetric padding becomes the begin and end pads.
 #include "passes/activation_of.h"
 #include "passes/conv_args.h"
@@ -18,7 +19,7 @@ class FuseConvActivation final : public Pass {
     for (size_t i = 0; i < g.nodes().size(); ++i) {
       const ir::Node& act_node = g.nodes()[i];
       if (act_node.dead) continue;
-      const auto act = activation_of(act_node, false);
+      const auto act = activation_of(act_node, true);
       if (!act) continue;
       const TensorRef x = act_node.args[0].tensor();
       const int p = g.producer(x);

@@ -166,6 +166,68 @@ std::vector<double> conv_bn_relu_ref(const std::vector<float>& x, const std::vec
   return out;
 }
 
+// The Whisper encoder's front: a 1-D convolution (stride 1, then 2) and a
+// GELU, each pair one convolution applying the GELU in its epilogue
+// (whatever kernel runs it: the implicit GEMM here, the patches and GEMM
+// with WGNN_CONV_PATCHES=1), against the double reference.
+TEST(IrPasses, ConvGeluIsOneConvolution) {
+  const std::vector<float> w1 = random_floats(12 * 4 * 3, -0.5f, 0.5f, 60), b1 = random_floats(12, -0.2f, 0.2f, 61),
+                           w2 = random_floats(12 * 12 * 3, -0.5f, 0.5f, 62), b2 = random_floats(12, -0.2f, 0.2f, 63);
+  auto build = [&] {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {1, 4, "t"});
+    const TensorRef c1 = g.call("aten.convolution.default",
+                                {x, g.constant(host({12, 4, 3}, w1)), g.constant(host({12}, b1)), IntList{1},
+                                 IntList{1}, IntList{1}, false, IntList{0}, int64_t(1)});
+    const TensorRef h = g.call("aten.gelu.default", {c1});
+    const TensorRef c2 = g.call("aten.convolution.default",
+                                {h, g.constant(host({12, 12, 3}, w2)), g.constant(host({12}, b2)), IntList{2},
+                                 IntList{1}, IntList{1}, false, IntList{0}, int64_t(1)});
+    g.output(g.call("aten.gelu.default", {c2, std::string("none")}));
+    return g;
+  };
+  ir::Graph fused = build();
+  const passes::Report r = passes::optimize(fused);
+  EXPECT_EQ(r.count("fuse_conv_activation"), 2u) << r.summary();
+  ASSERT_EQ(fused.live_nodes(), 2u) << fused.dump();
+  const int64_t T = 20;
+  const std::vector<float> x = random_floats(size_t(4 * T), -2.f, 2.f, 64);
+  const auto conv = [](const std::vector<double>& in, int64_t cin, int64_t len, const std::vector<float>& w,
+                       const std::vector<float>& b, int64_t stride) {
+    const int64_t lo = (len + 2 - 3) / stride + 1;
+    std::vector<double> out(size_t(12 * lo));
+    for (int64_t co = 0; co < 12; ++co) {
+      for (int64_t t = 0; t < lo; ++t) {
+        double v = b[size_t(co)];
+        for (int64_t ci = 0; ci < cin; ++ci) {
+          for (int64_t k = 0; k < 3; ++k) {
+            const int64_t i = t * stride - 1 + k;
+            if (i >= 0 && i < len) v += double(w[size_t((co * cin + ci) * 3 + k)]) * in[size_t(ci * len + i)];
+          }
+        }
+        out[size_t(co * lo + t)] = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+      }
+    }
+    return out;
+  };
+  const std::vector<double> ref = conv(conv(std::vector<double>(x.begin(), x.end()), 4, T, w1, b1, 1), 12, T, w2, b2, 2);
+  for (const char* patches : {"0", "1"}) {
+    SCOPED_TRACE(std::string("WGNN_CONV_PATCHES=") + patches);
+    ScopedEnv env("WGNN_CONV_PATCHES", patches);
+    ir::Program fp(ctx(), build());  // unfused
+    ir::Graph f2 = build();
+    passes::optimize(f2);
+    ir::Program p2(ctx(), std::move(f2));
+    const auto a = p2.run({host({1, 4, T}, x)});
+    EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-5, 1e-5));
+    // Two GELU dispatches fewer than the unfused graph.
+    const auto& fused_d = p2.plan({{1, 4, T}}).dispatches();
+    EXPECT_EQ(fused_d.size() + 2, fp.plan({{1, 4, T}}).dispatches().size());
+    EXPECT_EQ(fused_d.size(), patches[0] == '1' ? 4u : 2u);
+    for (const auto& d : fused_d) EXPECT_EQ(d.label.find("gelu") == std::string::npos, d.label.find("patches") != std::string::npos) << d.label;
+  }
+}
+
 TEST(IrPasses, ConvBatchNormReluIsOneConvolution) {
   const std::vector<float> w = random_floats(8 * 3 * 9, -0.5f, 0.5f, 6), bias = random_floats(8, -0.2f, 0.2f, 7),
                            gamma = random_floats(8, 0.5f, 1.5f, 8), beta = random_floats(8, -0.5f, 0.5f, 9),

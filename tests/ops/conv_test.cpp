@@ -301,7 +301,8 @@ TEST(Conv, Patches) {
 // kernels/im2col.wgsl gathers the patches with the padding's zeros, then
 // the GEMM runs with the activation in its epilogue. 1 to 3 spatial dims,
 // a batch, without a bias, the Whisper encoder's shapes (scaled down), and
-// the cases that keep their kernels (groups, transposed, float16).
+// the cases that keep their kernels (groups, transposed, float16); relu,
+// clamp and GELU.
 TEST(Conv, PatchesGathered) {
   ScopedEnv all("WGNN_CONV_PATCHES", "1");
   struct Case {
@@ -310,8 +311,8 @@ TEST(Conv, PatchesGathered) {
     bool patches;
   };
   const std::vector<Case> cases = {
-      {{{1, 8, 30}, {16, 8, 3}, true, {1}, {1}}, "none", true},             // Whisper's first, scaled
-      {{{1, 16, 30}, {16, 16, 3}, true, {2}, {1}}, "relu", true},           // its second (stride 2)
+      {{{1, 8, 30}, {16, 8, 3}, true, {1}, {1}}, "gelu", true},             // Whisper's first, scaled
+      {{{1, 16, 30}, {16, 16, 3}, true, {2}, {1}}, "gelu", true},           // its second (stride 2)
       {{{2, 3, 9, 8}, {4, 3, 2, 2}, true, {2}}, "none", true},              // inexact tiling
       {{{2, 5, 7, 9}, {6, 5, 3, 3}, false, {1}, {1}}, "clamp", true},
       {{{1, 4, 11, 10}, {7, 4, 3, 3}, true, {2, 1}, {1, 0, 2, 1}}, "relu", true},  // split padding
@@ -348,6 +349,7 @@ TEST(Conv, PatchesGathered) {
     for (double& v : r.v) {
       if (std::string_view(k.act) == "relu") v = std::max(v, 0.0);
       if (std::string_view(k.act) == "clamp") v = std::clamp(v, lo, hi);
+      if (std::string_view(k.act) == "gelu") v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
     }
     ASSERT_EQ(g.info(y).shape, r.shape);
     g.run();
@@ -584,6 +586,7 @@ void run_conv_affine(Conv c, const std::string& act, uint32_t seed, const std::s
     double v = r.v[i] * double(scale[ch]) + double(shift[ch]);
     if (act == "relu") v = std::max(v, 0.0);
     if (act == "clamp") v = std::clamp(v, lo, hi);
+    if (act == "gelu") v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
     r.v[i] = v;
   }
   ASSERT_EQ(g.info(y).shape, r.shape);
@@ -593,26 +596,26 @@ void run_conv_affine(Conv c, const std::string& act, uint32_t seed, const std::s
 }
 
 TEST(Conv, AffineInTheEpilogueOfEveryKernel) {
-  const char* acts[] = {"none", "relu", "clamp"};
+  const char* acts[] = {"none", "relu", "clamp", "gelu"};
   for (DType dt : {DType::F32, DType::F16}) {
     SCOPED_TRACE(dtype_name(dt));
     // The regular kernels, also where the device has subgroup matrices.
     ScopedEnv off("WGNN_SUBGROUP_MATMUL", "0");
-    const int o = dt == DType::F16;  // each case with another activation per dtype
-    run_conv_affine({{2, 5, 7, 9}, {6, 5, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, dt}, acts[o % 3], 31,
+    const int o = dt == DType::F16 ? 2 : 1;  // each case with another activation per dtype
+    run_conv_affine({{2, 5, 7, 9}, {6, 5, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, dt}, acts[o % 4], 31,
                     "conv gemm");
-    run_conv_affine({{2, 17, 6, 5}, {33, 17, 1, 1}, false, {1}, {0}, {1}, false, {0}, 1, dt}, acts[(o + 1) % 3], 32,
+    run_conv_affine({{2, 17, 6, 5}, {33, 17, 1, 1}, false, {1}, {0}, {1}, false, {0}, 1, dt}, acts[(o + 1) % 4], 32,
                     "conv pointwise");
     // Few tiles, a long reduction: split-K, the affine in the second pass.
-    run_conv_affine({{1, 256, 5, 5}, {32, 256, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, dt}, acts[(o + 2) % 3], 33,
+    run_conv_affine({{1, 256, 5, 5}, {32, 256, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, dt}, acts[(o + 2) % 4], 33,
                     "splitk sum 9 affine");
-    run_conv_affine({{1, 256, 5, 5}, {32, 256, 3, 3}, false, {1}, {1}, {1}, false, {0}, 1, dt}, acts[o % 3], 37,
+    run_conv_affine({{1, 256, 5, 5}, {32, 256, 3, 3}, false, {1}, {1}, {1}, false, {0}, 1, dt}, acts[o % 4], 37,
                     "splitk sum 9 affine");
-    run_conv_affine({{2, 8, 10, 9}, {8, 1, 3, 3}, true, {2}, {1}, {1}, false, {0}, 8, dt}, acts[(o + 1) % 3], 34,
+    run_conv_affine({{2, 8, 10, 9}, {8, 1, 3, 3}, true, {2}, {1}, {1}, false, {0}, 8, dt}, acts[(o + 1) % 4], 34,
                     "conv depthwise");
-    run_conv_affine({{1, 6, 5, 4}, {6, 2, 3, 3}, true, {2}, {0}, {1}, true, {0}, 2, dt}, acts[(o + 2) % 3], 35,
+    run_conv_affine({{1, 6, 5, 4}, {6, 2, 3, 3}, true, {2}, {0}, {1}, true, {0}, 2, dt}, acts[(o + 2) % 4], 35,
                     "conv transposed gemm");
-    run_conv_affine({{1, 9, 11, 10}, {12, 3, 3, 3}, false, {2}, {1}, {1}, false, {0}, 3, dt}, acts[o % 3], 36,
+    run_conv_affine({{1, 9, 11, 10}, {12, 3, 3, 3}, false, {2}, {1}, {1}, false, {0}, 3, dt}, acts[o % 4], 36,
                     "conv gemm");
   }
 }
@@ -729,6 +732,7 @@ void run_conv_residual(Conv c, const std::string& act, uint32_t seed, const std:
     v += double(res[i]);
     if (act == "relu") v = std::max(v, 0.0);
     if (act == "clamp") v = std::clamp(v, lo, hi);
+    if (act == "gelu") v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
     r.v[i] = v;
   }
   ASSERT_EQ(g.info(y).shape, r.shape);
