@@ -1,5 +1,5 @@
 // Attention whose q, k and v are products of one input with constant
-// weights stored as float32 (transformers' q_proj, k_proj, v_proj: three Linear
+// weights given as float32, stored as float32 or float16 (transformers' q_proj, k_proj, v_proj: three Linear
 // layers over the same hidden states), each result read by the attention
 // alone -> one product with the weights side by side ([K, Nq + Nk + Nv], or
 // stacked when stored transposed) and the biases joined (zeros for a product
@@ -27,11 +27,14 @@ struct Product {
   int64_t n = 0;  // columns of the result
 };
 
-// A constant's float32 values where it is stored as float32 (float16 mode
-// stores weights as float16: there the joined weights would need the same
-// conversion, which this pass does not make).
+// A constant's float32 values as the model gives them, where it is stored
+// as float32, or as float16 made from them (float16 mode's weights: the
+// joined weights are then converted as the importer converts, saturating,
+// element by element, so they hold the three constants' values exactly).
 const HostTensor* f32_values(const ir::Graph& g, TensorRef v) {
-  if (!g.is_constant(v) || g.value(v).dtype != DType::F32) return nullptr;
+  if (!g.is_constant(v)) return nullptr;
+  const DType stored = g.value(v).dtype;
+  if (stored != DType::F32 && stored != DType::F16) return nullptr;
   const HostTensor* t = g.model_values(v);
   return t && t->dtype == DType::F32 ? t : nullptr;
 }
@@ -128,9 +131,16 @@ class FuseQkvProjection final : public Pass {
       if (!ok) continue;
       const HostTensor& w0 = *ps[0].w;
       const int64_t K = ps[0].trans_b ? w0.shape[1] : w0.shape[0];
+      // One storage dtype for the weights and the biases of all three.
+      const DType stored = g.value(ps[0].b).dtype;
       for (const Product& p : ps) {
         const int64_t pk = p.trans_b ? p.w->shape[1] : p.w->shape[0];
-        ok = ok && p.a == ps[0].a && p.alpha == ps[0].alpha && p.trans_b == ps[0].trans_b && pk == K;
+        ok = ok && p.a == ps[0].a && p.alpha == ps[0].alpha && p.trans_b == ps[0].trans_b && pk == K &&
+             g.value(p.b).dtype == stored;
+        const ir::Node& pn = g.nodes()[size_t(p.node)];
+        if (pn.op == "wgnn.matmul_add.default" && pn.args.size() > 2 && pn.args[2].is_tensor()) {
+          ok = ok && g.value(pn.args[2].tensor()).dtype == stored;
+        }
       }
       if (!ok) continue;
       const int64_t total = ps[0].n + ps[1].n + ps[2].n;
@@ -170,6 +180,10 @@ class FuseQkvProjection final : public Pass {
       }
       ir::Node prod;
       prod.op = "wgnn.matmul_add.default";
+      if (stored == DType::F16) {
+        w = to_f16_saturated(w);
+        bias = to_f16_saturated(bias);
+      }
       prod.args = {ps[0].a, g.constant(std::move(w), "qkv_weight"),
                    any_bias ? Value(g.constant(std::move(bias), "qkv_bias")) : Value(None{}), ps[0].alpha,
                    std::string("none"), false, ps[0].trans_b};

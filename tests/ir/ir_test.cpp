@@ -3,11 +3,13 @@
 // host reference), the fallback to the unfused chain where a plan's shapes
 // do not allow the fused op, constant folding, dead code, and plans per
 // input shape sharing one upload of the constants.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "gpu/error.h"
+#include "graph/half.h"
 #include "ir/graph.h"
 #include "ir/program.h"
 #include "error_of.h"
@@ -26,6 +28,10 @@ HostTensor host(const Shape& s, const std::vector<float>& v) {
 
 std::vector<float> floats(const HostTensor& t) {
   std::vector<float> v(size_t(t.numel()));
+  if (t.dtype == DType::F16) {
+    for (size_t i = 0; i < v.size(); ++i) v[i] = half_to_float(t.as<uint16_t>()[i]);
+    return v;
+  }
   std::memcpy(v.data(), t.data.data(), v.size() * 4);
   return v;
 }
@@ -412,15 +418,24 @@ TEST(IrPasses, AttentionProjectionsBecomeOneProduct) {
                            wv = random_floats(size_t(E * E), -0.3f, 0.3f, 72), bq = random_floats(size_t(E), -0.2f, 0.2f, 73),
                            bv = random_floats(size_t(E), -0.2f, 0.2f, 74);
   const IntList view{0, 1, H, L, D, L * E, D, E, 1};
-  auto build = [&](bool shared_q) {
+  auto build = [&](bool shared_q, bool f16 = false) {
     ir::Graph g;
-    const TensorRef x = g.input("x", DType::F32, {L, E});
-    const TensorRef pq = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, g.constant(host({E, E}, wq))}),
-                                                    g.constant(host({E}, bq))});
-    const TensorRef q = g.call("aten.mul.Tensor", {pq, g.constant(host({}, {0.125f}))});
-    const TensorRef k = g.call("aten.matmul.default", {x, g.constant(host({E, E}, wk))});
-    const TensorRef v = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, g.constant(host({E, E}, wv))}),
-                                                   g.constant(host({E}, bv))});
+    // float16: constants made from float32 values, as float16 mode's importer makes them.
+    const auto c = [&](const Shape& sh, const std::vector<float>& v) {
+      if (!f16) return g.constant(host(sh, v));
+      auto src = std::make_shared<const HostTensor>(host(sh, v));
+      return g.made_constant(DType::F16, sh, fmt::format("test:{}", static_cast<const void*>(src.get())),
+                             [src](HostTensor& scratch) -> const HostTensor& {
+                               to_f16_saturated(*src, scratch);
+                               return scratch;
+                             },
+                             {}, src);
+    };
+    const TensorRef x = g.input("x", f16 ? DType::F16 : DType::F32, {L, E});
+    const TensorRef pq = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, c({E, E}, wq)}), c({E}, bq)});
+    const TensorRef q = g.call("aten.mul.Tensor", {pq, c({}, {0.125f})});
+    const TensorRef k = g.call("aten.matmul.default", {x, c({E, E}, wk)});
+    const TensorRef v = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, c({E, E}, wv)}), c({E}, bv)});
     for (TensorRef t : {pq, q, k, v}) g.set_seen_shape(t, {L, E});
     g.output(g.call("wgnn.attention.default", {q, k, v, None{}, 1.0, view, view, view, IntList{}, IntList{1, L, E},
                                                IntList{0, L * E, D, E, 1}}),
@@ -477,6 +492,19 @@ TEST(IrPasses, AttentionProjectionsBecomeOneProduct) {
     EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-5, 1e-4));
     EXPECT_TRUE(all_close(floats(b[0]), ref, 1e-5, 1e-4));
     EXPECT_TRUE(all_close(floats(u[0]), ref, 1e-5, 1e-4));
+  }
+  // Float16 storage: the joined weights converted as the importer converts.
+  if (ctx().features().shader_f16) {
+    ir::Graph fused = build(false, true);
+    const passes::Report r = passes::optimize(fused);
+    EXPECT_EQ(r.count("fuse_qkv_projection"), 1u) << r.summary();
+    ASSERT_EQ(fused.live_nodes(), 2u) << fused.dump();
+    ir::Program fp(ctx(), std::move(fused)), up(ctx(), build(false, true));
+    HostTensor xh = to_f16_saturated(host({L, E}, x));
+    const auto a = fp.run({xh});
+    const auto u = up.run({xh});
+    EXPECT_TRUE(all_close(floats(a[0]), ref, 2e-2, 1e-2));
+    EXPECT_TRUE(all_close(floats(u[0]), ref, 2e-2, 1e-2));
   }
 }
 
