@@ -288,15 +288,17 @@ static_assert(sizeof(Im2colParams) == 96);
 // writing the result in place. Where the kernel tiles the input (kernel =
 // stride, no padding or dilation, an exact number of patches: a vision
 // transformer's patch embedding, DaViT's downsampling) the patches are a
-// view and permute (one tiled copy); otherwise kernels/im2col.wgsl gathers
-// them with the padding's zeros (the Whisper encoder's 1-D convolutions).
+// view and permute (one tiled copy); otherwise, in 1-D, kernels/im2col.wgsl
+// gathers them with the padding's zeros (the Whisper encoder's
+// convolutions).
 // On an H200 the GEMM runs at 2-3x the implicit-GEMM kernel's rate on these
 // shapes (docs/BENCHMARKS.md). Only at least kPatchesMinFlops (the copy's
 // dispatch costs about what a small one's GEMM saves) and patches of at
 // most kPatchesMaxBytes (ISNet's full-size layers would need gigabytes);
 // no affine or residual (the GEMM adds its residual after the activation).
 // WGNN_CONV_PATCHES=0 keeps them all on the implicit GEMM, =1 takes small
-// ones too (tests). Returns false where it does not apply.
+// ones and gathers in 2-D and 3-D too (tests). Returns false where it does
+// not apply.
 constexpr double kPatchesMinFlops = 256e6;
 constexpr uint64_t kPatchesMaxBytes = uint64_t(64) << 20;
 bool record_patches(const Args& a, TensorRef y, TensorRef x, TensorRef w, TensorRef b, const ConvSpec& s,
@@ -311,6 +313,10 @@ bool record_patches(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tensor
     tiles = tiles && s.stride[j] == k[j] && s.dil[j] == 1 && s.pad_begin[j] == 0 && s.pad_end[j] == 0 &&
             in[j] == out[j] * k[j];
   }
+  // Gathered patches only in 1-D by default: on the H200 they took the
+  // Whisper encoder's two convolutions from 0.31 to 0.20 ms, but MODNet 512's
+  // 3x3 layers from 5.14 to 5.51 GPU ms (docs/BENCHMARKS.md).
+  if (!tiles && s.d != 1 && mode != "1") return false;
   const TensorInfo& xi = g.info(x);
   const int64_t n = xi.shape[0], cin = xi.shape[1], cout = g.info(w).shape[0];
   const int64_t kvol = k[0] * k[1] * k[2], q = out[0] * out[1] * out[2], kred = cin * kvol;

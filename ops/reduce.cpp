@@ -31,7 +31,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "gpu/shaders.h"
 #include "ops/helpers.h"
 #include "ops/layout.h"
 #include "ops/registry.h"
@@ -430,27 +429,14 @@ Value softmax(Graph& g, const ValueList& args, bool log) {
       const uint32_t tpr = std::min<uint32_t>(tpr_cap, pow2_floor(uint64_t(std::max<int64_t>(n / 4, 1))));
       const uint64_t chunks = gpu::ceil_div(uint64_t(n), tpr);
       const bool cached = chunks <= 16;
-      // A workgroup per row: its max and sum through subgroup operations
-      // where the device has them (WGNN_SOFTMAX_SUBGROUPS=0: the
-      // workgroup-memory tree always).
-      const char* sg_env = std::getenv("WGNN_SOFTMAX_SUBGROUPS");
-      const bool subgroups_allowed = !(sg_env && std::string_view(sg_env) == "0");
-      const bool sg = tpr == 256 && subgroups_allowed && g.ctx().features().subgroups;
-      Subs ksubs = subs;
-      for (auto& [key, value] : ksubs) {
-        if (key == "ENABLE" && sg) value += " enable subgroups;";
-      }
-      ksubs.emplace_back("ROW_REDUCE", std::string(gpu::shader_source(sg ? "ops/kernels/lib/row_reduce_subgroups.wgsl"
-                                                                       : "ops/kernels/lib/row_reduce.wgsl")));
-      const gpu::Pipeline& pl = kernel(g, "ops/kernels/softmax.wgsl", ksubs,
+      const gpu::Pipeline& pl = kernel(g, "ops/kernels/softmax.wgsl", subs,
                                        {{"TPR", double(tpr)},
                                         {"CHUNKS", double(cached ? chunks : 1)},
                                         {"CACHED", cached ? 1.0 : 0.0},
                                         {"LOG", log ? 1.0 : 0.0}});
       Binding params = g.uniform(SoftmaxParams{uint32_t(s.count), uint32_t(n), 0, 0});
       g.add_dispatch(pl, {yb, params, xb}, grid_for(g, gpu::ceil_div(s.count, 256 / tpr)), op,
-                     fmt::format("softmax tpr={}{}{}", tpr, cached ? fmt::format(" cached{}", chunks) : "",
-                                 sg ? " subgroups" : ""));
+                     fmt::format("softmax tpr={}{}", tpr, cached ? fmt::format(" cached{}", chunks) : ""));
     } else {
       const gpu::Pipeline& pl =
           kernel(g, "ops/kernels/softmax_strided.wgsl", subs, {{"LOG", log ? 1.0 : 0.0}});

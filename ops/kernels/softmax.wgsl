@@ -7,9 +7,7 @@
 // short rows pack 256 / TPR to a workgroup, long rows get 256 threads. When
 // a thread's share is at most MAX_CHUNKS elements (CACHED) it stays in
 // registers and x is read once; otherwise x is read three times. The row
-// max and sum combine in the included row_max and row_sum: pairwise in workgroup memory
-// (lib/row_reduce.wgsl), or with subgroup operations where a workgroup is
-// one row (lib/row_reduce_subgroups.wgsl). A row of -inf gives NaN
+// max and sum combine pairwise in workgroup memory. A row of -inf gives NaN
 // and a NaN anywhere in a row makes the row NaN, as in PyTorch.
 {{ENABLE}}
 
@@ -26,6 +24,8 @@ const WG: u32 = 256u;
 @group(0) @binding(1) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read> x: array<{{T}}>;
 
+var<workgroup> partial: array<f32, WG>;
+
 // max that propagates NaN, testing NaN by its bits (WGSL lets compilers
 // assume no NaNs, so `v != v` may fold to false).
 fn max_nan(a: f32, v: f32) -> f32 {
@@ -33,8 +33,6 @@ fn max_nan(a: f32, v: f32) -> f32 {
   let v_nan = (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
   return select(select(a, v, v > a), select(a, v, v_nan), a_nan || v_nan);
 }
-
-{{ROW_REDUCE}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -47,7 +45,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let base = row * params.width;
   let head = r_local * TPR;
 
-  row_reduce_init(lid);
   var cache: array<f32, MAX_CHUNKS>;
   // The running max starts at the row's first element (max is idempotent),
   // so lanes without elements need no -inf (WGSL has no infinity literal).
@@ -68,7 +65,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       }
     }
   }
-  m = row_max(m, lid, t, head);
+  partial[lid] = m;
+  workgroupBarrier();
+  for (var off = TPR / 2u; off > 0u; off = off / 2u) {
+    if (t < off) {
+      partial[lid] = max_nan(partial[lid], partial[lid + off]);
+    }
+    workgroupBarrier();
+  }
+  m = partial[head];
+  workgroupBarrier();
 
   var s = 0.0;
   if (live) {
@@ -85,7 +91,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       }
     }
   }
-  s = row_sum(s, lid, t, head);
+  partial[lid] = s;
+  workgroupBarrier();
+  for (var off = TPR / 2u; off > 0u; off = off / 2u) {
+    if (t < off) {
+      partial[lid] = partial[lid] + partial[lid + off];
+    }
+    workgroupBarrier();
+  }
+  s = partial[head];
   if (!live) {
     return;
   }

@@ -120,9 +120,9 @@ MAX_DISPATCHES = {
     "convnext_tiny": 59,
     "transformer_block": 35,
     "vit_standin": 21,
-    "davit_standin": 139,
-    "whisper_standin": 27,
-    "bart_standin": 37,
+    "davit_standin": 137,
+    "whisper_standin": 21,
+    "bart_standin": 29,
 }
 
 

@@ -356,6 +356,11 @@ TEST(Conv, PatchesGathered) {
     const bool f16 = c.dtype == DType::F16;
     EXPECT_TRUE(all_close(download(g, y), r.v, f16 ? 6e-2 : 1e-4, f16 ? 4e-3 : 1e-5)) << labels;
   }
+  // By default only 1-D convolutions gather (the Whisper encoder's); a 2-D
+  // one of that size keeps the implicit GEMM.
+  ScopedEnv def("WGNN_CONV_PATCHES", "");
+  EXPECT_EQ(conv_label({{1, 512, 3000}, {512, 512, 3}, true, {2}, {1}}).rfind("conv patches", 0), 0u);
+  EXPECT_EQ(conv_label({{1, 64, 128, 128}, {64, 64, 3, 3}, true, {1}, {1}}).find("patches"), std::string::npos);
 }
 
 // wgnn.conv_depthwise_channels_last against the convolution reference on the

@@ -172,22 +172,6 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
           ++compiled;
           continue;
         }
-        // softmax.wgsl: its row reductions in workgroup memory, and with
-        // subgroup operations where the device has them.
-        if (text.find("{{ROW_REDUCE}}") != std::string_view::npos) {
-          for (bool sg : {false, true}) {
-            if (sg && !ctx().features().subgroups) continue;
-            ops::Subs s2 = subs;
-            for (auto& [key, value] : s2) {
-              if (key == "ENABLE" && sg) value += " enable subgroups;";
-            }
-            s2.emplace_back("ROW_REDUCE", std::string(gpu::shader_source(
-                                              sg ? "ops/kernels/lib/row_reduce_subgroups.wgsl" : "ops/kernels/lib/row_reduce.wgsl")));
-            EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
-            ++compiled;
-          }
-          continue;
-        }
         // recurrent.wgsl: two entry points.
         if (text.find("fn persistent(") != std::string_view::npos) {
           for (const char* e : {"persistent", "step"}) {
