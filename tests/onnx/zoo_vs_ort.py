@@ -121,7 +121,7 @@ MAX_DISPATCHES = {
     "transformer_block": 35,
     "vit_standin": 21,
     "davit_standin": 137,
-    "whisper_standin": 21,
+    "whisper_standin": 19,
     "bart_standin": 29,
 }
 
