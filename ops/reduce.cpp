@@ -20,7 +20,8 @@
 // one partial result per segment into an f32 / i32 intermediate, then a
 // reduction of the partials, so the first pass fills the device.
 //
-// Softmax: the last axis uses kernels/softmax.wgsl (threads per row, max
+// Softmax: the last axis uses kernels/softmax.wgsl (threads per row, vec4
+// chunks where the width is a multiple of 4, max
 // subtracted, the row kept in registers when it is short enough); any other
 // axis kernels/softmax_strided.wgsl (a thread per column).
 #include <algorithm>
@@ -401,8 +402,13 @@ Value softmax(Graph& g, const ValueList& args, bool log) {
   const DType out_dtype = half_to_float ? DType::F32 : dtype;
   TensorRef y = g.add_tensor(in, out_dtype);
   if (outer * n * inner == 0) return y;
-  Subs subs = float_subs(g, dtype, a.op);
+  // The last axis as vec4 where its width is a multiple of 4 (every row
+  // then starts on a vector).
+  const bool vec4 = inner == 1 && n % 4 == 0;
+  Subs subs = vector_subs(g, dtype, vec4, a.op);
   subs.emplace_back("O", wgsl_type(out_dtype));
+  subs.emplace_back("OV", vec4 ? fmt::format("vec4<{}>", wgsl_type(out_dtype)) : std::string(wgsl_type(out_dtype)));
+  subs.emplace_back("HMAX", vec4 ? "max_nan(max_nan(v.x, v.y), max_nan(v.z, v.w))" : "v");
   const std::string op(a.op);
   // Over the binding limit: spans of the outer dims (each a block of
   // n * inner elements of x and y), one dispatch each.
@@ -426,17 +432,19 @@ Value softmax(Graph& g, const ValueList& args, bool log) {
         }
         return uint32_t(v);
       }();
-      const uint32_t tpr = std::min<uint32_t>(tpr_cap, pow2_floor(uint64_t(std::max<int64_t>(n / 4, 1))));
-      const uint64_t chunks = gpu::ceil_div(uint64_t(n), tpr);
+      const int64_t nv = vec4 ? n / 4 : n;  // the row's chunks
+      const uint32_t tpr = std::min<uint32_t>(tpr_cap, pow2_floor(uint64_t(std::max<int64_t>(nv / 4, 1))));
+      const uint64_t chunks = gpu::ceil_div(uint64_t(nv), tpr);
       const bool cached = chunks <= 16;
       const gpu::Pipeline& pl = kernel(g, "ops/kernels/softmax.wgsl", subs,
                                        {{"TPR", double(tpr)},
                                         {"CHUNKS", double(cached ? chunks : 1)},
                                         {"CACHED", cached ? 1.0 : 0.0},
                                         {"LOG", log ? 1.0 : 0.0}});
-      Binding params = g.uniform(SoftmaxParams{uint32_t(s.count), uint32_t(n), 0, 0});
+      Binding params = g.uniform(SoftmaxParams{uint32_t(s.count), uint32_t(nv), 0, 0});
       g.add_dispatch(pl, {yb, params, xb}, grid_for(g, gpu::ceil_div(s.count, 256 / tpr)), op,
-                     fmt::format("softmax tpr={}{}", tpr, cached ? fmt::format(" cached{}", chunks) : ""));
+                     fmt::format("softmax{} tpr={}{}", vec4 ? " vec4" : "", tpr,
+                                 cached ? fmt::format(" cached{}", chunks) : ""));
     } else {
       const gpu::Pipeline& pl =
           kernel(g, "ops/kernels/softmax_strided.wgsl", subs, {{"LOG", log ? 1.0 : 0.0}});

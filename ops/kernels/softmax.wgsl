@@ -2,6 +2,8 @@
 // axis), numerically stable: m = max(x), s = sum(exp(x - m)), then
 // exp(x - m) / s, or (x - m) - log(s) when LOG. Math in f32; {{T}} is the
 // input's storage type, {{O}} the output's (f32 for half_to_float).
+// Rows whose width is a multiple of 4 are read and written as vec4 ({{V}},
+// {{OV}}; `width` then counts vectors), a quarter of the loads.
 //
 // As in layer_norm.wgsl, TPR threads share a row (a power of two, 1..256):
 // short rows pack 256 / TPR to a workgroup, long rows get 256 threads. When
@@ -20,9 +22,9 @@ const WG: u32 = 256u;
 
 {{PARAMS}}
 
-@group(0) @binding(0) var<storage, read_write> y: array<{{O}}>;
+@group(0) @binding(0) var<storage, read_write> y: array<{{OV}}>;
 @group(0) @binding(1) var<uniform> params: Params;
-@group(0) @binding(2) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(2) var<storage, read> x: array<{{V}}>;
 
 var<workgroup> partial: array<f32, WG>;
 
@@ -33,6 +35,11 @@ fn max_nan(a: f32, v: f32) -> f32 {
   let v_nan = (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
   return select(select(a, v, v > a), select(a, v, v_nan), a_nan || v_nan);
 }
+
+// A chunk's first element, largest element (NaN if any) and sum.
+fn first(v: {{F32V}}) -> f32 { return {{FIRST}}; }
+fn chunk_max(v: {{F32V}}) -> f32 { return {{HMAX}}; }
+fn chunk_sum(v: {{F32V}}) -> f32 { return {{CSUM}}; }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -45,23 +52,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let base = row * params.width;
   let head = r_local * TPR;
 
-  var cache: array<f32, MAX_CHUNKS>;
+  var cache: array<{{F32V}}, MAX_CHUNKS>;
   // The running max starts at the row's first element (max is idempotent),
   // so lanes without elements need no -inf (WGSL has no infinity literal).
   var m = 0.0;
   if (live) {
-    m = f32(x[base]);
+    m = first({{F32V}}(x[base]));
     if (CACHED) {
       for (var c = 0u; c < CHUNKS; c++) {
         let j = t + c * TPR;
         if (j < params.width) {
-          cache[c] = f32(x[base + j]);
-          m = max_nan(m, cache[c]);
+          cache[c] = {{F32V}}(x[base + j]);
+          m = max_nan(m, chunk_max(cache[c]));
         }
       }
     } else {
       for (var j = t; j < params.width; j += TPR) {
-        m = max_nan(m, f32(x[base + j]));
+        m = max_nan(m, chunk_max({{F32V}}(x[base + j])));
       }
     }
   }
@@ -82,12 +89,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       for (var c = 0u; c < CHUNKS; c++) {
         if (t + c * TPR < params.width) {
           cache[c] = cache[c] - m;
-          s += exp(cache[c]);
+          s += chunk_sum(exp(cache[c]));
         }
       }
     } else {
       for (var j = t; j < params.width; j += TPR) {
-        s += exp(f32(x[base + j]) - m);
+        s += chunk_sum(exp({{F32V}}(x[base + j]) - m));
       }
     }
   }
@@ -110,13 +117,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       let j = t + c * TPR;
       if (j < params.width) {
         let d = cache[c];
-        y[base + j] = {{O}}(select(exp(d) * inv, d - log_s, LOG));
+        y[base + j] = {{OV}}(select(exp(d) * inv, d - log_s, LOG));
       }
     }
   } else {
     for (var j = t; j < params.width; j += TPR) {
-      let d = f32(x[base + j]) - m;
-      y[base + j] = {{O}}(select(exp(d) * inv, d - log_s, LOG));
+      let d = {{F32V}}(x[base + j]) - m;
+      y[base + j] = {{OV}}(select(exp(d) * inv, d - log_s, LOG));
     }
   }
 }

@@ -32,6 +32,9 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
         subs.emplace_back("C", "f32");
         subs.emplace_back("A", "f32");
         subs.emplace_back("O", dt == DType::F16 ? "f16" : "f32");
+        // softmax.wgsl: the output's vector and a chunk's largest element.
+        subs.emplace_back("OV", vec4 ? (dt == DType::F16 ? "vec4<f16>" : "vec4<f32>") : (dt == DType::F16 ? "f16" : "f32"));
+        subs.emplace_back("HMAX", vec4 ? "max_nan(max_nan(v.x, v.y), max_nan(v.z, v.w))" : "v");
         std::string entry = text.find("fn main(") != std::string_view::npos ? "main" : "";
         // matmul.wgsl's tiles, per-thread blocks, K steps and stages (as
         // ops/matmul.cpp's configurations allow).
