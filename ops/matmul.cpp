@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -251,6 +252,70 @@ bool record_subgroup(Graph& g, const Gemm& p, const Shape& shape, const std::arr
   q.alpha = p.alpha, q.beta = p.beta;
   q.act = p.act;
   return record_subgroup_gemm(g, q, op, "gemm");
+}
+
+// A large float16 product whose N or K is not a multiple of 8 (the
+// Whisper encoder's attention over 1,500 keys: scores 1500 x 1500 x 64,
+// then 1500 x 64 x 1500), which the tensor-core kernel cannot load or
+// store in place: its operands copied with zeros up to multiples of 8
+// (aten.pad), the product on subgroup matrices, and the padded columns
+// cropped off (aten.pad with a negative pad). Zero rows and columns of K
+// add nothing; the extra columns of N are dropped. Plain operands only
+// (no bias, offsets, leading dims or a transposed A), one batch dim at
+// most, dense per batch; at least kPadMinFlops. WGNN_MATMUL_PAD=0: not.
+// Returns the result, or nothing (having recorded nothing).
+void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array<Shape, 3>& st, Binding out,
+              Binding in_a, Binding in_b, Binding in_c);
+
+constexpr double kPadMinFlops = 256e6;
+std::optional<TensorRef> record_subgroup_padded(const Args& a, const Gemm& p, const Shape& shape,
+                                                const std::array<Shape, 3>& st, int64_t batch) {
+  Graph& g = a.g;
+  if (const char* e = std::getenv("WGNN_MATMUL_PAD"); e && std::string_view(e) == "0") return std::nullopt;
+  if (g.info(p.a).dtype != DType::F16 || !g.tensor_cores() || !tensor_cores_available(g.ctx())) return std::nullopt;
+  if (shape.size() > 1 || p.bias.id >= 0 || p.a_trans || p.lda || p.ldb || p.ldc || p.a_off || p.b_off) {
+    return std::nullopt;
+  }
+  const int64_t M = p.M, N = p.N, K = p.K, Np = (N + 7) / 8 * 8, Kp = (K + 7) / 8 * 8;
+  if (Np == N && Kp == K) return std::nullopt;  // record_subgroup takes it as it is
+  if (2.0 * double(M) * double(N) * double(K) * double(batch) < kPadMinFlops) return std::nullopt;
+  const int64_t rows_b = p.b_trans ? N : K, cols_b = p.b_trans ? K : N;
+  // Dense operands: [batch, M, K] and [batch, rows_b, cols_b] in place.
+  if (g.info(p.a).numel() != batch * M * K || g.info(p.b).numel() != batch * rows_b * cols_b) return std::nullopt;
+  if (batch > 1 && (st[0][0] != M * K || st[1][0] != rows_b * cols_b)) return std::nullopt;
+  const uint64_t max_dim = g.ctx().limits().max_compute_workgroups_per_dimension;
+  if (uint64_t(batch) > max_dim || uint64_t(batch * M * Np) > UINT32_MAX) return std::nullopt;
+  for (const int64_t elems : {batch * M * Kp, batch * Kp * Np, batch * M * Np}) {
+    if (uint64_t(elems) * 2 > binding_limit(g)) return std::nullopt;
+  }
+  const auto padded = [&](TensorRef t, int64_t rows, int64_t cols, int64_t prows, int64_t pcols) {
+    const TensorRef v = ops::call(g, "aten.view.default", {t, IntList{batch, rows, cols}}).tensor();
+    if (prows == rows && pcols == cols) return v;
+    return ops::call(g, "aten.pad.default", {v, IntList{0, pcols - cols, 0, prows - rows}}).tensor();
+  };
+  SubgroupGemm q;
+  q.a = padded(p.a, M, K, M, Kp);
+  q.b = p.b_trans ? padded(p.b, N, K, Np, Kp) : padded(p.b, K, N, Kp, Np);
+  const TensorRef y = g.add_tensor({batch, M, Np}, DType::F16);
+  q.out = y;
+  q.M = M, q.N = Np, q.K = Kp, q.batch = batch;
+  q.b_trans = p.b_trans;
+  q.a_batch = batch > 1 ? M * Kp : 0;
+  q.b_batch = batch > 1 ? Kp * Np : 0;
+  q.alpha = p.alpha;
+  q.act = p.act;
+  if (!record_subgroup_gemm(g, q, a.op, "gemm padded")) {
+    // Not taken after all (the kernel's own limits): the regular kernel on
+    // the padded operands, the same values.
+    Gemm r = p;
+    r.a = q.a, r.b = q.b, r.N = Np, r.K = Kp, r.batch = {batch}, r.out_shape = {batch, M, Np};
+    r.lda = 0, r.ldb = 0;
+    const std::array<Shape, 3> rst = {Shape{batch > 1 ? M * Kp : 0}, Shape{batch > 1 ? Kp * Np : 0}, Shape{0}};
+    dispatch(a, r, {batch}, rst, Binding::of(y), Binding::of(r.a), Binding::of(r.b),
+             Binding::of(g.ctx().dummy_buffer()));
+  }
+  TensorRef out = Np == N ? y : ops::call(g, "aten.pad.default", {y, IntList{0, N - Np}}).tensor();
+  return ops::call(g, "aten.view.default", {out, IntList(p.out_shape.begin(), p.out_shape.end())}).tensor();
 }
 
 // One dispatch of the kernel for product `p` over batch `shape` (strides
@@ -637,6 +702,7 @@ TensorRef record_product(const Args& a, Gemm p, bool& residual_added) {
   const uint64_t es = gpu_dtype_size(dt);
   auto fits = [&](TensorRef t) { return t.id < 0 || g.info(t).gpu_bytes() <= binding_limit(g); };
   if (fits(p.a) && fits(p.b) && fits(p.bias) && bytes <= binding_limit(g)) {
+    if (const auto y = record_subgroup_padded(a, p, shape, st, batch)) return *y;
     const TensorRef y = g.add_tensor(p.out_shape, dt);
     if (record_gemv(a, p, shape, y)) return y;
     if (record_subgroup(g, p, shape, st, batch, y, a.op)) return y;

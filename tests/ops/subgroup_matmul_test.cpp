@@ -587,6 +587,44 @@ TEST(SubgroupMatmulEmulated, FastLoadsAtEveryEdge) {
   }
 }
 
+// Large float16 products whose N or K is not a multiple of 8 (the Whisper
+// encoder's attention over 1,500 keys): their operands padded with zeros,
+// the product on the (emulated) tensor-core kernel, the padding cropped;
+// against the reference, with B transposed and scaled (the scores), K
+// ragged and batched (probabilities times values), and both ragged; with
+// WGNN_MATMUL_PAD=0 the regular kernel and the same values.
+TEST(SubgroupMatmulEmulated, RaggedProductsPaddedToMultiplesOf8) {
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  const std::vector<Case> cases = {
+      {1, 1400, 64, 1500, false, true, std::nullopt, 0.125, 0, false},
+      {2, 700, 1500, 64, false, false, std::nullopt, 1, 0, false},
+      {1, 600, 1001, 230, false, false, std::nullopt, 1, 0, false},
+  };
+  uint32_t seed = 300;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(fmt::format("batch {} M {} K {} N {} tb {}", k.batch, k.M, k.K, k.N, k.tb));
+    const auto a = quantize(random_floats(size_t(k.batch * k.M * k.K), -1, 1, seed), DType::F16);
+    const auto b = quantize(random_floats(size_t(k.batch * k.K * k.N), -1, 1, seed + 1), DType::F16);
+    seed += 2;
+    const auto ref = reference(k, a, b, {});
+    const auto mag = magnitude_reference(k, a, b, {});
+    for (const char* pad : {"1", "0"}) {
+      ScopedEnv env("WGNN_MATMUL_PAD", pad);
+      std::vector<std::string> labels;
+      const auto got = run_case(ctx(), k, a, b, {}, &labels);
+      bool padded = false, regular = false;
+      for (const std::string& l : labels) {
+        padded = padded || (l.find("gemm padded subgroup-matrix") != std::string::npos && l.find("emulated") != std::string::npos);
+        regular = regular || l.find("subgroup-matrix") == std::string::npos && l.find("pad") == std::string::npos;
+      }
+      EXPECT_EQ(padded, pad[0] == '1') << fmt::format("{}", fmt::join(labels, " | "));
+      EXPECT_EQ(regular, pad[0] == '0') << fmt::format("{}", fmt::join(labels, " | "));
+      EXPECT_TRUE(f16_product_close(got, ref, mag)) << "WGNN_MATMUL_PAD=" << pad;
+    }
+  }
+}
+
 namespace {
 
 // wgnn.matmul_add with a residual on the tensor-core path: the product there,
