@@ -262,7 +262,9 @@ bool record_subgroup(Graph& g, const Gemm& p, const Shape& shape, const std::arr
 // cropped off (aten.pad with a negative pad). Zero rows and columns of K
 // add nothing; the extra columns of N are dropped. Plain operands only
 // (no bias, offsets, leading dims or a transposed A), one batch dim at
-// most, dense per batch; at least kPadMinFlops. WGNN_MATMUL_PAD=0: not.
+// most, dense per batch; at least kPadMinFlops. Off unless WGNN_MATMUL_PAD=1:
+// not yet measured on tensor cores (the copies, about 150 MB a layer for
+// the Whisper encoder, against the products' gain; docs/BENCHMARKS.md).
 // Returns the result, or nothing (having recorded nothing).
 void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array<Shape, 3>& st, Binding out,
               Binding in_a, Binding in_b, Binding in_c);
@@ -271,7 +273,7 @@ constexpr double kPadMinFlops = 256e6;
 std::optional<TensorRef> record_subgroup_padded(const Args& a, const Gemm& p, const Shape& shape,
                                                 const std::array<Shape, 3>& st, int64_t batch) {
   Graph& g = a.g;
-  if (const char* e = std::getenv("WGNN_MATMUL_PAD"); e && std::string_view(e) == "0") return std::nullopt;
+  if (const char* e = std::getenv("WGNN_MATMUL_PAD"); !e || std::string_view(e) != "1") return std::nullopt;
   if (g.info(p.a).dtype != DType::F16 || !g.tensor_cores() || !tensor_cores_available(g.ctx())) return std::nullopt;
   if (shape.size() > 1 || p.bias.id >= 0 || p.a_trans || p.lda || p.ldb || p.ldc || p.a_off || p.b_off) {
     return std::nullopt;

@@ -592,7 +592,8 @@ TEST(SubgroupMatmulEmulated, FastLoadsAtEveryEdge) {
 // the product on the (emulated) tensor-core kernel, the padding cropped;
 // against the reference, with B transposed and scaled (the scores), K
 // ragged and batched (probabilities times values), and both ragged; with
-// WGNN_MATMUL_PAD=0 the regular kernel and the same values.
+// WGNN_MATMUL_PAD=0 (the default, unset) the regular kernel and the same
+// values.
 TEST(SubgroupMatmulEmulated, RaggedProductsPaddedToMultiplesOf8) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
   ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
