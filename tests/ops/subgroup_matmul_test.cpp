@@ -298,6 +298,8 @@ const std::vector<ConvCase>& conv_cases() {
         conv_case("1x1 stride 2", 2, 32, 64, 16, 16, 1, 2, 0, 1),
         conv_case("batch 2 relu", 2, 32, 48, 12, 12, 3, 1, 1, 1, true, "relu"),
         conv_case("batch 2 clamp", 2, 16, 136, 8, 16, 3, 1, 1, 1, true, "clamp"),
+        // The Whisper encoder's form: a row of frames (H = 1), stride 2, GELU.
+        {"1-D k3 stride 2 gelu", 1, 16, 32, 1, 48, 1, 3, 1, 2, 0, 0, 1, 1, 1, 1, true, "gelu"},
         conv_case("many channels", 1, 160, 72, 8, 8, 3, 1, 1, 1),
         // Fall back to the regular kernel: OH*OW or K not a multiple of 8.
         conv_case("15x15 output (fallback)", 1, 16, 24, 15, 15, 3, 1, 1, 1, true, "relu"),
@@ -368,6 +370,7 @@ std::vector<double> conv_reference(const ConvCase& k, const ConvData& d) {
               }
           if (std::string(k.act) == "relu") s = std::max(s, 0.0);
           if (std::string(k.act) == "clamp") s = std::clamp(s, -0.25, 0.5);
+          if (std::string(k.act) == "gelu") s = 0.5 * s * (1 + std::erf(s / std::sqrt(2.0)));
           out[size_t(((n * k.cout + co) * oh + oy) * ow + ox)] = s;
         }
   return out;
