@@ -254,6 +254,9 @@ bool record_subgroup(Graph& g, const Gemm& p, const Shape& shape, const std::arr
   return record_subgroup_gemm(g, q, op, "gemm");
 }
 
+void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array<Shape, 3>& st, Binding out,
+              Binding in_a, Binding in_b, Binding in_c);
+
 // A large float16 product whose N or K is not a multiple of 8 (the
 // Whisper encoder's attention over 1,500 keys: scores 1500 x 1500 x 64,
 // then 1500 x 64 x 1500), which the tensor-core kernel cannot load or
@@ -266,9 +269,6 @@ bool record_subgroup(Graph& g, const Gemm& p, const Shape& shape, const std::arr
 // not yet measured on tensor cores (the copies, about 150 MB a layer for
 // the Whisper encoder, against the products' gain; docs/BENCHMARKS.md).
 // Returns the result, or nothing (having recorded nothing).
-void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array<Shape, 3>& st, Binding out,
-              Binding in_a, Binding in_b, Binding in_c);
-
 constexpr double kPadMinFlops = 256e6;
 std::optional<TensorRef> record_subgroup_padded(const Args& a, const Gemm& p, const Shape& shape,
                                                 const std::array<Shape, 3>& st, int64_t batch) {
