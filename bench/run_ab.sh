@@ -12,7 +12,7 @@
 # tensor cores where the build and device offer them: set
 # WGNN_ALLOW_UNSAFE_APIS=1 for Dawn's subgroup matrices).
 # Prints one JSON line per process (variant, round, model, precision and
-# `wgnn bench --json`'s median_ms, gpu_ms, dispatches, load_ms,
+# `wgnn bench --json`'s median_ms, gpu_ms, encode_us, dispatches, load_ms,
 # first_run_ms) to stdout and to $OUT/ab.jsonl, then a table of the medians
 # of each variant and B / A.
 set -uo pipefail
@@ -49,7 +49,7 @@ out = {"variant": v, "round": int(rnd), "model": os.path.basename(model) + (" " 
        "precision": prec}
 try:
     d = json.loads(line)
-    for k in ("median_ms", "gpu_ms", "dispatches", "load_ms", "first_run_ms"):
+    for k in ("median_ms", "gpu_ms", "encode_us", "dispatches", "load_ms", "first_run_ms"):
         out[k] = d.get(k)
 except (ValueError, TypeError):
     out["error"] = "no JSON from wgnn bench"

@@ -524,6 +524,19 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   if (const char* r = std::getenv("WGNN_SKIP_VALIDATION"); r && std::string(r) == "1") {
     enabled.push_back("skip_validation");
   }
+  // WGNN_DAWN_TOGGLES=a,b: more Dawn device toggles by name (measuring one,
+  // e.g. disable_workgroup_init; Dawn warns of a name it does not know).
+  std::vector<std::string> env_toggles;
+  if (const char* t = std::getenv("WGNN_DAWN_TOGGLES")) {
+    std::string_view rest(t);
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string_view name = rest.substr(0, comma);
+      if (!name.empty()) env_toggles.emplace_back(name);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+  }
+  for (const auto& t : env_toggles) enabled.push_back(t.c_str());
   const char* disabled[] = {"timestamp_quantization"};
   WGPUDawnTogglesDescriptor toggles{};
   toggles.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);
