@@ -23,6 +23,8 @@
 #include "ops/attention.h"
 #include "ops/helpers.h"
 #include "ops/matmul.h"
+#include "ops/subgroup_attention.h"
+#include "ops/subgroup_matmul.h"
 #include "ops/uniforms.h"
 #include "ops/registry.h"
 
@@ -275,6 +277,65 @@ bool record_two_products(const Args& a, TensorRef q, TensorRef k, TensorRef v, T
   return true;
 }
 
+// WGNN_SUBGROUP_ATTENTION=0 keeps float16 attention off the tensor cores.
+bool subgroup_attention_allowed() {
+  const char* e = std::getenv("WGNN_SUBGROUP_ATTENTION");
+  return !(e && std::string_view(e) == "0");
+}
+
+// Queries below which the tensor-core kernel is not used (a decoder step's
+// one query would leave 15 of its 16 matrix rows empty).
+constexpr int64_t kMinTensorCoreQueries = 16;
+
+// Float16 attention on subgroup matrices (ops/subgroup_attention.h) where
+// the device has them (or they run emulated) and the head dims are
+// multiples of 16; false otherwise (the other paths run).
+bool record_subgroup_attention(const Args& a, TensorRef q, TensorRef k, TensorRef v, TensorRef mask, double scale,
+                               const View& qv, const View& kv, const View& vv, const View& mv, const IntList& ov,
+                               TensorRef y) {
+  Graph& g = a.g;
+  const int64_t B = qv.n[0], H = qv.n[1], L = qv.n[2], D = qv.n[3], S = kv.n[2], DV = vv.n[3];
+  if (g.info(q).dtype != DType::F16 || L < kMinTensorCoreQueries || !subgroup_attention_allowed()) return false;
+  if (!tensor_cores_available(g.ctx())) return false;
+  SubgroupAttentionConfig cfg = pick_subgroup_attention(g.ctx(), uint32_t(D), uint32_t(DV));
+  if (cfg.sg == 0) return false;
+  cfg.emulate = subgroup_matmul_emulated();
+  cfg.mask = mask.id >= 0;
+  cfg.mask_f16 = cfg.mask && g.info(mask).dtype == DType::F16;
+  // vec4<u32> loads: the head dim contiguous, offsets and strides whole
+  // 16-byte units.
+  auto vec_ok = [](const View& w) {
+    bool ok = w.s[3] == 1 && w.n[3] % 8 == 0 && w.off % 8 == 0;
+    for (size_t d = 0; d < 3; ++d) ok = ok && (w.n[d] == 1 || w.s[d] % 8 == 0);
+    return ok;
+  };
+  cfg.vec = vec_ok(qv) && vec_ok(kv) && vec_ok(vv);
+  const uint64_t q_tiles = gpu::ceil_div(uint64_t(L), uint64_t(cfg.queries()));
+  const uint64_t groups = uint64_t(B) * uint64_t(H) * q_tiles;
+  if (groups > UINT32_MAX) return false;
+
+  Params p{};
+  p.B = uint32_t(B), p.H = uint32_t(H), p.L = uint32_t(L), p.S = uint32_t(S);
+  p.q_tiles = uint32_t(q_tiles);
+  p.o_off = uint32_t(ov[0]);
+  p.scale = float(scale);
+  p.splits = 0;  // the emulated kernel's loop bounds add it
+  p.offs[0] = uint32_t(qv.off), p.offs[1] = uint32_t(kv.off), p.offs[2] = uint32_t(vv.off), p.offs[3] = uint32_t(mv.off);
+  for (size_t i = 0; i < 4; ++i) {
+    p.qs[i] = uint32_t(qv.s[i]), p.ks[i] = uint32_t(kv.s[i]), p.vs[i] = uint32_t(vv.s[i]);
+    p.ms[i] = uint32_t(mv.s[i]), p.os[i] = uint32_t(ov[1 + i]);
+  }
+  const gpu::Pipeline& pl = g.meta() ? meta_pipeline() : g.ctx().pipeline(cfg.name(), subgroup_attention_wgsl(cfg));
+  std::vector<Binding> bindings = {Binding::of(y), g.uniform(p), Binding::of(q), Binding::of(k), Binding::of(v)};
+  if (cfg.mask) bindings.push_back(Binding::of(mask));  // unread, the binding is not in the layout
+  g.add_dispatch(pl, std::move(bindings), grid_for(g, groups), std::string(kOp),
+                 fmt::format("attention L={} S={} D={} heads={}{}{}{} tensor cores{}", L, S, D, H,
+                             DV != D ? fmt::format(" Dv={}", DV) : "", B > 1 ? fmt::format(" batch={}", B) : "",
+                             mask.id >= 0 ? " mask" : "", cfg.emulate ? " emulated" : ""),
+                 2.0 * double(B) * double(H) * double(L) * double(S) * double(D + DV));
+  return true;
+}
+
 // wgnn.attention.default(Tensor q, Tensor k, Tensor v, Tensor? mask, float
 // scale, int[] q_view, int[] k_view, int[] v_view, int[] mask_view,
 // int[] out_shape, int[] out_view) -> Tensor
@@ -418,6 +479,7 @@ Value attention(Graph& g, const ValueList& args) {
   }
   TensorRef y = g.add_tensor(oshape, dt);
   if (want == 0) return y;
+  if (record_subgroup_attention(a, q, k, v, mask, scale, qv, kv, vv, mv, ov, y)) return y;
   if (S > attention_max_keys() && record_two_products(a, q, k, v, mask, scale, qv, kv, vv, mv, ov, y)) return y;
 
   const Tile t = choose_tile(a, B * H, L, S, D, DV);
@@ -503,6 +565,11 @@ int64_t attention_max_keys() {
   const long long x = std::strtoll(e, &end, 10);
   if (*end || x < 0) throw Error(fmt::format("WGNN_ATTENTION_MAX_KEYS='{}': expected a number of keys", e));
   return int64_t(x);
+}
+
+bool attention_on_tensor_cores(const gpu::Context& ctx, int64_t L, int64_t D, int64_t DV) {
+  return L >= kMinTensorCoreQueries && subgroup_attention_allowed() && tensor_cores_available(ctx) &&
+         D <= 128 && DV <= 128 && pick_subgroup_attention(ctx, uint32_t(D), uint32_t(DV)).sg > 0;
 }
 
 void register_attention_ops(OpRegistry& r) { r.add(std::string(kOp), attention); }

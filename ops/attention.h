@@ -2,11 +2,18 @@
 // What ops/attention.cpp shares with the importer's attention fusion.
 #include <cstdint>
 
+#include "gpu/context.h"
+
 namespace wgnn::ops {
 
 // The most keys wgnn.attention's one-dispatch kernel takes
 // (WGNN_ATTENTION_MAX_KEYS, default 1024; anything but a number of keys is
 // an error). Beyond it the op runs two products and a softmax.
 int64_t attention_max_keys();
+
+// Whether float16 attention of L queries with head dims D, Dv runs on
+// subgroup matrices (tensor cores) on this device, over any number of keys
+// (ops/subgroup_attention.h; WGNN_SUBGROUP_ATTENTION=0: never).
+bool attention_on_tensor_cores(const gpu::Context& ctx, int64_t L, int64_t D, int64_t DV);
 
 }  // namespace wgnn::ops

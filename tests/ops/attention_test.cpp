@@ -4,7 +4,9 @@
 // tile, L=1, S=1, head dims not multiples of 4, 128), Whisper-size heads,
 // additive masks (float-min causal broadcast over heads, -inf on some keys,
 // a row of -inf giving NaN, broadcast over the batch), every tile shape
-// through WGNN_ATTENTION_TILE, and every validation error.
+// through WGNN_ATTENTION_TILE, and every validation error. Float16 attention
+// on subgroup matrices (tensor cores) on the same kinds of problems, emulated
+// here and on the tensor cores where the device has them.
 #include <gmock/gmock.h>
 
 #include <fmt/format.h>
@@ -15,6 +17,7 @@
 #include <optional>
 
 #include "op_test_util.h"
+#include "ops/subgroup_matmul.h"
 #include "scoped_env.h"
 
 using namespace wgnn;
@@ -118,6 +121,7 @@ void check(Problem p, DType dt) {
   EXPECT_TRUE(all_close(got, reference(p), atol_for(dt), rtol_for(dt)));
   SCOPED_TRACE("two products");
   ScopedEnv limit("WGNN_ATTENTION_MAX_KEYS", "0");
+  ScopedEnv no_tc("WGNN_SUBGROUP_ATTENTION", "0");
   std::string labels;
   const auto got2 = run(two, dt, &labels);
   const bool products = !two.mask || two.mask_dt == dt;
@@ -456,5 +460,134 @@ TEST(Attention, Errors) {
   {
     TileOverride use("4x3x8");
     expect_error({q, k, k, None{}, 0.5, qv, kv, kv, IntList{}, out, ov}, {"WGNN_ATTENTION_TILE='4x3x8'", "BQxKSxBK"});
+  }
+}
+
+// ---- Float16 attention on subgroup matrices (ops/subgroup_attention.h) ----
+
+namespace {
+
+// Runs `p` in float16 on the tensor-core kernel (emulated, or real where
+// the device has subgroup matrices) and checks it took that kernel and
+// matches the reference.
+void check_tensor_cores(const Problem& p0, bool emulated) {
+  Problem p = p0;
+  std::optional<ScopedEnv> mode;
+  if (emulated) mode.emplace("WGNN_SUBGROUP_MATMUL", "emulate");
+  std::string labels;
+  const auto got = run(p, DType::F16, &labels);
+  EXPECT_THAT(labels, HasSubstr("tensor cores"));
+  EXPECT_EQ(labels.find("emulated") != std::string::npos, emulated) << labels;
+  EXPECT_EQ(labels.find("gemm"), std::string::npos) << labels;
+  EXPECT_TRUE(all_close(got, reference(p), atol_for(DType::F16), rtol_for(DType::F16)));
+}
+
+// Each problem emulated, then on the tensor cores where there are some.
+void check_tc(const Problem& p) {
+  if (!has_f16()) GTEST_SKIP() << "no shader-f16";
+  {
+    SCOPED_TRACE("emulated");
+    check_tensor_cores(p, true);
+  }
+  if (ops::tensor_cores_available(ctx())) {
+    SCOPED_TRACE("tensor cores");
+    check_tensor_cores(p, false);
+  }
+}
+
+// Whisper's layout at a smaller size: q, k and v [L, H * D] with the heads
+// split by strides (the vec4 loads), the result with its heads merged.
+Problem packed_heads(int64_t H, int64_t L, int64_t D, uint32_t seed) {
+  Problem p;
+  p.bufs = {random_buf({L, H * D}, seed), random_buf({L, H * D}, seed + 1), random_buf({L, H * D}, seed + 2)};
+  p.qv = p.kv = p.vv = {0, 1, H, L, D, L * H * D, D, H * D, 1};
+  p.out_shape = {1, L, H * D};
+  p.ov = {0, L * H * D, D, H * D, 1};
+  p.scale = 1 / std::sqrt(double(D));
+  return p;
+}
+
+}  // namespace
+
+// Queries not a multiple of a tile's 16 or of the workgroup's, keys past
+// a block, D != Dv, two batch entries.
+TEST(SubgroupAttention, Contiguous) { check_tc(contiguous(2, 2, 37, 45, 16, 32, 101)); }
+
+// The encoder's layout (vec4 loads, heads merged on the way out), over more
+// keys than the one-dispatch scalar kernel takes.
+TEST(SubgroupAttention, PackedHeadsLongSequence) { check_tc(packed_heads(2, 1100, 64, 111)); }
+
+// k stored transposed ([B, H, D, S]: scalar loads), head dims of 128.
+TEST(SubgroupAttention, KeysTransposedHeadDim128) {
+  const int64_t B = 1, H = 1, L = 20, S = 33, D = 128;
+  Problem p = contiguous(B, H, L, S, D, D, 121);
+  p.bufs[1] = random_buf({B, H, D, S}, 122);
+  p.kv = {0, B, H, S, D, H * D * S, D * S, 1, S};
+  check_tc(p);
+}
+
+// Masks: a causal float-min mask broadcast over batch and heads; -inf on
+// some keys (float16), every key of one row left open.
+TEST(SubgroupAttention, Masks) {
+  {
+    SCOPED_TRACE("causal float-min");
+    Problem p = contiguous(2, 2, 40, 40, 32, 32, 131);
+    causal(p, std::numeric_limits<float>::lowest());
+    check_tc(p);
+  }
+  {
+    SCOPED_TRACE("float16 -inf on some keys");
+    Problem p = contiguous(1, 2, 16, 70, 16, 16, 132);
+    Buf m{{1, 1, 16, 70}, std::vector<float>(size_t(16 * 70), 0.f)};
+    for (size_t i = 0; i < m.v.size(); i += 3) m.v[i] = -INFINITY;
+    for (int64_t j = 0; j < 70; ++j) m.v[size_t(j)] = 0.f;  // row 0: every key
+    p.mask = m;
+    p.mask_dt = DType::F16;
+    p.mv = {0, 0, 0, 70, 1};
+    check_tc(p);
+  }
+}
+
+TEST(SubgroupAttention, AllInfRowIsNaN) {
+  if (!has_f16()) GTEST_SKIP() << "no shader-f16";
+  Problem p = contiguous(1, 1, 16, 20, 16, 16, 141);
+  Buf m{{1, 1, 16, 20}, std::vector<float>(size_t(16 * 20), 0.f)};
+  for (int64_t j = 0; j < 20; ++j) m.v[size_t(3 * 20 + j)] = -INFINITY;  // row 3
+  p.mask = m;
+  p.mv = {0, 0, 0, 20, 1};
+  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  std::string labels;
+  const auto got = run(p, DType::F16, &labels);
+  EXPECT_THAT(labels, HasSubstr("tensor cores"));
+  for (int64_t l = 0; l < 16; ++l)
+    for (int64_t d = 0; d < 16; ++d) EXPECT_EQ(std::isnan(got[size_t(l * 16 + d)]), l == 3) << l << " " << d;
+}
+
+// Where the kernel is not used: float32, fewer than 16 queries, head dims
+// not multiples of 16, WGNN_SUBGROUP_ATTENTION=0.
+TEST(SubgroupAttention, OtherCasesKeepTheirKernels) {
+  if (!has_f16()) GTEST_SKIP() << "no shader-f16";
+  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  auto labels_of = [](Problem p, DType dt) {
+    std::string labels;
+    run(p, dt, &labels);
+    return labels;
+  };
+  EXPECT_THAT(labels_of(contiguous(1, 2, 32, 32, 16, 16, 151), DType::F32), testing::Not(HasSubstr("tensor cores")));
+  EXPECT_THAT(labels_of(contiguous(1, 2, 8, 32, 16, 16, 152), DType::F16), testing::Not(HasSubstr("tensor cores")));
+  EXPECT_THAT(labels_of(contiguous(1, 2, 32, 32, 24, 16, 153), DType::F16), testing::Not(HasSubstr("tensor cores")));
+  ScopedEnv off("WGNN_SUBGROUP_ATTENTION", "0");
+  EXPECT_THAT(labels_of(contiguous(1, 2, 32, 32, 16, 16, 154), DType::F16), testing::Not(HasSubstr("tensor cores")));
+}
+
+// Every block shape the picker may choose, fixed by
+// WGNN_SUBGROUP_ATTENTION_TILE, on one masked problem.
+TEST(SubgroupAttention, EveryTile) {
+  for (const char* tile : {"1x16", "2x32", "4x16", "2x64"}) {
+    SCOPED_TRACE(tile);
+    ScopedEnv use("WGNN_SUBGROUP_ATTENTION_TILE", tile);
+    Problem p = contiguous(1, 2, 50, 77, 32, 16, 161);
+    causal(p, -1e4f);
+    check_tc(p);
   }
 }

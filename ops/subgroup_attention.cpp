@@ -1,0 +1,318 @@
+// The tensor-core attention kernel's WGSL (ops/subgroup_attention.h).
+#include "ops/subgroup_attention.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "gpu/error.h"
+#include "ops/uniforms.h"
+
+namespace wgnn::ops {
+
+namespace {
+
+// Row strides of the staged tiles, in halves: 8 more than the row (16
+// bytes), against bank conflicts of the matrix loads.
+uint32_t pad8(uint32_t n) { return n + 8; }
+
+}  // namespace
+
+uint32_t SubgroupAttentionConfig::workgroup_bytes() const {
+  const uint32_t q = queries() * pad8(d) * 2, k = bkv * pad8(d) * 2, v = bkv * pad8(dv) * 2;
+  const uint32_t scores = sg * 16 * bkv * 4, p = sg * 16 * pad8(bkv) * 2, red = threads() * 4;
+  return q + k + v + scores + p + red;
+}
+
+std::string SubgroupAttentionConfig::name() const {
+  return fmt::format("subgroup attention D={} Dv={} q{} k{}{}{}{}", d, dv, queries(), bkv,
+                     mask ? (mask_f16 ? " mask-f16" : " mask") : "", vec ? " vec" : "", emulate ? " emulated" : "");
+}
+
+std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
+  const bool valid = c.d % 16 == 0 && c.dv % 16 == 0 && c.d >= 16 && c.dv >= 16 && c.d <= 128 && c.dv <= 128 &&
+                     c.sg >= 1 && c.sg <= 8 && c.bkv % 16 == 0 && c.bkv >= 16 && c.bkv <= 128;
+  if (!valid) throw Error(fmt::format("invalid subgroup attention configuration: {}", c.name()));
+  const uint32_t WG = c.threads(), BQ = c.queries(), BKV = c.bkv, D = c.d, DV = c.dv;
+  const uint32_t QS = pad8(D), KST = pad8(D), VS = pad8(DV), PS = pad8(BKV), HALF = BKV / 2;
+  const uint32_t NJ = BKV / 16, ND = D / 16, NO = DV / 16, NK = BKV / 16;
+
+  std::string s;
+  auto add = [&](const std::string& line) {
+    s += line;
+    s += '\n';
+  };
+  add("enable f16;");
+  if (!c.emulate) {
+    add("enable chromium_experimental_subgroup_matrix;");
+    add("diagnostic(off, chromium.subgroup_matrix_uniformity);");
+  }
+  add(AttentionParams::wgsl());
+  const std::string in = c.vec ? "vec4<u32>" : "f16";
+  add("@group(0) @binding(0) var<storage, read_write> out: array<f16>;");
+  add("@group(0) @binding(1) var<uniform> params: Params;");
+  add(fmt::format("@group(0) @binding(2) var<storage, read> qb: array<{}>;", in));
+  add(fmt::format("@group(0) @binding(3) var<storage, read> kb: array<{}>;", in));
+  add(fmt::format("@group(0) @binding(4) var<storage, read> vb: array<{}>;", in));
+  if (c.mask) add(fmt::format("@group(0) @binding(5) var<storage, read> mb: array<{}>;", c.mask_f16 ? "f16" : "f32"));
+  add(fmt::format("const QS = {}u; const KST = {}u; const VS = {}u; const PS = {}u; const BKV = {}u; const HALF = {}u;",
+                  QS, KST, VS, PS, BKV, HALF));
+  add(fmt::format("var<workgroup> qs: array<f16, {}>;", BQ * QS));
+  add(fmt::format("var<workgroup> ks: array<f16, {}>;", BKV * KST));
+  add(fmt::format("var<workgroup> vs: array<f16, {}>;", BKV * VS));
+  add(fmt::format("var<workgroup> sc: array<f32, {}>;", c.sg * 16 * BKV));
+  add(fmt::format("var<workgroup> ps: array<f16, {}>;", c.sg * 16 * PS));
+  add(fmt::format("var<workgroup> red: array<f32, {}>;", WG));
+  // -inf from a private variable's bits (a constant's bitcast to inf is a
+  // shader-creation error); the running max starts at the lowest finite f32.
+  add("var<private> inf_bits: u32 = 0x7f800000u;");
+  add("const LOWEST: f32 = -0x1.fffffep+127f;");
+
+  // Rows [row0, row0 + ROWS) of a q / k / v view (element `base` of the
+  // (b, h), row stride rs, element stride es along the head dim) into a
+  // workgroup tile of row stride `st`, zeros past `limit`.
+  auto stage = [&](const std::string& fn, const std::string& buf, const std::string& dst, uint32_t rows, uint32_t dim,
+                   uint32_t st) {
+    add(fmt::format("fn {}(base: u32, row0: u32, limit: u32, rs: u32, es: u32, lid: u32) {{", fn));
+    if (c.vec) {
+      add(fmt::format("  for (var i = lid; i < {}u; i += {}u) {{", rows * dim / 8, WG));
+      add(fmt::format("    let r = i / {0}u; let cc = i - r * {0}u; let j = row0 + r;", dim / 8));
+      add("    var x = vec4<u32>();");
+      add(fmt::format("    if (j < limit) {{ x = {}[(base + j * rs) / 8u + cc]; }}", buf));
+      add(fmt::format("    let o = r * {}u + cc * 8u;", st));
+      for (int w = 0; w < 4; ++w)
+        add(fmt::format("    {{ let h = bitcast<vec2<f16>>(x[{0}]); {1}[o + {2}u] = h.x; {1}[o + {3}u] = h.y; }}", w, dst,
+                        2 * w, 2 * w + 1));
+      add("  }");
+    } else {
+      add(fmt::format("  for (var i = lid; i < {}u; i += {}u) {{", rows * dim, WG));
+      add(fmt::format("    let r = i / {0}u; let d = i - r * {0}u; let j = row0 + r;", dim));
+      add("    var x = f16();");
+      add(fmt::format("    if (j < limit) {{ x = {}[base + j * rs + d * es]; }}", buf));
+      add(fmt::format("    {}[r * {}u + d] = x;", dst, st));
+      add("  }");
+    }
+    add("}");
+  };
+  stage("stage_q", "qb", "qs", BQ, D, QS);
+  stage("stage_k", "kb", "ks", BKV, D, KST);
+  stage("stage_v", "vb", "vs", BKV, DV, VS);
+
+  if (c.emulate) {
+    // A result matrix as a lane holds it: row lane / 2, columns
+    // (lane % 2) * 8 + 0..7, as the columns of a mat2x4. The loops' bound
+    // 16 + params.splits (0) keeps lavapipe from unrolling them.
+    auto emu = [&](const std::string& fn, const std::string& a_at, const std::string& b_at) {
+      add(fmt::format("fn {}(acc: mat2x4<f32>, l: u32, r: u32, lane: u32) -> mat2x4<f32> {{", fn));
+      add("  var o = acc; let row = lane / 2u; let c0 = (lane % 2u) * 8u;");
+      add("  for (var k = 0u; k < 16u + params.splits; k++) {");
+      add(fmt::format("    let a = f32({});", a_at));
+      for (int h = 0; h < 2; ++h) {
+        std::string b[4];
+        for (int e = 0; e < 4; ++e) b[e] = fmt::format(fmt::runtime(b_at), fmt::format("(c0 + {}u)", 4 * h + e));
+        add(fmt::format("    o[{}] += a * vec4<f32>(f32({}), f32({}), f32({}), f32({}));", h, b[0], b[1], b[2], b[3]));
+      }
+      add("  }");
+      add("  return o;");
+      add("}");
+    };
+    emu("emu_qk", "qs[l + row * QS + k]", "ks[r + {} * KST + k]");  // k^T: column n is K row n
+    emu("emu_pv", "ps[l + row * PS + k]", "vs[r + k * VS + {}]");
+    add("fn emu_store(off: u32, stride: u32, v: mat2x4<f32>, lane: u32) {");
+    add("  let o = off + (lane / 2u) * stride + (lane % 2u) * 8u;");
+    for (int e = 0; e < 8; ++e) add(fmt::format("  sc[o + {}u] = v[{}][{}];", e, e / 4, e % 4));
+    add("}");
+  }
+  const std::string result_t = c.emulate ? "mat2x4<f32>" : "subgroup_matrix_result<f32, 16, 16>";
+  // acc += q rows [qo..] (16 x 16) @ k^T: the right matrix is column-major
+  // in ks (column n = the staged K row n).
+  auto mma_qk = [&](const std::string& ind, const std::string& acc, const std::string& qo, const std::string& ko) {
+    if (c.emulate) {
+      add(fmt::format("{}{} = emu_qk({}, {}, {}, lane);", ind, acc, acc, qo, ko));
+    } else {
+      add(fmt::format("{}{{ let lm = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&qs, {}, false, QS);", ind, qo));
+      add(fmt::format("{}  let rm = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ks, {}, true, KST);", ind, ko));
+      add(fmt::format("{}  {} = subgroupMatrixMultiplyAccumulate(lm, rm, {}); }}", ind, acc, acc));
+    }
+  };
+  auto mma_pv = [&](const std::string& ind, const std::string& acc, const std::string& po, const std::string& vo) {
+    if (c.emulate) {
+      add(fmt::format("{}{} = emu_pv({}, {}, {}, lane);", ind, acc, acc, po, vo));
+    } else {
+      add(fmt::format("{}{{ let lm = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ps, {}, false, PS);", ind, po));
+      add(fmt::format("{}  let rm = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&vs, {}, false, VS);", ind, vo));
+      add(fmt::format("{}  {} = subgroupMatrixMultiplyAccumulate(lm, rm, {}); }}", ind, acc, acc));
+    }
+  };
+  auto store = [&](const std::string& ind, const std::string& acc, const std::string& off, const std::string& stride) {
+    if (c.emulate) {
+      add(fmt::format("{}emu_store({}, {}, {}, lane);", ind, off, stride, acc));
+    } else {
+      add(fmt::format("{}subgroupMatrixStore(&sc, {}, {}, false, {});", ind, off, acc, stride));
+    }
+  };
+  // The block's scores for this subgroup's 16 queries into sc (row stride
+  // BKV): NJ result matrices, one at a time.
+  auto scores = [&](const std::string& ind) {
+    if (c.emulate) {
+      add(fmt::format("{}for (var j = 0u; j < {}u + params.splits; j++) {{", ind, NJ));
+      add(fmt::format("{}  var acc = {}();", ind, result_t));
+      add(fmt::format("{}  for (var dd = 0u; dd < {}u + params.splits; dd++) {{", ind, ND));
+      mma_qk(ind + "    ", "acc", "qrow + dd * 16u", "j * 16u * KST + dd * 16u");
+      add(fmt::format("{}  }}", ind));
+      store(ind + "  ", "acc", "sbase + j * 16u", "BKV");
+      add(fmt::format("{}}}", ind));
+      return;
+    }
+    for (uint32_t j = 0; j < NJ; ++j) {
+      add(fmt::format("{}{{ var acc = {}();", ind, result_t));
+      for (uint32_t dd = 0; dd < ND; ++dd)
+        mma_qk(ind + "  ", "acc", fmt::format("qrow + {}u", dd * 16), fmt::format("{}u", j * 16 * KST + dd * 16));
+      store(ind + "  ", "acc", fmt::format("sbase + {}u", j * 16), "BKV");
+      add(fmt::format("{}}}", ind));
+    }
+  };
+  // The lane's score of column `col` of its row: scale * S + mask, -inf past S.
+  auto score_at = [&](const std::string& ind) {
+    add(fmt::format("{}let key = k0 + col;", ind));
+    add(fmt::format("{}var x = sc[srow + col] * params.scale;", ind));
+    if (c.mask) add(fmt::format("{}if (live && key < S) {{ x += f32(mb[mbase + key * params.ms.w]); }}", ind));
+    add(fmt::format("{}x = select(neg_inf, x, key < S);", ind));
+  };
+
+  add(fmt::format("@compute @workgroup_size({})", WG));
+  add("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,");
+  add("        @builtin(local_invocation_index) lid: u32) {");
+  add("  let flat = wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y;");
+  add("  if (flat >= params.B * params.H * params.q_tiles) { return; }");
+  add("  let bh = flat / params.q_tiles; let qt = flat - bh * params.q_tiles;");
+  add("  let b = bh / params.H; let h = bh - b * params.H;");
+  add("  let sg = lid / 32u; let lane = lid % 32u;");
+  add("  let L = params.L; let S = params.S;");
+  add(fmt::format("  let q0 = qt * {}u;", BQ));
+  // This lane's query row r of its subgroup (two lanes per row: half hf of
+  // each block's columns), its staged rows and scratch.
+  add("  let r = lane / 2u; let hf = lane % 2u;");
+  add("  let l = q0 + sg * 16u + r; let live = l < L;");
+  add("  let qrow = sg * 16u * QS;");
+  add("  let sbase = sg * 16u * BKV; let srow = sbase + r * BKV;");
+  add("  let pbase = sg * 16u * PS; let prow = pbase + r * PS;");
+  add("  let neg_inf = -bitcast<f32>(inf_bits);");
+  add("  let kbase = params.offs.y + b * params.ks.x + h * params.ks.y;");
+  add("  let vbase = params.offs.z + b * params.vs.x + h * params.vs.y;");
+  if (c.mask) add("  let mbase = params.offs.w + b * params.ms.x + h * params.ms.y + l * params.ms.z;");
+  add("  stage_q(params.offs.x + b * params.qs.x + h * params.qs.y, q0, L, params.qs.z, params.qs.w, lid);");
+
+  // Pass 1: each row's max.
+  add("  var m = LOWEST;");
+  add("  for (var k0 = 0u; k0 < S; k0 += BKV) {");
+  add("    stage_k(kbase, k0, S, params.ks.z, params.ks.w, lid);");
+  add("    workgroupBarrier();");
+  scores("    ");
+  add("    workgroupBarrier();");
+  // Columns in a per-lane rotated order: the 16 rows' lanes read different
+  // banks of the scratch at each step.
+  add("    for (var c = 0u; c < HALF; c++) {");
+  add("      let col = hf * HALF + (c + lane) % HALF;");
+  score_at("      ");
+  add("      m = max(m, x);");
+  add("    }");
+  add("  }");
+  add("  red[lid] = m;");
+  add("  workgroupBarrier();");
+  add("  m = max(red[sg * 32u + 2u * r], red[sg * 32u + 2u * r + 1u]);");
+
+  // Pass 2: p and O.
+  if (c.emulate) {
+    add(fmt::format("  var o: array<mat2x4<f32>, {}>;", NO));
+  } else {
+    for (uint32_t j = 0; j < NO; ++j) add(fmt::format("  var o{} = {}();", j, result_t));
+  }
+  add("  var lsum = 0.0;");
+  add("  for (var k0 = 0u; k0 < S; k0 += BKV) {");
+  add("    stage_k(kbase, k0, S, params.ks.z, params.ks.w, lid);");
+  add("    stage_v(vbase, k0, S, params.vs.z, params.vs.w, lid);");
+  add("    workgroupBarrier();");
+  scores("    ");
+  add("    workgroupBarrier();");
+  add("    for (var c = 0u; c < HALF; c++) {");
+  add("      let col = hf * HALF + (c + lane) % HALF;");
+  score_at("      ");
+  // The sum is of the float16 weights that multiply V: they sum to 1 exactly.
+  add("      let p = f16(exp(x - m));");
+  add("      lsum += f32(p);");
+  add("      ps[prow + col] = p;");
+  add("    }");
+  add("    workgroupBarrier();");
+  if (c.emulate) {
+    add(fmt::format("    for (var j = 0u; j < {}u + params.splits; j++) {{", NO));
+    add(fmt::format("      for (var kk = 0u; kk < {}u + params.splits; kk++) {{", NK));
+    mma_pv("        ", "o[j]", "pbase + kk * 16u", "kk * 16u * VS + j * 16u");
+    add("      }");
+    add("    }");
+  } else {
+    for (uint32_t kk = 0; kk < NK; ++kk)
+      for (uint32_t j = 0; j < NO; ++j)
+        mma_pv("    ", fmt::format("o{}", j), fmt::format("pbase + {}u", kk * 16), fmt::format("{}u", kk * 16 * VS + j * 16));
+  }
+  add("    workgroupBarrier();");
+  add("  }");
+
+  // The row sums, then O / sum through the result's view.
+  add("  red[lid] = lsum;");
+  add("  workgroupBarrier();");
+  add("  let inv = 1.0 / (red[sg * 32u + 2u * r] + red[sg * 32u + 2u * r + 1u]);");
+  add("  let obase = params.o_off + b * params.os.x + h * params.os.y + l * params.os.z;");
+  add("  let c0 = hf * 8u;");
+  auto emit = [&](const std::string& ind, const std::string& acc, const std::string& j16) {
+    add(fmt::format("{}workgroupBarrier();", ind));
+    store(ind, acc, "sbase", "16u");
+    add(fmt::format("{}workgroupBarrier();", ind));
+    add(fmt::format("{}if (live) {{", ind));
+    add(fmt::format("{}  for (var e = 0u; e < 8u; e++) {{", ind));
+    add(fmt::format("{}    out[obase + ({} + c0 + e) * params.os.w] = f16(sc[sbase + r * 16u + c0 + e] * inv);", ind, j16));
+    add(fmt::format("{}  }}", ind));
+    add(fmt::format("{}}}", ind));
+  };
+  if (c.emulate) {
+    add(fmt::format("  for (var j = 0u; j < {}u + params.splits; j++) {{", NO));
+    emit("    ", "o[j]", "j * 16u");
+    add("  }");
+  } else {
+    for (uint32_t j = 0; j < NO; ++j) emit("  ", fmt::format("o{}", j), fmt::format("{}u", j * 16));
+  }
+  add("}");
+  return s;
+}
+
+SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_t d, uint32_t dv) {
+  SubgroupAttentionConfig none;
+  none.sg = 0;
+  if (d % 16 || dv % 16 || d == 0 || dv == 0 || d > 128 || dv > 128) return none;
+  const uint64_t limit = ctx.limits().max_compute_workgroup_storage_size;
+  const uint32_t max_threads = ctx.limits().max_compute_invocations_per_workgroup;
+  // WGNN_SUBGROUP_ATTENTION_TILE=SGxBKV fixes the subgroups and keys per block (tuning).
+  if (const char* env = std::getenv("WGNN_SUBGROUP_ATTENTION_TILE"); env && *env) {
+    SubgroupAttentionConfig c;
+    c.d = d, c.dv = dv;
+    char tail = 0;
+    if (std::sscanf(env, "%ux%u%c", &c.sg, &c.bkv, &tail) != 2)
+      throw Error(fmt::format("WGNN_SUBGROUP_ATTENTION_TILE='{}': expected SGxBKV, e.g. 4x32", env));
+    subgroup_attention_wgsl(c);  // validates
+    if (c.workgroup_bytes() > limit || c.threads() > max_threads)
+      throw Error(fmt::format("WGNN_SUBGROUP_ATTENTION_TILE='{}' needs {} bytes of workgroup memory for D={} Dv={}; "
+                              "this device allows {}",
+                              env, c.workgroup_bytes(), d, dv, limit));
+    return c;
+  }
+  for (uint32_t bkv : {64u, 32u, 16u})
+    for (uint32_t sg : {4u, 2u, 1u}) {
+      SubgroupAttentionConfig c;
+      c.d = d, c.dv = dv, c.sg = sg, c.bkv = bkv;
+      if (c.workgroup_bytes() <= limit && c.threads() <= max_threads) return c;
+    }
+  return none;
+}
+
+}  // namespace wgnn::ops

@@ -1,0 +1,60 @@
+#pragma once
+// Scaled-dot-product attention on subgroup matrices (tensor cores), for
+// wgnn.attention.default in float16 (ops/attention.cpp):
+//   O[b, h, l, :] = softmax_s(scale * q[b, h, l, :] . k[b, h, s, :] + mask[b, h, l, s]) @ v[b, h, s, :]
+// in one dispatch, without the L x S scores in memory.
+//
+// A workgroup takes 16 * SG queries of one (b, h); each of its SG subgroups
+// owns 16 of them. Keys go in blocks of BKV, staged with the block's K and V
+// rows in workgroup memory (float16), in two passes over the keys:
+//   1. S = q k^T on subgroup matrices (16x16x16, f32 results), stored to a
+//      per-subgroup scratch; two lanes per query row scan it for the row's
+//      max of scale * S + mask.
+//   2. The same scores again; p = exp(scale * S + mask - max) summed by the
+//      lanes and written as float16 into a per-subgroup P tile; O += P @ V
+//      on subgroup matrices, the O matrices kept in registers.
+// At the end O / sum is written through the result's strided view. The max
+// is known before any exponential, so nothing is rescaled (the price: q k^T
+// twice, which the tensor cores make cheap). Keys past S score -inf (p = 0,
+// their staged V rows zeros); a row masked -inf everywhere gives 0 / 0 =
+// NaN, as the math and ops/kernels/attention.wgsl do.
+//
+// Like the tensor-core GEMM (ops/subgroup_matmul.h), `emulate` replaces the
+// subgroup matrices with scalar code over the same workgroup tiles, so that
+// the staging, the softmax and the epilogue are tested on any device with
+// shader-f16 (WGNN_SUBGROUP_MATMUL=emulate).
+#include <cstdint>
+#include <string>
+
+#include "gpu/context.h"
+
+namespace wgnn::ops {
+
+struct SubgroupAttentionConfig {
+  uint32_t d = 64, dv = 64;  // head dims of q / k and of v: multiples of 16, at most 128
+  uint32_t sg = 4;           // subgroups per workgroup: 16 * sg queries
+  uint32_t bkv = 32;         // keys per block: a multiple of 16
+  bool mask = false;         // an additive mask (binding 5)
+  bool mask_f16 = false;     // ... stored as float16 (else float32)
+  // q, k and v read as vec4<u32> (8 halves) along the head dim: its stride
+  // 1, the head dims, the offsets and the other strides multiples of 8.
+  bool vec = false;
+  bool emulate = false;
+
+  uint32_t threads() const { return sg * 32; }
+  uint32_t queries() const { return sg * 16; }
+  uint32_t workgroup_bytes() const;
+  std::string name() const;
+};
+
+// The WGSL of a configuration; throws wgnn::Error for an invalid one. The
+// bindings and the uniform (AttentionParams, params.splits 0) are
+// ops/kernels/attention.wgsl's.
+std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& cfg);
+
+// The largest configuration (most keys per block, then most queries) for
+// head dims d, dv that fits the device's workgroup memory; sg 0 where none
+// fits or the head dims are not multiples of 16 up to 128.
+SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_t d, uint32_t dv);
+
+}  // namespace wgnn::ops
