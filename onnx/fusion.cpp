@@ -608,7 +608,8 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, IrTrace* trace, con
   // the head split and merge). That form runs on the regular GEMM kernel,
   // so in float16 mode, where the separate products may run on tensor
   // cores, longer attention stays unfused (H200, Whisper-base encoder, 1500
-  // keys: docs/BENCHMARKS.md).
+  // keys: docs/BENCHMARKS.md), unless the op's own tensor-core kernel takes
+  // it (ops/subgroup_attention.h: any number of keys).
   const int64_t max_keys = ops::attention_max_keys();
   int64_t axis = attr_int(sm, "axis", opset >= 13 ? -1 : 1);
   if (axis < 0) axis += int64_t(rank);
