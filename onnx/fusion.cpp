@@ -669,7 +669,9 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, IrTrace* trace, con
   c.trace = trace;
   const DType dt = c.dtype(0);
   if (c.dtype(1) != dt || c.dtype(2) != dt) return std::nullopt;
-  if (S > max_keys && dt != DType::F32 && !ops::attention_on_tensor_cores(g.ctx(), L, D, Dv)) return std::nullopt;
+  int64_t bh = 1;
+  for (size_t d = 0; d + 2 < rank; ++d) bh *= view[0].size[d];
+  if (S > max_keys && dt != DType::F32 && !ops::attention_on_tensor_cores(g.ctx(), bh, L, D, Dv)) return std::nullopt;
   const TensorRef tq = on_gpu(c, *base[0], f.x), tk = on_gpu(c, *base[1], f.w), tv = on_gpu(c, *base[2], f.v);
   Value tm = None{};
   std::vector<int64_t> mv;

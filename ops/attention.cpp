@@ -277,15 +277,28 @@ bool record_two_products(const Args& a, TensorRef q, TensorRef k, TensorRef v, T
   return true;
 }
 
-// WGNN_SUBGROUP_ATTENTION=0 keeps float16 attention off the tensor cores.
-bool subgroup_attention_allowed() {
+// WGNN_SUBGROUP_ATTENTION=0 keeps float16 attention off the tensor cores;
+// =1 takes every case the kernel can (however little work: tests).
+std::string_view subgroup_attention_mode() {
   const char* e = std::getenv("WGNN_SUBGROUP_ATTENTION");
-  return !(e && std::string_view(e) == "0");
+  return e ? std::string_view(e) : std::string_view();
 }
+bool subgroup_attention_allowed() { return subgroup_attention_mode() != "0"; }
 
 // Queries below which the tensor-core kernel is not used (a decoder step's
 // one query would leave 15 of its 16 matrix rows empty).
 constexpr int64_t kMinTensorCoreQueries = 16;
+// Tiles of 16 queries (times batch and heads) below which it is not used
+// either: too few workgroups to fill a large GPU, where the scalar kernel
+// splits the work finer. On an H200 BART-base's decoder (12 heads of 32
+// queries: 24 tiles) ran 3.5% slower on it and DeiT-T (3 heads of 197: 39)
+// the same (docs/BENCHMARKS.md).
+constexpr int64_t kMinTensorCoreTiles = 128;
+
+bool enough_work(int64_t BH, int64_t L) {
+  if (L < kMinTensorCoreQueries) return false;
+  return subgroup_attention_mode() == "1" || BH * ((L + 15) / 16) >= kMinTensorCoreTiles;
+}
 
 // Float16 attention on subgroup matrices (ops/subgroup_attention.h) where
 // the device has them (or they run emulated) and the head dims are
@@ -295,7 +308,7 @@ bool record_subgroup_attention(const Args& a, TensorRef q, TensorRef k, TensorRe
                                TensorRef y) {
   Graph& g = a.g;
   const int64_t B = qv.n[0], H = qv.n[1], L = qv.n[2], D = qv.n[3], S = kv.n[2], DV = vv.n[3];
-  if (g.info(q).dtype != DType::F16 || L < kMinTensorCoreQueries || !subgroup_attention_allowed()) return false;
+  if (g.info(q).dtype != DType::F16 || !enough_work(B * H, L) || !subgroup_attention_allowed()) return false;
   if (!tensor_cores_available(g.ctx())) return false;
   SubgroupAttentionConfig cfg = pick_subgroup_attention(g.ctx(), uint32_t(D), uint32_t(DV));
   if (cfg.sg == 0) return false;
@@ -567,8 +580,8 @@ int64_t attention_max_keys() {
   return int64_t(x);
 }
 
-bool attention_on_tensor_cores(const gpu::Context& ctx, int64_t L, int64_t D, int64_t DV) {
-  return L >= kMinTensorCoreQueries && subgroup_attention_allowed() && tensor_cores_available(ctx) &&
+bool attention_on_tensor_cores(const gpu::Context& ctx, int64_t BH, int64_t L, int64_t D, int64_t DV) {
+  return enough_work(BH, L) && subgroup_attention_allowed() && tensor_cores_available(ctx) &&
          D <= 128 && DV <= 128 && pick_subgroup_attention(ctx, uint32_t(D), uint32_t(DV)).sg > 0;
 }
 

@@ -306,12 +306,15 @@ SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_
                               env, c.workgroup_bytes(), d, dv, limit));
     return c;
   }
-  for (uint32_t bkv : {64u, 32u, 16u})
-    for (uint32_t sg : {4u, 2u, 1u}) {
-      SubgroupAttentionConfig c;
-      c.d = d, c.dv = dv, c.sg = sg, c.bkv = bkv;
-      if (c.workgroup_bytes() <= limit && c.threads() <= max_threads) return c;
-    }
+  // Blocks of 16 keys on 4 subgroups (64 queries, 22 KB for head dims of
+  // 64: two workgroups per multiprocessor) ran the Whisper-base encoder's
+  // attention fastest on an H200: 2.38 ms of GPU for the model against
+  // 3.02-3.80 with 32- or 64-key blocks (docs/BENCHMARKS.md).
+  for (uint32_t sg : {4u, 2u, 1u}) {
+    SubgroupAttentionConfig c;
+    c.d = d, c.dv = dv, c.sg = sg, c.bkv = 16;
+    if (c.workgroup_bytes() <= limit && c.threads() <= max_threads) return c;
+  }
   return none;
 }
 

@@ -52,8 +52,8 @@ struct SubgroupAttentionConfig {
 // ops/kernels/attention.wgsl's.
 std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& cfg);
 
-// The largest configuration (most keys per block, then most queries) for
-// head dims d, dv that fits the device's workgroup memory; sg 0 where none
+// The configuration for head dims d, dv: blocks of 16 keys, the most
+// subgroups (up to 4) that fit the device's workgroup memory; sg 0 where none
 // fits or the head dims are not multiples of 16 up to 128.
 SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_t d, uint32_t dv);
 

@@ -474,6 +474,7 @@ void check_tensor_cores(const Problem& p0, bool emulated) {
   Problem p = p0;
   std::optional<ScopedEnv> mode;
   if (emulated) mode.emplace("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedEnv every("WGNN_SUBGROUP_ATTENTION", "1");  // the small problems too
   std::string labels;
   const auto got = run(p, DType::F16, &labels);
   EXPECT_THAT(labels, HasSubstr("tensor cores"));
@@ -556,6 +557,7 @@ TEST(SubgroupAttention, AllInfRowIsNaN) {
   p.mask = m;
   p.mv = {0, 0, 0, 20, 1};
   ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedEnv every("WGNN_SUBGROUP_ATTENTION", "1");
   std::string labels;
   const auto got = run(p, DType::F16, &labels);
   EXPECT_THAT(labels, HasSubstr("tensor cores"));
@@ -564,7 +566,8 @@ TEST(SubgroupAttention, AllInfRowIsNaN) {
 }
 
 // Where the kernel is not used: float32, fewer than 16 queries, head dims
-// not multiples of 16, WGNN_SUBGROUP_ATTENTION=0.
+// not multiples of 16, WGNN_SUBGROUP_ATTENTION=0; and by default, too little
+// work (fewer than 128 tiles of 16 queries), which =1 takes.
 TEST(SubgroupAttention, OtherCasesKeepTheirKernels) {
   if (!has_f16()) GTEST_SKIP() << "no shader-f16";
   ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
@@ -573,6 +576,9 @@ TEST(SubgroupAttention, OtherCasesKeepTheirKernels) {
     run(p, dt, &labels);
     return labels;
   };
+  EXPECT_THAT(labels_of(contiguous(1, 2, 32, 32, 16, 16, 150), DType::F16), testing::Not(HasSubstr("tensor cores")));
+  EXPECT_THAT(labels_of(contiguous(1, 8, 256, 8, 16, 16, 155), DType::F16), HasSubstr("tensor cores"));
+  ScopedEnv every("WGNN_SUBGROUP_ATTENTION", "1");
   EXPECT_THAT(labels_of(contiguous(1, 2, 32, 32, 16, 16, 151), DType::F32), testing::Not(HasSubstr("tensor cores")));
   EXPECT_THAT(labels_of(contiguous(1, 2, 8, 32, 16, 16, 152), DType::F16), testing::Not(HasSubstr("tensor cores")));
   EXPECT_THAT(labels_of(contiguous(1, 2, 32, 32, 24, 16, 153), DType::F16), testing::Not(HasSubstr("tensor cores")));
