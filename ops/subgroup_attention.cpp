@@ -26,8 +26,9 @@ uint32_t SubgroupAttentionConfig::workgroup_bytes() const {
 }
 
 std::string SubgroupAttentionConfig::name() const {
-  return fmt::format("subgroup attention D={} Dv={} q{} k{}{}{}{}", d, dv, queries(), bkv,
-                     mask ? (mask_f16 ? " mask-f16" : " mask") : "", vec ? " vec" : "", emulate ? " emulated" : "");
+  return fmt::format("subgroup attention D={} Dv={} q{} k{}{}{}{}{}", d, dv, queries(), bkv,
+                     mask ? (mask_f16 ? " mask-f16" : " mask") : "", vec ? " vec" : "",
+                     vec && prefetch ? " prefetch" : "", emulate ? " emulated" : "");
 }
 
 std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
@@ -98,6 +99,40 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   stage("stage_q", "qb", "qs", BQ, D, QS);
   stage("stage_k", "kb", "ks", BKV, D, KST);
   stage("stage_v", "vb", "vs", BKV, DV, VS);
+  // Prefetch (vec4 loads only): the next block's K / V rows go into
+  // registers while this block is multiplied and scanned (fetch_*), and
+  // into workgroup memory at the start of the next iteration (put_*), so
+  // that the global loads' latency is not waited for between barriers.
+  auto prefetch = [&](const std::string& name, const std::string& buf, const std::string& dst, uint32_t dim,
+                      uint32_t st) {
+    const uint32_t chunks = BKV * dim / 8, regs = (chunks + WG - 1) / WG;
+    add(fmt::format("var<private> pf_{}: array<vec4<u32>, {}>;", name, regs));
+    add(fmt::format("fn fetch_{}(base: u32, row0: u32, limit: u32, rs: u32, lid: u32) {{", name));
+    add(fmt::format("  for (var t = 0u; t < {}u; t++) {{", regs));
+    add(fmt::format("    let i = lid + t * {}u; let r = i / {}u; let cc = i - r * {}u; let j = row0 + r;", WG, dim / 8,
+                    dim / 8));
+    add("    var x = vec4<u32>();");
+    add(fmt::format("    if (i < {}u && j < limit) {{ x = {}[(base + j * rs) / 8u + cc]; }}", chunks, buf));
+    add(fmt::format("    pf_{}[t] = x;", name));
+    add("  }");
+    add("}");
+    add(fmt::format("fn put_{}(lid: u32) {{", name));
+    add(fmt::format("  for (var t = 0u; t < {}u; t++) {{", regs));
+    add(fmt::format("    let i = lid + t * {}u; let r = i / {}u; let cc = i - r * {}u;", WG, dim / 8, dim / 8));
+    add(fmt::format("    if (i < {}u) {{", chunks));
+    add(fmt::format("      let o = r * {}u + cc * 8u; let x = pf_{}[t];", st, name));
+    for (int w = 0; w < 4; ++w)
+      add(fmt::format("      {{ let h = bitcast<vec2<f16>>(x[{0}]); {1}[o + {2}u] = h.x; {1}[o + {3}u] = h.y; }}", w, dst,
+                      2 * w, 2 * w + 1));
+    add("    }");
+    add("  }");
+    add("}");
+  };
+  const bool pf = c.vec && c.prefetch;
+  if (pf) {
+    prefetch("k", "kb", "ks", D, KST);
+    prefetch("v", "vb", "vs", DV, VS);
+  }
 
   if (c.emulate) {
     // A result matrix as a lane holds it: row lane / 2, columns
@@ -206,9 +241,16 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
 
   // Pass 1: each row's max.
   add("  var m = LOWEST;");
+  if (pf) add("  fetch_k(kbase, 0u, S, params.ks.z, lid);");
   add("  for (var k0 = 0u; k0 < S; k0 += BKV) {");
-  add("    stage_k(kbase, k0, S, params.ks.z, params.ks.w, lid);");
-  add("    workgroupBarrier();");
+  if (pf) {
+    add("    put_k(lid);");
+    add("    workgroupBarrier();");
+    add("    if (k0 + BKV < S) { fetch_k(kbase, k0 + BKV, S, params.ks.z, lid); }");
+  } else {
+    add("    stage_k(kbase, k0, S, params.ks.z, params.ks.w, lid);");
+    add("    workgroupBarrier();");
+  }
   scores("    ");
   add("    workgroupBarrier();");
   // Columns in a per-lane rotated order: the 16 rows' lanes read different
@@ -230,10 +272,17 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     for (uint32_t j = 0; j < NO; ++j) add(fmt::format("  var o{} = {}();", j, result_t));
   }
   add("  var lsum = 0.0;");
+  if (pf) add("  fetch_k(kbase, 0u, S, params.ks.z, lid); fetch_v(vbase, 0u, S, params.vs.z, lid);");
   add("  for (var k0 = 0u; k0 < S; k0 += BKV) {");
-  add("    stage_k(kbase, k0, S, params.ks.z, params.ks.w, lid);");
-  add("    stage_v(vbase, k0, S, params.vs.z, params.vs.w, lid);");
-  add("    workgroupBarrier();");
+  if (pf) {
+    add("    put_k(lid); put_v(lid);");
+    add("    workgroupBarrier();");
+    add("    if (k0 + BKV < S) { fetch_k(kbase, k0 + BKV, S, params.ks.z, lid); fetch_v(vbase, k0 + BKV, S, params.vs.z, lid); }");
+  } else {
+    add("    stage_k(kbase, k0, S, params.ks.z, params.ks.w, lid);");
+    add("    stage_v(vbase, k0, S, params.vs.z, params.vs.w, lid);");
+    add("    workgroupBarrier();");
+  }
   scores("    ");
   add("    workgroupBarrier();");
   add("    for (var c = 0u; c < HALF; c++) {");

@@ -39,6 +39,9 @@ struct SubgroupAttentionConfig {
   // q, k and v read as vec4<u32> (8 halves) along the head dim: its stride
   // 1, the head dims, the offsets and the other strides multiples of 8.
   bool vec = false;
+  // With vec: the next key block's rows loaded into registers while this
+  // one is multiplied (WGNN_SUBGROUP_ATTENTION_PREFETCH=0: not).
+  bool prefetch = true;
   bool emulate = false;
 
   uint32_t threads() const { return sg * 32; }
