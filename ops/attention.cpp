@@ -323,7 +323,7 @@ bool record_subgroup_attention(const Args& a, TensorRef q, TensorRef k, TensorRe
     return ok;
   };
   cfg.vec = vec_ok(qv) && vec_ok(kv) && vec_ok(vv);
-  if (const char* e = std::getenv("WGNN_SUBGROUP_ATTENTION_PREFETCH"); e && std::string_view(e) == "1") cfg.prefetch = true;
+  if (const char* e = std::getenv("WGNN_SUBGROUP_ATTENTION_PREFETCH"); e && std::string_view(e) == "0") cfg.prefetch = false;
   const uint64_t q_tiles = gpu::ceil_div(uint64_t(L), uint64_t(cfg.queries()));
   const uint64_t groups = uint64_t(B) * uint64_t(H) * q_tiles;
   if (groups > UINT32_MAX) return false;
