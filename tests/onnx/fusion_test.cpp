@@ -1161,6 +1161,38 @@ TEST(Fusion, AttentionOverMoreKeysThanTheLimitRunsAsTwoProducts) {
   for (int64_t i = 0; i < fused.y.numel(); ++i) EXPECT_NEAR(limited.y.as<float>()[i], fused.y.as<float>()[i], 1e-5) << i;
 }
 
+// In float16 mode with tensor cores (emulated here), attention over more
+// keys than the limit is fused all the same: the tensor-core kernel takes
+// any number of keys. One dispatch besides the float16 casts, as under the
+// limit, and the float32 result within float16's error.
+TEST(Fusion, LongFloat16AttentionFusedWhereTheTensorCoresTakeIt) {
+  const int64_t BH = 2, L = 20, S = 12, D = 16;
+  ModelBuilder b;
+  b.input("q", {BH, L, D});
+  b.input("k", {BH, S, D});
+  b.input("v", {BH, S, D});
+  b.output("y", {BH, L, D});
+  ModelBuilder::attr_ints(b.node("Transpose", {"k"}, {"kt"}), "perm", {0, 2, 1});
+  b.node("MatMul", {"q", "kt"}, {"sc"});
+  ModelBuilder::attr_int(b.node("Softmax", {"sc"}, {"p"}), "axis", -1);
+  b.node("MatMul", {"p", "v"}, {"y"});
+  const std::string path = b.save("attn_long_f16.onnx");
+  const std::map<std::string, HostTensor> in{
+      {"q", seeded({BH, L, D}, 91, 1.f)}, {"k", seeded({BH, S, D}, 92, 1.f)}, {"v", seeded({BH, S, D}, 93, 1.f)}};
+  const Result ref = run(path, in, true);  // float32, the one-dispatch kernel
+  const Result under = run(path, in, true, true);
+  test::ScopedEnv limit("WGNN_ATTENTION_MAX_KEYS", "8");
+  {
+    test::ScopedEnv emulate("WGNN_SUBGROUP_MATMUL", "emulate");
+    test::ScopedEnv every("WGNN_SUBGROUP_ATTENTION", "1");  // however few queries
+    const Result tc = run(path, in, true, true);
+    EXPECT_EQ(tc.dispatches, under.dispatches) << tc.summary;
+    for (int64_t i = 0; i < ref.y.numel(); ++i) EXPECT_NEAR(tc.y.as<float>()[i], ref.y.as<float>()[i], 4e-3) << i;
+  }
+  // Without them, the chain node by node as before.
+  EXPECT_EQ(run(path, in, true, true).dispatches, under.dispatches + 2);
+}
+
 // Declined attention still gets its products' own fusion: the scores'
 // scalar factor in the product's epilogue.
 TEST(Fusion, DeclinedAttentionKeepsTheScaledProduct) {
