@@ -290,9 +290,9 @@ bool subgroup_attention_allowed() { return subgroup_attention_mode() != "0"; }
 constexpr int64_t kMinTensorCoreQueries = 16;
 // Tiles of 16 queries (times batch and heads) below which it is not used
 // either: too few workgroups to fill a large GPU, where the scalar kernel
-// splits the work finer. On an H200 BART-base's decoder (12 heads of 32
-// queries: 24 tiles) ran 3.5% slower on it and DeiT-T (3 heads of 197: 39)
-// the same (docs/BENCHMARKS.md).
+// splits the work finer. On an H200, with the kernel's first tiles (64-key
+// blocks), BART-base's decoder (12 heads of 32 queries: 24 tiles) ran 3.5%
+// slower on it and DeiT-T (3 heads of 197: 39) the same (docs/BENCHMARKS.md).
 constexpr int64_t kMinTensorCoreTiles = 128;
 
 bool enough_work(int64_t BH, int64_t L) {
@@ -341,7 +341,8 @@ bool record_subgroup_attention(const Args& a, TensorRef q, TensorRef k, TensorRe
   }
   const gpu::Pipeline& pl = g.meta() ? meta_pipeline() : g.ctx().pipeline(cfg.name(), subgroup_attention_wgsl(cfg));
   std::vector<Binding> bindings = {Binding::of(y), g.uniform(p), Binding::of(q), Binding::of(k), Binding::of(v)};
-  if (cfg.mask) bindings.push_back(Binding::of(mask));  // unread, the binding is not in the layout
+  // Without a mask the kernel declares no binding 5, so none is given.
+  if (cfg.mask) bindings.push_back(Binding::of(mask));
   g.add_dispatch(pl, std::move(bindings), grid_for(g, groups), std::string(kOp),
                  fmt::format("attention L={} S={} D={} heads={}{}{}{} tensor cores{}", L, S, D, H,
                              DV != D ? fmt::format(" Dv={}", DV) : "", B > 1 ? fmt::format(" batch={}", B) : "",
