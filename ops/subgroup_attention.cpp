@@ -70,6 +70,12 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   add("var<private> inf_bits: u32 = 0x7f800000u;");
   add("const LOWEST: f32 = -0x1.fffffep+127f;");
 
+  // The eight halves of vec4<u32> `x` into `dst` from `o`.
+  auto unpack8 = [&](const std::string& ind, const std::string& dst) {
+    for (int w = 0; w < 4; ++w)
+      add(fmt::format("{0}{{ let h = bitcast<vec2<f16>>(x[{1}]); {2}[o + {3}u] = h.x; {2}[o + {4}u] = h.y; }}", ind, w, dst,
+                      2 * w, 2 * w + 1));
+  };
   // Rows [row0, row0 + ROWS) of a q / k / v view (element `base` of the
   // (b, h), row stride rs, element stride es along the head dim) into a
   // workgroup tile of row stride `st`, zeros past `limit`.
@@ -82,9 +88,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
       add("    var x = vec4<u32>();");
       add(fmt::format("    if (j < limit) {{ x = {}[(base + j * rs) / 8u + cc]; }}", buf));
       add(fmt::format("    let o = r * {}u + cc * 8u;", st));
-      for (int w = 0; w < 4; ++w)
-        add(fmt::format("    {{ let h = bitcast<vec2<f16>>(x[{0}]); {1}[o + {2}u] = h.x; {1}[o + {3}u] = h.y; }}", w, dst,
-                        2 * w, 2 * w + 1));
+      unpack8("    ", dst);
       add("  }");
     } else {
       add(fmt::format("  for (var i = lid; i < {}u; i += {}u) {{", rows * dim, WG));
@@ -121,9 +125,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     add(fmt::format("    let i = lid + t * {}u; let r = i / {}u; let cc = i - r * {}u;", WG, dim / 8, dim / 8));
     add(fmt::format("    if (i < {}u) {{", chunks));
     add(fmt::format("      let o = r * {}u + cc * 8u; let x = pf_{}[t];", st, name));
-    for (int w = 0; w < 4; ++w)
-      add(fmt::format("      {{ let h = bitcast<vec2<f16>>(x[{0}]); {1}[o + {2}u] = h.x; {1}[o + {3}u] = h.y; }}", w, dst,
-                      2 * w, 2 * w + 1));
+    unpack8("      ", dst);
     add("    }");
     add("  }");
     add("}");
@@ -160,25 +162,28 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     add("}");
   }
   const std::string result_t = c.emulate ? "mat2x4<f32>" : "subgroup_matrix_result<f32, 16, 16>";
-  // acc += q rows [qo..] (16 x 16) @ k^T: the right matrix is column-major
-  // in ks (column n = the staged K row n).
-  auto mma_qk = [&](const std::string& ind, const std::string& acc, const std::string& qo, const std::string& ko) {
+  // acc += left (16 x 16 at `lo` of `la`, row-major) @ right (at `ro` of
+  // `ra`, column-major where `rcm`); `emu` is the emulated form's function.
+  auto mma = [&](const std::string& ind, const std::string& acc, const std::string& emu, const std::string& la,
+                 const std::string& lo, const std::string& ls, const std::string& ra, const std::string& ro,
+                 const std::string& rs, bool rcm) {
     if (c.emulate) {
-      add(fmt::format("{}{} = emu_qk({}, {}, {}, lane);", ind, acc, acc, qo, ko));
+      add(fmt::format("{}{} = {}({}, {}, {}, lane);", ind, acc, emu, acc, lo, ro));
     } else {
-      add(fmt::format("{}{{ let lm = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&qs, {}, false, QS);", ind, qo));
-      add(fmt::format("{}  let rm = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ks, {}, true, KST);", ind, ko));
+      add(fmt::format("{}{{ let lm = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&{}, {}, false, {});", ind, la,
+                      lo, ls));
+      add(fmt::format("{}  let rm = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&{}, {}, {}, {});", ind, ra, ro,
+                      rcm, rs));
       add(fmt::format("{}  {} = subgroupMatrixMultiplyAccumulate(lm, rm, {}); }}", ind, acc, acc));
     }
   };
+  // q rows @ k^T: the right matrix is column-major in ks (column n = the
+  // staged K row n). P @ V: both row-major.
+  auto mma_qk = [&](const std::string& ind, const std::string& acc, const std::string& qo, const std::string& ko) {
+    mma(ind, acc, "emu_qk", "qs", qo, "QS", "ks", ko, "KST", true);
+  };
   auto mma_pv = [&](const std::string& ind, const std::string& acc, const std::string& po, const std::string& vo) {
-    if (c.emulate) {
-      add(fmt::format("{}{} = emu_pv({}, {}, {}, lane);", ind, acc, acc, po, vo));
-    } else {
-      add(fmt::format("{}{{ let lm = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ps, {}, false, PS);", ind, po));
-      add(fmt::format("{}  let rm = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&vs, {}, false, VS);", ind, vo));
-      add(fmt::format("{}  {} = subgroupMatrixMultiplyAccumulate(lm, rm, {}); }}", ind, acc, acc));
-    }
+    mma(ind, acc, "emu_pv", "ps", po, "PS", "vs", vo, "VS", false);
   };
   auto store = [&](const std::string& ind, const std::string& acc, const std::string& off, const std::string& stride) {
     if (c.emulate) {

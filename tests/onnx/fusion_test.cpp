@@ -1121,15 +1121,9 @@ TEST(Fusion, ResidualAddThenLayerNormIsOneDispatch) {
   }
 }
 
-// Attention over more keys than WGNN_ATTENTION_MAX_KEYS (default 1024) is
-// left unfused.
-// Over the one-dispatch kernel's limit of keys (WGNN_ATTENTION_MAX_KEYS):
-// float32 attention is still one wgnn.attention, which runs two products
-// and a softmax reading q, k and v in place; in float16 mode the chain is
-// built node by node (its products may run on tensor cores). Both match
-// the one-dispatch kernel.
-TEST(Fusion, AttentionOverMoreKeysThanTheLimitRunsAsTwoProducts) {
-  const int64_t BH = 2, L = 3, S = 9, D = 4;
+// softmax(q k^T) v over [BH, L, D] q and [BH, S, D] k and v, k transposed
+// by a Transpose node; saved as `name`.
+static std::string attention_model(const std::string& name, int64_t BH, int64_t L, int64_t S, int64_t D) {
   ModelBuilder b;
   b.input("q", {BH, L, D});
   b.input("k", {BH, S, D});
@@ -1139,7 +1133,17 @@ TEST(Fusion, AttentionOverMoreKeysThanTheLimitRunsAsTwoProducts) {
   b.node("MatMul", {"q", "kt"}, {"sc"});
   ModelBuilder::attr_int(b.node("Softmax", {"sc"}, {"p"}), "axis", -1);
   b.node("MatMul", {"p", "v"}, {"y"});
-  const std::string path = b.save("attn_limit.onnx");
+  return b.save(name);
+}
+
+// Over the one-dispatch kernel's limit of keys (WGNN_ATTENTION_MAX_KEYS):
+// float32 attention is still one wgnn.attention, which runs two products
+// and a softmax reading q, k and v in place; in float16 mode the chain is
+// built node by node (its products may run on tensor cores). Both match
+// the one-dispatch kernel.
+TEST(Fusion, AttentionOverMoreKeysThanTheLimitRunsAsTwoProducts) {
+  const int64_t BH = 2, L = 3, S = 9, D = 4;
+  const std::string path = attention_model("attn_limit.onnx", BH, L, S, D);
   const std::map<std::string, HostTensor> in{
       {"q", seeded({BH, L, D}, 85, 1.f)}, {"k", seeded({BH, S, D}, 86, 1.f)}, {"v", seeded({BH, S, D}, 87, 1.f)}};
   ::setenv("WGNN_ATTENTION_MAX_KEYS", "8", 1);
@@ -1167,16 +1171,7 @@ TEST(Fusion, AttentionOverMoreKeysThanTheLimitRunsAsTwoProducts) {
 // limit, and the float32 result within float16's error.
 TEST(Fusion, LongFloat16AttentionFusedWhereTheTensorCoresTakeIt) {
   const int64_t BH = 2, L = 20, S = 12, D = 16;
-  ModelBuilder b;
-  b.input("q", {BH, L, D});
-  b.input("k", {BH, S, D});
-  b.input("v", {BH, S, D});
-  b.output("y", {BH, L, D});
-  ModelBuilder::attr_ints(b.node("Transpose", {"k"}, {"kt"}), "perm", {0, 2, 1});
-  b.node("MatMul", {"q", "kt"}, {"sc"});
-  ModelBuilder::attr_int(b.node("Softmax", {"sc"}, {"p"}), "axis", -1);
-  b.node("MatMul", {"p", "v"}, {"y"});
-  const std::string path = b.save("attn_long_f16.onnx");
+  const std::string path = attention_model("attn_long_f16.onnx", BH, L, S, D);
   const std::map<std::string, HostTensor> in{
       {"q", seeded({BH, L, D}, 91, 1.f)}, {"k", seeded({BH, S, D}, 92, 1.f)}, {"v", seeded({BH, S, D}, 93, 1.f)}};
   const Result ref = run(path, in, true);  // float32, the one-dispatch kernel
