@@ -20,15 +20,15 @@ uint32_t pad8(uint32_t n) { return n + 8; }
 }  // namespace
 
 uint32_t SubgroupAttentionConfig::workgroup_bytes() const {
-  const uint32_t q = queries() * pad8(d) * 2, k = bkv * pad8(d) * 2, v = bkv * pad8(dv) * 2;
+  const uint32_t q = qreg ? 0 : queries() * pad8(d) * 2, k = bkv * pad8(d) * 2, v = bkv * pad8(dv) * 2;
   const uint32_t scores = sg * 16 * bkv * 4, p = sg * 16 * pad8(bkv) * 2, red = threads() * 4;
   return q + k + v + scores + p + red;
 }
 
 std::string SubgroupAttentionConfig::name() const {
-  return fmt::format("subgroup attention D={} Dv={} q{} k{}{}{}{}{}", d, dv, queries(), bkv,
+  return fmt::format("subgroup attention D={} Dv={} q{} k{}{}{}{}{}{}", d, dv, queries(), bkv,
                      mask ? (mask_f16 ? " mask-f16" : " mask") : "", vec ? " vec" : "",
-                     vec && prefetch ? " prefetch" : "", emulate ? " emulated" : "");
+                     vec && prefetch ? " prefetch" : "", qreg ? " q-registers" : "", emulate ? " emulated" : "");
 }
 
 std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
@@ -59,7 +59,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   if (c.mask) add(fmt::format("@group(0) @binding(5) var<storage, read> mb: array<{}>;", c.mask_f16 ? "f16" : "f32"));
   add(fmt::format("const QS = {}u; const KST = {}u; const VS = {}u; const PS = {}u; const BKV = {}u; const HALF = {}u;",
                   QS, KST, VS, PS, BKV, HALF));
-  add(fmt::format("var<workgroup> qs: array<f16, {}>;", BQ * QS));
+  if (!c.qreg) add(fmt::format("var<workgroup> qs: array<f16, {}>;", BQ * QS));
   add(fmt::format("var<workgroup> ks: array<f16, {}>;", BKV * KST));
   add(fmt::format("var<workgroup> vs: array<f16, {}>;", BKV * VS));
   add(fmt::format("var<workgroup> sc: array<f32, {}>;", c.sg * 16 * BKV));
@@ -69,6 +69,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   // shader-creation error); the running max starts at the lowest finite f32.
   add("var<private> inf_bits: u32 = 0x7f800000u;");
   add("const LOWEST: f32 = -0x1.fffffep+127f;");
+  if (c.qreg && c.emulate) add(fmt::format("var<private> qr: array<f16, {}>;", D));  // the lane's q row
 
   // The eight halves of vec4<u32> `x` into `dst` from `o`.
   auto unpack8 = [&](const std::string& ind, const std::string& dst) {
@@ -100,7 +101,9 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     }
     add("}");
   };
-  stage("stage_q", "qb", "qs", BQ, D, QS);
+  // With qreg, q is staged 16 rows (one subgroup's) at a time through ks
+  // (QS == KST), from which that subgroup loads its left matrices.
+  stage("stage_q", "qb", c.qreg ? "ks" : "qs", c.qreg ? 16 : BQ, D, QS);
   stage("stage_k", "kb", "ks", BKV, D, KST);
   stage("stage_v", "vb", "vs", BKV, DV, VS);
   // Prefetch (vec4 loads only): the next block's K / V rows go into
@@ -154,7 +157,8 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
       add("  return o;");
       add("}");
     };
-    emu("emu_qk", "qs[l + row * QS + k]", "ks[r + {} * KST + k]");  // k^T: column n is K row n
+    // k^T: column n is K row n. With qreg, q is the lane's own row in qr.
+    emu("emu_qk", c.qreg ? "qr[l + k]" : "qs[l + row * QS + k]", "ks[r + {} * KST + k]");
     emu("emu_pv", "ps[l + row * PS + k]", "vs[r + k * VS + {}]");
     add("fn emu_store(off: u32, stride: u32, v: mat2x4<f32>, lane: u32) {");
     add("  let o = off + (lane / 2u) * stride + (lane % 2u) * 8u;");
@@ -179,7 +183,13 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   };
   // q rows @ k^T: the right matrix is column-major in ks (column n = the
   // staged K row n). P @ V: both row-major.
-  auto mma_qk = [&](const std::string& ind, const std::string& acc, const std::string& qo, const std::string& ko) {
+  auto mma_qk = [&](const std::string& ind, const std::string& acc, const std::string& qo, const std::string& ko,
+                    uint32_t dd) {
+    if (c.qreg && !c.emulate) {
+      add(fmt::format("{}{{ let rm = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ks, {}, true, KST);", ind, ko));
+      add(fmt::format("{}  {} = subgroupMatrixMultiplyAccumulate(qm{}, rm, {}); }}", ind, acc, dd, acc));
+      return;
+    }
     mma(ind, acc, "emu_qk", "qs", qo, "QS", "ks", ko, "KST", true);
   };
   auto mma_pv = [&](const std::string& ind, const std::string& acc, const std::string& po, const std::string& vo) {
@@ -199,7 +209,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
       add(fmt::format("{}for (var j = 0u; j < {}u + params.splits; j++) {{", ind, NJ));
       add(fmt::format("{}  var acc = {}();", ind, result_t));
       add(fmt::format("{}  for (var dd = 0u; dd < {}u + params.splits; dd++) {{", ind, ND));
-      mma_qk(ind + "    ", "acc", "qrow + dd * 16u", "j * 16u * KST + dd * 16u");
+      mma_qk(ind + "    ", "acc", c.qreg ? "dd * 16u" : "qrow + dd * 16u", "j * 16u * KST + dd * 16u", 0);
       add(fmt::format("{}  }}", ind));
       store(ind + "  ", "acc", "sbase + j * 16u", "BKV");
       add(fmt::format("{}}}", ind));
@@ -208,7 +218,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     for (uint32_t j = 0; j < NJ; ++j) {
       add(fmt::format("{}{{ var acc = {}();", ind, result_t));
       for (uint32_t dd = 0; dd < ND; ++dd)
-        mma_qk(ind + "  ", "acc", fmt::format("qrow + {}u", dd * 16), fmt::format("{}u", j * 16 * KST + dd * 16));
+        mma_qk(ind + "  ", "acc", fmt::format("qrow + {}u", dd * 16), fmt::format("{}u", j * 16 * KST + dd * 16), dd);
       store(ind + "  ", "acc", fmt::format("sbase + {}u", j * 16), "BKV");
       add(fmt::format("{}}}", ind));
     }
@@ -242,7 +252,30 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   add("  let kbase = params.offs.y + b * params.ks.x + h * params.ks.y;");
   add("  let vbase = params.offs.z + b * params.vs.x + h * params.vs.y;");
   if (c.mask) add("  let mbase = params.offs.w + b * params.ms.x + h * params.ms.y + l * params.ms.z;");
-  add("  stage_q(params.offs.x + b * params.qs.x + h * params.qs.y, q0, L, params.qs.z, params.qs.w, lid);");
+  add("  let qbase = params.offs.x + b * params.qs.x + h * params.qs.y;");
+  if (c.qreg) {
+    // Each subgroup's 16 q rows through ks in turn, into its left matrices
+    // (or, emulated, the lane's row into qr) for the whole kernel.
+    if (!c.emulate) {
+      for (uint32_t dd = 0; dd < ND; ++dd) add(fmt::format("  var qm{}: subgroup_matrix_left<f16, 16, 16>;", dd));
+    }
+    add(fmt::format("  for (var s = 0u; s < {}u; s++) {{", c.sg));
+    add("    stage_q(qbase, q0 + s * 16u, L, params.qs.z, params.qs.w, lid);");
+    add("    workgroupBarrier();");
+    add("    if (s == sg) {");
+    if (c.emulate) {
+      add(fmt::format("      for (var d = 0u; d < {}u; d++) {{ qr[d] = ks[r * KST + d]; }}", D));
+    } else {
+      for (uint32_t dd = 0; dd < ND; ++dd)
+        add(fmt::format("      qm{} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ks, {}u, false, KST);", dd,
+                        dd * 16));
+    }
+    add("    }");
+    add("    workgroupBarrier();");
+    add("  }");
+  } else {
+    add("  stage_q(qbase, q0, L, params.qs.z, params.qs.w, lid);");
+  }
 
   // Pass 1: each row's max.
   add("  var m = LOWEST;");
@@ -346,10 +379,12 @@ SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_
   if (d % 16 || dv % 16 || d == 0 || dv == 0 || d > 128 || dv > 128) return none;
   const uint64_t limit = ctx.limits().max_compute_workgroup_storage_size;
   const uint32_t max_threads = ctx.limits().max_compute_invocations_per_workgroup;
+  const char* qreg_env = std::getenv("WGNN_SUBGROUP_ATTENTION_QREG");
+  const bool qreg = !(qreg_env && std::string(qreg_env) == "0");
   // WGNN_SUBGROUP_ATTENTION_TILE=SGxBKV fixes the subgroups and keys per block (tuning).
   if (const char* env = std::getenv("WGNN_SUBGROUP_ATTENTION_TILE"); env && *env) {
     SubgroupAttentionConfig c;
-    c.d = d, c.dv = dv;
+    c.d = d, c.dv = dv, c.qreg = qreg;
     char tail = 0;
     if (std::sscanf(env, "%ux%u%c", &c.sg, &c.bkv, &tail) != 2)
       throw Error(fmt::format("WGNN_SUBGROUP_ATTENTION_TILE='{}': expected SGxBKV, e.g. 4x32", env));
@@ -366,7 +401,7 @@ SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_
   // 3.02-3.80 with 32- or 64-key blocks (docs/BENCHMARKS.md).
   for (uint32_t sg : {4u, 2u, 1u}) {
     SubgroupAttentionConfig c;
-    c.d = d, c.dv = dv, c.sg = sg, c.bkv = 16;
+    c.d = d, c.dv = dv, c.sg = sg, c.bkv = 16, c.qreg = qreg;
     if (c.workgroup_bytes() <= limit && c.threads() <= max_threads) return c;
   }
   return none;

@@ -43,6 +43,12 @@ struct SubgroupAttentionConfig {
   // one is multiplied (WGNN_SUBGROUP_ATTENTION_PREFETCH=0: not). On an H200
   // the Whisper encoder's attention went from 178 to 146 µs per layer.
   bool prefetch = true;
+  // q held in registers as each subgroup's left matrices for the whole
+  // kernel (staged 16 rows at a time through the K tile at the start), not
+  // as a 16 * SG x D tile in workgroup memory: 9 KB less for head dims of 64,
+  // three workgroups per multiprocessor instead of two where the driver
+  // gives 48 KB (WGNN_SUBGROUP_ATTENTION_QREG=0: the tile).
+  bool qreg = true;
   bool emulate = false;
 
   uint32_t threads() const { return sg * 32; }

@@ -85,7 +85,7 @@ std::vector<double> reference(const Problem& p) {
 }
 
 // Runs the op (buffers rounded to `dt` first); returns the result. `labels`
-// gets the dispatches' labels.
+// gets the dispatches' labels, each followed by its pipeline's name.
 std::vector<float> run(Problem& p, DType dt, std::string* labels = nullptr) {
   for (auto& b : p.bufs) b.v = quantize(b.v, dt);
   if (p.mask) p.mask->v = quantize(p.mask->v, p.mask_dt);
@@ -101,7 +101,7 @@ std::vector<float> run(Problem& p, DType dt, std::string* labels = nullptr) {
   EXPECT_EQ(g.info(y).shape, p.out_shape);
   EXPECT_EQ(g.info(y).dtype, dt);
   if (labels) {
-    for (const auto& d : g.dispatches()) *labels += d.label + "; ";
+    for (const auto& d : g.dispatches()) *labels += d.label + " [" + d.pipeline->name() + "]; ";
   }
   g.run();
   return download(g, y);
@@ -330,7 +330,7 @@ TEST(Attention, WhisperSize) {
   std::string labels;
   Problem q = p;
   const auto got = run(q, DType::F32, &labels);
-  EXPECT_THAT(labels, HasSubstr("gemm 1500x1500x64 batch 8 Bt;"));
+  EXPECT_THAT(labels, HasSubstr("gemm 1500x1500x64 batch 8 Bt ["));
   EXPECT_THAT(labels, HasSubstr("gemm 1500x64x1500 batch 8"));
   EXPECT_THAT(labels, HasSubstr("softmax"));
   EXPECT_THAT(labels, testing::Not(HasSubstr("attention")));
@@ -482,6 +482,8 @@ void check_tensor_cores(const Problem& p0, bool emulated) {
   const char* pf = std::getenv("WGNN_SUBGROUP_ATTENTION_PREFETCH");
   if (labels.find(" vec") != std::string::npos)
     EXPECT_EQ(labels.find("prefetch") != std::string::npos, !(pf && std::string(pf) == "0")) << labels;
+  const char* qreg = std::getenv("WGNN_SUBGROUP_ATTENTION_QREG");
+  EXPECT_EQ(labels.find("q-registers") != std::string::npos, !(qreg && std::string(qreg) == "0")) << labels;
   EXPECT_EQ(labels.find("gemm"), std::string::npos) << labels;
   EXPECT_TRUE(all_close(got, reference(p), atol_for(DType::F16), rtol_for(DType::F16)));
 }
@@ -526,6 +528,16 @@ TEST(SubgroupAttention, PackedHeadsLongSequence) { check_tc(packed_heads(2, 1100
 TEST(SubgroupAttention, PackedHeadsNoPrefetch) {
   ScopedEnv off("WGNN_SUBGROUP_ATTENTION_PREFETCH", "0");
   check_tc(packed_heads(2, 90, 32, 115));
+}
+
+// q staged as a tile in workgroup memory for the whole kernel, not held in
+// registers: the long layout, then masks over ragged queries.
+TEST(SubgroupAttention, QueriesInWorkgroupMemory) {
+  ScopedEnv tile("WGNN_SUBGROUP_ATTENTION_QREG", "0");
+  check_tc(packed_heads(2, 300, 64, 117));
+  Problem p = contiguous(2, 2, 40, 40, 32, 32, 118);
+  causal(p, std::numeric_limits<float>::lowest());
+  check_tc(p);
 }
 
 // k stored transposed ([B, H, D, S]: scalar loads), head dims of 128.
