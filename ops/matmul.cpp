@@ -235,11 +235,19 @@ Shape batch_strides(const Shape& shape, const Shape& batch) {
   return s;
 }
 
+void record_splitk_sum(const Args& a, const Gemm& p, uint64_t count, TensorRef part, uint64_t splits, Binding out,
+                       Binding in_c, Binding res);
+
 // The product on subgroup matrices (tensor cores) when the device has them
 // and the operands suit the kernel (ops/subgroup_matmul.h): float16, at most
-// one batch dim after merging. Returns false to fall back.
-bool record_subgroup(Graph& g, const Gemm& p, const Shape& shape, const std::array<Shape, 3>& st, int64_t batch,
-                     TensorRef y, std::string_view op) {
+// one batch dim after merging. Products of too few tiles are cut into
+// ranges of K (subgroup_gemm_splits). The kernel's epilogue, or the split's
+// sum pass, adds `residual` (residual_added says so). Returns false to fall
+// back.
+bool record_subgroup(const Args& a, const Gemm& p, const Shape& shape, const std::array<Shape, 3>& st, int64_t batch,
+                     TensorRef y, TensorRef residual, bool& residual_added) {
+  Graph& g = a.g;
+  const std::string_view op = a.op;
   if (shape.size() > 1) return false;
   SubgroupGemm q;
   q.a = p.a, q.b = p.b, q.bias = p.bias, q.out = y;
@@ -251,11 +259,66 @@ bool record_subgroup(Graph& g, const Gemm& p, const Shape& shape, const std::arr
   q.bias_sm = p.bias_sm, q.bias_sn = p.bias_sn;
   q.alpha = p.alpha, q.beta = p.beta;
   q.act = p.act;
+  // Split-K: a bias the same for every batch entry (the sum pass's), the
+  // result contiguous.
+  const SubgroupSplit split = subgroup_gemm_splits(p.M, p.N, p.K, batch);
+  if (split.splits > 1 && q.bias_batch == 0 && p.ldc == 0 && g.info(y).dtype == DType::F16) {
+    SubgroupGemm r = q;
+    r.bias = TensorRef{-1}, r.act = ActivationSpec{};
+    r.splits = split.splits, r.kchunk = split.kchunk;
+    TensorRef part{-1};
+    if (record_subgroup_gemm(g, r, op, "gemm", &part)) {
+      Gemm s = p;
+      s.residual = residual;
+      const uint64_t count = uint64_t(p.M) * uint64_t(p.N) * uint64_t(batch);
+      record_splitk_sum(a, s, count, part, uint64_t(split.splits), Binding::of(y),
+                        p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer()),
+                        residual.id >= 0 ? Binding::of(residual) : Binding::of(g.ctx().dummy_buffer()));
+      residual_added = residual.id >= 0;
+      return true;
+    }
+  }
+  // The residual in the kernel's epilogue where it takes it
+  // (WGNN_SUBGROUP_RESIDUAL=0: by a separate add, for measuring).
+  const char* fused = std::getenv("WGNN_SUBGROUP_RESIDUAL");
+  if (residual.id >= 0 && !(fused && std::string_view(fused) == "0")) {
+    SubgroupGemm r = q;
+    r.residual = residual;
+    if (record_subgroup_gemm(g, r, op, "gemm")) {
+      residual_added = true;
+      return true;
+    }
+  }
   return record_subgroup_gemm(g, q, op, "gemm");
 }
 
 void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array<Shape, 3>& st, Binding out,
               Binding in_a, Binding in_b, Binding in_c);
+
+// The second pass of a split-K product (kernels/matmul_splitk.wgsl): the
+// `splits` float32 parts of `count` elements each added in order, then
+// alpha, p's bias (the same for every batch), activation and residual
+// (p.residual, bound as `res`), the result written to `out` in p's dtype.
+void record_splitk_sum(const Args& a, const Gemm& p, uint64_t count, TensorRef part, uint64_t splits, Binding out,
+                       Binding in_c, Binding res) {
+  Graph& g = a.g;
+  MatmulSplitKParams sp{};
+  sp.count = uint32_t(count);
+  sp.splits = uint32_t(splits);
+  sp.alpha = float(p.alpha);
+  sp.beta = float(p.beta);
+  sp.M = uint32_t(p.M);
+  sp.N = uint32_t(p.N);
+  sp.bias_sm = uint32_t(p.bias_sm);
+  sp.bias_sn = uint32_t(p.bias_sn);
+  gpu::Constants sc = activation_constants(p.act);
+  sc.emplace_back("HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0);
+  sc.emplace_back("HAS_RESIDUAL", p.residual.id >= 0 ? 1.0 : 0.0);
+  g.add_dispatch(kernel(g, "ops/kernels/matmul_splitk.wgsl", float_subs(g, g.info(p.a).dtype, a.op), sc),
+                 {out, g.uniform(sp), Binding::of(part), in_c, res}, grid_for(g, gpu::ceil_div(count, uint64_t(256))),
+                 std::string(a.op), fmt::format("gemm splitk sum {}{}{}", splits, p.bias.id >= 0 ? " bias" : "",
+                                                p.residual.id >= 0 ? " residual" : ""));
+}
 
 // A large float16 product whose N or K is not a multiple of 8 (the
 // Whisper encoder's attention over 1,500 keys: scores 1500 x 1500 x 64,
@@ -423,22 +486,7 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   const TensorRef part = g.add_tensor({int64_t(splits), int64_t(count)}, DType::F32);
   g.add_dispatch(pl, {Binding::of(part), g.uniform(params), in_a, in_b, in_c, res}, grid_for(g, groups * splits),
                  std::string(a.op), fmt::format("{} splitk={}", label, splits), flops);
-  MatmulSplitKParams sp{};
-  sp.count = uint32_t(count);
-  sp.splits = uint32_t(splits);
-  sp.alpha = float(p.alpha);
-  sp.beta = float(p.beta);
-  sp.M = uint32_t(p.M);
-  sp.N = uint32_t(p.N);
-  sp.bias_sm = uint32_t(p.bias_sm);
-  sp.bias_sn = uint32_t(p.bias_sn);
-  gpu::Constants sc = activation_constants(p.act);
-  sc.emplace_back("HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0);
-  sc.emplace_back("HAS_RESIDUAL", p.residual.id >= 0 ? 1.0 : 0.0);
-  g.add_dispatch(kernel(g, "ops/kernels/matmul_splitk.wgsl", float_subs(g, dt, a.op), sc),
-                 {out, g.uniform(sp), Binding::of(part), in_c, res}, grid_for(g, gpu::ceil_div(count, uint64_t(256))),
-                 std::string(a.op), fmt::format("gemm splitk sum {}{}{}", splits, p.bias.id >= 0 ? " bias" : "",
-                                                p.residual.id >= 0 ? " residual" : ""));
+  record_splitk_sum(a, p, count, part, splits, out, in_c, res);
 }
 
 // A single product with an operand or the result over the binding limit,
@@ -707,7 +755,7 @@ TensorRef record_product(const Args& a, Gemm p, bool& residual_added) {
     if (const auto y = record_subgroup_padded(a, p, shape, st, batch)) return *y;
     const TensorRef y = g.add_tensor(p.out_shape, dt);
     if (record_gemv(a, p, shape, y)) return y;
-    if (record_subgroup(g, p, shape, st, batch, y, a.op)) return y;
+    if (record_subgroup(a, p, shape, st, batch, y, residual, residual_added)) return y;
     p.residual = residual;
     residual_added = residual.id >= 0;
     dispatch(a, p, shape, st, Binding::of(y), Binding::of(p.a), Binding::of(p.b),

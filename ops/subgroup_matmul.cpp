@@ -43,7 +43,7 @@ std::string SubgroupMatmulConfig::name() const {
   return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
                      out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (affine ? affine_rounded ? " affine-rounded" : " affine" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
          activation_label(act) + (ablate ? fmt::format(" ablate{}", ablate) : "") +
-         (conv ? " conv" : "") + (checked_loads ? " checked" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
+         (conv ? " conv" : "") + (residual ? " residual" : "") + (splitk ? " splitk" : "") + (checked_loads ? " checked" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
          (emulate ? " emulated" : "");
 }
 
@@ -105,6 +105,11 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
                               "tiles or ablations", c.name()));
   }
   if (c.emulate && c.ablate) throw Error("the emulated kernel takes no ablations");
+  if (c.residual && (!c.out_f16 || c.full_tiles))
+    throw Error(fmt::format("subgroup matmul configuration {}: a residual needs float16 results", c.name()));
+  if (c.splitk && (c.conv || c.out_f16 || c.bias || c.affine || c.act != Activation::None || c.full_tiles))
+    throw Error(fmt::format("subgroup matmul configuration {}: split-K writes plain float32 sums (no convolution, "
+                            "float16 output, bias, affine, activation or full-tile variant)", c.name()));
   const uint32_t TM = c.bm / c.sg_m / 16, TN = c.bn / c.sg_n / 16;
   // Workgroup tiles, rows padded by 8 halves (16 bytes) against bank
   // conflicts: A as [BM][BK] (or [BK][BM] when A is transposed in memory),
@@ -136,6 +141,8 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("@group(0) @binding(3) var<uniform> P: Params;");
   if (c.bias) add(fmt::format("@group(0) @binding(4) var<storage, read> BIAS: array<{}>;", c.bias_f16 ? "f16" : "f32"));
   if (c.affine) add(fmt::format("@group(0) @binding({}) var<storage, read> AFF: array<f32>;", c.bias ? 5 : 4));
+  if (c.residual)
+    add(fmt::format("@group(0) @binding({}) var<storage, read> RES: array<vec4<u32>>;", 4 + int(c.bias) + int(c.affine)));
   add(fmt::format("const BM = {}u; const BN = {}u; const BK = {}u; const AS = {}u; const BS = {}u;", c.bm, c.bn, c.bk,
                   AS, BS));
   add(fmt::format("var<workgroup> sa: array<f16, {}>;", c.stages * SA_STAGE));
@@ -225,9 +232,18 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       add(fmt::format("  let v{} = apply_activation({}u, {}, P.lo, P.hi);", q, uint32_t(c.act), v));
     }
   }
+  if (c.residual) {
+    // After the activation (wgnn.matmul_add's order), 8 halves at once.
+    add("  let rv = RES[(c_off + r * P.N + col) / 8u];");
+    add("  let rh = array<vec2<f32>, 4>(unpack2x16float(rv.x), unpack2x16float(rv.y), unpack2x16float(rv.z), "
+        "unpack2x16float(rv.w));");
+    for (int q = 0; q < 8; ++q) add(fmt::format("  let w{0} = v{0} + rh[{1}].{2};", q, q / 2, q % 2 ? "y" : "x"));
+  }
+  const char* v = c.residual ? "w" : "v";
   if (c.out_f16) {
-    add("  C[(c_off + r * P.N + col) / 8u] = vec4<u32>(pack2x16float(vec2<f32>(v0, v1)), "
-        "pack2x16float(vec2<f32>(v2, v3)), pack2x16float(vec2<f32>(v4, v5)), pack2x16float(vec2<f32>(v6, v7)));");
+    add(fmt::format("  C[(c_off + r * P.N + col) / 8u] = vec4<u32>(pack2x16float(vec2<f32>({0}0, {0}1)), "
+        "pack2x16float(vec2<f32>({0}2, {0}3)), pack2x16float(vec2<f32>({0}4, {0}5)), "
+        "pack2x16float(vec2<f32>({0}6, {0}7)));", v));
   } else {
     for (int q = 0; q < 8; ++q) add(fmt::format("  C[c_off + r * P.N + col + {0}u] = v{0};", q));
   }
@@ -239,9 +255,20 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("  let sg = lid / 32u; let lane = lid % 32u;");
   if (c.pad_kb) add("  if (P.pad1 == 0x7fffffffu) { pad_mem[lid] = 1.0; }");
   add(fmt::format("  let wm = sg / {0}u; let wn = sg % {0}u;", c.sg_n));
-  add("  let M = P.M; let N = P.N; let K = P.K;");
-  add("  let m0 = wid.y * BM; let n0 = wid.x * BN; let bt = wid.z;");
-  add("  let a_off = bt * P.a_batch; let b_off = bt * P.b_batch;");
+  // KS: the row stride along K of A (B transposed); K: the depth this
+  // workgroup sums (its range of K in split-K, whose start k0 moves the
+  // operands' offsets).
+  add("  let M = P.M; let N = P.N; let KS = P.K;");
+  if (c.splitk) {
+    add("  let m0 = wid.y * BM; let n0 = wid.x * BN; let bt = wid.z / P.splits; let kr = wid.z - bt * P.splits;");
+    add("  let k0 = kr * P.kchunk; let K = min(KS - k0, P.kchunk);");
+    add(fmt::format("  let a_off = bt * P.a_batch + k0{}; let b_off = bt * P.b_batch + k0{};", c.a_trans ? " * M" : "",
+                    c.b_trans ? "" : " * N"));
+  } else {
+    add("  let K = KS;");
+    add("  let m0 = wid.y * BM; let n0 = wid.x * BN; let bt = wid.z;");
+    add("  let a_off = bt * P.a_batch; let b_off = bt * P.b_batch;");
+  }
   add("  let ktiles = (K + BK - 1u) / BK;");
   add(fmt::format("  let rot_a = {};", c.no_rotation ? "0u" : best_rotation(A_COLS, AS)));
   if (!c.conv) add(fmt::format("  let rot_b = {};", c.no_rotation ? "0u" : best_rotation(B_COLS, BS)));
@@ -304,7 +331,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
         add(fmt::format("{0}  if (gm < M && gk < K{2}) {{ ra{1} = A[(a_off + gk * M + gm) / 8u]; }} }}", ind, q, guard));
       } else {
         add(fmt::format("{0}{{ let gm = m0 + ar{1}; let gk = {2} * BK + ac{1}; ra{1} = vec4<u32>();", ind, q, kt));
-        add(fmt::format("{0}  if (gm < M && gk < K{2}) {{ ra{1} = A[(a_off + gm * K + gk) / 8u]; }} }}", ind, q, guard));
+        add(fmt::format("{0}  if (gm < M && gk < K{2}) {{ ra{1} = A[(a_off + gm * KS + gk) / 8u]; }} }}", ind, q, guard));
       }
     }
   };
@@ -313,7 +340,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       const std::string guard = (q + 1) * T > TOTAL_B ? fmt::format(" && br{} < {}u", q, B_ROWS) : std::string();
       if (c.b_trans) {
         add(fmt::format("{0}{{ let gn = n0 + br{1}; let gk = {2} * BK + bc{1}; rb{1} = vec4<u32>();", ind, q, kt));
-        add(fmt::format("{0}  if (gk < K && gn < N{2}) {{ rb{1} = B[(b_off + gn * K + gk) / 8u]; }} }}", ind, q, guard));
+        add(fmt::format("{0}  if (gk < K && gn < N{2}) {{ rb{1} = B[(b_off + gn * KS + gk) / 8u]; }} }}", ind, q, guard));
       } else {
         add(fmt::format("{0}{{ let gk = {2} * BK + br{1}; let gn = n0 + bc{1}; rb{1} = vec4<u32>();", ind, q, kt));
         add(fmt::format("{0}  if (gk < K && gn < N{2}) {{ rb{1} = B[(b_off + gk * N + gn) / 8u]; }} }}", ind, q, guard));
@@ -381,9 +408,9 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     add("  let kfull = K % BK == 0u; let astep = BK * M / 8u; let bstep = BK * N / 8u;");
     for (uint32_t q = 0; q < NA; ++q)
       add(fmt::format(fmt::runtime(c.a_trans ? "  let abase{0} = (a_off + ar{0} * M + min(m0 + ac{0}, M - 8u)) / 8u;"
-                                             : "  let abase{0} = (a_off + min(m0 + ar{0}, M - 1u) * K + ac{0}) / 8u;"), q));
+                                             : "  let abase{0} = (a_off + min(m0 + ar{0}, M - 1u) * KS + ac{0}) / 8u;"), q));
     for (uint32_t q = 0; q < NB && !c.conv; ++q)
-      add(fmt::format(fmt::runtime(c.b_trans ? "  let bbase{0} = (b_off + min(n0 + br{0}, N - 1u) * K + bc{0}) / 8u;"
+      add(fmt::format(fmt::runtime(c.b_trans ? "  let bbase{0} = (b_off + min(n0 + br{0}, N - 1u) * KS + bc{0}) / 8u;"
                                              : "  let bbase{0} = (b_off + br{0} * N + min(n0 + bc{0}, N - 8u)) / 8u;"), q));
   }
   load_regs("0u", "  ", "ktiles == 1u");
@@ -443,7 +470,8 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("    workgroupBarrier();");
   add("  }");
 
-  add("  let c_off = bt * P.c_batch; let bias_off = bt * P.bias_batch;");
+  add(c.splitk ? "  let c_off = kr * P.kcount + bt * P.c_batch; let bias_off = 0u;"
+               : "  let c_off = bt * P.c_batch; let bias_off = bt * P.bias_batch;");
   add(fmt::format("  let wm0 = m0 + wm * {}u; let wn0 = n0 + wn * {}u;", TM * 16, TN * 16));
   const bool direct = !c.out_f16 && !c.bias && c.act == Activation::None && !c.affine;
   if (no_scratch) {  // full tiles only
@@ -620,8 +648,50 @@ SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t ba
 
 }  // namespace
 
-bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, std::string_view what) {
-  if (!epilogue_operands_ok(g, {p.a, p.b, p.out}, p.bias, p.affine, p.M)) return false;
+// Split-K where the tiles are at most kSplitTiles (half the H200's 132
+// multiprocessors) and K has at least 8 steps of 32: ranges of at least 4
+// steps, to about kSplitTarget workgroups, at most 64 ranges. BART-base's
+// decoder (32 tokens: 12 tiles of 64x64 for its 768 x 768 projections) and
+// DaViT's channel attention (32 x 32 per head over 36,864 pixels: 4 tiles)
+// ran on a handful of multiprocessors, each walking the whole of K: on the
+// H200 those went from 26 to 14 + 8 (the sum) µs and from 420 to 25 + 12.
+// With more tiles the sum pass costs more than the split gains (the
+// Whisper encoder's 1500 x 512 x 512 on 192 tiles: 27 -> 23 + 15 µs;
+// DaViT-B's 2304 x 1536 x 512 on 216: 45 -> 75 + 27), docs/BENCHMARKS.md.
+constexpr int64_t kSplitTiles = 64, kSplitTarget = 512;
+SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batch) {
+  const long setting = [] {
+    const char* e = std::getenv("WGNN_SUBGROUP_SPLITK");
+    if (!e || !*e) return -1L;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end || v < 0 || v > 64)
+      throw Error(fmt::format("WGNN_SUBGROUP_SPLITK='{}': expected 0 (off) or a number of ranges of K up to 64", e));
+    return v;
+  }();
+  const SubgroupMatmulConfig cfg = pick_config(M, N, K, batch);
+  const int64_t tiles = int64_t(gpu::ceil_div(uint64_t(M), cfg.bm) * gpu::ceil_div(uint64_t(N), cfg.bn)) * batch;
+  const int64_t steps = (K + 31) / 32;
+  int64_t splits = 1;
+  if (setting > 1) {
+    if (steps >= 2 * setting) splits = setting;
+  } else if (setting < 0 && tiles <= kSplitTiles && steps >= 8) {
+    splits = std::min<int64_t>({(kSplitTarget + tiles - 1) / tiles, steps / 4, 64});
+  }
+  if (splits < 2) return {};
+  const int64_t kchunk = (steps + splits - 1) / splits * 32;
+  return {(K + kchunk - 1) / kchunk, kchunk};
+}
+
+bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, std::string_view what,
+                          TensorRef* part) {
+  const bool split = p.splits > 1;
+  if (split ? (!part || g.info(p.a).dtype != DType::F16 || g.info(p.b).dtype != DType::F16 || p.bias.id >= 0 ||
+               p.affine.id >= 0 ||
+               p.act.act != Activation::None || p.kchunk <= 0 || p.kchunk % 32 != 0 ||
+               (p.splits - 1) * p.kchunk >= p.K || p.splits * p.kchunk < p.K)
+            : !epilogue_operands_ok(g, {p.a, p.b, p.out}, p.bias, p.affine, p.M))
+    return false;
   const Mode mode = subgroup_mode();
   if (mode == Mode::Off || !g.tensor_cores()) return false;
   if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
@@ -630,10 +700,21 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
                                               p.affine_rounded, p.act.act);
   cfg.a_trans = p.a_trans;
   cfg.b_trans = p.b_trans;
+  if (split) cfg.out_f16 = false, cfg.bias_f16 = false, cfg.splitk = true;
+  cfg.residual = p.residual.id >= 0;
   if (!subgroup_matmul_supported(g.ctx(), cfg)) return false;
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), cfg.bm), tiles_n = gpu::ceil_div(uint64_t(p.N), cfg.bn);
   const uint64_t max_dim = g.ctx().limits().max_compute_workgroups_per_dimension;
-  if (tiles_m > max_dim || tiles_n > max_dim || uint64_t(p.batch) > max_dim) return false;
+  const uint64_t count = uint64_t(p.M) * uint64_t(p.N) * uint64_t(p.batch);
+  if (tiles_m > max_dim || tiles_n > max_dim || uint64_t(p.batch * p.splits) > max_dim) return false;
+  if (split && (count * uint64_t(p.splits) > UINT32_MAX ||
+                count * uint64_t(p.splits) * 4 > g.ctx().limits().max_storage_buffer_binding_size))
+    return false;
+  if (p.residual.id >= 0 && (split || g.info(p.residual).dtype != DType::F16 ||
+                             uint64_t(g.info(p.residual).numel()) != count))
+    return false;
+  const TensorRef out = split ? g.add_tensor({p.splits, int64_t(count)}, DType::F32) : p.out;
+  if (split) *part = out;
   SubgroupMatmulParams params{};
   params.M = uint32_t(p.M);
   params.N = uint32_t(p.N);
@@ -645,20 +726,25 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   params.bias_batch = uint32_t(p.bias_batch);
   params.bias_sm = uint32_t(p.bias_sm);
   params.bias_sn = uint32_t(p.bias_sn);
-  params.alpha = float(p.alpha);
+  params.alpha = split ? 1.f : float(p.alpha);
   params.beta = float(p.beta);
   params.lo = float(p.act.lo);
   params.hi = float(p.act.hi);
+  params.splits = uint32_t(p.splits);
+  params.kchunk = uint32_t(split ? p.kchunk : p.K);
+  params.kcount = uint32_t(split ? count : 0);
   const gpu::Pipeline& pl = timed_pipeline(g, cfg);
-  std::vector<Binding> bindings{Binding::of(p.a), Binding::of(p.b), Binding::of(p.out), g.uniform(params)};
+  std::vector<Binding> bindings{Binding::of(p.a), Binding::of(p.b), Binding::of(out), g.uniform(params)};
   if (cfg.bias) bindings.push_back(Binding::of(p.bias));
   if (cfg.affine) bindings.push_back(Binding::of(p.affine));
-  g.add_dispatch(pl, std::move(bindings), gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(p.batch)},
-                 std::string(op),
+  if (cfg.residual) bindings.push_back(Binding::of(p.residual));
+  g.add_dispatch(pl, std::move(bindings),
+                 gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(p.batch * p.splits)}, std::string(op),
                  fmt::format("{} subgroup-matrix {}x{}x{}{}{}{}{}", what, p.M, p.N, p.K,
                              p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", p.a_trans ? " At" : "",
                              p.b_trans ? " Bt" : "", cfg.bias ? " bias" : "") +
-                     (cfg.affine ? " affine" : "") + activation_label(p.act.act) + (cfg.emulate ? " emulated" : ""),
+                     (cfg.affine ? " affine" : "") + activation_label(p.act.act) + (cfg.residual ? " residual" : "") +
+                     (split ? fmt::format(" splitk={}", p.splits) : "") + (cfg.emulate ? " emulated" : ""),
                  2.0 * double(p.M) * double(p.N) * double(p.K) * double(p.batch));
   return true;
 }

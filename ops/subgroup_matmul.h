@@ -66,6 +66,16 @@ struct SubgroupMatmulConfig {
   // the B tile (threads % BN == 0 and BK a multiple of threads / BN) or
   // BN a multiple of the threads.
   bool conv = false;
+  // Split-K: workgroup z = batch entry * P.splits + range; range s sums K
+  // in [s * P.kchunk, min(K, (s + 1) * P.kchunk)) (kchunk a multiple of BK)
+  // and writes its float32 sums, alpha 1 and nothing else of the epilogue,
+  // at C[s * P.kcount + b * c_batch + m * N + n] (kcount = batch * M * N);
+  // a second pass adds the ranges and applies the epilogue. For products
+  // whose tiles are too few to fill the GPU.
+  bool splitk = false;
+  // A float16 residual of C's shape (the binding after the bias's and the
+  // affine's) added after the activation, as wgnn.matmul_add does.
+  bool residual = false;
   // Subgroup matrices emulated by scalar code reading the workgroup tiles
   // (every lane computes its 8 elements of a 16x16 result): the same kernel,
   // staging and epilogue on a device without subgroup matrices, for tests.
@@ -82,13 +92,15 @@ struct SubgroupMatmulConfig {
 // or SubgroupConvParams::wgsl(). a_batch .. bias_batch: element strides per
 // batch (0: shared); lo, hi: the clamp activation's bounds; pad0 is 0 and
 // pad1 is not 0x7fffffff (the kernel's loop bounds and a store the compiler
-// must keep read them).
+// must keep read them); splits, kchunk and kcount: the split-K mode's
+// (SubgroupMatmulConfig::splitk).
 #define WGNN_SUBGROUP_GEMM_FIELDS(F)                                                                         \
   F(uint32_t, M) F(uint32_t, N) F(uint32_t, K) F(uint32_t, tiles_n) F(uint32_t, a_batch) F(uint32_t, b_batch) \
       F(uint32_t, c_batch) F(uint32_t, bias_batch) F(uint32_t, bias_sm) F(uint32_t, bias_sn) F(uint32_t, pad0) \
-          F(uint32_t, pad1) F(float, alpha) F(float, beta) F(float, lo) F(float, hi)
+          F(uint32_t, pad1) F(float, alpha) F(float, beta) F(float, lo) F(float, hi) F(uint32_t, splits)     \
+              F(uint32_t, kchunk) F(uint32_t, kcount) F(uint32_t, pad2)
 WGNN_UNIFORM(SubgroupMatmulParams, WGNN_SUBGROUP_GEMM_FIELDS);
-static_assert(sizeof(SubgroupMatmulParams) == 64);
+static_assert(sizeof(SubgroupMatmulParams) == 80);
 
 // The uniform of the convolution mode: the product's parameters (M = Co,
 // N = OH*OW, K = Ci*KH*KW, b_batch = Ci*H*W), then the convolution's: the
@@ -105,8 +117,8 @@ static_assert(sizeof(SubgroupMatmulParams) == 64);
           F(uint32_t, left) F(uint32_t, dil_h) F(uint32_t, dil_w) F(uint32_t, span_h) F(uint32_t, span_w)       \
               F(uint32_t, step_c) F(uint32_t, step_y) F(uint32_t, step_x) F(uint32_t, cpad1)
 WGNN_UNIFORM(SubgroupConvParams, WGNN_SUBGROUP_CONV_FIELDS);
-static_assert(sizeof(SubgroupConvParams) == 144);
-static_assert(offsetof(SubgroupConvParams, in_h) == 64);
+static_assert(sizeof(SubgroupConvParams) == 160);
+static_assert(offsetof(SubgroupConvParams, in_h) == 80);
 
 // WGSL `round_f16(v: f32) -> f32` (ops/kernels/lib/f16.wgsl): v rounded to
 // float16's precision, in integer arithmetic. For the convolutions' affine_rounded.
@@ -149,7 +161,25 @@ struct SubgroupGemm {
   // affine[0][m] + affine[1][m], before the activation.
   TensorRef affine{-1};
   bool affine_rounded = false;  // the value before the affine rounded to float16
+  // Split-K (SubgroupMatmulConfig::splitk): `splits` ranges of `kchunk`
+  // (a multiple of 32) each, written to a new float32 [splits, batch * M *
+  // N] tensor of the ranges' plain sums (no bias, alpha 1, no activation or
+  // affine; `out` unused) for the caller's second pass.
+  // subgroup_gemm_splits() says how many.
+  int64_t splits = 1, kchunk = 0;
+  // Optional float16, the result's shape: added after the activation.
+  TensorRef residual{-1};
 };
+
+// The ranges of K that a product M x N x K (times `batch`) on subgroup
+// matrices is cut into, and their length (a multiple of the tiles' 32), so
+// that products of few tiles fill the GPU: 1 (no split) where the tiles
+// are enough, K is short, or WGNN_SUBGROUP_SPLITK=0; WGNN_SUBGROUP_SPLITK=N
+// (tuning) cuts every product of at least 2 * N steps of 32 into N.
+struct SubgroupSplit {
+  int64_t splits = 1, kchunk = 0;
+};
+SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batch);
 
 // Records the product on subgroup matrices when the device has them (and
 // WGNN_SUBGROUP_MATMUL is not 0) and the operands suit the kernel: float16,
@@ -163,7 +193,9 @@ struct SubgroupGemm {
 // WGNN_SUBGROUP_MATMUL=emulate runs the emulated kernel (SubgroupMatmulConfig::
 // emulate) on any device with shader-f16: for testing the generated kernel
 // where there are no subgroup matrices.
-bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, std::string_view what);
+// With p.splits > 1, `part` receives the new tensor of the ranges' sums.
+bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, std::string_view what,
+                          TensorRef* part = nullptr);
 
 // One 2-D convolution (forward, one group; a 1-D one as H = 1) for
 // record_subgroup_conv: out[b] [Co, OH*OW] = W [Co, Ci*KH*KW] @ im2col(X[b])

@@ -631,38 +631,130 @@ TEST(SubgroupMatmulEmulated, RaggedProductsPaddedToMultiplesOf8) {
 
 namespace {
 
-// wgnn.matmul_add with a residual on the tensor-core path: the product there,
-// the residual by a separate add; the same values as the product without it
-// plus aten.add, and a subgroup-matrix label. `c` a context with subgroup
+// wgnn.matmul_add with a residual on the tensor-core path: the residual
+// added in the kernel's epilogue, one dispatch labelled so, against the
+// double-precision product plus the residual. `c` a context with subgroup
 // matrices, or any with WGNN_SUBGROUP_MATMUL=emulate.
 void check_residual_on_subgroup_path(gpu::Context& c) {
   Graph g(c);
-  const int64_t M = 96, K = 64, N = 80;
-  TensorRef a = upload(g, {M, K}, random_floats(size_t(M * K), -1, 1, 70), DType::F16);
-  TensorRef b = upload(g, {K, N}, random_floats(size_t(K * N), -1, 1, 71), DType::F16);
-  TensorRef r = upload(g, {M, N}, random_floats(size_t(M * N), -1, 1, 72), DType::F16);
-  const ValueList args{a, b, None{}, 1.0, std::string("none"), false, false, 0.0, 0.0};
-  ValueList with = args;
-  with.push_back(r);
+  const Case k{1, 96, 64, 80, false, false, std::nullopt, 1, 0, false};
+  const auto av = quantize(random_floats(size_t(k.M * k.K), -1, 1, 70), DType::F16);
+  const auto bv = quantize(random_floats(size_t(k.K * k.N), -1, 1, 71), DType::F16);
+  const auto rv = quantize(random_floats(size_t(k.M * k.N), -1, 1, 72), DType::F16);
+  TensorRef a = upload(g, {k.M, k.K}, av, DType::F16), b = upload(g, {k.K, k.N}, bv, DType::F16);
+  TensorRef r = upload(g, {k.M, k.N}, rv, DType::F16);
   const size_t before = g.dispatches().size();
-  TensorRef y = ops::call(g, "wgnn.matmul_add.default", with).tensor();
-  ASSERT_EQ(g.dispatches().size(), before + 2);
+  TensorRef y =
+      ops::call(g, "wgnn.matmul_add.default", {a, b, None{}, 1.0, std::string("none"), false, false, 0.0, 0.0, r})
+          .tensor();
+  ASSERT_EQ(g.dispatches().size(), before + 1);
   EXPECT_THAT(g.dispatches()[before].label, HasSubstr("subgroup"));
-  TensorRef sum = ops::call(g, "aten.add.Tensor", {ops::call(g, "wgnn.matmul_add.default", args).tensor(), r}).tensor();
+  EXPECT_THAT(g.dispatches()[before].label, HasSubstr("residual"));
   g.run();
-  EXPECT_EQ(download(g, y), download(g, sum));
+  auto ref = reference(k, av, bv, {}), mag = magnitude_reference(k, av, bv, {});
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] += rv[i], mag[i] += std::abs(rv[i]);
+  EXPECT_TRUE(f16_product_close(download(g, y), ref, mag));
 }
 
 }  // namespace
 
-TEST(SubgroupMatmul, ResidualAddedAfterTheProduct) {
+TEST(SubgroupMatmul, ResidualInTheEpilogue) {
   gpu::Context& c = unsafe_ctx();
   if (!ops::subgroup_matmul_supported(c)) GTEST_SKIP() << "no f16 subgroup matrices with this Dawn and adapter";
   check_residual_on_subgroup_path(c);
 }
 
-TEST(SubgroupMatmulEmulated, ResidualAddedAfterTheProduct) {
+TEST(SubgroupMatmulEmulated, ResidualInTheEpilogue) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
   ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
   check_residual_on_subgroup_path(ctx());
+}
+
+namespace {
+
+// One wgnn.matmul_add (bias [N], GELU, alpha, a residual) through the
+// emulated tensor-core kernel; returns the labels. The result against a
+// double-precision reference of act(alpha * A op(B) + bias) + residual.
+std::vector<std::string> check_matmul_add_split(const Case& k, const char* act, uint32_t seed) {
+  Graph g(ctx());
+  const Shape as = k.batch > 1 ? Shape{k.batch, k.ta ? k.K : k.M, k.ta ? k.M : k.K}
+                               : Shape{k.ta ? k.K : k.M, k.ta ? k.M : k.K};
+  Shape bs = k.tb ? Shape{k.N, k.K} : Shape{k.K, k.N};
+  if (k.batch > 1 && !k.shared_b) bs.insert(bs.begin(), k.batch);
+  const auto a = quantize(random_floats(size_t(numel(as)), -1, 1, seed), DType::F16);
+  const auto b = quantize(random_floats(size_t(numel(bs)), -1, 1, seed + 1), DType::F16);
+  const auto bias = quantize(random_floats(size_t(k.N), -1, 1, seed + 2), DType::F16);
+  const auto res = quantize(random_floats(size_t(k.batch * k.M * k.N), -1, 1, seed + 3), DType::F16);
+  TensorRef ta = upload(g, as, a, DType::F16), tb = upload(g, bs, b, DType::F16);
+  TensorRef tc = upload(g, {k.N}, bias, DType::F16);
+  Shape os = k.batch > 1 ? Shape{k.batch, k.M, k.N} : Shape{k.M, k.N};
+  TensorRef tr = upload(g, os, res, DType::F16);
+  const size_t before = g.dispatches().size();
+  TensorRef y = ops::call(g, "wgnn.matmul_add.default",
+                          {ta, tb, tc, k.alpha, std::string(act), k.ta, k.tb, 0.0, 0.0, tr})
+                    .tensor();
+  g.run();
+  std::vector<std::string> labels;
+  for (size_t i = before; i < g.dispatches().size(); ++i) labels.push_back(g.dispatches()[i].label);
+  Case r = k;
+  r.bias = Shape{k.N};
+  r.beta = 1;
+  std::vector<double> ref = reference(r, a, b, bias), mag = magnitude_reference(r, a, b, bias);
+  const bool gelu = std::string(act) == "gelu";
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (gelu) ref[i] = 0.5 * ref[i] * (1 + std::erf(ref[i] / std::sqrt(2.0)));
+    ref[i] += res[i];
+    mag[i] += std::abs(res[i]);
+  }
+  EXPECT_TRUE(f16_product_close(download(g, y), ref, mag));
+  return labels;
+}
+
+}  // namespace
+
+// Products of too few tiles, cut into ranges of K (split-K) on the emulated
+// kernel, then summed with the bias, GELU and residual in a second pass:
+// BART's decoder projections (32 rows), DaViT's channel attention (A read
+// transposed, a long K), K ending inside a range and a tile, a batch of
+// products each with its own B; WGNN_SUBGROUP_SPLITK=N forcing N ranges,
+// =0 turning it off (one dispatch, the residual in its epilogue).
+TEST(SubgroupMatmulEmulated, SplitKForFewTiles) {
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  auto joined = [](const std::vector<std::string>& l) { return fmt::format("{}", fmt::join(l, " | ")); };
+  const struct {
+    Case k;
+    const char* act;
+    const char* splits;
+  } cases[] = {
+      {{1, 32, 768, 64, false, true, std::nullopt, 1, 1, false}, "gelu", "splitk=6"},
+      {{1, 32, 4096, 32, true, false, std::nullopt, 0.25, 1, false}, "none", "splitk=32"},
+      {{1, 40, 296, 24, false, false, std::nullopt, 0.5, 1, false}, "none", "splitk=2"},
+      {{3, 16, 512, 16, false, false, std::nullopt, 1, 1, false}, "gelu", "splitk=4"},
+  };
+  uint32_t seed = 900;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(fmt::format("batch {} M {} K {} N {} ta {} tb {}", c.k.batch, c.k.M, c.k.K, c.k.N, c.k.ta, c.k.tb));
+    const auto labels = check_matmul_add_split(c.k, c.act, seed += 4);
+    ASSERT_EQ(labels.size(), 2u) << joined(labels);
+    EXPECT_THAT(labels[0], HasSubstr("subgroup-matrix"));
+    EXPECT_THAT(labels[0], HasSubstr(c.splits));
+    EXPECT_THAT(labels[0], HasSubstr("emulated"));
+    EXPECT_THAT(labels[1], HasSubstr("gemm splitk sum"));
+    EXPECT_THAT(labels[1], HasSubstr("bias residual"));
+  }
+  const Case mid{1, 136, 200, 72, false, false, std::nullopt, 1, 1, false};
+  {
+    ScopedEnv forced("WGNN_SUBGROUP_SPLITK", "3");
+    const auto labels = check_matmul_add_split(mid, "gelu", 950);
+    ASSERT_EQ(labels.size(), 2u) << joined(labels);
+    EXPECT_THAT(labels[0], HasSubstr("splitk=3"));
+  }
+  {
+    ScopedEnv off("WGNN_SUBGROUP_SPLITK", "0");
+    const auto labels = check_matmul_add_split(cases[0].k, "gelu", 960);
+    ASSERT_EQ(labels.size(), 1u) << joined(labels);
+    EXPECT_THAT(labels[0], testing::Not(HasSubstr("splitk")));
+    EXPECT_THAT(labels[0], HasSubstr("gelu residual"));
+  }
 }

@@ -42,7 +42,7 @@ TEST(Uniforms, EveryRegisteredStructMatchesItsKernel) {
   EXPECT_NE(ops::RecurrentParams::wgsl().find("  alpha: array<vec4<f32>, 2>,\n"), std::string::npos);
   // The tensor-core GEMM's generated WGSL pastes these (no kernel file).
   EXPECT_NO_THROW(ops::SubgroupMatmulParams::wgsl());
-  EXPECT_NE(ops::SubgroupConvParams::wgsl().find("  hi: f32,\n  in_h: u32,\n"), std::string::npos)
+  EXPECT_NE(ops::SubgroupConvParams::wgsl().find("  pad2: u32,\n  in_h: u32,\n"), std::string::npos)
       << ops::SubgroupConvParams::wgsl();
   EXPECT_NE(ops::LayerNormParams::wgsl().find("  width: f32,\n  eps: f32,\n"), std::string::npos)
       << ops::LayerNormParams::wgsl();
