@@ -454,11 +454,14 @@ TEST(Conv, DepthwiseChannelsLastMatchesTheReference) {
 
 // The residual in the channels-last epilogue: y = conv(x) + r, float32 and
 // float16 (where the conv is rounded to float16 before the add, as a
-// separate add would see it).
+// separate add would see it); four channels a thread (C a multiple of 4)
+// and one (WGNN_DEPTHWISE_VEC4=0).
 TEST(Conv, DepthwiseChannelsLastResidual) {
+  for (const char* vec : {"1", "0"})
   for (DType dt : {DType::F32, DType::F16}) {
     if (dt == DType::F16 && !has_f16()) continue;
-    SCOPED_TRACE(dtype_name(dt));
+    SCOPED_TRACE(fmt::format("{} vec4 {}", dtype_name(dt), vec));
+    wgnn::test::ScopedEnv env("WGNN_DEPTHWISE_VEC4", vec);
     const int64_t N = 1, H = 4, W = 7, C = 12;
     auto x = quantize(random_floats(size_t(N * H * W * C), -1, 1, 811), dt);
     auto w = quantize(random_floats(size_t(C * 9), -1, 1, 812), dt);
@@ -475,7 +478,8 @@ TEST(Conv, DepthwiseChannelsLastResidual) {
                       .tensor();
     TensorRef sum = ops::call(g, "aten.add.Tensor", {plain, tr}).tensor();
     bool labelled = false;
-    for (const auto& d : g.dispatches()) labelled = labelled || d.label.find("channels-last k=[3, 3] residual") != std::string::npos;
+    const std::string want = vec[0] == '1' ? "channels-last vec4 k=[3, 3] residual" : "channels-last k=[3, 3] residual";
+    for (const auto& d : g.dispatches()) labelled = labelled || d.label.find(want) != std::string::npos;
     EXPECT_TRUE(labelled);
     g.run();
     // Bit for bit the convolution and a separate add.
