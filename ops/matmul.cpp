@@ -261,8 +261,9 @@ bool record_subgroup(const Args& a, const Gemm& p, const Shape& shape, const std
   q.act = p.act;
   // Split-K: a bias the same for every batch entry (the sum pass's), the
   // result contiguous.
-  const SubgroupSplit split = subgroup_gemm_splits(p.M, p.N, p.K, batch);
-  if (split.splits > 1 && q.bias_batch == 0 && p.ldc == 0 && g.info(y).dtype == DType::F16) {
+  const bool f16_tc = g.info(y).dtype == DType::F16 && g.tensor_cores() && tensor_cores_available(g.ctx());
+  const SubgroupSplit split = f16_tc ? subgroup_gemm_splits(p.M, p.N, p.K, batch) : SubgroupSplit{};
+  if (split.splits > 1 && q.bias_batch == 0 && p.ldc == 0) {
     SubgroupGemm r = q;
     r.bias = TensorRef{-1}, r.act = ActivationSpec{};
     r.splits = split.splits, r.kchunk = split.kchunk;
