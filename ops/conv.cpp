@@ -212,6 +212,28 @@ void add_epilogue_subs(Subs& subs, const ConvSpec& s, int binding, const std::st
   subs.emplace_back("AFFINE", val);
 }
 
+// The second pass of a split-K convolution (kernels/conv_splitk.wgsl), the
+// regular kernel's or the tensor cores': the `splits` float32 parts
+// [splits, cout, npix] (npix = images * out_vol) added in order with the
+// bias, then s's affine, residual and activation, into y.
+void record_conv_splitk_sum(const Args& a, TensorRef y, TensorRef part, uint64_t splits, const ConvSpec& s,
+                            Binding bias, bool has_bias, bool rounded, int64_t cout, int64_t out_vol, int64_t npix,
+                            const Subs& subs) {
+  Graph& g = a.g;
+  const bool f16 = g.info(y).dtype == DType::F16;
+  SplitKParams sp{uint32_t(cout * npix), uint32_t(cout), uint32_t(out_vol), uint32_t(npix), uint32_t(splits),
+                  has_bias, 0, 0};
+  Subs sum_subs = subs;
+  add_epilogue_subs(sum_subs, s, 4, "acc", "c", rounded, f16, "i");
+  std::vector<Binding> sum_bindings{Binding::of(y), g.uniform(sp), Binding::of(part), bias};
+  if (s.affine.id >= 0) sum_bindings.push_back(Binding::of(s.affine));
+  if (s.residual.id >= 0) sum_bindings.push_back(Binding::of(s.residual));
+  g.add_dispatch(kernel(g, "ops/kernels/conv_splitk.wgsl", sum_subs, activation_constants(s.act)),
+                 std::move(sum_bindings), grid_for(g, gpu::ceil_div(uint64_t(sp.count), 256)), std::string(a.op),
+                 fmt::format("conv splitk sum {}{}{}{}", splits, s.affine.id >= 0 ? " affine" : "",
+                             s.residual.id >= 0 ? " residual" : "", activation_label(s.act.act)));
+}
+
 // A result computed without its residual (the tensor-core paths, whose
 // epilogue has none): the residual added, then the activation, as separate
 // dispatches (the values of the unfused chain).
@@ -525,8 +547,10 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   }
   // Any other float16 2-D (or 1-D) convolution with one group: an implicit
   // GEMM on subgroup matrices, W [Co, Ci*KH*KW] @ im2col(X[n]) per image,
-  // the im2col tile gathered from x in the kernel.
-  if (!pointwise && !s.transposed && groups == 1 && d <= 2) {
+  // the im2col tile gathered from x in the kernel. Also a 1x1 one whose
+  // pixels are not a multiple of 8 (the product reads X's rows as vec4s;
+  // this kernel gathers X in scalars).
+  if ((!pointwise || out_vol % 8 != 0) && !s.transposed && groups == 1 && d <= 2) {
     SubgroupConv q;
     q.x = x, q.w = w, q.bias = b, q.out = y, q.affine = s.affine, q.affine_rounded = rounded;
     q.batch = n, q.cin = cin, q.h = in[1], q.w_in = in[2], q.cout = cout, q.oh = out[1], q.ow = out[2];
@@ -538,6 +562,24 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     std::string what = fmt::format("conv {}x{}", k[1], k[2]);
     if (s.stride[1] != 1 || s.stride[2] != 1) what += " stride " + pair(s.stride[1], s.stride[2]);
     if (s.dil[1] != 1 || s.dil[2] != 1) what += " dilation " + pair(s.dil[1], s.dil[2]);
+    // Few tiles over a long reduction (ResNet-50's 3x3 layers from 28x28
+    // down, 26 to 8 tiles over K = 1152 to 4608): split-K on the tensor
+    // cores, the bias, affine, residual and activation in the regular
+    // convolution's sum pass (whose layout of the parts it shares).
+    const SubgroupSplit split = n == 1 && f16 && tensor_cores_available(g.ctx())
+                                    ? subgroup_gemm_splits(cout, out_vol, cin * kvol, 1)
+                                    : SubgroupSplit{};
+    if (split.splits > 1) {
+      SubgroupConv r = q;
+      r.bias = r.affine = TensorRef{-1}, r.act = ActivationSpec{};
+      r.splits = split.splits, r.kchunk = split.kchunk;
+      TensorRef part{-1};
+      if (record_subgroup_conv(g, r, a.op, what, &part)) {
+        record_conv_splitk_sum(a, y, part, uint64_t(split.splits), s, bias, b.id >= 0, rounded, cout, out_vol,
+                               n * out_vol, subs);
+        return y;
+      }
+    }
     if (record_subgroup_conv(g, q, a.op, what)) return s.residual.id >= 0 ? add_residual_then_act(g, y, s) : y;
   }
   const int64_t kred = cin_g * kvol;
@@ -612,17 +654,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   TensorRef part = g.add_tensor({int64_t(splits), cout, npix}, DType::F32);
   g.add_dispatch(pipe, {Binding::of(part), g.uniform(p), Binding::of(x), Binding::of(w), bias, table},
                  grid_for(g, tiles), std::string(a.op), fmt::format("{} splitk={}", label, splits), flops);
-  SplitKParams sp{uint32_t(numel(out_shape)), uint32_t(cout), uint32_t(out_vol), uint32_t(npix), uint32_t(splits),
-                  b.id >= 0, 0, 0};
-  Subs sum_subs = subs;
-  add_epilogue_subs(sum_subs, s, 4, "acc", "c", rounded, f16, "i");
-  std::vector<Binding> sum_bindings{Binding::of(y), g.uniform(sp), Binding::of(part), bias};
-  if (s.affine.id >= 0) sum_bindings.push_back(Binding::of(s.affine));
-  if (s.residual.id >= 0) sum_bindings.push_back(Binding::of(s.residual));
-  g.add_dispatch(kernel(g, "ops/kernels/conv_splitk.wgsl", sum_subs, activation_constants(s.act)), std::move(sum_bindings),
-                 grid_for(g, gpu::ceil_div(uint64_t(sp.count), 256)), std::string(a.op),
-                 fmt::format("conv splitk sum {}{}{}{}", splits, s.affine.id >= 0 ? " affine" : "", res_label,
-                             activation_label(s.act.act)));
+  record_conv_splitk_sum(a, y, part, splits, s, bias, b.id >= 0, rounded, cout, out_vol, npix, subs);
   return y;
 }
 

@@ -94,7 +94,7 @@ const std::vector<UnaryOp>& unary_ops() {
        }},
       // gelu(x, approximate='none'|'tanh'); p0 = 1 selects the tanh form.
       {"gelu",
-       "select(0.5 * x * (1.0 + erf4(x * 0.70710678118654752)),"
+       "select(gelu4(x),"
        " 0.5 * x * (1.0 + tanh4(0.7978845608028654 * (x + 0.044715 * x * x * x))), p0 > 0.5)",
        [](const Args& a) {
          const std::string approx = a.string(1, "approximate", "none");

@@ -43,7 +43,7 @@ std::string SubgroupMatmulConfig::name() const {
   return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
                      out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (affine ? affine_rounded ? " affine-rounded" : " affine" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
          activation_label(act) + (ablate ? fmt::format(" ablate{}", ablate) : "") +
-         (conv ? " conv" : "") + (residual ? " residual" : "") + (splitk ? " splitk" : "") + (checked_loads ? " checked" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
+         (conv ? " conv" : "") + (residual ? " residual" : "") + (odd_n ? " oddN" : "") + (act_loop ? " actloop" : "") + (splitk ? " splitk" : "") + (checked_loads ? " checked" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
          (emulate ? " emulated" : "");
 }
 
@@ -107,9 +107,15 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   if (c.emulate && c.ablate) throw Error("the emulated kernel takes no ablations");
   if (c.residual && (!c.out_f16 || c.full_tiles))
     throw Error(fmt::format("subgroup matmul configuration {}: a residual needs float16 results", c.name()));
-  if (c.splitk && (c.conv || c.out_f16 || c.bias || c.affine || c.act != Activation::None || c.full_tiles))
-    throw Error(fmt::format("subgroup matmul configuration {}: split-K writes plain float32 sums (no convolution, "
-                            "float16 output, bias, affine, activation or full-tile variant)", c.name()));
+  if (c.act_loop && (c.act == Activation::None || c.full_tiles))
+    throw Error(fmt::format("subgroup matmul configuration {}: the activation loop needs an activation and the "
+                            "scratch epilogue", c.name()));
+  if (c.odd_n && (!c.conv || !(c.out_f16 || c.splitk) || c.residual))
+    throw Error(fmt::format("subgroup matmul configuration {}: scalar float16 results are for the convolution mode "
+                            "without a residual", c.name()));
+  if (c.splitk && (c.out_f16 || c.bias || c.affine || c.act != Activation::None || c.full_tiles))
+    throw Error(fmt::format("subgroup matmul configuration {}: split-K writes plain float32 sums (no float16 "
+                            "output, bias, affine, activation or full-tile variant)", c.name()));
   const uint32_t TM = c.bm / c.sg_m / 16, TN = c.bn / c.sg_n / 16;
   // Workgroup tiles, rows padded by 8 halves (16 bytes) against bank
   // conflicts: A as [BM][BK] (or [BK][BM] when A is transposed in memory),
@@ -137,7 +143,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("@group(0) @binding(0) var<storage, read> A: array<vec4<u32>>;");
   add(c.conv ? "@group(0) @binding(1) var<storage, read> X: array<f16>;"
              : "@group(0) @binding(1) var<storage, read> B: array<vec4<u32>>;");
-  add(fmt::format("@group(0) @binding(2) var<storage, read_write> C: array<{}>;", c.out_f16 ? "vec4<u32>" : "f32"));
+  add(fmt::format("@group(0) @binding(2) var<storage, read_write> C: array<{}>;", c.out_f16 ? c.odd_n ? "f16" : "vec4<u32>" : "f32"));
   add("@group(0) @binding(3) var<uniform> P: Params;");
   if (c.bias) add(fmt::format("@group(0) @binding(4) var<storage, read> BIAS: array<{}>;", c.bias_f16 ? "f16" : "f32"));
   if (c.affine) add(fmt::format("@group(0) @binding({}) var<storage, read> AFF: array<f32>;", c.bias ? 5 : 4));
@@ -216,17 +222,31 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   if (c.affine && c.affine_rounded) add(round_f16_wgsl());
   if (!no_scratch) {
   // The epilogue of one 16x16 result staged in `sc` at `sbase`: each lane
-  // writes 8 consecutive columns of one row (N % 8 == 0: all in or all out).
+  // writes 8 consecutive columns of one row (N % 8 == 0: all in or all out;
+  // odd_n: each checked).
   add("fn emit(r0: u32, c0: u32, sbase: u32, lane: u32, c_off: u32, bias_off: u32) {");
   add("  let r = r0 + lane / 2u; let col = c0 + (lane % 2u) * 8u;");
   add("  if (r >= P.M || col >= P.N) { return; }");
   add("  let s = sbase + (lane / 2u) * 16u + (lane % 2u) * 8u;");
   if (c.affine) add("  let a_scale = AFF[r]; let a_shift = AFF[P.M + r];");
-  for (int q = 0; q < 8; ++q) {
-    std::string v = fmt::format("sc[s + {}u] * P.alpha", q);
-    if (c.bias) v += fmt::format(" + P.beta * f32(BIAS[bias_off + r * P.bias_sm + (col + {}u) * P.bias_sn])", q);
+  auto pre_activation = [&](const std::string& q) {
+    std::string v = fmt::format("sc[s + {}] * P.alpha", q);
+    if (c.bias) v += fmt::format(" + P.beta * f32(BIAS[bias_off + r * P.bias_sm + (col + {}) * P.bias_sn])", q);
     if (c.affine) v = (c.affine_rounded ? "round_f16(" + v + ")" : "(" + v + ")") + " * a_scale + a_shift";
-    if (c.act == Activation::None) {
+    return v;
+  };
+  if (c.act_loop) {
+    // The lane's own 8 scratch values, rewritten in place (no other lane
+    // reads them before the next barrier).
+    add("  for (var q = 0u; q < 8u + P.pad0; q++) {");
+    add(fmt::format("    sc[s + q] = apply_activation({}u, {}, P.lo, P.hi);", uint32_t(c.act), pre_activation("q")));
+    add("  }");
+  }
+  for (int q = 0; q < 8; ++q) {
+    const std::string v = pre_activation(fmt::format("{}u", q));
+    if (c.act_loop) {
+      add(fmt::format("  let v{0} = sc[s + {0}u];", q));
+    } else if (c.act == Activation::None) {
       add(fmt::format("  let v{} = {};", q, v));
     } else {
       add(fmt::format("  let v{} = apply_activation({}u, {}, P.lo, P.hi);", q, uint32_t(c.act), v));
@@ -240,12 +260,17 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     for (int q = 0; q < 8; ++q) add(fmt::format("  let w{0} = v{0} + rh[{1}].{2};", q, q / 2, q % 2 ? "y" : "x"));
   }
   const char* v = c.residual ? "w" : "v";
-  if (c.out_f16) {
+  if (c.odd_n && c.out_f16) {
+    add("  let o = c_off + r * P.N + col;");
+    for (int q = 0; q < 8; ++q) add(fmt::format("  if (col + {0}u < P.N) {{ C[o + {0}u] = f16({1}{0}); }}", q, v));
+  } else if (c.out_f16) {
     add(fmt::format("  C[(c_off + r * P.N + col) / 8u] = vec4<u32>(pack2x16float(vec2<f32>({0}0, {0}1)), "
         "pack2x16float(vec2<f32>({0}2, {0}3)), pack2x16float(vec2<f32>({0}4, {0}5)), "
         "pack2x16float(vec2<f32>({0}6, {0}7)));", v));
   } else {
-    for (int q = 0; q < 8; ++q) add(fmt::format("  C[c_off + r * P.N + col + {0}u] = v{0};", q));
+    for (int q = 0; q < 8; ++q)
+      add(fmt::format(fmt::runtime(c.odd_n ? "  if (col + {0}u < P.N) {{ C[c_off + r * P.N + col + {0}u] = v{0}; }}"
+                                           : "  C[c_off + r * P.N + col + {0}u] = v{0};"), q));
   }
   add("}");
   }
@@ -262,8 +287,10 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   if (c.splitk) {
     add("  let m0 = wid.y * BM; let n0 = wid.x * BN; let bt = wid.z / P.splits; let kr = wid.z - bt * P.splits;");
     add("  let k0 = kr * P.kchunk; let K = min(KS - k0, P.kchunk);");
-    add(fmt::format("  let a_off = bt * P.a_batch + k0{}; let b_off = bt * P.b_batch + k0{};", c.a_trans ? " * M" : "",
-                    c.b_trans ? "" : " * N"));
+    // (The convolution mode's B has no rows in memory: its range starts
+    // with the reduction row k0, below.)
+    add(fmt::format("  let a_off = bt * P.a_batch + k0{}; let b_off = bt * P.b_batch{};", c.a_trans ? " * M" : "",
+                    c.conv ? "" : c.b_trans ? " + k0" : " + k0 * N"));
   } else {
     add("  let K = KS;");
     add("  let m0 = wid.y * BM; let n0 = wid.x * BN; let bt = wid.z;");
@@ -309,7 +336,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     // each later row (tiles are loaded in order) is RS further: a fixed step
     // with one carry per digit.
     const std::string r0 = RS > 1 ? "lid / BN" : "0u";
-    add(fmt::format("  let kr0 = {}; let kc0 = kr0 / P.khw; let kk0 = kr0 - kc0 * P.khw; let ky0 = kk0 / P.kw;", r0));
+    add(fmt::format("  let kr0 = {}{}; let kc0 = kr0 / P.khw; let kk0 = kr0 - kc0 * P.khw; let ky0 = kk0 / P.kw;", c.splitk ? "k0 + " : "", r0));
     add("  var cb = kc0 * P.in_hw; var yo = ky0 * P.dil_h; var xo = (kk0 - ky0 * P.kw) * P.dil_w;");
     add(fmt::format("  let sbo = {} * BS + {};", r0, RS > 1 || NCOL == 1 ? "lid % BN" : "lid"));
     for (uint32_t j = 0; j < JR; ++j)
@@ -642,6 +669,9 @@ SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t ba
   cfg.affine = affine;
   cfg.affine_rounded = affine && affine_rounded;
   cfg.act = act;
+  // WGNN_SUBGROUP_ACT_LOOP=0: GELU on the 8 values at once, for measuring.
+  const char* loop = std::getenv("WGNN_SUBGROUP_ACT_LOOP");
+  cfg.act_loop = (act == Activation::Gelu || act == Activation::GeluTanh) && !(loop && std::string_view(loop) == "0");
   return cfg;
 }
 
@@ -749,17 +779,28 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   return true;
 }
 
-bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, std::string_view what) {
-  if (!epilogue_operands_ok(g, {p.x, p.w, p.out}, p.bias, p.affine, p.cout)) return false;
+bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, std::string_view what,
+                          TensorRef* part) {
+  const bool split = p.splits > 1;
+  if (split ? (!part || p.batch != 1 || g.info(p.x).dtype != DType::F16 || g.info(p.w).dtype != DType::F16 ||
+               p.bias.id >= 0 || p.affine.id >= 0 || p.act.act != Activation::None || p.kchunk <= 0 ||
+               p.kchunk % 32 != 0 || (p.splits - 1) * p.kchunk >= p.cin * p.kh * p.kw ||
+               p.splits * p.kchunk < p.cin * p.kh * p.kw)
+            : !epilogue_operands_ok(g, {p.x, p.w, p.out}, p.bias, p.affine, p.cout))
+    return false;
   const Mode mode = subgroup_mode();
   if (mode == Mode::Off || !g.tensor_cores()) return false;
   // WGNN_SUBGROUP_CONV=0: KxK convolutions on the regular kernel (products
   // and 1x1 convolutions still on subgroup matrices), for measuring.
   if (const char* env = std::getenv("WGNN_SUBGROUP_CONV"); env && std::string_view(env) == "0") return false;
   const int64_t M = p.cout, N = p.oh * p.ow, K = p.cin * p.kh * p.kw;
-  // The weight rows are read as vec4<u32> (K % 8), the epilogue writes 8
-  // halves at once (N % 8).
-  if (M < 1 || N < 1 || K < 1 || p.batch < 1 || N % 8 != 0 || K % 8 != 0) return false;
+  // The weight rows are read as vec4<u32> (K % 8). The epilogue writes 8
+  // halves at once where N % 8 == 0, else one at a time (odd_n).
+  if (M < 1 || N < 1 || K < 1 || p.batch < 1 || K % 8 != 0) return false;
+  // WGNN_SUBGROUP_ODD_N=0: those whose N is not a multiple of 8 on the
+  // regular kernel, for measuring.
+  if (const char* env = std::getenv("WGNN_SUBGROUP_ODD_N"); N % 8 != 0 && env && std::string_view(env) == "0")
+    return false;
   // Every index and coordinate within the int32 range (u32 in the kernel,
   // where coordinates left of or above the image wrap to huge values).
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
@@ -776,6 +817,8 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   SubgroupMatmulConfig cfg =
       epilogue_config(M, N, K, p.batch, mode, p.bias.id >= 0, p.affine.id >= 0, p.affine_rounded, p.act.act);
   cfg.conv = true;
+  cfg.odd_n = N % 8 != 0;
+  if (split) cfg.out_f16 = false, cfg.bias_f16 = false, cfg.splitk = true;
   const uint32_t T = cfg.threads();
   const bool rows = cfg.bn <= T && T % cfg.bn == 0 && cfg.bk % (T / cfg.bn) == 0;
   if (!rows && cfg.bn % T != 0) {
@@ -786,12 +829,21 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   if (!subgroup_matmul_supported(g.ctx(), cfg)) return false;
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(M), cfg.bm), tiles_n = gpu::ceil_div(uint64_t(N), cfg.bn);
   const uint64_t max_dim = g.ctx().limits().max_compute_workgroups_per_dimension;
-  if (tiles_m > max_dim || tiles_n > max_dim || uint64_t(p.batch) > max_dim) return false;
+  if (tiles_m > max_dim || tiles_n > max_dim || uint64_t(p.batch * p.splits) > max_dim) return false;
+  const uint64_t count = uint64_t(M) * uint64_t(N);
+  if (split && (count * uint64_t(p.splits) > UINT32_MAX ||
+                count * uint64_t(p.splits) * 4 > g.ctx().limits().max_storage_buffer_binding_size))
+    return false;
+  const TensorRef out = split ? g.add_tensor({p.splits, int64_t(count)}, DType::F32) : p.out;
+  if (split) *part = out;
   SubgroupConvParams params{};
   params.M = uint32_t(M), params.N = uint32_t(N), params.K = uint32_t(K), params.tiles_n = uint32_t(tiles_n);
   params.a_batch = 0, params.b_batch = uint32_t(p.cin * p.h * p.w_in), params.c_batch = uint32_t(M * N);
   params.bias_batch = 0, params.bias_sm = 1, params.bias_sn = 0;
   params.alpha = 1, params.beta = 1, params.lo = float(p.act.lo), params.hi = float(p.act.hi);
+  params.splits = uint32_t(p.splits);
+  params.kchunk = uint32_t(split ? p.kchunk : K);
+  params.kcount = uint32_t(split ? count : 0);
   params.in_h = uint32_t(p.h), params.in_w = uint32_t(p.w_in), params.in_hw = uint32_t(p.h * p.w_in);
   params.chw = uint32_t(p.cin * p.h * p.w_in);
   params.out_w = uint32_t(p.ow), params.khw = uint32_t(p.kh * p.kw), params.kw = uint32_t(p.kw);
@@ -806,14 +858,15 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   params.step_y = uint32_t((step / p.kw % p.kh) * p.dil_h);
   params.step_c = uint32_t(step / (p.kh * p.kw) * p.h * p.w_in);
   const gpu::Pipeline& pl = timed_pipeline(g, cfg);
-  std::vector<Binding> bindings{Binding::of(p.w), Binding::of(p.x), Binding::of(p.out), g.uniform(params)};
+  std::vector<Binding> bindings{Binding::of(p.w), Binding::of(p.x), Binding::of(out), g.uniform(params)};
   if (cfg.bias) bindings.push_back(Binding::of(p.bias));
   if (cfg.affine) bindings.push_back(Binding::of(p.affine));
-  g.add_dispatch(pl, std::move(bindings), gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(p.batch)},
+  g.add_dispatch(pl, std::move(bindings), gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(p.batch * p.splits)},
                  std::string(op),
                  fmt::format("{} subgroup-matrix {}x{}x{}{}{}", what, M, N, K,
                              p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", cfg.bias ? " bias" : "") +
-                     (cfg.affine ? " affine" : "") + activation_label(p.act.act) + (cfg.emulate ? " emulated" : ""),
+                     (cfg.affine ? " affine" : "") + activation_label(p.act.act) +
+                     (split ? fmt::format(" splitk={}", p.splits) : "") + (cfg.emulate ? " emulated" : ""),
                  2.0 * double(M) * double(N) * double(K) * double(p.batch));
   return true;
 }

@@ -66,7 +66,8 @@ struct SubgroupMatmulConfig {
   // the B tile (threads % BN == 0 and BK a multiple of threads / BN) or
   // BN a multiple of the threads.
   bool conv = false;
-  // Split-K: workgroup z = batch entry * P.splits + range; range s sums K
+  // Split-K (also in the convolution mode, one image): workgroup z =
+  // batch entry * P.splits + range; range s sums K
   // in [s * P.kchunk, min(K, (s + 1) * P.kchunk)) (kchunk a multiple of BK)
   // and writes its float32 sums, alpha 1 and nothing else of the epilogue,
   // at C[s * P.kcount + b * c_batch + m * N + n] (kcount = batch * M * N);
@@ -76,6 +77,16 @@ struct SubgroupMatmulConfig {
   // A float16 residual of C's shape (the binding after the bias's and the
   // affine's) added after the activation, as wgnn.matmul_add does.
   bool residual = false;
+  // Float16 results written one half at a time, each checked against N
+  // (C bound as array<f16>): the convolution mode where OH*OW is not a
+  // multiple of 8 (ResNet's 14x14 and 7x7 stages), whose rows of C do not
+  // start on a 16-byte boundary.
+  bool odd_n = false;
+  // The epilogue's activation applied in a loop the compiler does not
+  // unroll, one value at a time through the scratch memory (else the
+  // lane's 8 values at once): for GELU, whose 8 inlined copies beside the
+  // live result matrices cost the 128x128 tile registers.
+  bool act_loop = false;
   // Subgroup matrices emulated by scalar code reading the workgroup tiles
   // (every lane computes its 8 elements of a 16x16 result): the same kernel,
   // staging and epilogue on a device without subgroup matrices, for tests.
@@ -207,14 +218,21 @@ struct SubgroupConv {
   ActivationSpec act;  // as SubgroupGemm::act
   TensorRef affine{-1};  // as SubgroupGemm::affine (per output channel)
   bool affine_rounded = false;
+  // Split-K (subgroup_gemm_splits), one image only: the ranges' float32
+  // sums [splits, Co * OH*OW] go to a new tensor, `part` of
+  // record_subgroup_conv, with no bias, affine or activation (the caller's
+  // sum pass applies them); the layout of the regular convolution's parts.
+  int64_t splits = 1, kchunk = 0;
 };
 
 // Records the convolution as an implicit GEMM on subgroup matrices (the
 // convolution mode above) under record_subgroup_gemm's conditions
-// (WGNN_SUBGROUP_MATMUL, float16, N = OH*OW and K = Ci*KH*KW multiples of 8,
-// the grid), its tile choice and WGNN_SUBGROUP_MATMUL_CONFIG, with every
-// index within the int32 range. Returns false (recording nothing) otherwise.
-// `what` starts the dispatch label ("conv 3x3").
-bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, std::string_view what);
+// (WGNN_SUBGROUP_MATMUL, float16, K = Ci*KH*KW a multiple of 8, the grid),
+// its tile choice and WGNN_SUBGROUP_MATMUL_CONFIG, with every index within
+// the int32 range. Returns false (recording nothing) otherwise. `what`
+// starts the dispatch label ("conv 3x3"). With p.splits > 1, `part`
+// receives the new tensor of the ranges' sums.
+bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, std::string_view what,
+                          TensorRef* part = nullptr);
 
 }  // namespace wgnn::ops

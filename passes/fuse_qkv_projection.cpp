@@ -10,6 +10,7 @@
 // are wgnn.matmul_add (no activation, no residual, alpha alike) or
 // aten.matmul; the views must move along whole rows of each result or
 // stay inside a row.
+#include <memory>
 #include <optional>
 
 #include "passes/passes.h"
@@ -20,8 +21,8 @@ namespace {
 struct Product {
   int node = -1;
   TensorRef a, b;
-  const HostTensor* w = nullptr;     // b's values
-  const HostTensor* bias = nullptr;  // or null
+  std::shared_ptr<const HostTensor> w;     // b's values, float32
+  std::shared_ptr<const HostTensor> bias;  // or null
   double alpha = 1;
   bool trans_b = false;
   int64_t n = 0;  // columns of the result
@@ -31,12 +32,21 @@ struct Product {
 // as float32, or as float16 made from them (float16 mode's weights: the
 // joined weights are then converted as the importer converts, saturating,
 // element by element, so they hold the three constants' values exactly).
-const HostTensor* f32_values(const ir::Graph& g, TensorRef v) {
+// A constant folded on the host in float16 mode holds float16 values (an
+// Identity of a weight the exporter shares, such as the zero biases of
+// an untrained model): those widened to float32, which the conversion back
+// returns exactly.
+std::shared_ptr<const HostTensor> f32_values(const ir::Graph& g, TensorRef v) {
   if (!g.is_constant(v)) return nullptr;
   const DType stored = g.value(v).dtype;
   if (stored != DType::F32 && stored != DType::F16) return nullptr;
   const HostTensor* t = g.model_values(v);
-  return t && t->dtype == DType::F32 ? t : nullptr;
+  if (!t) return nullptr;
+  if (t->dtype == DType::F32) return std::shared_ptr<const HostTensor>(std::shared_ptr<void>(), t);  // not owned
+  if (t->dtype != DType::F16 || stored != DType::F16) return nullptr;
+  auto wide = std::make_shared<HostTensor>(DType::F32, t->shape);
+  for (int64_t i = 0; i < t->numel(); ++i) wide->as<float>()[i] = float(t->get_double(size_t(i)));
+  return wide;
 }
 
 // A product node's arguments, where it is one this pass takes.

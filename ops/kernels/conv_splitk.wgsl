@@ -34,7 +34,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   let stride = params.cout * params.npix;
   var at = c * params.npix + n * params.out_vol + p;
-  for (var s = 0u; s < params.splits; s++) {
+  // Four parts loaded before they are added, still in order (as
+  // matmul_splitk.wgsl).
+  var s = 0u;
+  for (; s + 4u <= params.splits; s += 4u) {
+    let p0 = part[at];
+    let p1 = part[at + stride];
+    let p2 = part[at + 2u * stride];
+    let p3 = part[at + 3u * stride];
+    acc += p0;
+    acc += p1;
+    acc += p2;
+    acc += p3;
+    at += 4u * stride;
+  }
+  for (; s < params.splits; s++) {
     acc += part[at];
     at += stride;
   }

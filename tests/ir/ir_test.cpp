@@ -418,11 +418,14 @@ TEST(IrPasses, AttentionProjectionsBecomeOneProduct) {
                            wv = random_floats(size_t(E * E), -0.3f, 0.3f, 72), bq = random_floats(size_t(E), -0.2f, 0.2f, 73),
                            bv = random_floats(size_t(E), -0.2f, 0.2f, 74);
   const IntList view{0, 1, H, L, D, L * E, D, E, 1};
-  auto build = [&](bool shared_q, bool f16 = false) {
+  auto build = [&](bool shared_q, bool f16 = false, bool folded_biases = false) {
     ir::Graph g;
     // float16: constants made from float32 values, as float16 mode's importer makes them.
+    // folded_biases: the biases hold float16 values, as a constant folded on
+    // the host in float16 mode does (an Identity of a shared initializer).
     const auto c = [&](const Shape& sh, const std::vector<float>& v) {
       if (!f16) return g.constant(host(sh, v));
+      if (folded_biases && sh.size() == 1) return g.constant(to_f16_saturated(host(sh, v)));
       auto src = std::make_shared<const HostTensor>(host(sh, v));
       return g.made_constant(DType::F16, sh, fmt::format("test:{}", static_cast<const void*>(src.get())),
                              [src](HostTensor& scratch) -> const HostTensor& {
@@ -495,16 +498,19 @@ TEST(IrPasses, AttentionProjectionsBecomeOneProduct) {
   }
   // Float16 storage: the joined weights converted as the importer converts.
   if (ctx().features().shader_f16) {
-    ir::Graph fused = build(false, true);
-    const passes::Report r = passes::optimize(fused);
-    EXPECT_EQ(r.count("fuse_qkv_projection"), 1u) << r.summary();
-    ASSERT_EQ(fused.live_nodes(), 2u) << fused.dump();
-    ir::Program fp(ctx(), std::move(fused)), up(ctx(), build(false, true));
-    HostTensor xh = to_f16_saturated(host({L, E}, x));
-    const auto a = fp.run({xh});
-    const auto u = up.run({xh});
-    EXPECT_TRUE(all_close(floats(a[0]), ref, 2e-2, 1e-2));
-    EXPECT_TRUE(all_close(floats(u[0]), ref, 2e-2, 1e-2));
+    for (bool folded : {false, true}) {
+      SCOPED_TRACE(folded ? "biases folded in float16" : "float16 made from the model's float32");
+      ir::Graph fused = build(false, true, folded);
+      const passes::Report r = passes::optimize(fused);
+      EXPECT_EQ(r.count("fuse_qkv_projection"), 1u) << r.summary();
+      ASSERT_EQ(fused.live_nodes(), 2u) << fused.dump();
+      ir::Program fp(ctx(), std::move(fused)), up(ctx(), build(false, true, folded));
+      HostTensor xh = to_f16_saturated(host({L, E}, x));
+      const auto a = fp.run({xh});
+      const auto u = up.run({xh});
+      EXPECT_TRUE(all_close(floats(a[0]), ref, 2e-2, 1e-2));
+      EXPECT_TRUE(all_close(floats(u[0]), ref, 2e-2, 1e-2));
+    }
   }
 }
 

@@ -642,6 +642,14 @@ TEST(Conv, AffineInTheEpilogueOfTheSubgroupMatrixKernels) {
                   "conv 3x3 subgroup-matrix");
   run_conv_affine({{2, 16, 16, 16}, {24, 16, 3, 3}, false, {2}, {1}, {1}, false, {0}, 1, DType::F16}, "relu", 43,
                   "conv 3x3 stride 2 subgroup-matrix");
+  // 5x5 = 25 pixels (results written one half at a time) over K = 2304
+  // on one tile: split-K on the tensor cores (18 ranges of 4 steps), the
+  // bias, affine and activation in the sum pass.
+  run_conv_affine({{1, 256, 5, 5}, {32, 256, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, DType::F16}, "relu", 45,
+                  "conv 3x3 subgroup-matrix 32x25x2304 splitk=18 emulated | conv splitk sum 18 affine relu");
+  // A 1x1 on 7x7 (49 pixels): the convolution kernel, not the product.
+  run_conv_affine({{1, 64, 7, 7}, {48, 64, 1, 1}, true, {1}, {0}, {1}, false, {0}, 1, DType::F16}, "clamp", 46,
+                  "conv 1x1 subgroup-matrix 48x49x64 bias affine");
 }
 
 // affine_rounded: the convolution (and bias) rounded to float16 before the
@@ -788,6 +796,11 @@ TEST(Conv, ResidualWithTheSubgroupMatrixKernels) {
                     "conv 1x1 subgroup-matrix", false);
   run_conv_residual({{1, 8, 9, 8}, {20, 8, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, DType::F16}, "clamp", 72,
                     "conv 3x3 subgroup-matrix", true);
+  // Split-K on the tensor cores: the residual and activation in the sum
+  // pass (ResNet-50's last 1x1 of a block on 7x7, scaled).
+  for (bool affine : {false, true})
+    run_conv_residual({{1, 512, 7, 7}, {40, 512, 1, 1}, true, {1}, {0}, {1}, false, {0}, 1, DType::F16}, "relu", 73,
+                      affine ? "conv splitk sum 4 affine residual relu" : "conv splitk sum 4 residual relu", affine);
 }
 
 TEST(Conv, ResidualThatBroadcastsIsAddedAfterTheConvolution) {

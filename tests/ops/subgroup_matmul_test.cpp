@@ -235,13 +235,10 @@ TEST(SubgroupMatmul, PointwiseConvolution) {
     setenv("WGNN_SUBGROUP_MATMUL", "0", 1);
     const auto reg = run(ctx(), &reg_label);
     unsetenv("WGNN_SUBGROUP_MATMUL");
-    // The tensor-core kernel reads rows of 8 halves: H*W must be a multiple
-    // of 8 (14x14 = 196 is not, and takes the regular kernel).
-    if ((k.h * k.w) % 8 == 0) {
-      EXPECT_THAT(tc_label, HasSubstr("conv 1x1 subgroup-matrix"));
-    } else {
-      EXPECT_THAT(tc_label, testing::Not(HasSubstr("subgroup-matrix")));
-    }
+    // The product reads X's rows as 8 halves: where H*W is not a multiple
+    // of 8 (14x14 = 196) the convolution kernel, which gathers X in
+    // scalars and writes its results one half at a time, takes it.
+    EXPECT_THAT(tc_label, HasSubstr("conv 1x1 subgroup-matrix"));
     EXPECT_THAT(reg_label, testing::Not(HasSubstr("subgroup-matrix")));
     const int64_t hw = k.h * k.w;
     std::vector<double> ref(size_t(k.n * k.cout * hw)), mag(ref.size());
@@ -275,8 +272,9 @@ struct ConvCase {
   int64_t oh() const { return (h + top + bottom - dh * (kh - 1) - 1) / sh + 1; }
   int64_t ow() const { return (w + left + right - dw * (kw - 1) - 1) / sw + 1; }
   int64_t K() const { return cin * kh * kw; }
-  // Whether the tensor-core kernel takes it (else the regular one).
-  bool tensor_cores() const { return oh() * ow() % 8 == 0 && K() % 8 == 0; }
+  // Whether the tensor-core kernel takes it (else the regular one): the
+  // weight's rows are read 8 halves at a time.
+  bool tensor_cores() const { return K() % 8 == 0; }
 };
 
 ConvCase conv_case(const char* name, int64_t n, int64_t cin, int64_t cout, int64_t h, int64_t w, int64_t k, int64_t stride,
@@ -301,10 +299,14 @@ const std::vector<ConvCase>& conv_cases() {
         // The Whisper encoder's form: a row of frames (H = 1), stride 2, GELU.
         {"1-D k3 stride 2 gelu", 1, 16, 32, 1, 48, 1, 3, 1, 2, 0, 0, 1, 1, 1, 1, true, "gelu"},
         conv_case("many channels", 1, 160, 72, 8, 8, 3, 1, 1, 1),
-        // Fall back to the regular kernel: OH*OW or K not a multiple of 8.
-        conv_case("15x15 output (fallback)", 1, 16, 24, 15, 15, 3, 1, 1, 1, true, "relu"),
+        // OH*OW not a multiple of 8: results written one half at a time
+        // (ResNet-50's 14x14 and 7x7 stages; a 1x1 one too).
+        conv_case("15x15 output", 1, 16, 24, 15, 15, 3, 1, 1, 1, true, "relu"),
+        conv_case("3x3 stride 2 on 17x17", 2, 8, 16, 17, 17, 3, 2, 1, 1),
+        conv_case("7x7, 3x3 pad 1", 2, 64, 72, 7, 7, 3, 1, 1, 1, true, "clamp"),
+        conv_case("1x1 on 14x14", 2, 32, 40, 14, 14, 1, 1, 0, 1, true, "relu"),
+        // Fall back to the regular kernel: K not a multiple of 8.
         conv_case("3 input channels (fallback)", 1, 3, 16, 16, 16, 3, 1, 1, 1, true, "clamp"),
-        conv_case("3x3 stride 2 on 17x17 (fallback)", 2, 8, 16, 17, 17, 3, 2, 1, 1),
     };
     // Asymmetric (ONNX) pads, a non-square kernel with two strides and
     // dilations, a 1-D convolution.
@@ -455,6 +457,29 @@ TEST(SubgroupMatmulWgsl, ConvolutionModeForEveryTileShape) {
   bad = {};
   bad.conv = true, bad.ablate = 1;
   EXPECT_THROW(ops::subgroup_matmul_wgsl(bad), Error);
+  // Results one half at a time where OH*OW is not a multiple of 8: C is
+  // bound as halves, every store checked against N; a product (no conv)
+  // or a residual is refused.
+  ops::SubgroupMatmulConfig odd = ops::parse_subgroup_matmul_config("64x64x32:2x2:1");
+  odd.conv = true, odd.out_f16 = true, odd.odd_n = true;
+  const std::string w = ops::subgroup_matmul_wgsl(odd);
+  EXPECT_THAT(w, HasSubstr("var<storage, read_write> C: array<f16>;"));
+  EXPECT_THAT(w, HasSubstr("if (col + 7u < P.N) { C[o + 7u] = f16(v7); }"));
+  EXPECT_THAT(odd.name(), HasSubstr(" oddN"));
+  odd.residual = true;
+  EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(odd); }), HasSubstr("scalar float16 results"));
+  odd.residual = false, odd.conv = false;
+  EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(odd); }), HasSubstr("scalar float16 results"));
+  // GELU's epilogue one value at a time, in a loop; an activation loop
+  // without an activation is refused.
+  ops::SubgroupMatmulConfig gelu = ops::parse_subgroup_matmul_config("128x128x32:2x2:1");
+  gelu.out_f16 = true, gelu.act = ops::Activation::Gelu, gelu.act_loop = true;
+  EXPECT_THAT(ops::subgroup_matmul_wgsl(gelu), HasSubstr("sc[s + q] = apply_activation(3u, sc[s + q] * P.alpha, P.lo, P.hi);"));
+  EXPECT_THAT(gelu.name(), HasSubstr(" actloop"));
+  gelu.act_loop = false;
+  EXPECT_EQ(ops::subgroup_matmul_wgsl(gelu).find("sc[s + q]"), std::string::npos);
+  gelu.act = ops::Activation::None, gelu.act_loop = true;
+  EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(gelu); }), HasSubstr("activation loop"));
 }
 
 // Float16 KxK convolutions (one group) on subgroup matrices, against a
@@ -465,7 +490,7 @@ TEST(SubgroupMatmul, Convolution) {
   if (!ops::subgroup_matmul_supported(c)) GTEST_SKIP() << "no f16 subgroup matrices with this Dawn and adapter";
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16 for the regular kernel";
   check_conv_cases(c, conv_cases(), "subgroup-matrix");
-  const std::vector<ConvCase> few = {conv_cases()[2], conv_cases()[6], conv_cases()[16], conv_cases()[18]};
+  const std::vector<ConvCase> few = {conv_cases()[2], conv_cases()[6], conv_cases()[13], conv_cases()[18], conv_cases()[20]};
   for (const char* text : kConvConfigs) {
     SCOPED_TRACE(text);
     ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", text);
@@ -506,7 +531,7 @@ class SubgroupMatmulEmulatedConfig : public testing::TestWithParam<const char*> 
 TEST_P(SubgroupMatmulEmulatedConfig, Convolution) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
   ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
-  const std::vector<ConvCase> few = {conv_cases()[2], conv_cases()[6], conv_cases()[16], conv_cases()[18]};
+  const std::vector<ConvCase> few = {conv_cases()[2], conv_cases()[6], conv_cases()[13], conv_cases()[18], conv_cases()[20]};
   ops::SubgroupMatmulConfig cfg = ops::parse_subgroup_matmul_config(GetParam());
   cfg.emulate = true, cfg.conv = true, cfg.out_f16 = true, cfg.bias = true, cfg.bias_f16 = true, cfg.act = ops::Activation::Relu;
   if (!ops::subgroup_matmul_supported(ctx(), cfg)) {  // lavapipe: 32 KB of workgroup memory

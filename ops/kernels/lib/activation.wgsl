@@ -2,7 +2,7 @@
 // its epilogue, one numbering for every kernel (ops/epilogue.h, Activation):
 // 0 none, 1 ReLU, 2 clamp to [lo, hi] (ReLU6, Clip), 3 GELU (erf), 4 GELU
 // (tanh approximation), as aten.gelu's approximate='none' / 'tanh'. NaN
-// stays NaN. Needs lib/math.wgsl (isnan1, erf1, tanh1), which the including
+// stays NaN. Needs lib/math.wgsl (isnan1, gelu1, tanh1), which the including
 // kernel includes too.
 //
 // Kernels with override constants call activate(v) (ACT, LO, HI set by
@@ -20,7 +20,7 @@ fn apply_activation(code: u32, v: f32, lo: f32, hi: f32) -> f32 {
     return select(clamp(v, lo, hi), v, isnan1(v));
   }
   if (code == 3u) {
-    return 0.5 * v * (1.0 + erf1(v * 0.70710678118654752));
+    return gelu1(v);
   }
   if (code == 4u) {
     return 0.5 * v * (1.0 + tanh1(0.7978845608028654 * (v + 0.044715 * v * v * v)));

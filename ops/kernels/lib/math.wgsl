@@ -41,6 +41,26 @@ fn erf4(x: vec4<f32>) -> vec4<f32> {
   return vec4<f32>(erf1(x.x), erf1(x.y), erf1(x.z), erf1(x.w));
 }
 
+// GELU(x) = x * Phi(x) = x / 2 * erfc(-x / sqrt(2)), aten.gelu's
+// approximate='none'. erfc(z) for z = |x| / sqrt(2) >= 0 from the same
+// Chebyshev fit as erf1 (relative error about 1.2e-7 for every z), then
+// Phi = erfc / 2 for x < 0 and 1 - erfc / 2 beyond: no cancellation in
+// 1 + erf for negative x (GELU(-5) keeps its digits) and no series branch
+// (Phi is near 1/2 where the series would be needed), so about half of
+// erf1's instructions. NaN stays NaN.
+fn gelu1(x: f32) -> f32 {
+  let z = abs(x) * 0.70710678118654752;
+  let t = 1.0 / (1.0 + 0.5 * z);
+  let poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 +
+             t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+  let half_erfc = 0.5 * t * exp(poly);
+  return select(x * select(1.0 - half_erfc, half_erfc, x < 0.0), x, isnan1(x));
+}
+
+fn gelu4(x: vec4<f32>) -> vec4<f32> {
+  return vec4<f32>(gelu1(x.x), gelu1(x.y), gelu1(x.z), gelu1(x.w));
+}
+
 // tanh(x): for |x| < 0.5 its Taylor series to x^13 (relative error below
 // 1e-7; a form through exp loses all relative precision near 0), beyond
 // 1 - 2 / (exp(2|x|) + 1) with x's sign (exp overflowing gives 1). NaN
