@@ -542,6 +542,13 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     q.a_batch = 0, q.b_batch = cin * in_vol;
     q.bias_sm = 1, q.bias_sn = 0;
     q.affine = s.affine, q.affine_rounded = rounded;
+    // The residual in the epilogue, before the activation; else a separate
+    // add and activation after the product.
+    if (s.residual.id >= 0) {
+      SubgroupGemm r = q;
+      r.act = s.act, r.residual = s.residual, r.residual_first = true;
+      if (record_subgroup_gemm(g, r, a.op, "conv 1x1")) return y;
+    }
     q.act = s.residual.id >= 0 ? ActivationSpec{} : s.act;
     if (record_subgroup_gemm(g, q, a.op, "conv 1x1")) return s.residual.id >= 0 ? add_residual_then_act(g, y, s) : y;
   }
@@ -579,6 +586,11 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
                                n * out_vol, subs);
         return y;
       }
+    }
+    if (s.residual.id >= 0) {
+      SubgroupConv r = q;
+      r.act = s.act, r.residual = s.residual;
+      if (record_subgroup_conv(g, r, a.op, what)) return y;
     }
     if (record_subgroup_conv(g, q, a.op, what)) return s.residual.id >= 0 ? add_residual_then_act(g, y, s) : y;
   }

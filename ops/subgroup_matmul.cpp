@@ -43,7 +43,7 @@ std::string SubgroupMatmulConfig::name() const {
   return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
                      out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (affine ? affine_rounded ? " affine-rounded" : " affine" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
          activation_label(act) + (ablate ? fmt::format(" ablate{}", ablate) : "") +
-         (conv ? " conv" : "") + (residual ? " residual" : "") + (odd_n ? " oddN" : "") + (act_loop ? " actloop" : "") + (splitk ? " splitk" : "") + (checked_loads ? " checked" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
+         (conv ? " conv" : "") + (residual ? residual_first ? " residual-first" : " residual" : "") + (odd_n ? " oddN" : "") + (act_loop ? " actloop" : "") + (splitk ? " splitk" : "") + (checked_loads ? " checked" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
          (emulate ? " emulated" : "");
 }
 
@@ -107,6 +107,9 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   if (c.emulate && c.ablate) throw Error("the emulated kernel takes no ablations");
   if (c.residual && (!c.out_f16 || c.full_tiles))
     throw Error(fmt::format("subgroup matmul configuration {}: a residual needs float16 results", c.name()));
+  if (c.residual_first && (!c.residual || c.act_loop))
+    throw Error(fmt::format("subgroup matmul configuration {}: the residual before the activation needs a residual "
+                            "and no activation loop", c.name()));
   if (c.act_loop && (c.act == Activation::None || c.full_tiles))
     throw Error(fmt::format("subgroup matmul configuration {}: the activation loop needs an activation and the "
                             "scratch epilogue", c.name()));
@@ -219,7 +222,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     add(std::string(gpu::shader_source("ops/kernels/lib/math.wgsl")));
     add(std::string(gpu::shader_source("ops/kernels/lib/activation.wgsl")));
   }
-  if (c.affine && c.affine_rounded) add(round_f16_wgsl());
+  if ((c.affine && c.affine_rounded) || c.residual_first) add(round_f16_wgsl());
   if (!no_scratch) {
   // The epilogue of one 16x16 result staged in `sc` at `sbase`: each lane
   // writes 8 consecutive columns of one row (N % 8 == 0: all in or all out;
@@ -242,8 +245,17 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     add(fmt::format("    sc[s + q] = apply_activation({}u, {}, P.lo, P.hi);", uint32_t(c.act), pre_activation("q")));
     add("  }");
   }
+  auto read_residual = [&] {
+    add("  let rv = RES[(c_off + r * P.N + col) / 8u];");
+    add("  let rh = array<vec2<f32>, 4>(unpack2x16float(rv.x), unpack2x16float(rv.y), unpack2x16float(rv.z), "
+        "unpack2x16float(rv.w));");
+  };
+  if (c.residual_first) read_residual();
   for (int q = 0; q < 8; ++q) {
-    const std::string v = pre_activation(fmt::format("{}u", q));
+    std::string v = pre_activation(fmt::format("{}u", q));
+    // Before the activation: the value rounded to float16 as a separate
+    // convolution's result would be, then the residual (8 halves at once).
+    if (c.residual_first) v = fmt::format("round_f16({}) + rh[{}].{}", v, q / 2, q % 2 ? "y" : "x");
     if (c.act_loop) {
       add(fmt::format("  let v{0} = sc[s + {0}u];", q));
     } else if (c.act == Activation::None) {
@@ -252,14 +264,12 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       add(fmt::format("  let v{} = apply_activation({}u, {}, P.lo, P.hi);", q, uint32_t(c.act), v));
     }
   }
-  if (c.residual) {
+  if (c.residual && !c.residual_first) {
     // After the activation (wgnn.matmul_add's order), 8 halves at once.
-    add("  let rv = RES[(c_off + r * P.N + col) / 8u];");
-    add("  let rh = array<vec2<f32>, 4>(unpack2x16float(rv.x), unpack2x16float(rv.y), unpack2x16float(rv.z), "
-        "unpack2x16float(rv.w));");
+    read_residual();
     for (int q = 0; q < 8; ++q) add(fmt::format("  let w{0} = v{0} + rh[{1}].{2};", q, q / 2, q % 2 ? "y" : "x"));
   }
-  const char* v = c.residual ? "w" : "v";
+  const char* v = c.residual && !c.residual_first ? "w" : "v";
   if (c.odd_n && c.out_f16) {
     add("  let o = c_off + r * P.N + col;");
     for (int q = 0; q < 8; ++q) add(fmt::format("  if (col + {0}u < P.N) {{ C[o + {0}u] = f16({1}{0}); }}", q, v));
@@ -732,6 +742,8 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   cfg.b_trans = p.b_trans;
   if (split) cfg.out_f16 = false, cfg.bias_f16 = false, cfg.splitk = true;
   cfg.residual = p.residual.id >= 0;
+  cfg.residual_first = cfg.residual && p.residual_first;
+  if (cfg.residual_first) cfg.act_loop = false;
   if (!subgroup_matmul_supported(g.ctx(), cfg)) return false;
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), cfg.bm), tiles_n = gpu::ceil_div(uint64_t(p.N), cfg.bn);
   const uint64_t max_dim = g.ctx().limits().max_compute_workgroups_per_dimension;
@@ -773,7 +785,8 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
                  fmt::format("{} subgroup-matrix {}x{}x{}{}{}{}{}", what, p.M, p.N, p.K,
                              p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", p.a_trans ? " At" : "",
                              p.b_trans ? " Bt" : "", cfg.bias ? " bias" : "") +
-                     (cfg.affine ? " affine" : "") + activation_label(p.act.act) + (cfg.residual ? " residual" : "") +
+                     (cfg.affine ? " affine" : "") + (cfg.residual_first ? " residual" : "") +
+                     activation_label(p.act.act) + (cfg.residual && !cfg.residual_first ? " residual" : "") +
                      (split ? fmt::format(" splitk={}", p.splits) : "") + (cfg.emulate ? " emulated" : ""),
                  2.0 * double(p.M) * double(p.N) * double(p.K) * double(p.batch));
   return true;
@@ -819,6 +832,13 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   cfg.conv = true;
   cfg.odd_n = N % 8 != 0;
   if (split) cfg.out_f16 = false, cfg.bias_f16 = false, cfg.splitk = true;
+  // The residual, before the activation, 8 halves at a time.
+  if (p.residual.id >= 0) {
+    if (split || cfg.odd_n || g.info(p.residual).dtype != DType::F16 || g.info(p.residual).numel() != p.batch * M * N)
+      return false;
+    cfg.residual = cfg.residual_first = true;
+    cfg.act_loop = false;
+  }
   const uint32_t T = cfg.threads();
   const bool rows = cfg.bn <= T && T % cfg.bn == 0 && cfg.bk % (T / cfg.bn) == 0;
   if (!rows && cfg.bn % T != 0) {
@@ -861,11 +881,12 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   std::vector<Binding> bindings{Binding::of(p.w), Binding::of(p.x), Binding::of(out), g.uniform(params)};
   if (cfg.bias) bindings.push_back(Binding::of(p.bias));
   if (cfg.affine) bindings.push_back(Binding::of(p.affine));
+  if (cfg.residual) bindings.push_back(Binding::of(p.residual));
   g.add_dispatch(pl, std::move(bindings), gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(p.batch * p.splits)},
                  std::string(op),
                  fmt::format("{} subgroup-matrix {}x{}x{}{}{}", what, M, N, K,
                              p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", cfg.bias ? " bias" : "") +
-                     (cfg.affine ? " affine" : "") + activation_label(p.act.act) +
+                     (cfg.affine ? " affine" : "") + (cfg.residual ? " residual" : "") + activation_label(p.act.act) +
                      (split ? fmt::format(" splitk={}", p.splits) : "") + (cfg.emulate ? " emulated" : ""),
                  2.0 * double(M) * double(N) * double(K) * double(p.batch));
   return true;

@@ -75,8 +75,11 @@ struct SubgroupMatmulConfig {
   // whose tiles are too few to fill the GPU.
   bool splitk = false;
   // A float16 residual of C's shape (the binding after the bias's and the
-  // affine's) added after the activation, as wgnn.matmul_add does.
+  // affine's) added after the activation, as wgnn.matmul_add does; with
+  // residual_first, to the value rounded to float16 before the activation,
+  // as wgnn.convolution_padded does (the values of a separate add).
   bool residual = false;
+  bool residual_first = false;
   // Float16 results written one half at a time, each checked against N
   // (C bound as array<f16>): the convolution mode where OH*OW is not a
   // multiple of 8 (ResNet's 14x14 and 7x7 stages), whose rows of C do not
@@ -178,8 +181,11 @@ struct SubgroupGemm {
   // affine; `out` unused) for the caller's second pass.
   // subgroup_gemm_splits() says how many.
   int64_t splits = 1, kchunk = 0;
-  // Optional float16, the result's shape: added after the activation.
+  // Optional float16, the result's shape: added after the activation, or
+  // with residual_first (a convolution's order, wgnn.convolution_padded)
+  // to the value rounded to float16 before it.
   TensorRef residual{-1};
+  bool residual_first = false;
 };
 
 // The ranges of K that a product M x N x K (times `batch`) on subgroup
@@ -223,6 +229,9 @@ struct SubgroupConv {
   // record_subgroup_conv, with no bias, affine or activation (the caller's
   // sum pass applies them); the layout of the regular convolution's parts.
   int64_t splits = 1, kchunk = 0;
+  // Optional float16 of the result's shape, added before the activation
+  // (SubgroupGemm::residual_first); OH*OW a multiple of 8.
+  TensorRef residual{-1};
 };
 
 // Records the convolution as an implicit GEMM on subgroup matrices (the

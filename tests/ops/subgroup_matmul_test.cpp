@@ -480,6 +480,18 @@ TEST(SubgroupMatmulWgsl, ConvolutionModeForEveryTileShape) {
   EXPECT_EQ(ops::subgroup_matmul_wgsl(gelu).find("sc[s + q]"), std::string::npos);
   gelu.act = ops::Activation::None, gelu.act_loop = true;
   EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(gelu); }), HasSubstr("activation loop"));
+  // A convolution's residual: added to the rounded value, before the
+  // activation; it needs a residual and takes no activation loop.
+  ops::SubgroupMatmulConfig first = ops::parse_subgroup_matmul_config("64x64x32:2x2:1");
+  first.conv = true, first.out_f16 = true, first.act = ops::Activation::Relu, first.residual = true,
+  first.residual_first = true;
+  const std::string fw = ops::subgroup_matmul_wgsl(first);
+  EXPECT_THAT(fw, HasSubstr("let v7 = apply_activation(1u, round_f16(sc[s + 7u] * P.alpha) + rh[3].y, P.lo, P.hi);"));
+  EXPECT_THAT(first.name(), HasSubstr(" residual-first"));
+  first.act = ops::Activation::Gelu, first.act_loop = true;
+  EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(first); }), HasSubstr("residual before the activation"));
+  first.act_loop = false, first.residual = false;
+  EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(first); }), HasSubstr("residual before the activation"));
 }
 
 // Float16 KxK convolutions (one group) on subgroup matrices, against a
