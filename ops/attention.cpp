@@ -43,7 +43,7 @@ struct View {
 };
 
 using Params = AttentionParams;  // ops/uniforms.h (splits: KS, a loop bound the compiler does not unroll)
-static_assert(sizeof(Params) == 128);
+static_assert(sizeof(Params) == 144);
 
 uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
@@ -300,6 +300,24 @@ bool enough_work(int64_t BH, int64_t L) {
   return subgroup_attention_mode() == "1" || BH * ((L + 15) / 16) >= kMinTensorCoreTiles;
 }
 
+// The ranges the tensor-core kernel cuts the keys into: 1 where its
+// (b, h, query tile) workgroups are enough (kKeySplitGroups, three per
+// multiprocessor of an H200), else about that many workgroups in all, each
+// range at least kKeySplitMinKeys keys. WGNN_SUBGROUP_ATTENTION_SPLITS=0:
+// none; =N: N ranges wherever each still has a block of keys (tuning, tests).
+constexpr uint64_t kKeySplitGroups = 396, kKeySplitMinKeys = 256;
+uint64_t attention_key_splits(uint64_t groups, uint64_t S, uint32_t bkv) {
+  if (const char* e = std::getenv("WGNN_SUBGROUP_ATTENTION_SPLITS"); e && *e) {
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end || v < 0 || v > 64)
+      throw Error(fmt::format("WGNN_SUBGROUP_ATTENTION_SPLITS='{}': expected 0 (none) or a number of key ranges up to 64", e));
+    return std::max<uint64_t>(1, std::min<uint64_t>(uint64_t(v), gpu::ceil_div(S, bkv)));
+  }
+  if (groups >= kKeySplitGroups) return 1;
+  return std::max<uint64_t>(1, std::min(gpu::ceil_div(kKeySplitGroups, groups), S / kKeySplitMinKeys));
+}
+
 // Float16 attention on subgroup matrices (ops/subgroup_attention.h) where
 // the device has them (or they run emulated) and the head dims are
 // multiples of 16; false otherwise (the other paths run).
@@ -327,6 +345,13 @@ bool record_subgroup_attention(const Args& a, TensorRef q, TensorRef k, TensorRe
   const uint64_t q_tiles = gpu::ceil_div(uint64_t(L), uint64_t(cfg.queries()));
   const uint64_t groups = uint64_t(B) * uint64_t(H) * q_tiles;
   if (groups > UINT32_MAX) return false;
+  // Few workgroups over many keys: the keys in ranges, then a merge pass.
+  const uint64_t ksplits = attention_key_splits(groups, uint64_t(S), cfg.bkv);
+  const uint64_t kchunk = gpu::ceil_div(gpu::ceil_div(uint64_t(S), ksplits), cfg.bkv) * cfg.bkv;
+  const uint64_t ranges = gpu::ceil_div(uint64_t(S), kchunk);
+  const uint64_t part_elems = ranges * uint64_t(B * H * L) * uint64_t(DV + 2);
+  cfg.ksplit = ranges > 1 && groups * ranges <= UINT32_MAX && part_elems <= UINT32_MAX &&
+               part_elems * 4 <= g.ctx().limits().max_storage_buffer_binding_size;
 
   Params p{};
   p.B = uint32_t(B), p.H = uint32_t(H), p.L = uint32_t(L), p.S = uint32_t(S);
@@ -334,20 +359,34 @@ bool record_subgroup_attention(const Args& a, TensorRef q, TensorRef k, TensorRe
   p.o_off = uint32_t(ov[0]);
   p.scale = float(scale);
   p.splits = 0;  // the emulated kernel's loop bounds add it
+  p.kchunk = uint32_t(cfg.ksplit ? kchunk : S);
+  p.ksplits = uint32_t(cfg.ksplit ? ranges : 1);
   p.offs[0] = uint32_t(qv.off), p.offs[1] = uint32_t(kv.off), p.offs[2] = uint32_t(vv.off), p.offs[3] = uint32_t(mv.off);
   for (size_t i = 0; i < 4; ++i) {
     p.qs[i] = uint32_t(qv.s[i]), p.ks[i] = uint32_t(kv.s[i]), p.vs[i] = uint32_t(vv.s[i]);
     p.ms[i] = uint32_t(mv.s[i]), p.os[i] = uint32_t(ov[1 + i]);
   }
   const gpu::Pipeline& pl = g.meta() ? meta_pipeline() : g.ctx().pipeline(cfg.name(), subgroup_attention_wgsl(cfg));
+  const TensorRef part = cfg.ksplit ? g.add_tensor({int64_t(part_elems)}, DType::F32) : TensorRef{-1};
   std::vector<Binding> bindings = {Binding::of(y), g.uniform(p), Binding::of(q), Binding::of(k), Binding::of(v)};
   // Without a mask the kernel declares no binding 5, so none is given.
   if (cfg.mask) bindings.push_back(Binding::of(mask));
-  g.add_dispatch(pl, std::move(bindings), grid_for(g, groups), std::string(kOp),
-                 fmt::format("attention L={} S={} D={} heads={}{}{}{} tensor cores{}", L, S, D, H,
-                             DV != D ? fmt::format(" Dv={}", DV) : "", B > 1 ? fmt::format(" batch={}", B) : "",
-                             mask.id >= 0 ? " mask" : "", cfg.emulate ? " emulated" : ""),
+  if (cfg.ksplit) bindings.push_back(Binding::of(part));
+  const std::string label = fmt::format("attention L={} S={} D={} heads={}{}{}{} tensor cores", L, S, D, H,
+                                        DV != D ? fmt::format(" Dv={}", DV) : "", B > 1 ? fmt::format(" batch={}", B) : "",
+                                        mask.id >= 0 ? " mask" : "");
+  const std::string emulated = cfg.emulate ? " emulated" : "";
+  g.add_dispatch(pl, std::move(bindings), grid_for(g, groups * (cfg.ksplit ? ranges : 1)), std::string(kOp),
+                 label + (cfg.ksplit ? fmt::format(" keys in {} ranges", ranges) : "") + emulated,
                  2.0 * double(B) * double(H) * double(L) * double(S) * double(D + DV));
+  if (cfg.ksplit) {
+    const std::string name = fmt::format("subgroup attention key-split merge Dv={}", DV);
+    const gpu::Pipeline& merge =
+        g.meta() ? meta_pipeline() : g.ctx().pipeline(name, subgroup_attention_combine_wgsl(uint32_t(DV)));
+    g.add_dispatch(merge, {Binding::of(y), g.uniform(p), Binding::of(part)},
+                   grid_for(g, gpu::ceil_div(uint64_t(B * H * L * DV), 256)), std::string(kOp),
+                   fmt::format("attention merge of {} key ranges L={} Dv={} heads={}", ranges, L, DV, H));
+  }
   return true;
 }
 

@@ -26,9 +26,10 @@ uint32_t SubgroupAttentionConfig::workgroup_bytes() const {
 }
 
 std::string SubgroupAttentionConfig::name() const {
-  return fmt::format("subgroup attention D={} Dv={} q{} k{}{}{}{}{}{}", d, dv, queries(), bkv,
+  return fmt::format("subgroup attention D={} Dv={} q{} k{}{}{}{}{}{}{}", d, dv, queries(), bkv,
                      mask ? (mask_f16 ? " mask-f16" : " mask") : "", vec ? " vec" : "",
-                     vec && prefetch ? " prefetch" : "", qreg ? " q-registers" : "", emulate ? " emulated" : "");
+                     vec && prefetch ? " prefetch" : "", qreg ? " q-registers" : "", ksplit ? " key-split" : "",
+                     emulate ? " emulated" : "");
 }
 
 std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
@@ -57,6 +58,8 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   add(fmt::format("@group(0) @binding(3) var<storage, read> kb: array<{}>;", in));
   add(fmt::format("@group(0) @binding(4) var<storage, read> vb: array<{}>;", in));
   if (c.mask) add(fmt::format("@group(0) @binding(5) var<storage, read> mb: array<{}>;", c.mask_f16 ? "f16" : "f32"));
+  // Bindings are given in order: the parts' follows the mask's, if any.
+  if (c.ksplit) add(fmt::format("@group(0) @binding({}) var<storage, read_write> part: array<f32>;", c.mask ? 6 : 5));
   add(fmt::format("const QS = {}u; const KST = {}u; const VS = {}u; const PS = {}u; const BKV = {}u; const HALF = {}u;",
                   QS, KST, VS, PS, BKV, HALF));
   if (!c.qreg) add(fmt::format("var<workgroup> qs: array<f16, {}>;", BQ * QS));
@@ -235,11 +238,23 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   add("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,");
   add("        @builtin(local_invocation_index) lid: u32) {");
   add("  let flat = wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y;");
-  add("  if (flat >= params.B * params.H * params.q_tiles) { return; }");
-  add("  let bh = flat / params.q_tiles; let qt = flat - bh * params.q_tiles;");
+  add("  let groups = params.B * params.H * params.q_tiles;");
+  if (c.ksplit) {
+    // This workgroup's keys [kb, S): range kr of params.kchunk keys.
+    add("  if (flat >= groups * params.ksplits) { return; }");
+    add("  let kr = flat / groups; let gq = flat - kr * groups;");
+    add("  let kb = kr * params.kchunk; let S = min(params.S, kb + params.kchunk);");
+    // The result is the merge pass's to write; a use the compiler keeps
+    // holds binding 0 in the layout (apad1 is never this).
+    add("  if (params.apad1 == 0x7fffffffu) { out[0] = f16(0.0); }");
+  } else {
+    add("  if (flat >= groups) { return; }");
+    add("  let gq = flat; let kb = 0u; let S = params.S;");
+  }
+  add("  let bh = gq / params.q_tiles; let qt = gq - bh * params.q_tiles;");
   add("  let b = bh / params.H; let h = bh - b * params.H;");
   add("  let sg = lid / 32u; let lane = lid % 32u;");
-  add("  let L = params.L; let S = params.S;");
+  add("  let L = params.L;");
   add(fmt::format("  let q0 = qt * {}u;", BQ));
   // This lane's query row r of its subgroup (two lanes per row: half hf of
   // each block's columns), its staged rows and scratch.
@@ -279,8 +294,8 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
 
   // Pass 1: each row's max.
   add("  var m = LOWEST;");
-  if (pf) add("  fetch_k(kbase, 0u, S, params.ks.z, lid);");
-  add("  for (var k0 = 0u; k0 < S; k0 += BKV) {");
+  if (pf) add("  fetch_k(kbase, kb, S, params.ks.z, lid);");
+  add("  for (var k0 = kb; k0 < S; k0 += BKV) {");
   if (pf) {
     add("    put_k(lid);");
     add("    workgroupBarrier();");
@@ -310,8 +325,8 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     for (uint32_t j = 0; j < NO; ++j) add(fmt::format("  var o{} = {}();", j, result_t));
   }
   add("  var lsum = 0.0;");
-  if (pf) add("  fetch_k(kbase, 0u, S, params.ks.z, lid); fetch_v(vbase, 0u, S, params.vs.z, lid);");
-  add("  for (var k0 = 0u; k0 < S; k0 += BKV) {");
+  if (pf) add("  fetch_k(kbase, kb, S, params.ks.z, lid); fetch_v(vbase, kb, S, params.vs.z, lid);");
+  add("  for (var k0 = kb; k0 < S; k0 += BKV) {");
   if (pf) {
     add("    put_k(lid); put_v(lid);");
     add("    workgroupBarrier();");
@@ -349,16 +364,26 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   // The row sums, then O / sum through the result's view.
   add("  red[lid] = lsum;");
   add("  workgroupBarrier();");
-  add("  let inv = 1.0 / (red[sg * 32u + 2u * r] + red[sg * 32u + 2u * r + 1u]);");
-  add("  let obase = params.o_off + b * params.os.x + h * params.os.y + l * params.os.z;");
+  add("  let total = red[sg * 32u + 2u * r] + red[sg * 32u + 2u * r + 1u];");
   add("  let c0 = hf * 8u;");
+  if (c.ksplit) {
+    // The range's unnormalised rows, then their max and sum.
+    add(fmt::format("  let orow = (((kr * params.B + b) * params.H + h) * L + l) * {}u;", DV + 2));
+    add(fmt::format("  if (live && hf == 0u) {{ part[orow + {}u] = m; part[orow + {}u] = total; }}", DV, DV + 1));
+  } else {
+    add("  let inv = 1.0 / total;");
+    add("  let obase = params.o_off + b * params.os.x + h * params.os.y + l * params.os.z;");
+  }
   auto emit = [&](const std::string& ind, const std::string& acc, const std::string& j16) {
     add(fmt::format("{}workgroupBarrier();", ind));
     store(ind, acc, "sbase", "16u");
     add(fmt::format("{}workgroupBarrier();", ind));
     add(fmt::format("{}if (live) {{", ind));
     add(fmt::format("{}  for (var e = 0u; e < 8u; e++) {{", ind));
-    add(fmt::format("{}    out[obase + ({} + c0 + e) * params.os.w] = f16(sc[sbase + r * 16u + c0 + e] * inv);", ind, j16));
+    if (c.ksplit)
+      add(fmt::format("{}    part[orow + {} + c0 + e] = sc[sbase + r * 16u + c0 + e];", ind, j16));
+    else
+      add(fmt::format("{}    out[obase + ({} + c0 + e) * params.os.w] = f16(sc[sbase + r * 16u + c0 + e] * inv);", ind, j16));
     add(fmt::format("{}  }}", ind));
     add(fmt::format("{}}}", ind));
   };
@@ -370,6 +395,42 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     for (uint32_t j = 0; j < NO; ++j) emit("  ", fmt::format("o{}", j), fmt::format("{}u", j * 16));
   }
   add("}");
+  return s;
+}
+
+std::string subgroup_attention_combine_wgsl(uint32_t dv) {
+  std::string s = "enable f16;\n" + AttentionParams::wgsl();
+  s += fmt::format(R"(
+@group(0) @binding(0) var<storage, read_write> out: array<f16>;
+@group(0) @binding(1) var<uniform> params: Params;
+@group(0) @binding(2) var<storage, read> part: array<f32>;
+const DV = {0}u;
+const RS = {1}u;  // a part row: DV values, the max, the sum
+const LOWEST: f32 = -0x1.fffffep+127f;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {{
+  let i = (wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y) * 256u + lid;
+  let rows = params.B * params.H * params.L;
+  if (i >= rows * DV) {{ return; }}
+  let row = i / DV; let d = i - row * DV;
+  let bh = row / params.L; let l = row - bh * params.L;
+  let b = bh / params.H; let h = bh - b * params.H;
+  let stride = rows * RS;
+  var mx = LOWEST;
+  for (var r = 0u; r < params.ksplits; r++) {{ mx = max(mx, part[r * stride + row * RS + DV]); }}
+  var num = 0.0;
+  var den = 0.0;
+  for (var r = 0u; r < params.ksplits; r++) {{
+    let at = r * stride + row * RS;
+    let w = exp(part[at + DV] - mx);
+    num += w * part[at + d];
+    den += w * part[at + DV + 1u];
+  }}
+  out[params.o_off + b * params.os.x + h * params.os.y + l * params.os.z + d * params.os.w] = f16(num / den);
+}}
+)", dv, dv + 2);
   return s;
 }
 

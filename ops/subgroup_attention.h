@@ -49,6 +49,15 @@ struct SubgroupAttentionConfig {
   // three workgroups per multiprocessor instead of two where the driver
   // gives 48 KB (WGNN_SUBGROUP_ATTENTION_QREG=0: the tile).
   bool qreg = true;
+  // The keys cut into params.ksplits ranges of params.kchunk (a multiple
+  // of bkv), one workgroup per (range, b, h, query tile): each writes its
+  // rows' unnormalised O, max and sum (float32, the binding after the
+  // mask's: [range][b][h][l][Dv + 2]) and subgroup_attention_combine_wgsl's
+  // pass merges them. For
+  // few (b, h, query tile) groups over many keys (the Whisper encoder's 8
+  // heads of 1,500 frames: 192 workgroups of 4 subgroups on 132
+  // multiprocessors), which leave the GPU mostly idle.
+  bool ksplit = false;
   bool emulate = false;
 
   uint32_t threads() const { return sg * 32; }
@@ -61,6 +70,12 @@ struct SubgroupAttentionConfig {
 // bindings and the uniform (AttentionParams, params.splits 0) are
 // ops/kernels/attention.wgsl's.
 std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& cfg);
+
+// The second pass of the key-split mode: out (float16, through the
+// result's view) = sum_r e^(m_r - M) O_r / sum_r e^(m_r - M) l_r, M the
+// largest m_r, one thread per output element. Bindings: out, params,
+// the parts (binding 2).
+std::string subgroup_attention_combine_wgsl(uint32_t dv);
 
 // The configuration for head dims d, dv: blocks of 16 keys, the most
 // subgroups (up to 4) that fit the device's workgroup memory; sg 0 where none

@@ -334,11 +334,12 @@ WGNN_UNIFORM(ConvIntParams, WGNN_CONV_INT_PARAMS);
       F(uint32_t, off_y) F(uint32_t, _p0)
 WGNN_UNIFORM(ConvIntTiledParams, WGNN_CONV_INT_TILED_PARAMS);
 
-// kernels/attention.wgsl (ops/attention.cpp): element offsets of q, k, v, mask and (b, h, l/s, d) strides.
+// kernels/attention.wgsl (ops/attention.cpp): element offsets of q, k, v, mask and (b, h, l/s, d) strides;
+// kchunk and ksplits: the tensor-core kernel's ranges of keys (ops/subgroup_attention.h, `ksplit`).
 #define WGNN_ATTENTION_PARAMS(F) \
   F(uint32_t, B) F(uint32_t, H) F(uint32_t, L) F(uint32_t, S) F(uint32_t, q_tiles) F(uint32_t, o_off) \
       F(float, scale) F(uint32_t, splits) F(U32x4, offs) F(U32x4, qs) F(U32x4, ks) F(U32x4, vs) \
-      F(U32x4, ms) F(U32x4, os)
+      F(U32x4, ms) F(U32x4, os) F(uint32_t, kchunk) F(uint32_t, ksplits) F(uint32_t, apad0) F(uint32_t, apad1)
 WGNN_UNIFORM(AttentionParams, WGNN_ATTENTION_PARAMS);
 
 // kernels/resize.wgsl (ops/resize.cpp): up to two resampled dims per dispatch.

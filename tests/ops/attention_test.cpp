@@ -608,6 +608,59 @@ TEST(SubgroupAttention, OtherCasesKeepTheirKernels) {
   EXPECT_THAT(labels_of(contiguous(1, 2, 32, 32, 16, 16, 154), DType::F16), testing::Not(HasSubstr("tensor cores")));
 }
 
+// The keys in ranges, one workgroup each, merged by a second pass: by
+// default where the (b, h, query tile) workgroups are few and the keys many
+// (the long layout: 36 workgroups over 1,100 keys, 4 ranges), and forced
+// (WGNN_SUBGROUP_ATTENTION_SPLITS) over a causal mask whose first range is
+// all a row has (the other ranges give it weight 0), over ranges that end
+// inside a block, and with a row masked everywhere (NaN, as unsplit).
+TEST(SubgroupAttention, KeysInRanges) {
+  if (!has_f16()) GTEST_SKIP() << "no shader-f16";
+  auto labels_of = [](Problem p) {
+    ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+    ScopedEnv every("WGNN_SUBGROUP_ATTENTION", "1");
+    std::string labels;
+    run(p, DType::F16, &labels);
+    return labels;
+  };
+  const Problem packed = packed_heads(2, 1100, 64, 171);
+  EXPECT_THAT(labels_of(packed), HasSubstr("keys in 4 ranges"));
+  check_tc(packed);
+  {
+    ScopedEnv off("WGNN_SUBGROUP_ATTENTION_SPLITS", "0");
+    EXPECT_THAT(labels_of(packed), testing::Not(HasSubstr("ranges")));
+  }
+  ScopedEnv three("WGNN_SUBGROUP_ATTENTION_SPLITS", "3");
+  Problem p = contiguous(2, 2, 40, 40, 32, 32, 172);
+  causal(p, std::numeric_limits<float>::lowest());
+  EXPECT_THAT(labels_of(p), HasSubstr("keys in 3 ranges"));
+  check_tc(p);
+  const int64_t S = 45;  // ranges of 16, 16 and 13 keys
+  Problem q = contiguous(1, 2, 33, S, 16, 48, 173);
+  Buf m{{1, 1, 33, S}, std::vector<float>(size_t(33 * S), 0.f)};
+  for (int64_t j = 0; j < S; ++j) m.v[size_t(5 * S + j)] = -INFINITY;  // row 5
+  q.mask = m;
+  q.mv = {0, 0, 0, S, 1};
+  {
+    ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+    ScopedEnv every("WGNN_SUBGROUP_ATTENTION", "1");
+    std::string labels;
+    const auto got = run(q, DType::F16, &labels);
+    EXPECT_THAT(labels, HasSubstr("keys in 3 ranges"));
+    const auto want = reference(q);
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t l = 0; l < 33; ++l)
+        for (int64_t d = 0; d < 48; ++d) {
+          const size_t i = size_t((h * 33 + l) * 48 + d);
+          if (l == 5) {
+            EXPECT_TRUE(std::isnan(got[i])) << h << " " << l << " " << d;
+          } else {
+            EXPECT_NEAR(got[i], want[i], atol_for(DType::F16) + rtol_for(DType::F16) * std::abs(want[i]));
+          }
+        }
+  }
+}
+
 // Every block shape the picker may choose, fixed by
 // WGNN_SUBGROUP_ATTENTION_TILE, on one masked problem.
 TEST(SubgroupAttention, EveryTile) {
