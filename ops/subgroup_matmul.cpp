@@ -698,7 +698,11 @@ SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t ba
 // With more tiles the sum pass costs more than the split gains (the
 // Whisper encoder's 1500 x 512 x 512 on 192 tiles: 27 -> 23 + 15 µs;
 // DaViT-B's 2304 x 1536 x 512 on 216: 45 -> 75 + 27), docs/BENCHMARKS.md.
-constexpr int64_t kSplitTiles = 64, kSplitTarget = 512;
+// Deep products (kSplitDeepSteps steps of 32 or more) are split below
+// kSplitDeepTiles (two per multiprocessor) too, in ranges of at least 16
+// steps: the Whisper encoder's 1500 x 512 x 2048 (192 tiles of 64 steps)
+// walked all of K in each tile. WGNN_SUBGROUP_SPLITK_DEEP=0: not.
+constexpr int64_t kSplitTiles = 64, kSplitTarget = 512, kSplitDeepTiles = 264, kSplitDeepSteps = 48;
 SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batch) {
   const long setting = [] {
     const char* e = std::getenv("WGNN_SUBGROUP_SPLITK");
@@ -717,6 +721,10 @@ SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batc
     if (steps >= 2 * setting) splits = setting;
   } else if (setting < 0 && tiles <= kSplitTiles && steps >= 8) {
     splits = std::min<int64_t>({(kSplitTarget + tiles - 1) / tiles, steps / 4, 64});
+  } else if (setting < 0 && tiles < kSplitDeepTiles && steps >= kSplitDeepSteps) {
+    const char* deep = std::getenv("WGNN_SUBGROUP_SPLITK_DEEP");
+    if (!(deep && std::string_view(deep) == "0"))
+      splits = std::min<int64_t>({(kSplitTarget + tiles - 1) / tiles, steps / 16, 64});
   }
   if (splits < 2) return {};
   const int64_t kchunk = (steps + splits - 1) / splits * 32;

@@ -755,6 +755,27 @@ std::vector<std::string> check_matmul_add_split(const Case& k, const char* act, 
 // transposed, a long K), K ending inside a range and a tile, a batch of
 // products each with its own B; WGNN_SUBGROUP_SPLITK=N forcing N ranges,
 // =0 turning it off (one dispatch, the residual in its epilogue).
+// How many ranges: products of at most 64 tiles from 8 steps of 32; deep
+// ones (48 steps or more) below 264 tiles, in ranges of 16 steps or more;
+// none otherwise, or with the settings off.
+TEST(SubgroupMatmulSplits, RangesForFewTilesAndDeepProducts) {
+  EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).splits, 6);      // BART's 12 tiles, 24 steps
+  EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 2048, 1).splits, 3);   // Whisper's fc2: 192 tiles, 64 steps
+  EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 2048, 1).kchunk, 704); // 22 steps a range
+  EXPECT_EQ(ops::subgroup_gemm_splits(576, 1024, 4096, 1).splits, 4);   // 144 tiles, 128 steps
+  EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 512, 1).splits, 1);    // 192 tiles, 16 steps
+  EXPECT_EQ(ops::subgroup_gemm_splits(2304, 2048, 512, 1).splits, 1);   // 128x128 tiles enough
+  EXPECT_EQ(ops::subgroup_gemm_splits(1500, 1024, 2048, 1).splits, 1);  // 384 tiles
+  {
+    ScopedEnv off("WGNN_SUBGROUP_SPLITK_DEEP", "0");
+    EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 2048, 1).splits, 1);
+    EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).splits, 6);
+  }
+  ScopedEnv off("WGNN_SUBGROUP_SPLITK", "0");
+  EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 2048, 1).splits, 1);
+  EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).splits, 1);
+}
+
 TEST(SubgroupMatmulEmulated, SplitKForFewTiles) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
   ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
