@@ -301,11 +301,14 @@ bool enough_work(int64_t BH, int64_t L) {
 }
 
 // The ranges the tensor-core kernel cuts the keys into: 1 where its
-// (b, h, query tile) workgroups are enough (kKeySplitGroups, three per
+// (b, h, query tile) workgroups are enough (kKeySplitGroups, two per
 // multiprocessor of an H200), else about that many workgroups in all, each
-// range at least kKeySplitMinKeys keys. WGNN_SUBGROUP_ATTENTION_SPLITS=0:
-// none; =N: N ranges wherever each still has a block of keys (tuning, tests).
-constexpr uint64_t kKeySplitGroups = 396, kKeySplitMinKeys = 256;
+// range at least kKeySplitMinKeys keys. The Whisper encoder's 192
+// workgroups over 1,500 keys: 2 ranges took its GPU time from 1.99 to 1.86
+// ms; 3, 4 and 6 ranges lost (2.03-2.15; docs/BENCHMARKS.md).
+// WGNN_SUBGROUP_ATTENTION_SPLITS=0: none; =N: N ranges wherever each still
+// has a block of keys (tuning, tests).
+constexpr uint64_t kKeySplitGroups = 264, kKeySplitMinKeys = 256;
 uint64_t attention_key_splits(uint64_t groups, uint64_t S, uint32_t bkv) {
   if (const char* e = std::getenv("WGNN_SUBGROUP_ATTENTION_SPLITS"); e && *e) {
     char* end = nullptr;

@@ -56,7 +56,7 @@ struct SubgroupAttentionConfig {
   // pass merges them. For
   // few (b, h, query tile) groups over many keys (the Whisper encoder's 8
   // heads of 1,500 frames: 192 workgroups of 4 subgroups on 132
-  // multiprocessors), which leave the GPU mostly idle.
+  // multiprocessors), which leave much of the GPU idle.
   bool ksplit = false;
   bool emulate = false;
 

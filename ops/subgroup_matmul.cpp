@@ -43,7 +43,7 @@ std::string SubgroupMatmulConfig::name() const {
   return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
                      out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (affine ? affine_rounded ? " affine-rounded" : " affine" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
          activation_label(act) + (ablate ? fmt::format(" ablate{}", ablate) : "") +
-         (conv ? " conv" : "") + (residual ? residual_first ? " residual-first" : " residual" : "") + (odd_n ? " oddN" : "") + (act_loop ? " actloop" : "") + (splitk ? " splitk" : "") + (checked_loads ? " checked" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
+         (conv ? " conv" : "") + (residual ? residual_first ? " residual-first" : " residual" : "") + (odd_n ? " oddN" : "") + (splitk ? " splitk" : "") + (checked_loads ? " checked" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
          (emulate ? " emulated" : "");
 }
 
@@ -107,12 +107,9 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   if (c.emulate && c.ablate) throw Error("the emulated kernel takes no ablations");
   if (c.residual && (!c.out_f16 || c.full_tiles))
     throw Error(fmt::format("subgroup matmul configuration {}: a residual needs float16 results", c.name()));
-  if (c.residual_first && (!c.residual || c.act_loop))
-    throw Error(fmt::format("subgroup matmul configuration {}: the residual before the activation needs a residual "
-                            "and no activation loop", c.name()));
-  if (c.act_loop && (c.act == Activation::None || c.full_tiles))
-    throw Error(fmt::format("subgroup matmul configuration {}: the activation loop needs an activation and the "
-                            "scratch epilogue", c.name()));
+  if (c.residual_first && !c.residual)
+    throw Error(fmt::format("subgroup matmul configuration {}: the residual before the activation needs a residual",
+                            c.name()));
   if (c.odd_n && (!c.conv || !(c.out_f16 || c.splitk) || c.residual))
     throw Error(fmt::format("subgroup matmul configuration {}: scalar float16 results are for the convolution mode "
                             "without a residual", c.name()));
@@ -238,13 +235,6 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     if (c.affine) v = (c.affine_rounded ? "round_f16(" + v + ")" : "(" + v + ")") + " * a_scale + a_shift";
     return v;
   };
-  if (c.act_loop) {
-    // The lane's own 8 scratch values, rewritten in place (no other lane
-    // reads them before the next barrier).
-    add("  for (var q = 0u; q < 8u + P.pad0; q++) {");
-    add(fmt::format("    sc[s + q] = apply_activation({}u, {}, P.lo, P.hi);", uint32_t(c.act), pre_activation("q")));
-    add("  }");
-  }
   auto read_residual = [&] {
     add("  let rv = RES[(c_off + r * P.N + col) / 8u];");
     add("  let rh = array<vec2<f32>, 4>(unpack2x16float(rv.x), unpack2x16float(rv.y), unpack2x16float(rv.z), "
@@ -256,9 +246,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     // Before the activation: the value rounded to float16 as a separate
     // convolution's result would be, then the residual (8 halves at once).
     if (c.residual_first) v = fmt::format("round_f16({}) + rh[{}].{}", v, q / 2, q % 2 ? "y" : "x");
-    if (c.act_loop) {
-      add(fmt::format("  let v{0} = sc[s + {0}u];", q));
-    } else if (c.act == Activation::None) {
+    if (c.act == Activation::None) {
       add(fmt::format("  let v{} = {};", q, v));
     } else {
       add(fmt::format("  let v{} = apply_activation({}u, {}, P.lo, P.hi);", q, uint32_t(c.act), v));
@@ -640,7 +628,10 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch)
   // 576x3072x1024 and 9216x768x256, 64x64 by 18-87% with fewer tiles
   // (576x1024x4096, 1504x512x2048, 1024^3).
   const int64_t big_tiles = int64_t(gpu::ceil_div(uint64_t(M), 128) * gpu::ceil_div(uint64_t(N), 128)) * batch;
-  if (big_tiles >= 100 && K >= 256 && N > 128) {
+  // WGNN_SUBGROUP_BIG_TILES=N: the least 128x128 tiles for that size (tuning).
+  int64_t big_min = 100;
+  if (const char* e = std::getenv("WGNN_SUBGROUP_BIG_TILES"); e && *e) big_min = std::strtol(e, nullptr, 10);
+  if (big_tiles >= big_min && K >= 256 && N > 128) {
     cfg.bm = 128, cfg.bn = 128, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
   } else {
     cfg.bm = 64, cfg.bn = 64, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
@@ -679,9 +670,6 @@ SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t ba
   cfg.affine = affine;
   cfg.affine_rounded = affine && affine_rounded;
   cfg.act = act;
-  // WGNN_SUBGROUP_ACT_LOOP=0: GELU on the 8 values at once, for measuring.
-  const char* loop = std::getenv("WGNN_SUBGROUP_ACT_LOOP");
-  cfg.act_loop = (act == Activation::Gelu || act == Activation::GeluTanh) && !(loop && std::string_view(loop) == "0");
   return cfg;
 }
 
@@ -698,11 +686,10 @@ SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t ba
 // With more tiles the sum pass costs more than the split gains (the
 // Whisper encoder's 1500 x 512 x 512 on 192 tiles: 27 -> 23 + 15 µs;
 // DaViT-B's 2304 x 1536 x 512 on 216: 45 -> 75 + 27), docs/BENCHMARKS.md.
-// Deep products (kSplitDeepSteps steps of 32 or more) are split below
-// kSplitDeepTiles (two per multiprocessor) too, in ranges of at least 16
-// steps: the Whisper encoder's 1500 x 512 x 2048 (192 tiles of 64 steps)
-// walked all of K in each tile. WGNN_SUBGROUP_SPLITK_DEEP=0: not.
-constexpr int64_t kSplitTiles = 64, kSplitTarget = 512, kSplitDeepTiles = 264, kSplitDeepSteps = 48;
+// Deeper products of up to two tiles per multiprocessor split too lost:
+// the Whisper encoder's 1500 x 512 x 2048 (192 tiles of 64 steps) in 3
+// ranges of 22 steps took the model from 2.44 to 2.58 ms (docs/BENCHMARKS.md).
+constexpr int64_t kSplitTiles = 64, kSplitTarget = 512;
 SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batch) {
   const long setting = [] {
     const char* e = std::getenv("WGNN_SUBGROUP_SPLITK");
@@ -721,10 +708,6 @@ SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batc
     if (steps >= 2 * setting) splits = setting;
   } else if (setting < 0 && tiles <= kSplitTiles && steps >= 8) {
     splits = std::min<int64_t>({(kSplitTarget + tiles - 1) / tiles, steps / 4, 64});
-  } else if (setting < 0 && tiles < kSplitDeepTiles && steps >= kSplitDeepSteps) {
-    const char* deep = std::getenv("WGNN_SUBGROUP_SPLITK_DEEP");
-    if (!(deep && std::string_view(deep) == "0"))
-      splits = std::min<int64_t>({(kSplitTarget + tiles - 1) / tiles, steps / 16, 64});
   }
   if (splits < 2) return {};
   const int64_t kchunk = (steps + splits - 1) / splits * 32;
@@ -751,7 +734,6 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   if (split) cfg.out_f16 = false, cfg.bias_f16 = false, cfg.splitk = true;
   cfg.residual = p.residual.id >= 0;
   cfg.residual_first = cfg.residual && p.residual_first;
-  if (cfg.residual_first) cfg.act_loop = false;
   if (!subgroup_matmul_supported(g.ctx(), cfg)) return false;
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), cfg.bm), tiles_n = gpu::ceil_div(uint64_t(p.N), cfg.bn);
   const uint64_t max_dim = g.ctx().limits().max_compute_workgroups_per_dimension;
@@ -845,7 +827,6 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
     if (split || cfg.odd_n || g.info(p.residual).dtype != DType::F16 || g.info(p.residual).numel() != p.batch * M * N)
       return false;
     cfg.residual = cfg.residual_first = true;
-    cfg.act_loop = false;
   }
   const uint32_t T = cfg.threads();
   const bool rows = cfg.bn <= T && T % cfg.bn == 0 && cfg.bk % (T / cfg.bn) == 0;

@@ -85,11 +85,6 @@ struct SubgroupMatmulConfig {
   // multiple of 8 (ResNet's 14x14 and 7x7 stages), whose rows of C do not
   // start on a 16-byte boundary.
   bool odd_n = false;
-  // The epilogue's activation applied in a loop the compiler does not
-  // unroll, one value at a time through the scratch memory (else the
-  // lane's 8 values at once): for GELU, whose 8 inlined copies beside the
-  // live result matrices cost the 128x128 tile registers.
-  bool act_loop = false;
   // Subgroup matrices emulated by scalar code reading the workgroup tiles
   // (every lane computes its 8 elements of a 16x16 result): the same kernel,
   // staging and epilogue on a device without subgroup matrices, for tests.

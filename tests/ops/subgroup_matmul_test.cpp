@@ -470,27 +470,15 @@ TEST(SubgroupMatmulWgsl, ConvolutionModeForEveryTileShape) {
   EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(odd); }), HasSubstr("scalar float16 results"));
   odd.residual = false, odd.conv = false;
   EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(odd); }), HasSubstr("scalar float16 results"));
-  // GELU's epilogue one value at a time, in a loop; an activation loop
-  // without an activation is refused.
-  ops::SubgroupMatmulConfig gelu = ops::parse_subgroup_matmul_config("128x128x32:2x2:1");
-  gelu.out_f16 = true, gelu.act = ops::Activation::Gelu, gelu.act_loop = true;
-  EXPECT_THAT(ops::subgroup_matmul_wgsl(gelu), HasSubstr("sc[s + q] = apply_activation(3u, sc[s + q] * P.alpha, P.lo, P.hi);"));
-  EXPECT_THAT(gelu.name(), HasSubstr(" actloop"));
-  gelu.act_loop = false;
-  EXPECT_EQ(ops::subgroup_matmul_wgsl(gelu).find("sc[s + q]"), std::string::npos);
-  gelu.act = ops::Activation::None, gelu.act_loop = true;
-  EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(gelu); }), HasSubstr("activation loop"));
   // A convolution's residual: added to the rounded value, before the
-  // activation; it needs a residual and takes no activation loop.
+  // activation; the flag alone is refused.
   ops::SubgroupMatmulConfig first = ops::parse_subgroup_matmul_config("64x64x32:2x2:1");
   first.conv = true, first.out_f16 = true, first.act = ops::Activation::Relu, first.residual = true,
   first.residual_first = true;
   const std::string fw = ops::subgroup_matmul_wgsl(first);
   EXPECT_THAT(fw, HasSubstr("let v7 = apply_activation(1u, round_f16(sc[s + 7u] * P.alpha) + rh[3].y, P.lo, P.hi);"));
   EXPECT_THAT(first.name(), HasSubstr(" residual-first"));
-  first.act = ops::Activation::Gelu, first.act_loop = true;
-  EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(first); }), HasSubstr("residual before the activation"));
-  first.act_loop = false, first.residual = false;
+  first.residual = false;
   EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(first); }), HasSubstr("residual before the activation"));
 }
 
@@ -755,24 +743,16 @@ std::vector<std::string> check_matmul_add_split(const Case& k, const char* act, 
 // transposed, a long K), K ending inside a range and a tile, a batch of
 // products each with its own B; WGNN_SUBGROUP_SPLITK=N forcing N ranges,
 // =0 turning it off (one dispatch, the residual in its epilogue).
-// How many ranges: products of at most 64 tiles from 8 steps of 32; deep
-// ones (48 steps or more) below 264 tiles, in ranges of 16 steps or more;
-// none otherwise, or with the settings off.
-TEST(SubgroupMatmulSplits, RangesForFewTilesAndDeepProducts) {
+// How many ranges: products of at most 64 tiles from 8 steps of 32, in
+// ranges of 4 steps or more; none otherwise (a deeper product of more
+// tiles too), or with the setting off.
+TEST(SubgroupMatmulSplits, RangesForFewTiles) {
   EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).splits, 6);      // BART's 12 tiles, 24 steps
-  EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 2048, 1).splits, 3);   // Whisper's fc2: 192 tiles, 64 steps
-  EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 2048, 1).kchunk, 704); // 22 steps a range
-  EXPECT_EQ(ops::subgroup_gemm_splits(576, 1024, 4096, 1).splits, 4);   // 144 tiles, 128 steps
-  EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 512, 1).splits, 1);    // 192 tiles, 16 steps
-  EXPECT_EQ(ops::subgroup_gemm_splits(2304, 2048, 512, 1).splits, 1);   // 128x128 tiles enough
-  EXPECT_EQ(ops::subgroup_gemm_splits(1500, 1024, 2048, 1).splits, 1);  // 384 tiles
-  {
-    ScopedEnv off("WGNN_SUBGROUP_SPLITK_DEEP", "0");
-    EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 2048, 1).splits, 1);
-    EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).splits, 6);
-  }
+  EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).kchunk, 128);   // 4 steps a range
+  EXPECT_EQ(ops::subgroup_gemm_splits(256, 196, 2304, 1).splits, 18);   // ResNet-50's 3x3 on 14x14
+  EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 2048, 1).splits, 1);   // Whisper's fc2: 192 tiles
+  EXPECT_EQ(ops::subgroup_gemm_splits(64, 64, 224, 1).splits, 1);       // 7 steps
   ScopedEnv off("WGNN_SUBGROUP_SPLITK", "0");
-  EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 2048, 1).splits, 1);
   EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).splits, 1);
 }
 
