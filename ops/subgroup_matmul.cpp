@@ -619,17 +619,19 @@ namespace {
 SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch) {
   SubgroupMatmulConfig cfg;
   // 128x128 tiles (4 subgroups of 64x64, 23 KB of workgroup memory: two
-  // workgroups per multiprocessor) where there are at least 100 of them,
+  // workgroups per multiprocessor) where there are at least 300 of them,
   // K is at least 256 and N spans more than one tile; else 64x64 tiles (4
-  // subgroups of 32x32, 14 KB). From the H200 sweep of the models' product
-  // shapes with float16 results (docs/results/gemm_shapes_h200.md): this
-  // picks the faster of the two on 18 of 20 shapes and loses 7% on the
-  // other two; 128x128 wins by 14-110% at 4096^3, 2304x1536x512,
-  // 576x3072x1024 and 9216x768x256, 64x64 by 18-87% with fewer tiles
-  // (576x1024x4096, 1504x512x2048, 1024^3).
+  // subgroups of 32x32, 14 KB). Alone, 128x128 won at 100 tiles and up
+  // (docs/results/gemm_shapes_h200.md: by 14-110% at 4096^3,
+  // 2304x1536x512, 576x3072x1024 and 9216x768x256; 64x64 by 18-87% with
+  // fewer tiles). Inside the models, 64x64 took the products of 100 to 300
+  // tiles faster: with the threshold at 300 rather than 100, DaViT-B ran
+  // 8.64 -> 7.82 ms and the Whisper encoder 2.20 -> 2.11 (its q/k/v and
+  // fc1, 144 and 192 tiles), ConvNeXt-T and DeiT-T the same; 600 changed
+  // nothing more (docs/BENCHMARKS.md).
   const int64_t big_tiles = int64_t(gpu::ceil_div(uint64_t(M), 128) * gpu::ceil_div(uint64_t(N), 128)) * batch;
   // WGNN_SUBGROUP_BIG_TILES=N: the least 128x128 tiles for that size (tuning).
-  int64_t big_min = 100;
+  int64_t big_min = 300;
   if (const char* e = std::getenv("WGNN_SUBGROUP_BIG_TILES"); e && *e) big_min = std::strtol(e, nullptr, 10);
   if (big_tiles >= big_min && K >= 256 && N > 128) {
     cfg.bm = 128, cfg.bn = 128, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;

@@ -199,7 +199,7 @@ SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batc
 // workgroup grid within the device's limits. Returns false (recording
 // nothing) otherwise: the caller falls back to its regular kernel. `what`
 // starts the dispatch label ("gemm", "conv 1x1"). The tiles: 128x128 on 4
-// subgroups (64x64 each) where there are at least 100 of them, K is at
+// subgroups (64x64 each) where there are at least 300 of them, K is at
 // least 256 and N more than 128, else 64x64 on 4 (docs/BENCHMARKS.md);
 // WGNN_SUBGROUP_MATMUL_CONFIG overrides them (tuning, tests).
 // WGNN_SUBGROUP_MATMUL=emulate runs the emulated kernel (SubgroupMatmulConfig::

@@ -172,8 +172,8 @@ TEST(SubgroupMatmul, MatchesReferenceAndRegularKernel) {
       {1, 64, 64, 64, true, true, std::nullopt, -1.5, 0, false},
       {3, 70, 32, 56, false, false, std::nullopt, 1, 0, false},
       {4, 33, 16, 24, false, false, std::nullopt, 1, 0, true},  // B shared by the batch
-      {1, 4096, 64, 1024, false, false, Shape{1024}, 1, 1, false},  // the 128x128 tiles (256 of them)
-      {1, 2000, 136, 2056, false, true, Shape{2056}, 1, 1, false},  // 128x128 tiles, ragged edges
+      {1, 2560, 256, 2048, false, false, Shape{2048}, 1, 1, false},  // the 128x128 tiles (320 of them)
+      {1, 2000, 264, 2456, false, true, Shape{2456}, 1, 1, false},   // 128x128 tiles, ragged edges
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(fmt::format("batch {} M {} K {} N {} ta {} tb {} bias {} alpha {} beta {}", k.batch, k.M, k.K, k.N,
@@ -503,13 +503,13 @@ TEST(SubgroupMatmul, Convolution) {
   }
 }
 
-// A convolution whose tiles are 128x128 by the heuristic (at least 256 of
+// A convolution whose tiles are 128x128 by the heuristic (at least 300 of
 // them) on subgroup matrices.
 TEST(SubgroupMatmul, ConvolutionLarge) {
   gpu::Context& c = unsafe_ctx();
   if (!ops::subgroup_matmul_supported(c)) GTEST_SKIP() << "no f16 subgroup matrices with this Dawn and adapter";
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16 for the regular kernel";
-  check_conv_cases(c, {conv_case("128 channels 128x128 batch 2", 2, 32, 128, 128, 128, 3, 1, 1, 1, true, "relu")},
+  check_conv_cases(c, {conv_case("128 channels 128x128 batch 3", 3, 32, 128, 128, 128, 3, 1, 1, 1, true, "relu")},
                    "subgroup-matrix");
 }
 
