@@ -632,7 +632,12 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch)
   const int64_t big_tiles = int64_t(gpu::ceil_div(uint64_t(M), 128) * gpu::ceil_div(uint64_t(N), 128)) * batch;
   // WGNN_SUBGROUP_BIG_TILES=N: the least 128x128 tiles for that size (tuning).
   int64_t big_min = 300;
-  if (const char* e = std::getenv("WGNN_SUBGROUP_BIG_TILES"); e && *e) big_min = std::strtol(e, nullptr, 10);
+  if (const char* e = std::getenv("WGNN_SUBGROUP_BIG_TILES"); e && *e) {
+    char* end = nullptr;
+    big_min = std::strtol(e, &end, 10);
+    if (*end || big_min < 0)
+      throw Error(fmt::format("WGNN_SUBGROUP_BIG_TILES='{}': expected the least number of 128x128 tiles (0 or more)", e));
+  }
   if (big_tiles >= big_min && K >= 256 && N > 128) {
     cfg.bm = 128, cfg.bn = 128, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
   } else {

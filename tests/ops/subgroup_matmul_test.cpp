@@ -752,6 +752,15 @@ TEST(SubgroupMatmulSplits, RangesForFewTiles) {
   EXPECT_EQ(ops::subgroup_gemm_splits(256, 196, 2304, 1).splits, 18);   // ResNet-50's 3x3 on 14x14
   EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 2048, 1).splits, 1);   // Whisper's fc2: 192 tiles
   EXPECT_EQ(ops::subgroup_gemm_splits(64, 64, 224, 1).splits, 1);       // 7 steps
+  {
+    // The ranges follow the tiles the threshold picks: 512 x 512 x 4096 is
+    // 16 tiles of 128x128 (32 ranges) or 64 of 64x64 (8).
+    ScopedEnv big("WGNN_SUBGROUP_BIG_TILES", "10");
+    EXPECT_EQ(ops::subgroup_gemm_splits(512, 512, 4096, 1).splits, 32);
+    ScopedEnv bad("WGNN_SUBGROUP_BIG_TILES", "many");
+    EXPECT_THAT(error_of([] { ops::subgroup_gemm_splits(512, 512, 4096, 1); }), HasSubstr("WGNN_SUBGROUP_BIG_TILES='many'"));
+  }
+  EXPECT_EQ(ops::subgroup_gemm_splits(512, 512, 4096, 1).splits, 8);
   ScopedEnv off("WGNN_SUBGROUP_SPLITK", "0");
   EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).splits, 1);
 }
