@@ -16,6 +16,7 @@ const WG: u32 = 256u;
 
 {{include lib/activation.wgsl}}
 {{include lib/math.wgsl}}
+{{include lib/splitk_parts.wgsl}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -33,24 +34,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     acc = f32(bias[c]);
   }
   let stride = params.cout * params.npix;
-  var at = c * params.npix + n * params.out_vol + p;
-  // Four parts loaded before they are added, still in order (as
-  // matmul_splitk.wgsl).
-  var s = 0u;
-  for (; s + 4u <= params.splits; s += 4u) {
-    let p0 = part[at];
-    let p1 = part[at + stride];
-    let p2 = part[at + 2u * stride];
-    let p3 = part[at + 3u * stride];
-    acc += p0;
-    acc += p1;
-    acc += p2;
-    acc += p3;
-    at += 4u * stride;
-  }
-  for (; s < params.splits; s++) {
-    acc += part[at];
-    at += stride;
-  }
+  acc = sum_parts(acc, c * params.npix + n * params.out_vol + p, stride, params.splits);
   y[i] = {{T}}(activate({{AFFINE}}));
 }

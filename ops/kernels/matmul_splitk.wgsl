@@ -21,6 +21,7 @@ const WG: u32 = 256u;
 
 {{include lib/math.wgsl}}
 {{include lib/activation.wgsl}}
+{{include lib/splitk_parts.wgsl}}
 
 fn bias_at(i: u32) -> f32 { return f32(bias[i >> 2u][i & 3u]); }
 
@@ -31,28 +32,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (i >= params.count) {
     return;
   }
-  // Four parts loaded before they are added (still in order): a thread's
-  // loads in flight together, not one per add (the sum of 64 parts is
-  // otherwise 64 memory latencies).
-  var acc = 0.0;
-  var at = i;
-  let c = params.count;
-  var s = 0u;
-  for (; s + 4u <= params.splits; s += 4u) {
-    let p0 = part[at];
-    let p1 = part[at + c];
-    let p2 = part[at + 2u * c];
-    let p3 = part[at + 3u * c];
-    acc += p0;
-    acc += p1;
-    acc += p2;
-    acc += p3;
-    at += 4u * c;
-  }
-  for (; s < params.splits; s++) {
-    acc += part[at];
-    at += c;
-  }
+  let acc = sum_parts(0.0, i, params.count, params.splits);
   var y = acc * params.alpha;
   if (HAS_BIAS) {
     let n = i % params.N;
