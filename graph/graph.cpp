@@ -716,13 +716,23 @@ void Graph::submit_impl(std::span<const HostIn> inputs, std::span<const TensorRe
   // that is not waited for (split false): the GPU is busy with the work
   // before it, and each part's submit costs host time (Dawn records the
   // Vulkan commands at submit).
-  // WGNN_SUBMIT_PARTS=0: one command buffer for every run.
+  // WGNN_SUBMIT_PARTS=0: one command buffer for every run;
+  // WGNN_SUBMIT_FIRST=N: N dispatches in the first part (tuning).
   static const bool parts = [] {
     const char* e = std::getenv("WGNN_SUBMIT_PARTS");
     return !(e && std::string_view(e) == "0");
   }();
+  static const size_t first_part = [] {
+    const char* e = std::getenv("WGNN_SUBMIT_FIRST");
+    if (!e || !*e) return size_t(kFirstSubmitPart);
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end || v < 1 || v > 4096)
+      throw Error(fmt::format("WGNN_SUBMIT_FIRST='{}': expected the dispatches of the first part (1 to 4096)", e));
+    return size_t(v);
+  }();
   size_t at = 0;
-  for (size_t part = 16; parts && split && encoded_.size() - at > part + part / 2; part *= 2) {
+  for (size_t part = first_part; parts && split && encoded_.size() - at > part + part / 2; part *= 2) {
     rec.dispatch_all(encoded_.data() + at, part);
     rec.flush();
     at += part;

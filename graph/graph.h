@@ -281,6 +281,9 @@ class Graph {
   // submit() returns. run() refuses while a run is in flight; a Graph
   // dropped with runs in flight waits for the GPU first.
   static constexpr size_t kMaxInFlight = 2;
+  // The dispatches of a run's first command buffer; the parts after it
+  // double (Graph::submit_impl). The GPU starts once the first is submitted.
+  static constexpr size_t kFirstSubmitPart = 16;
   void submit(std::span<const HostIn> inputs, std::span<const TensorRef> outputs,
               std::span<const DeviceIn> device_in = {}, std::span<const DeviceOut> device_out = {});
   void wait(std::span<const HostOut> outputs);

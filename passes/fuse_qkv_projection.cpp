@@ -28,27 +28,6 @@ struct Product {
   int64_t n = 0;  // columns of the result
 };
 
-// A constant's float32 values as the model gives them, where it is stored
-// as float32, or as float16 made from them (float16 mode's weights: the
-// joined weights are then converted as the importer converts, saturating,
-// element by element, so they hold the three constants' values exactly).
-// A constant folded on the host in float16 mode holds float16 values (an
-// Identity of a weight the exporter shares, such as the zero biases of
-// an untrained model): those widened to float32, which the conversion back
-// returns exactly.
-std::shared_ptr<const HostTensor> f32_values(const ir::Graph& g, TensorRef v) {
-  if (!g.is_constant(v)) return nullptr;
-  const DType stored = g.value(v).dtype;
-  if (stored != DType::F32 && stored != DType::F16) return nullptr;
-  const HostTensor* t = g.model_values(v);
-  if (!t) return nullptr;
-  if (t->dtype == DType::F32) return std::shared_ptr<const HostTensor>(std::shared_ptr<void>(), t);  // not owned
-  if (t->dtype != DType::F16 || stored != DType::F16) return nullptr;
-  auto wide = std::make_shared<HostTensor>(DType::F32, t->shape);
-  for (int64_t i = 0; i < t->numel(); ++i) wide->as<float>()[i] = float(t->get_double(size_t(i)));
-  return wide;
-}
-
 // A product node's arguments, where it is one this pass takes.
 std::optional<Product> product_of(const ir::Graph& g, int p) {
   const ir::Node& n = g.nodes()[size_t(p)];

@@ -49,6 +49,7 @@ std::unique_ptr<Pass> fuse_conv_channels_last();  // fuse_conv_channels_last.cpp
 std::unique_ptr<Pass> fuse_matmul_residual();  // fuse_matmul_residual.cpp
 std::unique_ptr<Pass> fuse_attention_scale();  // fuse_attention_scale.cpp
 std::unique_ptr<Pass> fuse_qkv_projection();   // fuse_qkv_projection.cpp
+std::unique_ptr<Pass> fuse_matmul_scale();     // fuse_matmul_scale.cpp
 
 struct OptimizeOptions {
   PassContext context;
@@ -66,7 +67,8 @@ struct Report {
 // The default pipeline, in order: constant folding (when pc.ctx is set),
 // a depthwise convolution between channel permutes, GELU chains, scalar
 // factors on attention's q or k, matmul + scales / transposed operands /
-// bias, attention's q, k and v products as one, conv + batch
+// bias, attention's q, k and v products as one, a per-column constant
+// scale after a product, conv + batch
 // norm, conv + residual add, conv + activation, matmul + activation, add +
 // layer norm, matmul + residual add, dead code; the graph compacted at the
 // end.
@@ -79,6 +81,10 @@ int sole_user(const ir::Graph& g, TensorRef v);
 // it (ir::Graph::model_values: its data, or a made constant's source);
 // nullopt for anything else.
 std::optional<double> scalar_value(const ir::Graph& g, TensorRef v);
+// A constant's float32 values: the model's where it is stored as float32 or
+// as float16 made from them, or a float16 constant folded on the host
+// widened; null for anything else (optimize.cpp says more).
+std::shared_ptr<const HostTensor> f32_values(const ir::Graph& g, TensorRef v);
 // An argument, or `def` when the node has fewer.
 const Value& arg_or(const ir::Node& n, size_t i, const Value& def);
 // aten.add.Tensor of two tensors with alpha 1 (given or left out): a plain sum.

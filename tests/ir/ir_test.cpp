@@ -404,6 +404,92 @@ TEST(IrPasses, ResidualAddAfterAProductJoinsItsEpilogue) {
   EXPECT_TRUE(all_close(floats(u[0]), ref, 1e-5, 1e-5));
 }
 
+// ConvNeXt's layer scale: a per-channel constant times the second MLP
+// product's result, after the permute back to channels first (and, in the
+// second form, on the product directly, the constant first). The scale
+// goes into the product's weight and bias (fuse_matmul_scale): one
+// dispatch fewer, against the chain as it was and a double reference. A
+// constant that varies along another dim, and a product with an
+// activation, stay apart.
+TEST(IrPasses, LayerScaleAfterAProductJoinsItsWeights) {
+  const int64_t H = 3, W = 4, K = 16, C = 8;
+  const std::vector<float> w = random_floats(size_t(K * C), -0.3f, 0.3f, 80), b = random_floats(size_t(C), -0.2f, 0.2f, 81),
+                           gamma = random_floats(size_t(C), 0.5f, 2.f, 82), other = random_floats(size_t(H), 0.5f, 2.f, 83);
+  enum Form { Permuted, Direct, OtherDim, Activation };
+  auto build = [&](Form form, bool f16) {
+    ir::Graph g;
+    const auto c = [&](const Shape& sh, const std::vector<float>& v) {
+      if (!f16) return g.constant(host(sh, v));
+      auto src = std::make_shared<const HostTensor>(host(sh, v));
+      return g.made_constant(DType::F16, sh, fmt::format("test:{}", static_cast<const void*>(src.get())),
+                             [src](HostTensor& scratch) -> const HostTensor& {
+                               to_f16_saturated(*src, scratch);
+                               return scratch;
+                             },
+                             {}, src);
+    };
+    const TensorRef x = g.input("x", f16 ? DType::F16 : DType::F32, {1, H, W, K});
+    const TensorRef m = g.call("aten.matmul.default", {x, c({K, C}, w)});
+    TensorRef y = g.call("aten.add.Tensor", {m, c({C}, b)});
+    for (TensorRef t : {m, y}) g.set_seen_shape(t, {1, H, W, C});
+    if (form == Activation) {
+      y = g.call("aten.relu.default", {y});
+      g.set_seen_shape(y, {1, H, W, C});
+    }
+    TensorRef z;
+    if (form == Direct) {
+      z = g.call("aten.mul.Tensor", {c({C}, gamma), y});
+      g.set_seen_shape(z, {1, H, W, C});
+    } else {
+      const TensorRef p = g.call("aten.permute.default", {y, IntList{0, 3, 1, 2}});
+      z = g.call("aten.mul.Tensor", {p, form == OtherDim ? c({H, 1}, other) : c({C, 1, 1}, gamma)});
+      g.set_seen_shape(p, {1, C, H, W});
+      g.set_seen_shape(z, {1, C, H, W});
+    }
+    g.output(z, "z");
+    return g;
+  };
+  const std::vector<float> x = random_floats(size_t(H * W * K), -1.f, 1.f, 84);
+  for (Form form : {Permuted, Direct, OtherDim, Activation}) {
+    for (bool f16 : {false, true}) {
+      if (f16 && !ctx().features().shader_f16) continue;
+      SCOPED_TRACE(fmt::format("form {}{}", int(form), f16 ? ", float16" : ""));
+      ir::Graph fused = build(form, f16);
+      const passes::Report r = passes::optimize(fused);
+      const bool joins = form == Permuted || form == Direct;
+      EXPECT_EQ(r.count("fuse_matmul_scale"), joins ? 1u : 0u) << r.summary();
+      // The other passes alone: the chain as it was.
+      ir::Graph kept = build(form, f16);
+      {
+        ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_matmul_scale");
+        passes::optimize(kept);
+      }
+      ir::Program fp(ctx(), std::move(fused)), up(ctx(), std::move(kept));
+      HostTensor xh = host({1, H, W, K}, x);
+      if (f16) xh = to_f16_saturated(xh);
+      const auto a = fp.run({xh});
+      const auto u = up.run({xh});
+      EXPECT_EQ(fp.plan({{1, H, W, K}}).dispatches().size() + (joins ? 1 : 0), up.plan({{1, H, W, K}}).dispatches().size());
+      // The double reference, laid out as z is.
+      std::vector<double> ref(size_t(H * W * C));
+      for (int64_t i = 0; i < H; ++i) {
+        for (int64_t j = 0; j < W; ++j) {
+          for (int64_t n = 0; n < C; ++n) {
+            double s = b[size_t(n)];
+            for (int64_t k = 0; k < K; ++k) s += double(x[size_t((i * W + j) * K + k)]) * double(w[size_t(k * C + n)]);
+            if (form == Activation) s = std::max(s, 0.0);
+            s *= form == OtherDim ? other[size_t(i)] : gamma[size_t(n)];
+            ref[size_t(form == Direct ? (i * W + j) * C + n : (n * H + i) * W + j)] = s;
+          }
+        }
+      }
+      const double tol = f16 ? 2e-2 : 1e-5;
+      EXPECT_TRUE(all_close(floats(a[0]), ref, tol, tol));
+      EXPECT_TRUE(all_close(floats(u[0]), ref, tol, tol));
+    }
+  }
+}
+
 // Whisper's and BART's self-attention as the importer leaves it: q, k and v
 // three products of the same hidden states (k without a bias), q scaled
 // after its bias, all read by wgnn.attention through head-split views. The
