@@ -260,7 +260,8 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   DepthwiseParams p{};
   p.count = uint32_t(g.info(y).numel());
   // Four channels a thread where they are channels last and come in fours
-  // (WGNN_DEPTHWISE_VEC4=0: one, for measuring).
+  // (kernels/conv_depthwise_cl.wgsl, the kernel's dims its constants;
+  // WGNN_DEPTHWISE_VEC4=0: one, for measuring).
   const char* vec_env = std::getenv("WGNN_DEPTHWISE_VEC4");
   const bool vec4 = channels_last && cout == cin && cin % 4 == 0 && !(vec_env && std::string_view(vec_env) == "0");
   if (vec4) p.count /= 4;
@@ -280,13 +281,17 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   Subs subs = float_subs(g, dt, a.op);
   add_epilogue_subs(subs, s, 5, "acc", "co", rounded, dt == DType::F16, "i");
   gpu::Constants constants = activation_constants(s.act);
-  if (channels_last) constants.emplace_back("CHANNELS_LAST", 1.0);
-  if (vec4) constants.emplace_back("VEC4", 1.0);
+  if (channels_last && !vec4) constants.emplace_back("CHANNELS_LAST", 1.0);
+  if (vec4) {
+    constants.emplace_back("KD", double(k[0]));
+    constants.emplace_back("KH", double(k[1]));
+    constants.emplace_back("KW", double(k[2]));
+  }
   const Binding bias = b.id >= 0 ? Binding::of(b) : Binding::of(g.ctx().dummy_buffer());
   std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias};
   if (s.affine.id >= 0) bindings.push_back(Binding::of(s.affine));
   if (s.residual.id >= 0) bindings.push_back(Binding::of(s.residual));
-  g.add_dispatch(kernel(g, "ops/kernels/conv_depthwise.wgsl", subs, constants), std::move(bindings),
+  g.add_dispatch(kernel(g, vec4 ? "ops/kernels/conv_depthwise_cl.wgsl" : "ops/kernels/conv_depthwise.wgsl", subs, constants), std::move(bindings),
                  grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
                  fmt::format("conv depthwise {}k={}{}{}{}", channels_last ? vec4 ? "channels-last vec4 " : "channels-last " : "",
                              dims_str(k, s.d),

@@ -59,6 +59,7 @@ const std::vector<KernelUniform>& kernel_uniforms() {
       {"ops/kernels/conv.wgsl", &ConvParams::wgsl},
       {"ops/kernels/conv_splitk.wgsl", &SplitKParams::wgsl},
       {"ops/kernels/conv_depthwise.wgsl", &DepthwiseParams::wgsl},
+      {"ops/kernels/conv_depthwise_cl.wgsl", &DepthwiseParams::wgsl},
       {"ops/kernels/im2col.wgsl", &Im2colParams::wgsl},
       {"ops/kernels/pool.wgsl", &PoolParams::wgsl},
       {"ops/kernels/copy.wgsl", &CopyParams::wgsl},

@@ -220,7 +220,7 @@ WGNN_UNIFORM(ConvParams, WGNN_CONV_PARAMS);
       F(uint32_t, has_bias) F(uint32_t, _p0) F(uint32_t, _p1)
 WGNN_UNIFORM(SplitKParams, WGNN_SPLITK_PARAMS);
 
-// kernels/conv_depthwise.wgsl: one input channel per group, mult outputs each.
+// kernels/conv_depthwise.wgsl and conv_depthwise_cl.wgsl: one input channel per group, mult outputs each.
 #define WGNN_DEPTHWISE_PARAMS(F)                                                                             \
   F(uint32_t, count) F(uint32_t, cout) F(uint32_t, mult) F(uint32_t, has_bias) F(uint32_t, in_d)              \
       F(uint32_t, in_h) F(uint32_t, in_w) F(uint32_t, in_vol) F(uint32_t, out_d) F(uint32_t, out_h)            \

@@ -8,14 +8,10 @@
 // CHANNELS_LAST: x is [N, *spatial, C_in] and y [N, *out, C_out]
 // (wgnn.conv_depthwise_channels_last: consecutive threads take consecutive
 // channels of one output position, so reads and writes stay consecutive).
-// VEC4 (channels last, C_in a multiple of 4, C_out = C_in): a thread takes
-// four consecutive channels of one output position, its position decoded
-// and its window checked once for the four (params.count is then the
-// outputs / 4).
+// (Four channels a thread, C_out = C_in a multiple of 4: conv_depthwise_cl.wgsl.)
 {{ENABLE}}
 
 override CHANNELS_LAST: bool = false;
-override VEC4: bool = false;
 
 {{PARAMS}}
 
@@ -35,51 +31,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
   let t = (wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y) * WG + lid;
   if (t >= params.count) {
-    return;
-  }
-  if (CHANNELS_LAST && VEC4) {
-    let i0 = t * 4u;
-    let co0 = i0 % params.cout;
-    let np = i0 / params.cout;  // n * out_vol + pl
-    let plv = np % params.out_vol;
-    let xbase0 = (np / params.out_vol) * params.in_vol * params.cout + co0;
-    let ohw4 = params.out_h * params.out_w;
-    let ov = vec3<i32>(vec3<u32>(plv / ohw4, (plv % ohw4) / params.out_w, plv % params.out_w));
-    let org4 = ov * params.stride.xyz - params.pad.xyz;
-    var acc4 = vec4<f32>();
-    if (params.has_bias != 0u) {
-      acc4 = vec4<f32>(f32(bias[co0]), f32(bias[co0 + 1u]), f32(bias[co0 + 2u]), f32(bias[co0 + 3u]));
-    }
-    let kv = params.kvol;
-    for (var kd = 0u; kd < params.k_d; kd++) {
-      let id = u32(org4.x + i32(kd) * params.dil.x);
-      if (id >= params.in_d) {
-        continue;
-      }
-      for (var kh = 0u; kh < params.k_h; kh++) {
-        let ih = u32(org4.y + i32(kh) * params.dil.y);
-        if (ih >= params.in_h) {
-          continue;
-        }
-        let row = (id * params.in_h + ih) * params.in_w;
-        let wk = (kd * params.k_h + kh) * params.k_w;
-        for (var kw = 0u; kw < params.k_w; kw++) {
-          let iw = u32(org4.z + i32(kw) * params.dil.z);
-          if (iw < params.in_w) {
-            let xa = xbase0 + (row + iw) * params.cout;
-            let wa = co0 * kv + wk + kw;
-            acc4 += vec4<f32>(f32(x[xa]), f32(x[xa + 1u]), f32(x[xa + 2u]), f32(x[xa + 3u])) *
-                    vec4<f32>(f32(w[wa]), f32(w[wa + kv]), f32(w[wa + 2u * kv]), f32(w[wa + 3u * kv]));
-          }
-        }
-      }
-    }
-    for (var j = 0u; j < 4u; j++) {
-      let i = i0 + j;
-      let co = co0 + j;
-      let acc = acc4[j];
-      y[i] = {{T}}(activate({{AFFINE}}));
-    }
     return;
   }
   let i = t;

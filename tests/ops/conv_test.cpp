@@ -375,6 +375,9 @@ TEST(Conv, DepthwiseChannelsLastMatchesTheReference) {
   const std::vector<Case> cases = {
       {{{2, 12, 5, 6}, {12, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 12}, true},
       {{{1, 8, 9, 7}, {16, 1, 3, 3}, true, {2, 1}, {1, 0, 2, 1}, {1, 2}, false, {0}, 8, DType::F32, true}, false},
+      // Four channels a thread (C_out = C_in) with strides, dilation and uneven padding.
+      {{{1, 8, 9, 7}, {8, 1, 3, 3}, true, {2, 1}, {1, 0, 2, 1}, {1, 2}, false, {0}, 8, DType::F32, true}, false},
+      {{{1, 16, 9, 7}, {16, 1, 5, 3}, true, {1, 2}, {2, 1}, {2, 1}, false, {0}, 16, DType::F16}, true},
       {{{1, 5, 11}, {10, 1, 5}, false, {1}, {2}, {1}, false, {0}, 5}, true},
       {{{1, 4, 3, 4, 5}, {4, 1, 3, 1, 3}, true, {1}, {1, 0, 1}, {1}, false, {0}, 4}, false},
       {{{1, 12, 5, 6}, {12, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 12, DType::F16}, true},
