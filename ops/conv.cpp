@@ -282,11 +282,10 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   add_epilogue_subs(subs, s, 5, "acc", "co", rounded, dt == DType::F16, "i");
   gpu::Constants constants = activation_constants(s.act);
   if (channels_last && !vec4) constants.emplace_back("CHANNELS_LAST", 1.0);
-  if (vec4) {
-    constants.emplace_back("KD", double(k[0]));
-    constants.emplace_back("KH", double(k[1]));
-    constants.emplace_back("KW", double(k[2]));
-  }
+  // The kernel's dims as pipeline constants: the tap loops unroll.
+  constants.emplace_back("KD", double(k[0]));
+  constants.emplace_back("KH", double(k[1]));
+  constants.emplace_back("KW", double(k[2]));
   const Binding bias = b.id >= 0 ? Binding::of(b) : Binding::of(g.ctx().dummy_buffer());
   std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias};
   if (s.affine.id >= 0) bindings.push_back(Binding::of(s.affine));

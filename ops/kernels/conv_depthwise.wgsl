@@ -12,6 +12,10 @@
 {{ENABLE}}
 
 override CHANNELS_LAST: bool = false;
+// The kernel's dims (params.k_d, k_h, k_w) as constants: the tap loops unroll.
+override KD: u32 = 1u;
+override KH: u32 = 1u;
+override KW: u32 = 1u;
 
 {{PARAMS}}
 
@@ -58,19 +62,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (params.has_bias != 0u) {
     acc = f32(bias[co]);
   }
-  for (var kd = 0u; kd < params.k_d; kd++) {
+  for (var kd = 0u; kd < KD; kd++) {
     let id = u32(org.x + i32(kd) * params.dil.x);
     if (id >= params.in_d) {
       continue;
     }
-    for (var kh = 0u; kh < params.k_h; kh++) {
+    for (var kh = 0u; kh < KH; kh++) {
       let ih = u32(org.y + i32(kh) * params.dil.y);
       if (ih >= params.in_h) {
         continue;
       }
       let row = (id * params.in_h + ih) * params.in_w;
-      let wrow = wbase + (kd * params.k_h + kh) * params.k_w;
-      for (var kw = 0u; kw < params.k_w; kw++) {
+      let wrow = wbase + (kd * KH + kh) * KW;
+      for (var kw = 0u; kw < KW; kw++) {
         let iw = u32(org.z + i32(kw) * params.dil.z);
         if (iw < params.in_w) {
           acc += f32(x[xbase + (row + iw) * xstep]) * f32(w[wrow + kw]);
