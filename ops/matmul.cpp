@@ -657,7 +657,7 @@ bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) 
   const bool b_vec = (p.b_trans ? p.K : p.N) % 4 == 0;
   // B [K, N]: 4 CV columns per workgroup, the most (up to 16) that still
   // make 256 workgroups, so that a narrow product keeps enough loads in
-  // flight; WGNN_GEMV_CV=1|2|4 fixes it (for measuring). B_TRANS: 16.
+  // flight; WGNN_GEMV_CV=1|2|4 fixes it (for measuring).
   static const int forced_cv = [] {
     const char* e = std::getenv("WGNN_GEMV_CV");
     const int v = e ? std::atoi(e) : 0;
@@ -666,9 +666,15 @@ bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) 
   int cv = 4;
   while (cv > 1 && gpu::ceil_div(uint64_t(p.N), uint64_t(4 * cv)) < 256) cv /= 2;
   if (forced_cv) cv = forced_cv;
-  const uint64_t groups = gpu::ceil_div(uint64_t(p.N), p.b_trans ? 16 : uint64_t(4 * cv));
+  // B_TRANS: CT columns per workgroup, likewise the most (up to 16) that
+  // make 256 workgroups: ResNet-50's classifier (1000 x 2048) ran 63
+  // workgroups of 16 at 16 columns each and took 33 µs on an H200.
+  int ct = 16;
+  while (ct > 1 && gpu::ceil_div(uint64_t(p.N), uint64_t(ct)) < 256) ct /= 2;
+  const uint64_t groups = gpu::ceil_div(uint64_t(p.N), p.b_trans ? uint64_t(ct) : uint64_t(4 * cv));
   gpu::Constants c = {{"B_TRANS", p.b_trans ? 1.0 : 0.0},
                       {"CV", double(cv)},
+                      {"CT", double(ct)},
                       {"A_VEC", a_vec ? 1.0 : 0.0},
                       {"B_VEC", b_vec ? 1.0 : 0.0},
                       {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0},

@@ -12,9 +12,10 @@
 // B [K, N]: CV x (256 / CV) invocations; each of CV takes 4 columns (a
 // vec4 of a B row: 4 CV columns per workgroup) and each of the other
 // 256 / CV every (256 / CV)th row of K. CV (1, 2 or 4) is chosen on the
-// host so that a narrow product still has enough workgroups. B_TRANS: 16 columns per workgroup, each read along K by 16
-// invocations, a vec4 each. The partial sums over K are added in
-// workgroup memory.
+// host so that a narrow product still has enough workgroups. B_TRANS: CT
+// columns per workgroup (16 down to 1, again for enough workgroups), each
+// read along K by 256 / CT invocations, four vec4s each in flight. The
+// partial sums over K are added in workgroup memory.
 {{ENABLE}}
 
 const MR: u32 = 8u;  // most rows
@@ -26,6 +27,7 @@ override B_VEC: bool = false;  // the contiguous dim of B (N, or K with B_TRANS)
 override HAS_BIAS: bool = false;
 override F16_OUT: bool = false;
 override CV: u32 = 4u;  // B [K, N]: vec4s of columns per workgroup
+override CT: u32 = 16u;  // B_TRANS: columns per workgroup (1 to 16, a power of 2)
 
 {{PARAMS}}
 
@@ -140,22 +142,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     return;
   }
-  let c = lid / 16u;
-  let ks = lid % 16u;
-  let n = group * 16u + c;
+  let KS = WG / CT;  // invocations along K per column
+  let c = lid / KS;
+  let ks = lid % KS;
+  let n = group * CT + c;
   if (n < N) {
-    // Two vec4s of the column in flight per step: k and k + 64.
+    // Four vec4s of the column in flight per step: k, k + 4 KS, k + 8 KS, k + 12 KS.
+    let step = 4u * KS;
     var k = ks * 4u;
-    for (; k + 64u < K; k += 128u) {
+    for (; k + 3u * step < K; k += 4u * step) {
       let b0 = load_b4(n * params.ldb + k, K - k);
-      let b1 = load_b4(n * params.ldb + k + 64u, K - k - 64u);
+      let b1 = load_b4(n * params.ldb + k + step, K - k - step);
+      let b2 = load_b4(n * params.ldb + k + 2u * step, K - k - 2u * step);
+      let b3 = load_b4(n * params.ldb + k + 3u * step, K - k - 3u * step);
       for (var m = 0u; m < MR; m++) {
         if (m < M) {
-          acc[m].x += dot(load_a4(m * params.lda + k, K - k), b0) + dot(load_a4(m * params.lda + k + 64u, K - k - 64u), b1);
+          let r = m * params.lda + k;
+          acc[m].x += dot(load_a4(r, K - k), b0) + dot(load_a4(r + step, K - k - step), b1) +
+                      dot(load_a4(r + 2u * step, K - k - 2u * step), b2) +
+                      dot(load_a4(r + 3u * step, K - k - 3u * step), b3);
         }
       }
     }
-    for (; k < K; k += 64u) {
+    for (; k < K; k += step) {
       let left = K - k;
       let bv = load_b4(n * params.ldb + k, left);
       for (var m = 0u; m < MR; m++) {
@@ -171,7 +180,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     red[lid] = vec4<f32>(acc[m].x, 0.0, 0.0, 0.0);
     workgroupBarrier();
-    for (var s = 8u; s > 0u; s = s / 2u) {
+    for (var s = KS / 2u; s > 0u; s = s / 2u) {
       if (ks < s) {
         red[lid].x += red[lid + s].x;
       }

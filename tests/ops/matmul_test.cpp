@@ -646,11 +646,19 @@ TEST(Gemv, FewRowsMatchTheReference) {
 }
 
 // B [K, N] takes 4, 8 or 16 columns per workgroup by N (4 up to 2047, 8
-// from 2048, 16 from 4096): each width with ragged last columns.
+// from 2048, 16 from 4096): each width with ragged last columns; B [N, K]
+// 1 to 16.
 TEST(Gemv, EveryColumnWidth) {
   check_gemv(2, 100, 2050, false, "none", DType::F32, 410);
   check_gemv(3, 37, 4102, false, "relu", DType::F32, 411);
   check_gemv(1, 300, 1023, false, "none", DType::F32, 412);
+  // B [N, K]: 16 columns per workgroup from N = 4096, then 8, 4, 2 and 1
+  // (below 512), K read four vec4s at a time, ragged or shorter than that.
+  check_gemv(3, 515, 4100, true, "relu", DType::F32, 413);
+  check_gemv(1, 64, 2100, true, "none", DType::F32, 414);
+  check_gemv(1, 2048, 1500, true, "none", DType::F32, 415);
+  check_gemv(2, 2049, 1000, true, "none", DType::F32, 416);
+  check_gemv(1, 1280, 1000, true, "none", DType::F16, 417);
 }
 
 TEST(Gemv, EpilogueAndFloat16) {
