@@ -707,6 +707,16 @@ SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batc
       throw Error(fmt::format("WGNN_SUBGROUP_SPLITK='{}': expected 0 (off) or a number of ranges of K up to 64", e));
     return v;
   }();
+  // WGNN_SUBGROUP_SPLIT_TARGET=N: the workgroups a split aims at (tuning).
+  static const int64_t target = [] {
+    const char* e = std::getenv("WGNN_SUBGROUP_SPLIT_TARGET");
+    if (!e || !*e) return kSplitTarget;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end || v < 1 || v > 65536)
+      throw Error(fmt::format("WGNN_SUBGROUP_SPLIT_TARGET='{}': expected the workgroups a split aims at (1 to 65536)", e));
+    return int64_t(v);
+  }();
   const SubgroupMatmulConfig cfg = pick_config(M, N, K, batch);
   const int64_t tiles = int64_t(gpu::ceil_div(uint64_t(M), cfg.bm) * gpu::ceil_div(uint64_t(N), cfg.bn)) * batch;
   const int64_t steps = (K + 31) / 32;
@@ -714,7 +724,7 @@ SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batc
   if (setting > 1) {
     if (steps >= 2 * setting) splits = setting;
   } else if (setting < 0 && tiles <= kSplitTiles && steps >= 8) {
-    splits = std::min<int64_t>({(kSplitTarget + tiles - 1) / tiles, steps / 4, 64});
+    splits = std::min<int64_t>({(target + tiles - 1) / tiles, steps / 4, 64});
   }
   if (splits < 2) return {};
   const int64_t kchunk = (steps + splits - 1) / splits * 32;
