@@ -19,10 +19,13 @@ struct CopyJob {
 // process-wide pool of up to 7 more (the machine's cores less one); else on
 // the calling thread alone. WGNN_PARALLEL_COPY=0 in the environment copies
 // on the calling thread always.
-// 1 MiB: the Whisper-base encoder's 3 MB output took 240 us on one core of
-// the H200's host (12.7 GB/s) against a GPU time of 4.7 ms.
-constexpr size_t kParallelCopyMin = size_t(1) << 20;
-constexpr size_t kParallelCopyPart = size_t(256) << 10;
+// The Whisper-base encoder's 3 MB output took 240 us on one core of the
+// H200's host (12.7 GB/s) against a GPU time of 4.7 ms. 512 KiB and parts
+// of 128 KiB: a 224 x 224 float32 image (602 KB) into
+// its upload buffer, on the path of every run of the image models, takes
+// four threads rather than one.
+constexpr size_t kParallelCopyMin = size_t(512) << 10;
+constexpr size_t kParallelCopyPart = size_t(128) << 10;
 void copy_parallel(const std::vector<CopyJob>& jobs);
 
 // The same on `threads` threads (the caller and the pool; 1 or less: the
