@@ -89,7 +89,19 @@ struct Launch {
 struct Input {
   TensorRef t{-1};
   std::string_view name;
+  // Read through a permutation of its dims (wgnn.add_permuted): its shape
+  // is then the permuted one, its strides its own permuted; empty: none.
+  IntList perm = {};
 };
+
+// An input's shape as the op sees it (permuted where it is read so).
+Shape seen_shape(const Graph& g, const Input& in) {
+  const Shape& s = g.info(in.t).shape;
+  if (in.perm.empty()) return s;
+  Shape r(s.size());
+  for (size_t d = 0; d < s.size(); ++d) r[d] = s[size_t(in.perm[d])];
+  return r;
+}
 
 using Params = BinaryParams;  // ops/uniforms.h
 static_assert(sizeof(Params) == 160);
@@ -102,11 +114,11 @@ TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
   bool first = true;
   std::vector<std::string> all;
   for (const Input& in : ins) {
-    if (in.t.id >= 0) all.push_back(fmt::format("'{}' {}", in.name, shape_str(g.info(in.t).shape)));
+    if (in.t.id >= 0) all.push_back(fmt::format("'{}' {}", in.name, shape_str(seen_shape(g, in))));
   }
   for (const Input& in : ins) {
     if (in.t.id < 0) continue;
-    const Shape& s = g.info(in.t).shape;
+    const Shape s = seen_shape(g, in);
     require_rank(s, a.op, in.name);
     if (first) {
       out_shape = s;
@@ -140,10 +152,19 @@ TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
     strides[k] = Shape(out_shape.size(), 0);
     if (ins[k].t.id < 0) continue;
     const TensorInfo& ti = g.info(ins[k].t);
-    if (ti.numel() == n) {
-      mode[k] = 0;
-    } else if (ti.numel() == 1) {
+    if (ti.numel() == 1) {
       mode[k] = 1;
+    } else if (!ins[k].perm.empty()) {
+      // Its own strides in the permuted order, broadcast into the result's.
+      mode[k] = 2;
+      strided = true;
+      const Shape own = contiguous_strides(ti.shape), ps = seen_shape(g, ins[k]);
+      Shape permuted(ps.size());
+      for (size_t d = 0; d < ps.size(); ++d) permuted[d] = ps[d] == 1 ? 0 : own[size_t(ins[k].perm[d])];
+      const size_t off = out_shape.size() - ps.size();
+      for (size_t d = 0; d < ps.size(); ++d) strides[k][off + d] = permuted[d];
+    } else if (ti.numel() == n) {
+      mode[k] = 0;
     } else {
       mode[k] = 2;
       strided = true;
@@ -359,6 +380,51 @@ Value run_binary(const BinaryOp& b, const Args& a) {
     l.falpha = float(alpha);
   }
   return launch(a, l, {Input{x, "self"}, Input{y, "other"}, Input{}});
+}
+
+// wgnn.add_permuted.default(self, other, dims): self + aten.permute(other,
+// dims) without the permuted copy: the kernel reads `other` through its
+// strides in the permuted order (fuse_permute_add: ConvNeXt's residual add
+// after its MLP's result goes back to channels first). aten.add's dtypes
+// and broadcasting; dims a permutation of other's dims (negative ones
+// counted from the end).
+Value add_permuted(Graph& g, const ValueList& args) {
+  Args a{"wgnn.add_permuted.default", args, g};
+  if (args.size() != 3) a.fail(fmt::format("takes 3 arguments (self, other, dims), got {}", args.size()));
+  TensorRef x = a.tensor(0, "self");
+  TensorRef y = a.tensor(1, "other");
+  IntList dims = a.int_list(2, "dims");
+  const size_t rank = g.info(y).shape.size();
+  std::vector<bool> seen(rank, false);
+  bool ok = dims.size() == rank;
+  for (int64_t& d : dims) {
+    if (d < 0) d += int64_t(rank);
+    ok = ok && d >= 0 && d < int64_t(rank) && !seen[size_t(d)];
+    if (ok) seen[size_t(d)] = true;
+  }
+  if (!ok) {
+    a.fail(fmt::format("argument 'dims' {} is not a permutation of the {} dims of 'other' {}",
+                       shape_str(a.int_list(2, "dims")), rank, shape_str(g.info(y).shape)));
+  }
+  const BinaryOp& b = binary_op("aten.add.Tensor");
+  require_dtype(a, x, "self", *b.accepts);
+  require_dtype(a, y, "other", *b.accepts);
+  require_same_dtype(a, x, "self", y, "other");
+  const DType dt = g.info(x).dtype;
+  Launch l;
+  l.in = dt;
+  l.compute = compute_type(dt);
+  l.out = dt;
+  l.label = fmt::format("add permuted {}", dtype_name(dt));
+  if (is_float(dt)) {
+    l.expr = b.f;
+  } else if (dt == DType::U8 || dt == DType::I8) {
+    l.compute = "i32";
+    l.expr = dt == DType::U8 ? fmt::format("({}) & C4(255)", b.i) : fmt::format("wrap_i8({})", b.i);
+  } else {
+    l.expr = b.i;
+  }
+  return launch(a, l, {Input{x, "self"}, Input{y, "other", dims}, Input{}});
 }
 
 // aten.div.Tensor_mode(self, other, *, rounding_mode: 'trunc' | 'floor' | None)
@@ -581,6 +647,7 @@ void register_binary_ops(OpRegistry& r) {
       return run_binary(b, a);
     });
   }
+  r.add("wgnn.add_permuted.default", add_permuted);
   r.add("aten.div.Tensor_mode", div_mode);
   r.add("aten.where.self", where_self);
   r.add("aten.prelu.default", prelu);

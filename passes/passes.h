@@ -50,6 +50,7 @@ std::unique_ptr<Pass> fuse_matmul_residual();  // fuse_matmul_residual.cpp
 std::unique_ptr<Pass> fuse_attention_scale();  // fuse_attention_scale.cpp
 std::unique_ptr<Pass> fuse_qkv_projection();   // fuse_qkv_projection.cpp
 std::unique_ptr<Pass> fuse_matmul_scale();     // fuse_matmul_scale.cpp
+std::unique_ptr<Pass> fuse_permute_add();      // fuse_permute_add.cpp
 
 struct OptimizeOptions {
   PassContext context;
@@ -70,7 +71,8 @@ struct Report {
 // bias, attention's q, k and v products as one, a per-column constant
 // scale after a product, conv + batch
 // norm, conv + residual add, conv + activation, matmul + activation, add +
-// layer norm, matmul + residual add, dead code; the graph compacted at the
+// layer norm, matmul + residual add, an add of a permute, dead code; the
+// graph compacted at the
 // end.
 Report optimize(ir::Graph& g, const OptimizeOptions& options = {});
 

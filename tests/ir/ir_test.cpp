@@ -490,6 +490,49 @@ TEST(IrPasses, LayerScaleAfterAProductJoinsItsWeights) {
   }
 }
 
+// ConvNeXt's residual add after its MLP's result goes back to channels
+// first: add(x, permute(y)) becomes wgnn.add_permuted, which reads y
+// through its strides (fuse_permute_add): one dispatch fewer than the
+// other passes leave, the same values. A permute that something else reads
+// too stays.
+TEST(IrPasses, AddOfAPermuteReadsThroughStrides) {
+  const int64_t C = 6, H = 3, W = 5;
+  auto build = [&](bool shared) {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {1, C, H, W});
+    const TensorRef y = g.input("y", DType::F32, {1, H, W, C});
+    const TensorRef p = g.call("aten.permute.default", {y, IntList{0, 3, 1, 2}});
+    const TensorRef z = g.call("aten.add.Tensor", {x, p});
+    g.set_seen_shape(p, {1, C, H, W});
+    g.set_seen_shape(z, {1, C, H, W});
+    g.output(z, "z");
+    if (shared) g.output(p, "p");
+    return g;
+  };
+  const std::vector<float> x = random_floats(size_t(C * H * W), -1.f, 1.f, 90), y = random_floats(size_t(C * H * W), -1.f, 1.f, 91);
+  std::vector<double> ref(size_t(C * H * W));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = 0; i < H * W; ++i) ref[size_t(c * H * W + i)] = double(x[size_t(c * H * W + i)]) + y[size_t(i * C + c)];
+  for (bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "the permute read elsewhere too" : "the permute read by the add alone");
+    ir::Graph fused = build(shared);
+    const passes::Report r = passes::optimize(fused);
+    EXPECT_EQ(r.count("fuse_permute_add"), shared ? 0u : 1u) << r.summary();
+    ir::Graph kept = build(shared);
+    {
+      ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_permute_add");
+      passes::optimize(kept);
+    }
+    ir::Program fp(ctx(), std::move(fused)), kp(ctx(), std::move(kept));
+    const auto a = fp.run({host({1, C, H, W}, x), host({1, H, W, C}, y)});
+    const auto k = kp.run({host({1, C, H, W}, x), host({1, H, W, C}, y)});
+    EXPECT_EQ(fp.plan({{1, C, H, W}, {1, H, W, C}}).dispatches().size() + (shared ? 0 : 1),
+              kp.plan({{1, C, H, W}, {1, H, W, C}}).dispatches().size());
+    EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-6, 1e-6));
+    EXPECT_TRUE(all_close(floats(k[0]), ref, 1e-6, 1e-6));
+  }
+}
+
 // Whisper's and BART's self-attention as the importer leaves it: q, k and v
 // three products of the same hidden states (k without a bias), q scaled
 // after its bias, all read by wgnn.attention through head-split views. The

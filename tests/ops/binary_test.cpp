@@ -12,7 +12,11 @@
 #include <map>
 #include <random>
 
+#include <fmt/format.h>
+
+#include "error_of.h"
 #include "op_test_util.h"
+#include "ops/layout.h"
 
 using namespace wgnn;
 using namespace wgnn::test;
@@ -728,4 +732,70 @@ TEST(BinaryOps, IntegerDivisionByZeroIsAnErrorInCheckedMode) {
     g.run();
     EXPECT_EQ(get(g, r), (std::vector<double>{7, 4}));
   }
+}
+
+// wgnn.add_permuted: self + permute(other, dims) read through other's
+// strides (no copy), against the reference of the two steps: channels last
+// back to first (ConvNeXt's), a broadcast self, negative dims, float16 and
+// int32; and the errors.
+TEST(BinaryOps, AddOfAPermutedOperand) {
+  struct Case {
+    Shape x, y;
+    IntList dims;
+    DType dt;
+  };
+  const std::vector<Case> cases = {
+      {{2, 5, 3, 4}, {2, 3, 4, 5}, {0, 3, 1, 2}, DType::F32},
+      {{5, 1, 1}, {1, 3, 4, 5}, {0, -1, 1, 2}, DType::F32},
+      {{3, 7}, {7, 3}, {1, 0}, DType::F16},
+      {{4, 2, 3}, {3, 4, 2}, {1, 2, 0}, DType::I32},
+  };
+  uint32_t seed = 900;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("x {} y {} dims {} {}", shape_str(c.x), shape_str(c.y), shape_str(c.dims), dtype_name(c.dt)));
+    if (c.dt == DType::F16 && !has_f16()) continue;
+    std::vector<float> x = quantize(random_floats(size_t(numel(c.x)), -4, 4, seed++), c.dt);
+    std::vector<float> y = quantize(random_floats(size_t(numel(c.y)), -4, 4, seed++), c.dt);
+    if (c.dt == DType::I32) {
+      for (float& v : x) v = std::round(v);
+      for (float& v : y) v = std::round(v);
+    }
+    Graph g(ctx());
+    TensorRef z = ops::call(g, "wgnn.add_permuted.default",
+                            {put(g, c.x, std::vector<double>(x.begin(), x.end()), c.dt),
+                             put(g, c.y, std::vector<double>(y.begin(), y.end()), c.dt), c.dims})
+                      .tensor();
+    // The reference: y permuted, then numpy broadcasting.
+    const size_t r = c.y.size();
+    IntList d = c.dims;
+    for (int64_t& v : d) v = v < 0 ? v + int64_t(r) : v;
+    Shape ps(r);
+    for (size_t k = 0; k < r; ++k) ps[k] = c.y[size_t(d[k])];
+    ASSERT_EQ(g.info(z).shape, ps);
+    const Shape ys = ops::contiguous_strides(c.y), xs = ops::broadcast_strides(c.x, ps);
+    std::vector<double> ref(size_t(numel(ps)));
+    for (int64_t i = 0; i < numel(ps); ++i) {
+      int64_t rest = i, yo = 0, xo = 0;
+      for (size_t k = r; k-- > 0;) {
+        const int64_t idx = rest % ps[k];
+        rest /= ps[k];
+        yo += idx * ys[size_t(d[k])];
+        xo += idx * xs[k];
+      }
+      ref[size_t(i)] = double(x[size_t(xo)]) + double(y[size_t(yo)]);
+    }
+    g.run();
+    const std::vector<double> got = get(g, z);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_NEAR(got[i], ref[i], c.dt == DType::F16 ? 1e-2 * (1 + std::abs(ref[i])) : 1e-6) << "at " << i;
+    }
+  }
+  Graph g(ctx());
+  TensorRef a = g.add_tensor({2, 3}, DType::F32, TensorKind::Input), b = g.add_tensor({3, 2}, DType::F32, TensorKind::Input);
+  EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.add_permuted.default", {a, b, IntList{0, 0}}); }),
+              HasSubstr("not a permutation"));
+  EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.add_permuted.default", {a, b, IntList{0, 1}}); }),
+              HasSubstr("do not broadcast"));
+  EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.add_permuted.default", {a, b}); }), HasSubstr("takes 3 arguments"));
 }
