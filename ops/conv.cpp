@@ -264,7 +264,11 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   // WGNN_DEPTHWISE_VEC4=0: one, for measuring).
   const char* vec_env = std::getenv("WGNN_DEPTHWISE_VEC4");
   const bool vec4 = channels_last && cout == cin && cin % 4 == 0 && !(vec_env && std::string_view(vec_env) == "0");
-  if (vec4) p.count /= 4;
+  // conv_depthwise_cl.wgsl: a thread per 4 channels of 4 output columns.
+  if (vec4) {
+    p.count = uint32_t(uint64_t(g.info(y).numel() / (out[0] * out[1] * out[2] * cout)) * uint64_t(out[0] * out[1]) *
+                       gpu::ceil_div(uint64_t(out[2]), 4) * uint64_t(cout / 4));
+  }
   p.cout = uint32_t(cout);
   p.mult = uint32_t(cout / cin);
   p.has_bias = b.id >= 0;

@@ -1,18 +1,21 @@
 // Depthwise convolution on channels-last data, four channels a thread:
 // wgnn.conv_depthwise_channels_last where C_out = C_in, a multiple of 4.
 // x [N, *spatial, C] and y [N, *out, C] are read and written as vec4<T>
-// (one load per tap, not four), and the kernel's dims are pipeline
-// constants (KD, KH, KW), so that the tap loops unroll and a thread's loads
-// go out together rather than one loop trip after another. Bias, the
-// optional affine and residual (the AFFINE_BINDING and AFFINE placeholders:
-// conv.cpp's add_epilogue_subs) and the activation per channel, f32 math:
+// (one load per tap, not four). A thread takes OWB consecutive output
+// columns of one row, so that each tap's four weights (strided in the
+// [C, 1, *k] weight: the costly loads) are loaded once for OWB outputs. The
+// kernel's dims are pipeline constants (KD, KH, KW), so that the loops
+// unroll and a thread's loads go out together. Bias, the optional affine
+// and residual (the AFFINE_BINDING and AFFINE placeholders: conv.cpp's
+// add_epilogue_subs) and the activation per channel, f32 math:
 //   y[n, o, c] = bias[c] + sum_k w[c, 0, k] * x[n, o * stride - pad + k * dil, c]
-// params.count is the outputs / 4.
+// params.count is N * out_d * out_h * ceil(out_w / OWB) * C / 4.
 {{ENABLE}}
 
 override KD: u32 = 1u;
 override KH: u32 = 1u;
 override KW: u32 = 1u;
+const OWB: u32 = 4u;
 
 {{PARAMS}}
 
@@ -36,38 +39,58 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   let c4 = params.cout / 4u;  // vec4s per position
   let cv = t % c4;
-  let np = t / c4;  // n * out_vol + the output position
-  let pl = np % params.out_vol;
-  let xbase = (np / params.out_vol) * params.in_vol * c4 + cv;
-  let ohw = params.out_h * params.out_w;
-  let o = vec3<i32>(vec3<u32>(pl / ohw, (pl % ohw) / params.out_w, pl % params.out_w));
-  let org = o * params.stride.xyz - params.pad.xyz;
+  var rest = t / c4;
+  let nwb = (params.out_w + OWB - 1u) / OWB;
+  let ow0 = (rest % nwb) * OWB;
+  rest /= nwb;
+  let oh = rest % params.out_h;
+  rest /= params.out_h;
+  let od = rest % params.out_d;
+  let n = rest / params.out_d;
+  let xbase = n * params.in_vol * c4 + cv;
+  let org = vec3<i32>(vec3<u32>(od, oh, ow0)) * params.stride.xyz - params.pad.xyz;
   let co0 = cv * 4u;
   let kv = KD * KH * KW;
-  var acc4 = vec4<f32>();
+  var b4 = vec4<f32>();
   if (params.has_bias != 0u) {
-    acc4 = vec4<f32>(f32(bias[co0]), f32(bias[co0 + 1u]), f32(bias[co0 + 2u]), f32(bias[co0 + 3u]));
+    b4 = vec4<f32>(f32(bias[co0]), f32(bias[co0 + 1u]), f32(bias[co0 + 2u]), f32(bias[co0 + 3u]));
+  }
+  var sums: array<vec4<f32>, OWB>;
+  for (var j = 0u; j < OWB; j++) {
+    sums[j] = b4;
   }
   for (var kd = 0u; kd < KD; kd++) {
     let id = u32(org.x + i32(kd) * params.dil.x);
     for (var kh = 0u; kh < KH; kh++) {
       let ih = u32(org.y + i32(kh) * params.dil.y);
+      if (id >= params.in_d || ih >= params.in_h) {
+        continue;
+      }
+      let row = xbase + (id * params.in_h + ih) * params.in_w * c4;
       for (var kw = 0u; kw < KW; kw++) {
-        let iw = u32(org.z + i32(kw) * params.dil.z);
-        if (id < params.in_d && ih < params.in_h && iw < params.in_w) {
-          let xv = vec4<f32>(x[xbase + ((id * params.in_h + ih) * params.in_w + iw) * c4]);
-          let wa = co0 * kv + (kd * KH + kh) * KW + kw;
-          acc4 += xv * vec4<f32>(f32(w[wa]), f32(w[wa + kv]), f32(w[wa + 2u * kv]), f32(w[wa + 3u * kv]));
+        let wa = co0 * kv + (kd * KH + kh) * KW + kw;
+        let wv = vec4<f32>(f32(w[wa]), f32(w[wa + kv]), f32(w[wa + 2u * kv]), f32(w[wa + 3u * kv]));
+        for (var j = 0u; j < OWB; j++) {
+          let iw = u32(org.z + i32(j) * params.stride.z + i32(kw) * params.dil.z);
+          if (iw < params.in_w) {
+            sums[j] += vec4<f32>(x[row + iw * c4]) * wv;
+          }
         }
       }
     }
   }
-  var r: vec4<{{T}}>;
-  for (var j = 0u; j < 4u; j++) {
-    let i = t * 4u + j;
-    let co = co0 + j;
-    let acc = acc4[j];
-    r[j] = {{T}}(activate({{AFFINE}}));
+  let pl0 = (od * params.out_h + oh) * params.out_w + ow0;
+  for (var j = 0u; j < OWB; j++) {
+    if (ow0 + j < params.out_w) {
+      let o4 = (n * params.out_vol + pl0 + j) * c4 + cv;  // the vec4 written
+      var r: vec4<{{T}}>;
+      for (var q = 0u; q < 4u; q++) {
+        let i = o4 * 4u + q;
+        let co = co0 + q;
+        let acc = sums[j][q];
+        r[q] = {{T}}(activate({{AFFINE}}));
+      }
+      y[o4] = r;
+    }
   }
-  y[t] = r;
 }
