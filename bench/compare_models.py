@@ -249,8 +249,10 @@ def measure(a):
     os.makedirs(onnx_dir, exist_ok=True)
     jsonl = os.path.join(a.out, a.name + ".jsonl")
     meta = {"kind": "meta", "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "git": subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                  text=True).stdout.strip() or "?",
+            # WGNN_GIT_REV: the build's commit where the checkout's git does not
+            # know it (a copy of a working tree whose .git is older).
+            "git": os.environ.get("WGNN_GIT_REV") or subprocess.run(
+                ["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "?",
             "runs": a.runs, "warmup": a.warmup, "cpu_runs": a.cpu_runs, "mini": a.mini, "opset": a.opset,
             "device": device, "ort_version": ort_version(peer) if a.ort_peer else None}
     info = subprocess.run([a.wgnn, "info", "--json"], capture_output=True, text=True)
