@@ -292,8 +292,11 @@ constexpr int64_t kMinTensorCoreQueries = 16;
 // either: too few workgroups to fill a large GPU, where the scalar kernel
 // splits the work finer. On an H200, with the kernel's first tiles (64-key
 // blocks), BART-base's decoder (12 heads of 32 queries: 24 tiles) ran 3.5%
-// slower on it and DeiT-T (3 heads of 197: 39) the same (docs/BENCHMARKS.md).
-constexpr int64_t kMinTensorCoreTiles = 128;
+// slower on it and DeiT-T (3 heads of 197: 39) the same; with today's
+// kernel (16-key blocks, q in registers, the keys in ranges) DeiT-T's GPU
+// time went 0.935 -> 0.71 ms on it and BART's stayed level
+// (docs/BENCHMARKS.md), so the line is at 32.
+constexpr int64_t kMinTensorCoreTiles = 32;
 
 bool enough_work(int64_t BH, int64_t L) {
   if (L < kMinTensorCoreQueries) return false;
@@ -303,12 +306,13 @@ bool enough_work(int64_t BH, int64_t L) {
 // The ranges the tensor-core kernel cuts the keys into: 1 where its
 // (b, h, query tile) workgroups are enough (kKeySplitGroups, two per
 // multiprocessor of an H200), else about that many workgroups in all, each
-// range at least kKeySplitMinKeys keys. The Whisper encoder's 192
+// range about kKeySplitMinKeys keys or more. The Whisper encoder's 192
 // workgroups over 1,500 keys: 2 ranges took its GPU time from 1.99 to 1.86
-// ms; 3, 4 and 6 ranges lost (2.03-2.15; docs/BENCHMARKS.md).
+// ms; 3, 4 and 6 ranges lost (2.03-2.15); DeiT-T's 12 over 197 keys: 4
+// ranges took it from 0.78 to 0.71 (docs/BENCHMARKS.md).
 // WGNN_SUBGROUP_ATTENTION_SPLITS=0: none; =N: N ranges wherever each still
 // has a block of keys (tuning, tests).
-constexpr uint64_t kKeySplitGroups = 264, kKeySplitMinKeys = 256;
+constexpr uint64_t kKeySplitGroups = 264, kKeySplitMinKeys = 64;
 uint64_t attention_key_splits(uint64_t groups, uint64_t S, uint32_t bkv) {
   if (const char* e = std::getenv("WGNN_SUBGROUP_ATTENTION_SPLITS"); e && *e) {
     char* end = nullptr;
@@ -318,7 +322,8 @@ uint64_t attention_key_splits(uint64_t groups, uint64_t S, uint32_t bkv) {
     return std::max<uint64_t>(1, std::min<uint64_t>(uint64_t(v), gpu::ceil_div(S, bkv)));
   }
   if (groups >= kKeySplitGroups) return 1;
-  return std::max<uint64_t>(1, std::min(gpu::ceil_div(kKeySplitGroups, groups), S / kKeySplitMinKeys));
+  if (S <= kKeySplitMinKeys) return 1;
+  return std::max<uint64_t>(1, std::min(gpu::ceil_div(kKeySplitGroups, groups), gpu::ceil_div(S, kKeySplitMinKeys)));
 }
 
 // Float16 attention on subgroup matrices (ops/subgroup_attention.h) where

@@ -610,7 +610,7 @@ TEST(SubgroupAttention, OtherCasesKeepTheirKernels) {
 
 // The keys in ranges, one workgroup each, merged by a second pass: by
 // default where the (b, h, query tile) workgroups are few and the keys many
-// (the long layout: 36 workgroups over 1,100 keys, 4 ranges), and forced
+// (the long layout: 36 workgroups over 1,100 keys, 8 ranges), and forced
 // (WGNN_SUBGROUP_ATTENTION_SPLITS) over a causal mask whose first range is
 // all a row has (the other ranges give it weight 0), over ranges that end
 // inside a block, and with a row masked everywhere (NaN, as unsplit).
@@ -624,7 +624,7 @@ TEST(SubgroupAttention, KeysInRanges) {
     return labels;
   };
   const Problem packed = packed_heads(2, 1100, 64, 171);
-  EXPECT_THAT(labels_of(packed), HasSubstr("keys in 4 ranges"));
+  EXPECT_THAT(labels_of(packed), HasSubstr("keys in 8 ranges"));
   check_tc(packed);
   {
     ScopedEnv off("WGNN_SUBGROUP_ATTENTION_SPLITS", "0");
