@@ -339,9 +339,9 @@ std::string short_name(std::string_view op) {
   return s.substr(0, s.find('.'));
 }
 
-Value run_binary(const BinaryOp& b, const Args& a) {
-  TensorRef x = a.tensor(0, "self");
-  TensorRef y = a.tensor(1, "other");
+// The kernel's types and expression for op b on two tensors of dtype dt
+// (checked here), before any alpha.
+Launch binary_launch(const BinaryOp& b, const Args& a, TensorRef x, TensorRef y) {
   require_dtype(a, x, "self", *b.accepts);
   require_dtype(a, y, "other", *b.accepts);
   require_same_dtype(a, x, "self", y, "other");
@@ -365,6 +365,14 @@ Value run_binary(const BinaryOp& b, const Args& a) {
     l.expr = is_u32(dt) ? b.u : b.i;
     if (l.expr.find("divisor(") != std::string::npos) l.check = "integer division by zero at element {}";
   }
+  return l;
+}
+
+Value run_binary(const BinaryOp& b, const Args& a) {
+  TensorRef x = a.tensor(0, "self");
+  TensorRef y = a.tensor(1, "other");
+  Launch l = binary_launch(b, a, x, y);
+  const DType dt = a.g.info(x).dtype;
   if (b.alpha) {
     const Value& v = a.args.size() > 2 ? a.args[2] : Value(None{});
     const double alpha = a.scalar(2, "alpha", 1.0);
@@ -406,24 +414,7 @@ Value add_permuted(Graph& g, const ValueList& args) {
     a.fail(fmt::format("argument 'dims' {} is not a permutation of the {} dims of 'other' {}",
                        shape_str(a.int_list(2, "dims")), rank, shape_str(g.info(y).shape)));
   }
-  const BinaryOp& b = binary_op("aten.add.Tensor");
-  require_dtype(a, x, "self", *b.accepts);
-  require_dtype(a, y, "other", *b.accepts);
-  require_same_dtype(a, x, "self", y, "other");
-  const DType dt = g.info(x).dtype;
-  Launch l;
-  l.in = dt;
-  l.compute = compute_type(dt);
-  l.out = dt;
-  l.label = fmt::format("add permuted {}", dtype_name(dt));
-  if (is_float(dt)) {
-    l.expr = b.f;
-  } else if (dt == DType::U8 || dt == DType::I8) {
-    l.compute = "i32";
-    l.expr = dt == DType::U8 ? fmt::format("({}) & C4(255)", b.i) : fmt::format("wrap_i8({})", b.i);
-  } else {
-    l.expr = b.i;
-  }
+  const Launch l = binary_launch(binary_op("aten.add.Tensor"), a, x, y);  // alpha 1
   return launch(a, l, {Input{x, "self"}, Input{y, "other", dims}, Input{}});
 }
 

@@ -266,8 +266,8 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   const bool vec4 = channels_last && cout == cin && cin % 4 == 0 && !(vec_env && std::string_view(vec_env) == "0");
   // conv_depthwise_cl.wgsl: a thread per 4 channels of 4 output columns.
   if (vec4) {
-    p.count = uint32_t(uint64_t(g.info(y).numel() / (out[0] * out[1] * out[2] * cout)) * uint64_t(out[0] * out[1]) *
-                       gpu::ceil_div(uint64_t(out[2]), 4) * uint64_t(cout / 4));
+    p.count = uint32_t(uint64_t(g.info(y).numel() / (out[2] * cout)) * gpu::ceil_div(uint64_t(out[2]), 4) *
+                       uint64_t(cout / 4));
   }
   p.cout = uint32_t(cout);
   p.mult = uint32_t(cout / cin);

@@ -36,6 +36,18 @@ std::vector<float> floats(const HostTensor& t) {
   return v;
 }
 
+// A float16 constant made from float32 values, as float16 mode's importer
+// makes a model's weights (its source values kept for the passes).
+TensorRef f16_made_constant(ir::Graph& g, const Shape& sh, const std::vector<float>& v) {
+  auto src = std::make_shared<const HostTensor>(host(sh, v));
+  return g.made_constant(DType::F16, sh, fmt::format("test:{}", static_cast<const void*>(src.get())),
+                         [src](HostTensor& scratch) -> const HostTensor& {
+                           to_f16_saturated(*src, scratch);
+                           return scratch;
+                         },
+                         {}, src);
+}
+
 double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
 // x [rows, K] @ w[N, K]^T + b, then gelu.
@@ -420,13 +432,7 @@ TEST(IrPasses, LayerScaleAfterAProductJoinsItsWeights) {
     ir::Graph g;
     const auto c = [&](const Shape& sh, const std::vector<float>& v) {
       if (!f16) return g.constant(host(sh, v));
-      auto src = std::make_shared<const HostTensor>(host(sh, v));
-      return g.made_constant(DType::F16, sh, fmt::format("test:{}", static_cast<const void*>(src.get())),
-                             [src](HostTensor& scratch) -> const HostTensor& {
-                               to_f16_saturated(*src, scratch);
-                               return scratch;
-                             },
-                             {}, src);
+      return f16_made_constant(g, sh, v);
     };
     const TensorRef x = g.input("x", f16 ? DType::F16 : DType::F32, {1, H, W, K});
     const TensorRef m = g.call("aten.matmul.default", {x, c({K, C}, w)});
@@ -555,13 +561,7 @@ TEST(IrPasses, AttentionProjectionsBecomeOneProduct) {
     const auto c = [&](const Shape& sh, const std::vector<float>& v) {
       if (!f16) return g.constant(host(sh, v));
       if (folded_biases && sh.size() == 1) return g.constant(to_f16_saturated(host(sh, v)));
-      auto src = std::make_shared<const HostTensor>(host(sh, v));
-      return g.made_constant(DType::F16, sh, fmt::format("test:{}", static_cast<const void*>(src.get())),
-                             [src](HostTensor& scratch) -> const HostTensor& {
-                               to_f16_saturated(*src, scratch);
-                               return scratch;
-                             },
-                             {}, src);
+      return f16_made_constant(g, sh, v);
     };
     const TensorRef x = g.input("x", f16 ? DType::F16 : DType::F32, {L, E});
     const TensorRef pq = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, c({E, E}, wq)}), c({E}, bq)});
