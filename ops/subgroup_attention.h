@@ -6,17 +6,24 @@
 //
 // A workgroup takes 16 * SG queries of one (b, h); each of its SG subgroups
 // owns 16 of them. Keys go in blocks of BKV, staged with the block's K and V
-// rows in workgroup memory (float16), in two passes over the keys:
+// rows in workgroup memory (float16, two buffers: block i + 1 is staged
+// while block i's P @ V may still read its own), in one pass (online
+// softmax):
 //   1. S = q k^T on subgroup matrices (16x16x16, f32 results), stored to a
-//      per-subgroup scratch; two lanes per query row scan it for the row's
-//      max of scale * S + mask.
-//   2. The same scores again; p = exp(scale * S + mask - max) summed by the
-//      lanes and written as float16 into a per-subgroup P tile; O += P @ V
-//      on subgroup matrices, the O matrices kept in registers.
-// At the end O / sum is written through the result's strided view. The max
-// is known before any exponential, so nothing is rescaled (the price: q k^T
-// twice, which the tensor cores make cheap). Keys past S score -inf (p = 0,
-// their staged V rows zeros); a row masked -inf everywhere gives 0 / 0 =
+//      per-subgroup scratch; the two lanes of each query row scan it for the
+//      block's max of scale * S + mask.
+//   2. The row's running max m is raised to the block's only where that
+//      passes m by more than TAU (8): then the row's sum and O are scaled by
+//      e^(m_old - m_new). O lives in subgroup matrices, which have no
+//      per-row scaling, so a flag read with workgroupUniformLoad sends every
+//      subgroup through the scratch (store, scale the rows, load back).
+//      Scores that never climb 8 past their first block's max never do.
+//   3. p = exp(scale * S + mask - m) (below e^8, held in float16), summed by
+//      the lanes and written into a per-subgroup P tile; O += P @ V on
+//      subgroup matrices.
+// At the end O / sum is written through the result's strided view. Keys
+// past S score -inf (p = 0, their staged V rows zeros); a row masked -inf
+// everywhere keeps m at the lowest float, weighs nothing and gives 0 / 0 =
 // NaN, as the math and ops/kernels/attention.wgsl do.
 //
 // Like the tensor-core GEMM (ops/subgroup_matmul.h), `emulate` replaces the

@@ -664,11 +664,44 @@ TEST(SubgroupAttention, KeysInRanges) {
 // Every block shape the picker may choose, fixed by
 // WGNN_SUBGROUP_ATTENTION_TILE, on one masked problem.
 TEST(SubgroupAttention, EveryTile) {
-  for (const char* tile : {"1x16", "2x32", "4x16", "2x64"}) {
+  for (const char* tile : {"1x16", "2x32", "4x16", "1x64"}) {
     SCOPED_TRACE(tile);
     ScopedEnv use("WGNN_SUBGROUP_ATTENTION_TILE", tile);
     Problem p = contiguous(1, 2, 50, 77, 32, 16, 161);
     causal(p, -1e4f);
+    check_tc(p);
+  }
+}
+
+// The kernel's running max is raised only where a block's scores pass it by
+// more than 8; then the row's O and sum are rescaled. Here the scores climb
+// stairs of 48 keys, 8.5 higher each (the keys below still weigh about 1%),
+// on the even rows, and go down them on the odd ones (alpha 1 in the same
+// rescales): in one range of keys, in three, and in blocks of 64 keys.
+TEST(SubgroupAttention, RescaledWhereScoresRise) {
+  const int64_t H = 2, L = 40, S = 150, D = 32;
+  Problem p = contiguous(1, H, L, S, D, 16, 181);
+  std::vector<float>&q = p.bufs[0].v, &k = p.bufs[1].v;
+  for (float& x : q) x *= 0.5f;
+  for (float& x : k) x *= 0.5f;
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t l = 0; l < L; ++l) q[size_t((h * L + l) * D)] = l % 2 ? -1.f : 1.f;
+    for (int64_t j = 0; j < S; ++j) k[size_t((h * S + j) * D)] = float(8.5 * double(j / 48) / p.scale);
+  }
+  {
+    SCOPED_TRACE("one range");
+    ScopedEnv none("WGNN_SUBGROUP_ATTENTION_SPLITS", "0");
+    check_tc(p);
+  }
+  {
+    SCOPED_TRACE("three key ranges");
+    ScopedEnv three("WGNN_SUBGROUP_ATTENTION_SPLITS", "3");
+    check_tc(p);
+  }
+  {
+    SCOPED_TRACE("blocks of 64 keys");
+    ScopedEnv none("WGNN_SUBGROUP_ATTENTION_SPLITS", "0");
+    ScopedEnv use("WGNN_SUBGROUP_ATTENTION_TILE", "1x64");
     check_tc(p);
   }
 }
