@@ -20,10 +20,9 @@ uint32_t pad8(uint32_t n) { return n + 8; }
 }  // namespace
 
 uint32_t SubgroupAttentionConfig::workgroup_bytes() const {
-  // K, V and P tiles twice (a block's and the next's), the rescale flag.
-  const uint32_t q = qreg ? 0 : queries() * pad8(d) * 2, k = 2 * bkv * pad8(d) * 2, v = 2 * bkv * pad8(dv) * 2;
-  const uint32_t scores = sg * 16 * bkv * 4, p = 2 * sg * 16 * pad8(bkv) * 2, red = threads() * 4;
-  return q + k + v + scores + p + red + 4;
+  const uint32_t q = qreg ? 0 : queries() * pad8(d) * 2, k = bkv * pad8(d) * 2, v = bkv * pad8(dv) * 2;
+  const uint32_t scores = sg * 16 * bkv * 4, p = sg * 16 * pad8(bkv) * 2, red = threads() * 4;
+  return q + k + v + scores + p + red + 16;  // and the rescale flag
 }
 
 std::string SubgroupAttentionConfig::name() const {
@@ -63,22 +62,26 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   if (c.ksplit) add(fmt::format("@group(0) @binding({}) var<storage, read_write> part: array<f32>;", c.mask ? 6 : 5));
   add(fmt::format("const QS = {}u; const KST = {}u; const VS = {}u; const PS = {}u; const BKV = {}u; const HALF = {}u;",
                   QS, KST, VS, PS, BKV, HALF));
-  // The K, V and P tiles are double-buffered: block i's in half i % 2, so
-  // that staging block i + 1 needs no barrier after block i's P @ V.
-  add(fmt::format("const KT = {}u; const VT = {}u; const PT = {}u;", BKV * KST, BKV * VS, c.sg * 16 * PS));
   // A row's max is raised only when a block's scores pass it by more than
   // TAU (then its O and sum are rescaled): p = e^(x - max) stays below e^8
   // (float16 holds it; O and the sums are float32).
   add("const TAU: f32 = 8.0;");
   if (!c.qreg) add(fmt::format("var<workgroup> qs: array<f16, {}>;", BQ * QS));
-  add(fmt::format("var<workgroup> ks: array<f16, {}>;", 2 * BKV * KST));
-  add(fmt::format("var<workgroup> vs: array<f16, {}>;", 2 * BKV * VS));
+  // One K, V and P tile each. Double-buffered, they saved the barrier
+  // after P @ V but made 20 KB for head dims of 64: two workgroups per
+  // multiprocessor of an H200 instead of three (docs/DAWN.md), and the
+  // Whisper encoder's attention slower (docs/BENCHMARKS.md).
+  add(fmt::format("var<workgroup> ks: array<f16, {}>;", BKV * KST));
+  add(fmt::format("var<workgroup> vs: array<f16, {}>;", BKV * VS));
   add(fmt::format("var<workgroup> sc: array<f32, {}>;", c.sg * 16 * BKV));
-  add(fmt::format("var<workgroup> ps: array<f16, {}>;", 2 * c.sg * 16 * PS));
+  add(fmt::format("var<workgroup> ps: array<f16, {}>;", c.sg * 16 * PS));
   add(fmt::format("var<workgroup> red: array<f32, {}>;", WG));
   // Set by any lane whose row's max rose this block (then every subgroup
-  // rescales its O, in workgroup-uniform control flow).
-  add("var<workgroup> rescale: atomic<u32>;");
+  // rescales its O, in workgroup-uniform control flow); lanes may set it
+  // to the same 1 together. 16 bytes, as every workgroup variable here: a
+  // 4-byte one (u32 or atomic<u32>) made the subgroup-matrix results wrong
+  // on an H200 under Vulkan (docs/DAWN.md).
+  add("var<workgroup> rescale: vec4<u32>;");
   // -inf from a private variable's bits (a constant's bitcast to inf is a
   // shader-creation error); the running max starts at the lowest finite f32.
   add("var<private> inf_bits: u32 = 0x7f800000u;");
@@ -96,13 +99,13 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   // workgroup tile of row stride `st`, zeros past `limit`.
   auto stage = [&](const std::string& fn, const std::string& buf, const std::string& dst, uint32_t rows, uint32_t dim,
                    uint32_t st) {
-    add(fmt::format("fn {}(base: u32, row0: u32, limit: u32, rs: u32, es: u32, lid: u32, dst0: u32) {{", fn));
+    add(fmt::format("fn {}(base: u32, row0: u32, limit: u32, rs: u32, es: u32, lid: u32) {{", fn));
     if (c.vec) {
       add(fmt::format("  for (var i = lid; i < {}u; i += {}u) {{", rows * dim / 8, WG));
       add(fmt::format("    let r = i / {0}u; let cc = i - r * {0}u; let j = row0 + r;", dim / 8));
       add("    var x = vec4<u32>();");
       add(fmt::format("    if (j < limit) {{ x = {}[(base + j * rs) / 8u + cc]; }}", buf));
-      add(fmt::format("    let o = dst0 + r * {}u + cc * 8u;", st));
+      add(fmt::format("    let o = r * {}u + cc * 8u;", st));
       unpack8("    ", dst);
       add("  }");
     } else {
@@ -110,7 +113,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
       add(fmt::format("    let r = i / {0}u; let d = i - r * {0}u; let j = row0 + r;", dim));
       add("    var x = f16();");
       add(fmt::format("    if (j < limit) {{ x = {}[base + j * rs + d * es]; }}", buf));
-      add(fmt::format("    {}[dst0 + r * {}u + d] = x;", dst, st));
+      add(fmt::format("    {}[r * {}u + d] = x;", dst, st));
       add("  }");
     }
     add("}");
@@ -137,11 +140,11 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     add(fmt::format("    pf_{}[t] = x;", name));
     add("  }");
     add("}");
-    add(fmt::format("fn put_{}(lid: u32, dst0: u32) {{", name));
+    add(fmt::format("fn put_{}(lid: u32) {{", name));
     add(fmt::format("  for (var t = 0u; t < {}u; t++) {{", regs));
     add(fmt::format("    let i = lid + t * {}u; let r = i / {}u; let cc = i - r * {}u;", WG, dim / 8, dim / 8));
     add(fmt::format("    if (i < {}u) {{", chunks));
-    add(fmt::format("      let o = dst0 + r * {}u + cc * 8u; let x = pf_{}[t];", st, name));
+    add(fmt::format("      let o = r * {}u + cc * 8u; let x = pf_{}[t];", st, name));
     unpack8("      ", dst);
     add("    }");
     add("  }");
@@ -228,7 +231,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
       add(fmt::format("{}for (var j = 0u; j < {}u + params.splits; j++) {{", ind, NJ));
       add(fmt::format("{}  var acc = {}();", ind, result_t));
       add(fmt::format("{}  for (var dd = 0u; dd < {}u + params.splits; dd++) {{", ind, ND));
-      mma_qk(ind + "    ", "acc", c.qreg ? "dd * 16u" : "qrow + dd * 16u", "kso + j * 16u * KST + dd * 16u", 0);
+      mma_qk(ind + "    ", "acc", c.qreg ? "dd * 16u" : "qrow + dd * 16u", "j * 16u * KST + dd * 16u", 0);
       add(fmt::format("{}  }}", ind));
       store(ind + "  ", "acc", "sbase + j * 16u", "BKV");
       add(fmt::format("{}}}", ind));
@@ -237,7 +240,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     for (uint32_t j = 0; j < NJ; ++j) {
       add(fmt::format("{}{{ var acc = {}();", ind, result_t));
       for (uint32_t dd = 0; dd < ND; ++dd)
-        mma_qk(ind + "  ", "acc", fmt::format("qrow + {}u", dd * 16), fmt::format("kso + {}u", j * 16 * KST + dd * 16), dd);
+        mma_qk(ind + "  ", "acc", fmt::format("qrow + {}u", dd * 16), fmt::format("{}u", j * 16 * KST + dd * 16), dd);
       store(ind + "  ", "acc", fmt::format("sbase + {}u", j * 16), "BKV");
       add(fmt::format("{}}}", ind));
     }
@@ -291,7 +294,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
       for (uint32_t dd = 0; dd < ND; ++dd) add(fmt::format("  var qm{}: subgroup_matrix_left<f16, 16, 16>;", dd));
     }
     add(fmt::format("  for (var s = 0u; s < {}u; s++) {{", c.sg));
-    add("    stage_q(qbase, q0 + s * 16u, L, params.qs.z, params.qs.w, lid, 0u);");
+    add("    stage_q(qbase, q0 + s * 16u, L, params.qs.z, params.qs.w, lid);");
     add("    workgroupBarrier();");
     add("    if (s == sg) {");
     if (c.emulate) {
@@ -305,7 +308,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     add("    workgroupBarrier();");
     add("  }");
   } else {
-    add("  stage_q(qbase, q0, L, params.qs.z, params.qs.w, lid, 0u);");
+    add("  stage_q(qbase, q0, L, params.qs.z, params.qs.w, lid);");
   }
 
   // One pass over the key blocks (online softmax): O and the sum are kept
@@ -319,16 +322,14 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   add("  var lsum = 0.0;");
   add("  let c0 = hf * 8u;");
   if (pf) add("  fetch_k(kbase, kb, S, params.ks.z, lid); fetch_v(vbase, kb, S, params.vs.z, lid);");
-  add("  var buf = 0u;");
   add("  for (var k0 = kb; k0 < S; k0 += BKV) {");
-  add("    let kso = buf * KT; let vso = buf * VT; let pso = buf * PT; buf = 1u - buf;");
   if (pf) {
-    add("    put_k(lid, kso); put_v(lid, vso);");
+    add("    put_k(lid); put_v(lid);");
     add("    workgroupBarrier();");
     add("    if (k0 + BKV < S) { fetch_k(kbase, k0 + BKV, S, params.ks.z, lid); fetch_v(vbase, k0 + BKV, S, params.vs.z, lid); }");
   } else {
-    add("    stage_k(kbase, k0, S, params.ks.z, params.ks.w, lid, kso);");
-    add("    stage_v(vbase, k0, S, params.vs.z, params.vs.w, lid, vso);");
+    add("    stage_k(kbase, k0, S, params.ks.z, params.ks.w, lid);");
+    add("    stage_v(vbase, k0, S, params.vs.z, params.vs.w, lid);");
     add("    workgroupBarrier();");
   }
   scores("    ");
@@ -347,7 +348,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   // LOWEST, its p are 0 and its 0 / 0 is NaN, as the math says.
   add("    var alpha = 1.0;");
   add("    if (bm > m + TAU) {");
-  add("      if (m != LOWEST) { alpha = exp(m - bm); lsum *= alpha; atomicStore(&rescale, 1u); }");
+  add("      if (m != LOWEST) { alpha = exp(m - bm); lsum *= alpha; rescale.x = 1u; }");
   add("      m = bm;");
   add("    }");
   add("    for (var c = 0u; c < HALF; c++) {");
@@ -356,16 +357,16 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   // The sum is of the float16 weights that multiply V.
   add("      let p = f16(exp(x - m));");
   add("      lsum += f32(p);");
-  add("      ps[pso + prow + col] = p;");
+  add("      ps[prow + col] = p;");
   add("    }");
   // The barrier before P @ V, and the flag read uniformly. Rescaling goes
   // through the scratch: each O matrix stored, the lanes' rows scaled by
   // their alpha (1 where the max did not move), loaded back.
-  add("    if (workgroupUniformLoad(&rescale) != 0u) {");
+  add("    if (workgroupUniformLoad(&rescale).x != 0u) {");
   for (uint32_t j = 0; j < NO; ++j) {
     const std::string oj = c.emulate ? fmt::format("o[{}]", j) : fmt::format("o{}", j);
     add("      workgroupBarrier();");
-    if (j == 0) add("      if (lid == 0u) { atomicStore(&rescale, 0u); }");
+    if (j == 0) add("      if (lid == 0u) { rescale.x = 0u; }");
     store("      ", oj, "sbase", "16u");
     add("      workgroupBarrier();");
     add("      for (var e = 0u; e < 8u; e++) { sc[sbase + r * 16u + c0 + e] *= alpha; }");
@@ -379,15 +380,16 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   if (c.emulate) {
     add(fmt::format("    for (var j = 0u; j < {}u + params.splits; j++) {{", NO));
     add(fmt::format("      for (var kk = 0u; kk < {}u + params.splits; kk++) {{", NK));
-    mma_pv("        ", "o[j]", "pso + pbase + kk * 16u", "vso + kk * 16u * VS + j * 16u");
+    mma_pv("        ", "o[j]", "pbase + kk * 16u", "kk * 16u * VS + j * 16u");
     add("      }");
     add("    }");
   } else {
     for (uint32_t kk = 0; kk < NK; ++kk)
       for (uint32_t j = 0; j < NO; ++j)
-        mma_pv("    ", fmt::format("o{}", j), fmt::format("pso + pbase + {}u", kk * 16),
-               fmt::format("vso + {}u", kk * 16 * VS + j * 16));
+        mma_pv("    ", fmt::format("o{}", j), fmt::format("pbase + {}u", kk * 16),
+               fmt::format("{}u", kk * 16 * VS + j * 16));
   }
+  add("    workgroupBarrier();");
   add("  }");
 
   // The row sums, then O / sum through the result's view.

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -22,6 +23,7 @@
 #include "scoped_env.h"
 #include "error_of.h"
 #include "op_test_util.h"
+#include "ops/subgroup_attention.h"
 #include "ops/subgroup_matmul.h"
 
 using namespace wgnn;
@@ -804,4 +806,55 @@ TEST(SubgroupMatmulEmulated, SplitKForFewTiles) {
     EXPECT_THAT(labels[0], testing::Not(HasSubstr("splitk")));
     EXPECT_THAT(labels[0], HasSubstr("gelu residual"));
   }
+}
+
+// Every workgroup variable of the subgroup-matrix kernels is a whole number
+// of 16-byte units. On an H200 under Vulkan, one 4-byte variable (a u32 or
+// an atomic<u32> flag) beside the tiles made the matrix results wrong, even
+// where nothing wrote it (docs/DAWN.md): the tiles' loads and stores need
+// 16-byte alignment, which variables of 4 bytes can break.
+TEST(SubgroupKernels, WorkgroupVariablesAreWhole16ByteUnits) {
+  auto check = [](const std::string& wgsl, const std::string& what) {
+    static const std::map<std::string, uint64_t> bytes = {{"f16", 2}, {"f32", 4}, {"u32", 4}, {"i32", 4},
+                                                          {"vec4<u32>", 16}, {"vec4<f32>", 16}, {"vec4<f16>", 8}, {"atomic<u32>", 4}};
+    size_t at = 0, seen = 0;
+    while ((at = wgsl.find("var<workgroup> ", at)) != std::string::npos) {
+      const size_t colon = wgsl.find(':', at), semi = wgsl.find(';', at);
+      ASSERT_NE(semi, std::string::npos);
+      std::string type = wgsl.substr(colon + 2, semi - colon - 2);
+      uint64_t n = 1;
+      if (type.rfind("array<", 0) == 0) {
+        const size_t comma = type.rfind(", ");
+        n = std::stoull(type.substr(comma + 2, type.size() - comma - 3));
+        type = type.substr(6, comma - 6);
+      }
+      const auto it = bytes.find(type);
+      ASSERT_NE(it, bytes.end()) << what << ": " << wgsl.substr(at, semi - at);
+      EXPECT_EQ(n * it->second % 16, 0u) << what << ": " << wgsl.substr(at, semi - at);
+      at = semi;
+      ++seen;
+    }
+    EXPECT_GT(seen, 0u) << what;
+  };
+  for (uint32_t d : {16u, 32u, 48u, 64u, 80u, 128u})
+    for (uint32_t sg : {1u, 2u, 4u, 8u})
+      for (uint32_t bkv : {16u, 32u, 48u, 64u})
+        for (bool qreg : {false, true})
+          for (bool ksplit : {false, true}) {
+            ops::SubgroupAttentionConfig c;
+            c.d = d, c.dv = d == 80 ? 32 : d, c.sg = sg, c.bkv = bkv, c.qreg = qreg, c.ksplit = ksplit, c.vec = true;
+            check(ops::subgroup_attention_wgsl(c), c.name());
+          }
+  for (uint32_t bm : {32u, 64u, 128u})
+    for (uint32_t bn : {32u, 64u, 128u})
+      for (uint32_t bk : {16u, 32u, 64u})
+        for (uint32_t stages : {1u, 2u})
+          for (bool trans : {false, true})
+            for (bool full : {false, true}) {
+              ops::SubgroupMatmulConfig c;
+              c.bm = bm, c.bn = bn, c.bk = bk, c.stages = stages, c.a_trans = trans, c.b_trans = trans,
+              c.full_tiles = full;
+              check(ops::subgroup_matmul_wgsl(c), fmt::format("{}x{}x{} stages {} trans {} full {}", bm, bn, bk,
+                                                              stages, trans, full));
+            }
 }
