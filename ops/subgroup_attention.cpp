@@ -486,10 +486,11 @@ SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_
                               env, c.workgroup_bytes(), d, dv, limit));
     return c;
   }
-  // Blocks of 16 keys on 4 subgroups (64 queries, 22 KB for head dims of
-  // 64: two workgroups per multiprocessor) ran the Whisper-base encoder's
-  // attention fastest on an H200: 2.38 ms of GPU for the model against
-  // 3.02-3.80 with 32- or 64-key blocks (docs/BENCHMARKS.md).
+  // Blocks of 16 keys on 4 subgroups (64 queries, 13 KB for head dims of
+  // 64: three workgroups per multiprocessor) run the Whisper-base encoder's
+  // attention fastest on an H200: 1.54 ms of GPU for the model in one pass,
+  // against 1.69 on 2 subgroups and 1.93 with 32-key blocks
+  // (docs/BENCHMARKS.md).
   for (uint32_t sg : {4u, 2u, 1u}) {
     SubgroupAttentionConfig c;
     c.d = d, c.dv = dv, c.sg = sg, c.bkv = 16, c.qreg = qreg;

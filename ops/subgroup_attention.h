@@ -6,9 +6,7 @@
 //
 // A workgroup takes 16 * SG queries of one (b, h); each of its SG subgroups
 // owns 16 of them. Keys go in blocks of BKV, staged with the block's K and V
-// rows in workgroup memory (float16, two buffers: block i + 1 is staged
-// while block i's P @ V may still read its own), in one pass (online
-// softmax):
+// rows in workgroup memory (float16), in one pass (online softmax):
 //   1. S = q k^T on subgroup matrices (16x16x16, f32 results), stored to a
 //      per-subgroup scratch; the two lanes of each query row scan it for the
 //      block's max of scale * S + mask.
