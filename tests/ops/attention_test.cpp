@@ -673,12 +673,12 @@ TEST(SubgroupAttention, EveryTile) {
   }
 }
 
-// Scores that climb stairs of 48 keys, 8.5 higher each (the keys below
-// still weigh about 1%), on the even rows, and go down them on the odd ones:
-// a kernel that keeps a running max (online softmax, rescaling its sums)
-// must rescale several times per row and leave the falling rows alone; the
-// two-pass kernel must get the same numbers. In one range of keys, in
-// three, and in blocks of 64 keys.
+// The kernel's running max moves only where a block's scores pass it by
+// more than 8; then the row's O and sum are rescaled. Here the scores climb
+// stairs of 48 keys, 8.5 higher each (the keys below still weigh about 1%),
+// on the even rows (a rescale at most blocks), and go down them on the odd
+// ones (alpha 1 in the same rescales): in one range of keys, in three, and
+// in blocks of 64 keys. Leaving out the rescale of O fails it.
 TEST(SubgroupAttention, ScoresThatClimbAcrossBlocks) {
   const int64_t H = 2, L = 40, S = 150, D = 32;
   Problem p = contiguous(1, H, L, S, D, 16, 181);
