@@ -14,10 +14,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <optional>
 
 #include "scoped_env.h"
