@@ -40,8 +40,8 @@ uint32_t SubgroupMatmulConfig::workgroup_bytes() const {
 }
 
 std::string SubgroupMatmulConfig::name() const {
-  return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
-                     out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (affine ? affine_rounded ? " affine-rounded" : " affine" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
+  return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
+                     prefetch == 2 ? " d2" : "", out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (affine ? affine_rounded ? " affine-rounded" : " affine" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
          activation_label(act) + (ablate ? fmt::format(" ablate{}", ablate) : "") +
          (conv ? " conv" : "") + (residual ? residual_first ? " residual-first" : " residual" : "") + (odd_n ? " oddN" : "") + (splitk ? " splitk" : "") + (checked_loads ? " checked" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
          (emulate ? " emulated" : "");
@@ -87,7 +87,8 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   const uint32_t T = c.threads();
   const bool valid = c.sg_m > 0 && c.sg_n > 0 && c.bm % (c.sg_m * 16) == 0 && c.bn % (c.sg_n * 16) == 0 &&
                      c.bk % 16 == 0 && c.bk > 0 && (c.stages == 1 || c.stages == 2) &&
-                     (c.bm * c.bk / 8) % 32 == 0 && (c.bk * c.bn / 8) % 32 == 0;
+                     (c.bm * c.bk / 8) % 32 == 0 && (c.bk * c.bn / 8) % 32 == 0 &&
+                     (c.prefetch == 1 || (c.prefetch == 2 && c.stages == 1));
   if (!valid)
     throw Error(fmt::format("invalid subgroup matmul configuration: {}", c.name()));
   // Convolution mode: thread t stages columns of the B tile, the same ones
@@ -313,10 +314,12 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   for (uint32_t q = 0; q < NA; ++q) {
     add(fmt::format("  let ar{0} = (lid + {1}u) / {2}u; let ac{0} = ((lid + {1}u) % {2}u) * 8u;", q, q * T, A_COLS / 8));
     add(fmt::format("  var ra{} = vec4<u32>();", q));
+    if (c.prefetch == 2) add(fmt::format("  var ra{}x = vec4<u32>();", q));
   }
   for (uint32_t q = 0; q < NB && !c.conv; ++q) {
     add(fmt::format("  let br{0} = (lid + {1}u) / {2}u; let bc{0} = ((lid + {1}u) % {2}u) * 8u;", q, q * T, B_COLS / 8));
     add(fmt::format("  var rb{} = vec4<u32>();", q));
+    if (c.prefetch == 2) add(fmt::format("  var rb{}x = vec4<u32>();", q));
   }
   if (c.conv) {
     // Column slot cs of this thread: output pixel gn (decoded once), the
@@ -338,7 +341,10 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     add("  var cb = kc0 * P.in_hw; var yo = ky0 * P.dil_h; var xo = (kk0 - ky0 * P.kw) * P.dil_w;");
     add(fmt::format("  let sbo = {} * BS + {};", r0, RS > 1 || NCOL == 1 ? "lid % BN" : "lid"));
     for (uint32_t j = 0; j < JR; ++j)
-      for (uint32_t cs = 0; cs < NCOL; ++cs) add(fmt::format("  var vb{}_{} = f16();", j, cs));
+      for (uint32_t cs = 0; cs < NCOL; ++cs) {
+        add(fmt::format("  var vb{}_{} = f16();", j, cs));
+        if (c.prefetch == 2) add(fmt::format("  var vb{}_{}x = f16();", j, cs));
+      }
   }
   // The global loads of tile `kt`. Two forms: checked (every element
   // against M, N and K, zero outside) and fast, from the per-thread
@@ -348,63 +354,67 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   // not a multiple of BK. The fast form runs on all the other tiles: the
   // checks and branches of every load took 28% of the time at 4096^3 on
   // the H200 (docs/BENCHMARKS.md).
-  auto load_a_checked = [&](const std::string& kt, const std::string& ind) {
+  // `rs` names the register set ("" or, with two tiles in flight, "x").
+  auto load_a_checked = [&](const std::string& kt, const std::string& ind, const std::string& rs) {
     for (uint32_t q = 0; q < NA; ++q) {
       const std::string guard = (q + 1) * T > TOTAL_A ? fmt::format(" && ar{} < {}u", q, A_ROWS) : std::string();
+      const std::string r = fmt::format("ra{}{}", q, rs);
       if (c.a_trans) {
-        add(fmt::format("{0}{{ let gk = {2} * BK + ar{1}; let gm = m0 + ac{1}; ra{1} = vec4<u32>();", ind, q, kt));
-        add(fmt::format("{0}  if (gm < M && gk < K{2}) {{ ra{1} = A[(a_off + gk * M + gm) / 8u]; }} }}", ind, q, guard));
+        add(fmt::format("{0}{{ let gk = {2} * BK + ar{1}; let gm = m0 + ac{1}; {3} = vec4<u32>();", ind, q, kt, r));
+        add(fmt::format("{0}  if (gm < M && gk < K{1}) {{ {2} = A[(a_off + gk * M + gm) / 8u]; }} }}", ind, guard, r));
       } else {
-        add(fmt::format("{0}{{ let gm = m0 + ar{1}; let gk = {2} * BK + ac{1}; ra{1} = vec4<u32>();", ind, q, kt));
-        add(fmt::format("{0}  if (gm < M && gk < K{2}) {{ ra{1} = A[(a_off + gm * KS + gk) / 8u]; }} }}", ind, q, guard));
+        add(fmt::format("{0}{{ let gm = m0 + ar{1}; let gk = {2} * BK + ac{1}; {3} = vec4<u32>();", ind, q, kt, r));
+        add(fmt::format("{0}  if (gm < M && gk < K{1}) {{ {2} = A[(a_off + gm * KS + gk) / 8u]; }} }}", ind, guard, r));
       }
     }
   };
-  auto load_b_checked = [&](const std::string& kt, const std::string& ind) {
+  auto load_b_checked = [&](const std::string& kt, const std::string& ind, const std::string& rs) {
     for (uint32_t q = 0; q < NB && !c.conv; ++q) {
       const std::string guard = (q + 1) * T > TOTAL_B ? fmt::format(" && br{} < {}u", q, B_ROWS) : std::string();
+      const std::string r = fmt::format("rb{}{}", q, rs);
       if (c.b_trans) {
-        add(fmt::format("{0}{{ let gn = n0 + br{1}; let gk = {2} * BK + bc{1}; rb{1} = vec4<u32>();", ind, q, kt));
-        add(fmt::format("{0}  if (gk < K && gn < N{2}) {{ rb{1} = B[(b_off + gn * KS + gk) / 8u]; }} }}", ind, q, guard));
+        add(fmt::format("{0}{{ let gn = n0 + br{1}; let gk = {2} * BK + bc{1}; {3} = vec4<u32>();", ind, q, kt, r));
+        add(fmt::format("{0}  if (gk < K && gn < N{1}) {{ {2} = B[(b_off + gn * KS + gk) / 8u]; }} }}", ind, guard, r));
       } else {
-        add(fmt::format("{0}{{ let gk = {2} * BK + br{1}; let gn = n0 + bc{1}; rb{1} = vec4<u32>();", ind, q, kt));
-        add(fmt::format("{0}  if (gk < K && gn < N{2}) {{ rb{1} = B[(b_off + gk * N + gn) / 8u]; }} }}", ind, q, guard));
+        add(fmt::format("{0}{{ let gk = {2} * BK + br{1}; let gn = n0 + bc{1}; {3} = vec4<u32>();", ind, q, kt, r));
+        add(fmt::format("{0}  if (gk < K && gn < N{1}) {{ {2} = B[(b_off + gk * N + gn) / 8u]; }} }}", ind, guard, r));
       }
     }
   };
-  auto load_fast = [&](const std::string& kt, const std::string& ind) {
+  auto load_fast = [&](const std::string& kt, const std::string& ind, const std::string& rs) {
     for (uint32_t q = 0; q < NA; ++q) {
       const bool part = (q + 1) * T > TOTAL_A;
-      add(fmt::format("{}{}ra{} = A[abase{} + {} * {}];{}", ind, part ? fmt::format("if (ar{} < {}u) {{ ", q, A_ROWS) : "", q, q,
-                      kt, c.a_trans ? "astep" : fmt::format("{}u", c.bk / 8), part ? " }" : ""));
+      add(fmt::format("{}{}ra{}{} = A[abase{} + {} * {}];{}", ind, part ? fmt::format("if (ar{} < {}u) {{ ", q, A_ROWS) : "", q,
+                      rs, q, kt, c.a_trans ? "astep" : fmt::format("{}u", c.bk / 8), part ? " }" : ""));
     }
     for (uint32_t q = 0; q < NB && !c.conv; ++q) {
       const bool part = (q + 1) * T > TOTAL_B;
-      add(fmt::format("{}{}rb{} = B[bbase{} + {} * {}];{}", ind, part ? fmt::format("if (br{} < {}u) {{ ", q, B_ROWS) : "", q, q,
-                      kt, c.b_trans ? fmt::format("{}u", c.bk / 8) : "bstep", part ? " }" : ""));
+      add(fmt::format("{}{}rb{}{} = B[bbase{} + {} * {}];{}", ind, part ? fmt::format("if (br{} < {}u) {{ ", q, B_ROWS) : "", q,
+                      rs, q, kt, c.b_trans ? fmt::format("{}u", c.bk / 8) : "bstep", part ? " }" : ""));
     }
   };
   // `tail`: a WGSL expression, true where tile kt is the last one (where K
   // may end inside the tile).
-  auto load_regs = [&](const std::string& kt, const std::string& ind, const std::string& tail) {
+  auto load_regs = [&](const std::string& kt, const std::string& ind, const std::string& tail,
+                       const std::string& rs = "") {
     if (c.checked_loads) {
-      load_a_checked(kt, ind);
-      load_b_checked(kt, ind);
+      load_a_checked(kt, ind, rs);
+      load_b_checked(kt, ind, rs);
     } else {
       add(fmt::format("{}if (kfull || !({})) {{", ind, tail));
-      load_fast(kt, ind + "  ");
+      load_fast(kt, ind + "  ", rs);
       add(fmt::format("{}}} else {{", ind));
-      load_a_checked(kt, ind + "  ");
-      if (!c.conv) load_b_checked(kt, ind + "  ");
+      load_a_checked(kt, ind + "  ", rs);
+      if (!c.conv) load_b_checked(kt, ind + "  ", rs);
       add(fmt::format("{}}}", ind));
     }
     if (c.conv) {
       for (uint32_t j = 0; j < JR; ++j) {
         add(fmt::format("{}{{ let ro = cb + yo * P.in_w + xo; let rk = cb < P.chw;", ind));
         for (uint32_t cs = 0; cs < NCOL; ++cs)
-          add(fmt::format("{0}  {{ let iy = iy{2} + yo; let ix = ix{2} + xo; vb{1}_{2} = f16(); "
-                          "if (rk && iy < P.in_h && ix < P.in_w) {{ vb{1}_{2} = X[px{2} + ro]; }} }}",
-                          ind, j, cs));
+          add(fmt::format("{0}  {{ let iy = iy{2} + yo; let ix = ix{2} + xo; vb{1}_{2}{3} = f16(); "
+                          "if (rk && iy < P.in_h && ix < P.in_w) {{ vb{1}_{2}{3} = X[px{2} + ro]; }} }}",
+                          ind, j, cs, rs));
         add(fmt::format("{}  xo += P.step_x; let cx = xo >= P.span_w; xo = select(xo, xo - P.span_w, cx);", ind));
         add(fmt::format("{}  yo += P.step_y + select(0u, P.dil_h, cx); let cy = yo >= P.span_h; "
                         "yo = select(yo, yo - P.span_h, cy);", ind));
@@ -412,19 +422,19 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       }
     }
   };
-  auto store_regs = [&](const std::string& buf, const std::string& ind) {
+  auto store_regs = [&](const std::string& buf, const std::string& ind, const std::string& rs = "") {
     for (uint32_t q = 0; q < NA; ++q)
-      add(fmt::format("{0}{4}put_sa({1} * {2}u + ar{3} * AS + ac{3}, ra{3}, rot_a);{5}", ind, buf, SA_STAGE, q,
+      add(fmt::format("{0}{4}put_sa({1} * {2}u + ar{3} * AS + ac{3}, ra{3}{6}, rot_a);{5}", ind, buf, SA_STAGE, q,
                       (q + 1) * T > TOTAL_A ? fmt::format("if (ar{} < {}u) {{ ", q, A_ROWS) : std::string(),
-                      (q + 1) * T > TOTAL_A ? " }" : ""));
+                      (q + 1) * T > TOTAL_A ? " }" : "", rs));
     if (c.conv)
       for (uint32_t j = 0; j < JR; ++j)
         for (uint32_t cs = 0; cs < NCOL; ++cs)
-          add(fmt::format("{}sb[{} * {}u + sbo + {}u] = vb{}_{};", ind, buf, SB_STAGE, j * RS * BS + cs * T, j, cs));
+          add(fmt::format("{}sb[{} * {}u + sbo + {}u] = vb{}_{}{};", ind, buf, SB_STAGE, j * RS * BS + cs * T, j, cs, rs));
     for (uint32_t q = 0; q < NB && !c.conv; ++q)
-      add(fmt::format("{0}{4}put_sb({1} * {2}u + br{3} * BS + bc{3}, rb{3}, rot_b);{5}", ind, buf, SB_STAGE, q,
+      add(fmt::format("{0}{4}put_sb({1} * {2}u + br{3} * BS + bc{3}, rb{3}{6}, rot_b);{5}", ind, buf, SB_STAGE, q,
                       (q + 1) * T > TOTAL_B ? fmt::format("if (br{} < {}u) {{ ", q, B_ROWS) : std::string(),
-                      (q + 1) * T > TOTAL_B ? " }" : ""));
+                      (q + 1) * T > TOTAL_B ? " }" : "", rs));
   };
   if (!c.checked_loads) {
     // Per-thread element addresses (in vec4 units) of the fast loads, rows
@@ -450,12 +460,6 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       add(fmt::format("  let pr{} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, wn * {}u + {}u, false, BS);", j,
                       TN * 16, j * 16));
   }
-  add("  for (var kt = 0u; kt < ktiles; kt++) {");
-  add(c.stages == 2 ? "    let cur = kt & 1u; let nxt = cur ^ 1u;" : "    let cur = 0u; let nxt = 0u;");
-  add("    let more = kt + 1u < ktiles;");
-  add("    if (more) {");
-  if (!(c.ablate & 1)) load_regs("(kt + 1u)", "      ", "kt + 2u == ktiles");
-  add("    }");
   // Offsets of result row block i / column block j at depth step ks.
   auto a_frag = [&](uint32_t i, uint32_t ks) {
     return fmt::format("abase + {}u", c.a_trans ? ks * 16 * AS + i * 16 : i * 16 * AS + ks * 16);
@@ -463,37 +467,75 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   auto b_frag = [&](uint32_t j, uint32_t ks) {
     return fmt::format("bbase + {}u", c.b_trans ? j * 16 * BS + ks * 16 : ks * 16 * BS + j * 16);
   };
-  add(fmt::format("    let abase = cur * {}u + wm * {}u;", SA_STAGE, c.a_trans ? TM * 16 : TM * 16 * AS));
-  add(fmt::format("    let bbase = cur * {}u + wn * {}u;", SB_STAGE, c.b_trans ? TN * 16 * BS : TN * 16));
-  if (c.emulate) {
-    add(fmt::format("    for (var q = 0u; q < {}u + P.pad0; q++) {{", TM * TN * c.bk / 16));
-    add(fmt::format("      let ks = q / {0}u; let ij = q % {0}u; let i = ij / {1}u; let j = ij % {1}u;", TM * TN, TN));
-    add(fmt::format("      emu_acc[ij] = emu_mac(emu_acc[ij], abase + {}, bbase + {}, lane);",
-                    c.a_trans ? fmt::format("ks * {}u + i * 16u", 16 * AS) : fmt::format("i * {}u + ks * 16u", 16 * AS),
-                    c.b_trans ? fmt::format("j * {}u + ks * 16u", 16 * BS) : fmt::format("ks * {}u + j * 16u", 16 * BS)));
-    add("    }");
-  }
-  for (uint32_t ks = 0; ks < c.bk / 16 && !c.emulate; ++ks) {
-    add("    {");
-    for (uint32_t i = 0; i < TM; ++i)
-      add((c.ablate & 4) ? fmt::format("      let l{0} = pl{0};", i)
-                         : fmt::format("      let l{} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, {}, {}, AS);",
-                                       i, a_frag(i, ks), c.a_trans));
-    for (uint32_t j = 0; j < TN; ++j)
-      add((c.ablate & 4) ? fmt::format("      let r{0} = pr{0};", j)
-                         : fmt::format("      let r{} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, {}, {}, BS);",
-                                       j, b_frag(j, ks), c.b_trans));
-    for (uint32_t i = 0; i < TM; ++i)
+  // The multiplies of the tile in workgroup buffer `cur` (a WGSL expression).
+  auto multiply = [&](const std::string& cur, const std::string& ind) {
+    add(fmt::format("{}let abase = {} * {}u + wm * {}u;", ind, cur, SA_STAGE, c.a_trans ? TM * 16 : TM * 16 * AS));
+    add(fmt::format("{}let bbase = {} * {}u + wn * {}u;", ind, cur, SB_STAGE, c.b_trans ? TN * 16 * BS : TN * 16));
+    if (c.emulate) {
+      add(fmt::format("{}for (var q = 0u; q < {}u + P.pad0; q++) {{", ind, TM * TN * c.bk / 16));
+      add(fmt::format("{}  let ks = q / {}u; let ij = q % {}u; let i = ij / {}u; let j = ij % {}u;", ind, TM * TN, TM * TN,
+                      TN, TN));
+      add(fmt::format("{}  emu_acc[ij] = emu_mac(emu_acc[ij], abase + {}, bbase + {}, lane);", ind,
+                      c.a_trans ? fmt::format("ks * {}u + i * 16u", 16 * AS) : fmt::format("i * {}u + ks * 16u", 16 * AS),
+                      c.b_trans ? fmt::format("j * {}u + ks * 16u", 16 * BS) : fmt::format("ks * {}u + j * 16u", 16 * BS)));
+      add(ind + "}");
+      return;
+    }
+    for (uint32_t ks = 0; ks < c.bk / 16; ++ks) {
+      add(ind + "{");
+      for (uint32_t i = 0; i < TM; ++i)
+        add((c.ablate & 4) ? fmt::format("{0}  let l{1} = pl{1};", ind, i)
+                           : fmt::format("{}  let l{} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, {}, {}, AS);",
+                                         ind, i, a_frag(i, ks), c.a_trans));
       for (uint32_t j = 0; j < TN; ++j)
-        add(fmt::format("      {0} = subgroupMatrixMultiplyAccumulate(l{1}, r{2}, {0});", acc(i, j), i, j));
+        add((c.ablate & 4) ? fmt::format("{0}  let r{1} = pr{1};", ind, j)
+                           : fmt::format("{}  let r{} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&sb, {}, {}, BS);",
+                                         ind, j, b_frag(j, ks), c.b_trans));
+      for (uint32_t i = 0; i < TM; ++i)
+        for (uint32_t j = 0; j < TN; ++j)
+          add(fmt::format("{}  {} = subgroupMatrixMultiplyAccumulate(l{}, r{}, {});", ind, acc(i, j), i, j, acc(i, j)));
+      add(ind + "}");
+    }
+  };
+  if (c.prefetch == 2) {
+    // Two tiles in flight (one workgroup buffer): while tile kt is
+    // multiplied, tile kt + 1 sits in one register set and tile kt + 2 is
+    // loading into the other. Unrolled by two, so that the sets swap names
+    // rather than values (a copy would wait for the load).
+    add("  if (ktiles > 1u) {");
+    load_regs("1u", "    ", "ktiles == 2u", "x");
+    add("  }");
+    add("  for (var kt = 0u; kt < ktiles; kt += 2u) {");
+    for (int half = 0; half < 2; ++half) {
+      const std::string now = half ? "x" : "", next = half ? "" : "x";
+      const std::string t1 = fmt::format("kt + {}u", 1 + half), t2 = fmt::format("kt + {}u", 2 + half);
+      add(fmt::format("    if ({} < ktiles) {{", t2));
+      if (!(c.ablate & 1)) load_regs("(" + t2 + ")", "      ", fmt::format("kt + {}u == ktiles", 3 + half), now);
+      add("    }");
+      add("    {");
+      multiply("0u", "      ");
+      add("    }");
+      add("    workgroupBarrier();");
+      add(fmt::format("    if ({} >= ktiles) {{ break; }}", t1));
+      if (!(c.ablate & 2)) store_regs("0u", "    ", next);
+      add("    workgroupBarrier();");
+    }
+    add("  }");
+  } else {
+    add("  for (var kt = 0u; kt < ktiles; kt++) {");
+    add(c.stages == 2 ? "    let cur = kt & 1u; let nxt = cur ^ 1u;" : "    let cur = 0u; let nxt = 0u;");
+    add("    let more = kt + 1u < ktiles;");
+    add("    if (more) {");
+    if (!(c.ablate & 1)) load_regs("(kt + 1u)", "      ", "kt + 2u == ktiles");
     add("    }");
+    multiply("cur", "    ");
+    if (c.stages == 1) add("    workgroupBarrier();");
+    add("    if (more) {");
+    if (!(c.ablate & 2)) store_regs("nxt", "      ");
+    add("    }");
+    add("    workgroupBarrier();");
+    add("  }");
   }
-  if (c.stages == 1) add("    workgroupBarrier();");
-  add("    if (more) {");
-  if (!(c.ablate & 2)) store_regs("nxt", "      ");
-  add("    }");
-  add("    workgroupBarrier();");
-  add("  }");
 
   add(c.splitk ? "  let c_off = kr * P.kcount + bt * P.c_batch; let bias_off = 0u;"
                : "  let c_off = bt * P.c_batch; let bias_off = bt * P.bias_batch;");
@@ -542,7 +584,7 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text) {
       std::sscanf(text.c_str(), "%ux%ux%u:%ux%u:%u:%c", &c.bm, &c.bn, &c.bk, &c.sg_m, &c.sg_n, &c.stages, &mode);
   if (n < 6 || (n == 7 && mode != 'f' && mode != 'v')) {
     throw Error(fmt::format("bad subgroup matmul configuration '{}' (expected "
-                            "BMxBNxBK:SGMxSGN:STAGES[:v|:f][/tN][/r][/c][/pN][/aN], e.g. 128x128x32:2x2:1)",
+                            "BMxBNxBK:SGMxSGN:STAGES[:v|:f][/dN][/tN][/r][/c][/pN][/aN], e.g. 128x128x32:2x2:1)",
                             text));
   }
   c.full_tiles = mode == 'f';
@@ -555,6 +597,7 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text) {
   c.no_rotation = text.find("/r") != std::string::npos;
   c.checked_loads = text.find("/c") != std::string::npos;
   c.pad_kb = number_after("/p").value_or(0);
+  c.prefetch = number_after("/d").value_or(1);
   const uint32_t t = number_after("/t").value_or(0);  // 1: A stored transposed, 2: B, 3: both
   c.a_trans = t & 1;
   c.b_trans = t & 2;
@@ -642,6 +685,13 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch)
     cfg.bm = 128, cfg.bn = 128, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
   } else {
     cfg.bm = 64, cfg.bn = 64, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
+  }
+  // WGNN_SUBGROUP_PREFETCH=2: the loads two tiles ahead (tuning).
+  if (const char* e = std::getenv("WGNN_SUBGROUP_PREFETCH"); e && *e) {
+    const std::string_view v(e);
+    if (v != "1" && v != "2")
+      throw Error(fmt::format("WGNN_SUBGROUP_PREFETCH='{}': expected 1 or 2 (tiles in flight in registers)", e));
+    cfg.prefetch = v == "2" ? 2 : 1;
   }
   // WGNN_SUBGROUP_MATMUL_CONFIG (e.g. 128x128x32:2x4:2) picks the tiles
   // for every product, for tuning and for testing each configuration.

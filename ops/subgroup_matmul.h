@@ -35,6 +35,10 @@ struct SubgroupMatmulConfig {
   uint32_t bm = 128, bn = 128, bk = 32;
   uint32_t sg_m = 2, sg_n = 2;  // subgroups per workgroup along M and N
   uint32_t stages = 2;          // 1: one tile buffer; 2: double-buffered
+  // Tiles in flight in registers (suffix /d2): 1, the next tile's global
+  // loads issued before this tile's multiplies; 2 (one stage only), the
+  // loads two tiles ahead, in two register sets.
+  uint32_t prefetch = 1;
   bool out_f16 = false;         // C is float16 (else float32)
   bool bias = false;            // a bias operand (binding 4), read with strides
   bool bias_f16 = false;
@@ -137,7 +141,7 @@ std::string round_f16_wgsl();
 std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& cfg);
 
 // A configuration from its text form BMxBNxBK:SGMxSGN:STAGES[:v|:f] with
-// optional /tN (1: A stored transposed, 2: B, 3: both), /r (unrotated
+// optional /dN (tiles in flight), /tN (1: A stored transposed, 2: B, 3: both), /r (unrotated
 // stores), /aN (benchmark ablations). Throws
 // wgnn::Error naming the text when it is malformed or invalid.
 SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text);

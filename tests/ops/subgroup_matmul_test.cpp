@@ -142,7 +142,7 @@ TEST(SubgroupMatmulWgsl, GeneratesEveryLayoutAndRejectsBadTiles) {
   }
   // The loads: from clamped per-thread addresses with K checked on the last
   // tile only, unless every load is to be checked (/c).
-  for (const char* text : {"128x128x32:2x2:1", "64x64x32:2x2:2/t3", "128x128x32:2x2:1/c"}) {
+  for (const char* text : {"128x128x32:2x2:1", "64x64x32:2x2:2/t3", "128x128x32:2x2:1/c", "64x64x32:2x2:1/d2/t3"}) {
     const ops::SubgroupMatmulConfig c = ops::parse_subgroup_matmul_config(text);
     const std::string w = ops::subgroup_matmul_wgsl(c);
     EXPECT_EQ(w.find("let kfull = K % BK == 0u;") != std::string::npos, !c.checked_loads) << text;
@@ -159,6 +159,13 @@ TEST(SubgroupMatmulWgsl, GeneratesEveryLayoutAndRejectsBadTiles) {
   bad = {};
   bad.stages = 3;
   EXPECT_THROW(ops::subgroup_matmul_wgsl(bad), Error);
+  // Two tiles ahead in registers: a second register set, one stage only.
+  const ops::SubgroupMatmulConfig d2 = ops::parse_subgroup_matmul_config("64x64x32:2x2:1/d2");
+  EXPECT_EQ(d2.prefetch, 2u);
+  EXPECT_THAT(d2.name(), HasSubstr(" d2"));
+  EXPECT_THAT(ops::subgroup_matmul_wgsl(d2), HasSubstr("var rb0x = vec4<u32>();"));
+  EXPECT_THROW(ops::parse_subgroup_matmul_config("64x64x32:2x2:2/d2"), Error);
+  EXPECT_THROW(ops::parse_subgroup_matmul_config("64x64x32:2x2:1/d3"), Error);
 }
 
 TEST(SubgroupMatmul, MatchesReferenceAndRegularKernel) {
@@ -419,7 +426,7 @@ void check_conv_cases(gpu::Context& c, const std::vector<ConvCase>& cases, const
 // half a row (BN = 256 on 128 threads, BN = 128 on 64: two column slots),
 // 8 rows (BN = 16).
 const char* const kConvConfigs[] = {"64x64x32:2x2:2",   "128x128x32:2x2:1", "256x128x32:4x4:1", "64x32x32:2x2:1",
-                                    "128x256x32:2x2:2", "32x128x32:1x2:1",  "64x16x16:4x1:2"};
+                                    "128x256x32:2x2:2", "32x128x32:1x2:1",  "64x16x16:4x1:2",   "64x64x32:2x2:1/d2"};
 
 
 }  // namespace
@@ -607,8 +614,12 @@ TEST(SubgroupMatmulEmulated, FastLoadsAtEveryEdge) {
       // Batched with a K tail: past K, A's rows run into the next row and
       // B's into the next batch entry (nonzero), so a missing K check shows.
       {2, 40, 40, 24, false, false, std::nullopt, 1, 0, false},
+      // Five tiles of K with a tail: the two-tiles-ahead loads (/d2) end
+      // on the first half of their unrolled step.
+      {1, 72, 136, 64, false, false, std::nullopt, 1, 0, false},
   };
-  for (const char* tiles : {"64x64x32:2x2:2", "128x128x32:2x2:1", "64x64x32:2x2:1"}) {
+  for (const char* tiles :
+       {"64x64x32:2x2:2", "128x128x32:2x2:1", "64x64x32:2x2:1", "64x64x32:2x2:1/d2", "128x128x32:2x2:1/d2"}) {
     ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", tiles);
     for (const Case& k : cases) {
       SCOPED_TRACE(fmt::format("{}: batch {} M {} K {} N {} ta {} tb {}", tiles, k.batch, k.M, k.K, k.N, k.ta, k.tb));
