@@ -686,6 +686,17 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch)
   } else {
     cfg.bm = 64, cfg.bn = 64, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
   }
+  // WGNN_SUBGROUP_DEEP=CONFIG@KMIN: the tiles of the products that do not
+  // take 128x128 and have K >= KMIN (tuning).
+  if (const char* e = std::getenv("WGNN_SUBGROUP_DEEP"); e && *e && cfg.bm != 128) {
+    const std::string v(e);
+    const auto at = v.find('@');
+    char* end = nullptr;
+    const long kmin = at == std::string::npos ? -1 : std::strtol(v.c_str() + at + 1, &end, 10);
+    if (kmin < 0 || *end)
+      throw Error(fmt::format("WGNN_SUBGROUP_DEEP='{}': expected CONFIG@KMIN, e.g. 64x64x64:2x2:1@1024", e));
+    if (K >= kmin) cfg = parse_subgroup_matmul_config(v.substr(0, at));
+  }
   // WGNN_SUBGROUP_PREFETCH=2: the loads two tiles ahead (tuning).
   if (const char* e = std::getenv("WGNN_SUBGROUP_PREFETCH"); e && *e) {
     const std::string_view v(e);
