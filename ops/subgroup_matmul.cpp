@@ -655,11 +655,14 @@ bool tensor_cores_available(const gpu::Context& ctx) {
 
 namespace {
 
-// The tiles of an M x N x K product (times `batch`). One stage in both:
+// The tiles of an M x N x K product (times `batch`; `split`: cut into
+// ranges of K, subgroup_gemm_splits). One stage in all:
 // the driver gives a multiprocessor 48 KB of workgroup memory on the H200,
 // so a second stage halves the workgroups that run at once
 // (docs/BENCHMARKS.md).
-SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch) {
+// Two workgroups on each of the H200's 132 multiprocessors.
+constexpr int64_t kDeepTiles = 264;
+SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch, bool split = false) {
   SubgroupMatmulConfig cfg;
   // 128x128 tiles (4 subgroups of 64x64, 23 KB of workgroup memory: two
   // workgroups per multiprocessor) where there are at least 300 of them,
@@ -685,6 +688,17 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch)
     cfg.bm = 128, cfg.bn = 128, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
   } else {
     cfg.bm = 64, cfg.bn = 64, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
+    // 64 deep (22 KB: two workgroups per multiprocessor, not three) where
+    // the tiles fit in one wave at two per multiprocessor and K is at least
+    // 128: half the K steps, each with its two barriers. Timed dispatch by
+    // dispatch in seven models (docs/BENCHMARKS.md), it won on every
+    // such product that runs whole (the Whisper encoder's 1500 x 512 x
+    // 2048: 48 -> 35 us; MODNet's and ResNet-50's small-map 1x1
+    // convolutions by 10-30%) and lost on products of more tiles
+    // (DaViT-B's 2304 x 512 x 2048, 288 tiles: 51 -> 60 us). Split-K
+    // ranges keep 32 (mixed results).
+    const int64_t tiles = int64_t(gpu::ceil_div(uint64_t(M), 64) * gpu::ceil_div(uint64_t(N), 64)) * batch;
+    if (!split && tiles <= kDeepTiles && K >= 128) cfg.bk = 64;
   }
   // WGNN_SUBGROUP_DEEP=CONFIG@KMIN: the tiles of the products that do not
   // take 128x128 and have K >= KMIN (tuning).
@@ -728,9 +742,9 @@ bool epilogue_operands_ok(Graph& g, std::initializer_list<TensorRef> f16, Tensor
 // The tiles and epilogue of a product or convolution: pick_config's tiles,
 // float16 results, the optional float16 bias and float32 affine, the
 // activation.
-SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t batch, Mode mode, bool bias, bool affine,
-                                     bool affine_rounded, Activation act) {
-  SubgroupMatmulConfig cfg = pick_config(M, N, K, batch);
+SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t batch, bool split, Mode mode, bool bias,
+                                     bool affine, bool affine_rounded, Activation act) {
+  SubgroupMatmulConfig cfg = pick_config(M, N, K, batch, split);
   cfg.emulate = mode == Mode::Emulate;
   cfg.out_f16 = true;
   cfg.bias = bias;
@@ -805,7 +819,7 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
   if (mode == Mode::Off || !g.tensor_cores()) return false;
   if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
   if (p.a_batch % 8 != 0 || p.b_batch % 8 != 0) return false;
-  SubgroupMatmulConfig cfg = epilogue_config(p.M, p.N, p.K, p.batch, mode, p.bias.id >= 0, p.affine.id >= 0,
+  SubgroupMatmulConfig cfg = epilogue_config(p.M, p.N, p.K, p.batch, split, mode, p.bias.id >= 0, p.affine.id >= 0,
                                               p.affine_rounded, p.act.act);
   cfg.a_trans = p.a_trans;
   cfg.b_trans = p.b_trans;
@@ -896,7 +910,8 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
     if (v > kMax) return false;
   if (p.top < 0 || p.left < 0) return false;
   SubgroupMatmulConfig cfg =
-      epilogue_config(M, N, K, p.batch, mode, p.bias.id >= 0, p.affine.id >= 0, p.affine_rounded, p.act.act);
+      epilogue_config(M, N, K, p.batch, p.splits > 1, mode, p.bias.id >= 0, p.affine.id >= 0, p.affine_rounded,
+                      p.act.act);
   cfg.conv = true;
   cfg.odd_n = N % 8 != 0;
   if (split) cfg.out_f16 = false, cfg.bias_f16 = false, cfg.splitk = true;

@@ -204,7 +204,9 @@ SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batc
 // nothing) otherwise: the caller falls back to its regular kernel. `what`
 // starts the dispatch label ("gemm", "conv 1x1"). The tiles: 128x128 on 4
 // subgroups (64x64 each) where there are at least 300 of them, K is at
-// least 256 and N more than 128, else 64x64 on 4 (docs/BENCHMARKS.md);
+// least 256 and N more than 128, else 64x64 on 4, 64 deep where at most
+// 264 of them run whole (no split-K) and K is at least 128, else 32 deep
+// (docs/BENCHMARKS.md);
 // WGNN_SUBGROUP_MATMUL_CONFIG overrides them (tuning, tests).
 // WGNN_SUBGROUP_MATMUL=emulate runs the emulated kernel (SubgroupMatmulConfig::
 // emulate) on any device with shader-f16: for testing the generated kernel

@@ -426,7 +426,8 @@ void check_conv_cases(gpu::Context& c, const std::vector<ConvCase>& cases, const
 // half a row (BN = 256 on 128 threads, BN = 128 on 64: two column slots),
 // 8 rows (BN = 16).
 const char* const kConvConfigs[] = {"64x64x32:2x2:2",   "128x128x32:2x2:1", "256x128x32:4x4:1", "64x32x32:2x2:1",
-                                    "128x256x32:2x2:2", "32x128x32:1x2:1",  "64x16x16:4x1:2",   "64x64x32:2x2:1/d2"};
+                                    "128x256x32:2x2:2", "32x128x32:1x2:1",  "64x16x16:4x1:2",   "64x64x32:2x2:1/d2",
+                                    "64x64x64:2x2:1"};
 
 
 }  // namespace
@@ -619,7 +620,8 @@ TEST(SubgroupMatmulEmulated, FastLoadsAtEveryEdge) {
       {1, 72, 136, 64, false, false, std::nullopt, 1, 0, false},
   };
   for (const char* tiles :
-       {"64x64x32:2x2:2", "128x128x32:2x2:1", "64x64x32:2x2:1", "64x64x32:2x2:1/d2", "128x128x32:2x2:1/d2"}) {
+       {"64x64x32:2x2:2", "128x128x32:2x2:1", "64x64x32:2x2:1", "64x64x64:2x2:1", "64x64x32:2x2:1/d2",
+        "128x128x32:2x2:1/d2"}) {
     ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", tiles);
     for (const Case& k : cases) {
       SCOPED_TRACE(fmt::format("{}: batch {} M {} K {} N {} ta {} tb {}", tiles, k.batch, k.M, k.K, k.N, k.ta, k.tb));
@@ -776,6 +778,37 @@ TEST(SubgroupMatmulSplits, RangesForFewTiles) {
   EXPECT_EQ(ops::subgroup_gemm_splits(512, 512, 4096, 1).splits, 8);
   ScopedEnv off("WGNN_SUBGROUP_SPLITK", "0");
   EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).splits, 1);
+}
+
+// The tiles pick_config gives (the recorded pipeline, nothing run):
+// 64x64 tiles 64 deep where at most 264 of them (two workgroups on each of
+// an H200's multiprocessors) run whole and K is at least 128; 32 deep with
+// more tiles, a shorter K or split-K ranges; 128x128 from 300 such tiles.
+TEST(SubgroupMatmulEmulated, TileDepthFollowsTheWave) {
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  const struct {
+    int64_t M, N, K;
+    const char* tiles;
+  } cases[] = {
+      {640, 448, 128, "64x64x64"},    // 70 tiles
+      {768, 1408, 256, "64x64x64"},   // 264 tiles
+      {1088, 1024, 256, "64x64x32"},  // 272 tiles
+      {640, 448, 120, "64x64x32"},    // K below 128
+      {256, 128, 1024, "64x64x32"},   // 8 tiles: split-K ranges (also 64x64x32)
+      {2560, 2048, 256, "128x128x32"},
+  };
+  for (const auto& k : cases) {
+    SCOPED_TRACE(fmt::format("{}x{}x{}", k.M, k.N, k.K));
+    Graph g(ctx());
+    TensorRef a = upload(g, {k.M, k.K}, std::vector<float>(size_t(k.M * k.K), 0.5f), DType::F16);
+    TensorRef b = upload(g, {k.K, k.N}, std::vector<float>(size_t(k.K * k.N), 0.25f), DType::F16);
+    ops::call(g, "aten.matmul.default", {a, b});
+    std::vector<std::string> kernels;
+    for (const auto& n : g.dispatches()) kernels.push_back(n.pipeline->name());
+    ASSERT_FALSE(kernels.empty());
+    EXPECT_THAT(kernels[0], HasSubstr(fmt::format("subgroup matmul {} ", k.tiles)));
+  }
 }
 
 TEST(SubgroupMatmulEmulated, SplitKForFewTiles) {
