@@ -888,10 +888,14 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   // WGNN_SUBGROUP_CONV=0: KxK convolutions on the regular kernel (products
   // and 1x1 convolutions still on subgroup matrices), for measuring.
   if (const char* env = std::getenv("WGNN_SUBGROUP_CONV"); env && std::string_view(env) == "0") return false;
-  const int64_t M = p.cout, N = p.oh * p.ow, K = p.cin * p.kh * p.kw;
-  // The weight rows are read as vec4<u32> (K % 8). The epilogue writes 8
-  // halves at once where N % 8 == 0, else one at a time (odd_n).
-  if (M < 1 || N < 1 || K < 1 || p.batch < 1 || K % 8 != 0) return false;
+  // The weight rows are read as vec4<u32>: where Ci*KH*KW is not a
+  // multiple of 8 (an RGB image's 3 channels, MODNet's image concatenated
+  // to its features), they are copied into rows of K, the next multiple of
+  // 8, zero past the end; the reduction rows past Ci*KH*KW gather zeros
+  // (their channel is past the last). The epilogue writes 8 halves at once
+  // where N % 8 == 0, else one at a time (odd_n).
+  const int64_t M = p.cout, N = p.oh * p.ow, KW = p.cin * p.kh * p.kw, K = (KW + 7) / 8 * 8;
+  if (M < 1 || N < 1 || KW < 1 || p.batch < 1) return false;
   // WGNN_SUBGROUP_ODD_N=0: those whose N is not a multiple of 8 on the
   // regular kernel, for measuring.
   if (const char* env = std::getenv("WGNN_SUBGROUP_ODD_N"); N % 8 != 0 && env && std::string_view(env) == "0")
@@ -960,17 +964,32 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   params.step_y = uint32_t((step / p.kw % p.kh) * p.dil_h);
   params.step_c = uint32_t(step / (p.kh * p.kw) * p.h * p.w_in);
   const gpu::Pipeline& pl = timed_pipeline(g, cfg);
-  std::vector<Binding> bindings{Binding::of(p.w), Binding::of(p.x), Binding::of(out), g.uniform(params)};
+  Binding weight = Binding::of(p.w);
+  if (K != KW) {
+    // Once, when the weight is a constant; else on every run.
+    gpu::Buffer rows = g.scratch(uint64_t(M * K) * 2, "convolution weight rows padded to 8");
+    const gpu::Pipeline& pad = kernel(g, "ops/kernels/pad_rows.wgsl", float_subs(g, DType::F16, op));
+    std::vector<Binding> b{Binding::of(rows),
+                           g.uniform(PadRowsParams{uint32_t(M * K), uint32_t(KW), uint32_t(K), 0}),
+                           Binding::of(p.w)};
+    const gpu::Grid grid = grid_for(g, gpu::ceil_div(uint64_t(M * K), 256));
+    if (g.info(p.w).kind == TensorKind::Constant)
+      g.add_init_dispatch(pad, std::move(b), grid, std::string(op), "weight rows padded to 8");
+    else
+      g.add_dispatch(pad, std::move(b), grid, std::string(op), "weight rows padded to 8");
+    weight = Binding::of(rows);
+  }
+  std::vector<Binding> bindings{weight, Binding::of(p.x), Binding::of(out), g.uniform(params)};
   if (cfg.bias) bindings.push_back(Binding::of(p.bias));
   if (cfg.affine) bindings.push_back(Binding::of(p.affine));
   if (cfg.residual) bindings.push_back(Binding::of(p.residual));
   g.add_dispatch(pl, std::move(bindings), gpu::Grid{uint32_t(tiles_n), uint32_t(tiles_m), uint32_t(p.batch * p.splits)},
                  std::string(op),
-                 fmt::format("{} subgroup-matrix {}x{}x{}{}{}", what, M, N, K,
+                 fmt::format("{} subgroup-matrix {}x{}x{}{}{}", what, M, N, KW,
                              p.batch > 1 ? fmt::format(" batch {}", p.batch) : "", cfg.bias ? " bias" : "") +
                      (cfg.affine ? " affine" : "") + (cfg.residual ? " residual" : "") + activation_label(p.act.act) +
                      (split ? fmt::format(" splitk={}", p.splits) : "") + (cfg.emulate ? " emulated" : ""),
-                 2.0 * double(M) * double(N) * double(K) * double(p.batch));
+                 2.0 * double(M) * double(N) * double(KW) * double(p.batch));
   return true;
 }
 

@@ -112,6 +112,10 @@ WGNN_UNIFORM(ArgParams, WGNN_ARG_PARAMS);
 #define WGNN_TRILU_PARAMS(F) F(uint32_t, count) F(uint32_t, rows) F(uint32_t, cols) F(int32_t, diagonal)
 WGNN_UNIFORM(TriluParams, WGNN_TRILU_PARAMS);
 
+// kernels/pad_rows.wgsl: count = rows * cols_out halves written.
+#define WGNN_PAD_ROWS_PARAMS(F) F(uint32_t, count) F(uint32_t, cols) F(uint32_t, cols_out) F(uint32_t, _pad)
+WGNN_UNIFORM(PadRowsParams, WGNN_PAD_ROWS_PARAMS);
+
 // kernels/batch_norm_fold.wgsl.
 #define WGNN_FOLD_PARAMS(F) F(uint32_t, channels) F(float, eps) F(uint32_t, has_weight) F(uint32_t, has_bias)
 WGNN_UNIFORM(FoldParams, WGNN_FOLD_PARAMS);
