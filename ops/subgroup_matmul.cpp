@@ -691,12 +691,12 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch,
     // 64 deep (22 KB: two workgroups per multiprocessor, not three) where
     // the tiles fit in one wave at two per multiprocessor and K is at least
     // 128: half the K steps, each with its two barriers. Timed dispatch by
-    // dispatch in seven models (docs/BENCHMARKS.md), it won on every
-    // such product that runs whole (the Whisper encoder's 1500 x 512 x
-    // 2048: 48 -> 35 us; MODNet's and ResNet-50's small-map 1x1
-    // convolutions by 10-30%) and lost on products of more tiles
-    // (DaViT-B's 2304 x 512 x 2048, 288 tiles: 51 -> 60 us). Split-K
-    // ranges keep 32 (mixed results).
+    // dispatch in seven models (docs/results/gemm_tiles_by_product_h200.md),
+    // it won on 33 of the 35 such products that run whole (the Whisper
+    // encoder's 1500 x 512 x 2048: 48 -> 35 us; MODNet's and ResNet-50's
+    // small-map 1x1 convolutions by 10-30%; two lost 4% and 10%), and lost
+    // on 40 of the 43 with more tiles or a shorter K (DaViT-B's 2304 x 512
+    // x 2048, 288 tiles: 51 -> 60 us). Split-K ranges keep 32 (mixed).
     const int64_t tiles = int64_t(gpu::ceil_div(uint64_t(M), 64) * gpu::ceil_div(uint64_t(N), 64)) * batch;
     if (!split && tiles <= kDeepTiles && K >= 128) cfg.bk = 64;
   }
