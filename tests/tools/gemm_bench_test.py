@@ -19,7 +19,8 @@ if sys.argv[3:] and not tensor_cores:
 os.makedirs(work, exist_ok=True)
 here = os.path.dirname(os.path.abspath(__file__))
 report = os.path.join(here, "..", "..", "bench", "gemm_report.py")
-configs = ["64x64x32:2x2:1", "64x64x32:2x2:2/t1", "64x32x32:2x1:1/t3", "64x64x32:2x2:1/c"]
+configs = ["64x64x32:2x2:1", "64x64x32:2x2:2/t1", "64x32x32:2x1:1/t3", "64x64x32:2x2:1/c", "64x64x32:2x2:1/d2",
+           "64x64x64:2x2:1"]
 
 
 def run(args):
