@@ -798,6 +798,15 @@ TEST(SubgroupMatmulSplits, RangesForFewTiles) {
     EXPECT_THAT(error_of([] { ops::subgroup_gemm_splits(512, 512, 4096, 1); }), HasSubstr("WGNN_SUBGROUP_BIG_TILES='many'"));
   }
   EXPECT_EQ(ops::subgroup_gemm_splits(512, 512, 4096, 1).splits, 8);
+  {
+    // The tuning switches of the tile choice say what they expect.
+    ScopedEnv deep("WGNN_SUBGROUP_DEEP", "64x64x64:2x2:1");
+    EXPECT_THAT(error_of([] { ops::subgroup_gemm_splits(512, 512, 4096, 1); }), HasSubstr("expected CONFIG@KMIN"));
+  }
+  {
+    ScopedEnv prefetch("WGNN_SUBGROUP_PREFETCH", "3");
+    EXPECT_THAT(error_of([] { ops::subgroup_gemm_splits(512, 512, 4096, 1); }), HasSubstr("expected 1 or 2"));
+  }
   ScopedEnv off("WGNN_SUBGROUP_SPLITK", "0");
   EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).splits, 1);
 }
