@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -236,6 +237,16 @@ Value add_layer_norm(Graph& g, const ValueList& args) {
 }
 
 
+// WGNN_GROUP_NORM_SPLIT: 1 cuts few long rows into slices (an experiment),
+// 0 (the default) keeps one workgroup a row.
+bool group_norm_split() {
+  const char* e = std::getenv("WGNN_GROUP_NORM_SPLIT");
+  if (!e || !*e) return false;
+  const std::string_view v(e);
+  if (v != "0" && v != "1") throw Error(fmt::format("WGNN_GROUP_NORM_SPLIT='{}': expected 0 or 1", e));
+  return v == "1";
+}
+
 // Group norm of x viewed as [N, C, HxW] (shapes checked by the caller):
 // returns (out, mean [N, groups], rstd [N, groups]); mean and rstd are f32.
 ValueList group_norm(const Args& a, TensorRef x, TensorRef w, TensorRef b, int64_t N, int64_t C, int64_t hw,
@@ -264,6 +275,38 @@ ValueList group_norm(const Args& a, TensorRef x, TensorRef w, TensorRef b, int64
 
   const bool vec4 = hw % 4 == 0;
   const int64_t width_v = width / (vec4 ? 4 : 1);
+  // WGNN_GROUP_NORM_SPLIT=1: fewer rows than multiprocessors on a typical
+  // GPU (128), each of at least 4096 chunks, go in slices of 1024 chunks
+  // or more over about 512 workgroups, in two dispatches
+  // (kernels/group_norm_split.wgsl). An experiment, to be measured against
+  // one workgroup a row.
+  if (group_norm_split() && rows < 128 && width_v >= 4096) {
+    const int64_t want = std::min<int64_t>((512 + rows - 1) / rows, width_v / 1024);
+    const int64_t slice_v = (width_v + want - 1) / want;
+    const int64_t splits = (width_v + slice_v - 1) / slice_v;
+    const uint64_t chunks = gpu::ceil_div(uint64_t(slice_v), 256);
+    const bool cached = chunks <= 16;
+    Binding params = g.uniform(GroupNormParams{uint32_t(rows), uint32_t(width_v), float(width), float(eps),
+                                                   w.id >= 0, b.id >= 0, uint32_t(groups),
+                                                   uint32_t(hw / (vec4 ? 4 : 1)), uint32_t(C / groups),
+                                                   uint32_t(splits), uint32_t(slice_v), 0});
+    gpu::Buffer partial = g.scratch(uint64_t(rows * splits) * 16, "group_norm slice statistics");
+    for (uint32_t pass : {1u, 2u}) {
+      const gpu::Pipeline& p = kernel(g, "ops/kernels/group_norm_split.wgsl", vector_subs(g, xi.dtype, vec4, a.op),
+                                      {{"TPR", 256.0},
+                                       {"CHUNKS", double(cached ? chunks : 1)},
+                                       {"CACHED", cached ? 1.0 : 0.0},
+                                       {"PASS", double(pass)}});
+      g.add_dispatch(p,
+                     {Binding::of(y), Binding::of(mean), Binding::of(rstd), params, Binding::of(x),
+                      optional_input(g, w.id >= 0 ? Value(w) : Value(None{})),
+                      optional_input(g, b.id >= 0 ? Value(b) : Value(None{})), Binding::of(partial)},
+                     grid_for(g, uint64_t(rows * splits)), std::string(a.op),
+                     fmt::format("group_norm {} slices x {} {}", rows, splits,
+                                 pass == 1 ? "statistics" : "normalized"));
+    }
+    return ValueList{y, mean, rstd};
+  }
   const uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(width_v / 4, 1))));
   const uint64_t chunks = gpu::ceil_div(uint64_t(width_v), tpr);
   const bool cached = chunks <= 16;

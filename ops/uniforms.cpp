@@ -44,6 +44,7 @@ const std::vector<KernelUniform>& kernel_uniforms() {
       {"ops/kernels/batch_norm.wgsl", &BatchNormParams::wgsl},
       {"ops/kernels/layer_norm.wgsl", &LayerNormParams::wgsl},
       {"ops/kernels/group_norm.wgsl", &GroupNormParams::wgsl},
+      {"ops/kernels/group_norm_split.wgsl", &GroupNormParams::wgsl},
       {"ops/kernels/global_pool.wgsl", &GlobalPoolParams::wgsl},
       {"ops/kernels/sample.wgsl", &SampleParams::wgsl},
       {"ops/kernels/gemv.wgsl", &GemvParams::wgsl},

@@ -130,11 +130,13 @@ WGNN_UNIFORM(BatchNormParams, WGNN_BATCH_NORM_PARAMS);
   F(uint32_t, has_bias) F(uint32_t, _pad0) F(uint32_t, _pad1)
 WGNN_UNIFORM(LayerNormParams, WGNN_LAYER_NORM_PARAMS);
 
-// kernels/group_norm.wgsl: as layer norm's, with hw_v = HxW in {{V}} units.
+// kernels/group_norm.wgsl: as layer norm's, with hw_v = HxW in {{V}} units;
+// kernels/group_norm_split.wgsl also: each row in `splits` slices of
+// slice_v chunks.
 #define WGNN_GROUP_NORM_PARAMS(F)                                                                    \
   F(uint32_t, rows) F(uint32_t, width_v) F(float, width) F(float, eps) F(uint32_t, has_weight)       \
   F(uint32_t, has_bias) F(uint32_t, groups) F(uint32_t, hw_v) F(uint32_t, channels_per_group)        \
-  F(uint32_t, _pad0) F(uint32_t, _pad1) F(uint32_t, _pad2)
+  F(uint32_t, splits) F(uint32_t, slice_v) F(uint32_t, _pad2)
 WGNN_UNIFORM(GroupNormParams, WGNN_GROUP_NORM_PARAMS);
 
 // kernels/global_pool.wgsl: rows (planes) of `width` values.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "op_test_util.h"
+#include "scoped_env.h"
 
 using namespace wgnn;
 using namespace wgnn::test;
@@ -17,6 +18,7 @@ struct LnCase {
   bool weight, bias;
   DType dtype;
   float center = 0, spread = 1;
+  float ramp = 0;  // added across each row, 0 at its start to `ramp` at its end
 };
 
 void run_layer_norm(const LnCase& c, uint32_t seed) {
@@ -253,6 +255,7 @@ struct GnCase {
   bool weight, bias;
   DType dtype;
   float center = 0, spread = 1;
+  float ramp = 0;  // added across each row, 0 at its start to `ramp` at its end
 };
 
 // Reference statistics per (n, group) in double.
@@ -262,7 +265,10 @@ void run_group_norm(const GnCase& c, uint32_t seed, bool instance = false) {
   const int64_t n = numel(c.shape), N = c.shape[0], C = c.shape[1], hw = n / std::max<int64_t>(N * C, 1);
   const int64_t cg = C / c.groups, width = cg * hw;
   Graph g(ctx());
-  auto x = quantize(random_floats(size_t(n), c.center - c.spread, c.center + c.spread, seed), c.dtype);
+  auto x = random_floats(size_t(n), c.center - c.spread, c.center + c.spread, seed);
+  if (c.ramp != 0)
+    for (size_t i = 0; i < x.size(); ++i) x[i] += c.ramp * float(int64_t(i) % width) / float(width);
+  x = quantize(x, c.dtype);
   auto w = quantize(random_floats(size_t(C), 0.5f, 1.5f, seed + 1), c.dtype);
   auto b = quantize(random_floats(size_t(C), -1, 1, seed + 2), c.dtype);
   TensorRef tx = upload(g, c.shape, x, c.dtype);
@@ -335,6 +341,38 @@ TEST(GroupNorm, LargeMeanSmallSpread) {
   run_group_norm({{2, 6, 33, 31}, 3, true, true, DType::F32, -3e4f, 3e-2f}, 15);
 }
 TEST(GroupNorm, ManyRows) { run_group_norm({{70000, 4, 3}, 2, true, true, DType::F32}, 16); }
+
+// WGNN_GROUP_NORM_SPLIT=1: few long rows in slices, two dispatches (the
+// slices' statistics, then each slice normalized from its row's merged
+// statistics): vec4 and scalar rows, a short last slice, float16, no
+// affine, a large mean with a small spread, slices streamed (more than 16
+// chunks a thread); short rows keep one dispatch.
+TEST(GroupNorm, SlicedRows) {
+  wgnn::test::ScopedEnv env("WGNN_GROUP_NORM_SPLIT", "1");
+  run_group_norm({{1, 4, 128, 128}, 4, true, true, DType::F32}, 30);    // 4 rows of 4096 vec4s: 4 slices each
+  run_group_norm({{1, 2, 65, 67}, 1, true, true, DType::F32}, 31);      // 8710 scalars: 8 slices, the last shorter
+  run_group_norm({{2, 4, 128, 128}, 2, false, false, DType::F32}, 32);  // 8192 vec4s a row
+  run_group_norm({{1, 2, 128, 128}, 2, true, true, DType::F32, 1e4f, 1e-2f}, 33);
+  run_group_norm({{1, 1, 3072, 3072}, 1, true, true, DType::F32}, 34);  // 512 slices of 4608 vec4s
+  run_group_norm({{1, 4, 128, 128}, 4, true, true, DType::F16}, 35);
+  // Slices with different means (a ramp along the row): their merge's
+  // between-slice term carries most of the variance.
+  run_group_norm({{1, 2, 128, 128}, 2, true, true, DType::F32, 0, 0.1f, 8}, 36);
+  auto labels = [](const Shape& shape, int64_t groups) {
+    Graph g(ctx());
+    TensorRef tx = upload(g, shape, std::vector<float>(size_t(numel(shape)), 1.f), DType::F32);
+    ops::call(g, "aten.native_group_norm.default",
+              {tx, None{}, None{}, shape[0], shape[1], numel(shape) / (shape[0] * shape[1]), groups, 1e-5});
+    std::vector<std::string> l;
+    for (const auto& n : g.dispatches()) l.push_back(n.label);
+    return l;
+  };
+  EXPECT_THAT(labels({1, 4, 128, 128}, 4),
+              testing::ElementsAre("group_norm 4 slices x 4 statistics", "group_norm 4 slices x 4 normalized"));
+  EXPECT_EQ(labels({1, 4, 16, 16}, 4).size(), 1u);  // 64 vec4s a row: one dispatch
+  wgnn::test::ScopedEnv bad("WGNN_GROUP_NORM_SPLIT", "yes");
+  EXPECT_THROW(labels({1, 4, 128, 128}, 4), Error);
+}
 
 TEST(InstanceNorm, MatchesGroupNormPerChannel) {
   run_group_norm({{2, 3, 5, 7}, 3, true, true, DType::F32}, 20, true);

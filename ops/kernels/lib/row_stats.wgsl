@@ -25,6 +25,8 @@ struct RowStats {
   shift: f32,   // the row's first element
   mean_s: f32,  // the mean of (x - shift)
   rstd: f32,
+  n: f32,       // the count and the sum of squared deviations behind them
+  m2: f32,
 }
 
 fn first_element(v: {{F32V}}) -> f32 {
@@ -100,5 +102,7 @@ fn row_stats(live: bool, base: u32, t: u32, lid: u32, r_local: u32, width_v: u32
   s.shift = shift;
   s.mean_s = s_mean[head];
   s.rstd = inverseSqrt(max(s_m2[head] / width, 0.0) + eps);
+  s.n = s_n[head];
+  s.m2 = s_m2[head];
   return s;
 }
