@@ -11,10 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <cstdlib>
 #include <optional>
-#include <string>
-#include <string_view>
 
 #include <fmt/format.h>
 
@@ -214,15 +211,6 @@ void check_result_fits(const Args& a, DType dt, const Shape& out_shape) {
   }
 }
 
-// WGNN_RESIZE_OUTPUTS: outputs a thread (1, the default, or 4).
-uint32_t resize_outputs() {
-  const char* e = std::getenv("WGNN_RESIZE_OUTPUTS");
-  if (!e || !*e) return 1;
-  const std::string_view v(e);
-  if (v != "1" && v != "4") throw Error(fmt::format("WGNN_RESIZE_OUTPUTS='{}': expected 1 or 4 (outputs a thread)", e));
-  return v == "4" ? 4 : 1;
-}
-
 // Resizes x to `out_shape` with per-dim taps (nullopt: the dim is kept).
 TensorRef record(const Args& a, TensorRef x, const Shape& out_shape, std::vector<std::optional<Taps>> taps,
                  double fill, const std::string& label) {
@@ -299,15 +287,9 @@ TensorRef record(const Args& a, TensorRef x, const Shape& out_shape, std::vector
     p.TW = uint32_t(tw.n);
     p.w_base = uint32_t(th.idx.size());
     p.fill = float(fill);
-    // WGNN_RESIZE_OUTPUTS=4: four consecutive outputs a thread where the
-    // resized dim is innermost and a multiple of 4 (an experiment, to be
-    // measured against one a thread).
-    const uint32_t outs = resize_outputs() == 4 && R == 1 && p.OW % 4 == 0 ? 4 : 1;
-    Subs subs = float_subs(g, dt, a.op);
-    subs.push_back({"OUTS", std::to_string(outs)});
-    const gpu::Pipeline& pl = kernel(g, "ops/kernels/resize.wgsl", subs);
+    const gpu::Pipeline& pl = kernel(g, "ops/kernels/resize.wgsl", float_subs(g, dt, a.op));
     g.add_dispatch(pl, {Binding::of(y), g.uniform(p), Binding::of(t), Binding::of(tt)},
-                   grid_for(g, gpu::ceil_div(p.count / outs, 256)), std::string(a.op),
+                   grid_for(g, gpu::ceil_div(p.count, 256)), std::string(a.op),
                    fmt::format("{} {}x{} taps", label, th.n, tw.n));
     t = y;
     cur = next;

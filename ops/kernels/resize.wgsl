@@ -17,15 +17,11 @@
 @group(0) @binding(3) var<storage, read> taps: array<vec2<i32>>;
 
 const WG: u32 = 256u;
-// Outputs per thread: 1, or consecutive ones along OW where R == 1 and OW
-// is a multiple of OUTS (they share p, oh and q, so the row taps and the
-// index arithmetic are done once for them).
-const OUTS: u32 = {{OUTS}}u;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-  let i = ((wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y) * WG + lid) * OUTS;
+  let i = (wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y) * WG + lid;
   if (i >= params.count) {
     return;
   }
@@ -39,25 +35,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let oh = t % params.OH;
   let p = t / params.OH;
 
-  var acc: array<f32, OUTS>;
-  var col_outside: array<bool, OUTS>;
-  var row_outside = false;
+  var acc = 0.0;
+  var outside = false;
   for (var a = 0u; a < params.TH; a++) {
     let th = taps[oh * params.TH + a];
-    row_outside = row_outside || th.x < 0;
+    outside = outside || th.x < 0;
     let row = ((p * params.IH + u32(max(th.x, 0))) * params.Q + q) * params.IW;
-    let wh = bitcast<f32>(th.y);
-    for (var e = 0u; e < OUTS; e++) {
-      var s = 0.0;
-      for (var b = 0u; b < params.TW; b++) {
-        let tw = taps[params.w_base + (ow + e) * params.TW + b];
-        col_outside[e] = col_outside[e] || tw.x < 0;
-        s += bitcast<f32>(tw.y) * f32(x[(row + u32(max(tw.x, 0))) * R + r]);
-      }
-      acc[e] += wh * s;
+    var s = 0.0;
+    for (var b = 0u; b < params.TW; b++) {
+      let tw = taps[params.w_base + ow * params.TW + b];
+      outside = outside || tw.x < 0;
+      s += bitcast<f32>(tw.y) * f32(x[(row + u32(max(tw.x, 0))) * R + r]);
     }
+    acc += bitcast<f32>(th.y) * s;
   }
-  for (var e = 0u; e < OUTS; e++) {
-    out[i + e] = {{T}}(select(acc[e], params.fill, row_outside || col_outside[e]));
-  }
+  out[i] = {{T}}(select(acc, params.fill, outside));
 }

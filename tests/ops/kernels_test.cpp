@@ -175,16 +175,6 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
           ++compiled;
           continue;
         }
-        // resize.wgsl: one output a thread, or four.
-        if (text.find("{{OUTS}}") != std::string_view::npos) {
-          for (const char* outs : {"1", "4"}) {
-            ops::Subs s2 = subs;
-            s2.emplace_back("OUTS", outs);
-            EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry)) << "OUTS=" << outs;
-            ++compiled;
-          }
-          continue;
-        }
         // recurrent.wgsl: two entry points.
         if (text.find("fn persistent(") != std::string_view::npos) {
           for (const char* e : {"persistent", "step"}) {

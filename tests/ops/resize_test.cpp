@@ -16,7 +16,6 @@
 #include <optional>
 
 #include "op_test_util.h"
-#include "scoped_env.h"
 
 using namespace wgnn;
 using namespace wgnn::test;
@@ -245,47 +244,6 @@ TEST(Resize, Float16) {
   check_resize({1, 3, 6, 5}, {1, 1, 2, 0.6}, false, o, DType::F16);
   o.mode = "nearest";
   check_resize({1, 3, 6, 5}, {1, 1, 2, 3}, false, o, DType::F16);
-}
-
-// WGNN_RESIZE_OUTPUTS=4: four consecutive outputs a thread where the
-// resized dim is innermost and a multiple of 4, for every mode and
-// coordinate mode, a crop with fill, float16; one a thread otherwise.
-TEST(Resize, FourOutputsAThread) {
-  wgnn::test::ScopedEnv env("WGNN_RESIZE_OUTPUTS", "4");
-  for (const char* mode : {"nearest", "linear", "cubic"})
-    for (const std::string& coord : kCoords) {
-      Opts o;
-      o.mode = mode;
-      o.coord = coord;
-      check_resize({2, 3, 5, 6}, {1, 1, 2, 2}, false, o);        // OW 12
-      check_resize({1, 2, 9, 16}, {1, 1, 0.5, 0.5}, false, o);   // OW 8, shrink
-      check_resize({1, 2, 4, 6}, {1, 2, 7, 4}, true, o);         // OW 4, sizes
-      check_resize({1, 2, 4, 6}, {1, 2, 7, 5}, true, o);         // OW 5: one a thread
-    }
-  Opts crop;
-  crop.mode = "linear";
-  crop.coord = "tf_crop_and_resize";
-  crop.fill = 10;
-  check_resize({1, 2, 5, 6}, {1, 2, 3, 8}, true, crop, DType::F32, {0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3});
-  Opts lin;
-  lin.mode = "linear";
-  check_resize({1, 3, 6, 5}, {1, 1, 2, 1.6}, false, lin, DType::F16);  // OW 8
-  check_resize({3, 4, 5}, {2, 1, 2}, false, lin);                      // non-adjacent dims
-  // The kernel the graph takes.
-  Graph g(ctx());
-  TensorRef tx = upload(g, {1, 1, 4, 4}, std::vector<float>(16, 1.f), DType::F32);
-  ops::call(g, "wgnn.resize.default", {tx, Value(None{}), Value(doubles({1, 1, 2, 2})), std::string("linear"),
-                                       std::string("half_pixel"), std::string("round_prefer_floor"), -0.75, false,
-                                       0.0, Value(None{})});
-  EXPECT_THAT(g.dispatches().at(0).pipeline->name(), testing::HasSubstr("OUTS=4"));
-  wgnn::test::ScopedEnv bad("WGNN_RESIZE_OUTPUTS", "3");
-  Graph g2(ctx());
-  TensorRef t2 = upload(g2, {1, 1, 4, 4}, std::vector<float>(16, 1.f), DType::F32);
-  EXPECT_THROW(ops::call(g2, "wgnn.resize.default",
-                         {t2, Value(None{}), Value(doubles({1, 1, 2, 2})), std::string("linear"),
-                          std::string("half_pixel"), std::string("round_prefer_floor"), -0.75, false, 0.0,
-                          Value(None{})}),
-               Error);
 }
 
 TEST(Resize, LargePlanesBeyondOneGridDimension) {
