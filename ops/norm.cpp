@@ -237,11 +237,11 @@ Value add_layer_norm(Graph& g, const ValueList& args) {
 }
 
 
-// WGNN_GROUP_NORM_SPLIT: 1 cuts few long rows into slices (an experiment),
-// 0 (the default) keeps one workgroup a row.
+// WGNN_GROUP_NORM_SPLIT: 1 (the default) cuts few long rows into slices,
+// 0 keeps one workgroup a row.
 bool group_norm_split() {
   const char* e = std::getenv("WGNN_GROUP_NORM_SPLIT");
-  if (!e || !*e) return false;
+  if (!e || !*e) return true;
   const std::string_view v(e);
   if (v != "0" && v != "1") throw Error(fmt::format("WGNN_GROUP_NORM_SPLIT='{}': expected 0 or 1", e));
   return v == "1";
@@ -275,11 +275,13 @@ ValueList group_norm(const Args& a, TensorRef x, TensorRef w, TensorRef b, int64
 
   const bool vec4 = hw % 4 == 0;
   const int64_t width_v = width / (vec4 ? 4 : 1);
-  // WGNN_GROUP_NORM_SPLIT=1: fewer rows than multiprocessors on a typical
-  // GPU (128), each of at least 4096 chunks, go in slices of 1024 chunks
-  // or more over about 512 workgroups, in two dispatches
-  // (kernels/group_norm_split.wgsl). An experiment, to be measured against
-  // one workgroup a row.
+  // Fewer rows than multiprocessors on a typical GPU (128), each of at
+  // least 4096 chunks, go in slices of 1024 chunks or more over about 512
+  // workgroups, in two dispatches (kernels/group_norm_split.wgsl): x is read
+  // twice, but by 4-30 times the workgroups. MODNet 512's 15 such norms
+  // (8-32 rows of up to 65,536 vec4s) took 442 -> 338 us on the H200, the
+  // model 2.784 -> 2.600 GPU ms (docs/BENCHMARKS.md).
+  // WGNN_GROUP_NORM_SPLIT=0 keeps one workgroup a row.
   if (group_norm_split() && rows < 128 && width_v >= 4096) {
     const int64_t want = std::min<int64_t>((512 + rows - 1) / rows, width_v / 1024);
     const int64_t slice_v = (width_v + want - 1) / want;

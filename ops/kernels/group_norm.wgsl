@@ -14,32 +14,8 @@ const WG: u32 = 256u;
 
 {{PARAMS}}
 
-@group(0) @binding(0) var<storage, read_write> y: array<{{V}}>;
-@group(0) @binding(1) var<storage, read_write> mean_out: array<f32>;
-@group(0) @binding(2) var<storage, read_write> rstd_out: array<f32>;
-@group(0) @binding(3) var<uniform> params: Params;
-@group(0) @binding(4) var<storage, read> x: array<{{V}}>;
-@group(0) @binding(5) var<storage, read> weight: array<{{T}}>;
-@group(0) @binding(6) var<storage, read> bias: array<{{T}}>;
-
-fn row_chunk(i: u32) -> {{F32V}} {
-  return {{F32V}}(x[i]);
-}
-
+{{include lib/group_norm_io.wgsl}}
 {{include lib/row_stats.wgsl}}
-
-// Chunk j of a row of group `grp`: its channel's weight and bias.
-fn affine(o_in: {{F32V}}, grp: u32, j: u32) -> {{F32V}} {
-  var o = o_in;
-  let c = grp * params.channels_per_group + j / params.hw_v;
-  if (params.has_weight != 0u) {
-    o = o * f32(weight[c]);
-  }
-  if (params.has_bias != 0u) {
-    o = o + f32(bias[c]);
-  }
-  return o;
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
