@@ -7,6 +7,67 @@
 namespace wgnn::gpu {
 namespace {
 constexpr uint32_t kQueriesPerSet = 4096;  // WebGPU's maximum query count per set
+
+// Encodes list[0, n) into `pass`: a pipeline or bind group equal to the
+// previous dispatch's is not set again.
+void encode_dispatches(WGPUComputePassEncoder pass, const EncodedDispatch* list, size_t n) {
+  WGPUComputePipeline last_pipeline = nullptr;
+  WGPUBindGroup last_group = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const EncodedDispatch& d = list[i];
+    if (d.pipeline != last_pipeline) {
+      wgpuComputePassEncoderSetPipeline(pass, d.pipeline);
+      last_pipeline = d.pipeline;
+      last_group = nullptr;  // conservative: a new pipeline gets its group set again
+    }
+    if (d.group != last_group) {
+      wgpuComputePassEncoderSetBindGroup(pass, 0, d.group, 0, nullptr);
+      last_group = d.group;
+    }
+    wgpuComputePassEncoderDispatchWorkgroups(pass, d.x, d.y, d.z);
+  }
+}
+}  // namespace
+
+EncodedParts::EncodedParts(EncodedParts&& o) noexcept : cmds_(std::move(o.cmds_)), dispatches_(o.dispatches_) {
+  o.cmds_.clear();
+  o.dispatches_ = 0;
+}
+
+EncodedParts& EncodedParts::operator=(EncodedParts&& o) noexcept {
+  if (this != &o) {
+    clear();
+    cmds_ = std::move(o.cmds_);
+    dispatches_ = o.dispatches_;
+    o.cmds_.clear();
+    o.dispatches_ = 0;
+  }
+  return *this;
+}
+
+void EncodedParts::clear() {
+  for (WGPUCommandBuffer c : cmds_) wgpuCommandBufferRelease(c);
+  cmds_.clear();
+  dispatches_ = 0;
+}
+
+EncodedParts EncodedParts::encode(Context& ctx, const EncodedDispatch* list, const std::vector<size_t>& ends) {
+  EncodedParts out;
+  size_t at = 0;
+  for (size_t end : ends) {
+    if (end < at) throw Error("EncodedParts::encode: the parts' ends are not ascending");
+    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx.device(), nullptr);
+    WGPUComputePassDescriptor desc = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
+    WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, &desc);
+    encode_dispatches(pass, list + at, end - at);
+    wgpuComputePassEncoderEnd(pass);
+    wgpuComputePassEncoderRelease(pass);
+    out.cmds_.push_back(wgpuCommandEncoderFinish(enc, nullptr));
+    wgpuCommandEncoderRelease(enc);
+    out.dispatches_ += end - at;
+    at = end;
+  }
+  return out;
 }
 
 Recorder::Recorder(Context& ctx, Timing timing) : ctx_(ctx), timing_(timing) {
@@ -95,21 +156,7 @@ void Recorder::dispatch_all(const EncodedDispatch* list, size_t n) {
   if (timing_ == Timing::PerDispatch) throw Error("Recorder::dispatch_all: not for per-dispatch timing");
   if (n == 0) return;
   ensure_pass("pass");
-  WGPUComputePipeline last_pipeline = nullptr;
-  WGPUBindGroup last_group = nullptr;
-  for (size_t i = 0; i < n; ++i) {
-    const EncodedDispatch& d = list[i];
-    if (d.pipeline != last_pipeline) {
-      wgpuComputePassEncoderSetPipeline(pass_, d.pipeline);
-      last_pipeline = d.pipeline;
-      last_group = nullptr;  // conservative: a new pipeline gets its group set again
-    }
-    if (d.group != last_group) {
-      wgpuComputePassEncoderSetBindGroup(pass_, 0, d.group, 0, nullptr);
-      last_group = d.group;
-    }
-    wgpuComputePassEncoderDispatchWorkgroups(pass_, d.x, d.y, d.z);
-  }
+  encode_dispatches(pass_, list, n);
   dispatches_ += n;
 }
 
@@ -131,6 +178,22 @@ void Recorder::flush() {
   encoder_ = nullptr;
   wgpuQueueSubmit(ctx_.queue(), 1, &cmd);
   wgpuCommandBufferRelease(cmd);
+  encoder_ = wgpuDeviceCreateCommandEncoder(ctx_.device(), nullptr);
+}
+
+void Recorder::submit_parts(EncodedParts& parts) {
+  if (submitted_) throw Error("Recorder: submit_parts() after submit()");
+  if (timing_ != Timing::None) throw Error("Recorder::submit_parts: not with GPU timing");
+  if (parts.empty()) return;
+  end_pass();
+  WGPUCommandBuffer first[2] = {wgpuCommandEncoderFinish(encoder_, nullptr), parts.cmds_[0]};
+  wgpuCommandEncoderRelease(encoder_);
+  encoder_ = nullptr;
+  wgpuQueueSubmit(ctx_.queue(), 2, first);
+  wgpuCommandBufferRelease(first[0]);
+  for (size_t i = 1; i < parts.cmds_.size(); ++i) wgpuQueueSubmit(ctx_.queue(), 1, &parts.cmds_[i]);
+  dispatches_ += parts.dispatches_;
+  parts.clear();
   encoder_ = wgpuDeviceCreateCommandEncoder(ctx_.device(), nullptr);
 }
 

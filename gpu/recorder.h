@@ -16,6 +16,7 @@ struct WGPUComputePassEncoderImpl;
 struct WGPUQuerySetImpl;
 struct WGPUComputePipelineImpl;
 struct WGPUBindGroupImpl;
+struct WGPUCommandBufferImpl;
 
 namespace wgnn::gpu {
 
@@ -31,6 +32,35 @@ struct EncodedDispatch {
   WGPUComputePipelineImpl* pipeline = nullptr;
   WGPUBindGroupImpl* group = nullptr;
   uint32_t x = 1, y = 1, z = 1;
+};
+
+// Command buffers finished ahead of their submit, one per part of a list
+// of dispatches: a graph encodes its next run while the GPU works on this
+// one (a WebGPU command buffer is submitted once, so each run needs its
+// own), and that run then only submits (Recorder::submit_parts). Dawn's
+// frontend validates each dispatch as it is encoded (about 3 us each on
+// the H200), which then leaves the run's critical path. Whatever is not
+// submitted is released with the object.
+class EncodedParts {
+ public:
+  EncodedParts() = default;
+  ~EncodedParts() { clear(); }
+  EncodedParts(EncodedParts&& o) noexcept;
+  EncodedParts& operator=(EncodedParts&& o) noexcept;
+  EncodedParts(const EncodedParts&) = delete;
+  EncodedParts& operator=(const EncodedParts&) = delete;
+  // list[0, ends.back()) in one compute pass and command buffer per part,
+  // part k ending before ends[k] (ascending).
+  static EncodedParts encode(Context& ctx, const EncodedDispatch* list, const std::vector<size_t>& ends);
+  bool empty() const { return cmds_.empty(); }
+  size_t parts() const { return cmds_.size(); }
+  size_t dispatches() const { return dispatches_; }
+  void clear();
+
+ private:
+  friend class Recorder;
+  std::vector<WGPUCommandBufferImpl*> cmds_;
+  size_t dispatches_ = 0;
 };
 
 struct TimedSpan {
@@ -66,6 +96,11 @@ class Recorder {
   // part while the host encodes the rest (timestamps are resolved by the
   // final submit()).
   void flush();
+  // Ends the pass and submits what is recorded so far together with the
+  // first of `parts`, then the other parts one by one (the GPU starts on the
+  // first while the host submits the rest), and records on into a new
+  // command buffer; `parts` is left empty. Not with GPU timing.
+  void submit_parts(EncodedParts& parts);
   // Ends the pass and submits the command buffer (once).
   void submit();
   // submit(), then waits until the GPU is done; throws any device error.

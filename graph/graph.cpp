@@ -23,7 +23,8 @@ struct Graph::Pending {
   std::vector<const gpu::Buffer*> staging;  // mapped by wait(): outputs', then the check flags'
   size_t slot = 0;
   uint64_t check_bytes = 0;
-  double upload_us = 0, encode_us = 0, submit_us = 0;
+  double upload_us = 0, encode_us = 0, submit_us = 0, ahead_us = 0;
+  bool from_ahead = false;
 };
 
 Graph::~Graph() {
@@ -459,6 +460,7 @@ void Graph::prepare() {
       node.group = ctx_.bind_group(*node.pipeline, bs, node.op);
     }
   };
+  ahead_.clear();
   build(nodes_);
   build(init_nodes_);
   encoded_.clear();
@@ -605,6 +607,8 @@ void Graph::run(std::span<const HostIn> inputs, std::span<const HostOut> outputs
     last_run_.upload_us = p.upload_us;
     last_run_.encode_us = p.encode_us;
     last_run_.submit_us = p.submit_us;
+    last_run_.ahead_us = p.ahead_us;
+    last_run_.from_ahead = p.from_ahead;
     last_run_.wait_us = 0;
     last_run_.readback_us = 0;
     last_run_.gpu_ms = -1;
@@ -659,6 +663,46 @@ void Graph::check_deferred() {
   if (std::string failed = read_deferred(); !failed.empty()) throw Error(failed);
 }
 
+namespace {
+// WGNN_SUBMIT_PARTS=0: one command buffer for every run.
+bool submit_in_parts() {
+  static const bool on = [] {
+    const char* e = std::getenv("WGNN_SUBMIT_PARTS");
+    return !(e && std::string_view(e) == "0");
+  }();
+  return on;
+}
+// WGNN_ENCODE_AHEAD=0: each run encodes its own dispatches (read at every
+// run, for A/B and tests).
+bool encode_ahead() {
+  const char* e = std::getenv("WGNN_ENCODE_AHEAD");
+  if (!e || !*e) return true;
+  const std::string_view v(e);
+  if (v != "0" && v != "1") throw Error(fmt::format("WGNN_ENCODE_AHEAD='{}': expected 0 or 1", e));
+  return v == "1";
+}
+}  // namespace
+
+// Where a run's parts end: 16, 32, 64, ... dispatches, the last part taking
+// the rest once it is under one and a half of the next.
+// WGNN_SUBMIT_FIRST=N: N dispatches in the first part (tuning).
+std::vector<size_t> Graph::part_ends() const {
+  static const size_t first_part = [] {
+    const char* e = std::getenv("WGNN_SUBMIT_FIRST");
+    if (!e || !*e) return size_t(kFirstSubmitPart);
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end || v < 1 || v > 4096)
+      throw Error(fmt::format("WGNN_SUBMIT_FIRST='{}': expected the dispatches of the first part (1 to 4096)", e));
+    return size_t(v);
+  }();
+  std::vector<size_t> ends;
+  size_t at = 0;
+  for (size_t part = first_part; encoded_.size() - at > part + part / 2; part *= 2) ends.push_back(at += part);
+  ends.push_back(encoded_.size());
+  return ends;
+}
+
 void Graph::submit_impl(std::span<const HostIn> inputs, std::span<const TensorRef> outputs,
                         std::span<const DeviceIn> device_in, std::span<const DeviceOut> device_out, bool split,
                         bool defer_checks) {
@@ -710,34 +754,35 @@ void Graph::submit_impl(std::span<const HostIn> inputs, std::span<const TensorRe
     const uint64_t bytes = (ti.gpu_bytes() + 3) / 4 * 4;
     if (bytes > 0) rec.copy(src.buffer, 0, ti.buffer, ti.offset, bytes);
   }
-  // Submitted in growing parts (16, 32, 64, ... dispatches), so that the GPU
-  // works on the first while the host encodes the next: the host's encoding
-  // then hides behind the GPU's work instead of preceding it. Not for a run
-  // that is not waited for (split false): the GPU is busy with the work
-  // before it, and each part's submit costs host time (Dawn records the
-  // Vulkan commands at submit).
-  // WGNN_SUBMIT_PARTS=0: one command buffer for every run;
-  // WGNN_SUBMIT_FIRST=N: N dispatches in the first part (tuning).
-  static const bool parts = [] {
-    const char* e = std::getenv("WGNN_SUBMIT_PARTS");
-    return !(e && std::string_view(e) == "0");
-  }();
-  static const size_t first_part = [] {
-    const char* e = std::getenv("WGNN_SUBMIT_FIRST");
-    if (!e || !*e) return size_t(kFirstSubmitPart);
-    char* end = nullptr;
-    const long v = std::strtol(e, &end, 10);
-    if (*end || v < 1 || v > 4096)
-      throw Error(fmt::format("WGNN_SUBMIT_FIRST='{}': expected the dispatches of the first part (1 to 4096)", e));
-    return size_t(v);
-  }();
-  size_t at = 0;
-  for (size_t part = first_part; parts && split && encoded_.size() - at > part + part / 2; part *= 2) {
-    rec.dispatch_all(encoded_.data() + at, part);
-    rec.flush();
-    at += part;
+  // Submitted in growing parts (part_ends()), so that the GPU works on the
+  // first while the host encodes the next: the host's encoding then hides
+  // behind the GPU's work instead of preceding it. Not for a run that is
+  // not waited for (split false): the GPU is busy with the work before it,
+  // and each part's submit costs host time (Dawn records the Vulkan
+  // commands at submit). The parts are encoded ahead, by the run before
+  // (after its submit, while the GPU worked), where there was one: this run
+  // then only submits them.
+  const bool in_parts = submit_in_parts() && split;
+  const bool ahead = in_parts && encode_ahead() && timing_ == gpu::Timing::None;
+  if (ahead && !ahead_.empty()) {
+    if (ahead_.dispatches() != encoded_.size()) {
+      throw Error(fmt::format("Graph: {} dispatches were encoded ahead for a plan of {}", ahead_.dispatches(),
+                              encoded_.size()));
+    }
+    rec.submit_parts(ahead_);
+    p->from_ahead = true;
+  } else if (in_parts) {
+    size_t at = 0;
+    const std::vector<size_t> ends = part_ends();
+    for (size_t k = 0; k + 1 < ends.size(); ++k) {
+      rec.dispatch_all(encoded_.data() + at, ends[k] - at);
+      rec.flush();
+      at = ends[k];
+    }
+    rec.dispatch_all(encoded_.data() + at, encoded_.size() - at);
+  } else {
+    rec.dispatch_all(encoded_.data(), encoded_.size());
   }
-  rec.dispatch_all(encoded_.data() + at, encoded_.size() - at);
   // A plan's first run makes its readback buffers (ISNet's 124 MB of
   // outputs: 23-40 ms of host time on the H200): submit the dispatches first,
   // so that the GPU runs them meanwhile.
@@ -745,7 +790,7 @@ void Graph::submit_impl(std::span<const HostIn> inputs, std::span<const TensorRe
     const gpu::Buffer& b = staging_[p->slot][o.id];
     return !b.valid() || b.size() < (info(o).gpu_bytes() + 3) / 4 * 4;
   });
-  if (new_staging && split && parts) rec.flush();
+  if (new_staging && in_parts && !p->from_ahead) rec.flush();
   for (const TensorRef& o : outputs) {
     const TensorInfo& ti = info(o);
     p->outputs.push_back(o.id);
@@ -784,6 +829,10 @@ void Graph::submit_impl(std::span<const HostIn> inputs, std::span<const TensorRe
   p->upload_us = us(t0, t1);
   p->encode_us = us(t1, t3);
   p->submit_us = us(t2, t3);
+  if (ahead && !encoded_.empty()) {
+    ahead_ = gpu::EncodedParts::encode(ctx_, encoded_.data(), part_ends());
+    p->ahead_us = us(t3, clock::now());
+  }
   pending_.push_back(std::move(p));
 }
 
@@ -850,6 +899,8 @@ void Graph::wait(std::span<const HostOut> outputs) {
   last_run_.upload_us = p->upload_us;
   last_run_.encode_us = p->encode_us;
   last_run_.submit_us = p->submit_us;
+  last_run_.ahead_us = p->ahead_us;
+  last_run_.from_ahead = p->from_ahead;
   last_run_.wait_us = us(t3, t4);
   last_run_.readback_us = us(t4, t5);
   last_run_.gpu_ms = timing_ == gpu::Timing::None ? -1 : p->rec->total_gpu_ms();

@@ -313,6 +313,8 @@ class Graph {
     double submit_us = 0;    //   of which ending the last pass, finishing its command buffer, submitting
     double wait_us = 0;      // until the GPU finished (and the output staging buffers were mapped)
     double readback_us = 0;  // copying the outputs out of the mapped staging buffers
+    double ahead_us = 0;     // encoding the next run's dispatches, after this run's submit (the GPU busy)
+    bool from_ahead = false; // this run submitted dispatches encoded by the run before
     double gpu_ms = -1;      // GPU time of the pass (Timing::Total), else -1
     size_t dispatches = 0;
   };
@@ -386,6 +388,10 @@ class Graph {
   RunStats last_run_;
   // What run() encodes, made by prepare(): empty grids dropped, grids checked.
   std::vector<gpu::EncodedDispatch> encoded_;
+  // The next run's dispatches, encoded after this run's submit
+  // (submit_impl); dropped by prepare().
+  gpu::EncodedParts ahead_;
+  std::vector<size_t> part_ends() const;
   // Readback staging buffers by tensor id, made on first use, kept: one set
   // per run in flight (slot).
   std::unordered_map<int, gpu::Buffer> staging_[kMaxInFlight];

@@ -338,7 +338,8 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
   // wait for the GPU: everything the host does per inference.
   const uint64_t buffers0 = ctx.buffers_created(), groups0 = ctx.bind_groups_created(),
                  pipelines0 = ctx.pipeline_cache_misses();
-  std::vector<double> wall, upload_us, encode_us, submit_us, wait_us, readback_us, host_us;
+  std::vector<double> wall, upload_us, encode_us, submit_us, wait_us, readback_us, ahead_us, host_us;
+  int from_ahead = 0;
   // The outputs' host memory is kept from run to run (Session::run's
   // in-place form), as an application that runs a model repeatedly does.
   std::map<std::string, HostTensor> outputs;
@@ -353,6 +354,8 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
     submit_us.push_back(st.submit_us);
     wait_us.push_back(st.wait_us);
     readback_us.push_back(st.readback_us);
+    ahead_us.push_back(st.ahead_us);
+    from_ahead += st.from_ahead ? 1 : 0;
     host_us.push_back(wall.back() * 1000.0 - st.wait_us);
   }
   if (ctx.buffers_created() != buffers0 || ctx.bind_groups_created() != groups0 ||
@@ -422,6 +425,10 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
            {"submit_us", median(submit_us)},
            {"wait_us", median(wait_us)},
            {"readback_us", median(readback_us)},
+           // The next run's dispatches encoded after this run's submit, the
+           // GPU busy (Graph::RunStats); runs that submitted such parts.
+           {"ahead_us", median(ahead_us)},
+           {"runs_from_ahead", from_ahead},
            {"queued_ms", queued_ms},
            {"outputs", o.outputs.empty() ? json("all") : json(o.outputs)},
            {"outputs_read", outputs.size()},
@@ -465,8 +472,10 @@ int bench_model(gpu::Context& ctx, const BenchOptions& o) {
              "finished\n",
              enc, dispatches, dispatches ? enc / double(dispatches) : 0.0, median(wait_us) / 1000.0);
   fmt::print("           per run on the host {:.1f} us: upload {:.1f}, encode {:.1f} (submit {:.1f}), readback {:.1f}, "
-             "the rest in the session\n",
-             median(host_us), median(upload_us), enc, median(submit_us), median(readback_us));
+             "the next run's dispatches encoded ahead {:.1f} ({} of {} runs submitted such), the rest in the "
+             "session\n",
+             median(host_us), median(upload_us), enc, median(submit_us), median(readback_us), median(ahead_us),
+             from_ahead, wall.size());
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // Repeated runs of a prepared graph: the same outputs bit for bit, inputs
 // and outputs moving with every run, and nothing made per run (no buffer,
 // bind group or pipeline).
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "onnx/session.h"
 #include "onnx_model_builder.h"
 #include "op_test_util.h"
+#include "scoped_env.h"
 
 using namespace wgnn;
 using namespace wgnn::test;
@@ -144,6 +146,85 @@ TEST(GraphRun, LargeInputsGoThroughKeptUploadBuffers) {
     g.write(x, in[1].data(), bytes);
     g.run({}, std::array<Graph::HostOut, 1>{{{y, direct.data(), bytes}}});
     EXPECT_EQ(direct, want[1]);
+  }
+}
+
+// A run's dispatches are encoded by the run before it, after that run's
+// submit, while the GPU works (Graph::submit_impl): from the second run on,
+// a run only submits them, in parts (16, 32, then the rest here). A chain
+// of 60 adds against the host's sums, bit for bit, on every run: inputs
+// changing, two runs in flight, WGNN_ENCODE_AHEAD=0, and after the graph
+// grows (prepare() drops what was encoded for the old plan).
+TEST(GraphRun, RunsSubmitDispatchesEncodedAhead) {
+  constexpr int64_t n = 1000;
+  constexpr int kAdds = 60;
+  Graph g{ctx()};
+  TensorRef x = g.add_tensor({n}, DType::F32, TensorKind::Input, "x");
+  std::vector<std::vector<float>> w;
+  TensorRef t = x;
+  for (int i = 0; i < kAdds; ++i) {
+    w.push_back(random_floats(size_t(n), -1, 1, uint32_t(100 + i)));
+    TensorRef c = g.add_constant({n}, DType::F32, w.back().data(), fmt::format("w{}", i));
+    t = ops::call(g, "aten.add.Tensor", {t, c}).tensor();
+  }
+  g.mark_output(t);
+  const auto want = [&](const std::vector<float>& in, bool relu) {
+    std::vector<float> r = in;
+    for (const auto& wi : w)
+      for (int64_t k = 0; k < n; ++k) r[size_t(k)] += wi[size_t(k)];
+    if (relu)
+      for (float& v : r) v = v > 0 ? v : 0.0f;
+    return r;
+  };
+  const std::vector<float> a = random_floats(size_t(n), -4, 4, 1), b = random_floats(size_t(n), -4, 4, 2);
+  const std::vector<float> want_a = want(a, false), want_b = want(b, false);
+  std::vector<float> out(static_cast<size_t>(n)), out2(static_cast<size_t>(n));
+  const auto run = [&](const std::vector<float>& in, TensorRef y) {
+    const Graph::HostIn ins[] = {{x, in.data(), in.size() * sizeof(float)}};
+    const Graph::HostOut outs[] = {{y, out.data(), out.size() * sizeof(float)}};
+    g.run(ins, outs);
+    return out;
+  };
+  ASSERT_EQ(run(a, t), want_a);
+  ASSERT_EQ(g.dispatches().size(), size_t(kAdds));
+  EXPECT_FALSE(g.last_run().from_ahead);  // the first run encodes its own
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_EQ(run(i % 2 ? a : b, t), i % 2 ? want_a : want_b) << "run " << i;
+    EXPECT_TRUE(g.last_run().from_ahead) << "run " << i;
+    EXPECT_GT(g.last_run().ahead_us, 0) << "run " << i;  // and encodes the next's
+  }
+  {  // two runs in flight: the second submits what the first encoded
+    const Graph::HostIn in_a[] = {{x, a.data(), a.size() * sizeof(float)}};
+    const Graph::HostIn in_b[] = {{x, b.data(), b.size() * sizeof(float)}};
+    const TensorRef outs[] = {t};
+    g.submit(in_a, outs);
+    g.submit(in_b, outs);
+    const Graph::HostOut o1[] = {{t, out.data(), out.size() * sizeof(float)}};
+    const Graph::HostOut o2[] = {{t, out2.data(), out2.size() * sizeof(float)}};
+    g.wait(o1);
+    g.wait(o2);
+    EXPECT_EQ(out, want_a);
+    EXPECT_EQ(out2, want_b);
+  }
+  {
+    wgnn::test::ScopedEnv off("WGNN_ENCODE_AHEAD", "0");
+    ASSERT_EQ(run(b, t), want_b);
+    EXPECT_FALSE(g.last_run().from_ahead);
+    EXPECT_EQ(g.last_run().ahead_us, 0);
+    ASSERT_EQ(run(a, t), want_a);
+    EXPECT_FALSE(g.last_run().from_ahead);
+  }
+  // The graph grows: the plan is made again and what was encoded is dropped.
+  TensorRef r = ops::call(g, "aten.relu.default", {t}).tensor();
+  g.mark_output(r);
+  ASSERT_EQ(run(b, r), want(b, true));
+  EXPECT_FALSE(g.last_run().from_ahead);
+  EXPECT_EQ(g.dispatches().size(), size_t(kAdds + 1));
+  ASSERT_EQ(run(a, r), want(a, true));
+  EXPECT_TRUE(g.last_run().from_ahead);
+  {
+    wgnn::test::ScopedEnv bad("WGNN_ENCODE_AHEAD", "yes");
+    EXPECT_THROW(run(a, r), Error);
   }
 }
 
