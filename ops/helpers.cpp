@@ -78,9 +78,11 @@ Subs vector_subs(Graph& g, DType dtype, bool vec4, std::string_view op) {
                        {"VW", "4"},
                        {"CSUM", "dot(v, vec4<f32>(1.0))"},
                        {"CSQ", "dot(d, d)"},
-                       {"FIRST", "f32(v.x)"}});
+                       {"FIRST", "f32(v.x)"},
+                       {"ACTIVATE_V", "activate4"}});
   } else {
-    s.insert(s.end(), {{"V", t}, {"F32V", "f32"}, {"VW", "1"}, {"CSUM", "v"}, {"CSQ", "d * d"}, {"FIRST", "f32(v)"}});
+    s.insert(s.end(), {{"V", t}, {"F32V", "f32"}, {"VW", "1"}, {"CSUM", "v"}, {"CSQ", "d * d"}, {"FIRST", "f32(v)"},
+                       {"ACTIVATE_V", "activate"}});
   }
   return s;
 }

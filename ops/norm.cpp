@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "ops/epilogue.h"
 #include "ops/helpers.h"
 #include "ops/registry.h"
 #include "ops/uniforms.h"
@@ -34,11 +35,32 @@ void require_channel_vector(const Args& a, TensorRef t, std::string_view name, i
 }
 
 
+// The activation of an op's (activation, lo, hi) arguments from `i` on:
+// wgnn's fused norms (passes/fuse_norm_activation).
+ActivationSpec norm_activation(const Args& a, size_t i) {
+  ActivationSpec s;
+  s.act = parse_activation(a, a.string(i, "act", "none"),
+                           {Activation::None, Activation::Relu, Activation::Clamp, Activation::Gelu,
+                            Activation::GeluTanh});
+  if (s.act == Activation::Clamp) {
+    s.lo = a.scalar(i + 1, "lo", 0.0);
+    s.hi = a.scalar(i + 2, "hi", 0.0);
+    if (std::isnan(s.lo) || std::isnan(s.hi) || s.lo > s.hi) {
+      a.fail(fmt::format("clamp bounds [{}, {}] are not a range", s.lo, s.hi));
+    }
+  }
+  return s;
+}
+
 // aten._native_batch_norm_legit_no_training(input, weight?, bias?,
 //     running_mean, running_var, momentum, eps) -> (out, save_mean, save_invstd)
-Value batch_norm_no_training(Graph& g, const ValueList& args) {
-  const std::string op = "aten._native_batch_norm_legit_no_training.default";
+// and wgnn.batch_norm_activation(the same, act, lo, hi) -> out: the
+// activation applied to out as it is stored.
+Value batch_norm_impl(Graph& g, const ValueList& args, bool fused) {
+  const std::string op =
+      fused ? "wgnn.batch_norm_activation.default" : "aten._native_batch_norm_legit_no_training.default";
   Args a{op, args, g};
+  const ActivationSpec act = fused ? norm_activation(a, 7) : ActivationSpec{};
   TensorRef x = a.tensor(0, "input");
   TensorRef w = a.optional_tensor(1, "weight");
   TensorRef b = a.optional_tensor(2, "bias");
@@ -89,17 +111,22 @@ Value batch_norm_no_training(Graph& g, const ValueList& args) {
   const bool vec4 = inner % 4 == 0;
   const int vw = vec4 ? 4 : 1;
   const uint64_t count = uint64_t(xi.numel()) / vw;
-  const gpu::Pipeline& p = kernel(g, "ops/kernels/batch_norm.wgsl", vector_subs(g, xi.dtype, vec4, op));
+  const gpu::Pipeline& p =
+      kernel(g, "ops/kernels/batch_norm.wgsl", vector_subs(g, xi.dtype, vec4, op), activation_constants(act));
   Binding params =
       g.uniform(BatchNormParams{uint32_t(count), uint32_t(inner / vw), uint32_t(std::max<int64_t>(channels, 1)), 0});
   TensorRef y = g.add_tensor(xi.shape, xi.dtype);
   g.add_dispatch(p, {Binding::of(y), params, Binding::of(x), Binding::of(folded)},
-                 grid_for(g, gpu::ceil_div(count, 256)), op, "batch_norm");
+                 grid_for(g, gpu::ceil_div(count, 256)), op, "batch_norm" + activation_label(act.act));
+  if (fused) return y;
   // In inference ATen returns empty statistics.
   TensorRef save_mean = g.add_tensor({0}, xi.dtype);
   TensorRef save_invstd = g.add_tensor({0}, xi.dtype);
   return ValueList{y, save_mean, save_invstd};
 }
+
+Value batch_norm_no_training(Graph& g, const ValueList& args) { return batch_norm_impl(g, args, false); }
+Value batch_norm_activation(Graph& g, const ValueList& args) { return batch_norm_impl(g, args, true); }
 
 
 uint32_t pow2_floor(uint64_t v) {
@@ -250,7 +277,7 @@ bool group_norm_split() {
 // Group norm of x viewed as [N, C, HxW] (shapes checked by the caller):
 // returns (out, mean [N, groups], rstd [N, groups]); mean and rstd are f32.
 ValueList group_norm(const Args& a, TensorRef x, TensorRef w, TensorRef b, int64_t N, int64_t C, int64_t hw,
-                     int64_t groups, double eps) {
+                     int64_t groups, double eps, const ActivationSpec& act = {}) {
   Graph& g = a.g;
   const TensorInfo xi = g.info(x);
   for (auto [t, name] : {std::pair{w, "weight"}, std::pair{b, "bias"}}) {
@@ -294,28 +321,30 @@ ValueList group_norm(const Args& a, TensorRef x, TensorRef w, TensorRef b, int64
                                                    uint32_t(splits), uint32_t(slice_v), 0});
     gpu::Buffer partial = g.scratch(uint64_t(rows * splits) * 16, "group_norm slice statistics");
     for (uint32_t pass : {1u, 2u}) {
-      const gpu::Pipeline& p = kernel(g, "ops/kernels/group_norm_split.wgsl", vector_subs(g, xi.dtype, vec4, a.op),
-                                      {{"TPR", 256.0},
-                                       {"CHUNKS", double(cached ? chunks : 1)},
-                                       {"CACHED", cached ? 1.0 : 0.0},
-                                       {"PASS", double(pass)}});
+      gpu::Constants constants = activation_constants(act);
+      constants.insert(constants.end(), {{"TPR", 256.0},
+                                         {"CHUNKS", double(cached ? chunks : 1)},
+                                         {"CACHED", cached ? 1.0 : 0.0},
+                                         {"PASS", double(pass)}});
+      const gpu::Pipeline& p =
+          kernel(g, "ops/kernels/group_norm_split.wgsl", vector_subs(g, xi.dtype, vec4, a.op), constants);
       g.add_dispatch(p,
                      {Binding::of(y), Binding::of(mean), Binding::of(rstd), params, Binding::of(x),
                       optional_input(g, w.id >= 0 ? Value(w) : Value(None{})),
                       optional_input(g, b.id >= 0 ? Value(b) : Value(None{})), Binding::of(partial)},
                      grid_for(g, uint64_t(rows * splits)), std::string(a.op),
                      fmt::format("group_norm {} slices x {} {}", rows, splits,
-                                 pass == 1 ? "statistics" : "normalized"));
+                                 pass == 1 ? "statistics" : "normalized" + activation_label(act.act)));
     }
     return ValueList{y, mean, rstd};
   }
   const uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(width_v / 4, 1))));
   const uint64_t chunks = gpu::ceil_div(uint64_t(width_v), tpr);
   const bool cached = chunks <= 16;
-  const gpu::Pipeline& p = kernel(g, "ops/kernels/group_norm.wgsl", vector_subs(g, xi.dtype, vec4, a.op),
-                                  {{"TPR", double(tpr)},
-                                   {"CHUNKS", double(cached ? chunks : 1)},
-                                   {"CACHED", cached ? 1.0 : 0.0}});
+  gpu::Constants constants = activation_constants(act);
+  constants.insert(constants.end(),
+                   {{"TPR", double(tpr)}, {"CHUNKS", double(cached ? chunks : 1)}, {"CACHED", cached ? 1.0 : 0.0}});
+  const gpu::Pipeline& p = kernel(g, "ops/kernels/group_norm.wgsl", vector_subs(g, xi.dtype, vec4, a.op), constants);
   Binding params = g.uniform(GroupNormParams{uint32_t(rows), uint32_t(width_v), float(width), float(eps),
                                                  w.id >= 0, b.id >= 0, uint32_t(groups),
                                                  uint32_t(hw / (vec4 ? 4 : 1)), uint32_t(C / groups), 0, 0, 0});
@@ -325,7 +354,8 @@ ValueList group_norm(const Args& a, TensorRef x, TensorRef w, TensorRef b, int64
                   optional_input(g, w.id >= 0 ? Value(w) : Value(None{})),
                   optional_input(g, b.id >= 0 ? Value(b) : Value(None{}))},
                  grid_for(g, gpu::ceil_div(uint64_t(rows), rows_per_group)), std::string(a.op),
-                 fmt::format("group_norm tpr={}{}", tpr, cached ? fmt::format(" cached{}", chunks) : ""));
+                 fmt::format("group_norm tpr={}{}{}", tpr, cached ? fmt::format(" cached{}", chunks) : "",
+                             activation_label(act.act)));
   return ValueList{y, mean, rstd};
 }
 
@@ -368,9 +398,12 @@ Value native_group_norm(Graph& g, const ValueList& args) {
 // With use_input_stats, each (n, c) plane normalizes by its own statistics
 // (group norm with one channel per group); the running statistics are not
 // updated (inference). Without, it is batch norm with the running ones.
-Value instance_norm(Graph& g, const ValueList& args) {
-  const std::string op = "aten.instance_norm.default";
+// wgnn.instance_norm_activation(the same, act, lo, hi): the activation
+// applied to out as it is stored.
+Value instance_norm_impl(Graph& g, const ValueList& args, bool fused) {
+  const std::string op = fused ? "wgnn.instance_norm_activation.default" : "aten.instance_norm.default";
   Args a{op, args, g};
+  const ActivationSpec act = fused ? norm_activation(a, 9) : ActivationSpec{};
   TensorRef x = a.tensor(0, "input");
   TensorRef w = a.optional_tensor(1, "weight");
   TensorRef b = a.optional_tensor(2, "bias");
@@ -386,13 +419,18 @@ Value instance_norm(Graph& g, const ValueList& args) {
     if (rm.id < 0 || rv.id < 0) a.fail("use_input_stats=False needs running_mean and running_var");
     auto opt = [](TensorRef t) { return t.id >= 0 ? Value(t) : Value(None{}); };
     try {
-      return batch_norm_no_training(g, {x, opt(w), opt(b), rm, rv, momentum, eps}).list()[0];
+      if (!fused) return batch_norm_no_training(g, {x, opt(w), opt(b), rm, rv, momentum, eps}).list()[0];
+      return batch_norm_activation(g, {x, opt(w), opt(b), rm, rv, momentum, eps, std::string(activation_name(act.act)),
+                                       act.lo, act.hi});
     } catch (const Error& e) {
       a.fail(fmt::format("with use_input_stats=False (batch norm): {}", e.what()));
     }
   }
-  return group_norm(a, x, w, b, n, c, hw, c, eps)[0];
+  return group_norm(a, x, w, b, n, c, hw, c, eps, act)[0];
 }
+
+Value instance_norm(Graph& g, const ValueList& args) { return instance_norm_impl(g, args, false); }
+Value instance_norm_activation(Graph& g, const ValueList& args) { return instance_norm_impl(g, args, true); }
 
 }  // namespace
 
@@ -402,6 +440,8 @@ void register_norm_ops(OpRegistry& r) {
   r.add("wgnn.add_layer_norm.default", add_layer_norm);
   r.add("aten.native_group_norm.default", native_group_norm);
   r.add("aten.instance_norm.default", instance_norm);
+  r.add("wgnn.batch_norm_activation.default", batch_norm_activation);
+  r.add("wgnn.instance_norm_activation.default", instance_norm_activation);
 }
 
 }  // namespace wgnn::ops

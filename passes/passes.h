@@ -51,6 +51,7 @@ std::unique_ptr<Pass> fuse_attention_scale();  // fuse_attention_scale.cpp
 std::unique_ptr<Pass> fuse_qkv_projection();   // fuse_qkv_projection.cpp
 std::unique_ptr<Pass> fuse_matmul_scale();     // fuse_matmul_scale.cpp
 std::unique_ptr<Pass> fuse_permute_add();      // fuse_permute_add.cpp
+std::unique_ptr<Pass> fuse_norm_activation();  // fuse_norm_activation.cpp
 
 struct OptimizeOptions {
   PassContext context;
@@ -70,7 +71,8 @@ struct Report {
 // factors on attention's q or k, matmul + scales / transposed operands /
 // bias, attention's q, k and v products as one, a per-column constant
 // scale after a product, conv + batch
-// norm, conv + residual add, conv + activation, matmul + activation, add +
+// norm, conv + residual add, conv + activation, matmul + activation, batch
+// or instance norm (or a concatenation of them) + activation, add +
 // layer norm, matmul + residual add, an add of a permute, dead code; the
 // graph compacted at the
 // end.

@@ -1,7 +1,8 @@
 // Inference batch norm on N x C x (inner) data: y = x * scale[c] + shift[c],
 // with (scale, shift) folded by batch_norm_fold.wgsl. {{V}} is vec4<{{T}}>
 // when the inner size is a multiple of 4 (each vec4 then lies in one
-// channel), else {{T}}; math is f32.
+// channel), else {{T}}; math is f32. Then lib/activation.wgsl's activation
+// (ACT; none by default).
 {{ENABLE}}
 
 {{PARAMS}}
@@ -10,6 +11,9 @@
 @group(0) @binding(1) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read> x: array<{{V}}>;
 @group(0) @binding(3) var<storage, read> folded: array<vec2<f32>>;
+
+{{include lib/math.wgsl}}
+{{include lib/activation.wgsl}}
 
 const WG: u32 = 256u;
 
@@ -22,5 +26,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   let c = (i / params.inner) % params.channels;
   let st = folded[c];
-  y[i] = {{V}}({{F32V}}(x[i]) * st.x + st.y);
+  y[i] = {{V}}({{ACTIVATE_V}}({{F32V}}(x[i]) * st.x + st.y));
 }

@@ -16,6 +16,8 @@ const WG: u32 = 256u;
 
 {{include lib/group_norm_io.wgsl}}
 {{include lib/row_stats.wgsl}}
+{{include lib/math.wgsl}}
+{{include lib/activation.wgsl}}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -40,12 +42,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var c = 0u; c < CHUNKS; c++) {
       let j = t + c * TPR;
       if (j < params.width_v) {
-        y[base + j] = {{V}}(affine((cache[c] - st.mean_s) * st.rstd, grp, j));
+        y[base + j] = {{V}}(finish((cache[c] - st.mean_s) * st.rstd, grp, j));
       }
     }
   } else {
     for (var j = t; j < params.width_v; j += TPR) {
-      y[base + j] = {{V}}(affine((row_chunk(base + j) - st.shift - st.mean_s) * st.rstd, grp, j));
+      y[base + j] = {{V}}(finish((row_chunk(base + j) - st.shift - st.mean_s) * st.rstd, grp, j));
     }
   }
 }

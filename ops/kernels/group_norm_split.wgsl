@@ -21,6 +21,8 @@ const WG: u32 = 256u;
 
 {{include lib/group_norm_io.wgsl}}
 {{include lib/row_stats.wgsl}}
+{{include lib/math.wgsl}}
+{{include lib/activation.wgsl}}
 
 // (count, shift, mean of x - shift, M2) per (row, slice).
 @group(0) @binding(7) var<storage, read_write> partial: array<vec4<f32>>;
@@ -69,6 +71,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   let grp = row % params.groups;
   for (var j = start + lid; j < start + len; j += WG) {
-    y[base + j] = {{V}}(affine((row_chunk(base + j) - origin - mean) * rstd, grp, j));
+    y[base + j] = {{V}}(finish((row_chunk(base + j) - origin - mean) * rstd, grp, j));
   }
 }

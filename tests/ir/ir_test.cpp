@@ -282,6 +282,104 @@ TEST(IrPasses, ConvBatchNormReluIsOneConvolution) {
   }
 }
 
+// MODNet's IBNorm: batch norm on the first half of the channels, instance
+// norm on the other, concatenated, then ReLU -> the two norms applying the
+// ReLU as they store (fuse_norm_activation), the concatenation in the
+// ReLU's place: one dispatch fewer, against the double reference, with
+// vec4 planes (4 x 6) and scalar ones (5 x 3), and an instance norm alone
+// followed by a clamp (ReLU6) or GELU. A norm whose result something else
+// reads keeps its activation apart.
+TEST(IrPasses, NormsTakeTheActivationAfterThem) {
+  const int64_t C = 8, h = C / 2;
+  const std::vector<float> gamma = random_floats(size_t(h), 0.5f, 1.5f, 70), beta = random_floats(size_t(h), -0.5f, 0.5f, 71),
+                           mean = random_floats(size_t(h), -0.3f, 0.3f, 72), var = random_floats(size_t(h), 0.2f, 2.f, 73),
+                           iw = random_floats(size_t(h), 0.5f, 1.5f, 74), ib = random_floats(size_t(h), -0.5f, 0.5f, 75);
+  const double eps = 1e-5;
+  auto build = [&](const std::string& tail) {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {1, C, "h", "w"});
+    const TensorRef lo = g.call("aten.slice.Tensor", {x, int64_t(1), int64_t(0), h, int64_t(1)});
+    const TensorRef hi = g.call("aten.slice.Tensor", {x, int64_t(1), h, C, int64_t(1)});
+    const auto bn = g.call_multi("aten._native_batch_norm_legit_no_training.default",
+                                 {lo, g.constant(host({h}, gamma)), g.constant(host({h}, beta)),
+                                  g.constant(host({h}, mean)), g.constant(host({h}, var)), 0.1, eps},
+                                 3);
+    const TensorRef in = g.call("aten.instance_norm.default", {hi, g.constant(host({h}, iw)), g.constant(host({h}, ib)),
+                                                               None{}, None{}, true, 0.1, eps, false});
+    if (tail == "ibnorm") {
+      const TensorRef cat = g.call("aten.cat.default", {ValueList{bn[0], in}, int64_t(1)});
+      g.output(g.call("aten.relu.default", {cat}));
+    } else if (tail == "shared") {  // the cat is read twice: its ReLU stays
+      const TensorRef cat = g.call("aten.cat.default", {ValueList{bn[0], in}, int64_t(1)});
+      g.output(g.call("aten.relu.default", {cat}));
+      g.output(cat);
+    } else {
+      g.output(g.call("aten.relu.default", {bn[0]}));
+      g.output(tail == "clamp" ? g.call("aten.clamp.default", {in, 0.0, 6.0})
+                               : g.call("aten.gelu.default", {in, std::string("none")}));
+    }
+    return g;
+  };
+  // The double reference: both halves normalized, then `act` (per output).
+  auto ref = [&](const std::vector<float>& x, int64_t H, int64_t W, int act_lo, int act_hi) {
+    const int64_t P = H * W;
+    std::vector<double> out(size_t(C * P));
+    auto apply = [](int act, double v) {
+      if (act == 1) return std::max(v, 0.0);
+      if (act == 2) return std::min(std::max(v, 0.0), 6.0);
+      if (act == 3) return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+      return v;
+    };
+    for (int64_t c = 0; c < h; ++c) {
+      const double s = double(gamma[size_t(c)]) / std::sqrt(double(var[size_t(c)]) + eps);
+      for (int64_t k = 0; k < P; ++k)
+        out[size_t(c * P + k)] =
+            apply(act_lo, (double(x[size_t(c * P + k)]) - mean[size_t(c)]) * s + beta[size_t(c)]);
+    }
+    for (int64_t c = h; c < C; ++c) {
+      double m = 0, v = 0;
+      for (int64_t k = 0; k < P; ++k) m += x[size_t(c * P + k)];
+      m /= double(P);
+      for (int64_t k = 0; k < P; ++k) v += (x[size_t(c * P + k)] - m) * (x[size_t(c * P + k)] - m);
+      v /= double(P);
+      for (int64_t k = 0; k < P; ++k)
+        out[size_t(c * P + k)] = apply(act_hi, (double(x[size_t(c * P + k)]) - m) / std::sqrt(v + eps) *
+                                                   iw[size_t(c - h)] + ib[size_t(c - h)]);
+    }
+    return out;
+  };
+  auto part = [](const std::vector<double>& v, size_t from, size_t n) {
+    return std::vector<double>(v.begin() + long(from), v.begin() + long(from + n));
+  };
+  for (const std::string tail : {"ibnorm", "clamp", "gelu", "shared"}) {
+    SCOPED_TRACE(tail);
+    ir::Graph fused = build(tail);
+    const passes::Report r = passes::optimize(fused);
+    EXPECT_EQ(r.count("fuse_norm_activation"), tail == "ibnorm" ? 1u : tail == "shared" ? 0u : 2u) << r.summary();
+    const std::string dump = fused.dump();
+    EXPECT_EQ(dump.find("aten.relu") == std::string::npos, tail != "shared") << dump;
+    ir::Program fp(ctx(), std::move(fused)), up(ctx(), build(tail));
+    for (auto [H, W] : {std::pair<int64_t, int64_t>{4, 6}, {5, 3}}) {
+      const size_t P = size_t(H * W), half = size_t(h) * P;
+      const std::vector<float> x = random_floats(size_t(C) * P, -2.f, 2.f, uint32_t(H * W));
+      const auto a = fp.run({host({1, C, H, W}, x)});
+      const auto u = up.run({host({1, C, H, W}, x)});
+      if (tail == "ibnorm" || tail == "shared") {
+        const auto want = ref(x, H, W, 1, 1);
+        EXPECT_TRUE(all_close(floats(a[0]), want, 1e-4, 1e-4));
+        EXPECT_TRUE(all_close(floats(u[0]), want, 1e-4, 1e-4));
+      } else {
+        const auto want = ref(x, H, W, 1, tail == "clamp" ? 2 : 3);
+        EXPECT_TRUE(all_close(floats(a[0]), part(want, 0, half), 1e-4, 1e-4));
+        EXPECT_TRUE(all_close(floats(a[1]), part(want, half, half), 1e-4, 1e-4));
+        EXPECT_TRUE(all_close(floats(u[1]), part(want, half, half), 1e-4, 1e-4));
+      }
+      const size_t fd = fp.plan({{1, C, H, W}}).dispatches().size(), ud = up.plan({{1, C, H, W}}).dispatches().size();
+      EXPECT_EQ(fd + (tail == "ibnorm" ? 1 : tail == "shared" ? 0 : 2), ud);
+    }
+  }
+}
+
 // A depthwise convolution between the permutes of a convolutional position
 // encoding (x [N, H*W, C] -> [N, C, H, W] -> conv -> [N, H*W, C], DaViT's
 // ConvPosEnc) becomes one channels-last convolution where the IR knows the

@@ -381,6 +381,49 @@ TEST(GroupNorm, SlicedRows) {
   EXPECT_THROW(labels({1, 4, 128, 128}, 4), Error);
 }
 
+// wgnn.instance_norm_activation and wgnn.batch_norm_activation
+// (passes/fuse_norm_activation): the activation applied to what the plain
+// op gives, bit for bit (the same kernels, the activation last), on rows in
+// slices (4 rows of 4096 vec4s), one workgroup a row, scalar planes, and
+// batch norm through instance norm's use_input_stats=False.
+TEST(InstanceNorm, FusedActivationIsTheActivationOfThePlainOp) {
+  for (const Shape& shape : {Shape{1, 4, 128, 128}, Shape{2, 3, 8, 8}, Shape{1, 2, 5, 7}}) {
+    SCOPED_TRACE(shape_str(shape));
+    const int64_t C = shape[1];
+    Graph g(ctx());
+    TensorRef tx = upload(g, shape, random_floats(size_t(numel(shape)), -3, 3, 80), DType::F32);
+    TensorRef tw = constant(g, {C}, random_floats(size_t(C), 0.5f, 1.5f, 81), DType::F32);
+    TensorRef tb = constant(g, {C}, random_floats(size_t(C), -1, 1, 82), DType::F32);
+    TensorRef rm = constant(g, {C}, random_floats(size_t(C), -0.3f, 0.3f, 83), DType::F32);
+    TensorRef rv = constant(g, {C}, random_floats(size_t(C), 0.2f, 2.f, 84), DType::F32);
+    const ValueList in_args = {tx, tw, tb, None{}, None{}, true, 0.1, 1e-5, false};
+    const ValueList bn_args = {tx, tw, tb, rm, rv, false, 0.1, 1e-5, false};
+    TensorRef plain = ops::call(g, "aten.instance_norm.default", in_args).tensor();
+    TensorRef plain_bn = ops::call(g, "aten.instance_norm.default", bn_args).tensor();
+    auto with = [&](const ValueList& base, const char* act, double lo, double hi) {
+      ValueList a = base;
+      a.insert(a.end(), {std::string(act), lo, hi});
+      return ops::call(g, "wgnn.instance_norm_activation.default", a).tensor();
+    };
+    TensorRef relu = with(in_args, "relu", 0, 0), clamp = with(in_args, "clamp", -0.5, 0.75),
+              bn_relu = with(bn_args, "relu", 0, 0);
+    for (TensorRef t : {plain, plain_bn, relu, clamp, bn_relu}) g.mark_output(t);
+    g.run();
+    const std::vector<float> p = g.read<float>(plain), pb = g.read<float>(plain_bn), r = g.read<float>(relu),
+                             c = g.read<float>(clamp), br = g.read<float>(bn_relu);
+    for (size_t i = 0; i < p.size(); ++i) {
+      ASSERT_EQ(r[i], std::max(p[i], 0.0f)) << i;
+      ASSERT_EQ(c[i], std::min(std::max(p[i], -0.5f), 0.75f)) << i;
+      ASSERT_EQ(br[i], std::max(pb[i], 0.0f)) << i;
+    }
+  }
+  Graph g(ctx());
+  TensorRef tx = upload(g, {1, 2, 4, 4}, std::vector<float>(32, 1.f), DType::F32);
+  EXPECT_THROW(ops::call(g, "wgnn.instance_norm_activation.default",
+                         {tx, None{}, None{}, None{}, None{}, true, 0.1, 1e-5, false, std::string("swish"), 0.0, 0.0}),
+               Error);
+}
+
 TEST(InstanceNorm, MatchesGroupNormPerChannel) {
   run_group_norm({{2, 3, 5, 7}, 3, true, true, DType::F32}, 20, true);
   run_group_norm({{2, 5, 8, 8}, 5, false, false, DType::F32}, 21, true);

@@ -5,7 +5,7 @@
 // stays NaN. Needs lib/math.wgsl (isnan1, gelu1, tanh1), which the including
 // kernel includes too.
 //
-// Kernels with override constants call activate(v) (ACT, LO, HI set by
+// Kernels with override constants call activate(v) or activate4(v) (ACT, LO, HI set by
 // ops::activation_constants; the branch folds when the pipeline is made);
 // kernels generated as text call apply_activation with the code written in.
 override ACT: u32 = 0u;
@@ -29,3 +29,9 @@ fn apply_activation(code: u32, v: f32, lo: f32, hi: f32) -> f32 {
 }
 
 fn activate(v: f32) -> f32 { return apply_activation(ACT, v, LO, HI); }
+
+// activate() on each component (vector_subs names the one a {{F32V}} takes:
+// {{ACTIVATE_V}}).
+fn activate4(v: vec4<f32>) -> vec4<f32> {
+  return vec4<f32>(activate(v.x), activate(v.y), activate(v.z), activate(v.w));
+}
