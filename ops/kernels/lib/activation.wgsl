@@ -30,8 +30,8 @@ fn apply_activation(code: u32, v: f32, lo: f32, hi: f32) -> f32 {
 
 fn activate(v: f32) -> f32 { return apply_activation(ACT, v, LO, HI); }
 
-// activate() on each component (vector_subs names the one a {{F32V}} takes:
-// {{ACTIVATE_V}}).
+// activate() on each component (the kernels of ops/helpers.cpp's
+// vector_subs name the one their vector type takes as ACTIVATE_V).
 fn activate4(v: vec4<f32>) -> vec4<f32> {
   return vec4<f32>(activate(v.x), activate(v.y), activate(v.z), activate(v.w));
 }
