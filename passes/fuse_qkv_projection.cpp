@@ -9,7 +9,10 @@
 // as ONNX Runtime's attention fusion packs q, k and v weights. Products
 // are wgnn.matmul_add (no activation, no residual, alpha alike) or
 // aten.matmul; the views must move along whole rows of each result or
-// stay inside a row.
+// stay inside a row. Where q is not such a product of the same input (a
+// decoder's cross-attention: q from its own states, k and v from the
+// encoder's), k and v alone become one product the same way (BART's
+// 128 x 1536 x 768 in place of two of 128 x 768 x 768).
 #include <memory>
 #include <optional>
 
@@ -102,51 +105,63 @@ class FuseQkvProjection final : public Pass {
     for (size_t i = 0; i < g.nodes().size(); ++i) {
       const ir::Node& at = g.nodes()[i];
       if (at.dead || at.op != "wgnn.attention.default" || at.args.size() != 11) continue;
-      std::vector<Product> ps;
-      bool ok = true;
-      for (size_t k = 0; k < 3 && ok; ++k) {
-        if (!at.args[k].is_tensor()) {
-          ok = false;
-          break;
-        }
+      std::vector<std::optional<Product>> found(3);
+      for (size_t k = 0; k < 3; ++k) {
+        if (!at.args[k].is_tensor()) break;
         const TensorRef x = at.args[k].tensor();
         size_t uses = 0;
         for (const Value& v : at.args) uses += v.is_tensor() && v.tensor() == x;
         const int p = g.producer(x);
-        std::optional<Product> pr = p >= 0 && uses == 1 && sole_user(g, x) == int(i) ? product_of(g, p) : std::nullopt;
-        if (!pr) ok = false;
-        else ps.push_back(*pr);
+        if (p >= 0 && uses == 1 && sole_user(g, x) == int(i)) found[k] = product_of(g, p);
       }
-      if (!ok) continue;
+      // Whether the products of args[idx] can be one: the same input,
+      // alpha, layout, K and storage dtype.
+      const auto joinable = [&](const std::vector<size_t>& idx) {
+        for (size_t k : idx)
+          if (!found[k]) return false;
+        const Product& p0 = *found[idx[0]];
+        const int64_t K = p0.trans_b ? p0.w->shape[1] : p0.w->shape[0];
+        const DType stored = g.value(p0.b).dtype;
+        for (size_t k : idx) {
+          const Product& p = *found[k];
+          const int64_t pk = p.trans_b ? p.w->shape[1] : p.w->shape[0];
+          if (p.a != p0.a || p.alpha != p0.alpha || p.trans_b != p0.trans_b || pk != K || g.value(p.b).dtype != stored) {
+            return false;
+          }
+          const ir::Node& pn = g.nodes()[size_t(p.node)];
+          if (pn.op == "wgnn.matmul_add.default" && pn.args.size() > 2 && pn.args[2].is_tensor() &&
+              g.value(pn.args[2].tensor()).dtype != stored) {
+            return false;
+          }
+        }
+        return true;
+      };
+      std::vector<size_t> idx = {0, 1, 2};
+      if (!joinable(idx)) idx = {1, 2};
+      if (!joinable(idx)) continue;
+      std::vector<Product> ps;
+      for (size_t k : idx) ps.push_back(*found[k]);
+      bool ok = true;
       const HostTensor& w0 = *ps[0].w;
       const int64_t K = ps[0].trans_b ? w0.shape[1] : w0.shape[0];
-      // One storage dtype for the weights and the biases of all three.
       const DType stored = g.value(ps[0].b).dtype;
-      for (const Product& p : ps) {
-        const int64_t pk = p.trans_b ? p.w->shape[1] : p.w->shape[0];
-        ok = ok && p.a == ps[0].a && p.alpha == ps[0].alpha && p.trans_b == ps[0].trans_b && pk == K &&
-             g.value(p.b).dtype == stored;
-        const ir::Node& pn = g.nodes()[size_t(p.node)];
-        if (pn.op == "wgnn.matmul_add.default" && pn.args.size() > 2 && pn.args[2].is_tensor()) {
-          ok = ok && g.value(pn.args[2].tensor()).dtype == stored;
-        }
-      }
-      if (!ok) continue;
-      const int64_t total = ps[0].n + ps[1].n + ps[2].n;
-      // The attention's views of q, k and v, remapped.
+      int64_t total = 0;
+      for (const Product& p : ps) total += p.n;
+      // The attention's views of the joined ones, remapped.
       ir::Node n = at;
       int64_t c0 = 0;
-      for (size_t k = 0; k < 3 && ok; ++k) {
-        const std::optional<IntList> r = remap(at.args[5 + k], ps[k].n, total, c0);
+      for (size_t j = 0; j < idx.size() && ok; ++j) {
+        const std::optional<IntList> r = remap(at.args[5 + idx[j]], ps[j].n, total, c0);
         if (!r) ok = false;
-        else n.args[5 + k] = *r;
-        c0 += ps[k].n;
+        else n.args[5 + idx[j]] = *r;
+        c0 += ps[j].n;
       }
       if (!ok) continue;
       // The weights side by side (stacked when stored [N, K]), the biases joined.
       HostTensor w(DType::F32, ps[0].trans_b ? Shape{total, K} : Shape{K, total});
       HostTensor bias(DType::F32, {total});
-      const bool any_bias = ps[0].bias || ps[1].bias || ps[2].bias;
+      bool any_bias = false;
+      for (const Product& p : ps) any_bias = any_bias || p.bias;
       c0 = 0;
       for (const Product& p : ps) {
         const float* src = p.w->as<float>();
@@ -173,13 +188,14 @@ class FuseQkvProjection final : public Pass {
         w = to_f16_saturated(w);
         bias = to_f16_saturated(bias);
       }
-      prod.args = {ps[0].a, g.constant(std::move(w), "qkv_weight"),
-                   any_bias ? Value(g.constant(std::move(bias), "qkv_bias")) : Value(None{}), ps[0].alpha,
+      const std::string what = idx.size() == 3 ? "qkv" : "kv";
+      prod.args = {ps[0].a, g.constant(std::move(w), what + "_weight"),
+                   any_bias ? Value(g.constant(std::move(bias), what + "_bias")) : Value(None{}), ps[0].alpha,
                    std::string("none"), false, ps[0].trans_b};
       prod.outputs = {y};
       prod.label = name();
       prod.origin = g.nodes()[size_t(ps[0].node)].origin;
-      for (size_t k = 0; k < 3; ++k) n.args[k] = y;
+      for (size_t k : idx) n.args[k] = y;
       n.unfused.clear();
       int first = ps[0].node;
       for (const Product& p : ps) first = std::min(first, p.node);
