@@ -21,12 +21,9 @@ TORCH=${TORCH:-1}
 MODELS=("$@")
 [ ${#MODELS[@]} -gt 0 ] || MODELS=(modnet resnet50 mobilenetv2 convnext_tiny deit_tiny davit_base whisper_base_encoder
                                    bart_base_decoder)
-mkdir -p "$WORK/onnx" "$OUT"
-for m in "${MODELS[@]}"; do
-  [ -f "$WORK/onnx/${m}_opset17.onnx" ] && continue
-  python3 scripts/models/export.py --model "$m" --opset 17 --out "$WORK/onnx" > "$OUT/export_$m.log" 2>&1 &
-done
-wait
+# shellcheck source=bench/export_zoo.sh
+source bench/export_zoo.sh
+export_zoo "$WORK" "$OUT" "${MODELS[@]}"
 status=0
 for m in "${MODELS[@]}"; do
   model="$WORK/onnx/${m}_opset17.onnx"

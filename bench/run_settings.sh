@@ -32,12 +32,9 @@ shift
 SETTINGS=("$@")
 FLAG=""
 [ "$PRECISION" = fp16 ] && FLAG="--fp16"
-mkdir -p "$WORK/onnx" "$OUT"
-for m in "${MODELS[@]}"; do
-  [ -f "$WORK/onnx/${m}_opset17.onnx" ] && continue
-  python3 scripts/models/export.py --model "$m" --opset 17 --out "$WORK/onnx" > "$OUT/export_$m.log" 2>&1 &
-done
-wait
+# shellcheck source=bench/export_zoo.sh
+source bench/export_zoo.sh
+export_zoo "$WORK" "$OUT" "${MODELS[@]}"
 env_of() { [ "$1" = default ] && echo "" || echo "$1"; }
 : > "$OUT/settings.jsonl"
 for round in $(seq 1 "$ROUNDS"); do
