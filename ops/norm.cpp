@@ -190,6 +190,13 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
   }();
   uint32_t tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(width_v / 4, 1))));
   if (rows <= 8) tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(width_v, 1))));
+  // Few rows (fewer than 128 workgroups): up to 64 threads a row while the
+  // row has more vec4s than threads, so that more multiprocessors share
+  // the work. On the H200, forcing 64 took DeiT-T (197 rows of 48 vec4s: 7
+  // workgroups at 8 a row) from 0.702 to 0.652 GPU ms and BART's decoder
+  // (32 rows of 192: 4 workgroups at 32) from 0.920 to 0.879
+  // (docs/BENCHMARKS.md); models with many rows keep theirs.
+  while (tpr < 64 && int64_t(tpr) < width_v && gpu::ceil_div(uint64_t(rows), uint64_t(256 / tpr)) < 128) tpr *= 2;
   if (forced_tpr) tpr = forced_tpr;
   // Shares of at most 16 chunks per thread stay in registers (x read once).
   const uint64_t chunks = gpu::ceil_div(uint64_t(width_v), tpr);

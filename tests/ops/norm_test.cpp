@@ -105,6 +105,26 @@ TEST(LayerNorm, FewRowsWide) {
   run_layer_norm({{8, 1, 4100}, 2, true, false, DType::F32}, 22);
   run_layer_norm({{2, 7}, 1, true, true, DType::F32}, 23);
 }
+// Rows for fewer than 128 workgroups take up to 64 threads each while the
+// row has more vec4s than threads (ops/norm.cpp): DeiT-T's 197 rows of 192
+// (48 vec4s: 64 threads, some without a chunk), BART's 32 of 768 (192
+// vec4s: 64, three chunks each), and many rows keep a quarter of their
+// vec4s; against the double reference, float16 included.
+TEST(LayerNorm, FewRowsTakeMoreThreads) {
+  auto label = [](const Shape& shape) {
+    Graph g(ctx());
+    TensorRef tx = upload(g, shape, std::vector<float>(size_t(numel(shape)), 1.f), DType::F32);
+    ops::call(g, "aten.native_layer_norm.default", {tx, IntList{shape.back()}, None{}, None{}, 1e-5});
+    return g.dispatches().at(0).label;
+  };
+  EXPECT_THAT(label({197, 192}), testing::HasSubstr("tpr=64 "));
+  EXPECT_THAT(label({32, 768}), testing::HasSubstr("tpr=64 "));
+  EXPECT_THAT(label({36864, 128}), testing::HasSubstr("tpr=8 "));  // 36,864 rows: as before
+  run_layer_norm({{197, 192}, 1, true, true, DType::F32}, 24);
+  run_layer_norm({{32, 768}, 1, true, true, DType::F32}, 25);
+  run_layer_norm({{197, 192}, 1, true, true, DType::F16}, 26);
+  run_layer_norm({{40, 52}, 1, true, true, DType::F32, 1e3f, 1e-1f}, 27);  // 13 vec4s: 16 threads
+}
 TEST(LayerNorm, TwoTrailingDims) { run_layer_norm({{3, 5, 12, 64}, 2, true, true, DType::F32}, 5); }
 TEST(LayerNorm, ThreeTrailingDimsOddWidth) { run_layer_norm({{2, 3, 5, 7}, 3, true, true, DType::F32}, 6); }
 TEST(LayerNorm, AbsentWeight) { run_layer_norm({{9, 768}, 1, false, true, DType::F32}, 7); }
