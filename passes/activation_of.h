@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "passes/passes.h"
 
 namespace wgnn::passes {
 
@@ -48,6 +49,25 @@ inline std::optional<EpilogueActivation> activation_of(const ir::Node& n, bool g
     if (approx == "tanh") return EpilogueActivation{"gelu_tanh"};
   }
   return std::nullopt;
+}
+
+// Node i as an activation an epilogue can take, with the live node that
+// produces its input and that only it reads: where the fusion passes
+// (fuse_conv_activation, fuse_matmul_activation, fuse_norm_activation)
+// start. nullopt for anything else.
+struct ActivationSite {
+  EpilogueActivation act;
+  int producer = -1;
+};
+inline std::optional<ActivationSite> activation_site(const ir::Graph& g, size_t i) {
+  const ir::Node& n = g.nodes()[i];
+  if (n.dead) return std::nullopt;
+  auto act = activation_of(n, true);
+  if (!act) return std::nullopt;
+  const TensorRef x = n.args[0].tensor();
+  const int p = g.producer(x);
+  if (p < 0 || sole_user(g, x) != int(i)) return std::nullopt;
+  return ActivationSite{std::move(*act), p};
 }
 
 }  // namespace wgnn::passes

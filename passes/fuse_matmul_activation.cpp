@@ -19,13 +19,12 @@ class FuseMatmulActivation final : public Pass {
   size_t apply(ir::Graph& g, const PassContext&) const override {
     size_t fused = 0;
     for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const auto site = activation_site(g, i);
+      if (!site) continue;
       const ir::Node& act_node = g.nodes()[i];
-      if (act_node.dead) continue;
-      const auto act = activation_of(act_node, true);
-      if (!act) continue;
-      const TensorRef x = act_node.args[0].tensor();
-      const int p = g.producer(x);
-      if (p < 0 || sole_user(g, x) != int(i) || g.nodes()[size_t(p)].outputs.size() != 1) continue;
+      const EpilogueActivation* act = &site->act;
+      const int p = site->producer;
+      if (g.nodes()[size_t(p)].outputs.size() != 1) continue;
       const ir::Node& prod = g.nodes()[size_t(p)];
       auto args = as_matmul_add(prod, true);
       if (!args) continue;

@@ -49,13 +49,11 @@ class FuseNormActivation final : public Pass {
   size_t apply(ir::Graph& g, const PassContext&) const override {
     size_t fused = 0;
     for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const auto site = activation_site(g, i);
+      if (!site) continue;
       const ir::Node& act_node = g.nodes()[i];
-      if (act_node.dead) continue;
-      const auto act = activation_of(act_node, true);
-      if (!act) continue;
-      const TensorRef x = act_node.args[0].tensor();
-      const int p = g.producer(x);
-      if (p < 0 || sole_user(g, x) != int(i)) continue;
+      const EpilogueActivation* act = &site->act;
+      const int p = site->producer;
       if (auto f = fused_norm(g, p, *act)) {  // norm -> activation
         f->outputs = act_node.outputs;
         f->unfused = {g.nodes()[size_t(p)], act_node};
