@@ -36,6 +36,33 @@ std::vector<float> floats(const HostTensor& t) {
   return v;
 }
 
+// The double reference of multi-head attention over rows of E = H * D
+// values: Q [L, E], K and V [S, E]; each head's softmax of scale * q.k
+// over the S keys weighs V. Returns [L, E].
+std::vector<double> attention_ref(const std::vector<double>& Q, const std::vector<double>& K,
+                                  const std::vector<double>& V, int64_t L, int64_t S, int64_t H, int64_t D,
+                                  double scale) {
+  const int64_t E = H * D;
+  std::vector<double> ref(size_t(L * E));
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < L; ++i) {
+      std::vector<double> p(static_cast<size_t>(S));
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j < S; ++j) {
+        double sc = 0;
+        for (int64_t d = 0; d < D; ++d) sc += Q[size_t(i * E + h * D + d)] * K[size_t(j * E + h * D + d)];
+        mx = std::max(mx, p[size_t(j)] = sc * scale);
+      }
+      for (double& e : p) sum += (e = std::exp(e - mx));
+      for (int64_t d = 0; d < D; ++d) {
+        double o = 0;
+        for (int64_t j = 0; j < S; ++j) o += p[size_t(j)] * V[size_t(j * E + h * D + d)];
+        ref[size_t(i * E + h * D + d)] = o / sum;
+      }
+    }
+  return ref;
+}
+
 // A float16 constant made from float32 values, as float16 mode's importer
 // makes a model's weights (its source values kept for the passes).
 TensorRef f16_made_constant(ir::Graph& g, const Shape& sh, const std::vector<float>& v) {
@@ -686,23 +713,7 @@ TEST(IrPasses, AttentionProjectionsBecomeOneProduct) {
       Q[size_t(i * E + n)] = q * 0.125, K[size_t(i * E + n)] = k, V[size_t(i * E + n)] = v;
     }
   }
-  for (int64_t h = 0; h < H; ++h) {
-    for (int64_t i = 0; i < L; ++i) {
-      std::vector<double> p(static_cast<size_t>(L));
-      double mx = -1e300, sum = 0;
-      for (int64_t j = 0; j < L; ++j) {
-        double s = 0;
-        for (int64_t d = 0; d < D; ++d) s += Q[size_t(i * E + h * D + d)] * K[size_t(j * E + h * D + d)];
-        mx = std::max(mx, p[size_t(j)] = s);
-      }
-      for (double& e : p) sum += (e = std::exp(e - mx));
-      for (int64_t d = 0; d < D; ++d) {
-        double o = 0;
-        for (int64_t j = 0; j < L; ++j) o += p[size_t(j)] * V[size_t(j * E + h * D + d)];
-        ref[size_t(i * E + h * D + d)] = o / sum;
-      }
-    }
-  }
+  ref = attention_ref(Q, K, V, L, L, H, D, 1.0);
   for (const char* limit : {"1024", "0"}) {
     SCOPED_TRACE(limit);
     ScopedEnv keys("WGNN_ATTENTION_MAX_KEYS", limit);
@@ -784,22 +795,7 @@ TEST(IrPasses, CrossAttentionKeysAndValuesBecomeOneProduct) {
       }
       K[size_t(j * E + n)] = k, V[size_t(j * E + n)] = v;
     }
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t i = 0; i < L; ++i) {
-      std::vector<double> p(static_cast<size_t>(S));
-      double mx = -1e300, sum = 0;
-      for (int64_t j = 0; j < S; ++j) {
-        double sc = 0;
-        for (int64_t d = 0; d < D; ++d) sc += Q[size_t(i * E + h * D + d)] * K[size_t(j * E + h * D + d)];
-        mx = std::max(mx, p[size_t(j)] = sc * 0.25);
-      }
-      for (double& e : p) sum += (e = std::exp(e - mx));
-      for (int64_t d = 0; d < D; ++d) {
-        double o = 0;
-        for (int64_t j = 0; j < S; ++j) o += p[size_t(j)] * V[size_t(j * E + h * D + d)];
-        ref[size_t(i * E + h * D + d)] = o / sum;
-      }
-    }
+  ref = attention_ref(Q, K, V, L, S, H, D, 0.25);
   ir::Graph fused = build();
   const passes::Report r = passes::optimize(fused);
   EXPECT_EQ(r.count("fuse_qkv_projection"), 1u) << r.summary();
