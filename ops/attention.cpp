@@ -277,96 +277,6 @@ bool record_two_products(const Args& a, TensorRef q, TensorRef k, TensorRef v, T
   return true;
 }
 
-// vec4 loads along D: stride 1, D a multiple of 4 and every row's start a
-// multiple of 4.
-bool vec_view(const View& w) {
-  bool ok = w.s[3] == 1 && w.n[3] % 4 == 0 && w.off % 4 == 0;
-  for (size_t d = 0; d < 3; ++d) ok = ok && (w.n[d] == 1 || w.s[d] % 4 == 0);
-  return ok;
-}
-
-// WGNN_ATTENTION_BLOCKED: unset, the blocked kernel where the keys are more
-// than attention_max_keys() (long sequences, in place of two products and a
-// softmax); 0 never; 1 every problem it takes (tests, measuring).
-std::string_view blocked_mode() {
-  const char* e = std::getenv("WGNN_ATTENTION_BLOCKED");
-  const std::string_view v = e ? std::string_view(e) : std::string_view();
-  if (!v.empty() && v != "0" && v != "1")
-    throw Error(fmt::format("WGNN_ATTENTION_BLOCKED='{}': expected 0 (never) or 1 (wherever it applies)", v));
-  return v;
-}
-
-// Query groups x key groups of attention_blocked.wgsl (4 rows and 4 keys
-// each); WGNN_ATTENTION_BLOCK=QGxKG fixes them (tuning, tests).
-std::pair<int64_t, int64_t> blocked_tile(const Args& a) {
-  if (const char* env = std::getenv("WGNN_ATTENTION_BLOCK"); env && *env) {
-    long long qg = 0, kg = 0;
-    char tail = 0;
-    if (std::sscanf(env, "%lldx%lld%c", &qg, &kg, &tail) != 2 || qg < 1 || kg < 1 || qg * kg > 256) {
-      a.fail(fmt::format("WGNN_ATTENTION_BLOCK='{}': expected QGxKG (query groups x key groups of 4, at most 256 "
-                         "threads)",
-                         env));
-    }
-    return {qg, kg};
-  }
-  return {16, 8};
-}
-
-// Attention over many keys in one dispatch of attention_blocked.wgsl: q, k
-// and v read as vec4 rows through their views, the mask and the result
-// through theirs. Returns false where it does not apply (mode, layouts,
-// the device's workgroup limits).
-bool record_blocked(const Args& a, TensorRef q, TensorRef k, TensorRef v, TensorRef mask, double scale,
-                    const View& qv, const View& kv, const View& vv, const View& mv, const IntList& ov, TensorRef y) {
-  Graph& g = a.g;
-  const std::string_view mode = blocked_mode();
-  const int64_t B = qv.n[0], H = qv.n[1], L = qv.n[2], D = qv.n[3], S = kv.n[2], DV = vv.n[3];
-  if (mode == "0" || (mode.empty() && S <= attention_max_keys())) return false;
-  if (!vec_view(qv) || !vec_view(kv) || !vec_view(vv)) return false;
-  const auto [qg, kg] = blocked_tile(a);
-  const gpu::Limits& lim = g.ctx().limits();
-  const uint64_t bytes = uint64_t(qg * kg) * 80;  // probs: BK x QG vec4s; red: BQ x KG floats
-  if (uint64_t(qg * kg) > lim.max_compute_invocations_per_workgroup || bytes > lim.max_compute_workgroup_storage_size)
-    return false;
-  const uint64_t q_tiles = gpu::ceil_div(uint64_t(L), uint64_t(qg * 4));
-  const uint64_t groups = uint64_t(B) * uint64_t(H) * q_tiles;
-  if (groups > UINT32_MAX) return false;
-  Params p{};
-  p.B = uint32_t(B), p.H = uint32_t(H), p.L = uint32_t(L), p.S = uint32_t(S);
-  p.q_tiles = uint32_t(q_tiles);
-  p.o_off = uint32_t(ov[0]);
-  p.scale = float(scale);
-  p.offs[0] = uint32_t(qv.off), p.offs[1] = uint32_t(kv.off), p.offs[2] = uint32_t(vv.off), p.offs[3] = uint32_t(mv.off);
-  for (size_t i = 0; i < 4; ++i) {
-    p.qs[i] = uint32_t(qv.s[i]);
-    p.ks[i] = uint32_t(kv.s[i]);
-    p.vs[i] = uint32_t(vv.s[i]);
-    p.ms[i] = uint32_t(mv.s[i]);
-    p.os[i] = uint32_t(ov[1 + i]);
-  }
-  const DType dt = g.info(q).dtype;
-  const bool mask_f16 = mask.id >= 0 && g.info(mask).dtype == DType::F16;
-  if (dt == DType::F16 || mask_f16) float_subs(g, DType::F16, kOp);  // throws without shader-f16
-  const Subs subs = {{"ENABLE", dt == DType::F16 || mask_f16 ? "enable f16;" : ""},
-                     {"T", dt == DType::F16 ? "f16" : "f32"},
-                     {"M", mask_f16 ? "f16" : "f32"},
-                     {"D", std::to_string(D)},
-                     {"DV", std::to_string(DV)},
-                     {"QG", std::to_string(qg)},
-                     {"KG", std::to_string(kg)}};
-  const gpu::Pipeline& pl =
-      kernel(g, "ops/kernels/attention_blocked.wgsl", subs, {{"HAS_MASK", mask.id >= 0 ? 1.0 : 0.0}});
-  g.add_dispatch(pl,
-                 {Binding::of(y), g.uniform(p), Binding::of(q), Binding::of(k), Binding::of(v),
-                  mask.id >= 0 ? Binding::of(mask) : Binding::of(g.ctx().dummy_buffer())},
-                 grid_for(g, groups), std::string(kOp),
-                 fmt::format("blocked attention L={} S={} D={} heads={}{}{}{} tile={}x{}", L, S, D, H,
-                             DV != D ? fmt::format(" Dv={}", DV) : "", B > 1 ? fmt::format(" batch={}", B) : "",
-                             mask.id >= 0 ? " mask" : "", qg, kg),
-                 2.0 * double(B) * double(H) * double(L) * double(S) * double(D + DV));
-  return true;
-}
-
 // WGNN_SUBGROUP_ATTENTION=0 keeps float16 attention off the tensor cores;
 // =1 takes every case the kernel can (however little work: tests).
 std::string_view subgroup_attention_mode() {
@@ -632,7 +542,6 @@ Value attention(Graph& g, const ValueList& args) {
   TensorRef y = g.add_tensor(oshape, dt);
   if (want == 0) return y;
   if (record_subgroup_attention(a, q, k, v, mask, scale, qv, kv, vv, mv, ov, y)) return y;
-  if (record_blocked(a, q, k, v, mask, scale, qv, kv, vv, mv, ov, y)) return y;
   if (S > attention_max_keys() && record_two_products(a, q, k, v, mask, scale, qv, kv, vv, mv, ov, y)) return y;
 
   const Tile t = choose_tile(a, B * H, L, S, D, DV);
@@ -661,9 +570,15 @@ Value attention(Graph& g, const ValueList& args) {
     p.os[i] = uint32_t(ov[1 + i]);
   }
 
-  // vec4 loads along D where vec_view allows; else scalar loads, keys
-  // innermost when that is the smaller stride (k stored transposed).
-  const bool q_vec = vec_view(qv), k_vec = vec_view(kv), v_vec = vec_view(vv);
+  // vec4 loads along D: stride 1, D a multiple of 4 and every row's start a
+  // multiple of 4. Else scalar loads, keys innermost when that is the
+  // smaller stride (k stored transposed).
+  auto vec_ok = [](const View& w) {
+    bool ok = w.s[3] == 1 && w.n[3] % 4 == 0 && w.off % 4 == 0;
+    for (size_t d = 0; d < 3; ++d) ok = ok && (w.n[d] == 1 || w.s[d] % 4 == 0);
+    return ok;
+  };
+  const bool q_vec = vec_ok(qv), k_vec = vec_ok(kv), v_vec = vec_ok(vv);
   const bool k_keys = !k_vec && kv.s[2] < kv.s[3];
   const bool v_keys = !v_vec && vv.s[2] < vv.s[3];
 

@@ -80,7 +80,6 @@ const std::vector<KernelUniform>& kernel_uniforms() {
       {"ops/kernels/conv_integer.wgsl", &ConvIntParams::wgsl},
       {"ops/kernels/conv_integer_tiled.wgsl", &ConvIntTiledParams::wgsl},
       {"ops/kernels/attention.wgsl", &AttentionParams::wgsl},
-      {"ops/kernels/attention_blocked.wgsl", &AttentionParams::wgsl},
       {"ops/kernels/resize.wgsl", &ResizeParams::wgsl},
       {"ops/kernels/recurrent.wgsl", &RecurrentParams::wgsl},
       {"ops/kernels/matmul_qweight.wgsl", &MatmulQWeightParams::wgsl},

@@ -110,36 +110,18 @@ std::vector<float> run(Problem& p, DType dt, std::string* labels = nullptr) {
 double atol_for(DType dt) { return dt == DType::F16 ? 2e-3 : 2e-5; }
 double rtol_for(DType dt) { return dt == DType::F16 ? 4e-3 : 1e-4; }
 
-// vec4 rows along D (attention_blocked.wgsl's loads): [offset, B, H, N, D,
-// sB, sH, sN, sD] with D contiguous, D and every row start a multiple of 4.
-bool vec_rows(const IntList& v) {
-  bool ok = v[8] == 1 && v[4] % 4 == 0 && v[0] % 4 == 0;
-  for (size_t d = 0; d < 3; ++d) ok = ok && (v[1 + d] == 1 || v[5 + d] % 4 == 0);
-  return ok;
-}
-
-// Three forms: the one-dispatch kernel; (WGNN_ATTENTION_MAX_KEYS=0, as for
-// more keys than that kernel takes) the blocked kernel wherever q, k and v
-// are read as vec4 rows; and two products and a softmax reading the same
-// views, which every problem here suits but for a mask of another dtype
-// than q (then the one-dispatch kernel runs).
+// Both forms: the one-dispatch kernel, and (WGNN_ATTENTION_MAX_KEYS=0, as
+// for more keys than the kernel takes) two products and a softmax reading
+// the same views, which every problem here suits but for a mask of another
+// dtype than q (then the kernel runs).
 void check(Problem p, DType dt) {
   if (dt == DType::F16 && !has_f16()) GTEST_SKIP() << "no shader-f16";
-  Problem two = p, blocked = p;
+  Problem two = p;
   const auto got = run(p, dt);
   EXPECT_TRUE(all_close(got, reference(p), atol_for(dt), rtol_for(dt)));
+  SCOPED_TRACE("two products");
   ScopedEnv limit("WGNN_ATTENTION_MAX_KEYS", "0");
   ScopedEnv no_tc("WGNN_SUBGROUP_ATTENTION", "0");
-  {
-    SCOPED_TRACE("blocked");
-    std::string labels;
-    const auto got3 = run(blocked, dt, &labels);
-    const bool rows = vec_rows(blocked.qv) && vec_rows(blocked.kv) && vec_rows(blocked.vv);
-    EXPECT_EQ(labels.find("blocked attention") != std::string::npos, rows) << labels;
-    EXPECT_TRUE(all_close(got3, reference(blocked), atol_for(dt), rtol_for(dt)));
-  }
-  SCOPED_TRACE("two products");
-  ScopedEnv no_blocked("WGNN_ATTENTION_BLOCKED", "0");
   std::string labels;
   const auto got2 = run(two, dt, &labels);
   const bool products = !two.mask || two.mask_dt == dt;
@@ -285,11 +267,9 @@ TEST_P(AttentionF, AllInfRowIsNaN) {
   for (int64_t j = 0; j < 9; ++j) m.v[size_t(2 * 9 + j)] = -INFINITY;
   p.mask = m;
   p.mv = {0, 0, 0, 9, 1};
-  // The one-dispatch kernel, the blocked kernel, two products.
-  for (const auto& [limit, blocked] : {std::pair{"1024", "0"}, std::pair{"0", "1"}, std::pair{"0", "0"}}) {
-    SCOPED_TRACE(fmt::format("{} {}", limit, blocked));
+  for (const char* limit : {"1024", "0"}) {  // the kernel, then two products
+    SCOPED_TRACE(limit);
     ScopedEnv use("WGNN_ATTENTION_MAX_KEYS", limit);
-    ScopedEnv use_blocked("WGNN_ATTENTION_BLOCKED", blocked);
     Problem q = p;
     const auto got = run(q, dt);
     const auto ref = reference(q);
@@ -339,9 +319,6 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, AttentionF, testing::Values(DType::F32, DType::
 // keys than the kernel takes, so two products and a softmax, q, k and v read
 // as the encoder's projections lay them out ([1500, 8 * 64], heads split by
 // strides) and the result written with its heads merged, [1500, 8 * 64].
-// The Whisper encoder's heads (1500 queries and keys, q, k and v slices of
-// one projection, the result merged back): the blocked kernel by default,
-// two products and a softmax without it.
 TEST(Attention, WhisperSize) {
   const int64_t H = 8, L = 1500, D = 64;
   Problem p;
@@ -350,14 +327,6 @@ TEST(Attention, WhisperSize) {
   p.out_shape = {1, L, H * D};
   p.ov = {0, L * H * D, D, H * D, 1};
   p.scale = 0.125;
-  {
-    std::string labels;
-    Problem q = p;
-    const auto got = run(q, DType::F32, &labels);
-    EXPECT_THAT(labels, HasSubstr("blocked attention L=1500 S=1500 D=64 heads=8 tile=16x8"));
-    EXPECT_TRUE(all_close(got, reference(q), atol_for(DType::F32), rtol_for(DType::F32)));
-  }
-  ScopedEnv off("WGNN_ATTENTION_BLOCKED", "0");
   std::string labels;
   Problem q = p;
   const auto got = run(q, DType::F32, &labels);
@@ -366,28 +335,6 @@ TEST(Attention, WhisperSize) {
   EXPECT_THAT(labels, HasSubstr("softmax"));
   EXPECT_THAT(labels, testing::Not(HasSubstr("attention")));
   EXPECT_TRUE(all_close(got, reference(q), atol_for(DType::F32), rtol_for(DType::F32)));
-}
-
-// The blocked kernel's tiles (WGNN_ATTENTION_BLOCK): queries and keys past
-// a tile's edge, a mask, batch 2 with heads packed, Dv other than D and
-// not a multiple of 4 vec4s per key group, float32 and float16.
-TEST(Attention, BlockedEveryTile) {
-  ScopedEnv every("WGNN_ATTENTION_BLOCKED", "1");
-  ScopedEnv no_tc("WGNN_SUBGROUP_ATTENTION", "0");
-  for (const char* tile : {"16x8", "8x16", "4x4", "3x5", "1x1"}) {
-    SCOPED_TRACE(tile);
-    ScopedEnv use("WGNN_ATTENTION_BLOCK", tile);
-    for (DType dt : {DType::F32, DType::F16}) {
-      if (dt == DType::F16 && !has_f16()) continue;
-      Problem p = contiguous(2, 3, 70, 45, 24, 36, 201);
-      causal(p, std::numeric_limits<float>::lowest());
-      std::string labels;
-      Problem q = p;
-      const auto got = run(q, dt, &labels);
-      EXPECT_THAT(labels, HasSubstr(fmt::format("blocked attention L=70 S=45 D=24 heads=3 Dv=36 batch=2 mask tile={}", tile)));
-      EXPECT_TRUE(all_close(got, reference(q), atol_for(dt), rtol_for(dt)));
-    }
-  }
 }
 
 // WGNN_ATTENTION_TILE for the span of a scope.
@@ -437,19 +384,7 @@ TEST(Attention, ProfileLabelAndFlops) {
     EXPECT_EQ(g.dispatches()[0].label, "attention L=1000 S=1000 D=64 heads=8");
     EXPECT_EQ(g.dispatches()[0].flops, 4.0 * 8 * 1000 * 1000 * 64);
   }
-  // Over 1024 keys: the blocked kernel, the same FLOPs.
-  {
-    Graph g(ctx());
-    TensorRef q = g.add_tensor({1, 8, 1500, 64}, DType::F32, TensorKind::Input);
-    const IntList view = contiguous_view(1, 8, 1500, 64);
-    ops::call(g, kOp, {q, q, q, None{}, 0.125, view, view, view, IntList{}, IntList{1, 8, 1500, 64},
-                       IntList{0, 8 * 1500 * 64, 1500 * 64, 64, 1}});
-    ASSERT_EQ(g.dispatches().size(), 1u);
-    EXPECT_EQ(g.dispatches()[0].label, "blocked attention L=1500 S=1500 D=64 heads=8 tile=16x8");
-    EXPECT_EQ(g.dispatches()[0].flops, 4.0 * 8 * 1500 * 1500 * 64);
-  }
-  // Without it: two products (their FLOPs, the same sum) and a softmax.
-  ScopedEnv off("WGNN_ATTENTION_BLOCKED", "0");
+  // Over 1024 keys: two products (their FLOPs, the same sum) and a softmax.
   Graph g(ctx());
   TensorRef q = g.add_tensor({1, 8, 1500, 64}, DType::F32, TensorKind::Input);
   const IntList view = contiguous_view(1, 8, 1500, 64);

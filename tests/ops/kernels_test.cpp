@@ -79,22 +79,6 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
           }
           continue;
         }
-        // attention_blocked.wgsl's head dims and thread grids (as
-        // ops/attention.cpp's record_blocked fills them).
-        if (text.find("{{QG}}") != std::string_view::npos) {
-          subs.emplace_back("M", dt == DType::F16 ? "f16" : "f32");
-          for (const auto& t : std::vector<std::array<const char*, 4>>{{"64", "64", "16", "8"},
-                                                                       {"24", "36", "3", "5"},
-                                                                       {"128", "128", "8", "16"}}) {
-            SCOPED_TRACE(fmt::format("D={} DV={} QG={} KG={}", t[0], t[1], t[2], t[3]));
-            ops::Subs s2 = subs;
-            const char* names[] = {"D", "DV", "QG", "KG"};
-            for (size_t i = 0; i < 4; ++i) s2.emplace_back(names[i], t[i]);
-            EXPECT_NO_THROW(ops::kernel(g, name, s2, {}, entry));
-            ++compiled;
-          }
-          continue;
-        }
         // layer_norm.wgsl, plain and with the residual add (as ops/norm.cpp
         // fills it, before the type placeholders its text holds).
         if (text.find("{{ADD_DECL}}") != std::string_view::npos) {
