@@ -300,9 +300,18 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
 // `splits` float32 parts of `count` elements each added in order, then
 // alpha, p's bias (the same for every batch), activation and residual
 // (p.residual, bound as `res`), the result written to `out` in p's dtype.
+thread_local SplitSumCapture* split_capture = nullptr;
+
 void record_splitk_sum(const Args& a, const Gemm& p, uint64_t count, TensorRef part, uint64_t splits, Binding out,
                        Binding in_c, Binding res) {
   Graph& g = a.g;
+  if (SplitSumCapture* c = split_capture;
+      c && !c->taken && p.alpha == 1 && p.act.act == Activation::None && p.residual.id < 0 && p.N == c->width &&
+      p.N % 4 == 0 && int64_t(count) == c->count &&
+      (p.bias.id < 0 || (p.beta == 1 && p.bias_sm == 0 && p.bias_sn == 1 && g.info(p.bias).numel() == p.N))) {
+    c->taken = SplitSum{part, splits, count, p.bias};
+    return;
+  }
   MatmulSplitKParams sp{};
   sp.count = uint32_t(count);
   sp.splits = uint32_t(splits);
@@ -1134,5 +1143,10 @@ void register_matmul_ops(OpRegistry& r) {
   r.add("wgnn.gemm.default", gemm);
   r.add("wgnn.matmul_add.default", matmul_add);
 }
+
+SplitSumCapture::SplitSumCapture(int64_t width, int64_t count) : width(width), count(count), prev_(split_capture) {
+  split_capture = this;
+}
+SplitSumCapture::~SplitSumCapture() { split_capture = prev_; }
 
 }  // namespace wgnn::ops

@@ -3,6 +3,7 @@
 // (ops/attention.cpp's long-sequence form): no copy of a permuted or sliced
 // operand, and the result written through a view of its tensor.
 #include <cstdint>
+#include <optional>
 
 #include "graph/graph.h"
 #include "ops/epilogue.h"
@@ -32,5 +33,33 @@ struct StridedGemm {
 // result's dtypes alike). Fails (a.fail) where a view reaches outside its
 // tensor; the caller makes sure every element of C is written once.
 void record_strided_gemm(const Args& a, const StridedGemm& s);
+
+// A product split along K, its sum left to the op that reads the result:
+// the float32 parts [splits, count] and the bias [N] (or none) that the sum
+// pass would add, in that order, before rounding to the result's dtype.
+struct SplitSum {
+  TensorRef part{-1};
+  uint64_t splits = 0, count = 0;
+  TensorRef bias{-1};
+};
+
+// While one is alive on this thread, the first product recorded whose sum
+// pass would be exactly the parts plus a bias of N values (no factor,
+// activation or residual), with N = `width` (a multiple of 4) and `count`
+// elements in all, is recorded without that pass: `taken` holds its parts,
+// and its result tensor is left unwritten for the reader to do without
+// (wgnn.matmul_add_layer_norm, ops/norm.cpp).
+class SplitSumCapture {
+ public:
+  SplitSumCapture(int64_t width, int64_t count);
+  ~SplitSumCapture();
+  SplitSumCapture(const SplitSumCapture&) = delete;
+  SplitSumCapture& operator=(const SplitSumCapture&) = delete;
+  std::optional<SplitSum> taken;
+  const int64_t width, count;
+
+ private:
+  SplitSumCapture* prev_;
+};
 
 }  // namespace wgnn::ops

@@ -3,12 +3,15 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ops/epilogue.h"
 #include "ops/helpers.h"
+#include "ops/matmul.h"
 #include "ops/registry.h"
 #include "ops/uniforms.h"
 
@@ -136,8 +139,10 @@ uint32_t pow2_floor(uint64_t v) {
 }
 
 // Layer norm of x (or of x + x2, the sum also returned): {out, mean, rstd[, sum]}.
+// With `folded`, x2 is a split product's sum: its parts and bias added as
+// the rows load, in the sum pass's order and rounding (vec4 rows only).
 ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, TensorRef x2, const IntList& normalized,
-                     TensorRef w, TensorRef b, double eps) {
+                     TensorRef w, TensorRef b, double eps, const SplitSum* folded = nullptr) {
   require_eps(a, eps);
   a.require_float(x, "input");
   const TensorInfo xi = g.info(x);
@@ -203,7 +208,26 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
   const bool cached = chunks <= 16;
   Subs subs = vector_subs(g, xi.dtype, vec4, op);
   // Before the type placeholders they contain.
-  if (x2.id >= 0) {
+  if (folded) {
+    if (!vec4 || folded->count != uint64_t(xi.numel())) {
+      a.fail(fmt::format("a split product's sum of {} elements cannot be folded into rows of {}", folded->count,
+                         width));
+    }
+    const bool bias = folded->bias.id >= 0;
+    subs.insert(subs.begin(),
+                {{"ADD_DECL",
+                  std::string("@group(0) @binding(7) var<storage, read> part: array<vec4<f32>>;\n"
+                              "@group(0) @binding(8) var<storage, read_write> sum_out: array<{{V}}>;") +
+                      (bias ? "\n@group(0) @binding(9) var<storage, read> mm_bias: array<{{V}}>;" : "")},
+                 {"LOAD_X", std::string("var acc = vec4<f32>(0.0);\n"
+                                        "  for (var s = 0u; s < params.parts; s++) {\n"
+                                        "    acc += part[s * params.part_stride + i];\n"
+                                        "  }\n") +
+                                (bias ? "  let y = {{V}}(acc + {{F32V}}(mm_bias[i % params.width_v]));\n"
+                                      : "  let y = {{V}}(acc);\n") +
+                                "  let s = {{V}}({{F32V}}(x[i]) + {{F32V}}(y));\n"
+                                "  sum_out[i] = s;\n  return s;"}});
+  } else if (x2.id >= 0) {
     subs.insert(subs.begin(), {{"ADD_DECL",
                                 "@group(0) @binding(7) var<storage, read> x2: array<{{V}}>;\n"
                                 "@group(0) @binding(8) var<storage, read_write> sum_out: array<{{V}}>;"},
@@ -221,7 +245,7 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
   TensorRef y = g.add_tensor(xi.shape, xi.dtype);
   TensorRef mean = g.add_tensor(stat_shape, DType::F32);
   TensorRef rstd = g.add_tensor(stat_shape, DType::F32);
-  TensorRef sum = x2.id >= 0 ? g.add_tensor(xi.shape, xi.dtype) : TensorRef{-1};
+  TensorRef sum = x2.id >= 0 || folded ? g.add_tensor(xi.shape, xi.dtype) : TensorRef{-1};
   const uint64_t rows_per_group = 256 / tpr;
   // Over the binding limit: spans of rows, every per-row tensor bound by
   // its span's range (weight and bias whole).
@@ -231,22 +255,31 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
   const std::vector<Span> spans = binding_spans(g, uint64_t(rows), {row, 4}, 1,
                                                 fmt::format("{}: argument 'input' {} {}", op, dtype_name(xi.dtype),
                                                             shape_str(xi.shape)));
+  if (folded && spans.size() != 1) a.fail("a split product's sum is folded into one dispatch only");
   for (const Span& sp : spans) {
     auto part = [&](TensorRef t, uint64_t unit) { return bind_bytes(g, t, sp.start * unit, sp.count * unit); };
     Binding params = g.uniform(LayerNormParams{uint32_t(sp.count), uint32_t(width_v), float(width), float(eps),
-                                                   w.id >= 0, b.id >= 0, 0, 0});
+                                                   w.id >= 0, b.id >= 0, folded ? uint32_t(folded->splits) : 0u,
+                                                   folded ? uint32_t(folded->count / 4) : 0u});
     std::vector<Binding> bindings{part(y, row), part(mean, 4), part(rstd, 4), params, part(x, row),
                                   optional_input(g, w.id >= 0 ? Value(w) : Value(None{})),
                                   optional_input(g, b.id >= 0 ? Value(b) : Value(None{}))};
-    if (x2.id >= 0) {
+    if (folded) {
+      bindings.push_back(Binding::of(folded->part));
+      bindings.push_back(part(sum, row));
+      if (folded->bias.id >= 0) bindings.push_back(Binding::of(folded->bias));
+    } else if (x2.id >= 0) {
       bindings.push_back(part(x2, row));
       bindings.push_back(part(sum, row));
     }
     g.add_dispatch(p, std::move(bindings), grid_for(g, gpu::ceil_div(sp.count, rows_per_group)), op,
-                   fmt::format("{}layer_norm tpr={}{}", x2.id >= 0 ? "add_" : "", tpr,
-                               cached ? fmt::format(" cached{}", chunks) : ""));
+                   fmt::format("{}layer_norm tpr={}{}{}", x2.id >= 0 || folded ? "add_" : "", tpr,
+                               cached ? fmt::format(" cached{}", chunks) : "",
+                               folded ? fmt::format(" splitk sum {}{}", folded->splits,
+                                                    folded->bias.id >= 0 ? " bias" : "")
+                                      : ""));
   }
-  if (x2.id >= 0) return ValueList{y, mean, rstd, sum};
+  if (x2.id >= 0 || folded) return ValueList{y, mean, rstd, sum};
   return ValueList{y, mean, rstd};
 }
 
@@ -270,6 +303,58 @@ Value add_layer_norm(Graph& g, const ValueList& args) {
                     a.optional_tensor(3, "weight"), a.optional_tensor(4, "bias"), a.scalar(5, "eps", 1e-5));
 }
 
+// wgnn.matmul_add_layer_norm(self, other, bias, alpha, act, trans_self,
+//     trans_other, lo, hi, residual, normalized_shape, weight?, ln_bias?, eps)
+//     -> (out, mean, rstd, sum): wgnn.add_layer_norm of wgnn.matmul_add(self ..
+// hi) and residual (passes/fuse_matmul_layer_norm: alpha 1, no activation,
+// self not transposed, other a 2-D weight). Where the product is split
+// along K, the layer norm adds its parts and bias as it loads its rows, in
+// the sum pass's order and rounding, and the pass is not recorded: one
+// dispatch fewer. Otherwise the product and the norm as the two ops record
+// them. Shapes are checked before the product is recorded, so that a plan
+// they do not suit runs the unfused nodes.
+Value matmul_add_layer_norm(Graph& g, const ValueList& args) {
+  const std::string op = "wgnn.matmul_add_layer_norm.default";
+  Args a{op, args, g};
+  if (args.size() != 14) a.fail(fmt::format("takes 14 arguments, got {}", args.size()));
+  const TensorRef self = a.tensor(0, "self"), other = a.tensor(1, "other"), res = a.tensor(9, "residual");
+  const bool trans_other = a.boolean(6, "trans_other", false);
+  if (a.boolean(5, "trans_self", false)) a.fail("argument 'trans_self' must be False");
+  const TensorInfo si = g.info(self), oi = g.info(other), ri = g.info(res);
+  if (si.shape.size() < 2 || oi.shape.size() != 2) {
+    a.fail(fmt::format("'self' {} must be at least 2-D and 'other' {} 2-D", shape_str(si.shape), shape_str(oi.shape)));
+  }
+  const int64_t N = oi.shape[trans_other ? 0 : 1];
+  Shape out_shape(si.shape.begin(), si.shape.end() - 1);
+  out_shape.push_back(N);
+  if (ri.shape != out_shape || ri.dtype != si.dtype) {
+    a.fail(fmt::format("argument 'residual' is {} {}; expected the product's {} {}", dtype_name(ri.dtype),
+                       shape_str(ri.shape), dtype_name(si.dtype), shape_str(out_shape)));
+  }
+  const IntList normalized = a.int_list(10, "normalized_shape");
+  if (normalized != IntList{N}) {
+    a.fail(fmt::format("normalized_shape [{}] must be the product's last dim [{}]", fmt::join(normalized, ", "), N));
+  }
+  const TensorRef w = a.optional_tensor(11, "weight"), b = a.optional_tensor(12, "ln_bias");
+  for (auto [t, name] : {std::pair{w, "weight"}, std::pair{b, "ln_bias"}}) {
+    if (t.id >= 0 && (g.info(t).shape != Shape{N} || g.info(t).dtype != si.dtype)) {
+      a.fail(fmt::format("argument '{}' is {} {}; expected {} [{}]", name, dtype_name(g.info(t).dtype),
+                         shape_str(g.info(t).shape), dtype_name(si.dtype), N));
+    }
+  }
+  const double eps = a.scalar(13, "eps", 1e-5);
+  require_eps(a, eps);
+  a.require_float(res, "residual");
+  TensorRef y{-1};
+  std::optional<SplitSum> folded;
+  {
+    SplitSumCapture capture(N, ri.numel());
+    y = ops::call(g, "wgnn.matmul_add.default", ValueList(args.begin(), args.begin() + 9)).tensor();
+    folded = capture.taken;
+  }
+  if (folded) return layer_norm(g, op, a, res, TensorRef{-1}, normalized, w, b, eps, &*folded);
+  return layer_norm(g, op, a, y, res, normalized, w, b, eps);
+}
 
 // WGNN_GROUP_NORM_SPLIT: 1 (the default) cuts few long rows into slices,
 // 0 keeps one workgroup a row.
@@ -445,6 +530,7 @@ void register_norm_ops(OpRegistry& r) {
   r.add("aten._native_batch_norm_legit_no_training.default", batch_norm_no_training);
   r.add("aten.native_layer_norm.default", native_layer_norm);
   r.add("wgnn.add_layer_norm.default", add_layer_norm);
+  r.add("wgnn.matmul_add_layer_norm.default", matmul_add_layer_norm);
   r.add("aten.native_group_norm.default", native_group_norm);
   r.add("aten.instance_norm.default", instance_norm);
   r.add("wgnn.batch_norm_activation.default", batch_norm_activation);

@@ -124,10 +124,11 @@ WGNN_UNIFORM(FoldParams, WGNN_FOLD_PARAMS);
 #define WGNN_BATCH_NORM_PARAMS(F) F(uint32_t, count) F(uint32_t, inner) F(uint32_t, channels) F(uint32_t, _pad)
 WGNN_UNIFORM(BatchNormParams, WGNN_BATCH_NORM_PARAMS);
 
-// kernels/layer_norm.wgsl: width_v the row width in {{V}} units, width in elements.
+// kernels/layer_norm.wgsl: width_v the row width in {{V}} units, width in elements; parts and
+// part_stride (in vec4s): a split product's float32 parts added to x (wgnn.matmul_add_layer_norm).
 #define WGNN_LAYER_NORM_PARAMS(F)                                                                    \
   F(uint32_t, rows) F(uint32_t, width_v) F(float, width) F(float, eps) F(uint32_t, has_weight)       \
-  F(uint32_t, has_bias) F(uint32_t, _pad0) F(uint32_t, _pad1)
+  F(uint32_t, has_bias) F(uint32_t, parts) F(uint32_t, part_stride)
 WGNN_UNIFORM(LayerNormParams, WGNN_LAYER_NORM_PARAMS);
 
 // kernels/group_norm.wgsl: as layer norm's, with hw_v = HxW in {{V}} units;

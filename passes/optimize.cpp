@@ -94,6 +94,7 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   all.push_back(fuse_matmul_activation());
   all.push_back(fuse_norm_activation());  // the batch norms no convolution took
   all.push_back(fuse_add_layer_norm());
+  all.push_back(fuse_matmul_layer_norm());  // the products whose sum a layer norm reads
   all.push_back(fuse_matmul_residual());  // the adds no layer norm took
   all.push_back(fuse_permute_add());      // the adds no product or convolution took
   all.push_back(dead_code());

@@ -52,6 +52,7 @@ std::unique_ptr<Pass> fuse_qkv_projection();   // fuse_qkv_projection.cpp
 std::unique_ptr<Pass> fuse_matmul_scale();     // fuse_matmul_scale.cpp
 std::unique_ptr<Pass> fuse_permute_add();      // fuse_permute_add.cpp
 std::unique_ptr<Pass> fuse_norm_activation();  // fuse_norm_activation.cpp
+std::unique_ptr<Pass> fuse_matmul_layer_norm();  // fuse_matmul_layer_norm.cpp
 
 struct OptimizeOptions {
   PassContext context;

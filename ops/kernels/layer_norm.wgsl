@@ -5,7 +5,10 @@
 // merges, the share in registers when it is at most MAX_CHUNKS chunks.
 //
 // ADD (wgnn.add_layer_norm): x is the sum of two inputs, rounded to their
-// dtype as a separate add would, and also written out (the residual).
+// dtype as a separate add would, and also written out (the residual). With
+// wgnn.matmul_add_layer_norm the second input is a product split along K:
+// its float32 parts (params.parts of them) and its bias are added as the
+// sum pass would, rounded, then added to x.
 {{ENABLE}}
 
 override TPR: u32 = 64u;

@@ -4,7 +4,7 @@
 // do not allow the fused op, constant folding, dead code, and plans per
 // input shape sharing one upload of the constants.
 #include <fmt/format.h>
-#include <gtest/gtest.h>
+#include <gmock/gmock.h>
 
 #include <cmath>
 
@@ -937,6 +937,69 @@ TEST(IrPasses, AddThenLayerNormIsOneDispatchThatAlsoWritesTheSum) {
     EXPECT_TRUE(all_close(floats(out[1]), twice, 1e-6, 1e-6));
     EXPECT_EQ(fp.last_lowering().fallbacks.size(), n2 == 1 ? 1u : 0u);
   }
+}
+
+// A product split along K (32 rows, K = 1024: a decoder's second
+// feed-forward product), then the residual add and the layer norm: the
+// norm adds the product's parts and bias as it loads its rows
+// (fuse_matmul_layer_norm), one dispatch fewer than the split's own sum
+// pass, the same bits as with it, and the norm and the sum against a
+// double reference.
+TEST(IrPasses, SplitProductSumInTheLayerNorm) {
+  const int64_t R = 32, K = 1024, N = 64;
+  const std::vector<float> w = random_floats(size_t(N * K), -0.05f, 0.05f, 60), b = random_floats(size_t(N), -0.2f, 0.2f, 61);
+  const std::vector<float> lw = random_floats(size_t(N), 0.5f, 1.5f, 62), lb = random_floats(size_t(N), -0.5f, 0.5f, 63);
+  auto build = [&] {
+    ir::Graph g;
+    const TensorRef h = g.input("h", DType::F32, {"rows", K});
+    const TensorRef x = g.input("x", DType::F32, {"rows", N});
+    const TensorRef p = g.call("aten.linear.default", {h, g.constant(host({N, K}, w)), g.constant(host({N}, b))});
+    const TensorRef s = g.call("aten.add.Tensor", {x, p});
+    const auto ln = g.call_multi("aten.native_layer_norm.default",
+                                 {s, IntList{N}, g.constant(host({N}, lw)), g.constant(host({N}, lb)), 1e-5}, 3);
+    g.output(ln[0], "norm");
+    g.output(g.call("aten.add.Tensor", {s, s}), "twice");  // the sum read again
+    return g;
+  };
+  ir::Graph fused = build();
+  const passes::Report r = passes::optimize(fused);
+  EXPECT_EQ(r.count("fuse_matmul_layer_norm"), 1u) << r.summary();
+  ir::Graph apart = build();
+  {
+    ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_matmul_layer_norm");
+    passes::optimize(apart);
+  }
+  ir::Program fp(ctx(), std::move(fused)), ap(ctx(), std::move(apart));
+  const std::vector<float> h = random_floats(size_t(R * K), -1.f, 1.f, 64), x = random_floats(size_t(R * N), -1.f, 1.f, 65);
+  const auto got = fp.run({host({R, K}, h), host({R, N}, x)});
+  const auto base = ap.run({host({R, K}, h), host({R, N}, x)});
+  std::string labels, base_labels;
+  for (const auto& d : fp.plan({{R, K}, {R, N}}).dispatches()) labels += d.label + "; ";
+  for (const auto& d : ap.plan({{R, K}, {R, N}}).dispatches()) base_labels += d.label + "; ";
+  EXPECT_THAT(base_labels, testing::HasSubstr("gemm splitk sum"));  // the product is split
+  EXPECT_THAT(labels, testing::Not(testing::HasSubstr("gemm splitk sum"))) << labels;
+  EXPECT_THAT(labels, testing::HasSubstr("add_layer_norm")) << labels;
+  EXPECT_THAT(labels, testing::HasSubstr("splitk sum")) << labels;
+  EXPECT_EQ(fp.plan({{R, K}, {R, N}}).dispatches().size() + 1, ap.plan({{R, K}, {R, N}}).dispatches().size());
+  EXPECT_EQ(floats(got[0]), floats(base[0]));
+  EXPECT_EQ(floats(got[1]), floats(base[1]));
+  std::vector<double> norm(size_t(R * N)), twice(size_t(R * N));
+  for (int64_t i = 0; i < R; ++i) {
+    std::vector<double> sv(static_cast<size_t>(N));
+    double m = 0, v = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = b[size_t(n)];
+      for (int64_t k = 0; k < K; ++k) acc += double(h[size_t(i * K + k)]) * double(w[size_t(n * K + k)]);
+      m += (sv[size_t(n)] = acc + x[size_t(i * N + n)]) / double(N);
+    }
+    for (double e : sv) v += (e - m) * (e - m) / double(N);
+    for (int64_t n = 0; n < N; ++n) {
+      norm[size_t(i * N + n)] = (sv[size_t(n)] - m) / std::sqrt(v + 1e-5) * lw[size_t(n)] + lb[size_t(n)];
+      twice[size_t(i * N + n)] = 2 * sv[size_t(n)];
+    }
+  }
+  EXPECT_TRUE(all_close(floats(got[0]), norm, 1e-4, 1e-4));
+  EXPECT_TRUE(all_close(floats(got[1]), twice, 1e-4, 1e-4));
 }
 
 TEST(IrPasses, ConstantsFoldOnTheDeviceAndDeadNodesGo) {

@@ -82,9 +82,21 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
         // layer_norm.wgsl, plain and with the residual add (as ops/norm.cpp
         // fills it, before the type placeholders its text holds).
         if (text.find("{{ADD_DECL}}") != std::string_view::npos) {
-          for (bool add : {false, true}) {
+          for (int add : {0, 1, 2}) {  // plain, the residual add, a split product's parts and bias added too
             ops::Subs s2 = subs;
-            if (add) {
+            if (add == 2) {
+              s2.insert(s2.begin(), {{"ADD_DECL",
+                                      "@group(0) @binding(7) var<storage, read> part: array<vec4<f32>>;\n"
+                                      "@group(0) @binding(8) var<storage, read_write> sum_out: array<{{V}}>;\n"
+                                      "@group(0) @binding(9) var<storage, read> mm_bias: array<{{V}}>;"},
+                                     {"LOAD_X", "var acc = vec4<f32>(0.0);\n"
+                                                "  for (var s = 0u; s < params.parts; s++) {\n"
+                                                "    acc += part[s * params.part_stride + i];\n  }\n"
+                                                "  let y = {{V}}(acc + {{F32V}}(mm_bias[i % params.width_v]));\n"
+                                                "  let s = {{V}}({{F32V}}(x[i]) + {{F32V}}(y));\n"
+                                                "  sum_out[i] = s;\n  return s;"}});
+              if (!vec4) continue;  // vec4 rows only
+            } else if (add) {
               s2.insert(s2.begin(), {{"ADD_DECL",
                                       "@group(0) @binding(7) var<storage, read> x2: array<{{V}}>;\n"
                                       "@group(0) @binding(8) var<storage, read_write> sum_out: array<{{V}}>;"},
