@@ -138,6 +138,22 @@ uint32_t pow2_floor(uint64_t v) {
   return p;
 }
 
+// A split product's parts added in order into `acc` (vec4<f32>), eight
+// loads in flight before their adds (as lib/splitk_parts.wgsl's sum: a
+// part past params.parts adds 0.0, which leaves the sum's bits).
+const std::string& folded_sum_wgsl() {
+  static const std::string text = [] {
+    std::string t = "var acc = vec4<f32>(0.0);\n  let stride = params.part_stride;\n"
+                    "  for (var s = 0u; s < params.parts; s += 8u) {\n    let at = s * stride + i;\n";
+    for (int k = 0; k < 8; ++k) {
+      t += fmt::format("    var p{0} = vec4<f32>(0.0);\n    if (s + {0}u < params.parts) {{ p{0} = part[at + {0}u * stride]; }}\n", k);
+    }
+    for (int k = 0; k < 8; ++k) t += fmt::format("    acc += p{};\n", k);
+    return t + "  }\n";
+  }();
+  return text;
+}
+
 // Layer norm of x (or of x + x2, the sum also returned): {out, mean, rstd[, sum]}.
 // With `folded`, x2 is a split product's sum: its parts and bias added as
 // the rows load, in the sum pass's order and rounding (vec4 rows only).
@@ -202,6 +218,9 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
   // (32 rows of 192: 4 workgroups at 32) from 0.920 to 0.879
   // (docs/BENCHMARKS.md); models with many rows keep theirs.
   while (tpr < 64 && int64_t(tpr) < width_v && gpu::ceil_div(uint64_t(rows), uint64_t(256 / tpr)) < 128) tpr *= 2;
+  // A split product's parts summed as the rows load: as many threads a row
+  // as it has vec4s, up to 256 (each row reads `parts` times its width).
+  if (folded) tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(width_v, 1))));
   if (forced_tpr) tpr = forced_tpr;
   // Shares of at most 16 chunks per thread stay in registers (x read once).
   const uint64_t chunks = gpu::ceil_div(uint64_t(width_v), tpr);
@@ -219,10 +238,7 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
                   std::string("@group(0) @binding(7) var<storage, read> part: array<vec4<f32>>;\n"
                               "@group(0) @binding(8) var<storage, read_write> sum_out: array<{{V}}>;") +
                       (bias ? "\n@group(0) @binding(9) var<storage, read> mm_bias: array<{{V}}>;" : "")},
-                 {"LOAD_X", std::string("var acc = vec4<f32>(0.0);\n"
-                                        "  for (var s = 0u; s < params.parts; s++) {\n"
-                                        "    acc += part[s * params.part_stride + i];\n"
-                                        "  }\n") +
+                 {"LOAD_X", folded_sum_wgsl() +
                                 (bias ? "  let y = {{V}}(acc + {{F32V}}(mm_bias[i % params.width_v]));\n"
                                       : "  let y = {{V}}(acc);\n") +
                                 "  let s = {{V}}({{F32V}}(x[i]) + {{F32V}}(y));\n"
