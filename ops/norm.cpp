@@ -218,9 +218,13 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
   // (32 rows of 192: 4 workgroups at 32) from 0.920 to 0.879
   // (docs/BENCHMARKS.md); models with many rows keep theirs.
   while (tpr < 64 && int64_t(tpr) < width_v && gpu::ceil_div(uint64_t(rows), uint64_t(256 / tpr)) < 128) tpr *= 2;
-  // A split product's parts summed as the rows load: as many threads a row
-  // as it has vec4s, up to 256 (each row reads `parts` times its width).
-  if (folded) tpr = std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(width_v, 1))));
+  // A split product's parts summed as the rows load (each row reads
+  // `parts` times its width): at least as many threads a row as it has
+  // vec4s (rounded down to a power of two), up to 256. BART's 768-wide
+  // rows take 128 (GPU 0.883 -> 0.877 ms against the sum pass on the H200);
+  // DeiT-T's 192-wide keep the 64 of the rule above (forced to 32 they
+  // lost 0.652 -> 0.666; docs/BENCHMARKS.md).
+  if (folded) tpr = std::max(tpr, std::min<uint32_t>(256, pow2_floor(uint64_t(std::max<int64_t>(width_v, 1)))));
   if (forced_tpr) tpr = forced_tpr;
   // Shares of at most 16 chunks per thread stay in registers (x read once).
   const uint64_t chunks = gpu::ceil_div(uint64_t(width_v), tpr);
