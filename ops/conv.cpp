@@ -582,7 +582,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     // cores, the bias, affine, residual and activation in the regular
     // convolution's sum pass (whose layout of the parts it shares).
     const SubgroupSplit split = n == 1 && f16 && tensor_cores_available(g.ctx())
-                                    ? subgroup_gemm_splits(cout, out_vol, cin * kvol, 1)
+                                    ? subgroup_gemm_splits(cout, out_vol, cin * kvol, 1, true)
                                     : SubgroupSplit{};
     if (split.splits > 1) {
       SubgroupConv r = q;

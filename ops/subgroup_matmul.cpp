@@ -662,7 +662,19 @@ namespace {
 // (docs/BENCHMARKS.md).
 // Two workgroups on each of the H200's 132 multiprocessors.
 constexpr int64_t kDeepTiles = 264;
-SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch, bool split = false) {
+// Products of at most this many 64x64 tiles take 32x64 tiles (below): the
+// measured products had 12 to 48.
+constexpr int64_t kSmallTiles = 48;
+// WGNN_SUBGROUP_SMALL_TILES=0: products of few tiles keep 64x64 (measuring).
+bool small_tiles_enabled() {
+  const char* e = std::getenv("WGNN_SUBGROUP_SMALL_TILES");
+  if (!e || !*e) return true;
+  const std::string_view v(e);
+  if (v != "0" && v != "1") throw Error(fmt::format("WGNN_SUBGROUP_SMALL_TILES='{}': expected 0 or 1", e));
+  return v == "1";
+}
+SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch, bool split = false,
+                                 bool conv = false) {
   SubgroupMatmulConfig cfg;
   // 128x128 tiles (4 subgroups of 64x64, 23 KB of workgroup memory: two
   // workgroups per multiprocessor) where there are at least 300 of them,
@@ -699,6 +711,16 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch,
     // x 2048, 288 tiles: 51 -> 60 us). Split-K ranges keep 32 (mixed).
     const int64_t tiles = int64_t(gpu::ceil_div(uint64_t(M), 64) * gpu::ceil_div(uint64_t(N), 64)) * batch;
     if (!split && tiles <= kDeepTiles && K >= 128) cfg.bk = 64;
+    // Products (not convolutions) of at most kSmallTiles 64x64 tiles: 32x64
+    // tiles on four subgroups of 16x32, 32 deep. BART's decoder (32 rows)
+    // wasted half of each 64-row tile; DeiT-T's 197 rows make 7 rows of
+    // tiles instead of 4. On the H200 (`WGNN_SUBGROUP_DEEP=32x64x32:2x2:1@0`
+    // on every product, docs/BENCHMARKS.md) BART's GPU time went from 0.876
+    // to 0.805 ms and DeiT-T's from 0.639 to 0.614; 32x64 on two subgroups
+    // of 32x32 and 32x128 tiles gained less or lost.
+    if (!conv && tiles <= kSmallTiles && small_tiles_enabled()) {
+      cfg.bm = 32, cfg.bn = 64, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
+    }
   }
   // WGNN_SUBGROUP_DEEP=CONFIG@KMIN: the tiles of the products that do not
   // take 128x128 and have K >= KMIN (tuning).
@@ -743,8 +765,8 @@ bool epilogue_operands_ok(Graph& g, std::initializer_list<TensorRef> f16, Tensor
 // float16 results, the optional float16 bias and float32 affine, the
 // activation.
 SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t batch, bool split, Mode mode, bool bias,
-                                     bool affine, bool affine_rounded, Activation act) {
-  SubgroupMatmulConfig cfg = pick_config(M, N, K, batch, split);
+                                     bool affine, bool affine_rounded, Activation act, bool conv = false) {
+  SubgroupMatmulConfig cfg = pick_config(M, N, K, batch, split, conv);
   cfg.emulate = mode == Mode::Emulate;
   cfg.out_f16 = true;
   cfg.bias = bias;
@@ -772,7 +794,7 @@ SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t ba
 // the Whisper encoder's 1500 x 512 x 2048 (192 tiles of 64 steps) in 3
 // ranges of 22 steps took the model from 2.44 to 2.58 ms (docs/BENCHMARKS.md).
 constexpr int64_t kSplitTiles = 64, kSplitTarget = 512;
-SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batch) {
+SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batch, bool conv) {
   const long setting = [] {
     const char* e = std::getenv("WGNN_SUBGROUP_SPLITK");
     if (!e || !*e) return -1L;
@@ -792,7 +814,7 @@ SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batc
       throw Error(fmt::format("WGNN_SUBGROUP_SPLIT_TARGET='{}': expected the workgroups a split aims at (1 to 65536)", e));
     return int64_t(v);
   }();
-  const SubgroupMatmulConfig cfg = pick_config(M, N, K, batch);
+  const SubgroupMatmulConfig cfg = pick_config(M, N, K, batch, false, conv);
   const int64_t tiles = int64_t(gpu::ceil_div(uint64_t(M), cfg.bm) * gpu::ceil_div(uint64_t(N), cfg.bn)) * batch;
   const int64_t steps = (K + 31) / 32;
   int64_t splits = 1;
@@ -915,7 +937,7 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   if (p.top < 0 || p.left < 0) return false;
   SubgroupMatmulConfig cfg =
       epilogue_config(M, N, K, p.batch, p.splits > 1, mode, p.bias.id >= 0, p.affine.id >= 0, p.affine_rounded,
-                      p.act.act);
+                      p.act.act, true);
   cfg.conv = true;
   cfg.odd_n = N % 8 != 0;
   if (split) cfg.out_f16 = false, cfg.bias_f16 = false, cfg.splitk = true;

@@ -195,7 +195,9 @@ struct SubgroupGemm {
 struct SubgroupSplit {
   int64_t splits = 1, kchunk = 0;
 };
-SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batch);
+// `conv`: a convolution's (M output channels, N pixels), whose tiles stay
+// 64x64 where a product of few tiles takes 32x64.
+SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batch, bool conv = false);
 
 // Records the product on subgroup matrices when the device has them (and
 // WGNN_SUBGROUP_MATMUL is not 0) and the operands suit the kernel: float16,

@@ -786,7 +786,8 @@ std::vector<std::string> check_matmul_add_split(const Case& k, const char* act, 
 TEST(SubgroupMatmulSplits, RangesForFewTiles) {
   EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).splits, 6);      // BART's 12 tiles, 24 steps
   EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).kchunk, 128);   // 4 steps a range
-  EXPECT_EQ(ops::subgroup_gemm_splits(256, 196, 2304, 1).splits, 18);   // ResNet-50's 3x3 on 14x14
+  EXPECT_EQ(ops::subgroup_gemm_splits(256, 196, 2304, 1, true).splits, 18);  // ResNet-50's 3x3 on 14x14
+  EXPECT_EQ(ops::subgroup_gemm_splits(256, 196, 2304, 1).splits, 15);  // a product: 32 tiles of 32x64, ranges of 5 steps
   EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 2048, 1).splits, 1);   // Whisper's fc2: 192 tiles
   EXPECT_EQ(ops::subgroup_gemm_splits(64, 64, 224, 1).splits, 1);       // 7 steps
   {
@@ -812,9 +813,11 @@ TEST(SubgroupMatmulSplits, RangesForFewTiles) {
 }
 
 // The tiles pick_config gives (the recorded pipeline, nothing run):
-// 64x64 tiles 64 deep where at most 264 of them (two workgroups on each of
-// an H200's multiprocessors) run whole and K is at least 128; 32 deep with
-// more tiles, a shorter K or split-K ranges; 128x128 from 300 such tiles.
+// 32x64x32 for at most 48 tiles of 64x64 (a decoder's 32 rows; split-K
+// ranges too); else 64x64 tiles 64 deep where at most 264 of them (two
+// workgroups on each of an H200's multiprocessors) run whole and K is at
+// least 128; 32 deep with more tiles or a shorter K; 128x128 from 300 such
+// tiles. WGNN_SUBGROUP_SMALL_TILES=0 keeps 64x64 for few tiles.
 TEST(SubgroupMatmulEmulated, TileDepthFollowsTheWave) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
   ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
@@ -826,20 +829,26 @@ TEST(SubgroupMatmulEmulated, TileDepthFollowsTheWave) {
       {768, 1408, 256, "64x64x64"},   // 264 tiles
       {1088, 1024, 256, "64x64x32"},  // 272 tiles
       {640, 448, 120, "64x64x32"},    // K below 128
-      {256, 128, 1024, "64x64x32"},   // 8 tiles: split-K ranges (also 64x64x32)
+      {256, 128, 1024, "32x64x32"},   // 8 tiles: split-K ranges
+      {32, 768, 768, "32x64x32"},     // BART's 32 rows: 12 tiles
+      {448, 384, 200, "32x64x32"},    // 42 tiles
+      {448, 448, 200, "64x64x64"},    // 49 tiles
       {2560, 2048, 256, "128x128x32"},
+  };
+  auto first_kernel = [](int64_t M, int64_t N, int64_t K) {
+    Graph g(ctx());
+    TensorRef a = upload(g, {M, K}, std::vector<float>(size_t(M * K), 0.5f), DType::F16);
+    TensorRef b = upload(g, {K, N}, std::vector<float>(size_t(K * N), 0.25f), DType::F16);
+    ops::call(g, "aten.matmul.default", {a, b});
+    return g.dispatches().empty() ? std::string() : g.dispatches()[0].pipeline->name();
   };
   for (const auto& k : cases) {
     SCOPED_TRACE(fmt::format("{}x{}x{}", k.M, k.N, k.K));
-    Graph g(ctx());
-    TensorRef a = upload(g, {k.M, k.K}, std::vector<float>(size_t(k.M * k.K), 0.5f), DType::F16);
-    TensorRef b = upload(g, {k.K, k.N}, std::vector<float>(size_t(k.K * k.N), 0.25f), DType::F16);
-    ops::call(g, "aten.matmul.default", {a, b});
-    std::vector<std::string> kernels;
-    for (const auto& n : g.dispatches()) kernels.push_back(n.pipeline->name());
-    ASSERT_FALSE(kernels.empty());
-    EXPECT_THAT(kernels[0], HasSubstr(fmt::format("subgroup matmul {} ", k.tiles)));
+    EXPECT_THAT(first_kernel(k.M, k.N, k.K), HasSubstr(fmt::format("subgroup matmul {} ", k.tiles)));
   }
+  ScopedEnv off("WGNN_SUBGROUP_SMALL_TILES", "0");
+  EXPECT_THAT(first_kernel(32, 768, 768), HasSubstr("subgroup matmul 64x64x32 "));
+  EXPECT_THAT(first_kernel(448, 384, 200), HasSubstr("subgroup matmul 64x64x64 "));
 }
 
 TEST(SubgroupMatmulEmulated, SplitKForFewTiles) {
