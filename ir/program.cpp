@@ -134,7 +134,15 @@ struct Lowering {
       if (g.dispatches().size() != dispatches) throw;
       stats.fallbacks.push_back(fmt::format("{}: {}", n.label.empty() ? n.op : n.label, e.what()));
     }
-    for (const Node& u : n.unfused) node(u);
+    // A node of the chain may be a fused node itself (fuse_matmul_layer_norm
+    // keeps the add + layer norm it took), with its own fallback.
+    for (const Node& u : n.unfused) {
+      if (u.unfused.empty()) {
+        node(u);
+      } else {
+        fused(u);
+      }
+    }
   }
 };
 
