@@ -177,6 +177,45 @@ TEST(LayerNorm, Errors) {
   expect_error({x, IntList{8}, None{}, None{}, std::string("x")}, "Double or Int");
 }
 
+// wgnn.matmul_add_layer_norm refuses what it cannot take before it records
+// anything (the IR then runs the nodes it was fused from), each refusal
+// naming the argument.
+TEST(MatmulAddLayerNorm, Errors) {
+  Graph g(ctx());
+  TensorRef x = g.add_tensor({4, 16}, DType::F32, TensorKind::Input);
+  TensorRef w = g.add_tensor({16, 8}, DType::F32, TensorKind::Input);
+  TensorRef w3 = g.add_tensor({2, 16, 8}, DType::F32, TensorKind::Input);
+  TensorRef res = g.add_tensor({4, 8}, DType::F32, TensorKind::Input);
+  TensorRef res1 = g.add_tensor({1, 8}, DType::F32, TensorKind::Input);
+  TensorRef lw5 = g.add_tensor({5}, DType::F32, TensorKind::Input);
+  const Value none = None{};
+  auto args = [&](TensorRef other, TensorRef r, IntList shape, Value lw, bool trans_self) {
+    return ValueList{x,     other, none, 1.0, std::string("none"), trans_self, false, 0.0, 0.0, r, shape, lw,
+                     none, 1e-5};
+  };
+  auto expect_error = [&](const ValueList& a, const char* needle) {
+    const size_t before = g.dispatches().size();
+    try {
+      ops::call(g, "wgnn.matmul_add_layer_norm.default", a);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("wgnn.matmul_add_layer_norm.default"));
+      EXPECT_THAT(e.what(), HasSubstr(needle));
+    }
+    EXPECT_EQ(g.dispatches().size(), before) << needle;
+  };
+  expect_error(ValueList{x, w}, "takes 14 arguments");
+  expect_error(args(w, res, {8}, none, true), "'trans_self' must be False");
+  expect_error(args(w3, res, {8}, none, false), "'other' [2, 16, 8] 2-D");
+  expect_error(args(w, res1, {8}, none, false), "argument 'residual' is float32 [1, 8]");
+  expect_error(args(w, res, {4, 8}, none, false), "normalized_shape [4, 8]");
+  expect_error(args(w, res, {8}, lw5, false), "argument 'weight' is float32 [5]");
+  // What it takes, unsplit: the product then the add + layer norm.
+  ops::call(g, "wgnn.matmul_add_layer_norm.default", args(w, res, {8}, none, false));
+  ASSERT_EQ(g.dispatches().size(), 2u);
+  EXPECT_THAT(g.dispatches()[1].label, HasSubstr("add_layer_norm"));
+}
+
 namespace {
 
 struct BnCase {
