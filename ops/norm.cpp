@@ -331,8 +331,9 @@ Value add_layer_norm(Graph& g, const ValueList& args) {
 // along K, the layer norm adds its parts and bias as it loads its rows, in
 // the sum pass's order and rounding, and the pass is not recorded: one
 // dispatch fewer. Otherwise the product and the norm as the two ops record
-// them. Shapes are checked before the product is recorded, so that a plan
-// they do not suit runs the unfused nodes.
+// them (so also where the device allows fewer storage buffers than the
+// folded layer norm binds). Shapes are checked before the product is
+// recorded, so that a plan they do not suit runs the unfused nodes.
 Value matmul_add_layer_norm(Graph& g, const ValueList& args) {
   const std::string op = "wgnn.matmul_add_layer_norm.default";
   Args a{op, args, g};
@@ -367,10 +368,15 @@ Value matmul_add_layer_norm(Graph& g, const ValueList& args) {
   a.require_float(res, "residual");
   TensorRef y{-1};
   std::optional<SplitSum> folded;
-  {
+  // The folded layer norm binds 8 storage buffers, 9 with the product's
+  // bias: more than WebGPU's default limit of 8 allows there.
+  const bool mm_bias = !args[2].is_none();
+  if (g.ctx().limits().max_storage_buffers_per_shader_stage >= (mm_bias ? 9u : 8u)) {
     SplitSumCapture capture(N, ri.numel());
     y = ops::call(g, "wgnn.matmul_add.default", ValueList(args.begin(), args.begin() + 9)).tensor();
     folded = capture.taken;
+  } else {
+    y = ops::call(g, "wgnn.matmul_add.default", ValueList(args.begin(), args.begin() + 9)).tensor();
   }
   if (folded) return layer_norm(g, op, a, res, TensorRef{-1}, normalized, w, b, eps, &*folded);
   return layer_norm(g, op, a, y, res, normalized, w, b, eps);
