@@ -296,12 +296,14 @@ bool record_subgroup(const Args& a, const Gemm& p, const Shape& shape, const std
 void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array<Shape, 3>& st, Binding out,
               Binding in_a, Binding in_b, Binding in_c);
 
+// The innermost SplitSumCapture alive on this thread (ops/matmul.h).
+thread_local SplitSumCapture* split_capture = nullptr;
+
 // The second pass of a split-K product (kernels/matmul_splitk.wgsl): the
 // `splits` float32 parts of `count` elements each added in order, then
 // alpha, p's bias (the same for every batch), activation and residual
 // (p.residual, bound as `res`), the result written to `out` in p's dtype.
-thread_local SplitSumCapture* split_capture = nullptr;
-
+// Not recorded where this thread's SplitSumCapture takes the parts.
 void record_splitk_sum(const Args& a, const Gemm& p, uint64_t count, TensorRef part, uint64_t splits, Binding out,
                        Binding in_c, Binding res) {
   Graph& g = a.g;

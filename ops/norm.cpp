@@ -366,18 +366,15 @@ Value matmul_add_layer_norm(Graph& g, const ValueList& args) {
   const double eps = a.scalar(13, "eps", 1e-5);
   require_eps(a, eps);
   a.require_float(res, "residual");
-  TensorRef y{-1};
-  std::optional<SplitSum> folded;
   // The folded layer norm binds 8 storage buffers, 9 with the product's
   // bias: more than WebGPU's default limit of 8 allows there.
-  const bool mm_bias = !args[2].is_none();
-  if (g.ctx().limits().max_storage_buffers_per_shader_stage >= (mm_bias ? 9u : 8u)) {
-    SplitSumCapture capture(N, ri.numel());
-    y = ops::call(g, "wgnn.matmul_add.default", ValueList(args.begin(), args.begin() + 9)).tensor();
-    folded = capture.taken;
-  } else {
-    y = ops::call(g, "wgnn.matmul_add.default", ValueList(args.begin(), args.begin() + 9)).tensor();
+  std::optional<SplitSumCapture> capture;
+  if (g.ctx().limits().max_storage_buffers_per_shader_stage >= (args[2].is_none() ? 8u : 9u)) {
+    capture.emplace(N, ri.numel());
   }
+  const TensorRef y = ops::call(g, "wgnn.matmul_add.default", ValueList(args.begin(), args.begin() + 9)).tensor();
+  const std::optional<SplitSum> folded = capture ? capture->taken : std::nullopt;
+  capture.reset();
   if (folded) return layer_norm(g, op, a, res, TensorRef{-1}, normalized, w, b, eps, &*folded);
   return layer_norm(g, op, a, y, res, normalized, w, b, eps);
 }
