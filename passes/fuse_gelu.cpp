@@ -37,8 +37,7 @@ class Matcher {
     }
     if (n.args.size() == 2) return true;
     if (n.args.size() != 3 || std::string(op) != "aten.add.Tensor") return false;
-    const Value& a = n.args[2];
-    return (a.is_int() && std::get<int64_t>(a.v) == 1) || (a.is_double() && std::get<double>(a.v) == 1.0);
+    return is_number(n.args[2], 1.0);
   }
   bool unary(int i, const char* op) const {
     if (i < 0) return false;

@@ -11,10 +11,6 @@
 namespace wgnn::passes {
 namespace {
 
-bool is_value(const Value& v, double x) {
-  return (v.is_int() && double(std::get<int64_t>(v.v)) == x) || (v.is_double() && std::get<double>(v.v) == x);
-}
-
 // A linear layer (aten.linear: weight [N, K], read transposed) or a
 // wgnn.matmul_add with no factor, activation, transposed left operand or
 // residual.
@@ -23,11 +19,12 @@ bool plain_product(const ir::Node& mm) {
   if (mm.op != "wgnn.matmul_add.default" || mm.outputs.size() != 1 || mm.args.size() < 2 || mm.args.size() > 10)
     return false;
   const Value none = None{};
-  const Value& alpha = arg_or(mm, 3, Value(1.0));
-  const Value& act = arg_or(mm, 4, Value(std::string("none")));
-  const Value& trans_self = arg_or(mm, 5, Value(false));
-  return is_value(alpha, 1.0) && std::holds_alternative<std::string>(act.v) && std::get<std::string>(act.v) == "none" && trans_self.is_bool() &&
-         !std::get<bool>(trans_self.v) && arg_or(mm, 9, none).is_none();
+  const Value alpha = arg_or(mm, 3, Value(1.0));
+  const Value act = arg_or(mm, 4, Value(std::string("none")));
+  const Value trans_self = arg_or(mm, 5, Value(false));
+  return is_number(alpha, 1.0) && std::holds_alternative<std::string>(act.v) &&
+         std::get<std::string>(act.v) == "none" && trans_self.is_bool() && !std::get<bool>(trans_self.v) &&
+         arg_or(mm, 9, none).is_none();
 }
 
 class FuseMatmulLayerNorm final : public Pass {

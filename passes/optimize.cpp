@@ -59,16 +59,18 @@ std::shared_ptr<const HostTensor> f32_values(const ir::Graph& g, TensorRef v) {
   return wide;
 }
 
-const Value& arg_or(const ir::Node& n, size_t i, const Value& def) { return i < n.args.size() ? n.args[i] : def; }
+Value arg_or(const ir::Node& n, size_t i, const Value& def) { return i < n.args.size() ? n.args[i] : def; }
 
 bool is_plain_add(const ir::Node& n) {
   if (n.op != "aten.add.Tensor" || n.args.size() < 2 || n.args.size() > 3 || !n.args[0].is_tensor() ||
       !n.args[1].is_tensor()) {
     return false;
   }
-  const Value& alpha = arg_or(n, 2, Value(int64_t(1)));
-  return (alpha.is_int() && std::get<int64_t>(alpha.v) == 1) ||
-         (alpha.is_double() && std::get<double>(alpha.v) == 1.0);
+  return is_number(arg_or(n, 2, Value(int64_t(1))), 1.0);
+}
+
+bool is_number(const Value& v, double x) {
+  return (v.is_int() && double(std::get<int64_t>(v.v)) == x) || (v.is_double() && std::get<double>(v.v) == x);
 }
 
 Report optimize(ir::Graph& g, const OptimizeOptions& options) {

@@ -90,8 +90,12 @@ std::optional<double> scalar_value(const ir::Graph& g, TensorRef v);
 // as float16 made from them, or a float16 constant folded on the host
 // widened; null for anything else (optimize.cpp says more).
 std::shared_ptr<const HostTensor> f32_values(const ir::Graph& g, TensorRef v);
-// An argument, or `def` when the node has fewer.
-const Value& arg_or(const ir::Node& n, size_t i, const Value& def);
+// An argument, or `def` when the node has fewer; a copy, so that a
+// temporary default may be bound to a reference (`const Value& v =
+// arg_or(n, 3, Value(1.0))`) without dangling.
+Value arg_or(const ir::Node& n, size_t i, const Value& def);
+// An int or double argument equal to x.
+bool is_number(const Value& v, double x);
 // aten.add.Tensor of two tensors with alpha 1 (given or left out): a plain sum.
 bool is_plain_add(const ir::Node& n);
 
