@@ -136,6 +136,15 @@ void Graph::replace_node(int at, Node n) {
   nodes_.at(size_t(at)) = std::move(n);
 }
 
+void Graph::insert_node(int at, Node n) {
+  if (at < 0 || size_t(at) > nodes_.size()) throw Error(fmt::format("ir: insert_node at position {} of {} nodes", at, nodes_.size()));
+  for (ValueInfo& v : values_) {
+    if (v.kind == ValueKind::Result && v.node >= at) ++v.node;
+  }
+  nodes_.insert(nodes_.begin() + at, Node{});
+  replace_node(at, std::move(n));
+}
+
 int Graph::producer(TensorRef v) const {
   const ValueInfo& vi = value(v);
   if (vi.kind != ValueKind::Result || vi.node < 0) return -1;

@@ -119,6 +119,9 @@ class Graph {
   TensorRef new_result();
   // Puts `n` in place of node `at` (its outputs' producer set to it).
   void replace_node(int at, Node n);
+  // Puts `n` before node `at` (at == nodes().size(): last); the nodes from
+  // `at` on move one place down, and their outputs' producers with them.
+  void insert_node(int at, Node n);
   // The live node that produces v, or -1 (inputs, constants, or a value
   // only an unfused chain makes).
   int producer(TensorRef v) const;

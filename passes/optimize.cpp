@@ -99,6 +99,11 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   all.push_back(fuse_matmul_layer_norm());  // the products whose sum a layer norm reads
   all.push_back(fuse_matmul_residual());  // the adds no layer norm took
   all.push_back(fuse_permute_add());      // the adds no product or convolution took
+  // A channels-first stream of blocks that permute to channels last
+  // (ConvNeXt) runs channels last; its blocks' sums then join their
+  // products as residuals.
+  all.push_back(channels_last_blocks());
+  all.push_back(fuse_matmul_residual());
   all.push_back(dead_code());
   // WGNN_DISABLE_PASSES=name,name: leave those passes out (A/B
   // measurements, narrowing down a fault), as ONNX Runtime's

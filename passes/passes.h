@@ -53,6 +53,7 @@ std::unique_ptr<Pass> fuse_matmul_scale();     // fuse_matmul_scale.cpp
 std::unique_ptr<Pass> fuse_permute_add();      // fuse_permute_add.cpp
 std::unique_ptr<Pass> fuse_norm_activation();  // fuse_norm_activation.cpp
 std::unique_ptr<Pass> fuse_matmul_layer_norm();  // fuse_matmul_layer_norm.cpp
+std::unique_ptr<Pass> channels_last_blocks();    // channels_last_blocks.cpp
 
 struct OptimizeOptions {
   PassContext context;
@@ -74,9 +75,9 @@ struct Report {
 // scale after a product, conv + batch
 // norm, conv + residual add, conv + activation, matmul + activation, batch
 // or instance norm (or a concatenation of them) + activation, add +
-// layer norm, matmul + residual add, an add of a permute, dead code; the
-// graph compacted at the
-// end.
+// layer norm, matmul + residual add, an add of a permute, a channels-first
+// stream of channels-last blocks run channels last (then matmul + residual
+// add again), dead code; the graph compacted at the end.
 Report optimize(ir::Graph& g, const OptimizeOptions& options = {});
 
 // Shared by the fusion passes: the single live node that reads `v` when

@@ -664,6 +664,118 @@ TEST(IrPasses, AddOfAPermuteReadsThroughStrides) {
   }
 }
 
+// ConvNeXt's blocks as the importer leaves them: a channels-first stream
+// (here after a 1x1 convolution), each block a depthwise convolution
+// permuted to channels last, a product, and the product permuted back and
+// added to the stream. channels_last_blocks runs the stream channels last:
+// one permute at the start, each block a channels-last depthwise
+// convolution and a product with the stream as its residual, and the last
+// sum (the model's output) permuted back. Against a double reference and
+// the pass left out; `shared`: the first block's sum is also an output, so
+// it is permuted back for it and the stream goes on channels last.
+TEST(IrPasses, ChannelsFirstBlocksRunChannelsLast) {
+  const int64_t N = 2, C = 8, H = 5, W = 6, HW = H * W;
+  const std::vector<float> w0 = random_floats(size_t(C * C), -0.4f, 0.4f, 110), b0 = random_floats(size_t(C), -0.2f, 0.2f, 111);
+  std::vector<std::vector<float>> wd, bd, wl, bl;
+  for (int k = 0; k < 2; ++k) {
+    wd.push_back(random_floats(size_t(C * 9), -0.4f, 0.4f, uint32_t(112 + 4 * k)));
+    bd.push_back(random_floats(size_t(C), -0.2f, 0.2f, uint32_t(113 + 4 * k)));
+    wl.push_back(random_floats(size_t(C * C), -0.4f, 0.4f, uint32_t(114 + 4 * k)));
+    bl.push_back(random_floats(size_t(C), -0.2f, 0.2f, uint32_t(115 + 4 * k)));
+  }
+  auto build = [&](bool shared) {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {N, C, H, W});
+    TensorRef s = g.call("aten.convolution.default", {x, g.constant(host({C, C, 1, 1}, w0)), g.constant(host({C}, b0)),
+                                                      IntList{1, 1}, IntList{0, 0}, IntList{1, 1}, false, IntList{0, 0}, 1});
+    g.set_seen_shape(s, {N, C, H, W});
+    for (int k = 0; k < 2; ++k) {
+      const TensorRef c = g.call("aten.convolution.default",
+                                 {s, g.constant(host({C, 1, 3, 3}, wd[size_t(k)])), g.constant(host({C}, bd[size_t(k)])),
+                                  IntList{1, 1}, IntList{1, 1}, IntList{1, 1}, false, IntList{0, 0}, C});
+      const TensorRef p = g.call("aten.permute.default", {c, IntList{0, 2, 3, 1}});
+      const TensorRef h = g.call("aten.linear.default",
+                                 {p, g.constant(host({C, C}, wl[size_t(k)])), g.constant(host({C}, bl[size_t(k)]))});
+      const TensorRef q = g.call("aten.permute.default", {h, IntList{0, 3, 1, 2}});
+      const TensorRef s2 = g.call("aten.add.Tensor", {s, q});
+      g.set_seen_shape(c, {N, C, H, W});
+      g.set_seen_shape(p, {N, H, W, C});
+      g.set_seen_shape(h, {N, H, W, C});
+      g.set_seen_shape(q, {N, C, H, W});
+      g.set_seen_shape(s2, {N, C, H, W});
+      if (shared && k == 0) g.output(s2, "s1");
+      s = s2;
+    }
+    g.output(s, "y");
+    return g;
+  };
+  const std::vector<float> x = random_floats(size_t(N * C * HW), -1.f, 1.f, 120);
+  // The reference, channels first.
+  std::vector<double> s(size_t(N * C * HW)), s1;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t co = 0; co < C; ++co)
+      for (int64_t i = 0; i < HW; ++i) {
+        double v = b0[size_t(co)];
+        for (int64_t ci = 0; ci < C; ++ci) v += double(w0[size_t(co * C + ci)]) * x[size_t((n * C + ci) * HW + i)];
+        s[size_t((n * C + co) * HW + i)] = v;
+      }
+  for (int k = 0; k < 2; ++k) {
+    std::vector<double> c(s.size()), s2(s.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t ch = 0; ch < C; ++ch)
+        for (int64_t oy = 0; oy < H; ++oy)
+          for (int64_t ox = 0; ox < W; ++ox) {
+            double v = bd[size_t(k)][size_t(ch)];
+            for (int64_t ky = 0; ky < 3; ++ky)
+              for (int64_t kx = 0; kx < 3; ++kx) {
+                const int64_t iy = oy + ky - 1, ix = ox + kx - 1;
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                v += double(wd[size_t(k)][size_t(ch * 9 + ky * 3 + kx)]) * s[size_t((n * C + ch) * HW + iy * W + ix)];
+              }
+            c[size_t((n * C + ch) * HW + oy * W + ox)] = v;
+          }
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < HW; ++i)
+        for (int64_t co = 0; co < C; ++co) {
+          double v = bl[size_t(k)][size_t(co)];
+          for (int64_t ci = 0; ci < C; ++ci) v += double(wl[size_t(k)][size_t(co * C + ci)]) * c[size_t((n * C + ci) * HW + i)];
+          s2[size_t((n * C + co) * HW + i)] = s[size_t((n * C + co) * HW + i)] + v;
+        }
+    s = s2;
+    if (k == 0) s1 = s;
+  }
+  for (bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "the first sum also an output" : "the last sum the only output");
+    ir::Graph fused = build(shared);
+    const passes::Report r = passes::optimize(fused);
+    EXPECT_GT(r.count("channels_last_blocks"), 0u) << r.summary();
+    size_t cl = 0;
+    for (const ir::Node& n : fused.nodes()) cl += n.op == "wgnn.conv_depthwise_channels_last.default";
+    EXPECT_EQ(cl, 2u) << fused.dump();
+    ir::Graph kept = build(shared);
+    {
+      ScopedEnv off("WGNN_DISABLE_PASSES", "channels_last_blocks");
+      passes::optimize(kept);
+    }
+    ir::Program fp(ctx(), std::move(fused)), kp(ctx(), std::move(kept));
+    const auto a = fp.run({host({N, C, H, W}, x)});
+    const auto k = kp.run({host({N, C, H, W}, x)});
+    // Before: the 1x1 convolution, then per block a depthwise convolution,
+    // a permute, a product and an add of a permute. After: the 1x1
+    // convolution and a permute, per block a convolution and a product
+    // that adds the stream, the sum permuted back (twice where the first
+    // sum is an output too).
+    EXPECT_EQ(kp.plan({{N, C, H, W}}).dispatches().size(), 9u);
+    EXPECT_EQ(fp.plan({{N, C, H, W}}).dispatches().size(), shared ? 8u : 7u);
+    ASSERT_EQ(a.size(), shared ? 2u : 1u);
+    const HostTensor& y = a[shared ? 1 : 0];
+    EXPECT_EQ(y.shape, (Shape{N, C, H, W}));
+    EXPECT_TRUE(all_close(floats(y), s, 1e-5, 1e-5));
+    EXPECT_TRUE(all_close(floats(k[shared ? 1 : 0]), s, 1e-5, 1e-5));
+    if (shared) EXPECT_TRUE(all_close(floats(a[0]), s1, 1e-5, 1e-5));
+  }
+}
+
 // Whisper's and BART's self-attention as the importer leaves it: q, k and v
 // three products of the same hidden states (k without a bias), q scaled
 // after its bias, all read by wgnn.attention through head-split views. The
