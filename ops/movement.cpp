@@ -593,6 +593,9 @@ Value slice(Graph& g, const ValueList& args) {
   }
   Shape out = in;
   out[d] = len;
+  // The whole dim in order (DaViT's x[:, :H, :W] after a window partition
+  // that needed no padding): the input itself.
+  if (step == 1 && start == 0 && len == size) return g.add_view(x, out);
   Shape strides = contiguous_strides(in);
   const int64_t base = len > 0 ? start * strides[d] : 0;
   // A slice that is one contiguous block of the input (the dims before `d`
@@ -942,6 +945,9 @@ Value pad(Graph& g, const ValueList& args) {
       a.fail(fmt::format("argument 'pad' is {}: mode '{}' cannot pad dim {} of size 0", list_str(pads), mode, d));
     }
   }
+  // No pad in any dim (DaViT pads its maps to whole windows, by zero where
+  // they divide): the input itself.
+  if (std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; })) return g.add_view(x, out);
   TensorRef y = add_output(a, out, dtype);
   Binding fill = no_fill(g);
   if (cm == kPadConstant) {

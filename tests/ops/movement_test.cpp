@@ -834,6 +834,36 @@ TEST(Views, AlignedChannelSliceIsAView) {
   EXPECT_EQ(h.dispatches().size(), 1u);
 }
 
+// A slice of a whole dim (step 1) and a pad of zero everywhere are the
+// input itself (DaViT's window padding and crop where the windows divide the
+// map): no dispatch, and a later op reads the input's values. A slice that
+// drops one element or steps by 2, and a pad of one, still copy.
+TEST(Views, WholeSliceAndZeroPadAreTheInput) {
+  const Shape s{2, 6, 5, 4};
+  const auto xv = random_floats(size_t(numel(s)), -1, 1, 505);
+  std::vector<float> want = relu_ref(xv);
+  for (int64_t dim : {0, 2, 3}) {
+    SCOPED_TRACE(dim);
+    Graph g(ctx());
+    TensorRef x = upload(g, s, xv, DType::F32);
+    TensorRef part =
+        ops::call(g, "aten.slice.Tensor", {x, dim, int64_t(0), s[size_t(dim)], int64_t(1)}).tensor();
+    TensorRef padded = ops::call(g, "aten.pad.default", {part, IntList{0, 0, 0, 0, 0, 0}}).tensor();
+    EXPECT_EQ(g.dispatches().size(), 0u);
+    EXPECT_EQ(g.info(padded).shape, s);
+    TensorRef y = ops::call(g, "aten.relu.default", {padded}).tensor();
+    g.mark_output(y);
+    g.run();
+    EXPECT_EQ(download(g, y), want);
+  }
+  Graph h(ctx());
+  TensorRef x = upload(h, s, xv, DType::F32);
+  ops::call(h, "aten.slice.Tensor", {x, int64_t(2), int64_t(0), int64_t(4), int64_t(1)});
+  ops::call(h, "aten.slice.Tensor", {x, int64_t(2), int64_t(0), int64_t(5), int64_t(2)});
+  ops::call(h, "aten.pad.default", {x, IntList{0, 1}});
+  EXPECT_EQ(h.dispatches().size(), 3u);
+}
+
 TEST(Views, ConcatenatedIntermediatesAreWrittenInPlace) {
   Graph g(ctx());
   const Shape s{1, 4, 16, 16};
