@@ -264,10 +264,15 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   // WGNN_DEPTHWISE_VEC4=0: one, for measuring).
   const char* vec_env = std::getenv("WGNN_DEPTHWISE_VEC4");
   const bool vec4 = channels_last && cout == cin && cin % 4 == 0 && !(vec_env && std::string_view(vec_env) == "0");
-  // conv_depthwise_cl.wgsl: a thread per 4 channels of 4 output columns.
+  // conv_depthwise_cl.wgsl: a thread per 4 channels of OWB output columns,
+  // OWB 4 where that makes enough threads to fill a large GPU (2^16), else
+  // 2 or 1 (ConvNeXt's 7x7 maps of 768 channels: 9408 threads with one).
+  uint32_t owb = 4;
   if (vec4) {
-    p.count = uint32_t(uint64_t(g.info(y).numel() / (out[2] * cout)) * gpu::ceil_div(uint64_t(out[2]), 4) *
-                       uint64_t(cout / 4));
+    const uint64_t rows = uint64_t(g.info(y).numel() / (out[2] * cout));
+    auto threads = [&](uint32_t o) { return rows * gpu::ceil_div(uint64_t(out[2]), o) * uint64_t(cout / 4); };
+    while (owb > 1 && threads(owb) < (uint64_t(1) << 16)) owb /= 2;
+    p.count = uint32_t(threads(owb));
   }
   p.cout = uint32_t(cout);
   p.mult = uint32_t(cout / cin);
@@ -286,17 +291,36 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   add_epilogue_subs(subs, s, 5, "acc", "co", rounded, dt == DType::F16, "i");
   gpu::Constants constants = activation_constants(s.act);
   if (channels_last && !vec4) constants.emplace_back("CHANNELS_LAST", 1.0);
+  if (vec4) constants.emplace_back("OWB", double(owb));
   // The kernel's dims as pipeline constants: the tap loops unroll.
   constants.emplace_back("KD", double(k[0]));
   constants.emplace_back("KH", double(k[1]));
   constants.emplace_back("KW", double(k[2]));
   const Binding bias = b.id >= 0 ? Binding::of(b) : Binding::of(g.ctx().dummy_buffer());
-  std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias};
+  Binding weight = Binding::of(w);
+  if (vec4) {
+    // The weight per tap ([*k, C], kernels/depthwise_taps.wgsl): once when
+    // it is a constant, else on every run.
+    const uint64_t taps = uint64_t(k[0] * k[1] * k[2]), count = taps * uint64_t(cout);
+    gpu::Buffer wt = g.scratch(count * gpu_dtype_size(dt), "depthwise weight per tap");
+    const gpu::Pipeline& tr = kernel(g, "ops/kernels/depthwise_taps.wgsl", float_subs(g, dt, a.op));
+    std::vector<Binding> tb{Binding::of(wt),
+                            g.uniform(DepthwiseTapsParams{uint32_t(count), uint32_t(cout), uint32_t(taps), 0}),
+                            Binding::of(w)};
+    const gpu::Grid tg = grid_for(g, gpu::ceil_div(count, 256));
+    if (g.info(w).kind == TensorKind::Constant)
+      g.add_init_dispatch(tr, std::move(tb), tg, std::string(a.op), "depthwise weight per tap");
+    else
+      g.add_dispatch(tr, std::move(tb), tg, std::string(a.op), "depthwise weight per tap");
+    weight = Binding::of(wt);
+  }
+  std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), weight, bias};
   if (s.affine.id >= 0) bindings.push_back(Binding::of(s.affine));
   if (s.residual.id >= 0) bindings.push_back(Binding::of(s.residual));
   g.add_dispatch(kernel(g, vec4 ? "ops/kernels/conv_depthwise_cl.wgsl" : "ops/kernels/conv_depthwise.wgsl", subs, constants), std::move(bindings),
-                 grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
-                 fmt::format("conv depthwise {}k={}{}{}{}", channels_last ? vec4 ? "channels-last vec4 " : "channels-last " : "",
+                 grid_for(g, gpu::ceil_div(uint64_t(p.count), vec4 ? 64 : 256)), std::string(a.op),
+                 fmt::format("conv depthwise {}k={}{}{}{}",
+                             channels_last ? vec4 ? fmt::format("channels-last vec4 x{} ", owb) : "channels-last " : "",
                              dims_str(k, s.d),
                              s.affine.id >= 0 ? " affine" : "", s.residual.id >= 0 ? " residual" : "",
                              activation_label(s.act.act)),

@@ -116,6 +116,10 @@ WGNN_UNIFORM(TriluParams, WGNN_TRILU_PARAMS);
 #define WGNN_PAD_ROWS_PARAMS(F) F(uint32_t, count) F(uint32_t, cols) F(uint32_t, cols_out) F(uint32_t, _pad)
 WGNN_UNIFORM(PadRowsParams, WGNN_PAD_ROWS_PARAMS);
 
+// kernels/depthwise_taps.wgsl: count = channels * taps elements written.
+#define WGNN_DEPTHWISE_TAPS_PARAMS(F) F(uint32_t, count) F(uint32_t, channels) F(uint32_t, taps) F(uint32_t, _pad)
+WGNN_UNIFORM(DepthwiseTapsParams, WGNN_DEPTHWISE_TAPS_PARAMS);
+
 // kernels/batch_norm_fold.wgsl.
 #define WGNN_FOLD_PARAMS(F) F(uint32_t, channels) F(float, eps) F(uint32_t, has_weight) F(uint32_t, has_bias)
 WGNN_UNIFORM(FoldParams, WGNN_FOLD_PARAMS);

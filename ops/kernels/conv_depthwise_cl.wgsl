@@ -1,12 +1,14 @@
 // Depthwise convolution on channels-last data, four channels a thread:
 // wgnn.conv_depthwise_channels_last where C_out = C_in, a multiple of 4.
-// x [N, *spatial, C] and y [N, *out, C] are read and written as vec4<T>
-// (one load per tap, not four). A thread takes OWB consecutive output
-// columns of one row, so that each tap's four weights (strided in the
-// [C, 1, *k] weight: the costly loads) are loaded once for OWB outputs. The
-// kernel's dims are pipeline constants (KD, KH, KW), so that the loops
-// unroll and a thread's loads go out together. Bias, the optional affine
-// and residual (the AFFINE_BINDING and AFFINE placeholders: conv.cpp's
+// x [N, *spatial, C] and y [N, *out, C] are read and written as vec4<T>,
+// and the weight as [*k, C] (kernels/depthwise_taps.wgsl made it from
+// [C, 1, *k]): one load per tap of x and of w, consecutive threads
+// consecutive vectors. A thread takes OWB consecutive output columns of
+// one row (each tap's weights loaded once for them); the host picks OWB
+// (4, 2 or 1) so that small maps still make enough threads. The kernel's
+// dims are pipeline constants (KD, KH, KW), so that the loops unroll and a
+// thread's loads go out together. Bias, the optional affine and residual
+// (the AFFINE_BINDING and AFFINE placeholders: conv.cpp's
 // add_epilogue_subs) and the activation per channel, f32 math:
 //   y[n, o, c] = bias[c] + sum_k w[c, 0, k] * x[n, o * stride - pad + k * dil, c]
 // params.count is N * out_d * out_h * ceil(out_w / OWB) * C / 4.
@@ -15,17 +17,17 @@
 override KD: u32 = 1u;
 override KH: u32 = 1u;
 override KW: u32 = 1u;
-const OWB: u32 = 4u;
+override OWB: u32 = 4u;
 
 {{PARAMS}}
 
 @group(0) @binding(0) var<storage, read_write> y: array<vec4<{{T}}>>;
 @group(0) @binding(1) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read> x: array<vec4<{{T}}>>;
-@group(0) @binding(3) var<storage, read> w: array<{{T}}>;
+@group(0) @binding(3) var<storage, read> w: array<vec4<{{T}}>>;
 @group(0) @binding(4) var<storage, read> bias: array<{{T}}>;{{AFFINE_BINDING}}
 
-const WG: u32 = 256u;
+const WG: u32 = 64u;
 
 {{include lib/activation.wgsl}}
 {{include lib/math.wgsl}}
@@ -50,12 +52,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let xbase = n * params.in_vol * c4 + cv;
   let org = vec3<i32>(vec3<u32>(od, oh, ow0)) * params.stride.xyz - params.pad.xyz;
   let co0 = cv * 4u;
-  let kv = KD * KH * KW;
   var b4 = vec4<f32>();
   if (params.has_bias != 0u) {
     b4 = vec4<f32>(f32(bias[co0]), f32(bias[co0 + 1u]), f32(bias[co0 + 2u]), f32(bias[co0 + 3u]));
   }
-  var sums: array<vec4<f32>, OWB>;
+  var sums: array<vec4<f32>, 4>;
   for (var j = 0u; j < OWB; j++) {
     sums[j] = b4;
   }
@@ -68,8 +69,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       }
       let row = xbase + (id * params.in_h + ih) * params.in_w * c4;
       for (var kw = 0u; kw < KW; kw++) {
-        let wa = co0 * kv + (kd * KH + kh) * KW + kw;
-        let wv = vec4<f32>(f32(w[wa]), f32(w[wa + kv]), f32(w[wa + 2u * kv]), f32(w[wa + 3u * kv]));
+        let wv = vec4<f32>(w[((kd * KH + kh) * KW + kw) * c4 + cv]);
         for (var j = 0u; j < OWB; j++) {
           let iw = u32(org.z + i32(j) * params.stride.z + i32(kw) * params.dil.z);
           if (iw < params.in_w) {

@@ -371,6 +371,8 @@ TEST(Conv, DepthwiseChannelsLastMatchesTheReference) {
   struct Case {
     Conv c;
     bool row;  // input [N, prod(size), C] rather than [N, *size, C]
+    std::string label = "channels-last";
+    bool weight_input = false;  // the weight an input, not a constant: its per-tap copy made on every run
   };
   const std::vector<Case> cases = {
       {{{2, 12, 5, 6}, {12, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 12}, true},
@@ -381,6 +383,15 @@ TEST(Conv, DepthwiseChannelsLastMatchesTheReference) {
       {{{1, 5, 11}, {10, 1, 5}, false, {1}, {2}, {1}, false, {0}, 5}, true},
       {{{1, 4, 3, 4, 5}, {4, 1, 3, 1, 3}, true, {1}, {1, 0, 1}, {1}, false, {0}, 4}, false},
       {{{1, 12, 5, 6}, {12, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 12, DType::F16}, true},
+      // Output columns a thread: 4 where that makes 2^16 threads (here 16 x
+      // 17 x 256, the last of a row's 17 holding 3 columns), 2 (16 x 32 x
+      // 128, the last holding 1) and 1 (ConvNeXt's last stage: 7 x 7 x 768).
+      {{{1, 1024, 16, 67}, {1024, 1, 7, 7}, true, {1}, {3}, {1}, false, {0}, 1024, DType::F16}, false,
+       "channels-last vec4 x4 "},
+      {{{1, 512, 16, 63}, {512, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 512}, false, "channels-last vec4 x2 ",
+       true},
+      {{{1, 768, 7, 7}, {768, 1, 7, 7}, true, {1}, {3}, {1}, false, {0}, 768, DType::F16}, false,
+       "channels-last vec4 x1 "},
   };
   uint32_t seed = 700;
   for (const Case& k : cases) {
@@ -411,7 +422,8 @@ TEST(Conv, DepthwiseChannelsLastMatchesTheReference) {
     xs.push_back(cin);
     Graph g(ctx());
     TensorRef y = ops::call(g, "wgnn.conv_depthwise_channels_last.default",
-                            {upload(g, xs, xl, c.dtype), constant(g, c.w, w, c.dtype),
+                            {upload(g, xs, xl, c.dtype),
+                             k.weight_input ? upload(g, c.w, w, c.dtype) : constant(g, c.w, w, c.dtype),
                              c.bias ? Value(constant(g, {cout}, b, c.dtype)) : Value(None{}),
                              IntList(c.x.begin() + 2, c.x.end()), c.stride, c.padding, c.dilation})
                       .tensor();
@@ -426,7 +438,7 @@ TEST(Conv, DepthwiseChannelsLastMatchesTheReference) {
     }
     want.push_back(cout);
     ASSERT_EQ(g.info(y).shape, want);
-    EXPECT_THAT(g.dispatches().back().label, testing::HasSubstr("channels-last"));
+    EXPECT_THAT(g.dispatches().back().label, testing::HasSubstr(k.label));
     g.run();
     const std::vector<float> got = download(g, y);
     // The reference moved channels last.
@@ -481,7 +493,7 @@ TEST(Conv, DepthwiseChannelsLastResidual) {
                       .tensor();
     TensorRef sum = ops::call(g, "aten.add.Tensor", {plain, tr}).tensor();
     bool labelled = false;
-    const std::string want = vec[0] == '1' ? "channels-last vec4 k=[3, 3] residual" : "channels-last k=[3, 3] residual";
+    const std::string want = vec[0] == '1' ? "channels-last vec4 x1 k=[3, 3] residual" : "channels-last k=[3, 3] residual";
     for (const auto& d : g.dispatches()) labelled = labelled || d.label.find(want) != std::string::npos;
     EXPECT_TRUE(labelled);
     g.run();
