@@ -259,20 +259,30 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   const DType dt = g.info(x).dtype;
   DepthwiseParams p{};
   p.count = uint32_t(g.info(y).numel());
-  // Four channels a thread where they are channels last and come in fours
-  // (kernels/conv_depthwise_cl.wgsl, the kernel's dims its constants;
-  // WGNN_DEPTHWISE_VEC4=0: one, for measuring).
+  // Channels last with one channel per group (C_out = C_in):
+  // kernels/conv_depthwise_cl.wgsl, the kernel's dims its constants,
+  // weights per tap; WGNN_DEPTHWISE_VEC4=0: conv_depthwise.wgsl's one
+  // channel a thread, for measuring.
   const char* vec_env = std::getenv("WGNN_DEPTHWISE_VEC4");
-  const bool vec4 = channels_last && cout == cin && cin % 4 == 0 && !(vec_env && std::string_view(vec_env) == "0");
-  // conv_depthwise_cl.wgsl: a thread per 4 channels of OWB output columns,
-  // OWB 4 where that makes enough threads to fill a large GPU (2^16), else
-  // 2 or 1 (ConvNeXt's 7x7 maps of 768 channels: 9408 threads with one).
-  uint32_t owb = 4;
+  const bool vec4 = channels_last && cout == cin && !(vec_env && std::string_view(vec_env) == "0");
+  // A thread per VW channels of OWB output columns: the widest (VW 4, 2,
+  // 1 dividing C; then OWB 4, 2, 1) that makes enough threads to fill a
+  // large GPU (2^16). ConvNeXt's last 7x7 maps of 768 channels make 9408
+  // threads with VW 4 and OWB 1, 37632 with VW 1.
+  uint32_t vw = 1, owb = 1;
   if (vec4) {
     const uint64_t rows = uint64_t(g.info(y).numel() / (out[2] * cout));
-    auto threads = [&](uint32_t o) { return rows * gpu::ceil_div(uint64_t(out[2]), o) * uint64_t(cout / 4); };
-    while (owb > 1 && threads(owb) < (uint64_t(1) << 16)) owb /= 2;
-    p.count = uint32_t(threads(owb));
+    auto threads = [&](uint32_t v, uint32_t o) {
+      return rows * gpu::ceil_div(uint64_t(out[2]), o) * uint64_t(cout / v);
+    };
+    bool found = false;
+    for (uint32_t v : {4u, 2u, 1u}) {
+      if (found || cout % v) continue;
+      for (uint32_t o : {4u, 2u, 1u}) {
+        if (!found && threads(v, o) >= (uint64_t(1) << 16)) vw = v, owb = o, found = true;
+      }
+    }
+    p.count = uint32_t(threads(vw, owb));
   }
   p.cout = uint32_t(cout);
   p.mult = uint32_t(cout / cin);
@@ -291,7 +301,17 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   add_epilogue_subs(subs, s, 5, "acc", "co", rounded, dt == DType::F16, "i");
   gpu::Constants constants = activation_constants(s.act);
   if (channels_last && !vec4) constants.emplace_back("CHANNELS_LAST", 1.0);
-  if (vec4) constants.emplace_back("OWB", double(owb));
+  if (vec4) {
+    constants.emplace_back("OWB", double(owb));
+    const std::string t = std::string(dt == DType::F16 ? "f16" : "f32");
+    const std::string xv = vw == 1 ? t : fmt::format("vec{}<{}>", vw, t);
+    subs.emplace_back("VW", std::to_string(vw));
+    subs.emplace_back("XV", xv);
+    subs.emplace_back("WIDEN", vw == 4   ? "vec4<f32>(v)"
+                               : vw == 2 ? "vec4<f32>(vec2<f32>(v), 0.0, 0.0)"
+                                         : "vec4<f32>(f32(v), 0.0, 0.0, 0.0)");
+    subs.emplace_back("PACK", vw == 4 ? "r" : vw == 2 ? "r.xy" : "r.x");
+  }
   // The kernel's dims as pipeline constants: the tap loops unroll.
   constants.emplace_back("KD", double(k[0]));
   constants.emplace_back("KH", double(k[1]));
@@ -320,7 +340,7 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   g.add_dispatch(kernel(g, vec4 ? "ops/kernels/conv_depthwise_cl.wgsl" : "ops/kernels/conv_depthwise.wgsl", subs, constants), std::move(bindings),
                  grid_for(g, gpu::ceil_div(uint64_t(p.count), vec4 ? 64 : 256)), std::string(a.op),
                  fmt::format("conv depthwise {}k={}{}{}{}",
-                             channels_last ? vec4 ? fmt::format("channels-last vec4 x{} ", owb) : "channels-last " : "",
+                             channels_last ? vec4 ? fmt::format("channels-last v{}x{} ", vw, owb) : "channels-last " : "",
                              dims_str(k, s.d),
                              s.affine.id >= 0 ? " affine" : "", s.residual.id >= 0 ? " residual" : "",
                              activation_label(s.act.act)),

@@ -377,7 +377,7 @@ TEST(Conv, DepthwiseChannelsLastMatchesTheReference) {
   const std::vector<Case> cases = {
       {{{2, 12, 5, 6}, {12, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 12}, true},
       {{{1, 8, 9, 7}, {16, 1, 3, 3}, true, {2, 1}, {1, 0, 2, 1}, {1, 2}, false, {0}, 8, DType::F32, true}, false},
-      // Four channels a thread (C_out = C_in) with strides, dilation and uneven padding.
+      // C_out = C_in (kernels/conv_depthwise_cl.wgsl) with strides, dilation and uneven padding.
       {{{1, 8, 9, 7}, {8, 1, 3, 3}, true, {2, 1}, {1, 0, 2, 1}, {1, 2}, false, {0}, 8, DType::F32, true}, false},
       {{{1, 16, 9, 7}, {16, 1, 5, 3}, true, {1, 2}, {2, 1}, {2, 1}, false, {0}, 16, DType::F16}, true},
       {{{1, 5, 11}, {10, 1, 5}, false, {1}, {2}, {1}, false, {0}, 5}, true},
@@ -387,11 +387,17 @@ TEST(Conv, DepthwiseChannelsLastMatchesTheReference) {
       // 17 x 256, the last of a row's 17 holding 3 columns), 2 (16 x 32 x
       // 128, the last holding 1) and 1 (ConvNeXt's last stage: 7 x 7 x 768).
       {{{1, 1024, 16, 67}, {1024, 1, 7, 7}, true, {1}, {3}, {1}, false, {0}, 1024, DType::F16}, false,
-       "channels-last vec4 x4 "},
-      {{{1, 512, 16, 63}, {512, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 512}, false, "channels-last vec4 x2 ",
+       "channels-last v4x4 "},
+      {{{1, 512, 16, 63}, {512, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 512}, false, "channels-last v4x2 ",
        true},
       {{{1, 768, 7, 7}, {768, 1, 7, 7}, true, {1}, {3}, {1}, false, {0}, 768, DType::F16}, false,
-       "channels-last vec4 x1 "},
+       "channels-last v1x1 "},
+      // C = 2 mod 4: two channels a thread make at most 16 x 16 x 129 =
+      // 33024 threads, one channel 66048.
+      {{{1, 258, 16, 16}, {258, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 258}, false, "channels-last v1x1 "},
+      // Two channels and two columns: 64 x 32 x 33 = 67584 threads.
+      {{{1, 66, 64, 64}, {66, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 66, DType::F16}, false,
+       "channels-last v2x2 "},
   };
   uint32_t seed = 700;
   for (const Case& k : cases) {
@@ -493,7 +499,7 @@ TEST(Conv, DepthwiseChannelsLastResidual) {
                       .tensor();
     TensorRef sum = ops::call(g, "aten.add.Tensor", {plain, tr}).tensor();
     bool labelled = false;
-    const std::string want = vec[0] == '1' ? "channels-last vec4 x1 k=[3, 3] residual" : "channels-last k=[3, 3] residual";
+    const std::string want = vec[0] == '1' ? "channels-last v1x1 k=[3, 3] residual" : "channels-last k=[3, 3] residual";
     for (const auto& d : g.dispatches()) labelled = labelled || d.label.find(want) != std::string::npos;
     EXPECT_TRUE(labelled);
     g.run();
