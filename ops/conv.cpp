@@ -267,10 +267,15 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   const bool vec4 = channels_last && cout == cin && !(vec_env && std::string_view(vec_env) == "0");
   // A thread per VW channels of OWB output columns: the widest (VW 4, 2,
   // 1 dividing C; then OWB 4, 2, 1) that makes enough threads to fill a
-  // large GPU (2^16). ConvNeXt's last 7x7 maps of 768 channels make 9408
-  // threads with VW 4 and OWB 1, 37632 with VW 1.
+  // large GPU (2^17: on the H200 ConvNeXt-T's float16 GPU time is 1.3% lower
+  // than with 2^16 and DaViT-B's the same; 2^18 and more slow DaViT-B,
+  // docs/BENCHMARKS.md). ConvNeXt's last 7x7 maps of 768 channels make
+  // 9408 threads with VW 4 and OWB 1, 37632 with VW 1.
   uint32_t vw = 1, owb = 1;
   if (vec4) {
+    // WGNN_DEPTHWISE_THREADS=N: 2^N threads (measuring).
+    uint64_t enough = uint64_t(1) << 17;
+    if (const char* e = std::getenv("WGNN_DEPTHWISE_THREADS"); e && *e) enough = uint64_t(1) << std::clamp(std::atoi(e), 0, 30);
     const uint64_t rows = uint64_t(g.info(y).numel() / (out[2] * cout));
     auto threads = [&](uint32_t v, uint32_t o) {
       return rows * gpu::ceil_div(uint64_t(out[2]), o) * uint64_t(cout / v);
@@ -279,7 +284,7 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
     for (uint32_t v : {4u, 2u, 1u}) {
       if (found || cout % v) continue;
       for (uint32_t o : {4u, 2u, 1u}) {
-        if (!found && threads(v, o) >= (uint64_t(1) << 16)) vw = v, owb = o, found = true;
+        if (!found && threads(v, o) >= enough) vw = v, owb = o, found = true;
       }
     }
     p.count = uint32_t(threads(vw, owb));

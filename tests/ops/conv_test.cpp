@@ -383,20 +383,21 @@ TEST(Conv, DepthwiseChannelsLastMatchesTheReference) {
       {{{1, 5, 11}, {10, 1, 5}, false, {1}, {2}, {1}, false, {0}, 5}, true},
       {{{1, 4, 3, 4, 5}, {4, 1, 3, 1, 3}, true, {1}, {1, 0, 1}, {1}, false, {0}, 4}, false},
       {{{1, 12, 5, 6}, {12, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 12, DType::F16}, true},
-      // Output columns a thread: 4 where that makes 2^16 threads (here 16 x
-      // 17 x 256, the last of a row's 17 holding 3 columns), 2 (16 x 32 x
-      // 128, the last holding 1) and 1 (ConvNeXt's last stage: 7 x 7 x 768).
-      {{{1, 1024, 16, 67}, {1024, 1, 7, 7}, true, {1}, {3}, {1}, false, {0}, 1024, DType::F16}, false,
+      // Output columns a thread: 4 where that makes 2^17 threads (here 32 x
+      // 17 x 256, the last of a row's 17 holding 3 columns), 2 (32 x 32 x
+      // 128, the last holding 1) and 1 (ConvNeXt's last stage: 7 x 7 x 768,
+      // fewer than 2^17 with any: the narrowest).
+      {{{1, 1024, 32, 67}, {1024, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1024, DType::F16}, false,
        "channels-last v4x4 "},
-      {{{1, 512, 16, 63}, {512, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 512}, false, "channels-last v4x2 ",
+      {{{1, 512, 32, 63}, {512, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 512}, false, "channels-last v4x2 ",
        true},
       {{{1, 768, 7, 7}, {768, 1, 7, 7}, true, {1}, {3}, {1}, false, {0}, 768, DType::F16}, false,
        "channels-last v1x1 "},
       // C = 2 mod 4: two channels a thread make at most 16 x 16 x 129 =
-      // 33024 threads, one channel 66048.
+      // 33024 threads, one channel 66048: the narrowest.
       {{{1, 258, 16, 16}, {258, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 258}, false, "channels-last v1x1 "},
-      // Two channels and two columns: 64 x 32 x 33 = 67584 threads.
-      {{{1, 66, 64, 64}, {66, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 66, DType::F16}, false,
+      // Two channels and two columns: 128 x 32 x 33 = 135168 threads.
+      {{{1, 66, 128, 64}, {66, 1, 3, 3}, true, {1}, {1}, {1}, false, {0}, 66, DType::F16}, false,
        "channels-last v2x2 "},
   };
   uint32_t seed = 700;
