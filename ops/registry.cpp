@@ -6,8 +6,10 @@
 namespace wgnn::ops {
 
 // Declared here rather than in registry.h, whose every includer would
-// rebuild: ops/topk.cpp, ops/scatter.cpp, ops/cumsum.cpp, ops/grid_sample.cpp.
+// rebuild: ops/topk.cpp, ops/scatter.cpp, ops/cumsum.cpp, ops/grid_sample.cpp,
+// ops/window.cpp.
 void register_topk_ops(OpRegistry& r);
+void register_window_ops(OpRegistry& r);
 void register_scatter_ops(OpRegistry& r);
 void register_cumsum_ops(OpRegistry& r);
 void register_grid_sample_ops(OpRegistry& r);
@@ -31,6 +33,7 @@ OpRegistry& OpRegistry::global() {
     register_scatter_ops(*reg);
     register_cumsum_ops(*reg);
     register_grid_sample_ops(*reg);
+    register_window_ops(*reg);
     register_spectral_ops(*reg);
     register_dynamic_ops(*reg);
     return reg;

@@ -42,6 +42,7 @@ const std::vector<KernelUniform>& kernel_uniforms() {
       {"ops/kernels/batch_norm_fold.wgsl", &FoldParams::wgsl},
       {"ops/kernels/pad_rows.wgsl", &PadRowsParams::wgsl},
       {"ops/kernels/depthwise_taps.wgsl", &DepthwiseTapsParams::wgsl},
+      {"ops/kernels/window.wgsl", &WindowParams::wgsl},
       {"ops/kernels/batch_norm.wgsl", &BatchNormParams::wgsl},
       {"ops/kernels/layer_norm.wgsl", &LayerNormParams::wgsl},
       {"ops/kernels/group_norm.wgsl", &GroupNormParams::wgsl},

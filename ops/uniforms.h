@@ -120,6 +120,12 @@ WGNN_UNIFORM(PadRowsParams, WGNN_PAD_ROWS_PARAMS);
 #define WGNN_DEPTHWISE_TAPS_PARAMS(F) F(uint32_t, count) F(uint32_t, channels) F(uint32_t, taps) F(uint32_t, _pad)
 WGNN_UNIFORM(DepthwiseTapsParams, WGNN_DEPTHWISE_TAPS_PARAMS);
 
+// kernels/window.wgsl: count = vec4s of the result, c4 = C / 4.
+#define WGNN_WINDOW_PARAMS(F)                                                                              \
+  F(uint32_t, count) F(uint32_t, h) F(uint32_t, w) F(uint32_t, c4) F(uint32_t, wh) F(uint32_t, ww) F(uint32_t, nh) \
+      F(uint32_t, nw) F(uint32_t, has_res) F(uint32_t, _p0) F(uint32_t, _p1) F(uint32_t, _p2)
+WGNN_UNIFORM(WindowParams, WGNN_WINDOW_PARAMS);
+
 // kernels/batch_norm_fold.wgsl.
 #define WGNN_FOLD_PARAMS(F) F(uint32_t, channels) F(float, eps) F(uint32_t, has_weight) F(uint32_t, has_bias)
 WGNN_UNIFORM(FoldParams, WGNN_FOLD_PARAMS);

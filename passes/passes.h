@@ -54,6 +54,7 @@ std::unique_ptr<Pass> fuse_permute_add();      // fuse_permute_add.cpp
 std::unique_ptr<Pass> fuse_norm_activation();  // fuse_norm_activation.cpp
 std::unique_ptr<Pass> fuse_matmul_layer_norm();  // fuse_matmul_layer_norm.cpp
 std::unique_ptr<Pass> channels_last_blocks();    // channels_last_blocks.cpp
+std::unique_ptr<Pass> fuse_window_partition();   // fuse_window_partition.cpp
 
 struct OptimizeOptions {
   PassContext context;
@@ -69,7 +70,8 @@ struct Report {
 };
 
 // The default pipeline, in order: constant folding (when pc.ctx is set),
-// a depthwise convolution between channel permutes, GELU chains, scalar
+// a depthwise convolution between channel permutes, window attention's
+// partition and reverse (with their pad, crop and residual add), GELU chains, scalar
 // factors on attention's q or k, matmul + scales / transposed operands /
 // bias, attention's q, k and v products as one, a per-column constant
 // scale after a product, conv + batch

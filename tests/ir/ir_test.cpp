@@ -776,6 +776,87 @@ TEST(IrPasses, ChannelsFirstBlocksRunChannelsLast) {
   }
 }
 
+// Window attention's windows as timm's DaViT exports them: the map [B, L, C]
+// viewed as [B, H, W, C], padded to whole windows, viewed and permuted into
+// windows; (here the windows doubled); viewed and permuted back, cropped
+// (two slices), viewed as rows and added to a residual. fuse_window_partition
+// makes it wgnn.window_partition and wgnn.window_reverse with the add: two
+// dispatches and the multiply, where the chain takes six and the multiply.
+// Against y = res + 2 x, and the chain; without padding too.
+TEST(IrPasses, WindowPartitionAndReverseRunAsTwoOps) {
+  const int64_t B = 2, C = 8, WS = 4;
+  for (const auto& [H, W] : {std::pair<int64_t, int64_t>{10, 7}, {8, 8}}) {
+    SCOPED_TRACE(fmt::format("{}x{}", H, W));
+    const int64_t NH = (H + WS - 1) / WS, NW = (W + WS - 1) / WS, HP = NH * WS, WP = NW * WS;
+    const bool padded = HP != H || WP != W;
+    auto build = [&, H = H, W = W] {
+      ir::Graph g;
+      const TensorRef x = g.input("x", DType::F32, {B, H * W, C});
+      const TensorRef res = g.input("res", DType::F32, {B, H * W, C});
+      TensorRef t = g.call("aten.view.default", {x, IntList{B, H, W, C}});
+      g.set_seen_shape(t, {B, H, W, C});
+      if (padded) {
+        t = g.call("aten.pad.default", {t, IntList{0, 0, 0, WP - W, 0, HP - H}});
+        g.set_seen_shape(t, {B, HP, WP, C});
+      }
+      const TensorRef v1 = g.call("aten.view.default", {t, IntList{B, NH, WS, NW, WS, C}});
+      const TensorRef p1 = g.call("aten.permute.default", {v1, IntList{0, 1, 3, 2, 4, 5}});
+      const TensorRef w1 = g.call("aten.view.default", {p1, IntList{B * NH * NW, WS * WS, C}});
+      const TensorRef m = g.call("aten.mul.Tensor", {w1, g.constant(host({}, {2.f}))});
+      const TensorRef v2 = g.call("aten.view.default", {m, IntList{B, NH, NW, WS, WS, C}});
+      const TensorRef p2 = g.call("aten.permute.default", {v2, IntList{0, 1, 3, 2, 4, 5}});
+      TensorRef r = g.call("aten.view.default", {p2, IntList{B, HP, WP, C}});
+      g.set_seen_shape(v1, {B, NH, WS, NW, WS, C});
+      g.set_seen_shape(p1, {B, NH, NW, WS, WS, C});
+      g.set_seen_shape(w1, {B * NH * NW, WS * WS, C});
+      g.set_seen_shape(m, {B * NH * NW, WS * WS, C});
+      g.set_seen_shape(v2, {B, NH, NW, WS, WS, C});
+      g.set_seen_shape(p2, {B, NH, WS, NW, WS, C});
+      g.set_seen_shape(r, {B, HP, WP, C});
+      if (padded) {
+        r = g.call("aten.slice.Tensor", {r, int64_t(1), int64_t(0), H, int64_t(1)});
+        g.set_seen_shape(r, {B, H, WP, C});
+        r = g.call("aten.slice.Tensor", {r, int64_t(2), int64_t(0), W, int64_t(1)});
+        g.set_seen_shape(r, {B, H, W, C});
+      }
+      const TensorRef rows = g.call("aten.view.default", {r, IntList{B, H * W, C}});
+      g.set_seen_shape(rows, {B, H * W, C});
+      const TensorRef y = g.call("aten.add.Tensor", {res, rows});
+      g.set_seen_shape(y, {B, H * W, C});
+      g.output(y, "y");
+      return g;
+    };
+    ir::Graph fused = build();
+    const passes::Report r = passes::optimize(fused);
+    EXPECT_EQ(r.count("fuse_window_partition"), 2u) << r.summary();
+    size_t part = 0, rev = 0;
+    for (const ir::Node& n : fused.nodes()) {
+      part += n.op == "wgnn.window_partition.default";
+      rev += n.op == "wgnn.window_reverse.default" && n.args.size() == 3;
+    }
+    EXPECT_EQ(part, 1u) << fused.dump();
+    EXPECT_EQ(rev, 1u) << fused.dump();
+    ir::Graph kept = build();
+    {
+      ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_window_partition");
+      passes::optimize(kept);
+    }
+    ir::Program fp(ctx(), std::move(fused)), kp(ctx(), std::move(kept));
+    const std::vector<float> x = random_floats(size_t(B * H * W * C), -1.f, 1.f, 130),
+                             res = random_floats(size_t(B * H * W * C), -1.f, 1.f, 131);
+    const auto a = fp.run({host({B, H * W, C}, x), host({B, H * W, C}, res)});
+    const auto k = kp.run({host({B, H * W, C}, x), host({B, H * W, C}, res)});
+    EXPECT_EQ(fp.plan({{B, H * W, C}, {B, H * W, C}}).dispatches().size(), 3u);
+    // The pad (a copy where it pads), the partition's copy, the multiply,
+    // the reverse's copy, the two crops (copies: B = 2), the add.
+    EXPECT_EQ(kp.plan({{B, H * W, C}, {B, H * W, C}}).dispatches().size(), padded ? 7u : 4u);
+    std::vector<float> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = res[i] + 2.f * x[i];
+    EXPECT_EQ(floats(a[0]), want);
+    EXPECT_EQ(floats(k[0]), want);
+  }
+}
+
 // Whisper's and BART's self-attention as the importer leaves it: q, k and v
 // three products of the same hidden states (k without a bias), q scaled
 // after its bias, all read by wgnn.attention through head-split views. The
