@@ -547,11 +547,24 @@ Value split_with_sizes(Graph& g, const ValueList& args) {
                        list_str(sizes), total, in[d], d, shape_str(in)));
   }
   const Shape strides = contiguous_strides(in);
+  // Parts that are contiguous blocks of self (the dims before `d` all 1:
+  // DaViT's q, k and v split from one permuted tensor) are views of their
+  // block where the alignment allows, as slice's.
+  int64_t outer = 1;
+  for (size_t k = 0; k < d; ++k) outer *= in[k];
   ValueList outs;
   int64_t start = 0;
   for (int64_t s : sizes) {
     Shape out = in;
     out[d] = s;
+    if (outer == 1 && s > 0 && views_enabled()) {
+      const TensorRef v = g.add_part_view(x, out, uint64_t(start * strides[d]) * gpu_dtype_size(dtype));
+      if (v.id >= 0) {
+        outs.push_back(v);
+        start += s;
+        continue;
+      }
+    }
     TensorRef y = add_output(a, out, dtype);
     record_copy(a, y, x, plain_plan(out, strides, start * strides[d]), no_fill(g), "split");
     outs.push_back(y);

@@ -723,7 +723,7 @@ TEST(MovementOps, ZeroSizeResultsRecordNoDispatch) {
   ops::call(g, "aten.split_with_sizes.default", {x, IntList{0, 3}, 0});
   ops::call(g, "aten.pad.default", {x, IntList{-2, -2}});
   ops::call(g, "aten.index_select.default", {x, 0, put(g, {0}, DType::I64, {})});
-  EXPECT_EQ(g.dispatches().size(), 1u);  // the 3-row part of the split
+  EXPECT_EQ(g.dispatches().size(), 0u);  // the split's 3-row part is all of x: a view
   g.run();
 }
 
@@ -861,6 +861,33 @@ TEST(Views, WholeSliceAndZeroPadAreTheInput) {
   ops::call(h, "aten.slice.Tensor", {x, int64_t(2), int64_t(0), int64_t(4), int64_t(1)});
   ops::call(h, "aten.slice.Tensor", {x, int64_t(2), int64_t(0), int64_t(5), int64_t(2)});
   ops::call(h, "aten.pad.default", {x, IntList{0, 1}});
+  EXPECT_EQ(h.dispatches().size(), 3u);
+}
+
+// A split along the first dim whose parts are aligned blocks (DaViT's q, k
+// and v) makes views, no dispatch; unaligned parts are copied.
+TEST(Views, SplitIntoAlignedBlocksMakesViews) {
+  const Shape s{3, 2, 64, 32};  // 16 KiB a part
+  const auto xv = random_floats(size_t(numel(s)), -1, 1, 506);
+  Graph g(ctx());
+  TensorRef x = upload(g, s, xv, DType::F32);
+  const Value parts = ops::call(g, "aten.split_with_sizes.default", {x, IntList{1, 1, 1}, int64_t(0)});
+  EXPECT_EQ(g.dispatches().size(), 0u);
+  std::vector<TensorRef> ys;
+  for (const Value& p : parts.list()) {
+    ys.push_back(ops::call(g, "aten.relu.default", {p.tensor()}).tensor());
+    g.mark_output(ys.back());
+  }
+  g.run();
+  const size_t n = size_t(numel(s)) / 3;
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(download(g, ys[k]), relu_ref(std::vector<float>(xv.begin() + long(k * n), xv.begin() + long((k + 1) * n))))
+        << "part " << k;
+  }
+  // 3x3 floats a part (36 bytes) are not aligned: copies.
+  Graph h(ctx());
+  TensorRef x2 = upload(h, {3, 3, 3}, random_floats(27, -1, 1, 507), DType::F32);
+  ops::call(h, "aten.split_with_sizes.default", {x2, IntList{1, 1, 1}, int64_t(0)});
   EXPECT_EQ(h.dispatches().size(), 3u);
 }
 
