@@ -308,14 +308,7 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   if (channels_last && !vec4) constants.emplace_back("CHANNELS_LAST", 1.0);
   if (vec4) {
     constants.emplace_back("OWB", double(owb));
-    const std::string t = std::string(dt == DType::F16 ? "f16" : "f32");
-    const std::string xv = vw == 1 ? t : fmt::format("vec{}<{}>", vw, t);
-    subs.emplace_back("VW", std::to_string(vw));
-    subs.emplace_back("XV", xv);
-    subs.emplace_back("WIDEN", vw == 4   ? "vec4<f32>(v)"
-                               : vw == 2 ? "vec4<f32>(vec2<f32>(v), 0.0, 0.0)"
-                                         : "vec4<f32>(f32(v), 0.0, 0.0, 0.0)");
-    subs.emplace_back("PACK", vw == 4 ? "r" : vw == 2 ? "r.xy" : "r.x");
+    for (auto& kv : depthwise_vector_subs(dt, vw)) subs.push_back(std::move(kv));
   }
   // The kernel's dims as pipeline constants: the tap loops unroll.
   constants.emplace_back("KD", double(k[0]));

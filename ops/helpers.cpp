@@ -69,6 +69,16 @@ Subs float_subs(Graph& g, DType dtype, std::string_view op) {
   throw Error(fmt::format("{}: dtype {} is not a float type (accepted: float32, float16)", op, dtype_name(dtype)));
 }
 
+Subs depthwise_vector_subs(DType dtype, uint32_t vw) {
+  const std::string t = dtype == DType::F16 ? "f16" : "f32";
+  return {{"VW", std::to_string(vw)},
+          {"XV", vw == 1 ? t : fmt::format("vec{}<{}>", vw, t)},
+          {"WIDEN", vw == 4   ? "vec4<f32>(v)"
+                    : vw == 2 ? "vec4<f32>(vec2<f32>(v), 0.0, 0.0)"
+                              : "vec4<f32>(f32(v), 0.0, 0.0, 0.0)"},
+          {"PACK", vw == 4 ? "r" : vw == 2 ? "r.xy" : "r.x"}};
+}
+
 Subs vector_subs(Graph& g, DType dtype, bool vec4, std::string_view op) {
   Subs s = float_subs(g, dtype, op);
   const std::string t = dtype == DType::F16 ? "f16" : "f32";

@@ -33,6 +33,11 @@ Subs float_subs(Graph& g, DType dtype, std::string_view op);
 // and its deviations `d`.
 Subs vector_subs(Graph& g, DType dtype, bool vec4, std::string_view op);
 
+// kernels/conv_depthwise_cl.wgsl's vector of `vw` (4, 2 or 1) elements of
+// dtype: {{VW}}, {{XV}} (the vector type), {{WIDEN}} (one as vec4<f32>)
+// and {{PACK}} (a vec4's first vw lanes as the vector).
+Subs depthwise_vector_subs(DType dtype, uint32_t vw);
+
 // A kernel's run-time check (Graph::add_check): {{CHECK_DECL}} becomes the
 // graph's flag buffer at `binding` and `fn report(slot: u32, value: i32)`,
 // which sets the slot's flag and value; unchecked, a report() that does

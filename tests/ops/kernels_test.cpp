@@ -48,6 +48,14 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
         // softmax.wgsl: the output's vector and a chunk's largest element.
         subs.emplace_back("OV", vec4 ? (dt == DType::F16 ? "vec4<f16>" : "vec4<f32>") : (dt == DType::F16 ? "f16" : "f32"));
         subs.emplace_back("HMAX", vec4 ? "max_nan(max_nan(v.x, v.y), max_nan(v.z, v.w))" : "v");
+        // conv_depthwise_cl.wgsl's vectors: 4 (vec4) and 1 (scalar) here,
+        // 2 in the convolution tests.
+        if (text.find("{{WIDEN}}") != std::string_view::npos) {
+          ops::Subs d = ops::depthwise_vector_subs(dt, vec4 ? 4 : 1);
+          subs.erase(std::remove_if(subs.begin(), subs.end(), [](const auto& kv) { return kv.first == "VW"; }),
+                     subs.end());
+          subs.insert(subs.begin(), d.begin(), d.end());
+        }
         std::string entry = text.find("fn main(") != std::string_view::npos ? "main" : "";
         // matmul.wgsl's tiles, per-thread blocks, K steps and stages (as
         // ops/matmul.cpp's configurations allow).
