@@ -631,35 +631,6 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
 #endif
 }
 
-Context::~Context() {
-  std::lock_guard<std::mutex> lifetime(lifetime_mutex());
-  Impl& s = *impl_;
-  s.pipelines.clear();
-  s.dummy = Buffer();
-  if (s.queue) wgpuQueueRelease(s.queue);
-  if (s.device) {
-    wgpuDeviceDestroy(s.device);
-    wgpuDeviceRelease(s.device);
-  }
-  if (s.adapter) wgpuAdapterRelease(s.adapter);
-  if (s.instance) {
-    wgpuInstanceProcessEvents(s.instance);
-    wgpuInstanceRelease(s.instance);
-  }
-  // Releasing the instance calls back every pending callback (cancelled).
-  // A state still uncalled would mean the instance lives on (something
-  // holds a reference): it is kept for the process, never freed under Dawn.
-  std::lock_guard<std::mutex> lock(s.callback_mutex);
-  for (auto& state : s.uncalled) {
-    if (!state->called) {
-      static std::mutex m;
-      static std::vector<std::shared_ptr<CallbackState>> for_the_process;
-      std::lock_guard<std::mutex> keep(m);
-      for_the_process.push_back(std::move(state));
-    }
-  }
-  s.uncalled.clear();
-}
 
 const AdapterInfo& Context::adapter() const { return impl_->info; }
 const Limits& Context::limits() const { return impl_->limits; }
@@ -1039,6 +1010,51 @@ struct Pipeline::Async {
   bool done = false;
   std::string error;  // what resolving found, thrown again at every later use
 };
+
+// (After Pipeline::Async, whose pending creations it waits for.)
+Context::~Context() {
+  std::lock_guard<std::mutex> lifetime(lifetime_mutex());
+  Impl& s = *impl_;
+  // Creations still running on Dawn's workers finish before the device
+  // goes: destroying it under them crashed the process at exit on an H200
+  // (a test that asked for many pipelines and never used them; never under
+  // WGNN_ASYNC_PIPELINES=0). Bounded; a destructor never throws.
+  for (auto& [key, p] : s.pipelines) {
+    if (!p || !p->async_) continue;
+    Pipeline::Async& a = *p->async_;
+    std::lock_guard<std::mutex> lock(a.mutex);
+    if (a.done) continue;
+    try {
+      s.wait(a.future, "finishing a compute pipeline before the device is destroyed", 60ull * 1000000000ull);
+    } catch (const std::exception&) {
+    }
+  }
+  s.pipelines.clear();
+  s.dummy = Buffer();
+  if (s.queue) wgpuQueueRelease(s.queue);
+  if (s.device) {
+    wgpuDeviceDestroy(s.device);
+    wgpuDeviceRelease(s.device);
+  }
+  if (s.adapter) wgpuAdapterRelease(s.adapter);
+  if (s.instance) {
+    wgpuInstanceProcessEvents(s.instance);
+    wgpuInstanceRelease(s.instance);
+  }
+  // Releasing the instance calls back every pending callback (cancelled).
+  // A state still uncalled would mean the instance lives on (something
+  // holds a reference): it is kept for the process, never freed under Dawn.
+  std::lock_guard<std::mutex> lock(s.callback_mutex);
+  for (auto& state : s.uncalled) {
+    if (!state->called) {
+      static std::mutex m;
+      static std::vector<std::shared_ptr<CallbackState>> for_the_process;
+      std::lock_guard<std::mutex> keep(m);
+      for_the_process.push_back(std::move(state));
+    }
+  }
+  s.uncalled.clear();
+}
 
 const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, const Constants& constants,
                                   std::string_view entry) {
