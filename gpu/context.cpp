@@ -329,7 +329,21 @@ void Context::Impl::wait(WGPUFuture future, const char* what) { wait(future, wha
 
 void Context::Impl::wait(WGPUFuture future, const char* what, uint64_t limit_ns) {
   WGPUFutureWaitInfo wi{future, false};
-  const WGPUWaitStatus status = wgpuInstanceWaitAny(instance, 1, &wi, limit_ns);
+  // Polling first: a blocking wait returns some tens of microseconds after
+  // the GPU is done (the driver's interrupt and the thread's wake-up), a
+  // poll within a few (docs/BENCHMARKS.md).
+  uint64_t spun_ns = 0;
+  if (spin_ns > 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (true) {
+      const WGPUWaitStatus st = wgpuInstanceWaitAny(instance, 1, &wi, 0);
+      if (st == WGPUWaitStatus_Success && wi.completed) return;
+      if (st != WGPUWaitStatus_Success && st != WGPUWaitStatus_TimedOut) break;  // reported below
+      spun_ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+      if (spun_ns >= spin_ns || spun_ns >= limit_ns) break;
+    }
+  }
+  const WGPUWaitStatus status = wgpuInstanceWaitAny(instance, 1, &wi, limit_ns - std::min(spun_ns, limit_ns));
   if (status == WGPUWaitStatus_TimedOut) {
     throw GpuError(fmt::format("{}: the GPU did not finish within {:g} s (WGNN_GPU_TIMEOUT_S sets the limit)", what,
                                double(limit_ns) / 1e9));
@@ -387,6 +401,16 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   std::lock_guard<std::mutex> lifetime(lifetime_mutex());
   Impl& s = *impl_;
   if (const char* t = std::getenv("WGNN_GPU_TIMEOUT_S")) s.timeout_ns = parse_timeout_s(t);
+  if (const char* t = std::getenv("WGNN_SPIN_WAIT_US")) {
+    const std::string v(t);
+    char* end = nullptr;
+    const long us = v.empty() ? -1 : std::strtol(v.c_str(), &end, 10);
+    if (us < 0 || us > 1000000 || *end)
+      throw Error(fmt::format("WGNN_SPIN_WAIT_US='{}': give how long a GPU wait polls before it blocks, in "
+                              "microseconds from 0 to 1000000",
+                              v));
+    s.spin_ns = uint64_t(us) * 1000;
+  }
   if (const char* a = std::getenv("WGNN_ASYNC_PIPELINES")) {
     const std::string v(a);
     if (v != "0" && v != "1") throw Error(fmt::format("WGNN_ASYNC_PIPELINES='{}': give 1 (the default) or 0", v));

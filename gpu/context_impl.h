@@ -76,6 +76,8 @@ struct Context::Impl {
   Buffer staged[2];
   size_t staged_next = 0;
   uint64_t timeout_ns = 600ull * 1000 * 1000 * 1000;
+  // A wait first polls for this long (WGNN_SPIN_WAIT_US), then blocks.
+  uint64_t spin_ns = 0;
   bool async_pipelines = true;  // WGNN_ASYNC_PIPELINES=0: each pipeline created at once
 
   // Callback states whose callback had not run when their wait gave up

@@ -350,6 +350,8 @@ bool record_subgroup_attention(const Args& a, TensorRef q, TensorRef k, TensorRe
   };
   cfg.vec = vec_ok(qv) && vec_ok(kv) && vec_ok(vv);
   if (const char* e = std::getenv("WGNN_SUBGROUP_ATTENTION_PREFETCH"); e && std::string_view(e) == "0") cfg.prefetch = false;
+  // The picker sized the tiles with one V tile; a second where it fits.
+  if (cfg.workgroup_bytes() > g.ctx().limits().max_compute_workgroup_storage_size) cfg.v_double = false;
   const uint64_t q_tiles = gpu::ceil_div(uint64_t(L), uint64_t(cfg.queries()));
   const uint64_t groups = uint64_t(B) * uint64_t(H) * q_tiles;
   if (groups > UINT32_MAX) return false;

@@ -19,16 +19,22 @@ uint32_t pad8(uint32_t n) { return n + 8; }
 
 }  // namespace
 
+bool SubgroupAttentionConfig::two_v_tiles() const { return v_double && vec && prefetch; }
+bool SubgroupAttentionConfig::pair_shuffle() const { return shuffle && !emulate; }
+
 uint32_t SubgroupAttentionConfig::workgroup_bytes() const {
-  const uint32_t q = qreg ? 0 : queries() * pad8(d) * 2, k = bkv * pad8(d) * 2, v = bkv * pad8(dv) * 2;
-  const uint32_t scores = sg * 16 * bkv * 4, p = sg * 16 * pad8(bkv) * 2, red = threads() * 4;
+  const uint32_t q = qreg ? 0 : queries() * pad8(d) * 2, k = bkv * pad8(d) * 2;
+  const uint32_t v = (two_v_tiles() ? 2 : 1) * bkv * pad8(dv) * 2;
+  const uint32_t scores = sg * 16 * bkv * 4, p = sg * 16 * (p_pad ? pad8(bkv) : bkv) * 2;
+  const uint32_t red = pair_shuffle() ? 0 : threads() * 4;
   return q + k + v + scores + p + red + 16;  // and the rescale flag
 }
 
 std::string SubgroupAttentionConfig::name() const {
-  return fmt::format("subgroup attention D={} Dv={} q{} k{}{}{}{}{}{}{}", d, dv, queries(), bkv,
+  return fmt::format("subgroup attention D={} Dv={} q{} k{}{}{}{}{}{}{}{}{}{}", d, dv, queries(), bkv,
                      mask ? (mask_f16 ? " mask-f16" : " mask") : "", vec ? " vec" : "",
-                     vec && prefetch ? " prefetch" : "", qreg ? " q-registers" : "", ksplit ? " key-split" : "",
+                     vec && prefetch ? " prefetch" : "", two_v_tiles() ? " two-v" : "", pair_shuffle() ? " shuffle" : "",
+                     p_pad ? "" : " p-unpadded", qreg ? " q-registers" : "", ksplit ? " key-split" : "",
                      emulate ? " emulated" : "");
 }
 
@@ -37,8 +43,9 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
                      c.sg >= 1 && c.sg <= 8 && c.bkv % 16 == 0 && c.bkv >= 16 && c.bkv <= 128;
   if (!valid) throw Error(fmt::format("invalid subgroup attention configuration: {}", c.name()));
   const uint32_t WG = c.threads(), BQ = c.queries(), BKV = c.bkv, D = c.d, DV = c.dv;
-  const uint32_t QS = pad8(D), KST = pad8(D), VS = pad8(DV), PS = pad8(BKV), HALF = BKV / 2;
+  const uint32_t QS = pad8(D), KST = pad8(D), VS = pad8(DV), PS = c.p_pad ? pad8(BKV) : BKV, HALF = BKV / 2;
   const uint32_t NJ = BKV / 16, ND = D / 16, NO = DV / 16, NK = BKV / 16;
+  const bool pf = c.vec && c.prefetch, two_v = c.two_v_tiles(), shfl = c.pair_shuffle();
 
   std::string s;
   auto add = [&](const std::string& line) {
@@ -46,6 +53,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     s += '\n';
   };
   add("enable f16;");
+  if (shfl) add("enable subgroups;");
   if (!c.emulate) {
     add("enable chromium_experimental_subgroup_matrix;");
     add("diagnostic(off, chromium.subgroup_matrix_uniformity);");
@@ -62,20 +70,21 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   if (c.ksplit) add(fmt::format("@group(0) @binding({}) var<storage, read_write> part: array<f32>;", c.mask ? 6 : 5));
   add(fmt::format("const QS = {}u; const KST = {}u; const VS = {}u; const PS = {}u; const BKV = {}u; const HALF = {}u;",
                   QS, KST, VS, PS, BKV, HALF));
+  add(fmt::format("const VT = {}u;", BKV * VS));  // a V tile
   // A row's max is raised only when a block's scores pass it by more than
   // TAU (then its O and sum are rescaled): p = e^(x - max) stays below e^8
   // (float16 holds it; O and the sums are float32).
   add("const TAU: f32 = 8.0;");
   if (!c.qreg) add(fmt::format("var<workgroup> qs: array<f16, {}>;", BQ * QS));
-  // One K, V and P tile each. Double-buffered, they saved the barrier
-  // after P @ V but made 20 KB for head dims of 64: two workgroups per
+  // One K and P tile; one V tile, or two (two_v). K, V and P all
+  // double-buffered made 20 KB for head dims of 64: two workgroups per
   // multiprocessor of an H200 instead of three (docs/DAWN.md), and the
   // Whisper encoder's attention slower (docs/BENCHMARKS.md).
   add(fmt::format("var<workgroup> ks: array<f16, {}>;", BKV * KST));
-  add(fmt::format("var<workgroup> vs: array<f16, {}>;", BKV * VS));
+  add(fmt::format("var<workgroup> vs: array<f16, {}>;", (two_v ? 2 : 1) * BKV * VS));
   add(fmt::format("var<workgroup> sc: array<f32, {}>;", c.sg * 16 * BKV));
   add(fmt::format("var<workgroup> ps: array<f16, {}>;", c.sg * 16 * PS));
-  add(fmt::format("var<workgroup> red: array<f32, {}>;", WG));
+  if (!shfl) add(fmt::format("var<workgroup> red: array<f32, {}>;", WG));
   // Set by any lane whose row's max rose this block (then every subgroup
   // rescales its O, in workgroup-uniform control flow); lanes may set it
   // to the same 1 together. 16 bytes, as every workgroup variable here: a
@@ -140,17 +149,16 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     add(fmt::format("    pf_{}[t] = x;", name));
     add("  }");
     add("}");
-    add(fmt::format("fn put_{}(lid: u32) {{", name));
+    add(fmt::format("fn put_{}(lid: u32, to: u32) {{", name));
     add(fmt::format("  for (var t = 0u; t < {}u; t++) {{", regs));
     add(fmt::format("    let i = lid + t * {}u; let r = i / {}u; let cc = i - r * {}u;", WG, dim / 8, dim / 8));
     add(fmt::format("    if (i < {}u) {{", chunks));
-    add(fmt::format("      let o = r * {}u + cc * 8u; let x = pf_{}[t];", st, name));
+    add(fmt::format("      let o = to + r * {}u + cc * 8u; let x = pf_{}[t];", st, name));
     unpack8("      ", dst);
     add("    }");
     add("  }");
     add("}");
   };
-  const bool pf = c.vec && c.prefetch;
   if (pf) {
     prefetch("k", "kb", "ks", D, KST);
     prefetch("v", "vb", "vs", DV, VS);
@@ -321,12 +329,24 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   add("  var m = LOWEST;");
   add("  var lsum = 0.0;");
   add("  let c0 = hf * 8u;");
+  const std::string fetch_next =
+      "fetch_k(kbase, k0 + BKV, S, params.ks.z, lid); fetch_v(vbase, k0 + BKV, S, params.vs.z, lid);";
   if (pf) add("  fetch_k(kbase, kb, S, params.ks.z, lid); fetch_v(vbase, kb, S, params.vs.z, lid);");
+  if (two_v) {
+    // The first block's tiles; later blocks' are put during the block
+    // before (below). vo: the V tile this block reads.
+    add("  put_k(lid, 0u); put_v(lid, 0u);");
+    add("  workgroupBarrier();");
+    add("  var vo = 0u;");
+  }
   add("  for (var k0 = kb; k0 < S; k0 += BKV) {");
-  if (pf) {
-    add("    put_k(lid); put_v(lid);");
+  if (two_v) {
+    add("    let more = k0 + BKV < S;");
+    add("    if (more) { " + fetch_next + " }");
+  } else if (pf) {
+    add("    put_k(lid, 0u); put_v(lid, 0u);");
     add("    workgroupBarrier();");
-    add("    if (k0 + BKV < S) { fetch_k(kbase, k0 + BKV, S, params.ks.z, lid); fetch_v(vbase, k0 + BKV, S, params.vs.z, lid); }");
+    add("    if (k0 + BKV < S) { " + fetch_next + " }");
   } else {
     add("    stage_k(kbase, k0, S, params.ks.z, params.ks.w, lid);");
     add("    stage_v(vbase, k0, S, params.vs.z, params.vs.w, lid);");
@@ -334,15 +354,27 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   }
   scores("    ");
   add("    workgroupBarrier();");
-  // Both lanes of a row scan all its columns for the block's max (the same
-  // value, so the same decisions), in a per-lane rotated order: the 16
-  // rows' lanes read different banks of the scratch at each step.
+  // Each lane reads its half of the row's scores once, into registers
+  // (x0, x1, ...), starting at a per-row rotation: the 16 rows' lanes read
+  // different banks of the scratch at each step. The pair's maxima make
+  // the block's max (the same value in both lanes, so the same decisions).
+  add(fmt::format("    let rot = (r * BKV / 32u) % HALF;"));
   add("    var bm = neg_inf;");
-  add("    for (var c = 0u; c < BKV; c++) {");
-  add("      let col = (c + lane) % BKV;");
-  score_at("      ");
-  add("      bm = max(bm, x);");
-  add("    }");
+  for (uint32_t i = 0; i < HALF; ++i) {
+    add(fmt::format("    var x{}: f32;", i));
+    add(fmt::format("    {{ let col = hf * HALF + ({}u + rot) % HALF;", i));
+    score_at("      ");
+    add(fmt::format("      x{0} = x; bm = max(bm, x); }}", i));
+  }
+  if (shfl) {
+    add("    bm = max(bm, subgroupShuffleXor(bm, 1u));");
+  } else {
+    // The pair's maxima through workgroup memory. The next writes to red
+    // come after the barrier before P @ V, which the partner's read precedes.
+    add("    red[lid] = bm;");
+    add("    workgroupBarrier();");
+    add("    bm = max(bm, red[lid ^ 1u]);");
+  }
   // A row with no weight yet (m still LOWEST: O and the sum are 0) takes
   // the block's max without a rescale; a row masked -inf everywhere keeps
   // LOWEST, its p are 0 and its 0 / 0 is NaN, as the math says.
@@ -351,14 +383,14 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   add("      if (m != LOWEST) { alpha = exp(m - bm); lsum *= alpha; rescale.x = 1u; }");
   add("      m = bm;");
   add("    }");
-  add("    for (var c = 0u; c < HALF; c++) {");
-  add("      let col = hf * HALF + (c + lane) % HALF;");
-  score_at("      ");
   // The sum is of the float16 weights that multiply V.
-  add("      let p = f16(exp(x - m));");
-  add("      lsum += f32(p);");
-  add("      ps[prow + col] = p;");
-  add("    }");
+  for (uint32_t i = 0; i < HALF; ++i)
+    add(fmt::format("    {{ let col = hf * HALF + ({0}u + rot) % HALF; let p = f16(exp(x{0} - m)); lsum += f32(p); "
+                    "ps[prow + col] = p; }}",
+                    i));
+  // The next block's K (its scores are stored: the last reads of K) and V
+  // (into the tile the last block read), made visible by the barrier below.
+  if (two_v) add("    if (more) { put_k(lid, 0u); put_v(lid, VT - vo); }");
   // The barrier before P @ V, and the flag read uniformly. Rescaling goes
   // through the scratch: each O matrix stored, the lanes' rows scaled by
   // their alpha (1 where the max did not move), loaded back.
@@ -376,26 +408,37 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     else
       add(fmt::format("      {} = subgroupMatrixLoad<{}>(&sc, sbase, false, 16u);", oj, result_t));
   }
+  // With two V tiles no barrier ends the block: this one keeps the next
+  // block's scores from overwriting the scratch before every lane has loaded.
+  if (two_v) add("      workgroupBarrier();");
   add("    }");
+  const std::string vo = two_v ? "vo + " : "";
   if (c.emulate) {
     add(fmt::format("    for (var j = 0u; j < {}u + params.splits; j++) {{", NO));
     add(fmt::format("      for (var kk = 0u; kk < {}u + params.splits; kk++) {{", NK));
-    mma_pv("        ", "o[j]", "pbase + kk * 16u", "kk * 16u * VS + j * 16u");
+    mma_pv("        ", "o[j]", "pbase + kk * 16u", vo + "kk * 16u * VS + j * 16u");
     add("      }");
     add("    }");
   } else {
     for (uint32_t kk = 0; kk < NK; ++kk)
       for (uint32_t j = 0; j < NO; ++j)
         mma_pv("    ", fmt::format("o{}", j), fmt::format("pbase + {}u", kk * 16),
-               fmt::format("{}u", kk * 16 * VS + j * 16));
+               vo + fmt::format("{}u", kk * 16 * VS + j * 16));
   }
-  add("    workgroupBarrier();");
+  if (two_v)
+    add("    vo = VT - vo;");
+  else
+    add("    workgroupBarrier();");
   add("  }");
 
   // The row sums, then O / sum through the result's view.
-  add("  red[lid] = lsum;");
-  add("  workgroupBarrier();");
-  add("  let total = red[sg * 32u + 2u * r] + red[sg * 32u + 2u * r + 1u];");
+  if (shfl) {
+    add("  let total = lsum + subgroupShuffleXor(lsum, 1u);");
+  } else {
+    add("  red[lid] = lsum;");
+    add("  workgroupBarrier();");
+    add("  let total = red[sg * 32u + 2u * r] + red[sg * 32u + 2u * r + 1u];");
+  }
   if (c.ksplit) {
     // The range's unnormalised rows, then their max and sum.
     add(fmt::format("  let orow = (((kr * params.B + b) * params.H + h) * L + l) * {}u;", DV + 2));
@@ -470,20 +513,39 @@ SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_
   if (d % 16 || dv % 16 || d == 0 || dv == 0 || d > 128 || dv > 128) return none;
   const uint64_t limit = ctx.limits().max_compute_workgroup_storage_size;
   const uint32_t max_threads = ctx.limits().max_compute_invocations_per_workgroup;
-  const char* qreg_env = std::getenv("WGNN_SUBGROUP_ATTENTION_QREG");
-  const bool qreg = !(qreg_env && std::string(qreg_env) == "0");
+  auto env_is = [](const char* name, const char* value) {
+    const char* e = std::getenv(name);
+    return e && std::string(e) == value;
+  };
+  const bool qreg = !env_is("WGNN_SUBGROUP_ATTENTION_QREG", "0");
+  // The forms of the block loop (ops/subgroup_attention.h); only measuring
+  // switches them.
+  auto form = [&](SubgroupAttentionConfig& c) {
+    c.qreg = qreg;
+    c.v_double = !env_is("WGNN_SUBGROUP_ATTENTION_VTILES", "1");
+    c.shuffle = ctx.features().subgroups && !env_is("WGNN_SUBGROUP_ATTENTION_SHUFFLE", "0");
+    c.p_pad = !env_is("WGNN_SUBGROUP_ATTENTION_PPAD", "0");
+  };
+  // Sized for the most a configuration of these tiles can take: one V tile
+  // (the caller adds the second where it fits) and the pair's exchange in
+  // workgroup memory (the emulated kernel's).
+  auto bytes = [](SubgroupAttentionConfig c) {
+    c.v_double = false, c.shuffle = false;
+    return c.workgroup_bytes();
+  };
   // WGNN_SUBGROUP_ATTENTION_TILE=SGxBKV fixes the subgroups and keys per block (tuning).
   if (const char* env = std::getenv("WGNN_SUBGROUP_ATTENTION_TILE"); env && *env) {
     SubgroupAttentionConfig c;
-    c.d = d, c.dv = dv, c.qreg = qreg;
+    c.d = d, c.dv = dv;
+    form(c);
     char tail = 0;
     if (std::sscanf(env, "%ux%u%c", &c.sg, &c.bkv, &tail) != 2)
       throw Error(fmt::format("WGNN_SUBGROUP_ATTENTION_TILE='{}': expected SGxBKV, e.g. 4x32", env));
     subgroup_attention_wgsl(c);  // validates
-    if (c.workgroup_bytes() > limit || c.threads() > max_threads)
+    if (bytes(c) > limit || c.threads() > max_threads)
       throw Error(fmt::format("WGNN_SUBGROUP_ATTENTION_TILE='{}' needs {} bytes of workgroup memory for D={} Dv={}; "
                               "this device allows {}",
-                              env, c.workgroup_bytes(), d, dv, limit));
+                              env, bytes(c), d, dv, limit));
     return c;
   }
   // Blocks of 16 keys on 4 subgroups (64 queries, 13 KB for head dims of
@@ -493,8 +555,9 @@ SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_
   // (docs/BENCHMARKS.md).
   for (uint32_t sg : {4u, 2u, 1u}) {
     SubgroupAttentionConfig c;
-    c.d = d, c.dv = dv, c.sg = sg, c.bkv = 16, c.qreg = qreg;
-    if (c.workgroup_bytes() <= limit && c.threads() <= max_threads) return c;
+    c.d = d, c.dv = dv, c.sg = sg, c.bkv = 16;
+    form(c);
+    if (bytes(c) <= limit && c.threads() <= max_threads) return c;
   }
   return none;
 }

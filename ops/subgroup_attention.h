@@ -8,8 +8,9 @@
 // owns 16 of them. Keys go in blocks of BKV, staged with the block's K and V
 // rows in workgroup memory (float16), in one pass (online softmax):
 //   1. S = q k^T on subgroup matrices (16x16x16, f32 results), stored to a
-//      per-subgroup scratch; the two lanes of each query row scan it for the
-//      block's max of scale * S + mask.
+//      per-subgroup scratch; each of the two lanes of a query row reads
+//      its half of the row's scale * S + mask once (into registers), and the
+//      pair shares its maxima for the block's max.
 //   2. The row's running max m is raised to the block's only where that
 //      passes m by more than TAU (8): then the row's sum and O are scaled by
 //      e^(m_old - m_new). O lives in subgroup matrices, which have no
@@ -63,8 +64,24 @@ struct SubgroupAttentionConfig {
   // heads of 1,500 frames: 192 workgroups of 4 subgroups on 132
   // multiprocessors), which leave much of the GPU idle.
   bool ksplit = false;
+  // With prefetch: V in two tiles, the block ahead put into the one not
+  // being read, and K's put after the block's scores are stored (they are
+  // the last reads of K), both before the barrier ahead of P @ V. That
+  // barrier then also hands the next block's tiles over: two barriers a
+  // block instead of four (WGNN_SUBGROUP_ATTENTION_VTILES=1: one V tile).
+  bool v_double = true;
+  // The two lanes of a row share their halves' maxima and their sums by
+  // subgroupShuffleXor (subgroups of 32 lanes); otherwise through workgroup
+  // memory (two barriers more a block: the emulated kernel, which runs on
+  // any subgroup size).
+  bool shuffle = false;
+  // The P tile's rows 8 halves longer than the block (against bank
+  // conflicts of the matrix loads); WGNN_SUBGROUP_ATTENTION_PPAD=0: not.
+  bool p_pad = true;
   bool emulate = false;
 
+  bool two_v_tiles() const;   // v_double in effect (it needs prefetch)
+  bool pair_shuffle() const;  // shuffle in effect (not emulated)
   uint32_t threads() const { return sg * 32; }
   uint32_t queries() const { return sg * 16; }
   uint32_t workgroup_bytes() const;

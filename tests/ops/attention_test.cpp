@@ -482,6 +482,11 @@ void check_tensor_cores(const Problem& p0, bool emulated) {
   const char* pf = std::getenv("WGNN_SUBGROUP_ATTENTION_PREFETCH");
   if (labels.find(" vec") != std::string::npos)
     EXPECT_EQ(labels.find("prefetch") != std::string::npos, !(pf && std::string(pf) == "0")) << labels;
+  const char* vt = std::getenv("WGNN_SUBGROUP_ATTENTION_VTILES");
+  if (labels.find(" prefetch") != std::string::npos)
+    EXPECT_EQ(labels.find("two-v") != std::string::npos, !(vt && std::string(vt) == "1")) << labels;
+  const char* sh = std::getenv("WGNN_SUBGROUP_ATTENTION_SHUFFLE");
+  EXPECT_EQ(labels.find(" shuffle") != std::string::npos, !emulated && !(sh && std::string(sh) == "0")) << labels;
   const char* qreg = std::getenv("WGNN_SUBGROUP_ATTENTION_QREG");
   EXPECT_EQ(labels.find("q-registers") != std::string::npos, !(qreg && std::string(qreg) == "0")) << labels;
   EXPECT_EQ(labels.find("gemm"), std::string::npos) << labels;
@@ -538,6 +543,28 @@ TEST(SubgroupAttention, QueriesInWorkgroupMemory) {
   Problem p = contiguous(2, 2, 40, 40, 32, 32, 118);
   causal(p, std::numeric_limits<float>::lowest());
   check_tc(p);
+}
+
+// The block loop's forms (ops/subgroup_attention.h): one V tile or two,
+// the pair's maxima and sums through workgroup memory or shuffles, the P
+// tile padded or not; on the long layout and on scores that climb 8.5
+// every 48 keys (rescales at most blocks).
+TEST(SubgroupAttention, BlockLoopForms) {
+  Problem climb = contiguous(1, 2, 40, 150, 32, 16, 191);
+  for (int64_t h = 0; h < 2; ++h) {
+    for (int64_t l = 0; l < 40; ++l) climb.bufs[0].v[size_t((h * 40 + l) * 32)] = l % 2 ? -1.f : 1.f;
+    for (int64_t j = 0; j < 150; ++j) climb.bufs[1].v[size_t((h * 150 + j) * 32)] = float(8.5 * double(j / 48) / climb.scale);
+  }
+  for (const char* vtiles : {"1", "2"})
+    for (const char* shuffle : {"0", "1"})
+      for (const char* ppad : {"0", "1"}) {
+        SCOPED_TRACE(fmt::format("V tiles {} shuffle {} P padded {}", vtiles, shuffle, ppad));
+        ScopedEnv v("WGNN_SUBGROUP_ATTENTION_VTILES", vtiles), sh("WGNN_SUBGROUP_ATTENTION_SHUFFLE", shuffle),
+            pp("WGNN_SUBGROUP_ATTENTION_PPAD", ppad);
+        check_tc(packed_heads(2, 300, 64, 192));
+        ScopedEnv none("WGNN_SUBGROUP_ATTENTION_SPLITS", "0");
+        check_tc(climb);
+      }
 }
 
 // k stored transposed ([B, H, D, S]: scalar loads), head dims of 128.

@@ -924,11 +924,13 @@ TEST(SubgroupKernels, WorkgroupVariablesAreWhole16ByteUnits) {
     for (uint32_t sg : {1u, 2u, 4u, 8u})
       for (uint32_t bkv : {16u, 32u, 48u, 64u})
         for (bool qreg : {false, true})
-          for (bool ksplit : {false, true}) {
-            ops::SubgroupAttentionConfig c;
-            c.d = d, c.dv = d == 80 ? 32 : d, c.sg = sg, c.bkv = bkv, c.qreg = qreg, c.ksplit = ksplit, c.vec = true;
-            check(ops::subgroup_attention_wgsl(c), c.name());
-          }
+          for (bool ksplit : {false, true})
+            for (int form = 0; form < 4; ++form) {
+              ops::SubgroupAttentionConfig c;
+              c.d = d, c.dv = d == 80 ? 32 : d, c.sg = sg, c.bkv = bkv, c.qreg = qreg, c.ksplit = ksplit, c.vec = true;
+              c.v_double = form & 1, c.p_pad = form & 2, c.shuffle = form == 3;
+              check(ops::subgroup_attention_wgsl(c), c.name());
+            }
   for (uint32_t bm : {32u, 64u, 128u})
     for (uint32_t bn : {32u, 64u, 128u})
       for (uint32_t bk : {16u, 32u, 64u})
