@@ -336,7 +336,7 @@ bool record_subgroup_attention(const Args& a, TensorRef q, TensorRef k, TensorRe
   const int64_t B = qv.n[0], H = qv.n[1], L = qv.n[2], D = qv.n[3], S = kv.n[2], DV = vv.n[3];
   if (g.info(q).dtype != DType::F16 || !enough_work(B * H, L) || !subgroup_attention_allowed()) return false;
   if (!tensor_cores_available(g.ctx())) return false;
-  SubgroupAttentionConfig cfg = pick_subgroup_attention(g.ctx(), uint32_t(D), uint32_t(DV));
+  SubgroupAttentionConfig cfg = pick_subgroup_attention(g.ctx(), uint32_t(D), uint32_t(DV), uint64_t(L));
   if (cfg.sg == 0) return false;
   cfg.emulate = subgroup_matmul_emulated();
   cfg.mask = mask.id >= 0;

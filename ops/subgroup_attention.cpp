@@ -507,7 +507,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   return s;
 }
 
-SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_t d, uint32_t dv) {
+SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_t d, uint32_t dv, uint64_t queries) {
   SubgroupAttentionConfig none;
   none.sg = 0;
   if (d % 16 || dv % 16 || d == 0 || dv == 0 || d > 128 || dv > 128) return none;
@@ -548,12 +548,15 @@ SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_
                               env, bytes(c), d, dv, limit));
     return c;
   }
-  // Blocks of 16 keys on 4 subgroups (64 queries, 13 KB for head dims of
+  // Blocks of 16 keys on 4 subgroups (64 queries, 14 KB for head dims of
   // 64: three workgroups per multiprocessor) run the Whisper-base encoder's
-  // attention fastest on an H200: 1.54 ms of GPU for the model in one pass,
-  // against 1.69 on 2 subgroups and 1.93 with 32-key blocks
+  // attention (1,500 queries) fastest on an H200: 1.33 ms of GPU for the
+  // model in one pass, against 1.40 on 2 subgroups and 1.55 on 8; for
+  // DaViT-B's windows (49) and DeiT-T (197) 2 subgroups were faster by 1-2%
   // (docs/BENCHMARKS.md).
+  constexpr uint64_t kShortQueries = 256;
   for (uint32_t sg : {4u, 2u, 1u}) {
+    if (sg == 4 && queries <= kShortQueries) continue;
     SubgroupAttentionConfig c;
     c.d = d, c.dv = dv, c.sg = sg, c.bkv = 16;
     form(c);

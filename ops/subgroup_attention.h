@@ -99,9 +99,11 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& cfg);
 // the parts (binding 2).
 std::string subgroup_attention_combine_wgsl(uint32_t dv);
 
-// The configuration for head dims d, dv: blocks of 16 keys, the most
-// subgroups (up to 4) that fit the device's workgroup memory; sg 0 where none
-// fits or the head dims are not multiples of 16 up to 128.
-SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_t d, uint32_t dv);
+// The configuration for head dims d, dv and `queries` rows per (b, h):
+// blocks of 16 keys, the most subgroups (up to 4; up to 2 for at most 256
+// queries) that fit the device's workgroup memory; sg 0 where none fits or
+// the head dims are not multiples of 16 up to 128.
+SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_t d, uint32_t dv,
+                                                uint64_t queries = UINT64_MAX);
 
 }  // namespace wgnn::ops

@@ -6,7 +6,10 @@
 //   v = aten.view(c or s, [N, C * m, L']);  y = aten.permute(v, [0, 2, 1])
 // -> y = wgnn.conv_depthwise_channels_last(x, w, b, size, stride, padding,
 // dilation[, residual x]), which reads x and writes y as they are: two
-// copies fewer (and the add in its epilogue). Applies where the IR knows
+// copies fewer (and the add in its epilogue). The first permute may also
+// take x [N, *size, C] to channels first at once (DaViT's stem, after its
+// channels-last layer norm): the op then reads x through a view [N, L, C].
+// Applies where the IR knows
 // the shapes (the ONNX importer's seen shapes), the convolution has no
 // epilogue, and only this chain reads c (s) and v.
 #include <algorithm>
@@ -23,6 +26,20 @@ bool is_swap_last_two(const ir::Node& n) {
   }
   const IntList& d = std::get<IntList>(n.args[1].v);
   return d == IntList{0, 2, 1} || d == IntList{0, -1, -2} || d == IntList{0, 2, -2} || d == IntList{0, -1, 1};
+}
+
+// A permute of x [N, *size, C] to channels first: [0, r - 1, 1, ..., r - 2].
+bool is_to_channels_first(const ir::Node& n) {
+  if (n.op != "aten.permute.default" || n.args.size() != 2 || !n.args[0].is_tensor() || !n.args[1].is_int_list() ||
+      n.outputs.size() != 1) {
+    return false;
+  }
+  const IntList& d = std::get<IntList>(n.args[1].v);
+  const int64_t r = int64_t(d.size());
+  if (r < 3 || r > 5 || d[0] != 0 || (d[1] != r - 1 && d[1] != -1)) return false;
+  for (int64_t k = 2; k < r; ++k)
+    if (d[size_t(k)] != k - 1 && d[size_t(k)] != k - 1 - r) return false;
+  return true;
 }
 
 class FuseConvChannelsLast final : public Pass {
@@ -72,20 +89,33 @@ class FuseConvChannelsLast final : public Pass {
       const int iv1 = g.producer(u);
       if (iv1 < 0) continue;
       const ir::Node& v1 = g.nodes()[size_t(iv1)];
-      if (v1.op != "aten.view.default" || v1.args.empty() || !v1.args[0].is_tensor()) continue;
-      const TensorRef p = v1.args[0].tensor();
-      const int ip1 = g.producer(p);
-      if (ip1 < 0 || !is_swap_last_two(g.nodes()[size_t(ip1)])) continue;
+      // u is a view of x [N, L, C] permuted to [N, C, L], or (`spatial`)
+      // x [N, *size, C] permuted to channels first (DaViT's stem: its layer
+      // norm's result), which the fused op reads through a view as [N, L, C].
+      const bool spatial = is_to_channels_first(v1);
+      if (!spatial && (v1.op != "aten.view.default" || v1.args.empty() || !v1.args[0].is_tensor())) continue;
+      const TensorRef p = spatial ? u : v1.args[0].tensor();
+      const int ip1 = spatial ? iv1 : g.producer(p);
+      if (ip1 < 0 || (!spatial && !is_swap_last_two(g.nodes()[size_t(ip1)]))) continue;
       const ir::Node& p1 = g.nodes()[size_t(ip1)];
       const TensorRef x = p1.args[0].tensor();
-      // Shapes: x [N, L, C], u [N, C, *size] with L = prod(size), w [Co, 1, *k],
-      // c [N, Co, *out], v [N, Co, L'], y [N, L', Co].
-      const auto xs = g.known_shape(x), us = g.known_shape(u), ws = g.known_shape(w), cs = g.known_shape(c),
+      // Shapes: x [N, L, C] (or [N, *size, C]), u [N, C, *size] with
+      // L = prod(size), w [Co, 1, *k], c [N, Co, *out], v [N, Co, L'],
+      // y [N, L', Co].
+      const auto x_known = g.known_shape(x), us = g.known_shape(u), ws = g.known_shape(w), cs = g.known_shape(c),
                  vs = g.known_shape(v), ys = g.known_shape(p2.outputs[0]);
-      if (!xs || !us || !ws || !cs || !vs || !ys || xs->size() != 3 || us->size() < 3 || us->size() > 5 ||
+      if (!x_known || !us || !ws || !cs || !vs || !ys || us->size() < 3 || us->size() > 5 ||
           ws->size() != us->size() || cs->size() != us->size() || vs->size() != 3) {
         continue;
       }
+      std::optional<Shape> xs = x_known;
+      if (spatial) {
+        if (x_known->size() != us->size()) continue;
+        int64_t l = 1;
+        for (size_t k = 1; k + 1 < x_known->size(); ++k) l *= (*x_known)[k];
+        xs = Shape{(*x_known)[0], l, x_known->back()};
+      }
+      if (xs->size() != 3) continue;
       const int64_t n = (*xs)[0], l = (*xs)[1], ch = (*xs)[2], co = (*ws)[0];
       const IntList size(us->begin() + 2, us->end());
       int64_t positions = 1, out_positions = 1;
@@ -100,11 +130,17 @@ class FuseConvChannelsLast final : public Pass {
       // The first permute and view go when only this chain reads them.
       bool drop_v1 = !g.is_output(u);
       for (int k : g.users(u)) drop_v1 = drop_v1 && (k == ic || k == ia);
-      const bool drop_p1 = drop_v1 && sole_user(g, p) == iv1;
+      const bool drop_p1 = !spatial && drop_v1 && sole_user(g, p) == iv1;
+      // The spatial form reads x through a new view [N, L, C].
+      TensorRef xr = x;
+      if (spatial) {
+        xr = g.new_result();
+        g.set_seen_shape(xr, *xs);
+      }
       ir::Node f;
       f.op = "wgnn.conv_depthwise_channels_last.default";
-      f.args = {x, w, (*args)[2], size, (*args)[3], (*args)[4], (*args)[5]};
-      if (ia >= 0) f.args.push_back(x);  // the residual: the convolution's input, channels last
+      f.args = {xr, w, (*args)[2], size, (*args)[3], (*args)[4], (*args)[5]};
+      if (ia >= 0) f.args.push_back(xr);  // the residual: the convolution's input, channels last
       f.outputs = p2.outputs;
       f.label = conv.label.empty() ? name() : conv.label;
       f.origin = conv.origin;
@@ -119,6 +155,16 @@ class FuseConvChannelsLast final : public Pass {
       g.nodes()[size_t(ic)].dead = true;
       g.nodes()[size_t(iv2)].dead = true;
       g.replace_node(int(i), std::move(f));
+      if (spatial) {
+        ir::Node view;
+        view.op = "aten.view.default";
+        view.args = {x, IntList(xs->begin(), xs->end())};
+        view.outputs = {xr};
+        view.label = name();
+        view.origin = conv.origin;
+        g.insert_node(int(i), std::move(view));
+        ++i;
+      }
       ++fused;
     }
     return fused;

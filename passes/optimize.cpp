@@ -79,6 +79,7 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   // Every pass in order; which of them run follows.
   std::vector<std::unique_ptr<Pass>> all;
   all.push_back(fold_constants());
+  all.push_back(cancel_permutes());
   all.push_back(fuse_conv_channels_last());  // before the conv passes give the conv an epilogue
   all.push_back(fuse_window_partition());    // before fuse_add_layer_norm takes the residual add
   all.push_back(fuse_gelu());                // before the products take it into their epilogue

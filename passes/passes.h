@@ -55,6 +55,7 @@ std::unique_ptr<Pass> fuse_norm_activation();  // fuse_norm_activation.cpp
 std::unique_ptr<Pass> fuse_matmul_layer_norm();  // fuse_matmul_layer_norm.cpp
 std::unique_ptr<Pass> channels_last_blocks();    // channels_last_blocks.cpp
 std::unique_ptr<Pass> fuse_window_partition();   // fuse_window_partition.cpp
+std::unique_ptr<Pass> cancel_permutes();         // cancel_permutes.cpp
 
 struct OptimizeOptions {
   PassContext context;

@@ -503,6 +503,115 @@ TEST(IrPasses, DepthwiseConvBetweenChannelPermutesRunsChannelsLast) {
   }
 }
 
+// The same with the first permute taking x [N, H, W, C] to channels first
+// at once (DaViT's stem, after its channels-last layer norm) and the
+// residual x + conv(x): one channels-last convolution reading x through a
+// view, one dispatch in place of four, bit for bit the unfused values and
+// against the double reference.
+TEST(IrPasses, DepthwiseConvAfterAChannelsFirstPermuteRunsChannelsLast) {
+  const int64_t N = 2, H = 5, W = 6, C = 8;
+  const std::vector<float> w = random_floats(size_t(C * 9), -0.5f, 0.5f, 43),
+                           bias = random_floats(size_t(C), -0.2f, 0.2f, 44);
+  auto build = [&] {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {N, H, W, C});
+    const TensorRef u = g.call("aten.permute.default", {x, IntList{0, 3, 1, 2}});
+    TensorRef c = g.call("aten.convolution.default",
+                         {u, g.constant(host({C, 1, 3, 3}, w)), g.constant(host({C}, bias)), IntList{1, 1},
+                          IntList{1, 1}, IntList{1, 1}, false, IntList{0, 0}, C});
+    g.set_seen_shape(c, {N, C, H, W});
+    c = g.call("aten.add.Tensor", {u, c});
+    g.set_seen_shape(c, {N, C, H, W});
+    const TensorRef v = g.call("aten.view.default", {c, IntList{N, C, H * W}});
+    const TensorRef y = g.call("aten.permute.default", {v, IntList{0, 2, 1}});
+    g.set_seen_shape(u, {N, C, H, W});
+    g.set_seen_shape(v, {N, C, H * W});
+    g.set_seen_shape(y, {N, H * W, C});
+    g.output(y, "y");
+    return g;
+  };
+  ir::Graph fused = build();
+  const passes::Report r = passes::optimize(fused);
+  EXPECT_EQ(r.count("fuse_conv_channels_last"), 1u) << r.summary();
+  size_t cl = 0;
+  for (const ir::Node& n : fused.nodes()) cl += !n.dead && n.op == "wgnn.conv_depthwise_channels_last.default";
+  EXPECT_EQ(cl, 1u) << fused.dump();
+  ir::Program fp(ctx(), std::move(fused)), up(ctx(), [&] {
+    ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_conv_channels_last");
+    ir::Graph g = build();
+    passes::optimize(g);
+    return g;
+  }());
+  const std::vector<float> x = random_floats(size_t(N * H * W * C), -1.f, 1.f, 45);
+  const auto a = fp.run({host({N, H, W, C}, x)});
+  const auto u = up.run({host({N, H, W, C}, x)});
+  EXPECT_EQ(fp.plan({{N, H, W, C}}).dispatches().size(), 1u);
+  EXPECT_GE(up.plan({{N, H, W, C}}).dispatches().size(), 3u);
+  EXPECT_EQ(floats(a[0]), floats(u[0]));
+  std::vector<double> ref(size_t(N * H * W * C));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t oy = 0; oy < H; ++oy)
+      for (int64_t ox = 0; ox < W; ++ox)
+        for (int64_t co = 0; co < C; ++co) {
+          double s = bias[size_t(co)] + double(x[size_t(((n * H + oy) * W + ox) * C + co)]);
+          for (int64_t ky = 0; ky < 3; ++ky)
+            for (int64_t kx = 0; kx < 3; ++kx) {
+              const int64_t iy = oy + ky - 1, ix = ox + kx - 1;
+              if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+              s += double(w[size_t(co * 9 + ky * 3 + kx)]) * double(x[size_t(((n * H + iy) * W + ix) * C + co)]);
+            }
+          ref[size_t(((n * H + oy) * W + ox) * C + co)] = s;
+        }
+  EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-5, 1e-5));
+}
+
+// Two permutes with views between them whose composite moves nothing
+// (DaViT's stage ends: tokens [N, H*W, C] -> [N, C, H*W] -> [N, C, H, W]
+// -> [N, H, W, C]) become a view of the tokens: the product after them
+// reads the tokens, one dispatch in place of three. A pair that does move
+// elements ([0, 3, 2, 1] at the end) stays, and both give the reference.
+TEST(IrPasses, PermutesThatCancelAreAView) {
+  const int64_t N = 2, H = 3, W = 4, C = 5;
+  for (const bool cancels : {true, false}) {
+    SCOPED_TRACE(cancels ? "cancels" : "moves");
+    const IntList last = cancels ? IntList{0, 2, 3, 1} : IntList{0, 3, 2, 1};
+    const Shape ys = cancels ? Shape{N, H, W, C} : Shape{N, W, H, C};
+    auto build = [&] {
+      ir::Graph g;
+      const TensorRef x = g.input("x", DType::F32, {N, H * W, C});
+      const TensorRef p = g.call("aten.permute.default", {x, IntList{0, 2, 1}});
+      const TensorRef v = g.call("aten.view.default", {p, IntList{N, C, H, W}});
+      const TensorRef q = g.call("aten.permute.default", {v, last});
+      const TensorRef y = g.call("aten.mul.Tensor", {q, g.constant(host({}, {2.f}))});
+      g.set_seen_shape(p, {N, C, H * W});
+      g.set_seen_shape(v, {N, C, H, W});
+      g.set_seen_shape(q, ys);
+      g.set_seen_shape(y, ys);
+      g.output(y, "y");
+      return g;
+    };
+    ir::Graph g = build();
+    EXPECT_EQ(passes::optimize(g).count("cancel_permutes"), cancels ? 1u : 0u);
+    ir::Program fp(ctx(), std::move(g));
+    const std::vector<float> x = random_floats(size_t(N * H * W * C), -1.f, 1.f, 46);
+    const auto a = fp.run({host({N, H * W, C}, x)});
+    {
+      std::string labels;
+      for (const auto& d : fp.plan({{N, H * W, C}}).dispatches()) labels += d.label + "; ";
+      EXPECT_EQ(fp.plan({{N, H * W, C}}).dispatches().size(), cancels ? 1u : 3u) << labels;
+    }
+    std::vector<float> want(x.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w)
+          for (int64_t c = 0; c < C; ++c) {
+            const size_t to = cancels ? size_t(((n * H + h) * W + w) * C + c) : size_t(((n * W + w) * H + h) * C + c);
+            want[to] = 2.f * x[size_t((n * H * W + h * W + w) * C + c)];
+          }
+    EXPECT_EQ(floats(a[0]), want);
+  }
+}
+
 // x + linear(h) where no layer norm takes the sum (a transformer block's end
 // before a permute): the residual in the product's epilogue, where the IR
 // knows the shapes; one dispatch in place of two.

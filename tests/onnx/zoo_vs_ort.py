@@ -120,7 +120,7 @@ MAX_DISPATCHES = {
     "convnext_tiny": 59,
     "transformer_block": 35,
     "vit_standin": 21,
-    "davit_standin": 137,
+    "davit_standin": 114,
     "whisper_standin": 19,
     "bart_standin": 29,
 }
