@@ -359,7 +359,7 @@ bool record_subgroup_attention(const Args& a, TensorRef q, TensorRef k, TensorRe
   const uint64_t ksplits = attention_key_splits(groups, uint64_t(S), cfg.bkv);
   const uint64_t kchunk = gpu::ceil_div(gpu::ceil_div(uint64_t(S), ksplits), cfg.bkv) * cfg.bkv;
   const uint64_t ranges = gpu::ceil_div(uint64_t(S), kchunk);
-  const uint64_t part_elems = ranges * uint64_t(B * H * L) * uint64_t(DV + 2);
+  const uint64_t part_elems = ranges * uint64_t(B * H * L) * attention_part_row(uint32_t(DV));
   cfg.ksplit = ranges > 1 && groups * ranges <= UINT32_MAX && part_elems <= UINT32_MAX &&
                part_elems * 4 <= g.ctx().limits().max_storage_buffer_binding_size;
 
@@ -394,7 +394,7 @@ bool record_subgroup_attention(const Args& a, TensorRef q, TensorRef k, TensorRe
     const gpu::Pipeline& merge =
         g.meta() ? meta_pipeline() : g.ctx().pipeline(name, subgroup_attention_combine_wgsl(uint32_t(DV)));
     g.add_dispatch(merge, {Binding::of(y), g.uniform(p), Binding::of(part)},
-                   grid_for(g, gpu::ceil_div(uint64_t(B * H * L * DV), 256)), std::string(kOp),
+                   grid_for(g, gpu::ceil_div(uint64_t(B * H * L * DV / 4), 256)), std::string(kOp),
                    fmt::format("attention merge of {} key ranges L={} Dv={} heads={}", ranges, L, DV, H));
   }
   return true;

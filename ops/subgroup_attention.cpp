@@ -441,7 +441,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   }
   if (c.ksplit) {
     // The range's unnormalised rows, then their max and sum.
-    add(fmt::format("  let orow = (((kr * params.B + b) * params.H + h) * L + l) * {}u;", DV + 2));
+    add(fmt::format("  let orow = (((kr * params.B + b) * params.H + h) * L + l) * {}u;", attention_part_row(DV)));
     add(fmt::format("  if (live && hf == 0u) {{ part[orow + {}u] = m; part[orow + {}u] = total; }}", DV, DV + 1));
   } else {
     add("  let inv = 1.0 / total;");
@@ -471,14 +471,18 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   return s;
 }
 
+uint32_t attention_part_row(uint32_t dv) { return dv + 4; }
+
 std::string subgroup_attention_combine_wgsl(uint32_t dv) {
   std::string s = "enable f16;\n" + AttentionParams::wgsl();
+  // A thread per four values of a row: vec4 reads of each range's part row
+  // (16-byte aligned: dv is a multiple of 16, the row dv + 4 floats).
   s += fmt::format(R"(
 @group(0) @binding(0) var<storage, read_write> out: array<f16>;
 @group(0) @binding(1) var<uniform> params: Params;
-@group(0) @binding(2) var<storage, read> part: array<f32>;
+@group(0) @binding(2) var<storage, read> part: array<vec4<f32>>;
 const DV = {0}u;
-const RS = {1}u;  // a part row: DV values, the max, the sum
+const RS4 = {1}u;  // a part row in vec4s: DV values, then the max, the sum and two unused
 const LOWEST: f32 = -0x1.fffffep+127f;
 
 @compute @workgroup_size(256)
@@ -486,24 +490,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {{
   let i = (wid.x + wid.y * nwg.x + wid.z * nwg.x * nwg.y) * 256u + lid;
   let rows = params.B * params.H * params.L;
-  if (i >= rows * DV) {{ return; }}
-  let row = i / DV; let d = i - row * DV;
+  if (i >= rows * (DV / 4u)) {{ return; }}
+  let row = i / (DV / 4u); let d4 = i - row * (DV / 4u);
   let bh = row / params.L; let l = row - bh * params.L;
   let b = bh / params.H; let h = bh - b * params.H;
-  let stride = rows * RS;
+  let stride = rows * RS4;
   var mx = LOWEST;
-  for (var r = 0u; r < params.ksplits; r++) {{ mx = max(mx, part[r * stride + row * RS + DV]); }}
-  var num = 0.0;
+  for (var r = 0u; r < params.ksplits; r++) {{ mx = max(mx, part[r * stride + row * RS4 + DV / 4u].x); }}
+  var num = vec4<f32>();
   var den = 0.0;
   for (var r = 0u; r < params.ksplits; r++) {{
-    let at = r * stride + row * RS;
-    let w = exp(part[at + DV] - mx);
-    num += w * part[at + d];
-    den += w * part[at + DV + 1u];
+    let at = r * stride + row * RS4;
+    let ms = part[at + DV / 4u];
+    let w = exp(ms.x - mx);
+    num += w * part[at + d4];
+    den += w * ms.y;
   }}
-  out[params.o_off + b * params.os.x + h * params.os.y + l * params.os.z + d * params.os.w] = f16(num / den);
+  let o = num / den;
+  let base = params.o_off + b * params.os.x + h * params.os.y + l * params.os.z + d4 * 4u * params.os.w;
+  out[base] = f16(o.x);
+  out[base + params.os.w] = f16(o.y);
+  out[base + 2u * params.os.w] = f16(o.z);
+  out[base + 3u * params.os.w] = f16(o.w);
 }}
-)", dv, dv + 2);
+)", dv, attention_part_row(dv) / 4);
   return s;
 }
 

@@ -58,7 +58,7 @@ struct SubgroupAttentionConfig {
   // The keys cut into params.ksplits ranges of params.kchunk (a multiple
   // of bkv), one workgroup per (range, b, h, query tile): each writes its
   // rows' unnormalised O, max and sum (float32, the binding after the
-  // mask's: [range][b][h][l][Dv + 2]) and subgroup_attention_combine_wgsl's
+  // mask's: [range][b][h][l][Dv + 4], attention_part_row) and subgroup_attention_combine_wgsl's
   // pass merges them. For
   // few (b, h, query tile) groups over many keys (the Whisper encoder's 8
   // heads of 1,500 frames: 192 workgroups of 4 subgroups on 132
@@ -95,9 +95,13 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& cfg);
 
 // The second pass of the key-split mode: out (float16, through the
 // result's view) = sum_r e^(m_r - M) O_r / sum_r e^(m_r - M) l_r, M the
-// largest m_r, one thread per output element. Bindings: out, params,
+// largest m_r, one thread per four values of a row. Bindings: out, params,
 // the parts (binding 2).
 std::string subgroup_attention_combine_wgsl(uint32_t dv);
+
+// Floats in a row of the key-split parts: Dv values, the max, the sum and
+// two unused (rows 16-byte aligned for the merge pass's vec4 reads).
+uint32_t attention_part_row(uint32_t dv);
 
 // The configuration for head dims d, dv and `queries` rows per (b, h):
 // blocks of 16 keys, the most subgroups (up to 4; up to 2 for at most 256
