@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 
 #include "gpu/context_impl.h"
 #include "gpu/dawn_values.h"
@@ -341,6 +342,7 @@ void Context::Impl::wait(WGPUFuture future, const char* what, uint64_t limit_ns)
       if (st != WGPUWaitStatus_Success && st != WGPUWaitStatus_TimedOut) break;  // reported below
       spun_ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
       if (spun_ns >= spin_ns || spun_ns >= limit_ns) break;
+      std::this_thread::yield();
     }
   }
   const WGPUWaitStatus status = wgpuInstanceWaitAny(instance, 1, &wi, limit_ns - std::min(spun_ns, limit_ns));
@@ -401,7 +403,9 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   std::lock_guard<std::mutex> lifetime(lifetime_mutex());
   Impl& s = *impl_;
   if (const char* t = std::getenv("WGNN_GPU_TIMEOUT_S")) s.timeout_ns = parse_timeout_s(t);
+  bool spin_set = false;
   if (const char* t = std::getenv("WGNN_SPIN_WAIT_US")) {
+    spin_set = true;
     const std::string v(t);
     char* end = nullptr;
     const long us = v.empty() ? -1 : std::strtol(v.c_str(), &end, 10);
@@ -499,6 +503,10 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
     s.info.description = str(ai.description);
     s.info.backend = backend_name(ai.backendType);
     s.info.adapter_type = adapter_type_name(ai.adapterType);
+    // A GPU's waits poll first (as CUDA's default schedule spins while
+    // the process has fewer contexts than cores); a CPU adapter's do not:
+    // there the polling thread would take a core from the device's work.
+    if (!spin_set && ai.adapterType != WGPUAdapterType_CPU) s.spin_ns = Impl::kDefaultSpinNs;
     s.info.vendor_id = ai.vendorID;
     s.info.device_id = ai.deviceID;
     s.info.subgroup_min_size = ai.subgroupMinSize;

@@ -76,7 +76,9 @@ struct Context::Impl {
   Buffer staged[2];
   size_t staged_next = 0;
   uint64_t timeout_ns = 600ull * 1000 * 1000 * 1000;
-  // A wait first polls for this long (WGNN_SPIN_WAIT_US), then blocks.
+  // A wait first polls for this long (WGNN_SPIN_WAIT_US), then blocks:
+  // kDefaultSpinNs on a GPU, 0 on a CPU adapter (Context's constructor).
+  static constexpr uint64_t kDefaultSpinNs = 20ull * 1000 * 1000;
   uint64_t spin_ns = 0;
   bool async_pipelines = true;  // WGNN_ASYNC_PIPELINES=0: each pipeline created at once
 
