@@ -264,7 +264,7 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   // weights per tap; WGNN_DEPTHWISE_VEC4=0: conv_depthwise.wgsl's one
   // channel a thread, for measuring.
   const char* vec_env = std::getenv("WGNN_DEPTHWISE_VEC4");
-  const bool vec4 = channels_last && cout == cin && !(vec_env && std::string_view(vec_env) == "0");
+  const bool cl_kernel = channels_last && cout == cin && !(vec_env && std::string_view(vec_env) == "0");
   // A thread per VW channels of OWB output columns: the widest (VW 4, 2,
   // 1 dividing C; then OWB 4, 2, 1) that makes enough threads to fill a
   // large GPU (2^17: on the H200 ConvNeXt-T's float16 GPU time is 1.3% lower
@@ -272,7 +272,7 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   // docs/BENCHMARKS.md). ConvNeXt's last 7x7 maps of 768 channels make
   // 9408 threads with VW 4 and OWB 1, 37632 with VW 1.
   uint32_t vw = 1, owb = 1;
-  if (vec4) {
+  if (cl_kernel) {
     // WGNN_DEPTHWISE_THREADS=N: 2^N threads (measuring).
     uint64_t enough = uint64_t(1) << 17;
     if (const char* e = std::getenv("WGNN_DEPTHWISE_THREADS"); e && *e) enough = uint64_t(1) << std::clamp(std::atoi(e), 0, 30);
@@ -305,8 +305,8 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   Subs subs = float_subs(g, dt, a.op);
   add_epilogue_subs(subs, s, 5, "acc", "co", rounded, dt == DType::F16, "i");
   gpu::Constants constants = activation_constants(s.act);
-  if (channels_last && !vec4) constants.emplace_back("CHANNELS_LAST", 1.0);
-  if (vec4) {
+  if (channels_last && !cl_kernel) constants.emplace_back("CHANNELS_LAST", 1.0);
+  if (cl_kernel) {
     constants.emplace_back("OWB", double(owb));
     for (auto& kv : depthwise_vector_subs(dt, vw)) subs.push_back(std::move(kv));
   }
@@ -316,7 +316,7 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   constants.emplace_back("KW", double(k[2]));
   const Binding bias = b.id >= 0 ? Binding::of(b) : Binding::of(g.ctx().dummy_buffer());
   Binding weight = Binding::of(w);
-  if (vec4) {
+  if (cl_kernel) {
     // The weight per tap ([*k, C], kernels/depthwise_taps.wgsl): once when
     // it is a constant, else on every run.
     const uint64_t taps = uint64_t(k[0] * k[1] * k[2]), count = taps * uint64_t(cout);
@@ -335,10 +335,10 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), weight, bias};
   if (s.affine.id >= 0) bindings.push_back(Binding::of(s.affine));
   if (s.residual.id >= 0) bindings.push_back(Binding::of(s.residual));
-  g.add_dispatch(kernel(g, vec4 ? "ops/kernels/conv_depthwise_cl.wgsl" : "ops/kernels/conv_depthwise.wgsl", subs, constants), std::move(bindings),
-                 grid_for(g, gpu::ceil_div(uint64_t(p.count), vec4 ? 64 : 256)), std::string(a.op),
+  g.add_dispatch(kernel(g, cl_kernel ? "ops/kernels/conv_depthwise_cl.wgsl" : "ops/kernels/conv_depthwise.wgsl", subs, constants), std::move(bindings),
+                 grid_for(g, gpu::ceil_div(uint64_t(p.count), cl_kernel ? 64 : 256)), std::string(a.op),
                  fmt::format("conv depthwise {}k={}{}{}{}",
-                             channels_last ? vec4 ? fmt::format("channels-last v{}x{} ", vw, owb) : "channels-last " : "",
+                             channels_last ? cl_kernel ? fmt::format("channels-last v{}x{} ", vw, owb) : "channels-last " : "",
                              dims_str(k, s.d),
                              s.affine.id >= 0 ? " affine" : "", s.residual.id >= 0 ? " residual" : "",
                              activation_label(s.act.act)),

@@ -254,9 +254,8 @@ TensorRef record(const Args& a, TensorRef x, const Shape& out_shape, std::vector
     const Taps one{1, {0}, {1.f}};
     const Taps& th = d1 ? *taps[*d1] : one;
     const Taps& tw = *taps[d2];
-    int64_t P = 1, Q = 1, R = 1;
+    int64_t Q = 1, R = 1;
     const size_t h_end = d1 ? *d1 : d2;
-    for (size_t d = 0; d < h_end; ++d) P *= cur[d];
     for (size_t d = h_end + (d1 ? 1 : 0); d < d2; ++d) Q *= cur[d];
     for (size_t d = d2 + 1; d < cur.size(); ++d) R *= cur[d];
     Shape next = cur;
