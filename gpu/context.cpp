@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -333,8 +334,24 @@ void Context::Impl::wait(WGPUFuture future, const char* what, uint64_t limit_ns)
   // Polling first: a blocking wait returns some tens of microseconds after
   // the GPU is done (the driver's interrupt and the thread's wake-up), a
   // poll within a few (docs/BENCHMARKS.md).
+  // Only while at most half the machine's cores are polling in this
+  // process (many sessions waiting at once, as under `wgnn serve`, block
+  // instead), as CUDA's default schedule spins only while the contexts are
+  // fewer than the cores.
   uint64_t spun_ns = 0;
-  if (spin_ns > 0) {
+  static std::atomic<unsigned> polling{0};
+  static const unsigned max_polling = std::max(1u, std::thread::hardware_concurrency() / 2);
+  struct Count {
+    bool on;
+    explicit Count(bool want) : on(want && polling.fetch_add(1) < max_polling) {
+      if (want && !on) polling.fetch_sub(1);
+    }
+    ~Count() {
+      if (on) polling.fetch_sub(1);
+    }
+  };
+  const Count poll(spin_ns > 0);
+  if (poll.on) {
     const auto t0 = std::chrono::steady_clock::now();
     while (true) {
       const WGPUWaitStatus st = wgpuInstanceWaitAny(instance, 1, &wi, 0);
