@@ -253,6 +253,16 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
       add(fmt::format("{}}}", ind));
     }
   };
+  // The other lane of this lane's row's value of `v` (lanes 2r and 2r + 1):
+  // a shuffle, or (emulated: any subgroup size) through workgroup memory,
+  // whose next write to red comes after a barrier the partner's read
+  // precedes (the one before P @ V in the loop).
+  auto partner = [&](const std::string& ind, const std::string& v) -> std::string {
+    if (shfl) return fmt::format("subgroupShuffleXor({}, 1u)", v);
+    add(fmt::format("{}red[lid] = {};", ind, v));
+    add(fmt::format("{}workgroupBarrier();", ind));
+    return "red[lid ^ 1u]";
+  };
   // The lane's score of column `col` of its row: scale * S + mask, -inf past S.
   auto score_at = [&](const std::string& ind) {
     add(fmt::format("{}let key = k0 + col;", ind));
@@ -358,7 +368,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   // (x0, x1, ...), starting at a per-row rotation: the 16 rows' lanes read
   // different banks of the scratch at each step. The pair's maxima make
   // the block's max (the same value in both lanes, so the same decisions).
-  add(fmt::format("    let rot = (r * BKV / 32u) % HALF;"));
+  add("    let rot = (r * BKV / 32u) % HALF;");
   add("    var bm = neg_inf;");
   for (uint32_t i = 0; i < HALF; ++i) {
     add(fmt::format("    var x{}: f32;", i));
@@ -366,15 +376,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
     score_at("      ");
     add(fmt::format("      x{0} = x; bm = max(bm, x); }}", i));
   }
-  if (shfl) {
-    add("    bm = max(bm, subgroupShuffleXor(bm, 1u));");
-  } else {
-    // The pair's maxima through workgroup memory. The next writes to red
-    // come after the barrier before P @ V, which the partner's read precedes.
-    add("    red[lid] = bm;");
-    add("    workgroupBarrier();");
-    add("    bm = max(bm, red[lid ^ 1u]);");
-  }
+  add(fmt::format("    bm = max(bm, {});", partner("    ", "bm")));
   // A row with no weight yet (m still LOWEST: O and the sum are 0) takes
   // the block's max without a rescale; a row masked -inf everywhere keeps
   // LOWEST, its p are 0 and its 0 / 0 is NaN, as the math says.
@@ -432,13 +434,7 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   add("  }");
 
   // The row sums, then O / sum through the result's view.
-  if (shfl) {
-    add("  let total = lsum + subgroupShuffleXor(lsum, 1u);");
-  } else {
-    add("  red[lid] = lsum;");
-    add("  workgroupBarrier();");
-    add("  let total = red[sg * 32u + 2u * r] + red[sg * 32u + 2u * r + 1u];");
-  }
+  add(fmt::format("  let total = lsum + {};", partner("  ", "lsum")));
   if (c.ksplit) {
     // The range's unnormalised rows, then their max and sum.
     add(fmt::format("  let orow = (((kr * params.B + b) * params.H + h) * L + l) * {}u;", attention_part_row(DV)));

@@ -8,6 +8,7 @@
 // stay for any other reader (dead_code removes them otherwise).
 #include <optional>
 
+#include "ops/layout.h"
 #include "passes/passes.h"
 
 namespace wgnn::passes {
@@ -20,12 +21,6 @@ bool is_permute(const ir::Node& n) {
 
 bool is_view(const ir::Node& n) {
   return n.op == "aten.view.default" && n.args.size() == 2 && n.args[0].is_tensor() && n.outputs.size() == 1;
-}
-
-Shape contiguous(const Shape& s) {
-  Shape st(s.size(), 1);
-  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
-  return st;
 }
 
 // `dims` as positions in a rank-r shape, or none where it is no permutation.
@@ -96,7 +91,7 @@ class CancelPermutes final : public Pass {
       const auto d1 = permutation(std::get<IntList>(p1.args[1].v), xs->size());
       if (!d1 || as->size() != xs->size()) continue;
       // a as a strided view of x, then each view, then the second permute.
-      const Shape xst = contiguous(*xs);
+      const Shape xst = ops::contiguous_strides(*xs);
       Shape size(xs->size()), stride(xs->size());
       for (size_t k = 0; k < d1->size(); ++k) size[k] = (*xs)[(*d1)[k]], stride[k] = xst[(*d1)[k]];
       if (size != *as) continue;
@@ -113,7 +108,7 @@ class CancelPermutes final : public Pass {
       Shape out(size.size()), out_stride(size.size());
       for (size_t k = 0; k < d2->size(); ++k) out[k] = size[(*d2)[k]], out_stride[k] = stride[(*d2)[k]];
       if (out != *cs) continue;
-      const Shape want = contiguous(out);
+      const Shape want = ops::contiguous_strides(out);
       for (size_t k = 0; k < out.size() && ok; ++k) ok = out[k] == 1 || out_stride[k] == want[k];
       if (!ok) continue;
       ir::Node n;
