@@ -88,7 +88,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   const bool valid = c.sg_m > 0 && c.sg_n > 0 && c.bm % (c.sg_m * 16) == 0 && c.bn % (c.sg_n * 16) == 0 &&
                      c.bk % 16 == 0 && c.bk > 0 && (c.stages == 1 || c.stages == 2) &&
                      (c.bm * c.bk / 8) % 32 == 0 && (c.bk * c.bn / 8) % 32 == 0 &&
-                     (c.prefetch == 1 || (c.prefetch == 2 && c.stages == 1));
+                     (c.prefetch == 1 || c.prefetch == 2);
   if (!valid)
     throw Error(fmt::format("invalid subgroup matmul configuration: {}", c.name()));
   // Convolution mode: thread t stages columns of the B tile, the same ones
@@ -381,7 +381,8 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       }
     }
   };
-  auto load_fast = [&](const std::string& kt, const std::string& ind, const std::string& rs) {
+  auto load_fast = [&](const std::string& kt_in, const std::string& ind, const std::string& rs) {
+    const std::string kt = (c.ablate & 8) ? std::string("0u") : kt_in;
     for (uint32_t q = 0; q < NA; ++q) {
       const bool part = (q + 1) * T > TOTAL_A;
       add(fmt::format("{}{}ra{}{} = A[abase{} + {} * {}];{}", ind, part ? fmt::format("if (ar{} < {}u) {{ ", q, A_ROWS) : "", q,
@@ -441,12 +442,14 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     // and columns clamped into the matrix (M, N >= 8 and multiples of 8
     // where a vec4 runs along them).
     add("  let kfull = K % BK == 0u; let astep = BK * M / 8u; let bstep = BK * N / 8u;");
+    // (Ablation 16: every workgroup loads the first one's rows and columns.)
+    const std::string am0 = (c.ablate & 16) ? "0u" : "m0", an0 = (c.ablate & 16) ? "0u" : "n0";
     for (uint32_t q = 0; q < NA; ++q)
-      add(fmt::format(fmt::runtime(c.a_trans ? "  let abase{0} = (a_off + ar{0} * M + min(m0 + ac{0}, M - 8u)) / 8u;"
-                                             : "  let abase{0} = (a_off + min(m0 + ar{0}, M - 1u) * KS + ac{0}) / 8u;"), q));
+      add(fmt::format(fmt::runtime(c.a_trans ? "  let abase{0} = (a_off + ar{0} * M + min({1} + ac{0}, M - 8u)) / 8u;"
+                                             : "  let abase{0} = (a_off + min({1} + ar{0}, M - 1u) * KS + ac{0}) / 8u;"), q, am0));
     for (uint32_t q = 0; q < NB && !c.conv; ++q)
-      add(fmt::format(fmt::runtime(c.b_trans ? "  let bbase{0} = (b_off + min(n0 + br{0}, N - 1u) * KS + bc{0}) / 8u;"
-                                             : "  let bbase{0} = (b_off + br{0} * N + min(n0 + bc{0}, N - 8u)) / 8u;"), q));
+      add(fmt::format(fmt::runtime(c.b_trans ? "  let bbase{0} = (b_off + min({1} + br{0}, N - 1u) * KS + bc{0}) / 8u;"
+                                             : "  let bbase{0} = (b_off + br{0} * N + min({1} + bc{0}, N - 8u)) / 8u;"), q, an0));
   }
   load_regs("0u", "  ", "ktiles == 1u");
   store_regs("0u", "  ");
@@ -512,12 +515,17 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       add(fmt::format("    if ({} < ktiles) {{", t2));
       if (!(c.ablate & 1)) load_regs("(" + t2 + ")", "      ", fmt::format("kt + {}u == ktiles", 3 + half), now);
       add("    }");
+      // Two stages: this half multiplies buffer `half` and stores the
+      // next tile into the other one, read last before the previous
+      // barrier (one barrier a tile).
+      const std::string cur = c.stages == 2 ? fmt::format("{}u", half) : "0u";
+      const std::string nxt = c.stages == 2 ? fmt::format("{}u", 1 - half) : "0u";
       add("    {");
-      multiply("0u", "      ");
+      multiply(cur, "      ");
       add("    }");
-      add("    workgroupBarrier();");
+      if (c.stages == 1) add("    workgroupBarrier();");
       add(fmt::format("    if ({} >= ktiles) {{ break; }}", t1));
-      if (!(c.ablate & 2)) store_regs("0u", "    ", next);
+      if (!(c.ablate & 2)) store_regs(nxt, "    ", next);
       add("    workgroupBarrier();");
     }
     add("  }");
@@ -529,7 +537,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     if (!(c.ablate & 1)) load_regs("(kt + 1u)", "      ", "kt + 2u == ktiles");
     add("    }");
     multiply("cur", "    ");
-    if (c.stages == 1) add("    workgroupBarrier();");
+    if (c.stages == 1 && !(c.ablate & 32)) add("    workgroupBarrier();");
     add("    if (more) {");
     if (!(c.ablate & 2)) store_regs("nxt", "      ");
     add("    }");

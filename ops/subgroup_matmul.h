@@ -36,8 +36,9 @@ struct SubgroupMatmulConfig {
   uint32_t sg_m = 2, sg_n = 2;  // subgroups per workgroup along M and N
   uint32_t stages = 2;          // 1: one tile buffer; 2: double-buffered
   // Tiles in flight in registers (suffix /d2): 1, the next tile's global
-  // loads issued before this tile's multiplies; 2 (one stage only), the
-  // loads two tiles ahead, in two register sets.
+  // loads issued before this tile's multiplies; 2, the
+  // loads two tiles ahead, in two register sets (with two stages, the
+  // buffers alternate with the register sets).
   uint32_t prefetch = 1;
   bool out_f16 = false;         // C is float16 (else float32)
   bool bias = false;            // a bias operand (binding 4), read with strides
@@ -56,7 +57,10 @@ struct SubgroupMatmulConfig {
   bool full_tiles = false;
   // Benchmark-only ablations (wrong results, for finding the bottleneck):
   // 1 skips the global loads of the next tile, 2 its stores to workgroup
-  // memory, 4 the per-step operand loads from workgroup memory.
+  // memory, 4 the per-step operand loads from workgroup memory, 8 loads
+  // every tile from the first tile's addresses (L1 hits), 16 every
+  // workgroup from the first workgroup's rows and columns (L2 hits), 32
+  // drops the barrier between the multiplies and the stores (one stage).
   uint32_t ablate = 0;
   bool no_rotation = false;  // benchmark: store words unrotated (bank conflicts)
   // Benchmark: every global load checked against M, N and K (suffix /c;

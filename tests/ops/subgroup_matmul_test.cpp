@@ -159,12 +159,22 @@ TEST(SubgroupMatmulWgsl, GeneratesEveryLayoutAndRejectsBadTiles) {
   bad = {};
   bad.stages = 3;
   EXPECT_THROW(ops::subgroup_matmul_wgsl(bad), Error);
-  // Two tiles ahead in registers: a second register set, one stage only.
+  // Two tiles ahead in registers: a second register set; with two stages
+  // the halves of the unrolled step alternate the buffers, one barrier each.
   const ops::SubgroupMatmulConfig d2 = ops::parse_subgroup_matmul_config("64x64x32:2x2:1/d2");
   EXPECT_EQ(d2.prefetch, 2u);
   EXPECT_THAT(d2.name(), HasSubstr(" d2"));
   EXPECT_THAT(ops::subgroup_matmul_wgsl(d2), HasSubstr("var rb0x = vec4<u32>();"));
-  EXPECT_THROW(ops::parse_subgroup_matmul_config("64x64x32:2x2:2/d2"), Error);
+  {
+    const std::string w = ops::subgroup_matmul_wgsl(ops::parse_subgroup_matmul_config("64x64x32:2x2:2/d2"));
+    EXPECT_THAT(w, HasSubstr("let abase = 1u * "));
+    const auto loop = w.substr(w.find("for (var kt = 0u; kt < ktiles; kt += 2u)"));
+    size_t barriers = 0;
+    for (size_t at = loop.find("workgroupBarrier();"); at != std::string::npos && at < loop.find("let c_off");
+         at = loop.find("workgroupBarrier();", at + 1))
+      ++barriers;
+    EXPECT_EQ(barriers, 2u);  // one a tile (one stage: two)
+  }
   EXPECT_THROW(ops::parse_subgroup_matmul_config("64x64x32:2x2:1/d3"), Error);
 }
 
@@ -643,7 +653,7 @@ TEST(SubgroupMatmulEmulated, FastLoadsAtEveryEdge) {
   };
   for (const char* tiles :
        {"64x64x32:2x2:2", "128x128x32:2x2:1", "64x64x32:2x2:1", "64x64x64:2x2:1", "64x64x32:2x2:1/d2",
-        "128x128x32:2x2:1/d2"}) {
+        "128x128x32:2x2:1/d2", "64x64x16:2x2:2/d2"}) {
     ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", tiles);
     for (const Case& k : cases) {
       SCOPED_TRACE(fmt::format("{}: batch {} M {} K {} N {} ta {} tb {}", tiles, k.batch, k.M, k.K, k.N, k.ta, k.tb));
