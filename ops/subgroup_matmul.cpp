@@ -43,7 +43,7 @@ std::string SubgroupMatmulConfig::name() const {
   return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
                      prefetch == 2 ? " d2" : "", out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (affine ? affine_rounded ? " affine-rounded" : " affine" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
          activation_label(act) + (ablate ? fmt::format(" ablate{}", ablate) : "") +
-         (conv ? " conv" : "") + (residual ? residual_first ? " residual-first" : " residual" : "") + (odd_n ? " oddN" : "") + (splitk ? " splitk" : "") + (checked_loads ? " checked" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
+         (conv ? " conv" : "") + (residual ? residual_first ? " residual-first" : " residual" : "") + (odd_n ? " oddN" : "") + (splitk ? " splitk" : "") + (checked_loads ? " checked" : "") + (word_loads ? " words" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
          (emulate ? " emulated" : "");
 }
 
@@ -106,6 +106,9 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
                               "tiles or ablations", c.name()));
   }
   if (c.emulate && c.ablate) throw Error("the emulated kernel takes no ablations");
+  if (c.word_loads && (c.conv || c.no_rotation))
+    throw Error(fmt::format("subgroup matmul configuration {}: word loads are for products with rotated stores",
+                            c.name()));
   if (c.residual && (!c.out_f16 || c.full_tiles))
     throw Error(fmt::format("subgroup matmul configuration {}: a residual needs float16 results", c.name()));
   if (c.residual_first && !c.residual)
@@ -141,9 +144,12 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   const bool no_scratch = c.full_tiles;
   if (c.full_tiles && (c.bias || c.out_f16 || c.act != Activation::None || c.affine)) throw Error("the full-tile variant has no bias, activation or float16 output");
   if (uint32_t(c.act) > uint32_t(Activation::GeluTanh)) throw Error(fmt::format("invalid subgroup matmul activation {}", uint32_t(c.act)));
-  add("@group(0) @binding(0) var<storage, read> A: array<vec4<u32>>;");
+  // Word loads (/w): the operands bound as words, each 16-byte chunk
+  // loaded as four words in the thread's rotated order (below).
+  const char* op_type = c.word_loads ? "array<u32>" : "array<vec4<u32>>";
+  add(fmt::format("@group(0) @binding(0) var<storage, read> A: {};", op_type));
   add(c.conv ? "@group(0) @binding(1) var<storage, read> X: array<f16>;"
-             : "@group(0) @binding(1) var<storage, read> B: array<vec4<u32>>;");
+             : fmt::format("@group(0) @binding(1) var<storage, read> B: {};", op_type));
   add(fmt::format("@group(0) @binding(2) var<storage, read_write> C: array<{}>;", c.out_f16 ? c.odd_n ? "f16" : "vec4<u32>" : "f32"));
   add("@group(0) @binding(3) var<uniform> P: Params;");
   if (c.bias) add(fmt::format("@group(0) @binding(4) var<storage, read> BIAS: array<{}>;", c.bias_f16 ? "f16" : "f32"));
@@ -165,9 +171,14 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   for (const char* arr : {"sa", "sb"}) {
     if (c.conv && std::string_view(arr) == "sb") continue;  // B is gathered in scalars
     add(fmt::format("fn put_{}(i: u32, v: vec4<u32>, rot: u32) {{", arr));
-    // r[w] = v[(w + rot) % 4] with selects (a dynamic vector index is slower).
-    add("  let r1 = select(v, v.yzwx, (rot & 1u) != 0u);");
-    add("  let r = select(r1, r1.zwxy, (rot & 2u) != 0u);");
+    // r[w] = v[(w + rot) % 4] with selects (a dynamic vector index is
+    // slower); word loads (/w) arrive in that order.
+    if (c.word_loads) {
+      add("  let r = v;");
+    } else {
+      add("  let r1 = select(v, v.yzwx, (rot & 1u) != 0u);");
+      add("  let r = select(r1, r1.zwxy, (rot & 2u) != 0u);");
+    }
     for (int w = 0; w < 4; ++w) {
       add(fmt::format("  {{ let o = i + 2u * (({0}u + rot) & 3u); let h = bitcast<vec2<f16>>(r[{0}]); {1}[o] = h.x; "
                       "{1}[o + 1u] = h.y; }}",
@@ -298,6 +309,13 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("  let ktiles = (K + BK - 1u) / BK;");
   add(fmt::format("  let rot_a = {};", c.no_rotation ? "0u" : best_rotation(A_COLS, AS)));
   if (!c.conv) add(fmt::format("  let rot_b = {};", c.no_rotation ? "0u" : best_rotation(B_COLS, BS)));
+  // The 16-byte chunk at `i` (vec4 units) of A or B: one vec4 load, or four
+  // word loads (/w) in the order the workgroup stores take them (the
+  // rotation without selects).
+  if (c.word_loads) {
+    add("  let wa0 = rot_a & 3u; let wa1 = (rot_a + 1u) & 3u; let wa2 = (rot_a + 2u) & 3u; let wa3 = (rot_a + 3u) & 3u;");
+    add("  let wb0 = rot_b & 3u; let wb1 = (rot_b + 1u) & 3u; let wb2 = (rot_b + 2u) & 3u; let wb3 = (rot_b + 3u) & 3u;");
+  }
   // The result matrices: named variables, or (emulated) an array the
   // multiplications index at run time (compact code: lavapipe compiles the
   // unrolled form of the big tiles for minutes).
@@ -355,16 +373,23 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   // checks and branches of every load took 28% of the time at 4096^3 on
   // the H200 (docs/BENCHMARKS.md).
   // `rs` names the register set ("" or, with two tiles in flight, "x").
+  auto ld = [&](char op, const std::string& i) -> std::string {
+    const char M_ = op == 'a' ? 'A' : 'B';
+    if (c.word_loads)
+      return fmt::format("vec4<u32>({0}[4u * ({1}) + w{2}0], {0}[4u * ({1}) + w{2}1], {0}[4u * ({1}) + w{2}2], "
+                         "{0}[4u * ({1}) + w{2}3])", M_, i, op);
+    return fmt::format("{}[{}]", M_, i);
+  };
   auto load_a_checked = [&](const std::string& kt, const std::string& ind, const std::string& rs) {
     for (uint32_t q = 0; q < NA; ++q) {
       const std::string guard = (q + 1) * T > TOTAL_A ? fmt::format(" && ar{} < {}u", q, A_ROWS) : std::string();
       const std::string r = fmt::format("ra{}{}", q, rs);
       if (c.a_trans) {
         add(fmt::format("{0}{{ let gk = {2} * BK + ar{1}; let gm = m0 + ac{1}; {3} = vec4<u32>();", ind, q, kt, r));
-        add(fmt::format("{0}  if (gm < M && gk < K{1}) {{ {2} = A[(a_off + gk * M + gm) / 8u]; }} }}", ind, guard, r));
+        add(fmt::format("{0}  if (gm < M && gk < K{1}) {{ {2} = {3}; }} }}", ind, guard, r, ld('a', "(a_off + gk * M + gm) / 8u")));
       } else {
         add(fmt::format("{0}{{ let gm = m0 + ar{1}; let gk = {2} * BK + ac{1}; {3} = vec4<u32>();", ind, q, kt, r));
-        add(fmt::format("{0}  if (gm < M && gk < K{1}) {{ {2} = A[(a_off + gm * KS + gk) / 8u]; }} }}", ind, guard, r));
+        add(fmt::format("{0}  if (gm < M && gk < K{1}) {{ {2} = {3}; }} }}", ind, guard, r, ld('a', "(a_off + gm * KS + gk) / 8u")));
       }
     }
   };
@@ -374,10 +399,10 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       const std::string r = fmt::format("rb{}{}", q, rs);
       if (c.b_trans) {
         add(fmt::format("{0}{{ let gn = n0 + br{1}; let gk = {2} * BK + bc{1}; {3} = vec4<u32>();", ind, q, kt, r));
-        add(fmt::format("{0}  if (gk < K && gn < N{1}) {{ {2} = B[(b_off + gn * KS + gk) / 8u]; }} }}", ind, guard, r));
+        add(fmt::format("{0}  if (gk < K && gn < N{1}) {{ {2} = {3}; }} }}", ind, guard, r, ld('b', "(b_off + gn * KS + gk) / 8u")));
       } else {
         add(fmt::format("{0}{{ let gk = {2} * BK + br{1}; let gn = n0 + bc{1}; {3} = vec4<u32>();", ind, q, kt, r));
-        add(fmt::format("{0}  if (gk < K && gn < N{1}) {{ {2} = B[(b_off + gk * N + gn) / 8u]; }} }}", ind, guard, r));
+        add(fmt::format("{0}  if (gk < K && gn < N{1}) {{ {2} = {3}; }} }}", ind, guard, r, ld('b', "(b_off + gk * N + gn) / 8u")));
       }
     }
   };
@@ -385,13 +410,15 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     const std::string kt = (c.ablate & 8) ? std::string("0u") : kt_in;
     for (uint32_t q = 0; q < NA; ++q) {
       const bool part = (q + 1) * T > TOTAL_A;
-      add(fmt::format("{}{}ra{}{} = A[abase{} + {} * {}];{}", ind, part ? fmt::format("if (ar{} < {}u) {{ ", q, A_ROWS) : "", q,
-                      rs, q, kt, c.a_trans ? "astep" : fmt::format("{}u", c.bk / 8), part ? " }" : ""));
+      add(fmt::format("{}{}ra{}{} = {};{}", ind, part ? fmt::format("if (ar{} < {}u) {{ ", q, A_ROWS) : "", q, rs,
+                      ld('a', fmt::format("abase{} + {} * {}", q, kt, c.a_trans ? "astep" : fmt::format("{}u", c.bk / 8))),
+                      part ? " }" : ""));
     }
     for (uint32_t q = 0; q < NB && !c.conv; ++q) {
       const bool part = (q + 1) * T > TOTAL_B;
-      add(fmt::format("{}{}rb{}{} = B[bbase{} + {} * {}];{}", ind, part ? fmt::format("if (br{} < {}u) {{ ", q, B_ROWS) : "", q,
-                      rs, q, kt, c.b_trans ? fmt::format("{}u", c.bk / 8) : "bstep", part ? " }" : ""));
+      add(fmt::format("{}{}rb{}{} = {};{}", ind, part ? fmt::format("if (br{} < {}u) {{ ", q, B_ROWS) : "", q, rs,
+                      ld('b', fmt::format("bbase{} + {} * {}", q, kt, c.b_trans ? fmt::format("{}u", c.bk / 8) : "bstep")),
+                      part ? " }" : ""));
     }
   };
   // `tail`: a WGSL expression, true where tile kt is the last one (where K
@@ -592,7 +619,7 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text) {
       std::sscanf(text.c_str(), "%ux%ux%u:%ux%u:%u:%c", &c.bm, &c.bn, &c.bk, &c.sg_m, &c.sg_n, &c.stages, &mode);
   if (n < 6 || (n == 7 && mode != 'f' && mode != 'v')) {
     throw Error(fmt::format("bad subgroup matmul configuration '{}' (expected "
-                            "BMxBNxBK:SGMxSGN:STAGES[:v|:f][/dN][/tN][/r][/c][/pN][/aN], e.g. 128x128x32:2x2:1)",
+                            "BMxBNxBK:SGMxSGN:STAGES[:v|:f][/dN][/tN][/r][/c][/w][/pN][/aN], e.g. 128x128x32:2x2:1)",
                             text));
   }
   c.full_tiles = mode == 'f';
@@ -604,6 +631,7 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text) {
   c.ablate = number_after("/a").value_or(0);
   c.no_rotation = text.find("/r") != std::string::npos;
   c.checked_loads = text.find("/c") != std::string::npos;
+  c.word_loads = text.find("/w") != std::string::npos;
   c.pad_kb = number_after("/p").value_or(0);
   c.prefetch = number_after("/d").value_or(1);
   const uint32_t t = number_after("/t").value_or(0);  // 1: A stored transposed, 2: B, 3: both

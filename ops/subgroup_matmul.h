@@ -66,6 +66,10 @@ struct SubgroupMatmulConfig {
   // Benchmark: every global load checked against M, N and K (suffix /c;
   // the kernel otherwise checks K on the last tile only, docs/BENCHMARKS.md).
   bool checked_loads = false;
+  // Benchmark: A and B loaded as words, four a 16-byte chunk in the order
+  // the rotated workgroup stores take them (suffix /w), not as one vec4
+  // rotated by selects.
+  bool word_loads = false;
   // Benchmark: that much unused workgroup memory (suffix /pN), for finding
   // how much workgroup memory a multiprocessor gives the kernel.
   uint32_t pad_kb = 0;
@@ -146,7 +150,8 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& cfg);
 
 // A configuration from its text form BMxBNxBK:SGMxSGN:STAGES[:v|:f] with
 // optional /dN (tiles in flight), /tN (1: A stored transposed, 2: B, 3: both), /r (unrotated
-// stores), /aN (benchmark ablations). Throws
+// stores), /c (checked loads), /w (word loads), /pN (unused workgroup
+// memory), /aN (benchmark ablations). Throws
 // wgnn::Error naming the text when it is malformed or invalid.
 SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text);
 

@@ -176,6 +176,12 @@ TEST(SubgroupMatmulWgsl, GeneratesEveryLayoutAndRejectsBadTiles) {
     EXPECT_EQ(barriers, 2u);  // one a tile (one stage: two)
   }
   EXPECT_THROW(ops::parse_subgroup_matmul_config("64x64x32:2x2:1/d3"), Error);
+  // Word loads (/w): the operands bound as words, no selects in the stores.
+  const ops::SubgroupMatmulConfig w = ops::parse_subgroup_matmul_config("64x64x32:2x2:1/w");
+  EXPECT_TRUE(w.word_loads);
+  EXPECT_THAT(ops::subgroup_matmul_wgsl(w), HasSubstr("var<storage, read> A: array<u32>;"));
+  EXPECT_THAT(ops::subgroup_matmul_wgsl(w), testing::Not(HasSubstr("select(v, v.yzwx")));
+  EXPECT_THROW(ops::parse_subgroup_matmul_config("64x64x32:2x2:1/w/r"), Error);
 }
 
 TEST(SubgroupMatmul, MatchesReferenceAndRegularKernel) {

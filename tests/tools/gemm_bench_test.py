@@ -20,7 +20,7 @@ os.makedirs(work, exist_ok=True)
 here = os.path.dirname(os.path.abspath(__file__))
 report = os.path.join(here, "..", "..", "bench", "gemm_report.py")
 configs = ["64x64x32:2x2:1", "64x64x32:2x2:2/t1", "64x32x32:2x1:1/t3", "64x64x32:2x2:1/c", "64x64x32:2x2:1/d2",
-           "64x64x64:2x2:1"]
+           "64x64x64:2x2:1", "64x64x16:2x2:2/d2/w/t1"]
 
 
 def run(args):
