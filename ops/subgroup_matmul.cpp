@@ -179,7 +179,8 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       add("  let r1 = select(v, v.yzwx, (rot & 1u) != 0u);");
       add("  let r = select(r1, r1.zwxy, (rot & 2u) != 0u);");
     }
-    for (int w = 0; w < 4; ++w) {
+    // (Ablation 64: the first two words only, half the stores.)
+    for (int w = 0; w < ((c.ablate & 64) ? 2 : 4); ++w) {
       add(fmt::format("  {{ let o = i + 2u * (({0}u + rot) & 3u); let h = bitcast<vec2<f16>>(r[{0}]); {1}[o] = h.x; "
                       "{1}[o + 1u] = h.y; }}",
                       w, arr));

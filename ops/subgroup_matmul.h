@@ -60,7 +60,8 @@ struct SubgroupMatmulConfig {
   // memory, 4 the per-step operand loads from workgroup memory, 8 loads
   // every tile from the first tile's addresses (L1 hits), 16 every
   // workgroup from the first workgroup's rows and columns (L2 hits), 32
-  // drops the barrier between the multiplies and the stores (one stage).
+  // drops the barrier between the multiplies and the stores (one stage),
+  // 64 stores two of each chunk's four words (half the stores).
   uint32_t ablate = 0;
   bool no_rotation = false;  // benchmark: store words unrotated (bank conflicts)
   // Benchmark: every global load checked against M, N and K (suffix /c;
