@@ -875,7 +875,7 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
   if (builder.op_ms) {
     last_phases_.record_by_op.assign(op_ms.begin(), op_ms.end());
     std::sort(last_phases_.record_by_op.begin(), last_phases_.record_by_op.end(),
-              [](const auto& a, const auto& b) { return a.second > b.second; });
+              [](const auto& x, const auto& y) { return x.second > y.second; });
   }
   for (const auto& [name, t] : inputs.device) {
     if (value_inputs_.count(name)) {
@@ -944,7 +944,7 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
       // Recording's host time by ONNX op type: the import (above) and the
       // lowering of each op's IR nodes (labelled with it); the passes and
       // the rest of the lowering apart.
-      const auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+      const auto ms = [](auto from, auto to) { return std::chrono::duration<double, std::milli>(to - from).count(); };
       std::map<std::string, double> by_op(last_phases_.record_by_op.begin(), last_phases_.record_by_op.end());
       double labelled = 0;
       for (const auto& [label, t] : low.stats.ms_by_label) {

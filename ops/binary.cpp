@@ -237,7 +237,7 @@ TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
   std::optional<Graph::Check> chk;
   if (check) chk = g.add_check(fmt::format("{}: {}", a.op, l.check));
   for (const Span& sp : spans) {
-    const uint64_t elems = sp.count * per_unit, first = sp.start * per_unit;
+    const uint64_t elems = sp.count * per_unit, start = sp.start * per_unit;
     const uint64_t count = (elems + 3) / 4;
     Shape part = shape;
     if (!flat) part[0] = int64_t(sp.count);
@@ -253,13 +253,13 @@ TensorRef launch(const Args& a, const Launch& l, std::array<Input, 3> ins) {
     params.sb = pack(st[1], a.op);
     params.sc = pack(st[2], a.op);
     const uint64_t out_es = gpu_dtype_size(l.out);
-    std::vector<Binding> bind = {bind_bytes(g, y, first * out_es, elems * out_es), g.uniform(params)};
+    std::vector<Binding> bind = {bind_bytes(g, y, start * out_es, elems * out_es), g.uniform(params)};
     for (size_t k = 0; k < 3; ++k) {
       const Input& in = ins[k];
       if (in.t.id < 0) {
         bind.push_back(Binding::of(g.ctx().dummy_buffer()));
       } else if (mode[k] == 0) {
-        bind.push_back(bind_bytes(g, in.t, first * es[k], elems * es[k]));
+        bind.push_back(bind_bytes(g, in.t, start * es[k], elems * es[k]));
       } else if (mode[k] == 2 && stride0[k] != 0 && spans.size() > 1) {
         const uint64_t from = sp.start * stride0[k];
         bind.push_back(bind_bytes(g, in.t, from * es[k], ((sp.count - 1) * stride0[k] + reach[k]) * es[k]));

@@ -1146,7 +1146,7 @@ void register_matmul_ops(OpRegistry& r) {
   r.add("wgnn.matmul_add.default", matmul_add);
 }
 
-SplitSumCapture::SplitSumCapture(int64_t width, int64_t count) : width(width), count(count), prev_(split_capture) {
+SplitSumCapture::SplitSumCapture(int64_t row_width, int64_t rows) : width(row_width), count(rows), prev_(split_capture) {
   split_capture = this;
 }
 SplitSumCapture::~SplitSumCapture() { split_capture = prev_; }

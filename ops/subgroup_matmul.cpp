@@ -1026,9 +1026,9 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   Binding weight = Binding::of(p.w);
   if (K != KW) {
     // Once, when the weight is a constant; else on every run.
-    gpu::Buffer rows = g.scratch(uint64_t(M * K) * 2, "convolution weight rows padded to 8");
+    gpu::Buffer padded = g.scratch(uint64_t(M * K) * 2, "convolution weight rows padded to 8");
     const gpu::Pipeline& pad = kernel(g, "ops/kernels/pad_rows.wgsl", float_subs(g, DType::F16, op));
-    std::vector<Binding> b{Binding::of(rows),
+    std::vector<Binding> b{Binding::of(padded),
                            g.uniform(PadRowsParams{uint32_t(M * K), uint32_t(KW), uint32_t(K), 0}),
                            Binding::of(p.w)};
     const gpu::Grid grid = grid_for(g, gpu::ceil_div(uint64_t(M * K), 256));
@@ -1036,7 +1036,7 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
       g.add_init_dispatch(pad, std::move(b), grid, std::string(op), "weight rows padded to 8");
     else
       g.add_dispatch(pad, std::move(b), grid, std::string(op), "weight rows padded to 8");
-    weight = Binding::of(rows);
+    weight = Binding::of(padded);
   }
   std::vector<Binding> bindings{weight, Binding::of(p.x), Binding::of(out), g.uniform(params)};
   if (cfg.bias) bindings.push_back(Binding::of(p.bias));
