@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   app.add_option("--sizes", sizes, "square sizes M=N=K");
   std::vector<std::string> shapes;
   app.add_option("--shapes", shapes, "products MxNxK (after the square sizes), e.g. 36864x384x128");
-  app.add_option("--configs", configs, "kernel configurations BMxBNxBK:SGMxSGN:STAGES[:v|:f][/dN][/tN][/r][/c][/w][/pN][/aN]");
+  app.add_option("--configs", configs, "kernel configurations BMxBNxBK:SGMxSGN:STAGES[:v|:f][/dN][/tN][/r][/c][/w][/v][/pN][/aN]");
   app.add_option("--iters", iters, "products per timed pass");
   app.add_option("--reps", reps, "timed passes (median)");
   app.add_option("--warmup-ms", warmup_ms,

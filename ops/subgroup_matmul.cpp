@@ -43,7 +43,7 @@ std::string SubgroupMatmulConfig::name() const {
   return fmt::format("subgroup matmul {}x{}x{} sg{}x{} s{}{}{}{}{}", bm, bn, bk, sg_m, sg_n, stages,
                      prefetch == 2 ? " d2" : "", out_f16 ? " f16out" : "", bias ? " bias" : "", full_tiles ? " full" : "") + (affine ? affine_rounded ? " affine-rounded" : " affine" : "") + (a_trans ? " At" : "") + (b_trans ? " Bt" : "") +
          activation_label(act) + (ablate ? fmt::format(" ablate{}", ablate) : "") +
-         (conv ? " conv" : "") + (residual ? residual_first ? " residual-first" : " residual" : "") + (odd_n ? " oddN" : "") + (splitk ? " splitk" : "") + (checked_loads ? " checked" : "") + (word_loads ? " words" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
+         (conv ? " conv" : "") + (residual ? residual_first ? " residual-first" : " residual" : "") + (odd_n ? " oddN" : "") + (splitk ? " splitk" : "") + (checked_loads ? " checked" : "") + (word_loads ? " words" : "") + (vec4_tiles ? " vec4tiles" : "") + (pad_kb ? fmt::format(" pad{}", pad_kb) : "") +
          (emulate ? " emulated" : "");
 }
 
@@ -106,6 +106,9 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
                               "tiles or ablations", c.name()));
   }
   if (c.emulate && c.ablate) throw Error("the emulated kernel takes no ablations");
+  if (c.vec4_tiles && (c.conv || c.word_loads))
+    throw Error(fmt::format("subgroup matmul configuration {}: vec4 tiles are for products whose chunks are loaded whole "
+                            "(no convolution gather, no word loads)", c.name()));
   if (c.word_loads && (c.conv || c.no_rotation))
     throw Error(fmt::format("subgroup matmul configuration {}: word loads are for products with rotated stores",
                             c.name()));
@@ -158,8 +161,16 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     add(fmt::format("@group(0) @binding({}) var<storage, read> RES: array<vec4<u32>>;", 4 + int(c.bias) + int(c.affine)));
   add(fmt::format("const BM = {}u; const BN = {}u; const BK = {}u; const AS = {}u; const BS = {}u;", c.bm, c.bn, c.bk,
                   AS, BS));
-  add(fmt::format("var<workgroup> sa: array<f16, {}>;", c.stages * SA_STAGE));
-  add(fmt::format("var<workgroup> sb: array<f16, {}>;", c.stages * SB_STAGE));
+  // Tiles of halves, or (/v) of 16-byte vectors, written whole (a Dawn
+  // whose Tint takes f16 subgroup-matrix loads from vec4<u32> workgroup
+  // arrays: docs/BENCHMARKS.md).
+  if (c.vec4_tiles) {
+    add(fmt::format("var<workgroup> sa: array<vec4<u32>, {}>;", c.stages * SA_STAGE / 8));
+    add(fmt::format("var<workgroup> sb: array<vec4<u32>, {}>;", c.stages * SB_STAGE / 8));
+  } else {
+    add(fmt::format("var<workgroup> sa: array<f16, {}>;", c.stages * SA_STAGE));
+    add(fmt::format("var<workgroup> sb: array<f16, {}>;", c.stages * SB_STAGE));
+  }
   if (!no_scratch) add(fmt::format("var<workgroup> sc: array<f32, {}>;", c.subgroups() * 256));
   if (c.pad_kb) add(fmt::format("var<workgroup> pad_mem: array<f32, {}>;", c.pad_kb * 256));
 
@@ -171,6 +182,11 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   for (const char* arr : {"sa", "sb"}) {
     if (c.conv && std::string_view(arr) == "sb") continue;  // B is gathered in scalars
     add(fmt::format("fn put_{}(i: u32, v: vec4<u32>, rot: u32) {{", arr));
+    if (c.vec4_tiles) {  // one 16-byte store, in order
+      add(fmt::format("  {}[i / 8u] = v;", arr));
+      add("}");
+      continue;
+    }
     // r[w] = v[(w + rot) % 4] with selects (a dynamic vector index is
     // slower); word loads (/w) arrive in that order.
     if (c.word_loads) {
@@ -196,12 +212,23 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     // of a mat2x4. The loop's bound is 16 + P.pad0 (0): a bound the shader
     // compiler cannot unroll keeps lavapipe's compile time down (the
     // unrolled 128x128 kernel took minutes).
+    // Element i of a tile (halves), from either layout.
+    for (const char* arr : {"sa", "sb"}) {
+      add(fmt::format("fn at_{}(i: u32) -> f32 {{", arr));
+      if (c.vec4_tiles) {
+        add(fmt::format("  let h = unpack2x16float({}[i / 8u][(i / 2u) % 4u]);", arr));
+        add("  return select(h.x, h.y, (i & 1u) != 0u);");
+      } else {
+        add(fmt::format("  return f32({}[i]);", arr));
+      }
+      add("}");
+    }
     add("fn emu_mac(acc: mat2x4<f32>, l: u32, r: u32, lane: u32) -> mat2x4<f32> {");
     add("  var o = acc; let row = lane / 2u; let c0 = (lane % 2u) * 8u;");
     add("  for (var k = 0u; k < 16u + P.pad0; k++) {");
-    add(fmt::format("    let a = f32(sa[l + {}]);", c.a_trans ? "k * AS + row" : "row * AS + k"));
+    add(fmt::format("    let a = at_sa(l + {});", c.a_trans ? "k * AS + row" : "row * AS + k"));
     auto b_at = [&](uint32_t e) {
-      return c.b_trans ? fmt::format("f32(sb[r + (c0 + {}u) * BS + k])", e) : fmt::format("f32(sb[r + k * BS + c0 + {}u])", e);
+      return c.b_trans ? fmt::format("at_sb(r + (c0 + {}u) * BS + k)", e) : fmt::format("at_sb(r + k * BS + c0 + {}u)", e);
     };
     for (uint32_t h = 0; h < 2; ++h)
       add(fmt::format("    o[{}] += a * vec4<f32>({}, {}, {}, {});", h, b_at(4 * h), b_at(4 * h + 1), b_at(4 * h + 2),
@@ -620,7 +647,7 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text) {
       std::sscanf(text.c_str(), "%ux%ux%u:%ux%u:%u:%c", &c.bm, &c.bn, &c.bk, &c.sg_m, &c.sg_n, &c.stages, &mode);
   if (n < 6 || (n == 7 && mode != 'f' && mode != 'v')) {
     throw Error(fmt::format("bad subgroup matmul configuration '{}' (expected "
-                            "BMxBNxBK:SGMxSGN:STAGES[:v|:f][/dN][/tN][/r][/c][/w][/pN][/aN], e.g. 128x128x32:2x2:1)",
+                            "BMxBNxBK:SGMxSGN:STAGES[:v|:f][/dN][/tN][/r][/c][/w][/v][/pN][/aN], e.g. 128x128x32:2x2:1)",
                             text));
   }
   c.full_tiles = mode == 'f';
@@ -633,6 +660,7 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text) {
   c.no_rotation = text.find("/r") != std::string::npos;
   c.checked_loads = text.find("/c") != std::string::npos;
   c.word_loads = text.find("/w") != std::string::npos;
+  c.vec4_tiles = text.find("/v") != std::string::npos;
   c.pad_kb = number_after("/p").value_or(0);
   c.prefetch = number_after("/d").value_or(1);
   const uint32_t t = number_after("/t").value_or(0);  // 1: A stored transposed, 2: B, 3: both

@@ -71,6 +71,11 @@ struct SubgroupMatmulConfig {
   // the rotated workgroup stores take them (suffix /w), not as one vec4
   // rotated by selects.
   bool word_loads = false;
+  // Benchmark: workgroup tiles of vec4<u32>, each chunk stored whole (suffix
+  // /v). Needs a Dawn whose Tint takes f16 subgroup-matrix loads from such
+  // arrays (stock WGSL takes array<f16> only; docs/BENCHMARKS.md); the
+  // emulated kernel runs it anywhere.
+  bool vec4_tiles = false;
   // Benchmark: that much unused workgroup memory (suffix /pN), for finding
   // how much workgroup memory a multiprocessor gives the kernel.
   uint32_t pad_kb = 0;
@@ -152,7 +157,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& cfg);
 // A configuration from its text form BMxBNxBK:SGMxSGN:STAGES[:v|:f] with
 // optional /dN (tiles in flight), /tN (1: A stored transposed, 2: B, 3: both), /r (unrotated
 // stores), /c (checked loads), /w (word loads), /pN (unused workgroup
-// memory), /aN (benchmark ablations). Throws
+// memory), /v (vec4 workgroup tiles), /aN (benchmark ablations). Throws
 // wgnn::Error naming the text when it is malformed or invalid.
 SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text);
 

@@ -182,6 +182,17 @@ TEST(SubgroupMatmulWgsl, GeneratesEveryLayoutAndRejectsBadTiles) {
   EXPECT_THAT(ops::subgroup_matmul_wgsl(w), HasSubstr("var<storage, read> A: array<u32>;"));
   EXPECT_THAT(ops::subgroup_matmul_wgsl(w), testing::Not(HasSubstr("select(v, v.yzwx")));
   EXPECT_THROW(ops::parse_subgroup_matmul_config("64x64x32:2x2:1/w/r"), Error);
+  // vec4 workgroup tiles (/v): each chunk stored whole, the tiles read by the
+  // same subgroup-matrix loads.
+  {
+    const ops::SubgroupMatmulConfig v = ops::parse_subgroup_matmul_config("64x64x32:2x2:1/v");
+    EXPECT_TRUE(v.vec4_tiles);
+    const std::string wv = ops::subgroup_matmul_wgsl(v);
+    EXPECT_THAT(wv, HasSubstr("var<workgroup> sa: array<vec4<u32>, 320>;"));
+    EXPECT_THAT(wv, HasSubstr("  sa[i / 8u] = v;"));
+    EXPECT_THAT(wv, HasSubstr("subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&sa, "));
+    EXPECT_THROW(ops::parse_subgroup_matmul_config("64x64x32:2x2:1/v/w"), Error);
+  }
 }
 
 TEST(SubgroupMatmul, MatchesReferenceAndRegularKernel) {
