@@ -691,7 +691,14 @@ const gpu::Pipeline& timed_pipeline(Graph& g, const SubgroupMatmulConfig& cfg) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string wgsl = subgroup_matmul_wgsl(cfg);
   g.ctx().add_wgsl_time(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  return g.ctx().pipeline(cfg.name(), wgsl);
+  if (!cfg.vec4_tiles || cfg.emulate) return g.ctx().pipeline(cfg.name(), wgsl);
+  try {
+    return g.ctx().pipeline(cfg.name(), wgsl);
+  } catch (const gpu::GpuError& e) {
+    throw gpu::GpuError(fmt::format("vec4 workgroup tiles (WGNN_SUBGROUP_VEC4_TILES=1) need a Dawn whose Tint takes "
+                                    "f16 subgroup-matrix loads from them (scripts/patch-dawn-vec4-tiles, then "
+                                    "WGNN_DAWN_REBUILD=1 scripts/build-dawn): {}", e.what()));
+  }
 }
 
 
@@ -812,6 +819,15 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch,
     if (cfg.full_tiles || cfg.ablate || cfg.a_trans || cfg.b_trans) {
       throw Error(fmt::format("WGNN_SUBGROUP_MATMUL_CONFIG='{}': give tiles, subgroups and stages only", env));
     }
+  }
+  // WGNN_SUBGROUP_VEC4_TILES=1: the products' workgroup tiles as vec4<u32>,
+  // each chunk stored whole (SubgroupMatmulConfig::vec4_tiles; a Dawn
+  // patched by scripts/patch-dawn-vec4-tiles, or emulated). Measuring.
+  if (const char* e = std::getenv("WGNN_SUBGROUP_VEC4_TILES"); e && *e) {
+    const std::string_view v(e);
+    if (v != "0" && v != "1")
+      throw Error(fmt::format("WGNN_SUBGROUP_VEC4_TILES='{}': expected 0 or 1 (vec4<u32> workgroup tiles)", e));
+    cfg.vec4_tiles = v == "1" && !conv;
   }
   return cfg;
 }

@@ -679,6 +679,34 @@ TEST(SubgroupMatmulEmulated, FastLoadsAtEveryEdge) {
   }
 }
 
+// WGNN_SUBGROUP_VEC4_TILES=1: the products' workgroup tiles as vec4<u32>
+// (each chunk stored whole), emulated, against the reference at the edges
+// and layouts above, on the tiles wgnn picks and a two-stage form; a
+// convolution keeps its tiles of halves; a bad value says what it expects.
+TEST(SubgroupMatmulEmulated, Vec4TilesMatchTheReference) {
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedEnv vec4("WGNN_SUBGROUP_VEC4_TILES", "1");
+  const std::vector<Case> cases = {
+      {1, 8, 8, 8, false, false, std::nullopt, 1, 0, false},
+      {1, 136, 40, 72, true, false, std::nullopt, 1, 0, false},
+      {1, 72, 96, 136, false, true, Shape{72, 1}, 1, 1, false},
+      {1, 64, 120, 64, true, true, Shape{64}, 2, 1, false},
+      {2, 40, 40, 24, false, false, std::nullopt, 1, 0, false},
+      {1, 200, 72, 136, false, false, Shape{136}, 1, 1, false},
+  };
+  for (const char* tiles : {"", "64x64x16:2x2:2/d2"}) {
+    ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", tiles);
+    for (const Case& k : cases) {
+      SCOPED_TRACE(fmt::format("'{}': batch {} M {} K {} N {} ta {} tb {}", tiles, k.batch, k.M, k.K, k.N, k.ta, k.tb));
+      check_emulated_case(k, uint32_t(k.M * 17 + k.K * 3 + k.N));
+    }
+  }
+  check_conv_cases(ctx(), {conv_case("3x3", 1, 8, 16, 10, 10, 3, 1, 1, 1, true, "relu")}, "subgroup-matrix");
+  ScopedEnv bad("WGNN_SUBGROUP_VEC4_TILES", "yes");
+  EXPECT_THAT(error_of([] { ops::subgroup_gemm_splits(512, 512, 4096, 1); }), HasSubstr("expected 0 or 1"));
+}
+
 // Large float16 products whose N or K is not a multiple of 8 (the Whisper
 // encoder's attention over 1,500 keys): their operands padded with zeros,
 // the product on the (emulated) tensor-core kernel, the padding cropped;
