@@ -205,13 +205,6 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   }
 
   if (c.emulate) {
-    // A 16x16 subgroup matrix as a lane sees it here: a left / right
-    // operand is its offset in sa / sb (read where it is multiplied, before
-    // the next barrier, so the same values), a result is the lane's 8
-    // elements (row lane / 2, columns (lane % 2) * 8 + 0..7) as the columns
-    // of a mat2x4. The loop's bound is 16 + P.pad0 (0): a bound the shader
-    // compiler cannot unroll keeps lavapipe's compile time down (the
-    // unrolled 128x128 kernel took minutes).
     // Element i of a tile (halves), from either layout.
     for (const char* arr : {"sa", "sb"}) {
       add(fmt::format("fn at_{}(i: u32) -> f32 {{", arr));
@@ -223,6 +216,13 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
       }
       add("}");
     }
+    // A 16x16 subgroup matrix as a lane sees it here: a left / right
+    // operand is its offset in sa / sb (read where it is multiplied, before
+    // the next barrier, so the same values), a result is the lane's 8
+    // elements (row lane / 2, columns (lane % 2) * 8 + 0..7) as the columns
+    // of a mat2x4. The loop's bound is 16 + P.pad0 (0): a bound the shader
+    // compiler cannot unroll keeps lavapipe's compile time down (the
+    // unrolled 128x128 kernel took minutes).
     add("fn emu_mac(acc: mat2x4<f32>, l: u32, r: u32, lane: u32) -> mat2x4<f32> {");
     add("  var o = acc; let row = lane / 2u; let c0 = (lane % 2u) * 8u;");
     add("  for (var k = 0u; k < 16u + P.pad0; k++) {");
@@ -691,10 +691,10 @@ const gpu::Pipeline& timed_pipeline(Graph& g, const SubgroupMatmulConfig& cfg) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string wgsl = subgroup_matmul_wgsl(cfg);
   g.ctx().add_wgsl_time(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  if (!cfg.vec4_tiles || cfg.emulate) return g.ctx().pipeline(cfg.name(), wgsl);
   try {
     return g.ctx().pipeline(cfg.name(), wgsl);
   } catch (const gpu::GpuError& e) {
+    if (!cfg.vec4_tiles || cfg.emulate) throw;
     throw gpu::GpuError(fmt::format("vec4 workgroup tiles (WGNN_SUBGROUP_VEC4_TILES=1) need a Dawn whose Tint takes "
                                     "f16 subgroup-matrix loads from them (scripts/patch-dawn-vec4-tiles, then "
                                     "WGNN_DAWN_REBUILD=1 scripts/build-dawn): {}", e.what()));
