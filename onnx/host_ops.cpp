@@ -81,6 +81,16 @@ Shape broadcast_each(const Shape& a, const Shape& b, Fn fn) {
   return out;
 }
 
+// Python's float remainder (numpy's mod): C fmod moved to the divisor's
+// sign; a zero takes the divisor's sign, an infinite divisor of the other
+// sign is the result (ops/kernels/binary.wgsl, rem_f).
+double python_mod(double x, double y) {
+  double r = std::fmod(x, y);
+  if (r != 0 && std::signbit(r) != std::signbit(y)) r += y;
+  if (r == 0) r = std::copysign(0.0, y);
+  return r;
+}
+
 }  // namespace
 
 HostTensor binary(const std::string& op, const HostTensor& a, const HostTensor& b, int fmod) {
@@ -100,7 +110,7 @@ HostTensor binary(const std::string& op, const HostTensor& a, const HostTensor& 
       else if (op == "Pow") r = std::pow(x, y);
       else if (op == "Min") r = std::min(x, y);
       else if (op == "Max") r = std::max(x, y);
-      else if (op == "Mod") r = fmod ? std::fmod(x, y) : x - std::floor(x / y) * y;
+      else if (op == "Mod") r = fmod ? std::fmod(x, y) : python_mod(x, y);
       else if (op == "Equal") r = x == y;
       else if (op == "Less") r = x < y;
       else if (op == "LessOrEqual") r = x <= y;

@@ -24,6 +24,7 @@ void add_elementwise_mappers(Mappers& m);
 void add_nn_mappers(Mappers& m);
 void add_shape_mappers(Mappers& m);
 void add_reduce_mappers(Mappers& m);
+void add_transformer_mappers(Mappers& m);  // onnx/mappers_transformer.cpp
 
 std::vector<HostTensor> one_host(HostTensor t);
 // The ATen ScalarType code of a dtype (aten._to_copy's argument).

@@ -413,6 +413,7 @@ Mappers make_mappers() {
   add_nn_mappers(m);           // onnx/mappers_nn.cpp
   add_shape_mappers(m);        // onnx/mappers_shape.cpp
   add_reduce_mappers(m);       // onnx/mappers_reduce.cpp
+  add_transformer_mappers(m);  // onnx/mappers_transformer.cpp
   add_quant_mappers(m);
   add_control_mappers(m);
   add_rnn_mappers(m);

@@ -41,6 +41,29 @@ DType quantized_result(NodeCtx& c) {
   c.unsupported(fmt::format("output_dtype {} (supported: 2 uint8, 3 int8)", odt));
 }
 
+// QuantizeLinear's precision (opset 23): the type the division runs in,
+// by default the scale's. wgnn divides in float32 (ops/kernels/
+// quantize.wgsl), which is the default for a float32 scale; a float16 scale
+// keeps the float32 division it had before opset 23.
+void check_precision(NodeCtx& c) {
+  if (c.opset < 23) return;
+  const int64_t p = c.attr_int("precision", 0);
+  if (p == 0 || p == 1) return;  // unset, TensorProto FLOAT
+  if (p == 10 && c.slot_dtype(1) == DType::F16) return;  // FLOAT16: the scale's own
+  c.unsupported(fmt::format("precision {} (supported: unset, 1 float, or 10 float16 with a float16 scale)", p));
+}
+
+// DequantizeLinear's result type: output_dtype (opset 23), else the
+// scale's. float32 or float16.
+DType dequantized_result(NodeCtx& c) {
+  const DType scale = c.slot_dtype(1);
+  if (c.opset < 23 || c.attr_int("output_dtype", 0) == 0) return scale;
+  const int64_t odt = c.attr_int("output_dtype", 0);
+  if (odt == 1) return DType::F32;
+  if (odt == 10) return DType::F16;
+  c.unsupported(fmt::format("output_dtype {} (supported: 1 float, 10 float16)", odt));
+}
+
 // How QuantizeLinear / DequantizeLinear apply their scale: per tensor (a
 // scale of one value), per axis (a 1-D scale along `axis`) or blocked
 // (opset 21 block_size: the scale has x's rank, ceil(dim / block) along
@@ -102,6 +125,7 @@ OpMapper qdq_mapper(bool quantize) {
   m.dtypes = quantize ? std::vector<DType>{DType::F32, DType::F16}
                       : std::vector<DType>{DType::U8, DType::I8, DType::I32};
   m.build = [quantize](NodeCtx& c) {
+    if (quantize) check_precision(c);
     const DType qd = quantize ? quantized_result(c) : c.slot_dtype(0);
     if (!quantize && c.has(2) && c.slot_dtype(2) != qd) {
       c.fail(fmt::format("x_zero_point has dtype {}, x {}", dtype_name(c.slot_dtype(2)), dtype_name(qd)));
@@ -123,7 +147,7 @@ OpMapper qdq_mapper(bool quantize) {
     }
     const auto [lo, hi] = qd == DType::U8 ? std::pair<int64_t, int64_t>{0, 255} : std::pair<int64_t, int64_t>{-128, 127};
     args.insert(args.end(), {lo, hi, quant_code(qd)});
-    if (!quantize) args.push_back(float_code(c.gpu_dtype(c.slot_dtype(1))));
+    if (!quantize) args.push_back(float_code(c.gpu_dtype(dequantized_result(c))));
     return one(c.out(c.call(op, args)));
   };
   if (!quantize) {
@@ -143,12 +167,13 @@ OpMapper qdq_mapper(bool quantize) {
       }
       const QdqLayout l = qdq_layout(c);
       const HostTensor* z = c.has(2) ? &c.host(2, "x_zero_point") : nullptr;
-      HostTensor y(s.dtype, x.shape);
+      const DType yd = dequantized_result(c);
+      HostTensor y(yd, x.shape);
       for (int64_t i = 0; i < x.numel(); ++i) {
         const size_t si = scale_index(l, x.shape, i);
         const int64_t q = int64_t(host::get(x, size_t(i))) - (z ? int64_t(host::get(*z, si)) : 0);
         const float v = float(int32_t(q)) * float(host::get(s, si));
-        if (s.dtype == DType::F32) {
+        if (yd == DType::F32) {
           y.as<float>()[i] = v;
         } else {
           y.as<uint16_t>()[i] = float_to_half(v);

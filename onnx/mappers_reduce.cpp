@@ -89,7 +89,13 @@ void add_reduce_mappers(Mappers& m) {
       TensorRef x = c.tensor(0), mx;
       if (kind == "L1") x = c.call("aten.abs.default", {x}).tensor();
       if (kind == "L2" || kind == "SumSquare") x = c.call("aten.mul.Tensor", {x, x}).tensor();
-      if (kind == "LogSumExp") {
+      // Over no element the shift is left out (there is no maximum): the
+      // sum of no exp is 0, its log -inf, as ONNX defines.
+      bool empty = false;
+      for (int64_t a : axes) empty |= c.shape(0)[size_t(ops::normalize_axis(a, r, "Reduce", "axes"))] == 0;
+      const bool shift = kind == "LogSumExp" && !empty;
+      if (kind == "LogSumExp" && !shift) x = c.call("aten.exp.default", {x}).tensor();
+      if (shift) {
         mx = c.call("aten.amax.default", {x, IntList(axes), true}).tensor();
         // An infinite maximum shifts by 0 instead (inf - inf is NaN): all
         // -inf gives log(0) = -inf, an inf gives inf, as ONNX Runtime.
@@ -102,7 +108,7 @@ void add_reduce_mappers(Mappers& m) {
       TensorRef y = c.call("aten.sum.dim_IntList", {x, IntList(axes), true}).tensor();
       if (kind == "L2") y = c.call("aten.sqrt.default", {y}).tensor();
       if (kind == "LogSum" || kind == "LogSumExp") y = c.call("aten.log.default", {y}).tensor();
-      if (kind == "LogSumExp") y = c.call("aten.add.Tensor", {y, mx}).tensor();
+      if (shift) y = c.call("aten.add.Tensor", {y, mx}).tensor();
       if (!keep) {
         Shape s;
         std::vector<bool> red(size_t(r), false);

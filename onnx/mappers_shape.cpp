@@ -82,6 +82,11 @@ void add_shape_mappers(Mappers& m) {
                   const double start = host::get(s, 0), limit = host::get(c.host(1, "limit"), 0),
                                delta = host::get(c.host(2, "delta"), 0);
                   if (delta == 0) c.fail("delta is 0");
+                  // Opset 27's stash_type 0 asks float16 to accumulate in
+                  // float16; the values here come from start + i * delta in
+                  // double, which is stash_type 1 (the default).
+                  if (c.opset >= 27 && c.attr_int("stash_type", 1) != 1 && (s.dtype == DType::F16))
+                    c.unsupported(fmt::format("stash_type {} (float16 accumulated in float16); supported: 1", c.attr_int("stash_type", 1)));
                   const int64_t n = std::max<int64_t>(int64_t(std::ceil((limit - start) / delta)), 0);
                   HostTensor t(s.dtype, {n});
                   for (int64_t i = 0; i < n; ++i) host::set(t, size_t(i), start + double(i) * delta);
@@ -114,9 +119,15 @@ void add_shape_mappers(Mappers& m) {
                          if (b <= 0 || s[2] % b != 0 || s[3] % b != 0) {
                            c.fail(fmt::format("blocksize {} must be positive and divide H = {} and W = {}", b, s[2], s[3]));
                          }
+                         // mode (opset 28): the depth ordered block row, block
+                         // column, channel (DCR, the only order before) or
+                         // channel, block row, block column (CRD).
+                         const std::string mode = c.opset >= 28 ? c.attr_string("mode", "DCR") : "DCR";
+                         if (mode != "DCR" && mode != "CRD") c.fail(fmt::format("mode '{}' (accepted: DCR, CRD)", mode));
                          const int64_t N = s[0], C = s[1], H = s[2] / b, W = s[3] / b;
                          TensorRef v = c.view(c.tensor(0), {N, C, H, b, W, b});
-                         TensorRef t = c.call("aten.permute.default", {v, IntList{0, 3, 5, 1, 2, 4}}).tensor();
+                         const IntList perm = mode == "DCR" ? IntList{0, 3, 5, 1, 2, 4} : IntList{0, 1, 3, 5, 2, 4};
+                         TensorRef t = c.call("aten.permute.default", {v, perm}).tensor();
                          return one(c.out(c.view(t, {N, C * b * b, H, W})));
                        }, nullptr};
   m["Transpose"] = {{}, [](NodeCtx& c) {

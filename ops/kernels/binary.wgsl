@@ -45,21 +45,32 @@ fn nz_f(x: vec4<f32>) -> vec4<bool> { return (x != vec4<f32>(0.0)) | isnan4(x); 
 fn min_f(x: vec4<f32>, y: vec4<f32>) -> vec4<f32> { return select(min(x, y), nan4(), any_nan(x, y)); }
 fn max_f(x: vec4<f32>, y: vec4<f32>) -> vec4<f32> { return select(max(x, y), nan4(), any_nan(x, y)); }
 
+// +-0 with the sign of s.
+fn zero_signed(s: vec4<f32>) -> vec4<f32> {
+  return bitcast<vec4<f32>>(bitcast<vec4<u32>>(s) & vec4<u32>(0x80000000u));
+}
+
 // C fmod: x - trunc(x / y) * y with the sign of x. The product-subtract is
 // one fma (exact when the quotient is right); a quotient rounded across an
-// integer is corrected by one |y| step.
+// integer is corrected by one |y| step. IEEE's cases: x infinite, y zero or
+// a NaN give NaN; x finite and y infinite give x; a zero keeps x's sign.
 fn fmod_f(x: vec4<f32>, y: vec4<f32>) -> vec4<f32> {
   var r = fma(-trunc(x / y), y, x);
   let step = select(abs(y), -abs(y), x < vec4<f32>(0.0));
   r = select(r, r + step, (r != vec4<f32>(0.0)) & ((r < vec4<f32>(0.0)) != (x < vec4<f32>(0.0))));
   r = select(r, r - step, abs(r) >= abs(y));
-  return r;
+  r = select(r, zero_signed(x), r == vec4<f32>(0.0));
+  r = select(r, x, isinf4(y));
+  return select(r, nan4(), any_nan(x, y) | isinf4(x) | (y == vec4<f32>(0.0)));
 }
 
-// Python's remainder: the sign of the divisor.
+// Python's remainder (numpy's mod, ONNX Mod with fmod 0): the sign of the
+// divisor. x finite and y infinite of the other sign give y; a zero takes
+// y's sign.
 fn rem_f(x: vec4<f32>, y: vec4<f32>) -> vec4<f32> {
   let r = fmod_f(x, y);
-  return select(r, r + y, (r != vec4<f32>(0.0)) & ((r < vec4<f32>(0.0)) != (y < vec4<f32>(0.0))));
+  let q = select(r, r + y, (r != vec4<f32>(0.0)) & ((r < vec4<f32>(0.0)) != (y < vec4<f32>(0.0))));
+  return select(q, zero_signed(y), q == vec4<f32>(0.0));
 }
 
 // pow with C semantics: a negative base takes integral exponents (odd ones

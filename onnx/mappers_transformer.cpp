@@ -1,0 +1,324 @@
+// The transformer operators of ONNX opsets 23 to 28: Attention (23, 24's
+// nonpad_kv_seqlen, 25's sliding windows), RMSNormalization (23),
+// RotaryEmbedding (23), Swish (24), SwiGLU (28). Each is composed of wgnn
+// ops as the operator's ONNX function body defines it, so every attribute
+// the standard gives is followed; what is not (a double or bfloat16
+// softmax) is Unsupported.
+// Internal to onnx/: added to the op table by make_mappers() (onnx/mappers.cpp).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "onnx/host_ops.h"
+#include "onnx/mapper_util.h"
+#include "onnx/node_ctx.h"
+#include "ops/layout.h"
+
+namespace wgnn::onnx_import {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A scalar of the input's GPU dtype (broadcast by the binary ops).
+TensorRef scalar(NodeCtx& c, DType d, double v) { return c.constant(host::scalar_like(d, v)); }
+
+bool wanted(const NodeCtx& c, int k) { return k < c.node.output_size() && !c.node.output(k).empty(); }
+
+// [B, S, H * D] -> [B, H, S, D].
+TensorRef heads_first(NodeCtx& c, TensorRef x, int64_t heads, const char* what) {
+  const Shape s = c.g.info(x).shape;
+  if (heads <= 0 || s[2] % heads != 0) {
+    c.fail(fmt::format("{} {} is 3-D: its last dim must be a multiple of the number of heads ({})", what,
+                       shape_str(s), heads));
+  }
+  TensorRef v = c.view(x, {s[0], s[1], heads, s[2] / heads});
+  return c.call("aten.permute.default", {v, IntList{0, 2, 1, 3}}).tensor();
+}
+
+// Attention (opsets 23 to 25), the function body of the standard:
+//   scores = (Q * sqrt(scale)) (K * sqrt(scale))^T, softcap, + bias,
+//   softmax (a row with every key masked gives zeros), @ V.
+// Q [B, Hq, L, D] or [B, L, Hq * D]; K, V [B, Hkv, S, D(v)] or 3-D; Hq a
+// multiple of Hkv (grouped queries: each K / V head serves Hq / Hkv query
+// heads). past_key / past_value are concatenated before K / V (present_key
+// and present_value). The bias: attn_mask (bool: True attends; float:
+// added; a last dim shorter than the keys is padded with -inf), is_causal
+// (query i attends key j <= i + offset) and the sliding window (opset 25:
+// offset + i - left <= j <= offset + i + right), where offset is the past
+// length, or nonpad_kv_seqlen[b] - L with opset 24's nonpad_kv_seqlen (keys
+// from nonpad_kv_seqlen[b] on are masked).
+std::vector<Slot> attention(NodeCtx& c) {
+  const DType dt = c.dtype(0);
+  const bool three_d = c.shape(0).size() == 3;
+  if (c.shape(0).size() != 3 && c.shape(0).size() != 4) c.fail(fmt::format("Q {} must be 3-D or 4-D", shape_str(c.shape(0))));
+  for (size_t i : {size_t(1), size_t(2)}) {
+    if (c.shape(i).size() != c.shape(0).size()) {
+      c.fail(fmt::format("Q {} and {} {} must have the same rank", shape_str(c.shape(0)), i == 1 ? "K" : "V",
+                         shape_str(c.shape(i))));
+    }
+    if (c.dtype(i) != dt) c.fail("Q, K and V must have one dtype");
+  }
+  TensorRef q = c.tensor(0), k = c.tensor(1), v = c.tensor(2);
+  if (three_d) {
+    if (!c.has_attr("q_num_heads") || !c.has_attr("kv_num_heads")) {
+      c.fail("3-D Q, K and V need the attributes q_num_heads and kv_num_heads");
+    }
+    q = heads_first(c, q, c.attr_int("q_num_heads", 0), "Q");
+    k = heads_first(c, k, c.attr_int("kv_num_heads", 0), "K");
+    v = heads_first(c, v, c.attr_int("kv_num_heads", 0), "V");
+  }
+  const bool has_past = c.has(4) || c.has(5);
+  if (has_past && !(c.has(4) && c.has(5))) c.fail("past_key and past_value must be given together");
+  const bool has_nonpad = c.opset >= 24 && c.has(6);
+  if (has_nonpad && has_past) c.fail("nonpad_kv_seqlen cannot be used with past_key and past_value");
+  int64_t past = 0;
+  if (has_past) {
+    past = c.shape(4)[2];
+    k = c.call("aten.cat.default", {ValueList{c.tensor(4), k}, int64_t(2)}).tensor();
+    v = c.call("aten.cat.default", {ValueList{c.tensor(5), v}, int64_t(2)}).tensor();
+  }
+  const Shape qs = c.g.info(q).shape, ks = c.g.info(k).shape, vs = c.g.info(v).shape;
+  const int64_t B = qs[0], Hq = qs[1], L = qs[2], D = qs[3], Hkv = ks[1], S = ks[2], Dv = vs[3];
+  if (ks[0] != B || vs[0] != B || vs[1] != Hkv || vs[2] != S || ks[3] != D) {
+    c.fail(fmt::format("Q {}, K {} and V {} (as [batch, heads, sequence, head size]) do not agree", shape_str(qs),
+                       shape_str(ks), shape_str(vs)));
+  }
+  if (Hkv <= 0 || Hq % Hkv != 0) c.fail(fmt::format("q_num_heads {} must be a multiple of kv_num_heads {}", Hq, Hkv));
+
+  const int64_t sp = c.attr_int("softmax_precision", 0);
+  if (sp != 0 && sp != 1 && !(sp == 10 && dt == DType::F16)) {
+    c.unsupported(fmt::format("softmax_precision {} (supported: 1 float; 10 float16 for float16 inputs)", sp));
+  }
+  const int64_t mode = c.attr_int("qk_matmul_output_mode", 0);
+  if (mode < 0 || mode > 3) c.fail(fmt::format("qk_matmul_output_mode {} (0 to 3)", mode));
+  const double scale = c.has_attr("scale") ? double(c.attr_float("scale", 0.f)) : 1.0 / std::sqrt(double(D));
+  const double softcap = double(c.attr_float("softcap", 0.f));
+  const bool causal = c.attr_int("is_causal", 0) != 0;
+  const int64_t left = c.opset >= 25 ? c.attr_int("left_window_size", -1) : -1;
+  const int64_t right = c.opset >= 25 ? c.attr_int("right_window_size", -1) : -1;
+
+  std::vector<Slot> out(size_t(std::max(1, c.node.output_size())));
+  // Grouped queries: each K / V head repeated for its Hq / Hkv query heads.
+  TensorRef kh = k, vh = v;
+  if (Hq != Hkv) {
+    const int64_t g = Hq / Hkv;
+    kh = c.view(c.call("aten.repeat.default", {c.view(k, {B, Hkv, 1, S, D}), IntList{1, 1, g, 1, 1}}).tensor(),
+                {B, Hq, S, D});
+    vh = c.view(c.call("aten.repeat.default", {c.view(v, {B, Hkv, 1, S, Dv}), IntList{1, 1, g, 1, 1}}).tensor(),
+                {B, Hq, S, Dv});
+  }
+  const TensorRef root = scalar(c, dt, std::sqrt(scale));
+  TensorRef qs_ = c.call("aten.mul.Tensor", {q, root}).tensor();
+  TensorRef ks_ = c.call("aten.mul.Tensor", {kh, root}).tensor();
+  TensorRef kt = c.call("aten.permute.default", {ks_, IntList{0, 1, 3, 2}}).tensor();
+  TensorRef scores = c.call("aten.matmul.default", {qs_, kt}).tensor();  // [B, Hq, L, S]
+  TensorRef qk = scores;
+  if (softcap > 0) {
+    TensorRef t = c.call("aten.tanh.default", {c.call("aten.div.Tensor", {scores, scalar(c, dt, softcap)}).tensor()}).tensor();
+    scores = c.call("aten.mul.Tensor", {t, scalar(c, dt, softcap)}).tensor();
+  }
+  if (mode == 1) qk = scores;
+
+  // The bias: the mask's and the causal / window rule's, added.
+  bool masked = false;
+  if (c.has(3)) {
+    TensorRef m = c.tensor(3);
+    Shape ms = c.g.info(m).shape;
+    if (ms.empty() || ms.size() > 4) c.fail(fmt::format("attn_mask {} must have 1 to 4 dims", shape_str(ms)));
+    if (c.g.info(m).dtype == DType::Bool) {
+      m = c.call("aten.where.self", {m, scalar(c, dt, 0.0), scalar(c, dt, -kInf)}).tensor();
+    } else if (c.g.info(m).dtype != dt) {
+      c.fail(fmt::format("attn_mask has dtype {}; it must be bool or Q's dtype", dtype_name(c.slot_dtype(3))));
+    }
+    if (ms.back() > S) c.fail(fmt::format("attn_mask {} is longer than the {} keys", shape_str(ms), S));
+    if (ms.back() < S) m = c.call("aten.pad.default", {m, IntList{0, S - ms.back()}, std::string("constant"), -kInf}).tensor();
+    scores = c.call("aten.add.Tensor", {scores, m}).tensor();
+    masked = true;
+  }
+  if (causal || left >= 0 || right >= 0 || has_nonpad) {
+    masked = true;
+    if (!has_nonpad) {
+      // Known when the plan is made: one [L, S] bias for every batch.
+      HostTensor bias(DType::F32, {L, S});
+      for (int64_t i = 0; i < L; ++i) {
+        for (int64_t j = 0; j < S; ++j) {
+          const int64_t p = past + i;
+          bool ok = !causal || j <= p;
+          if (left >= 0) ok = ok && j >= p - left;
+          if (right >= 0) ok = ok && j <= p + right;
+          bias.as<float>()[i * S + j] = ok ? 0.f : -std::numeric_limits<float>::infinity();
+        }
+      }
+      const DType model = c.slot_dtype(0);
+      scores = c.call("aten.add.Tensor", {scores, c.constant(model == DType::F32 ? bias : host::cast(bias, model))}).tensor();
+    } else {
+      // Per batch: with n = nonpad_kv_seqlen[b] and t[i, j] = j - i + L,
+      // key j is kept iff j < n; causal: t <= n; window: t + left >= n
+      // and t - right <= n.
+      if (c.shape(6) != Shape{B}) c.fail(fmt::format("nonpad_kv_seqlen {} must be [{}]", shape_str(c.shape(6)), B));
+      TensorRef n = c.view(c.tensor(6), {B, 1, 1, 1});
+      const DType id = c.g.info(n).dtype;
+      auto grid = [&](int64_t add, bool rows) {
+        HostTensor t(DType::I64, {1, 1, rows ? L : 1, S});
+        for (int64_t i = 0; i < (rows ? L : 1); ++i)
+          for (int64_t j = 0; j < S; ++j) t.as<int64_t>()[i * S + j] = rows ? j - i + L + add : j;
+        return c.constant(id == DType::I64 ? t : host::cast(t, id));
+      };
+      TensorRef ok = c.call("aten.lt.Tensor", {grid(0, false), n}).tensor();
+      auto both = [&](TensorRef a) { ok = c.call("aten.logical_and.default", {ok, a}).tensor(); };
+      if (causal) both(c.call("aten.le.Tensor", {grid(0, true), n}).tensor());
+      if (left >= 0) both(c.call("aten.ge.Tensor", {grid(left, true), n}).tensor());
+      if (right >= 0) both(c.call("aten.le.Tensor", {grid(-right, true), n}).tensor());
+      TensorRef b = c.call("aten.where.self", {ok, scalar(c, dt, 0.0), scalar(c, dt, -kInf)}).tensor();
+      scores = c.call("aten.add.Tensor", {scores, b}).tensor();
+    }
+  }
+  if (mode == 2) qk = scores;
+  TensorRef p = c.call("aten._softmax.default", {scores, int64_t(-1), false}).tensor();
+  if (masked) {
+    // A row with no key left (its maximum -inf) gives zeros, not NaN.
+    TensorRef mx = c.call("aten.amax.default", {scores, IntList{-1}, true}).tensor();
+    TensorRef none = c.call("wgnn.isinf.default", {mx, false, true}).tensor();
+    p = c.call("aten.where.self", {none, scalar(c, dt, 0.0), p}).tensor();
+  }
+  if (mode == 3) qk = p;
+  TensorRef y = c.call("aten.matmul.default", {p, vh}).tensor();  // [B, Hq, L, Dv]
+  if (three_d) {
+    y = c.call("aten.permute.default", {y, IntList{0, 2, 1, 3}}).tensor();
+    y = c.view(y, {B, L, Hq * Dv});
+  }
+  out[0] = c.out(y);
+  if (wanted(c, 1) || wanted(c, 2)) {
+    if (!has_past && (wanted(c, 1) != wanted(c, 2))) c.fail("present_key and present_value must be asked for together");
+    if (wanted(c, 1)) out[1] = c.out(k);
+    if (wanted(c, 2)) out[2] = c.out(v);
+  }
+  if (wanted(c, 3)) out[3] = c.out(qk);
+  return out;
+}
+
+// RMSNormalization (opset 23): X / sqrt(mean(X^2) + epsilon) * scale over
+// the dims from axis on; stash_type 1 (the default) computes in float32,
+// which a float16 X gets by a cast there and back.
+std::vector<Slot> rms_normalization(NodeCtx& c) {
+  const Shape& s = c.shape(0);
+  const int64_t r = int64_t(s.size());
+  const int64_t axis = ops::normalize_axis(c.attr_int("axis", -1), r, "RMSNormalization", "axis");
+  if (c.attr_int("stash_type", 1) != 1) c.unsupported(fmt::format("stash_type {} (supported: 1 float)", c.attr_int("stash_type", 1)));
+  const DType dt = c.dtype(0);
+  TensorRef x = c.tensor(0);
+  if (dt != DType::F32) x = c.call("aten._to_copy.default", {x, int64_t(6)}).tensor();
+  IntList dims;
+  for (int64_t d = axis; d < r; ++d) dims.push_back(d);
+  TensorRef ms = c.call("aten.mean.dim", {c.call("aten.mul.Tensor", {x, x}).tensor(), dims, true}).tensor();
+  TensorRef eps = c.constant(host::scalar_like(DType::F32, double(c.attr_float("epsilon", 1e-5f))));
+  if (c.g.info(eps).dtype != DType::F32) eps = c.call("aten._to_copy.default", {eps, int64_t(6)}).tensor();
+  TensorRef rms = c.call("aten.sqrt.default", {c.call("aten.add.Tensor", {ms, eps}).tensor()}).tensor();
+  TensorRef y = c.call("aten.div.Tensor", {x, rms}).tensor();
+  if (dt != DType::F32) y = c.call("aten._to_copy.default", {y, aten_dtype_code(dt)}).tensor();
+  return one(c.out(c.call("aten.mul.Tensor", {y, c.tensor(1)})));
+}
+
+// RotaryEmbedding (opset 23). X [B, H, S, D] or [B, S, H * D] (num_heads
+// given); cos_cache / sin_cache [B, S, R / 2], or [max_pos, R / 2] indexed
+// by position_ids [B, S]; the first R = rotary_embedding_dim (default D)
+// of each head rotate: halves x1 | x2 (interleaved: even | odd) become
+// x1 cos - x2 sin, x2 cos + x1 sin; the rest pass through.
+std::vector<Slot> rotary_embedding(NodeCtx& c) {
+  const Shape xs = c.shape(0);
+  const bool three_d = xs.size() == 3;
+  if (xs.size() != 3 && xs.size() != 4) c.fail(fmt::format("X {} must be 3-D or 4-D", shape_str(xs)));
+  const DType dt = c.dtype(0);
+  TensorRef x = c.tensor(0);
+  int64_t B, H, S, D;
+  if (three_d) {
+    H = c.attr_int("num_heads", 0);
+    if (H <= 0 || xs[2] % H != 0) c.fail(fmt::format("3-D X {} needs num_heads dividing its last dim", shape_str(xs)));
+    B = xs[0], S = xs[1], D = xs[2] / H;
+    x = c.view(x, {B, S, H, D});  // [B, S, H, D]: heads inside
+  } else {
+    B = xs[0], H = xs[1], S = xs[2], D = xs[3];
+    x = c.call("aten.permute.default", {x, IntList{0, 2, 1, 3}}).tensor();  // [B, S, H, D]
+  }
+  const int64_t R = c.attr_int("rotary_embedding_dim", 0) > 0 ? c.attr_int("rotary_embedding_dim", 0) : D;
+  if (R > D || R % 2 != 0) c.fail(fmt::format("rotary_embedding_dim {} must be even and at most the head size {}", R, D));
+  const bool interleaved = c.attr_int("interleaved", 0) != 0;
+  TensorRef cs = c.tensor(1), sn = c.tensor(2);
+  if (c.has(3)) {
+    // Caches [max_pos, R / 2] gathered at position_ids [B, S].
+    if (c.shape(1).size() != 2 || c.shape(2) != c.shape(1)) {
+      c.fail(fmt::format("with position_ids, cos_cache {} and sin_cache {} must be [max_position, {}]",
+                         shape_str(c.shape(1)), shape_str(c.shape(2)), R / 2));
+    }
+    if (c.shape(3) != Shape{B, S}) c.fail(fmt::format("position_ids {} must be [{}, {}]", shape_str(c.shape(3)), B, S));
+    TensorRef ids = c.view(c.tensor(3), {B * S});
+    cs = c.call("aten.index_select.default", {cs, int64_t(0), ids}).tensor();
+    sn = c.call("aten.index_select.default", {sn, int64_t(0), ids}).tensor();
+  }
+  if (numel(c.g.info(cs).shape) != B * S * R / 2 || numel(c.g.info(sn).shape) != B * S * R / 2) {
+    c.fail(fmt::format("cos_cache {} and sin_cache {} must hold [{}, {}, {}] (batch, sequence, rotary_embedding_dim / 2)",
+                       shape_str(c.shape(1)), shape_str(c.shape(2)), B, S, R / 2));
+  }
+  cs = c.view(cs, {B, S, 1, R / 2});
+  sn = c.view(sn, {B, S, 1, R / 2});
+  // The rotated part as pairs [.., R / 2, 2] (interleaved) or halves [.., 2, R / 2].
+  ValueList parts = c.call("aten.split_with_sizes.default", {x, IntList{R, D - R}, int64_t(3)}).list();
+  if (R == D) parts.resize(1);
+  TensorRef rot = parts[0].tensor();
+  TensorRef x1, x2;
+  if (interleaved) {
+    TensorRef pr = c.view(rot, {B, S, H, R / 2, 2});
+    ValueList h = c.call("aten.split_with_sizes.default", {pr, IntList{1, 1}, int64_t(4)}).list();
+    x1 = c.view(h[0].tensor(), {B, S, H, R / 2});
+    x2 = c.view(h[1].tensor(), {B, S, H, R / 2});
+  } else {
+    ValueList h = c.call("aten.split_with_sizes.default", {rot, IntList{R / 2, R / 2}, int64_t(3)}).list();
+    x1 = h[0].tensor();
+    x2 = h[1].tensor();
+  }
+  auto mul = [&](TensorRef a, TensorRef b) { return c.call("aten.mul.Tensor", {a, b}).tensor(); };
+  TensorRef r1 = c.call("aten.sub.Tensor", {mul(x1, cs), mul(x2, sn)}).tensor();
+  TensorRef r2 = c.call("aten.add.Tensor", {mul(x2, cs), mul(x1, sn)}).tensor();
+  TensorRef y;
+  if (interleaved) {
+    y = c.call("aten.cat.default", {ValueList{c.view(r1, {B, S, H, R / 2, 1}), c.view(r2, {B, S, H, R / 2, 1})}, int64_t(4)}).tensor();
+    y = c.view(y, {B, S, H, R});
+  } else {
+    y = c.call("aten.cat.default", {ValueList{r1, r2}, int64_t(3)}).tensor();
+  }
+  if (R < D) y = c.call("aten.cat.default", {ValueList{y, parts[1]}, int64_t(3)}).tensor();
+  if (three_d) return one(c.out(c.view(y, xs)));
+  (void)dt;
+  return one(c.out(c.call("aten.permute.default", {y, IntList{0, 2, 1, 3}})));
+}
+
+}  // namespace
+
+void add_transformer_mappers(Mappers& m) {
+  m["Attention"] = {kFloat, attention, nullptr};
+  m["RMSNormalization"] = {kFloat, rms_normalization, nullptr};
+  m["RotaryEmbedding"] = {kFloat, rotary_embedding, nullptr};
+  // Swish (opset 24): x * sigmoid(alpha * x).
+  m["Swish"] = {kFloat, [](NodeCtx& c) {
+                  const DType dt = c.dtype(0);
+                  TensorRef x = c.tensor(0);
+                  const double alpha = double(c.attr_float("alpha", 1.f));
+                  TensorRef ax = alpha == 1.0 ? x : c.call("aten.mul.Tensor", {x, scalar(c, dt, alpha)}).tensor();
+                  return one(c.out(c.call("aten.mul.Tensor", {x, c.call("aten.sigmoid.default", {ax}).tensor()})));
+                }, nullptr};
+  // SwiGLU (opset 28): A * sigmoid(alpha * A) * B.
+  m["SwiGLU"] = {kFloat, [](NodeCtx& c) {
+                   const DType dt = c.dtype(0);
+                   if (c.dtype(1) != dt) c.fail("A and B must have one dtype");
+                   TensorRef a = c.tensor(0);
+                   const double alpha = double(c.attr_float("alpha", 1.f));
+                   TensorRef aa = alpha == 1.0 ? a : c.call("aten.mul.Tensor", {a, scalar(c, dt, alpha)}).tensor();
+                   TensorRef s = c.call("aten.mul.Tensor", {a, c.call("aten.sigmoid.default", {aa}).tensor()}).tensor();
+                   return one(c.out(c.call("aten.mul.Tensor", {s, c.tensor(1)})));
+                 }, nullptr};
+}
+
+}  // namespace wgnn::onnx_import
