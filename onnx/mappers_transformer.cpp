@@ -9,11 +9,13 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "onnx/host_ops.h"
 #include "onnx/mapper_util.h"
 #include "onnx/node_ctx.h"
+#include "ops/attention.h"
 #include "ops/layout.h"
 
 namespace wgnn::onnx_import {
@@ -89,8 +91,12 @@ std::vector<Slot> attention(NodeCtx& c) {
   if (Hkv <= 0 || Hq % Hkv != 0) c.fail(fmt::format("q_num_heads {} must be a multiple of kv_num_heads {}", Hq, Hkv));
 
   const int64_t sp = c.attr_int("softmax_precision", 0);
-  if (sp != 0 && sp != 1 && !(sp == 10 && dt == DType::F16)) {
-    c.unsupported(fmt::format("softmax_precision {} (supported: 1 float; 10 float16 for float16 inputs)", sp));
+  // The softmax runs in float32 (its sums and its result, before the cast
+  // to Q's dtype): what 1 asks, and 10 for float16 inputs. 11 (double) runs
+  // so too: its result is cast to Q's dtype, float32 at most, so double
+  // would change only the last bits of the sums.
+  if (sp != 0 && sp != 1 && sp != 11 && !(sp == 10 && dt == DType::F16)) {
+    c.unsupported(fmt::format("softmax_precision {} (supported: 1 float, 11 double (run as float); 10 float16 for float16 inputs)", sp));
   }
   const int64_t mode = c.attr_int("qk_matmul_output_mode", 0);
   if (mode < 0 || mode > 3) c.fail(fmt::format("qk_matmul_output_mode {} (0 to 3)", mode));
@@ -110,20 +116,15 @@ std::vector<Slot> attention(NodeCtx& c) {
     vh = c.view(c.call("aten.repeat.default", {c.view(v, {B, Hkv, 1, S, Dv}), IntList{1, 1, g, 1, 1}}).tensor(),
                 {B, Hq, S, Dv});
   }
-  const TensorRef root = scalar(c, dt, std::sqrt(scale));
-  TensorRef qs_ = c.call("aten.mul.Tensor", {q, root}).tensor();
-  TensorRef ks_ = c.call("aten.mul.Tensor", {kh, root}).tensor();
-  TensorRef kt = c.call("aten.permute.default", {ks_, IntList{0, 1, 3, 2}}).tensor();
-  TensorRef scores = c.call("aten.matmul.default", {qs_, kt}).tensor();  // [B, Hq, L, S]
-  TensorRef qk = scores;
-  if (softcap > 0) {
-    TensorRef t = c.call("aten.tanh.default", {c.call("aten.div.Tensor", {scores, scalar(c, dt, softcap)}).tensor()}).tensor();
-    scores = c.call("aten.mul.Tensor", {t, scalar(c, dt, softcap)}).tensor();
-  }
-  if (mode == 1) qk = scores;
 
-  // The bias: the mask's and the causal / window rule's, added.
-  bool masked = false;
+  // The bias, broadcast to [B, Hq, L, S]: the mask's and the causal /
+  // window rule's, added. `guard`: a row may have every key masked (then
+  // its result is zeros, not NaN); not so for the causal rule alone.
+  std::optional<TensorRef> bias;
+  bool guard = false;
+  auto add_bias = [&](TensorRef b) {
+    bias = bias ? c.call("aten.add.Tensor", {*bias, b}).tensor() : b;
+  };
   if (c.has(3)) {
     TensorRef m = c.tensor(3);
     Shape ms = c.g.info(m).shape;
@@ -135,25 +136,25 @@ std::vector<Slot> attention(NodeCtx& c) {
     }
     if (ms.back() > S) c.fail(fmt::format("attn_mask {} is longer than the {} keys", shape_str(ms), S));
     if (ms.back() < S) m = c.call("aten.pad.default", {m, IntList{0, S - ms.back()}, std::string("constant"), -kInf}).tensor();
-    scores = c.call("aten.add.Tensor", {scores, m}).tensor();
-    masked = true;
+    add_bias(m);
+    guard = true;
   }
   if (causal || left >= 0 || right >= 0 || has_nonpad) {
-    masked = true;
+    guard = guard || left >= 0 || right >= 0 || has_nonpad;
     if (!has_nonpad) {
       // Known when the plan is made: one [L, S] bias for every batch.
-      HostTensor bias(DType::F32, {L, S});
+      HostTensor b(DType::F32, {L, S});
       for (int64_t i = 0; i < L; ++i) {
         for (int64_t j = 0; j < S; ++j) {
           const int64_t p = past + i;
           bool ok = !causal || j <= p;
           if (left >= 0) ok = ok && j >= p - left;
           if (right >= 0) ok = ok && j <= p + right;
-          bias.as<float>()[i * S + j] = ok ? 0.f : -std::numeric_limits<float>::infinity();
+          b.as<float>()[i * S + j] = ok ? 0.f : -std::numeric_limits<float>::infinity();
         }
       }
       const DType model = c.slot_dtype(0);
-      scores = c.call("aten.add.Tensor", {scores, c.constant(model == DType::F32 ? bias : host::cast(bias, model))}).tensor();
+      add_bias(c.constant(model == DType::F32 ? b : host::cast(b, model)));
     } else {
       // Per batch: with n = nonpad_kv_seqlen[b] and t[i, j] = j - i + L,
       // key j is kept iff j < n; causal: t <= n; window: t + left >= n
@@ -172,10 +173,83 @@ std::vector<Slot> attention(NodeCtx& c) {
       if (causal) both(c.call("aten.le.Tensor", {grid(0, true), n}).tensor());
       if (left >= 0) both(c.call("aten.ge.Tensor", {grid(left, true), n}).tensor());
       if (right >= 0) both(c.call("aten.le.Tensor", {grid(-right, true), n}).tensor());
-      TensorRef b = c.call("aten.where.self", {ok, scalar(c, dt, 0.0), scalar(c, dt, -kInf)}).tensor();
-      scores = c.call("aten.add.Tensor", {scores, b}).tensor();
+      add_bias(c.call("aten.where.self", {ok, scalar(c, dt, 0.0), scalar(c, dt, -kInf)}).tensor());
     }
   }
+  // Rows with every key masked: [.., L, 1], true where the bias's maximum is
+  // -inf (the scores themselves are finite).
+  auto masked_rows = [&]() {
+    TensorRef mx = c.call("aten.amax.default", {*bias, IntList{-1}, true}).tensor();
+    return c.call("wgnn.isinf.default", {mx, false, true}).tensor();
+  };
+
+  // One dispatch (wgnn.attention) unless the scores are asked for, soft
+  // capped, or the kernel does not take the sizes.
+  if (!wanted(c, 3) && softcap == 0 && D <= 128 && Dv <= 128 && S >= 1 && L >= 1 &&
+      (S <= ops::attention_max_keys() || dt == DType::F32 ||
+       ops::attention_on_tensor_cores(c.mut_graph().ctx(), B * Hq, L, D, Dv))) {
+    auto view = [](int64_t b, int64_t h, int64_t l, int64_t d) {
+      return IntList{0, b, h, l, d, h * l * d, l * d, d, 1};
+    };
+    Value mask = None{};
+    IntList mview;
+    if (bias) {
+      // The bias as [B, Hq, L, S] with a stride of 0 where it broadcasts.
+      Shape bs = c.g.info(*bias).shape;
+      while (bs.size() < 4) bs.insert(bs.begin(), 1);
+      const Shape full{B, Hq, L, S};
+      for (size_t d = 0; d < 4; ++d) {
+        if (bs[d] != 1 && bs[d] != full[d]) {
+          c.fail(fmt::format("attn_mask {} does not broadcast to [{}, {}, {}, {}]", shape_str(c.g.info(*bias).shape), B, Hq, L, S));
+        }
+      }
+      mview = {0, 0, 0, 0, 0};
+      int64_t stride = 1;
+      for (int d = 3; d >= 0; --d) {
+        mview[size_t(d) + 1] = bs[size_t(d)] == 1 ? 0 : stride;
+        stride *= bs[size_t(d)];
+      }
+      mask = c.view(*bias, bs);
+    }
+    const Shape out_shape = three_d ? Shape{B, L, Hq * Dv} : Shape{B, Hq, L, Dv};
+    const IntList ov = three_d ? IntList{0, L * Hq * Dv, Dv, Hq * Dv, 1} : IntList{0, Hq * L * Dv, L * Dv, Dv, 1};
+    TensorRef y = c.call("wgnn.attention.default", {q, kh, vh, mask, scale, view(B, Hq, L, D), view(B, Hq, S, D),
+                                                    view(B, Hq, S, Dv), mview, IntList(out_shape.begin(), out_shape.end()), ov})
+                      .tensor();
+    if (guard) {
+      TensorRef none = masked_rows();  // [.., L, 1]
+      if (three_d) {
+        Shape ns = c.g.info(none).shape;  // [Bm, Hm, L, 1] (or fewer dims)
+        while (ns.size() < 4) ns.insert(ns.begin(), 1);
+        none = c.call("aten.permute.default", {c.view(none, ns), IntList{0, 2, 1, 3}}).tensor();  // [Bm, L, Hm, 1]
+        TensorRef y4 = c.view(y, {B, L, Hq, Dv});
+        y = c.view(c.call("aten.where.self", {none, scalar(c, dt, 0.0), y4}).tensor(), out_shape);
+      } else {
+        y = c.call("aten.where.self", {none, scalar(c, dt, 0.0), y}).tensor();
+      }
+    }
+    out[0] = c.out(y);
+    if (wanted(c, 1) || wanted(c, 2)) {
+      if (!has_past && (wanted(c, 1) != wanted(c, 2))) c.fail("present_key and present_value must be asked for together");
+      if (wanted(c, 1)) out[1] = c.out(k);
+      if (wanted(c, 2)) out[2] = c.out(v);
+    }
+    return out;
+  }
+
+  const TensorRef root = scalar(c, dt, std::sqrt(scale));
+  TensorRef qs_ = c.call("aten.mul.Tensor", {q, root}).tensor();
+  TensorRef ks_ = c.call("aten.mul.Tensor", {kh, root}).tensor();
+  TensorRef kt = c.call("aten.permute.default", {ks_, IntList{0, 1, 3, 2}}).tensor();
+  TensorRef scores = c.call("aten.matmul.default", {qs_, kt}).tensor();  // [B, Hq, L, S]
+  TensorRef qk = scores;
+  if (softcap > 0) {
+    TensorRef t = c.call("aten.tanh.default", {c.call("aten.div.Tensor", {scores, scalar(c, dt, softcap)}).tensor()}).tensor();
+    scores = c.call("aten.mul.Tensor", {t, scalar(c, dt, softcap)}).tensor();
+  }
+  if (mode == 1) qk = scores;
+  if (bias) scores = c.call("aten.add.Tensor", {scores, *bias}).tensor();
+  const bool masked = bias.has_value();
   if (mode == 2) qk = scores;
   TensorRef p = c.call("aten._softmax.default", {scores, int64_t(-1), false}).tensor();
   if (masked) {
