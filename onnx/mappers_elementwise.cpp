@@ -164,6 +164,20 @@ void add_elementwise_mappers(Mappers& m) {
   m["And"] = binary("And", "aten.logical_and.default", kBool);
   m["Or"] = binary("Or", "aten.logical_or.default", kBool);
   m["Xor"] = binary("Xor", "aten.logical_xor.default", kBool);
+  // Bitwise operators (opset 18) on int32, int64, uint8 and int8; Not as
+  // xor with all ones of the dtype.
+  const std::vector<DType> ints = {DType::I32, DType::I64, DType::U8, DType::I8};
+  for (auto [onnx_op, aten] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"BitwiseAnd", "aten.bitwise_and.Tensor"}, {"BitwiseOr", "aten.bitwise_or.Tensor"},
+           {"BitwiseXor", "aten.bitwise_xor.Tensor"}}) {
+    m[onnx_op] = binary(onnx_op, aten, ints);
+    m[onnx_op].fold = nullptr;
+  }
+  m["BitwiseNot"] = {ints, [](NodeCtx& c) {
+                       const DType d = c.dtype(0);
+                       TensorRef ones = c.constant(host::scalar_like(d, d == DType::U8 ? 255.0 : -1.0));
+                       return one(c.out(c.call("aten.bitwise_xor.Tensor", {c.tensor(0), ones})));
+                     }, nullptr};
   m["Not"] = unary("aten.logical_not.default", kBool);
   m["Not"].fold = [](NodeCtx& c) { return one_host(host::unary("Not", c.host(0, "X"))); };
   m["Where"] = {{}, [](NodeCtx& c) {

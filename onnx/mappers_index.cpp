@@ -18,6 +18,7 @@
 #include "onnx/host_ops.h"
 #include "onnx/mapper_util.h"
 #include "onnx/mappers_index.h"
+#include "ops/layout.h"
 
 namespace wgnn::onnx_import {
 namespace {
@@ -351,6 +352,53 @@ void add_index_mappers(std::map<std::string, OpMapper>& m) {
                                            {c.tensor(0), host_scalar(c, 1, "axis"), c.attr_int("exclusive", 0) != 0,
                                             c.attr_int("reverse", 0) != 0})));
                  }, nullptr};
+  // CumProd (opset 26): CumSum's form, with products.
+  m["CumProd"] = {kNumeric, [](NodeCtx& c) {
+                    return one(c.out(c.call("wgnn.cumprod.default",
+                                            {c.tensor(0), host_scalar(c, 1, "axis"), c.attr_int("exclusive", 0) != 0,
+                                             c.attr_int("reverse", 0) != 0})));
+                  }, nullptr};
+  // TensorScatter (opset 24): the cache with update written along axis
+  // from write_indices[b] (0 when absent) on, modulo the cache's length in
+  // circular mode; in linear mode a write past the end is an index out of
+  // range (aten.scatter's check).
+  m["TensorScatter"] = {{}, [](NodeCtx& c) {
+                          const Shape& cs = c.shape(0);
+                          const Shape& us = c.shape(1);
+                          const int64_t r = int64_t(cs.size());
+                          if (r < 2) c.fail(fmt::format("past_cache {} needs a batch and a sequence dim", shape_str(cs)));
+                          const int64_t axis = ops::normalize_axis(c.attr_int("axis", -2), r, "TensorScatter", "axis");
+                          if (axis == 0) c.fail("axis is the batch dim (0); it must be another");
+                          const std::string mode = c.attr_string("mode", "linear");
+                          if (mode != "linear" && mode != "circular") c.fail(fmt::format("mode '{}' (accepted: linear, circular)", mode));
+                          if (us.size() != cs.size()) c.fail(fmt::format("update {} and past_cache {} differ in rank", shape_str(us), shape_str(cs)));
+                          for (int64_t d = 0; d < r; ++d) {
+                            if (d != axis && us[size_t(d)] != cs[size_t(d)]) {
+                              c.fail(fmt::format("update {} and past_cache {} differ outside axis {}", shape_str(us), shape_str(cs), axis));
+                            }
+                          }
+                          const int64_t B = cs[0], n = us[size_t(axis)], len = cs[size_t(axis)];
+                          if (n > len) c.fail(fmt::format("update holds {} positions, the cache {}", n, len));
+                          // Index = write_indices[b] + position along axis, shaped as update.
+                          Shape ps(size_t(r), 1);
+                          ps[size_t(axis)] = n;
+                          HostTensor pos(DType::I64, ps);
+                          for (int64_t i = 0; i < n; ++i) pos.as<int64_t>()[i] = i;
+                          TensorRef idx = c.constant(pos);
+                          if (c.has(2)) {
+                            if (c.shape(2) != Shape{B}) c.fail(fmt::format("write_indices {} must be [{}]", shape_str(c.shape(2)), B));
+                            Shape bs(size_t(r), 1);
+                            bs[0] = B;
+                            TensorRef wi = c.view(c.tensor(2), bs);
+                            if (c.dtype(2) != DType::I64) wi = c.call("aten._to_copy.default", {wi, aten_dtype_code(DType::I64)}).tensor();
+                            idx = c.call("aten.add.Tensor", {wi, idx}).tensor();
+                          }
+                          if (mode == "circular") {
+                            idx = c.call("aten.remainder.Tensor", {idx, c.constant(host::scalar_like(DType::I64, double(len)))}).tensor();
+                          }
+                          idx = c.call("aten.expand.default", {idx, IntList(us.begin(), us.end())}).tensor();
+                          return one(c.out(c.call("aten.scatter.src", {c.tensor(0), axis, idx, c.tensor(1)})));
+                        }, nullptr};
   m["GridSample"] = {kFloat, grid_sample, nullptr};
   m["ReverseSequence"] = {{}, reverse_sequence, nullptr};
   m["Einsum"] = {kFloat, einsum, nullptr};

@@ -229,6 +229,55 @@ OpMapper avg_pool_mapper() {
   return m;
 }
 
+// LpPool: (sum over the window of |x|^p)^(1 / p), the sum a depthwise
+// convolution with ones over zero padding. ceil_mode's last window (not
+// one that would start in the end padding) comes from more zero padding
+// at the end.
+OpMapper lp_pool_mapper() {
+  OpMapper m;
+  m.dtypes = kFloat;
+  m.build = [](NodeCtx& c) {
+    const PoolWindow w = pool_window(c);
+    const size_t d = w.d;
+    const Shape& xs = c.shape(0);
+    const int64_t p = c.attr_int("p", 2);
+    if (p <= 0) c.fail(fmt::format("p {} must be positive", p));
+    std::vector<int64_t> pads = w.pads;
+    for (size_t i = 0; i < d; ++i) {
+      const int64_t span = (w.kernel[i] - 1) * w.dilations[i] + 1, in = xs[2 + i];
+      const int64_t room = in + pads[i] + pads[d + i] - span;
+      if (room < 0) c.fail(fmt::format("the window spans {} but the padded input only {}", span, room + span));
+      int64_t out = room / w.strides[i] + 1;
+      if (w.ceil_mode) {
+        out = (room + w.strides[i] - 1) / w.strides[i] + 1;
+        if ((out - 1) * w.strides[i] >= in + pads[i]) --out;
+      }
+      pads[d + i] = std::max(pads[d + i], (out - 1) * w.strides[i] + span - in - pads[i]);
+    }
+    const DType dt = c.dtype(0);
+    TensorRef x = c.call("aten.abs.default", {c.tensor(0)}).tensor();
+    auto power = [&](TensorRef t, double e) {
+      return c.call("aten.pow.Tensor_Tensor", {t, c.constant(host::scalar_like(dt, e))}).tensor();
+    };
+    if (p == 2) x = c.call("aten.mul.Tensor", {x, x}).tensor();
+    else if (p != 1) x = power(x, double(p));
+    Shape ws{xs[1], 1};
+    ws.insert(ws.end(), w.kernel.begin(), w.kernel.end());
+    HostTensor ones(DType::F32, ws);
+    for (int64_t i = 0; i < ones.numel(); ++i) ones.as<float>()[i] = 1.f;
+    const DType model = c.slot_dtype(0);
+    TensorRef sum = c.call("wgnn.convolution_padded.default",
+                           {x, c.constant(model == DType::F32 ? ones : host::cast(ones, model)), None{},
+                            IntList(w.strides), IntList(pads), IntList(w.dilations), false,
+                            IntList(std::vector<int64_t>(d, 0)), xs[1]})
+                        .tensor();
+    if (p == 1) return one(c.out(sum));
+    if (p == 2) return one(c.out(c.call("aten.sqrt.default", {sum})));
+    return one(c.out(power(sum, 1.0 / double(p))));
+  };
+  return m;
+}
+
 // GlobalAveragePool / GlobalMaxPool over every spatial dim (any number of
 // them): 2-D through aten.adaptive_avg_pool2d / aten.max_pool2d, others as
 // a 1-D pool over the flattened spatial dims.
@@ -457,6 +506,30 @@ void add_nn_mappers(Mappers& m) {
   m["ConvTranspose"] = conv_mapper(true);
   m["MaxPool"] = max_pool_mapper();
   m["AveragePool"] = avg_pool_mapper();
+  m["LpPool"] = lp_pool_mapper();
+  // LpNormalization: x / ||x||_p along axis (p 1 or 2); a zero norm gives 0.
+  m["LpNormalization"] = {kFloat, [](NodeCtx& c) {
+                            const Shape& s = c.shape(0);
+                            const int64_t axis = ops::normalize_axis(c.attr_int("axis", -1), int64_t(s.size()),
+                                                                     "LpNormalization", "axis");
+                            const int64_t p = c.attr_int("p", 2);
+                            if (p != 1 && p != 2) c.fail(fmt::format("p {} (accepted: 1, 2)", p));
+                            TensorRef x = c.tensor(0);
+                            TensorRef a = p == 1 ? c.call("aten.abs.default", {x}).tensor()
+                                                 : c.call("aten.mul.Tensor", {x, x}).tensor();
+                            TensorRef n = c.call("aten.sum.dim_IntList", {a, IntList{axis}, true}).tensor();
+                            if (p == 2) n = c.call("aten.sqrt.default", {n}).tensor();
+                            TensorRef zero = c.constant(host::scalar_like(c.dtype(0), 0.0));
+                            TensorRef y = c.call("aten.div.Tensor", {x, n}).tensor();
+                            TensorRef none = c.call("aten.eq.Tensor", {n, zero}).tensor();
+                            return one(c.out(c.call("aten.where.self", {none, zero, y})));
+                          }, nullptr};
+  // Mish: x * tanh(softplus(x)).
+  m["Mish"] = {kFloat, [](NodeCtx& c) {
+                 TensorRef x = c.tensor(0);
+                 TensorRef t = c.call("aten.tanh.default", {c.call("aten.softplus.default", {x}).tensor()}).tensor();
+                 return one(c.out(c.call("aten.mul.Tensor", {x, t})));
+               }, nullptr};
   m["GlobalAveragePool"] = global_pool_mapper(true);
   m["GlobalMaxPool"] = global_pool_mapper(false);
   // Matrix products.

@@ -14,7 +14,10 @@ namespace wgnn::onnx_import {
 const char* onnx_type_name(int t) {
   static const char* names[] = {"undefined", "float",  "uint8",     "int8",      "uint16",   "int16",
                                 "int32",     "int64",  "string",    "bool",      "float16",  "double",
-                                "uint32",    "uint64", "complex64", "complex128", "bfloat16"};
+                                "uint32",    "uint64", "complex64", "complex128", "bfloat16",
+                                // The 8-, 6-, 4- and 2-bit types of later ONNX (TensorProto.DataType).
+                                "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4",
+                                "float4e2m1", "float8e8m0", "uint2", "int2", "float6e2m3", "float6e3m2"};
   return t >= 0 && t < int(sizeof(names) / sizeof(names[0])) ? names[t] : "unknown";
 }
 

@@ -38,6 +38,9 @@ const DTypes kAll = {DType::F32, DType::F16, DType::I32, DType::I64, DType::Bool
 const DTypes kArith = {DType::F32, DType::F16, DType::I32, DType::I64, DType::U8, DType::I8};
 // Bit shifts (ONNX BitShift): of the unsigned dtypes wgnn holds only uint8.
 const DTypes kUnsigned = {DType::U8};
+// Bitwise and / or / xor: the integers wgnn holds. int64 and int8 are held
+// as sign-extended int32, on which the three give the sign-extended result.
+const DTypes kIntegers = {DType::I32, DType::I64, DType::U8, DType::I8};
 
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16; }
 // u32 storage (bool, uint8) vs i32 storage (int32, int64, int8).
@@ -305,6 +308,9 @@ const std::vector<BinaryOp>& binary_ops() {
        "select((x << min(y, C4(31))) & C4(255), C4(0), y >= C4(8))"},
       {"aten.bitwise_right_shift.Tensor", &kUnsigned, false, nullptr, nullptr,
        "select(x >> min(y, C4(31)), C4(0), y >= C4(8))"},
+      {"aten.bitwise_and.Tensor", &kIntegers, false, nullptr, "x & y", "x & y"},
+      {"aten.bitwise_or.Tensor", &kIntegers, false, nullptr, "x | y", "x | y"},
+      {"aten.bitwise_xor.Tensor", &kIntegers, false, nullptr, "x ^ y", "x ^ y"},
       {"aten.eq.Tensor", &kAll, true, "(x == y) & !any_nan(x, y)", "x == y", "x == y"},
       {"aten.ne.Tensor", &kAll, true, "(x != y) | any_nan(x, y)", "x != y", "x != y"},
       {"aten.lt.Tensor", &kAll, true, "(x < y) & !any_nan(x, y)", "x < y", "x < y"},

@@ -1,7 +1,8 @@
-// aten.cumsum(self, dim, dtype=None) and its ONNX form
-// wgnn.cumsum.default(self, dim, exclusive=False, reverse=False): running sums along dim
-// (kernels/cumsum.wgsl, one invocation per column). float32 and float16
-// sum in float32; int32 and int64 (stored as int32) in 32-bit integers.
+// aten.cumsum(self, dim, dtype=None) and its ONNX forms
+// wgnn.cumsum.default / wgnn.cumprod.default(self, dim, exclusive=False,
+// reverse=False): running sums / products along dim (kernels/cumsum.wgsl,
+// one invocation per column). float32 and float16 accumulate in float32;
+// int32 and int64 (stored as int32) in 32-bit integers.
 #include <fmt/format.h>
 
 #include "ops/helpers.h"
@@ -13,7 +14,7 @@ namespace wgnn::ops {
 namespace {
 
 
-Value cumsum(Graph& g, const ValueList& args, std::string_view op) {
+Value scan(Graph& g, const ValueList& args, std::string_view op, bool product) {
   Args a{op, args, g};
   TensorRef x = a.tensor(0, "self");
   const TensorInfo& xi = g.info(x);
@@ -32,6 +33,8 @@ Value cumsum(Graph& g, const ValueList& args, std::string_view op) {
   } else {
     a.fail(fmt::format("argument 'self' has dtype {}; accepted: float32, float16, int32, int64", dtype_name(dt)));
   }
+  subs.push_back({"OP", product ? "*" : "+"});
+  subs.push_back({"INIT", product ? "1" : "0"});
   if (xi.numel() > INT32_MAX) a.fail(fmt::format("argument 'self' {} has more than 2^31-1 elements", shape_str(in)));
   a.require_fits_binding(x, "self");
   const Shape src = in.empty() ? Shape{1} : in;
@@ -45,7 +48,7 @@ Value cumsum(Graph& g, const ValueList& args, std::string_view op) {
   p.cols = uint32_t(cols), p.n = uint32_t(n), p.inner = uint32_t(inner);
   p.exclusive = exclusive ? 1u : 0u, p.reverse = reverse ? 1u : 0u;
   g.add_dispatch(kernel(g, "ops/kernels/cumsum.wgsl", subs), {Binding::of(y), g.uniform(p), Binding::of(x)},
-                 grid_for(g, gpu::ceil_div(uint64_t(cols), 256)), std::string(a.op), "cumsum");
+                 grid_for(g, gpu::ceil_div(uint64_t(cols), 256)), std::string(a.op), product ? "cumprod" : "cumsum");
   return y;
 }
 
@@ -57,9 +60,10 @@ void register_cumsum_ops(OpRegistry& r) {
     Args a{"aten.cumsum.default", args, g};
     if (args.size() > 3) a.fail(fmt::format("takes at most 3 arguments (self, dim, dtype), got {}", args.size()));
     if (args.size() == 3 && !args[2].is_none()) a.fail("argument 'dtype' other than None is not supported");
-    return cumsum(g, ValueList(args.begin(), args.begin() + std::min<size_t>(args.size(), 2)), a.op);
+    return scan(g, ValueList(args.begin(), args.begin() + std::min<size_t>(args.size(), 2)), a.op, false);
   });
-  r.add("wgnn.cumsum.default", [](Graph& g, const ValueList& args) { return cumsum(g, args, "wgnn.cumsum.default"); });
+  r.add("wgnn.cumsum.default", [](Graph& g, const ValueList& args) { return scan(g, args, "wgnn.cumsum.default", false); });
+  r.add("wgnn.cumprod.default", [](Graph& g, const ValueList& args) { return scan(g, args, "wgnn.cumprod.default", true); });
 }
 
 }  // namespace wgnn::ops

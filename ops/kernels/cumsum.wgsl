@@ -1,7 +1,8 @@
-// aten.cumsum (ops/cumsum.cpp): one invocation per column (outer, inner)
-// walks the `n` elements along the axis (stride `inner`), forward or in
-// reverse, writing the running sum including (or, exclusive, before) each
-// element. Floats sum in float32, integers in i32 (wrapping).
+// aten.cumsum and wgnn.cumprod (ops/cumsum.cpp): one invocation per column
+// (outer, inner) walks the `n` elements along the axis (stride `inner`),
+// forward or in reverse, writing the running sum (OP +, INIT 0) or product
+// (OP *, INIT 1) including (or, exclusive, before) each element. Floats
+// accumulate in float32, integers in i32 (wrapping).
 {{ENABLE}}
 
 const WG: u32 = 256u;
@@ -21,16 +22,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   let n = params.n;
   let base = (col / params.inner) * n * params.inner + col % params.inner;
-  var acc = {{A}}(0);
+  var acc = {{A}}({{INIT}});
   for (var s = 0u; s < n; s++) {
     let i = select(s, n - 1u - s, params.reverse != 0u);
     let at = base + i * params.inner;
     let v = {{A}}(src[at]);
     if (params.exclusive != 0u) {
       dst[at] = {{T}}(acc);
-      acc += v;
+      acc = acc {{OP}} v;
     } else {
-      acc += v;
+      acc = acc {{OP}} v;
       dst[at] = {{T}}(acc);
     }
   }

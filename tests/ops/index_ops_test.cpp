@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "error_of.h"
@@ -266,46 +268,50 @@ TEST(Scatter, IndexOutOfRangeIsARunTimeErrorWhenCheckedElseDropped) {
   }
 }
 
-TEST_P(IndexOps, CumSumEveryMode) {
+// wgnn.cumsum and wgnn.cumprod (ONNX CumSum, CumProd); products over a
+// shorter axis of smaller values, to stay in range.
+TEST_P(IndexOps, CumSumAndCumProdEveryMode) {
   const DType dt = GetParam();
-  const Shape s{3, 37, 4};
-  const std::vector<double> x = random_values(size_t(numel(s)), dt, 9, -8, 8);
-  for (int64_t dim : {0, 1, -1}) {
-    for (bool exclusive : {false, true}) {
-      for (bool reverse : {false, true}) {
-        SCOPED_TRACE(fmt::format("dim {} exclusive {} reverse {}", dim, exclusive, reverse));
-        Graph g(ctx());
-        TensorRef t = put(g, s, dt, x);
-        TensorRef y = ops::call(g, "wgnn.cumsum.default", {t, dim, exclusive, reverse}).tensor();
-        g.run();
-        const int64_t d = dim < 0 ? dim + 3 : dim;
-        int64_t outer = 1, inner = 1;
-        for (int64_t k = 0; k < d; ++k) outer *= s[size_t(k)];
-        for (int64_t k = d + 1; k < 3; ++k) inner *= s[size_t(k)];
-        const int64_t n = s[size_t(d)];
-        std::vector<double> ref(x.size());
-        for (int64_t o = 0; o < outer; ++o)
-          for (int64_t i = 0; i < inner; ++i) {
-            double acc = 0;
-            for (int64_t q = 0; q < n; ++q) {
-              const int64_t j = reverse ? n - 1 - q : q;
-              const size_t at = size_t((o * n + j) * inner + i);
-              if (exclusive) {
-                ref[at] = acc;
-                acc += x[at];
-              } else {
-                acc += x[at];
-                ref[at] = acc;
+  for (bool product : {false, true}) {
+    const Shape s = product ? Shape{3, 7, 4} : Shape{3, 37, 4};
+    const std::vector<double> x = random_values(size_t(numel(s)), dt, 9, product ? -2 : -8, product ? 2 : 8);
+    for (int64_t dim : {0, 1, -1}) {
+      for (bool exclusive : {false, true}) {
+        for (bool reverse : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} dim {} exclusive {} reverse {}", product ? "cumprod" : "cumsum", dim, exclusive, reverse));
+          Graph g(ctx());
+          TensorRef t = put(g, s, dt, x);
+          TensorRef y = ops::call(g, product ? "wgnn.cumprod.default" : "wgnn.cumsum.default", {t, dim, exclusive, reverse}).tensor();
+          g.run();
+          const int64_t d = dim < 0 ? dim + 3 : dim;
+          int64_t outer = 1, inner = 1;
+          for (int64_t k = 0; k < d; ++k) outer *= s[size_t(k)];
+          for (int64_t k = d + 1; k < 3; ++k) inner *= s[size_t(k)];
+          const int64_t n = s[size_t(d)];
+          std::vector<double> ref(x.size());
+          for (int64_t o = 0; o < outer; ++o)
+            for (int64_t i = 0; i < inner; ++i) {
+              double acc = product ? 1 : 0;
+              for (int64_t q = 0; q < n; ++q) {
+                const int64_t j = reverse ? n - 1 - q : q;
+                const size_t at = size_t((o * n + j) * inner + i);
+                if (exclusive) {
+                  ref[at] = acc;
+                  acc = product ? acc * x[at] : acc + x[at];
+                } else {
+                  acc = product ? acc * x[at] : acc + x[at];
+                  ref[at] = acc;
+                }
               }
             }
+          if (dt == DType::F16) {
+            // Each result rounded once to float16 (float32 accumulation).
+            std::vector<float> got;
+            for (double v : get(g, y)) got.push_back(float(v));
+            EXPECT_TRUE(all_close(got, ref, 1e-5, 1e-3));
+          } else {
+            expect_values(dt, get(g, y), ref);
           }
-        if (dt == DType::F16) {
-          // Each sum rounded once to float16 (float32 accumulation).
-          std::vector<float> got;
-          for (double v : get(g, y)) got.push_back(float(v));
-          EXPECT_TRUE(all_close(got, ref, 1e-5, 1e-3));
-        } else {
-          expect_values(dt, get(g, y), ref);
         }
       }
     }
@@ -337,6 +343,75 @@ TEST(BitShift, Uint8AgainstThePlainShift) {
   EXPECT_EQ(get(g, r), want_r);
   TensorRef f = put(g, {2}, DType::F32, {1, 2});
   EXPECT_THAT(error_of([&] { ops::call(g, "aten.bitwise_left_shift.Tensor", {f, f}); }), HasSubstr("float32"));
+}
+
+// aten.bitwise_and / or / xor (ONNX BitwiseAnd, Or, Xor, and Not as xor
+// with all ones) against the C++ operators, negative values and int64
+// values beyond 32 bits' sign among them, broadcast [5, 1] x [1, 4].
+TEST(Bitwise, AndOrXorOnEveryIntegerDtype) {
+  for (DType dt : {DType::I32, DType::I64, DType::U8, DType::I8}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const bool u8 = dt == DType::U8;
+    const std::vector<double> xs = u8 ? std::vector<double>{0, 1, 0x5a, 0xf0, 255}
+                                      : std::vector<double>{0, 1, -1, -128, 0x5a};
+    const std::vector<double> ys = u8 ? std::vector<double>{0, 0x0f, 0xa5, 255} : std::vector<double>{0, -2, 0x3c, 127};
+    Graph g(ctx());
+    TensorRef x = put(g, {5, 1}, dt, xs), y = put(g, {1, 4}, dt, ys);
+    const char* names[] = {"aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor", "aten.bitwise_xor.Tensor"};
+    std::vector<TensorRef> r;
+    for (const char* n : names) r.push_back(ops::call(g, n, {x, y}).tensor());
+    g.run();
+    for (int k = 0; k < 3; ++k) {
+      SCOPED_TRACE(names[k]);
+      EXPECT_EQ(g.info(r[size_t(k)]).dtype, dt);
+      std::vector<double> want;
+      for (double a : xs)
+        for (double b : ys) {
+          const int64_t i = int64_t(a), j = int64_t(b);
+          const int64_t v = k == 0 ? (i & j) : k == 1 ? (i | j) : (i ^ j);
+          want.push_back(double(u8 ? int64_t(uint8_t(v)) : v));
+        }
+      EXPECT_EQ(get(g, r[size_t(k)]), want);
+    }
+  }
+  Graph g(ctx());
+  TensorRef f = put(g, {2}, DType::F32, {1, 2});
+  EXPECT_THAT(error_of([&] { ops::call(g, "aten.bitwise_and.Tensor", {f, f}); }), HasSubstr("float32"));
+}
+
+// Python's remainder and C's fmod at IEEE's edges (ONNX Mod, numpy's mod
+// and fmod): signed zeros, infinite divisors, infinite dividends, zero
+// divisors and NaN.
+TEST(Remainder, IeeeEdgesAsNumpy) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  const std::vector<double> x = {0, -0.0, 0, -0.0, -3, 3, -1, 1, inf, -inf, 1, 1, nan, 1, 5.5, -5.5};
+  const std::vector<double> y = {-2, 2, 2, -2, inf, inf, -inf, -inf, 2, 2, 0, -0.0, 2, nan, 2, 2};
+  for (DType dt : {DType::F32, DType::F16}) {
+    if (dt == DType::F16 && !ctx().features().shader_f16) continue;  // float32 still checked
+    SCOPED_TRACE(dtype_name(dt));
+    Graph g(ctx());
+    const Shape s{int64_t(x.size())};
+    TensorRef a = put(g, s, dt, x), b = put(g, s, dt, y);
+    TensorRef rem = ops::call(g, "aten.remainder.Tensor", {a, b}).tensor();
+    TensorRef fm = ops::call(g, "aten.fmod.Tensor", {a, b}).tensor();
+    g.run();
+    const std::vector<double> got_rem = get(g, rem), got_fm = get(g, fm);
+    for (size_t i = 0; i < x.size(); ++i) {
+      SCOPED_TRACE(fmt::format("x {} y {}", x[i], y[i]));
+      double r = std::fmod(x[i], y[i]);
+      const double f = r;
+      if (r != 0 && std::signbit(r) != std::signbit(y[i])) r += y[i];
+      if (r == 0) r = std::copysign(0.0, y[i]);
+      for (auto [got, want] : {std::pair{got_rem[i], r}, std::pair{got_fm[i], f}}) {
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got)) << got;
+        } else {
+          EXPECT_EQ(got, want);
+          EXPECT_EQ(std::signbit(got), std::signbit(want)) << got << " vs " << want;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
