@@ -154,13 +154,17 @@ void add_elementwise_mappers(Mappers& m) {
                  TensorRef kt = c.constant(k);
                  return one(c.out(c.call("aten.mul.Tensor", {acc, kt})));
                }, nullptr};
-  std::vector<DType> cmp = kNumeric;
+  // Comparisons: 8-bit integers compare as the values they hold (int8
+  // sign-extended, uint8 zero-extended in 32-bit words).
+  std::vector<DType> order = kNumeric;
+  order.insert(order.end(), {DType::U8, DType::I8});
+  std::vector<DType> cmp = order;
   cmp.push_back(DType::Bool);
   m["Equal"] = binary("Equal", "aten.eq.Tensor", cmp);
-  m["Less"] = binary("Less", "aten.lt.Tensor", kNumeric);
-  m["LessOrEqual"] = binary("LessOrEqual", "aten.le.Tensor", kNumeric);
-  m["Greater"] = binary("Greater", "aten.gt.Tensor", kNumeric);
-  m["GreaterOrEqual"] = binary("GreaterOrEqual", "aten.ge.Tensor", kNumeric);
+  m["Less"] = binary("Less", "aten.lt.Tensor", order);
+  m["LessOrEqual"] = binary("LessOrEqual", "aten.le.Tensor", order);
+  m["Greater"] = binary("Greater", "aten.gt.Tensor", order);
+  m["GreaterOrEqual"] = binary("GreaterOrEqual", "aten.ge.Tensor", order);
   m["And"] = binary("And", "aten.logical_and.default", kBool);
   m["Or"] = binary("Or", "aten.logical_or.default", kBool);
   m["Xor"] = binary("Xor", "aten.logical_xor.default", kBool);
