@@ -6,7 +6,7 @@
 // gather along the time axis of indices computed on the GPU) and Einsum
 // (sums, permutes and batched matrix products), and MaxUnpool (a scatter
 // into zeros). Each as ONNX defines it at
-// every opset wgnn reads (7 to 21); arguments that became inputs (TopK's
+// every opset wgnn reads (7 to 28); arguments that became inputs (TopK's
 // k, CumSum's axis) are read on the host, as constants or values folded
 // from shapes and constants.
 #include <fmt/format.h>
