@@ -370,8 +370,6 @@ std::vector<Slot> resize(NodeCtx& c) {
                                                      mode, std::string("asymmetric"), std::string("simple")})));
   }
   const std::string coord = c.attr_string("coordinate_transformation_mode", "half_pixel");
-  if (c.attr_int("antialias", 0)) c.unsupported("antialias=1");
-  if (coord == "half_pixel_symmetric") c.unsupported("coordinate_transformation_mode 'half_pixel_symmetric'");
   std::vector<int64_t> axes = c.attr_ints("axes");
   if (axes.empty()) {
     for (size_t d = 0; d < rank; ++d) axes.push_back(int64_t(d));
@@ -420,7 +418,8 @@ std::vector<Slot> resize(NodeCtx& c) {
                           {c.tensor(0), by_sizes ? Value(sizes) : Value(None{}), list(scales), mode, coord,
                            c.attr_string("nearest_mode", "round_prefer_floor"),
                            double(c.attr_float("cubic_coeff_a", -0.75f)), c.attr_int("exclude_outside", 0) != 0,
-                           double(c.attr_float("extrapolation_value", 0.f)), list(roi)})));
+                           double(c.attr_float("extrapolation_value", 0.f)), list(roi),
+                           c.attr_int("antialias", 0) != 0})));
 }
 
 // BatchNormalization with training_mode=1 (opset 14+; what torch's dynamo

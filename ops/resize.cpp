@@ -6,8 +6,9 @@
 // on the sizes and modes, so the host computes them once, in double, exactly
 // as the ONNX reference (or ATen) does, and the kernel
 // (kernels/resize.wgsl) only gathers and weighs: nearest is one tap per dim,
-// linear two, cubic four. One dispatch resizes up to two dims; more dims
-// take more dispatches.
+// linear two, cubic four (antialiased, shrinking: the filter stretched by
+// 1 / scale, more taps). One dispatch resizes up to two dims; more dims, or
+// two dims of more than 16 taps together, take more dispatches.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -39,14 +40,39 @@ struct ResizeModes {
   double cubic_a = -0.75;
   bool exclude_outside = false;
   double fill = 0.0;                               // extrapolation_value
+  bool antialias = false;                          // linear / cubic filters stretched by 1 / scale when shrinking
 };
 
 const char* kModes = "'nearest', 'linear', 'cubic'";
-const char* kCoords = "'half_pixel', 'pytorch_half_pixel', 'align_corners', 'asymmetric', 'tf_half_pixel_for_nn', "
-                      "'tf_crop_and_resize'";
+const char* kCoords = "'half_pixel', 'half_pixel_symmetric', 'pytorch_half_pixel', 'align_corners', 'asymmetric', "
+                      "'tf_half_pixel_for_nn', 'tf_crop_and_resize'";
 const char* kNearest = "'round_prefer_floor', 'round_prefer_ceil', 'floor', 'ceil', 'simple'";
 
-std::vector<double> coeffs_for(const ResizeModes& m, double ratio, bool grows) {
+// The antialiased filters (the reference's _linear_coeffs_antialias and
+// _cubic_coeffs_antialias): the kernel stretched by 1 / min(scale, 1), its
+// taps at scale * (i - ratio), normalized to sum 1.
+std::vector<double> antialias_coeffs(const ResizeModes& m, double ratio, double scale) {
+  scale = std::min(scale, 1.0);
+  std::vector<double> co;
+  if (m.mode == "linear") {
+    const int64_t start = int64_t(std::floor(-1 / scale) + 1), n = 2 - 2 * start;
+    for (int64_t i = start; i < start + n; ++i) co.push_back(std::clamp(1 - std::abs((double(i) - ratio) * scale), 0.0, 1.0));
+  } else {
+    const double A = m.cubic_a;
+    const int64_t start = int64_t(std::floor(-2 / scale) + 1), end = 2 - start;
+    for (int64_t i = start; i < end; ++i) {
+      const double x = std::abs(scale * (double(i) - ratio)), x2 = x * x, x3 = x2 * x;
+      co.push_back(x <= 1 ? (A + 2) * x3 - (A + 3) * x2 + 1 : x < 2 ? A * x3 - 5 * A * x2 + 8 * A * x - 4 * A : 0.0);
+    }
+  }
+  double sum = 0;
+  for (double v : co) sum += v;
+  for (double& v : co) v /= sum;
+  return co;
+}
+
+std::vector<double> coeffs_for(const ResizeModes& m, double ratio, bool grows, double scale) {
+  if (m.antialias && m.mode != "nearest") return antialias_coeffs(m, ratio, scale);
   if (m.mode == "linear") return {1 - ratio, ratio};
   if (m.mode == "cubic") {
     const double A = m.cubic_a, r = ratio, s = 1 - ratio;
@@ -88,6 +114,11 @@ Taps onnx_taps(const ResizeModes& m, int64_t in, int64_t out, double scale, doub
       xo = out_w == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
     } else if (c == "tf_half_pixel_for_nn") {
       xo = (x + 0.5) / scale;
+    } else if (c == "half_pixel_symmetric") {
+      // The crop's centre on the output's: half_pixel shifted by what the
+      // rounding of the output size took.
+      const double offset = double(in) / 2 * (1 - double(out) / out_w);
+      xo = offset + (x + 0.5) / scale - 0.5;
     } else {  // half_pixel
       xo = (x + 0.5) / scale - 0.5;
     }
@@ -98,7 +129,7 @@ Taps onnx_taps(const ResizeModes& m, int64_t in, int64_t out, double scale, doub
     }
     const double fl = std::floor(xo);
     const double ratio = xo == fl ? 1.0 : xo - fl;
-    std::vector<double> co = coeffs_for(m, ratio, out >= in);
+    std::vector<double> co = coeffs_for(m, ratio, out >= in, scale);
     const int64_t n = int64_t(co.size());
     // The n nearest indices to xo in the input padded by ceil(n / 2) on each
     // side (edge values), ties to the lower index.
@@ -247,7 +278,9 @@ TensorRef record(const Args& a, TensorRef x, const Shape& out_shape, std::vector
     const size_t d2 = dims.back();
     dims.pop_back();
     std::optional<size_t> d1;
-    if (!dims.empty()) {
+    // Two dims in one dispatch read TH * TW taps an output: where that
+    // passes 16 (antialiased shrinking), one dim a dispatch reads TH + TW.
+    if (!dims.empty() && taps[dims.back()]->n * taps[d2]->n <= 16) {
       d1 = dims.back();
       dims.pop_back();
     }
@@ -335,15 +368,17 @@ void require_choice(const Args& a, std::string_view name, const std::string& v, 
 // wgnn.resize.default(input, sizes=None, scales=None, mode='nearest',
 //     coordinate_transformation_mode='half_pixel',
 //     nearest_mode='round_prefer_floor', cubic_coeff_a=-0.75,
-//     exclude_outside=False, extrapolation_value=0.0, roi=None)
+//     exclude_outside=False, extrapolation_value=0.0, roi=None, antialias=False)
 // ONNX Resize on any rank: `sizes` (ints) and/or `scales` (doubles) have one
 // entry per dim; without sizes the result is floor(in * scale), without
 // scales the scale is out / in. `roi` (2 * rank doubles: starts, then ends)
 // is read by tf_crop_and_resize only. nearest_mode 'simple' is the rule of
 // Resize-10 and Upsample: truncate where a dim grows, ceil where it shrinks.
+// antialias (Resize-18): linear and cubic filters stretched by 1 / scale
+// where a dim shrinks (more taps per output); nearest ignores it.
 Value resize(Graph& g, const ValueList& args) {
   Args a{"wgnn.resize.default", args, g};
-  if (args.size() > 10) a.fail(fmt::format("takes at most 10 arguments, got {}", args.size()));
+  if (args.size() > 11) a.fail(fmt::format("takes at most 11 arguments, got {}", args.size()));
   TensorRef x = a.tensor(0, "input");
   require_input(a, x);
   const Shape& in = g.info(x).shape;
@@ -358,6 +393,7 @@ Value resize(Graph& g, const ValueList& args) {
   m.exclude_outside = a.boolean(7, "exclude_outside", false);
   m.fill = a.scalar(8, "extrapolation_value", 0.0);
   const auto roi = double_list(a, 9, "roi");
+  m.antialias = a.boolean(10, "antialias", false);
   require_choice(a, "mode", m.mode, kModes);
   require_choice(a, "coordinate_transformation_mode", m.coord, kCoords);
   require_choice(a, "nearest_mode", m.nearest, kNearest);
