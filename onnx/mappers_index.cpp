@@ -399,6 +399,51 @@ void add_index_mappers(std::map<std::string, OpMapper>& m) {
                           idx = c.call("aten.expand.default", {idx, IntList(us.begin(), us.end())}).tensor();
                           return one(c.out(c.call("aten.scatter.src", {c.tensor(0), axis, idx, c.tensor(1)})));
                         }, nullptr};
+  // AffineGrid (opset 20): theta [N, 2, 3] or [N, 3, 4] times the
+  // normalized coordinates (x, y[, z], 1) of every output pixel (pixel
+  // centres, or corners with align_corners), a constant built on the host:
+  // the grid [N, (D,) H, W, 2 or 3] that GridSample reads.
+  m["AffineGrid"] = {kFloat, [](NodeCtx& c) {
+                       const std::vector<int64_t> size = c.host_ints(1, "size");
+                       const Shape& ts = c.shape(0);
+                       const bool two = size.size() == 4;
+                       if (size.size() != 4 && size.size() != 5) c.fail("size must be [N, C, H, W] or [N, C, D, H, W]");
+                       const int64_t k = two ? 2 : 3;
+                       if (ts != Shape{size[0], k, k + 1}) {
+                         c.fail(fmt::format("theta {} must be [{}, {}, {}]", shape_str(ts), size[0], k, k + 1));
+                       }
+                       const bool corners = c.attr_int("align_corners", 0) != 0;
+                       const std::vector<int64_t> dims(size.begin() + 2, size.end());  // (D,) H, W
+                       int64_t P = 1;
+                       for (int64_t d : dims) P *= d;
+                       auto coord = [&](int64_t i, int64_t n) {
+                         if (corners) return n == 1 ? -1.0 : -1.0 + double(i) * 2.0 / double(n - 1);
+                         return -1.0 + 1.0 / double(n) + double(i) * 2.0 / double(n);
+                       };
+                       HostTensor base(DType::F32, {k + 1, P});  // rows x, y(, z), 1
+                       for (int64_t p = 0; p < P; ++p) {
+                         int64_t rest = p;
+                         std::vector<int64_t> at(dims.size());
+                         for (size_t d = dims.size(); d-- > 0;) {
+                           at[d] = rest % dims[d];
+                           rest /= dims[d];
+                         }
+                         // x runs along the last dim, y the one before, z the first.
+                         for (int64_t j = 0; j < k; ++j) {
+                           const size_t d = dims.size() - 1 - size_t(j);
+                           base.as<float>()[j * P + p] = float(coord(at[d], dims[d]));
+                         }
+                         base.as<float>()[k * P + p] = 1.f;
+                       }
+                       const DType model = c.slot_dtype(0);
+                       TensorRef b = c.constant(model == DType::F32 ? base : host::cast(base, model));
+                       TensorRef g = c.call("aten.matmul.default", {c.tensor(0), b}).tensor();  // [N, k, P]
+                       g = c.call("aten.permute.default", {g, IntList{0, 2, 1}}).tensor();
+                       Shape out{size[0]};
+                       out.insert(out.end(), dims.begin(), dims.end());
+                       out.push_back(k);
+                       return one(c.out(c.view(g, out)));
+                     }, nullptr};
   m["GridSample"] = {kFloat, grid_sample, nullptr};
   m["ReverseSequence"] = {{}, reverse_sequence, nullptr};
   m["Einsum"] = {kFloat, einsum, nullptr};

@@ -238,6 +238,39 @@ void add_shape_mappers(Mappers& m) {
   m["Tile"] = {{}, [](NodeCtx& c) {
                  return one(c.out(c.call("aten.repeat.default", {c.tensor(0), IntList(c.host_ints(1, "repeats"))})));
                }, nullptr};
+  // CenterCropPad (opset 18): each listed axis cropped or zero-padded to
+  // its size in `shape`, centred (an odd difference leaves the extra at
+  // the end), as a slice and a pad.
+  m["CenterCropPad"] = {{}, [](NodeCtx& c) {
+                          const Shape& s = c.shape(0);
+                          const int64_t r = int64_t(s.size());
+                          const std::vector<int64_t> want = c.host_ints(1, "shape");
+                          std::vector<int64_t> axes = c.attr_ints("axes");
+                          if (axes.empty())
+                            for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+                          if (want.size() != axes.size()) {
+                            c.fail(fmt::format("shape has {} values for {} axes", want.size(), axes.size()));
+                          }
+                          TensorRef t = c.tensor(0);
+                          IntList pads(size_t(2 * r), 0);  // aten.pad: (before, after) from the last dim back
+                          bool padded = false;
+                          for (size_t i = 0; i < axes.size(); ++i) {
+                            const int64_t a = ops::normalize_axis(axes[i], r, "CenterCropPad", "axes");
+                            const int64_t dim = s[size_t(a)], to = want[i];
+                            if (to < 0) c.fail(fmt::format("shape value {} is negative", to));
+                            if (to < dim) {
+                              const int64_t start = (dim - to) / 2;
+                              t = c.call("aten.slice.Tensor", {t, a, start, start + to, int64_t(1)}).tensor();
+                            } else if (to > dim) {
+                              const int64_t before = (to - dim) / 2;
+                              pads[size_t(2 * (r - 1 - a))] = before;
+                              pads[size_t(2 * (r - 1 - a) + 1)] = to - dim - before;
+                              padded = true;
+                            }
+                          }
+                          if (padded) t = c.call("aten.pad.default", {t, pads, std::string("constant"), 0.0}).tensor();
+                          return one(c.out(t));
+                        }, nullptr};
   m["Pad"] = {{}, [](NodeCtx& c) {
                 const Shape& s = c.shape(0);
                 const int64_t r = int64_t(s.size());
