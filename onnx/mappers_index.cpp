@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <set>
 
 #include "onnx/host_ops.h"
@@ -444,6 +445,67 @@ void add_index_mappers(std::map<std::string, OpMapper>& m) {
                        out.push_back(k);
                        return one(c.out(c.view(g, out)));
                      }, nullptr};
+  // Col2Im (opset 18): the blocks of input [N, C * prod(block), L] summed
+  // back into the image [N, C, ...image_shape]: a sum-scatter into the
+  // zero-padded image (indices built on the host), then the padding sliced
+  // off.
+  m["Col2Im"] = {kFloat, [](NodeCtx& c) {
+                   const std::vector<int64_t> image = c.host_ints(1, "image_shape");
+                   const std::vector<int64_t> block = c.host_ints(2, "block_shape");
+                   const size_t sd = image.size();
+                   if (sd == 0 || block.size() != sd) c.fail("image_shape and block_shape must have one value per spatial dim");
+                   auto attr = [&](const char* name, int64_t def, size_t n) {
+                     std::vector<int64_t> v = c.attr_ints(name);
+                     if (v.empty()) v.assign(n, def);
+                     if (v.size() != n) c.fail(fmt::format("attribute '{}' has {} values; expected {}", name, v.size(), n));
+                     return v;
+                   };
+                   const std::vector<int64_t> dil = attr("dilations", 1, sd), str = attr("strides", 1, sd), pads = attr("pads", 0, 2 * sd);
+                   const Shape& xs = c.shape(0);
+                   if (xs.size() != 3) c.fail(fmt::format("input {} must be [N, C * prod(block_shape), L]", shape_str(xs)));
+                   int64_t K = 1, L = 1, P = 1;
+                   std::vector<int64_t> padded(sd), blocks(sd);
+                   for (size_t d = 0; d < sd; ++d) {
+                     if (image[d] <= 0 || block[d] <= 0 || dil[d] <= 0 || str[d] <= 0) c.fail("sizes, dilations and strides must be positive");
+                     K *= block[d];
+                     padded[d] = image[d] + pads[d] + pads[sd + d];
+                     const int64_t span = dil[d] * (block[d] - 1) + 1;
+                     if (padded[d] < span) c.fail(fmt::format("block span {} exceeds the padded image {} in dim {}", span, padded[d], d));
+                     blocks[d] = (padded[d] - span) / str[d] + 1;
+                     L *= blocks[d];
+                     P *= padded[d];
+                   }
+                   if (xs[1] % K != 0) c.fail(fmt::format("input dim 1 ({}) is not a multiple of prod(block_shape) = {}", xs[1], K));
+                   if (xs[2] != L) c.fail(fmt::format("input has L = {} blocks; the image and attributes give {}", xs[2], L));
+                   const int64_t N = xs[0], C = xs[1] / K;
+                   HostTensor idx(DType::I64, {1, 1, K * L});
+                   for (int64_t k = 0; k < K; ++k) {
+                     for (int64_t l = 0; l < L; ++l) {
+                       int64_t kr = k, lr = l, at = 0, stride = 1;
+                       for (size_t d = sd; d-- > 0;) {
+                         const int64_t kd = kr % block[d], ld = lr % blocks[d];
+                         kr /= block[d], lr /= blocks[d];
+                         at += (ld * str[d] + kd * dil[d]) * stride;
+                         stride *= padded[d];
+                       }
+                       idx.as<int64_t>()[k * L + l] = at;
+                     }
+                   }
+                   TensorRef src = c.view(c.tensor(0), {N, C, K * L});
+                   TensorRef ix = c.call("aten.expand.default", {c.constant(idx), IntList{N, C, K * L}}).tensor();
+                   HostTensor zeros(c.slot_dtype(0), {N, C, P});
+                   std::memset(zeros.data.data(), 0, zeros.nbytes());
+                   TensorRef y = c.call("aten.scatter_reduce.two", {c.constant(zeros), int64_t(2), ix, src, std::string("sum"), true}).tensor();
+                   Shape ps{N, C};
+                   ps.insert(ps.end(), padded.begin(), padded.end());
+                   y = c.view(y, ps);
+                   for (size_t d = 0; d < sd; ++d) {
+                     if (padded[d] != image[d]) {
+                       y = c.call("aten.slice.Tensor", {y, int64_t(2 + d), pads[d], pads[d] + image[d], int64_t(1)}).tensor();
+                     }
+                   }
+                   return one(c.out(y));
+                 }, nullptr};
   m["GridSample"] = {kFloat, grid_sample, nullptr};
   m["ReverseSequence"] = {{}, reverse_sequence, nullptr};
   m["Einsum"] = {kFloat, einsum, nullptr};
