@@ -510,7 +510,12 @@ void add_index_mappers(std::map<std::string, OpMapper>& m) {
   m["ReverseSequence"] = {{}, reverse_sequence, nullptr};
   m["Einsum"] = {kFloat, einsum, nullptr};
   m["MaxUnpool"] = {kFloat, max_unpool, nullptr};
-  m["BitShift"] = {{DType::U8}, [](NodeCtx& c) {
+  // uint8; int8 and int32 from opset 28 (int64 is held as int32 on the
+  // GPU, where its shifts would lose the high bits: refused).
+  m["BitShift"] = {{DType::U8, DType::I8, DType::I32}, [](NodeCtx& c) {
+                     if (c.dtype(0) != DType::U8 && c.opset < 28) {
+                       c.unsupported(fmt::format("{} shifts (before opset 28 BitShift takes unsigned integers)", dtype_name(c.dtype(0))));
+                     }
                      const std::string d = c.attr_string("direction", "");
                      if (d != "LEFT" && d != "RIGHT") c.fail(fmt::format("direction '{}' (accepted: LEFT, RIGHT)", d));
                      const char* op = d == "LEFT" ? "aten.bitwise_left_shift.Tensor" : "aten.bitwise_right_shift.Tensor";

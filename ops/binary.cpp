@@ -36,8 +36,10 @@ const DTypes kNumeric = {DType::F32, DType::F16, DType::I32, DType::I64};
 const DTypes kAll = {DType::F32, DType::F16, DType::I32, DType::I64, DType::Bool, DType::U8, DType::I8};
 // add, sub, mul, the rounded divisions and remainders also take 8-bit integers.
 const DTypes kArith = {DType::F32, DType::F16, DType::I32, DType::I64, DType::U8, DType::I8};
-// Bit shifts (ONNX BitShift): of the unsigned dtypes wgnn holds only uint8.
-const DTypes kUnsigned = {DType::U8};
+// Bit shifts (ONNX BitShift): uint8, and (opset 28) int8 and int32, whose
+// right shift is arithmetic. Not int64: held as int32, its shifts would
+// lose the high bits.
+const DTypes kShifts = {DType::U8, DType::I8, DType::I32};
 // Bitwise and / or / xor: the integers wgnn holds. int64 and int8 are held
 // as sign-extended int32, on which the three give the sign-extended result.
 const DTypes kIntegers = {DType::I32, DType::I64, DType::U8, DType::I8};
@@ -303,10 +305,15 @@ const std::vector<BinaryOp>& binary_ops() {
       {"aten.maximum.default", &kAll, false, "max_f(x, y)", "max(x, y)", "max(x, y)"},
       {"aten.remainder.Tensor", &kArith, false, "rem_f(x, y)", "rem_i(x, divisor(i, y))", nullptr},
       {"aten.fmod.Tensor", &kArith, false, "fmod_f(x, y)", "x % divisor(i, y)", nullptr},
-      // uint8 shifts: bits shifted past the 8th are dropped; a shift of 8 or more gives 0.
-      {"aten.bitwise_left_shift.Tensor", &kUnsigned, false, nullptr, nullptr,
+      // uint8 shifts: bits shifted past the 8th are dropped; a shift of 8 or
+      // more gives 0. Signed (int8 sign-extended in i32, wrapped back to 8
+      // bits): a negative shift or one of the width or more gives what the
+      // sign extension alone gives (0 left; 0 or -1 right).
+      {"aten.bitwise_left_shift.Tensor", &kShifts, false, nullptr,
+       "select(x << bitcast<vec4<u32>>(y), C4(0), (y < C4(0)) | (y >= C4(32)))",
        "select((x << min(y, C4(31))) & C4(255), C4(0), y >= C4(8))"},
-      {"aten.bitwise_right_shift.Tensor", &kUnsigned, false, nullptr, nullptr,
+      {"aten.bitwise_right_shift.Tensor", &kShifts, false, nullptr,
+       "select(x >> bitcast<vec4<u32>>(min(y, C4(31))), select(C4(0), C4(-1), x < C4(0)), y < C4(0))",
        "select(x >> min(y, C4(31)), C4(0), y >= C4(8))"},
       {"aten.bitwise_and.Tensor", &kIntegers, false, nullptr, "x & y", "x & y"},
       {"aten.bitwise_or.Tensor", &kIntegers, false, nullptr, "x | y", "x | y"},
@@ -363,6 +370,8 @@ Launch binary_launch(const BinaryOp& b, const Args& a, TensorRef x, TensorRef y)
     l.compute = "f32";
     l.out = DType::F32;
     l.expr = b.f;
+  } else if (dt == DType::I8 && b.accepts == &kShifts) {
+    l.expr = fmt::format("wrap_i8({})", b.i);  // bits shifted past the 8th dropped
   } else if ((dt == DType::U8 || dt == DType::I8) && b.accepts == &kArith) {
     l.compute = "i32";  // 8-bit arithmetic: in i32, the result wrapped to 8 bits
     l.expr = dt == DType::U8 ? fmt::format("({}) & C4(255)", b.i) : fmt::format("wrap_i8({})", b.i);
