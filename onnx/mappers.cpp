@@ -391,6 +391,12 @@ OpMapper reduce(const std::string& onnx_op, const std::string& aten, int axes_in
         return one(Slot::of_host(host::reduce(onnx_op, HostTensor(DType::F32, s), axes, keep)));
       }
     }
+    if (c.dtype(0) == DType::Bool) {
+      // ReduceMax / ReduceMin of bool (opset 20): any / all, as int32.
+      TensorRef i = c.call("aten._to_copy.default", {c.tensor(0), aten_dtype_code(DType::I32)}).tensor();
+      TensorRef r = c.call(aten, {i, IntList(axes), keep}).tensor();
+      return one(c.out(c.call("aten.ne.Tensor", {r, c.constant(host::scalar_like(DType::I32, 0.0))})));
+    }
     if ((aten == "aten.sum.dim_IntList") && !host::is_float(c.dtype(0)))
       return one(c.out(c.call(aten, {c.tensor(0), IntList(axes), keep, aten_dtype_code(c.dtype(0))})));
     return one(c.out(c.call(aten, {c.tensor(0), IntList(axes), keep})));

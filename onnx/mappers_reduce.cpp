@@ -48,8 +48,10 @@ void add_reduce_mappers(Mappers& m) {
   // Reductions and softmax.
   m["ReduceMean"] = reduce("ReduceMean", "aten.mean.dim", 18, kFloat);
   m["ReduceSum"] = reduce("ReduceSum", "aten.sum.dim_IntList", 13, kNumeric);
-  m["ReduceMax"] = reduce("ReduceMax", "aten.amax.default", 18, kNumeric);
-  m["ReduceMin"] = reduce("ReduceMin", "aten.amin.default", 18, kNumeric);
+  std::vector<DType> ordered = kNumeric;
+  ordered.push_back(DType::Bool);  // opset 20: max is any, min is all
+  m["ReduceMax"] = reduce("ReduceMax", "aten.amax.default", 18, ordered);
+  m["ReduceMin"] = reduce("ReduceMin", "aten.amin.default", 18, ordered);
   // prod takes one dim at a time.
   m["ReduceProd"] = reduce("ReduceProd", "aten.prod.dim_int", 18, kNumeric);
   m["ReduceProd"].build = [](NodeCtx& c) {
