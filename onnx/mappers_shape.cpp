@@ -278,7 +278,12 @@ void add_shape_mappers(Mappers& m) {
                 // Opset 1 names the attribute `paddings`, 2 to 10 `pads`.
                 std::vector<int64_t> pads = c.opset >= 11 ? c.host_ints(1, "pads")
                                             : c.opset >= 2 ? c.attr_ints("pads") : c.attr_ints("paddings");
-                double value = c.opset >= 11 ? (c.has(2) ? host::get(c.host(2, "constant_value"), 0) : 0.0)
+                // A constant_value computed on the GPU (or a float graph
+                // input): zeros padded, then that value where the mask of
+                // the padding (built on the host) says.
+                const bool gpu_value = c.opset >= 11 && c.has(2) && !c.is_host(2) &&
+                                       !(c.builder && c.builder->host_value(c.node.input(2)));
+                double value = c.opset >= 11 ? (c.has(2) && !gpu_value ? host::get(c.host(2, "constant_value"), 0) : 0.0)
                                              : double(c.attr_float("value", 0.f));
                 std::vector<int64_t> axes;
                 if (c.has(3)) axes = c.host_ints(3, "axes");
@@ -300,7 +305,24 @@ void add_shape_mappers(Mappers& m) {
                 if (mode == "edge") mode = "replicate";
                 else if (mode == "wrap") mode = "circular";
                 else if (mode != "constant" && mode != "reflect") c.unsupported("mode '" + mode + "'");
-                return one(c.out(c.call("aten.pad.default", {c.tensor(0), aten_pad, mode, value})));
+                TensorRef y = c.call("aten.pad.default", {c.tensor(0), aten_pad, mode, value}).tensor();
+                if (gpu_value && mode == "constant") {
+                  if (numel(c.shape(2)) != 1) c.fail(fmt::format("constant_value {} must hold one value", shape_str(c.shape(2))));
+                  const Shape os = c.g.info(y).shape;
+                  HostTensor inside(DType::Bool, os);
+                  for (int64_t i = 0; i < numel(os); ++i) {
+                    int64_t rest = i;
+                    bool in = true;
+                    for (int64_t d = r - 1; d >= 0; --d) {
+                      const int64_t at = rest % os[size_t(d)] - begin[size_t(d)];
+                      rest /= os[size_t(d)];
+                      in = in && at >= 0 && at < s[size_t(d)];
+                    }
+                    inside.data[size_t(i)] = in ? 1 : 0;
+                  }
+                  y = c.call("aten.where.self", {c.constant(inside), y, c.view(c.tensor(2), {})}).tensor();
+                }
+                return one(c.out(y));
               }, nullptr};
 
   // EyeLike: ones on diagonal k of a 2-D shape, known on the host.
