@@ -54,6 +54,12 @@ void add_shape_mappers(Mappers& m) {
                  return one(Slot::of_host(std::move(t)));
                }, nullptr};
   m["Constant"] = {{}, [](NodeCtx& c) {
+                     // Exactly one value attribute (a function body's Constant
+                     // whose value the call did not give has none).
+                     if (c.node.attribute_size() != 1) {
+                       c.fail(fmt::format("a Constant has exactly one value attribute; this one has {}",
+                                          c.node.attribute_size()));
+                     }
                      const auto& a = c.node.attribute(0);
                      if (a.name() == "value") return one(Slot::of_host(from_tensor_proto(a.t(), ".")));
                      if (a.name() == "value_float") return one(Slot::of_host(host::scalar_like(DType::F32, a.f())));

@@ -21,6 +21,7 @@
 
 #include "gpu/buffer_batch.h"
 #include "ir/program.h"
+#include "onnx/functions.h"
 #include "onnx/fusion.h"
 #include "onnx/ir_trace.h"
 #include "onnx/host_ops.h"
@@ -224,6 +225,7 @@ void check_model(LoadedModel& m, const std::string& path, const SplitModel* spli
     throw Unsupported(fmt::format("'{}' uses ONNX opset {}; supported: {} to {}", path, opset, kMinOpset, kMaxOpset));
   }
   m.opset = int(opset);
+  inline_local_functions(*m.proto, m.opset);
   const auto& g = m.proto->graph();
   check_graph_rules(g);
   {
