@@ -56,6 +56,10 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
         // softmax.wgsl: the output's vector and a chunk's largest element.
         subs.emplace_back("OV", vec4 ? (dt == DType::F16 ? "vec4<f16>" : "vec4<f32>") : (dt == DType::F16 ? "f16" : "f32"));
         subs.emplace_back("HMAX", vec4 ? "max_nan(max_nan(v.x, v.y), max_nan(v.z, v.w))" : "v");
+        // cumsum.wgsl: the scan's operation and its identity (+ and 0 for
+        // sums, * and 1 for products).
+        subs.emplace_back("OP", "*");
+        subs.emplace_back("INIT", "1");
         // conv_depthwise_cl.wgsl's vectors: 4 (vec4) and 1 (scalar) here,
         // 2 in the convolution tests.
         if (text.find("{{WIDEN}}") != std::string_view::npos) {
