@@ -506,6 +506,22 @@ void add_index_mappers(std::map<std::string, OpMapper>& m) {
                    }
                    return one(c.out(y));
                  }, nullptr};
+  // RoiAlign (opsets 10 and 16; 10 has no coordinate_transformation_mode
+  // and works as 16's output_half_pixel).
+  m["RoiAlign"] = {kFloat, [](NodeCtx& c) {
+                     const std::string mode = c.attr_string("mode", "avg");
+                     if (mode != "avg" && mode != "max") c.fail(fmt::format("mode '{}' (accepted: avg, max)", mode));
+                     const std::string coord =
+                         c.opset >= 16 ? c.attr_string("coordinate_transformation_mode", "half_pixel") : "output_half_pixel";
+                     if (coord != "half_pixel" && coord != "output_half_pixel") {
+                       c.fail(fmt::format("coordinate_transformation_mode '{}' (accepted: half_pixel, output_half_pixel)", coord));
+                     }
+                     return one(c.out(c.call("wgnn.roi_align.default",
+                                             {c.tensor(0), c.tensor(1), c.tensor(2), c.attr_int("output_height", 1),
+                                              c.attr_int("output_width", 1), c.attr_int("sampling_ratio", 0),
+                                              double(c.attr_float("spatial_scale", 1.f)), mode == "max",
+                                              coord == "half_pixel"})));
+                   }, nullptr};
   m["GridSample"] = {kFloat, grid_sample, nullptr};
   m["ReverseSequence"] = {{}, reverse_sequence, nullptr};
   m["Einsum"] = {kFloat, einsum, nullptr};

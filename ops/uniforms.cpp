@@ -73,6 +73,7 @@ const std::vector<KernelUniform>& kernel_uniforms() {
       {"ops/kernels/scatter.wgsl", &ScatterParams::wgsl},
       {"ops/kernels/cumsum.wgsl", &CumsumParams::wgsl},
       {"ops/kernels/grid_sample.wgsl", &GridSampleParams::wgsl},
+      {"ops/kernels/roi_align.wgsl", &RoiAlignParams::wgsl},
       {"ops/kernels/topk_select.wgsl", &TopkParams::wgsl},
       {"ops/kernels/topk_sort.wgsl", &TopkParams::wgsl},
       {"ops/kernels/quantize.wgsl", &QdqParams::wgsl},

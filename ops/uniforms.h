@@ -304,6 +304,13 @@ WGNN_UNIFORM(CumsumParams, WGNN_CUMSUM_PARAMS);
       F(uint32_t, align) F(uint32_t, _p0)
 WGNN_UNIFORM(GridSampleParams, WGNN_GRID_SAMPLE_PARAMS);
 
+// kernels/roi_align.wgsl: count outputs [R, C, OH, OW] from N images of C
+// planes H x W; sampling 0: adaptive (ceil(roi / bin) samples a bin).
+#define WGNN_ROI_ALIGN_PARAMS(F) \
+  F(uint32_t, count) F(uint32_t, C) F(uint32_t, H) F(uint32_t, W) F(uint32_t, OH) F(uint32_t, OW) \
+      F(uint32_t, N) F(uint32_t, sampling) F(float, scale) F(uint32_t, check_slot) F(uint32_t, _p0) F(uint32_t, _p1)
+WGNN_UNIFORM(RoiAlignParams, WGNN_ROI_ALIGN_PARAMS);
+
 // kernels/topk_select.wgsl (rows_or_count: the rows) and topk_sort.wgsl (rows * k).
 #define WGNN_TOPK_PARAMS(F) \
   F(uint32_t, rows_or_count) F(uint32_t, n) F(uint32_t, inner) F(uint32_t, k) F(uint32_t, largest) \

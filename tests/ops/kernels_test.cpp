@@ -228,9 +228,12 @@ TEST(Kernels, EveryTemplateCompilesInEveryVariant) {
           }
           continue;
         }
-        // Kernels with a run-time check (binary.wgsl, index.wgsl), both variants.
+        // Kernels with a run-time check (binary.wgsl, index.wgsl,
+        // roi_align.wgsl), both variants.
         if (text.find("{{CHECK_DECL}}") != std::string_view::npos) {
-          const uint32_t binding = std::string_view(name).find("binary") != std::string_view::npos ? 5 : 4;
+          const std::string_view n(name);
+          const uint32_t binding =
+              n.find("binary") != std::string_view::npos || n.find("roi_align") != std::string_view::npos ? 5 : 4;
           for (bool checked : {false, true}) {
             ops::Subs s2 = subs;
             for (auto& s : ops::check_subs(checked, binding)) s2.push_back(s);
