@@ -253,6 +253,25 @@ void check_model(LoadedModel& m, const std::string& path, const SplitModel* spli
       if (init.has_raw_data()) std::string().swap(*init.mutable_raw_data());
     }
   }
+  {
+    // 4-bit initializers (held unpacked as int8 / uint8) may only be read by
+    // DequantizeLinear, as x or x_zero_point: another op would take them for
+    // 8-bit values (a QuantizeLinear with an int4 zero point would saturate
+    // at 8 bits).
+    std::set<std::string> four;
+    for (const auto& init : g.initializer())
+      if (is_4bit(init.data_type())) four.insert(init.name());
+    for (const auto& n : g.node()) {
+      for (int i = 0; i < n.input_size(); ++i) {
+        if (!four.count(n.input(i))) continue;
+        if (n.op_type() != "DequantizeLinear" || !(n.domain().empty() || n.domain() == "ai.onnx") || i == 1) {
+          throw Unsupported(fmt::format("node '{}' ({}) reads the 4-bit initializer '{}' as its input {}; wgnn reads "
+                                        "int4 and uint4 values only as DequantizeLinear's x and x_zero_point",
+                                        node_name(n), n.op_type(), n.input(i), i));
+        }
+      }
+    }
+  }
   for (const auto& in : g.input()) {
     if (m.initializers.count(in.name())) continue;  // old-style models list weights as inputs
     m.inputs.push_back(value_info(in));

@@ -117,8 +117,52 @@ HostTensor from_tensor_proto(const onnx::TensorProto& t, const std::string& base
   return from_tensor_proto(t, base_dir, nullptr);
 }
 
+// TensorProto.DataType values newer than the ONNX the project builds against.
+constexpr int kUint4 = 21, kInt4 = 22;
+
+bool is_4bit(int elem_type) { return elem_type == kInt4 || elem_type == kUint4; }
+
+namespace {
+
+// int4 / uint4: two values a byte, the first in the low nibble (an odd
+// count leaves the last high nibble unused); int32_data holds one such
+// byte an entry. Unpacked to int8 (sign-extended) / uint8.
+HostTensor unpack_4bit(const onnx::TensorProto& t, const std::string& base_dir, const std::string_view* raw,
+                       const std::string& what) {
+  const bool sign = t.data_type() == kInt4;
+  const DType dtype = sign ? DType::I8 : DType::U8;
+  Shape shape(t.dims().begin(), t.dims().end());
+  const uint64_t n = checked_nbytes(shape, 1, what);
+  const uint64_t packed = (n + 1) / 2;
+  std::string ext;
+  std::string_view bytes;
+  std::vector<uint8_t> from_ints;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    ext = read_external(t, base_dir, packed);
+    bytes = ext;
+  } else if (raw || t.has_raw_data()) {
+    bytes = raw ? *raw : std::string_view(t.raw_data());
+  } else {
+    for (int32_t v : t.int32_data()) from_ints.push_back(uint8_t(v));
+    bytes = std::string_view(reinterpret_cast<const char*>(from_ints.data()), from_ints.size());
+  }
+  if (bytes.size() != packed) {
+    throw Error(fmt::format("{}: holds {} bytes of packed 4-bit values; shape {} needs {}", what, bytes.size(),
+                            shape_str(shape), packed));
+  }
+  HostTensor out(dtype, std::move(shape));
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint8_t nib = (uint8_t(bytes[i / 2]) >> (4 * (i % 2))) & 0x0f;
+    out.data[i] = sign ? uint8_t(int8_t(nib << 4) >> 4) : nib;
+  }
+  return out;
+}
+
+}  // namespace
+
 HostTensor from_tensor_proto(const onnx::TensorProto& t, const std::string& base_dir, const std::string_view* raw) {
   const std::string what = fmt::format("tensor '{}'", t.name());
+  if (is_4bit(t.data_type())) return unpack_4bit(t, base_dir, raw, what);
   const DType dtype = dtype_from_onnx(t.data_type(), what);
   Shape shape(t.dims().begin(), t.dims().end());
   // Sizes are checked against the data present before anything is allocated.
