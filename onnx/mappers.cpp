@@ -386,8 +386,15 @@ OpMapper reduce(const std::string& onnx_op, const std::string& aten, int axes_in
       const Shape& s = c.shape(0);
       bool empty = false;
       for (int64_t a : axes) empty = empty || s[size_t(ops::normalize_axis(a, int64_t(s.size()), onnx_op, "axes"))] == 0;
+      if (empty && c.dtype(0) == DType::Bool) {
+        // any() of nothing is false, all() of nothing true.
+        const HostTensor shaped = host::reduce(onnx_op, HostTensor(DType::F32, s), axes, keep);
+        HostTensor r(DType::Bool, shaped.shape);
+        std::fill(r.data.begin(), r.data.end(), uint8_t(onnx_op == "ReduceMin" ? 1 : 0));
+        return one(Slot::of_host(std::move(r)));
+      }
       if (empty) {
-        if (c.dtype(0) != DType::F32) c.unsupported("a reduction over no values, other than of float32");
+        if (c.dtype(0) != DType::F32) c.unsupported("a reduction over no values, other than of float32 and bool");
         return one(Slot::of_host(host::reduce(onnx_op, HostTensor(DType::F32, s), axes, keep)));
       }
     }
