@@ -278,6 +278,81 @@ OpMapper lp_pool_mapper() {
   return m;
 }
 
+// DeformConv (opset 19, 2-D): each kernel tap reads the input at its
+// position plus a learned offset, bilinearly with zeros outside (ONNX's
+// reference: GridSample with align_corners), times the mask; then a
+// grouped product with the weights. Built from wgnn ops: the sampling grid
+// (offsets added to the taps' positions, normalized) on the GPU, one
+// aten.grid_sampler_2d over [N * offset_group, C / offset_group, H, W]
+// giving the columns [N, C, kH * kW, OH * OW], and a batched product.
+std::vector<Slot> deform_conv(NodeCtx& c) {
+  const Shape xs = c.shape(0), ws = c.shape(1), os = c.shape(2);
+  if (xs.size() != 4) c.unsupported(fmt::format("X {}: only 2-D DeformConv ([N, C, H, W]) is supported", shape_str(xs)));
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  const int64_t group = c.attr_int("group", 1), og = c.attr_int("offset_group", 1);
+  if (ws.size() != 4 || group <= 0 || og <= 0 || ws[1] * group != C || ws[0] % group != 0 || C % og != 0) {
+    c.fail(fmt::format("X {}, W {}, group {}, offset_group {}: W must be [OC, C / group, kH, kW], OC a multiple of "
+                       "group, C of offset_group", shape_str(xs), shape_str(ws), group, og));
+  }
+  std::vector<int64_t> k = c.attr_ints("kernel_shape");
+  if (k.empty()) k = {ws[2], ws[3]};
+  if (k != std::vector<int64_t>{ws[2], ws[3]}) c.fail("kernel_shape differs from W's");
+  const std::vector<int64_t> st = spatial_attr(c, "strides", 2, 1), dl = spatial_attr(c, "dilations", 2, 1);
+  std::vector<int64_t> pads = c.attr_ints("pads");
+  if (pads.empty()) pads.assign(4, 0);
+  if (pads.size() != 4) c.fail(fmt::format("attribute 'pads' has {} values; expected 4", pads.size()));
+  const int64_t K = k[0] * k[1], OC = ws[0];
+  const int64_t OH = (H + pads[0] + pads[2] - ((k[0] - 1) * dl[0] + 1)) / st[0] + 1;
+  const int64_t OW = (W + pads[1] + pads[3] - ((k[1] - 1) * dl[1] + 1)) / st[1] + 1;
+  if (os != Shape{N, og * K * 2, OH, OW}) {
+    c.fail(fmt::format("offset {} must be [N, offset_group * kH * kW * 2, OH, OW] = [{}, {}, {}, {}]", shape_str(os), N,
+                       og * K * 2, OH, OW));
+  }
+  if (H < 2 || W < 2) c.unsupported(fmt::format("an input of {}x{}: the sampling normalizes by H - 1 and W - 1", H, W));
+  const DType dt = c.dtype(0);
+  const DType model = c.slot_dtype(0);
+  // The taps' positions: y = oh * sh - ph + ki * dh, x = ow * sw - pw + kj * dw,
+  // then normalized to [-1, 1] (align_corners): p * 2 / (size - 1) - 1.
+  HostTensor by(DType::F32, {1, K, 1, OH, OW}), bx(DType::F32, {1, K, 1, OH, OW});
+  for (int64_t t = 0; t < K; ++t)
+    for (int64_t i = 0; i < OH; ++i)
+      for (int64_t j = 0; j < OW; ++j) {
+        by.as<float>()[(t * OH + i) * OW + j] = float(i * st[0] - pads[0] + (t / k[1]) * dl[0]);
+        bx.as<float>()[(t * OH + i) * OW + j] = float(j * st[1] - pads[1] + (t % k[1]) * dl[1]);
+      }
+  auto constant = [&](const HostTensor& t) { return c.constant(model == DType::F32 ? t : host::cast(t, model)); };
+  auto scalar = [&](double v) { return c.constant(host::scalar_like(dt, v)); };
+  TensorRef off = c.view(c.tensor(2), {N * og, K, 2, OH, OW});
+  ValueList yx = c.call("aten.split_with_sizes.default", {off, IntList{1, 1}, int64_t(2)}).list();
+  auto norm = [&](TensorRef o, const HostTensor& base, int64_t size) {
+    TensorRef p = c.call("aten.add.Tensor", {o, constant(base)}).tensor();
+    p = c.call("aten.mul.Tensor", {p, scalar(2.0 / double(size - 1))}).tensor();
+    return c.call("aten.sub.Tensor", {p, scalar(1.0)}).tensor();
+  };
+  TensorRef gy = norm(yx[0].tensor(), by, H), gx = norm(yx[1].tensor(), bx, W);
+  TensorRef grid = c.call("aten.cat.default", {ValueList{gx, gy}, int64_t(2)}).tensor();  // [N*og, K, 2, OH, OW]
+  grid = c.call("aten.permute.default", {grid, IntList{0, 1, 3, 4, 2}}).tensor();
+  grid = c.view(grid, {N * og, K * OH, OW, 2});
+  TensorRef xv = c.view(c.tensor(0), {N * og, C / og, H, W});
+  TensorRef cols = c.call("aten.grid_sampler_2d.default", {xv, grid, int64_t(0), int64_t(0), true}).tensor();
+  if (c.has(4)) {
+    if (c.shape(4) != Shape{N, og * K, OH, OW}) {
+      c.fail(fmt::format("mask {} must be [{}, {}, {}, {}]", shape_str(c.shape(4)), N, og * K, OH, OW));
+    }
+    TensorRef m = c.view(c.tensor(4), {N, og, 1, K, OH * OW});
+    cols = c.call("aten.mul.Tensor", {c.view(cols, {N, og, C / og, K, OH * OW}), m}).tensor();
+  }
+  TensorRef colv = c.view(cols, {N, group, (C / group) * K, OH * OW});
+  TensorRef wv = c.view(c.tensor(1), {group, OC / group, (C / group) * K});
+  TensorRef y = c.call("aten.matmul.default", {wv, colv}).tensor();  // [N, group, OC / group, OH * OW]
+  y = c.view(y, {N, OC, OH, OW});
+  if (c.has(3)) {
+    if (c.shape(3) != Shape{OC}) c.fail(fmt::format("B {} must be [{}]", shape_str(c.shape(3)), OC));
+    y = c.call("aten.add.Tensor", {y, c.view(c.tensor(3), {1, OC, 1, 1})}).tensor();
+  }
+  return one(c.out(y));
+}
+
 // GlobalAveragePool / GlobalMaxPool over every spatial dim (any number of
 // them): 2-D through aten.adaptive_avg_pool2d / aten.max_pool2d, others as
 // a 1-D pool over the flattened spatial dims.
@@ -506,6 +581,7 @@ void add_nn_mappers(Mappers& m) {
   m["MaxPool"] = max_pool_mapper();
   m["AveragePool"] = avg_pool_mapper();
   m["LpPool"] = lp_pool_mapper();
+  m["DeformConv"] = {kFloat, deform_conv, nullptr};
   // LpNormalization: x / ||x||_p along axis (p 1 or 2); a zero norm gives 0.
   m["LpNormalization"] = {kFloat, [](NodeCtx& c) {
                             const Shape& s = c.shape(0);
