@@ -360,9 +360,25 @@ TEST(OnnxCases, ResizeUnsupportedCases) {
     auto* n = b.node("Resize", {"x", "", "scales"}, {"y"});
     ModelBuilder::attr_s(n, "mode", "linear");
     ModelBuilder::attr_i(n, "antialias", 1);
+    ModelBuilder::attr_s(n, "coordinate_transformation_mode", "half_pixel_mirrored");
     Session s(test::ctx(), b.save("aa.onnx"));
-    EXPECT_THAT(error_of([&] { s.run({{"x", ramp({1, 1, 4, 4}, 0, 1)}}); }), HasSubstr("unsupported: "));
-    EXPECT_THAT(error_of([&] { s.run({{"x", ramp({1, 1, 4, 4}, 0, 1)}}); }), HasSubstr("antialias"));
+    EXPECT_THAT(error_of([&] { s.run({{"x", ramp({1, 1, 4, 4}, 0, 1)}}); }), HasSubstr("half_pixel_mirrored"));
+  }
+  {
+    // antialias=1 (supported since): halving a 4x4 ramp (1.01 * i) with
+    // linear taps stretched to 4 (weights 1/8, 3/8, 3/8, 1/8, edges
+    // clamped) gives per dim 0.625 and 2.375, so 1.01 * (4 * row + col).
+    ModelBuilder b(18);
+    b.input("x", {1, 1, 4, 4});
+    b.init_f32("scales", {4}, {1, 1, 0.5f, 0.5f});
+    b.output("y", {1, 1, 2, 2});
+    auto* n = b.node("Resize", {"x", "", "scales"}, {"y"});
+    ModelBuilder::attr_s(n, "mode", "linear");
+    ModelBuilder::attr_i(n, "antialias", 1);
+    Session s(test::ctx(), b.save("aa_ok.onnx"));
+    auto out = s.run({{"x", ramp({1, 1, 4, 4}, 0, 1)}});
+    expect_close(out.at("y"), {1.01 * (4 * 0.625 + 0.625), 1.01 * (4 * 0.625 + 2.375), 1.01 * (4 * 2.375 + 0.625),
+                               1.01 * (4 * 2.375 + 2.375)}, 1e-6);
   }
   {
     // Scales computed on the GPU: unknown when the graph is built.

@@ -423,8 +423,8 @@ TEST(Resize, Errors) {
   expect_error(rs, {x, None{}, doubles({1, 1, 2})}, "'scales' has 3 values");
   expect_error(rs, {x, None{}, doubles({1, 1, 0, 2})}, "must be positive");
   expect_error(rs, {x, IntList{1, 2, 8, 8}, None{}, std::string("bicubic")}, "'mode' is 'bicubic'");
-  expect_error(rs, {x, IntList{1, 2, 8, 8}, None{}, nearest, std::string("half_pixel_symmetric")},
-               "'coordinate_transformation_mode' is 'half_pixel_symmetric'");
+  expect_error(rs, {x, IntList{1, 2, 8, 8}, None{}, nearest, std::string("half_pixel_mirrored")},
+               "'coordinate_transformation_mode' is 'half_pixel_mirrored'");
   expect_error(rs, {x, IntList{1, 2, 8, 8}, None{}, nearest, half, std::string("round")}, "'nearest_mode' is 'round'");
   expect_error(rs, {x, IntList{1, 2, 8, 8}, None{}, nearest, std::string("tf_crop_and_resize")}, "needs 'roi'");
   expect_error(rs, {xi, IntList{1, 2, 8, 8}}, "int32");
