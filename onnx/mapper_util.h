@@ -27,6 +27,10 @@ void add_reduce_mappers(Mappers& m);
 void add_transformer_mappers(Mappers& m);  // onnx/mappers_transformer.cpp
 
 std::vector<HostTensor> one_host(HostTensor t);
+// A table or constant an op builds on the host from attributes (Col2Im's
+// zero image, AffineGrid's grid, LpPool's ones): an error when it would
+// not fit one GPU buffer, before it is allocated.
+void check_built_size(NodeCtx& c, double elements, size_t element_bytes, const char* what);
 // The ATen ScalarType code of a dtype (aten._to_copy's argument).
 int64_t aten_dtype_code(DType d);
 // x as `to` (a view when it already is).

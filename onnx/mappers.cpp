@@ -181,6 +181,14 @@ std::vector<HostTensor> one_host(HostTensor t) {
   return v;
 }
 
+void check_built_size(NodeCtx& c, double elements, size_t element_bytes, const char* what) {
+  const double limit = double(c.mut_graph().ctx().limits().max_buffer_size);
+  if (elements * double(element_bytes) > limit) {
+    c.fail(fmt::format("{} would hold {:.4g} bytes, over this device's maxBufferSize of {:.4g}", what,
+                       elements * double(element_bytes), limit));
+  }
+}
+
 // ONNX ScalarType (TensorProto.DataType) -> ATen ScalarType code.
 int64_t aten_dtype_code(DType d) {
   switch (d) {

@@ -415,6 +415,12 @@ void add_index_mappers(std::map<std::string, OpMapper>& m) {
                        }
                        const bool corners = c.attr_int("align_corners", 0) != 0;
                        const std::vector<int64_t> dims(size.begin() + 2, size.end());  // (D,) H, W
+                       double cells = double(size[0]);
+                       for (int64_t d : dims) {
+                         if (d <= 0) c.fail(fmt::format("size {} must be positive", d));
+                         cells *= double(d);
+                       }
+                       check_built_size(c, cells * double(k + 1), 4, "the grid");
                        int64_t P = 1;
                        for (int64_t d : dims) P *= d;
                        auto coord = [&](int64_t i, int64_t n) {
@@ -478,6 +484,7 @@ void add_index_mappers(std::map<std::string, OpMapper>& m) {
                    if (xs[1] % K != 0) c.fail(fmt::format("input dim 1 ({}) is not a multiple of prod(block_shape) = {}", xs[1], K));
                    if (xs[2] != L) c.fail(fmt::format("input has L = {} blocks; the image and attributes give {}", xs[2], L));
                    const int64_t N = xs[0], C = xs[1] / K;
+                   check_built_size(c, double(N) * double(C) * double(P), 4, "the padded image");
                    HostTensor idx(DType::I64, {1, 1, K * L});
                    for (int64_t k = 0; k < K; ++k) {
                      for (int64_t l = 0; l < L; ++l) {

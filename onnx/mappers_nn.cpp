@@ -263,6 +263,12 @@ OpMapper lp_pool_mapper() {
     else if (p != 1) x = power(x, double(p));
     Shape ws{xs[1], 1};
     ws.insert(ws.end(), w.kernel.begin(), w.kernel.end());
+    double taps = double(xs[1]);
+    for (int64_t k : w.kernel) {
+      if (k <= 0) c.fail(fmt::format("kernel size {} must be positive", k));
+      taps *= double(k);
+    }
+    check_built_size(c, taps, 4, "the window of ones");
     HostTensor ones(DType::F32, ws);
     for (int64_t i = 0; i < ones.numel(); ++i) ones.as<float>()[i] = 1.f;
     const DType model = c.slot_dtype(0);
