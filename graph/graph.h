@@ -1,8 +1,8 @@
 #pragma once
 // The graph: the single owner of a model's tensors and GPU work. Ops add
 // tensors and dispatches to it; prepare() gives every tensor its storage and
-// builds every bind group once; run() records all dispatches into one
-// compute pass, submits once and waits.
+// builds every bind group once; run() records the dispatches into compute
+// passes submitted in growing parts, and waits once.
 #include <cstdint>
 #include <functional>
 #include <memory>

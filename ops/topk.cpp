@@ -4,7 +4,7 @@
 // indices int64. Results are always sorted (ONNX leaves the order free
 // when sorted is 0). Two dispatches (kernels/topk_select.wgsl,
 // kernels/topk_sort.wgsl): one workgroup per row chooses the k kept
-// elements (a bisection over order keys, so rows of any length), then one
+// elements (a radix select over order keys, so rows of any length), then one
 // invocation per kept element ranks it among the k. float32, float16,
 // int32, int64 (int64 values within int32, as wgnn stores them).
 #include <fmt/format.h>
