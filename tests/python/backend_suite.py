@@ -17,7 +17,9 @@ Every wgnn case's result is pinned in tests/python/backend_expected.txt
 (`pass NAME`, `skip NAME: reason`, `fail NAME: reason` for a known failure):
 the job fails when a case ends otherwise than pinned, when a case is not
 listed or a listed case is gone, and when wgnn fails a case not pinned as a
-known failure. `--write` rewrites the file from this run (review the diff).
+known failure. `--write` rewrites the file from this run (review the diff):
+a case still failing keeps its pinned reason, and with --only the other
+cases keep theirs.
 
 usage: backend_suite.py [--expected FILE] [--write] [--only SUBSTRING] [--no-ort] [--json OUT]
 """
@@ -200,11 +202,20 @@ def main():
             json.dump(results, f, indent=1, sort_keys=True)
 
     problems = []
+    pinned = read_expected(args.expected) if os.path.exists(args.expected) else {}
     if args.write:
+        # A case that still fails keeps its pinned reason (why it cannot
+        # pass, written by hand); with --only, the other cases keep their lines.
+        old = read_expected(args.expected) if os.path.exists(args.expected) else {}
+        rows = dict(old) if args.only else {}
+        for name, (s, reason) in w.items():
+            if s == "fail" and old.get(name, ("",))[0] == "fail":
+                reason = old[name][1]
+            rows[name] = (s, reason)
         with open(args.expected, "w") as f:
             f.write(f"# wgnn's result on each ONNX backend node case of onnx {onnx.__version__} "
                     "(tests/python/backend_suite.py --write)\n")
-            for name, (s, reason) in sorted(w.items()):
+            for name, (s, reason) in sorted(rows.items()):
                 f.write(f"{s} {name}: {reason}\n" if reason else f"{s} {name}\n")
         print(f"\nwrote {args.expected}")
     else:
@@ -218,7 +229,7 @@ def main():
             for name in sorted(set(expected) - set(w)):
                 problems.append(f"{name}: listed but no longer in the suite")
     for n, r in fails:
-        if not args.write and read_expected(args.expected).get(n, ("",))[0] == "fail":
+        if pinned.get(n, ("",))[0] == "fail":  # a known failure, with its reason
             continue
         problems.append(f"{n}: fails and is not pinned as a known failure")
 
