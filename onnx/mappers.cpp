@@ -181,6 +181,11 @@ std::vector<HostTensor> one_host(HostTensor t) {
   return v;
 }
 
+TensorRef float_table(NodeCtx& c, const HostTensor& f32) {
+  const DType model = c.slot_dtype(0);
+  return c.constant(model == f32.dtype ? f32 : host::cast(f32, model));
+}
+
 void check_built_size(NodeCtx& c, double elements, size_t element_bytes, const char* what) {
   const double limit = double(c.mut_graph().ctx().limits().max_buffer_size);
   if (elements * double(element_bytes) > limit) {

@@ -442,8 +442,7 @@ void add_index_mappers(std::map<std::string, OpMapper>& m) {
                          }
                          base.as<float>()[k * P + p] = 1.f;
                        }
-                       const DType model = c.slot_dtype(0);
-                       TensorRef b = c.constant(model == DType::F32 ? base : host::cast(base, model));
+                       TensorRef b = float_table(c, base);
                        TensorRef g = c.call("aten.matmul.default", {c.tensor(0), b}).tensor();  // [N, k, P]
                        g = c.call("aten.permute.default", {g, IntList{0, 2, 1}}).tensor();
                        Shape out{size[0]};

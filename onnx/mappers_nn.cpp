@@ -271,9 +271,8 @@ OpMapper lp_pool_mapper() {
     check_built_size(c, taps, 4, "the window of ones");
     HostTensor ones(DType::F32, ws);
     for (int64_t i = 0; i < ones.numel(); ++i) ones.as<float>()[i] = 1.f;
-    const DType model = c.slot_dtype(0);
     TensorRef sum = c.call("wgnn.convolution_padded.default",
-                           {x, c.constant(model == DType::F32 ? ones : host::cast(ones, model)), None{},
+                           {x, float_table(c, ones), None{},
                             IntList(w.strides), IntList(pads), IntList(w.dilations), false,
                             IntList(std::vector<int64_t>(d, 0)), xs[1]})
                         .tensor();
@@ -316,7 +315,6 @@ std::vector<Slot> deform_conv(NodeCtx& c) {
   }
   if (H < 2 || W < 2) c.unsupported(fmt::format("an input of {}x{}: the sampling normalizes by H - 1 and W - 1", H, W));
   const DType dt = c.dtype(0);
-  const DType model = c.slot_dtype(0);
   // The taps' positions: y = oh * sh - ph + ki * dh, x = ow * sw - pw + kj * dw,
   // then normalized to [-1, 1] (align_corners): p * 2 / (size - 1) - 1.
   HostTensor by(DType::F32, {1, K, 1, OH, OW}), bx(DType::F32, {1, K, 1, OH, OW});
@@ -326,12 +324,11 @@ std::vector<Slot> deform_conv(NodeCtx& c) {
         by.as<float>()[(t * OH + i) * OW + j] = float(i * st[0] - pads[0] + (t / k[1]) * dl[0]);
         bx.as<float>()[(t * OH + i) * OW + j] = float(j * st[1] - pads[1] + (t % k[1]) * dl[1]);
       }
-  auto constant = [&](const HostTensor& t) { return c.constant(model == DType::F32 ? t : host::cast(t, model)); };
   auto scalar = [&](double v) { return c.constant(host::scalar_like(dt, v)); };
   TensorRef off = c.view(c.tensor(2), {N * og, K, 2, OH, OW});
   ValueList yx = c.call("aten.split_with_sizes.default", {off, IntList{1, 1}, int64_t(2)}).list();
   auto norm = [&](TensorRef o, const HostTensor& base, int64_t size) {
-    TensorRef p = c.call("aten.add.Tensor", {o, constant(base)}).tensor();
+    TensorRef p = c.call("aten.add.Tensor", {o, float_table(c, base)}).tensor();
     p = c.call("aten.mul.Tensor", {p, scalar(2.0 / double(size - 1))}).tensor();
     return c.call("aten.sub.Tensor", {p, scalar(1.0)}).tensor();
   };

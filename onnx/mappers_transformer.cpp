@@ -153,8 +153,7 @@ std::vector<Slot> attention(NodeCtx& c) {
           b.as<float>()[i * S + j] = ok ? 0.f : -std::numeric_limits<float>::infinity();
         }
       }
-      const DType model = c.slot_dtype(0);
-      add_bias(c.constant(model == DType::F32 ? b : host::cast(b, model)));
+      add_bias(float_table(c, b));
     } else {
       // Per batch: with n = nonpad_kv_seqlen[b] and t[i, j] = j - i + L,
       // key j is kept iff j < n; causal: t <= n; window: t + left >= n
@@ -176,6 +175,13 @@ std::vector<Slot> attention(NodeCtx& c) {
       add_bias(c.call("aten.where.self", {ok, scalar(c, dt, 0.0), scalar(c, dt, -kInf)}).tensor());
     }
   }
+  // present_key / present_value: K and V with the past before them.
+  auto presents = [&]() {
+    if (!wanted(c, 1) && !wanted(c, 2)) return;
+    if (!has_past && (wanted(c, 1) != wanted(c, 2))) c.fail("present_key and present_value must be asked for together");
+    if (wanted(c, 1)) out[1] = c.out(k);
+    if (wanted(c, 2)) out[2] = c.out(v);
+  };
   // Rows with every key masked: [.., L, 1], true where the bias's maximum is
   // -inf (the scores themselves are finite).
   auto masked_rows = [&]() {
@@ -229,11 +235,7 @@ std::vector<Slot> attention(NodeCtx& c) {
       }
     }
     out[0] = c.out(y);
-    if (wanted(c, 1) || wanted(c, 2)) {
-      if (!has_past && (wanted(c, 1) != wanted(c, 2))) c.fail("present_key and present_value must be asked for together");
-      if (wanted(c, 1)) out[1] = c.out(k);
-      if (wanted(c, 2)) out[2] = c.out(v);
-    }
+    presents();
     return out;
   }
 
@@ -249,15 +251,10 @@ std::vector<Slot> attention(NodeCtx& c) {
   }
   if (mode == 1) qk = scores;
   if (bias) scores = c.call("aten.add.Tensor", {scores, *bias}).tensor();
-  const bool masked = bias.has_value();
   if (mode == 2) qk = scores;
   TensorRef p = c.call("aten._softmax.default", {scores, int64_t(-1), false}).tensor();
-  if (masked) {
-    // A row with no key left (its maximum -inf) gives zeros, not NaN.
-    TensorRef mx = c.call("aten.amax.default", {scores, IntList{-1}, true}).tensor();
-    TensorRef none = c.call("wgnn.isinf.default", {mx, false, true}).tensor();
-    p = c.call("aten.where.self", {none, scalar(c, dt, 0.0), p}).tensor();
-  }
+  // A row with no key left gives zeros, not NaN.
+  if (guard) p = c.call("aten.where.self", {masked_rows(), scalar(c, dt, 0.0), p}).tensor();
   if (mode == 3) qk = p;
   TensorRef y = c.call("aten.matmul.default", {p, vh}).tensor();  // [B, Hq, L, Dv]
   if (three_d) {
@@ -265,11 +262,7 @@ std::vector<Slot> attention(NodeCtx& c) {
     y = c.view(y, {B, L, Hq * Dv});
   }
   out[0] = c.out(y);
-  if (wanted(c, 1) || wanted(c, 2)) {
-    if (!has_past && (wanted(c, 1) != wanted(c, 2))) c.fail("present_key and present_value must be asked for together");
-    if (wanted(c, 1)) out[1] = c.out(k);
-    if (wanted(c, 2)) out[2] = c.out(v);
-  }
+  presents();
   if (wanted(c, 3)) out[3] = c.out(qk);
   return out;
 }
@@ -305,7 +298,6 @@ std::vector<Slot> rotary_embedding(NodeCtx& c) {
   const Shape xs = c.shape(0);
   const bool three_d = xs.size() == 3;
   if (xs.size() != 3 && xs.size() != 4) c.fail(fmt::format("X {} must be 3-D or 4-D", shape_str(xs)));
-  const DType dt = c.dtype(0);
   TensorRef x = c.tensor(0);
   int64_t B, H, S, D;
   if (three_d) {
@@ -365,7 +357,6 @@ std::vector<Slot> rotary_embedding(NodeCtx& c) {
   }
   if (R < D) y = c.call("aten.cat.default", {ValueList{y, parts[1]}, int64_t(3)}).tensor();
   if (three_d) return one(c.out(c.view(y, xs)));
-  (void)dt;
   return one(c.out(c.call("aten.permute.default", {y, IntList{0, 2, 1, 3}})));
 }
 
