@@ -12,7 +12,8 @@
 #     WGNN=build-source/wgnn bash bench/vec4_tiles_ab.sh
 #
 # Needs build-source/bench/wgnn_bench_gemm, .deps/dawn-source-*/lib (stock),
-# .deps/dawn-vec4-tiles-*/lib (patched) and bench/gpu_env.sh's driver.
+# .deps/dawn-vec4-tiles-*/lib (patched) and bench/gpu_env.sh's driver; BENCH,
+# STOCK and PATCHED name them elsewhere (binaries copied to the GPU machine).
 # Writes OUT/vec4_gemm.jsonl (each line the bench's JSON plus "dawn":
 # "stock" or "vec4-tiles" and "round"), OUT/vec4_torch.jsonl and, with
 # MODELS, run_settings.sh's files.
@@ -22,10 +23,10 @@ source bench/gpu_env.sh
 OUT=${OUT:-/tmp/out}
 ROUNDS=${ROUNDS:-3}
 mkdir -p "$OUT"
-STOCK=$(ls -d "$PWD"/.deps/dawn-source-*/lib | head -1)
-PATCHED=$(ls -d "$PWD"/.deps/dawn-vec4-tiles-*/lib 2>/dev/null | head -1)
+STOCK=${STOCK:-$(ls -d "$PWD"/.deps/dawn-source-*/lib | head -1)}
+PATCHED=${PATCHED:-$(ls -d "$PWD"/.deps/dawn-vec4-tiles-*/lib 2>/dev/null | head -1)}
 [ -n "$PATCHED" ] || { echo "no .deps/dawn-vec4-tiles-*/lib: run scripts/build-dawn-vec4-tiles" >&2; exit 2; }
-BENCH=build-source/bench/wgnn_bench_gemm
+BENCH=${BENCH:-build-source/bench/wgnn_bench_gemm}
 PLAIN=(128x128x32:2x2:1 128x128x32:2x2:1/t1 128x128x32:2x2:1/d2/t1)
 VEC4=(128x128x32:2x2:1/v 128x128x32:2x2:1/t1/v 128x128x32:2x2:1/d2/t1/v 256x128x32:4x2:1/d2/t1/v)
 : > "$OUT/vec4_gemm.jsonl"
