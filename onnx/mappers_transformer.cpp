@@ -107,15 +107,14 @@ std::vector<Slot> attention(NodeCtx& c) {
   const int64_t right = c.opset >= 25 ? c.attr_int("right_window_size", -1) : -1;
 
   std::vector<Slot> out(size_t(std::max(1, c.node.output_size())));
-  // Grouped queries: each K / V head repeated for its Hq / Hkv query heads.
-  TensorRef kh = k, vh = v;
-  if (Hq != Hkv) {
-    const int64_t g = Hq / Hkv;
-    kh = c.view(c.call("aten.repeat.default", {c.view(k, {B, Hkv, 1, S, D}), IntList{1, 1, g, 1, 1}}).tensor(),
-                {B, Hq, S, D});
-    vh = c.view(c.call("aten.repeat.default", {c.view(v, {B, Hkv, 1, S, Dv}), IntList{1, 1, g, 1, 1}}).tensor(),
-                {B, Hq, S, Dv});
-  }
+  const int64_t g = Hq / Hkv;
+  // Grouped queries, where the one dispatch does not take them as they are
+  // (below): each K / V head repeated for its g = Hq / Hkv query heads.
+  auto repeated = [&](TensorRef t, int64_t d) {
+    if (g == 1) return t;
+    return c.view(c.call("aten.repeat.default", {c.view(t, {B, Hkv, 1, S, d}), IntList{1, 1, g, 1, 1}}).tensor(),
+                  {B, Hq, S, d});
+  };
 
   // The bias, broadcast to [B, Hq, L, S]: the mask's and the causal /
   // window rule's, added. `guard`: a row may have every key masked (then
@@ -189,39 +188,76 @@ std::vector<Slot> attention(NodeCtx& c) {
     return c.call("wgnn.isinf.default", {mx, false, true}).tensor();
   };
 
+  // The bias as [B, Hq, L, S] with a stride of 0 where it broadcasts:
+  // [sB, sH, sL, sS].
+  IntList bstride;
+  Shape bshape;
+  if (bias) {
+    bshape = c.g.info(*bias).shape;
+    while (bshape.size() < 4) bshape.insert(bshape.begin(), 1);
+    const Shape full{B, Hq, L, S};
+    for (size_t d = 0; d < 4; ++d) {
+      if (bshape[d] != 1 && bshape[d] != full[d]) {
+        c.fail(fmt::format("attn_mask {} does not broadcast to [{}, {}, {}, {}]", shape_str(c.g.info(*bias).shape), B, Hq, L, S));
+      }
+    }
+    bstride = {0, 0, 0, 0};
+    int64_t stride = 1;
+    for (int d = 3; d >= 0; --d) {
+      bstride[size_t(d)] = bshape[size_t(d)] == 1 ? 0 : stride;
+      stride *= bshape[size_t(d)];
+    }
+  }
+  // Grouped queries without the repeat: query head h = kh * g + j reads K /
+  // V head kh, and Q [B, Hq, L, D] is [B, Hkv, g * L, D] as it lies (row r
+  // = j * L + l), so the dispatch runs Hkv heads of g * L queries each,
+  // reading K and V once. The bias must then step one stride along r: it
+  // does when L is 1 (decoding: the head's stride) or when a head's rows
+  // follow each other (sH = L * sL, as when it broadcasts over both).
+  int64_t rstride = 0;
+  bool grouped = g > 1;
+  if (grouped && bias) {
+    if (L == 1) {
+      rstride = bstride[1];
+    } else if (bstride[1] == L * bstride[2]) {
+      rstride = bstride[2];
+    } else {
+      grouped = false;
+    }
+  }
+  const int64_t heads = grouped ? Hkv : Hq, rows = grouped ? g * L : L;
+
   // One dispatch (wgnn.attention) unless the scores are asked for, soft
   // capped, or the kernel does not take the sizes.
   if (!wanted(c, 3) && softcap == 0 && D <= 128 && Dv <= 128 && S >= 1 && L >= 1 &&
       (S <= ops::attention_max_keys() || dt == DType::F32 ||
-       ops::attention_on_tensor_cores(c.mut_graph().ctx(), B * Hq, L, D, Dv))) {
+       ops::attention_on_tensor_cores(c.mut_graph().ctx(), B * heads, rows, D, Dv))) {
     auto view = [](int64_t b, int64_t h, int64_t l, int64_t d) {
       return IntList{0, b, h, l, d, h * l * d, l * d, d, 1};
     };
     Value mask = None{};
     IntList mview;
     if (bias) {
-      // The bias as [B, Hq, L, S] with a stride of 0 where it broadcasts.
-      Shape bs = c.g.info(*bias).shape;
-      while (bs.size() < 4) bs.insert(bs.begin(), 1);
-      const Shape full{B, Hq, L, S};
-      for (size_t d = 0; d < 4; ++d) {
-        if (bs[d] != 1 && bs[d] != full[d]) {
-          c.fail(fmt::format("attn_mask {} does not broadcast to [{}, {}, {}, {}]", shape_str(c.g.info(*bias).shape), B, Hq, L, S));
-        }
-      }
-      mview = {0, 0, 0, 0, 0};
-      int64_t stride = 1;
-      for (int d = 3; d >= 0; --d) {
-        mview[size_t(d) + 1] = bs[size_t(d)] == 1 ? 0 : stride;
-        stride *= bs[size_t(d)];
-      }
-      mask = c.view(*bias, bs);
+      mview = grouped ? IntList{0, bstride[0], g * bstride[1], rstride, bstride[3]}
+                      : IntList{0, bstride[0], bstride[1], bstride[2], bstride[3]};
+      mask = c.view(*bias, bshape);
     }
     const Shape out_shape = three_d ? Shape{B, L, Hq * Dv} : Shape{B, Hq, L, Dv};
-    const IntList ov = three_d ? IntList{0, L * Hq * Dv, Dv, Hq * Dv, 1} : IntList{0, Hq * L * Dv, L * Dv, Dv, 1};
-    TensorRef y = c.call("wgnn.attention.default", {q, kh, vh, mask, scale, view(B, Hq, L, D), view(B, Hq, S, D),
-                                                    view(B, Hq, S, Dv), mview, IntList(out_shape.begin(), out_shape.end()), ov})
+    // The result [B, L, Hq, Dv] of 3-D inputs: written so at once, unless
+    // grouped rows span several positions (then [B, Hq, L, Dv] and a permute).
+    const bool permute_after = three_d && grouped && L > 1;
+    const Shape y_shape = permute_after ? Shape{B, Hq, L, Dv} : out_shape;
+    // (3-D and grouped here means L = 1: row r is query head j of the group.)
+    const IntList ov = three_d && !permute_after
+                           ? IntList{0, L * Hq * Dv, grouped ? g * Dv : Dv, grouped ? Dv : Hq * Dv, 1}
+                           : IntList{0, Hq * L * Dv, rows * Dv, Dv, 1};
+    TensorRef y = c.call("wgnn.attention.default", {q, grouped ? k : repeated(k, D), grouped ? v : repeated(v, Dv), mask,
+                                                    scale, view(B, heads, rows, D), view(B, heads, S, D),
+                                                    view(B, heads, S, Dv), mview, IntList(y_shape.begin(), y_shape.end()), ov})
                       .tensor();
+    if (permute_after) {
+      y = c.view(c.call("aten.permute.default", {y, IntList{0, 2, 1, 3}}).tensor(), out_shape);
+    }
     if (guard) {
       TensorRef none = masked_rows();  // [.., L, 1]
       if (three_d) {
@@ -241,7 +277,7 @@ std::vector<Slot> attention(NodeCtx& c) {
 
   const TensorRef root = scalar(c, dt, std::sqrt(scale));
   TensorRef qs_ = c.call("aten.mul.Tensor", {q, root}).tensor();
-  TensorRef ks_ = c.call("aten.mul.Tensor", {kh, root}).tensor();
+  TensorRef ks_ = c.call("aten.mul.Tensor", {repeated(k, D), root}).tensor();
   TensorRef kt = c.call("aten.permute.default", {ks_, IntList{0, 1, 3, 2}}).tensor();
   TensorRef scores = c.call("aten.matmul.default", {qs_, kt}).tensor();  // [B, Hq, L, S]
   TensorRef qk = scores;
@@ -256,7 +292,7 @@ std::vector<Slot> attention(NodeCtx& c) {
   // A row with no key left gives zeros, not NaN.
   if (guard) p = c.call("aten.where.self", {masked_rows(), scalar(c, dt, 0.0), p}).tensor();
   if (mode == 3) qk = p;
-  TensorRef y = c.call("aten.matmul.default", {p, vh}).tensor();  // [B, Hq, L, Dv]
+  TensorRef y = c.call("aten.matmul.default", {p, repeated(v, Dv)}).tensor();  // [B, Hq, L, Dv]
   if (three_d) {
     y = c.call("aten.permute.default", {y, IntList{0, 2, 1, 3}}).tensor();
     y = c.view(y, {B, L, Hq * Dv});
