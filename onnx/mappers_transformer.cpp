@@ -14,6 +14,7 @@
 
 #include "onnx/host_ops.h"
 #include "onnx/mapper_util.h"
+#include "onnx/mappers_transformer.h"
 #include "onnx/node_ctx.h"
 #include "ops/attention.h"
 #include "ops/layout.h"
@@ -28,17 +29,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 TensorRef scalar(NodeCtx& c, DType d, double v) { return c.constant(host::scalar_like(d, v)); }
 
 bool wanted(const NodeCtx& c, int k) { return k < c.node.output_size() && !c.node.output(k).empty(); }
-
-// [B, S, H * D] -> [B, H, S, D].
-TensorRef heads_first(NodeCtx& c, TensorRef x, int64_t heads, const char* what) {
-  const Shape s = c.g.info(x).shape;
-  if (heads <= 0 || s[2] % heads != 0) {
-    c.fail(fmt::format("{} {} is 3-D: its last dim must be a multiple of the number of heads ({})", what,
-                       shape_str(s), heads));
-  }
-  TensorRef v = c.view(x, {s[0], s[1], heads, s[2] / heads});
-  return c.call("aten.permute.default", {v, IntList{0, 2, 1, 3}}).tensor();
-}
 
 // Attention (opsets 23 to 25), the function body of the standard:
 //   scores = (Q * sqrt(scale)) (K * sqrt(scale))^T, softcap, + bias,
@@ -83,7 +73,7 @@ std::vector<Slot> attention(NodeCtx& c) {
     v = c.call("aten.cat.default", {ValueList{c.tensor(5), v}, int64_t(2)}).tensor();
   }
   const Shape qs = c.g.info(q).shape, ks = c.g.info(k).shape, vs = c.g.info(v).shape;
-  const int64_t B = qs[0], Hq = qs[1], L = qs[2], D = qs[3], Hkv = ks[1], S = ks[2], Dv = vs[3];
+  const int64_t B = qs[0], Hq = qs[1], L = qs[2], D = qs[3], Hkv = ks[1], S = ks[2];
   if (ks[0] != B || vs[0] != B || vs[1] != Hkv || vs[2] != S || ks[3] != D) {
     c.fail(fmt::format("Q {}, K {} and V {} (as [batch, heads, sequence, head size]) do not agree", shape_str(qs),
                        shape_str(ks), shape_str(vs)));
@@ -107,14 +97,6 @@ std::vector<Slot> attention(NodeCtx& c) {
   const int64_t right = c.opset >= 25 ? c.attr_int("right_window_size", -1) : -1;
 
   std::vector<Slot> out(size_t(std::max(1, c.node.output_size())));
-  const int64_t g = Hq / Hkv;
-  // Grouped queries, where the one dispatch does not take them as they are
-  // (below): each K / V head repeated for its g = Hq / Hkv query heads.
-  auto repeated = [&](TensorRef t, int64_t d) {
-    if (g == 1) return t;
-    return c.view(c.call("aten.repeat.default", {c.view(t, {B, Hkv, 1, S, d}), IntList{1, 1, g, 1, 1}}).tensor(),
-                  {B, Hq, S, d});
-  };
 
   // The bias, broadcast to [B, Hq, L, S]: the mask's and the causal /
   // window rule's, added. `guard`: a row may have every key masked (then
@@ -181,6 +163,41 @@ std::vector<Slot> attention(NodeCtx& c) {
     if (wanted(c, 1)) out[1] = c.out(k);
     if (wanted(c, 2)) out[2] = c.out(v);
   };
+  Attended r = attend(c, {q, k, v, bias, guard, scale, softcap, three_d, wanted(c, 3) ? int(mode) : -1});
+  out[0] = c.out(r.y);
+  presents();
+  if (wanted(c, 3)) out[3] = c.out(r.qk);
+  return out;
+}
+
+}  // namespace
+
+TensorRef heads_first(NodeCtx& c, TensorRef x, int64_t heads, const char* what) {
+  const Shape s = c.g.info(x).shape;
+  if (heads <= 0 || s[2] % heads != 0) {
+    c.fail(fmt::format("{} {} is 3-D: its last dim must be a multiple of the number of heads ({})", what,
+                       shape_str(s), heads));
+  }
+  TensorRef v = c.view(x, {s[0], s[1], heads, s[2] / heads});
+  return c.call("aten.permute.default", {v, IntList{0, 2, 1, 3}}).tensor();
+}
+
+Attended attend(NodeCtx& c, const AttendSpec& a) {
+  const TensorRef q = a.q, k = a.k, v = a.v;
+  const std::optional<TensorRef>& bias = a.bias;
+  const bool guard = a.guard, three_d = a.three_d;
+  const double scale = a.scale, softcap = a.softcap;
+  const DType dt = c.g.info(q).dtype;
+  const Shape qs = c.g.info(q).shape, ks = c.g.info(k).shape, vs = c.g.info(v).shape;
+  const int64_t B = qs[0], Hq = qs[1], L = qs[2], D = qs[3], Hkv = ks[1], S = ks[2], Dv = vs[3];
+  const int64_t g = Hq / Hkv;
+  // Grouped queries, where the one dispatch does not take them as they are
+  // (below): each K / V head repeated for its g = Hq / Hkv query heads.
+  auto repeated = [&](TensorRef t, int64_t d) {
+    if (g == 1) return t;
+    return c.view(c.call("aten.repeat.default", {c.view(t, {B, Hkv, 1, S, d}), IntList{1, 1, g, 1, 1}}).tensor(),
+                  {B, Hq, S, d});
+  };
   // Rows with every key masked: [.., L, 1], true where the bias's maximum is
   // -inf (the scores themselves are finite).
   auto masked_rows = [&]() {
@@ -229,7 +246,7 @@ std::vector<Slot> attention(NodeCtx& c) {
 
   // One dispatch (wgnn.attention) unless the scores are asked for, soft
   // capped, or the kernel does not take the sizes.
-  if (!wanted(c, 3) && softcap == 0 && D <= 128 && Dv <= 128 && S >= 1 && L >= 1 &&
+  if (a.qk_mode < 0 && softcap == 0 && D <= 128 && Dv <= 128 && S >= 1 && L >= 1 &&
       (S <= ops::attention_max_keys() || dt == DType::F32 ||
        ops::attention_on_tensor_cores(c.mut_graph().ctx(), B * heads, rows, D, Dv))) {
     auto view = [](int64_t b, int64_t h, int64_t l, int64_t d) {
@@ -270,9 +287,7 @@ std::vector<Slot> attention(NodeCtx& c) {
         y = c.call("aten.where.self", {none, scalar(c, dt, 0.0), y}).tensor();
       }
     }
-    out[0] = c.out(y);
-    presents();
-    return out;
+    return {y, TensorRef{-1}};
   }
 
   const TensorRef root = scalar(c, dt, std::sqrt(scale));
@@ -285,84 +300,50 @@ std::vector<Slot> attention(NodeCtx& c) {
     TensorRef t = c.call("aten.tanh.default", {c.call("aten.div.Tensor", {scores, scalar(c, dt, softcap)}).tensor()}).tensor();
     scores = c.call("aten.mul.Tensor", {t, scalar(c, dt, softcap)}).tensor();
   }
-  if (mode == 1) qk = scores;
+  if (a.qk_mode == 1) qk = scores;
   if (bias) scores = c.call("aten.add.Tensor", {scores, *bias}).tensor();
-  if (mode == 2) qk = scores;
+  if (a.qk_mode == 2) qk = scores;
   TensorRef p = c.call("aten._softmax.default", {scores, int64_t(-1), false}).tensor();
   // A row with no key left gives zeros, not NaN.
   if (guard) p = c.call("aten.where.self", {masked_rows(), scalar(c, dt, 0.0), p}).tensor();
-  if (mode == 3) qk = p;
+  if (a.qk_mode == 3) qk = p;
   TensorRef y = c.call("aten.matmul.default", {p, repeated(v, Dv)}).tensor();  // [B, Hq, L, Dv]
   if (three_d) {
     y = c.call("aten.permute.default", {y, IntList{0, 2, 1, 3}}).tensor();
     y = c.view(y, {B, L, Hq * Dv});
   }
-  out[0] = c.out(y);
-  presents();
-  if (wanted(c, 3)) out[3] = c.out(qk);
-  return out;
+  return {y, a.qk_mode >= 0 ? qk : TensorRef{-1}};
 }
 
-// RMSNormalization (opset 23): X / sqrt(mean(X^2) + epsilon) * scale over
-// the dims from axis on; stash_type 1 (the default) computes in float32,
-// which a float16 X gets by a cast there and back.
-std::vector<Slot> rms_normalization(NodeCtx& c) {
-  const Shape& s = c.shape(0);
+RmsNormed rms_norm(NodeCtx& c, TensorRef x, int64_t axis, double epsilon, bool want_inv_std) {
+  const Shape s = c.g.info(x).shape;
   const int64_t r = int64_t(s.size());
-  const int64_t axis = ops::normalize_axis(c.attr_int("axis", -1), r, "RMSNormalization", "axis");
-  if (c.attr_int("stash_type", 1) != 1) c.unsupported(fmt::format("stash_type {} (supported: 1 float)", c.attr_int("stash_type", 1)));
-  const DType dt = c.dtype(0);
-  TensorRef x = c.tensor(0);
+  const DType dt = c.g.info(x).dtype;
   if (dt != DType::F32) x = c.call("aten._to_copy.default", {x, int64_t(6)}).tensor();
   IntList dims;
   for (int64_t d = axis; d < r; ++d) dims.push_back(d);
   TensorRef ms = c.call("aten.mean.dim", {c.call("aten.mul.Tensor", {x, x}).tensor(), dims, true}).tensor();
-  TensorRef eps = c.constant(host::scalar_like(DType::F32, double(c.attr_float("epsilon", 1e-5f))));
+  TensorRef eps = c.constant(host::scalar_like(DType::F32, epsilon));
   if (c.g.info(eps).dtype != DType::F32) eps = c.call("aten._to_copy.default", {eps, int64_t(6)}).tensor();
   TensorRef rms = c.call("aten.sqrt.default", {c.call("aten.add.Tensor", {ms, eps}).tensor()}).tensor();
   TensorRef y = c.call("aten.div.Tensor", {x, rms}).tensor();
   if (dt != DType::F32) y = c.call("aten._to_copy.default", {y, aten_dtype_code(dt)}).tensor();
-  return one(c.out(c.call("aten.mul.Tensor", {y, c.tensor(1)})));
+  RmsNormed out{y, TensorRef{-1}};
+  if (want_inv_std) {
+    out.inv_std = c.call("aten.reciprocal.default", {rms}).tensor();
+    // float32, as the model has it: float16 on the GPU in fp16 mode.
+    if (c.gpu_dtype(DType::F32) != DType::F32) out.inv_std = cast_to(c, out.inv_std, c.gpu_dtype(DType::F32));
+  }
+  return out;
 }
 
-// RotaryEmbedding (opset 23). X [B, H, S, D] or [B, S, H * D] (num_heads
-// given); cos_cache / sin_cache [B, S, R / 2], or [max_pos, R / 2] indexed
-// by position_ids [B, S]; the first R = rotary_embedding_dim (default D)
-// of each head rotate: halves x1 | x2 (interleaved: even | odd) become
-// x1 cos - x2 sin, x2 cos + x1 sin; the rest pass through.
-std::vector<Slot> rotary_embedding(NodeCtx& c) {
-  const Shape xs = c.shape(0);
-  const bool three_d = xs.size() == 3;
-  if (xs.size() != 3 && xs.size() != 4) c.fail(fmt::format("X {} must be 3-D or 4-D", shape_str(xs)));
-  TensorRef x = c.tensor(0);
-  int64_t B, H, S, D;
-  if (three_d) {
-    H = c.attr_int("num_heads", 0);
-    if (H <= 0 || xs[2] % H != 0) c.fail(fmt::format("3-D X {} needs num_heads dividing its last dim", shape_str(xs)));
-    B = xs[0], S = xs[1], D = xs[2] / H;
-    x = c.view(x, {B, S, H, D});  // [B, S, H, D]: heads inside
-  } else {
-    B = xs[0], H = xs[1], S = xs[2], D = xs[3];
-    x = c.call("aten.permute.default", {x, IntList{0, 2, 1, 3}}).tensor();  // [B, S, H, D]
-  }
-  const int64_t R = c.attr_int("rotary_embedding_dim", 0) > 0 ? c.attr_int("rotary_embedding_dim", 0) : D;
-  if (R > D || R % 2 != 0) c.fail(fmt::format("rotary_embedding_dim {} must be even and at most the head size {}", R, D));
-  const bool interleaved = c.attr_int("interleaved", 0) != 0;
-  TensorRef cs = c.tensor(1), sn = c.tensor(2);
-  if (c.has(3)) {
-    // Caches [max_pos, R / 2] gathered at position_ids [B, S].
-    if (c.shape(1).size() != 2 || c.shape(2) != c.shape(1)) {
-      c.fail(fmt::format("with position_ids, cos_cache {} and sin_cache {} must be [max_position, {}]",
-                         shape_str(c.shape(1)), shape_str(c.shape(2)), R / 2));
-    }
-    if (c.shape(3) != Shape{B, S}) c.fail(fmt::format("position_ids {} must be [{}, {}]", shape_str(c.shape(3)), B, S));
-    TensorRef ids = c.view(c.tensor(3), {B * S});
-    cs = c.call("aten.index_select.default", {cs, int64_t(0), ids}).tensor();
-    sn = c.call("aten.index_select.default", {sn, int64_t(0), ids}).tensor();
-  }
+TensorRef rotate(NodeCtx& c, TensorRef x, TensorRef cs, TensorRef sn, int64_t R, bool interleaved) {
+  const Shape xs = c.g.info(x).shape;
+  const int64_t B = xs[0], S = xs[1], H = xs[2], D = xs[3];
+  if (R > D || R <= 0 || R % 2 != 0) c.fail(fmt::format("the rotary dim {} must be even and at most the head size {}", R, D));
   if (numel(c.g.info(cs).shape) != B * S * R / 2 || numel(c.g.info(sn).shape) != B * S * R / 2) {
-    c.fail(fmt::format("cos_cache {} and sin_cache {} must hold [{}, {}, {}] (batch, sequence, rotary_embedding_dim / 2)",
-                       shape_str(c.shape(1)), shape_str(c.shape(2)), B, S, R / 2));
+    c.fail(fmt::format("cos_cache {} and sin_cache {} must hold [{}, {}, {}] (batch, sequence, rotary dim / 2)",
+                       shape_str(c.g.info(cs).shape), shape_str(c.g.info(sn).shape), B, S, R / 2));
   }
   cs = c.view(cs, {B, S, 1, R / 2});
   sn = c.view(sn, {B, S, 1, R / 2});
@@ -392,6 +373,53 @@ std::vector<Slot> rotary_embedding(NodeCtx& c) {
     y = c.call("aten.cat.default", {ValueList{r1, r2}, int64_t(3)}).tensor();
   }
   if (R < D) y = c.call("aten.cat.default", {ValueList{y, parts[1]}, int64_t(3)}).tensor();
+  return y;
+}
+
+namespace {
+
+// RMSNormalization (opset 23): X / sqrt(mean(X^2) + epsilon) * scale over
+// the dims from axis on; stash_type 1 (the default) computes in float32,
+// which a float16 X gets by a cast there and back.
+std::vector<Slot> rms_normalization(NodeCtx& c) {
+  const int64_t axis = ops::normalize_axis(c.attr_int("axis", -1), int64_t(c.shape(0).size()), "RMSNormalization", "axis");
+  if (c.attr_int("stash_type", 1) != 1) c.unsupported(fmt::format("stash_type {} (supported: 1 float)", c.attr_int("stash_type", 1)));
+  TensorRef y = rms_norm(c, c.tensor(0), axis, double(c.attr_float("epsilon", 1e-5f)), false).y;
+  return one(c.out(c.call("aten.mul.Tensor", {y, c.tensor(1)})));
+}
+
+// RotaryEmbedding (opset 23). X [B, H, S, D] or [B, S, H * D] (num_heads
+// given); cos_cache / sin_cache [B, S, R / 2], or [max_pos, R / 2] indexed
+// by position_ids [B, S]; R = rotary_embedding_dim (default D); see rotate().
+std::vector<Slot> rotary_embedding(NodeCtx& c) {
+  const Shape xs = c.shape(0);
+  const bool three_d = xs.size() == 3;
+  if (xs.size() != 3 && xs.size() != 4) c.fail(fmt::format("X {} must be 3-D or 4-D", shape_str(xs)));
+  TensorRef x = c.tensor(0);
+  int64_t B, S, D;
+  if (three_d) {
+    const int64_t H = c.attr_int("num_heads", 0);
+    if (H <= 0 || xs[2] % H != 0) c.fail(fmt::format("3-D X {} needs num_heads dividing its last dim", shape_str(xs)));
+    B = xs[0], S = xs[1], D = xs[2] / H;
+    x = c.view(x, {B, S, H, D});  // [B, S, H, D]: heads inside
+  } else {
+    B = xs[0], S = xs[2], D = xs[3];
+    x = c.call("aten.permute.default", {x, IntList{0, 2, 1, 3}}).tensor();  // [B, S, H, D]
+  }
+  const int64_t R = c.attr_int("rotary_embedding_dim", 0) > 0 ? c.attr_int("rotary_embedding_dim", 0) : D;
+  TensorRef cs = c.tensor(1), sn = c.tensor(2);
+  if (c.has(3)) {
+    // Caches [max_pos, R / 2] gathered at position_ids [B, S].
+    if (c.shape(1).size() != 2 || c.shape(2) != c.shape(1)) {
+      c.fail(fmt::format("with position_ids, cos_cache {} and sin_cache {} must be [max_position, {}]",
+                         shape_str(c.shape(1)), shape_str(c.shape(2)), R / 2));
+    }
+    if (c.shape(3) != Shape{B, S}) c.fail(fmt::format("position_ids {} must be [{}, {}]", shape_str(c.shape(3)), B, S));
+    TensorRef ids = c.view(c.tensor(3), {B * S});
+    cs = c.call("aten.index_select.default", {cs, int64_t(0), ids}).tensor();
+    sn = c.call("aten.index_select.default", {sn, int64_t(0), ids}).tensor();
+  }
+  TensorRef y = rotate(c, x, cs, sn, R, c.attr_int("interleaved", 0) != 0);
   if (three_d) return one(c.out(c.view(y, xs)));
   return one(c.out(c.call("aten.permute.default", {y, IntList{0, 2, 1, 3}})));
 }
