@@ -25,6 +25,7 @@ void add_nn_mappers(Mappers& m);
 void add_shape_mappers(Mappers& m);
 void add_reduce_mappers(Mappers& m);
 void add_transformer_mappers(Mappers& m);  // onnx/mappers_transformer.cpp
+void add_ort_contrib_mappers(Mappers& m);  // onnx/mappers_ort_contrib.cpp
 
 std::vector<HostTensor> one_host(HostTensor t);
 // A table or constant an op builds on the host from attributes (Col2Im's

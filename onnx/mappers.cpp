@@ -446,6 +446,7 @@ Mappers make_mappers() {
   add_index_mappers(m);
   add_dynamic_mappers(m);  // onnx/mappers_dynamic.cpp, onnx/mappers_signal.cpp
   add_signal_mappers(m);
+  add_ort_contrib_mappers(m);  // onnx/mappers_ort_contrib.cpp
   return m;
 }
 
