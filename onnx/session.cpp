@@ -589,6 +589,20 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
     if (it->second->tier_up) try_tier_up(*it->second);
     return *it->second;
   }
+  // A plan built before a later build found more inputs whose values it
+  // reads is keyed without their values (it does not read them): found
+  // by the inputs read by value then, and keyed again as the plans now are.
+  for (auto set = earlier_value_inputs_.rbegin(); set != earlier_value_inputs_.rend(); ++set) {
+    auto it = built_.find(plan_key(inputs, decisions, *set));
+    if (it == built_.end()) continue;
+    std::unique_ptr<Built> b = std::move(it->second);
+    built_.erase(it);
+    Built& found = *built_.emplace(key, std::move(b)).first->second;
+    found.last_use = ++use_clock_;
+    if (found.tier_up) try_tier_up(found);
+    return found;
+  }
+  const std::set<std::string> value_inputs_before = value_inputs_;
   const auto t0 = std::chrono::steady_clock::now();
   // The least recently used plans go first: their intermediates and the
   // constants no other plan holds are freed before the new plan allocates.
@@ -701,6 +715,7 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
   b->last_use = ++use_clock_;
   // The key again: recording may have found inputs whose values the plan
   // reads (value_inputs_), which are part of it.
+  if (value_inputs_ != value_inputs_before) earlier_value_inputs_.push_back(value_inputs_before);
   return *built_.emplace(plan_key(inputs, decisions), std::move(b)).first->second;
 }
 
@@ -1010,15 +1025,20 @@ HostInput HostInput::view(DType dtype, Shape shape, const void* data, size_t nby
 }
 
 std::string Session::plan_key(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) const {
+  return plan_key(inputs, decisions, value_inputs_);
+}
+
+std::string Session::plan_key(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
+                              const std::set<std::string>& by_value) const {
   // Inputs in name order, each by dtype-independent shape; those some op
-  // read on the host also by value.
+  // read on the host (by_value) also by value.
   std::map<std::string, std::pair<const Shape*, const HostInput*>> all;
   for (const auto& [n, t] : inputs.host) all[n] = {&t.shape, &t};
   for (const auto& [n, t] : inputs.device) all[n] = {&t->shape, nullptr};
   std::string k;
   for (const auto& [n, st] : all) {
     k += n + shape_str(*st.first) + ";";
-    if (value_inputs_.count(n)) {
+    if (by_value.count(n)) {
       if (!st.second) {
         throw Error(fmt::format("input '{}' decides shapes or control flow (the plan reads its values on the host): "
                                 "give it as a host tensor, not a device tensor",

@@ -319,6 +319,9 @@ class Session {
   // pipeline of it is ready (polled), between runs.
   void try_tier_up(Built& b);
   std::string plan_key(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) const;
+  // The key with the values of `by_value` (value_inputs_ or an earlier set).
+  std::string plan_key(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
+                       const std::set<std::string>& by_value) const;
   void run_built(Built& b, const Feeds& inputs, Fetches& out);
   void drop_readback_batch();
   void check_feeds(const Feeds& inputs) const;
@@ -363,6 +366,10 @@ class Session {
   // Inputs some op read on the host (shape-like data given as a graph
   // input): graphs are cached per value of these.
   std::set<std::string> value_inputs_;
+  // value_inputs_ as it was before each build that added to it: a plan
+  // built then is keyed by the values of those inputs only (it read no
+  // other), and build_for finds it through them.
+  std::vector<std::set<std::string>> earlier_value_inputs_;
   Built* last_ = nullptr;
   int builds_ = 0, evictions_ = 0, tiered_plans_ = 0, tier_ups_ = 0;
   bool tiered_ = false;

@@ -451,3 +451,48 @@ TEST(Session, DroppedWithRunsInFlightWaitsForThem) {
   const auto out = again.run({{"x", f32({4, 256}, -2.f, 0.f)}});
   EXPECT_NEAR(out.at("y").as<float>()[7], 1.f / (1.f + std::exp(2.f)), 1e-6f);
 }
+
+TEST(Session, PlanBuiltBeforeAnInputWasReadByValueIsFoundAgain) {
+  // GroupQueryAttention reads seqlens_k on the host in a decoding step, not
+  // in a first prompt: the prompt's plan, built first, is keyed without
+  // its value, and must still be found after the decoding step's plan made
+  // seqlens_k an input read by value.
+  ModelBuilder b;
+  auto* ms = b.m.add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  b.input("q", {1, -1, 8}, onnx::TensorProto::FLOAT, {"B", "S"});
+  b.input("k", {1, -1, 4}, onnx::TensorProto::FLOAT, {"B", "S"});
+  b.input("v", {1, -1, 4}, onnx::TensorProto::FLOAT, {"B", "S"});
+  b.input("past_k", {1, 1, -1, 4}, onnx::TensorProto::FLOAT, {"B", "H", "P"});
+  b.input("past_v", {1, 1, -1, 4}, onnx::TensorProto::FLOAT, {"B", "H", "P"});
+  b.input("seqlens_k", {1}, onnx::TensorProto::INT32);
+  b.input("total", {}, onnx::TensorProto::INT32);
+  b.output("y", {1, -1, 8}, onnx::TensorProto::FLOAT, {"B", "S"});
+  auto* n = b.node("GroupQueryAttention", {"q", "k", "v", "past_k", "past_v", "seqlens_k", "total"}, {"y"});
+  n->set_domain("com.microsoft");
+  ModelBuilder::attr_int(n, "num_heads", 2);
+  ModelBuilder::attr_int(n, "kv_num_heads", 1);
+  Session s(test::ctx(), b.save("gqa_value_input.onnx"));
+  auto i32 = [](const Shape& shape, int32_t v) {
+    HostTensor t(DType::I32, shape);
+    t.as<int32_t>()[0] = v;
+    return t;
+  };
+  const std::map<std::string, HostTensor> prompt = {
+      {"q", f32({1, 3, 8}, 0.f, 0.1f)}, {"k", f32({1, 3, 4}, 0.f, 0.2f)}, {"v", f32({1, 3, 4})},
+      {"past_k", f32({1, 1, 0, 4})},    {"past_v", f32({1, 1, 0, 4})},    {"seqlens_k", i32({1}, 2)},
+      {"total", i32({}, 3)}};
+  const std::map<std::string, HostTensor> step = {
+      {"q", f32({1, 1, 8}, 0.f, 0.1f)}, {"k", f32({1, 1, 4}, 0.f, 0.2f)}, {"v", f32({1, 1, 4})},
+      {"past_k", f32({1, 1, 3, 4})},    {"past_v", f32({1, 1, 3, 4})},    {"seqlens_k", i32({1}, 3)},
+      {"total", i32({}, 4)}};
+  const HostTensor first = s.run(prompt).at("y");
+  s.run(step);
+  EXPECT_EQ(s.builds(), 2);
+  const HostTensor again = s.run(prompt).at("y");
+  s.run(step);
+  EXPECT_EQ(s.builds(), 2);
+  ASSERT_EQ(again.numel(), first.numel());
+  for (int64_t i = 0; i < first.numel(); ++i) EXPECT_EQ(again.as<float>()[i], first.as<float>()[i]);
+}
