@@ -11,8 +11,10 @@
 //   generate::Options o;  o.max_new_tokens = 64;  o.eos = {2};
 //   generate::Result r = gen.run({{0, 31, 414}}, o, &encoder_input);
 //
-// The layouts are those of torch.onnx.export / Optimum exports, found by
-// name on the decoder's inputs and outputs:
+// The layouts are those of torch.onnx.export / Optimum exports, and of ONNX
+// Runtime's generative-AI model builder (input_ids, attention_mask,
+// past_key_values.N.key/value -> logits, present.N.*), found by name on the
+// decoder's inputs and outputs:
 //  - input_ids (or decoder_input_ids) int64 [batch, tokens]; optional
 //    attention_mask (ones over past + new tokens), position_ids (past
 //    length onwards), encoder_hidden_states (the encoder's first output),

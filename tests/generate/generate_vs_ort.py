@@ -3,7 +3,11 @@
 scripts/models/decoders.py at their mini size, exported with PyTorch at test
 time: a decoder-only model whose prompt runs with an empty cache (gpt), and
 two encoder-decoders whose cross-attention keys and values are computed once
-(bart, whisper). For each:
+(bart, whisper); and a decoder in the layout of ONNX Runtime's generative-AI
+model builder (scripts/models/genai_decoder.py, written with onnx.helper:
+com.microsoft GroupQueryAttention with rotary positions, 4-bit MatMulNBits,
+SkipSimplifiedLayerNormalization; seqlens_k and total_sequence_length
+computed from attention_mask), its prompt run with an empty cache. For each:
   - 64 new tokens after a 16-token prompt, identical to ONNX Runtime's;
   - the tokens vary (at least 4 distinct), so a cache that is not carried
     would show;
@@ -52,10 +56,12 @@ def main():
     os.makedirs(WORK, exist_ok=True)
     run(["/usr/bin/python3", os.path.join(ROOT, "scripts/models/decoders.py"), "--model", "all", "--size", "mini",
          "--out", WORK])
+    run(["/usr/bin/python3", os.path.join(ROOT, "scripts/models/genai_decoder.py"), "--out", WORK])
     env = dict(os.environ, NODE_PATH=os.path.join(ORT_DIR, "node_modules"))
     passed = failed = 0
-    for model in ("gpt", "bart", "whisper"):
+    for model in ("gpt", "bart", "whisper", "genai"):
         folder = os.path.join(WORK, model)
+        merged_too = os.path.exists(os.path.join(folder, "decoder_model.onnx"))
         problems = []
         try:
             ref = json.loads(run(["node", os.path.join(ROOT, "bench/ort_generate.js"), folder, "--prompt", PROMPT,
@@ -76,7 +82,7 @@ def main():
             if got["runs"] != 2 or got["last_run"]["steps"] != NEW - 1:
                 problems.append(f"expected 2 runs of {NEW - 1} steps after the prompt: {got['runs']} runs, "
                                 f"{got['last_run']['steps']} steps")
-            if os.path.exists(os.path.join(folder, "decoder_model.onnx")):
+            if merged_too:
                 # The pair merged as Optimum merges it (an If on use_cache_branch):
                 # the prompt step and the later ones through the one file.
                 run(["/usr/bin/python3", os.path.join(ROOT, "scripts/models/merge_decoder.py"), folder])
@@ -110,7 +116,7 @@ def main():
         else:
             passed += 1
             print(f"ok   {model}: {NEW} tokens as ONNX Runtime's ({len(set(ref))} distinct), second run built "
-                  f"nothing, batch 2, sampling{' and the merged decoder' if model != 'gpt' else ''} checked")
+                  f"nothing, batch 2, sampling{' and the merged decoder' if merged_too else ''} checked")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
