@@ -117,9 +117,9 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   if (c.residual_first && !c.residual)
     throw Error(fmt::format("subgroup matmul configuration {}: the residual before the activation needs a residual",
                             c.name()));
-  if (c.odd_n && (!c.conv || !(c.out_f16 || c.splitk) || c.residual))
-    throw Error(fmt::format("subgroup matmul configuration {}: scalar float16 results are for the convolution mode "
-                            "without a residual", c.name()));
+  if (c.odd_n && (!c.conv || !(c.out_f16 || c.splitk)))
+    throw Error(fmt::format("subgroup matmul configuration {}: scalar float16 results are for the convolution mode",
+                            c.name()));
   if (c.splitk && (c.out_f16 || c.bias || c.affine || c.act != Activation::None || c.full_tiles))
     throw Error(fmt::format("subgroup matmul configuration {}: split-K writes plain float32 sums (no float16 "
                             "output, bias, affine, activation or full-tile variant)", c.name()));
@@ -157,8 +157,11 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add("@group(0) @binding(3) var<uniform> P: Params;");
   if (c.bias) add(fmt::format("@group(0) @binding(4) var<storage, read> BIAS: array<{}>;", c.bias_f16 ? "f16" : "f32"));
   if (c.affine) add(fmt::format("@group(0) @binding({}) var<storage, read> AFF: array<f32>;", c.bias ? 5 : 4));
+  // The residual as 8 halves at once; as halves with odd_n (rows not a
+  // multiple of 8 long: each column checked, like the stores).
   if (c.residual)
-    add(fmt::format("@group(0) @binding({}) var<storage, read> RES: array<vec4<u32>>;", 4 + int(c.bias) + int(c.affine)));
+    add(fmt::format("@group(0) @binding({}) var<storage, read> RES: array<{}>;", 4 + int(c.bias) + int(c.affine),
+                    c.odd_n ? "f16" : "vec4<u32>"));
   add(fmt::format("const BM = {}u; const BN = {}u; const BK = {}u; const AS = {}u; const BS = {}u;", c.bm, c.bn, c.bk,
                   AS, BS));
   // Tiles of halves, or (/v) of 16-byte vectors, written whole (a Dawn
@@ -276,6 +279,14 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
     return v;
   };
   auto read_residual = [&] {
+    if (c.odd_n) {
+      add("  let ro = c_off + r * P.N + col;");
+      add("  var rs: array<f32, 8>;");
+      add("  for (var q = 0u; q < 8u; q++) { if (col + q < P.N) { rs[q] = f32(RES[ro + q]); } }");
+      add("  let rh = array<vec2<f32>, 4>(vec2<f32>(rs[0], rs[1]), vec2<f32>(rs[2], rs[3]), vec2<f32>(rs[4], rs[5]), "
+          "vec2<f32>(rs[6], rs[7]));");
+      return;
+    }
     add("  let rv = RES[(c_off + r * P.N + col) / 8u];");
     add("  let rh = array<vec2<f32>, 4>(unpack2x16float(rv.x), unpack2x16float(rv.y), unpack2x16float(rv.z), "
         "unpack2x16float(rv.w));");
@@ -1024,7 +1035,7 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   if (split) cfg.out_f16 = false, cfg.bias_f16 = false, cfg.splitk = true;
   // The residual, before the activation, 8 halves at a time.
   if (p.residual.id >= 0) {
-    if (split || cfg.odd_n || g.info(p.residual).dtype != DType::F16 || g.info(p.residual).numel() != p.batch * M * N)
+    if (split || g.info(p.residual).dtype != DType::F16 || g.info(p.residual).numel() != p.batch * M * N)
       return false;
     cfg.residual = cfg.residual_first = true;
   }

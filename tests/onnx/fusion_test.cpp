@@ -21,6 +21,8 @@
 #include "onnx/session.h"
 #include "onnx_model_builder.h"
 #include "scoped_env.h"
+#include <algorithm>
+#include <optional>
 
 using namespace wgnn;
 using onnx_import::Session;
@@ -61,6 +63,7 @@ struct Result {
   HostTensor y;
   size_t dispatches = 0;
   std::string summary;
+  std::vector<std::string> labels;  // each dispatch's
 };
 
 Result run(const std::string& path, const std::map<std::string, HostTensor>& in, bool fusion, bool fp16 = false,
@@ -68,10 +71,12 @@ Result run(const std::string& path, const std::map<std::string, HostTensor>& in,
   SessionOptions o;
   o.fusion = fusion;
   o.fp16 = fp16;
+  o.tiered = false;  // the plan on the kernels it will keep (tensor cores where it takes them)
   Session s(test::ctx(), path, o);
   Result r;
   r.y = s.run(in).at(out);
   r.dispatches = s.graph().dispatches().size();
+  for (const auto& d : s.graph().dispatches()) r.labels.push_back(d.label);
   r.summary = s.summary();
   return r;
 }
@@ -625,8 +630,15 @@ TEST(Fusion, ReluAndClipAfterAConvRunInItsEpilogue) {
 // A residual block's sum: Conv (+ BatchNormalization) + Add of another
 // value (+ Relu) is one convolution adding it in its epilogue, for each
 // kernel and in float16 mode; the unfused run's values. The Add's other
-// operand first or second; an Add that broadcasts stays correct.
+// operand first or second; an Add that broadcasts stays correct. The
+// float16 variants again on the tensor-core kernels (emulated here where
+// the device has none), whose 81- and 64-pixel results (a multiple of 8 or
+// not) take the residual in their epilogue too.
 TEST(Fusion, ResidualAddAfterAConvRunsInItsEpilogue) {
+  for (const bool emulated : {false, true}) {
+  SCOPED_TRACE(emulated ? "tensor-core kernels emulated" : "the device's kernels");
+  std::optional<test::ScopedEnv> mode;
+  if (emulated) mode.emplace("WGNN_SUBGROUP_MATMUL", "emulate");
   struct Variant {
     const char* name;
     Shape x, w;
@@ -645,6 +657,7 @@ TEST(Fusion, ResidualAddAfterAConvRunsInItsEpilogue) {
                            Variant{"broadcast add relu", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, false, true, false, false, {1, 8, 1, 1}, 0}}) {
     SCOPED_TRACE(v.name);
     if (v.fp16 && !test::ctx().features().shader_f16) continue;
+    if (emulated && !v.fp16) continue;
     ModelBuilder b;
     const int64_t k = v.w[2];
     const Shape ys = {v.x[0], v.w[0], v.x[2], v.x[3]};
@@ -685,6 +698,12 @@ TEST(Fusion, ResidualAddAfterAConvRunsInItsEpilogue) {
       zeros += u.y.as<float>()[i] == 0.f;
     }
     if (v.relu) EXPECT_GT(zeros, 0);
+    if (emulated) {
+      EXPECT_TRUE(std::any_of(f.labels.begin(), f.labels.end(), [](const std::string& l) {
+        return l.find("subgroup-matrix") != std::string::npos && l.find("residual") != std::string::npos;
+      })) << f.summary;
+    }
+  }
   }
 }
 

@@ -813,7 +813,7 @@ TEST(Conv, ResidualInTheEpilogueOfEveryKernel) {
 TEST(Conv, ResidualWithTheSubgroupMatrixKernels) {
   // In their epilogue, added to the float16-rounded value before the
   // activation (the values of the separate add, bit for bit without the
-  // affine), where OH*OW is a multiple of 8.
+  // affine), OH*OW a multiple of 8 or not.
   if (!has_f16()) GTEST_SKIP() << "no shader-f16";
   ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
   run_conv_residual({{2, 24, 6, 4}, {40, 24, 1, 1}, true, {1}, {0}, {1}, false, {0}, 1, DType::F16}, "relu", 71,
@@ -822,10 +822,9 @@ TEST(Conv, ResidualWithTheSubgroupMatrixKernels) {
                     "conv 3x3 subgroup-matrix 20x72x72 bias affine residual clamp emulated", true);
   run_conv_residual({{1, 8, 9, 8}, {20, 8, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, DType::F16}, "relu", 74,
                     "conv 3x3 subgroup-matrix 20x72x72 bias residual relu emulated", false);
-  // 49 pixels: results written one half at a time, with no residual; the
-  // add and the activation follow.
+  // 49 pixels: results written, and the residual read, one half at a time.
   run_conv_residual({{1, 24, 7, 7}, {40, 24, 1, 1}, true, {1}, {0}, {1}, false, {0}, 1, DType::F16}, "relu", 75,
-                    "conv 1x1 subgroup-matrix 40x49x24 bias emulated", false);
+                    "conv 1x1 subgroup-matrix 40x49x24 bias residual relu emulated", false);
   // Split-K on the tensor cores: the residual and activation in the sum
   // pass (ResNet-50's last 1x1 of a block on 7x7, scaled).
   for (bool affine : {false, true})

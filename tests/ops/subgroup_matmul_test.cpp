@@ -517,17 +517,19 @@ TEST(SubgroupMatmulWgsl, ConvolutionModeForEveryTileShape) {
   bad.conv = true, bad.ablate = 1;
   EXPECT_THROW(ops::subgroup_matmul_wgsl(bad), Error);
   // Results one half at a time where OH*OW is not a multiple of 8: C is
-  // bound as halves, every store checked against N; a product (no conv)
-  // or a residual is refused.
+  // bound as halves, every store checked against N, and so is a residual
+  // read; a product (no conv) is refused.
   ops::SubgroupMatmulConfig odd = ops::parse_subgroup_matmul_config("64x64x32:2x2:1");
   odd.conv = true, odd.out_f16 = true, odd.odd_n = true;
   const std::string w = ops::subgroup_matmul_wgsl(odd);
   EXPECT_THAT(w, HasSubstr("var<storage, read_write> C: array<f16>;"));
   EXPECT_THAT(w, HasSubstr("if (col + 7u < P.N) { C[o + 7u] = f16(v7); }"));
   EXPECT_THAT(odd.name(), HasSubstr(" oddN"));
-  odd.residual = true;
-  EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(odd); }), HasSubstr("scalar float16 results"));
-  odd.residual = false, odd.conv = false;
+  odd.residual = odd.residual_first = true;
+  const std::string wr = ops::subgroup_matmul_wgsl(odd);
+  EXPECT_THAT(wr, HasSubstr("var<storage, read> RES: array<f16>;"));
+  EXPECT_THAT(wr, HasSubstr("if (col + q < P.N) { rs[q] = f32(RES[ro + q]); }"));
+  odd.residual = odd.residual_first = false, odd.conv = false;
   EXPECT_THAT(error_of([&] { ops::subgroup_matmul_wgsl(odd); }), HasSubstr("scalar float16 results"));
   // A convolution's residual: added to the rounded value, before the
   // activation; the flag alone is refused.
