@@ -281,7 +281,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   auto read_residual = [&] {
     if (c.odd_n) {
       add("  let ro = c_off + r * P.N + col;");
-      add("  var rs: array<f32, 8>;");
+      add("  var rs = array<f32, 8>();");
       add("  for (var q = 0u; q < 8u; q++) { if (col + q < P.N) { rs[q] = f32(RES[ro + q]); } }");
       add("  let rh = array<vec2<f32>, 4>(vec2<f32>(rs[0], rs[1]), vec2<f32>(rs[2], rs[3]), vec2<f32>(rs[4], rs[5]), "
           "vec2<f32>(rs[6], rs[7]));");
