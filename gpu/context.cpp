@@ -793,6 +793,12 @@ Buffer Context::create_buffer(uint64_t bytes, uint64_t usage, std::string_view l
   if (!b) throw GpuError(fmt::format("creating buffer '{}' of {} failed", name, human_bytes(size)));
   if (counted) {
     ++s.buffers_created;
+    // WGNN_LOG_BUFFERS=1: each counted buffer on stderr (what buffers_created counts).
+    static const bool log_buffers = [] {
+      const char* e = std::getenv("WGNN_LOG_BUFFERS");
+      return e && std::string_view(e) == "1";
+    }();
+    if (log_buffers) fmt::print(stderr, "wgnn: buffer {} '{}' {} bytes usage {:#x}\n", s.buffers_created, name, size, usage);
     std::lock_guard<std::mutex> lock(s.stats_mutex);
     s.stats.buffer_ms += ms_between(t0, steady::now());
   }
