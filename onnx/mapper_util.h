@@ -28,13 +28,13 @@ void add_transformer_mappers(Mappers& m);  // onnx/mappers_transformer.cpp
 void add_ort_contrib_mappers(Mappers& m);  // onnx/mappers_ort_contrib.cpp
 
 std::vector<HostTensor> one_host(HostTensor t);
-// A table or constant an op builds on the host from attributes (Col2Im's
-// zero image, AffineGrid's grid, LpPool's ones): an error when it would
-// not fit one GPU buffer, before it is allocated.
 // A float32 table built on the host (a mask, a grid, a window of ones) as a
 // constant of input 0's float dtype in the model (then stored as the
 // session stores that dtype).
 TensorRef float_table(NodeCtx& c, const HostTensor& f32);
+// A table or constant an op builds on the host from attributes (Col2Im's
+// zero image, AffineGrid's grid, LpPool's ones): an error when it would
+// not fit one GPU buffer, before it is allocated.
 void check_built_size(NodeCtx& c, double elements, size_t element_bytes, const char* what);
 // The ATen ScalarType code of a dtype (aten._to_copy's argument).
 int64_t aten_dtype_code(DType d);

@@ -27,8 +27,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-TensorRef scalar(NodeCtx& c, DType d, double v) { return c.constant(host::scalar_like(d, v)); }
-bool wanted(const NodeCtx& c, int k) { return k < c.node.output_size() && !c.node.output(k).empty(); }
 TensorRef call(NodeCtx& c, const char* op, const ValueList& args) { return c.call(op, args).tensor(); }
 
 // An int64 scalar.

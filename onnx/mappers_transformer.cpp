@@ -21,14 +21,13 @@
 
 namespace wgnn::onnx_import {
 
-namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// A scalar of the input's GPU dtype (broadcast by the binary ops).
 TensorRef scalar(NodeCtx& c, DType d, double v) { return c.constant(host::scalar_like(d, v)); }
 
 bool wanted(const NodeCtx& c, int k) { return k < c.node.output_size() && !c.node.output(k).empty(); }
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Attention (opsets 23 to 25), the function body of the standard:
 //   scores = (Q * sqrt(scale)) (K * sqrt(scale))^T, softcap, + bias,

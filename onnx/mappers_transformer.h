@@ -10,6 +10,11 @@
 
 namespace wgnn::onnx_import {
 
+// A scalar of dtype d (broadcast by the binary ops).
+TensorRef scalar(NodeCtx& c, DType d, double v);
+// Whether the node's output k is there and named (asked for).
+bool wanted(const NodeCtx& c, int k);
+
 // [B, S, H * D] -> [B, H, S, D]; `what` names x in the error.
 TensorRef heads_first(NodeCtx& c, TensorRef x, int64_t heads, const char* what);
 

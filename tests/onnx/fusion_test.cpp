@@ -636,74 +636,74 @@ TEST(Fusion, ReluAndClipAfterAConvRunInItsEpilogue) {
 // not) take the residual in their epilogue too.
 TEST(Fusion, ResidualAddAfterAConvRunsInItsEpilogue) {
   for (const bool emulated : {false, true}) {
-  SCOPED_TRACE(emulated ? "tensor-core kernels emulated" : "the device's kernels");
-  std::optional<test::ScopedEnv> mode;
-  if (emulated) mode.emplace("WGNN_SUBGROUP_MATMUL", "emulate");
-  struct Variant {
-    const char* name;
-    Shape x, w;
-    int64_t group;
-    bool bn, relu, residual_first, fp16;
-    Shape r;       // the residual's shape ({}: the result's)
-    size_t saved;  // dispatches the fusion saves
-  };
-  for (const Variant& v : {Variant{"gemm add relu", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, false, true, false, false, {}, 2},
-                           Variant{"gemm add, residual first", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, false, false, true, false, {}, 1},
-                           Variant{"gemm bn add relu", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, true, true, false, false, {}, 3},
-                           Variant{"split-k add relu", {1, 256, 4, 4}, {8, 256, 3, 3}, 1, false, true, false, false, {}, 2},
-                           Variant{"depthwise add", {1, 8, 9, 9}, {8, 1, 3, 3}, 8, false, false, false, false, {}, 1},
-                           Variant{"pointwise bn add relu fp16", {1, 16, 8, 8}, {24, 16, 1, 1}, 1, true, true, false, true, {}, 3},
-                           Variant{"gemm add relu fp16", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, false, true, false, true, {}, 2},
-                           Variant{"broadcast add relu", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, false, true, false, false, {1, 8, 1, 1}, 0}}) {
-    SCOPED_TRACE(v.name);
-    if (v.fp16 && !test::ctx().features().shader_f16) continue;
-    if (emulated && !v.fp16) continue;
-    ModelBuilder b;
-    const int64_t k = v.w[2];
-    const Shape ys = {v.x[0], v.w[0], v.x[2], v.x[3]};
-    const Shape rs = v.r.empty() ? ys : v.r;
-    b.input("x", v.x);
-    b.input("r", rs);
-    b.output("y", ys);
-    b.init_f32("w", v.w, values(seeded(v.w, 61, 0.6f)));
-    b.init_f32("cb", {v.w[0]}, values(seeded({v.w[0]}, 62, 0.5f)));
-    auto* conv = b.node("Conv", {"x", "w", "cb"}, {"c"});
-    ModelBuilder::attr_ints(conv, "pads", {k / 2, k / 2, k / 2, k / 2});
-    ModelBuilder::attr_int(conv, "group", v.group);
-    std::string c = "c";
-    if (v.bn) {
-      std::vector<float> var = values(seeded({v.w[0]}, 66, 1.f));
-      for (float& x : var) x = 0.1f + std::abs(x);
-      b.init_f32("gamma", {v.w[0]}, values(seeded({v.w[0]}, 63, 2.f)));
-      b.init_f32("beta", {v.w[0]}, values(seeded({v.w[0]}, 64, 1.f)));
-      b.init_f32("mean", {v.w[0]}, values(seeded({v.w[0]}, 65, 1.f)));
-      b.init_f32("var", {v.w[0]}, var);
-      b.node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"n"});
-      c = "n";
+    SCOPED_TRACE(emulated ? "tensor-core kernels emulated" : "the device's kernels");
+    std::optional<test::ScopedEnv> mode;
+    if (emulated) mode.emplace("WGNN_SUBGROUP_MATMUL", "emulate");
+    struct Variant {
+      const char* name;
+      Shape x, w;
+      int64_t group;
+      bool bn, relu, residual_first, fp16;
+      Shape r;       // the residual's shape ({}: the result's)
+      size_t saved;  // dispatches the fusion saves
+    };
+    for (const Variant& v : {Variant{"gemm add relu", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, false, true, false, false, {}, 2},
+                             Variant{"gemm add, residual first", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, false, false, true, false, {}, 1},
+                             Variant{"gemm bn add relu", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, true, true, false, false, {}, 3},
+                             Variant{"split-k add relu", {1, 256, 4, 4}, {8, 256, 3, 3}, 1, false, true, false, false, {}, 2},
+                             Variant{"depthwise add", {1, 8, 9, 9}, {8, 1, 3, 3}, 8, false, false, false, false, {}, 1},
+                             Variant{"pointwise bn add relu fp16", {1, 16, 8, 8}, {24, 16, 1, 1}, 1, true, true, false, true, {}, 3},
+                             Variant{"gemm add relu fp16", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, false, true, false, true, {}, 2},
+                             Variant{"broadcast add relu", {2, 3, 9, 9}, {8, 3, 3, 3}, 1, false, true, false, false, {1, 8, 1, 1}, 0}}) {
+      SCOPED_TRACE(v.name);
+      if (v.fp16 && !test::ctx().features().shader_f16) continue;
+      if (emulated && !v.fp16) continue;
+      ModelBuilder b;
+      const int64_t k = v.w[2];
+      const Shape ys = {v.x[0], v.w[0], v.x[2], v.x[3]};
+      const Shape rs = v.r.empty() ? ys : v.r;
+      b.input("x", v.x);
+      b.input("r", rs);
+      b.output("y", ys);
+      b.init_f32("w", v.w, values(seeded(v.w, 61, 0.6f)));
+      b.init_f32("cb", {v.w[0]}, values(seeded({v.w[0]}, 62, 0.5f)));
+      auto* conv = b.node("Conv", {"x", "w", "cb"}, {"c"});
+      ModelBuilder::attr_ints(conv, "pads", {k / 2, k / 2, k / 2, k / 2});
+      ModelBuilder::attr_int(conv, "group", v.group);
+      std::string c = "c";
+      if (v.bn) {
+        std::vector<float> var = values(seeded({v.w[0]}, 66, 1.f));
+        for (float& x : var) x = 0.1f + std::abs(x);
+        b.init_f32("gamma", {v.w[0]}, values(seeded({v.w[0]}, 63, 2.f)));
+        b.init_f32("beta", {v.w[0]}, values(seeded({v.w[0]}, 64, 1.f)));
+        b.init_f32("mean", {v.w[0]}, values(seeded({v.w[0]}, 65, 1.f)));
+        b.init_f32("var", {v.w[0]}, var);
+        b.node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"n"});
+        c = "n";
+      }
+      b.node("Add", v.residual_first ? std::vector<std::string>{"r", c} : std::vector<std::string>{c, "r"},
+             {v.relu ? "s" : "y"});
+      if (v.relu) b.node("Relu", {"s"}, {"y"});
+      const std::string path = b.save(fmt::format("conv_residual_{}.onnx", std::hash<std::string>{}(v.name) % 100000));
+      const HostTensor x = seeded(v.x, 67, 1.f), r = seeded(rs, 68, 1.f);
+      const Result f = run(path, {{"x", x}, {"r", r}}, true, v.fp16), u = run(path, {{"x", x}, {"r", r}}, false, v.fp16);
+      EXPECT_EQ(f.dispatches + v.saved, u.dispatches);
+      ASSERT_EQ(f.y.shape, ys);
+      double scale = 0;
+      for (float y : values(u.y)) scale = std::max(scale, double(std::abs(y)));
+      EXPECT_GT(scale, 0.0);
+      int zeros = 0;
+      for (int64_t i = 0; i < u.y.numel(); ++i) {
+        EXPECT_NEAR(f.y.as<float>()[i], u.y.as<float>()[i], (v.fp16 ? 2e-3 : 1e-5) * scale) << i;
+        zeros += u.y.as<float>()[i] == 0.f;
+      }
+      if (v.relu) EXPECT_GT(zeros, 0);
+      if (emulated) {
+        EXPECT_TRUE(std::any_of(f.labels.begin(), f.labels.end(), [](const std::string& l) {
+          return l.find("subgroup-matrix") != std::string::npos && l.find("residual") != std::string::npos;
+        })) << f.summary;
+      }
     }
-    b.node("Add", v.residual_first ? std::vector<std::string>{"r", c} : std::vector<std::string>{c, "r"},
-           {v.relu ? "s" : "y"});
-    if (v.relu) b.node("Relu", {"s"}, {"y"});
-    const std::string path = b.save(fmt::format("conv_residual_{}.onnx", std::hash<std::string>{}(v.name) % 100000));
-    const HostTensor x = seeded(v.x, 67, 1.f), r = seeded(rs, 68, 1.f);
-    const Result f = run(path, {{"x", x}, {"r", r}}, true, v.fp16), u = run(path, {{"x", x}, {"r", r}}, false, v.fp16);
-    EXPECT_EQ(f.dispatches + v.saved, u.dispatches);
-    ASSERT_EQ(f.y.shape, ys);
-    double scale = 0;
-    for (float y : values(u.y)) scale = std::max(scale, double(std::abs(y)));
-    EXPECT_GT(scale, 0.0);
-    int zeros = 0;
-    for (int64_t i = 0; i < u.y.numel(); ++i) {
-      EXPECT_NEAR(f.y.as<float>()[i], u.y.as<float>()[i], (v.fp16 ? 2e-3 : 1e-5) * scale) << i;
-      zeros += u.y.as<float>()[i] == 0.f;
-    }
-    if (v.relu) EXPECT_GT(zeros, 0);
-    if (emulated) {
-      EXPECT_TRUE(std::any_of(f.labels.begin(), f.labels.end(), [](const std::string& l) {
-        return l.find("subgroup-matrix") != std::string::npos && l.find("residual") != std::string::npos;
-      })) << f.summary;
-    }
-  }
   }
 }
 

@@ -47,6 +47,29 @@ def model(nodes, inputs, outputs, initializers=(), opset=17):
     return m.SerializeToString()
 
 
+def vi(name, shape, t=TensorProto.FLOAT):
+    """A graph input or output's value info (shape None: unknown)."""
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def has_f16():
+    """Whether the adapter runs wgnn's float16 mode (shader-f16)."""
+    import wgnn
+    return wgnn.get_device_info()["features"]["shader-f16"]
+
+
+def wgnn_and_ort(model, feed, fp16=False):
+    """The model's outputs from wgnn (float16 mode with fp16) and from
+    ONNX Runtime's CPU provider, on the same feed."""
+    import onnxruntime
+    import wgnn
+    o = wgnn.SessionOptions()
+    o.fp16 = fp16
+    ours = wgnn.InferenceSession(model, sess_options=o).run(None, feed)
+    ref = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)
+    return ours, ref
+
+
 @pytest.fixture
 def small_model():
     """y = (a + b) * 2 @ W, with a symbolic batch dim: a small model for

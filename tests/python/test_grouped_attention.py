@@ -13,13 +13,10 @@ import pytest
 from onnx import TensorProto, helper
 
 import wgnn
+from conftest import has_f16, vi
 
 B, HQ, HKV, D, S = 2, 8, 2, 32, 45
 G = HQ // HKV
-
-
-def vi(name, shape, t=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, t, shape)
 
 
 def model(hkv, L, three_d, mask, causal):
@@ -102,7 +99,7 @@ def test_grouped_heads_match_onnxruntime(case):
     else:
         assert dispatches(s) > dispatches(sf)
 
-    if wgnn.get_device_info()["features"]["shader-f16"]:
+    if has_f16():
         o = wgnn.SessionOptions()
         o.fp16 = True
         got = wgnn.InferenceSession(m, sess_options=o).run(None, x)[0]

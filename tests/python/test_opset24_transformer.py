@@ -4,11 +4,11 @@ against ONNX Runtime's CPU provider: the backend suite's cases are a few
 elements wide; these run a decoder layer's shapes (64-wide heads, grouped
 K/V heads, a KV cache), in float32 and in wgnn's float16 mode."""
 import numpy as np
-import onnxruntime
 import pytest
 from onnx import TensorProto, helper
 
 import wgnn
+from conftest import has_f16, vi, wgnn_and_ort
 
 B, HQ, HKV, D, MAXLEN = 2, 8, 2, 64, 96
 
@@ -17,22 +17,6 @@ def make(nodes, inputs, outputs, opset=24):
     g = helper.make_graph(nodes, "t", inputs, outputs)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
     return m.SerializeToString()
-
-
-def vi(name, shape, t=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, t, shape)
-
-
-def both(model, feed, fp16=False):
-    o = wgnn.SessionOptions()
-    o.fp16 = fp16
-    ours = wgnn.InferenceSession(model, sess_options=o).run(None, feed)
-    ref = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)
-    return ours, ref
-
-
-def has_f16():
-    return wgnn.get_device_info()["features"]["shader-f16"]
 
 
 def decoder_step_model():
@@ -72,13 +56,13 @@ def decoder_feed(rng, past, length):
 def test_decoder_attention_step_matches_onnxruntime(past, length):
     model = decoder_step_model()
     feed = decoder_feed(np.random.default_rng(past + length), past, length)
-    ours, ref = both(model, feed)
+    ours, ref = wgnn_and_ort(model, feed)
     assert ours[0].shape == (B, HQ, length, D)
     np.testing.assert_allclose(ours[0], ref[0], rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(ours[1], ref[1])
     np.testing.assert_array_equal(ours[2], ref[2])
     if has_f16():
-        ours16, _ = both(model, feed, fp16=True)
+        ours16, _ = wgnn_and_ort(model, feed, fp16=True)
         np.testing.assert_allclose(ours16[0], ref[0], rtol=2e-2, atol=2e-2)
 
 
@@ -96,11 +80,11 @@ def test_padded_batch_attention_with_a_bool_mask_matches_onnxruntime():
             "k": rng.standard_normal((B, H, S, D)).astype(np.float32),
             "v": rng.standard_normal((B, H, S, D)).astype(np.float32),
             "m": np.broadcast_to(keep[:, None, None, :], (B, 1, L, S)).copy(), "zero": np.zeros(1, np.float32)}
-    ours, ref = both(model, feed)
+    ours, ref = wgnn_and_ort(model, feed)
     np.testing.assert_allclose(ours[0], ref[0], rtol=1e-4, atol=1e-5)
     # Every key masked for the second batch: zeros (ONNX's rule), not NaN.
     feed["m"] = np.broadcast_to(np.stack([keep[0], np.zeros(S, bool)])[:, None, None, :], (B, 1, L, S)).copy()
-    ours, _ = both(model, feed)
+    ours, _ = wgnn_and_ort(model, feed)
     assert np.all(ours[0][1] == 0) and np.all(np.isfinite(ours[0]))
 
 
@@ -113,7 +97,7 @@ def test_tensor_scatter_cache_update_matches_onnxruntime(mode):
     feed = {"cache": rng.standard_normal((B, HKV, MAXLEN, D)).astype(np.float32),
             "upd": rng.standard_normal((B, HKV, 3, D)).astype(np.float32),
             "wi": np.array([5, MAXLEN - 3 if mode == "linear" else MAXLEN - 1], np.int64)}
-    ours, ref = both(model, feed)
+    ours, ref = wgnn_and_ort(model, feed)
     np.testing.assert_array_equal(ours[0], ref[0])
     if mode == "linear":
         # A write past the cache's end is an error, not a silent drop.

@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import wgnn
+from conftest import has_f16, vi, wgnn_and_ort
 
 MAXPOS = 32
 
@@ -20,22 +21,6 @@ def make(nodes, inputs, outputs, inits=()):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
                           ir_version=9)
     return m.SerializeToString()
-
-
-def vi(name, shape, t=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, t, shape)
-
-
-def has_f16():
-    return wgnn.get_device_info()["features"]["shader-f16"]
-
-
-def run_both(model, feed, fp16=False):
-    o = wgnn.SessionOptions()
-    o.fp16 = fp16
-    ours = wgnn.InferenceSession(model, sess_options=o).run(None, feed)
-    ref = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)
-    return ours, ref
 
 
 def gqa_model(hq, hkv, d, past=True, packed=False, rotary=False, interleaved=0, window=-1, **attrs):
@@ -77,7 +62,7 @@ def gqa_feed(rng, b, s, p, hq, hkv, d, seqlens, total, past=True, packed=False, 
 def check_gqa(model, feed, valid=None, fp16=False):
     """Output rows [b, :valid[b]] (ONNX Runtime leaves a padded prompt's
     padding rows undefined) and the whole presents."""
-    ours, ref = run_both(model, feed, fp16)
+    ours, ref = wgnn_and_ort(model, feed, fp16)
     tol = 2e-2 if fp16 else 1e-4
     assert ours[0].shape == ref[0].shape
     for b in range(ref[0].shape[0]):
@@ -190,7 +175,7 @@ def test_layer_norms(fp16):
     outs = ["y0", "iv0", "y1", "iv1", "sum1", "y2", "mean2", "iv2", "sum2", "y3"]
     model = make(nodes, [vi("x", [2, "S", h]), vi("skip", [2, "S", h])], [vi(o, None) for o in outs],
                  inits=[helper.make_tensor(n, TensorProto.FLOAT, [h], f(h)) for n in ("g", "beta", "bias")])
-    ours, ref = run_both(model, {"x": f(2, 5, h), "skip": f(2, 5, h)}, fp16)
+    ours, ref = wgnn_and_ort(model, {"x": f(2, 5, h), "skip": f(2, 5, h)}, fp16)
     tol = 2e-2 if fp16 else 1e-5
     for name, a, r in zip(outs, ours, ref):
         assert a.shape == r.shape, name
@@ -216,7 +201,7 @@ def test_rotary_embedding(layout, interleaved):
     model = make([node], [vi("x", xshape), vi("pos", pshape, TensorProto.INT64), vi("cos", list(cos.shape)),
                           vi("sin", list(sin.shape))], [vi("y", None)])
     pos = rng.integers(0, MAXPOS - s, pshape).astype(np.int64)
-    ours, ref = run_both(model, {"x": rng.standard_normal(xshape).astype(np.float32), "pos": pos, "cos": cos, "sin": sin})
+    ours, ref = wgnn_and_ort(model, {"x": rng.standard_normal(xshape).astype(np.float32), "pos": pos, "cos": cos, "sin": sin})
     np.testing.assert_allclose(ours[0], ref[0], rtol=1e-5, atol=1e-5)
 
 
