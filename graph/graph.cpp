@@ -128,10 +128,6 @@ bool Graph::alias_into(TensorRef x, TensorRef y, uint64_t byte_offset) {
   // A meta graph keeps no dispatches to check against: the plan that
   // lowers the model decides.
   if (meta_) return false;
-  auto root_of = [&](int id) {
-    while (tensors_[size_t(id)].view_of >= 0) id = tensors_[size_t(id)].view_of;
-    return id;
-  };
   for (size_t t = 0; t < tensors_.size(); ++t)
     if (tensors_[t].kind != TensorKind::Intermediate && root_of(int(t)) == x.id) return false;
   for (const auto* list : {&nodes_, &init_nodes_}) {
@@ -152,6 +148,16 @@ bool Graph::alias_into(TensorRef x, TensorRef y, uint64_t byte_offset) {
   return true;
 }
 
+int Graph::root_of(int id) const {
+  while (tensors_[size_t(id)].view_of >= 0) id = tensors_[size_t(id)].view_of;
+  return id;
+}
+
+TensorRef Graph::storage_root(TensorRef t) const {
+  info(t);  // checks the id
+  return TensorRef{root_of(t.id)};
+}
+
 const TensorInfo& Graph::info(TensorRef t) const {
   if (t.id < 0 || size_t(t.id) >= tensors_.size()) throw Error(fmt::format("no tensor with id {}", t.id));
   return tensors_[size_t(t.id)];
@@ -167,7 +173,7 @@ void Graph::add_dispatch(const gpu::Pipeline& pipeline, std::vector<Binding> bin
                          std::string op, std::string label, double flops) {
   if (meta_) return;
   nodes_.push_back(DispatchNode{&pipeline, std::move(bindings), grid, std::move(op),
-                                label.empty() ? pipeline.name() : std::move(label), {}, flops});
+                                label.empty() ? pipeline.name() : std::move(label), origin_, {}, flops});
   prepared_ = false;
 }
 
@@ -175,7 +181,7 @@ void Graph::add_init_dispatch(const gpu::Pipeline& pipeline, std::vector<Binding
                               std::string op, std::string label) {
   if (meta_) return;
   init_nodes_.push_back(DispatchNode{&pipeline, std::move(bindings), grid, std::move(op),
-                                     label.empty() ? pipeline.name() : std::move(label), {}});
+                                     label.empty() ? pipeline.name() : std::move(label), origin_, {}});
   prepared_ = false;
 }
 
@@ -301,6 +307,41 @@ void Graph::check_bindings(const std::vector<DispatchNode>& nodes) const {
   }
 }
 
+// WebGPU's rule for one dispatch (its synchronization scope): a buffer bound
+// where the shader writes it may not also be bound anywhere read-only (Dawn
+// checks whole buffers, not ranges: a validation error at submit that names
+// no op). Two writable bindings of one buffer are allowed by WebGPU, but
+// overlapping ones would race. Views (slices, in-place concatenations) and
+// the memory pool put several tensors in one buffer, so the plan checks
+// every dispatch here, in every build, and names the node.
+void Graph::check_no_write_alias(const DispatchNode& node, const std::vector<gpu::BufferBinding>& bs) const {
+  for (size_t i = 0; i < bs.size(); ++i) {
+    if (!node.pipeline->writes(i)) continue;
+    for (size_t j = 0; j < bs.size(); ++j) {
+      if (j == i || !(*bs[j].buffer == *bs[i].buffer)) continue;
+      const bool both_write = node.pipeline->writes(j);
+      if (both_write) {
+        if (j < i) continue;  // each writable pair once
+        const uint64_t ei = bs[i].offset + bs[i].size, ej = bs[j].offset + bs[j].size;
+        if (ei <= bs[j].offset || ej <= bs[i].offset) continue;  // disjoint ranges
+      }
+      auto name = [&](size_t k) {
+        const Binding& b = node.bindings[k];
+        return b.tensor >= 0 ? fmt::format("tensor '{}'", tensors_[size_t(b.tensor)].name)
+                             : std::string("an op-owned buffer");
+      };
+      throw Error(fmt::format(
+          "{}{}: kernel '{}' writes binding {} ({}, bytes [{}, {}) of buffer '{}') and {} binding {} ({}, bytes "
+          "[{}, {})) of the same buffer in one dispatch; WebGPU forbids {} (a planning error: a view or a pooled "
+          "buffer was shared where it may not be)",
+          node.origin.empty() ? "" : node.origin + ": ", node.op, node.label, i, name(i), bs[i].offset,
+          bs[i].offset + bs[i].size, bs[i].buffer->label(), both_write ? "writes" : "reads", j, name(j),
+          bs[j].offset, bs[j].offset + bs[j].size,
+          both_write ? "nothing, but overlapping writes race" : "a buffer bound as written and read at once"));
+    }
+  }
+}
+
 gpu::BufferBinding Graph::resolve(const Binding& b) {
   if (b.tensor >= 0 && b.size) {
     const TensorInfo& t = tensors_[size_t(b.tensor)];
@@ -318,10 +359,6 @@ gpu::BufferBinding Graph::resolve(const Binding& b) {
 }
 
 size_t Graph::remove_dead_dispatches() {
-  auto root_of = [&](int id) {
-    while (tensors_[size_t(id)].view_of >= 0) id = tensors_[size_t(id)].view_of;
-    return size_t(id);
-  };
   // Storage roots read later (or inputs, outputs, constants).
   std::vector<bool> needed(tensors_.size(), false);
   for (size_t t = 0; t < tensors_.size(); ++t)
@@ -373,10 +410,6 @@ void Graph::prepare() {
   }
   // Liveness of each storage root over the dispatch list.
   const size_t n = tensors_.size();
-  auto root_of = [&](int id) {
-    while (tensors_[size_t(id)].view_of >= 0) id = tensors_[size_t(id)].view_of;
-    return id;
-  };
   std::vector<int> first(n, -1), last(n, -1);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     for (const Binding& b : nodes_[i].bindings) {
@@ -457,6 +490,7 @@ void Graph::prepare() {
       std::vector<gpu::BufferBinding> bs;
       bs.reserve(node.bindings.size());
       for (const auto& b : node.bindings) bs.push_back(resolve(b));
+      check_no_write_alias(node, bs);
       node.group = ctx_.bind_group(*node.pipeline, bs, node.op);
     }
   };

@@ -68,6 +68,7 @@ struct DispatchNode {
   gpu::Grid grid;
   std::string op;     // the op that recorded it, e.g. "aten.relu.default"
   std::string label;  // kernel name for profiles
+  std::string origin;  // the model node it was recorded for (Graph::origin()), if any
   gpu::BindGroup group;
   // Floating-point operations of the dispatch where the op knows them
   // (matrix products, convolutions: 2 per multiply-add); 0 otherwise.
@@ -123,6 +124,10 @@ class Graph {
   // add_part_view), or a dispatch that binds x also binds y's storage (a
   // buffer may not be both written and bound again in one dispatch).
   bool alias_into(TensorRef x, TensorRef y, uint64_t byte_offset);
+  // The tensor whose storage `t` is (itself, or what its views lead to).
+  // Two tensors with one root share a buffer: a dispatch that writes one
+  // may not read the other (prepare() throws, naming the node).
+  TensorRef storage_root(TensorRef t) const;
   const TensorInfo& info(TensorRef t) const;
   TensorInfo& info(TensorRef t);
   size_t tensor_count() const { return tensors_.size(); }
@@ -367,6 +372,8 @@ class Graph {
   gpu::BufferBinding resolve(const Binding& b);
   uint64_t bound_bytes(const Binding& b) const;
   void check_bindings(const std::vector<DispatchNode>& nodes) const;
+  int root_of(int id) const;
+  void check_no_write_alias(const DispatchNode& node, const std::vector<gpu::BufferBinding>& bs) const;
   void ensure_storage(int id);
 
   gpu::Context& ctx_;

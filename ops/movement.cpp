@@ -506,12 +506,22 @@ Value cat(Graph& g, const ValueList& args) {
   // (Graph::alias_into: what computed it writes the result's block).
   int64_t outer = 1;
   for (size_t k = 0; k < d; ++k) outer *= out[k];
+  // An input whose storage another input shares (the same tensor twice, as
+  // in rotary's cat([freqs, freqs]), or a view of it) is copied: placed, it
+  // would be part of y, and the other's copy would read y while writing it.
   const bool place = outer == 1 && views_enabled();
+  auto shares_storage = [&](size_t i) {
+    const int r = g.storage_root(ts[i]).id;
+    for (size_t j = 0; j < ts.size(); ++j)
+      if (j != i && !skipped(j) && g.storage_root(ts[j]).id == r) return true;
+    return false;
+  };
   int64_t offset = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
     if (skipped(i)) continue;
     const Shape s = g.info(ts[i]).shape;
-    if (place && g.alias_into(ts[i], y, uint64_t(offset * out_stride[d]) * gpu_dtype_size(dtype))) {
+    if (place && !shares_storage(i) &&
+        g.alias_into(ts[i], y, uint64_t(offset * out_stride[d]) * gpu_dtype_size(dtype))) {
       offset += s[d];
       continue;
     }

@@ -16,6 +16,12 @@ present.* outputs, logits):
            cross-attention keys and values are computed once.
   whisper  Whisper's encoder (two Conv1d, GELU, sinusoidal positions, pre-norm
            blocks) over log-mel features and its decoder, in bart's layout.
+  llama    decoder-only with Llama's blocks as transformers writes them: RMSNorm
+           spelled out (x * rsqrt(mean(x*x) + eps) * w), rotary positions from
+           position_ids over halves (cat([-x2, x1])), SwiGLU, grouped K/V heads
+           widened by unsqueeze -> expand -> reshape, no biases, the output head
+           tied to the embedding; gpt's layout (the cache holds the K/V heads).
+  qwen2    llama with biases on the q, k and v projections (Qwen2's).
 
 `--size mini` is small enough for a CPU Vulkan driver (CI); `--size full`
 has the dimensions of GPT-2 small, BART-base and Whisper-base. The same
@@ -39,11 +45,23 @@ FULL = {
     "gpt": dict(vocab=50257, d=768, heads=12, layers=12, ffn=3072, positions=1024),
     "bart": dict(vocab=50265, d=768, heads=12, layers=6, ffn=3072, positions=1026, enc_tokens=128),
     "whisper": dict(vocab=51865, d=512, heads=8, layers=6, ffn=2048, positions=448, mels=80, frames=3000),
+    # GPT-2 small's width and depth with Llama's proportions (4 K/V heads).
+    "llama": dict(vocab=32000, d=768, heads=12, kv_heads=4, layers=12, ffn=2048, positions=2048),
+    "qwen2": dict(vocab=32000, d=768, heads=12, kv_heads=4, layers=12, ffn=2048, positions=2048),
 }
+DECODER_ONLY = ("gpt", "llama", "qwen2")
 
 
 def config(model, size):
-    return dict(SIZES["mini"]) if size == "mini" else dict(FULL[model])
+    c = dict(SIZES["mini"]) if size == "mini" else dict(FULL[model])
+    if model in ("llama", "qwen2"):
+        if size == "mini":
+            # Heads of 32 (128-byte rows): rotary's cat([freqs, freqs]) and
+            # the caches are aligned enough for wgnn's views, as at full size.
+            c.update(d=128, heads=4, ffn=192)
+        c.setdefault("kv_heads", c["heads"] // 2)
+    c.setdefault("kv_heads", c["heads"])
+    return c
 
 
 def _init(module, seed):
@@ -136,6 +154,90 @@ class Gpt(nn.Module):
             x, k, v = blk(x, past[2 * i], past[2 * i + 1], bias)
             presents += [k, v]
         return (self.head(self.norm(x)), *presents)
+
+
+class RmsNorm(nn.Module):
+    """Written out as transformers' LlamaRMSNorm is (the exporter sees Pow,
+    ReduceMean, Add, Sqrt, Div or Rsqrt and Mul: no fused op)."""
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        v = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(v + self.eps))
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, c, qkv_bias):
+        super().__init__()
+        d, self.h, self.hkv = c["d"], c["heads"], c["kv_heads"]
+        self.dh = d // self.h
+        self.input_layernorm, self.post_attention_layernorm = RmsNorm(d), RmsNorm(d)
+        self.q_proj = nn.Linear(d, self.h * self.dh, bias=qkv_bias)
+        self.k_proj = nn.Linear(d, self.hkv * self.dh, bias=qkv_bias)
+        self.v_proj = nn.Linear(d, self.hkv * self.dh, bias=qkv_bias)
+        self.o_proj = nn.Linear(self.h * self.dh, d, bias=False)
+        self.gate_proj = nn.Linear(d, c["ffn"], bias=False)
+        self.up_proj = nn.Linear(d, c["ffn"], bias=False)
+        self.down_proj = nn.Linear(c["ffn"], d, bias=False)
+
+    def repeat_kv(self, x):
+        g = self.h // self.hkv
+        if g == 1:
+            return x
+        b, _, t, dh = x.shape
+        return x[:, :, None, :, :].expand(b, self.hkv, g, t, dh).reshape(b, self.h, t, dh)
+
+    def forward(self, x, pk, pv, cos, sin, bias):
+        b, t, _ = x.shape
+        h = self.input_layernorm(x)
+        q = self.q_proj(h).view(b, t, self.h, self.dh).transpose(1, 2)
+        k = self.k_proj(h).view(b, t, self.hkv, self.dh).transpose(1, 2)
+        v = self.v_proj(h).view(b, t, self.hkv, self.dh).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k, v = torch.cat([pk, k], dim=2), torch.cat([pv, v], dim=2)
+        a = torch.matmul(q, self.repeat_kv(k).transpose(2, 3)) / math.sqrt(self.dh) + bias
+        a = torch.softmax(a.float(), dim=-1).to(q.dtype)
+        y = torch.matmul(a, self.repeat_kv(v)).transpose(1, 2).reshape(b, t, self.h * self.dh)
+        x = x + self.o_proj(y)
+        h = self.post_attention_layernorm(x)
+        x = x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+        return x, k, v
+
+
+class Llama(nn.Module):
+    """Llama (qkv_bias False) or Qwen2 (True), decoder-only in gpt's layout."""
+
+    def __init__(self, c, qkv_bias=False, theta=10000.0):
+        super().__init__()
+        self.c = c
+        self.embed_tokens = nn.Embedding(c["vocab"], c["d"])
+        self.blocks = nn.ModuleList(LlamaBlock(c, qkv_bias) for _ in range(c["layers"]))
+        self.norm = RmsNorm(c["d"])
+        dh = c["d"] // c["heads"]
+        self.register_buffer("inv_freq", 1.0 / (theta ** (torch.arange(0, dh, 2).float() / dh)), persistent=False)
+
+    def forward(self, input_ids, attention_mask, position_ids, *past):
+        x = self.embed_tokens(input_ids)
+        freqs = position_ids[:, :, None].float() * self.inv_freq[None, None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos().unsqueeze(1).to(x.dtype), emb.sin().unsqueeze(1).to(x.dtype)
+        bias = causal_bias(input_ids.shape[1], past[0].shape[2], attention_mask, input_ids.device, x.dtype)
+        presents = []
+        for i, blk in enumerate(self.blocks):
+            x, k, v = blk(x, past[2 * i], past[2 * i + 1], cos, sin, bias)
+            presents += [k, v]
+        # The output head is tied to the embedding (tie_word_embeddings).
+        return (torch.matmul(self.norm(x), self.embed_tokens.weight.t()), *presents)
 
 
 class EncBlock(nn.Module):
@@ -281,6 +383,8 @@ def build(model, size, seed=0):
     torch.manual_seed(seed)
     if model == "gpt":
         return {"decoder": _init(Gpt(c), seed)}, c
+    if model in ("llama", "qwen2"):
+        return {"decoder": _init(Llama(c, qkv_bias=model == "qwen2"), seed)}, c
     dec = _init(Decoder(c, model), seed)
     enc = _init(BartEncoder(c) if model == "bart" else WhisperEncoder(c), seed + 1)
     return {"decoder": dec, "encoder": enc}, c
@@ -306,10 +410,10 @@ def _onnx_export(module, args, path, **kw):
 def export(model, size, out, opset=17):
     mods, c = build(model, size)
     os.makedirs(out, exist_ok=True)
-    L, H, dh = c["layers"], c["heads"], c["d"] // c["heads"]
+    L, H, dh = c["layers"], c["kv_heads"], c["d"] // c["heads"]
     dyn_b = {0: "batch"}
     with torch.no_grad():
-        if model == "gpt":
+        if model in DECODER_ONLY:
             past = [torch.randn(1, H, 3, dh) for _ in range(2 * L)]
             names = [f"past_key_values.{i}.{kv}" for i in range(L) for kv in ("key", "value")]
             outs = ["logits"] + [f"present.{i}.{kv}" for i in range(L) for kv in ("key", "value")]
@@ -367,9 +471,9 @@ def torch_greedy(model, mods, c, prompt, new_tokens, device="cpu", dtype=torch.f
     the new tokens; `timer(i)` is called after each token is on the host."""
     ids = torch.tensor([prompt], device=device)
     out = []
-    if model == "gpt":
+    if model in DECODER_ONLY:
         m = mods["decoder"]
-        L, H, dh = c["layers"], c["heads"], c["d"] // c["heads"]
+        L, H, dh = c["layers"], c["kv_heads"], c["d"] // c["heads"]
         past = [torch.zeros(1, H, 0, dh, device=device, dtype=dtype) for _ in range(2 * L)]
         n = 0
         cur = ids
@@ -407,12 +511,12 @@ def torch_greedy(model, mods, c, prompt, new_tokens, device="cpu", dtype=torch.f
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", choices=["gpt", "bart", "whisper", "all"], required=True)
+    ap.add_argument("--model", choices=["gpt", "bart", "whisper", "llama", "qwen2", "all"], required=True)
     ap.add_argument("--size", choices=["mini", "full"], default="mini")
     ap.add_argument("--out", required=True)
     ap.add_argument("--opset", type=int, default=17)
     a = ap.parse_args()
-    for m in (["gpt", "bart", "whisper"] if a.model == "all" else [a.model]):
+    for m in (["gpt", "bart", "whisper", "llama", "qwen2"] if a.model == "all" else [a.model]):
         export(m, a.size, os.path.join(a.out, m), a.opset)
         print(f"{m}: {os.path.join(a.out, m)}")
 

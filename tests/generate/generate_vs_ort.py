@@ -1,7 +1,9 @@
 """`wgnn generate` against the same greedy loop in ONNX Runtime's CPU provider
 (bench/ort_generate.js, onnxruntime-node) on the decoders of
 scripts/models/decoders.py at their mini size, exported with PyTorch at test
-time: a decoder-only model whose prompt runs with an empty cache (gpt), and
+time: decoder-only models whose prompt runs with an empty cache (gpt; llama
+and qwen2, Llama's and Qwen2's blocks as transformers writes them, whose
+rotary cat([freqs, freqs]) and caches are aligned for wgnn's views), and
 two encoder-decoders whose cross-attention keys and values are computed once
 (bart, whisper); and a decoder in the layout of ONNX Runtime's generative-AI
 model builder (scripts/models/genai_decoder.py, written with onnx.helper:
@@ -22,6 +24,7 @@ computed from attention_mask), its prompt run with an empty cache. For each:
     differs between seeds.
 
 usage: generate_vs_ort.py WGNN ORT_MODULE_DIR WORKDIR
+       (GENERATE_VS_ORT_ONLY=llama,qwen2 runs only the models named)
 """
 import json
 import os
@@ -59,7 +62,10 @@ def main():
     run(["/usr/bin/python3", os.path.join(ROOT, "scripts/models/genai_decoder.py"), "--out", WORK])
     env = dict(os.environ, NODE_PATH=os.path.join(ORT_DIR, "node_modules"))
     passed = failed = 0
-    for model in ("gpt", "bart", "whisper", "genai"):
+    only = os.environ.get("GENERATE_VS_ORT_ONLY", "")
+    for model in ("gpt", "llama", "qwen2", "bart", "whisper", "genai"):
+        if only and model not in only.split(","):
+            continue
         folder = os.path.join(WORK, model)
         merged_too = os.path.exists(os.path.join(folder, "decoder_model.onnx"))
         problems = []

@@ -142,3 +142,35 @@ TEST(Graph, UniformsRecordedAfterARunAreWrittenByTheNextPrepare) {
   EXPECT_TRUE(all_close(download(g, y), ref, 1e-6, 1e-6));
   EXPECT_TRUE(all_close(download(g, z), ref2, 1e-6, 1e-6));
 }
+
+// A dispatch that writes one part of a buffer and reads another (a view and
+// its root) is refused when the plan is prepared, naming the model node and
+// the op, in every build: WebGPU would reject it at submit without naming
+// anything (Graph::check_no_write_alias).
+TEST(Graph, ADispatchThatWritesAndReadsOneBufferIsRefusedNamingTheNode) {
+  Graph g(ctx());
+  auto data = random_floats(64, -1, 1, 5);
+  TensorRef x = upload(g, {64}, data, DType::F32);
+  TensorRef y = ops::call(g, "aten.neg.default", {x}).tensor();
+  TensorRef lo = g.add_part_view(y, {32}, 0);
+  ASSERT_GE(lo.id, 0);
+  TensorRef r = ops::call(g, "aten.relu.default", {lo}).tensor();
+  // The relu's dispatch again, writing y itself (over the part it reads).
+  DispatchNode node = g.dispatches().back();
+  size_t written = node.bindings.size();
+  for (size_t j = 0; j < node.bindings.size(); ++j)
+    if (node.pipeline->writes(j) && node.bindings[j].tensor == r.id) written = j;
+  ASSERT_LT(written, node.bindings.size());
+  node.bindings[written].tensor = y.id;
+  g.set_origin("node 'overlap' (Relu, opset 17)");
+  g.add_dispatch(*node.pipeline, node.bindings, node.grid, "test.relu_into_own_input");
+  g.mark_output(y);
+  g.mark_output(r);
+  try {
+    g.prepare();
+    FAIL() << "prepare() accepted a dispatch that writes and reads one buffer";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("node 'overlap' (Relu, opset 17): test.relu_into_own_input"));
+    EXPECT_THAT(e.what(), HasSubstr("WebGPU forbids"));
+  }
+}

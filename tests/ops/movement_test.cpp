@@ -944,3 +944,26 @@ TEST(Views, UnalignedOrBatchedConcatenationsCopy) {
       }
   }
 }
+
+// The same intermediate twice (rotary's cat([freqs, freqs]) at one token),
+// or an intermediate and a view of it: placing the first in the result would
+// make the second's copy read the result's storage while writing it (a
+// WebGPU validation error at submit). Both are copied, and the values hold.
+TEST(Views, AnInputTwiceOrWithItsViewIsCopied) {
+  const Shape s{1, 1, 32};  // 128 bytes: aligned enough to be placed
+  const auto av = random_floats(size_t(numel(s)), -1, 1, 508);
+  for (int variant = 0; variant < 2; ++variant) {
+    SCOPED_TRACE(variant);
+    Graph g(ctx());
+    TensorRef a = upload(g, s, av, DType::F32);
+    TensorRef r = ops::call(g, "aten.relu.default", {a}).tensor();
+    TensorRef second = variant == 0 ? r : g.add_view(r, s);
+    TensorRef y = ops::call(g, "aten.cat.default", {ValueList{r, second}, int64_t(-1)}).tensor();
+    EXPECT_EQ(g.dispatches().size(), 3u);  // relu, two copies
+    g.mark_output(y);
+    g.run();
+    std::vector<float> want = relu_ref(av);
+    want.insert(want.end(), want.begin(), want.end());
+    EXPECT_EQ(download(g, y), want);
+  }
+}
