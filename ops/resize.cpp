@@ -29,6 +29,10 @@ struct Taps {
   int n = 1;
   std::vector<int32_t> idx;
   std::vector<float> w;
+  // Summed as ONNX Runtime's CPU provider sums a bilinear sample: each of
+  // the TH x TW terms (row weight * column weight) * x, added in row-major
+  // order (kernels/resize.wgsl), rather than row by row.
+  bool pairwise = false;
 };
 
 // ---- the ONNX reference (onnx/backend/test/case/node/resize.py)
@@ -319,6 +323,7 @@ TensorRef record(const Args& a, TensorRef x, const Shape& out_shape, std::vector
     p.TW = uint32_t(tw.n);
     p.w_base = uint32_t(th.idx.size());
     p.fill = float(fill);
+    p.pairwise = (!d1 || th.pairwise) && tw.pairwise ? 1u : 0u;
     const gpu::Pipeline& pl = kernel(g, "ops/kernels/resize.wgsl", float_subs(g, dt, a.op));
     g.add_dispatch(pl, {Binding::of(y), g.uniform(p), Binding::of(t), Binding::of(tt)},
                    grid_for(g, gpu::ceil_div(p.count, 256)), std::string(a.op),
@@ -369,6 +374,49 @@ void require_choice(const Args& a, std::string_view name, const std::string& v, 
 //     coordinate_transformation_mode='half_pixel',
 //     nearest_mode='round_prefer_floor', cubic_coeff_a=-0.75,
 //     exclude_outside=False, extrapolation_value=0.0, roi=None, antialias=False)
+// Linear taps computed as ONNX Runtime's CPU provider computes them, in
+// float32: the source coordinate from a float scale (out / in as floats
+// where sizes are given), clamped to [0, in - 1]; the two neighbours
+// floor(x) and floor(x) + 1 (clamped) weighted |x - x2| and |x - x1|, or
+// 0.5 each where they coincide. Mathematically the reference's taps; bit
+// for bit ONNX Runtime's, which a quantized model needs: its
+// DynamicQuantizeLinear after a Resize rounds values to 8 bits, and a
+// result one ulp off flips a rounding tie, which the integer convolutions
+// after it carry on (ISNet's uint8 matte moved by 0.05). nullopt for the
+// modes this does not cover (the reference's taps are used).
+// `fscale` is ONNX Runtime's float scale. align_corners only where
+// `out_is_scaled_in` (sizes given, or in * scale is out exactly): the
+// reference divides by the unrounded in * scale - 1 otherwise.
+std::optional<Taps> ort_linear_taps(const ResizeModes& m, int64_t in, int64_t out, float fscale,
+                                    bool out_is_scaled_in) {
+  const std::string& c = m.coord;
+  if (m.mode != "linear" || m.antialias ||
+      (c != "half_pixel" && c != "pytorch_half_pixel" && c != "asymmetric" && c != "align_corners") ||
+      (c == "align_corners" && !out_is_scaled_in)) {
+    return std::nullopt;
+  }
+  Taps t;
+  t.n = 2;
+  t.pairwise = true;
+  for (int64_t o = 0; o < out; ++o) {
+    const float xr = float(o);
+    float x;
+    if (c == "align_corners") x = out == 1 ? 0.f : xr * float(in - 1) / float(out - 1);
+    else if (c == "asymmetric") x = xr / fscale;
+    else if (c == "pytorch_half_pixel") x = out > 1 ? (xr + 0.5f) / fscale - 0.5f : 0.f;
+    else x = (xr + 0.5f) / fscale - 0.5f;
+    x = std::max(0.f, std::min(x, float(in - 1)));
+    const int64_t x1 = std::min(int64_t(x), in - 1), x2 = std::min(x1 + 1, in - 1);
+    float d1 = std::fabs(x - float(x1)), d2 = std::fabs(x - float(x2));
+    if (x1 == x2) d1 = d2 = 0.5f;
+    t.idx.push_back(int32_t(x1));
+    t.w.push_back(d2);
+    t.idx.push_back(int32_t(x2));
+    t.w.push_back(d1);
+  }
+  return t;
+}
+
 // ONNX Resize on any rank: `sizes` (ints) and/or `scales` (doubles) have one
 // entry per dim; without sizes the result is floor(in * scale), without
 // scales the scale is out / in. `roi` (2 * rank doubles: starts, then ends)
@@ -423,7 +471,10 @@ Value resize(Graph& g, const ValueList& args) {
   for (size_t d = 0; d < rank; ++d) {
     if (out[d] == 0 || in[d] == 0) continue;
     const double scale = scales ? (*scales)[d] : double(out[d]) / double(in[d]);
-    taps[d] = onnx_taps(m, in[d], out[d], scale, roi ? (*roi)[d] : 0.0, roi ? (*roi)[d + rank] : 1.0);
+    // ONNX Runtime's float scale: the given one, or out / in in floats.
+    taps[d] = ort_linear_taps(m, in[d], out[d], scales ? float((*scales)[d]) : float(out[d]) / float(in[d]),
+                              sizes || (*scales)[d] * double(in[d]) == double(out[d]));
+    if (!taps[d]) taps[d] = onnx_taps(m, in[d], out[d], scale, roi ? (*roi)[d] : 0.0, roi ? (*roi)[d + rank] : 1.0);
   }
   return record(a, x, out, std::move(taps), m.fill, "resize " + m.mode);
 }

@@ -369,7 +369,7 @@ WGNN_UNIFORM(AttentionParams, WGNN_ATTENTION_PARAMS);
 // kernels/resize.wgsl (ops/resize.cpp): up to two resampled dims per dispatch.
 #define WGNN_RESIZE_PARAMS(F) \
   F(uint32_t, count) F(uint32_t, R) F(uint32_t, OW) F(uint32_t, Q) F(uint32_t, OH) F(uint32_t, IW) \
-      F(uint32_t, IH) F(uint32_t, TH) F(uint32_t, TW) F(uint32_t, w_base) F(float, fill) F(uint32_t, _pad)
+      F(uint32_t, IH) F(uint32_t, TH) F(uint32_t, TW) F(uint32_t, w_base) F(float, fill) F(uint32_t, pairwise)
 WGNN_UNIFORM(ResizeParams, WGNN_RESIZE_PARAMS);
 
 // kernels/matmul_qweight.wgsl: q0..q5 the weight function's parameters

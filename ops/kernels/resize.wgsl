@@ -37,6 +37,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
   var acc = 0.0;
   var outside = false;
+  if (params.pairwise != 0u) {
+    // ONNX Runtime's order (ops/resize.cpp, Taps::pairwise), every term
+    // rounded before it is added: `one` is 1.0 that the compiler cannot
+    // see, so a fused multiply-add of it adds the rounded term exactly.
+    let one = f32(params.pairwise);
+    for (var a = 0u; a < params.TH; a++) {
+      let th = taps[oh * params.TH + a];
+      let row = ((p * params.IH + u32(th.x)) * params.Q + q) * params.IW;
+      for (var b = 0u; b < params.TW; b++) {
+        let tw = taps[params.w_base + ow * params.TW + b];
+        let w = bitcast<f32>(tw.y) * bitcast<f32>(th.y);
+        acc += (w * f32(x[(row + u32(tw.x)) * R + r])) * one;
+      }
+    }
+    out[i] = {{T}}(acc);
+    return;
+  }
   for (var a = 0u; a < params.TH; a++) {
     let th = taps[oh * params.TH + a];
     outside = outside || th.x < 0;
