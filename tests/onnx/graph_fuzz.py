@@ -1487,6 +1487,38 @@ class Gen:
         self.forced_outputs.append(out)
         return out
 
+    def pat_view_chain(self):
+        """Views of views: each step a movement op (or now and then an
+        elementwise one) on a value of the chain, so that slices, transposes,
+        reshapes and concatenations of one storage meet (a Concat of two
+        slices of one tensor, an Add of two views of it); some of the chain
+        are outputs."""
+        self.notes.append("view-chain")
+        base = self.pick(lambda v: v.rank >= 1 and v.kind != "const", dtype=None)
+        outer = self.pool
+        chain = [base]
+        steps = [self.op_slice] * 4 + [self.op_transpose] * 2 + [self.op_reshape] * 2 + [self.op_concat] * 3 + \
+            [self.op_split, self.op_unsqueeze, self.op_squeeze, self.op_identity, self.op_flatten, self.op_expand,
+             self.op_gather, self.op_binary, self.op_unary, self.op_pad]
+        try:
+            for _ in range(self.rng.randint(3, 8)):
+                self.pool = list(chain)
+                state = self._state()
+                try:
+                    self.rng.choice(steps)()
+                except Skip:
+                    self._restore(state)
+                    continue
+                chain += [v for v in self.pool if all(v is not c for c in chain)]
+        finally:
+            self.pool = outer + [c for c in chain if all(c is not o for o in outer)]
+        made = chain[1:]
+        if not made:
+            raise Skip()
+        for v in self.rng.sample(made, min(len(made), self.rng.randint(0, 2))):
+            self.forced_outputs.append(v)
+        return made[-1]
+
     # ---------------------------------------------------------- the graph
     OPS = [
         ("op_unary", 10), ("op_binary", 14), ("op_where", 3), ("op_cast", 3), ("op_int_arith", 1),
@@ -1496,7 +1528,7 @@ class Gen:
         ("op_flatten", 2), ("op_reduce", 6), ("op_softmax", 3), ("op_matmul", 7), ("op_gemm", 3),
         ("pat_attention", 5), ("pat_layernorm", 3), ("pat_layernorm_decomposed", 2), ("pat_rmsnorm", 2),
         ("pat_gelu", 3), ("pat_mlp", 2), ("pat_linear", 3), ("pat_residual", 2), ("pat_matmul_scale", 1),
-        ("pat_kv_cache", 2),
+        ("pat_kv_cache", 2), ("pat_view_chain", 6),
     ]
 
     def build(self):
@@ -1510,15 +1542,18 @@ class Gen:
         while done < steps and tries < steps * 8:
             tries += 1
             fn = self.rng.choices(names, weights=weights)[0]
-            state = (len(self.nodes), list(self.pool), len(self.inputs), dict(self.inits),
-                     len(self.forced_outputs), list(self.notes), collections.Counter(self.names),
-                     len(self.allv), [v.uses for v in self.allv])
+            state = self._state()
             try:
                 getattr(self, fn)()
                 done += 1
             except Skip:
                 self._restore(state)
         return self.finish(helper)
+
+    def _state(self):
+        return (len(self.nodes), list(self.pool), len(self.inputs), dict(self.inits),
+                len(self.forced_outputs), list(self.notes), collections.Counter(self.names),
+                len(self.allv), [v.uses for v in self.allv])
 
     def _restore(self, state):
         nn, pool, ninp, inits, nforced, notes, names, nall, uses = state
@@ -1642,11 +1677,14 @@ def ort_session(model_bytes):
         _ORT_OPTS.intra_op_num_threads = 1
         _ORT_OPTS.inter_op_num_threads = 1
         _ORT_OPTS.log_severity_level = 4
-        # Basic rewrites only (constant folding): the extended ones are
-        # ONNX Runtime's own fusions, which compute otherwise (and one of
-        # them, the RMSNorm fusion, breaks a graph with Mul(w, x * inv):
-        # "Node input ... is not a graph input" in onnxruntime 1.31).
-        _ORT_OPTS.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        # No graph rewrites: the reference computes node by node. ONNX
+        # Runtime's fusions compute otherwise, and in onnxruntime 1.31 some
+        # are wrong here: at ENABLE_EXTENDED the RMSNorm fusion breaks a
+        # graph with Mul(w, x * inv) ("Node input ... is not a graph input"),
+        # at ENABLE_ALL MatMul(Transpose(x), w) with a 1-D w gives other
+        # values, and even at ENABLE_BASIC the LayerNorm fusion takes in the
+        # Casts around Erf of the float64 model.
+        _ORT_OPTS.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(model_bytes, _ORT_OPTS, providers=["CPUExecutionProvider"])
 
 
@@ -1713,9 +1751,87 @@ class RefError(Exception):
     generator's bug (or ONNX Runtime's), not wgnn's."""
 
 
+PERTURB = 2.0 ** -22      # 2 ulp of float32, relative
+
+
+def perturbed(model, rng):
+    """The float64 model with its float weights (not scalars, not Pow's
+    exponents) moved by PERTURB, relative, each element its own sign."""
+    import onnx
+    from onnx import numpy_helper
+    TP = onnx.TensorProto
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    exponents = {n.input[1] for n in m.graph.node if n.op_type == "Pow" and len(n.input) > 1}
+
+    def move(t):
+        a = numpy_helper.to_array(t)
+        if a.ndim == 0 or t.name in exponents:
+            return None
+        return numpy_helper.from_array(a * (1 + PERTURB * rng.choice([-1.0, 1.0], a.shape)), t.name)
+    for i, t in enumerate(m.graph.initializer):
+        if t.data_type == TP.DOUBLE:
+            new = move(t)
+            if new is not None:
+                m.graph.initializer[i].CopyFrom(new)
+    for n in m.graph.node:
+        if n.op_type == "Constant" and n.output[0] not in exponents:
+            for a in n.attribute:
+                if a.name == "value" and a.t.data_type == TP.DOUBLE:
+                    a.t.name = n.output[0]
+                    new = move(a.t)
+                    if new is not None:
+                        a.t.CopyFrom(new)
+    return m
+
+
+# Operators whose float results are rounded (what moves, selects or
+# compares values is exact).
+ROUNDING = {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Sigmoid", "Tanh", "Reciprocal", "ReduceMean",
+            "ReduceSum", "Softmax", "MatMul", "Gemm", "LayerNormalization"}
+
+
+def with_rounding(m64):
+    """The float64 model with a float32-sized rounding error put on every
+    rounded result: y + y * u * 2^-23, u uniform in [-1, 1] per element
+    (RandomUniformLike). Its outputs move as much as the graph magnifies
+    the rounding of its steps: a mean of equal values that comes out one
+    ulp off, then divided by sqrt(eps), moves here too."""
+    import onnx
+    from onnx import helper, numpy_helper
+    TP = onnx.TensorProto
+    try:
+        types = {v.name: v.type.tensor_type.elem_type
+                 for v in list(onnx.shape_inference.infer_shapes(m64).graph.value_info) + list(m64.graph.output)}
+    except Exception:  # noqa: BLE001
+        types = {}
+    m = onnx.ModelProto()
+    m.CopyFrom(m64)
+    eps = "__ulp"
+    m.graph.initializer.append(numpy_helper.from_array(np.array(2.0 ** -23), eps))
+    nodes = []
+    for k, n in enumerate(m.graph.node):
+        nodes.append(n)
+        if n.op_type not in ROUNDING or not n.output or types.get(n.output[0]) != TP.DOUBLE:
+            continue
+        y = n.output[0]
+        x = f"{y}__exact"
+        n.output[0] = x
+        nodes += [helper.make_node("RandomUniformLike", [x], [f"{y}__u"], dtype=TP.DOUBLE, low=-1.0, high=1.0,
+                                   seed=float(k + 1)),
+                  helper.make_node("Mul", [x, f"{y}__u"], [f"{y}__xu"]),
+                  helper.make_node("Mul", [f"{y}__xu", eps], [f"{y}__e"]),
+                  helper.make_node("Add", [x, f"{y}__e"], [y])]
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    return m
+
+
 def reference(model, runs):
-    """ONNX Runtime's outputs for each run, and each output's noise
-    (max |float32 - float64|; None for integer outputs)."""
+    """ONNX Runtime's outputs for each run, and each output's noise: the
+    larger of max |float32 - float64| and how far the float64 outputs move
+    when every float input and weight moves by 2 ulp and every rounded
+    result by up to one (with_rounding); None for integer outputs."""
     mb = model.SerializeToString()
     try:
         s32 = ort_session(mb)
@@ -1729,14 +1845,26 @@ def reference(model, runs):
                 raise RefError(f"onnxruntime: output {n} is not finite")
     noise = []
     try:
-        s64 = ort_session(to_double(model).SerializeToString())
+        m64 = to_double(model)
+        s64 = ort_session(m64.SerializeToString())
+        rng = np.random.default_rng(12345)
+        s64p = ort_session(with_rounding(perturbed(m64, rng)).SerializeToString())
         for feeds, o32 in zip(runs, outs32):
             f64 = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in feeds.items()}
             o64 = s64.run(None, f64)
-            noise.append([float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0)) if a.dtype == np.float32 else None
-                          for a, b in zip(o32, o64)])
+            fp = {k: (np.asarray(v * (1 + PERTURB * rng.choice([-1.0, 1.0], v.shape))) if v.dtype == np.float64 else v)
+                  for k, v in f64.items()}
+            o64p = s64p.run(None, fp)
+            noise.append([max(float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0)),
+                              float(np.max(np.abs(c - b), initial=0.0)))
+                          if a.dtype == np.float32 else None
+                          for a, b, c in zip(o32, o64, o64p)])
     except Exception as e:  # noqa: BLE001
         raise RefError(f"onnxruntime (float64 model): {str(e).splitlines()[0][:300]}")
+    for row in noise:
+        for i, v in enumerate(row):
+            if v is not None and not math.isfinite(v):
+                raise RefError(f"onnxruntime (float64 model): output {names[i]} is not finite when its inputs move")
     return names, outs32, noise
 
 
@@ -1823,25 +1951,18 @@ class Worker:
     def start(self):
         self.started += 1
         self.history = []
-        self.log = os.path.join(self.log_dir, f"graph_fuzz_worker{self.index}.log")
+        self.log = os.path.join(self.log_dir, f"graph_fuzz_{os.getpid()}_worker{self.index}.log")
         self.logf = open(self.log, "ab")
+        pos = os.path.getsize(self.log)
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.logf,
                                      env=self.env, start_new_session=True)
         msg = self._recv(timeout=300)
         if msg is None or not msg.get("ready"):
-            raise RuntimeError(f"the wgnn worker did not start (see {self.log}): {self.log_tail()}")
+            rc = self.proc.poll()
+            raise RuntimeError(f"the wgnn worker did not start (exit {rc}; {self.log}): {self._log_since(pos)}")
         self.ops = msg["ops"]
         self.version = f"wgnn {msg['version']} ({msg['path']})"
-
-    def log_tail(self, n=6):
-        try:
-            with open(self.log, "rb") as f:
-                f.seek(max(0, os.path.getsize(self.log) - 4000))
-                lines = f.read().decode(errors="replace").strip().splitlines()
-                return " | ".join(lines[-n:])
-        except OSError:
-            return ""
 
     def _recv(self, timeout):
         res = {}
@@ -1947,6 +2068,55 @@ class OrtAllWorker:
         except Exception as e:  # noqa: BLE001
             msg = str(e)
             return ("error", f"{type(e).__name__}: {normalize(msg)}", msg)
+
+    def stop(self):
+        pass
+
+
+class CliWorker:
+    """wgnn's CLI as the implementation (--target cli): `wgnn run` in a process
+    for each set of inputs, so no two sizes in one session; what a build
+    tree has before its Python package is installed again."""
+    ops = None
+
+    def __init__(self, cli):
+        self.cli = cli
+
+    def run(self, model_bytes, runs, timeout, no_fusion=False, label=None):
+        import onnx
+        m = onnx.ModelProto()
+        m.ParseFromString(model_bytes)
+        names = [o.name for o in m.graph.output]
+        env = dict(os.environ)
+        if no_fusion:
+            env["WGNN_NO_FUSION"] = "1"
+        results = []
+        with tempfile.TemporaryDirectory(prefix="graph_fuzz_cli") as d:
+            path = os.path.join(d, "model.onnx")
+            with open(path, "wb") as f:
+                f.write(model_bytes)
+            for ri, feeds in enumerate(runs):
+                od = os.path.join(d, f"out{ri}")
+                cmd = [self.cli, "run", path, "--output-dir", od]
+                for k, (n, a) in enumerate(feeds.items()):
+                    ip = os.path.join(d, f"in{ri}_{k}.npy")
+                    np.save(ip, a)
+                    cmd += ["--input", f"{n}={ip}"]
+                try:
+                    p = subprocess.run(cmd, capture_output=True, timeout=timeout, env=env)
+                except subprocess.TimeoutExpired:
+                    return ("timeout", "timeout", f"no answer in {timeout} s")
+                err = p.stderr.decode(errors="replace").strip()
+                if p.returncode < 0:
+                    name = signal.Signals(-p.returncode).name
+                    return ("crash", "crash", f"wgnn run died ({name}); {' | '.join(err.splitlines()[-6:])}")
+                if p.returncode != 0:
+                    msg = err.removeprefix("wgnn: error: ")
+                    if "unsupported node" in msg or "is not supported" in msg:
+                        return ("unsupported", msg)
+                    return ("error", f"Error: {normalize(msg)}", msg)
+                results.append([np.load(os.path.join(od, n + ".npy")) for n in names])
+        return ("ok", results)
 
     def stop(self):
         pass
@@ -2333,7 +2503,8 @@ def replay(args):
         names = [n for n in names if n in args.only.split(",")]
     exp = read_expected(d)
     # a process for each model: one that corrupts memory cannot touch the next
-    worker = OrtAllWorker() if args.target == "ort-all" else Worker(log_dir=args.log_dir, fresh=True)
+    worker = OrtAllWorker() if args.target == "ort-all" else \
+        CliWorker(args.cli) if args.target == "cli" else Worker(log_dir=args.log_dir, fresh=True)
     problems, lines = [], []
     counts = collections.Counter()
     for name in names:
@@ -2421,6 +2592,8 @@ def fuzz(args):
             worker = None
         elif args.target == "ort-all":
             worker = OrtAllWorker()
+        elif args.target == "cli":
+            worker = CliWorker(args.cli)
         else:
             worker = Worker(log_dir=args.log_dir, index=wi)
         fresh = Worker(log_dir=args.log_dir, index=f"{wi}f", fresh=True) if worker and not args.ort_only else None
@@ -2558,8 +2731,11 @@ def main():
     ap.add_argument("--shrink-time", type=float, default=300, help="seconds for one minimization")
     ap.add_argument("--shrink-runs", type=int, default=400, help="wgnn runs for one minimization")
     ap.add_argument("--ort-only", action="store_true", help="check the generator against ONNX Runtime alone")
-    ap.add_argument("--target", choices=["wgnn", "ort-all"], default="wgnn",
-                    help="what is checked: wgnn, or ONNX Runtime with all its graph optimizations")
+    ap.add_argument("--target", choices=["wgnn", "cli", "ort-all"], default="wgnn",
+                    help="what is checked: wgnn's Python package (default), wgnn's CLI (--cli; one process "
+                    "per set of inputs), or ONNX Runtime with all its graph optimizations")
+    ap.add_argument("--cli", default=os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "wgnn"),
+                    help="--target cli: the wgnn executable (default: build/wgnn)")
     ap.add_argument("--dump", type=int, help="write this seed's graph (--out) and print it")
     ap.add_argument("--out")
     ap.add_argument("--progress", type=int, default=0, help="a progress line every N graphs")
