@@ -9,7 +9,8 @@ ulp away from ONNX Runtime's flips a rounding tie, and the integer
 convolutions after it carry the flip on: the matte moved by up to 0.05 when
 the bilinear Resizes summed their terms in another order (ops/resize.cpp,
 ort_linear_taps). Criterion: every output within 1e-3 of the range of ONNX
-Runtime's (measured on lavapipe, 2026-12-06: within 2.2e-5 on all 21, the
+Runtime's (a range of at least 0.01: at small sizes a side output can be
+nearly constant, and its range then says nothing) (measured on lavapipe, 2026-12-06: within 2.2e-5 on all 21, the
 flat images' small-range side outputs the farthest, and the integer path bit
 for bit; before, 0.11 on the low-noise image). ISNet runs at 160x160 to stay
 quick on lavapipe (3 s a run)."""
@@ -124,7 +125,7 @@ def test_quint8_isnet_matches_onnxruntime_on_varied_inputs(quint8_model):
         got = ours.run(names, {"input": x})
         for name, g, r in zip(names, got, want):
             assert g.shape == r.shape and g.dtype == r.dtype, f"{case}: output {name} {g.dtype} {g.shape} vs {r.shape}"
-            span = max(float(r.max() - r.min()), 1e-6)
+            span = max(float(r.max() - r.min()), 1e-2)
             err = float(np.abs(g.astype(np.float64) - r).max()) / span
             worst = max(worst, err)
             if not err <= 1e-3:
