@@ -77,6 +77,7 @@ AVOIDABLE = {
     "concat-repeat": "a Concat listing one computed value more than once",
 }
 AVOID = set()
+MAX_STEPS = 12          # ops and patterns in a graph, at most (--max-steps)
 
 
 # ============================================================== dims
@@ -151,6 +152,10 @@ def bcast_dims(a, b):
 
 
 # ============================================================== generator
+
+# Dims now and then larger than the usual 1..8: past 16, 32, 64 and 256
+# (tiles, subgroups, workgroups), odd or prime.
+BIG_DIMS = [16, 17, 31, 33, 63, 65, 100, 129, 257]
 
 class V:
     """A value of the graph being generated: its dims, dtype, an interval
@@ -250,6 +255,9 @@ class Gen:
             for _ in range(rank):
                 if self.nsyms and self.chance(sym_p):
                     dims.append((0, 1, 0) if self.nsyms == 1 or self.chance(0.5) else (0, 0, 1))
+                elif self.chance(0.06):
+                    # past a workgroup or a tile: reductions and products in several parts
+                    dims.append(dc(self.rng.choice(BIG_DIMS)))
                 else:
                     dims.append(dc(self.rng.choice([1, 2, 2, 3, 4, 4, 5, 6, 8])))
             if self.numel_max(dims) <= maxel:
@@ -983,7 +991,7 @@ class Gen:
         k = x.shape[-1]
         if not is_c(k):
             raise Skip()
-        n = n_out or self.rng.choice([1, 2, 3, 4, 6, 8, 16])
+        n = n_out or self.rng.choice([1, 2, 3, 4, 6, 8, 16] + ([self.rng.choice(BIG_DIMS)] if self.chance(0.1) else []))
         return self.weight((k[0], n), k[0]), n
 
     def op_matmul(self):
@@ -1042,7 +1050,9 @@ class Gen:
         m_, k = a.shape[0][0], a.shape[1][0]
         if trans_a:
             m_, k = k, m_
-        n = self.rng.choice([1, 2, 3, 4, 8])
+        n = self.rng.choice([1, 2, 3, 4, 8] + ([self.rng.choice(BIG_DIMS)] if self.chance(0.1) else []))
+        if m_ * n > MAX_ELEMENTS:
+            raise Skip()
         trans_b = self.chance(0.5)
         w = self.weight((n, k) if trans_b else (k, n), k)
         ins = [a, w]
@@ -1535,7 +1545,7 @@ class Gen:
         from onnx import helper
         for _ in range(self.rng.randint(1, 2)):
             self.new_input(F32, self.rand_dims(self.rng.randint(1, 4)))
-        steps = self.rng.randint(2, 12)
+        steps = self.rng.randint(2, MAX_STEPS)
         names, weights = zip(*self.OPS)
         done = 0
         tries = 0
@@ -1625,7 +1635,7 @@ class Gen:
                 # a constant dim declared symbolic
                 i = self.rng.randrange(v.rank)
                 info.type.tensor_type.shape.dim[i].ClearField("dim_value")
-                info.type.tensor_type.shape.dim[i].dim_param = f"n{i}"
+                info.type.tensor_type.shape.dim[i].dim_param = f"{v.name}_d{i}"   # its own name: one size
             g_inputs.append(info)
         g_outputs = [vi(allv[n], sym_declared) for n in outs]
         inits = [_numpy_helper().from_array(a, name) for name, a in self.inits.items()]
@@ -1827,6 +1837,28 @@ def with_rounding(m64):
     return m
 
 
+def declared_shapes_wrong(model, runs, outs):
+    """What the model declares of its input and output shapes that the
+    values contradict: a dim_value, a rank, or a dim_param standing for two
+    sizes in one run (ONNX: one name, one size). None when all hold."""
+    for ri, (feeds, o) in enumerate(zip(runs, outs)):
+        sizes = {}
+        vals = [(v, feeds.get(v.name)) for v in model.graph.input] + list(zip(model.graph.output, o))
+        for v, a in vals:
+            if a is None or not v.type.tensor_type.HasField("shape"):
+                continue
+            dims = v.type.tensor_type.shape.dim
+            if len(dims) != np.ndim(a):
+                return f"run {ri}: {v.name} declared of rank {len(dims)}, is {list(np.shape(a))}"
+            for k, d in enumerate(dims):
+                n = np.shape(a)[k]
+                if d.HasField("dim_value") and d.dim_value != n:
+                    return f"run {ri}: {v.name} dim {k} declared {d.dim_value}, is {n}"
+                if d.HasField("dim_param") and sizes.setdefault(d.dim_param, n) != n:
+                    return f"run {ri}: dim_param {d.dim_param!r} is {sizes[d.dim_param]} and {n}"
+    return None
+
+
 def reference(model, runs):
     """ONNX Runtime's outputs for each run, and each output's noise: the
     larger of max |float32 - float64| and how far the float64 outputs move
@@ -1843,6 +1875,9 @@ def reference(model, runs):
         for n, a in zip(names, outs):
             if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
                 raise RefError(f"onnxruntime: output {n} is not finite")
+    bad = declared_shapes_wrong(model, runs, outs32)
+    if bad:
+        raise RefError(f"declared shapes: {bad}")
     noise = []
     try:
         m64 = to_double(model)
@@ -2716,6 +2751,7 @@ def dump(args):
 
 
 def main():
+    global MAX_STEPS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--count", type=int, default=100)
@@ -2743,8 +2779,11 @@ def main():
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--avoid", default="", help="generator features to leave out (comma-separated): "
                     + "; ".join(f"{k}: {v}" for k, v in AVOIDABLE.items()))
+    ap.add_argument("--max-steps", type=int, default=MAX_STEPS,
+                    help=f"ops and fused patterns in a graph, at most (default {MAX_STEPS}; another value, other graphs)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    MAX_STEPS = args.max_steps
     for a in filter(None, args.avoid.split(",")):
         if a not in AVOIDABLE:
             ap.error(f"--avoid: no feature {a!r} (known: {', '.join(AVOIDABLE)})")
