@@ -125,11 +125,14 @@ bool is_view_op(const onnx::NodeProto& n) {
 
 // From value `v` back through view nodes: the value they start from and the
 // steps (forward order).
-std::string view_chain(const Index& ix, std::string v, std::vector<Fusion::ViewStep>& steps) {
+std::string view_chain(const Index& ix, std::string v, std::vector<Fusion::ViewStep>& steps,
+                       const std::set<int>& taken) {
   steps.clear();
   for (int guard = 0; guard < 64; ++guard) {
     const int p = ix.prod(v);
-    if (p < 0 || !is_view_op(ix.node(p))) break;
+    // A view node an earlier fusion took is inside that fusion: its input
+    // may never exist (one attention's merged heads as the next one's q).
+    if (p < 0 || taken.count(p) || !is_view_op(ix.node(p))) break;
     steps.push_back({p, v});
     v = ix.node(p).input(0);
   }
@@ -199,14 +202,14 @@ bool attention(const Index& ix, int sm, const std::set<int>& taken, Fusion& f) {
   f.nodes.push_back(mm1);
   const std::string q = scaled_operand(ix, ix.node(mm1).input(0), taken, f);
   const std::string kt = scaled_operand(ix, ix.node(mm1).input(1), taken, f);
-  f.x = view_chain(ix, q, f.views[0]);
-  f.w = view_chain(ix, kt, f.views[1]);
+  f.x = view_chain(ix, q, f.views[0], taken);
+  f.w = view_chain(ix, kt, f.views[1], taken);
   const std::string& probs = ix.out(sm);
   if (!ix.single(probs)) return false;
   const int mm2 = ix.consumer(probs);
   if (taken.count(mm2) || !ix.is(mm2, "MatMul", 2) || ix.node(mm2).input(0) != probs) return false;
   f.nodes.push_back(mm2);
-  f.v = view_chain(ix, ix.node(mm2).input(1), f.views[2]);
+  f.v = view_chain(ix, ix.node(mm2).input(1), f.views[2], taken);
   cur = ix.out(mm2);
   if (ix.single(cur) && ix.is(ix.consumer(cur), "Transpose", 1) && !taken.count(ix.consumer(cur))) {
     f.out_transpose = ix.consumer(cur);
@@ -579,6 +582,8 @@ constexpr int64_t kMaxHeadDim = 128;
 std::optional<Slot> try_attention(const Fusion& f, Graph& g, IrTrace* trace, const onnx::GraphProto& graph, int opset, const Storage& storage,
                                   std::map<std::string, Slot>& values) {
   const onnx::NodeProto& sm = graph.node(f.anchor);
+  for (const std::string* v : {&f.x, &f.w, &f.v})
+    if (!values.count(*v)) return std::nullopt;  // not computed on its own (inside another fusion)
   Slot* base[3] = {&values.at(f.x), &values.at(f.w), &values.at(f.v)};
   View view[3];
   for (int k = 0; k < 3; ++k) {

@@ -931,6 +931,10 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
   b->sizes_read_back = builder.sizes_read_back;
   for (auto& [name, v] : values) v.input_value = nullptr;
   for (const auto& o : outputs_) {
+    // A name the graph lists twice among its outputs is one value, read
+    // back once; each listing is answered from it (two read-backs into one
+    // host tensor freed the first's memory under the copy).
+    if (std::any_of(b->outputs.begin(), b->outputs.end(), [&](const auto& p) { return p.first == o.name; })) continue;
     Slot& s = values.at(o.name);
     if (!s.host && options_.fp16 && o.dtype == DType::F32 && s.dtype == DType::F16) {
       // fp16 mode: a float32 output of the model is cast back (aten code 6).

@@ -224,12 +224,12 @@ class PySession {
       last_run_us_ = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     }
     nb::list result;
-    if (names.empty()) {
-      for (const auto& v : s_->outputs()) result.append(to_numpy(std::move(fetches.host.at(v.name))));
-      return result;
+    std::vector<std::string> order = names;
+    if (order.empty()) {
+      for (const auto& v : s_->outputs()) order.push_back(v.name);  // a model may list one name twice
     }
     std::map<std::string, nb::object> given;  // a name asked for twice gets the same array
-    for (const auto& n : names) {
+    for (const auto& n : order) {
       if (auto g = given.find(n); g != given.end()) {
         result.append(g->second);
         continue;
