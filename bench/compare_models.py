@@ -18,7 +18,7 @@ PyTorch version) is timed by wgnn and ONNX Runtime only. Each measurement
 runs in its own process, one after the other.
 
 --wgnn-fp16 also times wgnn in float16 mode (`wgnn bench --fp16`: float16
-weights and activations, float32 accumulation; README.md, "float16 mode"),
+weights and activations, float32 accumulation; docs/FP16.md),
 as the tool "wgnn-fp16", with its own columns in the table.
 
 ONNX Runtime has no such switch: at float16 it needs a float16 model. The

@@ -93,7 +93,7 @@ struct Cutout {
 
 // The model used when none is named (remove-bg without --model,
 // wgnn.remove_bg without model=), and the folders searched for it, in
-// order (README, "Install"): $WGNN_HOME/models, the user's cache folder
+// order (docs/INSTALL.md): $WGNN_HOME/models, the user's cache folder
 // ($XDG_CACHE_HOME/wgnn/models, else ~/.cache/wgnn/models), then models/ in
 // `program_dir` (a build folder: scripts/setup copies ISNet there) and
 // ../share/wgnn/models from it (an install); `program_dir` is the wgnn

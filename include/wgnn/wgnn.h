@@ -2,7 +2,7 @@
 #define WGNN_WGNN_H
 /* The C API of wgnn: ONNX models on the GPU through WebGPU.
  *
- * A whole program is in README.md, "Install" (compiled by the test suite).
+ * A whole program is in docs/INSTALL.md (compiled by the test suite).
  *
  * Errors: every call that can fail returns a wgnn_status; WGNN_OK (0) is
  * success, anything else leaves the outputs untouched and sets a message for

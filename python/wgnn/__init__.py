@@ -9,7 +9,7 @@ Devices: sessions with the same adapter choice share one device (started on
 first use). Calls that reach the device (creating a session, run, remove_bg,
 get_device_info) release the GIL and take turns on it: a session may be used
 from several threads, its runs then run one after another, as do the runs
-of sessions on the same device (the C++ API's rule, README "Threads").
+of sessions on the same device (the C++ API's rule, docs/ERRORS.md, "Threads").
 """
 import atexit
 import json

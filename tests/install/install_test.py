@@ -1,8 +1,8 @@
-"""wgnn as a user outside its tree gets it (README, "Install").
+"""wgnn as a user outside its tree gets it (docs/INSTALL.md).
 
     install_test.py consumers  SOURCE BUILD WORK
         installs BUILD into a prefix (the Runtime and Development components)
-        and builds against it: the C++ example of README.md with
+        and builds against it: the C++ example of docs/INSTALL.md with
         find_package(wgnn) (tests/install/cmake_consumer, shared and static)
         and the C example with `pkg-config --cflags --libs wgnn`. Both run a
         tiny model (y = 2 x + 1) and must print 2 x + 1 for x = 1, 2, 3, 4.
@@ -45,13 +45,13 @@ def run(cmd, env=None, cwd=None):
 
 
 def readme_blocks(source):
-    """The code blocks README.md marks for this test: <!-- example: NAME -->
+    """The code blocks docs/INSTALL.md marks for this test: <!-- example: NAME -->
     followed by a fenced block."""
-    text = open(os.path.join(source, "README.md"), encoding="utf-8").read()
+    text = open(os.path.join(source, "docs", "INSTALL.md"), encoding="utf-8").read()
     blocks = dict(re.findall(r"<!-- example: (\S+) -->\s*```\w*\n(.*?)```", text, re.S))
     for name in ("example.c", "example.cpp"):
         if name not in blocks:
-            sys.exit(f"FAIL: README.md has no block marked <!-- example: {name} -->")
+            sys.exit(f"FAIL: docs/INSTALL.md has no block marked <!-- example: {name} -->")
     return blocks
 
 

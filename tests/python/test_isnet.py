@@ -1,4 +1,4 @@
-"""The examples on ISNet and the astronaut photo (README, "Python"):
+"""The examples on ISNet and the astronaut photo (docs/PYTHON.md):
 python/examples/remove_bg.py gives the pixels of the CLI's files bit for bit, and
 python/examples/isnet_session.py gives ONNX Runtime's matte within the
 tolerance below when `wgnn` is swapped for `onnxruntime`. ISNet runs at
