@@ -6,16 +6,36 @@
 //   GET  /            a page to drop a photo on (serve_page.cpp)
 // One thread owns the GPU and runs the model on one photo after another;
 // the HTTP threads decode, pre-process, and encode the PNGs beside it. At
-// most --queue requests are admitted at once; more get 503 at once.
+// most --queue requests are admitted at once; more get 503 at once. A
+// request is also turned away (503, Retry-After) when the queue's expected
+// wait (a running mean of the GPU's time per photo) would pass its deadline,
+// and a queued photo is not run when its deadline cannot be met any more or
+// its client is gone. SIGTERM or SIGINT drain: no new connections, the
+// admitted requests answered (a cut-out, or 503 when they cannot finish
+// within the drain time), then exit 0.
+// Settings without a flag, from the environment:
+//   WGNN_SERVE_TOKEN          POST /remove-bg needs "Authorization: Bearer <it>"
+//   WGNN_SERVE_ORIGINS        more origins allowed to POST (comma-separated;
+//                             "*" any); default: the server's own
+//   WGNN_SERVE_DRAIN_TIMEOUT  seconds to drain on SIGTERM (default 30)
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <httplib.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <strings.h>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -27,6 +47,7 @@
 #include "matting/remover.h"
 #include "tools/commands.h"
 #include "tools/cutout_settings.h"
+#include "tools/serve_guard.h"
 #include "tools/serve_page.h"
 #include "util/file.h"
 
@@ -38,9 +59,30 @@ using clock = std::chrono::steady_clock;
 
 double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
 
+// A photo handed to the GPU thread. The handler that submitted it and the
+// GPU thread agree under `m` whether it runs: the GPU thread starts it only
+// while the handler still waits for it, its deadline can still be met and
+// its client is still there; a handler that gives up first marks it
+// abandoned, and it is never run.
+struct Job {
+  std::shared_ptr<const matting::Prepared> prepared;
+  clock::time_point deadline;
+  std::promise<matting::Matte> result;
+  std::function<bool()> client_gone;  // called under m, while the handler waits
+  std::mutex m;
+  bool started = false;
+  bool abandoned = false;
+};
+
+// The reason a job was not run, as its future's exception.
+struct NotRun : Error {
+  using Error::Error;
+};
+
 // The thread that owns the GPU: it makes the Context and the Remover, runs
 // the model once on a blank photo (the first run builds the graph and
-// compiles the shaders), then runs the photos it is handed in order.
+// compiles the shaders) and once more to time a run, then runs the photos
+// it is handed in order.
 class GpuRunner {
  public:
   GpuRunner(const gpu::ContextOptions& co, const std::string& model, const matting::RemoverOptions& ro) {
@@ -53,10 +95,13 @@ class GpuRunner {
         remover_ = std::make_unique<matting::Remover>(*ctx_, model, ro);
         image::Image blank(64, 64, 3);
         std::fill(blank.pixels.begin(), blank.pixels.end(), uint8_t(128));
-        const auto t0 = clock::now();
+        auto t0 = clock::now();
         const matting::Prepared p = remover_->prepare(blank);
         (void)remover_->infer(p);
         warm_s_ = seconds_since(t0);
+        t0 = clock::now();
+        (void)remover_->infer(p);
+        run_s_ = seconds_since(t0);
         ready.set_value();
       } catch (...) {
         ready.set_exception(std::current_exception());
@@ -78,7 +123,7 @@ class GpuRunner {
     }
     cv_.notify_all();
     thread_.join();
-    for (auto& j : queue_) j->result.set_exception(std::make_exception_ptr(Error("the server is stopping")));
+    for (auto& j : queue_) j->result.set_exception(std::make_exception_ptr(NotRun("the server is stopping")));
   }
 
   const matting::Remover& remover() const { return *remover_; }
@@ -90,38 +135,111 @@ class GpuRunner {
     return broken_;
   }
 
-  // The matte of a prepared photo; a photo still waiting at `deadline` is
-  // not run (its future throws).
-  std::future<matting::Matte> submit(std::shared_ptr<const matting::Prepared> p, clock::time_point deadline) {
-    auto job = std::make_shared<Job>();
-    job->prepared = std::move(p);
-    job->deadline = deadline;
-    auto f = job->result.get_future();
+  struct Stats {
+    double run_s;       // the running mean of the GPU's time per photo
+    double prep_s;      // and of a handler's time before it (decode, pre-process)
+    double post_s;      // and after it (matte to PNG)
+    size_t waiting;     // photos queued or on the GPU
+    uint64_t runs;      // photos run
+    uint64_t not_run;   // photos dropped before a run (deadline, client gone, given up)
+  };
+  Stats stats() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return {run_s_, prep_s_, post_s_, queue_.size() + flying_, runs_, not_run_};
+  }
+  // Requests admitted and not past the GPU yet (reading, decoding, queued
+  // or running): a new one waits for all of them.
+  void enter() { ++ahead_; }
+  void leave() { --ahead_; }
+  // The seconds from now until a request admitted now would be answered;
+  // 0 when nothing is ahead of it (then it is always tried: the means are
+  // only learned from runs).
+  double expected_at_door() const {
+    const int ahead = ahead_.load();
+    if (ahead <= 0) return 0;
+    const Stats s = stats();
+    return s.prep_s + double(ahead + 1) * s.run_s + s.post_s;
+  }
+  // The same for a prepared photo about to be queued.
+  double expected_in_queue() const {
+    const Stats s = stats();
+    if (s.waiting == 0) return 0;
+    return double(s.waiting + 1) * s.run_s + s.post_s;
+  }
+  void record_prep(double s) {
+    std::lock_guard<std::mutex> lock(m_);
+    prep_s_ = prep_s_ == 0 ? s : 0.8 * prep_s_ + 0.2 * s;
+  }
+  void record_post(double s) {
+    std::lock_guard<std::mutex> lock(m_);
+    post_s_ = post_s_ == 0 ? s : 0.8 * post_s_ + 0.2 * s;
+  }
+  // From now on no photo starts that cannot be answered by `t`.
+  void drain_by(clock::time_point t) {
+    std::lock_guard<std::mutex> lock(m_);
+    drain_deadline_ = t;
+  }
+
+  // The matte of a prepared photo, through the job's future.
+  void submit(const std::shared_ptr<Job>& job) {
     {
       std::lock_guard<std::mutex> lock(m_);
       if (!broken_.empty()) {
         job->result.set_exception(std::make_exception_ptr(gpu::GpuError(broken_)));
-        return f;
+        return;
       }
       queue_.push_back(job);
     }
     cv_.notify_one();
-    return f;
   }
 
  private:
-  struct Job {
-    std::shared_ptr<const matting::Prepared> prepared;
-    clock::time_point deadline;
-    std::promise<matting::Matte> result;
-  };
+  // Whether `job` may start now; if not, its future says why.
+  bool may_start(Job& job) {
+    double run_s, post_s;
+    size_t ahead;
+    clock::time_point drain;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      run_s = run_s_;
+      post_s = post_s_;
+      ahead = flying_;
+      drain = drain_deadline_;
+    }
+    const auto done = clock::now() + std::chrono::duration_cast<clock::duration>(
+                                         std::chrono::duration<double>(double(ahead + 1) * run_s + post_s));
+    std::lock_guard<std::mutex> lock(job.m);
+    const char* why = nullptr;
+    if (job.abandoned) {
+      why = "given up";
+    } else if (ahead > 0 ? done > drain : clock::now() > drain) {
+      why = "the server is stopping: this photo cannot be finished within the drain time";
+    } else if (ahead > 0 ? done > job.deadline : clock::now() > job.deadline) {
+      why = "timed out: this photo cannot be finished by its deadline";
+    } else if (job.client_gone && job.client_gone()) {
+      why = "the client is gone";
+    }
+    if (why) {
+      job.result.set_exception(std::make_exception_ptr(NotRun(why)));
+      std::lock_guard<std::mutex> l2(m_);
+      ++not_run_;
+      return false;
+    }
+    job.started = true;
+    return true;
+  }
 
   // Runs the photos in order, keeping the next one queued on the GPU
   // behind the one running when it waits already and has the same input
   // size (Remover::submit/collect): the GPU then goes from one request's
   // photo to the next without waiting for this thread.
   void loop() {
-    std::deque<std::shared_ptr<Job>> flying;  // submitted, not collected
+    struct Flying {
+      std::shared_ptr<Job> job;
+      clock::time_point submitted;
+    };
+    std::deque<Flying> flying;  // submitted, not collected
+    clock::time_point last_done = clock::now();
     auto fail = [this](Job& job) {
       try {
         throw;
@@ -137,12 +255,28 @@ class GpuRunner {
       }
     };
     auto collect = [&] {
-      std::shared_ptr<Job> job = flying.front();
+      Flying job = flying.front();
       flying.pop_front();
       try {
-        job->result.set_value(remover_->collect());
+        matting::Matte m = remover_->collect();
+        const auto now = clock::now();
+        // The GPU's time for this photo: from its submission or the end of
+        // the one before it, whichever is later.
+        const double s = std::chrono::duration<double>(now - std::max(last_done, job.submitted)).count();
+        last_done = now;
+        {
+          std::lock_guard<std::mutex> lock(m_);
+          run_s_ = 0.8 * run_s_ + 0.2 * s;
+          ++runs_;
+          flying_ = flying.size();
+        }
+        job.job->result.set_value(std::move(m));
       } catch (...) {
-        fail(*job);
+        {
+          std::lock_guard<std::mutex> lock(m_);
+          flying_ = flying.size();
+        }
+        fail(*job.job);
       }
     };
     for (;;) {
@@ -151,7 +285,7 @@ class GpuRunner {
         std::unique_lock<std::mutex> lock(m_);
         if (flying.empty()) cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
         if (stopping_) {
-          for (auto& j : flying) j->result.set_exception(std::make_exception_ptr(Error("the server is stopping")));
+          for (auto& j : flying) j.job->result.set_exception(std::make_exception_ptr(NotRun("the server is stopping")));
           return;
         }
         if (!queue_.empty()) {
@@ -163,14 +297,13 @@ class GpuRunner {
         collect();
         continue;
       }
-      if (clock::now() > job->deadline) {
-        job->result.set_exception(std::make_exception_ptr(Error("timed out waiting for the GPU")));
-        continue;
-      }
       while (!flying.empty() && !remover_->can_submit(*job->prepared)) collect();
+      if (!may_start(*job)) continue;
       try {
         remover_->submit(*job->prepared);
-        flying.push_back(job);
+        flying.push_back({job, clock::now()});
+        std::lock_guard<std::mutex> lock(m_);
+        flying_ = flying.size();
       } catch (...) {
         fail(*job);
       }
@@ -186,6 +319,11 @@ class GpuRunner {
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  size_t flying_ = 0;
+  double run_s_ = 0, prep_s_ = 0, post_s_ = 0;
+  uint64_t runs_ = 0, not_run_ = 0;
+  std::atomic<int> ahead_{0};
+  clock::time_point drain_deadline_ = clock::time_point::max();
   bool stopping_ = false;
   std::string broken_;
 };
@@ -237,9 +375,50 @@ RequestOptions parse_query(const httplib::Request& req) {
   return r;
 }
 
+// Settings without a flag (see the top of this file).
+struct ServeEnv {
+  std::string token;
+  std::vector<std::string> origins;
+  bool any_origin = false;
+  double drain_s = 30;
+};
+
+std::string trim(std::string s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+// A decimal Content-Length, or -1.
+int64_t parse_length(const std::string& v) {
+  if (v.empty() || v.size() > 18) return -1;
+  int64_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return -1;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+bool loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "[::1]";
+}
+
+// The signal that asks the server to drain: the handler writes to a pipe
+// that a thread reads.
+int g_signal_pipe[2] = {-1, -1};
+extern "C" void on_stop_signal(int sig) {
+  const char c = char(sig);
+  [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &c, 1);
+}
+
+// Set by a handler that leaves part of its request's body unread.
+thread_local bool t_close_after = false;
+
 class Server {
  public:
-  Server(const ServeOptions& o, GpuRunner& gpu, std::string model) : o_(o), gpu_(gpu), model_(std::move(model)) {}
+  Server(const ServeOptions& o, const ServeEnv& env, GpuRunner& gpu, std::string model)
+      : o_(o), env_(env), gpu_(gpu), model_(std::move(model)) {}
 
   int run() {
     httplib::Server svr;
@@ -249,47 +428,188 @@ class Server {
     const auto secs = std::chrono::duration<double>(o_.timeout_s);
     svr.set_read_timeout(std::chrono::duration_cast<std::chrono::seconds>(secs).count() + 1, 0);
     svr.set_write_timeout(std::chrono::duration_cast<std::chrono::seconds>(secs).count() + 1, 0);
+    // SO_REUSEADDR only (the library's default adds SO_REUSEPORT, with which
+    // a second server on the same port starts and shares its requests).
+    svr.set_socket_options([](int sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      return screen(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
+    });
+    // A request answered before its body was read through (over --max-bytes
+    // in chunks, a broken form) leaves the rest of the body on the
+    // connection: after the answer is written, the connection is closed
+    // rather than the rest read as the next request.
+    svr.set_logger([](const httplib::Request& req, const httplib::Response&) {
+      if (!t_close_after) return;
+      t_close_after = false;
+      const int fd = serve_guard::find_connection(req.local_port, req.remote_addr, req.remote_port);
+      if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+    });
     svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(serve_page(), "text/html; charset=utf-8");
     });
     svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
-    svr.Post("/remove-bg", [this](const httplib::Request& req, httplib::Response& res) { remove_bg(req, res); });
+    svr.Post("/remove-bg", [this](const httplib::Request& req, httplib::Response& res,
+                                  const httplib::ContentReader& reader) { remove_bg(req, res, reader); });
     svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
-      const bool form = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
-      std::string why =
-          res.status == 413 && form
-              ? "a body sent as application/x-www-form-urlencoded (curl --data-binary's default) is limited to 8 KiB "
-                "by the HTTP library: send the photo with its own type (curl -H 'Content-Type: image/jpeg' "
-                "--data-binary @photo.jpg) or as a form's file (curl -F file=@photo.jpg)"
-          : res.status == 413 ? fmt::format("the request is larger than {} bytes (--max-bytes)", o_.max_bytes)
-                        : res.status == 404 ? fmt::format("no such page '{}'; there are /, /health and POST /remove-bg", req.path)
-                                            : fmt::format("HTTP status {}", res.status);
+      const std::string why =
+          res.status == 413 ? fmt::format("the request is larger than {} bytes (--max-bytes)", o_.max_bytes)
+          : res.status == 404 ? fmt::format("no such page '{}'; there are /, /health and POST /remove-bg", req.path)
+          : res.status == 414 ? "the request line is longer than 8 KiB"
+          : res.status == 416 ? "the Range header cannot be read"
+          : res.status == 400 ? "the request cannot be read as HTTP/1.1"
+                              : fmt::format("HTTP status {}", res.status);
       res.set_content(fmt::format("error: {}\n", why), "text/plain; charset=utf-8");
+      if (res.status != 404) log(req, res.status, why, clock::now());
     });
     int port = o_.port;
     if (port == 0) {
       port = svr.bind_to_any_port(o_.host);
       if (port < 0) throw Error(fmt::format("cannot listen on {}: no free port", o_.host));
     } else if (!svr.bind_to_port(o_.host, port)) {
-      throw Error(fmt::format("cannot listen on {}:{} (is it taken? --port 0 picks a free one)", o_.host, port));
+      throw Error(fmt::format("cannot listen on {}:{}: the port is taken or the address is not this machine's "
+                              "(--port 0 picks a free one)",
+                              o_.host, port));
     }
+    port_ = port;
     const auto plan = gpu_.remover().plan(1024, 768);
     fmt::print("serve: listening on http://{}:{}/ (model {}, {} pre-processing, input {}x{} for a 1024x768 photo, "
                "queue {}, adapter {})\n",
                o_.host, port, fs::path(model_).filename().string(), matting::preprocess_name(plan.kind), plan.width,
                plan.height, o_.queue, gpu_.adapter());
     std::fflush(stdout);
-    if (!svr.listen_after_bind()) throw Error(fmt::format("the server on {}:{} stopped with an error", o_.host, port));
+
+    // SIGTERM and SIGINT: stop accepting, answer what was admitted, exit 0.
+    if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) throw Error("cannot make a pipe for the signal handler");
+    std::atomic<bool> listening_done{false};
+    std::thread watcher([&] {
+      char sig = 0;
+      for (;;) {
+        pollfd p{g_signal_pipe[0], POLLIN, 0};
+        if (::poll(&p, 1, 200) > 0 && ::read(g_signal_pipe[0], &sig, 1) == 1) break;
+        if (listening_done) return;
+      }
+      if (sig == 0) return;  // the server stopped by itself
+      // A second signal ends the process at once.
+      std::signal(SIGTERM, SIG_DFL);
+      std::signal(SIGINT, SIG_DFL);
+      const auto by = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(env_.drain_s));
+      draining_ = true;
+      gpu_.drain_by(by);
+      if (!o_.quiet) {
+        std::lock_guard<std::mutex> lock(log_m_);
+        fmt::print(stderr, "serve: {}: draining {} admitted requests (at most {} s), accepting no more\n",
+                   sig == SIGTERM ? "SIGTERM" : "SIGINT", in_flight_.load(), env_.drain_s);
+      }
+      svr.stop();
+      while (!listening_done) {
+        if (clock::now() > by + std::chrono::seconds(2)) {
+          std::lock_guard<std::mutex> lock(log_m_);
+          fmt::print(stderr, "serve: the drain time is over with {} requests open; exiting\n", in_flight_.load());
+          std::fflush(stderr);
+          std::_Exit(0);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+    for (int sig : {SIGTERM, SIGINT}) {
+      struct sigaction sa{};
+      sa.sa_handler = on_stop_signal;
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(sig, &sa, nullptr);
+    }
+    const bool ok = svr.listen_after_bind();
+    listening_done = true;
+    watcher.join();
+    if (!ok && !draining_) throw Error(fmt::format("the server on {}:{} stopped with an error", o_.host, port));
+    if (!o_.quiet) fmt::print(stderr, "serve: stopped; served {}, busy {}, failed {}\n", served_.load(), busy_.load(), failed_.load());
     return 0;
   }
 
  private:
+  // Checks before routing, before the body is read: framing (one length,
+  // no length with chunked), Host and Origin, the token. False: answered.
+  bool screen(const httplib::Request& req, httplib::Response& res) {
+    // Ranges are not served: a page of 20 KiB gains nothing from them, and
+    // many ranges make a response many times the page.
+    const_cast<httplib::Request&>(req).ranges.clear();
+    auto refuse = [&](int status, const std::string& why) {
+      res.status = status;
+      res.set_content(fmt::format("error: {}\n", why), "text/plain; charset=utf-8");
+      log(req, status, why, clock::now());
+      return false;
+    };
+    const size_t lengths = req.get_header_value_count("Content-Length");
+    int64_t length = -1;
+    for (size_t i = 0; i < lengths; ++i) {
+      const int64_t l = parse_length(trim(req.get_header_value("Content-Length", i)));
+      if (l < 0) return refuse(400, "Content-Length is not a number");
+      if (length >= 0 && l != length) return refuse(400, "two different Content-Lengths");
+      length = l;
+    }
+    const size_t encodings = req.get_header_value_count("Transfer-Encoding");
+    if (encodings > 0) {
+      if (encodings > 1 || strcasecmp(trim(req.get_header_value("Transfer-Encoding")).c_str(), "chunked") != 0) {
+        return refuse(400, "Transfer-Encoding: only chunked is accepted");
+      }
+      if (lengths > 0) return refuse(400, "both Content-Length and Transfer-Encoding");
+    }
+    if (req.method == "POST" && lengths == 0 && encodings == 0) {
+      return refuse(400, "no body: a POST needs a Content-Length (or Transfer-Encoding: chunked)");
+    }
+    // Host: with a loopback address, only loopback names (a web page
+    // elsewhere cannot reach the server through a name of its own that
+    // resolves to 127.0.0.1).
+    const std::string host = req.get_header_value("Host");
+    if (loopback(o_.host) && !env_.any_origin) {
+      std::string name = host;
+      if (!name.empty() && name[0] == '[') {
+        name = name.substr(0, name.find(']') + 1);
+      } else if (const size_t colon = name.rfind(':'); colon != std::string::npos) {
+        name = name.substr(0, colon);
+      }
+      if (!name.empty() && !loopback(name)) return refuse(403, fmt::format("Host '{}' is not this server's", host));
+    }
+    return true;
+  }
+
+  // Whether this POST may use the server: its Origin (when a browser sends
+  // one) is the server's own or one of WGNN_SERVE_ORIGINS, and it carries
+  // the token when WGNN_SERVE_TOKEN is set. Else the status and why.
+  std::optional<HttpError> not_allowed(const httplib::Request& req, httplib::Response& res) {
+    const std::string host = req.get_header_value("Host");
+    if (req.has_header("Origin") && !env_.any_origin) {
+      const std::string origin = req.get_header_value("Origin");
+      bool ok = origin == "http://" + host;
+      for (const auto& o : env_.origins) ok = ok || origin == o;
+      if (!ok) {
+        return HttpError{403, fmt::format("a page at '{}' may not use this server (its own origin is http://{}; "
+                                          "WGNN_SERVE_ORIGINS adds others)",
+                                          origin, host)};
+      }
+    }
+    if (!env_.token.empty()) {
+      const std::string want = "Bearer " + env_.token;
+      const std::string got = req.get_header_value("Authorization");
+      unsigned diff = unsigned(got.size() ^ want.size());
+      for (size_t i = 0; i < want.size(); ++i) diff |= unsigned(uint8_t(i < got.size() ? got[i] : 0) ^ uint8_t(want[i]));
+      if (diff != 0) {
+        res.set_header("WWW-Authenticate", "Bearer");
+        return HttpError{401, "this server needs 'Authorization: Bearer <token>' (WGNN_SERVE_TOKEN)"};
+      }
+    }
+    return std::nullopt;
+  }
+
   void health(httplib::Response& res) {
     const std::string broken = gpu_.broken();
     const auto plan = gpu_.remover().plan(1024, 768);
+    const GpuRunner::Stats st = gpu_.stats();
     nlohmann::json j = {
-        {"status", broken.empty() ? "ok" : "error"},
+        {"status", broken.empty() ? (draining_ ? "stopping" : "ok") : "error"},
         {"model", fs::path(model_).filename().string()},
         {"preprocess", matting::preprocess_name(plan.kind)},
         {"adapter", gpu_.adapter()},
@@ -298,44 +618,147 @@ class Server {
         {"served", served_.load()},
         {"busy", busy_.load()},
         {"failed", failed_.load()},
+        {"gpu_runs", st.runs},
+        {"not_run", st.not_run},
+        {"run_s", st.run_s},
         {"load_s", gpu_.load_s()},
         {"first_run_s", gpu_.warm_s()},
     };
     if (!broken.empty()) j["error"] = broken;
-    res.status = broken.empty() ? 200 : 503;
+    res.status = broken.empty() && !draining_ ? 200 : 503;
     res.set_content(j.dump() + "\n", "application/json");
   }
 
-  void remove_bg(const httplib::Request& req, httplib::Response& res) {
+  // The body, read through the library with --max-bytes enforced whatever
+  // the transfer encoding; a multipart form's file ('file', else the first).
+  std::string read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+                        bool drop = false) {
+    std::string body;
+    uint64_t total = 0;
+    bool over = false;
+    const bool form = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
+    const uint64_t limit = form ? std::min<uint64_t>(o_.max_bytes, 8192) : o_.max_bytes;
+    auto count = [&](size_t n) {
+      total += n;
+      over = over || total > limit;
+      return !over;
+    };
+    bool ok;
+    if (req.is_multipart_form_data()) {
+      std::vector<std::pair<std::string, std::string>> parts;  // name, content
+      ok = reader(
+          [&](const httplib::MultipartFormData& f) {
+            if (parts.size() >= 16) return false;
+            parts.emplace_back(f.name, std::string());
+            return true;
+          },
+          [&](const char* d, size_t n) {
+            if (!count(n) || parts.empty()) return false;
+            if (!drop) parts.back().second.append(d, n);
+            return true;
+          });
+      if (ok && !over) {
+        if (parts.empty()) throw HttpError{400, "the form holds no file: send the photo as the field 'file'"};
+        size_t pick = 0;
+        for (size_t i = 0; i < parts.size(); ++i) {
+          if (parts[i].first == "file") {
+            pick = i;
+            break;
+          }
+        }
+        body = std::move(parts[pick].second);
+      }
+    } else {
+      ok = reader([&](const char* d, size_t n) {
+        if (!count(n)) return false;
+        if (!drop) body.append(d, n);
+        return true;
+      });
+    }
+    if (!ok && res.status != 413) t_close_after = true;
+    if (over || (!ok && res.status == 413)) {
+      if (form) {
+        throw HttpError{413,
+                        "a body sent as application/x-www-form-urlencoded (curl --data-binary's default) is limited "
+                        "to 8 KiB: send the photo with its own type (curl -H 'Content-Type: image/jpeg' "
+                        "--data-binary @photo.jpg) or as a form's file (curl -F file=@photo.jpg)"};
+      }
+      throw HttpError{413, fmt::format("the request is larger than {} bytes (--max-bytes)", o_.max_bytes)};
+    }
+    if (!ok) throw HttpError{400, "the request body could not be read (cut short, or a broken chunked encoding or form)"};
+    return body;
+  }
+
+  void remove_bg(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
     const auto t0 = clock::now();
-    const auto deadline = t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.timeout_s));
+    // A request answered before its photo is read: the body is read and
+    // dropped first (up to --max-bytes), so that the connection stays in
+    // step for its next request.
+    auto answer_unread = [&](int status, const std::string& why, double retry_s) {
+      try {
+        (void)read_body(req, res, reader, true);
+      } catch (const HttpError&) {
+      }
+      res.status = status;
+      if (status == 503) {
+        ++busy_;
+        res.set_header("Retry-After", std::to_string(std::max(1, int(std::ceil(retry_s)))));
+      } else {
+        ++failed_;
+      }
+      res.set_content(fmt::format("error: {}\n", why), "text/plain; charset=utf-8");
+      log(req, status, status == 503 ? "busy" : why, t0);
+    };
+    if (auto e = not_allowed(req, res)) return answer_unread(e->status, e->message, 0);
+    double limit_s = o_.timeout_s;
+    if (req.has_header("X-Wgnn-Deadline-Ms")) {
+      const int64_t ms = parse_length(trim(req.get_header_value("X-Wgnn-Deadline-Ms")));
+      if (ms <= 0) return answer_unread(400, "X-Wgnn-Deadline-Ms: give the milliseconds the client waits, 1 or more", 0);
+      limit_s = std::min(limit_s, double(ms) / 1e3);
+    }
+    const auto deadline = t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(limit_s));
     struct Admission {
       std::atomic<int>& n;
       ~Admission() { --n; }
     };
+    if (draining_) return answer_unread(503, "busy: the server is stopping", 1);
     if (in_flight_.fetch_add(1) >= o_.queue) {
       --in_flight_;
-      ++busy_;
-      res.status = 503;
-      res.set_header("Retry-After", "1");
-      res.set_content(fmt::format("error: busy: {} requests are being served (--queue); try again shortly\n", o_.queue),
-                      "text/plain; charset=utf-8");
-      log(req, res.status, "busy", t0);
-      return;
+      return answer_unread(
+          503, fmt::format("busy: {} requests are being served (--queue); try again shortly", o_.queue), 1);
     }
     Admission admitted{in_flight_};
+    // At the door: a photo that would wait past its deadline is not run.
+    if (const double wait = gpu_.expected_at_door(); seconds_since(t0) + wait > limit_s) {
+      return answer_unread(503,
+                           fmt::format("busy: the queue's expected wait, {:.1f} s, is past this request's deadline "
+                                       "({:.1f} s)",
+                                       wait, limit_s),
+                           wait);
+    }
+    // Ahead of later requests from here until its matte is back.
+    struct Ahead {
+      GpuRunner& gpu;
+      bool in = true;
+      void leave() {
+        if (in) gpu.leave();
+        in = false;
+      }
+      ~Ahead() { leave(); }
+    };
+    gpu_.enter();
+    Ahead ahead{gpu_};
     std::string what;
     try {
       const RequestOptions ro = parse_query(req);
-      const std::string* body = &req.body;
-      if (req.is_multipart_form_data()) {
-        if (req.files.empty()) throw HttpError{400, "the form holds no file: send the photo as the field 'file'"};
-        body = &(req.files.count("file") ? req.files.find("file")->second : req.files.begin()->second).content;
+      const std::string body = read_body(req, res, reader);
+      if (body.empty()) throw HttpError{400, "no photo: send a PNG, JPEG, WebP or TIFF as the request body"};
+      if (const std::string why = serve_guard::incomplete_photo(body); !why.empty()) {
+        throw HttpError{400, fmt::format("the photo is {}", why)};
       }
-      if (body->empty()) throw HttpError{400, "no photo: send a PNG, JPEG, WebP or TIFF as the request body"};
       image::Image photo;
       try {
-        photo = image::decode_photo(*body, "the photo", o_.max_pixels);
+        photo = image::decode_photo(body, "the photo", o_.max_pixels);
       } catch (const Error& e) {
         const bool large = std::string(e.what()).find("too large") != std::string::npos;
         throw HttpError{large ? 413 : 400, e.what()};
@@ -348,24 +771,48 @@ class Server {
         throw HttpError{400, e.what()};
       }
       prepared->post_process = ro.post_process;
-      std::future<matting::Matte> f = gpu_.submit(prepared, deadline);
-      if (f.wait_until(deadline) != std::future_status::ready) {
-        throw HttpError{503, fmt::format("timed out: no cut-out within {} s (--timeout)", o_.timeout_s)};
+      gpu_.record_prep(seconds_since(t0));
+      if (const double wait = gpu_.expected_in_queue(); clock::now() + std::chrono::duration_cast<clock::duration>(
+                                                                   std::chrono::duration<double>(wait)) > deadline) {
+        throw HttpError{503, fmt::format("busy: the queue's expected wait, {:.1f} s, is past this request's deadline",
+                                         wait)};
       }
+      auto job = std::make_shared<Job>();
+      job->prepared = prepared;
+      job->deadline = deadline;
+      const int fd = serve_guard::find_connection(req.local_port, req.remote_addr, req.remote_port);
+      job->client_gone = [fd] { return serve_guard::peer_gone(fd); };
+      std::future<matting::Matte> f = job->result.get_future();
+      gpu_.submit(job);
+      // Wait; give up at the deadline or when the client goes, unless the
+      // photo is on the GPU already (then its result is waited for).
+      for (;;) {
+        if (f.wait_for(std::chrono::milliseconds(25)) == std::future_status::ready) break;
+        const bool late = clock::now() > deadline;
+        if (!late && !serve_guard::peer_gone(fd)) continue;
+        std::lock_guard<std::mutex> lock(job->m);
+        if (job->started) continue;
+        job->abandoned = true;
+        throw HttpError{503, late ? fmt::format("timed out: no cut-out within {} s", limit_s) : "the client is gone"};
+      }
+      ahead.leave();
       matting::Matte m;
       try {
         m = f.get();
       } catch (const gpu::GpuError& e) {
         throw HttpError{500, e.what()};
+      } catch (const NotRun& e) {
+        throw HttpError{503, e.what()};
       } catch (const Error& e) {
-        const bool late = std::string(e.what()).find("timed out") != std::string::npos;
-        throw HttpError{late ? 503 : 500, e.what()};
+        throw HttpError{500, e.what()};
       }
+      const auto t_post = clock::now();
       const double run_s = m.run_s;
       const matting::Cutout cut = gpu_.remover().finish(std::move(*prepared), std::move(m));
       res.status = 200;
       res.set_content(image::encode_png(cutout_image(cut, ro.only_mask, ro.bg)), "image/png");
       res.set_header("X-Wgnn-Run-Ms", fmt::format("{:.1f}", run_s * 1e3));
+      gpu_.record_post(seconds_since(t_post));
       ++served_;
     } catch (const HttpError& e) {
       res.status = e.status;
@@ -391,22 +838,64 @@ class Server {
   }
 
   const ServeOptions& o_;
+  const ServeEnv& env_;
   GpuRunner& gpu_;
   std::string model_;
+  int port_ = 0;
+  std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};
   std::atomic<uint64_t> served_{0}, busy_{0}, failed_{0};
   std::mutex log_m_;
 };
 
+// A number from the environment, or `fallback` when unset.
+double env_seconds(const char* name, double fallback, double most) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !std::isfinite(d) || d < 0 || d > most) {
+    throw Error(fmt::format("{}={}: give seconds, 0 to {}", name, v, most));
+  }
+  return d;
+}
+
 }  // namespace
 
 int serve(const gpu::ContextOptions& context_options, const ServeOptions& o) {
+  constexpr uint64_t kMostBytes = uint64_t(4) << 30;
+  constexpr uint64_t kMostPixels = uint64_t(1) << 30;
+  constexpr double kMostSeconds = 86400;
   if (o.port < 0 || o.port > 65535) throw Error(fmt::format("--port {}: give 0 (any free port) to 65535", o.port));
-  if (o.queue < 1) throw Error(fmt::format("--queue {}: give 1 or more", o.queue));
-  if (o.threads < 0) throw Error(fmt::format("--threads {}: give 1 or more (0: --queue + 4)", o.threads));
-  if (o.max_bytes == 0) throw Error("--max-bytes 0: give the largest request body to accept, in bytes");
-  if (o.max_pixels == 0) throw Error("--max-pixels 0: give the largest photo to accept, in pixels");
-  if (!(o.timeout_s > 0)) throw Error(fmt::format("--timeout {}: give seconds, more than 0", o.timeout_s));
+  if (o.queue < 1 || o.queue > 4096) throw Error(fmt::format("--queue {}: give 1 to 4096", o.queue));
+  if (o.threads < 0 || o.threads > 4096) {
+    throw Error(fmt::format("--threads {}: give 1 to 4096 (0: --queue + 4)", o.threads));
+  }
+  if (o.max_bytes == 0 || o.max_bytes > kMostBytes) {
+    throw Error(fmt::format("--max-bytes {}: give the largest request body to accept, 1 to {} bytes (4 GiB)",
+                            o.max_bytes > kMostBytes ? "(more than 4 GiB, or negative)" : "0", kMostBytes));
+  }
+  if (o.max_pixels == 0 || o.max_pixels > kMostPixels) {
+    throw Error(fmt::format("--max-pixels {}: give the largest photo to accept, 1 to {} pixels",
+                            o.max_pixels > kMostPixels ? "(more than 2^30, or negative)" : "0", kMostPixels));
+  }
+  if (!std::isfinite(o.timeout_s) || !(o.timeout_s > 0) || o.timeout_s > kMostSeconds) {
+    throw Error(fmt::format("--timeout {}: give seconds, more than 0 and at most {}", o.timeout_s, kMostSeconds));
+  }
+  if (o.size < 0 || o.size > 8192) throw Error(fmt::format("--size {}: give 0 (the model's) to 8192", o.size));
+  ServeEnv env;
+  if (const char* t = std::getenv("WGNN_SERVE_TOKEN"); t && *t) env.token = t;
+  if (const char* v = std::getenv("WGNN_SERVE_ORIGINS"); v && *v) {
+    std::string s = v;
+    for (size_t at = 0; at <= s.size();) {
+      const size_t comma = std::min(s.find(',', at), s.size());
+      const std::string one = trim(s.substr(at, comma - at));
+      if (one == "*") env.any_origin = true;
+      else if (!one.empty()) env.origins.push_back(one);
+      at = comma + 1;
+    }
+  }
+  env.drain_s = env_seconds("WGNN_SERVE_DRAIN_TIMEOUT", 30, kMostSeconds);
   const ModelChoice m = choose_model(o.model);
   matting::RemoverOptions ro;
   ro.preprocess = preprocess_for(m, o.preprocess);
@@ -417,7 +906,7 @@ int serve(const gpu::ContextOptions& context_options, const ServeOptions& o) {
   if (!o.quiet) {
     fmt::print(stderr, "serve: loaded in {:.2f} s, first run {:.2f} s ({})\n", gpu.load_s(), gpu.warm_s(), gpu.adapter());
   }
-  return Server(o, gpu, m.path).run();
+  return Server(o, env, gpu, m.path).run();
 }
 
 }  // namespace wgnn::tools

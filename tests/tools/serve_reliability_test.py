@@ -1,0 +1,404 @@
+"""`wgnn serve` as a hostile or unlucky client meets it, on loopback:
+
+- numeric options out of range, and a port already in use, refused at start;
+- strict framing: two different Content-Lengths, a length and chunked, a
+  POST with no length (400 at once, not a wait for the time limit);
+- truncated JPEG and PNG photos refused (400), complete ones with trailing
+  bytes or progressive scans served;
+- Range on / ignored (no multipart answer many times the page);
+- the HTTP library's own 400 and 414 logged;
+- Origin and Host allowlist (403), the bearer token (401);
+- --max-bytes for a chunked body (413);
+- overload at 2x and 5x capacity: goodput (answers within their deadline)
+  against capacity, and no GPU run for a request already answered or
+  whose client is gone;
+- SIGTERM under load: every admitted request answered (a PNG or a 503),
+  exit 0 within the drain time.
+
+The overload cases use the tiny matting model at 2048x2048 (a few tenths of
+a second a photo on lavapipe), so they take about a minute in all.
+
+usage: serve_reliability_test.py WGNN WORKDIR [--full]
+--full: longer overload windows (the numbers in docs/RELIABILITY.md).
+"""
+import http.client
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from PIL import Image
+
+WGNN, WORK = (os.path.abspath(a) for a in sys.argv[1:3])
+FULL = "--full" in sys.argv[3:]
+shutil.rmtree(WORK, ignore_errors=True)
+os.makedirs(WORK)
+failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tiny_matting import matting_model  # noqa: E402
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+class Server:
+    """wgnn serve on a free port, in its own folder and cache folder."""
+    count = 0
+
+    def __init__(self, *args, env=None, port="0"):
+        Server.count += 1
+        self.dir = os.path.join(WORK, f"server{Server.count}")
+        os.makedirs(os.path.join(self.dir, "cache"))
+        e = dict(os.environ, WGNN_CACHE_DIR=os.path.join(self.dir, "cache"), **(env or {}))
+        self.err_path = os.path.join(self.dir, "stderr.txt")
+        self.err = open(self.err_path, "w")
+        self.proc = subprocess.Popen([WGNN, "serve", "--port", port, *args], cwd=self.dir, env=e,
+                                     stdout=subprocess.PIPE, stderr=self.err, text=True)
+        line = self.proc.stdout.readline()
+        self.ok = "listening on http://127.0.0.1:" in line
+        self.port = int(line.split("127.0.0.1:")[1].split("/")[0]) if self.ok else None
+
+    def log(self):
+        if not self.err.closed:
+            self.err.flush()
+        return open(self.err_path).read()
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            c.close()
+
+    def post(self, body, headers=None, **kw):
+        return self.request("POST", "/remove-bg", body, {"Content-Type": "image/png", **(headers or {})}, **kw)
+
+    def health(self):
+        return json.loads(self.request("GET", "/health")[2])
+
+    def raw(self, data, timeout=10):
+        """Sends bytes as they are; the status and the bytes that came back."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        try:
+            return self._raw(s, data)
+        except (socket.timeout, ConnectionError) as e:
+            return None, b"", f"(no answer: {e!r})".encode()
+        finally:
+            s.close()
+
+    def _raw(self, s, data):
+        if True:
+            s.sendall(data)
+            got = b""
+            while b"\r\n\r\n" not in got:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+            head, _, rest = got.partition(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                k, _, v = line.partition(b":")
+                if k.strip().lower() == b"content-length":
+                    length = int(v)
+            while len(rest) < length:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                rest += chunk
+            status = int(head.split(b" ")[1]) if head.startswith(b"HTTP/1.1 ") else None
+            return status, head, rest
+
+    def stop(self, sig=signal.SIGINT):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=60)
+        self.err.close()
+
+
+def encode(arr, fmt="PNG", **kw):
+    b = io.BytesIO()
+    Image.fromarray(arr).save(b, format=fmt, **kw)
+    return b.getvalue()
+
+
+rng = np.random.default_rng(7)
+tiny = os.path.join(WORK, "tiny.onnx")
+matting_model(tiny, 64, 64)
+photo = encode(np.full((40, 50, 3), (200, 100, 50), np.uint8))
+
+# Options: each refused before the model loads, naming the option.
+for args, name in [(["--timeout", "1e10"], "--timeout"), (["--timeout", "inf"], "--timeout"),
+                   (["--timeout", "nan"], "--timeout"), (["--max-bytes", "-1"], "--max-bytes"),
+                   (["--max-bytes", "0"], "--max-bytes"), (["--queue", "0"], "--queue"),
+                   (["--queue", "100000"], "--queue"), (["--threads", "-1"], "--threads"),
+                   (["--max-pixels", "0"], "--max-pixels"), (["--size", "-32"], "--size")]:
+    try:
+        r = subprocess.run([WGNN, "serve", "--port", "0", "--model", tiny, *args], capture_output=True, text=True,
+                           timeout=15)
+    except subprocess.TimeoutExpired as e:  # it started serving
+        r = subprocess.CompletedProcess(e.cmd, 0, e.stdout or "listening", "")
+    check(r.returncode != 0 and name in r.stderr and "listening" not in r.stdout,
+          f"{' '.join(args)}: refused naming {name} (rc {r.returncode}: {r.stderr.strip()[:100]})")
+try:
+    r = subprocess.run([WGNN, "serve", "--port", "0", "--model", tiny], capture_output=True, text=True, timeout=15,
+                       env=dict(os.environ, WGNN_SERVE_DRAIN_TIMEOUT="soon"))
+except subprocess.TimeoutExpired as e:
+    r = subprocess.CompletedProcess(e.cmd, 0, "listening", "")
+check(r.returncode == 1 and "WGNN_SERVE_DRAIN_TIMEOUT" in r.stderr, "WGNN_SERVE_DRAIN_TIMEOUT=soon: refused")
+
+# A port in use: by another server, and by a socket that allows port sharing
+# (SO_REUSEPORT, as the HTTP library sets by default).
+a = Server("--model", tiny, "--quiet")
+b = Server("--model", tiny, "--quiet", port=str(a.port))
+if b.ok:
+    b.proc.kill()
+b.proc.wait(timeout=60)
+b.err.close()
+check(not b.ok and b.proc.returncode == 1 and f"127.0.0.1:{a.port}" in b.log() and "taken" in b.log(),
+      f"a second server on port {a.port}: refused, naming the port ({b.log().strip()[-160:]!r})")
+sharer = socket.socket()
+sharer.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+sharer.bind(("127.0.0.1", 0))
+sharer.listen()
+b = Server("--model", tiny, "--quiet", port=str(sharer.getsockname()[1]))
+if b.ok:
+    b.proc.kill()
+b.proc.wait(timeout=60)
+b.err.close()
+sharer.close()
+check(not b.ok and b.proc.returncode == 1, "a port held by a socket with SO_REUSEPORT: refused")
+a.stop()
+
+s = Server("--model", tiny, "--timeout", "30")
+host = f"Host: 127.0.0.1:{s.port}\r\n".encode()
+
+# Framing.
+st, _, body = s.raw(b"POST /remove-bg HTTP/1.1\r\n" + host + b"Content-Type: image/png\r\nContent-Length: 5\r\n"
+                    b"Content-Length: 7\r\n\r\n12345")
+check(st == 400 and b"Content-Length" in body, f"two different Content-Lengths: 400 ({st} {body[:80]!r})")
+st, _, body = s.raw(b"POST /remove-bg HTTP/1.1\r\n" + host + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n"
+                    b"\r\n5\r\n12345\r\n0\r\n\r\n")
+check(st == 400, f"Content-Length and chunked: 400 ({st} {body[:80]!r})")
+st, _, body = s.raw(b"POST /remove-bg HTTP/1.1\r\n" + host + b"Transfer-Encoding: gzip\r\n\r\n")
+check(st == 400, f"Transfer-Encoding: gzip: 400 ({st})")
+t0 = time.time()
+st, _, body = s.raw(b"POST /remove-bg HTTP/1.1\r\n" + host + b"Content-Type: image/png\r\n\r\n", timeout=5)
+check(st == 400 and time.time() - t0 < 3, f"a POST with no length: 400 at once ({st} in {time.time() - t0:.1f} s "
+      f"{body[:80]!r})")
+st, _, body = s.raw(b"POST /remove-bg HTTP/1.1\r\n" + host + b"Content-Length: 12x\r\n\r\n")
+check(st == 400, f"Content-Length: 12x: 400 ({st})")
+
+# Truncated and complete photos.
+noise = rng.integers(0, 256, (150, 200, 3), np.uint8)
+jpeg = encode(noise, "JPEG", quality=90)
+pngb = encode(noise)
+for what, data, want in [("a truncated JPEG", jpeg[:len(jpeg) * 6 // 10], 400),
+                         ("a JPEG cut 2 bytes short", jpeg[:-2], 400),
+                         ("a truncated PNG", pngb[:len(pngb) * 6 // 10], 400),
+                         ("a PNG without IEND", pngb[:-12], 400),
+                         ("a whole JPEG", jpeg, 200),
+                         ("a JPEG with bytes after its end", jpeg + b"trailing bytes", 200),
+                         ("a progressive JPEG", encode(noise, "JPEG", progressive=True), 200),
+                         ("a whole PNG", pngb, 200)]:
+    st, _, body = s.post(data, {"Content-Type": "image/jpeg"})
+    check(st == want and (want == 200 or b"truncated" in body or b"corrupt" in body or b"not" in body),
+          f"{what}: {want} ({st} {body[:90]!r})")
+
+# Range on /: ignored.
+st, hd, page = s.request("GET", "/")
+ranges = ",".join(f"{i}-{i}" for i in range(200))
+st2, hd2, page2 = s.request("GET", "/", headers={"Range": f"bytes={ranges}"})
+check(st2 == 200 and page2 == page, f"GET / with 200 ranges: the page once ({st2}, {len(page2)} bytes for "
+      f"{len(page)})")
+
+# The library's own errors, logged.
+st, _, _ = s.raw(b"NONSENSE\r\n\r\n")
+st2, _, _ = s.raw(b"GET /" + b"a" * 10000 + b" HTTP/1.1\r\n" + host + b"\r\n")
+time.sleep(0.3)
+log = s.log()
+check(st == 400 and st2 == 414 and " 400 " in log and " 414 " in log,
+      f"the library's 400 and 414 are logged ({st} {st2}: {[x for x in log.splitlines() if ' 4' in x][-2:]})")
+
+# Origin and Host.
+st, _, body = s.post(photo, {"Origin": "http://evil.example"})
+check(st == 403 and b"evil.example" in body, f"a cross-origin POST: 403 ({st} {body[:80]!r})")
+st, _, body = s.post(photo, {"Origin": "null"})
+check(st == 403, f"a POST from Origin null: 403 ({st})")
+st, _, body = s.post(photo, {"Origin": f"http://127.0.0.1:{s.port}"})
+check(st == 200, f"a POST from the server's own page: 200 ({st})")
+st, _, body = s.raw(b"GET /health HTTP/1.1\r\nHost: rebound.example\r\n\r\n")
+check(st == 403, f"a request for another Host (DNS rebinding): 403 ({st})")
+st, _, body = s.raw(b"GET /health HTTP/1.1\r\nHost: localhost:" + str(s.port).encode() + b"\r\n\r\n")
+check(st == 200, f"Host: localhost: 200 ({st})")
+
+# --max-bytes for a chunked body; a chunked body under the limit is served.
+s.stop()
+s = Server("--model", tiny, "--max-bytes", "20000", "--quiet")
+big = encode(rng.integers(0, 256, (100, 100, 3), np.uint8))
+
+
+def chunked(data, size=4096):
+    out = b""
+    for i in range(0, len(data), size):
+        part = data[i:i + size]
+        out += f"{len(part):x}\r\n".encode() + part + b"\r\n"
+    return out + b"0\r\n\r\n"
+
+
+head = b"POST /remove-bg HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/png\r\nTransfer-Encoding: chunked\r\n\r\n"
+st, _, body = s.raw(head + chunked(big))
+check(st == 413 and b"20000" in body, f"a chunked body of {len(big)} bytes over --max-bytes 20000: 413 ({st} "
+      f"{body[:80]!r})")
+st, _, body = s.raw(head + chunked(photo, 100))
+check(st == 200, f"a chunked body under the limit: 200 ({st} {body[:80]!r})")
+s.stop()
+
+# The token.
+s = Server("--model", tiny, "--quiet", env={"WGNN_SERVE_TOKEN": "s3cret", "WGNN_SERVE_ORIGINS": "http://ok.example"})
+st, hd, body = s.post(photo)
+check(st == 401 and hd.get("WWW-Authenticate") == "Bearer", f"without the token: 401 ({st})")
+st, _, _ = s.post(photo, {"Authorization": "Bearer wrong"})
+check(st == 401, f"a wrong token: 401 ({st})")
+st, _, _ = s.post(photo, {"Authorization": "Bearer s3cret"})
+check(st == 200, f"the token: 200 ({st})")
+st, _, _ = s.post(photo, {"Authorization": "Bearer s3cret", "Origin": "http://ok.example"})
+check(st == 200, f"an origin from WGNN_SERVE_ORIGINS: 200 ({st})")
+check(s.request("GET", "/health")[0] == 200, "/health needs no token")
+s.stop()
+
+# Overload. The model: 2048x2048, a few tenths of a second a photo.
+slow = os.path.join(WORK, "slow.onnx")
+matting_model(slow, 2048, 2048)
+small = encode(rng.integers(0, 256, (48, 64, 3), np.uint8), "JPEG")
+s = Server("--model", slow, "--queue", "64", "--quiet")
+DEADLINE = 2.0
+
+
+def one(deadline=DEADLINE):
+    t = time.time()
+    try:
+        st, _, body = s.post(small, {"Content-Type": "image/jpeg", "X-Wgnn-Deadline-Ms": str(int(deadline * 1000))},
+                             timeout=deadline + 20)
+    except Exception as e:
+        return "lost", time.time() - t, repr(e)
+    return st, time.time() - t, body[:80]
+
+
+# Capacity: four clients back to back, no deadline to speak of (two leave
+# the GPU idle while both photos are decoded).
+t0 = time.time()
+window = 8 if FULL else 5
+done = []
+
+
+def closed_loop():
+    while time.time() - t0 < window:
+        done.append(one(60))
+
+
+threads = [threading.Thread(target=closed_loop) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+capacity = sum(1 for r in done if r[0] == 200) / (time.time() - t0)
+print(f"      capacity: {capacity:.2f} photos/s ({len(done)} in {time.time() - t0:.1f} s)")
+check(capacity > 0, "capacity measured")
+
+results = {}
+for factor in (2, 5):
+    before = s.health()
+    rate = capacity * factor
+    n = int(rate * (12 if FULL else 6))
+    out = [None] * n
+
+    def fire(i):
+        out[i] = one()
+
+    t0 = time.time()
+    with ThreadPoolExecutor(128) as ex:
+        for i in range(n):
+            delay = t0 + i / rate - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            ex.submit(fire, i)
+    span = n / rate
+    after = s.health()
+    good = sum(1 for st, took, _ in out if st == 200 and took <= DEADLINE)
+    late = sum(1 for st, took, _ in out if st == 200 and took > DEADLINE)
+    rejected = sum(1 for st, _, _ in out if st == 503)
+    lost = sum(1 for st, _, _ in out if st not in (200, 503))
+    ok200 = good + late
+    runs = after["gpu_runs"] - before["gpu_runs"]
+    goodput = good / span
+    results[factor] = (goodput / capacity, good, late, rejected, lost, runs)
+    print(f"      {factor}x: {n} requests in {span:.1f} s: {good} within {DEADLINE} s, {late} late, {rejected} 503, "
+          f"{lost} other; {runs} GPU runs; goodput {goodput:.2f}/s = {goodput / capacity:.0%} of capacity")
+    check(lost == 0, f"{factor}x: every request a PNG or a 503 ({[r for r in out if r[0] not in (200, 503)][:2]})")
+    check(runs == ok200, f"{factor}x: no GPU run for a request already answered ({runs} runs, {ok200} PNGs)")
+    check(goodput >= 0.6 * capacity, f"{factor}x: goodput {goodput:.2f}/s against capacity {capacity:.2f}/s")
+    check(all(b"busy" in body or b"timed out" in body for st, _, body in out if st == 503),
+          f"{factor}x: each 503 says busy or timed out")
+
+# Clients that leave: behind a backlog, requests whose client closes at once
+# are not run.
+before = s.health()
+backlog = []
+bt = [threading.Thread(target=lambda: backlog.append(one(30))) for _ in range(4)]
+for t in bt:
+    t.start()
+time.sleep(0.3)
+for _ in range(6):
+    c = socket.create_connection(("127.0.0.1", s.port))
+    c.sendall(b"POST /remove-bg HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/jpeg\r\nX-Wgnn-Deadline-Ms: 30000"
+              b"\r\nContent-Length: " + str(len(small)).encode() + b"\r\n\r\n" + small)
+    time.sleep(0.05)
+    c.close()
+for t in bt:
+    t.join()
+time.sleep(1.0)
+after = s.health()
+runs = after["gpu_runs"] - before["gpu_runs"]
+served = sum(1 for r in backlog if r[0] == 200)
+check(runs == served and after["not_run"] - before["not_run"] >= 6,
+      f"6 clients that left: not run ({runs} GPU runs for {served} PNGs, {after['not_run'] - before['not_run']} "
+      f"not run)")
+s.stop()
+
+# SIGTERM under load: a backlog of 12, a drain time of 3 s.
+s = Server("--model", slow, "--queue", "64", "--quiet", env={"WGNN_SERVE_DRAIN_TIMEOUT": "3"})
+outcomes = []
+ct = [threading.Thread(target=lambda: outcomes.append(one(60))) for _ in range(12)]
+for t in ct:
+    t.start()
+time.sleep(1.0)
+t0 = time.time()
+s.proc.send_signal(signal.SIGTERM)
+rc = s.proc.wait(timeout=30)
+took = time.time() - t0
+for t in ct:
+    t.join()
+s.err.close()
+kinds = [r[0] for r in outcomes]
+check(rc == 0 and took < 3 + 2, f"SIGTERM under load: exit {rc} in {took:.1f} s (drain time 3 s)")
+check(len(outcomes) == 12 and all(k in (200, 503) for k in kinds),
+      f"SIGTERM: each of 12 requests a PNG or a 503 ({kinds} {[r[2] for r in outcomes if r[0] == 'lost'][:2]})")
+check(all(b"stopping" in r[2] or b"busy" in r[2] for r in outcomes if r[0] == 503),
+      f"SIGTERM: each 503 says the server is stopping ({[r[2] for r in outcomes if r[0] == 503][:2]})")
+
+print(f"{len(failures)} failed")
+sys.exit(1 if failures else 0)
