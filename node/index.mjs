@@ -1,0 +1,6 @@
+// The ES module entry: the same objects as index.js (require('wgnn')).
+import { createRequire } from 'module';
+
+const wgnn = createRequire(import.meta.url)('./index.js');
+export const { InferenceSession, Tensor, removeBackground, getDeviceInfo, modelFolders, version } = wgnn;
+export default wgnn;
