@@ -441,8 +441,8 @@ class Server {
     // in chunks, a broken form) leaves the rest of the body on the
     // connection: after the answer is written, the connection is closed
     // rather than the rest read as the next request.
-    svr.set_logger([](const httplib::Request& req, const httplib::Response&) {
-      if (!t_close_after) return;
+    svr.set_logger([this](const httplib::Request& req, const httplib::Response&) {
+      if (!t_close_after && !draining_) return;
       t_close_after = false;
       const int fd = serve_guard::find_connection(req.local_port, req.remote_addr, req.remote_port);
       if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
@@ -504,7 +504,15 @@ class Server {
         fmt::print(stderr, "serve: {}: draining {} admitted requests (at most {} s), accepting no more\n",
                    sig == SIGTERM ? "SIGTERM" : "SIGINT", in_flight_.load(), env_.drain_s);
       }
-      svr.stop();
+      // Stop accepting: the listening socket shut down ends the library's
+      // accept loop; the connections it accepted are still served (each
+      // answer while draining closes its connection), then it returns.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (const int fd = serve_guard::find_listener(port_); fd >= 0) {
+        ::shutdown(fd, SHUT_RDWR);
+      } else {
+        svr.stop();
+      }
       while (!listening_done) {
         if (clock::now() > by + std::chrono::seconds(2)) {
           std::lock_guard<std::mutex> lock(log_m_);

@@ -108,6 +108,32 @@ int find_connection(int local_port, const std::string& peer_addr, int peer_port)
   return found;
 }
 
+int find_listener(int local_port) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int found = -1;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dirfd(d)) continue;
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(int(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage local{};
+    socklen_t ll = sizeof local;
+    if (getsockname(int(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
+    int port = -1;
+    if (local.ss_family == AF_INET) port = ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
+    if (local.ss_family == AF_INET6) port = ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
+    if (port == local_port) {
+      found = int(fd);
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
 bool peer_gone(int fd) {
   if (fd < 0) return false;
   pollfd p{fd, short(POLLIN | POLLRDHUP), 0};

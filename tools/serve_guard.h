@@ -17,6 +17,9 @@ std::string incomplete_photo(const std::string& bytes);
 // peer_addr:peer_port, or -1.
 int find_connection(int local_port, const std::string& peer_addr, int peer_port);
 
+// The descriptor of this process's listening TCP socket on local_port, or -1.
+int find_listener(int local_port);
+
 // True when the peer on `fd` has closed its side (end of stream, reset or
 // error). A client that shuts down its sending side and waits for the
 // answer counts as gone, as in most HTTP servers.

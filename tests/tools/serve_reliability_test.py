@@ -350,7 +350,9 @@ for factor in (2, 5):
           f"{lost} other; {runs} GPU runs; goodput {goodput:.2f}/s = {goodput / capacity:.0%} of capacity")
     check(lost == 0, f"{factor}x: every request a PNG or a 503 ({[r for r in out if r[0] not in (200, 503)][:2]})")
     check(runs == ok200, f"{factor}x: no GPU run for a request already answered ({runs} runs, {ok200} PNGs)")
-    check(goodput >= 0.6 * capacity, f"{factor}x: goodput {goodput:.2f}/s against capacity {capacity:.2f}/s")
+    floor = 0.9 if FULL else 0.5
+    check(goodput >= floor * capacity, f"{factor}x: goodput {goodput:.2f}/s, at least {floor:.0%} of capacity "
+          f"{capacity:.2f}/s")
     check(all(b"busy" in body or b"timed out" in body for st, _, body in out if st == 503),
           f"{factor}x: each 503 says busy or timed out")
 
@@ -377,6 +379,31 @@ served = sum(1 for r in backlog if r[0] == 200)
 check(runs == served and after["not_run"] - before["not_run"] >= 6,
       f"6 clients that left: not run ({runs} GPU runs for {served} PNGs, {after['not_run'] - before['not_run']} "
       f"not run)")
+
+# What the HTTP library (a thread per connection) still allows: idle and
+# slow connections hold its threads, and /health waits behind them. Measured
+# with --full only (docs/RELIABILITY.md), not checked.
+if FULL:
+    threads = 64 + 4
+    for what, opener in [("idle", b""), ("slow headers", b"GET /health HTTP/1.1\r\nX-Slow: ")]:
+        for n in (threads - 8, threads + 8):
+            socks = []
+            for _ in range(n):
+                c = socket.create_connection(("127.0.0.1", s.port))
+                if opener:
+                    c.sendall(opener)
+                socks.append(c)
+            time.sleep(0.5)
+            t = time.time()
+            try:
+                st = s.request("GET", "/health", timeout=15)[0]
+            except Exception as e:
+                st = repr(e)[:40]
+            print(f"      {n} {what} connections (--threads {threads}): /health {st} in {time.time() - t:.2f} s")
+            for c in socks:
+                c.close()
+            time.sleep(6)  # the library's keep-alive wait (5 s) lets go of them
+
 s.stop()
 
 # SIGTERM under load: a backlog of 12, a drain time of 3 s.
