@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the npm package (docs/NODE.md): fetches the pinned header packages
-# (and Bun, for the tests) from the npm registry into node/.cache once,
-# builds the addon in node/build against wgnn's build folder (scripts/setup
+# (and Bun and TypeScript, for the tests) from the npm registry into
+# node/.cache once, builds the addon in node/build against wgnn's build folder (scripts/setup
 # makes it), lays the binaries out in node/prebuilt/linux-x64, and runs
 # `npm pack` into node/build.
 #
@@ -44,6 +44,8 @@ fetch node-addon-api@8.9.2 4cd65698541b19a33f798f1dc25c02c6ed1c9d7749b8824b1a1cc
 # Bun's own build for x86-64 CPUs without AVX2 too (the `bun` package's
 # install picks between it and the AVX2 one); only the tests run it.
 fetch @oven/bun-linux-x64-baseline@1.4.5 c18ff4130882eaa8209f0b3e66a202abd1e07a137f38a254d0b7431bc6a03827 bun
+# The TypeScript compiler, for the tests' check of index.d.ts.
+fetch typescript@5.6.3 ef67f8d8ad895858024b7339d3e34bf112cae3c5db1f538c3079038b17ae30fa typescript
 
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)

@@ -80,9 +80,9 @@ export interface RemoveBackgroundOptions {
   postProcess?: boolean;
 }
 
-/** Cuts out a photo (a path, or PNG/JPEG/WebP/TIFF bytes): an RGBA PNG with the matte as alpha. */
+/** Cuts out a photo (a path, or PNG/JPEG/WebP/TIFF bytes): an RGBA PNG with the matte as alpha (a Node.js Buffer). */
 export declare function removeBackground(image: string | Uint8Array | ArrayBuffer,
-                                         options?: RemoveBackgroundOptions): Promise<Buffer>;
+                                         options?: RemoveBackgroundOptions): Promise<Uint8Array>;
 /** What `wgnn info --json` prints for the device of this adapter choice. */
 export declare function getDeviceInfo(adapter?: string): Promise<Record<string, unknown>>;
 /** Where removeBackground() looks for its model, in order. */
@@ -94,3 +94,50 @@ export declare const version: string;
 export interface WgnnError extends Error {
   code?: string;
 }
+
+export interface GeneratorModels {
+  /** The decoder run every step after the prompt (with past_key_values inputs). */
+  decoder: string;
+  /** Optional: the prompt step's model (no past inputs). */
+  first?: string;
+  /** Optional: an encoder, run once; its first output is encoder_hidden_states. */
+  encoder?: string;
+}
+
+export interface GenerateOptions {
+  /** Default 64. */
+  maxNewTokens?: number;
+  /** A sequence ends after one of these (kept in its tokens). */
+  eos?: number | number[];
+  /** <= 0 (default): greedy; else sampling at this temperature after topK / topP. */
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  seed?: number;
+  /** Tokens read back every this many steps (0: at the end, or every 8 with eos). */
+  syncEvery?: number;
+  /** The encoder's input (required with an encoder). */
+  encoderInput?: Tensor;
+}
+
+export interface GenerateResult {
+  /** The new tokens of each sequence (not the prompt), up to and including an end token. */
+  tokens: number[][];
+  encoderMs: number;
+  promptMs: number;
+  decodeMs: number;
+  totalMs: number;
+  stepMs: number[];
+}
+
+/** A decoder run token by token, the key/value cache and the sampling on the GPU. */
+export declare class Generator {
+  static create(models: GeneratorModels | string, options?: SessionOptions): Promise<Generator>;
+  /** prompt: token ids (one sequence) or rows of them, all the same length. */
+  generate(prompt: number[] | number[][], options?: GenerateOptions): Promise<GenerateResult>;
+  release(): Promise<void>;
+}
+
+/** Generator.create, one generate, release. */
+export declare function generate(models: GeneratorModels | string, prompt: number[] | number[][],
+                                 options?: GenerateOptions & SessionOptions): Promise<GenerateResult>;

@@ -186,6 +186,88 @@ function metadata(v) {
   return { name: v.name, isTensor: true, type: v.type, shape: v.shape };
 }
 
+
+function generateOptions(o, what) {
+  o = o || {};
+  if (typeof o !== 'object') throw new TypeError(`${what}: options must be an object`);
+  const out = {};
+  for (const key of ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed', 'syncEvery']) {
+    if (o[key] === undefined) continue;
+    if (typeof o[key] !== 'number' || !Number.isFinite(o[key])) throw new TypeError(`${what}: ${key} must be a number`);
+    out[key] = o[key];
+  }
+  if (out.maxNewTokens !== undefined && !(Number.isInteger(out.maxNewTokens) && out.maxNewTokens >= 1)) {
+    throw new RangeError(`${what}: maxNewTokens must be an integer >= 1`);
+  }
+  if (o.eos !== undefined) out.eos = (Array.isArray(o.eos) ? o.eos : [o.eos]).map(Number);
+  return out;
+}
+
+function promptRows(prompt, what) {
+  if (!Array.isArray(prompt) || prompt.length === 0) {
+    throw new TypeError(`${what}: the prompt is an array of token ids, or of such arrays (one per sequence)`);
+  }
+  const rows = Array.isArray(prompt[0]) || ArrayBuffer.isView(prompt[0]) ? prompt : [prompt];
+  return rows.map((r) => Array.from(r, (v) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0) throw new RangeError(`${what}: token ids are integers >= 0`);
+    return n;
+  }));
+}
+
+// A decoder (and optionally its prompt-step and encoder models) run token by
+// token with the key/value cache on the GPU (docs/GENERATION.md).
+class Generator {
+  constructor(handle) { this._handle = handle; }
+
+  // models: { decoder, first?, encoder? } (paths); options: { fp16, adapter }.
+  static async create(models, options) {
+    if (typeof models === 'string') models = { decoder: models };
+    if (!models || typeof models !== 'object' || typeof models.decoder !== 'string') {
+      throw new TypeError('Generator.create: models is { decoder, first?, encoder? } (paths)');
+    }
+    const o = sessionOptions(options);
+    const abs = (p) => (typeof p === 'string' ? path.resolve(p) : undefined);
+    const handle = await native.createGenerator(
+      { decoder: abs(models.decoder), first: abs(models.first), encoder: abs(models.encoder) }, o);
+    return new Generator(handle);
+  }
+
+  // generate(prompt, { maxNewTokens, eos, temperature, topK, topP, seed,
+  // encoderInput }): prompt is token ids (one sequence) or an array of such
+  // rows, all the same length. Resolves to { tokens: [[id, ...] per
+  // sequence], promptMs, decodeMs, totalMs, stepMs, encoderMs }.
+  async generate(prompt, options) {
+    if (this._handle === null) throw new Error('Generator.generate: the generator was released');
+    const rows = promptRows(prompt, 'generate');
+    const o = generateOptions(options, 'generate');
+    let enc = null;
+    const e = options && options.encoderInput;
+    if (e !== undefined && e !== null) {
+      if (!(e instanceof Tensor)) throw new TypeError('generate: encoderInput must be a Tensor');
+      enc = { type: e.type, dims: Array.from(e.dims), data: e.data };
+    }
+    return native.generate(this._handle, rows, o, enc);
+  }
+
+  async release() {
+    if (this._handle === null) return;
+    const h = this._handle;
+    this._handle = null;
+    await native.releaseGenerator(h);
+  }
+}
+
+// generate(models, prompt, options): Generator.create, one generate, release.
+async function generate(models, prompt, options) {
+  const g = await Generator.create(models, options);
+  try {
+    return await g.generate(prompt, options);
+  } finally {
+    await g.release();
+  }
+}
+
 // Where removeBackground() looks for its model when none is given, in order:
 // $WGNN_HOME/models, then $XDG_CACHE_HOME/wgnn/models (~/.cache/wgnn/models).
 function modelFolders() {
@@ -229,6 +311,8 @@ module.exports = {
   InferenceSession,
   Tensor,
   removeBackground,
+  Generator,
+  generate,
   getDeviceInfo,
   modelFolders,
   version: native.version,

@@ -2,5 +2,5 @@
 import { createRequire } from 'module';
 
 const wgnn = createRequire(import.meta.url)('./index.js');
-export const { InferenceSession, Tensor, removeBackground, getDeviceInfo, modelFolders, version } = wgnn;
+export const { InferenceSession, Tensor, removeBackground, Generator, generate, getDeviceInfo, modelFolders, version } = wgnn;
 export default wgnn;

@@ -26,6 +26,7 @@
 
 #include "gpu/context.h"
 #include "gpu/describe.h"
+#include "generate/generate.h"
 #include "gpu/error.h"
 #include "graph/host_tensor.h"
 #include "image/image.h"
@@ -548,11 +549,191 @@ Napi::Value FindModelFn(const Napi::CallbackInfo& info) {
   return Napi::String::New(env, matting::find_model(folders));
 }
 
+// ---- createGenerator({decoder, first, encoder}, {adapter, fp16}) ->
+// Promise<handle>; generate(handle, prompt, options, encoderInput) ->
+// Promise<{tokens, ...times}> (generate/generate.h).
+struct GeneratorHolder {
+  std::shared_ptr<Device> dev;
+  std::unique_ptr<generate::Generator> gen;
+  ~GeneratorHolder() {
+    if (!gen) return;
+    const std::lock_guard<std::mutex> lock(dev->mutex);
+    gen.reset();
+  }
+};
+using GeneratorRef = std::shared_ptr<GeneratorHolder>;
+
+class CreateGenerator : public Job {
+ public:
+  CreateGenerator(Napi::Env env, generate::Models models, std::string adapter, bool fp16)
+      : Job(env), models_(std::move(models)), adapter_(std::move(adapter)), fp16_(fp16) {}
+
+ protected:
+  void work() override {
+    auto h = std::make_shared<GeneratorHolder>();
+    h->dev = device_for(adapter_);
+    onnx_import::SessionOptions o;
+    o.fp16 = fp16_;
+    const std::lock_guard<std::mutex> lock(h->dev->mutex);
+    h->gen = std::make_unique<generate::Generator>(*h->dev->ctx, models_, o);
+    holder_ = std::move(h);
+  }
+  Napi::Value result(Napi::Env env) override {
+    auto* ref = new GeneratorRef(std::move(holder_));
+    return Napi::External<GeneratorRef>::New(env, ref, [](Napi::Env, GeneratorRef* r) { delete r; });
+  }
+
+ private:
+  generate::Models models_;
+  std::string adapter_;
+  bool fp16_;
+  GeneratorRef holder_;
+};
+
+Napi::Value CreateGeneratorFn(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsObject() || !info[1].IsObject()) throw_type(env, "createGenerator(models, options)");
+  Napi::Object m = info[0].As<Napi::Object>(), o = info[1].As<Napi::Object>();
+  auto str = [&](Napi::Object obj, const char* key) {
+    Napi::Value v = obj.Get(key);
+    if (v.IsUndefined() || v.IsNull()) return std::string();
+    if (!v.IsString()) throw_type(env, std::string(key) + " must be a string");
+    return v.As<Napi::String>().Utf8Value();
+  };
+  generate::Models models;
+  models.decoder = str(m, "decoder");
+  models.first = str(m, "first");
+  models.encoder = str(m, "encoder");
+  if (models.decoder.empty()) throw_type(env, "Generator.create: models.decoder (a path) is required");
+  auto* job = new CreateGenerator(env, models, str(o, "adapter"), o.Get("fp16").ToBoolean().Value());
+  Napi::Promise p = job->promise();
+  job->Queue();
+  return p;
+}
+
+GeneratorRef generator_of(const Napi::Value& v) {
+  if (!v.IsExternal()) throw_type(v.Env(), "not a generator handle");
+  GeneratorRef g = *v.As<Napi::External<GeneratorRef>>().Data();
+  if (!g) throw Napi::Error::New(v.Env(), "the generator was released");
+  return g;
+}
+
+class Generate : public Job {
+ public:
+  Generate(Napi::Env env, GeneratorRef g) : Job(env), g_(std::move(g)) {}
+  std::vector<std::vector<int64_t>> prompt;
+  generate::Options options;
+  std::unique_ptr<HostTensor> encoder_input;
+
+ protected:
+  void work() override {
+    const std::lock_guard<std::mutex> lock(g_->dev->mutex);
+    r_ = g_->gen->run(prompt, options, encoder_input.get());
+  }
+  Napi::Value result(Napi::Env env) override {
+    Napi::Object o = Napi::Object::New(env);
+    Napi::Array seqs = Napi::Array::New(env, r_.tokens.size());
+    for (size_t i = 0; i < r_.tokens.size(); ++i) {
+      Napi::Array t = Napi::Array::New(env, r_.tokens[i].size());
+      for (size_t k = 0; k < r_.tokens[i].size(); ++k) t.Set(uint32_t(k), Napi::Number::New(env, double(r_.tokens[i][k])));
+      seqs.Set(uint32_t(i), t);
+    }
+    o.Set("tokens", seqs);
+    o.Set("encoderMs", r_.encoder_ms);
+    o.Set("promptMs", r_.prompt_ms);
+    o.Set("decodeMs", r_.decode_ms);
+    o.Set("totalMs", r_.total_ms);
+    Napi::Array steps = Napi::Array::New(env, r_.step_ms.size());
+    for (size_t i = 0; i < r_.step_ms.size(); ++i) steps.Set(uint32_t(i), Napi::Number::New(env, r_.step_ms[i]));
+    o.Set("stepMs", steps);
+    return o;
+  }
+
+ private:
+  GeneratorRef g_;
+  generate::Result r_;
+};
+
+// generate(handle, prompt: number[][], {maxNewTokens, eos, temperature,
+// topK, topP, seed}, encoderInput: {type, dims, data} | null)
+Napi::Value GenerateFn(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 4 || !info[1].IsArray() || !info[2].IsObject()) {
+    throw_type(env, "generate(handle, prompt, options, encoderInput)");
+  }
+  auto job = std::make_unique<Generate>(env, generator_of(info[0]));
+  Napi::Array rows = info[1].As<Napi::Array>();
+  for (uint32_t i = 0; i < rows.Length(); ++i) {
+    Napi::Array row = rows.Get(i).As<Napi::Array>();
+    std::vector<int64_t> ids;
+    for (uint32_t k = 0; k < row.Length(); ++k) ids.push_back(row.Get(k).As<Napi::Number>().Int64Value());
+    job->prompt.push_back(std::move(ids));
+  }
+  Napi::Object o = info[2].As<Napi::Object>();
+  auto num = [&](const char* key, double dflt) {
+    Napi::Value v = o.Get(key);
+    return v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : dflt;
+  };
+  job->options.max_new_tokens = int(num("maxNewTokens", 64));
+  job->options.temperature = num("temperature", 0);
+  job->options.top_k = int64_t(num("topK", 0));
+  job->options.top_p = num("topP", 1.0);
+  job->options.seed = uint64_t(num("seed", 0));
+  job->options.sync_every = int(num("syncEvery", 0));
+  if (o.Get("eos").IsArray()) {
+    Napi::Array eos = o.Get("eos").As<Napi::Array>();
+    for (uint32_t k = 0; k < eos.Length(); ++k) job->options.eos.push_back(eos.Get(k).As<Napi::Number>().Int64Value());
+  }
+  if (info[3].IsObject()) {
+    Napi::Object t = info[3].As<Napi::Object>();
+    DType d;
+    const std::string type = t.Get("type").As<Napi::String>().Utf8Value();
+    if (!dtype_of(type, &d)) throw Napi::TypeError::New(env, "encoderInput: a tensor of type " + type + " is not supported");
+    Napi::Array dims = t.Get("dims").As<Napi::Array>();
+    Shape shape;
+    for (uint32_t k = 0; k < dims.Length(); ++k) shape.push_back(dims.Get(k).As<Napi::Number>().Int64Value());
+    const std::string bytes = bytes_of(t.Get("data"));
+    size_t numel = 1;
+    for (int64_t v : shape) numel *= size_t(v);
+    if (numel * dtype_size(d) != bytes.size()) throw Napi::RangeError::New(env, "encoderInput: data and dims differ in size");
+    job->encoder_input = std::make_unique<HostTensor>(d, shape, bytes.data());
+  }
+  Napi::Promise p = job->promise();
+  job.release()->Queue();
+  return p;
+}
+
+class ReleaseGenerator : public Job {
+ public:
+  ReleaseGenerator(Napi::Env env, GeneratorRef g) : Job(env), g_(std::move(g)) {}
+
+ protected:
+  void work() override { g_.reset(); }
+  Napi::Value result(Napi::Env env) override { return env.Undefined(); }
+
+ private:
+  GeneratorRef g_;
+};
+
+Napi::Value ReleaseGeneratorFn(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsExternal()) throw_type(env, "releaseGenerator(handle)");
+  GeneratorRef* ref = info[0].As<Napi::External<GeneratorRef>>().Data();
+  auto* job = new ReleaseGenerator(env, std::move(*ref));
+  ref->reset();
+  Napi::Promise p = job->promise();
+  job->Queue();
+  return p;
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("createSession", Napi::Function::New(env, CreateSessionFn, "createSession"));
   exports.Set("run", Napi::Function::New(env, RunFn, "run"));
   exports.Set("release", Napi::Function::New(env, ReleaseFn, "release"));
   exports.Set("removeBackground", Napi::Function::New(env, RemoveBackgroundFn, "removeBackground"));
+  exports.Set("createGenerator", Napi::Function::New(env, CreateGeneratorFn, "createGenerator"));
+  exports.Set("generate", Napi::Function::New(env, GenerateFn, "generate"));
+  exports.Set("releaseGenerator", Napi::Function::New(env, ReleaseGeneratorFn, "releaseGenerator"));
   exports.Set("deviceInfo", Napi::Function::New(env, DeviceInfoFn, "deviceInfo"));
   exports.Set("modelFolders", Napi::Function::New(env, ModelFoldersFn, "modelFolders"));
   exports.Set("findModel", Napi::Function::New(env, FindModelFn, "findModel"));

@@ -12,7 +12,7 @@ import * as esm from 'wgnn';
 
 const require = createRequire(import.meta.url);
 const cjs = require('wgnn');
-const { InferenceSession, Tensor, removeBackground, getDeviceInfo } = esm;
+const { InferenceSession, Tensor, removeBackground, getDeviceInfo, Generator, generate } = esm;
 
 const MODELS = process.env.WGNN_TEST_MODELS;
 const ISNET = process.env.WGNN_TEST_ISNET;
@@ -150,4 +150,22 @@ test('removeBackground errors', async () => {
   await assert.rejects(removeBackground(path.join(MODELS, 'missing.png'), { model: ISNET }), /missing\.png/);
   await assert.rejects(removeBackground(PHOTO, { model: ISNET, size: -3 }), RangeError);
   await assert.rejects(removeBackground(12), TypeError);
+});
+
+test('generation: a decoder token by token, greedy, with an end token and a batch', async () => {
+  const decoder = path.join(MODELS, 'decoder.onnx'); // next token = last + 1 (mod 8)
+  const g = await Generator.create({ decoder });
+  const r = await g.generate([0, 1], { maxNewTokens: 5 });
+  assert.deepEqual(r.tokens, [[2, 3, 4, 5, 6]]);
+  assert.equal(r.stepMs.length, 4);
+  assert.ok(r.totalMs > 0);
+  assert.deepEqual((await g.generate([[0, 1]], { maxNewTokens: 5, eos: [4] })).tokens, [[2, 3, 4]]);
+  assert.deepEqual((await g.generate([[0, 1], [5, 6]], { maxNewTokens: 5 })).tokens,
+                   [[2, 3, 4, 5, 6], [7, 0, 1, 2, 3]]);
+  await assert.rejects(g.generate([0, 1], { maxNewTokens: 0 }), RangeError);
+  await g.release();
+  await assert.rejects(g.generate([0, 1]), /released/);
+  assert.deepEqual((await generate({ decoder }, [3], { maxNewTokens: 2 })).tokens, [[4, 5]]);
+  await assert.rejects(Generator.create({ decoder: path.join(MODELS, 'missing.onnx') }), /missing\.onnx/);
+  await assert.rejects(Generator.create({ decoder: affine() }), (e) => typeof e.code === 'string');
 });

@@ -84,6 +84,24 @@ def write_models(d):
                            [helper.make_tensor_value_info(n + "_out", t, [k]) for n, t, k in ins], inits),
          "types.onnx")
 
+    # A decoder in the past_key_values / present layout over 8 ids: the
+    # next token is the last one plus 1 (mod 8); the cache grows by a row of
+    # 2 per token.
+    nxt = np.zeros((8, 8), np.float32)
+    nxt[np.arange(8), (np.arange(8) + 1) % 8] = 1
+    save(helper.make_graph(
+        [helper.make_node("Gather", ["next", "input_ids"], ["logits"]),
+         helper.make_node("Gather", ["kv", "input_ids"], ["row"]),
+         helper.make_node("Unsqueeze", ["row", "axes"], ["row4"]),
+         helper.make_node("Concat", ["past_key_values.0.key", "row4"], ["present.0.key"], axis=2)], "decoder",
+        [helper.make_tensor_value_info("input_ids", T.INT64, ["batch", "tokens"]),
+         helper.make_tensor_value_info("past_key_values.0.key", T.FLOAT, ["batch", 1, "past", 2])],
+        [helper.make_tensor_value_info("logits", T.FLOAT, ["batch", "tokens", 8]),
+         helper.make_tensor_value_info("present.0.key", T.FLOAT, ["batch", 1, "length", 2])],
+        [numpy_helper.from_array(nxt, "next"),
+         numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(8, 2), "kv"),
+         numpy_helper.from_array(np.array([1], np.int64), "axes")]), "decoder.onnx")
+
 
 def check_cutout(path, what):
     from PIL import Image
@@ -153,6 +171,7 @@ def main():
             fail(f"{lib} does not resolve inside the installed package: {line.strip() or 'not found'}")
     shutil.copy(os.path.join(pkg, "example.mjs"), app)
     shutil.copy(os.path.join(root, "node", "test", "api.test.mjs"), app)
+    shutil.copy(os.path.join(root, "node", "test", "types.ts"), app)
 
     # The checkout's own lavapipe and Dawn are out of reach: a clean
     # environment for the runs.
@@ -164,7 +183,12 @@ def main():
         fail(f"{bun} is missing: node/build.sh fetches Bun from the npm registry")
     runtimes = [("node", ["node"]), ("bun", [bun])]
 
-    # 3. The example, with each runtime.
+    # 3. The types: index.d.ts as the installed package has it.
+    tsc = os.path.join(root, "node", ".cache", "typescript", "package", "bin", "tsc")
+    run(["node", tsc, "--noEmit", "--strict", "--target", "es2022", "--module", "nodenext", "--moduleResolution",
+         "nodenext", "types.ts"], cwd=app, timeout=120)
+
+    # 4. The example, with each runtime.
     cutouts = {}
     for name, exe in runtimes:
         out = os.path.join(work, f"cutout_{name}.png")
@@ -177,8 +201,10 @@ def main():
     if not (cutouts["node"] == cutouts["bun"]).all():
         fail("node and bun cut the photo out differently")
 
-    # 4. The API tests, with each runtime's test runner.
-    run(["node", "--test", "--test-reporter=spec", "api.test.mjs"], cwd=app, env=run_env, timeout=120)
+    # 5. The API tests, with each runtime's test runner.
+    p = run(["node", "--test", "--test-reporter=spec", "api.test.mjs"], cwd=app, env=run_env, timeout=120)
+    summary = [l.strip() for l in p.stdout.splitlines() if l.startswith(("\u2139 pass", "\u2139 fail"))]
+    print("  node --test: " + "; ".join(summary))
     p = run([bun, "test", "./api.test.mjs"], cwd=app, env=run_env, timeout=120)
     summary = [l for l in (p.stdout + p.stderr).splitlines() if " pass" in l or " fail" in l]
     print("  bun test: " + "; ".join(s.strip() for s in summary[-2:]))
