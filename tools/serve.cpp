@@ -629,6 +629,9 @@ class Server {
         {"gpu_runs", st.runs},
         {"not_run", st.not_run},
         {"run_s", st.run_s},
+        {"prep_s", st.prep_s},
+        {"post_s", st.post_s},
+        {"waiting", st.waiting},
         {"load_s", gpu_.load_s()},
         {"first_run_s", gpu_.warm_s()},
     };
