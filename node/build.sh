@@ -49,11 +49,10 @@ fetch typescript@5.6.3 ef67f8d8ad895858024b7339d3e34bf112cae3c5db1f538c3079038b1
 
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
-if [ ! -f "$HERE/build/CMakeCache.txt" ]; then
-  cmake -S "$HERE" -B "$HERE/build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DWGNN_BUILD_DIR="$BUILD" \
-    -DNODE_API_HEADERS_DIR="$CACHE/node-api-headers/package" -DNODE_ADDON_API_DIR="$CACHE/node-addon-api/package" \
-    >/dev/null
-fi
+[ -f "$HERE/build/CMakeCache.txt" ] && GEN=()  # configured before: its generator stays
+cmake -S "$HERE" -B "$HERE/build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DWGNN_BUILD_DIR="$BUILD" \
+  -DNODE_API_HEADERS_DIR="$CACHE/node-api-headers/package" -DNODE_ADDON_API_DIR="$CACHE/node-addon-api/package" \
+  >/dev/null
 cmake --build "$HERE/build" >&2
 
 if [ "$PACK" = 1 ]; then
