@@ -428,6 +428,9 @@ class Server {
     const auto secs = std::chrono::duration<double>(o_.timeout_s);
     svr.set_read_timeout(std::chrono::duration_cast<std::chrono::seconds>(secs).count() + 1, 0);
     svr.set_write_timeout(std::chrono::duration_cast<std::chrono::seconds>(secs).count() + 1, 0);
+    // A connection waiting for its (next) request holds one of the threads:
+    // let it go after 1 s rather than the library's 5.
+    svr.set_keep_alive_timeout(1);
     // SO_REUSEADDR only (the library's default adds SO_REUSEPORT, with which
     // a second server on the same port starts and shares its requests).
     svr.set_socket_options([](int sock) {

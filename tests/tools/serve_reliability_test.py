@@ -6,6 +6,7 @@
 - truncated JPEG and PNG photos refused (400), complete ones with trailing
   bytes or progressive scans served;
 - Range on / ignored (no multipart answer many times the page);
+- idle connections let go after 1 s;
 - the HTTP library's own 400 and 414 logged;
 - Origin and Host allowlist (403), the bearer token (401);
 - --max-bytes for a chunked body (413);
@@ -244,6 +245,20 @@ st, _, body = s.raw(b"GET /health HTTP/1.1\r\nHost: rebound.example\r\n\r\n")
 check(st == 403, f"a request for another Host (DNS rebinding): 403 ({st})")
 st, _, body = s.raw(b"GET /health HTTP/1.1\r\nHost: localhost:" + str(s.port).encode() + b"\r\n\r\n")
 check(st == 200, f"Host: localhost: 200 ({st})")
+
+# Idle connections: each holds one of the library's threads (--queue 8: 12)
+# until its keep-alive wait ends (1 s); /health answers behind 24 of them.
+socks = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(24)]
+time.sleep(0.2)
+t0 = time.time()
+try:
+    st = s.request("GET", "/health", timeout=20)[0]
+except Exception as e:
+    st = repr(e)
+took = time.time() - t0
+for c in socks:
+    c.close()
+check(st == 200 and took < 3.5, f"/health behind 24 idle connections: {st} in {took:.1f} s")
 
 # --max-bytes for a chunked body; a chunked body under the limit is served.
 s.stop()
