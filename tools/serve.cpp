@@ -548,6 +548,7 @@ class Server {
     // many ranges make a response many times the page.
     const_cast<httplib::Request&>(req).ranges.clear();
     auto refuse = [&](int status, const std::string& why) {
+      t_close_after = true;  // a body that may follow is not read
       res.status = status;
       res.set_content(fmt::format("error: {}\n", why), "text/plain; charset=utf-8");
       log(req, status, why, clock::now());
