@@ -450,6 +450,45 @@ class Server {
       const int fd = serve_guard::find_connection(req.local_port, req.remote_addr, req.remote_port);
       if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
     });
+    // A client that asks first (Expect: 100-continue, as curl does for a
+    // large body) is answered at once, before it sends its body, when the
+    // answer would be an error anyway.
+    svr.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!screen(req, res)) return res.status;
+      if (req.method != "POST" || req.path != "/remove-bg") return 100;
+      std::optional<HttpError> e = not_allowed(req, res);
+      double retry_s = 1;
+      const int64_t length = parse_length(trim(req.get_header_value("Content-Length")));
+      if (!e && length > 0 && uint64_t(length) > o_.max_bytes) {
+        e = HttpError{413, fmt::format("the request is larger than {} bytes (--max-bytes)", o_.max_bytes)};
+      } else if (!e && draining_) {
+        e = HttpError{503, "busy: the server is stopping"};
+      } else if (!e && in_flight_.load() >= o_.queue) {
+        e = HttpError{503, fmt::format("busy: {} requests are being served (--queue); try again shortly", o_.queue)};
+      } else if (!e) {
+        double limit_s = o_.timeout_s;
+        const int64_t ms = parse_length(trim(req.get_header_value("X-Wgnn-Deadline-Ms")));
+        if (ms > 0) limit_s = std::min(limit_s, double(ms) / 1e3);
+        if (const double wait = gpu_.expected_at_door(); wait > limit_s) {
+          retry_s = wait;
+          e = HttpError{503, fmt::format("busy: the queue's expected wait, {:.1f} s, is past this request's deadline "
+                                         "({:.1f} s)",
+                                         wait, limit_s)};
+        }
+      }
+      if (!e) return 100;
+      t_close_after = true;  // the body, if the client sends it anyway, is not read
+      res.status = e->status;
+      if (e->status == 503) {
+        ++busy_;
+        res.set_header("Retry-After", std::to_string(std::max(1, int(std::ceil(retry_s)))));
+      } else {
+        ++failed_;
+      }
+      res.set_content(fmt::format("error: {}\n", e->message), "text/plain; charset=utf-8");
+      log(req, e->status, e->status == 503 ? "busy" : e->message, clock::now());
+      return e->status;
+    });
     svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(serve_page(), "text/html; charset=utf-8");
     });

@@ -9,7 +9,8 @@
 - idle connections let go after 1 s;
 - the HTTP library's own 400 and 414 logged;
 - Origin and Host allowlist (403), the bearer token (401);
-- --max-bytes for a chunked body (413);
+- --max-bytes for a chunked body (413), and before the body is sent when
+  the client asks first (Expect: 100-continue);
 - overload at 2x and 5x capacity: goodput (answers within their deadline)
   against capacity, and no GPU run for a request already answered or
   whose client is gone;
@@ -280,6 +281,16 @@ check(st == 413 and b"20000" in body, f"a chunked body of {len(big)} bytes over 
       f"{body[:80]!r})")
 st, _, body = s.raw(head + chunked(photo, 100))
 check(st == 200, f"a chunked body under the limit: 200 ({st} {body[:80]!r})")
+# Expect: 100-continue: a body over the limit is refused before it is sent;
+# one under it is asked for.
+t0 = time.time()
+st, _, body = s.raw(b"POST /remove-bg HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/png\r\n"
+                    b"Content-Length: 5000000\r\nExpect: 100-continue\r\n\r\n", timeout=5)
+check(st == 413 and b"20000" in body and time.time() - t0 < 2,
+      f"Expect: 100-continue with 5 MB over --max-bytes: 413 before the body ({st} {body[:60]!r})")
+st, _, body = s.raw(b"POST /remove-bg HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/png\r\n"
+                    b"Content-Length: 100\r\nExpect: 100-continue\r\n\r\n", timeout=5)
+check(st == 100, f"Expect: 100-continue under the limit: 100 Continue ({st})")
 s.stop()
 
 # The token.
