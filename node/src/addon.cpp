@@ -14,6 +14,7 @@
 // destroyed from an exit handler, where Dawn's threads may be gone).
 #include <napi.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -96,16 +97,47 @@ bool dtype_of(const std::string& t, DType* out) {
 // A session and the device it lives on. Shared by its JS object and the
 // workers using it, so that a collected JS object never frees a session
 // under a run.
+std::atomic<int64_t> g_live_sessions{0};  // for the tests (liveSessions())
+
 struct SessionHolder {
   std::shared_ptr<Device> dev;
   std::unique_ptr<onnx_import::Session> session;
+  SessionHolder() { ++g_live_sessions; }
   ~SessionHolder() {
+    --g_live_sessions;
     if (!session) return;
     const std::lock_guard<std::mutex> lock(dev->mutex);
     session.reset();
   }
 };
 using SessionRef = std::shared_ptr<SessionHolder>;
+
+// What the JS thread lets go of (a collected session's handle, a finished
+// job's reference) is destroyed on a worker thread, by the next job: freeing
+// a session takes its device's lock, which a run may hold for seconds, and
+// the event loop must not wait for it. What is left here at exit is never
+// freed (the process ends).
+std::mutex& graveyard_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::vector<std::shared_ptr<void>>& graveyard() {
+  static auto* g = new std::vector<std::shared_ptr<void>>;
+  return *g;
+}
+void bury(std::shared_ptr<void> p) {
+  if (!p) return;
+  const std::lock_guard<std::mutex> lock(graveyard_mutex());
+  graveyard().push_back(std::move(p));
+}
+void empty_graveyard() {  // on a worker thread, holding no device's lock
+  std::vector<std::shared_ptr<void>> dead;
+  {
+    const std::lock_guard<std::mutex> lock(graveyard_mutex());
+    dead.swap(graveyard());
+  }
+  dead.clear();
+}
 
 // A base for the workers: a Promise settled by OnOK / OnError; the C++
 // exception's kind becomes the JS error's `code` (the C API's status names).
@@ -121,6 +153,7 @@ class Job : public Napi::AsyncWorker {
  private:
   void Execute() final {
     try {
+      empty_graveyard();
       work();
     } catch (const HostOutOfMemory& e) {
       fail("WGNN_ERROR_OUT_OF_MEMORY", e.what());
@@ -244,7 +277,10 @@ class CreateSession : public Job {
   Napi::Value result(Napi::Env env) override {
     Napi::Object o = Napi::Object::New(env);
     auto* ref = new SessionRef(holder_);
-    o.Set("handle", Napi::External<SessionRef>::New(env, ref, [](Napi::Env, SessionRef* r) { delete r; }));
+    o.Set("handle", Napi::External<SessionRef>::New(env, ref, [](Napi::Env, SessionRef* r) {
+      bury(std::move(*r));
+      delete r;
+    }));
     Napi::Array in = Napi::Array::New(env), out = Napi::Array::New(env);
     for (const auto& v : holder_->session->inputs()) in.Set(in.Length(), describe(env, v));
     for (const auto& v : holder_->session->outputs()) out.Set(out.Length(), describe(env, v));
@@ -298,6 +334,7 @@ SessionRef session_of(const Napi::Value& v) {
 class Run : public Job {
  public:
   Run(Napi::Env env, SessionRef s) : Job(env), s_(std::move(s)) {}
+  ~Run() override { bury(std::move(s_)); }  // deleted on the JS thread
   std::map<std::string, HostTensor> inputs;
   std::vector<std::string> names;
 
@@ -580,7 +617,10 @@ class CreateGenerator : public Job {
   }
   Napi::Value result(Napi::Env env) override {
     auto* ref = new GeneratorRef(std::move(holder_));
-    return Napi::External<GeneratorRef>::New(env, ref, [](Napi::Env, GeneratorRef* r) { delete r; });
+    return Napi::External<GeneratorRef>::New(env, ref, [](Napi::Env, GeneratorRef* r) {
+      bury(std::move(*r));
+      delete r;
+    });
   }
 
  private:
@@ -621,6 +661,7 @@ GeneratorRef generator_of(const Napi::Value& v) {
 class Generate : public Job {
  public:
   Generate(Napi::Env env, GeneratorRef g) : Job(env), g_(std::move(g)) {}
+  ~Generate() override { bury(std::move(g_)); }  // deleted on the JS thread
   std::vector<std::vector<int64_t>> prompt;
   generate::Options options;
   std::unique_ptr<HostTensor> encoder_input;
@@ -737,6 +778,11 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("deviceInfo", Napi::Function::New(env, DeviceInfoFn, "deviceInfo"));
   exports.Set("modelFolders", Napi::Function::New(env, ModelFoldersFn, "modelFolders"));
   exports.Set("findModel", Napi::Function::New(env, FindModelFn, "findModel"));
+  exports.Set("liveSessions", Napi::Function::New(
+                                 env, [](const Napi::CallbackInfo& info) {
+                                   return Napi::Number::New(info.Env(), double(g_live_sessions.load()));
+                                 },
+                                 "liveSessions"));
   exports.Set("defaultModel", Napi::String::New(env, matting::kDefaultModel));
   exports.Set("version", Napi::String::New(env, wgnn_version()));
   return exports;

@@ -8,6 +8,8 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import * as esm from 'wgnn';
 
 const require = createRequire(import.meta.url);
@@ -129,7 +131,9 @@ test('runs in parallel settle with their own results', async () => {
   outs.forEach(({ y }, i) => assert.deepEqual(Array.from(y.data), [2 * i + 1, 1 - i, 0.5 * i + 1, 3 * i + 1]));
 });
 
-test('removeBackground: bytes in, an RGBA PNG out, the JS thread free meanwhile', async () => {
+// Loading ISNet takes seconds on a busy 2-core machine: more than Bun's
+// default 5 s per test.
+test('removeBackground: bytes in, an RGBA PNG out, the JS thread free meanwhile', { timeout: 120000 }, async () => {
   let ticks = 0;
   const timer = setInterval(() => ++ticks, 5);
   let png;
@@ -168,4 +172,26 @@ test('generation: a decoder token by token, greedy, with an end token and a batc
   assert.deepEqual((await generate({ decoder }, [3], { maxNewTokens: 2 })).tokens, [[4, 5]]);
   await assert.rejects(Generator.create({ decoder: path.join(MODELS, 'missing.onnx') }), /missing\.onnx/);
   await assert.rejects(Generator.create({ decoder: affine() }), (e) => typeof e.code === 'string');
+});
+
+test('sessions the garbage collector frees are released off the JS thread', async () => {
+  // The addon's count of sessions alive (a test hook, not the API).
+  const native = require(path.join(path.dirname(require.resolve('wgnn')), 'prebuilt', 'linux-x64', 'wgnn.node'));
+  const before = native.liveSessions();
+  for (let i = 0; i < 20; ++i) await InferenceSession.create(affine()); // dropped at once
+  assert.equal(native.liveSessions(), before + 20);
+  for (let i = 0; i < 3; ++i) {
+    if (globalThis.Bun) {
+      globalThis.Bun.gc(true);
+    } else {
+      v8.setFlagsFromString('--expose-gc');
+      vm.runInNewContext('gc')();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10)); // the finalizers run
+  }
+  const s = await InferenceSession.create(affine()); // its job frees the collected ones first
+  assert.ok(native.liveSessions() <= before + 1 + 10,
+            `${native.liveSessions() - before - 1} of 20 dropped sessions are still alive after collection`);
+  const { y } = await s.run({ x: new Tensor('float32', Float32Array.from([1, 1, 1, 1]), [1, 4]) });
+  assert.deepEqual(Array.from(y.data), [3, 0, 1.5, 4]);
 });

@@ -205,7 +205,7 @@ def main():
     p = run(["node", "--test", "--test-reporter=spec", "api.test.mjs"], cwd=app, env=run_env, timeout=120)
     summary = [l.strip() for l in p.stdout.splitlines() if l.startswith(("\u2139 pass", "\u2139 fail"))]
     print("  node --test: " + "; ".join(summary))
-    p = run([bun, "test", "./api.test.mjs"], cwd=app, env=run_env, timeout=120)
+    p = run([bun, "test", "--timeout", "120000", "./api.test.mjs"], cwd=app, env=run_env, timeout=120)
     summary = [l for l in (p.stdout + p.stderr).splitlines() if " pass" in l or " fail" in l]
     print("  bun test: " + "; ".join(s.strip() for s in summary[-2:]))
 
