@@ -155,6 +155,9 @@ struct ServeOptions {
   uint64_t max_bytes = uint64_t(32) << 20;         // the largest request body
   uint64_t max_pixels = uint64_t(4096) * 4096;     // the largest photo (width x height)
   double timeout_s = 60;                           // a request's most time, from admitted to answered
+  double drain_timeout_s = 30;                     // on SIGTERM / SIGINT, the most time to finish admitted work
+  std::string token;                               // POST /remove-bg needs "Authorization: Bearer <token>"
+  std::string origins;                             // more origins allowed to POST (comma-separated; "*": any)
   bool quiet = false;
 };
 int serve(const gpu::ContextOptions& context_options, const ServeOptions& o);

@@ -13,11 +13,10 @@
 // its client is gone. SIGTERM or SIGINT drain: no new connections, the
 // admitted requests answered (a cut-out, or 503 when they cannot finish
 // within the drain time), then exit 0.
-// Settings without a flag, from the environment:
-//   WGNN_SERVE_TOKEN          POST /remove-bg needs "Authorization: Bearer <it>"
-//   WGNN_SERVE_ORIGINS        more origins allowed to POST (comma-separated;
-//                             "*" any); default: the server's own
-//   WGNN_SERVE_DRAIN_TIMEOUT  seconds to drain on SIGTERM (default 30)
+// --token (or WGNN_SERVE_TOKEN): POST /remove-bg needs "Authorization:
+// Bearer <it>"; --origins: more origins allowed to POST (comma-separated;
+// "*" any; default the server's own); --drain-timeout: seconds to drain on
+// SIGTERM (default 30).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <httplib.h>
@@ -628,8 +627,8 @@ class Server {
   }
 
   // Whether this POST may use the server: its Origin (when a browser sends
-  // one) is the server's own or one of WGNN_SERVE_ORIGINS, and it carries
-  // the token when WGNN_SERVE_TOKEN is set. Else the status and why.
+  // one) is the server's own or one of --origins, and it carries the token
+  // when there is one (--token). Else the status and why.
   std::optional<HttpError> not_allowed(const httplib::Request& req, httplib::Response& res) {
     const std::string host = req.get_header_value("Host");
     if (req.has_header("Origin") && !env_.any_origin) {
@@ -638,7 +637,7 @@ class Server {
       for (const auto& o : env_.origins) ok = ok || origin == o;
       if (!ok) {
         return HttpError{403, fmt::format("a page at '{}' may not use this server (its own origin is http://{}; "
-                                          "WGNN_SERVE_ORIGINS adds others)",
+                                          "--origins adds others)",
                                           origin, host)};
       }
     }
@@ -649,7 +648,7 @@ class Server {
       for (size_t i = 0; i < want.size(); ++i) diff |= unsigned(uint8_t(i < got.size() ? got[i] : 0) ^ uint8_t(want[i]));
       if (diff != 0) {
         res.set_header("WWW-Authenticate", "Bearer");
-        return HttpError{401, "this server needs 'Authorization: Bearer <token>' (WGNN_SERVE_TOKEN)"};
+        return HttpError{401, "this server needs 'Authorization: Bearer <token>' (its --token)"};
       }
     }
     return std::nullopt;
@@ -902,18 +901,6 @@ class Server {
   std::mutex log_m_;
 };
 
-// A number from the environment, or `fallback` when unset.
-double env_seconds(const char* name, double fallback, double most) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const double d = std::strtod(v, &end);
-  if (end == v || *end != '\0' || !std::isfinite(d) || d < 0 || d > most) {
-    throw Error(fmt::format("{}={}: give seconds, 0 to {}", name, v, most));
-  }
-  return d;
-}
-
 }  // namespace
 
 int serve(const gpu::ContextOptions& context_options, const ServeOptions& o) {
@@ -937,10 +924,14 @@ int serve(const gpu::ContextOptions& context_options, const ServeOptions& o) {
     throw Error(fmt::format("--timeout {}: give seconds, more than 0 and at most {}", o.timeout_s, kMostSeconds));
   }
   if (o.size < 0 || o.size > 8192) throw Error(fmt::format("--size {}: give 0 (the model's) to 8192", o.size));
+  if (!std::isfinite(o.drain_timeout_s) || o.drain_timeout_s < 0 || o.drain_timeout_s > kMostSeconds) {
+    throw Error(fmt::format("--drain-timeout {}: give seconds, 0 to {}", o.drain_timeout_s, kMostSeconds));
+  }
   ServeEnv env;
-  if (const char* t = std::getenv("WGNN_SERVE_TOKEN"); t && *t) env.token = t;
-  if (const char* v = std::getenv("WGNN_SERVE_ORIGINS"); v && *v) {
-    std::string s = v;
+  env.token = o.token;
+  if (const char* t = std::getenv("WGNN_SERVE_TOKEN"); env.token.empty() && t && *t) env.token = t;
+  if (!o.origins.empty()) {
+    const std::string& s = o.origins;
     for (size_t at = 0; at <= s.size();) {
       const size_t comma = std::min(s.find(',', at), s.size());
       const std::string one = trim(s.substr(at, comma - at));
@@ -949,7 +940,7 @@ int serve(const gpu::ContextOptions& context_options, const ServeOptions& o) {
       at = comma + 1;
     }
   }
-  env.drain_s = env_seconds("WGNN_SERVE_DRAIN_TIMEOUT", 30, kMostSeconds);
+  env.drain_s = o.drain_timeout_s;
   const ModelChoice m = choose_model(o.model);
   matting::RemoverOptions ro;
   ro.preprocess = preprocess_for(m, o.preprocess);

@@ -274,6 +274,14 @@ int main(int argc, char** argv) {
                  "The largest photo, width x height (default 4096x4096, checked from the header); larger get 413");
   sv->add_option("--timeout", svo.timeout_s,
                  "A request's most seconds from admitted to answered (default 60); later ones get 503");
+  sv->add_option("--drain-timeout", svo.drain_timeout_s,
+                 "On SIGTERM or SIGINT, the most seconds to finish the admitted requests (default 30); the rest get "
+                 "503, then exit 0");
+  sv->add_option("--token", svo.token,
+                 "POST /remove-bg then needs 'Authorization: Bearer TOKEN' (or set WGNN_SERVE_TOKEN, which other "
+                 "users' ps does not show)");
+  sv->add_option("--origins", svo.origins,
+                 "More origins whose pages may POST, comma-separated (\"*\": any); default: the server's own only");
   sv->add_flag("--quiet", svo.quiet, "No line per request");
 
   CLI11_PARSE(app, argc, argv);

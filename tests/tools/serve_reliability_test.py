@@ -155,12 +155,13 @@ for args, name in [(["--timeout", "1e10"], "--timeout"), (["--timeout", "inf"], 
         r = subprocess.CompletedProcess(e.cmd, 0, e.stdout or "listening", "")
     check(r.returncode != 0 and name in r.stderr and "listening" not in r.stdout,
           f"{' '.join(args)}: refused naming {name} (rc {r.returncode}: {r.stderr.strip()[:100]})")
-try:
-    r = subprocess.run([WGNN, "serve", "--port", "0", "--model", tiny], capture_output=True, text=True, timeout=15,
-                       env=dict(os.environ, WGNN_SERVE_DRAIN_TIMEOUT="soon"))
-except subprocess.TimeoutExpired as e:
-    r = subprocess.CompletedProcess(e.cmd, 0, "listening", "")
-check(r.returncode == 1 and "WGNN_SERVE_DRAIN_TIMEOUT" in r.stderr, "WGNN_SERVE_DRAIN_TIMEOUT=soon: refused")
+for bad in ("-1", "inf", "nan", "1e10"):
+    try:
+        r = subprocess.run([WGNN, "serve", "--port", "0", "--model", tiny, "--drain-timeout", bad], capture_output=True,
+                           text=True, timeout=15)
+    except subprocess.TimeoutExpired as e:
+        r = subprocess.CompletedProcess(e.cmd, 0, "listening", "")
+    check(r.returncode != 0 and "--drain-timeout" in r.stderr, f"--drain-timeout {bad}: refused")
 
 # A port in use: by another server, and by a socket that allows port sharing
 # (SO_REUSEPORT, as the HTTP library sets by default).
@@ -294,7 +295,7 @@ check(st == 100, f"Expect: 100-continue under the limit: 100 Continue ({st})")
 s.stop()
 
 # The token.
-s = Server("--model", tiny, "--quiet", env={"WGNN_SERVE_TOKEN": "s3cret", "WGNN_SERVE_ORIGINS": "http://ok.example"})
+s = Server("--model", tiny, "--quiet", "--token", "s3cret", "--origins", "http://ok.example")
 st, hd, body = s.post(photo)
 check(st == 401 and hd.get("WWW-Authenticate") == "Bearer", f"without the token: 401 ({st})")
 st, _, _ = s.post(photo, {"Authorization": "Bearer wrong"})
@@ -302,7 +303,7 @@ check(st == 401, f"a wrong token: 401 ({st})")
 st, _, _ = s.post(photo, {"Authorization": "Bearer s3cret"})
 check(st == 200, f"the token: 200 ({st})")
 st, _, _ = s.post(photo, {"Authorization": "Bearer s3cret", "Origin": "http://ok.example"})
-check(st == 200, f"an origin from WGNN_SERVE_ORIGINS: 200 ({st})")
+check(st == 200, f"an origin from --origins: 200 ({st})")
 check(s.request("GET", "/health")[0] == 200, "/health needs no token")
 s.stop()
 
@@ -433,7 +434,7 @@ if FULL:
 s.stop()
 
 # SIGTERM under load: a backlog of 12, a drain time of 3 s.
-s = Server("--model", slow, "--queue", "64", "--quiet", env={"WGNN_SERVE_DRAIN_TIMEOUT": "3"})
+s = Server("--model", slow, "--queue", "64", "--quiet", "--drain-timeout", "3")
 outcomes = []
 ct = [threading.Thread(target=lambda: outcomes.append(one(60))) for _ in range(12)]
 for t in ct:
