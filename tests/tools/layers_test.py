@@ -23,6 +23,7 @@ BELOW = {
     "capi": {"matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
     "tools": {"capi", "matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
     "python": {"capi", "matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+    "node": {"capi", "matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 
@@ -34,6 +35,8 @@ def main():
         for f in sorted((ROOT / layer).rglob("*")):
             if f.suffix not in (".h", ".cpp"):
                 continue
+            if {"build", ".cache", "node_modules", "prebuilt"} & set(f.relative_to(ROOT).parts):
+                continue  # fetched or built, not the project's sources
             checked += 1
             for m in INCLUDE.finditer(f.read_text(errors="replace")):
                 top, rest = m.group(1), m.group(2)
