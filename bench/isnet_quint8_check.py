@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,18 +29,7 @@ def main():
     a = ap.parse_args()
     cases.SIZE = a.size
     os.makedirs(a.work, exist_ok=True)
-    any_size = os.path.join(a.work, "any_size.onnx")
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "isnet_any_size.py"), a.model, any_size], check=True,
-                   capture_output=True)
-    m = onnx.load(any_size)
-    for d in m.graph.input[0].type.tensor_type.shape.dim[2:]:
-        d.Clear()
-        d.dim_param = "hw"
-    for o in m.graph.output:
-        for d in o.type.tensor_type.shape.dim[2:]:
-            d.Clear()
-    free = os.path.join(a.work, "free.onnx")
-    onnx.save(m, free)
+    free = cases.free_quint8_model(a.model, a.work)
     ref = ort.InferenceSession(free, providers=["CPUExecutionProvider"])
     names = [o.name for o in ref.get_outputs()]
     bad, worst = 0, 0.0

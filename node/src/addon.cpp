@@ -30,6 +30,7 @@
 #include "generate/generate.h"
 #include "gpu/error.h"
 #include "graph/host_tensor.h"
+#include "graph/tensor.h"  // dtype_name: onnxruntime-node's type names too
 #include "image/image.h"
 #include "matting/remover.h"
 #include "onnx/session.h"
@@ -68,20 +69,6 @@ std::shared_ptr<Device> device_for(const std::string& adapter) {
     d = dev;
   }
   return d;
-}
-
-// onnxruntime-node's type names.
-const char* type_name(DType d) {
-  switch (d) {
-    case DType::F32: return "float32";
-    case DType::F16: return "float16";
-    case DType::I32: return "int32";
-    case DType::I64: return "int64";
-    case DType::Bool: return "bool";
-    case DType::U8: return "uint8";
-    case DType::I8: return "int8";
-  }
-  return "unknown";
 }
 
 bool dtype_of(const std::string& t, DType* out) {
@@ -227,7 +214,7 @@ std::string bytes_of(const Napi::Value& v) {
 Napi::Object describe(Napi::Env env, const onnx_import::ValueInfo& v) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("name", v.name);
-  o.Set("type", type_name(v.dtype));
+  o.Set("type", dtype_name(v.dtype));
   Napi::Array shape = Napi::Array::New(env, v.shape.size());
   for (size_t i = 0; i < v.shape.size(); ++i) {
     if (v.shape[i] >= 0) {
@@ -358,7 +345,7 @@ class Run : public Job {
       HostTensor& t = fetches_.host.at(n);
       Napi::Object o = Napi::Object::New(env);
       o.Set("name", n);
-      o.Set("type", type_name(t.dtype));
+      o.Set("type", dtype_name(t.dtype));
       Napi::Array dims = Napi::Array::New(env, t.shape.size());
       for (size_t i = 0; i < t.shape.size(); ++i) dims.Set(uint32_t(i), Napi::Number::New(env, double(t.shape[i])));
       o.Set("dims", dims);

@@ -19,14 +19,28 @@ import subprocess
 import sys
 
 import numpy as np
-import onnx
 import pytest
 from conftest import ROOT, build_dir, model, vi
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
+from isnet_reference import free_size_copy  # noqa: E402
 from onnx import TensorProto, helper
 from PIL import Image
 
 SIZE = 160
 IMAGES = "/usr/lib/python3/dist-packages/imageio/resources/images"
+
+
+def free_quint8_model(src, work):
+    """The published model with Resizes that follow the maps they join
+    (scripts/isnet_any_size.py: the export traced them at 1024x1024) and a
+    free height and width, written into `work`; its path."""
+    any_size = os.path.join(work, "any_size.onnx")
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "isnet_any_size.py"), src, any_size], check=True,
+                   capture_output=True)
+    free = os.path.join(work, "free.onnx")
+    free_size_copy(any_size, free)
+    return free
 
 
 @pytest.fixture(scope="module")
@@ -37,21 +51,7 @@ def quint8_model(tmp_path_factory):
             src = os.path.join(d, "isnet_quint8.onnx")
     if src is None:
         pytest.skip("isnet_quint8.onnx is missing: run scripts/setup")
-    work = tmp_path_factory.mktemp("isnet_quint8")
-    any_size = str(work / "any_size.onnx")
-    # The export traced its Resize sizes at 1024x1024: follow the maps instead.
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "isnet_any_size.py"), src, any_size], check=True,
-                   capture_output=True)
-    m = onnx.load(any_size)
-    for d in m.graph.input[0].type.tensor_type.shape.dim[2:]:
-        d.Clear()
-        d.dim_param = "hw"
-    for o in m.graph.output:
-        for d in o.type.tensor_type.shape.dim[2:]:
-            d.Clear()
-    free = str(work / "free.onnx")
-    onnx.save(m, free)
-    return free
+    return free_quint8_model(src, str(tmp_path_factory.mktemp("isnet_quint8")))
 
 
 def as_input(rgb):
