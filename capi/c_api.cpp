@@ -3,6 +3,7 @@
 // the C boundary, and every failure is a status with a message.
 #include "wgnn/wgnn.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "gpu/context.h"
+#include "gpu/describe.h"
 #include "gpu/error.h"
 #include "graph/host_tensor.h"
 #include "onnx/session.h"
@@ -188,8 +190,27 @@ wgnn_status wgnn_context_adapter_info(const wgnn_context* ctx, wgnn_adapter_info
   out->vendor_id = a.vendor_id;
   out->device_id = a.device_id;
   out->shader_f16 = ctx->ctx->features().shader_f16 ? 1 : 0;
+  out->index = a.index;
+  out->uuid = a.uuid.c_str();
+  out->pci_bus = a.pci_bus.c_str();
   return WGNN_OK;
 }
+
+wgnn_status wgnn_adapters_json(const char* adapter, char** out_json) {
+  if (!out_json) return invalid("wgnn_adapters_json", "out_json is NULL");
+  *out_json = nullptr;
+  return guarded("wgnn_adapters_json", [&] {
+    gpu::ContextOptions o;
+    if (adapter) o.adapter = adapter;
+    const std::string j = gpu::describe_adapters_json(gpu::Context::list_adapters(o));
+    char* s = static_cast<char*>(std::malloc(j.size() + 1));
+    if (!s) throw std::bad_alloc();
+    std::memcpy(s, j.c_str(), j.size() + 1);
+    *out_json = s;
+  });
+}
+
+void wgnn_string_free(char* s) { std::free(s); }
 
 wgnn_session_options wgnn_session_options_default(void) {
   wgnn_session_options o;

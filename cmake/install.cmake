@@ -67,7 +67,7 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/wgnn" DESTINATION "${CMAKE_INST
         COMPONENT Development)
 install(FILES "${WGNN_GENERATED_INCLUDE}/wgnn/version.h" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/wgnn"
         COMPONENT Development)
-set(WGNN_DETAIL_HEADERS gpu/context.h gpu/error.h gpu/dispatch.h gpu/recorder.h graph/constant_store.h graph/graph.h graph/tensor.h
+set(WGNN_DETAIL_HEADERS gpu/adapters.h gpu/context.h gpu/error.h gpu/dispatch.h gpu/recorder.h graph/constant_store.h graph/graph.h graph/tensor.h
                         graph/host_tensor.h graph/device_tensor.h ir/graph.h ir/program.h onnx/session.h ops/registry.h
                         passes/passes.h generate/generate.h util/host_memory.h)
 foreach(h IN LISTS WGNN_DETAIL_HEADERS)

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <thread>
 
+#include "gpu/adapter_enum.h"
 #include "gpu/context_impl.h"
 #include "gpu/dawn_values.h"
 #include "gpu/driver.h"
@@ -30,39 +31,6 @@
 
 namespace wgnn::gpu {
 namespace {
-
-const char* backend_name(WGPUBackendType b) {
-  switch (b) {
-    case WGPUBackendType_Null: return "Null";
-    case WGPUBackendType_WebGPU: return "WebGPU";
-    case WGPUBackendType_D3D11: return "D3D11";
-    case WGPUBackendType_D3D12: return "D3D12";
-    case WGPUBackendType_Metal: return "Metal";
-    case WGPUBackendType_Vulkan: return "Vulkan";
-    case WGPUBackendType_OpenGL: return "OpenGL";
-    case WGPUBackendType_OpenGLES: return "OpenGLES";
-    default: return "unknown";
-  }
-}
-
-const char* adapter_type_name(WGPUAdapterType t) {
-  switch (t) {
-    case WGPUAdapterType_DiscreteGPU: return "discrete GPU";
-    case WGPUAdapterType_IntegratedGPU: return "integrated GPU";
-    case WGPUAdapterType_CPU: return "CPU";
-    default: return "unknown";
-  }
-}
-
-// Output structs are filled by the binary, whose struct may be a little
-// larger than the header's (the two differ by a few months); a guard area
-// keeps such a write inside our memory.
-template <typename T>
-struct Guarded {
-  T value;
-  unsigned char guard[256];
-  Guarded() { std::memset(static_cast<void*>(this), 0, sizeof(*this)); }
-};
 
 void on_uncaptured_error(WGPUDevice const*, WGPUErrorType type, WGPUStringView message, void* userdata1, void*) {
   auto* impl = static_cast<Context::Impl*>(userdata1);
@@ -292,34 +260,82 @@ void setup_disk_cache(Context::Impl& s, const ContextOptions& options) {
   s.disk_cache = std::make_unique<DiskCache>(root, scope_name(description), description, max_bytes);
 }
 
-struct AdapterResult : CallbackState {
-  WGPUAdapter adapter = nullptr;
-  std::string message;
+}  // namespace
+
+namespace {
+// Every adapter `instance` offers with `toggles` (the adapter request's
+// toggles decide which experimental features an adapter lists).
+std::vector<FoundAdapter> adapters_with(WGPUInstance instance, const std::vector<const char*>& toggles) {
+  WGPUDawnTogglesDescriptor t{};
+  t.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);
+  t.enabledToggleCount = toggles.size();
+  t.enabledToggles = toggles.data();
+  WGPURequestAdapterOptions opts = WGPU_REQUEST_ADAPTER_OPTIONS_INIT;
+  opts.nextInChain = &t.chain;
+  opts.powerPreference = WGPUPowerPreference_HighPerformance;
+  return enumerate_adapters(instance, &opts);
+}
+
+void release_all(std::vector<FoundAdapter>& found) {
+  for (auto& f : found)
+    if (f.handle) wgpuAdapterRelease(std::exchange(f.handle, nullptr));
+}
+
+struct OpenedAdapters {
+  WGPUInstance instance = nullptr;  // owned by the caller
+  std::vector<FoundAdapter> found;  // never empty
+  DriverChoice driver;
 };
 
+// Chooses the Vulkan driver for `mode` ("auto", "gpu", "lavapipe"), starts a
+// Dawn instance with `toggles` and lists its adapters. In "auto", a machine
+// whose GPU driver offers nothing falls back to the bundled lavapipe once.
+OpenedAdapters open_adapters(const std::string& mode, const std::vector<const char*>& toggles) {
+  OpenedAdapters o;
+  o.driver = choose_vulkan_driver(mode);
+  WGPUDawnTogglesDescriptor instance_toggles{};
+  instance_toggles.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);
+  instance_toggles.enabledToggleCount = toggles.size();
+  instance_toggles.enabledToggles = toggles.data();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    WGPUInstanceFeatureName instance_features[] = {WGPUInstanceFeatureName_TimedWaitAny};
+    WGPUInstanceDescriptor idesc = WGPU_INSTANCE_DESCRIPTOR_INIT;
+    idesc.nextInChain = &instance_toggles.chain;
+    idesc.requiredFeatureCount = 1;
+    idesc.requiredFeatures = instance_features;
+    o.instance = wgpuCreateInstance(&idesc);
+    if (!o.instance) throw GpuError("could not create a WebGPU instance (Dawn)");
+    // Dawn's Null backend (which computes nothing) is left out of the list:
+    // when no real driver loads a device, it is empty.
+    o.found = adapters_with(o.instance, toggles);
+    if (!o.found.empty()) return o;
+    wgpuInstanceRelease(std::exchange(o.instance, nullptr));
+    if (attempt == 0 && o.driver.mode == "gpu" && mode == "auto") {
+      try {
+        o.driver = choose_vulkan_driver("auto", /*retry_with_lavapipe=*/true);
+        o.driver.description = "the machine's Vulkan driver offered no adapter: " + o.driver.description;
+        continue;
+      } catch (const Error&) {
+      }
+    }
+    break;
+  }
+  throw GpuError(fmt::format("no WebGPU adapter found (Dawn lists none; driver: {}). On a machine without a GPU, "
+                             "scripts/setup fetches lavapipe.",
+                             o.driver.description));
+}
 }  // namespace
 
 WGPUAdapter Context::Impl::request_adapter(std::string* message) {
-  Impl& impl = *this;
-  WGPUDawnTogglesDescriptor toggles{};
-  toggles.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);
-  toggles.enabledToggleCount = adapter_toggles.size();
-  toggles.enabledToggles = adapter_toggles.data();
-  WGPURequestAdapterOptions opts = WGPU_REQUEST_ADAPTER_OPTIONS_INIT;
-  opts.nextInChain = &toggles.chain;
-  opts.powerPreference = WGPUPowerPreference_HighPerformance;
-  Pending<AdapterResult> result(impl);
-  WGPURequestAdapterCallbackInfo cb = WGPU_REQUEST_ADAPTER_CALLBACK_INFO_INIT;
-  cb.mode = WGPUCallbackMode_WaitAnyOnly;
-  cb.callback = [](WGPURequestAdapterStatus status, WGPUAdapter a, WGPUStringView msg, void* ud, void*) {
-    auto* r = arrived<AdapterResult>(ud);
-    if (status == WGPURequestAdapterStatus_Success) r->adapter = a;
-    r->message = str(msg);
-  };
-  cb.userdata1 = result.userdata();
-  impl.wait(wgpuInstanceRequestAdapter(impl.instance, &opts, cb), "requesting a WebGPU adapter");
-  *message = result->message;
-  return std::exchange(result->adapter, nullptr);
+  std::vector<FoundAdapter> found = adapters_with(instance, adapter_toggles);
+  WGPUAdapter chosen = nullptr;
+  if (adapter_index >= 0 && size_t(adapter_index) < found.size()) {
+    chosen = std::exchange(found[size_t(adapter_index)].handle, nullptr);
+  } else {
+    *message = fmt::format("Dawn lists {} adapter(s), none at index {}", found.size(), adapter_index);
+  }
+  release_all(found);
+  return chosen;
 }
 
 void Context::Impl::keep_until_called(std::shared_ptr<CallbackState> state) {
@@ -416,6 +432,24 @@ std::mutex& lifetime_mutex() {
 }
 }  // namespace
 
+std::vector<AdapterDesc> Context::list_adapters(const ContextOptions& options) {
+  std::lock_guard<std::mutex> lifetime(lifetime_mutex());
+  std::string requested = options.adapter;
+  if (requested.empty()) {
+    const char* e = std::getenv("WGNN_ADAPTER");
+    requested = e ? e : "";
+  }
+  const std::string mode = is_driver_choice(requested) && !requested.empty() ? requested : "auto";
+  std::vector<const char*> toggles = {"vulkan_enable_f16_on_nvidia"};
+  if (options.allow_unsafe_apis) toggles.push_back("allow_unsafe_apis");
+  OpenedAdapters opened = open_adapters(mode, toggles);
+  std::vector<AdapterDesc> out;
+  for (const auto& f : opened.found) out.push_back(f.desc);
+  release_all(opened.found);
+  wgpuInstanceRelease(opened.instance);
+  return out;
+}
+
 Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()) {
   std::lock_guard<std::mutex> lifetime(lifetime_mutex());
   Impl& s = *impl_;
@@ -451,8 +485,15 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   if (s.limits_mode != "adapter" && s.limits_mode != "default") {
     throw Error(fmt::format("limits must be 'adapter' or 'default' (WGNN_LIMITS), not '{}'", s.limits_mode));
   }
-  DriverChoice driver = choose_vulkan_driver(options.adapter);
-
+  // ContextOptions::adapter (else WGNN_ADAPTER) chooses a Vulkan driver or
+  // names one adapter (gpu/adapters.h), which the automatic choice looks for.
+  std::string requested = options.adapter;
+  if (requested.empty()) {
+    const char* e = std::getenv("WGNN_ADAPTER");
+    requested = e ? e : "";
+  }
+  const bool driver_only = is_driver_choice(requested);
+  const std::string mode = driver_only && !requested.empty() ? requested : "auto";
   // Dawn offers ShaderF16 on NVIDIA's Vulkan driver only with
   // vulkan_enable_f16_on_nvidia, given to the instance and the adapter
   // request (and the device, below). allow_unsafe_apis goes the same three
@@ -463,52 +504,39 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   s.features.unsafe_apis = allow_unsafe;
   s.adapter_toggles = {"vulkan_enable_f16_on_nvidia"};
   if (allow_unsafe) s.adapter_toggles.push_back("allow_unsafe_apis");
-  WGPUDawnTogglesDescriptor instance_toggles{};
-  instance_toggles.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);
-  instance_toggles.enabledToggleCount = s.adapter_toggles.size();
-  instance_toggles.enabledToggles = s.adapter_toggles.data();
-
-  std::string adapter_message;
-  for (int attempt = 0; attempt < 2 && !s.adapter; ++attempt) {
-    WGPUInstanceFeatureName instance_features[] = {WGPUInstanceFeatureName_TimedWaitAny};
-    WGPUInstanceDescriptor idesc = WGPU_INSTANCE_DESCRIPTOR_INIT;
-    idesc.nextInChain = &instance_toggles.chain;
-    idesc.requiredFeatureCount = 1;
-    idesc.requiredFeatures = instance_features;
-    s.instance = wgpuCreateInstance(&idesc);
-    if (!s.instance) throw GpuError("could not create a WebGPU instance (Dawn)");
-    s.adapter = s.request_adapter(&adapter_message);
-    if (s.adapter) {
-      // Dawn falls back to its Null backend (which computes nothing) when no
-      // real driver loads: that is no adapter.
-      Guarded<WGPUAdapterInfo> gi;
-      wgpuAdapterGetInfo(s.adapter, &gi.value);
-      const bool null_backend = gi.value.backendType == WGPUBackendType_Null;
-      wgpuAdapterInfoFreeMembers(gi.value);
-      if (!null_backend) break;
-      wgpuAdapterRelease(s.adapter);
-      s.adapter = nullptr;
-      adapter_message = "only Dawn's Null backend was found (no Vulkan driver loaded)";
-    }
-    // The machine's drivers gave nothing usable: fall back to the bundled
-    // lavapipe once, when it exists and the choice was automatic.
-    wgpuInstanceRelease(s.instance);
-    s.instance = nullptr;
-    if (attempt == 0 && driver.mode == "gpu" && (options.adapter.empty() || options.adapter == "auto")) {
-      try {
-        driver = choose_vulkan_driver("auto", /*retry_with_lavapipe=*/true);
-        driver.description = "the machine's Vulkan driver offered no adapter: " + driver.description;
-        continue;
-      } catch (const Error&) {
+  OpenedAdapters opened = open_adapters(mode, s.adapter_toggles);
+  s.instance = opened.instance;
+  std::vector<FoundAdapter>& found = opened.found;
+  const DriverChoice& driver = opened.driver;
+  // Which one: the one named, else the one CUDA_VISIBLE_DEVICES names (as
+  // Ray hands an actor its GPU), else Dawn's first (its high-performance
+  // choice, what wgpuInstanceRequestAdapter returns).
+  std::vector<AdapterDesc> descs;
+  for (const auto& f : found) descs.push_back(f.desc);
+  std::string selected_by = "Dawn's first high-performance adapter";
+  try {
+    if (!driver_only) {
+      s.adapter_index = select_adapter(descs, requested);
+      selected_by = fmt::format("adapter '{}'", requested);
+    } else if (options.follow_cuda_visible_devices) {
+      const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+      if (auto i = cuda_visible_adapter(descs, cvd ? std::optional<std::string>(cvd) : std::nullopt)) {
+        s.adapter_index = *i;
+        selected_by = fmt::format("CUDA_VISIBLE_DEVICES={}", cvd);
       }
     }
-    break;
+  } catch (...) {
+    release_all(found);
+    wgpuInstanceRelease(std::exchange(s.instance, nullptr));
+    throw;
   }
-  if (!s.adapter) {
-    throw GpuError(fmt::format("no WebGPU adapter found ({}; driver: {}). On a machine without a GPU, "
-                               "scripts/setup fetches lavapipe.",
-                               adapter_message.empty() ? "no message" : adapter_message, driver.description));
-  }
+  s.adapter = std::exchange(found[size_t(s.adapter_index)].handle, nullptr);
+  release_all(found);
+  s.info.index = s.adapter_index;
+  s.info.uuid = descs[size_t(s.adapter_index)].uuid;
+  s.info.pci_bus = descs[size_t(s.adapter_index)].pci_bus;
+  s.info.selected_by = selected_by;
+  s.info.driver_source = driver.description;
 
   {
     Guarded<WGPUAdapterInfo> gi;
@@ -528,7 +556,6 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
     s.info.device_id = ai.deviceID;
     s.info.subgroup_min_size = ai.subgroupMinSize;
     s.info.subgroup_max_size = ai.subgroupMaxSize;
-    s.info.driver_source = driver.description;
     wgpuAdapterInfoFreeMembers(ai);
   }
   if (s.info.adapter_type == "CPU") check_file_size_limit(kDriverFileRoom, "starting the CPU Vulkan driver");

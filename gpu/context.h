@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/adapters.h"
 #include "gpu/error.h"
 
 struct WGPUBufferImpl;
@@ -58,6 +59,10 @@ struct AdapterInfo {
   uint32_t subgroup_min_size = 0;
   uint32_t subgroup_max_size = 0;
   std::string driver_source;  // how the driver was chosen (see gpu/driver.h)
+  int index = 0;              // in Context::list_adapters' list
+  std::string uuid;           // the Vulkan device UUID (CUDA's, on NVIDIA); "" where unknown
+  std::string pci_bus;        // "dddd:bb:dd.f"; "" where unknown
+  std::string selected_by;    // why this adapter: a selector, CUDA_VISIBLE_DEVICES, or Dawn's choice
 };
 
 // One shape and type combination of WGSL subgroup matrices the adapter
@@ -181,9 +186,15 @@ class BindGroup {
 
 struct ContextOptions {
   // "auto" (the machine's GPU driver if there is one, else the bundled
-  // lavapipe), "gpu" (the system's Vulkan drivers only) or "lavapipe".
-  // Empty: the environment variable WGNN_ADAPTER, else "auto".
+  // lavapipe), "gpu" (the system's Vulkan drivers only) or "lavapipe"; or
+  // one adapter by a selector (gpu/adapters.h: an index, a UUID,
+  // vendor:device, pci:ADDRESS or a part of its name), looked for as "auto"
+  // looks. Empty: the environment variable WGNN_ADAPTER, else "auto".
   std::string adapter;
+  // Without a selector, an NVIDIA adapter is the one CUDA_VISIBLE_DEVICES
+  // names (gpu/adapters.h, cuda_visible_adapter), as a CUDA program's device
+  // 0 would be: how Ray and Slurm hand a process its GPU.
+  bool follow_cuda_visible_devices = true;
   // Dawn toggles to enable on the device, e.g. "skip_validation".
   std::vector<std::string> enable_toggles;
   // Dawn's allow_unsafe_apis toggle, on the instance, the adapter request and
@@ -270,6 +281,9 @@ class Context {
  public:
   explicit Context(const ContextOptions& options = {});
   ~Context();
+  // Every adapter the driver choice of `options.adapter` gives, in the
+  // order selectors count them. Starts no device.
+  static std::vector<AdapterDesc> list_adapters(const ContextOptions& options = {});
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 

@@ -3,6 +3,7 @@
 #include <webgpu/webgpu.h>
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +22,16 @@ inline std::string str(WGPUStringView s) {
   if (s.length == WGPU_STRLEN) return std::string(s.data);
   return std::string(s.data, s.length);
 }
+
+// Output structs are filled by the binary, whose struct may be a little
+// larger than the header's (the two differ by a few months); a guard area
+// keeps such a write inside our memory.
+template <typename T>
+struct Guarded {
+  T value;
+  unsigned char guard[256];
+  Guarded() { std::memset(static_cast<void*>(this), 0, sizeof(*this)); }
+};
 
 // What a Dawn callback writes into (its userdata). It lives on the heap and
 // is held until Dawn has called back: a wait that times out returns before
@@ -88,9 +99,11 @@ struct Context::Impl {
   std::vector<std::shared_ptr<CallbackState>> uncalled;
   void keep_until_called(std::shared_ptr<CallbackState> state);
 
-  // A new adapter from `instance`, with `adapter_toggles`; null on failure,
-  // with Dawn's message in `message`.
+  // A new adapter from `instance`, with `adapter_toggles`: the one at
+  // `adapter_index` in enumerate_adapters' list (gpu/adapter_enum.h); null
+  // when there is none, with the reason in `message`.
   WGPUAdapter request_adapter(std::string* message);
+  int adapter_index = 0;
   // Blocks until `future` completes (or the timeout passes: then throws).
   void wait(WGPUFuture future, const char* what);
   // The same with its own limit (pipeline compiles: host work, not the GPU's).

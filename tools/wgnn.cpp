@@ -44,6 +44,8 @@ int cmd_info(gpu::Context& ctx, bool as_json) {
   fmt::print("backend        {}, {}\n", a.backend, a.adapter_type);
   fmt::print("driver         {}\n", a.description);
   fmt::print("chosen         {}\n", a.driver_source);
+  fmt::print("selected       adapter {} by {}{}{}\n", a.index, a.selected_by, a.uuid.empty() ? "" : ", uuid GPU-" + a.uuid,
+             a.pci_bus.empty() ? "" : ", pci " + a.pci_bus);
   fmt::print("subgroups      {}..{}\n", a.subgroup_min_size, a.subgroup_max_size);
   fmt::print("features       shader-f16 {}, subgroups {}, timestamp-query {}\n", f.shader_f16 ? "yes" : "no",
              f.subgroups ? "yes" : "no", f.timestamp_query ? "yes" : "no");
@@ -82,7 +84,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("wgnn ") + wgnn_version());
   app.require_subcommand(1);
   std::string adapter;
-  app.add_option("--adapter", adapter, "auto (default), gpu or lavapipe; WGNN_ADAPTER sets the default");
+  app.add_option("--adapter", adapter,
+                 "auto (default), gpu or lavapipe; or one adapter: an index (wgnn info --adapters), a UUID, "
+                 "vendor:device in hex, pci:ADDRESS or a part of its name; WGNN_ADAPTER sets the default");
   bool allow_unsafe = false;
   app.add_flag("--allow-unsafe-apis", allow_unsafe,
                "Dawn's allow_unsafe_apis toggle: experimental features such as subgroup matrices "
@@ -91,6 +95,9 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "Show the WebGPU adapter, its features and limits");
   bool info_json = false;
   info->add_flag("--json", info_json, "Print a JSON object");
+  bool info_adapters = false;
+  info->add_flag("--adapters", info_adapters,
+                 "List every adapter (index, name, ids, UUID, PCI address) without starting a device");
 
   auto* bench = app.add_subcommand("bench-copy", "Memory bandwidth of a vec4 copy kernel (the yardstick)");
   tools::BenchCopyOptions bc;
@@ -293,6 +300,15 @@ int main(int argc, char** argv) {
     gpu::ContextOptions opts;
     opts.adapter = adapter;
     opts.allow_unsafe_apis = allow_unsafe;
+    if (info->parsed() && info_adapters) {
+      const auto list = gpu::Context::list_adapters(opts);
+      if (info_json) {
+        std::cout << gpu::describe_adapters_json(list) << "\n";
+      } else {
+        fmt::print("{}", gpu::describe_adapters(list));
+      }
+      return 0;
+    }
     if (rb->parsed()) return tools::remove_bg(opts, rbo);
     if (sv->parsed()) return tools::serve(opts, svo);
     // Argument errors before the GPU starts.

@@ -60,7 +60,11 @@ const char* wgnn_status_name(wgnn_status status);
 size_t wgnn_dtype_size(wgnn_dtype dtype);
 
 /* ---- context: the GPU (or lavapipe, Vulkan on the CPU) ------------------ */
-/* adapter: NULL or "" (WGNN_ADAPTER, else "auto"), "auto", "gpu" or "lavapipe". */
+/* adapter: NULL or "" (WGNN_ADAPTER, else "auto"), "auto", "gpu" or "lavapipe";
+ * or one adapter: an index (as wgnn_adapters_json lists them), a UUID
+ * ("GPU-..." as nvidia-smi -L writes it, or a prefix), "VVVV:DDDD" (PCI vendor
+ * and device id in hex), "pci:ADDRESS", or a part of its name. Without one,
+ * an NVIDIA adapter is the one CUDA_VISIBLE_DEVICES names (docs/ADAPTERS.md). */
 wgnn_status wgnn_context_create(const char* adapter, wgnn_context** out);
 void wgnn_context_destroy(wgnn_context* ctx);
 
@@ -75,9 +79,18 @@ typedef struct wgnn_adapter_info {
   uint32_t vendor_id;
   uint32_t device_id;
   int shader_f16;            /* 1 if the device stores float16 natively */
+  int index;                 /* in wgnn_adapters_json's list */
+  const char* uuid;          /* the Vulkan device UUID (CUDA's on NVIDIA), "" if unknown */
+  const char* pci_bus;       /* "dddd:bb:dd.f", "" if unknown */
 } wgnn_adapter_info;
 /* Fills *out; its strings belong to ctx. */
 wgnn_status wgnn_context_adapter_info(const wgnn_context* ctx, wgnn_adapter_info* out);
+/* Every adapter the driver choice of `adapter` (as wgnn_context_create)
+ * offers, as a JSON array of objects (index, name, vendor, vendor_id,
+ * device_id, backend, type, uuid, pci_bus), in *out_json; starts no device.
+ * Free the string with wgnn_string_free. */
+wgnn_status wgnn_adapters_json(const char* adapter, char** out_json);
+void wgnn_string_free(char* s);
 
 /* ---- session: an ONNX model ---------------------------------------------- */
 typedef struct wgnn_session_options {

@@ -14,6 +14,7 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -370,6 +371,27 @@ NB_MODULE(_wgnn, m) {
         return gpu::describe_json(*dev->ctx);
       },
       "adapter"_a, "limits"_a);
+  m.def(
+      "adapters_json",
+      [](const std::string& adapter) {
+        nb::gil_scoped_release release;
+        gpu::ContextOptions o;
+        o.adapter = adapter;
+        return gpu::describe_adapters_json(gpu::Context::list_adapters(o));
+      },
+      "adapter"_a);
+  // The index in `adapters` (JSON, as adapters_json) that a Context made
+  // with `spec` opens, when CUDA_VISIBLE_DEVICES is `cuda_visible_devices`
+  // (None: unset): the Context's own rule (gpu/adapters.h).
+  m.def(
+      "select_adapter_index",
+      [](const std::string& adapters, const std::string& spec, std::optional<std::string> cuda_visible_devices) {
+        const auto list = gpu::adapters_from_json(adapters);
+        if (list.empty()) throw Error("the adapter list is empty");
+        if (!gpu::is_driver_choice(spec)) return gpu::select_adapter(list, spec);
+        return gpu::cuda_visible_adapter(list, cuda_visible_devices).value_or(0);
+      },
+      "adapters"_a, "spec"_a, "cuda_visible_devices"_a.none());
   // Drops the module's references to the devices (at exit: a device is
   // destroyed once no session holds it).
   m.def("release_devices", [] {

@@ -24,7 +24,7 @@ from ._wgnn import DeviceLost, Error, GpuError, HostOutOfMemory, Unsupported
 __version__ = _wgnn.__version__
 __all__ = [
     "InferenceSession", "SessionOptions", "NodeArg", "get_device_info", "get_available_providers", "supported_ops",
-    "remove_bg", "Error", "Unsupported", "GpuError", "DeviceLost", "HostOutOfMemory",
+    "remove_bg", "list_adapters", "resolve_adapter", "Error", "Unsupported", "GpuError", "DeviceLost", "HostOutOfMemory",
 ]
 
 # The name wgnn gives its execution provider (get_providers()).
@@ -41,7 +41,12 @@ class SessionOptions:
     fp16: float16 mode (float32 activations and weights stored as float16 on
         the GPU; needs shader-f16, an Error says so otherwise).
     adapter: "auto" (the machine's GPU, else the bundled lavapipe), "gpu" or
-        "lavapipe"; None: the environment's WGNN_ADAPTER, else auto.
+        "lavapipe"; or one adapter: an index in list_adapters(), a UUID
+        ("GPU-..." as nvidia-smi -L writes it, or a prefix), "VVVV:DDDD"
+        (vendor and device id in hex), "pci:ADDRESS" or a part of its name.
+        None: the environment's WGNN_ADAPTER, else auto; without a named
+        adapter an NVIDIA one is the one CUDA_VISIBLE_DEVICES names (as Ray
+        hands an actor its GPU; docs/ADAPTERS.md).
     limits: "adapter" (the adapter's own) or "default" (WebGPU's default
         limits); None: WGNN_LIMITS, else adapter.
     verbose: after each run that built a graph (a new set of input shapes),
@@ -93,15 +98,30 @@ class NodeArg:
         return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape!r})"
 
 
-def _check_providers(providers):
+def _check_providers(providers, provider_options=None):
+    """Checks ONNX Runtime's providers argument; returns the device_id its
+    options give (ONNX Runtime's name for the GPU's index), else None."""
     if providers is None:
-        return
+        return None
     if isinstance(providers, str) or not hasattr(providers, "__iter__"):
         raise TypeError("providers: a list of provider names (or (name, options) pairs), as in ONNX Runtime")
-    for p in providers:
+    device_id = None
+    providers = list(providers)
+    for i, p in enumerate(providers):
         name = p[0] if isinstance(p, tuple) else p
         if not isinstance(name, str):
             raise TypeError(f"providers: {p!r} is not a provider name")
+        opts = p[1] if isinstance(p, tuple) and len(p) > 1 else None
+        if opts is None and provider_options is not None and i < len(provider_options):
+            opts = provider_options[i]
+        if opts and "device_id" in opts and device_id is None:
+            try:
+                device_id = int(opts["device_id"])
+            except (TypeError, ValueError):
+                raise ValueError(f"providers: device_id must be an adapter index, not {opts['device_id']!r}") from None
+            if device_id < 0:
+                raise ValueError(f"providers: device_id must be an adapter index, not {device_id}")
+    return device_id
 
 
 class InferenceSession:
@@ -110,15 +130,19 @@ class InferenceSession:
     path_or_bytes: a file name (external data is read beside it) or the
     model's bytes (external data relative to the current folder).
     providers: accepted as ONNX Runtime takes them; wgnn always runs on its
-    device (get_providers() says 'WgnnExecutionProvider').
+    device (get_providers() says 'WgnnExecutionProvider'). A provider's
+    {"device_id": N} option picks adapter N of list_adapters() when
+    sess_options.adapter names none.
     """
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, **kwargs):
-        _check_providers(providers)
+        device_id = _check_providers(providers, provider_options)
         options = sess_options if sess_options is not None else SessionOptions()
         if not isinstance(options, SessionOptions):
             raise TypeError(f"sess_options: a wgnn.SessionOptions, not {type(options).__name__}")
         native = options._native()
+        if device_id is not None and not options.adapter:
+            native.adapter = str(device_id)
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             self._s = _wgnn._Session(bytes(path_or_bytes), os.getcwd(), native)
         elif isinstance(path_or_bytes, (str, os.PathLike)):
@@ -183,6 +207,33 @@ def get_device_info(adapter=None, limits=None):
     """What `wgnn info --json` says (adapter, backend, driver, features,
     limits), as a dict, for the device sessions with this adapter choice use."""
     return json.loads(_wgnn.device_info(adapter or "", limits or ""))
+
+
+def list_adapters(adapter=None):
+    """Every WebGPU adapter this process can open, as dicts (index, name,
+    vendor, vendor_id, device_id, backend, type, uuid, pci_bus), in the
+    order adapter indexes count; `adapter` picks the Vulkan driver ("auto",
+    "gpu", "lavapipe"). Starts no device. `wgnn info --adapters` prints it."""
+    return json.loads(_wgnn.adapters_json(adapter or ""))
+
+
+_DRIVER_CHOICES = ("", "auto", "gpu", "lavapipe")
+
+
+def resolve_adapter(spec=None, adapters=None, cuda_visible_devices=None):
+    """The adapter (a dict of list_adapters()) that a session made with
+    SessionOptions.adapter = `spec` opens, by the rule sessions use: `spec`
+    names it, else CUDA_VISIBLE_DEVICES does for NVIDIA adapters, else the
+    first. adapters: a list to choose from (default: list_adapters());
+    cuda_visible_devices: the variable's value (default: the environment's)."""
+    spec = spec if spec is not None else os.environ.get("WGNN_ADAPTER", "")
+    if adapters is None:
+        adapters = list_adapters(spec if spec in _DRIVER_CHOICES else None)
+    adapters = list(adapters)
+    if cuda_visible_devices is None:
+        cuda_visible_devices = os.environ.get("CUDA_VISIBLE_DEVICES")
+    i = _wgnn.select_adapter_index(json.dumps(adapters), spec, cuda_visible_devices)
+    return adapters[i]
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
