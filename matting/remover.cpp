@@ -320,4 +320,29 @@ Cutout Remover::run(const image::Image& photo) {
   return finish(std::move(p), m);
 }
 
+std::array<uint8_t, 4> parse_color(const std::string& s, const char* flag) {
+  std::array<uint8_t, 4> c{0, 0, 0, 255};
+  size_t n = 0, i = 0;
+  const auto bad = [&] {
+    return Error(fmt::format("{} '{}': give R,G,B or R,G,B,A, each 0 to 255 (e.g. 255,255,255 for white)", flag, s));
+  };
+  while (i <= s.size()) {
+    const size_t j = std::min(s.find(',', i), s.size());
+    const std::string part = s.substr(i, j - i);
+    if (n >= 4 || part.empty() || part.size() > 3 || part.find_first_not_of("0123456789") != std::string::npos) throw bad();
+    const int v = std::stoi(part);
+    if (v > 255) throw bad();
+    c[n++] = uint8_t(v);
+    i = j + 1;
+  }
+  if (n < 3) throw bad();
+  return c;
+}
+
+image::Image cutout_image(const Cutout& cut, bool only_mask, const std::optional<std::array<uint8_t, 4>>& bg) {
+  if (only_mask) return cut.alpha;
+  if (bg) return image::composite_over(cut.rgba, *bg);
+  return cut.rgba;
+}
+
 }  // namespace wgnn::matting

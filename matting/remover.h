@@ -21,10 +21,12 @@
 // photo's own alpha when it has one (--post-process: the matte cleaned and
 // made hard first, image::post_process_alpha).
 // A fixed-size model (ISNet's kind) with MODNet pre-processing is refused.
+#include <array>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -163,5 +165,14 @@ class Remover {
   std::deque<InFlight> in_flight_;
   [[noreturn]] void rethrow_for_size(int w, int h) const;
 };
+
+// --bg-color R,G,B[,A]: four values of 0 to 255 (A: 255 when left out);
+// `flag` names the setting in the error.
+std::array<uint8_t, 4> parse_color(const std::string& s, const char* flag = "--bg-color");
+
+// What an output holds: the matte alone (only_mask, gray), the cut-out over
+// a colour (bg), or the cut-out (RGBA). `wgnn remove-bg`, `wgnn serve` and
+// the Python package write this image, as PNG (image::encode_png).
+image::Image cutout_image(const Cutout& cut, bool only_mask, const std::optional<std::array<uint8_t, 4>>& bg);
 
 }  // namespace wgnn::matting

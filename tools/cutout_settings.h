@@ -37,11 +37,7 @@ ModelChoice choose_model(const std::string& model);
 // refused); auto takes the preset's.
 matting::Preprocess preprocess_for(const ModelChoice& m, const std::string& preprocess);
 
-// --bg-color R,G,B[,A]: four values of 0 to 255 (A: 255 when left out).
-std::array<uint8_t, 4> parse_color(const std::string& s, const char* flag = "--bg-color");
-
-// What an output holds: the matte alone (only_mask, gray), the cut-out over
-// a colour (bg), or the cut-out (RGBA).
-image::Image cutout_image(const matting::Cutout& cut, bool only_mask, const std::optional<std::array<uint8_t, 4>>& bg);
+using matting::cutout_image;
+using matting::parse_color;
 
 }  // namespace wgnn::tools

@@ -297,6 +297,28 @@ class PyRemover {
     return {image_array(c.rgba), image_array(c.alpha)};
   }
 
+  // `wgnn remove-bg`'s path for one photo file's bytes: decoded as the CLI
+  // decodes (EXIF orientation, the pixel bound), cut out, and the output
+  // image (cutout_image) encoded as the CLI's PNG, byte for byte.
+  nb::bytes cutout_png(const nb::bytes& photo, const std::string& name, bool only_mask, const std::string& bg_color,
+                       uint64_t max_pixels) {
+    std::string data(photo.c_str(), photo.size());
+    std::string png;
+    {
+      nb::gil_scoped_release release;
+      const std::optional<std::array<uint8_t, 4>> bg =
+          bg_color.empty() ? std::nullopt : std::optional(matting::parse_color(bg_color, "bg_color"));
+      const image::Image img = image::decode_photo(data, name, max_pixels);
+      matting::Cutout c;
+      {
+        const std::lock_guard<std::mutex> lock(dev_->mutex);
+        c = r_->run(img);
+      }
+      png = image::encode_png(matting::cutout_image(c, only_mask, bg));
+    }
+    return nb::bytes(png.data(), png.size());
+  }
+
  private:
   std::shared_ptr<Device> dev_;
   std::unique_ptr<matting::Remover> r_;
@@ -360,7 +382,9 @@ NB_MODULE(_wgnn, m) {
   nb::class_<PyRemover>(m, "_Remover")
       .def(nb::init<const std::string&, int, const std::string&, const std::string&>(), "model"_a, "size"_a,
            "preprocess"_a, "adapter"_a)
-      .def("run", &PyRemover::run, "photo"_a);
+      .def("run", &PyRemover::run, "photo"_a)
+      .def("cutout_png", &PyRemover::cutout_png, "photo"_a, "name"_a, "only_mask"_a, "bg_color"_a,
+           "max_pixels"_a = image::kDefaultMaxPixels);
 
   m.def(
       "device_info",
