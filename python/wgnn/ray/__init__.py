@@ -289,6 +289,19 @@ def remove_temp_files(outputs):
     return removed
 
 
+def _read_file(path):
+    """The file's bytes; errors as image::read_photo's."""
+    if not os.path.exists(path):
+        raise wgnn.Error(f"'{path}': no such file")
+    if os.path.isdir(path):
+        raise wgnn.Error(f"'{path}' is a folder, not an image file")
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise wgnn.Error(f"cannot read '{path}': {e.strerror}") from None
+
+
 class RemoveBgPredictor:
     """A callable class for Dataset.map_batches: cuts out the photos of a
     batch with columns "input" (a photo's path) and "output" (the PNG to
@@ -317,8 +330,7 @@ class RemoveBgPredictor:
         if not self.overwrite and os.path.exists(out):
             return "skipped", ""
         try:
-            photo = read_photo(src, self.max_pixels)
-            png = self.cutter.cut_png(photo, **self.options)
+            png = self.cutter.cut_bytes(_read_file(src), src, max_pixels=self.max_pixels, **self.options)
             os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
             write_atomic(out, png)
         except wgnn.Error as e:

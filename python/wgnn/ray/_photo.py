@@ -276,3 +276,19 @@ class Cutter:
     def cut_png(self, photo, **options):
         """cut(), encoded as the CLI encodes its PNGs."""
         return encode_png(self.cut(photo, **options))
+
+    def cut_bytes(self, data, name="the photo", only_mask=False, bg_color=None, post_process=False,
+                  max_pixels=DEFAULT_MAX_PIXELS):
+        """A photo file's bytes to its output PNG's bytes: `wgnn remove-bg`'s
+        path for one photo. Where the module has it (_Remover.cutout_png),
+        the CLI's own C++ decodes, cuts out and encodes, with the GIL
+        released; post_process (and an older module) takes the Python
+        decoder above with the same encoder. Errors name `name`."""
+        if isinstance(bg_color, (tuple, list)):
+            bg_color = ",".join(str(int(v)) for v in bg_color)
+        if only_mask and bg_color:
+            raise wgnn.Error("only_mask gives the matte, bg_color a composite: give one of them")
+        if not post_process and hasattr(self._remover, "cutout_png"):
+            return self._remover.cutout_png(bytes(data), name, bool(only_mask), bg_color or "", int(max_pixels))
+        photo = decode_photo(data, name, max_pixels)
+        return self.cut_png(photo, only_mask=only_mask, bg_color=bg_color, post_process=post_process)

@@ -26,13 +26,12 @@ import asyncio
 import email.parser
 import email.policy
 import os
-import threading
 import time
 from urllib.parse import parse_qsl
 
 import wgnn
 
-from ._photo import Cutter, decode_photo, parse_color
+from ._photo import Cutter, parse_color
 
 _FLAG_TRUE = ("", "1", "true", "yes", "on")
 _FLAG_FALSE = ("0", "false", "no", "off")
@@ -105,7 +104,6 @@ class RemoveBgDeployment:
                  max_pixels=4096 * 4096, timeout_s=60.0):
         self.cutter = Cutter(model, size=size, preprocess=preprocess, adapter=adapter)
         self.max_bytes, self.max_pixels, self.timeout_s = int(max_bytes), int(max_pixels), float(timeout_s)
-        self.lock = threading.Lock()
         self.served = self.failed = self.in_flight = 0
         self.adapter = wgnn.get_device_info(adapter).get("adapter", "")
         # The first run builds the graph and compiles its shaders: done here,
@@ -120,25 +118,21 @@ class RemoveBgDeployment:
         why = _truncated(body)
         if why:
             raise HttpError(400, f"the photo is {why}")
-        try:
-            photo = decode_photo(body, "the photo", self.max_pixels)
-        except wgnn.Error as e:
-            raise HttpError(413 if "too large" in str(e) else 400, str(e)) from None
         t0 = time.perf_counter()
-        with self.lock:
-            t1 = time.perf_counter()
-            try:
-                pixels = self.cutter.cut(photo, **opts)
-            except wgnn.Error as e:
-                if isinstance(e, wgnn.DeviceLost):
-                    from . import _die_on_device_loss
+        try:
+            png = self.cutter.cut_bytes(body, "the photo", max_pixels=self.max_pixels, **opts)
+        except wgnn.GpuError as e:
+            if isinstance(e, wgnn.DeviceLost):
+                from . import _die_on_device_loss
 
-                    _die_on_device_loss(e)
-                raise HttpError(500, str(e)) from None
-            run_ms = (time.perf_counter() - t1) * 1e3
-        from ._png import encode_png
-
-        return encode_png(pixels), run_ms, t1 - t0
+                _die_on_device_loss(e)
+            raise HttpError(500, str(e)) from None
+        except wgnn.HostOutOfMemory:
+            raise HttpError(503, "out of host memory for this photo", retry_after=1) from None
+        except wgnn.Error as e:
+            # What the photo is to blame for: not a photo, too large, a size the model refuses.
+            raise HttpError(413 if "too large" in str(e) else 400, str(e)) from None
+        return png, (time.perf_counter() - t0) * 1e3
 
     async def __call__(self, request):
         from starlette.responses import JSONResponse, Response
@@ -188,7 +182,7 @@ class RemoveBgDeployment:
             if ctype.startswith("multipart/form-data"):
                 body = _form_file(ctype, body)
             try:
-                png, run_ms, _waited = await asyncio.wait_for(asyncio.to_thread(self._work, body, opts), limit)
+                png, run_ms = await asyncio.wait_for(asyncio.to_thread(self._work, body, opts), limit)
             except asyncio.TimeoutError:
                 raise HttpError(503, f"timed out: no cut-out within {limit:g} s", retry_after=1) from None
             self.served += 1
