@@ -12,8 +12,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def dynamic(path):
+    """RUNPATH entries and NEEDED names; in a wheel repaired by auditwheel
+    (scripts/wheel), the entries naming its wgnn.libs/ folder are left out
+    and the NEEDED names it rewrote (name-hash.so...) are kept."""
     out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True).stdout
-    runpath = re.findall(r"\((?:RUNPATH|RPATH)\).*\[(.*)\]", out)
+    runpath = [p for r in re.findall(r"\((?:RUNPATH|RPATH)\).*\[(.*)\]", out) for p in r.split(":") if p]
+    assert all(p.startswith("$ORIGIN") for p in runpath), runpath  # nothing outside the package
+    runpath = [p for p in runpath if not p.endswith("/wgnn.libs")]
     needed = re.findall(r"\(NEEDED\).*\[(.*)\]", out)
     return runpath, needed
 
