@@ -154,6 +154,7 @@ def cluster():
     from ray.cluster_utils import Cluster
 
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     store = 120 * 1024 * 1024
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 0, "object_store_memory": store,
                                                       "include_dashboard": False})

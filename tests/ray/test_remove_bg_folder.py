@@ -67,6 +67,22 @@ def test_isnet_matches_cli(cluster, tmp_path):
     check_outputs(dst, outputs_of(ref))
 
 
+def test_python_decoder_matches_cli(photos, tiny_model):
+    """The Python path (Pillow's decoding, the system libpng through ctypes
+    with the CLI's settings), which post_process and modules without
+    _Remover.cutout_png take: the CLI's bytes too (no cluster needed)."""
+    src, reference = photos
+    cutter = wgnn.ray.Cutter(tiny_model)
+    checked = 0
+    for rel, want in sorted(reference.items())[:120]:
+        stem = os.path.join(src, rel[: -len("_cutout.png")])
+        path = next(stem + e for e in (".jpg", ".jpeg", ".png", ".JPG") if os.path.exists(stem + e))
+        got = cutter.cut_png(wgnn.ray.read_photo(path))
+        assert got == want, f"{path}: the Python path's PNG differs from the CLI's"
+        checked += 1
+    assert checked == min(120, N_PHOTOS)
+
+
 def test_plan_matches_cli_rules(tmp_path):
     """Names and refusals as the CLI's (no cluster needed)."""
     src = tmp_path / "src"
