@@ -111,6 +111,16 @@ onnx_import::SessionOptions to_options(const wgnn_session_options* o) {
   s.fp16 = o->fp16 != 0;
   s.fusion = o->fusion != 0;
   s.checked = o->checked != 0;
+  s.verbose = o->verbose != 0;
+  if (o->max_plans < 1) throw Error(fmt::format("wgnn_session_options.max_plans is {}: keep at least 1 plan", o->max_plans));
+  s.max_plans = o->max_plans;
+  s.tiered = o->tiered != 0;
+  s.ir_import = o->ir_import != 0;
+  if (o->output_count > 0 && !o->outputs) throw Error("wgnn_session_options.outputs is NULL with output_count > 0");
+  for (size_t i = 0; i < o->output_count; ++i) {
+    if (!o->outputs[i]) throw Error(fmt::format("wgnn_session_options.outputs[{}] is NULL", i));
+    s.outputs.emplace_back(o->outputs[i]);
+  }
   return s;
 }
 
@@ -213,10 +223,17 @@ wgnn_status wgnn_adapters_json(const char* adapter, char** out_json) {
 void wgnn_string_free(char* s) { std::free(s); }
 
 wgnn_session_options wgnn_session_options_default(void) {
+  const onnx_import::SessionOptions d;
   wgnn_session_options o;
-  o.fp16 = 0;
-  o.fusion = 1;
-  o.checked = 1;
+  o.fp16 = d.fp16 ? 1 : 0;
+  o.fusion = d.fusion ? 1 : 0;
+  o.checked = d.checked ? 1 : 0;
+  o.verbose = d.verbose ? 1 : 0;
+  o.max_plans = d.max_plans;
+  o.tiered = d.tiered ? 1 : 0;
+  o.ir_import = d.ir_import ? 1 : 0;
+  o.outputs = nullptr;
+  o.output_count = 0;
   return o;
 }
 

@@ -94,11 +94,21 @@ void wgnn_string_free(char* s);
 
 /* ---- session: an ONNX model ---------------------------------------------- */
 typedef struct wgnn_session_options {
-  int fp16;    /* float16 execution (needs shader-f16); 0: off */
-  int fusion;  /* fuse node chains (GELU, MatMul+bias, ...); 1: on */
-  int checked; /* run-time index and division checks; 1: on */
+  int fp16;      /* float16 execution (needs shader-f16); 0: off */
+  int fusion;    /* fuse node chains (GELU, MatMul+bias, ...); 1: on */
+  int checked;   /* run-time index and division checks; 1: on */
+  int verbose;   /* a summary on stderr after each run that built a plan; 0: off */
+  int max_plans; /* plans (one per set of input shapes) kept at once, at least 1; 8 */
+  int tiered;    /* tiered first runs on tensor-core devices (docs/FP16.md); 1: on */
+  int ir_import; /* import to IR and run the passes (else record directly); 1: on */
+  /* The outputs to compute, by name (NULL: all, as the model declares
+   * them); output_count names. The others are not computed. */
+  const char* const* outputs;
+  size_t output_count;
 } wgnn_session_options;
-/* The defaults: {0, 1, 1}. NULL options mean these. */
+/* The defaults: {0, 1, 1, 0, 8, 1, 1, NULL, 0}, the C++ SessionOptions'
+ * (onnx/session.h). NULL options mean these; start from this function
+ * rather than zero-filling, so fields added later keep their defaults. */
 wgnn_session_options wgnn_session_options_default(void);
 
 wgnn_status wgnn_session_create_from_file(wgnn_context* ctx, const char* path, const wgnn_session_options* options,

@@ -143,10 +143,13 @@ nb::tuple describe(const onnx_import::ValueInfo& v) {
 
 struct Options {
   std::string adapter, limits;
-  bool verbose = false, fp16 = false, fusion = true, checked = true, tiered = true;
+  bool verbose = false, fp16 = false, fusion = true, checked = true, tiered = true, ir_import = true;
   int max_plans = 8;
+  std::vector<std::string> outputs;
   onnx_import::SessionOptions session() const {
     onnx_import::SessionOptions o;
+    o.ir_import = ir_import;
+    o.outputs = outputs;
     o.verbose = verbose;
     o.fp16 = fp16;
     o.fusion = fusion;
@@ -365,7 +368,9 @@ NB_MODULE(_wgnn, m) {
       .def_rw("fusion", &Options::fusion)
       .def_rw("checked", &Options::checked)
       .def_rw("max_plans", &Options::max_plans)
-      .def_rw("tiered", &Options::tiered);
+      .def_rw("tiered", &Options::tiered)
+      .def_rw("ir_import", &Options::ir_import)
+      .def_rw("outputs", &Options::outputs);
 
   nb::class_<PySession>(m, "_Session")
       .def(nb::init<const std::string&, const Options&>(), "path"_a, "options"_a)

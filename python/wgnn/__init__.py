@@ -52,8 +52,10 @@ class SessionOptions:
     verbose: after each run that built a graph (a new set of input shapes),
         print the session's summary to stderr, as `wgnn run --verbose` does
         (also log_severity_level = 0, as in ONNX Runtime).
-    fusion, checked, max_plans, tiered: SessionOptions of the C++ API
-        (onnx/session.h). tiered (on): where the GPU has tensor cores, a
+    fusion, checked, max_plans, tiered, ir_import, outputs: SessionOptions
+        of the C++ API (onnx/session.h); outputs (a list of names, None: all)
+        limits what the session computes, as run(output_names) limits what a
+        run returns. tiered (on): where the GPU has tensor cores, a
         float16 session's first runs use the regular kernels while the
         tensor-core ones compile, then switch (results within the float16
         tolerances); False gives the same bits from the first run.
@@ -71,6 +73,8 @@ class SessionOptions:
         self.checked = True
         self.max_plans = 8
         self.tiered = True
+        self.ir_import = True
+        self.outputs = None
 
     def _native(self):
         o = _wgnn._Options()
@@ -82,6 +86,13 @@ class SessionOptions:
         o.checked = bool(self.checked)
         o.max_plans = int(self.max_plans)
         o.tiered = bool(self.tiered)
+        o.ir_import = bool(self.ir_import)
+        if self.max_plans is None or int(self.max_plans) < 1:
+            raise ValueError(f"SessionOptions.max_plans is {self.max_plans}: keep at least 1 plan")
+        if self.outputs is not None:
+            if isinstance(self.outputs, str) or not all(isinstance(n, str) for n in self.outputs):
+                raise TypeError("SessionOptions.outputs: a list of output names, or None for all")
+            o.outputs = list(self.outputs)
         return o
 
 

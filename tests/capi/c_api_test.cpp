@@ -104,12 +104,26 @@ TEST(CApiHost, TensorsCheckTheirArguments) {
   EXPECT_NE(std::string(wgnn_last_error()).find("ctx is NULL"), std::string::npos) << wgnn_last_error();
 }
 
-TEST(CApiHost, AnUnknownAdapterIsAnError) {
+TEST(CApiAdapters, AnAdapterThatIsNotThereIsAnErrorListingThem) {
   wgnn_context* c = nullptr;
   EXPECT_EQ(wgnn_context_create("no-such-adapter", &c), WGNN_ERROR_MODEL);
-  EXPECT_NE(std::string(wgnn_last_error()).find("accepted are auto, gpu, lavapipe"), std::string::npos)
-      << wgnn_last_error();
+  const std::string e = wgnn_last_error();
+  EXPECT_NE(e.find("no adapter matches 'no-such-adapter'"), std::string::npos) << e;
+  EXPECT_NE(e.find("0: "), std::string::npos) << e;
   EXPECT_EQ(c, nullptr);
+  // The list, as JSON; and the adapter it names by index opens.
+  char* json = nullptr;
+  ASSERT_EQ(wgnn_adapters_json(nullptr, &json), WGNN_OK) << wgnn_last_error();
+  ASSERT_NE(json, nullptr);
+  EXPECT_NE(std::string(json).find("\"index\": 0"), std::string::npos) << json;
+  wgnn_string_free(json);
+  EXPECT_EQ(wgnn_adapters_json(nullptr, nullptr), WGNN_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(wgnn_context_create("0", &c), WGNN_OK) << wgnn_last_error();
+  wgnn_adapter_info info;
+  ASSERT_EQ(wgnn_context_adapter_info(c, &info), WGNN_OK);
+  EXPECT_EQ(info.index, 0);
+  EXPECT_STRNE(info.uuid, "");
+  wgnn_context_destroy(c);
 }
 
 TEST_F(CApi, AdapterInfo) {
@@ -181,12 +195,32 @@ TEST_F(CApi, RunsAModelFromBytesAndFromAFile) {
   }
   wgnn_session_options o = wgnn_session_options_default();
   EXPECT_EQ(o.fusion, 1);
+  EXPECT_EQ(o.checked, 1);
+  EXPECT_EQ(o.max_plans, 8);
+  EXPECT_EQ(o.tiered, 1);
+  EXPECT_EQ(o.ir_import, 1);
+  EXPECT_EQ(o.outputs, nullptr);
   o.fusion = 0;
+  o.ir_import = 0;
+  o.max_plans = 1;
   ASSERT_EQ(wgnn_session_create_from_file(ctx_, path.c_str(), &o, &s), WGNN_OK) << wgnn_last_error();
   ASSERT_EQ(wgnn_session_run(s, names, &xt, 1, &y), WGNN_OK) << wgnn_last_error();
   EXPECT_FLOAT_EQ(static_cast<const float*>(wgnn_tensor_data(y))[5], 35.0f);
   wgnn_tensor_destroy(y);
   wgnn_session_destroy(s);
+  // Options checked: no plan kept, outputs NULL with a count, an unknown output.
+  o = wgnn_session_options_default();
+  o.max_plans = 0;
+  EXPECT_EQ(wgnn_session_create_from_file(ctx_, path.c_str(), &o, &s), WGNN_ERROR_MODEL);
+  EXPECT_NE(std::string(wgnn_last_error()).find("max_plans is 0"), std::string::npos) << wgnn_last_error();
+  o = wgnn_session_options_default();
+  o.output_count = 1;
+  EXPECT_EQ(wgnn_session_create_from_file(ctx_, path.c_str(), &o, &s), WGNN_ERROR_MODEL);
+  EXPECT_NE(std::string(wgnn_last_error()).find("outputs is NULL"), std::string::npos) << wgnn_last_error();
+  const char* unknown[1] = {"z"};
+  o.outputs = unknown;
+  EXPECT_EQ(wgnn_session_create_from_file(ctx_, path.c_str(), &o, &s), WGNN_ERROR_MODEL);
+  EXPECT_NE(std::string(wgnn_last_error()).find("z"), std::string::npos) << wgnn_last_error();
   wgnn_tensor_destroy(xt);
 }
 

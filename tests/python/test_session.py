@@ -192,7 +192,7 @@ def test_session_options_and_providers(small_model):
     assert s.get_session_options() is o
     o2 = wgnn.SessionOptions()
     o2.adapter = "no-such-adapter"
-    with pytest.raises(wgnn.Error, match="auto, gpu, lavapipe"):
+    with pytest.raises(wgnn.Error, match="no adapter matches 'no-such-adapter'"):
         wgnn.InferenceSession(small_model, sess_options=o2)
     o3 = wgnn.SessionOptions()
     o3.fp16 = True
@@ -206,6 +206,66 @@ def test_session_options_and_providers(small_model):
         (want,) = wgnn.InferenceSession(small_model).run(None, feed)
         assert y.dtype == np.float32
         np.testing.assert_allclose(y, want, rtol=2e-3, atol=1e-3)
+
+
+def test_every_session_option_reaches_the_session():
+    """outputs and ir_import (the C++ SessionOptions in full), and ONNX
+    Runtime's device_id provider option."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["x"], ["z"])], "g", [x],
+                          [y, z])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    feed = {"x": np.array([1, -2], np.float32)}
+    for ir_import in (True, False):
+        o = wgnn.SessionOptions()
+        o.outputs = ["z"]
+        o.ir_import = ir_import
+        s = wgnn.InferenceSession(m, sess_options=o)
+        assert [v.name for v in s.get_outputs()] == ["z"]
+        (got,) = s.run(None, feed)
+        np.testing.assert_array_equal(got, [-1, 2])
+    bad = wgnn.SessionOptions()
+    bad.outputs = ["nope"]
+    with pytest.raises(wgnn.Error, match="nope"):
+        wgnn.InferenceSession(m, sess_options=bad)
+    bad = wgnn.SessionOptions()
+    bad.max_plans = 0
+    with pytest.raises(ValueError, match="max_plans"):
+        wgnn.InferenceSession(m, sess_options=bad)
+    # device_id: an index in list_adapters(); one past the end lists them.
+    adapters = wgnn.list_adapters()
+    s = wgnn.InferenceSession(m, providers=[("WgnnExecutionProvider", {"device_id": 0})])
+    np.testing.assert_array_equal(s.run(["y"], feed)[0], [1, 0])
+    with pytest.raises(wgnn.Error, match=f"adapter {len(adapters)} does not exist"):
+        wgnn.InferenceSession(m, providers=["WgnnExecutionProvider"], provider_options=[{"device_id": len(adapters)}])
+    with pytest.raises(ValueError, match="device_id"):
+        wgnn.InferenceSession(m, providers=[("WgnnExecutionProvider", {"device_id": "first"})])
+
+
+def test_adapters_are_listed_and_resolved_as_sessions_open_them():
+    adapters = wgnn.list_adapters()
+    assert adapters and [a["index"] for a in adapters] == list(range(len(adapters)))
+    info = wgnn.get_device_info()
+    opened = adapters[info["index"]]
+    assert opened["name"] == info["adapter"] and opened["uuid"] == info["uuid"]
+    assert wgnn.resolve_adapter()["uuid"] == info["uuid"]
+    assert wgnn.resolve_adapter("0") == adapters[0]
+    # Two NVIDIA GPUs out of PCI order, as Ray would hand them to actors.
+    two = [{"name": "NVIDIA H100", "vendor_id": 0x10DE, "device_id": 0x2330,
+            "uuid": "bbbbbbbb-0000-0000-0000-000000000002", "pci_bus": "0000:3b:00.0"},
+           {"name": "NVIDIA H100", "vendor_id": 0x10DE, "device_id": 0x2330,
+            "uuid": "aaaaaaaa-0000-0000-0000-000000000001", "pci_bus": "0000:19:00.0"}]
+    assert wgnn.resolve_adapter(adapters=two, cuda_visible_devices="0")["uuid"].startswith("aaaa")
+    assert wgnn.resolve_adapter(adapters=two, cuda_visible_devices="1")["uuid"].startswith("bbbb")
+    assert wgnn.resolve_adapter(adapters=two, cuda_visible_devices="GPU-bbbbbbbb")["uuid"].startswith("bbbb")
+    assert wgnn.resolve_adapter("1", adapters=two, cuda_visible_devices="0")["uuid"].startswith("aaaa"), \
+        "a selector overrides the variable"
+    with pytest.raises(wgnn.Error, match="hides every NVIDIA GPU"):
+        wgnn.resolve_adapter(adapters=two, cuda_visible_devices="")
+    with pytest.raises(wgnn.Error, match="Vulkan shows 2 NVIDIA GPUs"):
+        wgnn.resolve_adapter(adapters=two, cuda_visible_devices="2")
 
 
 def test_verbose_prints_each_build(small_model, capsys):
