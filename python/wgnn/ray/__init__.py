@@ -23,6 +23,7 @@ without it.
 import os
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -316,8 +317,14 @@ class RemoveBgPredictor:
     """
 
     def __init__(self, model=None, size=0, preprocess="auto", adapter=None, overwrite=False, only_mask=False,
-                 bg_color=None, post_process=False, max_pixels=8192 * 8192):
+                 bg_color=None, post_process=False, max_pixels=8192 * 8192, threads=4):
         self.cutter = Cutter(model, size=size, preprocess=preprocess, adapter=adapter)
+        if threads < 1:
+            raise wgnn.Error(f"threads {threads}: give 1 or more")
+        # Photos of a batch in parallel: each one's reading, decoding,
+        # encoding and writing run beside the others' (the GIL released);
+        # the device's lock lets one photo at a time through the model.
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="wgnn-remove-bg") if threads > 1 else None
         self.overwrite = overwrite
         self.options = dict(only_mask=only_mask, bg_color=parse_color(bg_color, "--bg-color") if bg_color else None,
                             post_process=post_process)
@@ -341,23 +348,28 @@ class RemoveBgPredictor:
         return "done", ""
 
     def __call__(self, batch):
-        status, errors = [], []
-        for src, out in zip(batch["input"], batch["output"]):
-            s, e = self.one(str(src), str(out))
-            status.append(s)
-            errors.append(e)
+        pairs = [(str(src), str(out)) for src, out in zip(batch["input"], batch["output"])]
+        if self.pool is not None and len(pairs) > 1:
+            results = list(self.pool.map(lambda p: self.one(*p), pairs))
+        else:
+            results = [self.one(*p) for p in pairs]
+        status = [s for s, _ in results]
+        errors = [e for _, e in results]
         return {"input": np.asarray(batch["input"], dtype=object), "output": np.asarray(batch["output"], dtype=object),
                 "status": np.asarray(status, dtype=object), "error": np.asarray(errors, dtype=object)}
 
 
 def remove_bg_folder(inputs, output, num_actors=1, num_gpus_per_actor=1, size=0, model=None, recursive=False,
                      overwrite=False, only_mask=False, bg_color=None, post_process=False, preprocess="auto",
-                     batch_size=8, num_cpus_per_actor=1, adapter=None, ray_remote_args=None, quiet=False):
+                     batch_size=8, num_cpus_per_actor=1, threads_per_actor=4, adapter=None, ray_remote_args=None,
+                     quiet=False):
     """`wgnn remove-bg INPUTS... -o OUTPUT` over a Ray cluster: the same
     outputs, byte for byte (JPEG and PNG photos; docs/SCALING.md), with the
     photos spread over `num_actors` actors, each holding the model on its
     own GPU (num_gpus_per_actor; 0 for CPU-only nodes, where wgnn runs on
-    lavapipe).
+    lavapipe). Each actor works on threads_per_actor photos of its batch at
+    once (decoding and encoding beside the model's runs); num_cpus_per_actor
+    is what Ray reserves for it (docs/SCALING.md sizes both).
 
     Each photo's output is written once, atomically; an output that exists
     is skipped (overwrite redoes it), so a run that was stopped is resumed
@@ -411,7 +423,7 @@ def remove_bg_folder(inputs, output, num_actors=1, num_gpus_per_actor=1, size=0,
             RemoveBgPredictor,
             fn_constructor_kwargs=dict(model=model, size=size, preprocess=preprocess, adapter=adapter,
                                        overwrite=overwrite, only_mask=only_mask, bg_color=bg_color,
-                                       post_process=post_process),
+                                       post_process=post_process, threads=threads_per_actor),
             batch_size=batch_size, concurrency=num_actors, num_gpus=num_gpus_per_actor, num_cpus=num_cpus_per_actor,
             batch_format="numpy", **remote)
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
