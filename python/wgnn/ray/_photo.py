@@ -13,7 +13,6 @@ CLI's decoders in corner cases (TIFF's associated alpha, odd WebP modes).
 import io
 import math
 import os
-import threading
 
 import numpy as np
 
@@ -247,7 +246,6 @@ class Cutter:
                                  else f"model '{model}' is not a file")
         self.model, self.size, self.preprocess = path, size, preprocess
         self._remover = wgnn._wgnn._Remover(path, size, preprocess, adapter or "")
-        self._lock = threading.Lock()
 
     def cut(self, photo, only_mask=False, bg_color=None, post_process=False):
         """An HxWx3 / HxWx4 uint8 photo to the output's pixels: RGBA (the
