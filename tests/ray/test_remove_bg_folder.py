@@ -95,6 +95,12 @@ def test_plan_matches_cli_rules(tmp_path):
     jobs = wgnn.ray.plan_folder(str(src), str(tmp_path / "out"), recursive=True)
     assert [os.path.relpath(o, tmp_path / "out") for _, o in jobs] == [
         os.path.join("a", "w_cutout.png"), "x_cutout.png", "y_cutout.png"]
+    jobs = wgnn.ray.plan_folder([str(src / "x.JPG"), str(src / "a")], str(tmp_path / "out"), only_mask=True)
+    assert [os.path.relpath(o, tmp_path / "out") for _, o in jobs] == ["x_mask.png", "w_mask.png"]
+    with pytest.raises(wgnn.Error, match="is given twice"):
+        wgnn.ray.plan_folder([str(src / "y.png"), str(src / "y.png")], str(tmp_path / "out"))
+    with pytest.raises(wgnn.Error, match="names a folder, not a PNG"):
+        wgnn.ray.plan_folder([str(src / "y.png"), str(src / "x.JPG")], str(tmp_path / "out.png"))
     (src / "x.png").write_bytes(b"")
     with pytest.raises(wgnn.Error, match="would both be cut out to"):
         wgnn.ray.plan_folder(str(src), str(tmp_path / "out"))
