@@ -11,12 +11,14 @@ The HTTP contract is tools/serve.cpp's (docs/REMOVE_BG.md): POST /remove-bg
 with the photo as the body (or a multipart form's field 'file', else its
 first), query parameters only_mask, post_process and bg_color=R,G,B[,A]
 (any other: 400); 200 with the cut-out PNG (the bytes `wgnn serve` and
-`wgnn remove-bg` give for JPEG and PNG photos) and X-Wgnn-Run-Ms; errors as
+`wgnn remove-bg` give) and X-Wgnn-Run-Ms (here the photo's whole time in
+the replica: decode, cut-out, encode; wgnn serve's is the GPU run); errors as
 text/plain "error: ...": 400 for a body that is not a photo (wgnn's decoder
 message), a truncated photo, a bad parameter or an empty body; 413 for a
 body over max_bytes, a urlencoded body over 8 KiB or a photo over
 max_pixels; 503 with Retry-After when the replica's time limit (timeout_s,
-or less with X-Wgnn-Deadline-Ms) passes; 500 when the GPU fails. GET
+or less with X-Wgnn-Deadline-Ms) passes (a photo already on the device
+finishes there, unanswered); 500 when the GPU fails. GET
 /health answers JSON for the replica that takes it. Admission: Serve's
 max_ongoing_requests per replica and max_queued_requests (503 past it, from
 Serve's proxy); wgnn serve's Host/Origin checks and token are not repeated
