@@ -416,7 +416,9 @@ def remove_bg_folder(inputs, output, num_actors=1, num_gpus_per_actor=1, size=0,
         if not ray.is_initialized():
             ray.init()
         model = os.path.abspath(model) if model is not None else None
-        blocks = max(1, min(len(todo), (len(todo) + batch_size - 1) // batch_size))
+        # A block is what Ray retries when an actor dies: one batch each for
+        # small runs, at most 20 per actor (and 200 in all) for large ones.
+        blocks = max(1, min((len(todo) + batch_size - 1) // batch_size, max(num_actors * 20, 200)))
         ds = ray.data.from_items(todo, override_num_blocks=blocks)
         remote = dict(ray_remote_args or {})
         ds = ds.map_batches(
