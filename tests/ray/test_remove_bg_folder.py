@@ -140,13 +140,15 @@ def test_killed_actor_loses_and_duplicates_nothing(cluster, photos, tiny_model, 
         except BaseException as e:  # noqa: BLE001 - re-raised by the test
             error.append(e)
 
+    stale = set(worker_pids("RemoveBgPredictor"))  # actors of earlier runs, maybe still stopping
     th = threading.Thread(target=run, daemon=True)
     th.start()
     deadline = time.time() + 120
     victim = None
     while time.time() < deadline and th.is_alive():
-        done = len([f for f in outputs_of(fresh_dir) if f.endswith(".png")]) if os.path.isdir(fresh_dir) else 0
-        workers = worker_pids("RemoveBgPredictor")
+        # Names only: a temporary file may be renamed between a listing and an open.
+        done = sum(1 for _r, _d, files in os.walk(fresh_dir) for f in files if f.endswith("_cutout.png"))
+        workers = [p for p in worker_pids("RemoveBgPredictor") if p not in stale]
         if done >= 10 and workers:
             victim = workers[0]
             os.kill(victim, signal.SIGKILL)

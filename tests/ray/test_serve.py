@@ -142,7 +142,7 @@ def test_replica_killed_under_load(app, photos):
     deadline = time.time() + 60
     while answered[0] < 15 and time.time() < deadline:
         time.sleep(0.02)
-    replicas = worker_pids("ServeReplica")
+    replicas = worker_pids("ServeReplica:remove-bg")
     assert len(replicas) == 2, f"expected 2 replica processes, found {replicas}"
     killed_at = answered[0]
     os.kill(replicas[0], signal.SIGKILL)
@@ -175,6 +175,6 @@ def test_replica_killed_under_load(app, photos):
             time.sleep(0.5)
     assert good == 10, "the deployment did not serve again within 120 s of the kill"
     deadline = time.time() + 120
-    while len(worker_pids("ServeReplica")) < 2 and time.time() < deadline:
+    while len(worker_pids("ServeReplica:remove-bg")) < 2 and time.time() < deadline:
         time.sleep(0.5)
-    assert len(worker_pids("ServeReplica")) == 2, "Serve did not restart the killed replica"
+    assert len(worker_pids("ServeReplica:remove-bg")) == 2, "Serve did not restart the killed replica"

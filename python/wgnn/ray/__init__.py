@@ -256,14 +256,25 @@ def write_atomic(path, data):
         os.fsync(fd)
     except OSError as e:
         os.close(fd)
-        os.unlink(tmp)
+        _unlink_quietly(tmp)
         raise wgnn.Error(f"cannot write '{path}': {e.strerror}") from None
+    except BaseException:
+        os.close(fd)
+        _unlink_quietly(tmp)
+        raise
     os.close(fd)
     try:
         os.replace(tmp, path)
     except OSError as e:
-        os.unlink(tmp)
+        _unlink_quietly(tmp)
         raise wgnn.Error(f"cannot write '{path}': {e.strerror}") from None
+
+
+def _unlink_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def remove_temp_files(outputs):
