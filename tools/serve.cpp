@@ -4,32 +4,34 @@
 //                     only_mask, post_process, bg_color=R,G,B[,A]
 //   GET  /health      JSON: the model, the adapter, the queue
 //   GET  /            a page to drop a photo on (serve_page.cpp)
-// One thread owns the GPU and runs the model on one photo after another;
-// the HTTP threads decode, pre-process, and encode the PNGs beside it. At
+// The HTTP layer (http_server.h: Boost.Beast, one I/O thread for every
+// connection) reads each request's headers and decides there, before its
+// body is read, whether it is admitted; /health and / are answered on the
+// I/O thread. One thread owns the GPU and runs the model on one photo after
+// another; a pool of workers (--threads, default --queue up to 64) decode,
+// pre-process, and encode the PNGs beside it. At
 // most --queue requests are admitted at once; more get 503 at once. A
 // request is also turned away (503, Retry-After) when the queue's expected
 // wait (a running mean of the GPU's time per photo) would pass its deadline,
 // and a queued photo is not run when its deadline cannot be met any more or
-// its client is gone. SIGTERM or SIGINT drain: no new connections, the
+// its client is gone (closed its connection: the I/O thread watches it).
+// WGNN_SERVE_MAX_CONNECTIONS lowers the cap on open connections (default:
+// the open-file limit, raised to its hard limit at start, less 128, at most
+// 100,000). SIGTERM or SIGINT drain: no new connections, the
 // admitted requests answered (a cut-out, or 503 when they cannot finish
 // within the drain time), then exit 0.
 // --token (or WGNN_SERVE_TOKEN): POST /remove-bg needs "Authorization:
 // Bearer <it>"; --origins: more origins allowed to POST (comma-separated;
 // "*" any; default the server's own); --drain-timeout: seconds to drain on
 // SIGTERM (default 30).
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <httplib.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <signal.h>
-#include <unistd.h>
+#include <strings.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <strings.h>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -46,6 +48,7 @@
 #include "matting/remover.h"
 #include "tools/commands.h"
 #include "tools/cutout_settings.h"
+#include "tools/http_server.h"
 #include "tools/serve_guard.h"
 #include "tools/serve_page.h"
 #include "util/file.h"
@@ -345,15 +348,11 @@ struct RequestOptions {
   std::optional<std::array<uint8_t, 4>> bg;
 };
 
-RequestOptions parse_query(const httplib::Request& req) {
+RequestOptions parse_query(const std::string& query) {
   RequestOptions r;
   // From the URL only: a body sent as a form (curl --data-binary says
   // application/x-www-form-urlencoded) is the photo, not parameters.
-  httplib::Params params;
-  if (const size_t q = req.target.find('?'); q != std::string::npos) {
-    httplib::detail::parse_query_text(req.target.substr(q + 1), params);
-  }
-  for (const auto& [k, v] : params) {
+  for (const auto& [k, v] : http::parse_query(query)) {
     if (k == "only_mask") {
       r.only_mask = flag_value(k, v);
     } else if (k == "post_process") {
@@ -403,16 +402,25 @@ bool loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "[::1]";
 }
 
-// The signal that asks the server to drain: the handler writes to a pipe
-// that a thread reads.
-int g_signal_pipe[2] = {-1, -1};
-extern "C" void on_stop_signal(int sig) {
-  const char c = char(sig);
-  [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &c, 1);
-}
-
-// Set by a handler that leaves part of its request's body unread.
-thread_local bool t_close_after = false;
+// What a request was admitted with: it counts in --queue and ahead of later
+// requests (the expected wait at the door) until let go.
+struct Admitted {
+  std::atomic<int>& in_flight;
+  GpuRunner& gpu;
+  double limit_s;
+  std::atomic<bool> ahead{true};
+  Admitted(std::atomic<int>& n, GpuRunner& g, double l) : in_flight(n), gpu(g), limit_s(l) {
+    ++in_flight;
+    gpu.enter();
+  }
+  void leave_gpu() {
+    if (ahead.exchange(false)) gpu.leave();
+  }
+  ~Admitted() {
+    leave_gpu();
+    --in_flight;
+  }
+};
 
 class Server {
  public:
@@ -420,124 +428,55 @@ class Server {
       : o_(o), env_(env), gpu_(gpu), model_(std::move(model)) {}
 
   int run() {
-    httplib::Server svr;
-    const int threads = o_.threads > 0 ? o_.threads : o_.queue + 4;
-    svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-    svr.set_payload_max_length(size_t(o_.max_bytes));
-    const auto secs = std::chrono::duration<double>(o_.timeout_s);
-    svr.set_read_timeout(std::chrono::duration_cast<std::chrono::seconds>(secs).count() + 1, 0);
-    svr.set_write_timeout(std::chrono::duration_cast<std::chrono::seconds>(secs).count() + 1, 0);
-    // A connection waiting for its (next) request holds one of the threads:
-    // let it go after 1 s rather than the library's 5.
-    svr.set_keep_alive_timeout(1);
-    // SO_REUSEADDR only (the library's default adds SO_REUSEPORT, with which
-    // a second server on the same port starts and shares its requests).
-    svr.set_socket_options([](int sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
-    svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      return screen(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
-    });
-    // A request answered before its body was read through (over --max-bytes
-    // in chunks, a broken form) leaves the rest of the body on the
-    // connection: after the answer is written, the connection is closed
-    // rather than the rest read as the next request.
-    svr.set_logger([this](const httplib::Request& req, const httplib::Response&) {
-      if (!t_close_after && !draining_) return;
-      t_close_after = false;
-      const int fd = serve_guard::find_connection(req.local_port, req.remote_addr, req.remote_port);
-      if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
-    });
-    // A client that asks first (Expect: 100-continue, as curl does for a
-    // large body) is answered at once, before it sends its body, when the
-    // answer would be an error anyway.
-    svr.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!screen(req, res)) return res.status;
-      if (req.method != "POST" || req.path != "/remove-bg") return 100;
-      std::optional<HttpError> e = not_allowed(req, res);
-      double retry_s = 1;
-      const int64_t length = parse_length(trim(req.get_header_value("Content-Length")));
-      if (!e && length > 0 && uint64_t(length) > o_.max_bytes) {
-        e = HttpError{413, fmt::format("the request is larger than {} bytes (--max-bytes)", o_.max_bytes)};
-      } else if (!e && draining_) {
-        e = HttpError{503, "busy: the server is stopping"};
-      } else if (!e && in_flight_.load() >= o_.queue) {
-        e = HttpError{503, fmt::format("busy: {} requests are being served (--queue); try again shortly", o_.queue)};
-      } else if (!e) {
-        double limit_s = o_.timeout_s;
-        const int64_t ms = parse_length(trim(req.get_header_value("X-Wgnn-Deadline-Ms")));
-        if (ms > 0) limit_s = std::min(limit_s, double(ms) / 1e3);
-        if (const double wait = gpu_.expected_at_door(); wait > limit_s) {
-          retry_s = wait;
-          e = HttpError{503, fmt::format("busy: the queue's expected wait, {:.1f} s, is past this request's deadline "
-                                         "({:.1f} s)",
-                                         wait, limit_s)};
-        }
+    const uint64_t files = http::raise_open_files();
+    http::Config cfg;
+    cfg.host = o_.host;
+    cfg.port = o_.port;
+    cfg.body_s = o_.timeout_s;
+    cfg.write_s = std::max(10.0, o_.timeout_s);
+    // Every admitted request may hold a worker (decode, the GPU wait, the
+    // PNG); the rest wait in the pool's queue.
+    cfg.workers = o_.threads > 0 ? o_.threads : std::min(o_.queue, 64);
+    // A socket per connection; some descriptors stay for the model, the
+    // GPU and the log.
+    cfg.max_connections = size_t(std::min<uint64_t>(files > 256 ? files - 128 : 128, kMostConnections));
+    if (const char* c = std::getenv("WGNN_SERVE_MAX_CONNECTIONS"); c && *c) {
+      const int64_t n = parse_length(c);
+      if (n < 1 || uint64_t(n) > kMostConnections) {
+        throw Error(fmt::format("WGNN_SERVE_MAX_CONNECTIONS={}: give 1 to {}", c, kMostConnections));
       }
-      if (!e) return 100;
-      t_close_after = true;  // the body, if the client sends it anyway, is not read
-      res.status = e->status;
-      if (e->status == 503) {
-        ++busy_;
-        res.set_header("Retry-After", std::to_string(std::max(1, int(std::ceil(retry_s)))));
-      } else {
-        ++failed_;
-      }
-      res.set_content(fmt::format("error: {}\n", e->message), "text/plain; charset=utf-8");
-      log(req, e->status, e->status == 503 ? "busy" : e->message, clock::now());
-      return e->status;
-    });
-    svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(serve_page(), "text/html; charset=utf-8");
-    });
-    svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
-    svr.Post("/remove-bg", [this](const httplib::Request& req, httplib::Response& res,
-                                  const httplib::ContentReader& reader) { remove_bg(req, res, reader); });
-    svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
-      const std::string why =
-          res.status == 413 ? fmt::format("the request is larger than {} bytes (--max-bytes)", o_.max_bytes)
-          : res.status == 404 ? fmt::format("no such page '{}'; there are /, /health and POST /remove-bg", req.path)
-          : res.status == 414 ? "the request line is longer than 8 KiB"
-          : res.status == 416 ? "the Range header cannot be read"
-          : res.status == 400 ? "the request cannot be read as HTTP/1.1"
-                              : fmt::format("HTTP status {}", res.status);
-      res.set_content(fmt::format("error: {}\n", why), "text/plain; charset=utf-8");
-      if (res.status != 404) log(req, res.status, why, clock::now());
-    });
-    int port = o_.port;
-    if (port == 0) {
-      port = svr.bind_to_any_port(o_.host);
-      if (port < 0) throw Error(fmt::format("cannot listen on {}: no free port", o_.host));
-    } else if (!svr.bind_to_port(o_.host, port)) {
-      throw Error(fmt::format("cannot listen on {}:{}: the port is taken or the address is not this machine's "
-                              "(--port 0 picks a free one)",
-                              o_.host, port));
+      cfg.max_connections = std::min<size_t>(size_t(n), cfg.max_connections);
     }
-    port_ = port;
+    max_connections_ = cfg.max_connections;
+    http::Routes routes;
+    routes.head = [this](http::Request& req, http::Response& res, uint64_t* limit) { return head(req, res, limit); };
+    routes.too_large = [this](const http::Request& req, http::Response& res) {
+      const std::string why = too_large_text(req);
+      ++failed_;
+      res.status = 413;
+      res.content(fmt::format("error: {}\n", why), "text/plain; charset=utf-8");
+      log(req.method, req.path, 413, why, req.t0);
+    };
+    routes.work = [this](http::Request& req, http::Response& res, const std::shared_ptr<const http::Client>& c) {
+      remove_bg(req, res, c);
+    };
+    routes.error = [this](const std::string& method, const std::string& path, int status, const std::string& why) {
+      if (status != 0) log(method, path, status, why, clock::now());
+    };
+    http::Server svr(cfg, routes);
+    srv_ = &svr;
+    port_ = svr.port();
     const auto plan = gpu_.remover().plan(1024, 768);
     fmt::print("serve: listening on http://{}:{}/ (model {}, {} pre-processing, input {}x{} for a 1024x768 photo, "
                "queue {}, adapter {})\n",
-               o_.host, port, fs::path(model_).filename().string(), matting::preprocess_name(plan.kind), plan.width,
+               o_.host, port_, fs::path(model_).filename().string(), matting::preprocess_name(plan.kind), plan.width,
                plan.height, o_.queue, gpu_.adapter());
     std::fflush(stdout);
 
     // SIGTERM and SIGINT: stop accepting, answer what was admitted, exit 0.
-    if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) throw Error("cannot make a pipe for the signal handler");
-    std::atomic<bool> listening_done{false};
-    std::thread watcher([&] {
-      char sig = 0;
-      for (;;) {
-        pollfd p{g_signal_pipe[0], POLLIN, 0};
-        if (::poll(&p, 1, 200) > 0 && ::read(g_signal_pipe[0], &sig, 1) == 1) break;
-        if (listening_done) return;
-      }
-      if (sig == 0) return;  // the server stopped by itself
-      // A second signal ends the process at once.
-      std::signal(SIGTERM, SIG_DFL);
-      std::signal(SIGINT, SIG_DFL);
-      const auto by = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(env_.drain_s));
+    svr.run([this, &svr](int sig) {
+      const auto now = clock::now();
+      const auto by = now + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(env_.drain_s));
       draining_ = true;
       gpu_.drain_by(by);
       if (!o_.quiet) {
@@ -545,64 +484,75 @@ class Server {
         fmt::print(stderr, "serve: {}: draining {} admitted requests (at most {} s), accepting no more\n",
                    sig == SIGTERM ? "SIGTERM" : "SIGINT", in_flight_.load(), env_.drain_s);
       }
-      // Stop accepting: the listening socket shut down ends the library's
-      // accept loop; the connections it accepted are still served (each
-      // answer while draining closes its connection), then it returns.
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (const int fd = serve_guard::find_listener(port_); fd >= 0) {
-        ::shutdown(fd, SHUT_RDWR);
-      } else {
-        svr.stop();
-      }
-      while (!listening_done) {
+      svr.stop_accepting();
+      // Done when every admitted request is answered (its answer written).
+      svr.every(0.02, [this, &svr, by] {
+        if (in_flight_.load() == 0 && svr.busy() == 0) {
+          svr.stop();
+          return false;
+        }
         if (clock::now() > by + std::chrono::seconds(2)) {
           std::lock_guard<std::mutex> lock(log_m_);
           fmt::print(stderr, "serve: the drain time is over with {} requests open; exiting\n", in_flight_.load());
           std::fflush(stderr);
           std::_Exit(0);
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
+        return true;
+      });
     });
-    for (int sig : {SIGTERM, SIGINT}) {
-      struct sigaction sa{};
-      sa.sa_handler = on_stop_signal;
-      sigemptyset(&sa.sa_mask);
-      ::sigaction(sig, &sa, nullptr);
+    srv_ = nullptr;
+    if (!o_.quiet) {
+      const GpuRunner::Stats st = gpu_.stats();
+      fmt::print(stderr, "serve: stopped; served {}, busy {}, failed {}, GPU runs {}, not run {}\n", served_.load(),
+                 busy_.load(), failed_.load(), st.runs, st.not_run);
     }
-    const bool ok = svr.listen_after_bind();
-    listening_done = true;
-    watcher.join();
-    if (!ok && !draining_) throw Error(fmt::format("the server on {}:{} stopped with an error", o_.host, port));
-    if (!o_.quiet) fmt::print(stderr, "serve: stopped; served {}, busy {}, failed {}\n", served_.load(), busy_.load(), failed_.load());
     return 0;
   }
 
  private:
+  static constexpr uint64_t kMostConnections = 100000;
+
+  void answer(http::Response& res, int status, const std::string& why) {
+    res.status = status;
+    res.content(fmt::format("error: {}\n", why), "text/plain; charset=utf-8");
+  }
+
+  // On the I/O thread, once a request's headers are in: answered at once
+  // (true), or admitted to have its body read (false).
+  bool head(http::Request& req, http::Response& res, uint64_t* limit) {
+    if (!screen(req, res)) return true;
+    if (req.path == "/remove-bg" && req.method == "POST") return !admit(req, res, limit);
+    if (req.path == "/" && req.method == "GET") {
+      res.content(serve_page(), "text/html; charset=utf-8");
+      return true;
+    }
+    if (req.path == "/health" && req.method == "GET") {
+      health(res);
+      return true;
+    }
+    answer(res, 404, fmt::format("no such page '{}'; there are /, /health and POST /remove-bg", req.path));
+    return true;
+  }
+
   // Checks before routing, before the body is read: framing (one length,
-  // no length with chunked), Host and Origin, the token. False: answered.
-  bool screen(const httplib::Request& req, httplib::Response& res) {
-    // Ranges are not served: a page of 20 KiB gains nothing from them, and
-    // many ranges make a response many times the page.
-    const_cast<httplib::Request&>(req).ranges.clear();
+  // no length with chunked), Host. False: answered.
+  bool screen(const http::Request& req, http::Response& res) {
     auto refuse = [&](int status, const std::string& why) {
-      t_close_after = true;  // a body that may follow is not read
-      res.status = status;
-      res.set_content(fmt::format("error: {}\n", why), "text/plain; charset=utf-8");
-      log(req, status, why, clock::now());
+      answer(res, status, why);
+      log(req.method, req.path, status, why, req.t0);
       return false;
     };
-    const size_t lengths = req.get_header_value_count("Content-Length");
+    const size_t lengths = req.count("Content-Length");
     int64_t length = -1;
     for (size_t i = 0; i < lengths; ++i) {
-      const int64_t l = parse_length(trim(req.get_header_value("Content-Length", i)));
+      const int64_t l = parse_length(trim(req.header("Content-Length", i)));
       if (l < 0) return refuse(400, "Content-Length is not a number");
       if (length >= 0 && l != length) return refuse(400, "two different Content-Lengths");
       length = l;
     }
-    const size_t encodings = req.get_header_value_count("Transfer-Encoding");
+    const size_t encodings = req.count("Transfer-Encoding");
     if (encodings > 0) {
-      if (encodings > 1 || strcasecmp(trim(req.get_header_value("Transfer-Encoding")).c_str(), "chunked") != 0) {
+      if (encodings > 1 || strcasecmp(trim(req.header("Transfer-Encoding")).c_str(), "chunked") != 0) {
         return refuse(400, "Transfer-Encoding: only chunked is accepted");
       }
       if (lengths > 0) return refuse(400, "both Content-Length and Transfer-Encoding");
@@ -613,7 +563,7 @@ class Server {
     // Host: with a loopback address, only loopback names (a web page
     // elsewhere cannot reach the server through a name of its own that
     // resolves to 127.0.0.1).
-    const std::string host = req.get_header_value("Host");
+    const std::string host = req.header("Host");
     if (loopback(o_.host) && !env_.any_origin) {
       std::string name = host;
       if (!name.empty() && name[0] == '[') {
@@ -629,10 +579,10 @@ class Server {
   // Whether this POST may use the server: its Origin (when a browser sends
   // one) is the server's own or one of --origins, and it carries the token
   // when there is one (--token). Else the status and why.
-  std::optional<HttpError> not_allowed(const httplib::Request& req, httplib::Response& res) {
-    const std::string host = req.get_header_value("Host");
-    if (req.has_header("Origin") && !env_.any_origin) {
-      const std::string origin = req.get_header_value("Origin");
+  std::optional<HttpError> not_allowed(const http::Request& req, http::Response& res) {
+    const std::string host = req.header("Host");
+    if (req.has("Origin") && !env_.any_origin) {
+      const std::string origin = req.header("Origin");
       bool ok = origin == "http://" + host;
       for (const auto& o : env_.origins) ok = ok || origin == o;
       if (!ok) {
@@ -643,18 +593,73 @@ class Server {
     }
     if (!env_.token.empty()) {
       const std::string want = "Bearer " + env_.token;
-      const std::string got = req.get_header_value("Authorization");
+      const std::string got = req.header("Authorization");
       unsigned diff = unsigned(got.size() ^ want.size());
       for (size_t i = 0; i < want.size(); ++i) diff |= unsigned(uint8_t(i < got.size() ? got[i] : 0) ^ uint8_t(want[i]));
       if (diff != 0) {
-        res.set_header("WWW-Authenticate", "Bearer");
+        res.set("WWW-Authenticate", "Bearer");
         return HttpError{401, "this server needs 'Authorization: Bearer <token>' (its --token)"};
       }
     }
     return std::nullopt;
   }
 
-  void health(httplib::Response& res) {
+  static bool form_encoded(const http::Request& req) {
+    return req.header("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
+  }
+  std::string too_large_text(const http::Request& req) const {
+    if (form_encoded(req)) {
+      return "a body sent as application/x-www-form-urlencoded (curl --data-binary's default) is limited "
+             "to 8 KiB: send the photo with its own type (curl -H 'Content-Type: image/jpeg' "
+             "--data-binary @photo.jpg) or as a form's file (curl -F file=@photo.jpg)";
+    }
+    return fmt::format("the request is larger than {} bytes (--max-bytes)", o_.max_bytes);
+  }
+
+  // POST /remove-bg with its headers in: admitted (its body is read next),
+  // or answered now (false), before its body is read, which is then not
+  // read at all (the connection closes after the answer).
+  bool admit(http::Request& req, http::Response& res, uint64_t* limit) {
+    auto refuse = [&](int status, const std::string& why, double retry_s) {
+      answer(res, status, why);
+      if (status == 503) {
+        ++busy_;
+        res.set("Retry-After", std::to_string(std::max(1, int(std::ceil(retry_s)))));
+      } else {
+        ++failed_;
+      }
+      log(req.method, req.path, status, status == 503 ? "busy" : why, req.t0);
+      return false;
+    };
+    if (auto e = not_allowed(req, res)) return refuse(e->status, e->message, 0);
+    double limit_s = o_.timeout_s;
+    if (req.has("X-Wgnn-Deadline-Ms")) {
+      const int64_t ms = parse_length(trim(req.header("X-Wgnn-Deadline-Ms")));
+      if (ms <= 0) return refuse(400, "X-Wgnn-Deadline-Ms: give the milliseconds the client waits, 1 or more", 0);
+      limit_s = std::min(limit_s, double(ms) / 1e3);
+    }
+    const uint64_t most = form_encoded(req) ? std::min<uint64_t>(o_.max_bytes, 8192) : o_.max_bytes;
+    if (const int64_t length = parse_length(trim(req.header("Content-Length"))); length > 0 && uint64_t(length) > most) {
+      return refuse(413, too_large_text(req), 0);
+    }
+    if (draining_) return refuse(503, "busy: the server is stopping", 1);
+    if (in_flight_.load() >= o_.queue) {
+      return refuse(503, fmt::format("busy: {} requests are being served (--queue); try again shortly", o_.queue), 1);
+    }
+    // At the door: a photo that would wait past its deadline is not run.
+    if (const double wait = gpu_.expected_at_door(); seconds_since(req.t0) + wait > limit_s) {
+      return refuse(503,
+                    fmt::format("busy: the queue's expected wait, {:.1f} s, is past this request's deadline "
+                                "({:.1f} s)",
+                                wait, limit_s),
+                    wait);
+    }
+    req.hold = std::make_shared<Admitted>(in_flight_, gpu_, limit_s);
+    *limit = most;
+    return true;
+  }
+
+  void health(http::Response& res) {
     const std::string broken = gpu_.broken();
     const auto plan = gpu_.remover().plan(1024, 768);
     const GpuRunner::Stats st = gpu_.stats();
@@ -677,138 +682,46 @@ class Server {
         {"load_s", gpu_.load_s()},
         {"first_run_s", gpu_.warm_s()},
     };
+    if (srv_) {
+      const http::Server::Counts c = srv_->counts();
+      j["connections"] = srv_->connections();
+      j["max_connections"] = max_connections_;
+      j["idle_closed"] = c.idle_closed;
+      j["header_timeouts"] = c.header_timeouts;
+      j["body_timeouts"] = c.body_timeouts;
+      j["refused_connections"] = c.refused;
+      j["clients_gone"] = c.gone;
+      j["half_closed"] = c.half_closed;
+    }
     if (!broken.empty()) j["error"] = broken;
     res.status = broken.empty() && !draining_ ? 200 : 503;
-    res.set_content(j.dump() + "\n", "application/json");
+    res.content(j.dump() + "\n", "application/json");
   }
 
-  // The body, read through the library with --max-bytes enforced whatever
-  // the transfer encoding; a multipart form's file ('file', else the first).
-  std::string read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
-                        bool drop = false) {
-    std::string body;
-    uint64_t total = 0;
-    bool over = false;
-    const bool form = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
-    const uint64_t limit = form ? std::min<uint64_t>(o_.max_bytes, 8192) : o_.max_bytes;
-    auto count = [&](size_t n) {
-      total += n;
-      over = over || total > limit;
-      return !over;
-    };
-    bool ok;
-    if (req.is_multipart_form_data()) {
-      std::vector<std::pair<std::string, std::string>> parts;  // name, content
-      ok = reader(
-          [&](const httplib::MultipartFormData& f) {
-            if (parts.size() >= 16) return false;
-            parts.emplace_back(f.name, std::string());
-            return true;
-          },
-          [&](const char* d, size_t n) {
-            if (!count(n) || parts.empty()) return false;
-            if (!drop) parts.back().second.append(d, n);
-            return true;
-          });
-      if (ok && !over) {
-        if (parts.empty()) throw HttpError{400, "the form holds no file: send the photo as the field 'file'"};
-        size_t pick = 0;
-        for (size_t i = 0; i < parts.size(); ++i) {
-          if (parts[i].first == "file") {
-            pick = i;
-            break;
-          }
-        }
-        body = std::move(parts[pick].second);
-      }
-    } else {
-      ok = reader([&](const char* d, size_t n) {
-        if (!count(n)) return false;
-        if (!drop) body.append(d, n);
-        return true;
-      });
-    }
-    if (!ok && res.status != 413) t_close_after = true;
-    if (over || (!ok && res.status == 413)) {
-      if (form) {
-        throw HttpError{413,
-                        "a body sent as application/x-www-form-urlencoded (curl --data-binary's default) is limited "
-                        "to 8 KiB: send the photo with its own type (curl -H 'Content-Type: image/jpeg' "
-                        "--data-binary @photo.jpg) or as a form's file (curl -F file=@photo.jpg)"};
-      }
-      throw HttpError{413, fmt::format("the request is larger than {} bytes (--max-bytes)", o_.max_bytes)};
-    }
-    if (!ok) throw HttpError{400, "the request body could not be read (cut short, or a broken chunked encoding or form)"};
-    return body;
-  }
-
-  void remove_bg(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-    const auto t0 = clock::now();
-    // A request answered before its photo is read: the body is read and
-    // dropped first (up to --max-bytes), so that the connection stays in
-    // step for its next request.
-    auto answer_unread = [&](int status, const std::string& why, double retry_s) {
-      try {
-        (void)read_body(req, res, reader, true);
-      } catch (const HttpError&) {
-      }
-      res.status = status;
-      if (status == 503) {
-        ++busy_;
-        res.set_header("Retry-After", std::to_string(std::max(1, int(std::ceil(retry_s)))));
-      } else {
-        ++failed_;
-      }
-      res.set_content(fmt::format("error: {}\n", why), "text/plain; charset=utf-8");
-      log(req, status, status == 503 ? "busy" : why, t0);
-    };
-    if (auto e = not_allowed(req, res)) return answer_unread(e->status, e->message, 0);
-    double limit_s = o_.timeout_s;
-    if (req.has_header("X-Wgnn-Deadline-Ms")) {
-      const int64_t ms = parse_length(trim(req.get_header_value("X-Wgnn-Deadline-Ms")));
-      if (ms <= 0) return answer_unread(400, "X-Wgnn-Deadline-Ms: give the milliseconds the client waits, 1 or more", 0);
-      limit_s = std::min(limit_s, double(ms) / 1e3);
-    }
+  // On a worker: the photo of an admitted request, read whole.
+  void remove_bg(http::Request& req, http::Response& res, const std::shared_ptr<const http::Client>& client) {
+    const auto t0 = req.t0;
+    auto* admitted = static_cast<Admitted*>(req.hold.get());
+    const double limit_s = admitted->limit_s;
     const auto deadline = t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(limit_s));
-    struct Admission {
-      std::atomic<int>& n;
-      ~Admission() { --n; }
-    };
-    if (draining_) return answer_unread(503, "busy: the server is stopping", 1);
-    if (in_flight_.fetch_add(1) >= o_.queue) {
-      --in_flight_;
-      return answer_unread(
-          503, fmt::format("busy: {} requests are being served (--queue); try again shortly", o_.queue), 1);
-    }
-    Admission admitted{in_flight_};
-    // At the door: a photo that would wait past its deadline is not run.
-    if (const double wait = gpu_.expected_at_door(); seconds_since(t0) + wait > limit_s) {
-      return answer_unread(503,
-                           fmt::format("busy: the queue's expected wait, {:.1f} s, is past this request's deadline "
-                                       "({:.1f} s)",
-                                       wait, limit_s),
-                           wait);
-    }
-    // Ahead of later requests from here until its matte is back.
-    struct Ahead {
-      GpuRunner& gpu;
-      bool in = true;
-      void leave() {
-        if (in) gpu.leave();
-        in = false;
-      }
-      ~Ahead() { leave(); }
-    };
-    gpu_.enter();
-    Ahead ahead{gpu_};
     std::string what;
     try {
-      const RequestOptions ro = parse_query(req);
-      const std::string body = read_body(req, res, reader);
+      const RequestOptions ro = parse_query(req.query);
+      std::string body;
+      if (req.header("Content-Type").rfind("multipart/form-data", 0) == 0) {
+        std::string why;
+        if (!http::form_file(req.header("Content-Type"), req.body, "file", &body, &why)) throw HttpError{400, why};
+      } else {
+        body = std::move(req.body);
+      }
       if (body.empty()) throw HttpError{400, "no photo: send a PNG, JPEG, WebP or TIFF as the request body"};
       if (const std::string why = serve_guard::incomplete_photo(body); !why.empty()) {
         throw HttpError{400, fmt::format("the photo is {}", why)};
       }
+      // Waited in the workers' queue: no decoding for a client that is gone
+      // or a deadline that cannot be met.
+      if (client->gone) throw HttpError{503, "the client is gone"};
+      if (clock::now() > deadline) throw HttpError{503, fmt::format("timed out: no cut-out within {} s", limit_s)};
       image::Image photo;
       try {
         photo = image::decode_photo(body, "the photo", o_.max_pixels);
@@ -833,22 +746,21 @@ class Server {
       auto job = std::make_shared<Job>();
       job->prepared = prepared;
       job->deadline = deadline;
-      const int fd = serve_guard::find_connection(req.local_port, req.remote_addr, req.remote_port);
-      job->client_gone = [fd] { return serve_guard::peer_gone(fd); };
+      job->client_gone = [client] { return client->gone.load(); };
       std::future<matting::Matte> f = job->result.get_future();
       gpu_.submit(job);
       // Wait; give up at the deadline or when the client goes, unless the
       // photo is on the GPU already (then its result is waited for).
       for (;;) {
-        if (f.wait_for(std::chrono::milliseconds(25)) == std::future_status::ready) break;
+        if (f.wait_for(std::chrono::milliseconds(10)) == std::future_status::ready) break;
         const bool late = clock::now() > deadline;
-        if (!late && !serve_guard::peer_gone(fd)) continue;
+        if (!late && !client->gone) continue;
         std::lock_guard<std::mutex> lock(job->m);
         if (job->started) continue;
         job->abandoned = true;
         throw HttpError{503, late ? fmt::format("timed out: no cut-out within {} s", limit_s) : "the client is gone"};
       }
-      ahead.leave();
+      admitted->leave_gpu();
       matting::Matte m;
       try {
         m = f.get();
@@ -863,31 +775,31 @@ class Server {
       const double run_s = m.run_s;
       const matting::Cutout cut = gpu_.remover().finish(std::move(*prepared), std::move(m));
       res.status = 200;
-      res.set_content(image::encode_png(cutout_image(cut, ro.only_mask, ro.bg)), "image/png");
-      res.set_header("X-Wgnn-Run-Ms", fmt::format("{:.1f}", run_s * 1e3));
+      res.content(image::encode_png(cutout_image(cut, ro.only_mask, ro.bg)), "image/png");
+      res.set("X-Wgnn-Run-Ms", fmt::format("{:.1f}", run_s * 1e3));
       gpu_.record_post(seconds_since(t_post));
       ++served_;
     } catch (const HttpError& e) {
-      res.status = e.status;
-      if (e.status == 503) res.set_header("Retry-After", "1");
-      res.set_content(fmt::format("error: {}\n", e.message), "text/plain; charset=utf-8");
+      answer(res, e.status, e.message);
+      if (e.status == 503) res.set("Retry-After", "1");
       ++failed_;
     } catch (const std::bad_alloc&) {
-      res.status = 503;
-      res.set_content("error: out of host memory for this photo\n", "text/plain; charset=utf-8");
+      answer(res, 503, "out of host memory for this photo");
       ++failed_;
     } catch (const std::exception& e) {
-      res.status = 500;
-      res.set_content(fmt::format("error: {}\n", e.what()), "text/plain; charset=utf-8");
+      answer(res, 500, e.what());
       ++failed_;
     }
-    log(req, res.status, what, t0);
+    log(req.method, req.path, res.status, what.empty() && res.status != 200 ? res.body.substr(7, 80) : what, t0);
   }
 
-  void log(const httplib::Request& req, int status, const std::string& what, clock::time_point t0) {
+  void log(const std::string& method, const std::string& path, int status, const std::string& what,
+           clock::time_point t0) {
     if (o_.quiet) return;
     std::lock_guard<std::mutex> lock(log_m_);
-    fmt::print(stderr, "serve: {} {} {} {} {:.3f} s\n", req.method, req.path, status, what, seconds_since(t0));
+    std::string w = what;
+    while (!w.empty() && w.back() == '\n') w.pop_back();
+    fmt::print(stderr, "serve: {} {} {} {} {:.3f} s\n", method, path, status, w, seconds_since(t0));
   }
 
   const ServeOptions& o_;
@@ -895,6 +807,8 @@ class Server {
   GpuRunner& gpu_;
   std::string model_;
   int port_ = 0;
+  http::Server* srv_ = nullptr;
+  size_t max_connections_ = 0;
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};
   std::atomic<uint64_t> served_{0}, busy_{0}, failed_{0};

@@ -1,15 +1,6 @@
 #include "tools/serve_guard.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 namespace wgnn::tools::serve_guard {
 namespace {
@@ -70,78 +61,6 @@ std::string incomplete_photo(const std::string& b) {
     if (size + 8 > b.size()) return "truncated: the WebP is shorter than its RIFF header says";
   }
   return "";
-}
-
-int find_connection(int local_port, const std::string& peer_addr, int peer_port) {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int found = -1;
-  while (dirent* e = readdir(d)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == dirfd(d)) continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t ll = sizeof local, pl = sizeof peer;
-    if (getsockname(int(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
-    if (getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
-    char host[INET6_ADDRSTRLEN] = {};
-    int lport = -1, pport = -1;
-    if (peer.ss_family == AF_INET) {
-      const auto* p = reinterpret_cast<const sockaddr_in*>(&peer);
-      inet_ntop(AF_INET, &p->sin_addr, host, sizeof host);
-      pport = ntohs(p->sin_port);
-      lport = ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
-    } else if (peer.ss_family == AF_INET6) {
-      const auto* p = reinterpret_cast<const sockaddr_in6*>(&peer);
-      inet_ntop(AF_INET6, &p->sin6_addr, host, sizeof host);
-      pport = ntohs(p->sin6_port);
-      lport = ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
-    } else {
-      continue;
-    }
-    if (lport == local_port && pport == peer_port && peer_addr == host) {
-      found = int(fd);
-      break;
-    }
-  }
-  closedir(d);
-  return found;
-}
-
-int find_listener(int local_port) {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int found = -1;
-  while (dirent* e = readdir(d)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == dirfd(d)) continue;
-    int listening = 0;
-    socklen_t len = sizeof listening;
-    if (getsockopt(int(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
-    sockaddr_storage local{};
-    socklen_t ll = sizeof local;
-    if (getsockname(int(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
-    int port = -1;
-    if (local.ss_family == AF_INET) port = ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
-    if (local.ss_family == AF_INET6) port = ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
-    if (port == local_port) {
-      found = int(fd);
-      break;
-    }
-  }
-  closedir(d);
-  return found;
-}
-
-bool peer_gone(int fd) {
-  if (fd < 0) return false;
-  pollfd p{fd, short(POLLIN | POLLRDHUP), 0};
-  if (poll(&p, 1, 0) <= 0) return false;
-  if (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) return true;
-  char c;
-  const ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  return r == 0;
 }
 
 }  // namespace wgnn::tools::serve_guard
