@@ -115,7 +115,9 @@ def check_env(label, prefix, d, python, wheels):
     for cmd in steps:
         r = run(prefix + cmd)
         if r.returncode != 0:
-            print(json.dumps({"env": label, "ok": False, "failed": cmd[-1]}))
+            lines = r.stdout.strip().splitlines()
+            res = json.loads(lines[-1]) if cmd is steps[-1] and lines[-1:] and lines[-1].startswith("{") else {}
+            print(json.dumps({"env": label, **res, "ok": False, "failed": " ".join(cmd[1:])}))
             return False
     res = json.loads(r.stdout.strip().splitlines()[-1])
     r = run(prefix + [venv + "/bin/pip", "list", "--format=freeze"])
