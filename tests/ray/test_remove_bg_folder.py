@@ -53,6 +53,15 @@ def test_folder_matches_cli_and_resumes(cluster, photos, tiny_model, fresh_dir):
     check_outputs(fresh_dir, reference)
 
 
+def test_too_few_gpus_is_an_error(cluster, photos, tiny_model, fresh_dir):
+    """Ray would wait for a fourth GPU forever; remove_bg_folder says so at once."""
+    src, _ = photos
+    t = time.time()
+    with pytest.raises(wgnn.Error, match="the cluster has 3 GPUs"):
+        wgnn.ray.remove_bg_folder(src, fresh_dir, num_gpus_per_actor=4, model=tiny_model, recursive=True, quiet=True)
+    assert time.time() - t < 30
+
+
 def test_isnet_matches_cli(cluster, tmp_path):
     """ISNet itself (the derived any-size model at 32x32, the smallest size
     --size takes, to stay quick on lavapipe) on a few photos, two actors."""

@@ -426,6 +426,11 @@ def remove_bg_folder(inputs, output, num_actors=1, num_gpus_per_actor=1, size=0,
     if todo:
         if not ray.is_initialized():
             ray.init()
+        # Ray would wait for GPUs that never come: say so instead.
+        gpus = ray.cluster_resources().get("GPU", 0)
+        if num_gpus_per_actor and gpus < num_gpus_per_actor:
+            raise wgnn.Error(f"num_gpus_per_actor={num_gpus_per_actor}, and the cluster has {gpus:g} GPUs: start its "
+                             "GPU nodes first, or give num_gpus_per_actor=0 to run on CPU nodes (lavapipe)")
         model = os.path.abspath(model) if model is not None else None
         # A block is what Ray retries when an actor dies: one batch each for
         # small runs, at most 20 per actor (and 200 in all) for large ones.
