@@ -14,6 +14,7 @@ import pytest
 from conftest import N_PHOTOS, run_cli
 from test_remove_bg_folder import worker_pids
 
+import wgnn
 import wgnn.ray
 
 pytestmark = pytest.mark.timeout(300)
@@ -61,6 +62,11 @@ def photo_jobs(src):
             if os.path.isfile(os.path.join(src, rel)):
                 jobs.append((os.path.join(src, rel), os.path.splitext(rel)[0] + "_cutout.png"))
     return jobs
+
+
+def test_too_few_gpus_is_an_error(cluster, tiny_model):
+    with pytest.raises(wgnn.Error, match="the cluster has 3"):
+        wgnn.ray.remove_bg_app(model=tiny_model, min_replicas=4, max_replicas=4)
 
 
 def test_contract(app, photos, tiny_model, tmp_path):

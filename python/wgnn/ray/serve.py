@@ -212,6 +212,14 @@ def remove_bg_app(model=None, size=0, preprocess="auto", min_replicas=1, max_rep
 
     if not 1 <= min_replicas <= max_replicas:
         raise wgnn.Error(f"replicas: give 1 <= min_replicas ({min_replicas}) <= max_replicas ({max_replicas})")
+    import ray
+
+    if ray.is_initialized() and num_gpus_per_replica:
+        # serve.run would wait for GPUs that never come: say so instead.
+        gpus = ray.cluster_resources().get("GPU", 0)
+        if gpus < num_gpus_per_replica * min_replicas:
+            raise wgnn.Error(f"{min_replicas} replicas of {num_gpus_per_replica} GPUs, and the cluster has {gpus:g}: "
+                             "start its GPU nodes first, or give num_gpus_per_replica=0 for CPU nodes (lavapipe)")
     options = dict(name=name, ray_actor_options={"num_gpus": num_gpus_per_replica, "num_cpus": num_cpus_per_replica},
                    max_ongoing_requests=max_ongoing_requests, max_queued_requests=max_queued_requests)
     if min_replicas == max_replicas:
