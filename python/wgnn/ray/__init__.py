@@ -386,8 +386,10 @@ def remove_bg_folder(inputs, output, num_actors=1, num_gpus_per_actor=1, size=0,
     is skipped (overwrite redoes it), so a run that was stopped is resumed
     by running it again. An actor that dies (a killed process, a lost
     device) is restarted by Ray and its batch retried: photos it finished
-    are then skipped. Connects to a running cluster (ray.init()) unless one
-    is connected already.
+    are then skipped. The temporary files of writers killed mid-write are
+    removed before and after the run, so two runs (or a run and the CLI)
+    must not write into one output folder at once. Connects to a running
+    cluster (ray.init()) unless one is connected already.
 
     Returns {"done": n, "skipped": n, "failed": [(photo, reason), ...],
     "temp_files_removed": n}; raises wgnn.Error for what the CLI refuses
