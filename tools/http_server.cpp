@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <csignal>
 #include <deque>
+#include <set>
 #include <limits>
 #include <fmt/format.h>
 #include <optional>
@@ -66,6 +67,10 @@ void Response::content(std::string b, std::string type) {
   set("Content-Type", std::move(type));
 }
 
+namespace {
+class Conn;
+}
+
 struct Server::Impl {
   Config cfg;
   Routes routes;
@@ -78,6 +83,8 @@ struct Server::Impl {
   std::atomic<size_t> open{0}, in_request{0};
   std::atomic<uint64_t> idle_closed{0}, header_timeouts{0}, body_timeouts{0}, refused{0}, gone{0}, half_closed{0};
   int port = 0;
+  // Connections whose request a worker serves (the I/O thread's only).
+  std::set<std::shared_ptr<Conn>> waiting;
 
   Impl(Config c, Routes r) : cfg(std::move(c)), routes(std::move(r)), workers(size_t(std::max(1, cfg.workers))) {}
 
@@ -273,6 +280,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
     client_ = std::make_shared<Client>();
     // The worker: the answer comes back to this thread.
     auto self = shared_from_this();
+    srv_.waiting.insert(self);
     asio::post(srv_.workers, [self, req = std::move(req_), client = client_, keep]() mutable {
       Response res;
       self->srv_.routes.work(*req, res, client);
@@ -340,8 +348,14 @@ class Conn : public std::enable_shared_from_this<Conn> {
     }
   }
 
+ public:
+  // The worker's answer, or one given in its place (answer_waiting); the
+  // first of them is written.
   void answer(Response res) {
+    if (!client_) return;  // answered already
     client_.reset();
+    auto self = shared_from_this();
+    srv_.waiting.erase(self);
     if (watching_) {
       beast::error_code ec;
       stream_.socket().cancel(ec);
@@ -355,6 +369,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
     write(std::move(res));
   }
 
+ private:
   void write(Response res) {
     set_busy(true);
     if (srv_.draining) res.close = true;
@@ -490,6 +505,21 @@ void Server::stop_accepting() {
 }
 
 void Server::stop() { impl_->ioc.stop(); }
+
+void Server::answer_waiting(int status, std::string why) {
+  Impl& m = *impl_;
+  asio::post(m.ioc, [&m, status, why = std::move(why)] {
+    const auto waiting = m.waiting;  // answer() erases from it
+    for (const auto& c : waiting) {
+      Response res;
+      res.status = status;
+      res.content(fmt::format("error: {}\n", why), "text/plain; charset=utf-8");
+      res.set("Retry-After", "1");
+      res.close = true;
+      c->answer(std::move(res));
+    }
+  });
+}
 
 size_t Server::connections() const { return impl_->open.load(); }
 size_t Server::busy() const { return impl_->in_request.load(); }

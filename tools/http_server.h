@@ -121,6 +121,10 @@ class Server {
   // requests is closed, a new request on an open one still gets its answer
   // (the routes say what), and each answer then closes its connection.
   void stop_accepting();
+  // Any thread: every request that a worker still serves is answered now
+  // with `status` and "error: <why>" (and its connection closed); the
+  // worker's own answer, when it comes, is dropped.
+  void answer_waiting(int status, std::string why);
   // Any thread: run() returns.
   void stop();
   // Connections open, and those with a request read and not yet answered

@@ -486,16 +486,28 @@ class Server {
       }
       svr.stop_accepting();
       // Done when every admitted request is answered (its answer written).
-      svr.every(0.02, [this, &svr, by] {
+      // At the drain time, those still waiting for the GPU (a photo on it
+      // that cannot finish in time) are answered 503, and once those
+      // answers are written (or a second later) the process exits.
+      auto over = std::make_shared<bool>(false);
+      svr.every(0.02, [this, &svr, by, over] {
         if (in_flight_.load() == 0 && svr.busy() == 0) {
           svr.stop();
           return false;
         }
-        if (clock::now() > by + std::chrono::seconds(2)) {
-          std::lock_guard<std::mutex> lock(log_m_);
-          fmt::print(stderr, "serve: the drain time is over with {} requests open; exiting\n", in_flight_.load());
+        const auto t = clock::now();
+        if (t > by && !*over) {
+          *over = true;
+          if (!o_.quiet) {
+            std::lock_guard<std::mutex> lock(log_m_);
+            fmt::print(stderr, "serve: the drain time is over with {} requests open; answering them 503\n",
+                       in_flight_.load());
+          }
+          svr.answer_waiting(503, "the server is stopping: this photo could not be finished within the drain time");
+        }
+        if (*over && (svr.busy() == 0 || t > by + std::chrono::seconds(1))) {
           std::fflush(stderr);
-          std::_Exit(0);
+          std::_Exit(0);  // the GPU thread is in the middle of a run
         }
         return true;
       });

@@ -454,8 +454,8 @@ else:
     matting_model(slow, 2048, 2048)
     model_args = ["--model", slow]
 small = encode(rng.integers(0, 256, (48, 64, 3), np.uint8), "JPEG")
-s = Server(*model_args, "--queue", "64", "--quiet")
-DEADLINE = 2.0
+s = Server(*model_args, "--queue", "64", "--quiet", "--timeout", "600")
+DEADLINE = 2.0  # then from the capacity: a few photos' time on a busy machine
 
 
 def one(deadline=DEADLINE, server=None):
@@ -488,14 +488,15 @@ def measure_capacity(window):
 
 
 capacity, count, took = measure_capacity(8 if FULL else 5)
-print(f"      capacity: {capacity:.2f} photos/s ({count} in {took:.1f} s)")
 check(capacity > 0, "capacity measured")
+DEADLINE = max(2.0, round(6 / max(capacity, 0.01), 1))
+print(f"      capacity: {capacity:.2f} photos/s ({count} in {took:.1f} s); the deadline {DEADLINE} s")
 
 results = {}
 for factor in (2, 5):
     before = s.health()
     rate = capacity * factor
-    n = int(rate * (12 if FULL else 6))
+    n = int(rate * max(12 if FULL else 6, 3 * DEADLINE))
     out = [None] * n
 
     def fire(i):
@@ -534,14 +535,15 @@ for factor in (2, 5):
 # are not run; the server counts them (clients_gone, not_run).
 before = s.health()
 backlog = []
-bt = [threading.Thread(target=lambda: backlog.append(one(30))) for _ in range(4)]
+bt = [threading.Thread(target=lambda: backlog.append(one(30 + 10 * DEADLINE))) for _ in range(4)]
 for t in bt:
     t.start()
 time.sleep(0.3)
 for _ in range(6):
     c = socket.create_connection(("127.0.0.1", s.port))
-    c.sendall(b"POST /remove-bg HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/jpeg\r\nX-Wgnn-Deadline-Ms: 30000"
-              b"\r\nContent-Length: " + str(len(small)).encode() + b"\r\n\r\n" + small)
+    c.sendall(b"POST /remove-bg HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/jpeg\r\nX-Wgnn-Deadline-Ms: " +
+              str(int((30 + 10 * DEADLINE) * 1000)).encode() + b"\r\nContent-Length: " + str(len(small)).encode() +
+              b"\r\n\r\n" + small)
     time.sleep(0.05)
     c.close()
 for t in bt:
@@ -579,9 +581,12 @@ check(len(finals) == 1 and finals[0].startswith(b"200 ") and b"\x89PNG" in final
 # second (slowloris); any the server closes (its idle and header timeouts,
 # 10 s) are opened again. /health answers at once and the model's
 # throughput stays.
-def health_times(n):
-    out = []
+def health_times(n, most_s=30):
+    out, t0 = [], time.time()
     for _ in range(n):
+        if time.time() - t0 > most_s:  # a server that does not answer: the rest count as lost
+            out += [99] * (n - len(out))
+            break
         t = time.time()
         try:
             st = s.request("GET", "/health", timeout=10)[0]
@@ -638,7 +643,7 @@ for t in ct:
     t.join()
 s.err.close()
 kinds = [r[0] for r in outcomes]
-check(rc == 0 and took < 3 + 3, f"SIGTERM under load: exit {rc} in {took:.1f} s (drain time 3 s)")
+check(rc == 0 and took < 3 + 2, f"SIGTERM under load: exit {rc} in {took:.1f} s (drain time 3 s)")
 check(len(outcomes) == 12 and all(k in (200, 503) for k in kinds),
       f"SIGTERM: each of 12 requests a PNG or a 503 ({kinds} {[r[2] for r in outcomes if r[0] == 'lost'][:2]})")
 check(all(b"stopping" in r[2] or b"busy" in r[2] for r in outcomes if r[0] == 503),
