@@ -23,6 +23,7 @@ result = {
     "libc": " ".join(platform.libc_ver()),
 }
 info = wgnn.get_device_info()
+result["extension"] = [f for f in os.listdir(result["module"]) if f.startswith("_wgnn")]
 result["adapter"] = info.get("adapter", info.get("name"))
 result["driver_source"] = info.get("driver_source")
 ok = True
@@ -60,6 +61,14 @@ if os.path.exists(ref_path):  # the checkout's own build of the package, where t
     diff = np.abs(alpha.astype(int) - np.load(ref_path).astype(int))
     result["remove_bg_alpha_max_diff"] = int(diff.max())
     ok &= int(diff.max()) <= 2
+
+# The CLI the wheel carries (wgnn/bin/wgnn, with cpp-httplib and OpenSSL
+# from wgnn.libs/).
+import subprocess
+
+cli = subprocess.run([os.path.join(result["module"], "bin", "wgnn"), "--version"], capture_output=True, text=True)
+result["cli"] = (cli.stdout + cli.stderr).strip().splitlines()[:1]
+ok &= cli.returncode == 0
 
 result["ok"] = bool(ok)
 print(json.dumps(result))
