@@ -300,11 +300,9 @@ class Conn : public std::enable_shared_from_this<Conn> {
     watching_ = true;
     stream_.socket().async_read_some(buf_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
       self->watching_ = false;
-      if (!self->client_) return;  // answered meanwhile
-      if (!ec) {
-        self->buf_.commit(n);
-        return self->watch();
-      }
+      if (!ec) self->buf_.commit(n);  // kept even when answered meanwhile (the next request)
+      if (!self->client_) return;     // answered meanwhile
+      if (!ec) return self->watch();
       if (ec == asio::error::eof && self->version_ >= 11) return self->probe();
       if (ec != asio::error::operation_aborted) self->mark_gone();
     });

@@ -146,8 +146,15 @@ class Server:
     def post(self, body, headers=None, **kw):
         return self.request("POST", "/remove-bg", body, {"Content-Type": "image/png", **(headers or {})}, **kw)
 
-    def health(self):
-        return json.loads(self.request("GET", "/health")[2])
+    def health(self, timeout=60):
+        return json.loads(self.request("GET", "/health", timeout=timeout)[2])
+
+    def health_or_none(self):
+        """/health, or {} when it does not answer within 10 s."""
+        try:
+            return self.health(timeout=10)
+        except (OSError, ValueError):
+            return {}
 
     def raw(self, data, timeout=10):
         """Sends bytes as they are; the status and the bytes that came back."""
@@ -492,7 +499,10 @@ check(capacity > 0, "capacity measured")
 DEADLINE = max(2.0, round(6 / max(capacity, 0.01), 1))
 print(f"      capacity: {capacity:.2f} photos/s ({count} in {took:.1f} s); the deadline {DEADLINE} s")
 
+# The machine is shared: its speed drifts. Each overload window is compared
+# with the capacity measured just before and just after it (their mean).
 results = {}
+cap_before = capacity
 for factor in (2, 5):
     before = s.health()
     rate = capacity * factor
@@ -519,15 +529,26 @@ for factor in (2, 5):
     ok200 = good + late
     runs = after["gpu_runs"] - before["gpu_runs"]
     goodput = good / span
-    results[factor] = (goodput / capacity, good, late, rejected, lost, runs)
+    cap_after, _, _ = measure_capacity(8 if FULL else 5)
+    ref = (cap_before + cap_after) / 2
+    cap_before = cap_after
+    results[factor] = (goodput / ref, good, late, rejected, lost, runs)
     print(f"      {factor}x: {n} requests in {span:.1f} s: {good} within {DEADLINE} s, {late} late, {rejected} 503, "
           f"{lost} other; {runs} GPU runs, {after['not_run'] - before['not_run']} not run; goodput {goodput:.2f}/s = "
-          f"{goodput / capacity:.0%} of capacity; run_s {after['run_s']:.3f}")
+          f"{goodput / ref:.0%} of capacity {ref:.2f}/s (before and after); run_s {after['run_s']:.3f}")
+    why = {}
+    for st, _, body in out:
+        if st == 503:
+            k = body.decode(errors="replace").split(",")[0].split(":")[1].strip()[:40]
+            why[k] = why.get(k, 0) + 1
+    waits = [float(body.split(b"wait, ")[1].split(b" s")[0]) for st, _, body in out if st == 503 and b"wait, " in body]
+    print(f"      {factor}x: 503s {why}; the expected waits they gave: "
+          f"{sorted(waits)[len(waits) // 2] if waits else '-'} s median, {min(waits) if waits else '-'} s least")
     check(lost == 0, f"{factor}x: every request a PNG or a 503 ({[r for r in out if r[0] not in (200, 503)][:2]})")
     check(runs == ok200, f"{factor}x: no GPU run for a request already answered ({runs} runs, {ok200} PNGs)")
     floor = 0.9 if FULL else 0.4
-    check(goodput >= floor * capacity, f"{factor}x: goodput {goodput:.2f}/s, at least {floor:.0%} of capacity "
-          f"{capacity:.2f}/s")
+    check(goodput >= floor * ref, f"{factor}x: goodput {goodput:.2f}/s, at least {floor:.0%} of capacity "
+          f"{ref:.2f}/s")
     check(all(b"busy" in body or b"timed out" in body for st, _, body in out if st == 503),
           f"{factor}x: each 503 says busy or timed out")
 
@@ -604,10 +625,10 @@ flood = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--flood", 
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 opened = flood.stdout.readline().strip()
 time.sleep(1.0)
-h = s.health()
+h = s.health_or_none()
 times = health_times(300 if FULL else 200)
 flooded, count, took = measure_capacity(12 if FULL else 8)
-after = s.health()
+after = s.health_or_none()
 flood.stdin.close()
 reopened = flood.stdout.read().strip()
 flood.wait(timeout=30)
