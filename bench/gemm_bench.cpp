@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     gpu::ContextOptions opts;
+    opts.settings = Settings::from_variables(&std::getenv);
     opts.allow_unsafe_apis = true;
     opts.robustness = robustness;
     gpu::Context ctx(opts);

@@ -127,7 +127,9 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "run the case list this many times in one process");
   CLI11_PARSE(app, argc, argv);
   try {
-    gpu::Context ctx;
+    gpu::ContextOptions opts;
+    opts.settings = Settings::from_variables(&std::getenv);
+    gpu::Context ctx(opts);
     std::vector<Case> cases = {
         {"layer_norm", {4096, 768}, DType::F32},   {"layer_norm", {4096, 1024}, DType::F32},
         {"layer_norm", {4096, 3072}, DType::F32},  {"layer_norm", {65536, 1024}, DType::F32},

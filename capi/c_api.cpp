@@ -172,6 +172,7 @@ wgnn_status wgnn_context_create(const char* adapter, wgnn_context** out) {
   if (!out) return invalid("wgnn_context_create", "out is NULL");
   return guarded("wgnn_context_create", [&] {
     gpu::ContextOptions o;
+    o.settings = Settings::from_variables(&std::getenv);  // as the CLI maps them (docs/SETTINGS.md)
     if (adapter) o.adapter = adapter;
     auto c = std::make_unique<wgnn_context>();
     c->ctx = std::make_unique<gpu::Context>(o);
@@ -211,6 +212,7 @@ wgnn_status wgnn_adapters_json(const char* adapter, char** out_json) {
   *out_json = nullptr;
   return guarded("wgnn_adapters_json", [&] {
     gpu::ContextOptions o;
+    o.settings = Settings::from_variables(&std::getenv);  // as the CLI maps them (docs/SETTINGS.md)
     if (adapter) o.adapter = adapter;
     const std::string j = gpu::describe_adapters_json(gpu::Context::list_adapters(o));
     char* s = static_cast<char*>(std::malloc(j.size() + 1));

@@ -218,7 +218,7 @@ std::string module_identity(const void* address) {
 // an error; a missing folder is not (it is made on the first store).
 void setup_disk_cache(Context::Impl& s, const ContextOptions& options) {
   bool on = options.pipeline_cache;
-  if (const char* e = std::getenv("WGNN_PIPELINE_CACHE"); e && *e) {
+  if (const char* e = options.settings.get("WGNN_PIPELINE_CACHE"); e && *e) {
     const std::string v(e);
     if (v != "0" && v != "1") {
       throw Error(fmt::format("WGNN_PIPELINE_CACHE='{}': 1 (the default) keeps compiled pipelines on disk, 0 "
@@ -233,11 +233,11 @@ void setup_disk_cache(Context::Impl& s, const ContextOptions& options) {
   if (!options.pipeline_cache) s.disk_cache_off = "off (ContextOptions::pipeline_cache)";
   uint64_t max_bytes = options.pipeline_cache_max_bytes;
   if (max_bytes == 0) {
-    const char* m = std::getenv("WGNN_PIPELINE_CACHE_MAX_MB");
+    const char* m = options.settings.get("WGNN_PIPELINE_CACHE_MAX_MB");
     max_bytes = m && *m ? parse_cache_max_mb(m) : 256ull << 20;
   }
   if (!on) return;
-  const std::string root = options.cache_dir.empty() ? util::cache_dir() : options.cache_dir;
+  const std::string root = options.cache_dir.empty() ? util::cache_dir(options.settings) : options.cache_dir;
   if (root.empty()) {
     s.disk_cache_off = "off (no cache folder: WGNN_CACHE_DIR, XDG_CACHE_HOME and HOME are all unset)";
     return;
@@ -290,9 +290,10 @@ struct OpenedAdapters {
 // Chooses the Vulkan driver for `mode` ("auto", "gpu", "lavapipe"), starts a
 // Dawn instance with `toggles` and lists its adapters. In "auto", a machine
 // whose GPU driver offers nothing falls back to the bundled lavapipe once.
-OpenedAdapters open_adapters(const std::string& mode, const std::vector<const char*>& toggles) {
+OpenedAdapters open_adapters(const std::string& mode, const std::vector<const char*>& toggles,
+                              const Settings& settings) {
   OpenedAdapters o;
-  o.driver = choose_vulkan_driver(mode);
+  o.driver = choose_vulkan_driver(mode, settings);
   WGPUDawnTogglesDescriptor instance_toggles{};
   instance_toggles.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);
   instance_toggles.enabledToggleCount = toggles.size();
@@ -312,7 +313,7 @@ OpenedAdapters open_adapters(const std::string& mode, const std::vector<const ch
     wgpuInstanceRelease(std::exchange(o.instance, nullptr));
     if (attempt == 0 && o.driver.mode == "gpu" && mode == "auto") {
       try {
-        o.driver = choose_vulkan_driver("auto", /*retry_with_lavapipe=*/true);
+        o.driver = choose_vulkan_driver("auto", settings, /*retry_with_lavapipe=*/true);
         o.driver.description = "the machine's Vulkan driver offered no adapter: " + o.driver.description;
         continue;
       } catch (const Error&) {
@@ -436,13 +437,13 @@ std::vector<AdapterDesc> Context::list_adapters(const ContextOptions& options) {
   std::lock_guard<std::mutex> lifetime(lifetime_mutex());
   std::string requested = options.adapter;
   if (requested.empty()) {
-    const char* e = std::getenv("WGNN_ADAPTER");
+    const char* e = options.settings.get("WGNN_ADAPTER");
     requested = e ? e : "";
   }
   const std::string mode = is_driver_choice(requested) && !requested.empty() ? requested : "auto";
   std::vector<const char*> toggles = {"vulkan_enable_f16_on_nvidia"};
   if (options.allow_unsafe_apis) toggles.push_back("allow_unsafe_apis");
-  OpenedAdapters opened = open_adapters(mode, toggles);
+  OpenedAdapters opened = open_adapters(mode, toggles, options.settings);
   std::vector<AdapterDesc> out;
   for (const auto& f : opened.found) out.push_back(f.desc);
   release_all(opened.found);
@@ -453,9 +454,10 @@ std::vector<AdapterDesc> Context::list_adapters(const ContextOptions& options) {
 Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()) {
   std::lock_guard<std::mutex> lifetime(lifetime_mutex());
   Impl& s = *impl_;
-  if (const char* t = std::getenv("WGNN_GPU_TIMEOUT_S")) s.timeout_ns = parse_timeout_s(t);
+  s.settings = options.settings;
+  if (const char* t = options.settings.get("WGNN_GPU_TIMEOUT_S")) s.timeout_ns = parse_timeout_s(t);
   bool spin_set = false;
-  if (const char* t = std::getenv("WGNN_SPIN_WAIT_US")) {
+  if (const char* t = options.settings.get("WGNN_SPIN_WAIT_US")) {
     spin_set = true;
     const std::string v(t);
     char* end = nullptr;
@@ -466,12 +468,12 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
                               v));
     s.spin_ns = uint64_t(us) * 1000;
   }
-  if (const char* a = std::getenv("WGNN_ASYNC_PIPELINES")) {
+  if (const char* a = options.settings.get("WGNN_ASYNC_PIPELINES")) {
     const std::string v(a);
     if (v != "0" && v != "1") throw Error(fmt::format("WGNN_ASYNC_PIPELINES='{}': give 1 (the default) or 0", v));
     s.async_pipelines = v == "1";
   }
-  if (const char* a = std::getenv("WGNN_STAGED_WRITES")) {
+  if (const char* a = options.settings.get("WGNN_STAGED_WRITES")) {
     const std::string v(a);
     if (v != "0" && v != "1") throw Error(fmt::format("WGNN_STAGED_WRITES='{}': give 1 (the default) or 0", v));
     s.staged_writes = v == "1";
@@ -479,7 +481,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   check_address_space(kDriverRoom, "starting the GPU driver");
   s.limits_mode = options.limits;
   if (s.limits_mode.empty()) {
-    const char* l = std::getenv("WGNN_LIMITS");
+    const char* l = options.settings.get("WGNN_LIMITS");
     s.limits_mode = l && *l ? l : "adapter";
   }
   if (s.limits_mode != "adapter" && s.limits_mode != "default") {
@@ -489,7 +491,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   // names one adapter (gpu/adapters.h), which the automatic choice looks for.
   std::string requested = options.adapter;
   if (requested.empty()) {
-    const char* e = std::getenv("WGNN_ADAPTER");
+    const char* e = options.settings.get("WGNN_ADAPTER");
     requested = e ? e : "";
   }
   const bool driver_only = is_driver_choice(requested);
@@ -499,12 +501,12 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   // request (and the device, below). allow_unsafe_apis goes the same three
   // ways: the adapter's toggles decide which experimental features (subgroup
   // matrices) and configurations it lists.
-  const char* env_unsafe = std::getenv("WGNN_ALLOW_UNSAFE_APIS");
+  const char* env_unsafe = options.settings.get("WGNN_ALLOW_UNSAFE_APIS");
   const bool allow_unsafe = options.allow_unsafe_apis || (env_unsafe && std::string(env_unsafe) == "1");
   s.features.unsafe_apis = allow_unsafe;
   s.adapter_toggles = {"vulkan_enable_f16_on_nvidia"};
   if (allow_unsafe) s.adapter_toggles.push_back("allow_unsafe_apis");
-  OpenedAdapters opened = open_adapters(mode, s.adapter_toggles);
+  OpenedAdapters opened = open_adapters(mode, s.adapter_toggles, options.settings);
   s.instance = opened.instance;
   std::vector<FoundAdapter>& found = opened.found;
   const DriverChoice& driver = opened.driver;
@@ -519,7 +521,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
       s.adapter_index = select_adapter(descs, requested);
       selected_by = fmt::format("adapter '{}'", requested);
     } else if (options.follow_cuda_visible_devices) {
-      const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+      const char* cvd = options.settings.get("CUDA_VISIBLE_DEVICES");
       if (auto i = cuda_visible_adapter(descs, cvd ? std::optional<std::string>(cvd) : std::nullopt)) {
         s.adapter_index = *i;
         selected_by = fmt::format("CUDA_VISIBLE_DEVICES={}", cvd);
@@ -591,19 +593,19 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   // WGNN_ROBUSTNESS=1): every wgnn kernel checks its own bounds, ONNX
   // Runtime's WebGPU provider turns it off the same way, and it costs up to
   // 4x on the tensor-core GEMM (docs/DAWN.md).
-  const char* rob = std::getenv("WGNN_ROBUSTNESS");
+  const char* rob = options.settings.get("WGNN_ROBUSTNESS");
   if (!options.robustness && !(rob && std::string(rob) == "1")) enabled.push_back("disable_robustness");
   // WGNN_SKIP_VALIDATION=1: Dawn skips its validation of API calls (bind
   // groups, dispatches, copies, submits), which cuts the host time of
   // encoding (docs/BENCHMARKS.md, "Host time per run"). A wrong call then is
   // undefined behaviour instead of an error: for measured, tested models only.
-  if (const char* r = std::getenv("WGNN_SKIP_VALIDATION"); r && std::string(r) == "1") {
+  if (const char* r = options.settings.get("WGNN_SKIP_VALIDATION"); r && std::string(r) == "1") {
     enabled.push_back("skip_validation");
   }
   // WGNN_DAWN_TOGGLES=a,b: more Dawn device toggles by name (measuring one,
   // e.g. disable_workgroup_init; Dawn warns of a name it does not know).
   std::vector<std::string> env_toggles;
-  if (const char* t = std::getenv("WGNN_DAWN_TOGGLES")) {
+  if (const char* t = options.settings.get("WGNN_DAWN_TOGGLES")) {
     std::string_view rest(t);
     while (!rest.empty()) {
       const size_t comma = rest.find(',');
@@ -707,6 +709,9 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
 #endif
 }
 
+
+const Settings& Context::settings() const { return impl_->settings; }
+Settings& Context::mutable_settings() { return impl_->settings; }
 
 const AdapterInfo& Context::adapter() const { return impl_->info; }
 const Limits& Context::limits() const { return impl_->limits; }
@@ -821,11 +826,7 @@ Buffer Context::create_buffer(uint64_t bytes, uint64_t usage, std::string_view l
   if (counted) {
     ++s.buffers_created;
     // WGNN_LOG_BUFFERS=1: each counted buffer on stderr (what buffers_created counts).
-    static const bool log_buffers = [] {
-      const char* e = std::getenv("WGNN_LOG_BUFFERS");
-      return e && std::string_view(e) == "1";
-    }();
-    if (log_buffers) fmt::print(stderr, "wgnn: buffer {} '{}' {} bytes usage {:#x}\n", s.buffers_created, name, size, usage);
+    if (s.settings.is("WGNN_LOG_BUFFERS", "1")) fmt::print(stderr, "wgnn: buffer {} '{}' {} bytes usage {:#x}\n", s.buffers_created, name, size, usage);
     std::lock_guard<std::mutex> lock(s.stats_mutex);
     s.stats.buffer_ms += ms_between(t0, steady::now());
   }
@@ -1064,13 +1065,7 @@ namespace {
 // time (one at a time: the creation; asynchronous: the wait when it was
 // first needed, and how long before that it was asked for), to find the
 // kernels whose compiles a first run waits for.
-bool log_pipeline_times() {
-  static const bool on = [] {
-    const char* e = std::getenv("WGNN_PIPELINE_TIMES");
-    return e && std::string(e) == "1";
-  }();
-  return on;
-}
+bool log_pipeline_times(const Context::Impl& s) { return s.settings.is("WGNN_PIPELINE_TIMES", "1"); }
 }  // namespace
 
 
@@ -1263,7 +1258,7 @@ const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, 
     }
     wgpuShaderModuleRelease(module);
     const auto t_end = steady::now();
-    if (log_pipeline_times()) {
+    if (log_pipeline_times(s)) {
       fmt::print(stderr, "wgnn: pipeline '{}': shader module {:.1f} ms, created in {:.1f} ms\n", name,
                  ms_between(t_module, t_pipeline), ms_between(t_pipeline, t_end));
     }
@@ -1441,7 +1436,7 @@ void Pipeline::take(Async& a, steady::time_point t_wait) const {
   Context::Impl& s = *a.impl;
   a.done = true;
   const auto t_end = steady::now();
-  if (log_pipeline_times()) {
+  if (log_pipeline_times(s)) {
     fmt::print(stderr, "wgnn: pipeline '{}': asked for {:.1f} ms before it was needed, then waited {:.1f} ms\n",
                name_, ms_between(a.t0, t_wait), ms_between(t_wait, t_end));
   }

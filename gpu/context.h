@@ -18,6 +18,7 @@
 
 #include "gpu/adapters.h"
 #include "gpu/error.h"
+#include "util/settings.h"
 
 struct WGPUBufferImpl;
 struct WGPUComputePipelineImpl;
@@ -192,9 +193,16 @@ struct ContextOptions {
   // looks. Empty: the environment variable WGNN_ADAPTER, else "auto".
   std::string adapter;
   // Without a selector, an NVIDIA adapter is the one CUDA_VISIBLE_DEVICES
-  // names (gpu/adapters.h, cuda_visible_adapter), as a CUDA program's device
-  // 0 would be: how Ray and Slurm hand a process its GPU.
+  // (in `settings`) names (gpu/adapters.h, cuda_visible_adapter), as a CUDA
+  // program's device 0 would be: how Ray and Slurm hand a process its GPU.
   bool follow_cuda_visible_devices = true;
+  // Everything else the runtime can be told (util/settings.h,
+  // docs/SETTINGS.md), named as the environment variables the CLI and the
+  // bindings map onto it (Settings::from_variables(std::getenv)). The
+  // library reads no environment variable: an unset setting is its default.
+  // The fields above are taken first where a setting names the same thing
+  // (adapter, limits, allow_unsafe_apis, robustness, pipeline_cache).
+  Settings settings;
   // Dawn toggles to enable on the device, e.g. "skip_validation".
   std::vector<std::string> enable_toggles;
   // Dawn's allow_unsafe_apis toggle, on the instance, the adapter request and
@@ -289,6 +297,11 @@ class Context {
 
   const AdapterInfo& adapter() const;
   const Limits& limits() const;
+  // ContextOptions::settings, read by the layers above (kernel choices,
+  // sessions, graphs). mutable_settings: for tests that switch a kernel on
+  // and off on one device; a change applies to plans built after it.
+  const Settings& settings() const;
+  Settings& mutable_settings();
   // "adapter" or "default": how the limits and features were requested
   // (ContextOptions::limits).
   const std::string& limits_mode() const;

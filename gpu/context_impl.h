@@ -104,6 +104,7 @@ struct Context::Impl {
   // when there is none, with the reason in `message`.
   WGPUAdapter request_adapter(std::string* message);
   int adapter_index = 0;
+  Settings settings;  // ContextOptions::settings
   // Blocks until `future` completes (or the timeout passes: then throws).
   void wait(WGPUFuture future, const char* what);
   // The same with its own limit (pipeline compiles: host work, not the GPU's).

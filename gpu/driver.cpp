@@ -35,11 +35,6 @@ bool exists_glob(const char* pattern) {
 
 bool has_gpu_device_node() { return exists_glob("/dev/nvidia[0-9]*") || exists_glob("/dev/dri/renderD*"); }
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
-
 // Points the Vulkan loader at the bundled lavapipe. The backported lavapipe
 // needs a newer libdrm than the system's; loading the bundled copies first
 // (RTLD_GLOBAL) satisfies its DT_NEEDED entries by soname, so no
@@ -61,7 +56,7 @@ void use_bundled_lavapipe(const std::string& deps) {
     }
     // lavapipe's window-system code looks for a Wayland socket and complains
     // on stderr when XDG_RUNTIME_DIR is unset; compute needs no display.
-    if (!std::getenv("XDG_RUNTIME_DIR")) setenv("XDG_RUNTIME_DIR", "/tmp", 0);
+    setenv("XDG_RUNTIME_DIR", "/tmp", /*overwrite=*/0);
     setenv("VK_DRIVER_FILES", icd.c_str(), 1);
     setenv("VK_ICD_FILENAMES", icd.c_str(), 1);
   });
@@ -79,15 +74,15 @@ fs::path module_of(void* symbol) {
 
 }  // namespace
 
-std::string deps_dir() {
+std::string deps_dir(const Settings& settings) {
   std::vector<fs::path> candidates;
-  if (auto e = env("WGNN_DEPS_DIR"); !e.empty()) candidates.emplace_back(e);
+  if (auto e = settings.value("WGNN_DEPS_DIR"); !e.empty()) candidates.emplace_back(e);
   std::error_code ec;
   // An install keeps lavapipe in lib/wgnn, beside libwgnn.so and Dawn: found
   // from either (a program linked to libwgnn.a has only Dawn's location), or
   // from bin/wgnn. A build folder inside the checkout: build/wgnn,
   // build/tests/wgnn_tests, with Dawn in .deps/dawn.
-  for (void* symbol : {reinterpret_cast<void*>(&deps_dir), reinterpret_cast<void*>(&wgpuCreateInstance)}) {
+  for (void* symbol : {reinterpret_cast<void*>(&choose_vulkan_driver), reinterpret_cast<void*>(&wgpuCreateInstance)}) {
     const fs::path module = fs::canonical(module_of(symbol), ec);
     if (ec || module.empty()) continue;
     const fs::path dir = module.parent_path();
@@ -102,14 +97,14 @@ std::string deps_dir() {
   return {};
 }
 
-DriverChoice choose_vulkan_driver(const std::string& requested, bool retry_with_lavapipe) {
-  std::string mode = requested.empty() ? env("WGNN_ADAPTER") : requested;
-  if (mode.empty()) mode = "auto";
+DriverChoice choose_vulkan_driver(const std::string& requested, const Settings& settings, bool retry_with_lavapipe) {
+  std::string mode = requested.empty() ? "auto" : requested;
   if (mode != "auto" && mode != "gpu" && mode != "lavapipe") {
     throw Error(fmt::format("unknown adapter choice '{}': accepted are auto, gpu, lavapipe", mode));
   }
-  const std::string user_icd = !env("VK_DRIVER_FILES").empty() ? env("VK_DRIVER_FILES") : env("VK_ICD_FILENAMES");
-  const std::string deps = deps_dir();
+  const std::string user_icd = !settings.value("VK_DRIVER_FILES").empty() ? settings.value("VK_DRIVER_FILES")
+                                                                         : settings.value("VK_ICD_FILENAMES");
+  const std::string deps = deps_dir(settings);
   const bool bundled = !deps.empty() && fs::exists(deps + "/lavapipe/lvp_icd.json");
 
   if (mode == "lavapipe" || (mode == "auto" && retry_with_lavapipe)) {

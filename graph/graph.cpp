@@ -572,11 +572,7 @@ void Graph::read(TensorRef t, void* data, size_t bytes) {
 }
 
 const gpu::Buffer* Graph::stage_input(const HostIn& in, size_t slot) {
-  static const bool on = [] {
-    const char* e = std::getenv("WGNN_UPLOAD_STAGING");
-    return !(e && std::string_view(e) == "0");
-  }();
-  if (!on || in.bytes < kStagedUploadBytes) return nullptr;
+  if (ctx_.settings().is("WGNN_UPLOAD_STAGING", "0") || in.bytes < kStagedUploadBytes) return nullptr;
   ensure_storage(in.tensor.id);
   const TensorInfo& ti = info(in.tensor);
   // What write() checks and converts stays there.
@@ -587,7 +583,8 @@ const gpu::Buffer* Graph::stage_input(const HostIn& in, size_t slot) {
   gpu::Buffer& b = upload_[slot][in.tensor.id];
   if (!b.valid() || b.size() < padded) b = ctx_.create_buffer(padded, gpu::kMapWrite | gpu::kCopySrc, ti.name + " upload");
   auto* dst = static_cast<unsigned char*>(ctx_.map_for_write(b, padded));
-  util::copy_parallel({{dst, in.data, in.bytes}});
+  util::copy_parallel({{dst, in.data, in.bytes}},
+                      ctx_.settings().is("WGNN_PARALLEL_COPY", "0") ? 1 : util::copy_threads(in.bytes));
   std::memset(dst + in.bytes, 0, size_t(padded - in.bytes));
   ctx_.unmap(b);
   return &b;
@@ -699,17 +696,11 @@ void Graph::check_deferred() {
 
 namespace {
 // WGNN_SUBMIT_PARTS=0: one command buffer for every run.
-bool submit_in_parts() {
-  static const bool on = [] {
-    const char* e = std::getenv("WGNN_SUBMIT_PARTS");
-    return !(e && std::string_view(e) == "0");
-  }();
-  return on;
-}
+bool submit_in_parts(const gpu::Context& ctx) { return !ctx.settings().is("WGNN_SUBMIT_PARTS", "0"); }
 // WGNN_ENCODE_AHEAD=0: each run encodes its own dispatches (read at every
 // run, for A/B and tests).
-bool encode_ahead() {
-  const char* e = std::getenv("WGNN_ENCODE_AHEAD");
+bool encode_ahead(const gpu::Context& ctx) {
+  const char* e = ctx.settings().get("WGNN_ENCODE_AHEAD");
   if (!e || !*e) return true;
   const std::string_view v(e);
   if (v != "0" && v != "1") throw Error(fmt::format("WGNN_ENCODE_AHEAD='{}': expected 0 or 1", e));
@@ -721,8 +712,8 @@ bool encode_ahead() {
 // the rest once it is under one and a half of the next.
 // WGNN_SUBMIT_FIRST=N: N dispatches in the first part (tuning).
 std::vector<size_t> Graph::part_ends() const {
-  static const size_t first_part = [] {
-    const char* e = std::getenv("WGNN_SUBMIT_FIRST");
+  const size_t first_part = [&] {
+    const char* e = ctx_.settings().get("WGNN_SUBMIT_FIRST");
     if (!e || !*e) return size_t(kFirstSubmitPart);
     char* end = nullptr;
     const long v = std::strtol(e, &end, 10);
@@ -796,8 +787,8 @@ void Graph::submit_impl(std::span<const HostIn> inputs, std::span<const TensorRe
   // commands at submit). The parts are encoded ahead, by the run before
   // (after its submit, while the GPU worked), where there was one: this run
   // then only submits them.
-  const bool in_parts = submit_in_parts() && split;
-  const bool ahead = in_parts && encode_ahead() && timing_ == gpu::Timing::None;
+  const bool in_parts = submit_in_parts(ctx_) && split;
+  const bool ahead = in_parts && encode_ahead(ctx_) && timing_ == gpu::Timing::None;
   if (ahead && !ahead_.empty()) {
     if (ahead_.dispatches() != encoded_.size()) {
       throw Error(fmt::format("Graph: {} dispatches were encoded ahead for a plan of {}", ahead_.dispatches(),
@@ -920,7 +911,11 @@ void Graph::wait(std::span<const HostOut> outputs) {
       }
     }
   }
-  util::copy_parallel(copies);
+  if (ctx_.settings().is("WGNN_PARALLEL_COPY", "0")) {
+    util::copy_parallel(copies, 1);
+  } else {
+    util::copy_parallel(copies);
+  }
   std::string failed;
   if (std::find(p->staging.begin(), p->staging.end(), &check_staging_[p->slot]) != p->staging.end()) {
     std::vector<uint32_t> flags(checks_.size() * 2);

@@ -88,6 +88,7 @@ class Graph {
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
   gpu::Context& ctx() { return ctx_; }
+  const gpu::Context& ctx() const { return ctx_; }
 
   // Constants added from now on take their storage from `store` (which must
   // outlive the graph): equal constants of several graphs are uploaded once

@@ -156,13 +156,10 @@ InputPlan Remover::plan(int photo_w, int photo_h) const {
   return p;
 }
 
-std::vector<std::string> model_folders(const std::string& program_dir) {
+std::vector<std::string> model_folders(const std::string& program_dir, const Settings& settings) {
   namespace fs = std::filesystem;
   std::vector<std::string> dirs;
-  auto env = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v && *v ? std::string(v) : std::string();
-  };
+  auto env = [&](const char* name) { return settings.value(name); };
   if (auto home = env("WGNN_HOME"); !home.empty()) dirs.push_back((fs::path(home) / "models").string());
   if (auto xdg = env("XDG_CACHE_HOME"); !xdg.empty()) {
     dirs.push_back((fs::path(xdg) / "wgnn" / "models").string());

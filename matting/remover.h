@@ -95,13 +95,14 @@ struct Cutout {
 
 // The model used when none is named (remove-bg without --model,
 // wgnn.remove_bg without model=), and the folders searched for it, in
-// order (docs/INSTALL.md): $WGNN_HOME/models, the user's cache folder
+// order (docs/INSTALL.md; WGNN_HOME, XDG_CACHE_HOME and HOME as `settings`
+// gives them): $WGNN_HOME/models, the user's cache folder
 // ($XDG_CACHE_HOME/wgnn/models, else ~/.cache/wgnn/models), then models/ in
 // `program_dir` (a build folder: scripts/setup copies ISNet there) and
 // ../share/wgnn/models from it (an install); `program_dir` is the wgnn
 // binary's folder, or the Python package's bin/ ("" : none).
 inline constexpr const char* kDefaultModel = "isnet_any_size.onnx";
-std::vector<std::string> model_folders(const std::string& program_dir);
+std::vector<std::string> model_folders(const std::string& program_dir, const Settings& settings);
 // The first folder's kDefaultModel that exists; "" if none does.
 std::string find_model(const std::vector<std::string>& folders);
 

@@ -495,8 +495,8 @@ bool to_rank4(View& v) {
 
 }  // namespace
 
-bool fusion_enabled_by_env() {
-  const char* e = std::getenv("WGNN_NO_FUSION");
+bool fusion_enabled(const Settings& settings) {
+  const char* e = settings.get("WGNN_NO_FUSION");
   return !e || !*e || std::string(e) == "0";
 }
 
@@ -615,7 +615,7 @@ std::optional<Slot> try_attention(const Fusion& f, Graph& g, IrTrace* trace, con
   // cores, longer attention stays unfused (H200, Whisper-base encoder, 1500
   // keys: docs/BENCHMARKS.md), unless the op's own tensor-core kernel takes
   // it (ops/subgroup_attention.h: any number of keys).
-  const int64_t max_keys = ops::attention_max_keys();
+  const int64_t max_keys = ops::attention_max_keys(g.ctx().settings());
   int64_t axis = attr_int(sm, "axis", opset >= 13 ? -1 : 1);
   if (axis < 0) axis += int64_t(rank);
   if (axis != int64_t(rank) - 1) return std::nullopt;

@@ -92,7 +92,7 @@ struct Fusion {
 std::vector<Fusion> plan_fusions(const onnx::GraphProto& g);
 
 // Whether fusion is on: not when WGNN_NO_FUSION is set to anything but "" or "0".
-bool fusion_enabled_by_env();
+bool fusion_enabled(const Settings& settings);
 
 // Builds the fused op when the values allow it (the constants match, float
 // dtypes, shapes the fused op gives the same result for), returning the

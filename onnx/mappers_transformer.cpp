@@ -246,7 +246,7 @@ Attended attend(NodeCtx& c, const AttendSpec& a) {
   // One dispatch (wgnn.attention) unless the scores are asked for, soft
   // capped, or the kernel does not take the sizes.
   if (a.qk_mode < 0 && softcap == 0 && D <= 128 && Dv <= 128 && S >= 1 && L >= 1 &&
-      (S <= ops::attention_max_keys() || dt == DType::F32 ||
+      (S <= ops::attention_max_keys(c.mut_graph().ctx().settings()) || dt == DType::F32 ||
        ops::attention_on_tensor_cores(c.mut_graph().ctx(), B * heads, rows, D, Dv))) {
     auto view = [](int64_t b, int64_t h, int64_t l, int64_t d) {
       return IntList{0, b, h, l, d, h * l * d, l * d, d, 1};

@@ -69,10 +69,10 @@ struct Session::Built {
 
 namespace {
 
-// A variable of whole milliseconds, 0 to `max` (`def` when unset or empty);
+// A setting of whole milliseconds, 0 to `max` (`def` when unset or empty);
 // anything else is an Error naming it.
-int env_ms(const char* name, long max, int def) {
-  const char* e = std::getenv(name);
+int env_ms(const Settings& settings, const char* name, long max, int def) {
+  const char* e = settings.get(name);
   if (!e || !*e) return def;
   char* end = nullptr;
   const long v = std::strtol(e, &end, 10);
@@ -80,9 +80,9 @@ int env_ms(const char* name, long max, int def) {
   return int(v);
 }
 
-// A 0/1 variable (`def` when unset or empty); anything else is an Error.
-bool env_flag(const char* name, bool def) {
-  const char* e = std::getenv(name);
+// A 0/1 setting (`def` when unset or empty); anything else is an Error.
+bool env_flag(const Settings& settings, const char* name, bool def) {
+  const char* e = settings.get(name);
   if (!e || !*e) return def;
   const std::string v(e);
   if (v != "0" && v != "1") throw Error(fmt::format("{}='{}': 1 (on) or 0 (off)", name, v));
@@ -459,7 +459,7 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
   }
   constants_ = std::make_unique<ConstantStore>(ctx_);
   tiered_ = options_.tiered;
-  if (const char* e = std::getenv("WGNN_TIERED"); e && *e) {
+  if (const char* e = ctx_.settings().get("WGNN_TIERED"); e && *e) {
     const std::string v(e);
     if (v != "0" && v != "1") {
       throw Error(fmt::format("WGNN_TIERED='{}': 1 runs a new plan first on the regular kernels while its "
@@ -470,7 +470,7 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
   }
   tiered_ = tiered_ && ops::tensor_cores_available(ctx_);
   ir_import_ = options_.ir_import;
-  if (const char* e = std::getenv("WGNN_IR_IMPORT"); e && *e) {
+  if (const char* e = ctx_.settings().get("WGNN_IR_IMPORT"); e && *e) {
     const std::string v(e);
     if (v != "0" && v != "1") {
       throw Error(fmt::format("WGNN_IR_IMPORT='{}': 1 imports the model's plans through the IR, 0 records them "
@@ -479,8 +479,8 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
     }
     ir_import_ = v == "1";
   }
-  tier_grace_ms_ = env_ms("WGNN_TIER_GRACE_MS", 60000, tier_grace_ms_);
-  tier_disk_wait_ms_ = env_ms("WGNN_TIER_DISK_WAIT_MS", 600000, tier_disk_wait_ms_);
+  tier_grace_ms_ = env_ms(ctx_.settings(), "WGNN_TIER_GRACE_MS", 60000, tier_grace_ms_);
+  tier_disk_wait_ms_ = env_ms(ctx_.settings(), "WGNN_TIER_DISK_WAIT_MS", 600000, tier_disk_wait_ms_);
   widen_f16_ = !ctx_.features().shader_f16;
   for (const auto& [name, t] : initializers_) uses_f16_ |= t.dtype == DType::F16;
   for (const auto& v : inputs_) uses_f16_ |= v.dtype == DType::F16;
@@ -508,12 +508,12 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
       uses_f16_ |= a.has_t() && a.t().data_type() == 10;  // a float16 Constant
     }
   }
-  if (ctx_.disk_cache_stats().enabled && env_flag("WGNN_PREFETCH_PIPELINES", true)) {
+  if (ctx_.disk_cache_stats().enabled && env_flag(ctx_.settings(), "WGNN_PREFETCH_PIPELINES", true)) {
     pipeline_list_id_ = pipeline_list_id();
     disk_before_prefetch_ = ctx_.disk_cache_stats();
     std::vector<uint64_t> readback;
     prefetched_ = ctx_.prefetch_pipelines(pipeline_list_id_, &readback);
-    if (!readback.empty() && ctx_.features().thread_safe && env_flag("WGNN_PREFETCH_READBACK", true)) {
+    if (!readback.empty() && ctx_.features().thread_safe && env_flag(ctx_.settings(), "WGNN_PREFETCH_READBACK", true)) {
       readback_batch_ =
           std::make_shared<gpu::BufferBatch>(ctx_, std::move(readback), gpu::kMapRead | gpu::kCopyDst, "readback");
     }
@@ -841,7 +841,7 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
   // records the fused op, or, when the values do not allow it, the nodes
   // one by one.
   std::vector<Fusion> fusions;
-  if (options_.fusion && fusion_enabled_by_env()) fusions = plan_fusions(graph);
+  if (options_.fusion && fusion_enabled(ctx_.settings())) fusions = plan_fusions(graph);
   {
     // A chain whose inner value a subgraph reads stays unfused.
     std::set<std::string> sub_reads;
@@ -955,8 +955,9 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
     const auto t0 = std::chrono::steady_clock::now();
     ir::Graph& irg = trace->ir();
     passes::OptimizeOptions po;
-    po.fusion = options_.fusion;
-    const char* dump = std::getenv("WGNN_DUMP_IR");
+    po.fusion = options_.fusion && fusion_enabled(ctx_.settings());
+    po.disabled = ctx_.settings().value("WGNN_DISABLE_PASSES");
+    const char* dump = ctx_.settings().get("WGNN_DUMP_IR");
     const bool dump_ir = dump && *dump && std::string(dump) != "0" && tensor_cores;
     if (dump_ir) fmt::print(stderr, "wgnn: the plan's IR as imported:\n{}", irg.dump());
     const passes::Report report = passes::optimize(irg, po);

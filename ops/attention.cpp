@@ -151,7 +151,7 @@ Tile choose_tile(const Args& a, int64_t BH, int64_t L, int64_t S, int64_t D, int
   const gpu::Limits& lim = a.g.ctx().limits();
   const uint64_t limit = lim.max_compute_workgroup_storage_size;
   const int64_t max_threads = std::min<int64_t>(256, lim.max_compute_invocations_per_workgroup);
-  if (const char* env = std::getenv("WGNN_ATTENTION_TILE"); env && *env) {
+  if (const char* env = a.g.ctx().settings().get("WGNN_ATTENTION_TILE"); env && *env) {
     long long lbq = 0, lks = 0, lbk = 0;
     char tail = 0;
     const int got = std::sscanf(env, "%lldx%lldx%lld%c", &lbq, &lks, &lbk, &tail);
@@ -279,11 +279,11 @@ bool record_two_products(const Args& a, TensorRef q, TensorRef k, TensorRef v, T
 
 // WGNN_SUBGROUP_ATTENTION=0 keeps float16 attention off the tensor cores;
 // =1 takes every case the kernel can (however little work: tests).
-std::string_view subgroup_attention_mode() {
-  const char* e = std::getenv("WGNN_SUBGROUP_ATTENTION");
+std::string_view subgroup_attention_mode(const Settings& settings) {
+  const char* e = settings.get("WGNN_SUBGROUP_ATTENTION");
   return e ? std::string_view(e) : std::string_view();
 }
-bool subgroup_attention_allowed() { return subgroup_attention_mode() != "0"; }
+bool subgroup_attention_allowed(const Settings& settings) { return subgroup_attention_mode(settings) != "0"; }
 
 // Queries below which the tensor-core kernel is not used (a decoder step's
 // one query would leave 15 of its 16 matrix rows empty).
@@ -298,9 +298,9 @@ constexpr int64_t kMinTensorCoreQueries = 16;
 // (docs/BENCHMARKS.md), so the line is at 32.
 constexpr int64_t kMinTensorCoreTiles = 32;
 
-bool enough_work(int64_t BH, int64_t L) {
+bool enough_work(const Settings& settings, int64_t BH, int64_t L) {
   if (L < kMinTensorCoreQueries) return false;
-  return subgroup_attention_mode() == "1" || BH * ((L + 15) / 16) >= kMinTensorCoreTiles;
+  return subgroup_attention_mode(settings) == "1" || BH * ((L + 15) / 16) >= kMinTensorCoreTiles;
 }
 
 // The ranges the tensor-core kernel cuts the keys into: 1 where its
@@ -313,8 +313,8 @@ bool enough_work(int64_t BH, int64_t L) {
 // WGNN_SUBGROUP_ATTENTION_SPLITS=0: none; =N: N ranges wherever each still
 // has a block of keys (tuning, tests).
 constexpr uint64_t kKeySplitGroups = 264, kKeySplitMinKeys = 64;
-uint64_t attention_key_splits(uint64_t groups, uint64_t S, uint32_t bkv) {
-  if (const char* e = std::getenv("WGNN_SUBGROUP_ATTENTION_SPLITS"); e && *e) {
+uint64_t attention_key_splits(const Settings& settings, uint64_t groups, uint64_t S, uint32_t bkv) {
+  if (const char* e = settings.get("WGNN_SUBGROUP_ATTENTION_SPLITS"); e && *e) {
     char* end = nullptr;
     const long v = std::strtol(e, &end, 10);
     if (*end || v < 0 || v > 64)
@@ -334,11 +334,11 @@ bool record_subgroup_attention(const Args& a, TensorRef q, TensorRef k, TensorRe
                                TensorRef y) {
   Graph& g = a.g;
   const int64_t B = qv.n[0], H = qv.n[1], L = qv.n[2], D = qv.n[3], S = kv.n[2], DV = vv.n[3];
-  if (g.info(q).dtype != DType::F16 || !enough_work(B * H, L) || !subgroup_attention_allowed()) return false;
+  if (g.info(q).dtype != DType::F16 || !enough_work(g.ctx().settings(), B * H, L) || !subgroup_attention_allowed(g.ctx().settings())) return false;
   if (!tensor_cores_available(g.ctx())) return false;
   SubgroupAttentionConfig cfg = pick_subgroup_attention(g.ctx(), uint32_t(D), uint32_t(DV), uint64_t(L));
   if (cfg.sg == 0) return false;
-  cfg.emulate = subgroup_matmul_emulated();
+  cfg.emulate = subgroup_matmul_emulated(g.ctx().settings());
   cfg.mask = mask.id >= 0;
   cfg.mask_f16 = cfg.mask && g.info(mask).dtype == DType::F16;
   // vec4<u32> loads: the head dim contiguous, offsets and strides whole
@@ -349,14 +349,14 @@ bool record_subgroup_attention(const Args& a, TensorRef q, TensorRef k, TensorRe
     return ok;
   };
   cfg.vec = vec_ok(qv) && vec_ok(kv) && vec_ok(vv);
-  if (const char* e = std::getenv("WGNN_SUBGROUP_ATTENTION_PREFETCH"); e && std::string_view(e) == "0") cfg.prefetch = false;
+  if (const char* e = a.g.ctx().settings().get("WGNN_SUBGROUP_ATTENTION_PREFETCH"); e && std::string_view(e) == "0") cfg.prefetch = false;
   // The picker sized the tiles with one V tile; a second where it fits.
   if (cfg.workgroup_bytes() > g.ctx().limits().max_compute_workgroup_storage_size) cfg.v_double = false;
   const uint64_t q_tiles = gpu::ceil_div(uint64_t(L), uint64_t(cfg.queries()));
   const uint64_t groups = uint64_t(B) * uint64_t(H) * q_tiles;
   if (groups > UINT32_MAX) return false;
   // Few workgroups over many keys: the keys in ranges, then a merge pass.
-  const uint64_t ksplits = attention_key_splits(groups, uint64_t(S), cfg.bkv);
+  const uint64_t ksplits = attention_key_splits(g.ctx().settings(), groups, uint64_t(S), cfg.bkv);
   const uint64_t kchunk = gpu::ceil_div(gpu::ceil_div(uint64_t(S), ksplits), cfg.bkv) * cfg.bkv;
   const uint64_t ranges = gpu::ceil_div(uint64_t(S), kchunk);
   const uint64_t part_elems = ranges * uint64_t(B * H * L) * attention_part_row(uint32_t(DV));
@@ -544,7 +544,7 @@ Value attention(Graph& g, const ValueList& args) {
   TensorRef y = g.add_tensor(oshape, dt);
   if (want == 0) return y;
   if (record_subgroup_attention(a, q, k, v, mask, scale, qv, kv, vv, mv, ov, y)) return y;
-  if (S > attention_max_keys() && record_two_products(a, q, k, v, mask, scale, qv, kv, vv, mv, ov, y)) return y;
+  if (S > attention_max_keys(g.ctx().settings()) && record_two_products(a, q, k, v, mask, scale, qv, kv, vv, mv, ov, y)) return y;
 
   const Tile t = choose_tile(a, B * H, L, S, D, DV);
   const uint64_t q_tiles = gpu::ceil_div(uint64_t(L), uint64_t(t.bq));
@@ -622,8 +622,8 @@ Value attention(Graph& g, const ValueList& args) {
 // default 1024). Beyond it, two products and a softmax between them: on an
 // H200 the kernel, which computes in f32 registers with a thread per query,
 // lost to them on the Whisper-base encoder's 1500 keys (docs/BENCHMARKS.md).
-int64_t attention_max_keys() {
-  const char* e = std::getenv("WGNN_ATTENTION_MAX_KEYS");
+int64_t attention_max_keys(const Settings& settings) {
+  const char* e = settings.get("WGNN_ATTENTION_MAX_KEYS");
   if (!e || !*e) return 1024;
   char* end = nullptr;
   const long long x = std::strtoll(e, &end, 10);
@@ -632,7 +632,7 @@ int64_t attention_max_keys() {
 }
 
 bool attention_on_tensor_cores(const gpu::Context& ctx, int64_t BH, int64_t L, int64_t D, int64_t DV) {
-  return enough_work(BH, L) && subgroup_attention_allowed() && tensor_cores_available(ctx) &&
+  return enough_work(ctx.settings(), BH, L) && subgroup_attention_allowed(ctx.settings()) && tensor_cores_available(ctx) &&
          D <= 128 && DV <= 128 && pick_subgroup_attention(ctx, uint32_t(D), uint32_t(DV)).sg > 0;
 }
 

@@ -9,7 +9,7 @@ namespace wgnn::ops {
 // The most keys wgnn.attention's one-dispatch kernel takes
 // (WGNN_ATTENTION_MAX_KEYS, default 1024; anything but a number of keys is
 // an error). Beyond it the op runs two products and a softmax.
-int64_t attention_max_keys();
+int64_t attention_max_keys(const Settings& settings);
 
 // Whether float16 attention of BH (batch times heads) x L queries with head
 // dims D, Dv runs on subgroup matrices (tensor cores) on this device, over

@@ -263,7 +263,7 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   // kernels/conv_depthwise_cl.wgsl, the kernel's dims its constants,
   // weights per tap; WGNN_DEPTHWISE_VEC4=0: conv_depthwise.wgsl's one
   // channel a thread, for measuring.
-  const char* vec_env = std::getenv("WGNN_DEPTHWISE_VEC4");
+  const char* vec_env = a.g.ctx().settings().get("WGNN_DEPTHWISE_VEC4");
   const bool cl_kernel = channels_last && cout == cin && !(vec_env && std::string_view(vec_env) == "0");
   // A thread per VW channels of OWB output columns: the widest (VW 4, 2,
   // 1 dividing C; then OWB 4, 2, 1) that makes enough threads to fill a
@@ -275,7 +275,7 @@ void record_depthwise(const Args& a, TensorRef y, TensorRef x, TensorRef w, Tens
   if (cl_kernel) {
     // WGNN_DEPTHWISE_THREADS=N: 2^N threads (measuring).
     uint64_t enough = uint64_t(1) << 17;
-    if (const char* e = std::getenv("WGNN_DEPTHWISE_THREADS"); e && *e) enough = uint64_t(1) << std::clamp(std::atoi(e), 0, 30);
+    if (const char* e = a.g.ctx().settings().get("WGNN_DEPTHWISE_THREADS"); e && *e) enough = uint64_t(1) << std::clamp(std::atoi(e), 0, 30);
     const uint64_t rows = uint64_t(g.info(y).numel() / (out[2] * cout));
     auto threads = [&](uint32_t v, uint32_t o) {
       return rows * gpu::ceil_div(uint64_t(out[2]), o) * uint64_t(cout / v);
@@ -383,7 +383,7 @@ constexpr uint64_t kPatchesMaxBytes = uint64_t(64) << 20;
 bool record_patches(const Args& a, TensorRef y, TensorRef x, TensorRef w, TensorRef b, const ConvSpec& s,
                     const Dims3& in, const Dims3& k, const Dims3& out) {
   Graph& g = a.g;
-  const char* e = std::getenv("WGNN_CONV_PATCHES");
+  const char* e = a.g.ctx().settings().get("WGNN_CONV_PATCHES");
   const std::string_view mode = e ? e : "";
   if (mode == "0") return false;
   if (s.affine.id >= 0 || s.residual.id >= 0) return false;
@@ -624,7 +624,7 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     // cores, the bias, affine, residual and activation in the regular
     // convolution's sum pass (whose layout of the parts it shares).
     const SubgroupSplit split = n == 1 && f16 && tensor_cores_available(g.ctx())
-                                    ? subgroup_gemm_splits(cout, out_vol, cin * kvol, 1, true)
+                                    ? subgroup_gemm_splits(a.g.ctx().settings(), cout, out_vol, cin * kvol, 1, true)
                                     : SubgroupSplit{};
     if (split.splits > 1) {
       SubgroupConv r = q;

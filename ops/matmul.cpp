@@ -128,11 +128,11 @@ MatmulConfig parse_matmul_config(const std::string& text) {
 // WGNN_MATMUL_TILE=64x64|32x64|32x32 fixes the tile (tuning, tests),
 // WGNN_MATMUL_CONFIG everything.
 constexpr uint64_t kFillGroups = 256;
-MatmulConfig matmul_config(int64_t M, int64_t N, int64_t K, int64_t batch) {
+MatmulConfig matmul_config(const Settings& settings, int64_t M, int64_t N, int64_t K, int64_t batch) {
   // One configuration: every product. Several, comma-separated: each
   // replaces the default for products whose default tile is its tile.
   std::vector<MatmulConfig> fixed;
-  if (const char* env = std::getenv("WGNN_MATMUL_CONFIG"); env && *env) {
+  if (const char* env = settings.get("WGNN_MATMUL_CONFIG"); env && *env) {
     const std::string text(env);
     for (size_t at = 0; at <= text.size();) {
       const size_t comma = std::min(text.find(',', at), text.size());
@@ -148,7 +148,7 @@ MatmulConfig matmul_config(int64_t M, int64_t N, int64_t K, int64_t batch) {
     }
     return d;
   };
-  if (const char* env = std::getenv("WGNN_MATMUL_TILE"); env && *env) {
+  if (const char* env = settings.get("WGNN_MATMUL_TILE"); env && *env) {
     const std::string t(env);
     if (t == "64x64") {
       if (K >= 128) c.rm = 8;
@@ -188,9 +188,9 @@ MatmulConfig matmul_config(int64_t M, int64_t N, int64_t K, int64_t batch) {
 // WGNN_MATMUL_SPLITK=N (N > 1, tuning) cuts every float32 product into N
 // ranges of K where each keeps at least 4 steps of 16.
 constexpr uint64_t kSplitFillGroups = 1024;
-uint64_t matmul_splits(uint64_t groups, uint64_t K) {
-  static const long setting = [] {
-    const char* e = std::getenv("WGNN_MATMUL_SPLITK");
+uint64_t matmul_splits(const Settings& settings, uint64_t groups, uint64_t K) {
+  const long setting = [&] {
+    const char* e = settings.get("WGNN_MATMUL_SPLITK");
     if (!e || !*e) return -1L;
     char* end = nullptr;
     const long v = std::strtol(e, &end, 10);
@@ -262,7 +262,7 @@ bool record_subgroup(const Args& a, const Gemm& p, const Shape& shape, const std
   // Split-K: a bias the same for every batch entry (the sum pass's), the
   // result contiguous.
   const bool f16_tc = g.info(y).dtype == DType::F16 && g.tensor_cores() && tensor_cores_available(g.ctx());
-  const SubgroupSplit split = f16_tc ? subgroup_gemm_splits(p.M, p.N, p.K, batch) : SubgroupSplit{};
+  const SubgroupSplit split = f16_tc ? subgroup_gemm_splits(a.g.ctx().settings(), p.M, p.N, p.K, batch) : SubgroupSplit{};
   if (split.splits > 1 && q.bias_batch == 0 && p.ldc == 0) {
     SubgroupGemm r = q;
     r.bias = TensorRef{-1}, r.act = ActivationSpec{};
@@ -281,7 +281,7 @@ bool record_subgroup(const Args& a, const Gemm& p, const Shape& shape, const std
   }
   // The residual in the kernel's epilogue where it takes it
   // (WGNN_SUBGROUP_RESIDUAL=0: by a separate add, for measuring).
-  const char* fused = std::getenv("WGNN_SUBGROUP_RESIDUAL");
+  const char* fused = a.g.ctx().settings().get("WGNN_SUBGROUP_RESIDUAL");
   if (residual.id >= 0 && !(fused && std::string_view(fused) == "0")) {
     SubgroupGemm r = q;
     r.residual = residual;
@@ -348,7 +348,7 @@ constexpr double kPadMinFlops = 256e6;
 std::optional<TensorRef> record_subgroup_padded(const Args& a, const Gemm& p, const Shape& shape,
                                                 const std::array<Shape, 3>& st, int64_t batch) {
   Graph& g = a.g;
-  if (const char* e = std::getenv("WGNN_MATMUL_PAD"); !e || std::string_view(e) != "1") return std::nullopt;
+  if (const char* e = a.g.ctx().settings().get("WGNN_MATMUL_PAD"); !e || std::string_view(e) != "1") return std::nullopt;
   if (g.info(p.a).dtype != DType::F16 || !g.tensor_cores() || !tensor_cores_available(g.ctx())) return std::nullopt;
   if (shape.size() > 1 || p.bias.id >= 0 || p.a_trans || p.lda || p.ldb || p.ldc || p.a_off || p.b_off) {
     return std::nullopt;
@@ -410,7 +410,7 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   const bool b_vec = (p.b_trans ? p.K : p.N) % 4 == 0 && ldb % 4 == 0 && p.b_off % 4 == 0 && all4(st[1]);
   const bool strided_out = p.ldc != 0;
 
-  const MatmulConfig cfg = matmul_config(p.M, p.N, p.K, batch);
+  const MatmulConfig cfg = matmul_config(a.g.ctx().settings(), p.M, p.N, p.K, batch);
   const uint32_t tile_m = cfg.tm, tile_n = cfg.tn;
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(p.M), tile_m), tiles_n = gpu::ceil_div(uint64_t(p.N), tile_n);
   const uint64_t groups = tiles_m * tiles_n * uint64_t(batch);
@@ -419,7 +419,7 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   const bool bias_batch_shared = std::all_of(st[2].begin(), st[2].end(), [](int64_t s) { return s == 0; });
   // The sum pass writes a contiguous result and reads the bias from its start.
   uint64_t splits = dt == DType::F32 && (p.bias.id < 0 || (bias_batch_shared && p.c_off == 0)) && !strided_out
-                        ? matmul_splits(groups, uint64_t(p.K))
+                        ? matmul_splits(a.g.ctx().settings(), groups, uint64_t(p.K))
                         : 1;
   const uint64_t kchunk =
       gpu::ceil_div(gpu::ceil_div(uint64_t(p.K), uint64_t(cfg.tk)), std::max<uint64_t>(splits, 1)) * cfg.tk;
@@ -653,11 +653,11 @@ TensorRef record_batch_split(const Args& a, const Gemm& p, const Shape& shape, c
 // send it every product it can take, few rows included).
 constexpr int64_t kGemvRows = 8;
 bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) {
-  static const bool off = [] {
-    const char* e = std::getenv("WGNN_NO_GEMV");
+  const bool off = [&] {
+    const char* e = a.g.ctx().settings().get("WGNN_NO_GEMV");
     return e && std::string_view(e) == "1";
   }();
-  if (subgroup_matmul_emulated()) return false;
+  if (subgroup_matmul_emulated(a.g.ctx().settings())) return false;
   if (off || !shape.empty() || p.a_trans || p.M > kGemvRows || p.M < 1) return false;
   Graph& g = a.g;
   const DType dt = g.info(p.a).dtype;
@@ -669,8 +669,8 @@ bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) 
   // B [K, N]: 4 CV columns per workgroup, the most (up to 16) that still
   // make 256 workgroups, so that a narrow product keeps enough loads in
   // flight; WGNN_GEMV_CV=1|2|4 fixes it (for measuring).
-  static const int forced_cv = [] {
-    const char* e = std::getenv("WGNN_GEMV_CV");
+  const int forced_cv = [&] {
+    const char* e = a.g.ctx().settings().get("WGNN_GEMV_CV");
     const int v = e ? std::atoi(e) : 0;
     return v == 1 || v == 2 || v == 4 ? v : 0;
   }();

@@ -42,8 +42,8 @@ namespace {
 
 // WGNN_NO_VIEWS=1: slices and permutes always copy and concatenations copy
 // every input (for measuring what the views save).
-bool views_enabled() {
-  const char* e = std::getenv("WGNN_NO_VIEWS");
+bool views_enabled(const Settings& settings) {
+  const char* e = settings.get("WGNN_NO_VIEWS");
   return !e || !*e || std::string_view(e) == "0";
 }
 
@@ -284,8 +284,8 @@ CopyParams copy_params(const CopyPlan& p) {
 // WGNN_COPY_KERNEL=element: every copy on kernels/copy.wgsl's one element
 // per invocation (tests, A/B measurements), not the tiled transpose or the
 // vector copy.
-bool element_copies_only() {
-  const char* e = std::getenv("WGNN_COPY_KERNEL");
+bool element_copies_only(const Settings& settings) {
+  const char* e = settings.get("WGNN_COPY_KERNEL");
   if (!e || !*e) return false;
   if (std::string_view(e) == "element") return true;
   throw Error(fmt::format("WGNN_COPY_KERNEL='{}': expected 'element' (or unset)", e));
@@ -313,7 +313,7 @@ void record_copy_part(const Args& a, TensorRef dst, TensorRef src, const CopyPla
   CopyPlan q = p;
   q.dst_base -= int64_t(d0 / es);
   q.src_base -= int64_t(s0 / es);
-  const bool element_only = element_copies_only();
+  const bool element_only = element_copies_only(a.g.ctx().settings());
   if (auto t = element_only ? std::nullopt : transpose_plan(q)) {
     const size_t r = t->shape.size();
     const uint64_t outer = uint64_t(numel(t->shape) / (t->shape[r - 2] * t->shape[r - 1]));
@@ -446,7 +446,7 @@ Value permute(Graph& g, const ValueList& args) {
     in_place = d > last;
     last = d;
   }
-  if (in_place && out.size() <= size_t(kMaxRank) && views_enabled()) return g.add_view(x, out);
+  if (in_place && out.size() <= size_t(kMaxRank) && views_enabled(g.ctx().settings())) return g.add_view(x, out);
   TensorRef y = add_output(a, out, dtype);
   record_copy(a, y, x, plain_plan(out, src_stride), no_fill(g), "permute");
   return y;
@@ -509,7 +509,7 @@ Value cat(Graph& g, const ValueList& args) {
   // An input whose storage another input shares (the same tensor twice, as
   // in rotary's cat([freqs, freqs]), or a view of it) is copied: placed, it
   // would be part of y, and the other's copy would read y while writing it.
-  const bool place = outer == 1 && views_enabled();
+  const bool place = outer == 1 && views_enabled(g.ctx().settings());
   auto shares_storage = [&](size_t i) {
     const int r = g.storage_root(ts[i]).id;
     for (size_t j = 0; j < ts.size(); ++j)
@@ -567,7 +567,7 @@ Value split_with_sizes(Graph& g, const ValueList& args) {
   for (int64_t s : sizes) {
     Shape out = in;
     out[d] = s;
-    if (outer == 1 && s > 0 && views_enabled()) {
+    if (outer == 1 && s > 0 && views_enabled(g.ctx().settings())) {
       const TensorRef v = g.add_part_view(x, out, uint64_t(start * strides[d]) * gpu_dtype_size(dtype));
       if (v.id >= 0) {
         outs.push_back(v);
@@ -625,7 +625,7 @@ Value slice(Graph& g, const ValueList& args) {
   // all 1, step 1) is a view of that block where the alignment allows.
   int64_t outer = 1;
   for (size_t k = 0; k < d; ++k) outer *= in[k];
-  if (outer == 1 && (step == 1 || len == 1) && len > 0 && views_enabled()) {
+  if (outer == 1 && (step == 1 || len == 1) && len > 0 && views_enabled(g.ctx().settings())) {
     const TensorRef v = g.add_part_view(x, out, uint64_t(base) * gpu_dtype_size(dtype));
     if (v.id >= 0) return v;
   }

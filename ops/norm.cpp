@@ -204,8 +204,8 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
   // for at most 8 rows (a decoder step's one token), as many as the row has
   // vec4s: the few rows are then not read by a handful of threads each.
   // WGNN_LAYER_NORM_TPR fixes it (a power of two up to 256, for measuring).
-  static const uint32_t forced_tpr = [] {
-    const char* e = std::getenv("WGNN_LAYER_NORM_TPR");
+  const uint32_t forced_tpr = [&] {
+    const char* e = g.ctx().settings().get("WGNN_LAYER_NORM_TPR");
     const int v = e ? std::atoi(e) : 0;
     return v >= 1 && v <= 256 && (v & (v - 1)) == 0 ? uint32_t(v) : 0u;
   }();
@@ -381,8 +381,8 @@ Value matmul_add_layer_norm(Graph& g, const ValueList& args) {
 
 // WGNN_GROUP_NORM_SPLIT: 1 (the default) cuts few long rows into slices,
 // 0 keeps one workgroup a row.
-bool group_norm_split() {
-  const char* e = std::getenv("WGNN_GROUP_NORM_SPLIT");
+bool group_norm_split(const Settings& settings) {
+  const char* e = settings.get("WGNN_GROUP_NORM_SPLIT");
   if (!e || !*e) return true;
   const std::string_view v(e);
   if (v != "0" && v != "1") throw Error(fmt::format("WGNN_GROUP_NORM_SPLIT='{}': expected 0 or 1", e));
@@ -424,7 +424,7 @@ ValueList group_norm(const Args& a, TensorRef x, TensorRef w, TensorRef b, int64
   // (8-32 rows of up to 65,536 vec4s) took 442 -> 338 us on the H200, the
   // model 2.784 -> 2.600 GPU ms (docs/BENCHMARKS.md).
   // WGNN_GROUP_NORM_SPLIT=0 keeps one workgroup a row.
-  if (group_norm_split() && rows < 128 && width_v >= 4096) {
+  if (group_norm_split(a.g.ctx().settings()) && rows < 128 && width_v >= 4096) {
     const int64_t want = std::min<int64_t>((512 + rows - 1) / rows, width_v / 1024);
     const int64_t slice_v = (width_v + want - 1) / want;
     const int64_t splits = (width_v + slice_v - 1) / slice_v;

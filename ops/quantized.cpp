@@ -328,7 +328,7 @@ TensorRef matmul_integer(const Args& a, TensorRef A, TensorRef B, TensorRef azp,
   if (batch * M * N == 0) return y;
   if (K == 0) a.fail("the reduction (K) is empty");
   if (rq) side = pack_requant(a, *rq, p.off_sb, p.off_y);
-  const char* env = std::getenv("WGNN_DOT4");
+  const char* env = a.g.ctx().settings().get("WGNN_DOT4");
   const bool dot4 = g.ctx().features().packed_4x8_dot && !(env && std::string_view(env) == "0");
   if (dot4) {
     subs.emplace_back("A_SHIFT", g.info(A).dtype == DType::U8 ? "128" : "0");
@@ -364,8 +364,8 @@ Value qlinear_matmul_op(Graph& g, const ValueList& args) {
 // WGNN_CONV_INTEGER=direct in the environment takes the direct kernel for
 // every integer convolution (tests and measurement); unset or "tiled", the
 // tiled one where it applies.
-bool conv_integer_direct() {
-  const char* env = std::getenv("WGNN_CONV_INTEGER");
+bool conv_integer_direct(const Settings& settings) {
+  const char* env = settings.get("WGNN_CONV_INTEGER");
   if (!env || !*env || std::string_view(env) == "tiled") return false;
   if (std::string_view(env) == "direct") return true;
   throw Error(fmt::format("WGNN_CONV_INTEGER is '{}'; accepted: direct, tiled", env));
@@ -533,7 +533,7 @@ Value conv_integer(Graph& g, const ValueList& args, bool qlinear) {
   // channel; the direct kernel for one (depthwise: the reduction is the
   // kernel volume alone, and a tile of 16 to 64 channels would hold only
   // cout_g of them), or everywhere with WGNN_CONV_INTEGER=direct.
-  if (p.cin_g > 1 && !conv_integer_direct()) {
+  if (p.cin_g > 1 && !conv_integer_direct(g.ctx().settings())) {
     record_conv_integer_tiled(a, p, int64_t(N), y, subs, std::move(b), flops, kind);
     return y;
   }

@@ -137,7 +137,7 @@ Value recurrent(Graph& g, const ValueList& args) {
   if (a.boolean(13, "linear_before_reset", false)) prm.flags |= 32;
   if (a.boolean(14, "input_forget", false)) prm.flags |= 64;
   std::string mode = a.string(15, "mode", "auto");
-  if (const char* e = std::getenv("WGNN_RECURRENT"); e && *e && mode == "auto") mode = e;
+  if (const char* e = g.ctx().settings().get("WGNN_RECURRENT"); e && *e && mode == "auto") mode = e;
   if (mode == "auto") mode = "step";
   if (mode != "persistent" && mode != "step") a.fail(fmt::format("mode '{}'; accepted: auto, persistent, step", mode));
   for (TensorRef t : {proj, r}) a.require_fits_binding(t, t.id == proj.id ? "proj" : "r");

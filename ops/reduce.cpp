@@ -422,8 +422,8 @@ Value softmax(Graph& g, const ValueList& args, bool log) {
     if (inner == 1) {
       // WGNN_SOFTMAX_TPR=N (a power of two up to 256; tuning) caps the
       // threads per row.
-      static const uint32_t tpr_cap = [] {
-        const char* e = std::getenv("WGNN_SOFTMAX_TPR");
+      const uint32_t tpr_cap = [&] {
+        const char* e = g.ctx().settings().get("WGNN_SOFTMAX_TPR");
         if (!e || !*e) return 256u;
         char* end = nullptr;
         const unsigned long v = std::strtoul(e, &end, 10);

@@ -519,8 +519,8 @@ SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_
   if (d % 16 || dv % 16 || d == 0 || dv == 0 || d > 128 || dv > 128) return none;
   const uint64_t limit = ctx.limits().max_compute_workgroup_storage_size;
   const uint32_t max_threads = ctx.limits().max_compute_invocations_per_workgroup;
-  auto env_is = [](const char* name, const char* value) {
-    const char* e = std::getenv(name);
+  auto env_is = [&](const char* name, const char* value) {
+    const char* e = ctx.settings().get(name);
     return e && std::string(e) == value;
   };
   const bool qreg = !env_is("WGNN_SUBGROUP_ATTENTION_QREG", "0");
@@ -540,7 +540,7 @@ SubgroupAttentionConfig pick_subgroup_attention(const gpu::Context& ctx, uint32_
     return c.workgroup_bytes();
   };
   // WGNN_SUBGROUP_ATTENTION_TILE=SGxBKV fixes the subgroups and keys per block (tuning).
-  if (const char* env = std::getenv("WGNN_SUBGROUP_ATTENTION_TILE"); env && *env) {
+  if (const char* env = ctx.settings().get("WGNN_SUBGROUP_ATTENTION_TILE"); env && *env) {
     SubgroupAttentionConfig c;
     c.d = d, c.dv = dv;
     form(c);

@@ -716,8 +716,8 @@ const gpu::Pipeline& timed_pipeline(Graph& g, const SubgroupMatmulConfig& cfg) {
 // WGNN_SUBGROUP_MATMUL: "0" turns the tensor-core kernels off, "emulate"
 // runs them emulated (tests).
 enum class Mode { Off, On, Emulate };
-Mode subgroup_mode() {
-  const char* env = std::getenv("WGNN_SUBGROUP_MATMUL");
+Mode subgroup_mode(const Settings& settings) {
+  const char* env = settings.get("WGNN_SUBGROUP_MATMUL");
   if (env && std::string_view(env) == "0") return Mode::Off;
   if (env && std::string_view(env) == "emulate") return Mode::Emulate;
   return Mode::On;
@@ -725,10 +725,10 @@ Mode subgroup_mode() {
 
 }  // namespace
 
-bool subgroup_matmul_emulated() { return subgroup_mode() == Mode::Emulate; }
+bool subgroup_matmul_emulated(const Settings& settings) { return subgroup_mode(settings) == Mode::Emulate; }
 
 bool tensor_cores_available(const gpu::Context& ctx) {
-  switch (subgroup_mode()) {
+  switch (subgroup_mode(ctx.settings())) {
     case Mode::Off: return false;
     case Mode::Emulate: return ctx.features().shader_f16;
     case Mode::On: return subgroup_matmul_supported(ctx);
@@ -749,14 +749,14 @@ constexpr int64_t kDeepTiles = 264;
 // measured products had 12 to 48.
 constexpr int64_t kSmallTiles = 48;
 // WGNN_SUBGROUP_SMALL_TILES=0: products of few tiles keep 64x64 (measuring).
-bool small_tiles_enabled() {
-  const char* e = std::getenv("WGNN_SUBGROUP_SMALL_TILES");
+bool small_tiles_enabled(const Settings& settings) {
+  const char* e = settings.get("WGNN_SUBGROUP_SMALL_TILES");
   if (!e || !*e) return true;
   const std::string_view v(e);
   if (v != "0" && v != "1") throw Error(fmt::format("WGNN_SUBGROUP_SMALL_TILES='{}': expected 0 or 1", e));
   return v == "1";
 }
-SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch, bool split = false,
+SubgroupMatmulConfig pick_config(const Settings& settings, int64_t M, int64_t N, int64_t K, int64_t batch, bool split = false,
                                  bool conv = false) {
   SubgroupMatmulConfig cfg;
   // 128x128 tiles (4 subgroups of 64x64, 23 KB of workgroup memory: two
@@ -773,7 +773,7 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch,
   const int64_t big_tiles = int64_t(gpu::ceil_div(uint64_t(M), 128) * gpu::ceil_div(uint64_t(N), 128)) * batch;
   // WGNN_SUBGROUP_BIG_TILES=N: the least 128x128 tiles for that size (tuning).
   int64_t big_min = 300;
-  if (const char* e = std::getenv("WGNN_SUBGROUP_BIG_TILES"); e && *e) {
+  if (const char* e = settings.get("WGNN_SUBGROUP_BIG_TILES"); e && *e) {
     char* end = nullptr;
     big_min = std::strtol(e, &end, 10);
     if (*end || big_min < 0)
@@ -801,13 +801,13 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch,
     // on every product, docs/BENCHMARKS.md) BART's GPU time went from 0.876
     // to 0.805 ms and DeiT-T's from 0.639 to 0.614; 32x64 on two subgroups
     // of 32x32 and 32x128 tiles gained less or lost.
-    if (!conv && tiles <= kSmallTiles && small_tiles_enabled()) {
+    if (!conv && tiles <= kSmallTiles && small_tiles_enabled(settings)) {
       cfg.bm = 32, cfg.bn = 64, cfg.bk = 32, cfg.sg_m = 2, cfg.sg_n = 2, cfg.stages = 1;
     }
   }
   // WGNN_SUBGROUP_DEEP=CONFIG@KMIN: the tiles of the products that do not
   // take 128x128 and have K >= KMIN (tuning).
-  if (const char* e = std::getenv("WGNN_SUBGROUP_DEEP"); e && *e && cfg.bm != 128) {
+  if (const char* e = settings.get("WGNN_SUBGROUP_DEEP"); e && *e && cfg.bm != 128) {
     const std::string v(e);
     const auto at = v.find('@');
     char* end = nullptr;
@@ -817,7 +817,7 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch,
     if (K >= kmin) cfg = parse_subgroup_matmul_config(v.substr(0, at));
   }
   // WGNN_SUBGROUP_PREFETCH=2: the loads two tiles ahead (tuning).
-  if (const char* e = std::getenv("WGNN_SUBGROUP_PREFETCH"); e && *e) {
+  if (const char* e = settings.get("WGNN_SUBGROUP_PREFETCH"); e && *e) {
     const std::string_view v(e);
     if (v != "1" && v != "2")
       throw Error(fmt::format("WGNN_SUBGROUP_PREFETCH='{}': expected 1 or 2 (tiles in flight in registers)", e));
@@ -825,7 +825,7 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch,
   }
   // WGNN_SUBGROUP_MATMUL_CONFIG (e.g. 128x128x32:2x4:2) picks the tiles
   // for every product, for tuning and for testing each configuration.
-  if (const char* env = std::getenv("WGNN_SUBGROUP_MATMUL_CONFIG"); env && *env) {
+  if (const char* env = settings.get("WGNN_SUBGROUP_MATMUL_CONFIG"); env && *env) {
     cfg = parse_subgroup_matmul_config(env);
     if (cfg.full_tiles || cfg.ablate || cfg.a_trans || cfg.b_trans) {
       throw Error(fmt::format("WGNN_SUBGROUP_MATMUL_CONFIG='{}': give tiles, subgroups and stages only", env));
@@ -834,7 +834,7 @@ SubgroupMatmulConfig pick_config(int64_t M, int64_t N, int64_t K, int64_t batch,
   // WGNN_SUBGROUP_VEC4_TILES=1: the products' workgroup tiles as vec4<u32>,
   // each chunk stored whole (SubgroupMatmulConfig::vec4_tiles; a Dawn
   // patched by scripts/patch-dawn-vec4-tiles, or emulated). Measuring.
-  if (const char* e = std::getenv("WGNN_SUBGROUP_VEC4_TILES"); e && *e) {
+  if (const char* e = settings.get("WGNN_SUBGROUP_VEC4_TILES"); e && *e) {
     const std::string_view v(e);
     if (v != "0" && v != "1")
       throw Error(fmt::format("WGNN_SUBGROUP_VEC4_TILES='{}': expected 0 or 1 (vec4<u32> workgroup tiles)", e));
@@ -856,9 +856,9 @@ bool epilogue_operands_ok(Graph& g, std::initializer_list<TensorRef> f16, Tensor
 // The tiles and epilogue of a product or convolution: pick_config's tiles,
 // float16 results, the optional float16 bias and float32 affine, the
 // activation.
-SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t batch, bool split, Mode mode, bool bias,
+SubgroupMatmulConfig epilogue_config(const Settings& settings, int64_t M, int64_t N, int64_t K, int64_t batch, bool split, Mode mode, bool bias,
                                      bool affine, bool affine_rounded, Activation act, bool conv = false) {
-  SubgroupMatmulConfig cfg = pick_config(M, N, K, batch, split, conv);
+  SubgroupMatmulConfig cfg = pick_config(settings, M, N, K, batch, split, conv);
   cfg.emulate = mode == Mode::Emulate;
   cfg.out_f16 = true;
   cfg.bias = bias;
@@ -886,9 +886,9 @@ SubgroupMatmulConfig epilogue_config(int64_t M, int64_t N, int64_t K, int64_t ba
 // the Whisper encoder's 1500 x 512 x 2048 (192 tiles of 64 steps) in 3
 // ranges of 22 steps took the model from 2.44 to 2.58 ms (docs/BENCHMARKS.md).
 constexpr int64_t kSplitTiles = 64, kSplitTarget = 512;
-SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batch, bool conv) {
-  const long setting = [] {
-    const char* e = std::getenv("WGNN_SUBGROUP_SPLITK");
+SubgroupSplit subgroup_gemm_splits(const Settings& settings, int64_t M, int64_t N, int64_t K, int64_t batch, bool conv) {
+  const long setting = [&] {
+    const char* e = settings.get("WGNN_SUBGROUP_SPLITK");
     if (!e || !*e) return -1L;
     char* end = nullptr;
     const long v = std::strtol(e, &end, 10);
@@ -897,8 +897,8 @@ SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batc
     return v;
   }();
   // WGNN_SUBGROUP_SPLIT_TARGET=N: the workgroups a split aims at (tuning).
-  static const int64_t target = [] {
-    const char* e = std::getenv("WGNN_SUBGROUP_SPLIT_TARGET");
+  const int64_t target = [&] {
+    const char* e = settings.get("WGNN_SUBGROUP_SPLIT_TARGET");
     if (!e || !*e) return kSplitTarget;
     char* end = nullptr;
     const long v = std::strtol(e, &end, 10);
@@ -906,7 +906,7 @@ SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batc
       throw Error(fmt::format("WGNN_SUBGROUP_SPLIT_TARGET='{}': expected the workgroups a split aims at (1 to 65536)", e));
     return int64_t(v);
   }();
-  const SubgroupMatmulConfig cfg = pick_config(M, N, K, batch, false, conv);
+  const SubgroupMatmulConfig cfg = pick_config(settings, M, N, K, batch, false, conv);
   const int64_t tiles = int64_t(gpu::ceil_div(uint64_t(M), cfg.bm) * gpu::ceil_div(uint64_t(N), cfg.bn)) * batch;
   const int64_t steps = (K + 31) / 32;
   int64_t splits = 1;
@@ -929,11 +929,11 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
                (p.splits - 1) * p.kchunk >= p.K || p.splits * p.kchunk < p.K)
             : !epilogue_operands_ok(g, {p.a, p.b, p.out}, p.bias, p.affine, p.M))
     return false;
-  const Mode mode = subgroup_mode();
+  const Mode mode = subgroup_mode(g.ctx().settings());
   if (mode == Mode::Off || !g.tensor_cores()) return false;
   if (p.N % 8 != 0 || (p.a_trans ? p.M : p.K) % 8 != 0 || (p.b_trans && p.K % 8 != 0)) return false;
   if (p.a_batch % 8 != 0 || p.b_batch % 8 != 0) return false;
-  SubgroupMatmulConfig cfg = epilogue_config(p.M, p.N, p.K, p.batch, split, mode, p.bias.id >= 0, p.affine.id >= 0,
+  SubgroupMatmulConfig cfg = epilogue_config(g.ctx().settings(), p.M, p.N, p.K, p.batch, split, mode, p.bias.id >= 0, p.affine.id >= 0,
                                               p.affine_rounded, p.act.act);
   cfg.a_trans = p.a_trans;
   cfg.b_trans = p.b_trans;
@@ -997,11 +997,11 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
                p.splits * p.kchunk < p.cin * p.kh * p.kw)
             : !epilogue_operands_ok(g, {p.x, p.w, p.out}, p.bias, p.affine, p.cout))
     return false;
-  const Mode mode = subgroup_mode();
+  const Mode mode = subgroup_mode(g.ctx().settings());
   if (mode == Mode::Off || !g.tensor_cores()) return false;
   // WGNN_SUBGROUP_CONV=0: KxK convolutions on the regular kernel (products
   // and 1x1 convolutions still on subgroup matrices), for measuring.
-  if (const char* env = std::getenv("WGNN_SUBGROUP_CONV"); env && std::string_view(env) == "0") return false;
+  if (const char* env = g.ctx().settings().get("WGNN_SUBGROUP_CONV"); env && std::string_view(env) == "0") return false;
   // The weight rows are read as vec4<u32>: where Ci*KH*KW is not a
   // multiple of 8 (an RGB image's 3 channels, MODNet's image concatenated
   // to its features), they are copied into rows of K, the next multiple of
@@ -1012,7 +1012,7 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   if (M < 1 || N < 1 || KW < 1 || p.batch < 1) return false;
   // WGNN_SUBGROUP_ODD_N=0: those whose N is not a multiple of 8 on the
   // regular kernel, for measuring.
-  if (const char* env = std::getenv("WGNN_SUBGROUP_ODD_N"); N % 8 != 0 && env && std::string_view(env) == "0")
+  if (const char* env = g.ctx().settings().get("WGNN_SUBGROUP_ODD_N"); N % 8 != 0 && env && std::string_view(env) == "0")
     return false;
   // Every index and coordinate within the int32 range (u32 in the kernel,
   // where coordinates left of or above the image wrap to huge values).
@@ -1028,7 +1028,7 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
     if (v > kMax) return false;
   if (p.top < 0 || p.left < 0) return false;
   SubgroupMatmulConfig cfg =
-      epilogue_config(M, N, K, p.batch, p.splits > 1, mode, p.bias.id >= 0, p.affine.id >= 0, p.affine_rounded,
+      epilogue_config(g.ctx().settings(), M, N, K, p.batch, p.splits > 1, mode, p.bias.id >= 0, p.affine.id >= 0, p.affine_rounded,
                       p.act.act, true);
   cfg.conv = true;
   cfg.odd_n = N % 8 != 0;
@@ -1044,7 +1044,7 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
   if (!rows && cfg.bn % T != 0) {
     throw Error(fmt::format("WGNN_SUBGROUP_MATMUL_CONFIG='{}': the convolution mode needs the threads to cover whole "
                             "rows of the B tile (threads % BN == 0, BK % (threads / BN) == 0) or BN % threads == 0",
-                            std::getenv("WGNN_SUBGROUP_MATMUL_CONFIG")));
+                            g.ctx().settings().get("WGNN_SUBGROUP_MATMUL_CONFIG")));
   }
   if (!subgroup_matmul_supported(g.ctx(), cfg)) return false;
   const uint64_t tiles_m = gpu::ceil_div(uint64_t(M), cfg.bm), tiles_n = gpu::ceil_div(uint64_t(N), cfg.bn);

@@ -168,7 +168,7 @@ SubgroupMatmulConfig parse_subgroup_matmul_config(const std::string& text);
 bool subgroup_matmul_supported(const gpu::Context& ctx, const SubgroupMatmulConfig& cfg = {});
 // WGNN_SUBGROUP_MATMUL=emulate: the tensor-core kernels run emulated and
 // take every product they can (their tests).
-bool subgroup_matmul_emulated();
+bool subgroup_matmul_emulated(const Settings& settings);
 // Whether record_subgroup_gemm / record_subgroup_conv may record anything
 // on this device (the kernels, or their emulation under
 // WGNN_SUBGROUP_MATMUL=emulate; not under WGNN_SUBGROUP_MATMUL=0).
@@ -212,7 +212,8 @@ struct SubgroupSplit {
 };
 // `conv`: a convolution's (M output channels, N pixels), whose tiles stay
 // 64x64 where a product of few tiles takes 32x64.
-SubgroupSplit subgroup_gemm_splits(int64_t M, int64_t N, int64_t K, int64_t batch, bool conv = false);
+SubgroupSplit subgroup_gemm_splits(const Settings& settings, int64_t M, int64_t N, int64_t K, int64_t batch,
+                                   bool conv = false);
 
 // Records the product on subgroup matrices when the device has them (and
 // WGNN_SUBGROUP_MATMUL is not 0) and the operands suit the kernel: float16,

@@ -74,8 +74,7 @@ bool is_number(const Value& v, double x) {
 }
 
 Report optimize(ir::Graph& g, const OptimizeOptions& options) {
-  const char* env = std::getenv("WGNN_NO_FUSION");
-  const bool fusion = options.fusion && !(env && *env && std::strcmp(env, "0") != 0);
+  const bool fusion = options.fusion;
   // Every pass in order; which of them run follows.
   std::vector<std::unique_ptr<Pass>> all;
   all.push_back(fold_constants());
@@ -111,8 +110,8 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   // measurements, narrowing down a fault), as ONNX Runtime's
   // disabled_optimizers. An unknown name is an error.
   std::vector<std::string> disabled;
-  if (const char* d = std::getenv("WGNN_DISABLE_PASSES"); d && *d) {
-    const std::string text(d);
+  if (!options.disabled.empty()) {
+    const std::string& text = options.disabled;
     for (size_t at = 0; at <= text.size();) {
       const size_t comma = std::min(text.find(',', at), text.size());
       const std::string name = text.substr(at, comma - at);

@@ -59,9 +59,13 @@ std::unique_ptr<Pass> cancel_permutes();         // cancel_permutes.cpp
 
 struct OptimizeOptions {
   PassContext context;
-  // Fusion passes on (WGNN_NO_FUSION=1 in the environment turns them off,
-  // as it does for the ONNX importer).
+  // Fusion passes on (a Session sets it from SessionOptions::fusion and the
+  // setting WGNN_NO_FUSION).
   bool fusion = true;
+  // Passes to leave out, by name, comma-separated (the setting
+  // WGNN_DISABLE_PASSES: A/B measurements, narrowing down a fault), as
+  // ONNX Runtime's disabled_optimizers. An unknown name is an Error.
+  std::string disabled;
 };
 
 struct Report {

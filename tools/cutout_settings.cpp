@@ -36,7 +36,8 @@ std::vector<fs::path> model_folders() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   std::vector<fs::path> dirs;
-  for (const auto& d : matting::model_folders(ec ? std::string() : exe.parent_path().string())) dirs.emplace_back(d);
+  for (const auto& d : matting::model_folders(ec ? std::string() : exe.parent_path().string(),
+                                                   Settings::from_variables(&std::getenv))) dirs.emplace_back(d);
   return dirs;
 }
 

@@ -13,11 +13,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <numeric>
 #include <random>
+
+#include <nlohmann/json.hpp>
 
 #include "gpu/context.h"
 #include "gpu/describe.h"
@@ -95,6 +98,9 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "Show the WebGPU adapter, its features and limits");
   bool info_json = false;
   info->add_flag("--json", info_json, "Print a JSON object");
+  bool info_settings = false;
+  info->add_flag("--settings", info_settings,
+                 "List every setting the runtime takes (docs/SETTINGS.md), with its value from the environment");
   bool info_adapters = false;
   info->add_flag("--adapters", info_adapters,
                  "List every adapter (index, name, ids, UUID, PCI address) without starting a device");
@@ -298,8 +304,24 @@ int main(int argc, char** argv) {
   }
   try {
     gpu::ContextOptions opts;
+    // The documented variables (docs/SETTINGS.md), mapped here: the library
+    // reads no environment.
+    opts.settings = Settings::from_variables(&std::getenv);
     opts.adapter = adapter;
     opts.allow_unsafe_apis = allow_unsafe;
+    if (info->parsed() && info_settings) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& k : Settings::known()) {
+        const char* v = opts.settings.get(k.name);
+        if (info_json) {
+          j.push_back({{"name", k.name}, {"what", k.what}, {"value", v ? nlohmann::json(v) : nlohmann::json()}});
+        } else {
+          fmt::print("{:34} {}{}\n", k.name, k.what, v ? fmt::format(" [set: '{}']", v) : "");
+        }
+      }
+      if (info_json) std::cout << j.dump(2) << "\n";
+      return 0;
+    }
     if (info->parsed() && info_adapters) {
       const auto list = gpu::Context::list_adapters(opts);
       if (info_json) {

@@ -13,12 +13,7 @@ namespace wgnn::util {
 namespace {
 
 int max_threads() {
-  static const int n = [] {
-    const char* e = std::getenv("WGNN_PARALLEL_COPY");
-    if (e && std::string_view(e) == "0") return 1;
-    const unsigned hw = std::thread::hardware_concurrency();
-    return int(std::clamp(hw, 1u, 8u));
-  }();
+  static const int n = int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   return n;
 }
 

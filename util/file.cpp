@@ -179,11 +179,8 @@ void write_file_atomic(const std::string& path, std::string_view bytes, Sync syn
 
 namespace wgnn::util {
 
-std::string cache_dir() {
-  const auto env = [](const char* name) -> std::string {
-    const char* v = std::getenv(name);
-    return v ? std::string(v) : std::string();
-  };
+std::string cache_dir(const Settings& settings) {
+  const auto env = [&](const char* name) { return settings.value(name); };
   if (std::string d = env("WGNN_CACHE_DIR"); !d.empty()) return d;
   if (std::string x = env("XDG_CACHE_HOME"); !x.empty() && x.front() == '/') return x + "/wgnn";
   if (std::string h = env("HOME"); !h.empty()) return h + "/.cache/wgnn";

@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "util/settings.h"
+
 namespace wgnn::util {
 
 // Writes `bytes` to `path` atomically: into a new temporary file beside it
@@ -48,10 +50,11 @@ void write_all(int fd, std::string_view bytes, const std::string& what);
 
 namespace wgnn::util {
 
-// The folder of wgnn's caches (the pipeline cache lives in it): the
-// environment variable WGNN_CACHE_DIR, else $XDG_CACHE_HOME/wgnn (when that
-// is an absolute path), else $HOME/.cache/wgnn; empty when none is set. The
-// folder need not exist yet. The one place that decides it.
-std::string cache_dir();
+// The folder of wgnn's caches (the pipeline cache lives in it): the setting
+// WGNN_CACHE_DIR, else $XDG_CACHE_HOME/wgnn (when that is an absolute path),
+// else $HOME/.cache/wgnn, as `settings` gives them (the front ends map the
+// environment onto them); empty when none is set. The folder need not exist
+// yet. The one place that decides it.
+std::string cache_dir(const Settings& settings);
 
 }  // namespace wgnn::util

@@ -64,6 +64,7 @@ std::shared_ptr<Device> device_for(const std::string& adapter) {
   if (!d) {
     auto dev = std::make_shared<Device>();
     gpu::ContextOptions o;
+    o.settings = Settings::from_variables(&std::getenv);  // as the CLI maps them (docs/SETTINGS.md)
     o.adapter = adapter;
     dev->ctx = std::make_unique<gpu::Context>(o);
     d = dev;
@@ -558,7 +559,7 @@ Napi::Value DeviceInfoFn(const Napi::CallbackInfo& info) {
 // modelFolders(programDir) -> [folder]; findModel([folder]) -> path or "".
 Napi::Value ModelFoldersFn(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const auto folders = matting::model_folders(string_arg(info, 0, "programDir"));
+  const auto folders = matting::model_folders(string_arg(info, 0, "programDir"), Settings::from_variables(&std::getenv));
   Napi::Array a = Napi::Array::New(env, folders.size());
   for (size_t i = 0; i < folders.size(); ++i) a.Set(uint32_t(i), folders[i]);
   return a;

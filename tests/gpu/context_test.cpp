@@ -15,7 +15,7 @@
 #include "gpu_fixture.h"
 
 using namespace wgnn;
-using wgnn::test::ScopedEnv;
+using wgnn::test::ScopedSetting;
 using testing::HasSubstr;
 using wgnn::test::ctx;
 
@@ -64,8 +64,8 @@ TEST(Context, StagedWritesGiveWhatQueueWritesGive) {
   const std::vector<uint8_t> small(1024, 0xab);
   std::vector<std::vector<uint8_t>> got;
   for (const char* staged : {"1", "0"}) {
-    ScopedEnv env("WGNN_STAGED_WRITES", staged);
-    gpu::Context c;
+    ScopedSetting env("WGNN_STAGED_WRITES", staged);
+    gpu::Context c(test::options());
     gpu::Buffer buf = c.create_buffer(n + 4 + 16);
     c.write(buf, a.data(), n, 4);
     c.write(buf, b.data(), gpu::Context::kStagedWriteChunk + 1, 4);  // over the first part and one byte
@@ -184,10 +184,10 @@ TEST(Context, UnknownKernelNamesFile) {
 // Dawn calls the pending map's callback from ~Context, after the waiting
 // function has returned (its state once lived on that function's stack).
 TEST(Context, GpuWaitTimeoutIsAnErrorAndTheContextClosesCleanly) {
-  ScopedEnv env("WGNN_GPU_TIMEOUT_S", "0.05");
+  ScopedSetting env("WGNN_GPU_TIMEOUT_S", "0.05");
   std::string error;
   {
-    gpu::Context c;
+    gpu::Context c(test::options());
     // Long enough to outlast the limit: 2M steps a thread on a CPU adapter
     // (lavapipe), 200M on a GPU (an H200 does 2M in a few ms).
     const double steps = c.adapter().adapter_type == "CPU" ? 2e6 : 2e8;
@@ -212,8 +212,8 @@ override STEPS: u32;
 
 TEST(Context, JunkTimeoutIsAnError) {
   for (const char* junk : {"abc", "", "10s", "-1", "0", "nan", "inf", "1e99", "0x10", " 5"}) {
-    ScopedEnv env("WGNN_GPU_TIMEOUT_S", junk);
-    EXPECT_THAT(test::error_of([] { gpu::Context c; }),
+    ScopedSetting env("WGNN_GPU_TIMEOUT_S", junk);
+    EXPECT_THAT(test::error_of([] { gpu::Context c(test::options()); }),
                 HasSubstr(std::string("WGNN_GPU_TIMEOUT_S='") + junk + "': give the GPU wait limit in seconds"));
   }
 }

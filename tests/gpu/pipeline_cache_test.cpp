@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "gpu_fixture.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -259,21 +261,21 @@ TEST(PipelineCache, OffSwitches) {
     EXPECT_EQ(compile_and_run(c), expected());
   }
   {
-    ::setenv("WGNN_PIPELINE_CACHE", "0", 1);
-    gpu::Context c(with_cache(dir.path));
-    ::unsetenv("WGNN_PIPELINE_CACHE");
+    gpu::ContextOptions o = with_cache(dir.path);
+    o.settings.set("WGNN_PIPELINE_CACHE", "0");
+    gpu::Context c(o);
     EXPECT_FALSE(c.disk_cache_stats().enabled);
     EXPECT_THAT(c.disk_cache_stats().why_off, HasSubstr("WGNN_PIPELINE_CACHE=0"));
     EXPECT_EQ(compile_and_run(c), expected());
   }
   EXPECT_TRUE(blobs(dir.path).empty());
-  ::setenv("WGNN_PIPELINE_CACHE", "maybe", 1);
-  const std::string e = test::error_of([&] { gpu::Context c(with_cache(dir.path)); });
-  ::unsetenv("WGNN_PIPELINE_CACHE");
+  gpu::ContextOptions maybe = with_cache(dir.path);
+  maybe.settings.set("WGNN_PIPELINE_CACHE", "maybe");
+  const std::string e = test::error_of([&] { gpu::Context c(maybe); });
   EXPECT_THAT(e, HasSubstr("WGNN_PIPELINE_CACHE='maybe'"));
-  ::setenv("WGNN_PIPELINE_CACHE_MAX_MB", "12x", 1);
-  const std::string m = test::error_of([&] { gpu::Context c(with_cache(dir.path)); });
-  ::unsetenv("WGNN_PIPELINE_CACHE_MAX_MB");
+  gpu::ContextOptions bad_mb = with_cache(dir.path);
+  bad_mb.settings.set("WGNN_PIPELINE_CACHE_MAX_MB", "12x");
+  const std::string m = test::error_of([&] { gpu::Context c(bad_mb); });
   EXPECT_THAT(m, HasSubstr("WGNN_PIPELINE_CACHE_MAX_MB='12x'"));
 }
 
@@ -341,27 +343,16 @@ TEST(DiskCache, UnwritableFolderIsAWarningNotAnError) {
 
 TEST(CacheDir, Lookup) {
   // util::cache_dir(): WGNN_CACHE_DIR, else $XDG_CACHE_HOME/wgnn, else ~/.cache/wgnn.
-  const auto saved = [](const char* n) {
-    const char* v = std::getenv(n);
-    return v ? std::optional<std::string>(v) : std::nullopt;
-  };
-  const auto w = saved("WGNN_CACHE_DIR"), x = saved("XDG_CACHE_HOME"), h = saved("HOME");
-  ::setenv("WGNN_CACHE_DIR", "/a/b", 1);
-  ::setenv("XDG_CACHE_HOME", "/x", 1);
-  ::setenv("HOME", "/home/u", 1);
-  EXPECT_EQ(util::cache_dir(), "/a/b");
-  ::unsetenv("WGNN_CACHE_DIR");
-  EXPECT_EQ(util::cache_dir(), "/x/wgnn");
-  ::setenv("XDG_CACHE_HOME", "relative", 1);  // not absolute: ignored, as the XDG spec says
-  EXPECT_EQ(util::cache_dir(), "/home/u/.cache/wgnn");
-  ::unsetenv("XDG_CACHE_HOME");
-  ::unsetenv("HOME");
-  EXPECT_EQ(util::cache_dir(), "");
-  const auto restore = [](const char* n, const std::optional<std::string>& v) {
-    if (v) ::setenv(n, v->c_str(), 1);
-    else ::unsetenv(n);
-  };
-  restore("WGNN_CACHE_DIR", w);
-  restore("XDG_CACHE_HOME", x);
-  restore("HOME", h);
+  Settings s;
+  s.set("WGNN_CACHE_DIR", "/a/b");
+  s.set("XDG_CACHE_HOME", "/x");
+  s.set("HOME", "/home/u");
+  EXPECT_EQ(util::cache_dir(s), "/a/b");
+  s.unset("WGNN_CACHE_DIR");
+  EXPECT_EQ(util::cache_dir(s), "/x/wgnn");
+  s.set("XDG_CACHE_HOME", "relative");  // not absolute: ignored, as the XDG spec says
+  EXPECT_EQ(util::cache_dir(s), "/home/u/.cache/wgnn");
+  s.unset("XDG_CACHE_HOME");
+  s.unset("HOME");
+  EXPECT_EQ(util::cache_dir(s), "");
 }

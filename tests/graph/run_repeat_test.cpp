@@ -207,7 +207,7 @@ TEST(GraphRun, RunsSubmitDispatchesEncodedAhead) {
     EXPECT_EQ(out2, want_b);
   }
   {
-    wgnn::test::ScopedEnv off("WGNN_ENCODE_AHEAD", "0");
+    wgnn::test::ScopedSetting off("WGNN_ENCODE_AHEAD", "0");
     ASSERT_EQ(run(b, t), want_b);
     EXPECT_FALSE(g.last_run().from_ahead);
     EXPECT_EQ(g.last_run().ahead_us, 0);
@@ -223,7 +223,7 @@ TEST(GraphRun, RunsSubmitDispatchesEncodedAhead) {
   ASSERT_EQ(run(a, r), want(a, true));
   EXPECT_TRUE(g.last_run().from_ahead);
   {
-    wgnn::test::ScopedEnv bad("WGNN_ENCODE_AHEAD", "yes");
+    wgnn::test::ScopedSetting bad("WGNN_ENCODE_AHEAD", "yes");
     EXPECT_THROW(run(a, r), Error);
   }
 }

@@ -20,6 +20,18 @@
 namespace wgnn::test {
 namespace {
 
+// passes::optimize with the tests' settings, as a Session passes them
+// (WGNN_DISABLE_PASSES, set by test::ScopedSetting).
+passes::Report optimize_with_settings(ir::Graph& g) {
+  passes::OptimizeOptions o;
+  o.disabled = test::ctx().settings().value("WGNN_DISABLE_PASSES");
+  return passes::optimize(g, o);
+}
+
+}  // namespace
+
+namespace {
+
 HostTensor host(const Shape& s, const std::vector<float>& v) {
   HostTensor t(DType::F32, s);
   std::memcpy(t.data.data(), v.data(), v.size() * 4);
@@ -105,7 +117,7 @@ struct LinearGelu {
 
 TEST(IrPasses, LinearThenGeluIsOneDispatchWithTheGeluInItsEpilogue) {
   LinearGelu plain, fused;
-  const passes::Report r = passes::optimize(fused.g);
+  const passes::Report r = optimize_with_settings(fused.g);
   EXPECT_EQ(r.count("fuse_matmul_activation"), 1u) << r.summary();
   ASSERT_EQ(fused.g.live_nodes(), 1u) << fused.g.dump();
   EXPECT_EQ(fused.g.nodes()[0].op, "wgnn.matmul_add.default");
@@ -150,7 +162,7 @@ TEST(IrPasses, GeluWrittenOutIsOneGeluThenInTheProductsEpilogue) {
     const TensorRef t = g.call("aten.add.Tensor", {g.constant(host({}, {1.f})), e});
     const TensorRef m = g.call("aten.mul.Tensor", {h, t});
     g.output(g.call("aten.mul.Tensor", {m, g.constant(host({}, {half}))}), "y");
-    const passes::Report r = passes::optimize(g);
+    const passes::Report r = optimize_with_settings(g);
     const bool gelu_chain = half == 0.5f;
     EXPECT_EQ(r.count("fuse_gelu"), gelu_chain ? 1u : 0u) << r.summary();
     EXPECT_EQ(r.count("fuse_matmul_activation"), gelu_chain ? 1u : 0u) << r.summary();
@@ -173,7 +185,7 @@ TEST(IrPasses, FusedNodeFallsBackToItsChainWhereThePlanShapeDoesNotAllowIt) {
   const TensorRef x = g.input("x", DType::F32, {"k"});
   const TensorRef h = g.call("aten.linear.default", {x, g.constant(host({8, 16}, w)), g.constant(host({8}, b))});
   g.output(g.call("aten.gelu.default", {h}));
-  EXPECT_EQ(passes::optimize(g).count("fuse_matmul_activation"), 1u);
+  EXPECT_EQ(optimize_with_settings(g).count("fuse_matmul_activation"), 1u);
   ir::Program p(ctx(), std::move(g));
   const std::vector<float> xv = random_floats(16, -1.f, 1.f, 5);
   const auto y = p.run({host({16}, xv)});
@@ -232,7 +244,7 @@ TEST(IrPasses, ConvGeluIsOneConvolution) {
     return g;
   };
   ir::Graph fused = build();
-  const passes::Report r = passes::optimize(fused);
+  const passes::Report r = optimize_with_settings(fused);
   EXPECT_EQ(r.count("fuse_conv_activation"), 2u) << r.summary();
   ASSERT_EQ(fused.live_nodes(), 2u) << fused.dump();
   const int64_t T = 20;
@@ -258,10 +270,10 @@ TEST(IrPasses, ConvGeluIsOneConvolution) {
   const std::vector<double> ref = conv(conv(std::vector<double>(x.begin(), x.end()), 4, T, w1, b1, 1), 12, T, w2, b2, 2);
   for (const char* patches : {"0", "1"}) {
     SCOPED_TRACE(std::string("WGNN_CONV_PATCHES=") + patches);
-    ScopedEnv env("WGNN_CONV_PATCHES", patches);
+    ScopedSetting env("WGNN_CONV_PATCHES", patches);
     ir::Program fp(ctx(), build());  // unfused
     ir::Graph f2 = build();
-    passes::optimize(f2);
+    optimize_with_settings(f2);
     ir::Program p2(ctx(), std::move(f2));
     const auto a = p2.run({host({1, 4, T}, x)});
     EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-5, 1e-5));
@@ -291,7 +303,7 @@ TEST(IrPasses, ConvBatchNormReluIsOneConvolution) {
     return g;
   };
   ir::Graph fused = build();
-  const passes::Report r = passes::optimize(fused);
+  const passes::Report r = optimize_with_settings(fused);
   EXPECT_EQ(r.count("fuse_conv_batch_norm"), 1u) << r.summary();
   EXPECT_EQ(r.count("fuse_conv_activation"), 1u) << r.summary();
   ASSERT_EQ(fused.live_nodes(), 1u) << fused.dump();
@@ -381,7 +393,7 @@ TEST(IrPasses, NormsTakeTheActivationAfterThem) {
   for (const std::string tail : {"ibnorm", "clamp", "gelu", "shared"}) {
     SCOPED_TRACE(tail);
     ir::Graph fused = build(tail);
-    const passes::Report r = passes::optimize(fused);
+    const passes::Report r = optimize_with_settings(fused);
     EXPECT_EQ(r.count("fuse_norm_activation"), tail == "ibnorm" ? 1u : tail == "shared" ? 0u : 2u) << r.summary();
     const std::string dump = fused.dump();
     EXPECT_EQ(dump.find("aten.relu") == std::string::npos, tail != "shared") << dump;
@@ -445,7 +457,7 @@ TEST(IrPasses, DepthwiseConvBetweenChannelPermutesRunsChannelsLast) {
       return g;
     };
     ir::Graph fused = build();
-    const passes::Report r = passes::optimize(fused);
+    const passes::Report r = optimize_with_settings(fused);
     EXPECT_EQ(r.count("fuse_conv_channels_last"), 1u) << r.summary();
     ASSERT_EQ(fused.live_nodes(), 1u) << fused.dump();
     EXPECT_EQ(fused.nodes()[0].op, "wgnn.conv_depthwise_channels_last.default");
@@ -488,18 +500,18 @@ TEST(IrPasses, DepthwiseConvBetweenChannelPermutesRunsChannelsLast) {
                                      IntList{1, 1}, false, IntList{0, 0}, C});
     plain.output(plain.call("aten.permute.default", {plain.call("aten.view.default", {c2, IntList{N, 2 * C, H * W}}),
                                                       IntList{0, 2, 1}}));
-    EXPECT_EQ(passes::optimize(plain).count("fuse_conv_channels_last"), 0u);
+    EXPECT_EQ(optimize_with_settings(plain).count("fuse_conv_channels_last"), 0u);
 
     // WGNN_DISABLE_PASSES leaves a pass out; a name that is no pass is an error.
     {
-      ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_gelu,fuse_conv_channels_last");
+      ScopedSetting off("WGNN_DISABLE_PASSES", "fuse_gelu,fuse_conv_channels_last");
       ir::Graph g = build();
-      EXPECT_EQ(passes::optimize(g).count("fuse_conv_channels_last"), 0u);
+      EXPECT_EQ(optimize_with_settings(g).count("fuse_conv_channels_last"), 0u);
       EXPECT_EQ(g.live_nodes(), 5u);
     }
-    ScopedEnv bad("WGNN_DISABLE_PASSES", "fuse_everything");
+    ScopedSetting bad("WGNN_DISABLE_PASSES", "fuse_everything");
     ir::Graph g = build();
-    EXPECT_NE(error_of([&] { passes::optimize(g); }).find("'fuse_everything' is not a pass"), std::string::npos);
+    EXPECT_NE(error_of([&] { optimize_with_settings(g); }).find("'fuse_everything' is not a pass"), std::string::npos);
   }
 }
 
@@ -531,15 +543,15 @@ TEST(IrPasses, DepthwiseConvAfterAChannelsFirstPermuteRunsChannelsLast) {
     return g;
   };
   ir::Graph fused = build();
-  const passes::Report r = passes::optimize(fused);
+  const passes::Report r = optimize_with_settings(fused);
   EXPECT_EQ(r.count("fuse_conv_channels_last"), 1u) << r.summary();
   size_t cl = 0;
   for (const ir::Node& n : fused.nodes()) cl += !n.dead && n.op == "wgnn.conv_depthwise_channels_last.default";
   EXPECT_EQ(cl, 1u) << fused.dump();
   ir::Program fp(ctx(), std::move(fused)), up(ctx(), [&] {
-    ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_conv_channels_last");
+    ScopedSetting off("WGNN_DISABLE_PASSES", "fuse_conv_channels_last");
     ir::Graph g = build();
-    passes::optimize(g);
+    optimize_with_settings(g);
     return g;
   }());
   const std::vector<float> x = random_floats(size_t(N * H * W * C), -1.f, 1.f, 45);
@@ -591,7 +603,7 @@ TEST(IrPasses, PermutesThatCancelAreAView) {
       return g;
     };
     ir::Graph g = build();
-    EXPECT_EQ(passes::optimize(g).count("cancel_permutes"), cancels ? 1u : 0u);
+    EXPECT_EQ(optimize_with_settings(g).count("cancel_permutes"), cancels ? 1u : 0u);
     ir::Program fp(ctx(), std::move(g));
     const std::vector<float> x = random_floats(size_t(N * H * W * C), -1.f, 1.f, 46);
     const auto a = fp.run({host({N, H * W, C}, x)});
@@ -630,7 +642,7 @@ TEST(IrPasses, ResidualAddAfterAProductJoinsItsEpilogue) {
     return g;
   };
   ir::Graph fused = build();
-  const passes::Report r = passes::optimize(fused);
+  const passes::Report r = optimize_with_settings(fused);
   EXPECT_EQ(r.count("fuse_matmul_residual"), 1u) << r.summary();
   ASSERT_EQ(fused.live_nodes(), 2u) << fused.dump();
   ir::Program fp(ctx(), std::move(fused)), up(ctx(), build());
@@ -695,14 +707,14 @@ TEST(IrPasses, LayerScaleAfterAProductJoinsItsWeights) {
       if (f16 && !ctx().features().shader_f16) continue;
       SCOPED_TRACE(fmt::format("form {}{}", int(form), f16 ? ", float16" : ""));
       ir::Graph fused = build(form, f16);
-      const passes::Report r = passes::optimize(fused);
+      const passes::Report r = optimize_with_settings(fused);
       const bool joins = form == Permuted || form == Direct;
       EXPECT_EQ(r.count("fuse_matmul_scale"), joins ? 1u : 0u) << r.summary();
       // The other passes alone: the chain as it was.
       ir::Graph kept = build(form, f16);
       {
-        ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_matmul_scale");
-        passes::optimize(kept);
+        ScopedSetting off("WGNN_DISABLE_PASSES", "fuse_matmul_scale");
+        optimize_with_settings(kept);
       }
       ir::Program fp(ctx(), std::move(fused)), up(ctx(), std::move(kept));
       HostTensor xh = host({1, H, W, K}, x);
@@ -756,12 +768,12 @@ TEST(IrPasses, AddOfAPermuteReadsThroughStrides) {
   for (bool shared : {false, true}) {
     SCOPED_TRACE(shared ? "the permute read elsewhere too" : "the permute read by the add alone");
     ir::Graph fused = build(shared);
-    const passes::Report r = passes::optimize(fused);
+    const passes::Report r = optimize_with_settings(fused);
     EXPECT_EQ(r.count("fuse_permute_add"), shared ? 0u : 1u) << r.summary();
     ir::Graph kept = build(shared);
     {
-      ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_permute_add");
-      passes::optimize(kept);
+      ScopedSetting off("WGNN_DISABLE_PASSES", "fuse_permute_add");
+      optimize_with_settings(kept);
     }
     ir::Program fp(ctx(), std::move(fused)), kp(ctx(), std::move(kept));
     const auto a = fp.run({host({1, C, H, W}, x), host({1, H, W, C}, y)});
@@ -856,15 +868,15 @@ TEST(IrPasses, ChannelsFirstBlocksRunChannelsLast) {
   for (bool shared : {false, true}) {
     SCOPED_TRACE(shared ? "the first sum also an output" : "the last sum the only output");
     ir::Graph fused = build(shared);
-    const passes::Report r = passes::optimize(fused);
+    const passes::Report r = optimize_with_settings(fused);
     EXPECT_GT(r.count("channels_last_blocks"), 0u) << r.summary();
     size_t cl = 0;
     for (const ir::Node& n : fused.nodes()) cl += n.op == "wgnn.conv_depthwise_channels_last.default";
     EXPECT_EQ(cl, 2u) << fused.dump();
     ir::Graph kept = build(shared);
     {
-      ScopedEnv off("WGNN_DISABLE_PASSES", "channels_last_blocks");
-      passes::optimize(kept);
+      ScopedSetting off("WGNN_DISABLE_PASSES", "channels_last_blocks");
+      optimize_with_settings(kept);
     }
     ir::Program fp(ctx(), std::move(fused)), kp(ctx(), std::move(kept));
     const auto a = fp.run({host({N, C, H, W}, x)});
@@ -936,7 +948,7 @@ TEST(IrPasses, WindowPartitionAndReverseRunAsTwoOps) {
       return g;
     };
     ir::Graph fused = build();
-    const passes::Report r = passes::optimize(fused);
+    const passes::Report r = optimize_with_settings(fused);
     EXPECT_EQ(r.count("fuse_window_partition"), 2u) << r.summary();
     size_t part = 0, rev = 0;
     for (const ir::Node& n : fused.nodes()) {
@@ -947,8 +959,8 @@ TEST(IrPasses, WindowPartitionAndReverseRunAsTwoOps) {
     EXPECT_EQ(rev, 1u) << fused.dump();
     ir::Graph kept = build();
     {
-      ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_window_partition");
-      passes::optimize(kept);
+      ScopedSetting off("WGNN_DISABLE_PASSES", "fuse_window_partition");
+      optimize_with_settings(kept);
     }
     ir::Program fp(ctx(), std::move(fused)), kp(ctx(), std::move(kept));
     const std::vector<float> x = random_floats(size_t(B * H * W * C), -1.f, 1.f, 130),
@@ -1018,14 +1030,14 @@ TEST(IrPasses, AttentionProjectionsBecomeOneProduct) {
   ref = attention_ref(Q, K, V, L, L, H, D, 1.0);
   for (const char* limit : {"1024", "0"}) {
     SCOPED_TRACE(limit);
-    ScopedEnv keys("WGNN_ATTENTION_MAX_KEYS", limit);
+    ScopedSetting keys("WGNN_ATTENTION_MAX_KEYS", limit);
     ir::Graph fused = build(false);
-    const passes::Report r = passes::optimize(fused);
+    const passes::Report r = optimize_with_settings(fused);
     EXPECT_EQ(r.count("fuse_attention_scale"), 1u) << r.summary();
     EXPECT_EQ(r.count("fuse_qkv_projection"), 1u) << r.summary();
     ASSERT_EQ(fused.live_nodes(), 2u) << fused.dump();
     ir::Graph apart = build(true);
-    const passes::Report ra = passes::optimize(apart);
+    const passes::Report ra = optimize_with_settings(apart);
     EXPECT_EQ(ra.count("fuse_qkv_projection"), 1u) << ra.summary();
     ir::Program fp(ctx(), std::move(fused)), ap(ctx(), std::move(apart)), up(ctx(), build(false));
     const auto a = fp.run({host({L, E}, x)});
@@ -1041,7 +1053,7 @@ TEST(IrPasses, AttentionProjectionsBecomeOneProduct) {
     for (bool folded : {false, true}) {
       SCOPED_TRACE(folded ? "biases folded in float16" : "float16 made from the model's float32");
       ir::Graph fused = build(false, true, folded);
-      const passes::Report r = passes::optimize(fused);
+      const passes::Report r = optimize_with_settings(fused);
       EXPECT_EQ(r.count("fuse_qkv_projection"), 1u) << r.summary();
       ASSERT_EQ(fused.live_nodes(), 2u) << fused.dump();
       ir::Program fp(ctx(), std::move(fused)), up(ctx(), build(false, true, folded));
@@ -1099,7 +1111,7 @@ TEST(IrPasses, CrossAttentionKeysAndValuesBecomeOneProduct) {
     }
   ref = attention_ref(Q, K, V, L, S, H, D, 0.25);
   ir::Graph fused = build();
-  const passes::Report r = passes::optimize(fused);
+  const passes::Report r = optimize_with_settings(fused);
   EXPECT_EQ(r.count("fuse_qkv_projection"), 1u) << r.summary();
   ASSERT_EQ(fused.live_nodes(), 3u) << fused.dump();  // q, the joined k and v, the attention
   ir::Program fp(ctx(), std::move(fused)), up(ctx(), build());
@@ -1124,7 +1136,7 @@ TEST(IrPasses, ScaledOperandReadTransposedIsOneProduct) {
     return g;
   };
   ir::Graph fused = build();
-  passes::optimize(fused);
+  optimize_with_settings(fused);
   ASSERT_EQ(fused.live_nodes(), 1u) << fused.dump();
   EXPECT_EQ(fused.nodes()[0].op, "wgnn.matmul_add.default");
   ir::Program fp(ctx(), std::move(fused));
@@ -1170,7 +1182,7 @@ TEST(IrPasses, ConvBatchNormResidualAddReluIsOneConvolution) {
     for (const ir::SymShape& rs : {ir::SymShape{1, 8, "h", "w"}, ir::SymShape{1, 8, 1, 1}}) {
       SCOPED_TRACE(ir::sym_shape_str(rs));
       ir::Graph fused = build(residual_first, rs);
-      const passes::Report rep = passes::optimize(fused);
+      const passes::Report rep = optimize_with_settings(fused);
       EXPECT_EQ(rep.count("fuse_conv_residual"), 1u) << rep.summary();
       EXPECT_EQ(rep.count("fuse_conv_activation"), 1u) << rep.summary();
       ASSERT_EQ(fused.live_nodes(), 1u) << fused.dump();
@@ -1215,7 +1227,7 @@ TEST(IrPasses, AddThenLayerNormIsOneDispatchThatAlsoWritesTheSum) {
     return g;
   };
   ir::Graph fused = build();
-  EXPECT_EQ(passes::optimize(fused).count("fuse_add_layer_norm"), 1u);
+  EXPECT_EQ(optimize_with_settings(fused).count("fuse_add_layer_norm"), 1u);
   EXPECT_EQ(fused.live_nodes(), 2u) << fused.dump();
   ir::Program fp(ctx(), std::move(fused));
   for (int64_t n2 : {int64_t(5), int64_t(1)}) {  // the same shape; then b broadcasts: the unfused chain
@@ -1264,12 +1276,12 @@ TEST(IrPasses, SplitProductSumInTheLayerNorm) {
     return g;
   };
   ir::Graph fused = build();
-  const passes::Report r = passes::optimize(fused);
+  const passes::Report r = optimize_with_settings(fused);
   EXPECT_EQ(r.count("fuse_matmul_layer_norm"), 1u) << r.summary();
   ir::Graph apart = build();
   {
-    ScopedEnv off("WGNN_DISABLE_PASSES", "fuse_matmul_layer_norm");
-    passes::optimize(apart);
+    ScopedSetting off("WGNN_DISABLE_PASSES", "fuse_matmul_layer_norm");
+    optimize_with_settings(apart);
   }
   ir::Program fp(ctx(), std::move(fused)), ap(ctx(), std::move(apart));
   const std::vector<float> h = random_floats(size_t(R * K), -1.f, 1.f, 64), x = random_floats(size_t(R * N), -1.f, 1.f, 65);
@@ -1321,7 +1333,7 @@ TEST(IrPasses, SplitProductSumInTheLayerNorm) {
   o.limits = "default";
   gpu::Context dc(o);
   ir::Graph small = build();
-  passes::optimize(small);
+  optimize_with_settings(small);
   ir::Program dp(dc, std::move(small));
   const auto got2 = dp.run({host({R, K}, h), host({R, N}, x)});
   std::string labels2;

@@ -637,7 +637,7 @@ TEST(Fusion, ReluAndClipAfterAConvRunInItsEpilogue) {
 TEST(Fusion, ResidualAddAfterAConvRunsInItsEpilogue) {
   for (const bool emulated : {false, true}) {
     SCOPED_TRACE(emulated ? "tensor-core kernels emulated" : "the device's kernels");
-    std::optional<test::ScopedEnv> mode;
+    std::optional<test::ScopedSetting> mode;
     if (emulated) mode.emplace("WGNN_SUBGROUP_MATMUL", "emulate");
     struct Variant {
       const char* name;
@@ -815,11 +815,11 @@ TEST(Fusion, ConvBatchNormInFloat16RunsInTheEpilogue) {
 TEST(Fusion, EnvironmentVariableTurnsItOff) {
   const std::string path = gelu_erf_model("gelu_env.onnx", 0, false);
   const HostTensor x = seeded({2, 3, 8}, 7, 4.f);
-  ::setenv("WGNN_NO_FUSION", "1", 1);
+  wgnn::test::ctx().mutable_settings().set("WGNN_NO_FUSION", "1");
   const Result off = run(path, {{"x", x}}, true);
-  ::setenv("WGNN_NO_FUSION", "0", 1);
+  wgnn::test::ctx().mutable_settings().set("WGNN_NO_FUSION", "0");
   const Result on = run(path, {{"x", x}}, true);
-  ::unsetenv("WGNN_NO_FUSION");
+  wgnn::test::ctx().mutable_settings().unset("WGNN_NO_FUSION");
   EXPECT_EQ(off.dispatches, 5u);
   EXPECT_EQ(on.dispatches, 1u);
 }
@@ -1128,7 +1128,7 @@ TEST(Fusion, ResidualAddThenLayerNormIsOneDispatch) {
       const Result f = run(path, {{"a", a}, {"c", c}}, true, fp16), u = run(path, {{"a", a}, {"c", c}}, false, fp16);
       EXPECT_EQ(f.dispatches + 1, u.dispatches) << f.summary;
       if (early_reader) {
-        test::ScopedEnv direct("WGNN_IR_IMPORT", "0");
+        test::ScopedSetting direct("WGNN_IR_IMPORT", "0");
         EXPECT_EQ(run(path, {{"a", a}, {"c", c}}, true, fp16).dispatches, u.dispatches);
       }
       const double tol = fp16 ? 2e-2 : 1e-5;
@@ -1165,13 +1165,13 @@ TEST(Fusion, AttentionOverMoreKeysThanTheLimitRunsAsTwoProducts) {
   const std::string path = attention_model("attn_limit.onnx", BH, L, S, D);
   const std::map<std::string, HostTensor> in{
       {"q", seeded({BH, L, D}, 85, 1.f)}, {"k", seeded({BH, S, D}, 86, 1.f)}, {"v", seeded({BH, S, D}, 87, 1.f)}};
-  ::setenv("WGNN_ATTENTION_MAX_KEYS", "8", 1);
+  wgnn::test::ctx().mutable_settings().set("WGNN_ATTENTION_MAX_KEYS", "8");
   const Result limited = run(path, in, true);
   const Result limited16 = run(path, in, true, true);
-  ::setenv("WGNN_ATTENTION_MAX_KEYS", "9", 1);
+  wgnn::test::ctx().mutable_settings().set("WGNN_ATTENTION_MAX_KEYS", "9");
   const Result fused = run(path, in, true);
   const Result fused16 = run(path, in, true, true);
-  ::unsetenv("WGNN_ATTENTION_MAX_KEYS");
+  wgnn::test::ctx().mutable_settings().unset("WGNN_ATTENTION_MAX_KEYS");
   // float16 mode adds the casts of the inputs and the output alike.
   EXPECT_EQ(limited16.dispatches, fused16.dispatches + 2) << limited16.summary;
   EXPECT_THAT(limited16.summary, testing::Not(testing::HasSubstr("fused chains of")));
@@ -1195,10 +1195,10 @@ TEST(Fusion, LongFloat16AttentionFusedWhereTheTensorCoresTakeIt) {
       {"q", seeded({BH, L, D}, 91, 1.f)}, {"k", seeded({BH, S, D}, 92, 1.f)}, {"v", seeded({BH, S, D}, 93, 1.f)}};
   const Result ref = run(path, in, true);  // float32, the one-dispatch kernel
   const Result under = run(path, in, true, true);
-  test::ScopedEnv limit("WGNN_ATTENTION_MAX_KEYS", "8");
+  test::ScopedSetting limit("WGNN_ATTENTION_MAX_KEYS", "8");
   {
-    test::ScopedEnv emulate("WGNN_SUBGROUP_MATMUL", "emulate");
-    test::ScopedEnv every("WGNN_SUBGROUP_ATTENTION", "1");  // however few queries
+    test::ScopedSetting emulate("WGNN_SUBGROUP_MATMUL", "emulate");
+    test::ScopedSetting every("WGNN_SUBGROUP_ATTENTION", "1");  // however few queries
     const Result tc = run(path, in, true, true);
     EXPECT_EQ(tc.dispatches, under.dispatches) << tc.summary;
     for (int64_t i = 0; i < ref.y.numel(); ++i) EXPECT_NEAR(tc.y.as<float>()[i], ref.y.as<float>()[i], 4e-3) << i;
@@ -1224,9 +1224,9 @@ TEST(Fusion, DeclinedAttentionKeepsTheScaledProduct) {
   const std::string path = b.save("attn_declined.onnx");
   const std::map<std::string, HostTensor> in{
       {"q", seeded({BH, L, D}, 88, 1.f)}, {"kt", seeded({BH, D, S}, 89, 1.f)}, {"v", seeded({BH, S, D}, 90, 1.f)}};
-  ::setenv("WGNN_ATTENTION_MAX_KEYS", "8", 1);
+  wgnn::test::ctx().mutable_settings().set("WGNN_ATTENTION_MAX_KEYS", "8");
   const Result declined = run(path, in, true);
-  ::unsetenv("WGNN_ATTENTION_MAX_KEYS");
+  wgnn::test::ctx().mutable_settings().unset("WGNN_ATTENTION_MAX_KEYS");
   const Result fused = run(path, in, true), plain = run(path, in, false);
   EXPECT_EQ(fused.dispatches, 1u);
   EXPECT_EQ(declined.dispatches, 3u) << declined.summary;  // scaled product, softmax, product

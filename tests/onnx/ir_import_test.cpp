@@ -281,13 +281,13 @@ TEST(IrImport, EnvironmentVariableChoosesThePath) {
   const std::string path = b.save("ir_import_env.onnx");
   const std::vector<std::map<std::string, HostTensor>> feeds = {{{"x", tensor({8}, 40)}}};
   {
-    test::ScopedEnv env("WGNN_IR_IMPORT", "0");
+    test::ScopedSetting env("WGNN_IR_IMPORT", "0");
     EXPECT_FALSE(run(path, feeds, true).through_ir);
   }
   {
-    test::ScopedEnv env("WGNN_IR_IMPORT", "1");
+    test::ScopedSetting env("WGNN_IR_IMPORT", "1");
     EXPECT_TRUE(run(path, feeds, false).through_ir);
   }
-  test::ScopedEnv env("WGNN_IR_IMPORT", "yes");
+  test::ScopedSetting env("WGNN_IR_IMPORT", "yes");
   EXPECT_THROW(Session(test::ctx(), path), Error);
 }

@@ -287,7 +287,7 @@ TEST(PlanCache, ALaterProcessAsksForItsPipelinesWhenItLoads) {
   const HostTensor x = input(3);
   size_t used = 0;
   {
-    gpu::Context c(co);
+    gpu::Context c(test::options(co));
     Session s(c, model);
     EXPECT_EQ(s.prefetched_pipelines(), 0u);
     expect_reference(x, s.run({{"x", x}}).at("y"));
@@ -295,7 +295,7 @@ TEST(PlanCache, ALaterProcessAsksForItsPipelinesWhenItLoads) {
     ASSERT_GE(used, 1u);
   }
   {
-    gpu::Context c(co);
+    gpu::Context c(test::options(co));
     Session s(c, model);
     EXPECT_EQ(s.prefetched_pipelines(), used);
     const uint64_t created = c.creation_stats().pipelines_created;
@@ -304,22 +304,22 @@ TEST(PlanCache, ALaterProcessAsksForItsPipelinesWhenItLoads) {
     EXPECT_EQ(c.creation_stats().pipelines_created, created);
   }
   {
-    gpu::Context c(co);
+    gpu::Context c(test::options(co));
     SessionOptions o;
     o.checked = false;  // other kernels may follow: another list
     Session s(c, model, o);
     EXPECT_EQ(s.prefetched_pipelines(), 0u);
   }
   {
-    test::ScopedEnv off("WGNN_PREFETCH_PIPELINES", "0");
-    gpu::Context c(co);
+    test::ScopedSetting off("WGNN_PREFETCH_PIPELINES", "0");
+    gpu::Context c(test::options(co));
     Session s(c, model);
     EXPECT_EQ(s.prefetched_pipelines(), 0u);
     expect_reference(x, s.run({{"x", x}}).at("y"));
   }
   {
-    test::ScopedEnv junk("WGNN_PREFETCH_PIPELINES", "yes");
-    gpu::Context c(co);
+    test::ScopedSetting junk("WGNN_PREFETCH_PIPELINES", "yes");
+    gpu::Context c(test::options(co));
     EXPECT_THAT(error_of([&] { Session s(c, model); }), HasSubstr("WGNN_PREFETCH_PIPELINES='yes'"));
   }
   fs::remove_all(dir);
@@ -355,7 +355,7 @@ TEST(PlanCache, ALaterProcessMakesItsReadbackBuffersWhileItRecords) {
   // The buffers a process's load and first run create, counted by the
   // Context (a batch's are not: they are made on its thread).
   const auto process = [&](size_t* prefetched, const gpu::ContextOptions& co) {
-    gpu::Context c(co);
+    gpu::Context c(test::options(co));
     Session s(c, model);
     check(s.run({{"x", x}}));
     *prefetched = s.prefetched_readback_buffers();
@@ -368,7 +368,7 @@ TEST(PlanCache, ALaterProcessMakesItsReadbackBuffersWhileItRecords) {
   EXPECT_EQ(prefetched, 0u);
   uint64_t warm = 0;
   {
-    test::ScopedEnv off("WGNN_PREFETCH_READBACK", "0");
+    test::ScopedSetting off("WGNN_PREFETCH_READBACK", "0");
     warm = process(&prefetched, co);
     EXPECT_EQ(prefetched, 0u);
   }
@@ -381,7 +381,7 @@ TEST(PlanCache, ALaterProcessMakesItsReadbackBuffersWhileItRecords) {
   // Another batch size: the buffers made at load are too small for it and
   // the run makes its own (the results still right).
   {
-    gpu::Context c(co);
+    gpu::Context c(test::options(co));
     Session s(c, model);
     const HostTensor big = input(300);
     const auto out = s.run({{"x", big}});

@@ -27,7 +27,7 @@
 
 namespace fs = std::filesystem;
 using namespace wgnn;
-using wgnn::test::ScopedEnv;
+using wgnn::test::ScopedSetting;
 using onnx_import::Session;
 using onnx_import::SessionOptions;
 using testing::HasSubstr;
@@ -68,10 +68,10 @@ gpu::ContextOptions no_disk_cache() {
   return co;
 }
 struct Emulated {
-  ScopedEnv emulate{"WGNN_SUBGROUP_MATMUL", "emulate"};
-  ScopedEnv grace{"WGNN_TIER_GRACE_MS", "0"};
-  ScopedEnv unset{"WGNN_TIERED", ""};
-  gpu::Context ctx{no_disk_cache()};
+  ScopedSetting emulate{"WGNN_SUBGROUP_MATMUL", "emulate"};
+  ScopedSetting grace{"WGNN_TIER_GRACE_MS", "0"};
+  ScopedSetting unset{"WGNN_TIERED", ""};
+  gpu::Context ctx{test::options(no_disk_cache())};
 };
 
 SessionOptions fp16_options() {
@@ -243,8 +243,8 @@ TEST(Tiered, APipelinedLoopSwitchesToo) {
 
 TEST(Tiered, NotWhereThereAreNoTensorCores) {
   if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
-  ScopedEnv off("WGNN_SUBGROUP_MATMUL", "0");
-  ScopedEnv grace("WGNN_TIER_GRACE_MS", "0");
+  ScopedSetting off("WGNN_SUBGROUP_MATMUL", "0");
+  ScopedSetting grace("WGNN_TIER_GRACE_MS", "0");
   const std::vector<float> w = seeded(size_t(kK * kN), 3), x = seeded(size_t(kM * kK), 4);
   SessionOptions o = fp16_options();
   o.tiered = true;
@@ -260,15 +260,15 @@ TEST(Tiered, JunkInTheEnvironmentIsAnError) {
   const std::vector<float> w = seeded(size_t(kK * kN), 5);
   const std::string path = model(w);
   {
-    ScopedEnv junk("WGNN_TIERED", "yes");
+    ScopedSetting junk("WGNN_TIERED", "yes");
     EXPECT_THAT(test::error_of([&] { Session s(test::ctx(), path); }), HasSubstr("WGNN_TIERED='yes'"));
   }
   {
-    ScopedEnv junk("WGNN_TIER_GRACE_MS", "-5");
+    ScopedSetting junk("WGNN_TIER_GRACE_MS", "-5");
     EXPECT_THAT(test::error_of([&] { Session s(test::ctx(), path); }), HasSubstr("WGNN_TIER_GRACE_MS='-5'"));
   }
   {
-    ScopedEnv junk("WGNN_TIER_DISK_WAIT_MS", "1s");
+    ScopedSetting junk("WGNN_TIER_DISK_WAIT_MS", "1s");
     EXPECT_THAT(test::error_of([&] { Session s(test::ctx(), path); }), HasSubstr("WGNN_TIER_DISK_WAIT_MS='1s'"));
   }
 }
@@ -280,10 +280,10 @@ TEST(Tiered, JunkInTheEnvironmentIsAnError) {
 // recording a regular plan, so it runs them from the first run.
 TEST(Tiered, TheDiskCacheDecidesBetweenWaitingAndTiering) {
   if (!test::ctx().features().shader_f16) GTEST_SKIP() << "float16 mode needs shader-f16, which this adapter lacks";
-  ScopedEnv emulate("WGNN_SUBGROUP_MATMUL", "emulate");
-  ScopedEnv grace("WGNN_TIER_GRACE_MS", "20000");
-  ScopedEnv disk_wait("WGNN_TIER_DISK_WAIT_MS", "600000");
-  ScopedEnv unset("WGNN_TIERED", "");
+  ScopedSetting emulate("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting grace("WGNN_TIER_GRACE_MS", "20000");
+  ScopedSetting disk_wait("WGNN_TIER_DISK_WAIT_MS", "600000");
+  ScopedSetting unset("WGNN_TIERED", "");
   const fs::path dir = fs::temp_directory_path() / ("wgnn_tiered_cache_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   gpu::ContextOptions co;
@@ -296,7 +296,7 @@ TEST(Tiered, TheDiskCacheDecidesBetweenWaitingAndTiering) {
   // on a busy machine; then again from an empty cache, up to five times.
   for (int attempt = 0; attempt < 5; ++attempt) {
     fs::remove_all(dir);
-    gpu::Context cold(co);
+    gpu::Context cold(test::options(co));
     ASSERT_TRUE(cold.disk_cache_stats().enabled) << cold.disk_cache_stats().why_off;
     Session s(cold, path, fp16_options());
     const auto y = s.run({{"X", in}});
@@ -310,7 +310,7 @@ TEST(Tiered, TheDiskCacheDecidesBetweenWaitingAndTiering) {
     break;
   }
   {
-    gpu::Context warm(co);
+    gpu::Context warm(test::options(co));
     Session s(warm, path, fp16_options());
     const auto y = s.run({{"X", in}});
     EXPECT_GT(warm.disk_cache_stats().hits, 0u);

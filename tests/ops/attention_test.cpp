@@ -120,8 +120,8 @@ void check(Problem p, DType dt) {
   const auto got = run(p, dt);
   EXPECT_TRUE(all_close(got, reference(p), atol_for(dt), rtol_for(dt)));
   SCOPED_TRACE("two products");
-  ScopedEnv limit("WGNN_ATTENTION_MAX_KEYS", "0");
-  ScopedEnv no_tc("WGNN_SUBGROUP_ATTENTION", "0");
+  ScopedSetting limit("WGNN_ATTENTION_MAX_KEYS", "0");
+  ScopedSetting no_tc("WGNN_SUBGROUP_ATTENTION", "0");
   std::string labels;
   const auto got2 = run(two, dt, &labels);
   const bool products = !two.mask || two.mask_dt == dt;
@@ -269,7 +269,7 @@ TEST_P(AttentionF, AllInfRowIsNaN) {
   p.mv = {0, 0, 0, 9, 1};
   for (const char* limit : {"1024", "0"}) {  // the kernel, then two products
     SCOPED_TRACE(limit);
-    ScopedEnv use("WGNN_ATTENTION_MAX_KEYS", limit);
+    ScopedSetting use("WGNN_ATTENTION_MAX_KEYS", limit);
     Problem q = p;
     const auto got = run(q, dt);
     const auto ref = reference(q);
@@ -339,8 +339,8 @@ TEST(Attention, WhisperSize) {
 
 // WGNN_ATTENTION_TILE for the span of a scope.
 struct TileOverride {
-  explicit TileOverride(const char* tile) { setenv("WGNN_ATTENTION_TILE", tile, 1); }
-  ~TileOverride() { unsetenv("WGNN_ATTENTION_TILE"); }
+  explicit TileOverride(const char* tile) { wgnn::test::ctx().mutable_settings().set("WGNN_ATTENTION_TILE", tile); }
+  ~TileOverride() { wgnn::test::ctx().mutable_settings().unset("WGNN_ATTENTION_TILE"); }
 };
 
 // Every kind of tile on the same problems (one pipeline per tile: on
@@ -472,22 +472,22 @@ namespace {
 // matches the reference.
 void check_tensor_cores(const Problem& p0, bool emulated) {
   Problem p = p0;
-  std::optional<ScopedEnv> mode;
+  std::optional<ScopedSetting> mode;
   if (emulated) mode.emplace("WGNN_SUBGROUP_MATMUL", "emulate");
-  ScopedEnv every("WGNN_SUBGROUP_ATTENTION", "1");  // the small problems too
+  ScopedSetting every("WGNN_SUBGROUP_ATTENTION", "1");  // the small problems too
   std::string labels;
   const auto got = run(p, DType::F16, &labels);
   EXPECT_THAT(labels, HasSubstr("tensor cores"));
   EXPECT_EQ(labels.find("emulated") != std::string::npos, emulated) << labels;
-  const char* pf = std::getenv("WGNN_SUBGROUP_ATTENTION_PREFETCH");
+  const char* pf = wgnn::test::ctx().settings().get("WGNN_SUBGROUP_ATTENTION_PREFETCH");
   if (labels.find(" vec") != std::string::npos)
     EXPECT_EQ(labels.find("prefetch") != std::string::npos, !(pf && std::string(pf) == "0")) << labels;
-  const char* vt = std::getenv("WGNN_SUBGROUP_ATTENTION_VTILES");
+  const char* vt = wgnn::test::ctx().settings().get("WGNN_SUBGROUP_ATTENTION_VTILES");
   if (labels.find(" prefetch") != std::string::npos)
     EXPECT_EQ(labels.find("two-v") != std::string::npos, !(vt && std::string(vt) == "1")) << labels;
-  const char* sh = std::getenv("WGNN_SUBGROUP_ATTENTION_SHUFFLE");
+  const char* sh = wgnn::test::ctx().settings().get("WGNN_SUBGROUP_ATTENTION_SHUFFLE");
   EXPECT_EQ(labels.find(" shuffle") != std::string::npos, !emulated && !(sh && std::string(sh) == "0")) << labels;
-  const char* qreg = std::getenv("WGNN_SUBGROUP_ATTENTION_QREG");
+  const char* qreg = wgnn::test::ctx().settings().get("WGNN_SUBGROUP_ATTENTION_QREG");
   EXPECT_EQ(labels.find("q-registers") != std::string::npos, !(qreg && std::string(qreg) == "0")) << labels;
   EXPECT_EQ(labels.find("gemm"), std::string::npos) << labels;
   EXPECT_TRUE(all_close(got, reference(p), atol_for(DType::F16), rtol_for(DType::F16)));
@@ -531,14 +531,14 @@ TEST(SubgroupAttention, PackedHeadsLongSequence) { check_tc(packed_heads(2, 1100
 // The same with the key blocks staged straight from memory, not through
 // registers a block ahead.
 TEST(SubgroupAttention, PackedHeadsNoPrefetch) {
-  ScopedEnv off("WGNN_SUBGROUP_ATTENTION_PREFETCH", "0");
+  ScopedSetting off("WGNN_SUBGROUP_ATTENTION_PREFETCH", "0");
   check_tc(packed_heads(2, 90, 32, 115));
 }
 
 // q staged as a tile in workgroup memory for the whole kernel, not held in
 // registers: the long layout, then masks over ragged queries.
 TEST(SubgroupAttention, QueriesInWorkgroupMemory) {
-  ScopedEnv tile("WGNN_SUBGROUP_ATTENTION_QREG", "0");
+  ScopedSetting tile("WGNN_SUBGROUP_ATTENTION_QREG", "0");
   check_tc(packed_heads(2, 300, 64, 117));
   Problem p = contiguous(2, 2, 40, 40, 32, 32, 118);
   causal(p, std::numeric_limits<float>::lowest());
@@ -559,10 +559,10 @@ TEST(SubgroupAttention, BlockLoopForms) {
     for (const char* shuffle : {"0", "1"})
       for (const char* ppad : {"0", "1"}) {
         SCOPED_TRACE(fmt::format("V tiles {} shuffle {} P padded {}", vtiles, shuffle, ppad));
-        ScopedEnv v("WGNN_SUBGROUP_ATTENTION_VTILES", vtiles), sh("WGNN_SUBGROUP_ATTENTION_SHUFFLE", shuffle),
+        ScopedSetting v("WGNN_SUBGROUP_ATTENTION_VTILES", vtiles), sh("WGNN_SUBGROUP_ATTENTION_SHUFFLE", shuffle),
             pp("WGNN_SUBGROUP_ATTENTION_PPAD", ppad);
         check_tc(packed_heads(2, 300, 64, 192));
-        ScopedEnv none("WGNN_SUBGROUP_ATTENTION_SPLITS", "0");
+        ScopedSetting none("WGNN_SUBGROUP_ATTENTION_SPLITS", "0");
         check_tc(climb);
       }
 }
@@ -605,8 +605,8 @@ TEST(SubgroupAttention, AllInfRowIsNaN) {
   for (int64_t j = 0; j < 20; ++j) m.v[size_t(3 * 20 + j)] = -INFINITY;  // row 3
   p.mask = m;
   p.mv = {0, 0, 0, 20, 1};
-  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
-  ScopedEnv every("WGNN_SUBGROUP_ATTENTION", "1");
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting every("WGNN_SUBGROUP_ATTENTION", "1");
   std::string labels;
   const auto got = run(p, DType::F16, &labels);
   EXPECT_THAT(labels, HasSubstr("tensor cores"));
@@ -619,7 +619,7 @@ TEST(SubgroupAttention, AllInfRowIsNaN) {
 // work (fewer than 128 tiles of 16 queries), which =1 takes.
 TEST(SubgroupAttention, OtherCasesKeepTheirKernels) {
   if (!has_f16()) GTEST_SKIP() << "no shader-f16";
-  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
   auto labels_of = [](Problem p, DType dt) {
     std::string labels;
     run(p, dt, &labels);
@@ -627,11 +627,11 @@ TEST(SubgroupAttention, OtherCasesKeepTheirKernels) {
   };
   EXPECT_THAT(labels_of(contiguous(1, 2, 32, 32, 16, 16, 150), DType::F16), testing::Not(HasSubstr("tensor cores")));
   EXPECT_THAT(labels_of(contiguous(1, 8, 256, 8, 16, 16, 155), DType::F16), HasSubstr("tensor cores"));
-  ScopedEnv every("WGNN_SUBGROUP_ATTENTION", "1");
+  ScopedSetting every("WGNN_SUBGROUP_ATTENTION", "1");
   EXPECT_THAT(labels_of(contiguous(1, 2, 32, 32, 16, 16, 151), DType::F32), testing::Not(HasSubstr("tensor cores")));
   EXPECT_THAT(labels_of(contiguous(1, 2, 8, 32, 16, 16, 152), DType::F16), testing::Not(HasSubstr("tensor cores")));
   EXPECT_THAT(labels_of(contiguous(1, 2, 32, 32, 24, 16, 153), DType::F16), testing::Not(HasSubstr("tensor cores")));
-  ScopedEnv off("WGNN_SUBGROUP_ATTENTION", "0");
+  ScopedSetting off("WGNN_SUBGROUP_ATTENTION", "0");
   EXPECT_THAT(labels_of(contiguous(1, 2, 32, 32, 16, 16, 154), DType::F16), testing::Not(HasSubstr("tensor cores")));
 }
 
@@ -644,8 +644,8 @@ TEST(SubgroupAttention, OtherCasesKeepTheirKernels) {
 TEST(SubgroupAttention, KeysInRanges) {
   if (!has_f16()) GTEST_SKIP() << "no shader-f16";
   auto labels_of = [](Problem p) {
-    ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
-    ScopedEnv every("WGNN_SUBGROUP_ATTENTION", "1");
+    ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
+    ScopedSetting every("WGNN_SUBGROUP_ATTENTION", "1");
     std::string labels;
     run(p, DType::F16, &labels);
     return labels;
@@ -654,10 +654,10 @@ TEST(SubgroupAttention, KeysInRanges) {
   EXPECT_THAT(labels_of(packed), HasSubstr("keys in 8 ranges"));
   check_tc(packed);
   {
-    ScopedEnv off("WGNN_SUBGROUP_ATTENTION_SPLITS", "0");
+    ScopedSetting off("WGNN_SUBGROUP_ATTENTION_SPLITS", "0");
     EXPECT_THAT(labels_of(packed), testing::Not(HasSubstr("ranges")));
   }
-  ScopedEnv three("WGNN_SUBGROUP_ATTENTION_SPLITS", "3");
+  ScopedSetting three("WGNN_SUBGROUP_ATTENTION_SPLITS", "3");
   Problem p = contiguous(2, 2, 40, 40, 32, 32, 172);
   causal(p, std::numeric_limits<float>::lowest());
   EXPECT_THAT(labels_of(p), HasSubstr("keys in 3 ranges"));
@@ -669,8 +669,8 @@ TEST(SubgroupAttention, KeysInRanges) {
   q.mask = m;
   q.mv = {0, 0, 0, S, 1};
   {
-    ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
-    ScopedEnv every("WGNN_SUBGROUP_ATTENTION", "1");
+    ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
+    ScopedSetting every("WGNN_SUBGROUP_ATTENTION", "1");
     std::string labels;
     const auto got = run(q, DType::F16, &labels);
     EXPECT_THAT(labels, HasSubstr("keys in 3 ranges"));
@@ -693,7 +693,7 @@ TEST(SubgroupAttention, KeysInRanges) {
 TEST(SubgroupAttention, EveryTile) {
   for (const char* tile : {"1x16", "2x32", "4x16", "2x64"}) {
     SCOPED_TRACE(tile);
-    ScopedEnv use("WGNN_SUBGROUP_ATTENTION_TILE", tile);
+    ScopedSetting use("WGNN_SUBGROUP_ATTENTION_TILE", tile);
     Problem p = contiguous(1, 2, 50, 77, 32, 16, 161);
     causal(p, -1e4f);
     check_tc(p);
@@ -718,18 +718,18 @@ TEST(SubgroupAttention, ScoresThatClimbAcrossBlocks) {
   }
   {
     SCOPED_TRACE("one range");
-    ScopedEnv none("WGNN_SUBGROUP_ATTENTION_SPLITS", "0");
+    ScopedSetting none("WGNN_SUBGROUP_ATTENTION_SPLITS", "0");
     check_tc(p);
   }
   {
     SCOPED_TRACE("three key ranges");
-    ScopedEnv three("WGNN_SUBGROUP_ATTENTION_SPLITS", "3");
+    ScopedSetting three("WGNN_SUBGROUP_ATTENTION_SPLITS", "3");
     check_tc(p);
   }
   {
     SCOPED_TRACE("blocks of 64 keys");
-    ScopedEnv none("WGNN_SUBGROUP_ATTENTION_SPLITS", "0");
-    ScopedEnv use("WGNN_SUBGROUP_ATTENTION_TILE", "2x64");
+    ScopedSetting none("WGNN_SUBGROUP_ATTENTION_SPLITS", "0");
+    ScopedSetting use("WGNN_SUBGROUP_ATTENTION_TILE", "2x64");
     check_tc(p);
   }
 }

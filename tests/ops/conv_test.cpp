@@ -20,7 +20,7 @@
 #include "op_test_util.h"
 
 using namespace wgnn;
-using wgnn::test::ScopedEnv;
+using wgnn::test::ScopedSetting;
 using namespace wgnn::test;
 using testing::HasSubstr;
 
@@ -278,7 +278,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, ConvCase, testing::ValuesIn(conv_cases()),
 // the patches copied, then the GEMM, in 1 to 3 spatial dims, with and
 // without a bias, a batch; float16 keeps its kernels.
 TEST(Conv, Patches) {
-  test::ScopedEnv all("WGNN_CONV_PATCHES", "1");
+  test::ScopedSetting all("WGNN_CONV_PATCHES", "1");
   const std::vector<std::pair<Conv, bool>> cases = {
       {{{2, 6, 8, 10}, {5, 6, 2, 2}, true, {2}}, true},
       {{{1, 3, 16, 12}, {8, 3, 4, 4}, true, {4}}, true},
@@ -304,7 +304,7 @@ TEST(Conv, Patches) {
 // the cases that keep their kernels (groups, transposed, float16); relu,
 // clamp and GELU.
 TEST(Conv, PatchesGathered) {
-  ScopedEnv all("WGNN_CONV_PATCHES", "1");
+  ScopedSetting all("WGNN_CONV_PATCHES", "1");
   struct Case {
     Conv c;
     const char* act;
@@ -358,7 +358,7 @@ TEST(Conv, PatchesGathered) {
   }
   // By default only 1-D convolutions gather (the Whisper encoder's); a 2-D
   // one of that size keeps the implicit GEMM.
-  ScopedEnv def("WGNN_CONV_PATCHES", "");
+  ScopedSetting def("WGNN_CONV_PATCHES", "");
   EXPECT_EQ(conv_label({{1, 512, 3000}, {512, 512, 3}, true, {2}, {1}}).rfind("conv patches", 0), 0u);
   EXPECT_EQ(conv_label({{1, 64, 128, 128}, {64, 64, 3, 3}, true, {1}, {1}}).find("patches"), std::string::npos);
 }
@@ -483,7 +483,7 @@ TEST(Conv, DepthwiseChannelsLastResidual) {
   for (DType dt : {DType::F32, DType::F16}) {
     if (dt == DType::F16 && !has_f16()) continue;
     SCOPED_TRACE(fmt::format("{} vec4 {}", dtype_name(dt), vec));
-    wgnn::test::ScopedEnv env("WGNN_DEPTHWISE_VEC4", vec);
+    wgnn::test::ScopedSetting env("WGNN_DEPTHWISE_VEC4", vec);
     const int64_t N = 1, H = 4, W = 7, C = 12;
     auto x = quantize(random_floats(size_t(N * H * W * C), -1, 1, 811), dt);
     auto w = quantize(random_floats(size_t(C * 9), -1, 1, 812), dt);
@@ -560,7 +560,7 @@ TEST(Conv, PicksTheKernelForTheShape) {
   EXPECT_THAT(conv_label({{1, 3, 9, 8}, {4, 3, 2, 2}, true, {2}}), HasSubstr("conv gemm k=[2, 2]"));
   EXPECT_THAT(conv_label({{1, 3, 8, 8}, {4, 3, 2, 2}, true, {2}, {1}}), HasSubstr("conv gemm k=[2, 2]"));
   {
-    test::ScopedEnv off("WGNN_CONV_PATCHES", "0");
+    test::ScopedSetting off("WGNN_CONV_PATCHES", "0");
     EXPECT_THAT(conv_label({{1, 128, 192, 192}, {256, 128, 2, 2}, true, {2}}), HasSubstr("conv gemm k=[2, 2]"));
   }
   // ResNet-50's last 3x3 convolution at batch 1: 8 tiles, K = 4608.
@@ -631,7 +631,7 @@ TEST(Conv, AffineInTheEpilogueOfEveryKernel) {
   for (DType dt : {DType::F32, DType::F16}) {
     SCOPED_TRACE(dtype_name(dt));
     // The regular kernels, also where the device has subgroup matrices.
-    ScopedEnv off("WGNN_SUBGROUP_MATMUL", "0");
+    ScopedSetting off("WGNN_SUBGROUP_MATMUL", "0");
     const int o = dt == DType::F16 ? 2 : 1;  // each case with another activation per dtype
     run_conv_affine({{2, 5, 7, 9}, {6, 5, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, dt}, acts[o % 4], 31,
                     "conv gemm");
@@ -655,7 +655,7 @@ TEST(Conv, AffineInTheEpilogueOfEveryKernel) {
 // convolution mode), emulated on any device with shader-f16.
 TEST(Conv, AffineInTheEpilogueOfTheSubgroupMatrixKernels) {
   if (!has_f16()) GTEST_SKIP() << "no shader-f16";
-  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
   run_conv_affine({{2, 24, 6, 4}, {40, 24, 1, 1}, true, {1}, {0}, {1}, false, {0}, 1, DType::F16}, "relu", 41,
                   "conv 1x1 subgroup-matrix");
   run_conv_affine({{1, 16, 8, 8}, {24, 16, 1, 1}, false, {1}, {0}, {1}, false, {0}, 1, DType::F16}, "none", 44,
@@ -681,7 +681,7 @@ TEST(Conv, AffineRoundedGivesTheSeparateConvolutionsValues) {
   if (!has_f16()) GTEST_SKIP() << "no shader-f16";
   for (const char* mode : {"0", "emulate"}) {
     SCOPED_TRACE(mode);
-    ScopedEnv env("WGNN_SUBGROUP_MATMUL", mode);
+    ScopedSetting env("WGNN_SUBGROUP_MATMUL", mode);
     for (const Conv& c : {Conv{{1, 16, 8, 8}, {24, 16, 3, 3}, true, {1}, {1, 1, 1, 1}, {1}, false, {0}, 1, DType::F16, true},
                           Conv{{1, 16, 8, 8}, {24, 16, 1, 1}, true, {1}, {0, 0, 0, 0}, {1}, false, {0}, 1, DType::F16, true},
                           Conv{{1, 8, 8, 8}, {8, 1, 3, 3}, true, {1}, {1, 1, 1, 1}, {1}, false, {0}, 8, DType::F16, true},
@@ -792,7 +792,7 @@ TEST(Conv, ResidualInTheEpilogueOfEveryKernel) {
   const char* acts[] = {"none", "relu", "clamp"};
   for (DType dt : {DType::F32, DType::F16}) {
     SCOPED_TRACE(dtype_name(dt));
-    ScopedEnv off("WGNN_SUBGROUP_MATMUL", "0");
+    ScopedSetting off("WGNN_SUBGROUP_MATMUL", "0");
     for (bool affine : {false, true}) {
       SCOPED_TRACE(affine ? "with the affine" : "no affine");
       const int o = (dt == DType::F16) + 2 * affine;
@@ -815,7 +815,7 @@ TEST(Conv, ResidualWithTheSubgroupMatrixKernels) {
   // activation (the values of the separate add, bit for bit without the
   // affine), OH*OW a multiple of 8 or not.
   if (!has_f16()) GTEST_SKIP() << "no shader-f16";
-  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
   run_conv_residual({{2, 24, 6, 4}, {40, 24, 1, 1}, true, {1}, {0}, {1}, false, {0}, 1, DType::F16}, "relu", 71,
                     "conv 1x1 subgroup-matrix 40x24x24 batch 2 bias residual relu emulated", false);
   run_conv_residual({{1, 8, 9, 8}, {20, 8, 3, 3}, true, {1}, {1}, {1}, false, {0}, 1, DType::F16}, "clamp", 72,

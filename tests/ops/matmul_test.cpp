@@ -331,7 +331,7 @@ TEST(Matmul, SplitKWithAnActivationInItsEpilogue) {
 TEST(Matmul, EveryTileMatchesTheReference) {
   for (const char* tile : {"64x64", "32x64", "32x32"}) {
     SCOPED_TRACE(tile);
-    test::ScopedEnv fix("WGNN_MATMUL_TILE", tile);
+    test::ScopedSetting fix("WGNN_MATMUL_TILE", tile);
     check_matmul({129, 257}, {257, 131}, DType::F32, 51);
     check_matmul({2, 136, 64}, {2, 64, 260}, DType::F32, 52);
     check_matmul({70, 1030}, {1030, 66}, DType::F32, 53);  // split-K
@@ -355,7 +355,7 @@ TEST(Matmul, EveryConfigurationMatchesTheReference) {
                           "32x64:4x4:k16:s2:w", "64x64:4x4:k16:s1:w", "64x64:8x4:k16:s1:w,32x64:4x4:k16:s2",
                           "32x64:4x8:k16:s1,64x64:4x8:k16:s1:w"}) {
     SCOPED_TRACE(cfg);
-    test::ScopedEnv fix("WGNN_MATMUL_CONFIG", cfg);
+    test::ScopedSetting fix("WGNN_MATMUL_CONFIG", cfg);
     check_matmul({129, 257}, {257, 131}, DType::F32, 61);
     check_matmul({2, 136, 64}, {2, 64, 260}, DType::F32, 62);
     check_matmul({70, 1030}, {1030, 66}, DType::F32, 63);  // split-K
@@ -372,7 +372,7 @@ TEST(Matmul, AMalformedConfigurationIsAnError) {
   for (const char* cfg : {"64x64:4x4:k12", "64x64:2x4", "256x256:4x4", "64x64:s3", "64", "64x64:k", "32x32:8x8:w",
                           "64x64:4x4,32x64:2x2"}) {
     SCOPED_TRACE(cfg);
-    test::ScopedEnv fix("WGNN_MATMUL_CONFIG", cfg);
+    test::ScopedSetting fix("WGNN_MATMUL_CONFIG", cfg);
     Graph g(ctx());
     HostT A = make({40, 24}, DType::F32, 1), B = make({24, 16}, DType::F32, 2);  // not a gemv product
     EXPECT_THROW(ops::call(g, "aten.mm.default",

@@ -116,7 +116,7 @@ TEST_P(Movement, PermuteOnEveryCopyKernel) {
   };
   uint32_t seed = 300;
   for (const bool element_only : {false, true}) {
-    std::optional<ScopedEnv> env;
+    std::optional<ScopedSetting> env;
     if (element_only) env.emplace("WGNN_COPY_KERNEL", "element");
     for (const Case& c : cases) {
       SCOPED_TRACE(shape_str(c.shape) + " dims " + shape_str(c.dims) + (element_only ? " element copies" : ""));

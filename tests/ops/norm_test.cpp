@@ -408,7 +408,7 @@ TEST(GroupNorm, ManyRows) { run_group_norm({{70000, 4, 3}, 2, true, true, DType:
 // thread); short rows keep one dispatch, and so do long ones with
 // WGNN_GROUP_NORM_SPLIT=0 (one workgroup a row, streamed).
 TEST(GroupNorm, SlicedRows) {
-  wgnn::test::ScopedEnv env("WGNN_GROUP_NORM_SPLIT", "");  // the default
+  wgnn::test::ScopedSetting env("WGNN_GROUP_NORM_SPLIT", "");  // the default
   run_group_norm({{1, 4, 128, 128}, 4, true, true, DType::F32}, 30);    // 4 rows of 4096 vec4s: 4 slices each
   run_group_norm({{1, 2, 65, 67}, 1, true, true, DType::F32}, 31);      // 8710 scalars: 8 slices, the last shorter
   run_group_norm({{2, 4, 128, 128}, 2, false, false, DType::F32}, 32);  // 8192 vec4s a row
@@ -431,12 +431,12 @@ TEST(GroupNorm, SlicedRows) {
               testing::ElementsAre("group_norm 4 slices x 4 statistics", "group_norm 4 slices x 4 normalized"));
   EXPECT_EQ(labels({1, 4, 16, 16}, 4).size(), 1u);  // 64 vec4s a row: one dispatch
   {
-    wgnn::test::ScopedEnv off("WGNN_GROUP_NORM_SPLIT", "0");
+    wgnn::test::ScopedSetting off("WGNN_GROUP_NORM_SPLIT", "0");
     EXPECT_THAT(labels({1, 4, 128, 128}, 4), testing::ElementsAre("group_norm tpr=256 cached16"));
     run_group_norm({{1, 4, 128, 128}, 4, true, true, DType::F32}, 37);
     run_group_norm({{1, 1, 256, 256}, 1, true, true, DType::F16}, 38);  // 64 chunks a thread, streamed
   }
-  wgnn::test::ScopedEnv bad("WGNN_GROUP_NORM_SPLIT", "yes");
+  wgnn::test::ScopedSetting bad("WGNN_GROUP_NORM_SPLIT", "yes");
   EXPECT_THROW(labels({1, 4, 128, 128}, 4), Error);
 }
 

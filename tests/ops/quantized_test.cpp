@@ -353,7 +353,7 @@ void check_matmul_integer(const MatmulCase& m, uint32_t seed, bool requant, bool
   EXPECT_EQ(g.info(y).shape, (Shape{B, m.M, m.N}));
   // The packed dot-product kernel where the adapter offers it and
   // WGNN_DOT4 is not 0, else the unpacked one.
-  const char* env = std::getenv("WGNN_DOT4");
+  const char* env = wgnn::test::ctx().settings().get("WGNN_DOT4");
   const bool want_dot4 = ctx().features().packed_4x8_dot && !(env && std::string(env) == "0");
   bool dot4 = false;
   for (const auto& d : g.dispatches()) dot4 |= d.label.find("matmul_integer dot4") != std::string::npos;
@@ -396,11 +396,11 @@ TEST(MatmulInteger, ZeroPointsPerTensorRowColumn) {
 // the packed one where it is offered.
 TEST(MatmulInteger, UnpackedFallback) {
   if (!ctx().features().packed_4x8_dot) std::printf("note: this adapter lacks packed_4x8_integer_dot_product: every test here runs unpacked\n");
-  setenv("WGNN_DOT4", "0", 1);
+  wgnn::test::ctx().mutable_settings().set("WGNN_DOT4", "0");
   check_matmul_integer({1, 1, 17, 33, 19, DType::U8, DType::I8, true, true}, 81, false);
   check_matmul_integer({1, 4, 2, 300, 31, DType::I8, DType::U8, true, false}, 83, false);
   check_matmul_integer({2, 1, 17, 40, 19, DType::U8, DType::I8, true, true}, 91, true);
-  unsetenv("WGNN_DOT4");
+  wgnn::test::ctx().mutable_settings().unset("WGNN_DOT4");
 }
 
 TEST(QLinearMatmul, Requantized) {
@@ -426,7 +426,7 @@ struct ConvCase {
 void check_conv_path(const ConvCase& cc, uint32_t seed, bool requant, bool direct) {
   SCOPED_TRACE(fmt::format("x {} w {} groups {} requant {} direct {}", shape_str(cc.x), shape_str(cc.w), cc.groups,
                            requant, direct));
-  if (direct) setenv("WGNN_CONV_INTEGER", "direct", 1);
+  if (direct) wgnn::test::ctx().mutable_settings().set("WGNN_CONV_INTEGER", "direct");
   Graph g(ctx());
   const int d = int(cc.x.size()) - 2;
   const auto [xlo, xhi] = range_of(cc.dx);
@@ -450,7 +450,7 @@ void check_conv_path(const ConvCase& cc, uint32_t seed, bool requant, bool direc
   } else {
     y = ops::call(g, "wgnn.conv_integer.default", {xt, wt, zxt, zwt, cc.stride, cc.pad, cc.dil, cc.groups}).tensor();
   }
-  unsetenv("WGNN_CONV_INTEGER");
+  wgnn::test::ctx().mutable_settings().unset("WGNN_CONV_INTEGER");
   const bool want_tiled = !direct && cc.w[1] > 1;
   int tiled = 0, convs = 0;
   for (const auto& dsp : g.dispatches()) {
@@ -551,13 +551,13 @@ TEST(QLinearConv, TiledEdges) {
 TEST(ConvInteger, UnknownKernelChoiceFails) {
   Graph g(ctx());
   TensorRef x = upload_ints(g, {1, 2, 4, 4}, Ints(32, 3), DType::U8), w = upload_ints(g, {2, 2, 1, 1}, Ints(4, 1), DType::U8);
-  setenv("WGNN_CONV_INTEGER", "fast", 1);
+  wgnn::test::ctx().mutable_settings().set("WGNN_CONV_INTEGER", "fast");
   EXPECT_THAT(error_of([&] {
                 ops::call(g, "wgnn.conv_integer.default", {x, w, None{}, None{}, IntList{1, 1}, IntList{0, 0, 0, 0},
                                                            IntList{1, 1}, int64_t(1)});
               }),
               HasSubstr("WGNN_CONV_INTEGER is 'fast'; accepted: direct, tiled"));
-  unsetenv("WGNN_CONV_INTEGER");
+  wgnn::test::ctx().mutable_settings().unset("WGNN_CONV_INTEGER");
 }
 
 TEST(QLinearConv, BiasAndPerChannelScales) {

@@ -27,7 +27,7 @@
 #include "ops/subgroup_matmul.h"
 
 using namespace wgnn;
-using wgnn::test::ScopedEnv;
+using wgnn::test::ScopedSetting;
 using namespace wgnn::test;
 using testing::HasSubstr;
 
@@ -221,9 +221,9 @@ TEST(SubgroupMatmul, MatchesReferenceAndRegularKernel) {
                              : std::vector<float>{};
     std::vector<std::string> tc_labels, reg_labels;
     const auto tc = run_case(c, k, a, b, bias, &tc_labels);
-    setenv("WGNN_SUBGROUP_MATMUL", "0", 1);  // the regular kernel, also where ctx() has subgroup matrices
+    wgnn::test::ctx().mutable_settings().set("WGNN_SUBGROUP_MATMUL", "0");  // the regular kernel, also where ctx() has subgroup matrices
     const auto reg = run_case(ctx(), k, a, b, bias, &reg_labels);
-    unsetenv("WGNN_SUBGROUP_MATMUL");
+    wgnn::test::ctx().mutable_settings().unset("WGNN_SUBGROUP_MATMUL");
     ASSERT_EQ(tc_labels.size(), 1u);
     // A single product of at most 8 rows takes kernels/gemv.wgsl instead
     // (ops/matmul.cpp), with or without subgroup matrices.
@@ -268,9 +268,9 @@ TEST(SubgroupMatmul, PointwiseConvolution) {
     };
     std::string tc_label, reg_label;
     const auto tc = run(c, &tc_label);
-    setenv("WGNN_SUBGROUP_MATMUL", "0", 1);
+    wgnn::test::ctx().mutable_settings().set("WGNN_SUBGROUP_MATMUL", "0");
     const auto reg = run(ctx(), &reg_label);
-    unsetenv("WGNN_SUBGROUP_MATMUL");
+    wgnn::test::ctx().mutable_settings().unset("WGNN_SUBGROUP_MATMUL");
     // The product reads X's rows as 8 halves: where H*W is not a multiple
     // of 8 (14x14 = 196) the convolution kernel, which gathers X in
     // scalars and writes its results one half at a time, takes it.
@@ -443,11 +443,11 @@ void check_conv_cases(gpu::Context& c, const std::vector<ConvCase>& cases, const
     std::string tc_label, reg_label;
     int pads = 0;
     const auto tc = run_conv(c, k, d, &tc_label, &pads);
-    const char* mode = std::getenv("WGNN_SUBGROUP_MATMUL");
+    const char* mode = wgnn::test::ctx().settings().get("WGNN_SUBGROUP_MATMUL");
     const std::string saved = mode ? mode : "";
-    setenv("WGNN_SUBGROUP_MATMUL", "0", 1);
+    wgnn::test::ctx().mutable_settings().set("WGNN_SUBGROUP_MATMUL", "0");
     const auto reg = run_conv(ctx(), k, d, &reg_label);
-    if (mode) setenv("WGNN_SUBGROUP_MATMUL", saved.c_str(), 1); else unsetenv("WGNN_SUBGROUP_MATMUL");
+    if (mode) wgnn::test::ctx().mutable_settings().set("WGNN_SUBGROUP_MATMUL", saved.c_str()); else wgnn::test::ctx().mutable_settings().unset("WGNN_SUBGROUP_MATMUL");
     if (tiles_fit) {
       // Weight rows padded on every run only where the weight is an input
       // (a constant's once, in prepare).
@@ -554,7 +554,7 @@ TEST(SubgroupMatmul, Convolution) {
   const std::vector<ConvCase> few = {conv_cases()[2], conv_cases()[6], conv_cases()[13], conv_cases()[18], conv_cases()[20]};
   for (const char* text : kConvConfigs) {
     SCOPED_TRACE(text);
-    ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", text);
+    ScopedSetting env("WGNN_SUBGROUP_MATMUL_CONFIG", text);
     // Tiles over the device's workgroup memory (128x256x32 with two
     // stages: 48 KiB; an H200 under Dawn allows 32) fall back to the
     // regular kernel, still with the right values.
@@ -580,7 +580,7 @@ TEST(SubgroupMatmul, ConvolutionLarge) {
 // configuration where there are no tensor cores (lavapipe).
 TEST(SubgroupMatmulEmulated, Convolution) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
-  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
   check_conv_cases(ctx(), conv_cases(), "subgroup-matrix");
 }
 
@@ -591,14 +591,14 @@ class SubgroupMatmulEmulatedConfig : public testing::TestWithParam<const char*> 
 
 TEST_P(SubgroupMatmulEmulatedConfig, Convolution) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
-  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
   const std::vector<ConvCase> few = {conv_cases()[2], conv_cases()[6], conv_cases()[13], conv_cases()[18], conv_cases()[20]};
   ops::SubgroupMatmulConfig cfg = ops::parse_subgroup_matmul_config(GetParam());
   cfg.emulate = true, cfg.conv = true, cfg.out_f16 = true, cfg.bias = true, cfg.bias_f16 = true, cfg.act = ops::Activation::Relu;
   if (!ops::subgroup_matmul_supported(ctx(), cfg)) {  // lavapipe: 32 KB of workgroup memory
     GTEST_SKIP() << GetParam() << ": more workgroup memory or threads than this device has";
   }
-  ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", GetParam());
+  ScopedSetting env("WGNN_SUBGROUP_MATMUL_CONFIG", GetParam());
   check_conv_cases(ctx(), few, "emulated");
 }
 INSTANTIATE_TEST_SUITE_P(Tiles, SubgroupMatmulEmulatedConfig, testing::ValuesIn(kConvConfigs),
@@ -630,7 +630,7 @@ static void check_emulated_case(const Case& k, uint32_t seed) {
 // convolution (what runs on tensor cores elsewhere).
 TEST(SubgroupMatmulEmulated, MatchesReference) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
-  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
   const std::vector<Case> cases = {
       {1, 37, 24, 40, false, false, std::nullopt, 1, 0, false},
       {1, 200, 72, 136, false, false, Shape{136}, 1, 1, false},
@@ -655,7 +655,7 @@ TEST(SubgroupMatmulEmulated, MatchesReference) {
 // 64x64 tile, emulated.
 TEST(SubgroupMatmulEmulated, FastLoadsAtEveryEdge) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
-  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
   const std::vector<Case> cases = {
       {1, 8, 8, 8, false, false, std::nullopt, 1, 0, false},      // one vec4 wide, one partial K tile
       {1, 128, 64, 128, false, false, std::nullopt, 1, 0, false},  // whole tiles, K a multiple of BK
@@ -673,7 +673,7 @@ TEST(SubgroupMatmulEmulated, FastLoadsAtEveryEdge) {
   for (const char* tiles :
        {"64x64x32:2x2:2", "128x128x32:2x2:1", "64x64x32:2x2:1", "64x64x64:2x2:1", "64x64x32:2x2:1/d2",
         "128x128x32:2x2:1/d2", "64x64x16:2x2:2/d2"}) {
-    ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", tiles);
+    ScopedSetting env("WGNN_SUBGROUP_MATMUL_CONFIG", tiles);
     for (const Case& k : cases) {
       SCOPED_TRACE(fmt::format("{}: batch {} M {} K {} N {} ta {} tb {}", tiles, k.batch, k.M, k.K, k.N, k.ta, k.tb));
       check_emulated_case(k, uint32_t(k.M * 13 + k.K * 5 + k.N));
@@ -687,8 +687,8 @@ TEST(SubgroupMatmulEmulated, FastLoadsAtEveryEdge) {
 // convolution keeps its tiles of halves; a bad value says what it expects.
 TEST(SubgroupMatmulEmulated, Vec4TilesMatchTheReference) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
-  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
-  ScopedEnv vec4("WGNN_SUBGROUP_VEC4_TILES", "1");
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting vec4("WGNN_SUBGROUP_VEC4_TILES", "1");
   const std::vector<Case> cases = {
       {1, 8, 8, 8, false, false, std::nullopt, 1, 0, false},
       {1, 136, 40, 72, true, false, std::nullopt, 1, 0, false},
@@ -698,15 +698,15 @@ TEST(SubgroupMatmulEmulated, Vec4TilesMatchTheReference) {
       {1, 200, 72, 136, false, false, Shape{136}, 1, 1, false},
   };
   for (const char* tiles : {"", "64x64x16:2x2:2/d2"}) {
-    ScopedEnv env("WGNN_SUBGROUP_MATMUL_CONFIG", tiles);
+    ScopedSetting env("WGNN_SUBGROUP_MATMUL_CONFIG", tiles);
     for (const Case& k : cases) {
       SCOPED_TRACE(fmt::format("'{}': batch {} M {} K {} N {} ta {} tb {}", tiles, k.batch, k.M, k.K, k.N, k.ta, k.tb));
       check_emulated_case(k, uint32_t(k.M * 17 + k.K * 3 + k.N));
     }
   }
   check_conv_cases(ctx(), {conv_case("3x3", 1, 8, 16, 10, 10, 3, 1, 1, 1, true, "relu")}, "subgroup-matrix");
-  ScopedEnv bad("WGNN_SUBGROUP_VEC4_TILES", "yes");
-  EXPECT_THAT(error_of([] { ops::subgroup_gemm_splits(512, 512, 4096, 1); }), HasSubstr("expected 0 or 1"));
+  ScopedSetting bad("WGNN_SUBGROUP_VEC4_TILES", "yes");
+  EXPECT_THAT(error_of([] { ops::subgroup_gemm_splits(wgnn::test::ctx().settings(), 512, 512, 4096, 1); }), HasSubstr("expected 0 or 1"));
 }
 
 // Large float16 products whose N or K is not a multiple of 8 (the Whisper
@@ -718,7 +718,7 @@ TEST(SubgroupMatmulEmulated, Vec4TilesMatchTheReference) {
 // values.
 TEST(SubgroupMatmulEmulated, RaggedProductsPaddedToMultiplesOf8) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
-  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
   const std::vector<Case> cases = {
       {1, 1400, 64, 1500, false, true, std::nullopt, 0.125, 0, false},
       {2, 700, 1500, 64, false, false, std::nullopt, 1, 0, false},
@@ -733,7 +733,7 @@ TEST(SubgroupMatmulEmulated, RaggedProductsPaddedToMultiplesOf8) {
     const auto ref = reference(k, a, b, {});
     const auto mag = magnitude_reference(k, a, b, {});
     for (const char* pad : {"1", "0"}) {
-      ScopedEnv env("WGNN_MATMUL_PAD", pad);
+      ScopedSetting env("WGNN_MATMUL_PAD", pad);
       std::vector<std::string> labels;
       const auto got = run_case(ctx(), k, a, b, {}, &labels);
       bool padded = false, regular = false;
@@ -785,7 +785,7 @@ TEST(SubgroupMatmul, ResidualInTheEpilogue) {
 
 TEST(SubgroupMatmulEmulated, ResidualInTheEpilogue) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
-  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
   check_residual_on_subgroup_path(ctx());
 }
 
@@ -841,32 +841,32 @@ std::vector<std::string> check_matmul_add_split(const Case& k, const char* act, 
 // ranges of 4 steps or more; none otherwise (a deeper product of more
 // tiles too), or with the setting off.
 TEST(SubgroupMatmulSplits, RangesForFewTiles) {
-  EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).splits, 6);      // BART's 12 tiles, 24 steps
-  EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).kchunk, 128);   // 4 steps a range
-  EXPECT_EQ(ops::subgroup_gemm_splits(256, 196, 2304, 1, true).splits, 18);  // ResNet-50's 3x3 on 14x14
-  EXPECT_EQ(ops::subgroup_gemm_splits(256, 196, 2304, 1).splits, 15);  // a product: 32 tiles of 32x64, ranges of 5 steps
-  EXPECT_EQ(ops::subgroup_gemm_splits(1500, 512, 2048, 1).splits, 1);   // Whisper's fc2: 192 tiles
-  EXPECT_EQ(ops::subgroup_gemm_splits(64, 64, 224, 1).splits, 1);       // 7 steps
+  EXPECT_EQ(ops::subgroup_gemm_splits(wgnn::test::ctx().settings(), 32, 768, 768, 1).splits, 6);      // BART's 12 tiles, 24 steps
+  EXPECT_EQ(ops::subgroup_gemm_splits(wgnn::test::ctx().settings(), 32, 768, 768, 1).kchunk, 128);   // 4 steps a range
+  EXPECT_EQ(ops::subgroup_gemm_splits(wgnn::test::ctx().settings(), 256, 196, 2304, 1, true).splits, 18);  // ResNet-50's 3x3 on 14x14
+  EXPECT_EQ(ops::subgroup_gemm_splits(wgnn::test::ctx().settings(), 256, 196, 2304, 1).splits, 15);  // a product: 32 tiles of 32x64, ranges of 5 steps
+  EXPECT_EQ(ops::subgroup_gemm_splits(wgnn::test::ctx().settings(), 1500, 512, 2048, 1).splits, 1);   // Whisper's fc2: 192 tiles
+  EXPECT_EQ(ops::subgroup_gemm_splits(wgnn::test::ctx().settings(), 64, 64, 224, 1).splits, 1);       // 7 steps
   {
     // The ranges follow the tiles the threshold picks: 512 x 512 x 4096 is
     // 16 tiles of 128x128 (32 ranges) or 64 of 64x64 (8).
-    ScopedEnv big("WGNN_SUBGROUP_BIG_TILES", "10");
-    EXPECT_EQ(ops::subgroup_gemm_splits(512, 512, 4096, 1).splits, 32);
-    ScopedEnv bad("WGNN_SUBGROUP_BIG_TILES", "many");
-    EXPECT_THAT(error_of([] { ops::subgroup_gemm_splits(512, 512, 4096, 1); }), HasSubstr("WGNN_SUBGROUP_BIG_TILES='many'"));
+    ScopedSetting big("WGNN_SUBGROUP_BIG_TILES", "10");
+    EXPECT_EQ(ops::subgroup_gemm_splits(wgnn::test::ctx().settings(), 512, 512, 4096, 1).splits, 32);
+    ScopedSetting bad("WGNN_SUBGROUP_BIG_TILES", "many");
+    EXPECT_THAT(error_of([] { ops::subgroup_gemm_splits(wgnn::test::ctx().settings(), 512, 512, 4096, 1); }), HasSubstr("WGNN_SUBGROUP_BIG_TILES='many'"));
   }
-  EXPECT_EQ(ops::subgroup_gemm_splits(512, 512, 4096, 1).splits, 8);
+  EXPECT_EQ(ops::subgroup_gemm_splits(wgnn::test::ctx().settings(), 512, 512, 4096, 1).splits, 8);
   {
     // The tuning switches of the tile choice say what they expect.
-    ScopedEnv deep("WGNN_SUBGROUP_DEEP", "64x64x64:2x2:1");
-    EXPECT_THAT(error_of([] { ops::subgroup_gemm_splits(512, 512, 4096, 1); }), HasSubstr("expected CONFIG@KMIN"));
+    ScopedSetting deep("WGNN_SUBGROUP_DEEP", "64x64x64:2x2:1");
+    EXPECT_THAT(error_of([] { ops::subgroup_gemm_splits(wgnn::test::ctx().settings(), 512, 512, 4096, 1); }), HasSubstr("expected CONFIG@KMIN"));
   }
   {
-    ScopedEnv prefetch("WGNN_SUBGROUP_PREFETCH", "3");
-    EXPECT_THAT(error_of([] { ops::subgroup_gemm_splits(512, 512, 4096, 1); }), HasSubstr("expected 1 or 2"));
+    ScopedSetting prefetch("WGNN_SUBGROUP_PREFETCH", "3");
+    EXPECT_THAT(error_of([] { ops::subgroup_gemm_splits(wgnn::test::ctx().settings(), 512, 512, 4096, 1); }), HasSubstr("expected 1 or 2"));
   }
-  ScopedEnv off("WGNN_SUBGROUP_SPLITK", "0");
-  EXPECT_EQ(ops::subgroup_gemm_splits(32, 768, 768, 1).splits, 1);
+  ScopedSetting off("WGNN_SUBGROUP_SPLITK", "0");
+  EXPECT_EQ(ops::subgroup_gemm_splits(wgnn::test::ctx().settings(), 32, 768, 768, 1).splits, 1);
 }
 
 // The tiles pick_config gives (the recorded pipeline, nothing run):
@@ -877,7 +877,7 @@ TEST(SubgroupMatmulSplits, RangesForFewTiles) {
 // tiles. WGNN_SUBGROUP_SMALL_TILES=0 keeps 64x64 for few tiles.
 TEST(SubgroupMatmulEmulated, TileDepthFollowsTheWave) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
-  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
   const struct {
     int64_t M, N, K;
     const char* tiles;
@@ -903,14 +903,14 @@ TEST(SubgroupMatmulEmulated, TileDepthFollowsTheWave) {
     SCOPED_TRACE(fmt::format("{}x{}x{}", k.M, k.N, k.K));
     EXPECT_THAT(first_kernel(k.M, k.N, k.K), HasSubstr(fmt::format("subgroup matmul {} ", k.tiles)));
   }
-  ScopedEnv off("WGNN_SUBGROUP_SMALL_TILES", "0");
+  ScopedSetting off("WGNN_SUBGROUP_SMALL_TILES", "0");
   EXPECT_THAT(first_kernel(32, 768, 768), HasSubstr("subgroup matmul 64x64x32 "));
   EXPECT_THAT(first_kernel(448, 384, 200), HasSubstr("subgroup matmul 64x64x64 "));
 }
 
 TEST(SubgroupMatmulEmulated, SplitKForFewTiles) {
   if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
-  ScopedEnv mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
   auto joined = [](const std::vector<std::string>& l) { return fmt::format("{}", fmt::join(l, " | ")); };
   const struct {
     Case k;
@@ -935,13 +935,13 @@ TEST(SubgroupMatmulEmulated, SplitKForFewTiles) {
   }
   const Case mid{1, 136, 200, 72, false, false, std::nullopt, 1, 1, false};
   {
-    ScopedEnv forced("WGNN_SUBGROUP_SPLITK", "3");
+    ScopedSetting forced("WGNN_SUBGROUP_SPLITK", "3");
     const auto labels = check_matmul_add_split(mid, "gelu", 950);
     ASSERT_EQ(labels.size(), 2u) << joined(labels);
     EXPECT_THAT(labels[0], HasSubstr("splitk=3"));
   }
   {
-    ScopedEnv off("WGNN_SUBGROUP_SPLITK", "0");
+    ScopedSetting off("WGNN_SUBGROUP_SPLITK", "0");
     const auto labels = check_matmul_add_split(cases[0].k, "gelu", 960);
     ASSERT_EQ(labels.size(), 1u) << joined(labels);
     EXPECT_THAT(labels[0], testing::Not(HasSubstr("splitk")));

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """The layering rule of docs/ARCHITECTURE.md, checked on every source file:
 a layer includes only itself and the layers below it. gpu/error.h (the
-error types) may be included from anywhere. Exits 1 listing each include
-that reaches up."""
+error types) may be included from anywhere. And the library reads no
+environment variable (issue of docs/SETTINGS.md): no getenv call outside
+the front ends (tools/, capi/, python/, node/), which map the environment
+onto Settings. Exits 1 listing each include that reaches up and each
+getenv in a library folder."""
 import pathlib
 import re
 import sys
@@ -26,6 +29,11 @@ BELOW = {
     "node": {"capi", "matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
+# The front ends: they map the environment onto Settings (util/settings.h).
+FRONT_ENDS = {"capi", "tools", "python", "node"}
+# A call of getenv (or secure_getenv): not a mention in a comment or in
+# Settings::from_variables(&std::getenv), which passes the function.
+GETENV_CALL = re.compile(r'\b(?:secure_)?getenv\s*\(')
 
 
 def main():
@@ -38,7 +46,14 @@ def main():
             if {"build", ".cache", "node_modules", "prebuilt"} & set(f.relative_to(ROOT).parts):
                 continue  # fetched or built, not the project's sources
             checked += 1
-            for m in INCLUDE.finditer(f.read_text(errors="replace")):
+            text = f.read_text(errors="replace")
+            if layer not in FRONT_ENDS:
+                for n, line in enumerate(text.splitlines(), 1):
+                    code = line.split("//", 1)[0]
+                    if GETENV_CALL.search(code):
+                        bad.append(f"{f.relative_to(ROOT)}:{n}: reads the environment ({line.strip()}); take it "
+                                   "from Settings, which the front ends fill")
+            for m in INCLUDE.finditer(text):
                 top, rest = m.group(1), m.group(2)
                 if top == layer or top in allowed or (top, rest) == ("gpu", "error.h"):
                     continue
@@ -50,7 +65,7 @@ def main():
         return 1
     for b in bad:
         print(b)
-    print(f"layers: {checked} files, {len(bad)} includes that reach up")
+    print(f"layers: {checked} files, {len(bad)} includes that reach up or getenv calls in the library")
     return 1 if bad else 0
 
 
