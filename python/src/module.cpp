@@ -61,6 +61,8 @@ std::shared_ptr<Device> device_for(const std::string& adapter, const std::string
   if (!d) {
     auto dev = std::make_shared<Device>();
     gpu::ContextOptions o;
+    // The documented variables (docs/SETTINGS.md) as the CLI maps them.
+    o.settings = Settings::from_variables(&std::getenv);
     o.adapter = adapter;
     o.limits = limits;
     dev->ctx = std::make_unique<gpu::Context>(o);
@@ -301,23 +303,27 @@ class PyRemover {
   }
 
   // `wgnn remove-bg`'s path for one photo file's bytes: decoded as the CLI
-  // decodes (EXIF orientation, the pixel bound), cut out, and the output
-  // image (cutout_image) encoded as the CLI's PNG, byte for byte.
+  // decodes (EXIF orientation, the pixel bound), cut out (the matte cleaned
+  // with post_process, as --post-process), and the output image
+  // (cutout_image) encoded as the CLI's PNG, byte for byte. Only the model
+  // run holds the device: decoding, pre-processing, finishing and encoding
+  // run without it (and without the GIL), so several threads keep it busy.
   nb::bytes cutout_png(const nb::bytes& photo, const std::string& name, bool only_mask, const std::string& bg_color,
-                       uint64_t max_pixels) {
+                       bool post_process, uint64_t max_pixels) {
     std::string data(photo.c_str(), photo.size());
     std::string png;
     {
       nb::gil_scoped_release release;
       const std::optional<std::array<uint8_t, 4>> bg =
           bg_color.empty() ? std::nullopt : std::optional(matting::parse_color(bg_color, "bg_color"));
-      const image::Image img = image::decode_photo(data, name, max_pixels);
-      matting::Cutout c;
+      matting::Prepared p = r_->prepare(image::decode_photo(data, name, max_pixels));
+      p.post_process = post_process;
+      matting::Matte m;
       {
         const std::lock_guard<std::mutex> lock(dev_->mutex);
-        c = r_->run(img);
+        m = r_->infer(p);
       }
-      png = image::encode_png(matting::cutout_image(c, only_mask, bg));
+      png = image::encode_png(matting::cutout_image(r_->finish(std::move(p), std::move(m)), only_mask, bg));
     }
     return nb::bytes(png.data(), png.size());
   }
@@ -389,7 +395,7 @@ NB_MODULE(_wgnn, m) {
            "preprocess"_a, "adapter"_a)
       .def("run", &PyRemover::run, "photo"_a)
       .def("cutout_png", &PyRemover::cutout_png, "photo"_a, "name"_a, "only_mask"_a, "bg_color"_a,
-           "max_pixels"_a = image::kDefaultMaxPixels);
+           "post_process"_a = false, "max_pixels"_a = image::kDefaultMaxPixels);
 
   m.def(
       "device_info",
@@ -400,11 +406,20 @@ NB_MODULE(_wgnn, m) {
         return gpu::describe_json(*dev->ctx);
       },
       "adapter"_a, "limits"_a);
+  // --bg-color's check (matting::parse_color): an Error naming `flag`.
+  m.def(
+      "parse_color",
+      [](const std::string& s, const std::string& flag) {
+        const auto c = matting::parse_color(s, flag.c_str());
+        return std::vector<int>{c[0], c[1], c[2], c[3]};
+      },
+      "s"_a, "flag"_a);
   m.def(
       "adapters_json",
       [](const std::string& adapter) {
         nb::gil_scoped_release release;
         gpu::ContextOptions o;
+        o.settings = Settings::from_variables(&std::getenv);
         o.adapter = adapter;
         return gpu::describe_adapters_json(gpu::Context::list_adapters(o));
       },
@@ -433,7 +448,9 @@ NB_MODULE(_wgnn, m) {
     old.clear();
   });
   m.def("onnx_ops", [] { return onnx_import::supported_ops(); });
-  m.def("model_folders", [](const std::string& program_dir) { return matting::model_folders(program_dir); });
+  m.def("model_folders", [](const std::string& program_dir) {
+    return matting::model_folders(program_dir, Settings::from_variables(&std::getenv));
+  });
   m.def("find_model", [](const std::vector<std::string>& folders) { return matting::find_model(folders); });
   m.attr("default_model") = matting::kDefaultModel;
   m.attr("__version__") = wgnn_version();

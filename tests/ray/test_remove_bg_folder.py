@@ -76,20 +76,31 @@ def test_isnet_matches_cli(cluster, tmp_path):
     check_outputs(dst, outputs_of(ref))
 
 
-def test_python_decoder_matches_cli(photos, tiny_model):
-    """The Python path (Pillow's decoding, the system libpng through ctypes
-    with the CLI's settings), which post_process and modules without
-    _Remover.cutout_png take: the CLI's bytes too (no cluster needed)."""
+def test_cutter_gives_the_cli_bytes_from_threads(photos, tiny_model, tmp_path):
+    """Cutter.cut_bytes (the CLI's own decode, cut-out and PNG encoder in
+    C++) from four threads at once, as an actor runs it: the CLI's bytes,
+    with --post-process too (no cluster needed)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     src, reference = photos
     cutter = wgnn.ray.Cutter(tiny_model)
-    checked = 0
-    for rel, want in sorted(reference.items())[:120]:
+    jobs = []
+    for rel, want in sorted(reference.items())[:60]:
         stem = os.path.join(src, rel[: -len("_cutout.png")])
         path = next(stem + e for e in (".jpg", ".jpeg", ".png", ".JPG") if os.path.exists(stem + e))
-        got = cutter.cut_png(wgnn.ray.read_photo(path))
-        assert got == want, f"{path}: the Python path's PNG differs from the CLI's"
-        checked += 1
-    assert checked == min(120, N_PHOTOS)
+        jobs.append((path, want))
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda j: cutter.cut_bytes(open(j[0], "rb").read(), j[0]), jobs))
+    for (path, want), png in zip(jobs, got):
+        assert png == want, f"{path}: Cutter's PNG differs from the CLI's"
+    post = tmp_path / "post"
+    post.mkdir()
+    r = run_cli([jobs[0][0], "-o", str(post / "p.png"), "--model", tiny_model, "--post-process"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert cutter.cut_bytes(open(jobs[0][0], "rb").read(), post_process=True) == (post / "p.png").read_bytes()
+    with pytest.raises(wgnn.Error, match="bg_color '300,0,0'"):
+        cutter.cut_bytes(open(jobs[0][0], "rb").read(), bg_color="300,0,0")
+    assert len(jobs) == min(60, len(reference))
 
 
 def test_plan_matches_cli_rules(tmp_path):

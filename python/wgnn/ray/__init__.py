@@ -29,13 +29,11 @@ import numpy as np
 
 import wgnn
 
-from ._photo import PHOTO_EXTENSIONS, Cutter, decode_photo, parse_color, read_photo
-from ._png import encode_png, libpng_version
+from ._photo import PHOTO_EXTENSIONS, Cutter, parse_color
 
 __all__ = [
     "Predictor", "RemoveBgPredictor", "Cutter", "plan_folder", "write_atomic", "remove_temp_files",
-    "remove_bg_folder", "remove_bg_app", "RemoveBgDeployment", "decode_photo", "read_photo", "encode_png",
-    "parse_color", "libpng_version", "PHOTO_EXTENSIONS",
+    "remove_bg_folder", "remove_bg_app", "RemoveBgDeployment", "parse_color", "PHOTO_EXTENSIONS",
 ]
 
 
