@@ -35,25 +35,39 @@ bool exists_glob(const char* pattern) {
 
 bool has_gpu_device_node() { return exists_glob("/dev/nvidia[0-9]*") || exists_glob("/dev/dri/renderD*"); }
 
-// Points the Vulkan loader at the bundled lavapipe. The backported lavapipe
-// needs a newer libdrm than the system's; loading the bundled copies first
-// (RTLD_GLOBAL) satisfies its DT_NEEDED entries by soname, so no
-// LD_LIBRARY_PATH is needed.
-void use_bundled_lavapipe(const std::string& deps) {
+// Whether the bundled lavapipe loads in this process: "" if so, else why
+// not (dlerror). The backported lavapipe needs a newer libdrm than the
+// system's; loading the bundled copies first (RTLD_GLOBAL) satisfies its
+// DT_NEEDED entries by soname, so no LD_LIBRARY_PATH is needed. A wheel
+// tagged for an older glibc than lavapipe's own (docs/INSTALL.md, "Wheel")
+// carries a lavapipe that cannot load there: that is found here, not in
+// the middle of Dawn's start.
+const std::string& lavapipe_load_error(const std::string& deps) {
   static std::once_flag once;
-  const std::string icd = deps + "/lavapipe/lvp_icd.json";
-  if (!fs::exists(icd)) {
-    throw Error(fmt::format(
-        "the bundled lavapipe driver was requested but {} is missing: run scripts/setup (it fetches lavapipe on "
-        "machines without a GPU driver; WGNN_FORCE_LAVAPIPE=1 fetches it anyway)",
-        icd));
-  }
+  static std::string error;
   std::call_once(once, [&] {
     const std::string lib = deps + "/lavapipe/root/usr/lib/x86_64-linux-gnu/";
     for (const char* so : {"libdrm.so.2", "libdrm_amdgpu.so.1"}) {
       const std::string path = lib + so;
       if (fs::exists(path)) dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
     }
+    const std::string lvp = lib + "libvulkan_lvp.so";
+    if (!fs::exists(lvp)) {
+      error = lvp + " is missing";
+    } else if (void* h = dlopen(lvp.c_str(), RTLD_NOW | RTLD_LOCAL); !h) {
+      const char* e = dlerror();
+      error = e ? e : "dlopen failed without a message";
+    }
+  });
+  return error;
+}
+
+// Points the Vulkan loader at the bundled lavapipe (which must load:
+// lavapipe_load_error).
+void use_bundled_lavapipe(const std::string& deps) {
+  static std::once_flag once;
+  const std::string icd = deps + "/lavapipe/lvp_icd.json";
+  std::call_once(once, [&] {
     // lavapipe's window-system code looks for a Wayland socket and complains
     // on stderr when XDG_RUNTIME_DIR is unset; compute needs no display.
     setenv("XDG_RUNTIME_DIR", "/tmp", /*overwrite=*/0);
@@ -108,6 +122,18 @@ DriverChoice choose_vulkan_driver(const std::string& requested, const Settings& 
   const bool bundled = !deps.empty() && fs::exists(deps + "/lavapipe/lvp_icd.json");
 
   if (mode == "lavapipe" || (mode == "auto" && retry_with_lavapipe)) {
+    if (!bundled) {
+      throw Error(fmt::format(
+          "the bundled lavapipe driver was requested but {}/lavapipe/lvp_icd.json is missing: run scripts/setup (it "
+          "fetches lavapipe on machines without a GPU driver; WGNN_FORCE_LAVAPIPE=1 fetches it anyway)",
+          deps.empty() ? std::string("(no deps folder found)") : deps));
+    }
+    if (const std::string& e = lavapipe_load_error(deps); !e.empty()) {
+      throw Error(fmt::format("the bundled lavapipe (Mesa, Vulkan on the CPU) does not load on this system: {}. "
+                              "Install the distribution's Mesa Vulkan drivers (mesa-vulkan-drivers) and use "
+                              "--adapter gpu",
+                              e));
+    }
     use_bundled_lavapipe(deps);
     return {"lavapipe", fmt::format("bundled lavapipe (Mesa, Vulkan on the CPU) from {}/lavapipe", deps)};
   }
@@ -115,6 +141,11 @@ DriverChoice choose_vulkan_driver(const std::string& requested, const Settings& 
     return {"environment", fmt::format("Vulkan driver named by the environment ({})", user_icd)};
   }
   if (mode == "auto" && !has_gpu_device_node() && bundled) {
+    if (const std::string& e = lavapipe_load_error(deps); !e.empty()) {
+      return {"gpu", fmt::format("the machine's Vulkan drivers (no GPU device; the bundled lavapipe does not load "
+                                 "here: {})",
+                                 e)};
+    }
     use_bundled_lavapipe(deps);
     return {"lavapipe",
             fmt::format("no GPU device on this machine: bundled lavapipe (Mesa, Vulkan on the CPU) from {}/lavapipe",

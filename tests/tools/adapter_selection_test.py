@@ -85,6 +85,21 @@ def main():
             p = run(["--adapter", bad, "info"], env, check=False)
             assert p.returncode != 0, f"--adapter {bad} should fail"
             assert "0: llvmpipe" in p.stderr and "1: llvmpipe" in p.stderr, f"--adapter {bad}: {p.stderr}"
+        # A bundled lavapipe that cannot load (a wheel on an older glibc than
+        # lavapipe's): asked for, an error saying why; chosen automatically,
+        # the machine's own drivers instead, saying why.
+        fake = os.path.join(tmp, "deps")
+        lib_dir = os.path.join(fake, "lavapipe", "root", "usr", "lib", "x86_64-linux-gnu")
+        os.makedirs(lib_dir)
+        shutil.copy(icd, os.path.join(fake, "lavapipe", "lvp_icd.json"))
+        with open(os.path.join(lib_dir, "libvulkan_lvp.so"), "w") as f:
+            f.write("not a shared library\n")
+        broken = {k: v for k, v in env.items() if k not in ("VK_DRIVER_FILES", "LD_LIBRARY_PATH")}
+        broken["WGNN_DEPS_DIR"] = fake
+        p = run(["--adapter", "lavapipe", "info"], broken, check=False)
+        assert p.returncode != 0 and "does not load on this system" in p.stderr, p.stderr
+        p = run(["info"], broken, check=False)
+        assert "the bundled lavapipe does not load here: " in p.stdout + p.stderr, p.stdout + p.stderr
         print(f"adapter selection: {len(listed)} adapters, selectors, WGNN_ADAPTER and CUDA_VISIBLE_DEVICES checked")
         return 0
     finally:
