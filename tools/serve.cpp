@@ -730,10 +730,8 @@ class Server {
       if (const std::string why = serve_guard::incomplete_photo(body); !why.empty()) {
         throw HttpError{400, fmt::format("the photo is {}", why)};
       }
-      // Decoding and pre-processing take a CPU slot (see cpu_); waited for
-      // in the workers' queue and for a slot: no decoding for a client that
-      // is gone or a deadline that cannot be met any more.
-      CpuSlot slot(cpu_);
+      // Waited in the workers' queue: no decoding for a client that is gone
+      // or a deadline that cannot be met any more.
       const auto t_prep = clock::now();
       if (client->gone) throw HttpError{503, "the client is gone"};
       if (clock::now() > deadline) throw HttpError{503, fmt::format("timed out: no cut-out within {} s", limit_s)};
@@ -757,7 +755,6 @@ class Server {
         throw HttpError{400, e.what()};
       }
       prepared->post_process = ro.post_process;
-      slot.release();
       // The work only: the waits before it overlap the photos ahead, which
       // the expected wait counts already.
       gpu_.record_prep(seconds_since(t_prep));
@@ -794,7 +791,6 @@ class Server {
       } catch (const Error& e) {
         throw HttpError{500, e.what()};
       }
-      CpuSlot post_slot(cpu_);
       const auto t_post = clock::now();
       const double run_s = m.run_s;
       const matting::Cutout cut = gpu_.remover().finish(std::move(*prepared), std::move(m));
@@ -802,7 +798,6 @@ class Server {
       res.content(image::encode_png(cutout_image(cut, ro.only_mask, ro.bg)), "image/png");
       res.set("X-Wgnn-Run-Ms", fmt::format("{:.1f}", run_s * 1e3));
       gpu_.record_post(seconds_since(t_post));
-      post_slot.release();
       ++served_;
     } catch (const HttpError& e) {
       answer(res, e.status, e.message);
@@ -826,38 +821,6 @@ class Server {
     while (!w.empty() && w.back() == '\n') w.pop_back();
     fmt::print(stderr, "serve: {} {} {} {} {:.3f} s\n", method, path, status, w, seconds_since(t0));
   }
-
-  // The CPU work of a request (decode and pre-process; matte to PNG) runs
-  // at most half the machine's threads at a time, the others left to the
-  // model (on lavapipe the GPU is the CPU). Unbounded, every admitted
-  // request decoded at once under overload: each took seconds instead of
-  // tenths, slowed the model beside it, and many found their deadline gone
-  // when done (docs/RELIABILITY.md).
-  struct CpuSlots {
-    std::mutex m;
-    std::condition_variable cv;
-    int free = std::max(1, int(std::thread::hardware_concurrency()) / 2);
-  };
-  struct CpuSlot {
-    CpuSlots& s;
-    bool held = true;
-    explicit CpuSlot(CpuSlots& slots) : s(slots) {
-      std::unique_lock<std::mutex> lock(s.m);
-      s.cv.wait(lock, [&] { return s.free > 0; });
-      --s.free;
-    }
-    void release() {
-      if (!held) return;
-      held = false;
-      {
-        std::lock_guard<std::mutex> lock(s.m);
-        ++s.free;
-      }
-      s.cv.notify_one();
-    }
-    ~CpuSlot() { release(); }
-  };
-  CpuSlots cpu_;
 
   const ServeOptions& o_;
   const ServeEnv& env_;
