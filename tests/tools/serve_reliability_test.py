@@ -32,6 +32,7 @@ usage: serve_reliability_test.py WGNN WORKDIR [--full] [--isnet MODEL]
 and 5x, throughput 90% of its own under the flood): the numbers in
 docs/RELIABILITY.md.
 """
+import atexit
 import http.client
 import io
 import json
@@ -113,8 +114,10 @@ def check(cond, what):
 
 
 class Server:
-    """wgnn serve on a free port, in its own folder and cache folder."""
+    """wgnn serve on a free port, in its own folder and cache folder (killed
+    at exit if still running, whatever ended the test)."""
     count = 0
+    started = []
 
     def __init__(self, *args, env=None, port="0"):
         Server.count += 1
@@ -125,6 +128,7 @@ class Server:
         self.err = open(self.err_path, "w")
         self.proc = subprocess.Popen([WGNN, "serve", "--port", port, *args], cwd=self.dir, env=e,
                                      stdout=subprocess.PIPE, stderr=self.err, text=True)
+        Server.started.append(self.proc)
         line = self.proc.stdout.readline()
         self.ok = "listening on http://127.0.0.1:" in line
         self.port = int(line.split("127.0.0.1:")[1].split("/")[0]) if self.ok else None
@@ -194,6 +198,13 @@ class Server:
             self.proc.send_signal(sig)
             self.proc.wait(timeout=60)
         self.err.close()
+
+
+@atexit.register
+def _kill_servers():
+    for p in Server.started:
+        if p.poll() is None:
+            p.kill()
 
 
 def encode(arr, fmt="PNG", **kw):
@@ -625,6 +636,7 @@ capacity2, _, _ = measure_capacity(8 if FULL else 5)
 flood = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--flood", str(s.port), "1000"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 opened = flood.stdout.readline().strip()
+flood_t0 = time.time()
 time.sleep(1.0)
 h = s.health_or_none()
 # /health timed while the model runs: four clients back to back beside it.
@@ -633,6 +645,8 @@ timer = threading.Thread(target=lambda: times.extend(health_times(300 if FULL el
 timer.start()
 flooded, count, took = measure_capacity(12 if FULL else 8)
 timer.join()
+# Held past the server's idle and header timeouts (10 s), so that both close some.
+time.sleep(max(0.0, 11.5 - (time.time() - flood_t0)))
 after = s.health_or_none()
 flood.stdin.close()
 reopened = flood.stdout.read().strip()
