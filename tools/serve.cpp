@@ -844,7 +844,7 @@ int serve(const gpu::ContextOptions& context_options, const ServeOptions& o) {
   if (o.port < 0 || o.port > 65535) throw Error(fmt::format("--port {}: give 0 (any free port) to 65535", o.port));
   if (o.queue < 1 || o.queue > 4096) throw Error(fmt::format("--queue {}: give 1 to 4096", o.queue));
   if (o.threads < 0 || o.threads > 4096) {
-    throw Error(fmt::format("--threads {}: give 1 to 4096 (0: --queue + 4)", o.threads));
+    throw Error(fmt::format("--threads {}: give 1 to 4096 (0: --queue, at most 64)", o.threads));
   }
   if (o.max_bytes == 0 || o.max_bytes > kMostBytes) {
     throw Error(fmt::format("--max-bytes {}: give the largest request body to accept, 1 to {} bytes (4 GiB)",

@@ -281,7 +281,7 @@ int main(int argc, char** argv) {
   sv->add_option("--queue", svo.queue,
                  "Requests served at once (decoding, waiting for or on the GPU, encoding); more get 503 at once "
                  "(default 8)");
-  sv->add_option("--threads", svo.threads, "HTTP threads (default: --queue + 4)");
+  sv->add_option("--threads", svo.threads, "Worker threads that decode, wait for the GPU and encode (default: --queue, at most 64)");
   sv->add_option("--max-bytes", svo.max_bytes, "The largest request body, in bytes (default 32 MiB); larger get 413");
   sv->add_option("--max-pixels", svo.max_pixels,
                  "The largest photo, width x height (default 4096x4096, checked from the header); larger get 413");
