@@ -124,6 +124,15 @@ onnx_import::SessionOptions to_options(const wgnn_session_options* o) {
   return s;
 }
 
+// A context's options as the C API makes them: the environment's
+// settings, as the CLI maps them (docs/SETTINGS.md), and the adapter named.
+gpu::ContextOptions context_options(const char* adapter) {
+  gpu::ContextOptions o;
+  o.settings = Settings::from_variables(&std::getenv);
+  if (adapter) o.adapter = adapter;
+  return o;
+}
+
 wgnn_status value_info(const wgnn_session* s, size_t index, wgnn_value_info* out, bool input) {
   const char* what = input ? "wgnn_session_input" : "wgnn_session_output";
   if (!s || !s->session) return invalid(what, "session is NULL");
@@ -171,11 +180,8 @@ size_t wgnn_dtype_size(wgnn_dtype dtype) {
 wgnn_status wgnn_context_create(const char* adapter, wgnn_context** out) {
   if (!out) return invalid("wgnn_context_create", "out is NULL");
   return guarded("wgnn_context_create", [&] {
-    gpu::ContextOptions o;
-    o.settings = Settings::from_variables(&std::getenv);  // as the CLI maps them (docs/SETTINGS.md)
-    if (adapter) o.adapter = adapter;
     auto c = std::make_unique<wgnn_context>();
-    c->ctx = std::make_unique<gpu::Context>(o);
+    c->ctx = std::make_unique<gpu::Context>(context_options(adapter));
     *out = c.release();
   });
 }
@@ -211,10 +217,7 @@ wgnn_status wgnn_adapters_json(const char* adapter, char** out_json) {
   if (!out_json) return invalid("wgnn_adapters_json", "out_json is NULL");
   *out_json = nullptr;
   return guarded("wgnn_adapters_json", [&] {
-    gpu::ContextOptions o;
-    o.settings = Settings::from_variables(&std::getenv);  // as the CLI maps them (docs/SETTINGS.md)
-    if (adapter) o.adapter = adapter;
-    const std::string j = gpu::describe_adapters_json(gpu::Context::list_adapters(o));
+    const std::string j = gpu::describe_adapters_json(gpu::Context::list_adapters(context_options(adapter)));
     char* s = static_cast<char*>(std::malloc(j.size() + 1));
     if (!s) throw std::bad_alloc();
     std::memcpy(s, j.c_str(), j.size() + 1);
