@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <tuple>
 
+#include "gpu/dispatch.h"
 #include "gpu/error.h"
 #include "gpu/recorder.h"
 #include "graph/graph.h"
@@ -91,6 +93,88 @@ struct Generator::Sampler {
   TensorRef logits, rng, ids;
 };
 
+// The cache at a capacity (generate.h): what the decoder allows, the present
+// outputs' buffers, and the row copies (gpu/kernels/copy_rows.wgsl).
+struct Generator::Buckets {
+  std::string refused;           // why runs cannot (empty: they can)
+  bool new_row_at_past = false;  // GroupQueryAttention writes the new row at L, not at C
+  std::map<std::string, size_t> len_dim;  // updated past input -> its length dim
+  std::vector<std::string> names;         // the updated past inputs, in order
+  std::map<std::string, DeviceTensor> present;  // by past input name
+  int64_t cap = 0;
+  // copy_rows' parameters, a 256-byte slot per cache tensor, and its bind
+  // groups by (tensor, source, destination).
+  gpu::Buffer params;
+  std::map<std::tuple<size_t, const void*, const void*>, gpu::BindGroup> groups;
+
+  static int64_t capacity_for(int64_t rows) {
+    int64_t c = 64;
+    while (c < rows) c *= 2;
+    return c;
+  }
+  // Drops the bind groups of a buffer that was replaced.
+  void forget(const void* buffer) {
+    for (auto it = groups.begin(); it != groups.end();) {
+      if (std::get<1>(it->first) == buffer || std::get<2>(it->first) == buffer) it = groups.erase(it);
+      else ++it;
+    }
+  }
+  struct Copy {
+    const std::string* name;  // the past input
+    const DeviceTensor* src;
+    DeviceTensor* dst;
+    int64_t rows, src_rows, src_row, dst_rows, dst_row;
+  };
+  // One copy_rows dispatch per tensor, one submit; src's shape gives the
+  // dims around the length (outer and inner).
+  void copy(gpu::Context& ctx, const std::vector<Copy>& copies) {
+    constexpr uint64_t kSlot = 256;
+    if (!params.valid() || params.size() < kSlot * copies.size()) {
+      params = ctx.create_buffer(kSlot * copies.size(), gpu::kUniform | gpu::kCopyDst, "cache rows");
+      groups.clear();
+    }
+    std::vector<uint32_t> words(copies.size() * kSlot / 4, 0);
+    const gpu::Pipeline& pipe = ctx.kernel("gpu/kernels/copy_rows.wgsl");
+    gpu::Recorder rec(ctx);
+    for (size_t t = 0; t < copies.size(); ++t) {
+      const Copy& c = copies[t];
+      const size_t d = len_dim.at(*c.name);
+      int64_t outer = 1, inner = 1;
+      for (size_t k = 0; k < d; ++k) outer *= c.src->shape[k];
+      for (size_t k = d + 1; k < c.src->shape.size(); ++k) inner *= c.src->shape[k];
+      const uint64_t row_bytes = uint64_t(inner) * gpu_dtype_size(c.src->stored);
+      if (row_bytes % 4 != 0) {
+        throw Unsupported(fmt::format("cache '{}': rows of {} bytes; keeping it at a capacity needs a multiple of 4 "
+                                      "(generate with a plan per length: --exact-cache)",
+                                      *c.name, row_bytes));
+      }
+      const uint64_t need = uint64_t(outer) * uint64_t(c.dst_rows) * row_bytes;
+      if (c.dst->buffer.size() < need) {
+        forget(c.dst->buffer.handle());
+        ensure_capacity(ctx, *c.dst, need, *c.name);
+      }
+      const uint32_t p[8] = {uint32_t(outer), uint32_t(c.rows), uint32_t(row_bytes / 4), uint32_t(c.src_rows),
+                             uint32_t(c.src_row), uint32_t(c.dst_rows), uint32_t(c.dst_row), 0};
+      std::memcpy(words.data() + t * kSlot / 4, p, sizeof(p));
+      const auto key = std::make_tuple(t, static_cast<const void*>(c.src->buffer.handle()),
+                                       static_cast<const void*>(c.dst->buffer.handle()));
+      auto g = groups.find(key);
+      if (g == groups.end()) {
+        g = groups
+                .emplace(key, ctx.bind_group(pipe, {{&params, t * kSlot, 32}, {&c.src->buffer}, {&c.dst->buffer}},
+                                             "cache rows"))
+                .first;
+      }
+      const uint64_t threads = uint64_t(outer) * uint64_t(c.rows) * (row_bytes / 4);
+      rec.dispatch(pipe, g->second,
+                   gpu::RowDispatchGrid((threads + 255) / 256, ctx.limits().max_compute_workgroups_per_dimension),
+                   "cache rows");
+    }
+    ctx.write(params, words.data(), words.size() * 4);
+    rec.submit();
+  }
+};
+
 Generator::Generator(gpu::Context& ctx, const Models& models, onnx_import::SessionOptions options) : ctx_(ctx) {
   if (models.decoder.empty()) throw Error("generation needs a decoder model");
   // A plan per past length: keep those of a long generation.
@@ -125,6 +209,30 @@ Generator::Generator(gpu::Context& ctx, const Models& models, onnx_import::Sessi
       }
     }
   }
+  buckets_ = std::make_unique<Buckets>();
+  Buckets& bk = *buckets_;
+  const Layout& L = *dec_layout_;
+  bk.new_row_at_past = decoder_->uses_op("com.microsoft.GroupQueryAttention");
+  if (L.attention_mask.empty() || !decoder_->reads_input(L.attention_mask)) {
+    bk.refused = "the decoder takes no attention_mask";
+  } else if (!bk.new_row_at_past && (L.position_ids.empty() || !decoder_->reads_input(L.position_ids))) {
+    bk.refused = "the decoder takes no position_ids (its positions would follow the capacity)";
+  }
+  for (const auto& [present, past] : L.present_to_past) {
+    if (!bk.refused.empty()) break;
+    const ValueInfo* p = *std::find_if(L.past.begin(), L.past.end(), [&](const ValueInfo* v) { return v->name == past; });
+    size_t dim = 0;
+    int dynamic = 0;
+    for (size_t d = 1; d < p->shape.size(); ++d) {
+      if (p->shape[d] < 0) dim = d, ++dynamic;
+    }
+    if (dynamic != 1) {
+      bk.refused = fmt::format("cache input '{}' {} has {} dynamic dims besides the batch (expected the length only)",
+                               past, shape_str(p->shape), dynamic);
+    }
+    bk.len_dim[past] = dim;
+    bk.names.push_back(past);
+  }
   if (!models.encoder.empty()) {
     onnx_import::SessionOptions eo = options;
     eo.max_plans = 8;
@@ -142,6 +250,9 @@ Generator::Generator(gpu::Context& ctx, const Models& models, onnx_import::Sessi
 
 Generator::~Generator() = default;
 
+bool Generator::buckets_possible() const { return buckets_->refused.empty(); }
+const std::string& Generator::buckets_refused() const { return buckets_->refused; }
+
 std::string Generator::describe() const {
   const Layout& L = *dec_layout_;
   std::string s = fmt::format("decoder: tokens '{}', logits '{}', {} cache inputs ({} updated each step)", L.input_ids,
@@ -152,6 +263,9 @@ std::string Generator::describe() const {
   if (!L.use_cache.empty()) s += fmt::format(", merged ('{}')", L.use_cache);
   s += first_ ? "; prompt step: its own model" : "; prompt step: the decoder with an empty cache";
   if (encoder_) s += fmt::format("; encoder input '{}'", encoder_->inputs()[0].name);
+  s += buckets_->refused.empty()
+           ? std::string("; cache: at a capacity (a plan per capacity)")
+           : fmt::format("; cache: a plan per length ({})", buckets_->refused);
   return s;
 }
 
@@ -259,10 +373,40 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
   };
 
   int64_t past_len = 0;
+  // The cache at a capacity (generate.h), where the decoder allows it.
+  Buckets& bk = *buckets_;
+  const bool bucketed = o.cache_buckets && bk.refused.empty();
+  bk.cap = 0;
+  // Past the capacity: the rows so far into the next one, through the
+  // present outputs' buffers (free between steps; they hold cap + 1 rows).
+  auto grow = [&](int64_t rows_needed) {
+    const int64_t cap = Buckets::capacity_for(rows_needed);
+    std::vector<Buckets::Copy> out, back;
+    for (const std::string& past : bk.names) {
+      DeviceTensor& c = cache.at(past);
+      DeviceTensor& pr = bk.present.at(past);
+      const size_t d = bk.len_dim.at(past);
+      pr.dtype = c.dtype;
+      pr.stored = c.stored;
+      pr.shape = c.shape;
+      pr.shape[d] = past_len;
+      out.push_back({&past, &c, &pr, past_len, bk.cap, 0, past_len, 0});
+    }
+    bk.copy(ctx_, out);
+    for (size_t t = 0; t < bk.names.size(); ++t) {
+      DeviceTensor& c = cache.at(bk.names[t]);
+      c.shape[bk.len_dim.at(bk.names[t])] = cap;
+      back.push_back({&bk.names[t], out[t].dst, &c, past_len, past_len, 0, cap, 0});
+    }
+    bk.copy(ctx_, back);
+    bk.cap = cap;
+  };
   // One step: the decoder (or the prompt model) on `new_len` tokens, then
   // the sampler on its logits; the token is copied into `history`.
   auto step = [&](Session& s, const Layout& L, const HostTensor* ids_host, int64_t new_len, bool prompt_step,
                   int index) {
+    const bool at_capacity = bucketed && !prompt_step;
+    if (at_capacity && past_len + 1 > bk.cap) grow(past_len + 1);
     Feeds f;
     HostTensor mask, positions, use_cache, enc_mask;
     std::vector<HostTensor> empty_past;
@@ -273,7 +417,14 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
       token.shape = {B, 1};
       f.device[L.input_ids] = &token;
     }
-    if (!L.attention_mask.empty()) {
+    if (!L.attention_mask.empty() && at_capacity) {
+      // The L tokens so far, the empty rows up to the capacity, the new one.
+      mask = HostTensor(DType::I64, {B, bk.cap + 1});
+      int64_t* m = mask.as<int64_t>();
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j <= bk.cap; ++j) m[b * (bk.cap + 1) + j] = (j < past_len || j == bk.cap) ? 1 : 0;
+      f.host[L.attention_mask] = &mask;
+    } else if (!L.attention_mask.empty()) {
       mask = HostTensor(DType::I64, {B, past_len + new_len});
       std::fill(mask.as<int64_t>(), mask.as<int64_t>() + mask.numel(), int64_t(1));
       f.host[L.attention_mask] = &mask;
@@ -325,8 +476,15 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
     Fetches out;
     out.wait = false;
     out.device[L.logits] = std::move(logits);
+    std::map<std::string, const void*> scratch_before;
     for (const auto& [present, past] : L.present_to_past) {
       DeviceTensor& d = out.device[present];
+      if (bucketed && bk.len_dim.count(past)) {  // into the present buffers kept for the row copies
+        DeviceTensor& pr = bk.present[past];
+        scratch_before[past] = pr.valid() ? pr.buffer.handle() : nullptr;
+        d = std::move(pr);
+        continue;
+      }
       auto c = cache.find(past);
       if (c == cache.end()) continue;
       d.buffer = c->second.buffer;  // written in place
@@ -341,7 +499,44 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
     s.run(f, out);
     const double session_us = ms_since(t_run) * 1000;
     const Graph::RunStats dec = s.graph().last_run();
-    for (const auto& [present, past] : L.present_to_past) cache[past] = std::move(out.device[present]);
+    for (const auto& [present, past] : L.present_to_past) {
+      if (!bucketed || !bk.len_dim.count(past)) cache[past] = std::move(out.device[present]);
+    }
+    if (bucketed) {
+      // The prompt's rows into a cache of the capacity after it; a step's
+      // new row into slot L.
+      if (prompt_step) bk.cap = Buckets::capacity_for(new_len + 1);
+      std::vector<Buckets::Copy> copies;
+      for (const auto& [present, past_name] : L.present_to_past) {
+        auto known = bk.len_dim.find(past_name);
+        if (known == bk.len_dim.end()) continue;
+        const std::string& past = known->first;
+        DeviceTensor& pr = bk.present[past];
+        pr = std::move(out.device[present]);
+        const void* before = scratch_before[past];
+        if (before && before != pr.buffer.handle()) bk.forget(before);
+        const size_t d = bk.len_dim.at(past);
+        const int64_t rows = d < pr.shape.size() ? pr.shape[d] : -1;
+        const int64_t expect = prompt_step ? new_len : bk.cap + 1;
+        if (rows != expect) {
+          throw Error(fmt::format("present output '{}' is {}: with {} past rows{} the cache's length (dim {}) "
+                                  "should be {}; generate with a plan per length (--exact-cache)",
+                                  present, shape_str(pr.shape), prompt_step ? 0 : bk.cap,
+                                  prompt_step ? "" : " (a capacity)", d, expect));
+        }
+        DeviceTensor& c = cache[past];
+        if (prompt_step) {
+          c.dtype = pr.dtype;
+          c.stored = pr.stored;
+          c.shape = pr.shape;
+          c.shape[d] = bk.cap;
+          copies.push_back({&past, &pr, &c, new_len, new_len, 0, bk.cap, 0});
+        } else {
+          copies.push_back({&past, &pr, &c, 1, rows, bk.new_row_at_past ? past_len : bk.cap, bk.cap, past_len});
+        }
+      }
+      bk.copy(ctx_, copies);
+    }
     logits = std::move(out.device[L.logits]);
     if (logits.shape.size() != 3 || logits.shape[0] != B || logits.shape[1] != new_len) {
       throw Error(fmt::format("logits '{}' are {}; expected [{}, {}, vocab]", L.logits, shape_str(logits.shape), B,
@@ -398,6 +593,7 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
     r.steady_pipelines = made.pipelines_created;
   }
   r.plans_built = decoder_->builds() + (first_ ? first_->builds() : 0) - builds_before;
+  r.cache_capacity = bucketed ? bk.cap : 0;
   r.total_ms = ms_since(t_start);
   return r;
 }

@@ -29,14 +29,29 @@
 // The prompt step runs `first` when given (a decoder without past inputs),
 // else `decoder` with an empty past (length 0).
 //
-// Every cache tensor stays on the GPU (onnx_import::Feeds / Fetches): a
-// step's present outputs are copied on the GPU into the buffers its past
-// inputs came from, which grow by doubling. The token is chosen by
-// wgnn.sample (ops/sample.cpp) on the logits' last position and fed to the
-// next step on the GPU; what comes back to the host is one int64 per
-// sequence, every `sync_every` steps (all at the end when 0 and no end
-// token is set). A plan is built per past length and kept (max_plans), so
-// a second run at the same lengths builds nothing.
+// Every cache tensor stays on the GPU (onnx_import::Feeds / Fetches). The
+// token is chosen by wgnn.sample (ops/sample.cpp) on the logits' last
+// position and fed to the next step on the GPU; what comes back to the host
+// is one int64 per sequence, every `sync_every` steps (all at the end when 0
+// and no end token is set).
+//
+// The cache is kept at a capacity (Options::cache_buckets, on by default
+// where the decoder allows it): the decoder runs on a past of a power-of-two
+// capacity C >= 64 holding the L tokens so far, the rows from L on masked
+// out by attention_mask (ones for the L tokens and the new one, zeros
+// between) and the new token's position given by position_ids, as a static
+// cache does in transformers. A plan serves every length up to C: a run of
+// 1,024 new tokens builds one plan for the prompt and one per capacity (64,
+// 128, ..., 2048), not one per length. After each step the new row of each
+// present output (at index C, or at L where GroupQueryAttention writes it
+// there) is copied into slot L of the cache (gpu/kernels/copy_rows.wgsl);
+// past C, the rows move into twice the capacity. Masked rows cost attention
+// work: at most twice the keys. A decoder without attention_mask, or
+// without position_ids (whose positions would then follow C), or whose
+// cache has other dynamic dims than the batch and the length, gets a plan
+// per past length, its present outputs fed back as the next past (their
+// buffers grown by doubling). Either way plans are kept (max_plans), so a
+// second run at the same lengths builds nothing.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -69,6 +84,9 @@ struct Options {
   // Tokens are read back every this many steps (0: at the end, or every 8
   // steps when eos is set). 1 reads each token as it comes.
   int sync_every = 0;
+  // Plans per cache capacity rather than per past length, where the
+  // decoder allows it (above); false: a plan per past length.
+  bool cache_buckets = true;
 };
 
 struct Result {
@@ -94,6 +112,8 @@ struct Result {
   double decode_ms = 0;
   double total_ms = 0;
   int plans_built = 0;  // plans the sessions built during this run
+  // The cache's capacity at the end (0: a plan per past length was used).
+  int64_t cache_capacity = 0;
   // Created on the GPU during the steps after the first one after the
   // prompt (which sizes the cache for the run): none once every plan of the
   // run's lengths exists.
@@ -115,11 +135,16 @@ class Generator {
 
   // The layout found (for --verbose): one line per role.
   std::string describe() const;
+  // Whether runs keep the cache at a capacity (Options::cache_buckets), and
+  // why not where they cannot.
+  bool buckets_possible() const;
+  const std::string& buckets_refused() const;
   onnx_import::Session& decoder() { return *decoder_; }
 
  private:
   struct Layout;
   struct Sampler;
+  struct Buckets;
   gpu::Context& ctx_;
   std::unique_ptr<onnx_import::Session> decoder_, first_, encoder_;
   std::unique_ptr<Layout> dec_layout_, first_layout_;
@@ -128,6 +153,7 @@ class Generator {
   // not read back yet: kept from run to run, so that a run at lengths seen
   // before creates nothing on the GPU.
   std::map<std::string, DeviceTensor> cache_;
+  std::unique_ptr<Buckets> buckets_;
   DeviceTensor logits_, token_, history_;
   gpu::Buffer history_staging_;
   Sampler& sampler_for(const Shape& logits, DType dtype, const Options& o);

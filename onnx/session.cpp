@@ -428,6 +428,39 @@ LoadedModel load_model(const std::string& path) {
   return m;
 }
 
+namespace {
+bool graph_uses_op(const onnx::GraphProto& g, const std::string& key) {
+  for (const auto& n : g.node()) {
+    if (mapper_key(n) == key) return true;
+    for (const auto& a : n.attribute()) {
+      if (a.has_g() && graph_uses_op(a.g(), key)) return true;
+      for (const auto& sg : a.graphs()) {
+        if (graph_uses_op(sg, key)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool graph_reads(const onnx::GraphProto& g, const std::string& name) {
+  for (const auto& n : g.node()) {
+    for (const auto& in : n.input()) {
+      if (in == name) return true;
+    }
+    for (const auto& a : n.attribute()) {
+      if (a.has_g() && graph_reads(a.g(), name)) return true;
+      for (const auto& sg : a.graphs()) {
+        if (graph_reads(sg, name)) return true;
+      }
+    }
+  }
+  return false;
+}
+}  // namespace
+
+bool Session::uses_op(const std::string& key) const { return graph_uses_op(model_->graph(), key); }
+bool Session::reads_input(const std::string& name) const { return graph_reads(model_->graph(), name); }
+
 LoadedModel load_model_from_bytes(const std::string& bytes, const std::string& name, const std::string& dir) {
   LoadedModel m;
   m.proto = std::make_unique<onnx::ModelProto>();

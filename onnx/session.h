@@ -242,6 +242,11 @@ class Session {
   Graph& graph();
   // How many graphs were built (a second run with the same shapes builds none).
   int builds() const { return builds_; }
+  // Whether a node of the model (subgraphs included) is this operator, keyed
+  // as the mappers are: "MatMul", "com.microsoft.GroupQueryAttention".
+  bool uses_op(const std::string& key) const;
+  // Whether a node (subgraphs included) reads this graph input.
+  bool reads_input(const std::string& name) const;
   // Plans kept now (at most SessionOptions::max_plans; control flow's probe
   // plans not counted), and how many plans and probes were evicted.
   int plans() const;

@@ -31,6 +31,7 @@ struct GenerateOptions {
   int sync_every = 0;
   int repeat = 1;
   bool json = false, verbose = false, fp16 = false, unchecked = false;
+  bool exact_cache = false;  // a plan per cache length (generate::Options::cache_buckets off)
 };
 void check_generate_options(const GenerateOptions& o);
 int generate_tokens(gpu::Context& ctx, const GenerateOptions& o);

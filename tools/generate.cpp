@@ -67,6 +67,7 @@ int generate_tokens(gpu::Context& ctx, const GenerateOptions& o) {
   go.top_p = o.top_p;
   go.seed = o.seed;
   go.sync_every = o.sync_every;
+  go.cache_buckets = !o.exact_cache;
   const std::vector<int64_t> row = parse_ids(o.prompt, "--prompt");
   const std::vector<std::vector<int64_t>> prompt(size_t(o.batch), row);
   HostTensor enc_in;
@@ -92,12 +93,13 @@ int generate_tokens(gpu::Context& ctx, const GenerateOptions& o) {
     toks += "]";
     fmt::print(
         "{{\"tokens\":{},\"runs\":{},\"first_run\":{{\"total_ms\":{:.3f},\"prompt_ms\":{:.3f},\"encoder_ms\":{:.3f},"
-        "\"plans_built\":{}}},\"last_run\":{{\"total_ms\":{:.3f},\"prompt_ms\":{:.3f},\"encoder_ms\":{:.3f},"
+        "\"plans_built\":{},\"cache_capacity\":{}}},\"last_run\":{{\"total_ms\":{:.3f},\"prompt_ms\":{:.3f},\"encoder_ms\":{:.3f},"
         "\"plans_built\":{},\"waits\":{},\"steps\":{},\"ms_per_token\":{:.4f},\"median_step_ms\":{:.4f},"
         "\"median_step_host_us\":{:.2f},\"step_host\":{{\"session_us\":{:.2f},\"upload_us\":{:.2f},"
         "\"encode_us\":{:.2f},\"submit_us\":{:.2f},\"dispatches\":{}}},"
         "\"steady_created\":{{\"buffers\":{},\"bind_groups\":{},\"pipelines\":{}}}}}}}\n",
-        toks, runs.size(), first.total_ms, first.prompt_ms, first.encoder_ms, first.plans_built, r.total_ms,
+        toks, runs.size(), first.total_ms, first.prompt_ms, first.encoder_ms, first.plans_built,
+        first.cache_capacity, r.total_ms,
         r.prompt_ms, r.encoder_ms, r.plans_built, r.waits, r.step_ms.size(),
         r.step_ms.empty() ? 0.0 : r.decode_ms / double(r.step_ms.size()), median(r.step_ms), median(r.step_host_us),
         median(r.step_session_us), median(r.step_upload_us), median(r.step_encode_us), median(r.step_submit_us),

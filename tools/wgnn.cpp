@@ -224,6 +224,9 @@ int main(int argc, char** argv) {
   gen->add_flag("--verbose", gno.verbose, "Print the layout found and timings on stderr");
   gen->add_flag("--fp16", gno.fp16, "float16 mode");
   gen->add_flag("--unchecked", gno.unchecked, "Skip the run-time checks (a step then needs no host wait)");
+  gen->add_flag("--exact-cache", gno.exact_cache,
+                "A plan per cache length, the cache fed back as the decoder gives it (default: the cache kept at "
+                "a power-of-two capacity, a plan per capacity, where the decoder allows it)");
 
   auto* ops_cmd = app.add_subcommand("ops", "List the supported operators");
 
