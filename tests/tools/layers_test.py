@@ -21,10 +21,11 @@ BELOW = {
     "passes": {"ir", "ops", "graph", "gpu", "util"},
     "onnx": {"passes", "ir", "ops", "graph", "gpu", "util"},
     "image": {"util"},
+    "text": {"util"},
     "matting": {"onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image"},
     "generate": {"onnx", "passes", "ir", "ops", "graph", "gpu", "util"},
     "capi": {"matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
-    "tools": {"capi", "matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+    "tools": {"capi", "matting", "generate", "text", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
     "python": {"capi", "matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
     "node": {"capi", "matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
 }
