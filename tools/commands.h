@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "generate/generate.h"
 #include "gpu/context.h"
 #include "image/image.h"
 
@@ -32,9 +33,34 @@ struct GenerateOptions {
   int repeat = 1;
   bool json = false, verbose = false, fp16 = false, unchecked = false;
   bool exact_cache = false;  // a plan per cache length (generate::Options::cache_buckets off)
+  // Text in, text out (tools/text_commands.cpp): `decoder` is a model folder
+  // (text/model_folder.h).
+  std::string text;
+  bool text_given = false;            // --text (may be empty)
+  bool max_new_tokens_given = false;  // else the folder's generation_config.json
+  bool stream = false;                // print the text as it comes (sync every token)
+  std::vector<std::string> stops;     // --stop: end the text where one appears
 };
 void check_generate_options(const GenerateOptions& o);
 int generate_tokens(gpu::Context& ctx, const GenerateOptions& o);
+// The parts of generate_tokens the text commands share.
+generate::Models generate_models(const GenerateOptions& o);
+onnx_import::SessionOptions generate_session_options(const GenerateOptions& o);
+generate::Options generate_run_options(const GenerateOptions& o);
+std::string generation_json(const std::vector<generate::Result>& runs);  // one JSON object
+
+// `wgnn generate DIR --text TEXT`: the folder's tokenizer and end tokens.
+void check_text_options(const GenerateOptions& o);
+int generate_text(gpu::Context& ctx, const GenerateOptions& o);
+
+// `wgnn chat DIR`: user lines from stdin, the chat template over the
+// conversation so far, the answer streamed; ends at EOF.
+struct ChatOptions {
+  GenerateOptions gen;  // gen.decoder: the model folder
+  std::string system;   // a system message first, when set
+};
+void check_chat_options(const ChatOptions& o);
+int chat(gpu::Context& ctx, const ChatOptions& o);
 
 struct RunOptions {
   std::string model;

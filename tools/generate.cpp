@@ -40,6 +40,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 void check_generate_options(const GenerateOptions& o) {
+  if (o.text_given) return check_text_options(o);
   parse_ids(o.prompt, "--prompt");
   if (!o.eos.empty()) parse_ids(o.eos, "--eos");
   if (o.max_new_tokens < 1) throw Error("--max-new-tokens must be at least 1");
@@ -48,17 +49,48 @@ void check_generate_options(const GenerateOptions& o) {
   if (!o.encoder.empty() && o.encoder_input.empty()) throw Error("--encoder needs --encoder-input FILE.npy");
 }
 
-int generate_tokens(gpu::Context& ctx, const GenerateOptions& o) {
+std::string generation_json(const std::vector<generate::Result>& runs) {
+  const auto& r = runs.back();
+  const auto& first = runs.front();
+  std::string toks = "[";
+  for (size_t b = 0; b < r.tokens.size(); ++b) {
+    toks += b ? ",[" : "[";
+    for (size_t i = 0; i < r.tokens[b].size(); ++i) toks += fmt::format("{}{}", i ? "," : "", r.tokens[b][i]);
+    toks += "]";
+  }
+  toks += "]";
+  return fmt::format(
+      "{{\"tokens\":{},\"runs\":{},\"first_run\":{{\"total_ms\":{:.3f},\"prompt_ms\":{:.3f},\"encoder_ms\":{:.3f},"
+      "\"plans_built\":{},\"cache_capacity\":{}}},\"last_run\":{{\"total_ms\":{:.3f},\"prompt_ms\":{:.3f},\"encoder_ms\":{:.3f},"
+      "\"plans_built\":{},\"waits\":{},\"steps\":{},\"ms_per_token\":{:.4f},\"median_step_ms\":{:.4f},"
+      "\"median_step_host_us\":{:.2f},\"step_host\":{{\"session_us\":{:.2f},\"upload_us\":{:.2f},"
+      "\"encode_us\":{:.2f},\"submit_us\":{:.2f},\"dispatches\":{}}},"
+      "\"steady_created\":{{\"buffers\":{},\"bind_groups\":{},\"pipelines\":{}}}}}}}",
+      toks, runs.size(), first.total_ms, first.prompt_ms, first.encoder_ms, first.plans_built,
+      first.cache_capacity, r.total_ms,
+      r.prompt_ms, r.encoder_ms, r.plans_built, r.waits, r.step_ms.size(),
+      r.step_ms.empty() ? 0.0 : r.decode_ms / double(r.step_ms.size()), median(r.step_ms), median(r.step_host_us),
+      median(r.step_session_us), median(r.step_upload_us), median(r.step_encode_us), median(r.step_submit_us),
+      r.step_dispatches, r.steady_buffers, r.steady_bind_groups, r.steady_pipelines);
+}
+
+generate::Models generate_models(const GenerateOptions& o) {
   generate::Models m;
   m.decoder = o.decoder;
   m.first = o.first;
   m.encoder = o.encoder;
+  return m;
+}
+
+onnx_import::SessionOptions generate_session_options(const GenerateOptions& o) {
   onnx_import::SessionOptions so;
   so.fp16 = o.fp16;
   so.checked = !o.unchecked;
   so.verbose = o.verbose;
-  generate::Generator gen(ctx, m, so);
-  if (o.verbose) fmt::print(stderr, "{}\n", gen.describe());
+  return so;
+}
+
+generate::Options generate_run_options(const GenerateOptions& o) {
   generate::Options go;
   go.max_new_tokens = o.max_new_tokens;
   if (!o.eos.empty()) go.eos = parse_ids(o.eos, "--eos");
@@ -68,6 +100,13 @@ int generate_tokens(gpu::Context& ctx, const GenerateOptions& o) {
   go.seed = o.seed;
   go.sync_every = o.sync_every;
   go.cache_buckets = !o.exact_cache;
+  return go;
+}
+
+int generate_tokens(gpu::Context& ctx, const GenerateOptions& o) {
+  generate::Generator gen(ctx, generate_models(o), generate_session_options(o));
+  if (o.verbose) fmt::print(stderr, "{}\n", gen.describe());
+  const generate::Options go = generate_run_options(o);
   const std::vector<int64_t> row = parse_ids(o.prompt, "--prompt");
   const std::vector<std::vector<int64_t>> prompt(size_t(o.batch), row);
   HostTensor enc_in;
@@ -84,26 +123,7 @@ int generate_tokens(gpu::Context& ctx, const GenerateOptions& o) {
   }
   const auto& first = runs.front();
   if (o.json) {
-    std::string toks = "[";
-    for (size_t b = 0; b < r.tokens.size(); ++b) {
-      toks += b ? ",[" : "[";
-      for (size_t i = 0; i < r.tokens[b].size(); ++i) toks += fmt::format("{}{}", i ? "," : "", r.tokens[b][i]);
-      toks += "]";
-    }
-    toks += "]";
-    fmt::print(
-        "{{\"tokens\":{},\"runs\":{},\"first_run\":{{\"total_ms\":{:.3f},\"prompt_ms\":{:.3f},\"encoder_ms\":{:.3f},"
-        "\"plans_built\":{},\"cache_capacity\":{}}},\"last_run\":{{\"total_ms\":{:.3f},\"prompt_ms\":{:.3f},\"encoder_ms\":{:.3f},"
-        "\"plans_built\":{},\"waits\":{},\"steps\":{},\"ms_per_token\":{:.4f},\"median_step_ms\":{:.4f},"
-        "\"median_step_host_us\":{:.2f},\"step_host\":{{\"session_us\":{:.2f},\"upload_us\":{:.2f},"
-        "\"encode_us\":{:.2f},\"submit_us\":{:.2f},\"dispatches\":{}}},"
-        "\"steady_created\":{{\"buffers\":{},\"bind_groups\":{},\"pipelines\":{}}}}}}}\n",
-        toks, runs.size(), first.total_ms, first.prompt_ms, first.encoder_ms, first.plans_built,
-        first.cache_capacity, r.total_ms,
-        r.prompt_ms, r.encoder_ms, r.plans_built, r.waits, r.step_ms.size(),
-        r.step_ms.empty() ? 0.0 : r.decode_ms / double(r.step_ms.size()), median(r.step_ms), median(r.step_host_us),
-        median(r.step_session_us), median(r.step_upload_us), median(r.step_encode_us), median(r.step_submit_us),
-        r.step_dispatches, r.steady_buffers, r.steady_bind_groups, r.steady_pipelines);
+    fmt::print("{}\n", generation_json(runs));
     return 0;
   }
   for (const auto& t : r.tokens) {

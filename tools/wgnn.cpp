@@ -7,6 +7,8 @@
 //   wgnn bench-shapes MODEL --set ...  one session at many input shapes (build cost, weights once)
 //   wgnn profile MODEL [--trace F]     per-dispatch GPU time by op and kernel
 //   wgnn generate DECODER --prompt IDS   token by token, the cache on the GPU
+//   wgnn generate DIR --text TEXT        a model folder: text in, text out
+//   wgnn chat DIR [--system TEXT]        a conversation, user lines from stdin
 //   wgnn remove-bg PHOTO... | DIR [-o OUT]   cut out the photos' subjects (matting model)
 //   wgnn serve [--port N] [--model M]          the same over HTTP, with a web page
 #include <CLI/CLI.hpp>
@@ -202,15 +204,26 @@ int main(int argc, char** argv) {
 
   auto* gen = app.add_subcommand("generate",
                                  "Run a decoder token by token (greedy or sampled), its key/value cache kept on the "
-                                 "GPU; prints the new token ids");
+                                 "GPU; prints the new token ids (--prompt IDS), or the text (a model folder and "
+                                 "--text)");
   tools::GenerateOptions gno;
-  gen->add_option("decoder", gno.decoder, "The decoder with past_key_values inputs and present outputs")->required();
+  gen->add_option("decoder", gno.decoder,
+                  "The decoder with past_key_values inputs and present outputs, or with --text a model folder "
+                  "(its ONNX decoder, tokenizer.json, tokenizer_config.json, generation_config.json)")
+      ->required();
   gen->add_option("--first", gno.first,
                   "The decoder without past inputs, for the prompt (default: the decoder with an empty cache)");
   gen->add_option("--encoder", gno.encoder, "An encoder run once; its first output is encoder_hidden_states");
   gen->add_option("--encoder-input", gno.encoder_input, "The encoder's input (.npy)");
-  gen->add_option("--prompt", gno.prompt, "Prompt token ids, comma-separated")->required();
-  gen->add_option("--max-new-tokens", gno.max_new_tokens, "Tokens to generate (default 64)");
+  gen->add_option("--prompt", gno.prompt, "Prompt token ids, comma-separated");
+  auto* gen_text = gen->add_option("--text", gno.text,
+                                   "Prompt text (with a model folder): encoded by its tokenizer, the answer decoded");
+  gen->add_flag("--stream", gno.stream, "With --text: print the text as tokens come (reads every token back)");
+  gen->add_option("--stop", gno.stops,
+                  "With --text: end the text where this string appears, cutting it off (repeatable)");
+  auto* gen_max_new = gen->add_option("--max-new-tokens", gno.max_new_tokens,
+                                      "Tokens to generate (default 64; with a model folder, its "
+                                      "generation_config.json's max_new_tokens when set)");
   gen->add_option("--eos", gno.eos, "End token ids, comma-separated: a sequence ends after one");
   gen->add_option("--batch", gno.batch, "Sequences, each with the prompt (default 1)");
   gen->add_option("--temperature", gno.temperature, "0 (default): greedy; else sample at this temperature");
@@ -227,6 +240,26 @@ int main(int argc, char** argv) {
   gen->add_flag("--exact-cache", gno.exact_cache,
                 "A plan per cache length, the cache fed back as the decoder gives it (default: the cache kept at "
                 "a power-of-two capacity, a plan per capacity, where the decoder allows it)");
+
+  auto* chat_cmd = app.add_subcommand(
+      "chat", "Talk to a model folder's decoder: each stdin line is a user message; the chat template over the "
+              "conversation so far is the prompt, the answer is streamed (ends at EOF)");
+  tools::ChatOptions cho;
+  chat_cmd->add_option("folder", cho.gen.decoder,
+                       "The model folder (ONNX decoder, tokenizer.json, tokenizer_config.json with chat_template)")
+      ->required();
+  chat_cmd->add_option("--system", cho.system, "A system message before the conversation");
+  auto* chat_max_new = chat_cmd->add_option("--max-new-tokens", cho.gen.max_new_tokens,
+                                            "Tokens per answer at most (default: generation_config.json's, else 64)");
+  chat_cmd->add_option("--eos", cho.gen.eos, "End token ids, comma-separated (default: the folder's)");
+  chat_cmd->add_option("--stop", cho.gen.stops, "End an answer where this string appears (repeatable)");
+  chat_cmd->add_option("--temperature", cho.gen.temperature, "0 (default): greedy; else sample at this temperature");
+  chat_cmd->add_option("--top-k", cho.gen.top_k, "Sample among the k most likely tokens (0: all)");
+  chat_cmd->add_option("--top-p", cho.gen.top_p, "Sample among the fewest most likely tokens reaching this probability");
+  chat_cmd->add_option("--seed", cho.gen.seed, "Sampling seed (default 0)");
+  chat_cmd->add_flag("--json", cho.gen.json, "One JSON line per turn (prompt_tokens, tokens, text), nothing streamed");
+  chat_cmd->add_flag("--verbose", cho.gen.verbose, "Print the layout and each turn's prompt text on stderr");
+  chat_cmd->add_flag("--fp16", cho.gen.fp16, "float16 mode");
 
   auto* ops_cmd = app.add_subcommand("ops", "List the supported operators");
 
@@ -340,7 +373,20 @@ int main(int argc, char** argv) {
     if (bm->parsed()) tools::check_bench_options(bmo);
     if (pf->parsed()) tools::check_profile_options(pfo);
     if (bs->parsed()) tools::check_bench_shapes_options(bso);
-    if (gen->parsed()) tools::check_generate_options(gno);
+    if (gen->parsed()) {
+      gno.text_given = gen_text->count() > 0;
+      gno.max_new_tokens_given = gen_max_new->count() > 0;
+      if (!gno.text_given && gno.prompt.empty())
+        throw Error("generate: give --prompt IDS (with a decoder file) or --text TEXT (with a model folder)");
+      if (!gno.text_given && (gno.stream || !gno.stops.empty()))
+        throw Error("generate: --stream and --stop need --text (a model folder)");
+      tools::check_generate_options(gno);
+    }
+    if (chat_cmd->parsed()) {
+      cho.gen.max_new_tokens_given = chat_max_new->count() > 0;
+      cho.gen.stream = !cho.gen.json;
+      tools::check_chat_options(cho);
+    }
     gpu::Context ctx(opts);
     if (info->parsed()) return cmd_info(ctx, info_json);
     if (bench->parsed()) return tools::bench_copy(ctx, bc);
@@ -350,7 +396,8 @@ int main(int argc, char** argv) {
     if (pf->parsed()) return tools::profile_model(ctx, pfo);
     if (bs->parsed()) return tools::bench_shapes(ctx, bso);
     if (conf->parsed()) return tools::conformance(ctx, co);
-    if (gen->parsed()) return tools::generate_tokens(ctx, gno);
+    if (gen->parsed()) return gno.text_given ? tools::generate_text(ctx, gno) : tools::generate_tokens(ctx, gno);
+    if (chat_cmd->parsed()) return tools::chat(ctx, cho);
   } catch (const std::bad_alloc&) {
     // Where a command knows what it was doing, it says so (HostOutOfMemory).
     fmt::print(stderr, "wgnn: error: out of host memory while running 'wgnn {}'\n",

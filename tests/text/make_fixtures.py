@@ -284,10 +284,19 @@ def template_fixture():
 
 def chatml_folder(tok):
     """The text files of a model folder (tokenizer.json, tokenizer_config.json,
-    generation_config.json); the end-to-end test adds a decoder."""
+    generation_config.json); the end-to-end test adds a decoder. Also the
+    prompt of a first chat turn (system "Be brief.", user "hi") as
+    apply_chat_template(tokenize=True) gives it: rendered, then encoded
+    without adding special tokens."""
     folder = os.path.join(OUT, "chatml_folder")
     os.makedirs(folder, exist_ok=True)
     tok.save(os.path.join(folder, "tokenizer.json"))
+    first_turn = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    rendered = render(CHATML_STYLE, first_turn, True, "", "<|im_end|>")
+    with open(os.path.join(OUT, "chatml_first_turn.json"), "w") as f:
+        json.dump({"messages": first_turn, "prompt": rendered,
+                   "prompt_tokens": tok.encode(rendered, add_special_tokens=False).ids}, f, ensure_ascii=False)
+        f.write("\n")
     with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
         json.dump({"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
                    "chat_template": CHATML_STYLE, "model_max_length": 160}, f, indent=2, ensure_ascii=False)
