@@ -92,6 +92,11 @@ ModelFolder read_model_folder(const std::string& dir) {
     const nlohmann::json cfg = read_json(tcfg);
     f.bos_token = token_text(cfg, "bos_token");
     f.eos_token = token_text(cfg, "eos_token");
+    for (const auto& [key, value] : cfg.items()) {
+      if (key.size() > 6 && key.compare(key.size() - 6, 6, "_token") == 0) {
+        if (std::string t = token_text(cfg, key.c_str()); !t.empty()) f.special_tokens[key] = t;
+      }
+    }
     if (auto it = cfg.find("chat_template"); it != cfg.end()) {
       if (it->is_string()) {
         f.chat_template = it->get<std::string>();

@@ -13,6 +13,7 @@
 // A folder without a decoder or a tokenizer throws wgnn::Error naming the
 // file looked for.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct ModelFolder {
   std::string tokenizer;  // tokenizer.json's path
   std::string chat_template;  // empty: none
   std::string bos_token, eos_token;
+  // Every "*_token" entry of tokenizer_config.json that is a token
+  // (bos_token, eos_token, pad_token, unk_token, ...): transformers gives
+  // them all to the chat template.
+  std::map<std::string, std::string> special_tokens;
   // generation_config.json's eos_token_id, then tokenizer_config.json's
   // eos_token's id (when the tokenizer has it), without repeats.
   std::vector<int64_t> eos_ids;

@@ -176,6 +176,9 @@ int chat(gpu::Context& ctx, const ChatOptions& o) {
                             folder.dir, folder.dir));
   const text::Tokenizer tok = text::Tokenizer::load(folder.tokenizer);
   const text::ChatTemplate tmpl(folder.chat_template, folder.bos_token, folder.eos_token);
+  // The folder's other special tokens (pad_token, unk_token, ...), as
+  // transformers passes them to a template.
+  const std::string extra = nlohmann::json(folder.special_tokens).dump();
   const GenerateOptions g = with_folder(o.gen, folder);
   generate::Generator gen(ctx, generate_models(g), generate_session_options(g));
   if (o.gen.verbose) fmt::print(stderr, "{}\nend tokens: {}\n", gen.describe(), g.eos.empty() ? "none" : g.eos);
@@ -196,7 +199,8 @@ int chat(gpu::Context& ctx, const ChatOptions& o) {
     messages.push_back({"user", line});
     // The whole conversation is the prompt of each turn; the template adds
     // its special tokens itself (as apply_chat_template's tokenize does).
-    const std::string prompt_text = tmpl.render(messages, /*add_generation_prompt=*/true);
+    const std::string prompt_text = tmpl.render_json(text::messages_json(messages), /*add_generation_prompt=*/true,
+                                                     extra);
     const std::vector<int64_t> prompt = encode_checked(tok, prompt_text, /*add_special=*/false, "the chat prompt");
     if (o.gen.verbose) fmt::print(stderr, "turn {}: prompt of {} tokens:\n{}\n", turn + 1, prompt.size(), prompt_text);
     const Answer a = answer(gen, tok, prompt, g, stream);

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "gpu/error.h"
 
@@ -50,6 +51,8 @@ TEST_F(ModelFolderTest, ReadsThePublishedLayout) {
   EXPECT_NE(f.chat_template.find("<|im_start|>"), std::string::npos);
   EXPECT_EQ(f.eos_token, "<|im_end|>");
   EXPECT_EQ(f.bos_token, "");
+  EXPECT_EQ(f.special_tokens, (std::map<std::string, std::string>{{"eos_token", "<|im_end|>"},
+                                                                   {"pad_token", "<|endoftext|>"}}));
   EXPECT_EQ(f.eos_ids, (std::vector<int64_t>{3, 1}));  // generation_config's, im_end once
   EXPECT_EQ(f.max_new_tokens, 24);
   // A merged decoder wins; model.onnx in onnx/ too.
