@@ -156,17 +156,21 @@ struct Generator::Buckets {
       const uint32_t p[8] = {uint32_t(outer), uint32_t(c.rows), uint32_t(row_bytes / 4), uint32_t(c.src_rows),
                              uint32_t(c.src_row), uint32_t(c.dst_rows), uint32_t(c.dst_row), 0};
       std::memcpy(words.data() + t * kSlot / 4, p, sizeof(p));
-      const auto key = std::make_tuple(t, static_cast<const void*>(c.src->buffer.handle()),
-                                       static_cast<const void*>(c.dst->buffer.handle()));
-      auto g = groups.find(key);
-      if (g == groups.end()) {
-        g = groups
-                .emplace(key, ctx.bind_group(pipe, {{&params, t * kSlot, 32}, {&c.src->buffer}, {&c.dst->buffer}},
-                                             "cache rows"))
-                .first;
-      }
+      // The group of this copy, and the one of the copy back (a growth
+      // moves the rows out to the present buffer and back): both are made
+      // when a buffer is, so that a later run at lengths seen makes none.
+      auto group = [&](const gpu::Buffer& from, const gpu::Buffer& to) -> const gpu::BindGroup& {
+        const auto key = std::make_tuple(t, static_cast<const void*>(from.handle()), static_cast<const void*>(to.handle()));
+        auto g = groups.find(key);
+        if (g == groups.end()) {
+          g = groups.emplace(key, ctx.bind_group(pipe, {{&params, t * kSlot, 32}, {&from}, {&to}}, "cache rows")).first;
+        }
+        return g->second;
+      };
+      const gpu::BindGroup& g = group(c.src->buffer, c.dst->buffer);
+      group(c.dst->buffer, c.src->buffer);
       const uint64_t threads = uint64_t(outer) * uint64_t(c.rows) * (row_bytes / 4);
-      rec.dispatch(pipe, g->second,
+      rec.dispatch(pipe, g,
                    gpu::RowDispatchGrid((threads + 255) / 256, ctx.limits().max_compute_workgroups_per_dimension),
                    "cache rows");
     }

@@ -21,7 +21,13 @@ computed from attention_mask), its prompt run with an empty cache. For each:
     (scripts/models/merge_decoder.py: an If on use_cache_branch) gives the
     same tokens;
   - sampling (temperature, top-k, top-p) is reproducible by seed and
-    differs between seeds.
+    differs between seeds;
+  - the decoder-only models (attention_mask and position_ids, or
+    GroupQueryAttention) keep their cache at a capacity: the first run
+    builds 3 plans (the prompt, capacities 64 and 128: lengths 16 to 79)
+    and ends at capacity 128, and a plan per length (--exact-cache, 64
+    plans) gives the same tokens; bart and whisper (no attention_mask) get
+    a plan per length.
 
 usage: generate_vs_ort.py WGNN ORT_MODULE_DIR WORKDIR
        (GENERATE_VS_ORT_ONLY=llama,qwen2 runs only the models named)
@@ -88,6 +94,19 @@ def main():
             if got["runs"] != 2 or got["last_run"]["steps"] != NEW - 1:
                 problems.append(f"expected 2 runs of {NEW - 1} steps after the prompt: {got['runs']} runs, "
                                 f"{got['last_run']['steps']} steps")
+            first_run = got["first_run"]
+            if model in ("gpt", "llama", "qwen2", "genai"):
+                if first_run["cache_capacity"] != 128 or first_run["plans_built"] != 3:
+                    problems.append(f"expected the cache at capacity 128 after 3 plans: capacity "
+                                    f"{first_run['cache_capacity']}, {first_run['plans_built']} plans")
+                exact = wgnn_generate(folder, "--exact-cache")
+                if exact["tokens"][0] != ref:
+                    problems.append("--exact-cache (a plan per length) gives other tokens than ONNX Runtime's")
+                if exact["first_run"]["plans_built"] != NEW or exact["first_run"]["cache_capacity"] != 0:
+                    problems.append(f"--exact-cache built {exact['first_run']['plans_built']} plans (expected {NEW})")
+            elif first_run["cache_capacity"] != 0 or first_run["plans_built"] != NEW:
+                problems.append(f"without attention_mask: expected a plan per length ({NEW}), got "
+                                f"{first_run['plans_built']} plans at capacity {first_run['cache_capacity']}")
             if merged_too:
                 # The pair merged as Optimum merges it (an If on use_cache_branch):
                 # the prompt step and the later ones through the one file.
