@@ -15,6 +15,11 @@ tests need no Python package.
   wordpiece.json      BERT-like: lowercasing normalizer, WordPiece, [CLS] ...
                       [SEP]
   unigram.json        SentencePiece-like: Unigram over Metaspace, <s> first
+  bpe_bytefallback.json
+                      Llama-2 / Mistral-like: BPE over "▁"-joined text
+                      (Prepend and Replace normalizers), <0xNN> byte tokens
+                      for characters it lacks, the decoder Replace,
+                      ByteFallback, Fuse, Strip; <s> first
   chatml_211.json     a BPE of exactly 211 tokens (the vocabulary of
                       scripts/models/decoders.py's mini models) with ChatML's
                       special tokens: the tokenizer of the model folder in
@@ -115,6 +120,27 @@ def unigram():
     trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=specials, unk_token="<unk>",
                                       show_progress=False)
     tok.train_from_iterator(CORPUS, trainer)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B:1",
+                                                       special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    return tok, specials
+
+
+def bpe_bytefallback():
+    specials = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]"]
+    tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    ascii_corpus = [line.replace(" ", "\u2581") for line in CORPUS if line.isascii()]
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=specials, show_progress=False)
+    tok.train_from_iterator(ascii_corpus, trainer)
+    # The 256 byte tokens in the model's vocabulary (as SentencePiece
+    # exports have them), after what training gave.
+    spec = json.loads(tok.to_str())
+    vocab = spec["model"]["vocab"]
+    for b in range(256):
+        vocab.setdefault(f"<0x{b:02X}>", len(vocab))
+    tok = Tokenizer.from_str(json.dumps(spec))
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B:1",
                                                        special_tokens=[("<s>", tok.token_to_id("<s>"))])
     return tok, specials
@@ -311,7 +337,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     fixtures = []
     for name, make in [("bpe_bytelevel", bpe_bytelevel), ("wordpiece", wordpiece), ("unigram", unigram),
-                       ("chatml_211", chatml_211)]:
+                       ("bpe_bytefallback", bpe_bytefallback), ("chatml_211", chatml_211)]:
         tok, specials = make()
         fixtures.append(tokenizer_fixture(name, tok, specials))
         if name == "chatml_211":
