@@ -100,10 +100,14 @@ ModelFolder read_model_folder(const std::string& dir) {
     if (auto it = cfg.find("chat_template"); it != cfg.end()) {
       if (it->is_string()) {
         f.chat_template = it->get<std::string>();
+        f.chat_template_file = tcfg.string();
       } else if (it->is_array()) {
         for (const auto& t : *it) {
-          if (t.is_object() && t.value("name", "") == "default" && t.contains("template") && t["template"].is_string())
+          if (t.is_object() && t.value("name", "") == "default" && t.contains("template") &&
+              t["template"].is_string()) {
             f.chat_template = t["template"].get<std::string>();
+            f.chat_template_file = tcfg.string();
+          }
         }
         if (f.chat_template.empty())
           throw Error(fmt::format("{}: chat_template is a list without a \"default\" template", tcfg.string()));
@@ -111,7 +115,10 @@ ModelFolder read_model_folder(const std::string& dir) {
     }
   }
   const fs::path jinja = root / "chat_template.jinja";
-  if (fs::is_regular_file(jinja, ec)) f.chat_template = read_text(jinja);
+  if (fs::is_regular_file(jinja, ec)) {
+    f.chat_template = read_text(jinja);
+    f.chat_template_file = jinja.string();
+  }
 
   const fs::path gcfg = root / "generation_config.json";
   if (fs::is_regular_file(gcfg, ec)) {

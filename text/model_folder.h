@@ -25,6 +25,7 @@ struct ModelFolder {
   std::string first;    // the prompt step's model, or empty
   std::string tokenizer;  // tokenizer.json's path
   std::string chat_template;  // empty: none
+  std::string chat_template_file;  // where it was read from
   std::string bos_token, eos_token;
   // Every "*_token" entry of tokenizer_config.json that is a token
   // (bos_token, eos_token, pad_token, unk_token, ...): transformers gives

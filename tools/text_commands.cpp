@@ -199,8 +199,12 @@ int chat(gpu::Context& ctx, const ChatOptions& o) {
     messages.push_back({"user", line});
     // The whole conversation is the prompt of each turn; the template adds
     // its special tokens itself (as apply_chat_template's tokenize does).
-    const std::string prompt_text = tmpl.render_json(text::messages_json(messages), /*add_generation_prompt=*/true,
-                                                     extra);
+    std::string prompt_text;
+    try {
+      prompt_text = tmpl.render_json(text::messages_json(messages), /*add_generation_prompt=*/true, extra);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{} (the chat template of {})", e.what(), folder.chat_template_file));
+    }
     const std::vector<int64_t> prompt = encode_checked(tok, prompt_text, /*add_special=*/false, "the chat prompt");
     if (o.gen.verbose) fmt::print(stderr, "turn {}: prompt of {} tokens:\n{}\n", turn + 1, prompt.size(), prompt_text);
     const Answer a = answer(gen, tok, prompt, g, stream);

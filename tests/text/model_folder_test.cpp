@@ -73,10 +73,12 @@ TEST_F(ModelFolderTest, ConfigVariants) {
   ModelFolder f = read_model_folder(dir_.string());
   EXPECT_EQ(f.decoder, (dir_ / "model.onnx").string());
   EXPECT_EQ(f.chat_template, "D");
+  EXPECT_EQ(f.chat_template_file, (dir_ / "tokenizer_config.json").string());
   EXPECT_EQ(f.bos_token, "<|endoftext|>");
   EXPECT_EQ(f.eos_ids, (std::vector<int64_t>{1, 3}));
   write("chat_template.jinja", "J");
   EXPECT_EQ(read_model_folder(dir_.string()).chat_template, "J");
+  EXPECT_EQ(read_model_folder(dir_.string()).chat_template_file, (dir_ / "chat_template.jinja").string());
 }
 
 TEST_F(ModelFolderTest, MissingFilesAreNamed) {

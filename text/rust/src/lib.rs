@@ -417,7 +417,9 @@ fn describe(e: &Error) -> String {
         _ => e.to_string(),
     };
     if let Some(line) = e.line() {
-        s = format!("{s} (template line {line})");
+        if !s.contains("(in ") {
+            s = format!("{s} (template line {line})");
+        }
     }
     let mut src = std::error::Error::source(e);
     while let Some(inner) = src {
