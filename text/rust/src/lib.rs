@@ -8,6 +8,10 @@
 //! under catch_unwind and a panic becomes an error message. The declarations
 //! are in text/text_ffi.h.
 
+// Each extern "C" function's contract (valid pointers and lengths, strings
+// freed by the matching free function) is text/text_ffi.h's.
+#![allow(clippy::missing_safety_doc)]
+
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
@@ -90,7 +94,7 @@ pub unsafe extern "C" fn wgnn_text_free_string(s: *mut c_char) {
     // (messages): both were allocated as len + 1 bytes.
     let _ = catch_unwind(|| {
         let len = CStr::from_ptr(s).to_bytes().len();
-        drop(Box::from_raw(std::slice::from_raw_parts_mut(s as *mut u8, len + 1)));
+        drop(Box::from_raw(ptr::slice_from_raw_parts_mut(s as *mut u8, len + 1)));
     });
 }
 
@@ -101,7 +105,7 @@ pub unsafe extern "C" fn wgnn_text_free_bytes(s: *mut c_char, len: usize) {
         return;
     }
     let _ = catch_unwind(|| {
-        drop(Box::from_raw(std::slice::from_raw_parts_mut(s as *mut u8, len + 1)));
+        drop(Box::from_raw(ptr::slice_from_raw_parts_mut(s as *mut u8, len + 1)));
     });
 }
 
@@ -111,7 +115,7 @@ pub unsafe extern "C" fn wgnn_text_free_ids(ids: *mut i64, n: usize) {
         return;
     }
     let _ = catch_unwind(|| {
-        drop(Box::from_raw(std::slice::from_raw_parts_mut(ids, n)));
+        drop(Box::from_raw(ptr::slice_from_raw_parts_mut(ids, n)));
     });
 }
 
