@@ -359,11 +359,13 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
     std::memcpy(ids.data(), ctx_.mapped(history_staging_, bytes), bytes);
     ctx_.unmap(history_staging_);
     ++r.waits;
+    std::vector<std::vector<int64_t>> fresh(static_cast<size_t>(B));
     for (int k = 0; k < pending; ++k) {
       for (int64_t b = 0; b < B; ++b) {
         if (ended[size_t(b)] || int(r.tokens[size_t(b)].size()) >= o.max_new_tokens) continue;
         const int64_t id = ids[size_t(k * B + b)];
         r.tokens[size_t(b)].push_back(id);
+        fresh[size_t(b)].push_back(id);
         if (eos.count(id)) ended[size_t(b)] = true;
       }
     }
@@ -373,7 +375,13 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
     decoder_->check_deferred();
     if (first_) first_->check_deferred();
     for (auto& [key, sm] : samplers_) sm->g->check_deferred();
-    return std::all_of(ended.begin(), ended.end(), [](bool e) { return e; });
+    // The caller's callback, after the checks (tokens it sees are valid).
+    if (o.on_tokens && !r.stopped) {
+      bool any = false;
+      for (const auto& f : fresh) any = any || !f.empty();
+      if (any && !o.on_tokens(fresh)) r.stopped = true;
+    }
+    return r.stopped || std::all_of(ended.begin(), ended.end(), [](bool e) { return e; });
   };
 
   int64_t past_len = 0;

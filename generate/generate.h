@@ -53,6 +53,7 @@
 // buffers grown by doubling). Either way plans are kept (max_plans), so a
 // second run at the same lengths builds nothing.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -87,6 +88,15 @@ struct Options {
   // Plans per cache capacity rather than per past length, where the
   // decoder allows it (above); false: a plan per past length.
   bool cache_buckets = true;
+  // Called on the host after each readback (every sync_every steps) with
+  // the tokens read, per sequence (empty for one that had ended, or where
+  // max_new_tokens was reached); not called for a readback with no new
+  // token. Returning false ends the run there: every step submitted so far
+  // has been read back by then, no further step is submitted, and
+  // Result::tokens ends with the tokens of this call (Result::stopped is
+  // set; the timings cover the steps run). An exception it throws leaves
+  // run(). sync_every = 1 hands over each token as it comes.
+  std::function<bool(const std::vector<std::vector<int64_t>>& new_tokens)> on_tokens;
 };
 
 struct Result {
@@ -119,6 +129,7 @@ struct Result {
   // run's lengths exists.
   uint64_t steady_buffers = 0, steady_bind_groups = 0, steady_pipelines = 0;
   int waits = 0;        // host waits for the GPU (token readbacks)
+  bool stopped = false;  // on_tokens returned false
 };
 
 class Generator {

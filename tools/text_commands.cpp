@@ -11,6 +11,7 @@
 #include "text/model_folder.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/stop_text.h"
 
 namespace wgnn::tools {
 namespace {
@@ -44,65 +45,34 @@ GenerateOptions with_folder(const GenerateOptions& o, const text::ModelFolder& f
   if (g.first.empty()) g.first = f.first;
   if (g.eos.empty() && !f.eos_ids.empty()) g.eos = join_ids(f.eos_ids);
   if (!o.max_new_tokens_given && f.max_new_tokens > 0) g.max_new_tokens = f.max_new_tokens;
-  if (o.stream) g.sync_every = 1;
+  // Streamed, each token is read back as it comes; with --stop strings,
+  // each token too (unless --sync-every says otherwise), so that the run
+  // ends at the token that completes one.
+  if (o.stream || (!o.stops.empty() && g.sync_every == 0)) g.sync_every = 1;
   return g;
 }
 
-// The answer's text: pieces in, ended at the first --stop string (which is
-// cut off). Streaming, each piece is printed once no stop string can begin
-// inside it.
+// The answer's text through StopText: streaming, each piece is printed as
+// soon as no stop string can begin inside it.
 class TextSink {
  public:
-  TextSink(const std::vector<std::string>& stops, bool stream) : stops_(stops), stream_(stream) {}
-
+  TextSink(const std::vector<std::string>& stops, bool stream) : stop_(stops), stream_(stream) {}
   // False once a stop string has appeared (later pieces are dropped).
   bool add(const std::string& piece) {
-    if (stopped_) return false;
-    text_ += piece;
-    size_t cut = std::string::npos;
-    for (const auto& s : stops_) {
-      const size_t from = searched_ > s.size() ? searched_ - s.size() : 0;
-      const size_t at = text_.find(s, from);
-      if (at != std::string::npos && at < cut) cut = at;
-    }
-    if (cut != std::string::npos) {
-      text_.resize(cut);
-      stopped_ = true;
-    }
-    searched_ = text_.size();
-    if (stream_) print(stopped_ ? text_.size() : text_.size() - held_back());
-    return !stopped_;
+    print(stop_.add(piece));
+    return !stop_.stopped();
   }
-  void finish() {
-    if (stream_) print(text_.size());
-  }
-  const std::string& text() const { return text_; }
+  void finish() { print(stop_.finish()); }
+  const std::string& text() const { return stop_.text(); }
 
  private:
-  // Bytes at the end that could begin a stop string.
-  size_t held_back() const {
-    size_t keep = 0;
-    for (const auto& s : stops_) {
-      for (size_t n = std::min(s.size() - 1, text_.size()); n > keep; --n) {
-        if (text_.compare(text_.size() - n, n, s, 0, n) == 0) {
-          keep = n;
-          break;
-        }
-      }
-    }
-    return keep;
-  }
-  void print(size_t upto) {
-    if (upto <= printed_) return;
-    std::fwrite(text_.data() + printed_, 1, upto - printed_, stdout);
+  void print(const std::string& s) {
+    if (!stream_ || s.empty()) return;
+    std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);
-    printed_ = upto;
   }
-  const std::vector<std::string>& stops_;
+  StopText stop_;
   bool stream_;
-  std::string text_;
-  size_t printed_ = 0, searched_ = 0;
-  bool stopped_ = false;
 };
 
 // One answer: the prompt's ids through the generator, the new tokens
@@ -115,13 +85,19 @@ struct Answer {
 Answer answer(generate::Generator& gen, const text::Tokenizer& tok, const std::vector<int64_t>& prompt,
               const GenerateOptions& g, bool stream) {
   Answer a;
-  a.runs.push_back(gen.run({prompt}, generate_run_options(g)));
   TextSink sink(g.stops, stream);
   text::Detokenizer detok(tok, /*skip_special_tokens=*/true);
-  for (int64_t id : a.runs.back().tokens.at(0)) {
-    if (!sink.add(detok.push(id))) break;
-  }
-  sink.add(detok.finish());
+  // Each readback's tokens go to the sink as they come: printed when
+  // streaming, and the run ends once a stop string appears.
+  generate::Options ro = generate_run_options(g);
+  ro.on_tokens = [&](const std::vector<std::vector<int64_t>>& fresh) {
+    for (int64_t id : fresh.at(0)) {
+      if (!sink.add(detok.push(id))) return false;
+    }
+    return true;
+  };
+  a.runs.push_back(gen.run({prompt}, ro));
+  if (!a.runs.back().stopped) sink.add(detok.finish());
   sink.finish();
   a.text = sink.text();
   return a;
@@ -153,7 +129,8 @@ int generate_text(gpu::Context& ctx, const GenerateOptions& o) {
   if (o.json) {
     std::string j = generation_json(a.runs);
     j.pop_back();  // the closing brace: the text's keys go inside
-    fmt::print("{},\"prompt_tokens\":[{}],\"text\":{}}}\n", j, join_ids(prompt),
+    fmt::print("{},\"prompt_tokens\":[{}],\"stopped\":{},\"text\":{}}}\n", j, join_ids(prompt),
+               a.runs.back().stopped ? "true" : "false",
                nlohmann::json(a.text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return 0;
   }

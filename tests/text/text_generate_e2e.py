@@ -10,8 +10,10 @@ make_fixtures.py with Python's tokenizers and jinja2).
     `wgnn generate DECODER --prompt <those ids>` with the folder's end
     tokens; the text printed is their decode (written out here for this
     tokenizer: the tokens joined, U+2581 as a space, the first one's leading
-    space dropped, special tokens skipped); --stream prints the same text;
-    --stop cuts it where the string first appears;
+    space dropped, special tokens skipped); --stream prints the same text
+    (its pieces, printed as each token is read back, joined); --stop cuts
+    it where the string first appears, and ends the run there (the token
+    callback: fewer steps, the tokens up to the one completing the string);
   - chat: a scripted two-turn conversation from stdin; turn 1's prompt ids
     are those of the chat template rendered by jinja2 and encoded by Python
     (tests/data/text/chatml_first_turn.json); turn 2's prompt holds turn 1's
@@ -129,6 +131,20 @@ def main():
                            "--stop", "\u00a7never\u00a7", *extra]).stdout
                 if out != cut + "\n":
                     problems.append(f"--stop {stop!r} {' '.join(extra)}: printed {out!r}, expected {cut + chr(10)!r}")
+            # The run ends at the token that completes the stop string: fewer
+            # steps, the tokens a prefix of the full run's.
+            early = json.loads(run([WGNN, "generate", folder, "--text", text, "--max-new-tokens", str(NEW), "--stop",
+                                    stop, "--json"]).stdout.strip().splitlines()[-1])
+            et = early["tokens"][0]
+            if early["text"] != cut or not early["stopped"]:
+                problems.append(f"--stop {stop!r} --json: text {early['text']!r} stopped {early['stopped']}, "
+                                f"expected {cut!r} and true")
+            if toks[:len(et)] != et or stop not in decode(et) or stop in decode(et[:-1]):
+                problems.append(f"--stop {stop!r}: tokens {et} are not the full run's {toks} up to the one that "
+                                f"completes the stop string")
+            if early["last_run"]["steps"] >= got["last_run"]["steps"] or len(et) >= len(toks):
+                problems.append(f"--stop {stop!r}: {early['last_run']['steps']} steps ({len(et)} tokens), the full "
+                                f"run {got['last_run']['steps']} ({len(toks)}): not ended early")
         else:
             problems.append(f"the answer {want!r} is too short to check --stop")
         check(f"generate --text {text!r}", problems)
