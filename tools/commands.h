@@ -175,6 +175,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (printed)
   std::string model;  // as remove-bg's --model
+  std::string llm;    // a language-model folder served under /v1/ (tools/serve_llm.h)
   int size = 0;
   std::string preprocess = "auto";
   int queue = 8;     // requests served at once (decoding, on the GPU or encoding); more get 503

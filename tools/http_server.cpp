@@ -276,8 +276,26 @@ class Conn : public std::enable_shared_from_this<Conn> {
     }
     req_->body = parser_->release().body();
     const bool keep = parser_->get().keep_alive();
+    keep_ = keep;
     parser_.reset();
     client_ = std::make_shared<Client>();
+    {
+      // A streamed answer's head and pieces, from the worker to this thread.
+      std::weak_ptr<Conn> weak = shared_from_this();
+      Client* c = client_.get();
+      client_->begin_fn = [this, weak, c](const Response& head) {
+        auto conn = weak.lock();
+        if (!conn || c->gone) return false;
+        asio::post(srv_.ioc, [conn, head]() mutable { conn->stream_begin(std::move(head)); });
+        return true;
+      };
+      client_->send_fn = [this, weak, c](std::string piece) {
+        auto conn = weak.lock();
+        if (!conn || c->gone) return false;
+        asio::post(srv_.ioc, [conn, piece = std::move(piece)]() mutable { conn->stream_piece(std::move(piece)); });
+        return true;
+      };
+    }
     // The worker: the answer comes back to this thread.
     auto self = shared_from_this();
     srv_.waiting.insert(self);
@@ -303,7 +321,9 @@ class Conn : public std::enable_shared_from_this<Conn> {
       if (!ec) self->buf_.commit(n);  // kept even when answered meanwhile (the next request)
       if (!self->client_) return;     // answered meanwhile
       if (!ec) return self->watch();
-      if (ec == asio::error::eof && self->version_ >= 11) return self->probe();
+      // Mid-stream, an end of stream is a client gone (no probe: the
+      // interim answer would land inside the body).
+      if (ec == asio::error::eof && self->version_ >= 11 && !self->streaming_) return self->probe();
       if (ec != asio::error::operation_aborted) self->mark_gone();
     });
   }
@@ -340,17 +360,88 @@ class Conn : public std::enable_shared_from_this<Conn> {
 
   void probed() {
     probing_ = false;
+    if (streaming_) return pump();
     if (answered_) {
       answered_ = false;
       write(std::move(pending_));
     }
   }
 
+  // A streamed answer (Client::begin): the head, then the pieces, each
+  // written after the one before; the worker's answer ends it.
+  bool streaming_ = false;     // its head was written or queued
+  bool stream_chunked_ = false;
+  bool stream_close_ = false;  // close the connection after it
+  bool stream_ended_ = false;  // the worker returned
+  bool stream_failed_ = false; // a write failed: the rest is dropped
+  bool stream_writing_ = false;
+  bool keep_ = true;  // the request asked for keep-alive
+  std::deque<std::string> stream_q_;
+
+ public:
+  void stream_begin(Response head) {
+    if (!client_ || streaming_) return;  // answered already (answer_waiting)
+    streaming_ = true;
+    srv_.waiting.erase(shared_from_this());  // answer_waiting cannot answer it any more
+    stream_chunked_ = version_ >= 11;
+    stream_close_ = head.close || !keep_ || !stream_chunked_ || srv_.draining || half_closed_;
+    std::string h = fmt::format("HTTP/1.1 {} {}\r\n", head.status,
+                                std::string(bhttp::obsolete_reason(bhttp::status(unsigned(head.status)))));
+    for (const auto& [k, v] : head.headers) h += fmt::format("{}: {}\r\n", k, v);
+    if (stream_chunked_) h += "Transfer-Encoding: chunked\r\n";
+    h += stream_close_ ? "Connection: close\r\n\r\n" : "\r\n";
+    stream_q_.push_back(std::move(h));
+    pump();
+  }
+  void stream_piece(std::string piece) {
+    if (!streaming_ || stream_ended_ || piece.empty()) return;
+    if (stream_chunked_) piece = fmt::format("{:x}\r\n{}\r\n", piece.size(), piece);
+    stream_q_.push_back(std::move(piece));
+    pump();
+  }
+
+ private:
+  void stream_end() {
+    stream_ended_ = true;
+    client_.reset();
+    if (watching_) {
+      beast::error_code ec;
+      stream_.socket().cancel(ec);
+    }
+    if (stream_chunked_ && !stream_failed_) stream_q_.push_back("0\r\n\r\n");
+    pump();
+  }
+  void pump() {
+    if (stream_writing_ || probing_) return;
+    if (stream_failed_) stream_q_.clear();
+    if (stream_q_.empty()) {
+      if (!stream_ended_) return;
+      streaming_ = stream_ended_ = false;
+      if (stream_failed_) return close();
+      if (stream_close_ || half_closed_ || srv_.draining) return linger();
+      return next();
+    }
+    stream_writing_ = true;
+    raw_out_ = std::make_shared<std::string>(std::move(stream_q_.front()));
+    stream_q_.pop_front();
+    stream_.expires_after(secs(srv_.cfg.write_s));
+    asio::async_write(stream_, asio::buffer(*raw_out_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->stream_writing_ = false;
+      if (ec) {
+        self->stream_failed_ = true;
+        self->mark_gone();
+      }
+      self->pump();
+    });
+  }
+
  public:
   // The worker's answer, or one given in its place (answer_waiting); the
-  // first of them is written.
+  // first of them is written. After a streamed head, the worker's answer
+  // ends the stream.
   void answer(Response res) {
     if (!client_) return;  // answered already
+    if (streaming_) return stream_end();
     client_.reset();
     auto self = shared_from_this();
     srv_.waiting.erase(self);

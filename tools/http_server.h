@@ -71,6 +71,19 @@ struct Response {
 // A request's client as a worker sees it.
 struct Client {
   std::atomic<bool> gone{false};  // closed or reset before its answer
+
+  // An answer sent piece by piece as it is made (Server-Sent Events):
+  // begin() writes the status line and `head`'s headers (its body is not
+  // used), and the body goes out chunked (to an HTTP/1.0 client: until the
+  // connection closes); send() queues one piece, written as soon as the
+  // ones before it are. The worker's own Response, when it returns, only
+  // ends the body. Any thread; never waits; false once the client is gone
+  // (or the request was answered otherwise, by answer_waiting). While it
+  // streams, the connection is watched as before (gone).
+  bool begin(const Response& head) const { return begin_fn && begin_fn(head); }
+  bool send(std::string piece) const { return send_fn && send_fn(std::move(piece)); }
+  std::function<bool(const Response&)> begin_fn;  // set by the server
+  std::function<bool(std::string)> send_fn;
 };
 
 struct Config {

@@ -24,6 +24,10 @@
 // Bearer <it>"; --origins: more origins allowed to POST (comma-separated;
 // "*" any; default the server's own); --drain-timeout: seconds to drain on
 // SIGTERM (default 30).
+// --llm DIR: a language-model folder served with OpenAI's API under /v1/
+// (serve_llm.h), beside remove-bg when --model is given, else alone. Its
+// requests are admitted as photos are (--queue, the token, the origins,
+// the drain) and run one at a time on a GPU thread of their own.
 #include <fmt/format.h>
 #include <signal.h>
 #include <strings.h>
@@ -50,6 +54,7 @@
 #include "tools/cutout_settings.h"
 #include "tools/http_server.h"
 #include "tools/serve_guard.h"
+#include "tools/serve_llm.h"
 #include "tools/serve_page.h"
 #include "util/file.h"
 
@@ -406,15 +411,15 @@ bool loopback(const std::string& host) {
 // requests (the expected wait at the door) until let go.
 struct Admitted {
   std::atomic<int>& in_flight;
-  GpuRunner& gpu;
+  GpuRunner* gpu;  // null for a language-model request (its own GPU thread)
   double limit_s;
   std::atomic<bool> ahead{true};
-  Admitted(std::atomic<int>& n, GpuRunner& g, double l) : in_flight(n), gpu(g), limit_s(l) {
+  Admitted(std::atomic<int>& n, GpuRunner* g, double l) : in_flight(n), gpu(g), limit_s(l) {
     ++in_flight;
-    gpu.enter();
+    if (gpu) gpu->enter();
   }
   void leave_gpu() {
-    if (ahead.exchange(false)) gpu.leave();
+    if (ahead.exchange(false) && gpu) gpu->leave();
   }
   ~Admitted() {
     leave_gpu();
@@ -424,8 +429,10 @@ struct Admitted {
 
 class Server {
  public:
-  Server(const ServeOptions& o, const ServeEnv& env, GpuRunner& gpu, std::string model)
-      : o_(o), env_(env), gpu_(gpu), model_(std::move(model)) {}
+  // gpu: the remove-bg model (null: not served); llm: the language model
+  // (null: not served).
+  Server(const ServeOptions& o, const ServeEnv& env, GpuRunner* gpu, std::string model, LlmService* llm)
+      : o_(o), env_(env), gpu_(gpu), model_(std::move(model)), llm_(llm) {}
 
   int run() {
     const uint64_t files = http::raise_open_files();
@@ -458,6 +465,7 @@ class Server {
       log(req.method, req.path, 413, why, req.t0);
     };
     routes.work = [this](http::Request& req, http::Response& res, const std::shared_ptr<const http::Client>& c) {
+      if (llm_ && LlmService::owns(req.path)) return complete(req, res, c);
       remove_bg(req, res, c);
     };
     routes.error = [this](const std::string& method, const std::string& path, int status, const std::string& why) {
@@ -466,11 +474,18 @@ class Server {
     http::Server svr(cfg, routes);
     srv_ = &svr;
     port_ = svr.port();
-    const auto plan = gpu_.remover().plan(1024, 768);
-    fmt::print("serve: listening on http://{}:{}/ (model {}, {} pre-processing, input {}x{} for a 1024x768 photo, "
-               "queue {}, adapter {})\n",
-               o_.host, port_, fs::path(model_).filename().string(), matting::preprocess_name(plan.kind), plan.width,
-               plan.height, o_.queue, gpu_.adapter());
+    if (gpu_) {
+      const auto plan = gpu_->remover().plan(1024, 768);
+      fmt::print("serve: listening on http://{}:{}/ (model {}, {} pre-processing, input {}x{} for a 1024x768 photo, "
+                 "queue {}, adapter {})\n",
+                 o_.host, port_, fs::path(model_).filename().string(), matting::preprocess_name(plan.kind), plan.width,
+                 plan.height, o_.queue, gpu_->adapter());
+    }
+    if (llm_) {
+      fmt::print("serve: listening on http://{}:{}/v1/ (language model '{}': /v1/models, /v1/completions, "
+                 "/v1/chat/completions; queue {})\n",
+                 o_.host, port_, llm_->model_id(), o_.queue);
+    }
     std::fflush(stdout);
 
     // SIGTERM and SIGINT: stop accepting, answer what was admitted, exit 0.
@@ -478,7 +493,7 @@ class Server {
       const auto now = clock::now();
       const auto by = now + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(env_.drain_s));
       draining_ = true;
-      gpu_.drain_by(by);
+      if (gpu_) gpu_->drain_by(by);
       if (!o_.quiet) {
         std::lock_guard<std::mutex> lock(log_m_);
         fmt::print(stderr, "serve: {}: draining {} admitted requests (at most {} s), accepting no more\n",
@@ -513,8 +528,8 @@ class Server {
       });
     });
     srv_ = nullptr;
-    if (!o_.quiet) {
-      const GpuRunner::Stats st = gpu_.stats();
+    if (!o_.quiet && gpu_) {
+      const GpuRunner::Stats st = gpu_->stats();
       fmt::print(stderr, "serve: stopped; served {}, busy {}, failed {}, GPU runs {}, not run {}\n", served_.load(),
                  busy_.load(), failed_.load(), st.runs, st.not_run);
     }
@@ -532,9 +547,28 @@ class Server {
   // On the I/O thread, once a request's headers are in: answered at once
   // (true), or admitted to have its body read (false).
   bool head(http::Request& req, http::Response& res, uint64_t* limit) {
+    if (llm_ && LlmService::owns(req.path)) {
+      // OpenAI's error objects for every answer under /v1/.
+      if (!screen(req, res) || llm_->head(req, res) || !admit(req, res, limit)) {
+        if (res.status >= 400 && res.body.rfind("error: ", 0) == 0) {
+          std::string why = res.body.substr(7);
+          while (!why.empty() && why.back() == '\n') why.pop_back();
+          LlmService::error(res, res.status, why);
+        }
+        return true;
+      }
+      return false;
+    }
     if (!screen(req, res)) return true;
-    if (req.path == "/remove-bg" && req.method == "POST") return !admit(req, res, limit);
-    if (req.path == "/" && req.method == "GET") {
+    if (req.path == "/remove-bg" && req.method == "POST") {
+      if (!gpu_) {
+        answer(res, 404, "this server serves a language model only (--llm): POST /v1/completions, "
+                         "/v1/chat/completions; give --model to serve /remove-bg too");
+        return true;
+      }
+      return !admit(req, res, limit);
+    }
+    if (req.path == "/" && req.method == "GET" && gpu_) {
       res.content(serve_page(), "text/html; charset=utf-8");
       return true;
     }
@@ -542,7 +576,11 @@ class Server {
       health(res);
       return true;
     }
-    answer(res, 404, fmt::format("no such page '{}'; there are /, /health and POST /remove-bg", req.path));
+    answer(res, 404, fmt::format("no such page '{}'; there are {}", req.path,
+                                 gpu_ && llm_ ? "/, /health, POST /remove-bg and /v1/ (OpenAI's API)"
+                                 : gpu_       ? "/, /health and POST /remove-bg"
+                                              : "/health and /v1/ (OpenAI's API: /v1/models, /v1/completions, "
+                                                "/v1/chat/completions)"));
     return true;
   }
 
@@ -659,41 +697,37 @@ class Server {
       return refuse(503, fmt::format("busy: {} requests are being served (--queue); try again shortly", o_.queue), 1);
     }
     // At the door: a photo that would wait past its deadline is not run.
-    if (const double wait = gpu_.expected_at_door(); seconds_since(req.t0) + wait > limit_s) {
+    const bool photo = req.path == "/remove-bg";
+    if (const double wait = photo ? gpu_->expected_at_door() : 0; seconds_since(req.t0) + wait > limit_s) {
       return refuse(503,
                     fmt::format("busy: the queue's expected wait, {:.1f} s, is past this request's deadline "
                                 "({:.1f} s)",
                                 wait, limit_s),
                     wait);
     }
-    req.hold = std::make_shared<Admitted>(in_flight_, gpu_, limit_s);
+    req.hold = std::make_shared<Admitted>(in_flight_, photo ? gpu_ : nullptr, limit_s);
     *limit = most;
     return true;
   }
 
   void health(http::Response& res) {
-    const std::string broken = gpu_.broken();
-    const auto plan = gpu_.remover().plan(1024, 768);
-    const GpuRunner::Stats st = gpu_.stats();
-    nlohmann::json j = {
-        {"status", broken.empty() ? (draining_ ? "stopping" : "ok") : "error"},
-        {"model", fs::path(model_).filename().string()},
-        {"preprocess", matting::preprocess_name(plan.kind)},
-        {"adapter", gpu_.adapter()},
-        {"in_flight", in_flight_.load()},
-        {"queue", o_.queue},
-        {"served", served_.load()},
-        {"busy", busy_.load()},
-        {"failed", failed_.load()},
-        {"gpu_runs", st.runs},
-        {"not_run", st.not_run},
-        {"run_s", st.run_s},
-        {"prep_s", st.prep_s},
-        {"post_s", st.post_s},
-        {"waiting", st.waiting},
-        {"load_s", gpu_.load_s()},
-        {"first_run_s", gpu_.warm_s()},
-    };
+    nlohmann::json j;
+    std::string broken;
+    if (gpu_) j = photo_health(&broken);
+    j["status"] = broken.empty() ? (draining_ ? "stopping" : "ok") : "error";
+    j["in_flight"] = in_flight_.load();
+    j["queue"] = o_.queue;
+    j["served"] = served_.load();
+    j["busy"] = busy_.load();
+    j["failed"] = failed_.load();
+    if (llm_) {
+      nlohmann::json l = nlohmann::json::parse(llm_->health_json());
+      if (l.contains("error") && broken.empty()) {
+        broken = l["error"].get<std::string>();
+        j["status"] = "error";
+      }
+      j["llm"] = l;
+    }
     if (srv_) {
       const http::Server::Counts c = srv_->counts();
       j["connections"] = srv_->connections();
@@ -708,6 +742,47 @@ class Server {
     if (!broken.empty()) j["error"] = broken;
     res.status = broken.empty() && !draining_ ? 200 : 503;
     res.content(j.dump() + "\n", "application/json");
+  }
+
+  // The remove-bg model's part of /health.
+  nlohmann::json photo_health(std::string* broken) {
+    *broken = gpu_->broken();
+    const auto plan = gpu_->remover().plan(1024, 768);
+    const GpuRunner::Stats st = gpu_->stats();
+    nlohmann::json j = {
+        {"model", fs::path(model_).filename().string()},
+        {"preprocess", matting::preprocess_name(plan.kind)},
+        {"adapter", gpu_->adapter()},
+        {"in_flight", in_flight_.load()},
+        {"queue", o_.queue},
+        {"served", served_.load()},
+        {"busy", busy_.load()},
+        {"failed", failed_.load()},
+        {"gpu_runs", st.runs},
+        {"not_run", st.not_run},
+        {"run_s", st.run_s},
+        {"prep_s", st.prep_s},
+        {"post_s", st.post_s},
+        {"waiting", st.waiting},
+        {"load_s", gpu_->load_s()},
+        {"first_run_s", gpu_->warm_s()},
+    };
+    return j;
+  }
+
+  // On a worker: a language-model request (LlmService::work).
+  void complete(http::Request& req, http::Response& res, const std::shared_ptr<const http::Client>& client) {
+    std::string what;
+    try {
+      what = llm_->work(req, res, client);
+    } catch (const std::bad_alloc&) {
+      LlmService::error(res, 503, "out of host memory for this request");
+      what = "out of host memory";
+    }
+    if (res.status == 200) ++served_;
+    else if (res.status == 503) ++busy_;
+    else ++failed_;
+    log(req.method, req.path, res.status, what, req.t0);
   }
 
   // On a worker: the photo of an admitted request, read whole.
@@ -735,7 +810,7 @@ class Server {
       const auto t_prep = clock::now();
       if (client->gone) throw HttpError{503, "the client is gone"};
       if (clock::now() > deadline) throw HttpError{503, fmt::format("timed out: no cut-out within {} s", limit_s)};
-      if (const double wait = gpu_.expected_in_queue(); clock::now() + std::chrono::duration_cast<clock::duration>(
+      if (const double wait = gpu_->expected_in_queue(); clock::now() + std::chrono::duration_cast<clock::duration>(
                                                                    std::chrono::duration<double>(wait)) > deadline) {
         throw HttpError{503, fmt::format("busy: the queue's expected wait, {:.1f} s, is past this request's deadline",
                                          wait)};
@@ -750,15 +825,15 @@ class Server {
       what = fmt::format("{}x{}", photo.width, photo.height);
       auto prepared = std::make_shared<matting::Prepared>();
       try {
-        *prepared = gpu_.remover().prepare(photo);
+        *prepared = gpu_->remover().prepare(photo);
       } catch (const Error& e) {
         throw HttpError{400, e.what()};
       }
       prepared->post_process = ro.post_process;
       // The work only: the waits before it overlap the photos ahead, which
       // the expected wait counts already.
-      gpu_.record_prep(seconds_since(t_prep));
-      if (const double wait = gpu_.expected_in_queue(); clock::now() + std::chrono::duration_cast<clock::duration>(
+      gpu_->record_prep(seconds_since(t_prep));
+      if (const double wait = gpu_->expected_in_queue(); clock::now() + std::chrono::duration_cast<clock::duration>(
                                                                    std::chrono::duration<double>(wait)) > deadline) {
         throw HttpError{503, fmt::format("busy: the queue's expected wait, {:.1f} s, is past this request's deadline",
                                          wait)};
@@ -768,7 +843,7 @@ class Server {
       job->deadline = deadline;
       job->client_gone = [client] { return client->gone.load(); };
       std::future<matting::Matte> f = job->result.get_future();
-      gpu_.submit(job);
+      gpu_->submit(job);
       // Wait; give up at the deadline or when the client goes, unless the
       // photo is on the GPU already (then its result is waited for).
       for (;;) {
@@ -793,11 +868,11 @@ class Server {
       }
       const auto t_post = clock::now();
       const double run_s = m.run_s;
-      const matting::Cutout cut = gpu_.remover().finish(std::move(*prepared), std::move(m));
+      const matting::Cutout cut = gpu_->remover().finish(std::move(*prepared), std::move(m));
       res.status = 200;
       res.content(image::encode_png(cutout_image(cut, ro.only_mask, ro.bg)), "image/png");
       res.set("X-Wgnn-Run-Ms", fmt::format("{:.1f}", run_s * 1e3));
-      gpu_.record_post(seconds_since(t_post));
+      gpu_->record_post(seconds_since(t_post));
       ++served_;
     } catch (const HttpError& e) {
       answer(res, e.status, e.message);
@@ -824,8 +899,9 @@ class Server {
 
   const ServeOptions& o_;
   const ServeEnv& env_;
-  GpuRunner& gpu_;
+  GpuRunner* gpu_;
   std::string model_;
+  LlmService* llm_;
   int port_ = 0;
   http::Server* srv_ = nullptr;
   size_t max_connections_ = 0;
@@ -875,17 +951,30 @@ int serve(const gpu::ContextOptions& context_options, const ServeOptions& o) {
     }
   }
   env.drain_s = o.drain_timeout_s;
-  const ModelChoice m = choose_model(o.model);
-  matting::RemoverOptions ro;
-  ro.preprocess = preprocess_for(m, o.preprocess);
-  ro.size = o.size;
   util::remove_temp_files_on_signal();
-  if (!o.quiet) fmt::print(stderr, "serve: loading {} and running it once ...\n", m.path);
-  GpuRunner gpu(context_options, m.path, ro);
-  if (!o.quiet) {
-    fmt::print(stderr, "serve: loaded in {:.2f} s, first run {:.2f} s ({})\n", gpu.load_s(), gpu.warm_s(), gpu.adapter());
+  std::unique_ptr<LlmService> llm;
+  if (!o.llm.empty()) {
+    if (!o.quiet) fmt::print(stderr, "serve: loading the language model {} and running it once ...\n", o.llm);
+    llm = std::make_unique<LlmService>(context_options, o.llm);
+    if (!o.quiet) fmt::print(stderr, "serve: '{}' ready in {:.2f} s\n", llm->model_id(), llm->load_s());
   }
-  return Server(o, env, gpu, m.path).run();
+  // remove-bg: unless only a language model is asked for.
+  std::unique_ptr<GpuRunner> gpu;
+  std::string path;
+  if (o.llm.empty() || !o.model.empty()) {
+    const ModelChoice m = choose_model(o.model);
+    matting::RemoverOptions ro;
+    ro.preprocess = preprocess_for(m, o.preprocess);
+    ro.size = o.size;
+    path = m.path;
+    if (!o.quiet) fmt::print(stderr, "serve: loading {} and running it once ...\n", m.path);
+    gpu = std::make_unique<GpuRunner>(context_options, m.path, ro);
+    if (!o.quiet) {
+      fmt::print(stderr, "serve: loaded in {:.2f} s, first run {:.2f} s ({})\n", gpu->load_s(), gpu->warm_s(),
+                 gpu->adapter());
+    }
+  }
+  return Server(o, env, gpu.get(), path, llm.get()).run();
 }
 
 }  // namespace wgnn::tools

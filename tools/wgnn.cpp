@@ -307,11 +307,16 @@ int main(int argc, char** argv) {
 
   auto* sv = app.add_subcommand("serve",
                                "Serve background removal over HTTP with the model loaded: POST /remove-bg (a photo in, "
-                               "the cut-out PNG out), GET /health, and a page at / to drop photos on");
+                               "the cut-out PNG out), GET /health, and a page at / to drop photos on; with --llm, a language "
+                               "model with OpenAI's API under /v1/");
   tools::ServeOptions svo;
   sv->add_option("--host", svo.host, "Address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
   sv->add_option("--port", svo.port, "Port (default 8080; 0: any free one, printed)");
   sv->add_option("--model", svo.model, "As remove-bg's --model: a file, or a preset (isnet, the default; modnet)");
+  sv->add_option("--llm", svo.llm,
+                 "A language-model folder (as `generate DIR --text` takes) served with OpenAI's API: GET /v1/models, "
+                 "POST /v1/completions and /v1/chat/completions (streaming too); alone, or beside remove-bg when "
+                 "--model is given");
   sv->add_option("--size", svo.size, "As remove-bg's --size: the model input size, a multiple of 32");
   sv->add_option("--preprocess", svo.preprocess, "As remove-bg's --preprocess: auto, isnet or modnet");
   sv->add_option("--queue", svo.queue,
