@@ -32,7 +32,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data", "text")
-WGNN, WORK = (os.path.abspath(a) for a in sys.argv[1:3])
+WGNN = WORK = None  # main()'s arguments
 NEW = 24
 
 
@@ -68,16 +68,25 @@ class Decoder:
         return "".join(out)
 
 
+def make_folder(work):
+    """The model folder in WORK/folder: the mini Llama exported into WORK/llama
+    beside tests/data/text/chatml_folder's files. Its path and its decoder's."""
+    run(["/usr/bin/python3", os.path.join(ROOT, "scripts/models/decoders.py"), "--model", "llama", "--size", "mini",
+         "--out", work])
+    folder = os.path.join(work, "folder")
+    shutil.copytree(os.path.join(DATA, "chatml_folder"), folder)
+    decoder = os.path.join(folder, "decoder_with_past_model.onnx")
+    shutil.copy(os.path.join(work, "llama", "decoder_with_past_model.onnx"), decoder)
+    return folder, decoder
+
+
 def main():
+    global WGNN, WORK
+    WGNN, WORK = (os.path.abspath(a) for a in sys.argv[1:3])
     if os.path.exists(WORK):
         shutil.rmtree(WORK)
     os.makedirs(WORK)
-    run(["/usr/bin/python3", os.path.join(ROOT, "scripts/models/decoders.py"), "--model", "llama", "--size", "mini",
-         "--out", WORK])
-    folder = os.path.join(WORK, "folder")
-    shutil.copytree(os.path.join(DATA, "chatml_folder"), folder)
-    decoder = os.path.join(folder, "decoder_with_past_model.onnx")
-    shutil.copy(os.path.join(WORK, "llama", "decoder_with_past_model.onnx"), decoder)
+    folder, decoder = make_folder(WORK)
     decode = Decoder(os.path.join(folder, "tokenizer.json"))
     with open(os.path.join(DATA, "tokenizer_cases.json")) as f:
         fixture = next(x for x in json.load(f)["fixtures"] if x["tokenizer"] == "chatml_211.json")
