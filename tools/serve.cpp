@@ -460,8 +460,12 @@ class Server {
     routes.too_large = [this](const http::Request& req, http::Response& res) {
       const std::string why = too_large_text(req);
       ++failed_;
-      res.status = 413;
-      res.content(fmt::format("error: {}\n", why), "text/plain; charset=utf-8");
+      if (llm_ && LlmService::owns(req.path)) {
+        LlmService::error(res, 413, why);
+      } else {
+        res.status = 413;
+        res.content(fmt::format("error: {}\n", why), "text/plain; charset=utf-8");
+      }
       log(req.method, req.path, 413, why, req.t0);
     };
     routes.work = [this](http::Request& req, http::Response& res, const std::shared_ptr<const http::Client>& c) {

@@ -444,7 +444,17 @@ bool LlmService::head(const http::Request& req, http::Response& res) const {
     return true;
   }
   if (post) {
-    if (req.method == "POST") return false;
+    if (req.method == "POST") {
+      const std::string ct = req.header("Content-Type");
+      if (!ct.empty() && ct.rfind("application/json", 0) != 0) {
+        error(res, 400,
+              fmt::format("Content-Type is '{}': send the request as JSON (curl -H 'Content-Type: "
+                          "application/json' -d '{{...}}')",
+                          ct));
+        return true;
+      }
+      return false;
+    }
     res.set("Allow", "POST");
     error(res, 405, fmt::format("{} takes POST, not {}", p, req.method), "", "method_not_allowed");
     return true;
@@ -472,10 +482,6 @@ std::string LlmService::work(http::Request& req, http::Response& res,
   const char* object = chat ? "chat.completion" : "text_completion";
   const char* chunk_object = chat ? "chat.completion.chunk" : "text_completion";
   try {
-    const std::string ct = req.header("Content-Type");
-    if (!ct.empty() && ct.rfind("application/json", 0) != 0) {
-      throw ApiError{400, fmt::format("Content-Type is '{}': send the request as application/json", ct), "", ""};
-    }
     Impl::Parsed p = m.parse(req.body, chat);
     auto job = std::make_shared<Job>();
     job->prompt = p.prompt;

@@ -3,6 +3,7 @@ exact version of tests/text/openai_requirements.txt, in .venv-openai made
 by scripts/setup-openai), on the model folder of text_generate_e2e.py (the
 mini Llama and the 211-token ChatML tokenizer):
 
+  - a folder that is none, or lacks tokenizer.json: exit 1 with the reason;
   - GET /v1/models names the folder;
   - a completion (greedy) is `wgnn generate DIR --text`'s text, its usage
     the prompt's and the new tokens' counts; max_tokens ends it with
@@ -12,7 +13,8 @@ mini Llama and the 211-token ChatML tokenizer):
     [DONE] holds the usage (stream_options.include_usage), and the raw
     stream is SSE lines ending with "data: [DONE]";
   - stop strings cut the text (finish_reason "stop"), streamed or not;
-  - two requests at once are both answered, each with its own text;
+  - two requests at once are both answered, each with its own text; with
+    --queue requests admitted, the next gets 503 with Retry-After;
   - bad requests get 400 with OpenAI's error object (invalid JSON, an
     unknown or mistyped field, no messages, a role that is not system, user
     or assistant, max_tokens < 1, temperature < 0, top_p outside (0, 1],
@@ -120,6 +122,16 @@ def main():
         ref[t] = j
     chat_ref = json.loads(cli("chat", folder, "--system", "Be brief.", "--max-new-tokens", "8", "--json",
                               stdin="hi\n").strip().splitlines()[0])
+
+    problems = []
+    for bad_dir, want in [(os.path.join(WORK, "nothing"), "not a directory"),
+                          (os.path.join(WORK, "llama"), "tokenizer.json")]:
+        p = subprocess.run([WGNN, "serve", "--llm", bad_dir, "--port", "0"], capture_output=True, text=True,
+                           timeout=120)
+        if p.returncode != 1 or want not in p.stderr:
+            problems.append(f"--llm {bad_dir}: exit {p.returncode}, stderr {p.stderr.strip()[-300:]!r} (expected 1 "
+                            f"and {want!r})")
+    check("serve --llm with a bad folder: exit 1, the reason", problems)
 
     server, port = start_server(folder)
     try:
@@ -300,6 +312,9 @@ def main():
                                                (status == 400 and err["type"] != "invalid_request_error") or
                                                (param and err.get("param") != param)):
                 problems.append(f"{method} {path} {str(body)[:60]}: error object {j!r} (param {param!r})")
+        got, j = raw(port, "POST", "/v1/completions", base, {"Content-Type": "application/x-www-form-urlencoded"})
+        if got != 400 or "application/json" not in str(j):
+            problems.append(f"a form-encoded body: {got} {j!r}, expected 400 asking for JSON")
         try:
             client.completions.create(model=model, prompt="hi", max_tokens=0)
             problems.append("the client got no error for max_tokens 0")
@@ -307,6 +322,39 @@ def main():
             if "max_tokens" not in str(e):
                 problems.append(f"the client's error for max_tokens 0: {e}")
         check("bad requests: 400, 404, 405 with OpenAI's error object", problems)
+
+        # ---- a full queue: 503 with Retry-After ------------------------------------------
+        problems = []
+        held = []  # --queue 4 requests admitted, their bodies never finished
+        body = json.dumps({"model": model, "prompt": "hi"}).encode()
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: " + str(len(body) + 100).encode() + b"\r\n\r\n" + body)
+            held.append(s)
+        for _ in range(100):
+            if raw(port, "GET", "/health")[1]["in_flight"] == 4:
+                break
+            time.sleep(0.05)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", method="POST", data=body,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(req, timeout=30)
+            problems.append("a fifth request with --queue 4 full was answered")
+        except urllib.error.HTTPError as e:
+            j = json.loads(e.read().decode())
+            if e.code != 503 or not e.headers.get("Retry-After") or "busy" not in j["error"]["message"]:
+                problems.append(f"a full queue: {e.code}, Retry-After {e.headers.get('Retry-After')}, {j}")
+        for s in held:
+            s.close()
+        for _ in range(100):
+            if raw(port, "GET", "/health")[1]["in_flight"] == 0:
+                break
+            time.sleep(0.05)
+        r = client.completions.create(model=model, prompt=t, max_tokens=N, temperature=0)
+        if r.choices[0].text != ref[t]["text"]:
+            problems.append(f"after the queue emptied: {r.choices[0].text!r}")
+        check("a full queue: 503 with Retry-After, then served again", problems)
 
         # ---- a client gone mid-stream ----------------------------------------------------
         problems = []
