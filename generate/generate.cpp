@@ -511,6 +511,7 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
     s.run(f, out);
     const double session_us = ms_since(t_run) * 1000;
     const Graph::RunStats dec = s.graph().last_run();
+    size_t row_copies = 0;  // the cache's row copies after this step (dispatches)
     for (const auto& [present, past] : L.present_to_past) {
       if (!bucketed || !bk.len_dim.count(past)) cache[past] = std::move(out.device[present]);
     }
@@ -548,6 +549,7 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
         }
       }
       bk.copy(ctx_, copies);
+      row_copies = copies.size();
     }
     logits = std::move(out.device[L.logits]);
     if (logits.shape.size() != 3 || logits.shape[0] != B || logits.shape[1] != new_len) {
@@ -570,7 +572,7 @@ Result Generator::run(const std::vector<std::vector<int64_t>>& prompt, const Opt
       r.step_encode_us.push_back(dec.encode_us + smp.encode_us);
       r.step_submit_us.push_back(dec.submit_us + smp.submit_us);
       r.step_session_us.push_back(session_us);
-      r.step_dispatches = dec.dispatches + smp.dispatches;
+      r.step_dispatches = dec.dispatches + smp.dispatches + row_copies;
     }
     ++pending;
     past_len += new_len;

@@ -115,7 +115,7 @@ struct Result {
   // step_session_us is the decoder's whole Session::run (plan lookup,
   // checks and bindings included).
   std::vector<double> step_upload_us, step_encode_us, step_submit_us, step_session_us;
-  size_t step_dispatches = 0;  // dispatches of the last step (decoder and sampler)
+  size_t step_dispatches = 0;  // dispatches of the last step (decoder, sampler, cache row copies)
   // From the prompt step's end to the last token on the host: steps whose
   // work was submitted without a wait are counted when the GPU finished
   // them. decode_ms / step_ms.size() is the time per token.

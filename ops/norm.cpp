@@ -2,6 +2,7 @@
 // instance_norm, with ATen's names, arguments and multi-output results.
 #include <array>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <optional>
 #include <string_view>
@@ -158,7 +159,7 @@ const std::string& folded_sum_wgsl() {
 // With `folded`, x2 is a split product's sum: its parts and bias added as
 // the rows load, in the sum pass's order and rounding (vec4 rows only).
 ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, TensorRef x2, const IntList& normalized,
-                     TensorRef w, TensorRef b, double eps, const SplitSum* folded = nullptr) {
+                     TensorRef w, TensorRef b, double eps, const SplitSum* folded = nullptr, bool rms = false) {
   require_eps(a, eps);
   a.require_float(x, "input");
   const TensorInfo xi = g.info(x);
@@ -259,7 +260,8 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
   const gpu::Pipeline& p = kernel(g, "ops/kernels/layer_norm.wgsl", subs,
                                   {{"TPR", double(tpr)},
                                    {"CHUNKS", double(cached ? chunks : 1)},
-                                   {"CACHED", cached ? 1.0 : 0.0}});
+                                   {"CACHED", cached ? 1.0 : 0.0},
+                                   {"RMS", rms ? 1.0 : 0.0}});
   Shape stat_shape(xi.shape.begin(), xi.shape.begin() + long(axis));
   stat_shape.insert(stat_shape.end(), k, 1);
   TensorRef y = g.add_tensor(xi.shape, xi.dtype);
@@ -293,7 +295,7 @@ ValueList layer_norm(Graph& g, const std::string& op, Args& a, TensorRef x, Tens
       bindings.push_back(part(sum, row));
     }
     g.add_dispatch(p, std::move(bindings), grid_for(g, gpu::ceil_div(sp.count, rows_per_group)), op,
-                   fmt::format("{}layer_norm tpr={}{}{}", x2.id >= 0 || folded ? "add_" : "", tpr,
+                   fmt::format("{}{} tpr={}{}{}", x2.id >= 0 || folded ? "add_" : "", rms ? "rms_norm" : "layer_norm", tpr,
                                cached ? fmt::format(" cached{}", chunks) : "",
                                folded ? fmt::format(" splitk sum {}{}", folded->splits,
                                                     folded->bias.id >= 0 ? " bias" : "")
@@ -310,6 +312,35 @@ Value native_layer_norm(Graph& g, const ValueList& args) {
   Args a{op, args, g};
   return layer_norm(g, op, a, a.tensor(0, "input"), TensorRef{-1}, a.int_list(1, "normalized_shape"),
                     a.optional_tensor(2, "weight"), a.optional_tensor(3, "bias"), a.scalar(4, "eps", 1e-5));
+}
+
+// aten.rms_norm(input, normalized_shape, weight?, eps?) -> out: x /
+// sqrt(mean(x^2) + eps) over the trailing dims, times weight; eps None is
+// the dtype's machine epsilon, as in PyTorch. (The kernel is layer norm's
+// with RMS on; passes/fuse_rms_norm finds the written-out form.)
+double rms_eps(const Args& a, size_t i, TensorRef x, Graph& g) {
+  return a.scalar(i, "eps", g.info(x).dtype == DType::F16 ? 0.0009765625 : double(std::numeric_limits<float>::epsilon()));
+}
+
+Value rms_norm(Graph& g, const ValueList& args) {
+  const std::string op = "aten.rms_norm.default";
+  Args a{op, args, g};
+  const TensorRef x = a.tensor(0, "input");
+  const ValueList r = layer_norm(g, op, a, x, TensorRef{-1}, a.int_list(1, "normalized_shape"),
+                                 a.optional_tensor(2, "weight"), TensorRef{-1}, rms_eps(a, 3, x, g), nullptr, true);
+  return r[0];
+}
+
+// wgnn.add_rms_norm(self, other, normalized_shape, weight?, eps?) -> (out,
+// sum): aten.rms_norm of self + other (same shape and dtype), the sum also
+// written, as wgnn.add_layer_norm (passes/fuse_add_layer_norm).
+Value add_rms_norm(Graph& g, const ValueList& args) {
+  const std::string op = "wgnn.add_rms_norm.default";
+  Args a{op, args, g};
+  const TensorRef x = a.tensor(0, "self");
+  const ValueList r = layer_norm(g, op, a, x, a.tensor(1, "other"), a.int_list(2, "normalized_shape"),
+                                 a.optional_tensor(3, "weight"), TensorRef{-1}, rms_eps(a, 4, x, g), nullptr, true);
+  return ValueList{r[0], r[3]};
 }
 
 // wgnn.add_layer_norm(self, other, normalized_shape, weight?, bias?, eps)
@@ -553,6 +584,8 @@ void register_norm_ops(OpRegistry& r) {
   r.add("aten._native_batch_norm_legit_no_training.default", batch_norm_no_training);
   r.add("aten.native_layer_norm.default", native_layer_norm);
   r.add("wgnn.add_layer_norm.default", add_layer_norm);
+  r.add("aten.rms_norm.default", rms_norm);
+  r.add("wgnn.add_rms_norm.default", add_rms_norm);
   r.add("wgnn.matmul_add_layer_norm.default", matmul_add_layer_norm);
   r.add("aten.native_group_norm.default", native_group_norm);
   r.add("aten.instance_norm.default", instance_norm);

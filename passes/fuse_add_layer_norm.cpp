@@ -1,7 +1,8 @@
 // aten.add.Tensor(a, b) whose sum an aten.native_layer_norm normalizes (the
 // residual add before a transformer's norm; others may read the sum too)
 // -> wgnn.add_layer_norm.default, which writes the norm's three results and
-// the sum in one dispatch. The fused node takes the add's place, so the
+// the sum in one dispatch; likewise an aten.rms_norm -> wgnn.add_rms_norm
+// (out and sum). The fused node takes the add's place, so the
 // norm's weight and bias must be known there. The op takes a and b of one
 // shape and dtype: a plan where they broadcast runs the two nodes.
 #include "passes/passes.h"
@@ -16,8 +17,11 @@ class FuseAddLayerNorm final : public Pass {
     size_t fused = 0;
     for (size_t i = 0; i < g.nodes().size(); ++i) {
       const ir::Node& ln = g.nodes()[i];
-      if (ln.dead || ln.op != "aten.native_layer_norm.default" || ln.outputs.size() != 3) continue;
-      if (ln.args.size() < 2 || ln.args.size() > 5 || !ln.args[0].is_tensor()) continue;
+      const bool rms = ln.op == "aten.rms_norm.default";
+      if (ln.dead || !(ln.op == "aten.native_layer_norm.default" || rms) || ln.outputs.size() != (rms ? 1u : 3u)) {
+        continue;
+      }
+      if (ln.args.size() < 2 || ln.args.size() > (rms ? 4u : 5u) || !ln.args[0].is_tensor()) continue;
       const TensorRef sum = ln.args[0].tensor();
       const int p = g.producer(sum);
       if (p < 0) continue;
@@ -40,9 +44,15 @@ class FuseAddLayerNorm final : public Pass {
       if (!ready || reads != 1) continue;
       const Value none = None{};
       ir::Node n;
-      n.op = "wgnn.add_layer_norm.default";
-      n.args = {add.args[0], add.args[1], ln.args[1], arg_or(ln, 2, none), arg_or(ln, 3, none), arg_or(ln, 4, Value(1e-5))};
-      n.outputs = {ln.outputs[0], ln.outputs[1], ln.outputs[2], sum};
+      if (rms) {
+        n.op = "wgnn.add_rms_norm.default";
+        n.args = {add.args[0], add.args[1], ln.args[1], arg_or(ln, 2, none), arg_or(ln, 3, none)};
+        n.outputs = {ln.outputs[0], sum};
+      } else {
+        n.op = "wgnn.add_layer_norm.default";
+        n.args = {add.args[0], add.args[1], ln.args[1], arg_or(ln, 2, none), arg_or(ln, 3, none), arg_or(ln, 4, Value(1e-5))};
+        n.outputs = {ln.outputs[0], ln.outputs[1], ln.outputs[2], sum};
+      }
       n.label = ln.label.empty() ? name() : ln.label;
       n.origin = ln.origin;
       n.unfused = {add, ln};

@@ -4,6 +4,11 @@
 // per workgroup, long rows get all 256 threads), shifted values, pairwise
 // merges, the share in registers when it is at most MAX_CHUNKS chunks.
 //
+// RMS (aten.rms_norm, wgnn.add_rms_norm): no centring and no bias: out =
+// x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps), mean(x^2) taken as
+// the row's variance plus its mean squared (both from row_stats: a sum of
+// non-negative terms, no cancellation); mean_out is 0.
+//
 // ADD (wgnn.add_layer_norm): x is the sum of two inputs, rounded to their
 // dtype as a separate add would, and also written out (the residual). With
 // wgnn.matmul_add_layer_norm the second input is a product split along K:
@@ -14,6 +19,7 @@
 override TPR: u32 = 64u;
 override CHUNKS: u32 = 4u;
 override CACHED: bool = true;
+override RMS: bool = false;
 const MAX_CHUNKS: u32 = 16u;
 const WG: u32 = 256u;
 
@@ -63,20 +69,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (!live) {
     return;
   }
+  // What is subtracted from the shifted values (x - shift), and the scale.
+  var centre = st.mean_s;
+  var rstd = st.rstd;
+  if (RMS) {
+    let m = st.mean_s + st.shift;
+    rstd = inverseSqrt(max(st.m2 / params.width, 0.0) + m * m + params.eps);
+    centre = -st.shift;
+  }
   if (t == 0u) {
-    mean_out[row] = st.mean_s + st.shift;
-    rstd_out[row] = st.rstd;
+    mean_out[row] = select(st.mean_s + st.shift, 0.0, RMS);
+    rstd_out[row] = rstd;
   }
   if (CACHED) {
     for (var c = 0u; c < CHUNKS; c++) {
       let j = t + c * TPR;
       if (j < params.width_v) {
-        y[base + j] = {{V}}(affine((cache[c] - st.mean_s) * st.rstd, j));
+        y[base + j] = {{V}}(affine((cache[c] - centre) * rstd, j));
       }
     }
   } else {
     for (var j = t; j < params.width_v; j += TPR) {
-      y[base + j] = {{V}}(affine((row_chunk(base + j) - st.shift - st.mean_s) * st.rstd, j));
+      y[base + j] = {{V}}(affine((row_chunk(base + j) - st.shift - centre) * rstd, j));
     }
   }
 }

@@ -1215,6 +1215,101 @@ TEST(IrPasses, ConvBatchNormResidualAddReluIsOneConvolution) {
   }
 }
 
+// RMS norms as exporters write them (passes/fuse_rms_norm): each form is
+// one aten.rms_norm node, and with the residual add before it one
+// wgnn.add_rms_norm dispatch; the numbers against a double reference, and
+// against the unfused chain.
+TEST(IrPasses, RmsNormWrittenOutIsOneDispatch) {
+  const int64_t R = 3, D = 64;
+  const std::vector<float> wv = random_floats(size_t(D), 0.5f, 1.5f, 70);
+  enum Form { kPowDivWeight, kMulRsqrt, kReciprocalWeightFirst, kDivOfOne };
+  for (Form form : {kPowDivWeight, kMulRsqrt, kReciprocalWeightFirst, kDivOfOne}) {
+    SCOPED_TRACE("form " + std::to_string(int(form)));
+    const bool weighted = form == kPowDivWeight || form == kReciprocalWeightFirst;
+    auto build = [&] {
+      ir::Graph g;
+      const TensorRef a = g.input("a", DType::F32, {"rows", D});
+      const TensorRef b = g.input("b", DType::F32, {"rows", D});
+      const TensorRef x = g.call("aten.add.Tensor", {a, b});  // the residual sum, read again below
+      // Without a weight the normalized shape comes from x's, which the
+      // ONNX importer records (a result's shape is otherwise not known).
+      if (!weighted) g.set_seen_shape(x, {R, D});
+      const TensorRef sq = form == kPowDivWeight ? g.call("aten.pow.Tensor_Tensor", {x, g.constant(host({}, {2.f}))})
+                                                 : g.call("aten.mul.Tensor", {x, x});
+      const TensorRef ms = g.call("aten.mean.dim", {sq, IntList{-1}, true});
+      const TensorRef t = g.call("aten.add.Tensor", {g.constant(host({}, {1e-6f})), ms});
+      TensorRef y{-1};
+      if (form == kPowDivWeight) {
+        y = g.call("aten.div.Tensor", {x, g.call("aten.sqrt.default", {t})});
+      } else if (form == kMulRsqrt) {
+        y = g.call("aten.mul.Tensor", {g.call("aten.rsqrt.default", {t}), x});
+      } else if (form == kReciprocalWeightFirst) {
+        y = g.call("aten.mul.Tensor", {x, g.call("aten.reciprocal.default", {g.call("aten.sqrt.default", {t})})});
+      } else {
+        y = g.call("aten.mul.Tensor",
+                   {x, g.call("aten.div.Tensor", {g.constant(host({}, {1.f})), g.call("aten.sqrt.default", {t})})});
+      }
+      if (weighted) {
+        const TensorRef w = g.constant(host({D}, wv));
+        y = form == kPowDivWeight ? g.call("aten.mul.Tensor", {y, w}) : g.call("aten.mul.Tensor", {w, y});
+      }
+      g.output(y, "norm");
+      g.output(g.call("aten.add.Tensor", {x, x}), "twice");
+      return g;
+    };
+    ir::Graph fused = build();
+    const passes::Report r = optimize_with_settings(fused);
+    EXPECT_EQ(r.count("fuse_rms_norm"), 1u) << r.summary();
+    EXPECT_EQ(r.count("fuse_add_layer_norm"), 1u) << r.summary();
+    EXPECT_EQ(fused.live_nodes(), 2u) << fused.dump();
+    ir::Graph apart = build();
+    {
+      ScopedSetting off("WGNN_DISABLE_PASSES", "fuse_rms_norm");
+      optimize_with_settings(apart);
+    }
+    ir::Program fp(ctx(), std::move(fused)), ap(ctx(), std::move(apart));
+    const std::vector<float> av = random_floats(size_t(R * D), -2.f, 2.f, 71), bv = random_floats(size_t(R * D), -2.f, 2.f, 72);
+    const auto got = fp.run({host({R, D}, av), host({R, D}, bv)});
+    const auto base = ap.run({host({R, D}, av), host({R, D}, bv)});
+    EXPECT_EQ(fp.plan({{R, D}, {R, D}}).dispatches().size(), 2u);  // add + norm, and the doubling
+    EXPECT_TRUE(fp.last_lowering().fallbacks.empty());
+    std::vector<double> norm(size_t(R * D));
+    for (int64_t i = 0; i < R; ++i) {
+      double ms = 0;
+      for (int64_t k = 0; k < D; ++k) {
+        const double v = double(av[size_t(i * D + k)] + bv[size_t(i * D + k)]);
+        ms += v * v / double(D);
+      }
+      for (int64_t k = 0; k < D; ++k) {
+        const double v = double(av[size_t(i * D + k)] + bv[size_t(i * D + k)]);
+        norm[size_t(i * D + k)] = v / std::sqrt(ms + 1e-6) * (weighted ? double(wv[size_t(k)]) : 1.0);
+      }
+    }
+    EXPECT_TRUE(all_close(floats(got[0]), norm, 1e-5, 1e-5));
+    const std::vector<float> bf = floats(base[0]);
+    EXPECT_TRUE(all_close(floats(got[0]), std::vector<double>(bf.begin(), bf.end()), 1e-5, 1e-5));
+    EXPECT_EQ(floats(got[1]), floats(base[1]));
+  }
+}
+
+// A chain that only looks like an RMS norm stays as it is: a mean over a
+// leading dim, a square of another value, a sum read twice.
+TEST(IrPasses, RmsNormLookalikesAreLeftAlone) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {4, 8});
+    const TensorRef z = g.input("z", DType::F32, {4, 8});
+    const TensorRef sq = g.call("aten.mul.Tensor", {x, variant == 1 ? z : x});
+    const TensorRef ms = g.call("aten.mean.dim", {sq, IntList{variant == 0 ? 0 : 1}, true});
+    const TensorRef t = g.call("aten.add.Tensor", {ms, g.constant(host({}, {1e-6f}))});
+    const TensorRef y = g.call("aten.div.Tensor", {x, g.call("aten.sqrt.default", {t})});
+    g.output(y, "y");
+    if (variant == 2) g.output(t, "sum read again");
+    EXPECT_EQ(optimize_with_settings(g).count("fuse_rms_norm"), 0u);
+  }
+}
+
 TEST(IrPasses, AddThenLayerNormIsOneDispatchThatAlsoWritesTheSum) {
   auto build = [] {
     ir::Graph g;

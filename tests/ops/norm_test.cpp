@@ -2,7 +2,9 @@
 #include <gmock/gmock.h>
 
 #include <cmath>
+#include <limits>
 
+#include "error_of.h"
 #include "op_test_util.h"
 #include "scoped_env.h"
 
@@ -374,6 +376,105 @@ void run_group_norm(const GnCase& c, uint32_t seed, bool instance = false) {
     EXPECT_TRUE(all_close(download(g, tm), rm, 2e-6 * magnitude, 1e-6)) << "mean";
     EXPECT_TRUE(all_close(download(g, tr), rr, 0, 1e-4)) << "rstd";
   }
+}
+
+// aten.rms_norm and wgnn.add_rms_norm against a double reference: y = x /
+// sqrt(mean(x^2) + eps) * w over the trailing dims (of x + x2, the sum also
+// written); rows with a large mean and a small spread included (the kernel
+// takes mean(x^2) as variance + mean^2).
+struct RmsCase {
+  Shape shape;
+  int k;
+  bool weight, add;
+  DType dtype;
+  float center = 0, spread = 1;
+};
+
+void run_rms_norm(const RmsCase& c, uint32_t seed) {
+  if (c.dtype == DType::F16 && !ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  const int64_t n = numel(c.shape);
+  int64_t width = 1;
+  for (size_t i = c.shape.size() - c.k; i < c.shape.size(); ++i) width *= c.shape[i];
+  const int64_t rows = n / width;
+  Graph g(ctx());
+  auto x = quantize(random_floats(size_t(n), c.center - c.spread, c.center + c.spread, seed), c.dtype);
+  auto x2 = quantize(random_floats(size_t(n), -c.spread, c.spread, seed + 3), c.dtype);
+  auto w = quantize(random_floats(size_t(width), 0.5f, 1.5f, seed + 1), c.dtype);
+  Shape norm(c.shape.end() - c.k, c.shape.end());
+  TensorRef tx = upload(g, c.shape, x, c.dtype);
+  Value tw = c.weight ? Value(constant(g, norm, w, c.dtype)) : Value(None{});
+  const double eps = 1e-6;
+  TensorRef ty{-1}, ts{-1};
+  if (c.add) {
+    TensorRef tx2 = upload(g, c.shape, x2, c.dtype);
+    Value out = ops::call(g, "wgnn.add_rms_norm.default", {tx, tx2, IntList(norm.begin(), norm.end()), tw, eps});
+    ASSERT_EQ(out.list().size(), 2u);
+    ty = out.list()[0].tensor();
+    ts = out.list()[1].tensor();
+  } else {
+    ty = ops::call(g, "aten.rms_norm.default", {tx, IntList(norm.begin(), norm.end()), tw, eps}).tensor();
+  }
+  EXPECT_EQ(g.info(ty).shape, c.shape);
+  EXPECT_EQ(g.info(ty).dtype, c.dtype);
+  g.run();
+  std::vector<double> ry(static_cast<size_t>(n)), rs(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    double ms = 0;
+    for (int64_t j = 0; j < width; ++j) {
+      const size_t i = size_t(r * width + j);
+      // The sum rounded to the dtype, as a separate add would give it.
+      rs[i] = c.add ? double(quantize({float(x[i]) + float(x2[i])}, c.dtype)[0]) : double(x[i]);
+      ms += rs[i] * rs[i];
+    }
+    const double rstd = 1 / std::sqrt(ms / double(width) + eps);
+    for (int64_t j = 0; j < width; ++j) {
+      const size_t i = size_t(r * width + j);
+      ry[i] = rs[i] * rstd * (c.weight ? double(w[size_t(j)]) : 1.0);
+    }
+  }
+  const bool f16 = c.dtype == DType::F16;
+  EXPECT_TRUE(all_close(download(g, ty), ry, f16 ? 1e-2 : 2e-5, f16 ? 4e-3 : 2e-5)) << "out";
+  if (c.add) EXPECT_TRUE(all_close(download(g, ts), rs, 0, 0)) << "sum";
+}
+
+TEST(RmsNorm, Widths) {
+  for (int64_t width : {1, 3, 64, 65, 768, 1023, 4097}) {
+    SCOPED_TRACE("width " + std::to_string(width));
+    run_rms_norm({{7, width}, 1, true, false, DType::F32}, uint32_t(width));
+  }
+}
+TEST(RmsNorm, DecoderStepRowsAndFloat16) {
+  run_rms_norm({{1, 1, 768}, 1, true, false, DType::F32}, 21);
+  run_rms_norm({{1, 1, 768}, 1, true, false, DType::F16}, 22);
+  run_rms_norm({{3, 17, 2048}, 1, true, false, DType::F16}, 23);
+}
+TEST(RmsNorm, NoWeightTwoTrailingDims) { run_rms_norm({{3, 5, 12, 64}, 2, false, false, DType::F32}, 24); }
+TEST(RmsNorm, LargeMeanSmallSpread) {
+  // mean(x^2) from variance + mean^2: no cancellation to lose.
+  run_rms_norm({{9, 768}, 1, true, false, DType::F32, 1000.f, 0.01f}, 25);
+}
+TEST(RmsNorm, AddThenNormWritesTheSum) {
+  run_rms_norm({{5, 768}, 1, true, true, DType::F32}, 26);
+  run_rms_norm({{1, 1, 2048}, 1, true, true, DType::F16}, 27);
+}
+TEST(RmsNorm, EpsNoneIsTheDtypesEpsilonAndBadArgumentsFail) {
+  Graph g(ctx());
+  std::vector<float> x{3e-4f, -4e-4f};  // mean(x^2) = 1.25e-7: the default eps matters
+  TensorRef tx = upload(g, {1, 2}, x, DType::F32);
+  TensorRef ty = ops::call(g, "aten.rms_norm.default", {tx, IntList{2}, None{}, None{}}).tensor();
+  g.run();
+  const double eps = double(std::numeric_limits<float>::epsilon());
+  const double rstd = 1 / std::sqrt((9e-8 + 16e-8) / 2 + eps);
+  EXPECT_TRUE(all_close(download(g, ty), {3e-4 * rstd, -4e-4 * rstd}, 1e-6, 1e-5));
+  Graph g2(ctx());
+  TensorRef t2 = upload(g2, {2, 3}, std::vector<float>(6, 1.f), DType::F32);
+  TensorRef w4 = constant(g2, {4}, std::vector<float>(4, 1.f), DType::F32);
+  EXPECT_THAT(error_of([&] { ops::call(g2, "aten.rms_norm.default", {t2, IntList{4}, None{}, 1e-6}); }),
+              HasSubstr("normalized_shape [4] does not match the trailing dims of input [2, 3]"));
+  EXPECT_THAT(error_of([&] { ops::call(g2, "aten.rms_norm.default", {t2, IntList{3}, w4, 1e-6}); }),
+              HasSubstr("argument 'weight' has shape [4]; expected normalized_shape [3]"));
+  EXPECT_THAT(error_of([&] { ops::call(g2, "aten.rms_norm.default", {t2, IntList{3}, None{}, -1.0}); }),
+              HasSubstr("argument 'eps' is -1"));
 }
 
 }  // namespace
