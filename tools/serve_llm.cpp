@@ -58,11 +58,17 @@ struct NotRun : Error {
   using Error::Error;
 };
 
+std::mutex rng_m;
+std::mt19937_64 rng{std::random_device{}()};
+
 std::string random_id(const char* prefix) {
-  static std::mutex m;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard<std::mutex> lock(m);
+  std::lock_guard<std::mutex> lock(rng_m);
   return fmt::format("{}{:016x}{:08x}", prefix, rng(), uint32_t(rng()));
+}
+
+uint64_t random_seed() {
+  std::lock_guard<std::mutex> lock(rng_m);
+  return rng();
 }
 
 }  // namespace
@@ -253,7 +259,9 @@ struct LlmService::Impl {
       if (!(t > 0 && t <= 1)) bad("top_p", fmt::format("top_p is {}: more than 0 and at most 1", t));
       p.options.top_p = t;
     }
+    // Without a seed, each request samples with one of its own (as OpenAI's).
     if (j.contains("seed") && !j["seed"].is_null()) p.options.seed = uint64_t(integer(j["seed"], "seed"));
+    else p.options.seed = random_seed();
     if (j.contains("stop") && !j["stop"].is_null()) {
       const json& s = j["stop"];
       if (s.is_string()) {

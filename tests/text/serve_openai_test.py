@@ -8,6 +8,8 @@ mini Llama and the 211-token ChatML tokenizer):
   - a completion (greedy) is `wgnn generate DIR --text`'s text, its usage
     the prompt's and the new tokens' counts; max_tokens ends it with
     finish_reason "length";
+  - sampled with a seed, the CLI's sampled text (--temperature, --top-p,
+    --seed);
   - a chat completion is `wgnn chat DIR`'s first answer;
   - streamed, the pieces join to the same texts, the last chunk before
     [DONE] holds the usage (stream_options.include_usage), and the raw
@@ -120,6 +122,8 @@ def main():
     for t in prompts:
         j = json.loads(cli("generate", folder, "--text", t, "--max-new-tokens", str(N), "--json").strip().splitlines()[-1])
         ref[t] = j
+    sampled = json.loads(cli("generate", folder, "--text", prompts[0], "--max-new-tokens", str(N), "--temperature",
+                             "0.8", "--top-p", "0.9", "--seed", "7", "--json").strip().splitlines()[-1])
     chat_ref = json.loads(cli("chat", folder, "--system", "Be brief.", "--max-new-tokens", "8", "--json",
                               stdin="hi\n").strip().splitlines()[0])
 
@@ -167,6 +171,16 @@ def main():
             problems.append(f"max_tokens 3: finish_reason {r.choices[0].finish_reason}, "
                             f"{r.usage.completion_tokens} tokens")
         check("completions: the CLI's text, usage, finish_reason", problems)
+
+        problems = []
+        got = [client.completions.create(model=model, prompt=prompts[0], max_tokens=N, temperature=0.8, top_p=0.9,
+                                         seed=7).choices[0].text for _ in range(2)]
+        if got != [sampled["text"]] * 2:
+            problems.append(f"seed 7: {got}, wgnn generate --temperature 0.8 --top-p 0.9 --seed 7 gives "
+                            f"{sampled['text']!r}")
+        if sampled["text"] == ref[prompts[0]]["text"]:
+            problems.append("the sampled text is the greedy one: a weak test")
+        check("sampling: a seed gives the CLI's sampled text", problems)
 
         # ---- chat: wgnn chat's first answer ------------------------------------
         problems = []
