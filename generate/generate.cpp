@@ -12,7 +12,9 @@
 #include "gpu/error.h"
 #include "gpu/recorder.h"
 #include "graph/graph.h"
+#include "ops/helpers.h"
 #include "ops/registry.h"
+#include "ops/uniforms.h"
 
 namespace wgnn::generate {
 
@@ -94,7 +96,7 @@ struct Generator::Sampler {
 };
 
 // The cache at a capacity (generate.h): what the decoder allows, the present
-// outputs' buffers, and the row copies (gpu/kernels/copy_rows.wgsl).
+// outputs' buffers, and the row copies (ops/kernels/copy_rows.wgsl).
 struct Generator::Buckets {
   std::string refused;           // why runs cannot (empty: they can)
   bool new_row_at_past = false;  // GroupQueryAttention writes the new row at L, not at C
@@ -134,7 +136,7 @@ struct Generator::Buckets {
       groups.clear();
     }
     std::vector<uint32_t> words(copies.size() * kSlot / 4, 0);
-    const gpu::Pipeline& pipe = ctx.kernel("gpu/kernels/copy_rows.wgsl");
+    const gpu::Pipeline& pipe = ops::kernel(ctx, "ops/kernels/copy_rows.wgsl");
     gpu::Recorder rec(ctx);
     for (size_t t = 0; t < copies.size(); ++t) {
       const Copy& c = copies[t];
@@ -153,9 +155,11 @@ struct Generator::Buckets {
         forget(c.dst->buffer.handle());
         ensure_capacity(ctx, *c.dst, need, *c.name);
       }
-      const uint32_t p[8] = {uint32_t(outer), uint32_t(c.rows), uint32_t(row_bytes / 4), uint32_t(c.src_rows),
-                             uint32_t(c.src_row), uint32_t(c.dst_rows), uint32_t(c.dst_row), 0};
-      std::memcpy(words.data() + t * kSlot / 4, p, sizeof(p));
+      const ops::CopyRowsParams p{uint32_t(outer),      uint32_t(c.rows),     uint32_t(row_bytes / 4),
+                                  uint32_t(c.src_rows), uint32_t(c.src_row),  uint32_t(c.dst_rows),
+                                  uint32_t(c.dst_row),  0};
+      static_assert(sizeof(p) <= kSlot);
+      std::memcpy(words.data() + t * kSlot / 4, &p, sizeof(p));
       // The group of this copy, and the one of the copy back (a growth
       // moves the rows out to the present buffer and back): both are made
       // when a buffer is, so that a later run at lengths seen makes none.
@@ -163,7 +167,8 @@ struct Generator::Buckets {
         const auto key = std::make_tuple(t, static_cast<const void*>(from.handle()), static_cast<const void*>(to.handle()));
         auto g = groups.find(key);
         if (g == groups.end()) {
-          g = groups.emplace(key, ctx.bind_group(pipe, {{&params, t * kSlot, 32}, {&from}, {&to}}, "cache rows")).first;
+          g = groups.emplace(key, ctx.bind_group(pipe, {{&params, t * kSlot, sizeof(ops::CopyRowsParams)}, {&from}, {&to}},
+                                                 "cache rows")).first;
         }
         return g->second;
       };

@@ -44,7 +44,7 @@
 // 1,024 new tokens builds one plan for the prompt and one per capacity (64,
 // 128, ..., 2048), not one per length. After each step the new row of each
 // present output (at index C, or at L where GroupQueryAttention writes it
-// there) is copied into slot L of the cache (gpu/kernels/copy_rows.wgsl);
+// there) is copied into slot L of the cache (ops/kernels/copy_rows.wgsl);
 // past C, the rows move into twice the capacity. Masked rows cost attention
 // work: at most twice the keys. A decoder without attention_mask, or
 // without position_ids (whose positions would then follow C), or whose

@@ -21,6 +21,11 @@ const gpu::Pipeline& meta_pipeline() {
 const gpu::Pipeline& kernel(Graph& g, std::string_view path, const Subs& subs, const gpu::Constants& constants,
                             std::string_view entry) {
   if (g.meta()) return meta_pipeline();
+  return kernel(g.ctx(), path, subs, constants, entry);
+}
+
+const gpu::Pipeline& kernel(gpu::Context& ctx, std::string_view path, const Subs& subs,
+                            const gpu::Constants& constants, std::string_view entry) {
   const auto t0 = std::chrono::steady_clock::now();
   std::string src(gpu::shader_source(path));
   // `{{include lib/NAME.wgsl}}`: the text of ops/kernels/lib/NAME.wgsl,
@@ -53,8 +58,8 @@ const gpu::Pipeline& kernel(Graph& g, std::string_view path, const Subs& subs, c
   for (const auto& [key, value] : subs) {
     if (key != "ENABLE" && value.size() < 24) name += fmt::format(" {}={}", key, value);
   }
-  g.ctx().add_wgsl_time(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  return g.ctx().pipeline(name, src, constants, entry);
+  ctx.add_wgsl_time(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  return ctx.pipeline(name, src, constants, entry);
 }
 
 Subs float_subs(Graph& g, DType dtype, std::string_view op) {

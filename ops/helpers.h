@@ -18,6 +18,9 @@ using Subs = std::vector<std::pair<std::string, std::string>>;
 // override `constants`. Compiled once per process per distinct source.
 const gpu::Pipeline& kernel(Graph& g, std::string_view path, const Subs& subs = {},
                             const gpu::Constants& constants = {}, std::string_view entry = "main");
+// The same on a Context, for GPU work recorded outside a Graph.
+const gpu::Pipeline& kernel(gpu::Context& ctx, std::string_view path, const Subs& subs = {},
+                            const gpu::Constants& constants = {}, std::string_view entry = "main");
 
 // What kernel() returns in a graph that only follows shapes (Graph::meta):
 // a pipeline never made, which such a graph never dispatches.

@@ -36,6 +36,8 @@ const std::vector<KernelUniform>& kernel_uniforms() {
   static const std::vector<KernelUniform> list{
       {"ops/kernels/unary.wgsl", &UnaryParams::wgsl},
       {"ops/kernels/softmax.wgsl", &SoftmaxParams::wgsl},
+      {"ops/kernels/rotary_half.wgsl", &RotaryParams::wgsl},
+      {"ops/kernels/copy_rows.wgsl", &CopyRowsParams::wgsl},
       {"ops/kernels/softmax_strided.wgsl", &SoftmaxStridedParams::wgsl},
       {"ops/kernels/argmax.wgsl", &ArgParams::wgsl},
       {"ops/kernels/trilu.wgsl", &TriluParams::wgsl},

@@ -96,6 +96,19 @@ namespace wgnn::ops {
 #define WGNN_UNARY_PARAMS(F) F(uint32_t, count) F(float, p0) F(float, p1) F(uint32_t, _pad)
 WGNN_UNIFORM(UnaryParams, WGNN_UNARY_PARAMS);
 
+// kernels/rotary_half.wgsl: numel outputs of `rank` dims (shape), the half
+// width, and cos's and sin's broadcast strides.
+#define WGNN_ROTARY_PARAMS(F) \
+  F(uint32_t, numel) F(uint32_t, rank) F(uint32_t, half) F(uint32_t, _pad0) F(Dims, shape) F(Dims, sc) F(Dims, ss)
+WGNN_UNIFORM(RotaryParams, WGNN_ROTARY_PARAMS);
+
+// kernels/copy_rows.wgsl (generate/generate.cpp: the cache's rows): rows
+// of blocks [outer, src_rows, inner] into [outer, dst_rows, inner], in u32.
+#define WGNN_COPY_ROWS_PARAMS(F)                                                                      \
+  F(uint32_t, outer) F(uint32_t, rows) F(uint32_t, inner) F(uint32_t, src_rows) F(uint32_t, src_row) \
+      F(uint32_t, dst_rows) F(uint32_t, dst_row) F(uint32_t, _pad0)
+WGNN_UNIFORM(CopyRowsParams, WGNN_COPY_ROWS_PARAMS);
+
 // kernels/softmax.wgsl: rows of `width` along the last axis.
 #define WGNN_SOFTMAX_PARAMS(F) F(uint32_t, rows) F(uint32_t, width) F(uint32_t, _pad0) F(uint32_t, _pad1)
 WGNN_UNIFORM(SoftmaxParams, WGNN_SOFTMAX_PARAMS);

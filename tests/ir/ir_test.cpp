@@ -12,6 +12,7 @@
 #include "graph/half.h"
 #include "ir/graph.h"
 #include "ir/program.h"
+#include "ops/registry.h"
 #include "error_of.h"
 #include "op_test_util.h"
 #include "passes/passes.h"
@@ -1290,6 +1291,77 @@ TEST(IrPasses, RmsNormWrittenOutIsOneDispatch) {
     EXPECT_TRUE(all_close(floats(got[0]), std::vector<double>(bf.begin(), bf.end()), 1e-5, 1e-5));
     EXPECT_EQ(floats(got[1]), floats(base[1]));
   }
+}
+
+// Rotary positions as transformers writes them (passes/fuse_rotary): q *
+// cos + cat(-q[..., h:], q[..., :h]) * sin is one wgnn.rotary_half
+// dispatch, cos and sin broadcast over the heads, against a double
+// reference and the unfused chain; a partial rotary (a last dim other than
+// 2h) falls back to the chain.
+TEST(IrPasses, RotaryWrittenOutIsOneDispatch) {
+  for (const int64_t D : {int64_t(32), int64_t(48)}) {
+    SCOPED_TRACE("width " + std::to_string(D));
+    const int64_t B = 2, H = 3, S = 5, h = 16;  // D 48: the slices take 32 of 48 (partial: refused)
+    auto build = [&] {
+      ir::Graph g;
+      const TensorRef q = g.input("q", DType::F32, {B, H, S, D});
+      const TensorRef cos = g.input("cos", DType::F32, {B, 1, S, 2 * h});
+      const TensorRef sin = g.input("sin", DType::F32, {B, 1, S, 2 * h});
+      const TensorRef x1 = g.call("aten.slice.Tensor", {q, int64_t(3), int64_t(0), h, int64_t(1)});
+      const TensorRef x2 = g.call("aten.slice.Tensor", {q, int64_t(3), h, int64_t(2 * h), int64_t(1)});
+      const TensorRef r = g.call("aten.cat.default", {ValueList{g.call("aten.neg.default", {x2}), x1}, int64_t(-1)});
+      const TensorRef qc = D == 2 * h ? g.call("aten.mul.Tensor", {cos, q})
+                                      : g.call("aten.mul.Tensor", {g.call("aten.slice.Tensor", {q, int64_t(3), int64_t(0), int64_t(2 * h), int64_t(1)}), cos});
+      g.output(g.call("aten.add.Tensor", {g.call("aten.mul.Tensor", {r, sin}), qc}), "out");
+      return g;
+    };
+    ir::Graph fused = build();
+    const passes::Report rep = optimize_with_settings(fused);
+    ir::Graph apart = build();
+    {
+      ScopedSetting off("WGNN_DISABLE_PASSES", "fuse_rotary");
+      optimize_with_settings(apart);
+    }
+    const std::vector<float> qv = random_floats(size_t(B * H * S * D), -2.f, 2.f, 80);
+    const std::vector<float> cv = random_floats(size_t(B * S * 2 * h), -1.f, 1.f, 81), sv = random_floats(size_t(B * S * 2 * h), -1.f, 1.f, 82);
+    const std::vector<HostTensor> in{host({B, H, S, D}, qv), host({B, 1, S, 2 * h}, cv), host({B, 1, S, 2 * h}, sv)};
+    ir::Program fp(ctx(), std::move(fused)), ap(ctx(), std::move(apart));
+    const auto got = fp.run(in);
+    const auto base = ap.run(in);
+    if (D == 2 * h) {
+      EXPECT_EQ(rep.count("fuse_rotary"), 1u) << rep.summary();
+      EXPECT_EQ(fp.plan({{B, H, S, D}, {B, 1, S, 2 * h}, {B, 1, S, 2 * h}}).dispatches().size(), 1u);
+      EXPECT_TRUE(fp.last_lowering().fallbacks.empty()) << fp.last_lowering().fallbacks.front();
+    } else {
+      // x * cos reads a slice of q, not q: no match.
+      EXPECT_EQ(rep.count("fuse_rotary"), 0u) << rep.summary();
+    }
+    std::vector<double> ref(size_t(B * H * S * 2 * h));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t hh = 0; hh < H; ++hh)
+        for (int64_t s = 0; s < S; ++s)
+          for (int64_t j = 0; j < 2 * h; ++j) {
+            const size_t qi = size_t(((b * H + hh) * S + s) * D), ci = size_t((b * S + s) * 2 * h + j);
+            const double rot = j < h ? -double(qv[qi + size_t(j + h)]) : double(qv[qi + size_t(j - h)]);
+            ref[size_t(((b * H + hh) * S + s) * 2 * h + j)] = double(qv[qi + size_t(j)]) * cv[ci] + rot * sv[ci];
+          }
+    EXPECT_TRUE(all_close(floats(got[0]), ref, 1e-5, 1e-5));
+    const std::vector<float> bf = floats(base[0]);
+    EXPECT_TRUE(all_close(floats(got[0]), std::vector<double>(bf.begin(), bf.end()), 1e-6, 1e-6));
+  }
+}
+
+// The op on its own: a last dim other than 2 * half, cos of another dtype
+// or a shape that does not broadcast to x's are refused, naming them.
+TEST(IrPasses, RotaryOpRefusesWhatItCannotDo) {
+  Graph g(ctx());
+  const TensorRef x = g.add_tensor({1, 2, 3, 8}, DType::F32, TensorKind::Input, "x");
+  const TensorRef c = g.add_tensor({1, 1, 3, 8}, DType::F32, TensorKind::Input, "c");
+  const TensorRef bad = g.add_tensor({1, 2, 4, 8}, DType::F32, TensorKind::Input, "bad");
+  EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.rotary_half.default", {x, c, c, int64_t(3)}); }),
+              testing::HasSubstr("must have a last dim of 2 * half = 6"));
+  EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.rotary_half.default", {x, bad, c, int64_t(4)}); }),
+              testing::HasSubstr("broadcast"));
 }
 
 // A chain that only looks like an RMS norm stays as it is: a mean over a

@@ -4,16 +4,7 @@
 //   dst[o, dst_row + r, i] = src[o, src_row + r, i].
 // A key/value cache kept at a capacity (generate/generate.cpp): a step's new
 // row into its slot, or the rows so far into a larger capacity.
-struct Params {
-  outer: u32,
-  rows: u32,
-  inner: u32,
-  src_rows: u32,
-  src_row: u32,
-  dst_rows: u32,
-  dst_row: u32,
-  pad: u32,
-}
+{{PARAMS}}
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
