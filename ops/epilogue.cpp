@@ -13,6 +13,7 @@ std::string_view activation_name(Activation a) {
     case Activation::Clamp: return "clamp";
     case Activation::Gelu: return "gelu";
     case Activation::GeluTanh: return "gelu_tanh";
+    case Activation::Silu: return "silu";
   }
   return "?";
 }

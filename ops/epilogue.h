@@ -18,7 +18,7 @@ namespace wgnn::ops {
 
 struct Args;
 
-enum class Activation : uint32_t { None = 0, Relu = 1, Clamp = 2, Gelu = 3, GeluTanh = 4 };
+enum class Activation : uint32_t { None = 0, Relu = 1, Clamp = 2, Gelu = 3, GeluTanh = 4, Silu = 5 };
 
 struct ActivationSpec {
   Activation act = Activation::None;
@@ -28,7 +28,7 @@ struct ActivationSpec {
 };
 
 // The name an op argument gives it: "none", "relu", "clamp", "gelu",
-// "gelu_tanh".
+// "gelu_tanh", "silu".
 std::string_view activation_name(Activation a);
 // The activation an op's string argument names, among those the op accepts;
 // anything else fails naming the argument and the accepted names.

@@ -866,7 +866,7 @@ Value matmul(Graph& g, const ValueList& args) {
 // wgnn.matmul_add.default(self, other, bias=None, alpha=1, act='none',
 // trans_self=False, trans_other=False, lo=0, hi=0, residual=None): act(alpha *
 // matmul(op(self), op(other)) + bias) + residual, bias, activation ('none', 'relu',
-// 'clamp' to [lo, hi], 'gelu', 'gelu_tanh': aten.gelu's two forms) and
+// 'clamp' to [lo, hi], 'gelu', 'gelu_tanh': aten.gelu's two forms, 'silu') and
 // residual (the result's shape and dtype) fused in
 // the product's epilogue (the regular kernel; the others add the residual
 // in a dispatch of its own); op() swaps the
@@ -883,7 +883,7 @@ Value matmul_add(Graph& g, const ValueList& args) {
   const double alpha = a.scalar(3, "alpha", 1.0);
   const Activation act = parse_activation(a, a.string(4, "act", "none"),
                                           {Activation::None, Activation::Relu, Activation::Clamp, Activation::Gelu,
-                                           Activation::GeluTanh});
+                                           Activation::GeluTanh, Activation::Silu});
   const bool ta = a.boolean(5, "trans_self", false), tb = a.boolean(6, "trans_other", false);
   double lo = 0, hi = 0;
   if (act == Activation::Clamp) {

@@ -146,7 +146,7 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   add(c.conv ? SubgroupConvParams::wgsl() : SubgroupMatmulParams::wgsl());
   const bool no_scratch = c.full_tiles;
   if (c.full_tiles && (c.bias || c.out_f16 || c.act != Activation::None || c.affine)) throw Error("the full-tile variant has no bias, activation or float16 output");
-  if (uint32_t(c.act) > uint32_t(Activation::GeluTanh)) throw Error(fmt::format("invalid subgroup matmul activation {}", uint32_t(c.act)));
+  if (uint32_t(c.act) > uint32_t(Activation::Silu)) throw Error(fmt::format("invalid subgroup matmul activation {}", uint32_t(c.act)));
   // Word loads (/w): the operands bound as words, each 16-byte chunk
   // loaded as four words in the thread's rotated order (below).
   const char* op_type = c.word_loads ? "array<u32>" : "array<vec4<u32>>";

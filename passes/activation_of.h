@@ -1,6 +1,6 @@
 #pragma once
 // Internal to passes/: an activation node as the epilogues of ops/epilogue.h
-// name it ('relu', 'clamp' with finite bounds, 'gelu', 'gelu_tanh').
+// name it ('relu', 'clamp' with finite bounds, 'gelu', 'gelu_tanh', 'silu').
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -19,7 +19,7 @@ struct EpilogueActivation {
 // The activation node `n` is, when an epilogue with one of `accepted` can
 // apply it instead (clamp: each bound a finite number, or absent: the float
 // range's end; in order); else nullopt.
-inline std::optional<EpilogueActivation> activation_of(const ir::Node& n, bool gelu_ok) {
+inline std::optional<EpilogueActivation> activation_of(const ir::Node& n, bool gelu_ok, bool silu_ok = false) {
   auto number = [&](size_t i) -> std::optional<double> {
     if (i >= n.args.size()) return std::nullopt;
     const Value& v = n.args[i];
@@ -39,6 +39,7 @@ inline std::optional<EpilogueActivation> activation_of(const ir::Node& n, bool g
     if (n.args[1].is_none() && n.args[2].is_none()) return std::nullopt;
     return EpilogueActivation{"clamp", std::max(*lo, -kMax), std::min(*hi, kMax)};
   }
+  if (silu_ok && n.op == "aten.silu.default" && n.args.size() == 1) return EpilogueActivation{"silu"};
   if (gelu_ok && n.op == "aten.gelu.default" && n.args.size() <= 2) {
     std::string approx = "none";
     if (n.args.size() == 2) {
@@ -59,10 +60,11 @@ struct ActivationSite {
   EpilogueActivation act;
   int producer = -1;
 };
-inline std::optional<ActivationSite> activation_site(const ir::Graph& g, size_t i) {
+// `silu_ok`: where the epilogue takes SiLU (the products' only).
+inline std::optional<ActivationSite> activation_site(const ir::Graph& g, size_t i, bool silu_ok = false) {
   const ir::Node& n = g.nodes()[i];
   if (n.dead) return std::nullopt;
-  auto act = activation_of(n, true);
+  auto act = activation_of(n, true, silu_ok);
   if (!act) return std::nullopt;
   const TensorRef x = n.args[0].tensor();
   const int p = g.producer(x);

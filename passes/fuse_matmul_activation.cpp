@@ -3,8 +3,8 @@
 //   aten.linear(x, w, b?)   -> matmul_add(x, w, b, 1, act, False, True)
 //   aten.matmul / aten.mm   -> matmul_add(x, y, None, 1, act)
 //   wgnn.matmul_add (no act) -> the same with act
-// followed by aten.relu, aten.clamp (finite bounds) or aten.gelu (both
-// forms). matmul_add takes operands of at least 2-D: a plan whose shapes
+// followed by aten.relu, aten.clamp (finite bounds), aten.gelu (both
+// forms) or aten.silu. matmul_add takes operands of at least 2-D: a plan whose shapes
 // are not (a 1-D linear input, a vector weight) runs the chain unfused.
 #include "passes/activation_of.h"
 #include "passes/matmul_args.h"
@@ -19,7 +19,7 @@ class FuseMatmulActivation final : public Pass {
   size_t apply(ir::Graph& g, const PassContext&) const override {
     size_t fused = 0;
     for (size_t i = 0; i < g.nodes().size(); ++i) {
-      const auto site = activation_site(g, i);
+      const auto site = activation_site(g, i, true);
       if (!site) continue;
       const ir::Node& act_node = g.nodes()[i];
       const EpilogueActivation* act = &site->act;

@@ -41,6 +41,7 @@ std::unique_ptr<Pass> fold_constants();        // fold_constants.cpp
 std::unique_ptr<Pass> fuse_gelu();             // fuse_gelu.cpp
 std::unique_ptr<Pass> fuse_rms_norm();         // fuse_rms_norm.cpp
 std::unique_ptr<Pass> fuse_rotary();           // fuse_rotary.cpp
+std::unique_ptr<Pass> fuse_silu();             // fuse_silu.cpp
 std::unique_ptr<Pass> fuse_matmul_add();       // fuse_matmul_add.cpp
 std::unique_ptr<Pass> fuse_conv_batch_norm();  // fuse_conv_batch_norm.cpp
 std::unique_ptr<Pass> fuse_conv_residual();    // fuse_conv_residual.cpp
@@ -79,7 +80,8 @@ struct Report {
 // The default pipeline, in order: constant folding (when pc.ctx is set),
 // a depthwise convolution between channel permutes, window attention's
 // partition and reverse (with their pad, crop and residual add), GELU chains, scalar
-// factors on attention's q or k, RMS norms and rotary positions written out, matmul + scales / transposed operands /
+// factors on attention's q or k, RMS norms, rotary positions and SiLU
+// written out, matmul + scales / transposed operands /
 // bias, attention's q, k and v products as one, a per-column constant
 // scale after a product, conv + batch
 // norm, conv + residual add, conv + activation, matmul + activation, batch

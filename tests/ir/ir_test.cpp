@@ -1364,6 +1364,38 @@ TEST(IrPasses, RotaryOpRefusesWhatItCannotDo) {
               testing::HasSubstr("broadcast"));
 }
 
+// SwiGLU's gate as exporters write it (passes/fuse_silu, then
+// fuse_matmul_activation): silu(x @ gate) = p * sigmoid(p) becomes the
+// product's epilogue, one dispatch for one row (a decoding step's
+// matrix-vector kernel) and for several; against a double reference.
+TEST(IrPasses, SiluAfterAProductIsItsEpilogue) {
+  const int64_t K = 64, N = 48;
+  const std::vector<float> w = random_floats(size_t(K * N), -0.3f, 0.3f, 90);
+  for (const int64_t M : {int64_t(1), int64_t(5)}) {
+    SCOPED_TRACE("rows " + std::to_string(M));
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {M, K});
+    const TensorRef p = g.call("aten.matmul.default", {x, g.constant(host({K, N}, w))});
+    g.output(g.call("aten.mul.Tensor", {g.call("aten.sigmoid.default", {p}), p}), "gate");
+    const passes::Report r = optimize_with_settings(g);
+    EXPECT_EQ(r.count("fuse_silu"), 1u) << r.summary();
+    EXPECT_EQ(r.count("fuse_matmul_activation"), 1u) << r.summary();
+    ir::Program prog(ctx(), std::move(g));
+    const std::vector<float> xv = random_floats(size_t(M * K), -2.f, 2.f, 91);
+    const auto out = prog.run({host({M, K}, xv)});
+    EXPECT_EQ(prog.plan({{M, K}}).dispatches().size(), 1u);
+    EXPECT_TRUE(prog.last_lowering().fallbacks.empty());
+    std::vector<double> ref(size_t(M * N));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += double(xv[size_t(i * K + k)]) * double(w[size_t(k * N + j)]);
+        ref[size_t(i * N + j)] = acc / (1 + std::exp(-acc));
+      }
+    EXPECT_TRUE(all_close(floats(out[0]), ref, 1e-5, 1e-4));
+  }
+}
+
 // A chain that only looks like an RMS norm stays as it is: a mean over a
 // leading dim, a square of another value, a sum read twice.
 TEST(IrPasses, RmsNormLookalikesAreLeftAlone) {

@@ -1,8 +1,9 @@
 // The activations a convolution or matrix-product kernel applies last in
 // its epilogue, one numbering for every kernel (ops/epilogue.h, Activation):
 // 0 none, 1 ReLU, 2 clamp to [lo, hi] (ReLU6, Clip), 3 GELU (erf), 4 GELU
-// (tanh approximation), as aten.gelu's approximate='none' / 'tanh'. NaN
-// stays NaN. Needs lib/math.wgsl (isnan1, gelu1, tanh1), which the including
+// (tanh approximation), as aten.gelu's approximate='none' / 'tanh', 5 SiLU
+// (x * sigmoid(x), aten.silu: the gate of SwiGLU feed-forwards). NaN stays
+// NaN. Needs lib/math.wgsl (isnan1, gelu1, tanh1), which the including
 // kernel includes too.
 //
 // Kernels with override constants call activate(v) or activate4(v) (ACT, LO, HI set by
@@ -24,6 +25,9 @@ fn apply_activation(code: u32, v: f32, lo: f32, hi: f32) -> f32 {
   }
   if (code == 4u) {
     return 0.5 * v * (1.0 + tanh1(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  }
+  if (code == 5u) {
+    return v / (1.0 + exp(-v));
   }
   return v;
 }
