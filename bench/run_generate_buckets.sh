@@ -12,8 +12,8 @@
 #      decode step times the prompt length; the tokens against a plan per
 #      length (--exact-cache, one run) and against ONNX Runtime CPU's;
 #   3. a 128-token prompt and 64 new tokens, two runs: the prompt step;
-#   4. case 1 with the RMS norms left unfused (WGNN_DISABLE_PASSES=
-#      fuse_rms_norm): dispatches per step and ms per token.
+#   4. case 1 with the decoder fusions off (WGNN_DISABLE_PASSES=
+#      fuse_rms_norm,fuse_rotary,fuse_silu): dispatches per step, ms per token.
 #
 #   bash bench/run_generate_buckets.sh [llama gpt]
 #
@@ -61,7 +61,7 @@ for m in "${models[@]}"; do
   done
   wg "$m" capacity64 --prompt $P16 --max-new-tokens 64 --repeat 3
   wg "$m" exact64 --prompt $P16 --max-new-tokens 64 --repeat 3 --exact-cache
-  WGNN_DISABLE_PASSES=fuse_rms_norm wg "$m" capacity64_rms_unfused --prompt $P16 --max-new-tokens 64 --repeat 3
+  WGNN_DISABLE_PASSES=fuse_rms_norm,fuse_rotary,fuse_silu wg "$m" capacity64_unfused --prompt $P16 --max-new-tokens 64 --repeat 3
   # GPT's position table has 1,024 rows: 16 + 1,008 tokens.
   long=1024
   [ "$m" = gpt ] && long=1008
@@ -78,7 +78,7 @@ for m in dict.fromkeys(r["model"] for r in rows):
     print(f"\n{m}:")
     print("| case | plans built (first run) | cache capacity | first run ms | later run ms | prompt ms (first, later) | ms per token | dispatches per step | tokens |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
-    for c in ("capacity64", "exact64", "capacity64_rms_unfused", "capacity1024", "exact1024", "capacity_prompt128"):
+    for c in ("capacity64", "exact64", "capacity64_unfused", "capacity1024", "exact1024", "capacity_prompt128"):
         r = R.get(c)
         if not r:
             print(f"| {c} | missing |"); bad = 1; continue
