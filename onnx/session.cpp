@@ -52,6 +52,9 @@ struct Session::Built {
   int folded = 0, mapped = 0, fused = 0, fused_nodes = 0;
   // The IR passes' fusions in this plan ("fuse_gelu 2, fuse_conv_residual 1"; empty: none, or recorded directly).
   std::string ir_fusions;
+  // Fused IR nodes this plan lowered as their chains (the op refused the
+  // plan's shapes or dtypes), each with the op's reason.
+  std::vector<std::string> ir_fallbacks;
   bool through_ir = false;  // planned through the IR (else recorded directly)
   // Control flow (onnx/subgraph.h): conditions and trip counts decided at
   // plan time, and by a readback; Loop and Scan iterations unrolled.
@@ -1008,6 +1011,7 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
     const auto t1 = std::chrono::steady_clock::now();
     const ir::Lowered low = ir::lower(irg, plan, shapes);
     const auto t2 = std::chrono::steady_clock::now();
+    b->ir_fallbacks = low.stats.fallbacks;
     for (size_t i = 0; i < irg.inputs().size(); ++i) b->inputs[irg.value(irg.inputs()[i]).name] = low.inputs[i];
     size_t k = 0;
     for (auto& [name, s] : b->outputs) {
@@ -1465,6 +1469,11 @@ std::string Session::summary() const {
       last_->fused ? fmt::format(" ({} of them fused chains of {} nodes)", last_->fused, last_->fused_nodes) : "";
   std::string ir_fused =
       last_->ir_fusions.empty() ? "" : fmt::format("; fused chains in the IR: {}", last_->ir_fusions);
+  if (!last_->ir_fallbacks.empty()) {
+    ir_fused += fmt::format("; {} fused node{} ran as the chain{} it replaced (the fused op refused this plan: {})",
+                            last_->ir_fallbacks.size(), last_->ir_fallbacks.size() == 1 ? "" : "s",
+                            last_->ir_fallbacks.size() == 1 ? "" : "s", fmt::join(last_->ir_fallbacks, "; "));
+  }
   if (!last_->through_ir) {
     ir_fused += ir_fallback_ ? "; recorded directly (control flow or a size read back from the GPU), without the IR "
                                "passes' fusions"
