@@ -22,9 +22,9 @@
 #include "generate/generate.h"
 #include "text/chat_template.h"
 #include "text/model_folder.h"
+#include "text/stop_text.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
-#include "tools/stop_text.h"
 
 namespace wgnn::tools {
 namespace {
@@ -118,7 +118,7 @@ struct LlmService::Impl {
       return;
     }
     try {
-      StopText stop(job.stops);
+      text::StopText stop(job.stops);
       text::Detokenizer detok(*tok, /*skip_special_tokens=*/true);
       bool gone = false;
       auto give = [&](const std::string& piece) {

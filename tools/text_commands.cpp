@@ -9,9 +9,9 @@
 
 #include "text/chat_template.h"
 #include "text/model_folder.h"
+#include "text/stop_text.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
-#include "tools/stop_text.h"
 
 namespace wgnn::tools {
 namespace {
@@ -71,7 +71,7 @@ class TextSink {
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);
   }
-  StopText stop_;
+  text::StopText stop_;
   bool stream_;
 };
 

@@ -1,6 +1,8 @@
 // wgnn._wgnn: the Python bindings (nanobind). A layer above onnx/ and
 // matting/, beside tools/: the Python package (python/wgnn/) gives it
-// ONNX Runtime's API.
+// ONNX Runtime's API; and over generate/ and text/: wgnn.generate, text in
+// and text out (a model folder's tokenizer and chat template around
+// generate::Generator, as `wgnn generate DIR --text` and `wgnn chat`).
 //
 // Devices: one gpu::Context per (adapter, limits) choice, made on first use
 // and shared by every session that asks for it (a device start-up is slow).
@@ -29,6 +31,9 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
+#include "generate/generate.h"
 #include "gpu/context.h"
 #include "gpu/describe.h"
 #include "gpu/error.h"
@@ -36,6 +41,10 @@
 #include "image/image.h"
 #include "matting/remover.h"
 #include "onnx/session.h"
+#include "text/chat_template.h"
+#include "text/model_folder.h"
+#include "text/stop_text.h"
+#include "text/tokenizer.h"
 #include "wgnn/wgnn.h"
 
 namespace nb = nanobind;
@@ -333,6 +342,129 @@ class PyRemover {
   std::unique_ptr<matting::Remover> r_;
 };
 
+// A model folder loaded for generation (wgnn.Generator): its tokenizer, its
+// chat template (where it has one) and a generate::Generator on the device,
+// kept from call to call (plans included). run() holds the device for the
+// whole generation without the GIL; each piece of text goes to `on_piece`
+// (with the GIL) as soon as its token is read back and no stop string can
+// begin inside it, which is what the Python side streams.
+class PyTextGenerator {
+ public:
+  PyTextGenerator(const std::string& dir, const std::string& adapter) {
+    nb::gil_scoped_release release;
+    if (!text::is_directory(dir))
+      throw Error(fmt::format("{} is not a model folder (a directory with the decoder's ONNX files and "
+                              "tokenizer.json)",
+                              dir));
+    folder_ = text::read_model_folder(dir);
+    tok_ = std::make_unique<text::Tokenizer>(text::Tokenizer::load(folder_.tokenizer));
+    if (!folder_.chat_template.empty())
+      tmpl_ = std::make_unique<text::ChatTemplate>(folder_.chat_template, folder_.bos_token, folder_.eos_token);
+    generate::Models m;
+    m.decoder = folder_.decoder;
+    m.first = folder_.first;
+    dev_ = device_for(adapter, "");
+    const std::lock_guard<std::mutex> lock(dev_->mutex);
+    gen_ = std::make_unique<generate::Generator>(*dev_->ctx, m);
+  }
+  ~PyTextGenerator() {
+    nb::gil_scoped_release release;
+    const std::lock_guard<std::mutex> lock(dev_->mutex);
+    gen_.reset();
+  }
+
+  // The prompt's ids: a text encoded with the tokenizer's special tokens
+  // (as `wgnn generate --text`), or (role, content) messages rendered with
+  // the chat template (add_generation_prompt) and encoded without them (as
+  // `wgnn chat`: the template writes its special tokens itself).
+  std::vector<int64_t> encode_text(const std::string& s) const {
+    std::vector<int64_t> ids = tok_->encode(s, /*add_special_tokens=*/true);
+    if (ids.empty()) throw Error("the prompt encodes to no token: nothing to generate from");
+    return ids;
+  }
+  std::vector<int64_t> encode_chat(const std::vector<std::pair<std::string, std::string>>& messages) const {
+    if (!tmpl_)
+      throw Error(fmt::format("model folder {} has no chat template (chat_template in tokenizer_config.json, or "
+                              "chat_template.jinja): give a prompt instead of messages",
+                              folder_.dir));
+    std::vector<text::Message> ms;
+    for (const auto& [role, content] : messages) ms.push_back({role, content});
+    // The folder's other special tokens (pad_token, unk_token, ...), as
+    // transformers passes them to a template.
+    const std::string extra = nlohmann::json(folder_.special_tokens).dump();
+    std::string prompt;
+    try {
+      prompt = tmpl_->render_json(text::messages_json(ms), /*add_generation_prompt=*/true, extra);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{} (the chat template of {})", e.what(), folder_.chat_template_file));
+    }
+    std::vector<int64_t> ids = tok_->encode(prompt, /*add_special_tokens=*/false);
+    if (ids.empty()) throw Error("the chat prompt encodes to no token: nothing to generate from");
+    return ids;
+  }
+
+  // Generates from `prompt` and returns the text (the stop string and what
+  // follows cut off). on_piece: None, or called with each piece as it
+  // comes (a return of False ends the run there).
+  std::string run(const std::vector<int64_t>& prompt, int max_new_tokens, double temperature, int64_t top_k,
+                  double top_p, uint64_t seed, const std::vector<std::string>& stops, nb::object on_piece) {
+    if (max_new_tokens < 1) throw Error("max_new_tokens must be at least 1");
+    for (const auto& st : stops)
+      if (st.empty()) throw Error("stop: an empty string would end every answer at once");
+    generate::Options o;
+    o.max_new_tokens = max_new_tokens;
+    o.eos = folder_.eos_ids;
+    o.temperature = temperature;
+    o.top_k = top_k;
+    o.top_p = top_p;
+    o.seed = seed;
+    // Streamed or with stop strings, each token is read back as it comes.
+    const bool streamed = !on_piece.is_none();
+    if (streamed || !stops.empty()) o.sync_every = 1;
+    nb::gil_scoped_release release;
+    text::StopText stop(stops);
+    text::Detokenizer detok(*tok_, /*skip_special_tokens=*/true);
+    bool cancelled = false;
+    // Hands a piece over (with the GIL); false when the caller ends the run.
+    auto give = [&](const std::string& piece) {
+      if (!streamed || piece.empty()) return true;
+      nb::gil_scoped_acquire acquire;
+      const nb::object r = on_piece(piece);
+      if (r.ptr() == Py_False) cancelled = true;
+      return !cancelled;
+    };
+    o.on_tokens = [&](const std::vector<std::vector<int64_t>>& fresh) {
+      for (int64_t id : fresh.at(0)) {
+        const std::string piece = stop.add(detok.push(id));
+        if (!give(piece) || stop.stopped()) return false;
+      }
+      return true;
+    };
+    generate::Result r;
+    {
+      const std::lock_guard<std::mutex> lock(dev_->mutex);
+      r = gen_->run({prompt}, o);
+    }
+    if (!cancelled) {
+      if (!r.stopped) give(stop.add(detok.finish()));
+      if (!cancelled) give(stop.finish());
+    }
+    return stop.text();
+  }
+
+  int default_max_new_tokens() const { return folder_.max_new_tokens > 0 ? folder_.max_new_tokens : 64; }
+  std::vector<int64_t> eos_ids() const { return folder_.eos_ids; }
+  bool has_chat_template() const { return tmpl_ != nullptr; }
+  std::string describe() const { return gen_->describe(); }
+
+ private:
+  std::shared_ptr<Device> dev_;
+  text::ModelFolder folder_;
+  std::unique_ptr<text::Tokenizer> tok_;
+  std::unique_ptr<text::ChatTemplate> tmpl_;
+  std::unique_ptr<generate::Generator> gen_;
+};
+
 }  // namespace
 }  // namespace wgnn::python
 
@@ -396,6 +528,17 @@ NB_MODULE(_wgnn, m) {
       .def("run", &PyRemover::run, "photo"_a)
       .def("cutout_png", &PyRemover::cutout_png, "photo"_a, "name"_a, "only_mask"_a, "bg_color"_a,
            "post_process"_a = false, "max_pixels"_a = image::kDefaultMaxPixels);
+
+  nb::class_<PyTextGenerator>(m, "_TextGenerator")
+      .def(nb::init<const std::string&, const std::string&>(), "model_dir"_a, "adapter"_a)
+      .def("encode_text", &PyTextGenerator::encode_text, "text"_a)
+      .def("encode_chat", &PyTextGenerator::encode_chat, "messages"_a)
+      .def("run", &PyTextGenerator::run, "prompt"_a, "max_new_tokens"_a, "temperature"_a, "top_k"_a, "top_p"_a,
+           "seed"_a, "stops"_a, "on_piece"_a.none())
+      .def("default_max_new_tokens", &PyTextGenerator::default_max_new_tokens)
+      .def("eos_ids", &PyTextGenerator::eos_ids)
+      .def("has_chat_template", &PyTextGenerator::has_chat_template)
+      .def("describe", &PyTextGenerator::describe);
 
   m.def(
       "device_info",

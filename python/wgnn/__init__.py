@@ -14,7 +14,9 @@ of sessions on the same device (the C++ API's rule, docs/ERRORS.md, "Threads").
 import atexit
 import json
 import os
+import queue
 import sys
+import threading
 
 import numpy as np
 
@@ -24,7 +26,7 @@ from ._wgnn import DeviceLost, Error, GpuError, HostOutOfMemory, Unsupported
 __version__ = _wgnn.__version__
 __all__ = [
     "InferenceSession", "SessionOptions", "NodeArg", "get_device_info", "get_available_providers", "supported_ops",
-    "remove_bg", "list_adapters", "resolve_adapter", "Error", "Unsupported", "GpuError", "DeviceLost", "HostOutOfMemory",
+    "remove_bg", "list_adapters", "resolve_adapter", "Generator", "generate", "Error", "Unsupported", "GpuError", "DeviceLost", "HostOutOfMemory",
 ]
 
 # The name wgnn gives its execution provider (get_providers()).
@@ -303,7 +305,179 @@ def remove_bg(image, model=None, size=0, preprocess="auto", adapter=None):
     return rgba
 
 
+class Generator:
+    """A model folder loaded for text generation, as `wgnn generate DIR --text`
+    and `wgnn chat DIR` load it: the decoder's ONNX files, tokenizer.json, the
+    chat template (tokenizer_config.json's chat_template or
+    chat_template.jinja), and generation_config.json's end tokens and
+    max_new_tokens (docs/TEXT.md).
+
+        gen = wgnn.Generator("models/qwen2.5-0.5b-instruct")
+        print(gen.generate("The capital of France is", max_new_tokens=16))
+        for piece in gen.chat([{"role": "user", "content": "Hi"}], stream=True):
+            print(piece, end="", flush=True)
+
+    The model stays loaded (on the device, with its plans) for the object's
+    life, like a transformers model or a llama_cpp.Llama; wgnn.generate()
+    keeps one per (folder, adapter). Calls take turns on the device, as
+    InferenceSession runs do. adapter: as SessionOptions.adapter.
+    """
+
+    def __init__(self, model_dir, adapter=None):
+        self.model_dir = os.path.abspath(os.fspath(model_dir))
+        self._g = _wgnn._TextGenerator(self.model_dir, adapter or "")
+
+    @property
+    def eos_token_ids(self):
+        """The end tokens (generation_config.json's eos_token_id, then
+        tokenizer_config.json's eos_token)."""
+        return list(self._g.eos_ids())
+
+    def generate(self, prompt=None, *, messages=None, max_new_tokens=None, temperature=0.0, top_k=0, top_p=1.0,
+                 seed=0, stop=None, stream=False):
+        """The text generated after `prompt` (a string, encoded with the
+        tokenizer's special tokens, as `wgnn generate DIR --text`) or after
+        `messages` (a list of {"role", "content"} dicts rendered with the
+        chat template, add_generation_prompt on, as `wgnn chat`): exactly one
+        of them.
+
+        max_new_tokens: None: generation_config.json's, else 64. The run also
+            ends at an end token (not part of the text; special tokens are
+            skipped).
+        temperature <= 0: greedy; else sampling after top_k (0: off) and
+            top_p (1.0: off) with `seed` (the same seed, the same text).
+        stop: a string or a list of them: generation ends at the token that
+            completes one, and the text ends before it.
+        stream: False returns the text (str); True returns an iterator of
+            its pieces (whole UTF-8 characters), each yielded as soon as its
+            token is read back from the GPU (generation runs in a thread,
+            without the GIL); joined they are the text stream=False gives.
+            Closing the iterator early (break, or dropping it) ends the run
+            at the next token.
+        Errors are wgnn.Error (a RuntimeError) with the library's message;
+        bad arguments are ValueError or TypeError.
+        """
+        if (prompt is None) == (messages is None):
+            raise ValueError("generate: give exactly one of prompt (a string) and messages (a list of "
+                             "{'role', 'content'} dicts)")
+        if prompt is not None:
+            if not isinstance(prompt, str):
+                raise TypeError(f"generate: prompt must be a str, got {type(prompt).__name__}")
+            ids = self._g.encode_text(prompt)
+        else:
+            ids = self._g.encode_chat(_messages(messages))
+        if max_new_tokens is None:
+            max_new_tokens = self._g.default_max_new_tokens()
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"generate: max_new_tokens must be an int of at least 1, got {max_new_tokens!r}")
+        if not 0.0 < float(top_p) <= 1.0:
+            raise ValueError(f"generate: top_p must be in (0, 1], got {top_p!r}")
+        if int(top_k) < 0:
+            raise ValueError(f"generate: top_k must be 0 (off) or more, got {top_k!r}")
+        if int(seed) < 0:
+            raise ValueError(f"generate: seed must be 0 or more, got {seed!r}")
+        stops = _stops(stop)
+        args = (ids, int(max_new_tokens), float(temperature), int(top_k), float(top_p), int(seed), stops)
+        if not stream:
+            return self._g.run(*args, None)
+        return _stream(self._g, args)
+
+    def chat(self, messages, **kwargs):
+        """generate(messages=messages, **kwargs): the assistant's answer."""
+        return self.generate(messages=messages, **kwargs)
+
+
+def _messages(messages):
+    if isinstance(messages, (str, bytes)) or not hasattr(messages, "__iter__"):
+        raise ValueError("generate: messages must be a list of {'role', 'content'} dicts")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            raise ValueError(f"generate: messages[{i}] must be a dict with string 'role' and 'content', got {m!r}")
+        out.append((m["role"], m["content"]))
+    if not out:
+        raise ValueError("generate: messages is empty")
+    return out
+
+
+def _stops(stop):
+    if stop is None:
+        return []
+    stops = [stop] if isinstance(stop, str) else list(stop)
+    for s in stops:
+        if not isinstance(s, str):
+            raise ValueError(f"generate: stop must be a str or a list of str, got an item {s!r}")
+        if not s:
+            raise ValueError("generate: stop: an empty string would end every answer at once")
+    return stops
+
+
+_DONE = object()
+
+
+def _stream(g, args):
+    """The pieces of g.run(*args) as they come: the run goes on in a thread
+    (the C++ call holds the device, not the GIL) and hands each piece to a
+    queue this generator drains."""
+    pieces = queue.Queue()
+    closed = threading.Event()
+
+    def on_piece(piece):
+        if closed.is_set():
+            return False  # the consumer went away: end the run
+        pieces.put(piece)
+        return True
+
+    def work():
+        try:
+            g.run(*args, on_piece)
+            pieces.put(_DONE)
+        except BaseException as e:  # handed to the consumer, raised there
+            pieces.put(e)
+
+    t = threading.Thread(target=work, name="wgnn.generate", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = pieces.get()
+            if item is _DONE:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        closed.set()
+        t.join()
+
+
+_generators = {}
+_generators_lock = threading.Lock()
+
+
+def generate(model_dir, prompt=None, *, messages=None, max_new_tokens=None, temperature=0.0, top_k=0, top_p=1.0,
+             seed=0, stop=None, stream=False, adapter=None):
+    """Text in, text out: Generator(model_dir, adapter).generate(...), the
+    Generator kept for later calls with the same folder and adapter (the
+    first call loads the model; later ones reuse it and its plans).
+
+        text = wgnn.generate("models/qwen", "Once upon a time", max_new_tokens=32)
+        for piece in wgnn.generate("models/qwen", messages=[{"role": "user", "content": "Hi"}],
+                                   stream=True):
+            print(piece, end="", flush=True)
+
+    See Generator.generate for the arguments.
+    """
+    key = (os.path.abspath(os.fspath(model_dir)), adapter or "")
+    with _generators_lock:
+        gen = _generators.get(key)
+        if gen is None:
+            gen = _generators[key] = Generator(key[0], adapter)
+    return gen.generate(prompt, messages=messages, max_new_tokens=max_new_tokens, temperature=temperature,
+                        top_k=top_k, top_p=top_p, seed=seed, stop=stop, stream=stream)
+
+
 @atexit.register
 def _release():
     _removers.clear()
+    _generators.clear()
     _wgnn.release_devices()

@@ -26,7 +26,7 @@ BELOW = {
     "generate": {"onnx", "passes", "ir", "ops", "graph", "gpu", "util"},
     "capi": {"matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
     "tools": {"capi", "matting", "generate", "text", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
-    "python": {"capi", "matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+    "python": {"capi", "matting", "generate", "text", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
     "node": {"capi", "matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)

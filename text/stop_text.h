@@ -2,13 +2,13 @@
 // An answer's text as its pieces come, ended where a stop string first
 // appears (the stop string cut off). What add() gives back is safe to show
 // at once: text that could be the start of a stop string is held back
-// until it is known not to be. Used by `wgnn generate --text`, `wgnn chat`
-// and `wgnn serve --llm`.
+// until it is known not to be. Used by `wgnn generate --text`, `wgnn chat`,
+// `wgnn serve --llm` and the Python package's wgnn.generate.
 #include <algorithm>
 #include <string>
 #include <vector>
 
-namespace wgnn::tools {
+namespace wgnn::text {
 
 class StopText {
  public:
@@ -63,4 +63,4 @@ class StopText {
   bool stopped_ = false;
 };
 
-}  // namespace wgnn::tools
+}  // namespace wgnn::text
