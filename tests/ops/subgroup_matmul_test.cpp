@@ -151,7 +151,7 @@ TEST(SubgroupMatmulWgsl, GeneratesEveryLayoutAndRejectsBadTiles) {
   }
   EXPECT_THROW(ops::parse_subgroup_matmul_config("128x128x32:2x2"), Error);
   ops::SubgroupMatmulConfig bad;
-  bad.act = ops::Activation(5);
+  bad.act = ops::Activation(uint32_t(ops::Activation::Silu) + 1);  // past the last code
   EXPECT_THROW(ops::subgroup_matmul_wgsl(bad), Error);
   bad = {};
   bad.bm = 100;  // not a multiple of 16 per subgroup row
