@@ -107,6 +107,7 @@ struct Generator::Buckets {
   // copy_rows' parameters, a 256-byte slot per cache tensor, and its bind
   // groups by (tensor, source, destination).
   gpu::Buffer params;
+  const gpu::Pipeline* pipe = nullptr;  // copy_rows.wgsl, made at the first copy
   std::map<std::tuple<size_t, const void*, const void*>, gpu::BindGroup> groups;
 
   static int64_t capacity_for(int64_t rows) {
@@ -136,7 +137,7 @@ struct Generator::Buckets {
       groups.clear();
     }
     std::vector<uint32_t> words(copies.size() * kSlot / 4, 0);
-    const gpu::Pipeline& pipe = ops::kernel(ctx, "ops/kernels/copy_rows.wgsl");
+    if (!pipe) pipe = &ops::kernel(ctx, "ops/kernels/copy_rows.wgsl");
     gpu::Recorder rec(ctx);
     for (size_t t = 0; t < copies.size(); ++t) {
       const Copy& c = copies[t];
@@ -167,7 +168,7 @@ struct Generator::Buckets {
         const auto key = std::make_tuple(t, static_cast<const void*>(from.handle()), static_cast<const void*>(to.handle()));
         auto g = groups.find(key);
         if (g == groups.end()) {
-          g = groups.emplace(key, ctx.bind_group(pipe, {{&params, t * kSlot, sizeof(ops::CopyRowsParams)}, {&from}, {&to}},
+          g = groups.emplace(key, ctx.bind_group(*pipe, {{&params, t * kSlot, sizeof(ops::CopyRowsParams)}, {&from}, {&to}},
                                                  "cache rows")).first;
         }
         return g->second;
@@ -175,7 +176,7 @@ struct Generator::Buckets {
       const gpu::BindGroup& g = group(c.src->buffer, c.dst->buffer);
       group(c.dst->buffer, c.src->buffer);
       const uint64_t threads = uint64_t(outer) * uint64_t(c.rows) * (row_bytes / 4);
-      rec.dispatch(pipe, g,
+      rec.dispatch(*pipe, g,
                    gpu::RowDispatchGrid((threads + 255) / 256, ctx.limits().max_compute_workgroups_per_dimension),
                    "cache rows");
     }

@@ -35,12 +35,6 @@ class FuseRmsNorm final : public Pass {
   }
 
  private:
-  static const ir::Node* live(const ir::Graph& g, int i, const char* op) {
-    if (i < 0) return nullptr;
-    const ir::Node& n = g.nodes()[size_t(i)];
-    if (n.dead || n.op != op || n.outputs.size() != 1 || !n.unfused.empty()) return nullptr;
-    return &n;
-  }
   static bool tensor_arg(const ir::Node& n, size_t k) { return k < n.args.size() && n.args[k].is_tensor(); }
   // A plain two-tensor product or sum; `v` one operand, the other returned.
   static std::optional<TensorRef> other_operand(const ir::Node& n, TensorRef v) {
@@ -57,7 +51,7 @@ class FuseRmsNorm final : public Pass {
   }
 
   bool match(ir::Graph& g, int mean_at) const {
-    const ir::Node* mean = live(g, mean_at, "aten.mean.dim");
+    const ir::Node* mean = live_node(g, mean_at, "aten.mean.dim");
     if (!mean || mean->args.size() != 3 || !tensor_arg(*mean, 0) || !mean->args[1].is_int_list() ||
         !(mean->args[2].is_bool() && std::get<bool>(mean->args[2].v))) {
       return false;
@@ -68,13 +62,13 @@ class FuseRmsNorm final : public Pass {
     const int sq_at = g.producer(sq);
     if (sq_at < 0 || sole_user(g, sq) != mean_at) return false;
     TensorRef x{-1};
-    if (const ir::Node* m = live(g, sq_at, "aten.mul.Tensor");
+    if (const ir::Node* m = live_node(g, sq_at, "aten.mul.Tensor");
         m && m->args.size() == 2 && tensor_arg(*m, 0) && tensor_arg(*m, 1) && m->args[0].tensor() == m->args[1].tensor()) {
       x = m->args[0].tensor();
-    } else if (const ir::Node* p = live(g, sq_at, "aten.pow.Tensor_Tensor");
+    } else if (const ir::Node* p = live_node(g, sq_at, "aten.pow.Tensor_Tensor");
                p && p->args.size() == 2 && tensor_arg(*p, 0) && tensor_arg(*p, 1) && is_scalar(g, p->args[1].tensor(), 2)) {
       x = p->args[0].tensor();
-    } else if (const ir::Node* ps = live(g, sq_at, "aten.pow.Tensor_Scalar");
+    } else if (const ir::Node* ps = live_node(g, sq_at, "aten.pow.Tensor_Scalar");
                ps && ps->args.size() == 2 && tensor_arg(*ps, 0) && is_number(ps->args[1], 2.0)) {
       x = ps->args[0].tensor();
     } else {
@@ -100,7 +94,7 @@ class FuseRmsNorm final : public Pass {
     // + eps.
     const TensorRef ms = mean->outputs[0];
     const int add_at = sole_user(g, ms);
-    const ir::Node* add = live(g, add_at, "aten.add.Tensor");
+    const ir::Node* add = live_node(g, add_at, "aten.add.Tensor");
     if (!add) return false;
     const std::optional<TensorRef> eps_t = other_operand(*add, ms);
     if (!eps_t) return false;
@@ -111,17 +105,17 @@ class FuseRmsNorm final : public Pass {
     const TensorRef t = add->outputs[0];
     const int s_at = sole_user(g, t);
     TensorRef y{-1}, inv{-1};
-    if (const ir::Node* rs = live(g, s_at, "aten.rsqrt.default")) {
+    if (const ir::Node* rs = live_node(g, s_at, "aten.rsqrt.default")) {
       chain.push_back(s_at);
       inv = rs->outputs[0];
-    } else if (const ir::Node* sq_root = live(g, s_at, "aten.sqrt.default")) {
+    } else if (const ir::Node* sq_root = live_node(g, s_at, "aten.sqrt.default")) {
       chain.push_back(s_at);
       const TensorRef root = sq_root->outputs[0];
       const int u_at = sole_user(g, root);
-      if (const ir::Node* rec = live(g, u_at, "aten.reciprocal.default")) {
+      if (const ir::Node* rec = live_node(g, u_at, "aten.reciprocal.default")) {
         chain.push_back(u_at);
         inv = rec->outputs[0];
-      } else if (const ir::Node* div = live(g, u_at, "aten.div.Tensor");
+      } else if (const ir::Node* div = live_node(g, u_at, "aten.div.Tensor");
                  div && div->args.size() == 2 && tensor_arg(*div, 0) && tensor_arg(*div, 1) &&
                  div->args[1].tensor() == root) {
         chain.push_back(u_at);
@@ -140,7 +134,7 @@ class FuseRmsNorm final : public Pass {
     }
     if (y.id < 0) {
       const int m_at = sole_user(g, inv);
-      const ir::Node* m = live(g, m_at, "aten.mul.Tensor");
+      const ir::Node* m = live_node(g, m_at, "aten.mul.Tensor");
       if (!m) return false;
       const std::optional<TensorRef> o = other_operand(*m, inv);
       if (!o || *o != x) return false;
@@ -154,7 +148,7 @@ class FuseRmsNorm final : public Pass {
     std::optional<Shape> normalized;
     if (xs) normalized = Shape(xs->end() - long(k_dims), xs->end());
     const int w_at = sole_user(g, y);
-    if (const ir::Node* m = live(g, w_at, "aten.mul.Tensor")) {
+    if (const ir::Node* m = live_node(g, w_at, "aten.mul.Tensor")) {
       const std::optional<TensorRef> w = other_operand(*m, y);
       const std::optional<Shape> ws = w ? g.known_shape(*w) : std::nullopt;
       const int w_made = w ? g.producer(*w) : -1;

@@ -31,14 +31,8 @@ class FuseRotary final : public Pass {
   }
 
  private:
-  static const ir::Node* live(const ir::Graph& g, int i, const char* op) {
-    if (i < 0) return nullptr;
-    const ir::Node& n = g.nodes()[size_t(i)];
-    if (n.dead || n.op != op || n.outputs.size() != 1 || !n.unfused.empty()) return nullptr;
-    return &n;
-  }
   static const ir::Node* product(const ir::Graph& g, int i) {
-    const ir::Node* m = live(g, i, "aten.mul.Tensor");
+    const ir::Node* m = live_node(g, i, "aten.mul.Tensor");
     if (!m || m->args.size() != 2 || !m->args[0].is_tensor() || !m->args[1].is_tensor()) return nullptr;
     return m;
   }
@@ -50,7 +44,7 @@ class FuseRotary final : public Pass {
   static bool last_dim(int64_t dim, int64_t rank) { return dim == -1 || (rank > 0 && dim == rank - 1); }
 
   bool match(ir::Graph& g, int add_at) const {
-    const ir::Node* add = live(g, add_at, "aten.add.Tensor");
+    const ir::Node* add = live_node(g, add_at, "aten.add.Tensor");
     if (!add || !is_plain_add(*add)) return false;
     // Which product is r * sin: the one whose operand a concatenation of a
     // negated slice and a slice makes.
@@ -63,20 +57,20 @@ class FuseRotary final : public Pass {
       for (int rs = 0; rs < 2; ++rs) {
         const TensorRef r = mr->args[size_t(rs)].tensor(), sin = mr->args[size_t(1 - rs)].tensor();
         const int cat_at = g.producer(r);
-        const ir::Node* cat = live(g, cat_at, "aten.cat.default");
+        const ir::Node* cat = live_node(g, cat_at, "aten.cat.default");
         if (!cat || sole_user(g, r) != mb || cat->args.size() != 2 || !cat->args[0].is_list()) continue;
         const ValueList& parts = std::get<ValueList>(cat->args[0].v);
         const std::optional<int64_t> cat_dim = as_int(cat->args[1]);
         if (parts.size() != 2 || !parts[0].is_tensor() || !parts[1].is_tensor() || !cat_dim) continue;
         const int neg_at = g.producer(parts[0].tensor());
-        const ir::Node* neg = live(g, neg_at, "aten.neg.default");
+        const ir::Node* neg = live_node(g, neg_at, "aten.neg.default");
         if (!neg || neg->args.size() != 1 || !neg->args[0].is_tensor() || sole_user(g, parts[0].tensor()) != cat_at) {
           continue;
         }
         const TensorRef x2 = neg->args[0].tensor(), x1 = parts[1].tensor();
         const int s2_at = g.producer(x2), s1_at = g.producer(x1);
-        const ir::Node* s2 = live(g, s2_at, "aten.slice.Tensor");
-        const ir::Node* s1 = live(g, s1_at, "aten.slice.Tensor");
+        const ir::Node* s2 = live_node(g, s2_at, "aten.slice.Tensor");
+        const ir::Node* s1 = live_node(g, s1_at, "aten.slice.Tensor");
         if (!s1 || !s2 || s1->args.size() != 5 || s2->args.size() != 5 || !s1->args[0].is_tensor() ||
             !s2->args[0].is_tensor() || sole_user(g, x2) != neg_at || sole_user(g, x1) != cat_at) {
           continue;

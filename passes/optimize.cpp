@@ -61,6 +61,13 @@ std::shared_ptr<const HostTensor> f32_values(const ir::Graph& g, TensorRef v) {
 
 Value arg_or(const ir::Node& n, size_t i, const Value& def) { return i < n.args.size() ? n.args[i] : def; }
 
+const ir::Node* live_node(const ir::Graph& g, int i, const char* op) {
+  if (i < 0) return nullptr;
+  const ir::Node& n = g.nodes()[size_t(i)];
+  if (n.dead || n.op != op || n.outputs.size() != 1 || !n.unfused.empty()) return nullptr;
+  return &n;
+}
+
 bool is_plain_add(const ir::Node& n) {
   if (n.op != "aten.add.Tensor" || n.args.size() < 2 || n.args.size() > 3 || !n.args[0].is_tensor() ||
       !n.args[1].is_tensor()) {

@@ -106,6 +106,8 @@ std::shared_ptr<const HostTensor> f32_values(const ir::Graph& g, TensorRef v);
 // temporary default may be bound to a reference (`const Value& v =
 // arg_or(n, 3, Value(1.0))`) without dangling.
 Value arg_or(const ir::Node& n, size_t i, const Value& def);
+// Node i when it is a live, unfused node of `op` with one result; else null.
+const ir::Node* live_node(const ir::Graph& g, int i, const char* op);
 // An int or double argument equal to x.
 bool is_number(const Value& v, double x);
 // aten.add.Tensor of two tensors with alpha 1 (given or left out): a plain sum.
