@@ -33,6 +33,7 @@
 #include "onnx/tensor_proto.h"
 #include "ops/subgroup_matmul.h"
 #include "passes/passes.h"
+#include "pte/program.h"
 #include "graph/half.h"
 #include "util/file.h"
 #include "util/host_memory.h"
@@ -394,7 +395,40 @@ void parse_model_bytes(std::string_view bytes, LoadedModel& m, const std::string
 
 }  // namespace
 
+namespace {
+// An ExecuTorch program as a LoadedModel: its IR, its inputs and outputs.
+LoadedModel from_pte(pte::Model p, const std::string& path) {
+  LoadedModel m;
+  m.proto = std::make_unique<onnx::ModelProto>();
+  m.dir = path.empty() ? std::string() : std::filesystem::absolute(path).parent_path().string();
+  m.format = "pte";
+  for (const auto& t : p.inputs) m.inputs.push_back({t.name, t.dtype, t.shape, std::vector<std::string>(t.shape.size()), true});
+  for (const auto& t : p.outputs) m.outputs.push_back({t.name, t.dtype, t.shape, std::vector<std::string>(t.shape.size()), true});
+  m.ir = std::make_shared<const ir::Graph>(std::move(p.ir));
+  return m;
+}
+
+// Whether an IR model has float16 inputs or constants.
+bool widen_f16_dtype_in(const ir::Graph& g) {
+  for (size_t i = 0; i < g.value_count(); ++i) {
+    const auto& v = g.value(TensorRef{int(i)});
+    if (v.kind != ir::ValueKind::Result && v.dtype == DType::F16) return true;
+  }
+  return false;
+}
+
+bool file_is_pte(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char head[8] = {};
+  const size_t n = std::fread(head, 1, sizeof head, f);
+  std::fclose(f);
+  return pte::is_pte(std::string_view(head, n));
+}
+}  // namespace
+
 LoadedModel load_model(const std::string& path) {
+  if (file_is_pte(path)) return from_pte(pte::load(path), path);
   LoadedModel m;
   m.proto = std::make_unique<onnx::ModelProto>();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -461,10 +495,28 @@ bool graph_reads(const onnx::GraphProto& g, const std::string& name) {
 }
 }  // namespace
 
-bool Session::uses_op(const std::string& key) const { return graph_uses_op(model_->graph(), key); }
-bool Session::reads_input(const std::string& name) const { return graph_reads(model_->graph(), name); }
+bool Session::uses_op(const std::string& key) const {
+  if (ir_model_) {
+    for (const auto& n : ir_model_->nodes()) {
+      if (!n.dead && n.op == key) return true;
+    }
+    return false;
+  }
+  return graph_uses_op(model_->graph(), key);
+}
+bool Session::reads_input(const std::string& name) const {
+  if (ir_model_) {
+    for (size_t i = 0; i < ir_model_->inputs().size(); ++i) {
+      const TensorRef in = ir_model_->inputs()[i];
+      if (ir_model_->value(in).name == name) return !ir_model_->users(in).empty() || ir_model_->is_output(in);
+    }
+    return false;
+  }
+  return graph_reads(model_->graph(), name);
+}
 
 LoadedModel load_model_from_bytes(const std::string& bytes, const std::string& name, const std::string& dir) {
+  if (pte::is_pte(bytes)) return from_pte(pte::load_from_bytes(bytes, name), {});
   LoadedModel m;
   m.proto = std::make_unique<onnx::ModelProto>();
   m.dir = dir;
@@ -479,6 +531,8 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
     : ctx_(ctx),
       options_(options),
       model_(std::move(model.proto)),
+      ir_model_(std::move(model.ir)),
+      format_(std::move(model.format)),
       model_dir_(std::move(model.dir)),
       opset_(model.opset),
       inputs_(std::move(model.inputs)),
@@ -492,6 +546,14 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
   }
   if (options_.max_plans < 1) {
     throw Error(fmt::format("SessionOptions::max_plans is {}: at least one plan must be kept", options_.max_plans));
+  }
+  if (ir_model_ && options_.fp16) {
+    throw Unsupported(fmt::format("float16 mode is not supported for {} models yet; run them in their own dtypes",
+                                  format_));
+  }
+  if (ir_model_ && widen_f16_dtype_in(*ir_model_) && !ctx_.features().shader_f16) {
+    throw Unsupported(fmt::format("this {} model has float16 values and the adapter ({}) lacks shader-f16", format_,
+                                  ctx_.adapter().name));
   }
   constants_ = std::make_unique<ConstantStore>(ctx_);
   tiered_ = options_.tiered;
@@ -575,6 +637,7 @@ std::string Session::pipeline_list_id() const {
   }
   for (const auto& v : graph.input()) add(v.SerializeAsString());
   for (const auto& v : graph.output()) add(v.SerializeAsString());
+  if (ir_model_) add(ir_model_->dump());
   for (const auto& [name, t] : initializers_) {
     add(fmt::format("{}:{}:{}", name, dtype_name(t.dtype), shape_str(t.shape)));
   }
@@ -789,6 +852,7 @@ void Session::try_tier_up(Built& b) {
 
 std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
                                                      bool tensor_cores) {
+  if (ir_model_) return record_ir_plan(inputs, tensor_cores);
   if (ir_import_) {
     try {
       return record_plan_as(inputs, decisions, tensor_cores, true);
@@ -802,6 +866,63 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
     }
   }
   return record_plan_as(inputs, decisions, tensor_cores, false);
+}
+
+std::unique_ptr<Session::Built> Session::record_ir_plan(const Feeds& inputs, bool tensor_cores) {
+  auto b = std::make_unique<Built>();
+  b->graph = std::make_unique<Graph>(ctx_);
+  Graph& plan = *b->graph;
+  plan.set_constant_store(constants_.get());
+  plan.set_checked(options_.checked);
+  plan.set_tensor_cores(tensor_cores);
+  const auto t0 = std::chrono::steady_clock::now();
+  // The passes rewrite a copy: every plan starts from the model as given.
+  ir::Graph irg = *ir_model_;
+  passes::OptimizeOptions po;
+  po.fusion = options_.fusion && fusion_enabled(ctx_.settings());
+  po.disabled = ctx_.settings().value("WGNN_DISABLE_PASSES");
+  const char* dump = ctx_.settings().get("WGNN_DUMP_IR");
+  const bool dump_ir = dump && *dump && std::string(dump) != "0" && tensor_cores;
+  if (dump_ir) fmt::print(stderr, "wgnn: the model's IR:\n{}", irg.dump());
+  const passes::Report report = passes::optimize(irg, po);
+  if (dump_ir) fmt::print(stderr, "wgnn: after the passes ({}):\n{}", report.summary(), irg.dump());
+  for (const auto& [pass, count] : report.applied) {
+    if (pass.rfind("fuse_", 0) == 0) b->ir_fusions += fmt::format("{}{} {}", b->ir_fusions.empty() ? "" : ", ", pass, count);
+  }
+  std::vector<Shape> shapes;
+  for (TensorRef in : irg.inputs()) {
+    const std::string& name = irg.value(in).name;
+    const auto h = inputs.host.find(name);
+    shapes.push_back(h != inputs.host.end() ? h->second.shape : inputs.device.at(name)->shape);
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  const ir::Lowered low = ir::lower(irg, plan, shapes);
+  const auto t2 = std::chrono::steady_clock::now();
+  b->through_ir = true;
+  b->ir_fallbacks = low.stats.fallbacks;
+  b->mapped = int(irg.live_nodes());
+  for (size_t i = 0; i < irg.inputs().size(); ++i) b->inputs[irg.value(irg.inputs()[i]).name] = low.inputs[i];
+  for (const auto& o : outputs_) {
+    const auto& names = irg.output_names();
+    const auto it = std::find(names.begin(), names.end(), o.name);
+    if (it == names.end()) throw Error(fmt::format("output '{}' is not an output of the model's IR", o.name));
+    b->outputs.emplace_back(o.name, Slot::of_tensor(plan, low.outputs.at(size_t(it - names.begin()))));
+  }
+  if (tensor_cores) {
+    last_phases_.through_ir = true;
+    last_phases_.ir_nodes = irg.live_nodes();
+    last_phases_.passes = report.summary();
+    const auto ms = [](auto from, auto to) { return std::chrono::duration<double, std::milli>(to - from).count(); };
+    std::map<std::string, double> by_op;
+    for (const auto& [label, t] : low.stats.ms_by_label) by_op[label] += t;
+    by_op["(IR passes)"] += ms(t0, t1);
+    last_phases_.record_by_op.assign(by_op.begin(), by_op.end());
+    std::sort(last_phases_.record_by_op.begin(), last_phases_.record_by_op.end(),
+              [](const auto& x, const auto& y) { return x.second > y.second; });
+    (void)t2;
+  }
+  plan.remove_dead_dispatches();
+  return b;
 }
 
 std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,

@@ -41,6 +41,9 @@
 namespace onnx {
 class ModelProto;
 }
+namespace wgnn::ir {
+class Graph;
+}
 
 namespace wgnn::onnx_import {
 
@@ -134,9 +137,15 @@ struct LoadedModel {
   int opset = 0;
   std::vector<ValueInfo> inputs, outputs;
   std::map<std::string, HostTensor> initializers;
+  // A model given as IR by another front end (an ExecuTorch program,
+  // pte/program.h): `proto` is then an empty graph, and each plan lowers
+  // this IR (after the passes) instead of importing ONNX nodes.
+  std::shared_ptr<const ir::Graph> ir;
+  std::string format = "onnx";  // "onnx" or "pte"
 };
 
-// From a file (`name` in messages is the path).
+// From a file (`name` in messages is the path): an ONNX model, or an
+// ExecuTorch program (.pte, told by its identifier, not its name).
 LoadedModel load_model(const std::string& path);
 // From bytes in memory; `name` is used in messages and `dir` for external
 // data. Needs no GPU: the fuzz target calls it (fuzz/).
@@ -200,6 +209,8 @@ class Session {
   const std::vector<ValueInfo>& inputs() const { return inputs_; }
   const std::vector<ValueInfo>& outputs() const { return outputs_; }
   int opset() const { return opset_; }
+  // "onnx", or "pte" for an ExecuTorch program.
+  const std::string& format() const { return format_; }
 
   // Declares another shape for an input (the same rank; -1: any size): for
   // a model whose declared size is only the one it was exported at, e.g. a
@@ -318,6 +329,8 @@ class Session {
   std::unique_ptr<Built> record_plan(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
                                      bool tensor_cores);
   // record_plan through the IR (ir_import_) or directly.
+  // A plan of a model given as IR (LoadedModel::ir): passes, then lowering.
+  std::unique_ptr<Built> record_ir_plan(const Feeds& inputs, bool tensor_cores);
   std::unique_ptr<Built> record_plan_as(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
                                         bool tensor_cores, bool through_ir);
   // SessionOptions::tiered: b becomes its tensor-core plan once every
@@ -361,6 +374,8 @@ class Session {
   gpu::Context& ctx_;
   SessionOptions options_;
   std::unique_ptr<onnx::ModelProto> model_;
+  std::shared_ptr<const ir::Graph> ir_model_;  // LoadedModel::ir
+  std::string format_ = "onnx";
   std::string model_dir_;
   int opset_ = 0;
   std::vector<ValueInfo> inputs_, outputs_;

@@ -19,15 +19,16 @@ BELOW = {
     "ops": {"graph", "gpu", "util"},
     "ir": {"ops", "graph", "gpu", "util"},
     "passes": {"ir", "ops", "graph", "gpu", "util"},
-    "onnx": {"passes", "ir", "ops", "graph", "gpu", "util"},
+    "pte": {"passes", "ir", "ops", "graph", "gpu", "util"},
+    "onnx": {"pte", "passes", "ir", "ops", "graph", "gpu", "util"},
     "image": {"util"},
     "text": {"util"},
-    "matting": {"onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image"},
-    "generate": {"onnx", "passes", "ir", "ops", "graph", "gpu", "util"},
-    "capi": {"matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
-    "tools": {"capi", "matting", "generate", "text", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
-    "python": {"capi", "matting", "generate", "text", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
-    "node": {"capi", "matting", "generate", "onnx", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+    "matting": {"onnx", "pte", "passes", "ir", "ops", "graph", "gpu", "util", "image"},
+    "generate": {"onnx", "pte", "passes", "ir", "ops", "graph", "gpu", "util"},
+    "capi": {"matting", "generate", "onnx", "pte", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+    "tools": {"capi", "matting", "generate", "text", "onnx", "pte", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+    "python": {"capi", "matting", "generate", "text", "onnx", "pte", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
+    "node": {"capi", "matting", "generate", "onnx", "pte", "passes", "ir", "ops", "graph", "gpu", "util", "image", "wgnn"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 # The front ends: they map the environment onto Settings (util/settings.h).

@@ -1,0 +1,428 @@
+// The ops of an ExecuTorch program as IR nodes. Most are wgnn ops of the
+// same ATen name and arguments, passed through (the registry checks them
+// when a plan lowers them). The rest are ExecuTorch's forms of them:
+//   - `_copy` views (view_copy, permute_copy, squeeze_copy, select_copy,
+//     slice_copy, expand_copy, split_with_sizes_copy, t_copy, alias_copy)
+//     as wgnn's views and copies (wgnn's results are new tensors already);
+//   - dim-order copies (`dim_order_ops._to_dim_order_copy`,
+//     `_clone_dim_order`): a memory layout, which wgnn's planner decides,
+//     so a copy at most a dtype conversion;
+//   - scalar forms (`eq.Scalar`, `pow.Tensor_Scalar`, `add.Scalar`) as the
+//     tensor forms with a 0-d constant;
+//   - factories (full, zeros, ones, arange, scalar_tensor, *_like) as
+//     constants of the declared dtype and shape;
+//   - the Vulkan delegate's own ops: `et_vk.prepack` (a weight's upload:
+//     nothing here) and `et_vk.conv_with_clamp` (convolution, then clamp).
+// A dtype argument the Vulkan serializer drops (it writes None for a
+// torch.dtype) is taken from the result's declared dtype.
+#include "pte/aten.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "gpu/error.h"
+#include "graph/half.h"
+#include "graph/host_tensor.h"
+#include "ops/registry.h"
+
+namespace wgnn::pte {
+
+TensorRef OpCall::tensor(size_t i) const {
+  if (i >= args.size() || !args[i].is_tensor()) {
+    fail(fmt::format("argument {} must be a tensor, got {}", i, i < args.size() ? args[i].describe() : "nothing"));
+  }
+  return args[i].tensor();
+}
+
+const Meta& OpCall::meta_of(TensorRef t) const {
+  auto it = meta.find(t.id);
+  if (it == meta.end()) fail("a tensor argument has no declared shape");
+  return it->second;
+}
+
+int64_t OpCall::integer(size_t i) const {
+  if (i >= args.size() || !args[i].is_int()) {
+    fail(fmt::format("argument {} must be an Int, got {}", i, i < args.size() ? args[i].describe() : "nothing"));
+  }
+  return std::get<int64_t>(args[i].v);
+}
+
+double OpCall::scalar(size_t i) const {
+  if (i < args.size() && args[i].is_double()) return std::get<double>(args[i].v);
+  if (i < args.size() && args[i].is_int()) return double(std::get<int64_t>(args[i].v));
+  if (i < args.size() && args[i].is_bool()) return std::get<bool>(args[i].v) ? 1.0 : 0.0;
+  fail(fmt::format("argument {} must be a scalar, got {}", i, i < args.size() ? args[i].describe() : "nothing"));
+}
+
+namespace {
+
+void put(HostTensor& t, int64_t i, double v) {
+  switch (t.dtype) {
+    case DType::F32: reinterpret_cast<float*>(t.data.data())[i] = float(v); break;
+    case DType::F16: reinterpret_cast<uint16_t*>(t.data.data())[i] = float_to_half(float(v)); break;
+    case DType::I32: reinterpret_cast<int32_t*>(t.data.data())[i] = int32_t(v); break;
+    case DType::I64: reinterpret_cast<int64_t*>(t.data.data())[i] = int64_t(v); break;
+    case DType::Bool:
+    case DType::U8: t.data.data()[i] = uint8_t(v != 0 && t.dtype == DType::Bool ? 1 : int64_t(v)); break;
+    case DType::I8: reinterpret_cast<int8_t*>(t.data.data())[i] = int8_t(v); break;
+  }
+}
+
+}  // namespace
+
+TensorRef OpCall::constant(DType dtype, const Shape& shape, double v) const {
+  HostTensor t(dtype, shape);
+  const int64_t n = numel(shape);
+  for (int64_t i = 0; i < n; ++i) put(t, i, v);
+  return ir.constant(std::move(t));
+}
+
+void OpCall::fail(const std::string& msg) const { throw Error(fmt::format("{}: {}", where, msg)); }
+
+int64_t scalar_type_code(DType d) {
+  switch (d) {
+    case DType::U8: return 0;
+    case DType::I8: return 1;
+    case DType::I32: return 3;
+    case DType::I64: return 4;
+    case DType::F16: return 5;
+    case DType::F32: return 6;
+    case DType::Bool: return 11;
+  }
+  return 6;
+}
+
+namespace {
+
+std::vector<TensorRef> one(TensorRef t) { return {t}; }
+
+// The op of the same name, arguments as given.
+std::vector<TensorRef> same(OpCall& c) {
+  if (c.outs.size() == 1) return one(c.ir.call(c.op, c.args));
+  return c.ir.call_multi(c.op, c.args, c.outs.size());
+}
+
+// Another op's name, the same arguments (the first `n`, or all).
+template <const char* Name, size_t N = 64>
+std::vector<TensorRef> renamed(OpCall& c) {
+  ValueList args(c.args.begin(), c.args.begin() + std::min(N, c.args.size()));
+  if (c.outs.size() == 1) return one(c.ir.call(Name, args));
+  return c.ir.call_multi(Name, args, c.outs.size());
+}
+
+IntList out_shape(const OpCall& c, size_t i = 0) { return IntList(c.outs.at(i).shape.begin(), c.outs.at(i).shape.end()); }
+
+TensorRef view(OpCall& c, TensorRef x, const IntList& shape) { return c.ir.call("aten.view.default", {x, shape}); }
+
+// The result's declared shape as a view of the input: squeeze and
+// unsqueeze, and any op that only renames dims.
+std::vector<TensorRef> as_view(OpCall& c) { return one(view(c, c.tensor(0), out_shape(c))); }
+
+std::vector<TensorRef> identity(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  const Meta& m = c.meta_of(x);
+  if (m.dtype != c.outs.at(0).dtype) {
+    return one(c.ir.call("aten._to_copy.default", {x, scalar_type_code(c.outs.at(0).dtype)}));
+  }
+  if (m.shape != c.outs.at(0).shape) c.fail(fmt::format("the result's shape {} is not the input's {}",
+                                                        shape_str(c.outs.at(0).shape), shape_str(m.shape)));
+  return one(x);
+}
+
+std::vector<TensorRef> to_copy(OpCall& c) {
+  return one(c.ir.call("aten._to_copy.default", {c.tensor(0), scalar_type_code(c.outs.at(0).dtype)}));
+}
+
+int64_t norm_dim(const OpCall& c, int64_t d, size_t rank) {
+  const int64_t r = int64_t(rank);
+  if (d < -r || d >= std::max<int64_t>(r, 1)) c.fail(fmt::format("dim {} is out of range for rank {}", d, rank));
+  return d < 0 ? d + r : d;
+}
+
+std::vector<TensorRef> t_copy(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  if (c.meta_of(x).shape.size() < 2) return one(x);
+  return one(c.ir.call("aten.permute.default", {x, IntList{1, 0}}));
+}
+
+// select_copy.int(self, dim, index): a slice of one, without the dim.
+std::vector<TensorRef> select(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  const Shape& s = c.meta_of(x).shape;
+  const int64_t dim = norm_dim(c, c.integer(1), s.size());
+  int64_t index = c.integer(2);
+  if (index < -s[size_t(dim)] || index >= s[size_t(dim)]) {
+    c.fail(fmt::format("index {} is out of range for dim {} of size {}", index, dim, s[size_t(dim)]));
+  }
+  if (index < 0) index += s[size_t(dim)];
+  const TensorRef part = c.ir.call("aten.slice.Tensor", {x, dim, index, index + 1, int64_t(1)});
+  return one(view(c, part, out_shape(c)));
+}
+
+std::vector<TensorRef> expand(OpCall& c) { return one(c.ir.call("aten.expand.default", {c.tensor(0), c.args.at(1)})); }
+
+std::vector<TensorRef> split_copy(OpCall& c) {
+  // split_copy.Tensor(self, split_size, dim): the declared results' sizes.
+  const TensorRef x = c.tensor(0);
+  const int64_t dim = norm_dim(c, c.integer(2), c.meta_of(x).shape.size());
+  IntList sizes;
+  for (const Meta& m : c.outs) sizes.push_back(m.shape.at(size_t(dim)));
+  return c.ir.call_multi("aten.split_with_sizes.default", {x, sizes, dim}, c.outs.size());
+}
+
+std::vector<TensorRef> constant_pad(OpCall& c) {
+  Value value = c.args.size() > 2 ? c.args[2] : Value(0.0);
+  return one(c.ir.call("aten.pad.default", {c.tensor(0), c.args.at(1), std::string("constant"), value}));
+}
+
+// A factory: the declared result filled with one value (`arg`: its index).
+template <int Arg>
+std::vector<TensorRef> filled(OpCall& c) {
+  double v = 0;
+  if constexpr (Arg >= 0) v = c.scalar(size_t(Arg));
+  return one(c.constant(c.outs.at(0).dtype, c.outs.at(0).shape, v));
+}
+template <int V>
+std::vector<TensorRef> filled_with(OpCall& c) {
+  return one(c.constant(c.outs.at(0).dtype, c.outs.at(0).shape, double(V)));
+}
+
+std::vector<TensorRef> arange(OpCall& c) {
+  // arange.start_step(start, end, step): the declared length.
+  const double start = c.scalar(0), step = c.is_none(2) ? 1.0 : c.scalar(2);
+  const Meta& m = c.outs.at(0);
+  if (m.shape.size() != 1) c.fail(fmt::format("the result must have rank 1, declared {}", shape_str(m.shape)));
+  HostTensor t(m.dtype, m.shape);
+  for (int64_t i = 0; i < m.shape[0]; ++i) put(t, i, start + double(i) * step);
+  return one(c.ir.constant(std::move(t)));
+}
+
+// `op.Scalar(self, other)` as `op.Tensor(self, 0-d other)`, other args kept.
+template <const char* Name>
+std::vector<TensorRef> with_scalar(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  ValueList args = c.args;
+  args[1] = c.constant(c.meta_of(x).dtype, {}, c.scalar(1));
+  return one(c.ir.call(Name, args));
+}
+
+// A binary op whose second (or first) argument may be a scalar.
+std::vector<TensorRef> binary(OpCall& c) {
+  ValueList args = c.args;
+  for (size_t i = 0; i < 2 && i < args.size(); ++i) {
+    if (args[i].is_tensor()) continue;
+    const size_t other = 1 - i;
+    if (other >= args.size() || !args[other].is_tensor()) c.fail("neither operand is a tensor");
+    args[i] = c.constant(c.meta_of(args[other].tensor()).dtype, {}, c.scalar(i));
+  }
+  return one(c.ir.call(c.op, args));
+}
+
+std::vector<TensorRef> hardtanh(OpCall& c) {
+  return one(c.ir.call("aten.clamp.default", {c.tensor(0), c.scalar(1), c.scalar(2)}));
+}
+
+std::vector<TensorRef> log10(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  const TensorRef l = c.ir.call("aten.log.default", {x});
+  return one(c.ir.call("aten.mul.Tensor", {l, c.constant(c.meta_of(x).dtype, {}, 1.0 / std::log(10.0))}));
+}
+
+std::vector<TensorRef> bitwise_not(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  if (c.meta_of(x).dtype != DType::Bool) c.fail("only bool tensors are supported");
+  return one(c.ir.call("aten.logical_not.default", {x}));
+}
+
+// embedding(weight, indices, ...): rows of weight, in the indices' shape.
+std::vector<TensorRef> embedding(OpCall& c) {
+  const TensorRef w = c.tensor(0), idx = c.tensor(1);
+  const TensorRef flat = view(c, idx, IntList{numel(c.meta_of(idx).shape)});
+  const TensorRef rows = c.ir.call("aten.index_select.default", {w, int64_t(0), flat});
+  return one(view(c, rows, out_shape(c)));
+}
+
+// index.Tensor(self, [indices]): one index tensor along dim 0 only.
+std::vector<TensorRef> index_tensor(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  if (c.args.size() < 2 || !c.args[1].is_list()) c.fail("argument 1 must be a list of index tensors");
+  const ValueList& idx = c.args[1].list();
+  size_t dim = 0;
+  while (dim < idx.size() && idx[dim].is_none()) ++dim;
+  if (dim >= idx.size() || !idx[dim].is_tensor()) c.fail("no index tensor given");
+  for (size_t k = dim + 1; k < idx.size(); ++k) {
+    if (!idx[k].is_none()) c.fail("indexing with more than one index tensor is not supported");
+  }
+  const TensorRef i = idx[dim].tensor();
+  const TensorRef flat = view(c, i, IntList{numel(c.meta_of(i).shape)});
+  const TensorRef rows = c.ir.call("aten.index_select.default", {x, int64_t(dim), flat});
+  return one(view(c, rows, out_shape(c)));
+}
+
+std::vector<TensorRef> pixel_shuffle(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  const Shape& s = c.meta_of(x).shape;
+  const int64_t r = c.integer(1);
+  if (s.size() != 4 || r < 1 || s[1] % (r * r) != 0) {
+    c.fail(fmt::format("needs an N x C x H x W input with C a multiple of {}, got {}", r * r, shape_str(s)));
+  }
+  const int64_t n = s[0], ch = s[1] / (r * r), h = s[2], w = s[3];
+  const TensorRef v = view(c, x, IntList{n, ch, r, r, h, w});
+  const TensorRef p = c.ir.call("aten.permute.default", {v, IntList{0, 1, 4, 2, 5, 3}});
+  return one(view(c, p, IntList{n, ch, h * r, w * r}));
+}
+
+// et_vk.conv_with_clamp(input, weight, bias, stride, padding, dilation,
+// transposed, output_padding, groups, output_min, output_max).
+std::vector<TensorRef> conv_with_clamp(OpCall& c) {
+  if (c.args.size() < 11) c.fail(fmt::format("needs 11 arguments, got {}", c.args.size()));
+  const ValueList conv(c.args.begin(), c.args.begin() + 9);
+  const TensorRef y = c.ir.call("aten.convolution.default", conv);
+  return one(c.ir.call("aten.clamp.default", {y, c.args[9], c.args[10]}));
+}
+
+// copy(self, src): src broadcast to self's shape.
+std::vector<TensorRef> copy(OpCall& c) {
+  const TensorRef src = c.tensor(1);
+  const Meta& m = c.outs.at(0);
+  TensorRef y = c.ir.call("aten.expand.default", {src, IntList(m.shape.begin(), m.shape.end())});
+  if (c.meta_of(src).dtype != m.dtype) y = c.ir.call("aten._to_copy.default", {y, scalar_type_code(m.dtype)});
+  return one(y);
+}
+
+constexpr char kView[] = "aten.view.default";
+constexpr char kPermute[] = "aten.permute.default";
+constexpr char kSlice[] = "aten.slice.Tensor";
+constexpr char kSplitWithSizes[] = "aten.split_with_sizes.default";
+constexpr char kEq[] = "aten.eq.Tensor";
+constexpr char kNe[] = "aten.ne.Tensor";
+constexpr char kLt[] = "aten.lt.Tensor";
+constexpr char kLe[] = "aten.le.Tensor";
+constexpr char kGt[] = "aten.gt.Tensor";
+constexpr char kGe[] = "aten.ge.Tensor";
+constexpr char kPow[] = "aten.pow.Tensor_Tensor";
+constexpr char kAdd[] = "aten.add.Tensor";
+constexpr char kSub[] = "aten.sub.Tensor";
+constexpr char kMul[] = "aten.mul.Tensor";
+constexpr char kDiv[] = "aten.div.Tensor";
+constexpr char kMaxPool[] = "aten.max_pool2d.default";
+
+const std::map<std::string, Translate>& table() {
+  static const std::map<std::string, Translate> t = [] {
+    std::map<std::string, Translate> m;
+    // wgnn ops of the same name and arguments.
+    for (const char* op :
+         {"aten._log_softmax.default", "aten._native_batch_norm_legit_no_training.default", "aten._softmax.default",
+          "aten.abs.default", "aten.addmm.default", "aten.amax.default", "aten.amin.default", "aten.argmax.default",
+          "aten.argmin.default", "aten.avg_pool2d.default", "aten.bmm.default", "aten.cat.default",
+          "aten.clamp.default", "aten.convolution.default", "aten.cos.default", "aten.exp.default",
+          "aten.gather.default", "aten.gelu.default", "aten.grid_sampler_2d.default", "aten.hardswish.default",
+          "aten.hardsigmoid.default", "aten.index_select.default", "aten.leaky_relu.default", "aten.linear.default",
+          "aten.log.default", "aten.logical_and.default", "aten.logical_not.default", "aten.logical_or.default",
+          "aten.max_pool2d_with_indices.default", "aten.mean.dim", "aten.minimum.default", "aten.maximum.default",
+          "aten.mm.default", "aten.native_group_norm.default", "aten.native_layer_norm.default", "aten.neg.default",
+          "aten.permute.default", "aten.relu.default", "aten.repeat.default", "aten.round.default",
+          "aten.rsqrt.default", "aten.sigmoid.default", "aten.sin.default", "aten.sqrt.default",
+          "aten.sum.dim_IntList", "aten.tanh.default", "aten.upsample_bilinear2d.vec",
+          "aten.upsample_nearest2d.vec", "aten.where.self", "aten.erf.default", "aten.silu.default",
+          "aten.reciprocal.default", "aten.floor.default", "aten.ceil.default", "aten.sign.default",
+          "aten.elu.default", "aten.cumsum.default", "aten.topk.default", "aten.prod.dim_int",
+          "aten.rms_norm.default", "aten.tril.default", "aten.triu.default", "aten.adaptive_avg_pool2d.default",
+          "aten._adaptive_avg_pool2d.default", "aten.constant_pad_nd.default", "aten.pad.default",
+          "aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor", "aten.bitwise_xor.Tensor",
+          "aten.logical_xor.default", "aten.isnan.default", "aten.softplus.default", "aten.prelu.default",
+          "aten.expand.default", "aten.slice.Tensor", "aten.view.default", "aten.split_with_sizes.default",
+          "aten.remainder.Tensor", "aten.fmod.Tensor", "aten.div.Tensor_mode", "aten.tan.default",
+          "aten.atan.default", "aten.asin.default", "aten.acos.default", "aten.sinh.default", "aten.cosh.default"}) {
+      m[op] = same;
+    }
+    m["aten.constant_pad_nd.default"] = constant_pad;
+    // Binary ops: either operand may be a scalar.
+    for (const char* op : {"aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor",
+                           "aten.pow.Tensor_Tensor", "aten.eq.Tensor", "aten.ne.Tensor", "aten.lt.Tensor",
+                           "aten.le.Tensor", "aten.gt.Tensor", "aten.ge.Tensor"}) {
+      m[op] = binary;
+    }
+    m["aten.eq.Scalar"] = with_scalar<kEq>;
+    m["aten.ne.Scalar"] = with_scalar<kNe>;
+    m["aten.lt.Scalar"] = with_scalar<kLt>;
+    m["aten.le.Scalar"] = with_scalar<kLe>;
+    m["aten.gt.Scalar"] = with_scalar<kGt>;
+    m["aten.ge.Scalar"] = with_scalar<kGe>;
+    m["aten.pow.Tensor_Scalar"] = with_scalar<kPow>;
+    m["aten.add.Scalar"] = with_scalar<kAdd>;
+    m["aten.sub.Scalar"] = with_scalar<kSub>;
+    m["aten.mul.Scalar"] = with_scalar<kMul>;
+    m["aten.div.Scalar"] = with_scalar<kDiv>;
+    // Views and copies.
+    m["aten.view_copy.default"] = renamed<kView, 2>;
+    m["aten._unsafe_view.default"] = renamed<kView, 2>;
+    m["aten.reshape.default"] = renamed<kView, 2>;
+    m["aten.permute_copy.default"] = renamed<kPermute, 2>;
+    m["aten.slice_copy.Tensor"] = renamed<kSlice, 5>;
+    m["aten.split_with_sizes_copy.default"] = renamed<kSplitWithSizes, 3>;
+    m["aten.split_copy.Tensor"] = split_copy;
+    m["aten.squeeze_copy.dims"] = as_view;
+    m["aten.squeeze_copy.dim"] = as_view;
+    m["aten.squeeze_copy.default"] = as_view;
+    m["aten.unsqueeze_copy.default"] = as_view;
+    m["aten.select_copy.int"] = select;
+    m["aten.t_copy.default"] = t_copy;
+    m["aten.expand_copy.default"] = expand;
+    m["aten.alias_copy.default"] = identity;
+    m["aten.clone.default"] = identity;
+    m["aten.detach_copy.default"] = identity;
+    m["aten.lift_fresh_copy.default"] = identity;
+    m["dim_order_ops._clone_dim_order.default"] = identity;
+    m["dim_order_ops._to_dim_order_copy.default"] = to_copy;
+    m["aten._to_copy.default"] = to_copy;
+    m["aten.copy.default"] = copy;
+    m["aten.pixel_shuffle.default"] = pixel_shuffle;
+    m["aten.embedding.default"] = embedding;
+    m["aten.index.Tensor"] = index_tensor;
+    // Elementwise forms.
+    m["aten.hardtanh.default"] = hardtanh;
+    m["aten.log10.default"] = log10;
+    m["aten.bitwise_not.default"] = bitwise_not;
+    // Factories.
+    m["aten.full.default"] = filled<1>;
+    m["aten.full_like.default"] = filled<1>;
+    m["aten.scalar_tensor.default"] = filled<0>;
+    m["aten.zeros.default"] = filled_with<0>;
+    m["aten.zeros_like.default"] = filled_with<0>;
+    m["aten.ones.default"] = filled_with<1>;
+    m["aten.ones_like.default"] = filled_with<1>;
+    m["aten.arange.start_step"] = arange;
+    // The Vulkan delegate's own ops.
+    m["et_vk.prepack.default"] = identity;
+    m["et_vk.conv_with_clamp.default"] = conv_with_clamp;
+    (void)kMaxPool;
+    return m;
+  }();
+  return t;
+}
+
+}  // namespace
+
+Translate find_translation(const std::string& op) {
+  const auto& t = table();
+  auto it = t.find(op);
+  if (it == t.end()) return nullptr;
+  // A pass-through needs the op in the registry of this build.
+  if (it->second == same && !ops::OpRegistry::global().has(op)) return nullptr;
+  return it->second;
+}
+
+std::vector<std::string> translated_ops() {
+  std::vector<std::string> out;
+  for (const auto& [name, fn] : table()) {
+    if (find_translation(name)) out.push_back(name);
+  }
+  return out;
+}
+
+}  // namespace wgnn::pte

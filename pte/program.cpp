@@ -1,0 +1,769 @@
+// Reading an ExecuTorch program into the IR (pte/program.h).
+#include "pte/program.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "gpu/error.h"
+#include "graph/host_tensor.h"
+#include "pte/aten.h"
+#include "pte/generated/program_generated.h"
+#include "pte/generated/vulkan_schema_generated.h"
+
+namespace wgnn::pte {
+
+namespace et = executorch_flatbuffer;
+
+bool is_pte(std::string_view head) { return head.size() >= 8 && head.substr(4, 4) == "ET12"; }
+
+namespace {
+
+uint64_t le64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint32_t le32(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
+
+// A checked span of the file.
+struct Bytes {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+
+std::optional<DType> et_dtype(et::ScalarType t) {
+  switch (t) {
+    case et::ScalarType::BYTE: return DType::U8;
+    case et::ScalarType::CHAR: return DType::I8;
+    case et::ScalarType::INT: return DType::I32;
+    case et::ScalarType::LONG: return DType::I64;
+    case et::ScalarType::HALF: return DType::F16;
+    case et::ScalarType::FLOAT: return DType::F32;
+    case et::ScalarType::BOOL: return DType::Bool;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<DType> vk_dtype(vkgraph::VkDataType t) {
+  switch (t) {
+    case vkgraph::VkDataType::BOOL: return DType::Bool;
+    case vkgraph::VkDataType::UINT8: return DType::U8;
+    case vkgraph::VkDataType::INT8: return DType::I8;
+    case vkgraph::VkDataType::INT32: return DType::I32;
+    case vkgraph::VkDataType::FLOAT16: return DType::F16;
+    case vkgraph::VkDataType::FLOAT32: return DType::F32;
+    case vkgraph::VkDataType::INT64: return DType::I64;
+    default: return std::nullopt;
+  }
+}
+
+// Out-variant kernels whose functional op is not the one the overload's
+// name gives (`X.out` -> `X.default`, `X.Y_out` -> `X.Y`).
+const std::map<std::string, std::string>& functional_overloads() {
+  static const std::map<std::string, std::string> m = {
+      {"aten.add.out", "aten.add.Tensor"},         {"aten.sub.out", "aten.sub.Tensor"},
+      {"aten.mul.out", "aten.mul.Tensor"},         {"aten.div.out", "aten.div.Tensor"},
+      {"aten.div.out_mode", "aten.div.Tensor_mode"}, {"aten.mean.out", "aten.mean.dim"},
+      {"aten.sum.IntList_out", "aten.sum.dim_IntList"}, {"aten.eq.Tensor_out", "aten.eq.Tensor"},
+      {"aten.where.self_out", "aten.where.self"},   {"aten.pow.Tensor_Tensor_out", "aten.pow.Tensor_Tensor"},
+      {"aten.pow.Tensor_Scalar_out", "aten.pow.Tensor_Scalar"}, {"aten.clamp.out", "aten.clamp.default"},
+      {"aten.minimum.out", "aten.minimum.default"}, {"aten.maximum.out", "aten.maximum.default"},
+      {"aten.bitwise_and.Tensor_out", "aten.bitwise_and.Tensor"},
+      {"aten.bitwise_or.Tensor_out", "aten.bitwise_or.Tensor"},
+      {"aten.max_pool2d_with_indices.out", "aten.max_pool2d_with_indices.default"},
+      {"aten.native_layer_norm.out", "aten.native_layer_norm.default"},
+      {"aten._native_batch_norm_legit_no_training.out", "aten._native_batch_norm_legit_no_training.default"},
+      {"aten.native_group_norm.out", "aten.native_group_norm.default"},
+      {"aten.split_with_sizes_copy.out", "aten.split_with_sizes_copy.default"},
+      {"aten.split_copy.Tensor_out", "aten.split_copy.Tensor"},
+      {"aten.index.Tensor_out", "aten.index.Tensor"},
+      {"aten.arange.start_out", "aten.arange.start_step"},
+  };
+  return m;
+}
+
+// "aten::mean" + "out" -> "aten.mean.dim".
+std::string functional_name(const std::string& name, const std::string& overload) {
+  std::string n = name;
+  if (auto p = n.find("::"); p != std::string::npos) n.replace(p, 2, ".");
+  const std::string key = n + "." + overload;
+  if (auto it = functional_overloads().find(key); it != functional_overloads().end()) return it->second;
+  if (overload == "out") {
+    for (const char* o : {".default", ".Tensor"}) {
+      if (find_translation(n + o)) return n + o;
+    }
+    return n + ".default";
+  }
+  const std::string suffix = "_out";
+  if (overload.size() > suffix.size() && overload.compare(overload.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    return n + "." + overload.substr(0, overload.size() - suffix.size());
+  }
+  return key;
+}
+
+class Importer {
+ public:
+  Importer(std::string_view file, std::string name) : file_(file), name_(std::move(name)) {}
+
+  Model run(const std::string& method);
+
+ private:
+  [[noreturn]] void bad(const std::string& what) const {
+    throw Error(fmt::format("'{}' is not a valid ExecuTorch program: {}", name_, what));
+  }
+  Bytes span(uint64_t offset, uint64_t size, const std::string& what) const {
+    if (offset > file_.size() || size > file_.size() - offset) {
+      bad(fmt::format("{} ({} bytes at offset {}) lies outside the file ({} bytes)", what, size, offset, file_.size()));
+    }
+    return {reinterpret_cast<const uint8_t*>(file_.data()) + offset, size};
+  }
+  Bytes segment(uint32_t index, const std::string& what) const;
+  Bytes named_data(const std::string& key, const std::string& what) const;
+
+  Meta tensor_meta(const et::Tensor& t, const std::string& what) const;
+  Value evalue(int index);
+  TensorRef tensor_of(int index, const std::string& what);
+  void kernel_call(const et::KernelCall& k, int at);
+  void delegate_call(const et::DelegateCall& d, int at);
+  void record(const std::vector<TensorRef>& results, const std::vector<Meta>& outs, const std::string& where);
+  void check_ops();
+
+  std::string_view file_;
+  std::string name_;
+  const et::Program* program_ = nullptr;
+  const et::ExecutionPlan* plan_ = nullptr;
+  uint64_t segment_base_ = 0;
+  ir::Graph ir_;
+  std::map<int, Meta> meta_;                 // IR tensor id -> declared dtype and shape
+  std::vector<std::optional<Value>> values_;  // the plan's values, as IR values once known
+  Model model_;
+};
+
+Bytes Importer::segment(uint32_t index, const std::string& what) const {
+  const auto* segs = program_->segments();
+  if (!segs || index >= segs->size()) bad(fmt::format("{} names segment {}, which does not exist", what, index));
+  const et::DataSegment* s = segs->Get(index);
+  if (segment_base_ == 0) bad(fmt::format("{} is in a segment, but the file has no segment data", what));
+  return span(segment_base_ + s->offset(), s->size(), fmt::format("segment {} ({})", index, what));
+}
+
+Bytes Importer::named_data(const std::string& key, const std::string& what) const {
+  if (const auto* nd = program_->named_data()) {
+    for (const auto* d : *nd) {
+      if (d->key() && d->key()->str() == key) return segment(d->segment_index(), what);
+    }
+  }
+  throw Unsupported(fmt::format("'{}': {} names data '{}', which the program does not hold (weights kept in a "
+                                "separate .ptd file are not supported)",
+                                name_, what, key));
+}
+
+Meta Importer::tensor_meta(const et::Tensor& t, const std::string& what) const {
+  const auto dt = et_dtype(t.scalar_type());
+  if (!dt) {
+    throw Unsupported(fmt::format("'{}': {} has dtype {} (ExecuTorch ScalarType {}), which wgnn does not have", name_,
+                                  what, et::EnumNameScalarType(t.scalar_type()), int(t.scalar_type())));
+  }
+  if (t.shape_dynamism() != et::TensorShapeDynamism::STATIC) {
+    throw Unsupported(fmt::format("'{}': {} has a dynamic shape (bounded by {}); programs exported with dynamic "
+                                  "shapes are not supported yet: export with static shapes",
+                                  name_, what, t.sizes() ? fmt::format("{}", fmt::join(*t.sizes(), "x")) : "?"));
+  }
+  Meta m{*dt, {}};
+  if (t.sizes()) {
+    for (int32_t d : *t.sizes()) {
+      if (d < 0) bad(fmt::format("{} has a negative size", what));
+      m.shape.push_back(d);
+    }
+  }
+  if (t.dim_order() && t.sizes() && t.dim_order()->size() != t.sizes()->size()) {
+    bad(fmt::format("{} has {} sizes and a dim order of {}", what, t.sizes()->size(), t.dim_order()->size()));
+  }
+  return m;
+}
+
+// A plan value as an IR value: scalars and lists by value, tensors as the
+// IR value computing them (constants made here, on first use).
+Value Importer::evalue(int index) {
+  if (index < 0 || size_t(index) >= values_.size()) bad(fmt::format("value index {} is out of range", index));
+  if (values_[size_t(index)]) return *values_[size_t(index)];
+  const et::EValue* ev = plan_->values()->Get(uint32_t(index));
+  const std::string what = fmt::format("value {}", index);
+  Value v;
+  switch (ev->val_type()) {
+    case et::KernelTypes::Null:
+    case et::KernelTypes::NONE: v = Value(None{}); break;
+    case et::KernelTypes::Int: v = Value(int64_t(ev->val_as_Int()->int_val())); break;
+    case et::KernelTypes::Bool: v = Value(bool(ev->val_as_Bool()->bool_val())); break;
+    case et::KernelTypes::Double: v = Value(ev->val_as_Double()->double_val()); break;
+    case et::KernelTypes::String:
+      v = Value(ev->val_as_String()->string_val() ? ev->val_as_String()->string_val()->str() : std::string());
+      break;
+    case et::KernelTypes::IntList: {
+      // Items are indices of Int values.
+      IntList l;
+      if (const auto* items = ev->val_as_IntList()->items()) {
+        for (int64_t i : *items) {
+          const Value e = evalue(int(i));
+          if (!e.is_int()) bad(fmt::format("{}: an IntList item is {}", what, e.describe()));
+          l.push_back(std::get<int64_t>(e.v));
+        }
+      }
+      v = Value(std::move(l));
+      break;
+    }
+    case et::KernelTypes::DoubleList: {
+      ValueList l;
+      if (const auto* items = ev->val_as_DoubleList()->items()) {
+        for (double d : *items) l.emplace_back(d);
+      }
+      v = Value(std::move(l));
+      break;
+    }
+    case et::KernelTypes::BoolList: {
+      ValueList l;
+      if (const auto* items = ev->val_as_BoolList()->items()) {
+        for (bool b : *items) l.emplace_back(b);
+      }
+      v = Value(std::move(l));
+      break;
+    }
+    case et::KernelTypes::TensorList:
+    case et::KernelTypes::OptionalTensorList: {
+      const auto* items = ev->val_type() == et::KernelTypes::TensorList ? ev->val_as_TensorList()->items()
+                                                                         : ev->val_as_OptionalTensorList()->items();
+      ValueList l;
+      if (items) {
+        for (int32_t i : *items) {
+          if (i < 0) {
+            l.emplace_back(None{});
+            continue;
+          }
+          l.emplace_back(evalue(i));
+        }
+      }
+      v = Value(std::move(l));
+      break;
+    }
+    case et::KernelTypes::Tensor: {
+      const et::Tensor& t = *ev->val_as_Tensor();
+      const Meta m = tensor_meta(t, what);
+      if (t.data_buffer_idx() == 0) {
+        bad(fmt::format("{} (a tensor) is read before any instruction computes it", what));
+      }
+      if (t.allocation_info()) {
+        throw Unsupported(fmt::format("'{}': {} is a mutable buffer with an initial value (a model that updates its "
+                                      "own state, e.g. a KV cache); not supported yet",
+                                      name_, what));
+      }
+      if (t.extra_tensor_info() && t.extra_tensor_info()->location() == et::TensorDataLocation::EXTERNAL) {
+        throw Unsupported(fmt::format("'{}': {} is kept in a separate .ptd file; not supported", name_, what));
+      }
+      const size_t nbytes = checked_nbytes(m.shape, dtype_size(m.dtype), what);
+      Bytes data;
+      const uint32_t idx = t.data_buffer_idx();
+      if (program_->constant_buffer() && program_->constant_buffer()->size() > 0) {
+        if (idx >= program_->constant_buffer()->size()) bad(fmt::format("{} names constant buffer {}", what, idx));
+        const auto* storage = program_->constant_buffer()->Get(idx)->storage();
+        if (!storage) bad(fmt::format("{}: constant buffer {} is empty", what, idx));
+        data = {storage->data(), storage->size()};
+      } else {
+        const et::SubsegmentOffsets* cs = program_->constant_segment();
+        if (!cs || !cs->offsets() || idx >= cs->offsets()->size()) {
+          bad(fmt::format("{} names constant {}, which the constant segment does not list", what, idx));
+        }
+        const Bytes seg = segment(cs->segment_index(), "the constant segment");
+        const uint64_t off = cs->offsets()->Get(idx);
+        if (off > seg.size || nbytes > seg.size - off) {
+          bad(fmt::format("{} ({} bytes at offset {}) lies outside the constant segment ({} bytes)", what, nbytes, off,
+                          seg.size));
+        }
+        data = {seg.data + off, seg.size - off};
+      }
+      if (data.size < nbytes) bad(fmt::format("{} needs {} bytes, its buffer holds {}", what, nbytes, data.size));
+      const TensorRef r = ir_.constant(HostTensor(m.dtype, m.shape, data.data), fmt::format("constant_{}", index));
+      meta_[r.id] = m;
+      v = Value(r);
+      break;
+    }
+  }
+  values_[size_t(index)] = v;
+  return v;
+}
+
+TensorRef Importer::tensor_of(int index, const std::string& what) {
+  const Value v = evalue(index);
+  if (!v.is_tensor()) bad(fmt::format("{} must be a tensor, value {} is {}", what, index, v.describe()));
+  return v.tensor();
+}
+
+void Importer::record(const std::vector<TensorRef>& results, const std::vector<Meta>& outs, const std::string& where) {
+  if (results.size() != outs.size()) {
+    throw Error(fmt::format("{}: made {} results, the program declares {}", where, results.size(), outs.size()));
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    auto it = meta_.find(results[i].id);
+    if (it == meta_.end()) {
+      meta_[results[i].id] = outs[i];
+      ir_.set_seen_shape(results[i], outs[i].shape);
+    }
+  }
+}
+
+// A portable kernel (`aten::mean.out`): its functional op, its arguments
+// without the out arguments (which the call lists twice at its end: as
+// arguments and as the returned values).
+void Importer::kernel_call(const et::KernelCall& k, int at) {
+  const auto* ops = plan_->operators();
+  if (!ops || k.op_index() < 0 || uint32_t(k.op_index()) >= ops->size()) bad(fmt::format("instruction {}: bad operator index", at));
+  const et::Operator* op = ops->Get(uint32_t(k.op_index()));
+  const std::string name = op->name() ? op->name()->str() : "";
+  const std::string overload = op->overload() ? op->overload()->str() : "";
+  const std::string fn = functional_name(name, overload);
+  const std::string where = fmt::format("'{}', instruction {} ({}.{})", name_, at, name, overload);
+  std::vector<int> args;
+  if (k.args()) args.assign(k.args()->begin(), k.args()->end());
+  size_t n_out = 0;
+  for (size_t n = args.size() / 2; n >= 1; --n) {
+    if (std::equal(args.end() - long(2 * n), args.end() - long(n), args.end() - long(n))) {
+      n_out = n;
+      break;
+    }
+  }
+  if (n_out == 0) bad(fmt::format("{}: the out arguments are not repeated as returned values", where));
+  std::vector<Meta> outs;
+  std::vector<int> out_ids(args.end() - long(n_out), args.end());
+  for (int id : out_ids) {
+    if (id < 0 || size_t(id) >= values_.size()) bad(fmt::format("{}: value index {} is out of range", where, id));
+    const et::EValue* ev = plan_->values()->Get(uint32_t(id));
+    if (ev->val_type() == et::KernelTypes::TensorList) {
+      // One list result (split_copy.Tensor_out): its tensors.
+      if (n_out != 1) bad(fmt::format("{}: a list result among several", where));
+      out_ids.clear();
+      for (int32_t i : *ev->val_as_TensorList()->items()) out_ids.push_back(i);
+      break;
+    }
+  }
+  for (int id : out_ids) {
+    if (id < 0 || size_t(id) >= values_.size()) bad(fmt::format("{}: value index {} is out of range", where, id));
+    const et::EValue* ev = plan_->values()->Get(uint32_t(id));
+    if (!ev->val_as_Tensor()) bad(fmt::format("{}: result value {} is not a tensor", where, id));
+    outs.push_back(tensor_meta(*ev->val_as_Tensor(), fmt::format("value {}", id)));
+  }
+  ValueList in;
+  for (size_t i = 0; i + 2 * n_out < args.size(); ++i) in.push_back(evalue(args[i]));
+  // The out-variant schema lists the functional arguments first, then the
+  // out arguments: the functional op's are the first ones.
+  const Translate tr = find_translation(fn);
+  if (!tr) throw Unsupported(fmt::format("{}: no mapping for {}", where, fn));
+  OpCall c{ir_, fn, std::move(in), outs, meta_, where + " as " + fn};
+  const std::vector<TensorRef> results = tr(c);
+  record(results, outs, where);
+  for (size_t i = 0; i < out_ids.size(); ++i) values_[size_t(out_ids[i])] = Value(results[i]);
+  ++model_.kernel_calls;
+}
+
+// The Vulkan/WebGPU delegate's payload: "VH00" header, VkGraph, constants.
+void Importer::delegate_call(const et::DelegateCall& d, int at) {
+  const auto* dels = plan_->delegates();
+  if (!dels || d.delegate_index() < 0 || uint32_t(d.delegate_index()) >= dels->size()) {
+    bad(fmt::format("instruction {}: bad delegate index", at));
+  }
+  const et::BackendDelegate* del = dels->Get(uint32_t(d.delegate_index()));
+  const std::string id = del->id() ? del->id()->str() : "";
+  const std::string where = fmt::format("'{}', delegate {} ({})", name_, d.delegate_index(), id);
+  if (id != "VulkanBackend" && id != "WebGPUBackend") {
+    throw Unsupported(fmt::format("{}: wgnn reads the Vulkan/WebGPU delegate only (lower with WebGPUPartitioner or "
+                                  "VulkanPartitioner)",
+                                  where));
+  }
+  const et::BackendDelegateDataReference* ref = del->processed();
+  if (!ref) bad(fmt::format("{} has no payload", where));
+  Bytes payload;
+  if (ref->location() == et::DataLocation::INLINE) {
+    const auto* inl = program_->backend_delegate_data();
+    if (!inl || ref->index() >= inl->size() || !inl->Get(ref->index())->data()) {
+      bad(fmt::format("{}: inline payload {} does not exist", where, ref->index()));
+    }
+    payload = {inl->Get(ref->index())->data()->data(), inl->Get(ref->index())->data()->size()};
+  } else {
+    payload = segment(ref->index(), where);
+  }
+  // The header: 4 bytes, "VH00", u16 length (30), u32 flatbuffer offset and
+  // size, u32 bytes offset, u64 bytes size.
+  if (payload.size < 30 || std::memcmp(payload.data + 4, "VH00", 4) != 0) bad(fmt::format("{}: no VH00 header", where));
+  const uint16_t hlen = uint16_t(payload.data[8] | payload.data[9] << 8);
+  if (hlen != 30) bad(fmt::format("{}: header length {} (expected 30)", where, hlen));
+  const uint64_t fb_off = le32(payload.data + 10), fb_size = le32(payload.data + 14);
+  const uint64_t raw_off = le32(payload.data + 18), raw_size = le64(payload.data + 22);
+  if (fb_off > payload.size || fb_size > payload.size - fb_off || raw_off > payload.size ||
+      raw_size > payload.size - raw_off) {
+    bad(fmt::format("{}: the header's regions lie outside the payload ({} bytes)", where, payload.size));
+  }
+  const uint8_t* fb = payload.data + fb_off;
+  flatbuffers::Verifier verifier(fb, fb_size);
+  if (!verifier.VerifyBuffer<vkgraph::VkGraph>(nullptr)) bad(fmt::format("{}: the graph flatbuffer does not verify", where));
+  const vkgraph::VkGraph* g = vkgraph::GetVkGraph(fb);
+  const Bytes raw{payload.data + raw_off, raw_size};
+  const auto* vals = g->values();
+  if (!vals) bad(fmt::format("{}: the graph has no values", where));
+  const size_t n_in = g->input_ids() ? g->input_ids()->size() : 0;
+  const size_t n_out = g->output_ids() ? g->output_ids()->size() : 0;
+  const size_t n_args = d.args() ? d.args()->size() : 0;
+  if (n_args != n_in + n_out) {
+    bad(fmt::format("{}: the call passes {} values, the graph takes {} inputs and {} outputs", where, n_args, n_in,
+                    n_out));
+  }
+  std::vector<std::optional<Value>> vv(vals->size());
+  const auto vmeta = [&](uint32_t i) -> Meta {
+    const vkgraph::VkTensor* t = vals->Get(i)->value_as_VkTensor();
+    const auto dt = vk_dtype(t->datatype());
+    if (!dt) {
+      throw Unsupported(fmt::format("{}: value {} has dtype {}, which wgnn does not have", where, i,
+                                    vkgraph::EnumNameVkDataType(t->datatype())));
+    }
+    Meta m{*dt, {}};
+    if (t->dims()) {
+      for (uint32_t s : *t->dims()) m.shape.push_back(int64_t(s));
+    }
+    return m;
+  };
+  // Inputs: the plan's values the call passes.
+  for (size_t i = 0; i < n_in; ++i) {
+    const uint32_t id = g->input_ids()->Get(uint32_t(i));
+    if (id >= vals->size() || !vals->Get(id)->value_as_VkTensor()) bad(fmt::format("{}: input {} is not a tensor", where, i));
+    const TensorRef t = tensor_of(d.args()->Get(uint32_t(i)), fmt::format("{} input {}", where, i));
+    if (meta_.at(t.id).shape != vmeta(id).shape) {
+      bad(fmt::format("{}: input {} has shape {} in the program and {} in the delegate", where, i,
+                      shape_str(meta_.at(t.id).shape), shape_str(vmeta(id).shape)));
+    }
+    vv[id] = Value(t);
+  }
+  std::function<Value(uint32_t)> value = [&](uint32_t i) -> Value {
+    if (i >= vals->size()) bad(fmt::format("{}: value index {} is out of range", where, i));
+    if (vv[i]) return *vv[i];
+    const vkgraph::VkValue* v = vals->Get(i);
+    Value out;
+    switch (v->value_type()) {
+      case vkgraph::GraphTypes::NONE:
+      case vkgraph::GraphTypes::Null: out = Value(None{}); break;
+      case vkgraph::GraphTypes::Int: out = Value(int64_t(v->value_as_Int()->int_val())); break;
+      case vkgraph::GraphTypes::Double: out = Value(v->value_as_Double()->double_val()); break;
+      case vkgraph::GraphTypes::Bool: out = Value(bool(v->value_as_Bool()->bool_val())); break;
+      case vkgraph::GraphTypes::String:
+        out = Value(v->value_as_String()->string_val() ? v->value_as_String()->string_val()->str() : std::string());
+        break;
+      case vkgraph::GraphTypes::IntList: {
+        IntList l;
+        if (const auto* items = v->value_as_IntList()->items()) l.assign(items->begin(), items->end());
+        out = Value(std::move(l));
+        break;
+      }
+      case vkgraph::GraphTypes::DoubleList: {
+        ValueList l;
+        if (const auto* items = v->value_as_DoubleList()->items()) {
+          for (double x : *items) l.emplace_back(x);
+        }
+        out = Value(std::move(l));
+        break;
+      }
+      case vkgraph::GraphTypes::BoolList: {
+        ValueList l;
+        if (const auto* items = v->value_as_BoolList()->items()) {
+          for (bool x : *items) l.emplace_back(x);
+        }
+        out = Value(std::move(l));
+        break;
+      }
+      case vkgraph::GraphTypes::ValueList: {
+        ValueList l;
+        if (const auto* items = v->value_as_ValueList()->items()) {
+          for (int32_t x : *items) l.push_back(value(uint32_t(x)));
+        }
+        out = Value(std::move(l));
+        break;
+      }
+      case vkgraph::GraphTypes::SymInt:
+        throw Unsupported(fmt::format("{}: value {} is a symbolic size (a program exported with dynamic shapes); not "
+                                      "supported yet",
+                                      where, i));
+      case vkgraph::GraphTypes::VkTensor: {
+        const vkgraph::VkTensor* t = v->value_as_VkTensor();
+        if (t->constant_id() < 0) {
+          bad(fmt::format("{}: value {} (a tensor) is read before any op computes it", where, i));
+        }
+        const Meta m = vmeta(i);
+        const auto* consts = g->constants();
+        if (!consts || uint32_t(t->constant_id()) >= consts->size()) {
+          bad(fmt::format("{}: value {} names constant {}, which does not exist", where, i, t->constant_id()));
+        }
+        const vkgraph::VkBytes* b = consts->Get(uint32_t(t->constant_id()));
+        const size_t nbytes = checked_nbytes(m.shape, dtype_size(m.dtype), fmt::format("{} constant {}", where, t->constant_id()));
+        Bytes data;
+        if (b->offset() == UINT64_MAX) {
+          data = named_data(b->named_key() ? b->named_key()->str() : "", fmt::format("{} constant {}", where, i));
+        } else {
+          if (b->offset() > raw.size || b->length() > raw.size - b->offset()) {
+            bad(fmt::format("{}: constant {} lies outside the payload's data", where, t->constant_id()));
+          }
+          data = {raw.data + b->offset(), b->length()};
+        }
+        if (b->length() < nbytes || data.size < nbytes) {
+          bad(fmt::format("{}: constant {} holds {} bytes, its tensor ({} {}) needs {}", where, t->constant_id(),
+                          std::min<uint64_t>(b->length(), data.size), dtype_name(m.dtype), shape_str(m.shape), nbytes));
+        }
+        const TensorRef r = ir_.constant(HostTensor(m.dtype, m.shape, data.data),
+                                         fmt::format("delegate{}_constant{}", d.delegate_index(), t->constant_id()));
+        meta_[r.id] = m;
+        out = Value(r);
+        break;
+      }
+    }
+    vv[i] = out;
+    return out;
+  };
+  const auto* chain = g->chain();
+  for (uint32_t k = 0; chain && k < chain->size(); ++k) {
+    const vkgraph::OperatorCall* call = chain->Get(k);
+    const std::string op = call->name() ? call->name()->str() : "";
+    const std::string w = fmt::format("{}, op {} ({})", where, k, op);
+    if (!call->args() || call->args()->size() < 1) bad(fmt::format("{}: no result value", w));
+    const uint32_t out_id = uint32_t(call->args()->Get(call->args()->size() - 1));
+    if (out_id >= vals->size()) bad(fmt::format("{}: result value {} is out of range", w, out_id));
+    // The result: a tensor, or a list of them (a tuple).
+    std::vector<uint32_t> out_ids;
+    if (vals->Get(out_id)->value_as_ValueList()) {
+      for (int32_t x : *vals->Get(out_id)->value_as_ValueList()->items()) out_ids.push_back(uint32_t(x));
+    } else {
+      out_ids.push_back(out_id);
+    }
+    std::vector<Meta> outs;
+    for (uint32_t o : out_ids) {
+      if (o >= vals->size() || !vals->Get(o)->value_as_VkTensor()) bad(fmt::format("{}: a result is not a tensor", w));
+      outs.push_back(vmeta(o));
+    }
+    ValueList in;
+    for (uint32_t a = 0; a + 1 < call->args()->size(); ++a) in.push_back(value(uint32_t(call->args()->Get(a))));
+    const Translate tr = find_translation(op);
+    if (!tr) throw Unsupported(fmt::format("{}: no mapping for {}", w, op));
+    OpCall c{ir_, op, std::move(in), outs, meta_, w};
+    const std::vector<TensorRef> results = tr(c);
+    record(results, outs, w);
+    for (size_t i = 0; i < out_ids.size(); ++i) vv[out_ids[i]] = Value(results[i]);
+    std::vector<Value> items;
+    if (out_ids.size() > 1 || out_ids[0] != out_id) {
+      ValueList l;
+      for (TensorRef r : results) l.emplace_back(r);
+      vv[out_id] = Value(std::move(l));
+    }
+  }
+  for (size_t i = 0; i < n_out; ++i) {
+    const uint32_t id = g->output_ids()->Get(uint32_t(i));
+    if (id >= vals->size() || !vv[id] || !vv[id]->is_tensor()) {
+      bad(fmt::format("{}: output {} is not computed by the graph", where, i));
+    }
+    values_[size_t(d.args()->Get(uint32_t(n_in + i)))] = *vv[id];
+  }
+  ++model_.delegate_calls;
+}
+
+// Every op the plan names, checked against the mappings first, so that one
+// error lists them all.
+void Importer::check_ops() {
+  std::set<std::string> seen, missing;
+  const auto note = [&](const std::string& shown, const std::string& fn) {
+    if (seen.insert(shown).second) model_.ops.push_back(shown);
+    if (!find_translation(fn)) missing.insert(shown == fn ? fn : fmt::format("{} (as {})", shown, fn));
+  };
+  std::vector<std::string> other;
+  const auto* chains = plan_->chains();
+  for (uint32_t c = 0; chains && c < chains->size(); ++c) {
+    const auto* ins = chains->Get(c)->instructions();
+    for (uint32_t i = 0; ins && i < ins->size(); ++i) {
+      const et::Instruction* in = ins->Get(i);
+      switch (in->instr_args_type()) {
+        case et::InstructionArguments::KernelCall: {
+          const auto* k = in->instr_args_as_KernelCall();
+          const auto* ops = plan_->operators();
+          if (!ops || k->op_index() < 0 || uint32_t(k->op_index()) >= ops->size()) break;
+          const et::Operator* op = ops->Get(uint32_t(k->op_index()));
+          const std::string name = op->name() ? op->name()->str() : "";
+          const std::string ov = op->overload() ? op->overload()->str() : "";
+          note(name + "." + ov, functional_name(name, ov));
+          break;
+        }
+        case et::InstructionArguments::DelegateCall: {
+          const auto* dc = in->instr_args_as_DelegateCall();
+          const auto* dels = plan_->delegates();
+          if (!dels || dc->delegate_index() < 0 || uint32_t(dc->delegate_index()) >= dels->size()) break;
+          const auto* del = dels->Get(uint32_t(dc->delegate_index()));
+          const std::string id = del->id() ? del->id()->str() : "";
+          if (id != "VulkanBackend" && id != "WebGPUBackend") {
+            other.push_back(fmt::format("a delegate of backend '{}'", id));
+            break;
+          }
+          // The ops of the delegate's graph.
+          const auto* ref = del->processed();
+          if (!ref) break;
+          Bytes payload;
+          if (ref->location() == et::DataLocation::INLINE) {
+            const auto* inl = program_->backend_delegate_data();
+            if (!inl || ref->index() >= inl->size() || !inl->Get(ref->index())->data()) break;
+            payload = {inl->Get(ref->index())->data()->data(), inl->Get(ref->index())->data()->size()};
+          } else {
+            payload = segment(ref->index(), "a delegate");
+          }
+          if (payload.size < 30 || std::memcmp(payload.data + 4, "VH00", 4) != 0) break;
+          const uint64_t fb_off = le32(payload.data + 10), fb_size = le32(payload.data + 14);
+          if (fb_off > payload.size || fb_size > payload.size - fb_off) break;
+          flatbuffers::Verifier verifier(payload.data + fb_off, fb_size);
+          if (!verifier.VerifyBuffer<vkgraph::VkGraph>(nullptr)) break;
+          const auto* g = vkgraph::GetVkGraph(payload.data + fb_off);
+          for (uint32_t k = 0; g->chain() && k < g->chain()->size(); ++k) {
+            const auto* call = g->chain()->Get(k);
+            const std::string op = call->name() ? call->name()->str() : "";
+            note(op, op);
+          }
+          break;
+        }
+        case et::InstructionArguments::FreeCall: break;
+        case et::InstructionArguments::MoveCall:
+        case et::InstructionArguments::JumpFalseCall:
+          other.push_back("control flow (MoveCall / JumpFalseCall instructions)");
+          break;
+        default: other.push_back(fmt::format("instruction type {}", int(in->instr_args_type())));
+      }
+    }
+  }
+  if (missing.empty() && other.empty()) return;
+  std::vector<std::string> parts;
+  if (!missing.empty()) {
+    parts.push_back(fmt::format("{} op{} without a mapping: {}", missing.size(), missing.size() == 1 ? "" : "s",
+                                fmt::join(missing, ", ")));
+  }
+  std::sort(other.begin(), other.end());
+  other.erase(std::unique(other.begin(), other.end()), other.end());
+  for (const auto& o : other) parts.push_back(o);
+  throw Unsupported(fmt::format("'{}' (method '{}'): {} (`wgnn ops --pte` lists what is mapped)", name_, model_.method,
+                                fmt::join(parts, "; ")));
+}
+
+Model Importer::run(const std::string& method) {
+  const auto* base = reinterpret_cast<const uint8_t*>(file_.data());
+  if (!is_pte(file_)) bad("no ExecuTorch program identifier (ET12) at byte 4");
+  uint64_t program_size = file_.size();
+  if (file_.size() >= 8 + 24 && std::memcmp(base + 8, "eh00", 4) == 0) {
+    const uint32_t hlen = le32(base + 12);
+    if (hlen < 24) bad(fmt::format("extended header length {}", hlen));
+    program_size = le64(base + 16);
+    segment_base_ = le64(base + 24);
+    if (program_size > file_.size()) {
+      bad(fmt::format("the header gives a program of {} bytes; the file has {} (truncated?)", program_size,
+                      file_.size()));
+    }
+    if (segment_base_ > file_.size()) bad(fmt::format("segment data at offset {} lies past the end", segment_base_));
+    if (hlen >= 32 && segment_base_ > 0) {
+      const uint64_t seg_size = le64(base + 32);
+      if (seg_size > file_.size() - segment_base_) {
+        bad(fmt::format("the header gives {} bytes of segments at offset {}; the file has {} (truncated?)", seg_size,
+                        segment_base_, file_.size()));
+      }
+    }
+  }
+  flatbuffers::Verifier verifier(base, program_size, 128, 50'000'000);
+  if (!et::VerifyProgramBuffer(verifier)) bad("the program flatbuffer does not verify (corrupt or truncated)");
+  program_ = et::GetProgram(base);
+  const auto* plans = program_->execution_plan();
+  if (!plans || plans->size() == 0) bad("no execution plan");
+  for (const auto* p : *plans) model_.methods.push_back(p->name() ? p->name()->str() : "");
+  std::string want = method;
+  if (want.empty()) {
+    want = plans->size() == 1 ? model_.methods[0] : "forward";
+  }
+  for (const auto* p : *plans) {
+    if (p->name() && p->name()->str() == want) plan_ = p;
+  }
+  if (!plan_) {
+    throw Error(fmt::format("'{}' has no method '{}'; its methods: {}", name_, want, fmt::join(model_.methods, ", ")));
+  }
+  model_.method = want;
+  if (!plan_->values()) bad("the plan has no values");
+  values_.resize(plan_->values()->size());
+  check_ops();
+  // Inputs.
+  if (plan_->inputs()) {
+    for (uint32_t i = 0; i < plan_->inputs()->size(); ++i) {
+      const int id = plan_->inputs()->Get(i);
+      if (id < 0 || size_t(id) >= values_.size()) bad(fmt::format("input {} names value {}", i, id));
+      const et::EValue* ev = plan_->values()->Get(uint32_t(id));
+      const std::string name = fmt::format("input_{}", i);
+      if (!ev->val_as_Tensor()) {
+        throw Unsupported(fmt::format("'{}': input {} is not a tensor ({}); only tensor inputs are supported", name_, i,
+                                      et::EnumNameKernelTypes(ev->val_type())));
+      }
+      const Meta m = tensor_meta(*ev->val_as_Tensor(), name);
+      std::vector<ir::Dim> dims(m.shape.begin(), m.shape.end());
+      const TensorRef r = ir_.input(name, m.dtype, dims);
+      meta_[r.id] = m;
+      values_[size_t(id)] = Value(r);
+      model_.inputs.push_back({name, m.dtype, m.shape});
+    }
+  }
+  // Instructions, in order (chain 0 is the method's).
+  const auto* chains = plan_->chains();
+  if (!chains || chains->size() == 0) bad("the plan has no chain");
+  if (chains->size() > 1) throw Unsupported(fmt::format("'{}': a plan of {} chains; one is supported", name_, chains->size()));
+  const auto* ins = chains->Get(0)->instructions();
+  for (uint32_t i = 0; ins && i < ins->size(); ++i) {
+    const et::Instruction* in = ins->Get(i);
+    switch (in->instr_args_type()) {
+      case et::InstructionArguments::KernelCall: kernel_call(*in->instr_args_as_KernelCall(), int(i)); break;
+      case et::InstructionArguments::DelegateCall: delegate_call(*in->instr_args_as_DelegateCall(), int(i)); break;
+      case et::InstructionArguments::FreeCall: break;
+      default: bad(fmt::format("instruction {} has type {}", i, int(in->instr_args_type())));
+    }
+  }
+  // Outputs.
+  if (plan_->outputs()) {
+    for (uint32_t i = 0; i < plan_->outputs()->size(); ++i) {
+      const int id = plan_->outputs()->Get(i);
+      const std::string name = fmt::format("output_{}", i);
+      const TensorRef t = tensor_of(id, name);
+      if (ir_.value(t).kind != ir::ValueKind::Result) {
+        throw Unsupported(fmt::format("'{}': output {} is an input or a constant of the program, not computed", name_, i));
+      }
+      ir_.output(t, name);
+      const Meta& m = meta_.at(t.id);
+      model_.outputs.push_back({name, m.dtype, m.shape});
+    }
+  }
+  if (model_.outputs.empty()) bad("the method returns no tensor");
+  model_.ir = std::move(ir_);
+  return std::move(model_);
+}
+
+}  // namespace
+
+Model load_from_bytes(std::string_view bytes, const std::string& name, const std::string& method) {
+  return Importer(bytes, name).run(method);
+}
+
+Model load(const std::string& path, const std::string& method) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(fmt::format("cannot open '{}'", path));
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw Error(fmt::format("reading '{}' failed", path));
+  // The IR's constants are copies: the bytes may go.
+  return load_from_bytes(bytes, path, method);
+}
+
+std::vector<std::string> supported_ops() { return translated_ops(); }
+
+}  // namespace wgnn::pte

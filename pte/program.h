@@ -1,0 +1,66 @@
+#pragma once
+// ExecuTorch programs (.pte) -> IR: the front end for models lowered by
+// ExecuTorch, as `to_edge_transform_and_lower(...).to_executorch()` writes
+// them.
+//
+// A .pte is a flatbuffer (ExecuTorch's program.fbs, identifier "ET12") with
+// an extended header ("eh00") and data segments after it. One method's
+// execution plan (default "forward") is read: its values (tensors, scalars,
+// lists), its inputs and outputs, and its instructions in order:
+//   - a DelegateCall to the Vulkan/WebGPU delegate (id "VulkanBackend"; the
+//     WebGPU partitioner serializes through it) is read from its payload (a
+//     "VH00" header, a VkGraph flatbuffer of vulkan_schema.fbs, raw constant
+//     bytes) and its op calls become IR nodes;
+//   - a KernelCall to a portable kernel left outside the delegate
+//     (`aten::mean.out`) becomes the functional op's IR node
+//     (`aten.mean.dim`): wgnn runs it on the GPU too.
+// Every op of both, ATen-named, maps to wgnn's op of the same name, or is
+// rewritten into wgnn ops where ExecuTorch uses an `_copy` or a custom form
+// (pte/aten.cpp). Anything the front end cannot run (another backend's
+// delegate, control flow, an op without a mapping, weights in a separate
+// .ptd file, dynamic shapes) is an Unsupported error at load that lists
+// all of it. The flatbuffers are verified before they are read; every
+// offset and size is checked against the file.
+//
+// Inputs and outputs are named "input_0", ... and "output_0", ... (a .pte
+// carries no names); their dtypes and shapes are the program's.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/tensor.h"
+#include "ir/graph.h"
+
+namespace wgnn::pte {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+};
+
+struct Model {
+  ir::Graph ir;
+  std::vector<TensorInfo> inputs, outputs;
+  std::string method;                  // the execution plan read
+  std::vector<std::string> methods;    // every execution plan of the file
+  int delegate_calls = 0;              // delegated subgraphs
+  int kernel_calls = 0;                // portable kernels outside a delegate
+  std::vector<std::string> ops;        // the distinct ops, as the file names them
+};
+
+// Whether these first bytes of a file are an ExecuTorch program's (the
+// flatbuffer identifier "ET12" at offset 4).
+bool is_pte(std::string_view head);
+
+// Reads a .pte file; `method` empty: "forward", or the only method.
+Model load(const std::string& path, const std::string& method = {});
+// The same from bytes in memory (`name` in messages).
+Model load_from_bytes(std::string_view bytes, const std::string& name, const std::string& method = {});
+
+// The ops the front end maps (functional ATen names and ExecuTorch's
+// custom ones), sorted; a portable kernel's out variant maps through its
+// functional name.
+std::vector<std::string> supported_ops();
+
+}  // namespace wgnn::pte
