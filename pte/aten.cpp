@@ -210,7 +210,29 @@ std::vector<TensorRef> with_scalar(OpCall& c) {
   return one(c.ir.call(Name, args));
 }
 
-// A binary op whose second (or first) argument may be a scalar.
+bool is_float(DType d) { return d == DType::F32 || d == DType::F16; }
+
+// The dtype two operands meet at (ATen's promotion among wgnn's dtypes):
+// a float over an integer, the wider float or integer.
+DType promoted(DType a, DType b) {
+  if (a == b) return a;
+  if (is_float(a) != is_float(b)) return is_float(a) ? a : b;
+  if (is_float(a)) return DType::F32;
+  const auto rank = [](DType d) {
+    switch (d) {
+      case DType::Bool: return 0;
+      case DType::U8:
+      case DType::I8: return 1;
+      case DType::I32: return 2;
+      default: return 3;
+    }
+  };
+  return rank(a) >= rank(b) ? a : b;
+}
+
+// A binary op whose second (or first) argument may be a scalar; operands
+// of different dtypes meet at the promoted one (the delegate keeps int64
+// constants as int32 where the program's own values stay int64).
 std::vector<TensorRef> binary(OpCall& c) {
   ValueList args = c.args;
   for (size_t i = 0; i < 2 && i < args.size(); ++i) {
@@ -219,7 +241,60 @@ std::vector<TensorRef> binary(OpCall& c) {
     if (other >= args.size() || !args[other].is_tensor()) c.fail("neither operand is a tensor");
     args[i] = c.constant(c.meta_of(args[other].tensor()).dtype, {}, c.scalar(i));
   }
+  if (args.size() >= 2) {
+    const DType a = c.meta_of(args[0].tensor()).dtype, b = c.meta_of(args[1].tensor()).dtype;
+    if (a != b) {
+      const DType to = promoted(a, b);
+      for (size_t i = 0; i < 2; ++i) {
+        if (c.meta_of(args[i].tensor()).dtype != to) {
+          args[i] = c.ir.call("aten._to_copy.default", {args[i].tensor(), scalar_type_code(to)});
+        }
+      }
+    }
+  }
   return one(c.ir.call(c.op, args));
+}
+
+// _native_batch_norm_legit.no_stats(input, weight, bias, training,
+// momentum, eps): normalized with the batch's own statistics per channel
+// (dim 1), over every other dim (how instance_norm reaches ExecuTorch);
+// also its mean and 1/sqrt(var + eps), per channel.
+std::vector<TensorRef> batch_norm_no_stats(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  const Shape s = c.meta_of(x).shape;
+  if (s.size() < 2) c.fail(fmt::format("needs an input of rank 2 or more, got {}", shape_str(s)));
+  const int64_t n = s[0], ch = s[1];
+  const int64_t rest = numel(s) / std::max<int64_t>(n * ch, 1);
+  const double eps = c.scalar(5);
+  // (N, C, rest) -> (1, C, N * rest): instance norm over the last dim.
+  TensorRef v = view(c, x, IntList{n, ch, rest});
+  if (n > 1) {
+    v = c.ir.call("aten.permute.default", {v, IntList{1, 0, 2}});
+  }
+  v = view(c, v, IntList{1, ch, n * rest});
+  const Value w = c.is_none(1) ? Value(None{}) : c.args[1];
+  const Value b = c.is_none(2) ? Value(None{}) : c.args[2];
+  TensorRef y = c.ir.call("aten.instance_norm.default", {v, w, b, None{}, None{}, true, 0.0, eps, false});
+  if (n > 1) {
+    y = view(c, y, IntList{ch, n, rest});
+    y = c.ir.call("aten.permute.default", {y, IntList{1, 0, 2}});
+  }
+  y = view(c, y, IntList(s.begin(), s.end()));
+  // The statistics: mean and rstd per channel.
+  const TensorRef mean = c.ir.call("aten.mean.dim", {v, IntList{0, 2}, true});
+  const TensorRef d = c.ir.call("aten.sub.Tensor", {v, mean});
+  const TensorRef var = c.ir.call("aten.mean.dim", {c.ir.call("aten.mul.Tensor", {d, d}), IntList{0, 2}, false});
+  const DType dt = c.meta_of(x).dtype;
+  const TensorRef rstd = c.ir.call("aten.rsqrt.default", {c.ir.call("aten.add.Tensor", {var, c.constant(dt, {}, eps)})});
+  std::vector<TensorRef> out{y};
+  const TensorRef stats[2] = {view(c, mean, IntList{ch}), view(c, rstd, IntList{ch})};
+  for (size_t k = 1; k < c.outs.size() && k < 3; ++k) {
+    if (c.outs[k].shape != Shape{ch}) {
+      c.fail(fmt::format("result {} is declared {}; the statistics are [{}]", k, shape_str(c.outs[k].shape), ch));
+    }
+    out.push_back(stats[k - 1]);
+  }
+  return out;
 }
 
 std::vector<TensorRef> hardtanh(OpCall& c) {
@@ -341,6 +416,7 @@ const std::map<std::string, Translate>& table() {
       m[op] = same;
     }
     m["aten.constant_pad_nd.default"] = constant_pad;
+    m["aten._native_batch_norm_legit.no_stats"] = batch_norm_no_stats;
     // Binary ops: either operand may be a scalar.
     for (const char* op : {"aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor",
                            "aten.pow.Tensor_Tensor", "aten.eq.Tensor", "aten.ne.Tensor", "aten.lt.Tensor",

@@ -2,6 +2,7 @@
 #include "pte/program.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -330,27 +331,30 @@ void Importer::kernel_call(const et::KernelCall& k, int at) {
   const std::string where = fmt::format("'{}', instruction {} ({}.{})", name_, at, name, overload);
   std::vector<int> args;
   if (k.args()) args.assign(k.args()->begin(), k.args()->end());
-  size_t n_out = 0;
-  for (size_t n = args.size() / 2; n >= 1; --n) {
-    if (std::equal(args.end() - long(2 * n), args.end() - long(n), args.end() - long(n))) {
-      n_out = n;
-      break;
-    }
-  }
-  if (n_out == 0) bad(fmt::format("{}: the out arguments are not repeated as returned values", where));
-  std::vector<Meta> outs;
-  std::vector<int> out_ids(args.end() - long(n_out), args.end());
-  for (int id : out_ids) {
+  // The returned value(s) follow the out arguments: one out repeated, or a
+  // TensorList of the outs (a tuple: native_layer_norm.out), or one
+  // TensorList out repeated (split_copy.Tensor_out).
+  if (args.empty()) bad(fmt::format("{}: no arguments", where));
+  const auto list_items = [&](int id) -> const flatbuffers::Vector<int32_t>* {
     if (id < 0 || size_t(id) >= values_.size()) bad(fmt::format("{}: value index {} is out of range", where, id));
     const et::EValue* ev = plan_->values()->Get(uint32_t(id));
-    if (ev->val_type() == et::KernelTypes::TensorList) {
-      // One list result (split_copy.Tensor_out): its tensors.
-      if (n_out != 1) bad(fmt::format("{}: a list result among several", where));
-      out_ids.clear();
-      for (int32_t i : *ev->val_as_TensorList()->items()) out_ids.push_back(i);
-      break;
-    }
+    return ev->val_type() == et::KernelTypes::TensorList ? ev->val_as_TensorList()->items() : nullptr;
+  };
+  size_t n_args = 0;  // the functional arguments
+  std::vector<int> out_ids;
+  const int last = args.back();
+  if (args.size() >= 2 && args[args.size() - 2] == last) {
+    n_args = args.size() - 2;
+    if (const auto* items = list_items(last)) out_ids.assign(items->begin(), items->end());
+    else out_ids.push_back(last);
+  } else if (const auto* items = list_items(last); items && items->size() + 1 <= args.size() &&
+             std::equal(items->begin(), items->end(), args.end() - 1 - long(items->size()))) {
+    n_args = args.size() - 1 - items->size();
+    out_ids.assign(items->begin(), items->end());
+  } else {
+    bad(fmt::format("{}: the out arguments are not followed by the returned value", where));
   }
+  std::vector<Meta> outs;
   for (int id : out_ids) {
     if (id < 0 || size_t(id) >= values_.size()) bad(fmt::format("{}: value index {} is out of range", where, id));
     const et::EValue* ev = plan_->values()->Get(uint32_t(id));
@@ -358,7 +362,7 @@ void Importer::kernel_call(const et::KernelCall& k, int at) {
     outs.push_back(tensor_meta(*ev->val_as_Tensor(), fmt::format("value {}", id)));
   }
   ValueList in;
-  for (size_t i = 0; i + 2 * n_out < args.size(); ++i) in.push_back(evalue(args[i]));
+  for (size_t i = 0; i < n_args; ++i) in.push_back(evalue(args[i]));
   // The out-variant schema lists the functional arguments first, then the
   // out arguments: the functional op's are the first ones.
   const Translate tr = find_translation(fn);
@@ -439,10 +443,17 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
   for (size_t i = 0; i < n_in; ++i) {
     const uint32_t id = g->input_ids()->Get(uint32_t(i));
     if (id >= vals->size() || !vals->Get(id)->value_as_VkTensor()) bad(fmt::format("{}: input {} is not a tensor", where, i));
-    const TensorRef t = tensor_of(d.args()->Get(uint32_t(i)), fmt::format("{} input {}", where, i));
-    if (meta_.at(t.id).shape != vmeta(id).shape) {
+    TensorRef t = tensor_of(d.args()->Get(uint32_t(i)), fmt::format("{} input {}", where, i));
+    const Meta vm = vmeta(id);
+    if (meta_.at(t.id).shape != vm.shape) {
       bad(fmt::format("{}: input {} has shape {} in the program and {} in the delegate", where, i,
-                      shape_str(meta_.at(t.id).shape), shape_str(vmeta(id).shape)));
+                      shape_str(meta_.at(t.id).shape), shape_str(vm.shape)));
+    }
+    if (meta_.at(t.id).dtype != vm.dtype) {
+      // The delegate's own dtype (int64 as int32, float64 as float32): its
+      // runtime converts when it stages the input.
+      t = ir_.call("aten._to_copy.default", {t, scalar_type_code(vm.dtype)});
+      meta_[t.id] = vm;
     }
     vv[id] = Value(t);
   }
@@ -455,7 +466,16 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
       case vkgraph::GraphTypes::NONE:
       case vkgraph::GraphTypes::Null: out = Value(None{}); break;
       case vkgraph::GraphTypes::Int: out = Value(int64_t(v->value_as_Int()->int_val())); break;
-      case vkgraph::GraphTypes::Double: out = Value(v->value_as_Double()->double_val()); break;
+      case vkgraph::GraphTypes::Double: {
+        // The serializer keeps one value per distinct scalar, and Python
+        // takes 0 and 0.0 (1 and 1.0) as one key: an Int argument may name
+        // a Double of the same value. An integral Double is read as an Int;
+        // wgnn's ops take an Int wherever they take a Double.
+        const double x = v->value_as_Double()->double_val();
+        if (std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 9.0e15) out = Value(int64_t(x));
+        else out = Value(x);
+        break;
+      }
       case vkgraph::GraphTypes::Bool: out = Value(bool(v->value_as_Bool()->bool_val())); break;
       case vkgraph::GraphTypes::String:
         out = Value(v->value_as_String()->string_val() ? v->value_as_String()->string_val()->str() : std::string());
@@ -569,7 +589,19 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
     if (id >= vals->size() || !vv[id] || !vv[id]->is_tensor()) {
       bad(fmt::format("{}: output {} is not computed by the graph", where, i));
     }
-    values_[size_t(d.args()->Get(uint32_t(n_in + i)))] = *vv[id];
+    const int pid = d.args()->Get(uint32_t(n_in + i));
+    if (pid < 0 || size_t(pid) >= values_.size()) bad(fmt::format("{}: output {} names value {}", where, i, pid));
+    const et::EValue* ev = plan_->values()->Get(uint32_t(pid));
+    if (!ev->val_as_Tensor()) bad(fmt::format("{}: output {} is not a tensor in the program", where, i));
+    const Meta pm = tensor_meta(*ev->val_as_Tensor(), fmt::format("value {}", pid));
+    TensorRef t = vv[id]->tensor();
+    if (meta_.at(t.id).dtype != pm.dtype) {
+      // Back to the program's dtype, as the delegate's runtime does.
+      t = ir_.call("aten._to_copy.default", {t, scalar_type_code(pm.dtype)});
+      meta_[t.id] = pm;
+      ir_.set_seen_shape(t, pm.shape);
+    }
+    values_[size_t(pid)] = Value(t);
   }
   ++model_.delegate_calls;
 }

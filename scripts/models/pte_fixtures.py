@@ -1,0 +1,129 @@
+"""Makes the ExecuTorch fixtures of tests/data/pte/ (run in .venv-executorch,
+scripts/setup-executorch):
+
+  op_tests/   ExecuTorch's own WebGPU op tests: the cases of the executorch
+              wheel (executorch/backends/webgpu/test/op_tests/cases.py),
+              written by its own generator (generate_op_tests: a .pte per
+              case, lowered with the Vulkan partitioner as the WebGPU backend
+              is, inputs and a float64 PyTorch golden as raw files,
+              manifest.json).
+  models/     the seed models' architectures from scripts/models/zoo.py at
+              their mini sizes (MODNet; the plain-torch stand-ins of DaViT,
+              the Whisper encoder, the BART decoder, a ViT and two
+              transformer blocks): torch.export, lowered with
+              WebGPUPartitioner, written in the same manifest format with a
+              float64 eager golden.
+
+    .venv-executorch/bin/python scripts/models/pte_fixtures.py [--out tests/data/pte] [--only op_tests|models]
+
+tests/pte/executorch_op_tests.py runs both folders through wgnn.
+"""
+import argparse
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+# The seed models, their zoo names, and the tolerance of each against the
+# float64 golden (float32 through deeper networks drifts more).
+MODELS = {
+    "modnet": (1e-3, 1e-3),
+    "davit_standin": (1e-3, 1e-3),
+    "whisper_standin": (1e-3, 1e-3),
+    "bart_standin": (1e-3, 1e-3),
+    "vit_standin": (1e-3, 1e-3),
+    "transformer_block": (1e-3, 1e-3),
+}
+
+
+def op_tests(out):
+    d = os.path.join(out, "op_tests")
+    shutil.rmtree(d, ignore_errors=True)
+    # The verified suites (the generator's default set): the ones ExecuTorch
+    # runs green itself.
+    subprocess.run([sys.executable, "-m", "executorch.backends.webgpu.test.op_tests.generate_op_tests",
+                    "--output", d], check=True)
+    n = len(json.load(open(os.path.join(d, "manifest.json"))))
+    print(f"op_tests: {n} cases in {d}")
+
+
+def write_raw(t, path):
+    if t.dtype == torch.bool:
+        t.to(torch.int8).numpy().astype("<i1").tofile(path)
+        return "bool"
+    if t.dtype in (torch.int64, torch.int32):
+        t.numpy().astype("<i8" if t.dtype == torch.int64 else "<i4").tofile(path)
+        return "int64" if t.dtype == torch.int64 else "int32"
+    t.to(torch.float32).numpy().astype("<f4").tofile(path)
+    return "float32"
+
+
+def models(out):
+    from executorch.backends.webgpu.partitioner import WebGPUPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    sys.path.insert(0, HERE)
+    import zoo
+
+    d = os.path.join(out, "models")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    entries = []
+    for name, (atol, rtol) in MODELS.items():
+        spec = zoo.MODELS[name]
+        torch.manual_seed(0)
+        model = spec.build(mini=True).eval()
+        inputs = spec.inputs(True)
+        args = tuple(inputs.values())
+        ep = torch.export.export(model, args)
+        prog = to_edge_transform_and_lower(ep, partitioner=[WebGPUPartitioner()]).to_executorch()
+        with open(os.path.join(d, f"{name}.pte"), "wb") as f:
+            f.write(prog.buffer)
+        in_entries = []
+        for i, t in enumerate(args):
+            rel = f"{name}.in{i}.bin"
+            dt = write_raw(t.contiguous(), os.path.join(d, rel))
+            in_entries.append({"path": rel, "shape": list(t.shape), "dtype": dt})
+        with torch.no_grad():
+            golden = copy.deepcopy(model).double()(*[t.double() if t.is_floating_point() else t for t in args])
+            eager = model(*args)
+        golden = list(golden) if isinstance(golden, (tuple, list)) else [golden]
+        eager = list(eager) if isinstance(eager, (tuple, list)) else [eager]
+        for k, (g, e) in enumerate(zip(golden, eager)):
+            # The float32 eager run within the tolerance of the float64 golden:
+            # the tolerance is one PyTorch itself meets.
+            torch.testing.assert_close(e.float(), g.float(), atol=atol, rtol=rtol)
+            suffix = f"_out{k}" if len(golden) > 1 else ""
+            rel = f"{name}{suffix}.golden.bin"
+            dt = write_raw(g.contiguous(), os.path.join(d, rel))
+            entries.append({"op": "model", "case": f"{name}{suffix}", "pte": f"{name}.pte", "inputs": in_entries,
+                            "golden": {"path": rel, "shape": list(g.shape), "dtype": dt, "output_index": k},
+                            "atol": atol, "rtol": rtol})
+        delegated = sum(len(p.delegates) for p in prog.executorch_program.execution_plan)
+        kernels = sum(len(p.operators) for p in prog.executorch_program.execution_plan)
+        print(f"models: {name}: {len(prog.buffer)} bytes, {delegated} delegated subgraphs, {kernels} portable ops")
+    with open(os.path.join(d, "manifest.json"), "w") as f:
+        json.dump(entries, f, indent=2)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "pte"))
+    ap.add_argument("--only", choices=["op_tests", "models"])
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    if a.only in (None, "op_tests"):
+        op_tests(a.out)
+    if a.only in (None, "models"):
+        models(a.out)
+
+
+if __name__ == "__main__":
+    main()
