@@ -144,6 +144,7 @@ class Importer {
   ir::Graph ir_;
   std::map<int, Meta> meta_;                 // IR tensor id -> declared dtype and shape
   std::vector<std::optional<Value>> values_;  // the plan's values, as IR values once known
+  std::vector<bool> visiting_;                // evalue(): the values being read now
   Model model_;
 };
 
@@ -195,6 +196,15 @@ Meta Importer::tensor_meta(const et::Tensor& t, const std::string& what) const {
 Value Importer::evalue(int index) {
   if (index < 0 || size_t(index) >= values_.size()) bad(fmt::format("value index {} is out of range", index));
   if (values_[size_t(index)]) return *values_[size_t(index)];
+  // A list that (through others) holds itself.
+  if (visiting_.size() != values_.size()) visiting_.assign(values_.size(), false);
+  if (visiting_[size_t(index)]) bad(fmt::format("value {} contains itself", index));
+  visiting_[size_t(index)] = true;
+  struct Done {
+    std::vector<bool>& v;
+    size_t i;
+    ~Done() { v[i] = false; }
+  } done{visiting_, size_t(index)};
   const et::EValue* ev = plan_->values()->Get(uint32_t(index));
   const std::string what = fmt::format("value {}", index);
   Value v;
@@ -457,9 +467,12 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
     }
     vv[id] = Value(t);
   }
+  std::vector<bool> visiting(vals->size(), false);
   std::function<Value(uint32_t)> value = [&](uint32_t i) -> Value {
     if (i >= vals->size()) bad(fmt::format("{}: value index {} is out of range", where, i));
     if (vv[i]) return *vv[i];
+    if (visiting[i]) bad(fmt::format("{}: value {} contains itself", where, i));
+    visiting[i] = true;
     const vkgraph::VkValue* v = vals->Get(i);
     Value out;
     switch (v->value_type()) {
@@ -547,6 +560,7 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
       }
     }
     vv[i] = out;
+    visiting[i] = false;
     return out;
   };
   const auto* chain = g->chain();
@@ -683,8 +697,8 @@ void Importer::check_ops() {
   std::sort(other.begin(), other.end());
   other.erase(std::unique(other.begin(), other.end()), other.end());
   for (const auto& o : other) parts.push_back(o);
-  throw Unsupported(fmt::format("'{}' (method '{}'): {} (`wgnn ops --pte` lists what is mapped)", name_, model_.method,
-                                fmt::join(parts, "; ")));
+  throw Unsupported(fmt::format("'{}' (method '{}'): {}{}", name_, model_.method, fmt::join(parts, "; "),
+                                missing.empty() ? "" : " (`wgnn ops --pte` lists the ops wgnn maps)"));
 }
 
 Model Importer::run(const std::string& method) {

@@ -28,6 +28,7 @@
 #include "gpu/describe.h"
 #include "gpu/recorder.h"
 #include "ops/registry.h"
+#include "pte/program.h"
 #include "tools/commands.h"
 #include "wgnn/wgnn.h"
 
@@ -116,9 +117,9 @@ int main(int argc, char** argv) {
 
   auto* self = app.add_subcommand("selfcheck", "Run a few kernels and compare with the CPU");
 
-  auto* run = app.add_subcommand("run", "Run an ONNX model; write each output to DIR/<name>.npy");
+  auto* run = app.add_subcommand("run", "Run a model (ONNX, or an ExecuTorch .pte); write each output to DIR/<name>.npy");
   tools::RunOptions ro;
-  run->add_option("model", ro.model, "ONNX model file")->required();
+  run->add_option("model", ro.model, "ONNX model, or ExecuTorch program (.pte)")->required();
   run->add_option("--input", ro.inputs, "NAME=FILE.npy (inputs not given get seeded random data)");
   run->add_option("--output-dir", ro.output_dir, "Where to write the outputs");
   run->add_option("--shape", ro.shapes, "NAME=DIMS (e.g. 1x3x224x224): the shape of a random input with dynamic dims");
@@ -141,7 +142,7 @@ int main(int argc, char** argv) {
   auto* bm = app.add_subcommand(
       "bench", "Time a model: load, first run, steady host-to-host median/min (upload + run + readback), GPU time");
   tools::BenchOptions bmo;
-  bm->add_option("model", bmo.model, "ONNX model file")->required();
+  bm->add_option("model", bmo.model, "ONNX model, or ExecuTorch program (.pte)")->required();
   add_input_options(bm, bmo.in);
   bm->add_option("--runs", bmo.runs, "Timed runs (default 20)");
   bm->add_option("--warmup", bmo.warmup, "Untimed runs after the first (default 3)");
@@ -157,7 +158,7 @@ int main(int argc, char** argv) {
   auto* bs = app.add_subcommand(
       "bench-shapes", "One session at many input shapes: build time of each new shape, steady time, constants held once");
   tools::BenchShapesOptions bso;
-  bs->add_option("model", bso.model, "ONNX model file")->required();
+  bs->add_option("model", bso.model, "ONNX model, or ExecuTorch program (.pte)")->required();
   bs->add_option("--set", bso.sets, "NAME=DIMS[;NAME=DIMS...]: one set of input shapes (repeat for each set)");
   bs->add_option("--dim", bso.dim, "NAME=LO:HI[:STEP] or NAME=V1,V2,...: the values of a symbolic input dim");
   bs->add_option("--shape", bso.shapes, "NAME=DIMS: the shape of an input --dim does not name");
@@ -174,7 +175,7 @@ int main(int argc, char** argv) {
   auto* pf = app.add_subcommand("profile",
                                 "Per-dispatch GPU time of a model by op and by kernel, with GB/s and TFLOP/s");
   tools::ProfileOptions pfo;
-  pf->add_option("model", pfo.model, "ONNX model file")->required();
+  pf->add_option("model", pfo.model, "ONNX model, or ExecuTorch program (.pte)")->required();
   add_input_options(pf, pfo.in);
   pf->add_option("--runs", pfo.runs, "Profiled runs; each dispatch's median is reported (default 5)");
   pf->add_option("--top", pfo.top, "Rows per table (default 15; 0: all)");
@@ -262,6 +263,10 @@ int main(int argc, char** argv) {
   chat_cmd->add_flag("--fp16", cho.gen.fp16, "float16 mode");
 
   auto* ops_cmd = app.add_subcommand("ops", "List the supported operators");
+  bool ops_pte = false;
+  ops_cmd->add_flag("--pte", ops_pte,
+                    "The ops of ExecuTorch programs the .pte front end maps (functional ATen names; a portable "
+                    "kernel's out variant maps through its functional op)");
 
   auto* rb = app.add_subcommand("remove-bg",
                                "Cut out photos' subjects: RGBA PNGs whose alpha is the matte (one photo, several, "
@@ -340,7 +345,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   if (ops_cmd->parsed()) {
-    for (const auto& n : ops::OpRegistry::global().names()) fmt::print("{}\n", n);
+    for (const auto& n : ops_pte ? pte::supported_ops() : ops::OpRegistry::global().names()) fmt::print("{}\n", n);
     return 0;
   }
   try {

@@ -7,6 +7,9 @@ scripts/setup-executorch):
               case, lowered with the Vulkan partitioner as the WebGPU backend
               is, inputs and a float64 PyTorch golden as raw files,
               manifest.json).
+  errors/     small programs wgnn must refuse with a clear error (another
+              backend's delegate, ops without a mapping, a dynamic shape)
+              and one it runs without any delegate (portable kernels only).
   models/     the seed models' architectures from scripts/models/zoo.py at
               their mini sizes (MODNet; the plain-torch stand-ins of DaViT,
               the Whisper encoder, the BART decoder, a ViT and two
@@ -113,16 +116,63 @@ def models(out):
         json.dump(entries, f, indent=2)
 
 
+class _Small(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * 2.0
+
+
+class _Unmapped(torch.nn.Module):
+    def forward(self, x):
+        return torch.flip(x, [1]) + torch.atan2(x, x + 1.0)
+
+
+def errors(out):
+    from executorch.backends.webgpu.partitioner import WebGPUPartitioner
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    d = os.path.join(out, "errors")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    torch.manual_seed(0)
+    x = (torch.randn(2, 8),)
+
+    def save(name, module, partitioner, dynamic_shapes=None):
+        ep = torch.export.export(module.eval(), x, dynamic_shapes=dynamic_shapes)
+        prog = to_edge_transform_and_lower(ep, partitioner=partitioner).to_executorch()
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(prog.buffer)
+        print(f"errors: {name}: {len(prog.buffer)} bytes")
+
+    torch.manual_seed(1)
+    small = _Small().eval()
+    save("xnnpack.pte", small, [XnnpackPartitioner()])
+    save("portable_only.pte", small, [])
+    save("unmapped_ops.pte", _Unmapped(), [WebGPUPartitioner()])
+    save("dynamic_batch.pte", small, [WebGPUPartitioner()],
+         dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=16)},))
+    # The portable-only program's output for its input (the loader test).
+    with torch.no_grad():
+        write_raw(x[0], os.path.join(d, "portable_only.in0.bin"))
+        write_raw(small(*x), os.path.join(d, "portable_only.golden.bin"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "pte"))
-    ap.add_argument("--only", choices=["op_tests", "models"])
+    ap.add_argument("--only", choices=["op_tests", "models", "errors"])
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.only in (None, "op_tests"):
         op_tests(a.out)
     if a.only in (None, "models"):
         models(a.out)
+    if a.only in (None, "errors"):
+        errors(a.out)
 
 
 if __name__ == "__main__":
