@@ -369,6 +369,48 @@ std::vector<TensorRef> copy(OpCall& c) {
   return one(y);
 }
 
+// as_strided_copy(self, size, stride, storage_offset): where the strides
+// read the input's elements in order (a view), or its dims in another
+// order (a permute), at offset 0; other strides are refused by name.
+std::vector<TensorRef> as_strided(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  const Shape in = c.meta_of(x).shape;
+  if (c.args.size() < 3 || !c.args[1].is_int_list() || !c.args[2].is_int_list()) c.fail("needs size and stride lists");
+  const IntList size = std::get<IntList>(c.args[1].v), stride = std::get<IntList>(c.args[2].v);
+  const int64_t offset = c.is_none(3) ? 0 : c.integer(3);
+  if (size.size() != stride.size() || offset != 0) c.fail("only offset 0, with one stride per size, is supported");
+  // Contiguous strides of a shape (size-1 dims take any stride).
+  const auto contiguous = [](const IntList& s) {
+    IntList st(s.size(), 1);
+    for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * std::max<int64_t>(s[i], 1);
+    return st;
+  };
+  if (numel(Shape(size.begin(), size.end())) == numel(in)) {
+    const IntList want = contiguous(size);
+    bool in_order = true;
+    for (size_t i = 0; i < size.size(); ++i) in_order = in_order && (size[i] == 1 || stride[i] == want[i]);
+    if (in_order) return one(view(c, x, size));
+    // A permute: each dim of size is a dim of the input, by its stride.
+    const IntList ist = contiguous(IntList(in.begin(), in.end()));
+    if (size.size() == in.size()) {
+      IntList perm;
+      std::vector<bool> used(in.size(), false);
+      for (size_t i = 0; i < size.size(); ++i) {
+        for (size_t j = 0; j < in.size(); ++j) {
+          if (!used[j] && in[j] == size[i] && (size[i] == 1 || ist[j] == stride[i])) {
+            used[j] = true;
+            perm.push_back(int64_t(j));
+            break;
+          }
+        }
+      }
+      if (perm.size() == size.size()) return one(c.ir.call("aten.permute.default", {x, perm}));
+    }
+  }
+  c.fail(fmt::format("strides [{}] for sizes [{}] of a {} input are neither a view nor a permute", fmt::join(stride, ", "),
+                     fmt::join(size, ", "), shape_str(in)));
+}
+
 constexpr char kView[] = "aten.view.default";
 constexpr char kPermute[] = "aten.permute.default";
 constexpr char kSlice[] = "aten.slice.Tensor";
@@ -458,6 +500,7 @@ const std::map<std::string, Translate>& table() {
     m["aten._to_copy.default"] = to_copy;
     m["aten.copy.default"] = copy;
     m["aten.pixel_shuffle.default"] = pixel_shuffle;
+    m["aten.as_strided_copy.default"] = as_strided;
     m["aten.embedding.default"] = embedding;
     m["aten.index.Tensor"] = index_tensor;
     // Elementwise forms.
