@@ -338,17 +338,73 @@ std::vector<TensorRef> index_tensor(OpCall& c) {
   return one(view(c, rows, out_shape(c)));
 }
 
+// pixel_shuffle(self, r): (..., C*r*r, H, W) -> (..., C, H*r, W*r).
 std::vector<TensorRef> pixel_shuffle(OpCall& c) {
   const TensorRef x = c.tensor(0);
   const Shape& s = c.meta_of(x).shape;
   const int64_t r = c.integer(1);
-  if (s.size() != 4 || r < 1 || s[1] % (r * r) != 0) {
-    c.fail(fmt::format("needs an N x C x H x W input with C a multiple of {}, got {}", r * r, shape_str(s)));
+  if (s.size() < 3 || r < 1 || s[s.size() - 3] % (r * r) != 0) {
+    c.fail(fmt::format("needs a (..., C, H, W) input with C a multiple of {}, got {}", r * r, shape_str(s)));
   }
-  const int64_t n = s[0], ch = s[1] / (r * r), h = s[2], w = s[3];
+  int64_t n = 1;
+  for (size_t i = 0; i + 3 < s.size(); ++i) n *= s[i];
+  const int64_t ch = s[s.size() - 3] / (r * r), h = s[s.size() - 2], w = s[s.size() - 1];
   const TensorRef v = view(c, x, IntList{n, ch, r, r, h, w});
   const TensorRef p = c.ir.call("aten.permute.default", {v, IntList{0, 1, 4, 2, 5, 3}});
-  return one(view(c, p, IntList{n, ch, h * r, w * r}));
+  return one(view(c, p, out_shape(c)));
+}
+
+// flip(self, dims): each dim read backwards (index_select with the indices
+// reversed, a constant of the known size).
+std::vector<TensorRef> flip(OpCall& c) {
+  TensorRef x = c.tensor(0);
+  const Shape s = c.meta_of(x).shape;
+  if (c.args.size() < 2 || !c.args[1].is_int_list()) c.fail("needs a list of dims");
+  for (int64_t d : std::get<IntList>(c.args[1].v)) {
+    const int64_t dim = norm_dim(c, d, s.size());
+    const int64_t n = s[size_t(dim)];
+    HostTensor idx(DType::I64, {n});
+    for (int64_t i = 0; i < n; ++i) reinterpret_cast<int64_t*>(idx.data.data())[i] = n - 1 - i;
+    x = c.ir.call("aten.index_select.default", {x, dim, c.ir.constant(std::move(idx))});
+  }
+  return one(x);
+}
+
+// bitwise and / or of bools are the logical ops.
+template <const char* Logical>
+std::vector<TensorRef> bitwise(OpCall& c) {
+  if (c.meta_of(c.tensor(0)).dtype == DType::Bool) return one(c.ir.call(Logical, {c.tensor(0), c.tensor(1)}));
+  return binary(c);
+}
+
+// et_vk.rms_norm(x, weight, eps): over the last dim.
+std::vector<TensorRef> et_rms_norm(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  const Shape& s = c.meta_of(x).shape;
+  if (s.empty()) c.fail("needs an input of rank 1 or more");
+  return one(c.ir.call("aten.rms_norm.default", {x, IntList{s.back()}, c.args.at(1), c.scalar(2)}));
+}
+
+// quantized_decomposed.{quantize,dequantize}_per_tensor.default(input,
+// scale, zero_point, quant_min, quant_max, dtype): the .tensor forms, the
+// scalars as 0-d constants (the zero point in the quantized dtype).
+template <bool Quantize>
+std::vector<TensorRef> per_tensor(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  const DType q = Quantize ? c.outs.at(0).dtype : c.meta_of(x).dtype;
+  const DType f = Quantize ? c.meta_of(x).dtype : c.outs.at(0).dtype;
+  ValueList args = c.args;
+  args[1] = c.constant(f, {}, c.scalar(1));
+  args[2] = c.constant(q, {}, c.scalar(2));
+  args.resize(std::max<size_t>(args.size(), 6));
+  args[5] = scalar_type_code(q);
+  if (!Quantize) {
+    args.resize(7);
+    args[6] = scalar_type_code(f);
+  }
+  return one(c.ir.call(Quantize ? "quantized_decomposed.quantize_per_tensor.tensor"
+                                : "quantized_decomposed.dequantize_per_tensor.tensor",
+                       args));
 }
 
 // et_vk.conv_with_clamp(input, weight, bias, stride, padding, dilation,
@@ -411,6 +467,8 @@ std::vector<TensorRef> as_strided(OpCall& c) {
                      fmt::join(size, ", "), shape_str(in)));
 }
 
+constexpr char kLogicalAnd[] = "aten.logical_and.default";
+constexpr char kLogicalOr[] = "aten.logical_or.default";
 constexpr char kView[] = "aten.view.default";
 constexpr char kPermute[] = "aten.permute.default";
 constexpr char kSlice[] = "aten.slice.Tensor";
@@ -500,6 +558,12 @@ const std::map<std::string, Translate>& table() {
     m["aten._to_copy.default"] = to_copy;
     m["aten.copy.default"] = copy;
     m["aten.pixel_shuffle.default"] = pixel_shuffle;
+    m["aten.flip.default"] = flip;
+    m["aten.bitwise_and.Tensor"] = bitwise<kLogicalAnd>;
+    m["aten.bitwise_or.Tensor"] = bitwise<kLogicalOr>;
+    m["et_vk.rms_norm.default"] = et_rms_norm;
+    m["quantized_decomposed.quantize_per_tensor.default"] = per_tensor<true>;
+    m["quantized_decomposed.dequantize_per_tensor.default"] = per_tensor<false>;
     m["aten.as_strided_copy.default"] = as_strided;
     m["aten.embedding.default"] = embedding;
     m["aten.index.Tensor"] = index_tensor;

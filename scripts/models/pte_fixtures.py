@@ -31,6 +31,7 @@ import sys
 
 import torch
 
+MAX_CASE_BYTES = 256 * 1024
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -53,8 +54,30 @@ def op_tests(out):
     # runs green itself.
     subprocess.run([sys.executable, "-m", "executorch.backends.webgpu.test.op_tests.generate_op_tests",
                     "--output", d], check=True)
-    n = len(json.load(open(os.path.join(d, "manifest.json"))))
-    print(f"op_tests: {n} cases in {d}")
+    prune(d)
+
+
+def prune(d):
+    # Cases over MAX_CASE_BYTES (a few with BART- or SigLIP-sized inputs)
+    # are left out of the committed copy, listed in left_out.txt.
+    manifest = json.load(open(os.path.join(d, "manifest.json")))
+    files = {}
+    for e in manifest:
+        files.setdefault(e["pte"], set()).update({e["pte"], e["golden"]["path"], *[i["path"] for i in e["inputs"]]})
+    size = {k: sum(os.path.getsize(os.path.join(d, f)) for f in v) for k, v in files.items()}
+    drop = sorted(k for k, n in size.items() if n > MAX_CASE_BYTES)
+    for k in drop:
+        for f in files[k]:
+            os.remove(os.path.join(d, f))
+    kept = [e for e in manifest if e["pte"] not in drop]
+    with open(os.path.join(d, "manifest.json"), "w") as f:
+        json.dump(kept, f, indent=2)
+    with open(os.path.join(d, "left_out.txt"), "w") as f:
+        f.write(f"# Cases of ExecuTorch's generator over {MAX_CASE_BYTES} bytes, not committed "
+                "(scripts/models/pte_fixtures.py):\n")
+        for k in drop:
+            f.write(f"{k} {size[k]}\n")
+    print(f"op_tests: {len(kept)} entries in {d}, {len(drop)} cases left out (over {MAX_CASE_BYTES} bytes)")
 
 
 def write_raw(t, path):

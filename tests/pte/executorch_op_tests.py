@@ -46,6 +46,12 @@ def one_line(msg):
 
 def run_case(data, pte, entries, sessions):
     """The outcome of every entry of one .pte: (status, detail) by case name."""
+    r = _run_case(data, pte, entries, sessions)
+    # The reasons name the file without the data folder.
+    return {k: (st, why.replace(os.path.join(data, ""), "")) for k, (st, why) in r.items()}
+
+
+def _run_case(data, pte, entries, sessions):
     try:
         s = sessions.get(pte)
         if s is None:
