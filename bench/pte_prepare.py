@@ -3,7 +3,9 @@ scripts/setup-executorch, with torchvision): full-size zoo models
 (scripts/models/zoo.py) lowered with WebGPUPartitioner, their inputs and
 eager PyTorch's float32 outputs as .npy.
 
-    .venv-executorch/bin/python bench/pte_prepare.py OUT_DIR modnet resnet50 ...
+    .venv-executorch/bin/python bench/pte_prepare.py OUT_DIR [--mini] modnet resnet50 ...
+
+--mini: the zoo's mini sizes (the plain-torch stand-ins have only those).
 
 Writes OUT_DIR/NAME.pte, OUT_DIR/NAME.input_<i>.npy, OUT_DIR/NAME.output_<k>.npy.
 """
@@ -20,16 +22,18 @@ from executorch.backends.webgpu.partitioner import WebGPUPartitioner  # noqa: E4
 from executorch.exir import to_edge_transform_and_lower  # noqa: E402
 
 out = sys.argv[1]
+mini = "--mini" in sys.argv[2:]
 os.makedirs(out, exist_ok=True)
-for name in sys.argv[2:]:
+for name in [a for a in sys.argv[2:] if a != "--mini"]:
     spec = zoo.MODELS[name]
     torch.manual_seed(0)
-    m = spec.build(mini=False).eval()
-    args = tuple(spec.inputs(False).values())
+    m = spec.build(mini=mini).eval()
+    args = tuple(spec.inputs(mini).values())
     with torch.no_grad():
         ep = torch.export.export(m, args)
         prog = to_edge_transform_and_lower(ep, partitioner=[WebGPUPartitioner()]).to_executorch()
         y = m(*args)
+    name = f"{name}_mini" if mini else name
     with open(os.path.join(out, f"{name}.pte"), "wb") as f:
         f.write(prog.buffer)
     for i, t in enumerate(args):

@@ -6,7 +6,8 @@
 #      host to host, first run).
 # Prepare on the set-up machine (the GPU machine reaches no registry):
 #   .venv-executorch/bin/python bench/pte_prepare.py .payload/pte modnet resnet50 mobilenetv2 convnext_tiny
-#   /usr/bin/python3 scripts/models/export.py --model NAME --opset 17 --out .payload/pte   (each NAME)
+#   .venv-executorch/bin/python bench/pte_prepare.py .payload/pte --mini davit_standin ...  (NAME_mini)
+#   python3 scripts/models/export.py --model NAME --opset 17 [--mini] --out .payload/pte   (each NAME)
 # then on the GPU machine: bash bench/run_pte_models.sh .payload/pte NAME...
 set -euo pipefail
 DIR=$1; shift
@@ -19,7 +20,7 @@ for m in "$@"; do
   done
   rm -rf "$DIR/out_$m"
   "$WGNN" run "$DIR/$m.pte" "${ins[@]}" --output-dir "$DIR/out_$m" >/dev/null
-  python3 - "$DIR" "$m" <<'PY'
+  "${PYTHON:-python3}" - "$DIR" "$m" <<'PY'
 import glob, sys
 import numpy as np
 d, m = sys.argv[1], sys.argv[2]
@@ -33,8 +34,12 @@ for f in sorted(glob.glob(f"{d}/{m}.output_*.npy")):
 print(f"{m}: .pte outputs against eager PyTorch: max |diff| / max |ref| = {worst:.2e}")
 PY
   pte=$("$WGNN" bench "$DIR/$m.pte" "${ins[@]}" --runs 50 --json)
-  onnx=$("$WGNN" bench "$DIR/${m}_opset17.onnx" --runs 50 --json)
-  python3 - "$m" "$pte" "$onnx" <<'PY'
+  oins=()
+  for f in "$DIR/${m}_opset17_inputs"/*.npy; do
+    [ -f "$f" ] && oins+=(--input "$(basename "$f" .npy)=$f")
+  done
+  onnx=$("$WGNN" bench "$DIR/${m}_opset17.onnx" "${oins[@]}" --runs 50 --json)
+  "${PYTHON:-python3}" - "$m" "$pte" "$onnx" <<'PY'
 import json, sys
 m, a, b = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 def line(j):

@@ -92,6 +92,7 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   all.push_back(fuse_rms_norm());            // before fuse_add_layer_norm takes the residual add
   all.push_back(fuse_rotary());
   all.push_back(fuse_silu());                // before the products take it into their epilogue
+  all.push_back(sink_views());               // torch.export's views out of the products' way
   // The view nodes the importer keeps beside a fused attention (a Shape may
   // read them) read q, k and v too: gone first, where nothing reads them.
   all.push_back(dead_code());

@@ -41,6 +41,7 @@ std::unique_ptr<Pass> fold_constants();        // fold_constants.cpp
 std::unique_ptr<Pass> fuse_gelu();             // fuse_gelu.cpp
 std::unique_ptr<Pass> fuse_rms_norm();         // fuse_rms_norm.cpp
 std::unique_ptr<Pass> fuse_rotary();           // fuse_rotary.cpp
+std::unique_ptr<Pass> sink_views();
 std::unique_ptr<Pass> fuse_silu();             // fuse_silu.cpp
 std::unique_ptr<Pass> fuse_matmul_add();       // fuse_matmul_add.cpp
 std::unique_ptr<Pass> fuse_conv_batch_norm();  // fuse_conv_batch_norm.cpp

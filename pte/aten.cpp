@@ -467,6 +467,29 @@ std::vector<TensorRef> as_strided(OpCall& c) {
                      fmt::join(size, ", "), shape_str(in)));
 }
 
+// any(self) / any.dim(self, dim, keepdim) / any.dims(self, dims, keepdim):
+// whether a value is nonzero, as the max of (self != 0) as int32.
+std::vector<TensorRef> any(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  const Shape& s = c.meta_of(x).shape;
+  IntList dims;
+  bool keep = false;
+  if (!c.is_none(1)) {
+    if (c.args[1].is_int()) dims = {c.integer(1)};
+    else if (c.args[1].is_int_list()) dims = std::get<IntList>(c.args[1].v);
+    if (c.args.size() > 2 && c.args[2].is_bool()) keep = std::get<bool>(c.args[2].v);
+  }
+  if (dims.empty()) {
+    for (size_t i = 0; i < s.size(); ++i) dims.push_back(int64_t(i));
+  }
+  const TensorRef nz = c.ir.call("aten.ne.Tensor", {x, c.constant(c.meta_of(x).dtype, {}, 0.0)});
+  const TensorRef as_int = c.ir.call("aten._to_copy.default", {nz, scalar_type_code(DType::I32)});
+  TensorRef m = s.empty() ? as_int : c.ir.call("aten.amax.default", {as_int, dims, keep});
+  m = c.ir.call("aten._to_copy.default", {m, scalar_type_code(DType::Bool)});
+  if (c.outs.at(0).shape.empty() && !s.empty()) m = view(c, m, IntList{});
+  return one(m);
+}
+
 constexpr char kLogicalAnd[] = "aten.logical_and.default";
 constexpr char kLogicalOr[] = "aten.logical_or.default";
 constexpr char kView[] = "aten.view.default";
@@ -559,6 +582,9 @@ const std::map<std::string, Translate>& table() {
     m["aten.copy.default"] = copy;
     m["aten.pixel_shuffle.default"] = pixel_shuffle;
     m["aten.flip.default"] = flip;
+    m["aten.any.default"] = any;
+    m["aten.any.dim"] = any;
+    m["aten.any.dims"] = any;
     m["aten.bitwise_and.Tensor"] = bitwise<kLogicalAnd>;
     m["aten.bitwise_or.Tensor"] = bitwise<kLogicalOr>;
     m["et_vk.rms_norm.default"] = et_rms_norm;
