@@ -1603,5 +1603,61 @@ TEST(IrGraph, ABadGraphIsAnErrorNotACrash) {
   EXPECT_NE(e4.find("no_such_op"), std::string::npos) << e4;
 }
 
+// The views torch.export writes around products (ExecuTorch programs):
+// linear(view(x)) -> view -> gelu, and bmm of views that merge leading
+// dims with a scaled q and a transposed k. passes/sink_views moves the
+// views aside, so the GELU joins the linear layer's epilogue and the bmm
+// becomes one product reading k transposed with the scale in alpha; the
+// results equal the IR run as written.
+TEST(IrPasses, ExportViewsMoveOutOfTheProductsWay) {
+  const int64_t T = 6, K = 16, N = 24, D = 8;
+  const std::vector<float> w = random_floats(size_t(N * K), -0.3f, 0.3f, 92);
+  const std::vector<float> b = random_floats(size_t(N), -0.1f, 0.1f, 93);
+  auto build = [&] {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {1, T, K});
+    const TensorRef q = g.input("q", DType::F32, {2, 3, T, D});
+    const TensorRef k = g.input("k", DType::F32, {2, 3, T, D});
+    auto seen = [&](TensorRef r, Shape s) {
+      g.set_seen_shape(r, std::move(s));
+      return r;
+    };
+    const TensorRef v = seen(g.call("aten.view.default", {x, IntList{T, K}}), {T, K});
+    const TensorRef l = seen(g.call("aten.linear.default", {v, g.constant(host({N, K}, w)), g.constant(host({N}, b))}), {T, N});
+    const TensorRef u = seen(g.call("aten.view.default", {l, IntList{T, N}}), {T, N});
+    const TensorRef a = seen(g.call("aten.gelu.default", {u, std::string("none")}), {T, N});
+    g.output(seen(g.call("aten.view.default", {a, IntList{1, T, N}}), {1, T, N}), "mlp");
+    const TensorRef kt = seen(g.call("aten.permute.default", {k, IntList{0, 1, 3, 2}}), {2, 3, D, T});
+    const TensorRef qs = seen(g.call("aten.mul.Tensor", {q, g.constant(host({}, {0.5f}))}), {2, 3, T, D});
+    const TensorRef a3 = seen(g.call("aten.view.default", {qs, IntList{6, T, D}}), {6, T, D});
+    const TensorRef b3 = seen(g.call("aten.view.default", {kt, IntList{6, D, T}}), {6, D, T});
+    const TensorRef s = seen(g.call("aten.bmm.default", {a3, b3}), {6, T, T});
+    g.output(seen(g.call("aten.view.default", {s, IntList{2, 3, T, T}}), {2, 3, T, T}), "scores");
+    return g;
+  };
+  ir::Graph fused = build();
+  const passes::Report r = optimize_with_settings(fused);
+  EXPECT_GT(r.count("sink_views"), 0u) << r.summary();
+  EXPECT_EQ(r.count("fuse_matmul_activation"), 1u) << r.summary();
+  EXPECT_GE(r.count("fuse_matmul_add"), 1u) << r.summary();
+  ir::Program as_written(ctx(), build());
+  ir::Program moved(ctx(), std::move(fused));
+  const std::vector<HostTensor> in = {host({1, T, K}, random_floats(size_t(T * K), -2.f, 2.f, 94)),
+                                      host({2, 3, T, D}, random_floats(size_t(36 * D), -1.f, 1.f, 95)),
+                                      host({2, 3, T, D}, random_floats(size_t(36 * D), -1.f, 1.f, 96))};
+  const auto want = as_written.run(in);
+  const auto got = moved.run(in);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(got[i].shape, want[i].shape);
+    const std::vector<float> g0 = floats(got[i]), w0 = floats(want[i]);
+    EXPECT_TRUE(all_close(g0, std::vector<double>(w0.begin(), w0.end()), 1e-5, 1e-5)) << "output " << i;
+  }
+  const std::vector<Shape> shapes = {{1, T, K}, {2, 3, T, D}, {2, 3, T, D}};
+  // linear + gelu: one dispatch; scale, transpose and bmm: one product.
+  EXPECT_EQ(moved.plan(shapes).dispatches().size(), 2u);
+  EXPECT_GT(as_written.plan(shapes).dispatches().size(), 2u);
+}
+
 }  // namespace
 }  // namespace wgnn::test
