@@ -207,6 +207,8 @@ Value Importer::evalue(int index) {
   } done{visiting_, size_t(index)};
   const et::EValue* ev = plan_->values()->Get(uint32_t(index));
   const std::string what = fmt::format("value {}", index);
+  // A union with a type and no value verifies; it is read nowhere below.
+  if (ev->val_type() != et::KernelTypes::NONE && !ev->val()) bad(fmt::format("{} has a type and no value", what));
   Value v;
   switch (ev->val_type()) {
     case et::KernelTypes::Null:
@@ -348,7 +350,8 @@ void Importer::kernel_call(const et::KernelCall& k, int at) {
   const auto list_items = [&](int id) -> const flatbuffers::Vector<int32_t>* {
     if (id < 0 || size_t(id) >= values_.size()) bad(fmt::format("{}: value index {} is out of range", where, id));
     const et::EValue* ev = plan_->values()->Get(uint32_t(id));
-    return ev->val_type() == et::KernelTypes::TensorList ? ev->val_as_TensorList()->items() : nullptr;
+    const auto* list = ev->val_as_TensorList();
+    return list ? list->items() : nullptr;
   };
   size_t n_args = 0;  // the functional arguments
   std::vector<int> out_ids;
@@ -438,6 +441,7 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
   std::vector<std::optional<Value>> vv(vals->size());
   const auto vmeta = [&](uint32_t i) -> Meta {
     const vkgraph::VkTensor* t = vals->Get(i)->value_as_VkTensor();
+    if (!t) bad(fmt::format("{}: value {} is not a tensor", where, i));
     const auto dt = vk_dtype(t->datatype());
     if (!dt) {
       throw Unsupported(fmt::format("{}: value {} has dtype {}, which wgnn does not have", where, i,
@@ -474,6 +478,9 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
     if (visiting[i]) bad(fmt::format("{}: value {} contains itself", where, i));
     visiting[i] = true;
     const vkgraph::VkValue* v = vals->Get(i);
+    if (v->value_type() != vkgraph::GraphTypes::NONE && !v->value()) {
+      bad(fmt::format("{}: value {} has a type and no value", where, i));
+    }
     Value out;
     switch (v->value_type()) {
       case vkgraph::GraphTypes::NONE:
@@ -573,8 +580,9 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
     if (out_id >= vals->size()) bad(fmt::format("{}: result value {} is out of range", w, out_id));
     // The result: a tensor, or a list of them (a tuple).
     std::vector<uint32_t> out_ids;
-    if (vals->Get(out_id)->value_as_ValueList()) {
-      for (int32_t x : *vals->Get(out_id)->value_as_ValueList()->items()) out_ids.push_back(uint32_t(x));
+    if (const auto* list = vals->Get(out_id)->value_as_ValueList()) {
+      if (!list->items()) bad(fmt::format("{}: the result list is empty", w));
+      for (int32_t x : *list->items()) out_ids.push_back(uint32_t(x));
     } else {
       out_ids.push_back(out_id);
     }
@@ -634,6 +642,9 @@ void Importer::check_ops() {
     const auto* ins = chains->Get(c)->instructions();
     for (uint32_t i = 0; ins && i < ins->size(); ++i) {
       const et::Instruction* in = ins->Get(i);
+      if (in->instr_args_type() != et::InstructionArguments::NONE && !in->instr_args()) {
+        bad(fmt::format("instruction {} has a type and no arguments", i));
+      }
       switch (in->instr_args_type()) {
         case et::InstructionArguments::KernelCall: {
           const auto* k = in->instr_args_as_KernelCall();
@@ -769,6 +780,9 @@ Model Importer::run(const std::string& method) {
   const auto* ins = chains->Get(0)->instructions();
   for (uint32_t i = 0; ins && i < ins->size(); ++i) {
     const et::Instruction* in = ins->Get(i);
+    if (in->instr_args_type() != et::InstructionArguments::NONE && !in->instr_args()) {
+      bad(fmt::format("instruction {} has a type and no arguments", i));
+    }
     switch (in->instr_args_type()) {
       case et::InstructionArguments::KernelCall: kernel_call(*in->instr_args_as_KernelCall(), int(i)); break;
       case et::InstructionArguments::DelegateCall: delegate_call(*in->instr_args_as_DelegateCall(), int(i)); break;

@@ -134,6 +134,17 @@ TEST(PteLoader, ChangedBytesAreLoadedOrErrors) {
   }
   EXPECT_GT(errors, 0);
   EXPECT_EQ(errors + loaded, 400);
+  // A small program, changed anywhere (its flatbuffer is all of it).
+  const std::string small = read(kData + "/errors/portable_only.pte");
+  for (int i = 0; i < 3000; ++i) {
+    std::string b = small;
+    const int flips = 1 + int(rng() % 3);
+    for (int k = 0; k < flips; ++k) b[rng() % b.size()] = char(rng() & 0xff);
+    try {
+      pte::load_from_bytes(b, "m.pte");
+    } catch (const Error&) {
+    }
+  }
 }
 
 }  // namespace
