@@ -17,6 +17,7 @@
 // torch.dtype) is taken from the result's declared dtype.
 #include "pte/aten.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -490,6 +491,56 @@ std::vector<TensorRef> any(OpCall& c) {
   return one(m);
 }
 
+// et_vk.sdpa(q, k, v, attn_mask?, scale?): softmax(q k^T * scale + mask) v
+// over the last two dims, as wgnn.attention reading the contiguous inputs
+// through views ([..., L, D] as [B, H, L, D]; rank 2 to 4), the mask
+// broadcast with zero strides.
+std::vector<TensorRef> sdpa(OpCall& c) {
+  const TensorRef q = c.tensor(0), k = c.tensor(1), v = c.tensor(2);
+  const Shape qs = c.meta_of(q).shape, ks = c.meta_of(k).shape, vs = c.meta_of(v).shape;
+  if (qs.size() < 2 || qs.size() > 4 || ks.size() != qs.size() || vs.size() != qs.size()) {
+    c.fail(fmt::format("q, k and v must have one rank of 2 to 4, got {}, {}, {}", shape_str(qs), shape_str(ks),
+                       shape_str(vs)));
+  }
+  // [B, H, rows, cols] of a shape of rank 2 to 4.
+  const auto bh = [](const Shape& s) {
+    std::array<int64_t, 4> d{1, 1, 1, 1};
+    for (size_t i = 0; i < s.size(); ++i) d[4 - s.size() + i] = s[i];
+    return d;
+  };
+  const auto contiguous_view = [](const std::array<int64_t, 4>& d) {
+    return IntList{0, d[0], d[1], d[2], d[3], d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
+  };
+  const auto qd = bh(qs), kd = bh(ks), vd = bh(vs);
+  const double scale = c.is_none(4) ? 1.0 / std::sqrt(double(qd[3])) : c.scalar(4);
+  Value mask = None{};
+  IntList mask_view;
+  if (!c.is_none(3)) {
+    const TensorRef m = c.tensor(3);
+    const Shape ms = c.meta_of(m).shape;
+    if (ms.size() > 4) c.fail(fmt::format("the mask's rank is {}; at most 4", ms.size()));
+    if (c.meta_of(m).dtype != DType::F32 && c.meta_of(m).dtype != DType::F16) {
+      c.fail(fmt::format("the mask is {}; an additive float mask is supported", dtype_name(c.meta_of(m).dtype)));
+    }
+    const auto md = bh(ms);
+    const std::array<int64_t, 4> full{qd[0], qd[1], qd[2], kd[2]};
+    std::array<int64_t, 4> st{md[1] * md[2] * md[3], md[2] * md[3], md[3], 1};
+    mask_view = {0};
+    for (size_t i = 0; i < 4; ++i) {
+      if (md[i] != full[i] && md[i] != 1) {
+        c.fail(fmt::format("the mask {} does not broadcast to [{}, {}, {}, {}]", shape_str(ms), full[0], full[1],
+                           full[2], full[3]));
+      }
+      mask_view.push_back(md[i] == 1 && full[i] != 1 ? 0 : st[i]);
+    }
+    mask = m;
+  }
+  const std::array<int64_t, 4> od{qd[0], qd[1], qd[2], vd[3]};
+  return one(c.ir.call("wgnn.attention.default",
+                       {q, k, v, mask, scale, contiguous_view(qd), contiguous_view(kd), contiguous_view(vd), mask_view,
+                        out_shape(c), IntList{0, od[1] * od[2] * od[3], od[2] * od[3], od[3], 1}}));
+}
+
 constexpr char kLogicalAnd[] = "aten.logical_and.default";
 constexpr char kLogicalOr[] = "aten.logical_or.default";
 constexpr char kView[] = "aten.view.default";
@@ -588,6 +639,7 @@ const std::map<std::string, Translate>& table() {
     m["aten.bitwise_and.Tensor"] = bitwise<kLogicalAnd>;
     m["aten.bitwise_or.Tensor"] = bitwise<kLogicalOr>;
     m["et_vk.rms_norm.default"] = et_rms_norm;
+    m["et_vk.sdpa.default"] = sdpa;
     m["quantized_decomposed.quantize_per_tensor.default"] = per_tensor<true>;
     m["quantized_decomposed.dequantize_per_tensor.default"] = per_tensor<false>;
     m["aten.as_strided_copy.default"] = as_strided;
