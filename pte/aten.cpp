@@ -541,6 +541,50 @@ std::vector<TensorRef> sdpa(OpCall& c) {
                         out_shape(c), IntList{0, od[1] * od[2] * od[3], od[2] * od[3], od[3], 1}}));
 }
 
+// et_vk.apply_rotary_emb_interleaved(x [B, N, C], freqs_cis (N * C values:
+// (cos, sin) pairs)): (real, imag) pairs along C rotated,
+//   out[2k] = x[2k] cos[k] - x[2k+1] sin[k], out[2k+1] = x[2k] sin[k] + x[2k+1] cos[k].
+std::vector<TensorRef> rotary_interleaved(OpCall& c) {
+  const TensorRef x = c.tensor(0), f = c.tensor(1);
+  const Shape xs = c.meta_of(x).shape;
+  if (xs.size() != 3 || xs[2] % 2 != 0) c.fail(fmt::format("x must be [B, N, C] with C even, got {}", shape_str(xs)));
+  const int64_t b = xs[0], n = xs[1], h = xs[2] / 2;
+  if (numel(c.meta_of(f).shape) != n * 2 * h) {
+    c.fail(fmt::format("freqs_cis has {} values; x {} needs {}", numel(c.meta_of(f).shape), shape_str(xs), n * 2 * h));
+  }
+  const TensorRef xv = view(c, x, IntList{b, n, h, 2});
+  const TensorRef fv = view(c, f, IntList{n, h, 2});
+  const auto part = [&](TensorRef t, int64_t dim, int64_t i) {
+    return c.ir.call("aten.slice.Tensor", {t, dim, i, i + 1, int64_t(1)});
+  };
+  const TensorRef re = part(xv, 3, 0), im = part(xv, 3, 1), cs = part(fv, 2, 0), sn = part(fv, 2, 1);
+  const auto mul = [&](TensorRef a, TensorRef b2) { return c.ir.call("aten.mul.Tensor", {a, b2}); };
+  const TensorRef out_re = c.ir.call("aten.sub.Tensor", {mul(re, cs), mul(im, sn)});
+  const TensorRef out_im = c.ir.call("aten.add.Tensor", {mul(re, sn), mul(im, cs)});
+  const TensorRef both = c.ir.call("aten.cat.default", {ValueList{out_re, out_im}, int64_t(3)});
+  return one(view(c, both, out_shape(c)));
+}
+
+// et_vk.grid_priors(self, stride, offset): the anchor points of an H x W
+// feature map (its last two dims), [H * W, 2] of ((j + offset) * stride,
+// (i + offset) * stride) in row-major order: a constant of the shape.
+std::vector<TensorRef> grid_priors(OpCall& c) {
+  const Shape& s = c.meta_of(c.tensor(0)).shape;
+  if (s.size() < 2) c.fail(fmt::format("needs an input of rank 2 or more, got {}", shape_str(s)));
+  const int64_t h = s[s.size() - 2], w = s[s.size() - 1];
+  const double stride = c.scalar(1), offset = c.scalar(2);
+  const Meta& m = c.outs.at(0);
+  if (m.shape != Shape{h * w, 2}) c.fail(fmt::format("the result is declared {}, expected [{}, 2]", shape_str(m.shape), h * w));
+  HostTensor t(m.dtype, m.shape);
+  for (int64_t i = 0; i < h; ++i) {
+    for (int64_t j = 0; j < w; ++j) {
+      put(t, 2 * (i * w + j), (double(j) + offset) * stride);
+      put(t, 2 * (i * w + j) + 1, (double(i) + offset) * stride);
+    }
+  }
+  return one(c.ir.constant(std::move(t)));
+}
+
 constexpr char kLogicalAnd[] = "aten.logical_and.default";
 constexpr char kLogicalOr[] = "aten.logical_or.default";
 constexpr char kView[] = "aten.view.default";
@@ -640,6 +684,8 @@ const std::map<std::string, Translate>& table() {
     m["aten.bitwise_or.Tensor"] = bitwise<kLogicalOr>;
     m["et_vk.rms_norm.default"] = et_rms_norm;
     m["et_vk.sdpa.default"] = sdpa;
+    m["et_vk.grid_priors.default"] = grid_priors;
+    m["et_vk.apply_rotary_emb_interleaved.default"] = rotary_interleaved;
     m["quantized_decomposed.quantize_per_tensor.default"] = per_tensor<true>;
     m["quantized_decomposed.dequantize_per_tensor.default"] = per_tensor<false>;
     m["aten.as_strided_copy.default"] = as_strided;

@@ -795,9 +795,14 @@ Model Importer::run(const std::string& method) {
     for (uint32_t i = 0; i < plan_->outputs()->size(); ++i) {
       const int id = plan_->outputs()->Get(i);
       const std::string name = fmt::format("output_{}", i);
-      const TensorRef t = tensor_of(id, name);
+      TensorRef t = tensor_of(id, name);
       if (ir_.value(t).kind != ir::ValueKind::Result) {
-        throw Unsupported(fmt::format("'{}': output {} is an input or a constant of the program, not computed", name_, i));
+        // An input or a constant returned as it is: a copy of it (a model's
+        // outputs are buffers of their own).
+        const Meta m = meta_.at(t.id);
+        t = ir_.call("aten._to_copy.default", {t, scalar_type_code(m.dtype)});
+        meta_[t.id] = m;
+        ir_.set_seen_shape(t, m.shape);
       }
       ir_.output(t, name);
       const Meta& m = meta_.at(t.id);
