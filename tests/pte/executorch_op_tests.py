@@ -17,6 +17,10 @@ the error wgnn gave); a case whose result differs fails the test, so a fix
 or a regression shows. docs/CONFORMANCE.md lists the cases that do not pass.
 
     .venv/bin/python tests/pte/executorch_op_tests.py DATA_DIR [--expected F] [--write-expected F]
+    python3 tests/pte/executorch_op_tests.py DATA_DIR --cli build/wgnn ...   # through `wgnn run`, no package
+
+--cli runs each case through the CLI instead of the Python package (on a
+machine where only the CLI is, the GPU machine).
 """
 
 import argparse
@@ -24,9 +28,12 @@ import json
 import os
 import sys
 
+import subprocess
+import tempfile
+
 import numpy as np
 
-import wgnn
+wgnn = None  # the package, imported unless --cli is given
 
 DTYPES = {"float32": np.float32, "int32": np.int32, "bool": np.int8, "int8": np.int8, "int64": np.int64}
 
@@ -51,10 +58,52 @@ def run_case(data, pte, entries, sessions):
     return {k: (st, why.replace(os.path.join(data, ""), "")) for k, (st, why) in r.items()}
 
 
+class _Input:
+    def __init__(self, name, type_):
+        self.name, self.type = name, type_
+
+
+class CliSession:
+    """wgnn.InferenceSession's calls this script makes, through `wgnn run`."""
+
+    TYPES = {"float32": "tensor(float)", "int32": "tensor(int32)", "int64": "tensor(int64)", "bool": "tensor(bool)",
+             "int8": "tensor(int8)", "uint8": "tensor(uint8)", "float16": "tensor(float16)"}
+
+    def __init__(self, cli, path, n_inputs, dtypes):
+        self.cli, self.path = cli, path
+        self._inputs = [_Input(f"input_{i}", self.TYPES.get(dtypes[i], "tensor(float)")) for i in range(n_inputs)]
+
+    def get_inputs(self):
+        return self._inputs
+
+    def run(self, _names, feeds):
+        with tempfile.TemporaryDirectory() as d:
+            args = [self.cli, "run", self.path, "--output-dir", d]
+            for name, a in feeds.items():
+                np.save(os.path.join(d, f"in_{name}.npy"), a)
+                args += ["--input", f"{name}={os.path.join(d, f'in_{name}.npy')}"]
+            r = subprocess.run(args, capture_output=True, text=True)
+            if r.returncode != 0:
+                msg = (r.stderr.strip().splitlines() or ["wgnn run failed"])[-1]
+                kind = "Unsupported" if "without a mapping" in msg or "not supported" in msg else "Error"
+                raise type(kind, (Exception,), {})(msg)
+            outs, k = [], 0
+            while os.path.exists(os.path.join(d, f"output_{k}.npy")):
+                outs.append(np.load(os.path.join(d, f"output_{k}.npy")))
+                k += 1
+            return outs
+
+
+CLI = None
+
+
 def _run_case(data, pte, entries, sessions):
     try:
         s = sessions.get(pte)
-        if s is None:
+        if s is None and CLI:
+            s = CliSession(CLI, os.path.join(data, pte), len(entries[0]["inputs"]),
+                           [i["dtype"] for i in entries[0]["inputs"]])
+        elif s is None:
             s = wgnn.InferenceSession(os.path.join(data, pte))
             sessions.clear()  # one at a time: the GPU memory of the last one goes
             sessions[pte] = s
@@ -76,7 +125,9 @@ def _run_case(data, pte, entries, sessions):
     try:
         outs = s.run(None, feeds)
     except Exception as e:
-        return {e_["case"]: ("fail", one_line(f"run: {type(e).__name__}: {e}")) for e_ in entries}
+        kind = "unsupported" if type(e).__name__ == "Unsupported" else "fail"
+        prefix = "" if kind == "unsupported" else "run: "
+        return {e_["case"]: (kind, one_line(f"{prefix}{type(e).__name__}: {e}")) for e_ in entries}
     result = {}
     for e_ in entries:
         g = e_["golden"]
@@ -115,7 +166,15 @@ def main():
     ap.add_argument("--expected")
     ap.add_argument("--write-expected")
     ap.add_argument("--min-cases", type=int, default=1)
+    ap.add_argument("--cli", help="run through this wgnn CLI instead of the Python package")
     args = ap.parse_args()
+    global wgnn, CLI
+    if args.cli:
+        CLI = args.cli
+    else:
+        import wgnn as package
+
+        wgnn = package
     with open(os.path.join(args.data, "manifest.json")) as f:
         manifest = json.load(f)
     by_pte = {}
