@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -32,6 +33,16 @@ uint64_t le64(const uint8_t* p) {
   return v;
 }
 uint32_t le32(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
+
+// Element i of a vector of 8-byte scalars, read without assuming 8-byte
+// alignment: the verifier checks a vector's start to 4 bytes only, so a
+// changed file may place one at any multiple of 4.
+template <class T>
+T element(const flatbuffers::Vector<T>* v, size_t i) {
+  T x;
+  std::memcpy(&x, v->Data() + i * sizeof(T), sizeof(T));
+  return x;
+}
 
 // A checked span of the file.
 struct Bytes {
@@ -223,7 +234,9 @@ Value Importer::evalue(int index) {
       // Items are indices of Int values.
       IntList l;
       if (const auto* items = ev->val_as_IntList()->items()) {
-        for (int64_t i : *items) {
+        for (size_t j = 0; j < items->size(); ++j) {
+          const int64_t i = element(items, j);
+          if (i < 0 || uint64_t(i) >= values_.size()) bad(fmt::format("{}: an IntList item names value {}", what, i));
           const Value e = evalue(int(i));
           if (!e.is_int()) bad(fmt::format("{}: an IntList item is {}", what, e.describe()));
           l.push_back(std::get<int64_t>(e.v));
@@ -235,7 +248,7 @@ Value Importer::evalue(int index) {
     case et::KernelTypes::DoubleList: {
       ValueList l;
       if (const auto* items = ev->val_as_DoubleList()->items()) {
-        for (double d : *items) l.emplace_back(d);
+        for (size_t j = 0; j < items->size(); ++j) l.emplace_back(element(items, j));
       }
       v = Value(std::move(l));
       break;
@@ -293,7 +306,7 @@ Value Importer::evalue(int index) {
           bad(fmt::format("{} names constant {}, which the constant segment does not list", what, idx));
         }
         const Bytes seg = segment(cs->segment_index(), "the constant segment");
-        const uint64_t off = cs->offsets()->Get(idx);
+        const uint64_t off = element(cs->offsets(), idx);
         if (off > seg.size || nbytes > seg.size - off) {
           bad(fmt::format("{} ({} bytes at offset {}) lies outside the constant segment ({} bytes)", what, nbytes, off,
                           seg.size));
@@ -424,7 +437,11 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
       raw_size > payload.size - raw_off) {
     bad(fmt::format("{}: the header's regions lie outside the payload ({} bytes)", where, payload.size));
   }
-  const uint8_t* fb = payload.data + fb_off;
+  // The graph in 8-byte-aligned memory of its own: the payload may start
+  // anywhere in a changed file, and flatbuffers reads 8-byte fields in place.
+  std::vector<uint64_t> graph_copy((fb_size + 7) / 8);
+  if (fb_size) std::memcpy(graph_copy.data(), payload.data + fb_off, fb_size);
+  const uint8_t* fb = reinterpret_cast<const uint8_t*>(graph_copy.data());
   flatbuffers::Verifier verifier(fb, fb_size);
   if (!verifier.VerifyBuffer<vkgraph::VkGraph>(nullptr)) bad(fmt::format("{}: the graph flatbuffer does not verify", where));
   const vkgraph::VkGraph* g = vkgraph::GetVkGraph(fb);
@@ -502,14 +519,16 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
         break;
       case vkgraph::GraphTypes::IntList: {
         IntList l;
-        if (const auto* items = v->value_as_IntList()->items()) l.assign(items->begin(), items->end());
+        if (const auto* items = v->value_as_IntList()->items()) {
+          for (size_t j = 0; j < items->size(); ++j) l.push_back(element(items, j));
+        }
         out = Value(std::move(l));
         break;
       }
       case vkgraph::GraphTypes::DoubleList: {
         ValueList l;
         if (const auto* items = v->value_as_DoubleList()->items()) {
-          for (double x : *items) l.emplace_back(x);
+          for (size_t j = 0; j < items->size(); ++j) l.emplace_back(element(items, j));
         }
         out = Value(std::move(l));
         break;
@@ -680,9 +699,12 @@ void Importer::check_ops() {
           if (payload.size < 30 || std::memcmp(payload.data + 4, "VH00", 4) != 0) break;
           const uint64_t fb_off = le32(payload.data + 10), fb_size = le32(payload.data + 14);
           if (fb_off > payload.size || fb_size > payload.size - fb_off) break;
-          flatbuffers::Verifier verifier(payload.data + fb_off, fb_size);
+          std::vector<uint64_t> graph_copy((fb_size + 7) / 8);
+          if (fb_size) std::memcpy(graph_copy.data(), payload.data + fb_off, fb_size);
+          const auto* fb = reinterpret_cast<const uint8_t*>(graph_copy.data());
+          flatbuffers::Verifier verifier(fb, fb_size);
           if (!verifier.VerifyBuffer<vkgraph::VkGraph>(nullptr)) break;
-          const auto* g = vkgraph::GetVkGraph(payload.data + fb_off);
+          const auto* g = vkgraph::GetVkGraph(fb);
           for (uint32_t k = 0; g->chain() && k < g->chain()->size(); ++k) {
             const auto* call = g->chain()->Get(k);
             const std::string op = call->name() ? call->name()->str() : "";
@@ -817,6 +839,13 @@ Model Importer::run(const std::string& method) {
 }  // namespace
 
 Model load_from_bytes(std::string_view bytes, const std::string& name, const std::string& method) {
+  // flatbuffers reads 8-byte fields in place: the program from 8-byte-
+  // aligned memory (a copy where the caller's bytes are not).
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % 8 != 0) {
+    std::vector<uint64_t> copy((bytes.size() + 7) / 8);
+    if (!bytes.empty()) std::memcpy(copy.data(), bytes.data(), bytes.size());
+    return Importer(std::string_view(reinterpret_cast<const char*>(copy.data()), bytes.size()), name).run(method);
+  }
   return Importer(bytes, name).run(method);
 }
 
