@@ -748,7 +748,7 @@ Model Importer::run(const std::string& method) {
                       file_.size()));
     }
     if (segment_base_ > file_.size()) bad(fmt::format("segment data at offset {} lies past the end", segment_base_));
-    if (hlen >= 32 && segment_base_ > 0) {
+    if (hlen >= 32 && segment_base_ > 0 && file_.size() >= 8 + 32) {
       const uint64_t seg_size = le64(base + 32);
       if (seg_size > file_.size() - segment_base_) {
         bad(fmt::format("the header gives {} bytes of segments at offset {}; the file has {} (truncated?)", seg_size,
