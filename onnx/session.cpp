@@ -868,6 +868,21 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
   return record_plan_as(inputs, decisions, tensor_cores, false);
 }
 
+passes::Report Session::optimize_ir(ir::Graph& irg, bool tensor_cores, Built& b) const {
+  passes::OptimizeOptions po;
+  po.fusion = options_.fusion && fusion_enabled(ctx_.settings());
+  po.disabled = ctx_.settings().value("WGNN_DISABLE_PASSES");
+  const char* dump = ctx_.settings().get("WGNN_DUMP_IR");
+  const bool dump_ir = dump && *dump && std::string(dump) != "0" && tensor_cores;
+  if (dump_ir) fmt::print(stderr, "wgnn: the plan's IR as imported:\n{}", irg.dump());
+  const passes::Report report = passes::optimize(irg, po);
+  if (dump_ir) fmt::print(stderr, "wgnn: after the passes ({}):\n{}", report.summary(), irg.dump());
+  for (const auto& [pass, count] : report.applied) {
+    if (pass.rfind("fuse_", 0) == 0) b.ir_fusions += fmt::format("{}{} {}", b.ir_fusions.empty() ? "" : ", ", pass, count);
+  }
+  return report;
+}
+
 std::unique_ptr<Session::Built> Session::record_ir_plan(const Feeds& inputs, bool tensor_cores) {
   auto b = std::make_unique<Built>();
   b->graph = std::make_unique<Graph>(ctx_);
@@ -878,17 +893,7 @@ std::unique_ptr<Session::Built> Session::record_ir_plan(const Feeds& inputs, boo
   const auto t0 = std::chrono::steady_clock::now();
   // The passes rewrite a copy: every plan starts from the model as given.
   ir::Graph irg = *ir_model_;
-  passes::OptimizeOptions po;
-  po.fusion = options_.fusion && fusion_enabled(ctx_.settings());
-  po.disabled = ctx_.settings().value("WGNN_DISABLE_PASSES");
-  const char* dump = ctx_.settings().get("WGNN_DUMP_IR");
-  const bool dump_ir = dump && *dump && std::string(dump) != "0" && tensor_cores;
-  if (dump_ir) fmt::print(stderr, "wgnn: the model's IR:\n{}", irg.dump());
-  const passes::Report report = passes::optimize(irg, po);
-  if (dump_ir) fmt::print(stderr, "wgnn: after the passes ({}):\n{}", report.summary(), irg.dump());
-  for (const auto& [pass, count] : report.applied) {
-    if (pass.rfind("fuse_", 0) == 0) b->ir_fusions += fmt::format("{}{} {}", b->ir_fusions.empty() ? "" : ", ", pass, count);
-  }
+  const passes::Report report = optimize_ir(irg, tensor_cores, *b);
   std::vector<Shape> shapes;
   for (TensorRef in : irg.inputs()) {
     const std::string& name = irg.value(in).name;
@@ -1111,18 +1116,8 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
     // and outputs take the places of the meta graph's.
     const auto t0 = std::chrono::steady_clock::now();
     ir::Graph& irg = trace->ir();
-    passes::OptimizeOptions po;
-    po.fusion = options_.fusion && fusion_enabled(ctx_.settings());
-    po.disabled = ctx_.settings().value("WGNN_DISABLE_PASSES");
-    const char* dump = ctx_.settings().get("WGNN_DUMP_IR");
-    const bool dump_ir = dump && *dump && std::string(dump) != "0" && tensor_cores;
-    if (dump_ir) fmt::print(stderr, "wgnn: the plan's IR as imported:\n{}", irg.dump());
-    const passes::Report report = passes::optimize(irg, po);
-    if (dump_ir) fmt::print(stderr, "wgnn: after the passes ({}):\n{}", report.summary(), irg.dump());
+    const passes::Report report = optimize_ir(irg, tensor_cores, *b);
     b->through_ir = true;
-    for (const auto& [pass, count] : report.applied) {
-      if (pass.rfind("fuse_", 0) == 0) b->ir_fusions += fmt::format("{}{} {}", b->ir_fusions.empty() ? "" : ", ", pass, count);
-    }
     std::vector<Shape> shapes;
     for (TensorRef in : irg.inputs()) {
       std::vector<int64_t> s;

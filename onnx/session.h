@@ -44,6 +44,9 @@ class ModelProto;
 namespace wgnn::ir {
 class Graph;
 }
+namespace wgnn::passes {
+struct Report;
+}
 
 namespace wgnn::onnx_import {
 
@@ -329,6 +332,9 @@ class Session {
   std::unique_ptr<Built> record_plan(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
                                      bool tensor_cores);
   // record_plan through the IR (ir_import_) or directly.
+  // The passes on a plan's IR with this Session's options (WGNN_DUMP_IR
+  // prints it before and after); the fusions applied go to b.ir_fusions.
+  passes::Report optimize_ir(ir::Graph& irg, bool tensor_cores, Built& b) const;
   // A plan of a model given as IR (LoadedModel::ir): passes, then lowering.
   std::unique_ptr<Built> record_ir_plan(const Feeds& inputs, bool tensor_cores);
   std::unique_ptr<Built> record_plan_as(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
