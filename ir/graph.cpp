@@ -75,6 +75,12 @@ const HostTensor* Graph::model_values(TensorRef v) const {
   return vi.data ? vi.data.get() : vi.source.get();
 }
 
+std::optional<DType> Graph::known_dtype(TensorRef v) const {
+  const ValueInfo& vi = value(v);
+  if (vi.kind == ValueKind::Result) return vi.seen_dtype;
+  return vi.dtype;
+}
+
 std::optional<Shape> Graph::known_shape(TensorRef v) const {
   const ValueInfo& vi = value(v);
   if (vi.kind == ValueKind::Result) return vi.seen_shape;

@@ -60,6 +60,7 @@ struct ValueInfo {
   // (the ONNX importer's, one per plan): passes may check shapes with it.
   // Absent in an IR with symbolic dims.
   std::optional<Shape> seen_shape;
+  std::optional<DType> seen_dtype;  // the same, for its dtype
   int node = -1;                           // results: the producing node
   int index = 0;                           //   and which of its outputs
 };
@@ -115,6 +116,8 @@ class Graph {
 
   // Records a result's shape (ValueInfo::seen_shape).
   void set_seen_shape(TensorRef v, Shape s) { values_.at(size_t(v.id)).seen_shape = std::move(s); }
+  // Records a result's dtype (ValueInfo::seen_dtype).
+  void set_seen_dtype(TensorRef v, DType d) { values_.at(size_t(v.id)).seen_dtype = d; }
   // A new Result value with no producer yet (a pass's intermediate).
   TensorRef new_result();
   // Puts `n` in place of node `at` (its outputs' producer set to it).
@@ -134,6 +137,9 @@ class Graph {
   // A value's shape where the IR knows it: an input's or constant's fixed
   // dims, or a result's seen_shape; nullopt otherwise (a symbolic dim).
   std::optional<Shape> known_shape(TensorRef v) const;
+  // A value's dtype where the IR knows it: an input's or constant's, or a
+  // result's seen_dtype.
+  std::optional<DType> known_dtype(TensorRef v) const;
   // The live nodes whose arguments name v (a node once per argument that
   // names it), and whether the model returns it.
   std::vector<int> users(TensorRef v) const;

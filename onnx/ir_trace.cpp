@@ -79,6 +79,7 @@ Value IrTrace::call(const std::string& op, const ValueList& args) {
   for (size_t i = 0; i < outs.size(); ++i) {
     bind(outs[i], ir_outs[i]);
     ir_.set_seen_shape(ir_outs[i], meta_.info(outs[i]).shape);
+    ir_.set_seen_dtype(ir_outs[i], meta_.info(outs[i]).dtype);
   }
   return r;
 }

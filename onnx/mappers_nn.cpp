@@ -136,15 +136,6 @@ OpMapper conv_mapper(bool transposed) {
       aten = aten && pads[i] >= 0 && (out_pad[i] == 0 || out_pad[i] < strides[i] || out_pad[i] < dilations[i]);
     }
     const IntList begin(pads.begin(), pads.begin() + long(d));
-    if (c.conv_act != "none" || c.conv_affine.id >= 0 || c.conv_residual.id >= 0) {
-      // A fused activation, affine or residual: the padded form takes them.
-      return one(c.out(c.call("wgnn.convolution_padded.default",
-                              {c.tensor(0), c.tensor(1), c.tensor_or_none(2), IntList(strides), IntList(pads),
-                               IntList(dilations), transposed, IntList(out_pad), group, c.conv_act, c.conv_lo,
-                               c.conv_hi, c.conv_affine.id >= 0 ? Value(c.conv_affine) : Value(None{}),
-                               c.conv_affine_rounded,
-                               c.conv_residual.id >= 0 ? Value(c.conv_residual) : Value(None{})})));
-    }
     Value r = c.call(aten ? "aten.convolution.default" : "wgnn.convolution_padded.default",
                      {c.tensor(0), c.tensor(1), c.tensor_or_none(2), IntList(strides), aten ? begin : IntList(pads),
                       IntList(dilations), transposed, IntList(out_pad), group});

@@ -100,19 +100,6 @@ class NodeCtx {
   const onnx::NodeProto& node;
   int opset;
   Storage storage;
-  // Set by the importer's fusion (onnx/fusion.h) for a Conv whose result
-  // goes through a ReLU or Clip: the Conv mapper applies it in the same
-  // dispatch ("none", "relu", "clamp" with conv_lo / conv_hi).
-  std::string conv_act = "none";
-  double conv_lo = 0, conv_hi = 0;
-  // Set by the fusion of a Conv and a BatchNormalization in float16: a
-  // float32 [2, Cout] tensor (scale, shift per output channel) the Conv
-  // mapper applies in the convolution's epilogue, before conv_act.
-  TensorRef conv_affine{-1};
-  // Set by the fusion of a Conv (and BatchNormalization) with the Add of a
-  // residual block: the tensor the convolution's epilogue adds before
-  // conv_act (wgnn.convolution_padded's residual).
-  TensorRef conv_residual{-1};
   // The build this node is part of (onnx/subgraph.h): subgraphs, values
   // folded on the host through their producers, read-backs. May be null.
   Builder* builder = nullptr;
@@ -120,7 +107,6 @@ class NodeCtx {
   // views and constants go there, and `g` only follows shapes. Null: they
   // are recorded on `g` directly.
   IrTrace* trace = nullptr;
-  bool conv_affine_rounded = false;  // the convolution rounded to float16 before it (affine_rounded)
   // The dtype a value of dtype d has on the GPU (Storage::gpu): float16 for
   // float32 in fp16 mode, float32 for float16 without shader-f16.
   DType gpu_dtype(DType d) const { return storage.gpu(d); }

@@ -853,18 +853,7 @@ void Session::try_tier_up(Built& b) {
 std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
                                                      bool tensor_cores) {
   if (ir_model_) return record_ir_plan(inputs, tensor_cores);
-  if (ir_import_) {
-    try {
-      return record_plan_as(inputs, decisions, tensor_cores, true);
-    } catch (const NeedsReadback&) {
-      // Control flow or a size decided by a value on the GPU: its probes
-      // run part of a plan and read the value back, which the IR (one
-      // graph, lowered whole) does not express. This model's plans are
-      // recorded directly from now on.
-      ir_import_ = false;
-      ir_fallback_ = true;
-    }
-  }
+  if (ir_import_) return record_plan_as(inputs, decisions, tensor_cores, true);
   return record_plan_as(inputs, decisions, tensor_cores, false);
 }
 
@@ -872,6 +861,7 @@ passes::Report Session::optimize_ir(ir::Graph& irg, bool tensor_cores, Built& b)
   passes::OptimizeOptions po;
   po.fusion = options_.fusion && fusion_enabled(ctx_.settings());
   po.disabled = ctx_.settings().value("WGNN_DISABLE_PASSES");
+  po.context.device = &ctx_;
   const char* dump = ctx_.settings().get("WGNN_DUMP_IR");
   const bool dump_ir = dump && *dump && std::string(dump) != "0" && tensor_cores;
   if (dump_ir) fmt::print(stderr, "wgnn: the plan's IR as imported:\n{}", irg.dump());
@@ -1032,6 +1022,7 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
   if (tensor_cores) builder.op_ms = &op_ms;  // the plan a build records first
   Scope root{&values, nullptr, &graph};
   auto build_node = [&](int i) { builder.build_node(graph.node(i), root, &needed); };
+  bool probe = false;
   try {
   for (int i = 0; i < graph.node_size(); ++i) {
     if (!live[size_t(i)] || deferred[size_t(i)]) continue;
@@ -1061,17 +1052,19 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
     for (int j : f.nodes) build_node(j);
   }
   } catch (const NeedsReadback& r) {
-    if (through_ir) throw;  // record_plan records it directly
-    // The plan so far becomes a probe computing the value; Session::run
-    // runs it, reads the value and builds again knowing it.
+    // The plan so far becomes a probe computing the value (a stage of the
+    // model that ends at a value read back); Session::run runs it, reads
+    // the value and builds again knowing it. Through the IR, the probe's
+    // IR is the nodes traced so far, with that value as its one output.
+    probe = true;
     for (auto& [name, v] : values) v.input_value = nullptr;
     b->probe = r.key;
-    g.mark_output(r.value);
+    if (trace) {
+      trace->output(r.value, r.key);
+    } else {
+      g.mark_output(r.value);
+    }
     b->outputs.emplace_back(r.key, Slot::of_tensor(g, r.value));
-    b->folded += builder.folded;
-    b->mapped += builder.mapped;
-    g.remove_dead_dispatches();
-    return b;
   }
   if (builder.op_ms) {
     last_phases_.record_by_op.assign(op_ms.begin(), op_ms.end());
@@ -1087,6 +1080,7 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
   }
   b->folded += builder.folded;
   b->mapped += builder.mapped;
+  if (!probe) {
   b->plan_time_decisions = builder.plan_time_decisions;
   b->readback_decisions = builder.readback_decisions;
   b->unrolled = builder.unrolled_iterations;
@@ -1110,6 +1104,7 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
       else g.mark_output(s.ref);
     }
     b->outputs.emplace_back(o.name, s);
+  }
   }
   if (trace) {
     // The IR, rewritten by the passes, recorded on the plan: its inputs
@@ -1591,10 +1586,8 @@ std::string Session::summary() const {
                             last_->ir_fallbacks.size() == 1 ? "" : "s", fmt::join(last_->ir_fallbacks, "; "));
   }
   if (!last_->through_ir) {
-    ir_fused += ir_fallback_ ? "; recorded directly (control flow or a size read back from the GPU), without the IR "
-                               "passes' fusions"
-                             : "; recorded directly (not through the IR: WGNN_IR_IMPORT=0 or SessionOptions::ir_import), "
-                               "without the IR passes' fusions";
+    ir_fused += "; recorded directly (not through the IR: WGNN_IR_IMPORT=0 or SessionOptions::ir_import), "
+                "without the IR passes' fusions";
   }
   const std::string storage =
       widen_f16_ && uses_f16_

@@ -75,8 +75,9 @@ struct SessionOptions {
   // float32 graph outputs are cast back, so run()'s dtypes are the model's.
   bool fp16 = false;
   // Chains of nodes recorded as one op where the result is the same within
-  // float rounding: exporters' GELU chains, a MatMul with a constant scale
-  // and bias (onnx/fusion.h). WGNN_NO_FUSION=1 in the environment turns it
+  // float rounding: the IR passes (passes/: attention, GELU chains, a
+  // product's scale, bias and activation, ...) and DequantizeLinear +
+  // MatMul (onnx/fusion.h). WGNN_NO_FUSION=1 in the environment turns it
   // off as well.
   bool fusion = true;
   // Run-time checks (Graph::set_checked): an index out of range (Gather,
@@ -117,8 +118,8 @@ struct SessionOptions {
   bool tiered = true;
   // The importer writes each plan's model as IR (ir/graph.h), which the
   // passes (passes/) rewrite and ir::lower records, rather than recording
-  // GPU work as it maps the nodes. A model whose control flow or sizes
-  // need values read back from the GPU is recorded directly. WGNN_IR_IMPORT
+  // GPU work as it maps the nodes; control flow's probe plans too. Off:
+  // recorded directly, without the passes (an A/B switch). WGNN_IR_IMPORT
   // =0 (or 1) in the environment overrides it.
   bool ir_import = true;
 };
@@ -399,8 +400,7 @@ class Session {
   Built* last_ = nullptr;
   int builds_ = 0, evictions_ = 0, tiered_plans_ = 0, tier_ups_ = 0;
   bool tiered_ = false;
-  bool ir_import_ = true;  // SessionOptions::ir_import; off for good once a build needs a readback
-  bool ir_fallback_ = false;  // ir_import_ turned off by a build that needed a readback
+  bool ir_import_ = true;  // SessionOptions::ir_import
   int tier_grace_ms_ = 30;  // WGNN_TIER_GRACE_MS
   // How long a build waits past the grace for tensor-core pipelines that
   // come from the disk cache (WGNN_TIER_DISK_WAIT_MS).

@@ -1,5 +1,5 @@
 #pragma once
-// What ops/attention.cpp shares with the importer's attention fusion.
+// What ops/attention.cpp shares with the attention fusion (passes/fuse_attention.cpp).
 #include <cstdint>
 
 #include "gpu/context.h"

@@ -51,10 +51,9 @@ class FuseAttentionScale final : public Pass {
         ir::Node n = at;
         n.args[k] = t;
         n.args[4] = scale * c;
-        // The chain as it was, for a plan whose dtypes the op rejects.
-        ir::Node before = at;
-        before.unfused.clear();
-        n.unfused = {mul, before};
+        // The chain as it was, for a plan whose dtypes the op rejects
+        // (with its own chain, where fuse_attention made it).
+        n.unfused = {mul, at};
         if (n.label.empty()) n.label = name();
         g.nodes()[size_t(p)].dead = true;
         g.replace_node(int(i), std::move(n));

@@ -196,7 +196,24 @@ class FuseQkvProjection final : public Pass {
       prod.label = name();
       prod.origin = g.nodes()[size_t(ps[0].node)].origin;
       for (size_t k : idx) n.args[k] = y;
-      n.unfused.clear();
+      // The chain the attention keeps (fuse_attention's, for a plan whose
+      // dtypes or sizes the op refuses) read the separate products: it
+      // takes their columns of the joined one.
+      if (!n.unfused.empty()) {
+        std::vector<ir::Node> cut;
+        int64_t c = 0;
+        for (const Product& p : ps) {
+          ir::Node s;
+          s.op = "aten.slice.Tensor";
+          s.args = {y, int64_t(-1), c, c + p.n, int64_t(1)};
+          s.outputs = {g.nodes()[size_t(p.node)].outputs[0]};
+          s.label = name();
+          s.origin = g.nodes()[size_t(p.node)].origin;
+          cut.push_back(std::move(s));
+          c += p.n;
+        }
+        n.unfused.insert(n.unfused.begin(), cut.begin(), cut.end());
+      }
       int first = ps[0].node;
       for (const Product& p : ps) first = std::min(first, p.node);
       for (const Product& p : ps) g.nodes()[size_t(p.node)].dead = true;

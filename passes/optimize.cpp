@@ -93,9 +93,10 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   all.push_back(fuse_rotary());
   all.push_back(fuse_silu());                // before the products take it into their epilogue
   all.push_back(sink_views());               // torch.export's views out of the products' way
-  // The view nodes the importer keeps beside a fused attention (a Shape may
-  // read them) read q, k and v too: gone first, where nothing reads them.
+  // Where nothing reads them, the views on attention's q, k and v go
+  // before it looks for readers (a Shape may have read them).
   all.push_back(dead_code());
+  all.push_back(fuse_attention());           // before fuse_matmul_add takes its products
   all.push_back(fuse_attention_scale());     // before fuse_matmul_add takes a factor into one product's alpha
   all.push_back(fuse_matmul_add());
   all.push_back(fuse_qkv_projection());      // the products fuse_matmul_add made

@@ -25,6 +25,9 @@ struct PassContext {
   gpu::Context* ctx = nullptr;
   // Constant folding makes no constant larger than this (bytes).
   uint64_t max_folded_bytes = uint64_t(64) << 20;
+  // The device the plan is for, where a fusion's worth depends on its
+  // kernels (fuse_attention); null: as for a device without tensor cores.
+  const gpu::Context* device = nullptr;
 };
 
 class Pass {
@@ -41,7 +44,8 @@ std::unique_ptr<Pass> fold_constants();        // fold_constants.cpp
 std::unique_ptr<Pass> fuse_gelu();             // fuse_gelu.cpp
 std::unique_ptr<Pass> fuse_rms_norm();         // fuse_rms_norm.cpp
 std::unique_ptr<Pass> fuse_rotary();           // fuse_rotary.cpp
-std::unique_ptr<Pass> sink_views();
+std::unique_ptr<Pass> sink_views();            // sink_views.cpp
+std::unique_ptr<Pass> fuse_attention();        // fuse_attention.cpp
 std::unique_ptr<Pass> fuse_silu();             // fuse_silu.cpp
 std::unique_ptr<Pass> fuse_matmul_add();       // fuse_matmul_add.cpp
 std::unique_ptr<Pass> fuse_conv_batch_norm();  // fuse_conv_batch_norm.cpp
@@ -81,7 +85,8 @@ struct Report {
 // The default pipeline, in order: constant folding (when pc.ctx is set),
 // a depthwise convolution between channel permutes, window attention's
 // partition and reverse (with their pad, crop and residual add), GELU chains, scalar
-// factors on attention's q or k, RMS norms, rotary positions and SiLU
+// factors on attention's q or k, attention as exporters write it (after
+// torch.export's views are moved out of the way) as one op, RMS norms, rotary positions and SiLU
 // written out, matmul + scales / transposed operands /
 // bias, attention's q, k and v products as one, a per-column constant
 // scale after a product, conv + batch

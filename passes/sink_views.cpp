@@ -5,7 +5,8 @@
 //     epilogue may then take it);
 //   - a linear layer of a view that keeps the last dim (x [1, T, K] seen as
 //     [T, K]): the layer on x, then the view;
-//   - a bmm of two views that merge the same leading dims ([B, H, M, K] seen
+//   - a bmm of two views that merge the same leading dims, but for leading
+//     1s ([B, H, M, K] seen
 //     as [B*H, M, K]): aten.matmul of the views' inputs, then the view (so
 //     fuse_matmul_add reads a transposed operand in place and takes a scale
 //     into alpha);
@@ -110,6 +111,7 @@ class SinkViews final : public Pass {
     back.outputs = u.outputs;
     back.label = "sink_views";
     back.origin = u.origin;
+    if (const std::optional<DType> d = g.known_dtype(u.outputs[0])) g.set_seen_dtype(y, *d);
     g.replace_node(at, std::move(moved));
     g.set_seen_shape(y, ys);
     g.replace_node(i, std::move(back));
@@ -130,31 +132,60 @@ class SinkViews final : public Pass {
     const TensorRef a = va->args[0].tensor(), b = vb->args[0].tensor();
     const auto as = g.known_shape(a), bs = g.known_shape(b), os = g.known_shape(n.outputs[0]);
     const auto a3 = g.known_shape(n.args[0].tensor()), b3 = g.known_shape(n.args[1].tensor());
-    if (!as || !bs || !os || !a3 || !b3 || as->size() < 3 || as->size() != bs->size()) return false;
-    const size_t r = as->size();
-    if (!std::equal(as->begin(), as->end() - 2, bs->begin())) return false;
+    if (!as || !bs || !os || !a3 || !b3 || as->size() < 3 || bs->size() < 3) return false;
+    const size_t r = as->size(), rb = bs->size();
+    // The leading dims alike but for leading 1s ([1, 2] and [1, 1, 2]:
+    // probabilities and v cut from a packed projection): b is seen with
+    // a's leading dims (one more view, which records nothing).
+    auto strip = [](const Shape& s) {
+      Shape lead(s.begin(), s.end() - 2);
+      while (!lead.empty() && lead.front() == 1) lead.erase(lead.begin());
+      return lead;
+    };
+    if (strip(*as) != strip(*bs)) return false;
+    const bool same_lead = r == rb && std::equal(as->begin(), as->end() - 2, bs->begin());
     const int64_t batch = std::accumulate(as->begin(), as->end() - 2, int64_t(1), std::multiplies<>());
-    if ((*a3)[0] != batch || (*a3)[1] != (*as)[r - 2] || (*a3)[2] != (*as)[r - 1] || (*b3)[1] != (*bs)[r - 2] ||
-        (*b3)[2] != (*bs)[r - 1]) {
+    if ((*a3)[0] != batch || (*a3)[1] != (*as)[r - 2] || (*a3)[2] != (*as)[r - 1] || (*b3)[1] != (*bs)[rb - 2] ||
+        (*b3)[2] != (*bs)[rb - 1]) {
       return false;
+    }
+    const std::string label = n.label, origin = n.origin;
+    const std::vector<TensorRef> outs = n.outputs;  // n moves when a node goes in before it
+    TensorRef bb = b;
+    if (!same_lead) {
+      Shape s(as->begin(), as->end() - 2);
+      s.push_back((*bs)[rb - 2]);
+      s.push_back((*bs)[rb - 1]);
+      bb = g.new_result();
+      ir::Node v;
+      v.op = "aten.view.default";
+      v.args = {b, IntList(s.begin(), s.end())};
+      v.outputs = {bb};
+      v.label = "sink_views";
+      v.origin = origin;
+      g.insert_node(i, std::move(v));
+      g.set_seen_shape(bb, s);
+      if (const std::optional<DType> d = g.known_dtype(b)) g.set_seen_dtype(bb, *d);
+      ++i;
     }
     const TensorRef y = g.new_result();
     Shape ys(as->begin(), as->end() - 1);
-    ys.push_back((*bs)[r - 1]);
+    ys.push_back((*bs)[rb - 1]);
     ir::Node mm;
     mm.op = "aten.matmul.default";
-    mm.args = {a, b};
+    mm.args = {a, bb};
     mm.outputs = {y};
-    mm.label = n.label;
-    mm.origin = n.origin;
+    mm.label = label;
+    mm.origin = origin;
     ir::Node back;
     back.op = "aten.view.default";
     back.args = {y, IntList(os->begin(), os->end())};
-    back.outputs = n.outputs;
+    back.outputs = outs;
     back.label = "sink_views";
-    back.origin = n.origin;
+    back.origin = origin;
     g.replace_node(i, std::move(mm));
     g.set_seen_shape(y, ys);
+    if (const std::optional<DType> d = g.known_dtype(a)) g.set_seen_dtype(y, *d);
     g.insert_node(i + 1, std::move(back));
     return true;
   }

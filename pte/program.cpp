@@ -339,6 +339,7 @@ void Importer::record(const std::vector<TensorRef>& results, const std::vector<M
     if (it == meta_.end()) {
       meta_[results[i].id] = outs[i];
       ir_.set_seen_shape(results[i], outs[i].shape);
+      ir_.set_seen_dtype(results[i], outs[i].dtype);
     }
   }
 }

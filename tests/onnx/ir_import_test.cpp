@@ -5,7 +5,8 @@
 // bit-identical results. With it, the fusions that are IR passes (a
 // convolution's residual add, a matrix product then ReLU into the
 // product's epilogue) apply to ONNX models. A model whose control flow
-// reads a GPU value back is recorded directly.
+// reads a GPU value back goes through the IR too: its probe plan (the
+// model up to the value read back) is the IR traced so far.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
@@ -173,22 +174,23 @@ TEST(IrImport, ThePlanIsTheOneRecordedDirectlyWithTheSameBits) {
     const Outcome ir = run(path, feeds, true, fp16, false), direct = run(path, feeds, false, fp16, false);
     EXPECT_EQ(ir.builds, 3);
     for (const char* o : {"probs", "feat"}) expect_bits_equal(ir.out.at(o), direct.out.at(o));
-    // Fused: the importer's chains (Conv + BatchNormalization + Relu, the
-    // MatMul with its bias) in both; through the IR, the passes also make
-    // the GELU chain one op and put it in the product's epilogue, and put
-    // the second convolution's residual add in its epilogue: no
-    // elementwise dispatch is left.
+    // Fused: every fusion is an IR pass (Conv + BatchNormalization + Relu,
+    // the MatMul with its bias, the GELU chain in the product's epilogue,
+    // the second convolution's residual add in its epilogue): no
+    // elementwise or batch norm dispatch is left. Recorded directly, the
+    // plan gets none of them.
     const Outcome fir = run(path, feeds, true, fp16), fdirect = run(path, feeds, false, fp16);
-    EXPECT_EQ(fir.passes, "fuse_gelu 1, fuse_matmul_add 1, fuse_conv_residual 1, fuse_matmul_activation 1");
-    EXPECT_LT(fdirect.dispatches, direct.dispatches);
-    for (const char* op : {"aten.add.Tensor", "aten.mul.Tensor", "aten.div.Tensor", "aten.erf.default"}) {
+    EXPECT_EQ(fir.passes,
+              "fuse_gelu 1, fuse_matmul_add 1, fuse_conv_batch_norm 1, fuse_conv_residual 1, fuse_conv_activation 1, "
+              "fuse_matmul_activation 1");
+    EXPECT_EQ(fdirect.dispatches, direct.dispatches);
+    EXPECT_LT(fir.dispatches, fdirect.dispatches);
+    for (const char* op : {"aten.add.Tensor", "aten.mul.Tensor", "aten.div.Tensor", "aten.erf.default",
+                           "aten._native_batch_norm_legit_no_training.default", "aten.relu.default"}) {
       SCOPED_TRACE(op);
       EXPECT_EQ(fir.ops.count(op), 0u);
       EXPECT_GT(fdirect.ops.count(op), 0u);
     }
-    EXPECT_EQ(fir.dispatches + fdirect.ops.count("aten.add.Tensor") + fdirect.ops.count("aten.mul.Tensor") +
-                  fdirect.ops.count("aten.div.Tensor") + fdirect.ops.count("aten.erf.default"),
-              fdirect.dispatches);
     const double tol = fp16 ? 2e-2 : 1e-5;
     for (const char* o : {"probs", "feat"}) {
       SCOPED_TRACE(o);
@@ -237,24 +239,56 @@ TEST(IrImport, AFusionThatIsOnlyAPassAppliesToAnOnnxModel) {
   EXPECT_GT(zeros, 0);
 }
 
-TEST(IrImport, ControlFlowThatReadsTheGpuIsRecordedDirectly) {
-  // If on a condition computed on the GPU: the probe plan reads it back,
-  // which the IR does not express; the Session records this model's
-  // plans directly, with the right results.
+TEST(IrImport, ControlFlowThatReadsTheGpuGoesThroughTheIrWithItsFusions) {
+  // An If on a condition computed on the GPU: the probe plan (the model
+  // up to the condition) and the plan built knowing it both go through the
+  // IR, and the passes fuse on both sides of the readback: attention as
+  // exporters write it (fuse_attention) and a GELU after a product
+  // (fuse_gelu, fuse_matmul_activation) before the If, a convolution + batch norm
+  // + ReLU after it. Results against the same model recorded directly
+  // without fusion (ir_import off: the importer's op calls, one by one).
   ModelBuilder b(13);
-  b.input("x", {3});
-  b.output("y", {3});
+  b.input("q", {1, 2, 8, 16});
+  b.input("k", {1, 2, 8, 16});
+  b.input("v", {1, 2, 8, 16});
+  b.input("img", {1, 3, 6, 6});
+  b.output("o", {1, 2, 8, 16});
+  b.output("y", {1, 4, 6, 6});
+  b.init_f32("w1", {16, 16}, seeded(256, 3, 0.5f));
+  b.init_f32("cw", {4, 3, 3, 3}, seeded(108, 4, 0.5f));
+  b.init_f32("gamma", {4}, seeded(4, 5, 1.f));
+  b.init_f32("beta", {4}, seeded(4, 6, 1.f));
+  b.init_f32("mean", {4}, seeded(4, 7, 1.f));
+  b.init_f32("var", {4}, {0.5f, 0.75f, 1.f, 1.25f});
+  b.init_f32("scale", {}, {0.25f});
   b.init_f32("zero", {}, {0.f});
-  auto* sum = b.node("ReduceSum", {"x"}, {"s"});
+  b.init_f32("sqrt2", {}, {1.41421356f});
+  b.init_f32("one", {}, {1.f});
+  b.init_f32("half", {}, {0.5f});
+  // o = gelu((softmax(q k^T * 0.25) v) w1), GELU written out as exporters do.
+  ModelBuilder::attr_ints(b.node("Transpose", {"k"}, {"kt"}), "perm", {0, 1, 3, 2});
+  b.node("MatMul", {"q", "kt"}, {"s"});
+  b.node("Mul", {"s", "scale"}, {"ss"});
+  auto* sm = b.node("Softmax", {"ss"}, {"p"});
+  ModelBuilder::attr_int(sm, "axis", -1);
+  b.node("MatMul", {"p", "v"}, {"a"});
+  b.node("MatMul", {"a", "w1"}, {"h"});
+  b.node("Div", {"h", "sqrt2"}, {"g1"});
+  b.node("Erf", {"g1"}, {"g2"});
+  b.node("Add", {"g2", "one"}, {"g3"});
+  b.node("Mul", {"h", "g3"}, {"g4"});
+  b.node("Mul", {"g4", "half"}, {"o"});
+  // The condition: the sum of o, computed on the GPU, read back.
+  auto* sum = b.node("ReduceSum", {"o"}, {"total"});
   ModelBuilder::attr_int(sum, "keepdims", 0);
-  b.node("Greater", {"s", "zero"}, {"cond"});
-  auto* n = b.node("If", {"cond"}, {"y"});
+  b.node("Greater", {"total", "zero"}, {"cond"});
+  auto* n = b.node("If", {"cond"}, {"img2"});
   for (const auto& [attr, op] : {std::pair{"then_branch", "Relu"}, std::pair{"else_branch", "Neg"}}) {
     onnx::GraphProto g;
     g.set_name(attr);
     auto* bn = g.add_node();
     bn->set_op_type(op);
-    bn->add_input("x");
+    bn->add_input("img");
     bn->add_output(std::string(attr) + "_out");
     auto* o = g.add_output();
     o->set_name(std::string(attr) + "_out");
@@ -264,13 +298,33 @@ TEST(IrImport, ControlFlowThatReadsTheGpuIsRecordedDirectly) {
     a->set_type(onnx::AttributeProto::GRAPH);
     *a->mutable_g() = g;
   }
-  HostTensor x(DType::F32, {3});
-  x.as<float>()[0] = 1, x.as<float>()[1] = -0.5f, x.as<float>()[2] = 2;
-  const Outcome r = run(b.save("ir_import_if.onnx"), {{{"x", x}}}, true);
-  EXPECT_FALSE(r.through_ir);
-  EXPECT_THAT(r.summary, HasSubstr("recorded directly (control flow or a size read back from the GPU)"));
-  EXPECT_EQ(r.out.at("y").as<float>()[1], 0.f);
-  EXPECT_EQ(r.out.at("y").as<float>()[2], 2.f);
+  auto* conv = b.node("Conv", {"img2", "cw"}, {"c"});
+  ModelBuilder::attr_ints(conv, "pads", {1, 1, 1, 1});
+  b.node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"bn"});
+  b.node("Relu", {"bn"}, {"y"});
+  const std::string path = b.save("ir_import_if_fusions.onnx");
+  std::map<std::string, HostTensor> feed = {
+      {"q", tensor({1, 2, 8, 16}, 11)}, {"k", tensor({1, 2, 8, 16}, 12)}, {"v", tensor({1, 2, 8, 16}, 13)},
+      {"img", tensor({1, 3, 6, 6}, 14)}};
+  const Outcome r = run(path, {feed}, true);
+  const Outcome direct = run(path, {feed}, false, false, /*fusion=*/false);
+  EXPECT_TRUE(r.through_ir);
+  EXPECT_THAT(r.summary, testing::Not(HasSubstr("recorded directly")));
+  for (const char* pass : {"fuse_attention", "fuse_gelu", "fuse_matmul_activation", "fuse_conv_batch_norm"}) {
+    EXPECT_THAT(r.passes, HasSubstr(pass)) << r.passes;
+  }
+  EXPECT_EQ(r.ops.count("wgnn.attention.default"), 1u);
+  EXPECT_EQ(r.ops.count("aten._softmax.default"), 0u);
+  // attention; the product with its GELU; the branch's ReLU; the
+  // convolution with the batch norm and ReLU in it.
+  EXPECT_EQ(r.dispatches, 4u);
+  EXPECT_LT(r.dispatches, direct.dispatches);
+  for (const char* name : {"o", "y"}) {
+    const HostTensor& a = r.out.at(name);
+    const HostTensor& e = direct.out.at(name);
+    ASSERT_EQ(a.shape, e.shape);
+    for (int64_t i = 0; i < a.numel(); ++i) EXPECT_NEAR(a.as<float>()[i], e.as<float>()[i], 1e-4) << name << " " << i;
+  }
 }
 
 TEST(IrImport, EnvironmentVariableChoosesThePath) {

@@ -313,7 +313,7 @@ MODELS.append((model("fusion_conv_bn_transpose", [
     numpy_helper.from_array((0.2 + np.abs(rng.normal(0, 1, (6,)))).astype(np.float32), "v"),
 ]), {"img": rng.normal(0, 1, (1, 3, 12, 12)).astype(np.float32), "q": rng.normal(0, 1, (2, 2, 7, 16)).astype(np.float32),
      "k": rng.normal(0, 1, (2, 2, 7, 16)).astype(np.float32)}))
-FUSED_CHAINS["fusion_conv_bn_transpose"] = ["(1 of them fused chains", "fused chains in the IR: fuse_matmul_add 1"]
+FUSED_CHAINS["fusion_conv_bn_transpose"] = ["fused chains in the IR: fuse_matmul_add 1, fuse_conv_batch_norm 1"]
 
 
 def bn_running_stats(m, feeds):

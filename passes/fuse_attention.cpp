@@ -1,0 +1,504 @@
+// Attention written out -> wgnn.attention.default, one dispatch:
+//
+//   softmax(matmul(q, kT) [* c or / c] [+ mask], dim = -1) @ v
+//   [then a permute, and a view merging the heads]
+//
+// as exporters write it (torch.onnx.export, and torch.export through an
+// ExecuTorch program once sink_views has turned its bmm of views into a
+// matmul). q and kT may each carry a scalar factor (exported
+// scaled_dot_product_attention multiplies both by sqrt(scale)). q, kT and v
+// are traced back through the views that cut them from the tensors they
+// come from (aten.view, permute, split_with_sizes, slice with a positive
+// step, expand), and the attention reads those tensors in place through
+// strides: the packed q/k/v projection, k stored untransposed, grouped K/V
+// heads expanded with a stride of 0. A following permute (and view) is the
+// result's layout (out_view), so the heads merge as they are written.
+//
+// Every value inside the chain must be read by the next node of the chain
+// alone and not be a model output; the views are taken along where nothing
+// else reads them. The shapes must be known (inputs', constants' and
+// seen_shape). The fused node keeps the chain, which a plan lowers instead
+// where the op refuses it (dtypes, ...).
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "ops/attention.h"
+#include "passes/passes.h"
+
+namespace wgnn::passes {
+namespace {
+
+constexpr int64_t kMaxHeadDim = 128;
+
+struct View {
+  int64_t offset = 0;
+  std::vector<int64_t> size, stride;
+};
+
+View contiguous(const Shape& shape) {
+  View v;
+  v.size.assign(shape.begin(), shape.end());
+  v.stride.assign(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) v.stride[d - 1] = v.stride[d] * std::max<int64_t>(shape[d], 1);
+  return v;
+}
+
+// `v` reshaped to `shape` without moving elements (how torch's view()
+// decides); false when the reshape would need a copy.
+bool reshape(View& v, const Shape& shape) {
+  if (numel(Shape(v.size.begin(), v.size.end())) != numel(shape)) return false;
+  std::vector<int64_t> stride(shape.size(), 1);
+  if (numel(shape) == 0 || v.size.empty()) {
+    const View c = contiguous(shape);
+    v.size = c.size, v.stride = c.stride;
+    return true;
+  }
+  int64_t view_d = int64_t(shape.size()) - 1;
+  int64_t chunk_base = v.stride.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t td = int64_t(v.size.size()) - 1; td >= 0; --td) {
+    tensor_numel *= v.size[size_t(td)];
+    if (td == 0 || (v.size[size_t(td - 1)] != 1 && v.stride[size_t(td - 1)] != tensor_numel * chunk_base)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[size_t(view_d)] == 1)) {
+        stride[size_t(view_d)] = view_numel * chunk_base;
+        view_numel *= shape[size_t(view_d)];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (td > 0) {
+        chunk_base = v.stride[size_t(td - 1)];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return false;
+  v.size.assign(shape.begin(), shape.end());
+  v.stride = stride;
+  return true;
+}
+
+bool int_arg(const Value& v, int64_t& out) {
+  if (!v.is_int()) return false;
+  out = std::get<int64_t>(v.v);
+  return true;
+}
+
+// The view node n applied to `v` (the view of n's input), given n's result
+// shape `out`; false for anything but a view this pass follows.
+bool apply_view(const ir::Node& n, size_t output, View& v, const Shape& out) {
+  const int64_t rank = int64_t(v.size.size());
+  auto dim_of = [&](const Value& a, int64_t& d) {
+    if (!int_arg(a, d)) return false;
+    if (d < 0) d += rank;
+    return d >= 0 && d < rank;
+  };
+  if (n.op == "aten.view.default") return reshape(v, out);
+  if (n.op == "aten.permute.default") {
+    if (n.args.size() != 2 || !n.args[1].is_int_list()) return false;
+    const IntList& perm = std::get<IntList>(n.args[1].v);
+    if (int64_t(perm.size()) != rank) return false;
+    View r = v;
+    std::vector<bool> seen(size_t(rank), false);
+    for (size_t d = 0; d < perm.size(); ++d) {
+      int64_t p = perm[d] < 0 ? perm[d] + rank : perm[d];
+      if (p < 0 || p >= rank || seen[size_t(p)]) return false;
+      seen[size_t(p)] = true;
+      r.size[d] = v.size[size_t(p)];
+      r.stride[d] = v.stride[size_t(p)];
+    }
+    v = r;
+    return true;
+  }
+  if (n.op == "aten.split_with_sizes.default") {
+    if (n.args.size() < 2 || !n.args[1].is_int_list()) return false;
+    int64_t d = 0;
+    if (n.args.size() > 2 && !dim_of(n.args[2], d)) return false;
+    const IntList& sizes = std::get<IntList>(n.args[1].v);
+    if (output >= sizes.size()) return false;
+    int64_t start = 0;
+    for (size_t k = 0; k < output; ++k) start += sizes[k];
+    v.offset += start * v.stride[size_t(d)];
+    v.size[size_t(d)] = sizes[output];
+    return Shape(v.size.begin(), v.size.end()) == out;
+  }
+  if (n.op == "aten.slice.Tensor") {
+    int64_t d = 0, start = 0, step = 1;
+    if (n.args.size() > 1 && !dim_of(n.args[1], d)) return false;
+    if (n.args.size() > 2 && !n.args[2].is_none() && !int_arg(n.args[2], start)) return false;
+    if (n.args.size() > 4 && !int_arg(n.args[4], step)) return false;
+    if (step < 1 || size_t(rank) != out.size()) return false;
+    const int64_t size = v.size[size_t(d)];
+    if (start < 0) start += size;
+    start = std::clamp<int64_t>(start, 0, size);
+    v.offset += start * v.stride[size_t(d)];
+    v.stride[size_t(d)] *= step;
+    v.size[size_t(d)] = out[size_t(d)];
+    return true;
+  }
+  if (n.op == "aten.expand.default") {
+    if (int64_t(out.size()) < rank) return false;
+    const size_t lead = out.size() - size_t(rank);
+    View r;
+    r.offset = v.offset;
+    for (size_t d = 0; d < out.size(); ++d) {
+      if (d < lead) {
+        r.size.push_back(out[d]);
+        r.stride.push_back(0);
+        continue;
+      }
+      const int64_t s = v.size[d - lead];
+      if (s != out[d] && s != 1) return false;
+      r.size.push_back(out[d]);
+      r.stride.push_back(s == out[d] ? v.stride[d - lead] : 0);
+    }
+    v = r;
+    return true;
+  }
+  return false;
+}
+
+bool is_view_op(const std::string& op) {
+  return op == "aten.view.default" || op == "aten.permute.default" || op == "aten.split_with_sizes.default" ||
+         op == "aten.slice.Tensor" || op == "aten.expand.default";
+}
+
+// From `t` back through view nodes to the tensor they start from: that
+// tensor, and t as a view of it. The view nodes passed go into `views`.
+TensorRef trace(const ir::Graph& g, TensorRef t, View& v, std::vector<int>& views) {
+  std::vector<std::pair<int, TensorRef>> steps;  // node, its output, from t back
+  TensorRef base = t;
+  for (int guard = 0; guard < 64; ++guard) {
+    const int p = g.producer(base);
+    if (p < 0) break;
+    const ir::Node& n = g.nodes()[size_t(p)];
+    if (n.dead || !n.unfused.empty() || !is_view_op(n.op) || n.args.empty() || !n.args[0].is_tensor()) break;
+    steps.emplace_back(p, base);
+    base = n.args[0].tensor();
+  }
+  for (;;) {
+    const std::optional<Shape> bs = g.known_shape(base);
+    if (!bs) return TensorRef{-1};
+    v = contiguous(*bs);
+    bool ok = true;
+    size_t k = steps.size();
+    for (; k-- > 0;) {
+      const ir::Node& n = g.nodes()[size_t(steps[k].first)];
+      const TensorRef o = steps[k].second;
+      const std::optional<Shape> os = g.known_shape(o);
+      size_t output = 0;
+      while (output < n.outputs.size() && n.outputs[output] != o) ++output;
+      if (!os || !apply_view(n, output, v, *os)) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok) {
+      for (const auto& s : steps) views.push_back(s.first);
+      return base;
+    }
+    // A view it cannot follow: start from that view's result instead.
+    base = steps[k].second;
+    steps.resize(k);
+  }
+}
+
+std::vector<int64_t> view_arg(const View& v) {
+  std::vector<int64_t> a{v.offset};
+  a.insert(a.end(), v.size.begin(), v.size.end());
+  a.insert(a.end(), v.stride.begin(), v.stride.end());
+  return a;
+}
+
+// Leading dims of size 1 up to rank 4 (stride 0).
+bool to_rank4(View& v) {
+  if (v.size.size() > 4 || v.size.size() < 2) return false;
+  while (v.size.size() < 4) v.size.insert(v.size.begin(), 1), v.stride.insert(v.stride.begin(), 0);
+  return true;
+}
+
+double number(const Value& v) {
+  return v.is_double() ? std::get<double>(v.v) : double(std::get<int64_t>(v.v));
+}
+
+// A node of `op` with one result that node `user` alone reads; else null.
+const ir::Node* only_for(const ir::Graph& g, TensorRef v, int user, int& at) {
+  at = g.producer(v);
+  if (at < 0 || sole_user(g, v) != user) return nullptr;
+  const ir::Node& n = g.nodes()[size_t(at)];
+  if (n.dead || !n.unfused.empty() || n.outputs.size() != 1) return nullptr;
+  return &n;
+}
+
+// x * c (c a one-element constant, either side): x and c.
+bool scalar_factor(const ir::Graph& g, const ir::Node& n, TensorRef& x, double& c) {
+  if (n.op != "aten.mul.Tensor" || n.args.size() != 2 || !n.args[0].is_tensor() || !n.args[1].is_tensor()) return false;
+  const std::optional<double> a = scalar_value(g, n.args[0].tensor()), b = scalar_value(g, n.args[1].tensor());
+  if (a.has_value() == b.has_value()) return false;
+  x = a ? n.args[1].tensor() : n.args[0].tensor();
+  c = a ? *a : *b;
+  const std::optional<Shape> xs = g.known_shape(x), ys = g.known_shape(n.outputs[0]);
+  return xs && ys && *xs == *ys && std::isfinite(c);
+}
+
+class FuseAttention final : public Pass {
+ public:
+  const char* name() const override { return "fuse_attention"; }
+  size_t apply(ir::Graph& g, const PassContext& pc) const override {
+    size_t fused = 0;
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      if (fuse(g, int(i), pc)) ++fused;
+    }
+    return fused;
+  }
+
+ private:
+  static bool fuse(ir::Graph& g, int sm, const PassContext& pc) {
+    const ir::Node& soft = g.nodes()[size_t(sm)];
+    if (soft.dead || soft.op != "aten._softmax.default" || !soft.unfused.empty() || soft.outputs.size() != 1 ||
+        soft.args.size() < 2 || !soft.args[0].is_tensor()) {
+      return false;
+    }
+    if (soft.args.size() > 2 && !(soft.args[2].is_bool() && !std::get<bool>(soft.args[2].v))) return false;
+    const std::optional<Shape> scores_shape = g.known_shape(soft.args[0].tensor());
+    if (!scores_shape) return false;
+    const int64_t rank = int64_t(scores_shape->size());
+    int64_t dim = 0;
+    if (!int_arg(soft.args[1], dim) || (dim != -1 && dim != rank - 1) || rank < 2 || rank > 4) return false;
+
+    std::vector<int> chain = {sm};
+    double scale = 1.0;
+    TensorRef mask{-1};
+    TensorRef cur = soft.args[0].tensor();
+    int p = -1;
+    const ir::Node* n = only_for(g, cur, sm, p);
+    if (n && is_plain_add(*n) && n->args.size() >= 2) {
+      bool found = false;
+      for (size_t k = 0; k < 2 && !found; ++k) {
+        const TensorRef in = n->args[k].tensor(), other = n->args[1 - k].tensor();
+        int q = -1;
+        const ir::Node* m = only_for(g, in, p, q);
+        if (!m || in == other) continue;
+        if (m->op != "aten.matmul.default" && m->op != "aten.bmm.default" && m->op != "aten.mul.Tensor" &&
+            m->op != "aten.div.Tensor") {
+          continue;
+        }
+        mask = other;
+        chain.push_back(p);
+        cur = in;
+        found = true;
+      }
+      if (!found) return false;
+      n = only_for(g, cur, p, p);
+    }
+    if (n && n->op == "aten.mul.Tensor") {
+      TensorRef x;
+      double c = 1;
+      if (!scalar_factor(g, *n, x, c)) return false;
+      scale *= c;
+      chain.push_back(p);
+      cur = x;
+      n = only_for(g, cur, p, p);
+    } else if (n && n->op == "aten.div.Tensor" && n->args.size() == 2 && n->args[0].is_tensor() &&
+               n->args[1].is_tensor()) {
+      const std::optional<double> c = scalar_value(g, n->args[1].tensor());
+      if (!c || *c == 0 || scalar_value(g, n->args[0].tensor())) return false;
+      scale /= *c;
+      chain.push_back(p);
+      cur = n->args[0].tensor();
+      n = only_for(g, cur, p, p);
+    }
+    if (!n || (n->op != "aten.matmul.default" && n->op != "aten.bmm.default") || n->args.size() != 2 ||
+        !n->args[0].is_tensor() || !n->args[1].is_tensor()) {
+      return false;
+    }
+    const int mm1 = p;
+    chain.push_back(mm1);
+    // q and kT, each through an optional scalar factor.
+    TensorRef operand[2] = {n->args[0].tensor(), n->args[1].tensor()};
+    if (operand[0] == operand[1]) return false;
+    for (TensorRef& x : operand) {
+      int f = -1;
+      const ir::Node* m = only_for(g, x, mm1, f);
+      TensorRef y;
+      double c = 1;
+      if (m && scalar_factor(g, *m, y, c)) {
+        scale *= c;
+        chain.push_back(f);
+        x = y;
+      }
+    }
+    // The second product: the probabilities times v.
+    const TensorRef probs = soft.outputs[0];
+    const int mm2 = sole_user(g, probs);
+    if (mm2 < 0) return false;
+    const ir::Node& pv = g.nodes()[size_t(mm2)];
+    if ((pv.op != "aten.matmul.default" && pv.op != "aten.bmm.default") || !pv.unfused.empty() ||
+        pv.args.size() != 2 || !pv.args[0].is_tensor() || pv.args[0].tensor() != probs || !pv.args[1].is_tensor() ||
+        pv.args[1].tensor() == probs || pv.outputs.size() != 1) {
+      return false;
+    }
+    chain.push_back(mm2);
+
+    std::vector<int> views;
+    View view[3];
+    const TensorRef base[3] = {trace(g, operand[0], view[0], views), trace(g, operand[1], view[1], views),
+                               trace(g, pv.args[1].tensor(), view[2], views)};
+    for (const TensorRef& b : base) {
+      if (b.id < 0) return false;
+    }
+    if (int64_t(view[0].size.size()) != rank || view[1].size.size() != view[0].size.size() ||
+        view[2].size.size() != view[0].size.size()) {
+      return false;
+    }
+    for (int64_t d = 0; d + 2 < rank; ++d) {
+      if (view[1].size[size_t(d)] != view[0].size[size_t(d)] || view[2].size[size_t(d)] != view[0].size[size_t(d)]) {
+        return false;
+      }
+    }
+    // kT [.., D, S] read as k [.., S, D].
+    const size_t r1 = size_t(rank - 1), r2 = size_t(rank - 2);
+    std::swap(view[1].size[r1], view[1].size[r2]);
+    std::swap(view[1].stride[r1], view[1].stride[r2]);
+    const int64_t L = view[0].size[r2], D = view[0].size[r1], S = view[1].size[r2], Dv = view[2].size[r1];
+    if (view[1].size[r1] != D || view[2].size[r2] != S) return false;
+    if (D < 1 || Dv < 1 || D > kMaxHeadDim || Dv > kMaxHeadDim || L < 1 || S < 1) return false;
+    // Over more keys than the one-dispatch kernel takes, wgnn.attention
+    // runs two products and a softmax on the regular GEMM kernel, reading
+    // q, k and v in place. In float16, where the chain's own products may
+    // run on tensor cores, such attention stays a chain (for the other
+    // passes to fuse) unless the op's tensor-core kernel takes it (any
+    // number of keys). (H200, Whisper-base encoder, 1500 keys:
+    // docs/BENCHMARKS.md.)
+    if (g.known_dtype(base[0]) == DType::F16) {
+      int64_t bh = 1;
+      for (int64_t d = 0; d + 2 < rank; ++d) bh *= view[0].size[size_t(d)];
+      const int64_t max_keys = pc.device ? ops::attention_max_keys(pc.device->settings()) : 1024;
+      if (S > max_keys && !(pc.device && ops::attention_on_tensor_cores(*pc.device, bh, L, D, Dv))) return false;
+    }
+
+    // The mask broadcast to the scores [.., L, S].
+    std::vector<int64_t> scores(view[0].size.begin(), view[0].size.end());
+    scores[r1] = S;
+    if (Shape(scores.begin(), scores.end()) != *scores_shape) return false;
+    View mview;
+    if (mask.id >= 0) {
+      const std::optional<Shape> ms = g.known_shape(mask);
+      if (!ms || int64_t(ms->size()) > rank) return false;
+      mview = contiguous(*ms);
+      while (int64_t(mview.size.size()) < rank) {
+        mview.size.insert(mview.size.begin(), 1);
+        mview.stride.insert(mview.stride.begin(), 0);
+      }
+      for (size_t d = 0; d < size_t(rank); ++d) {
+        if (mview.size[d] == scores[d]) continue;
+        if (mview.size[d] != 1) return false;
+        mview.stride[d] = 0;
+        mview.size[d] = scores[d];
+      }
+    }
+
+    // The result O [.., L, Dv], laid out as a following permute (and view)
+    // put it.
+    std::vector<int64_t> o_size(view[0].size.begin(), view[0].size.end());
+    o_size[r1] = Dv;
+    View out = contiguous(Shape(o_size.begin(), o_size.end()));
+    Shape out_shape(o_size.begin(), o_size.end());
+    if (g.known_shape(pv.outputs[0]) != out_shape) return false;
+    TensorRef result = pv.outputs[0];
+    int at = mm2;
+    const int t = sole_user(g, result);
+    if (t >= 0 && g.nodes()[size_t(t)].op == "aten.permute.default" && g.nodes()[size_t(t)].unfused.empty()) {
+      const ir::Node& pn = g.nodes()[size_t(t)];
+      View tv = out;
+      const std::optional<Shape> ts = g.known_shape(pn.outputs[0]);
+      if (ts && apply_view(pn, 0, tv, *ts)) {
+        // The permuted tensor is written contiguously: O's dims take the
+        // strides of their places in it.
+        const View tc = contiguous(*ts);
+        const IntList& perm = std::get<IntList>(pn.args[1].v);
+        for (size_t d = 0; d < size_t(rank); ++d) {
+          const int64_t q = perm[d] < 0 ? perm[d] + rank : perm[d];
+          out.stride[size_t(q)] = tc.stride[d];
+        }
+        out_shape = *ts;
+        result = pn.outputs[0];
+        at = t;
+        chain.push_back(t);
+        const int r = sole_user(g, result);
+        if (r >= 0 && g.nodes()[size_t(r)].op == "aten.view.default" && g.nodes()[size_t(r)].unfused.empty()) {
+          const std::optional<Shape> rs = g.known_shape(g.nodes()[size_t(r)].outputs[0]);
+          if (rs && numel(*rs) == numel(out_shape)) {
+            out_shape = *rs;
+            result = g.nodes()[size_t(r)].outputs[0];
+            at = r;
+            chain.push_back(r);
+          }
+        }
+      }
+    }
+    for (View* v : {&view[0], &view[1], &view[2], &out}) {
+      if (!to_rank4(*v)) return false;
+    }
+    if (mask.id >= 0 && !to_rank4(mview)) return false;
+
+    // The view nodes go along where nothing outside the chain reads them.
+    std::set<int> taken(chain.begin(), chain.end());
+    std::sort(views.begin(), views.end());
+    views.erase(std::unique(views.begin(), views.end()), views.end());
+    for (bool more = true; more;) {
+      more = false;
+      for (int v : views) {
+        if (taken.count(v)) continue;
+        const ir::Node& vn = g.nodes()[size_t(v)];
+        bool owned = true;
+        for (TensorRef o : vn.outputs) {
+          if (g.is_output(o)) owned = false;
+          for (int u : g.users(o)) owned = owned && taken.count(u);
+        }
+        if (owned) {
+          taken.insert(v);
+          more = true;
+        }
+      }
+    }
+    // Every node of the chain comes after what the fused node reads and
+    // no later than `at`, where the fused node goes.
+    for (int c : taken) {
+      if (c > at) return false;
+    }
+    for (const TensorRef& b : base) {
+      if (g.producer(b) >= at) return false;
+    }
+    if (mask.id >= 0 && g.producer(mask) >= at) return false;
+
+    ir::Node f;
+    f.op = "wgnn.attention.default";
+    const Value mask_arg = mask.id >= 0 ? Value(mask) : Value(None{});
+    const IntList mv = mask.id >= 0 ? IntList{mview.offset, mview.stride[0], mview.stride[1], mview.stride[2],
+                                              mview.stride[3]}
+                                    : IntList{};
+    f.args = {base[0], base[1], base[2], mask_arg, scale, view_arg(view[0]), view_arg(view[1]), view_arg(view[2]),
+              mv, IntList(out_shape.begin(), out_shape.end()),
+              IntList{out.offset, out.stride[0], out.stride[1], out.stride[2], out.stride[3]}};
+    f.outputs = {result};
+    f.label = "fuse_attention";
+    f.origin = soft.origin;
+    for (int c : taken) {
+      ir::Node u = g.nodes()[size_t(c)];
+      f.unfused.push_back(std::move(u));
+    }
+    for (int c : taken) {
+      if (c != at) g.nodes()[size_t(c)].dead = true;
+    }
+    g.replace_node(at, std::move(f));
+    return true;
+  }
+
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> fuse_attention() { return std::make_unique<FuseAttention>(); }
+
+}  // namespace wgnn::passes
