@@ -21,6 +21,8 @@
 // where the op refuses it (dtypes, ...).
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <numeric>
 #include <set>
 
 #include "ops/attention.h"
@@ -163,8 +165,46 @@ bool is_view_op(const std::string& op) {
          op == "aten.slice.Tensor" || op == "aten.expand.default";
 }
 
+// Step n (a view node, its output `output` of shape `out`, its input of
+// shape `in`) applied to `v`. `v` may have its own leading dims, finer than
+// `in`'s (grouped K/V heads: [B, KVH, G] where `in` merged them into
+// [B, H]): its last two dims are `in`'s, and its leading dims, flattened,
+// enumerate the same rows as `in`'s. Steps that only regroup the leading
+// dims keep `v` as it is; a permute that keeps them swaps `v`'s last two.
+bool follow(const ir::Node& n, size_t output, View& v, const Shape& in, const Shape& out) {
+  if (v.size.size() == in.size()) {
+    View w = v;
+    if (apply_view(n, output, w, out)) {
+      v = w;
+      return true;
+    }
+  }
+  const size_t rt = in.size(), rv = v.size.size();
+  if (rt < 2 || rv < 2 || out.size() < 2) return false;
+  if (n.op == "aten.view.default") {
+    return out[out.size() - 2] == in[rt - 2] && out[out.size() - 1] == in[rt - 1] && numel(out) == numel(in);
+  }
+  if (n.op == "aten.permute.default" && n.args.size() == 2 && n.args[1].is_int_list()) {
+    const IntList& perm = std::get<IntList>(n.args[1].v);
+    if (perm.size() != rt) return false;
+    for (size_t d = 0; d + 2 < rt; ++d) {
+      if (perm[d] != int64_t(d) && perm[d] != int64_t(d) - int64_t(rt)) return false;
+    }
+    const int64_t a = perm[rt - 2] < 0 ? perm[rt - 2] + int64_t(rt) : perm[rt - 2];
+    if (a == int64_t(rt) - 1) {
+      std::swap(v.size[rv - 1], v.size[rv - 2]);
+      std::swap(v.stride[rv - 1], v.stride[rv - 2]);
+    } else if (a != int64_t(rt) - 2) {
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
 // From `t` back through view nodes to the tensor they start from: that
-// tensor, and t as a view of it. The view nodes passed go into `views`.
+// tensor, and t as a view of it (with leading dims of its own, see
+// follow()). The view nodes passed go into `views`.
 TensorRef trace(const ir::Graph& g, TensorRef t, View& v, std::vector<int>& views) {
   std::vector<std::pair<int, TensorRef>> steps;  // node, its output, from t back
   TensorRef base = t;
@@ -180,6 +220,7 @@ TensorRef trace(const ir::Graph& g, TensorRef t, View& v, std::vector<int>& view
     const std::optional<Shape> bs = g.known_shape(base);
     if (!bs) return TensorRef{-1};
     v = contiguous(*bs);
+    Shape in = *bs;
     bool ok = true;
     size_t k = steps.size();
     for (; k-- > 0;) {
@@ -188,10 +229,11 @@ TensorRef trace(const ir::Graph& g, TensorRef t, View& v, std::vector<int>& view
       const std::optional<Shape> os = g.known_shape(o);
       size_t output = 0;
       while (output < n.outputs.size() && n.outputs[output] != o) ++output;
-      if (!os || !apply_view(n, output, v, *os)) {
+      if (!os || !follow(n, output, v, in, *os)) {
         ok = false;
         break;
       }
+      in = *os;
     }
     if (ok) {
       for (const auto& s : steps) views.push_back(s.first);
@@ -203,22 +245,50 @@ TensorRef trace(const ir::Graph& g, TensorRef t, View& v, std::vector<int>& view
   }
 }
 
+// The leading dims of every list (their products equal) split into one
+// sequence of dims that refines each (1s dropped): [1, 4] and [1, 2, 2]
+// -> [2, 2]; nullopt where none does ([2, 3] and [3, 2]).
+std::optional<std::vector<int64_t>> common_refinement(const std::vector<std::vector<int64_t>>& leads) {
+  std::set<int64_t> cuts;
+  for (const auto& lead : leads) {
+    int64_t p = 1;
+    for (int64_t d : lead) {
+      if (d == 1) continue;
+      p *= d;
+      cuts.insert(p);
+    }
+  }
+  std::vector<int64_t> c;
+  int64_t prev = 1;
+  for (int64_t p : cuts) {
+    if (p % prev != 0) return std::nullopt;
+    c.push_back(p / prev);
+    prev = p;
+  }
+  return c;
+}
+
+// v's leading dims (all but its last two) regrouped as `lead`, without
+// moving elements; false where strides do not allow it.
+bool regroup(View& v, const std::vector<int64_t>& lead) {
+  const size_t r = v.size.size();
+  if (r < 2) return false;
+  View head;
+  head.size.assign(v.size.begin(), v.size.end() - 2);
+  head.stride.assign(v.stride.begin(), v.stride.end() - 2);
+  if (!reshape(head, Shape(lead.begin(), lead.end()))) return false;
+  head.size.insert(head.size.end(), v.size.end() - 2, v.size.end());
+  head.stride.insert(head.stride.end(), v.stride.end() - 2, v.stride.end());
+  head.offset = v.offset;
+  v = head;
+  return true;
+}
+
 std::vector<int64_t> view_arg(const View& v) {
   std::vector<int64_t> a{v.offset};
   a.insert(a.end(), v.size.begin(), v.size.end());
   a.insert(a.end(), v.stride.begin(), v.stride.end());
   return a;
-}
-
-// Leading dims of size 1 up to rank 4 (stride 0).
-bool to_rank4(View& v) {
-  if (v.size.size() > 4 || v.size.size() < 2) return false;
-  while (v.size.size() < 4) v.size.insert(v.size.begin(), 1), v.stride.insert(v.stride.begin(), 0);
-  return true;
-}
-
-double number(const Value& v) {
-  return v.is_double() ? std::get<double>(v.v) : double(std::get<int64_t>(v.v));
 }
 
 // A node of `op` with one result that node `user` alone reads; else null.
@@ -347,22 +417,34 @@ class FuseAttention final : public Pass {
     for (const TensorRef& b : base) {
       if (b.id < 0) return false;
     }
-    if (int64_t(view[0].size.size()) != rank || view[1].size.size() != view[0].size.size() ||
-        view[2].size.size() != view[0].size.size()) {
-      return false;
-    }
-    for (int64_t d = 0; d + 2 < rank; ++d) {
-      if (view[1].size[size_t(d)] != view[0].size[size_t(d)] || view[2].size[size_t(d)] != view[0].size[size_t(d)]) {
-        return false;
-      }
+    for (const View& v : view) {
+      if (v.size.size() < 2) return false;
     }
     // kT [.., D, S] read as k [.., S, D].
-    const size_t r1 = size_t(rank - 1), r2 = size_t(rank - 2);
-    std::swap(view[1].size[r1], view[1].size[r2]);
-    std::swap(view[1].stride[r1], view[1].stride[r2]);
-    const int64_t L = view[0].size[r2], D = view[0].size[r1], S = view[1].size[r2], Dv = view[2].size[r1];
-    if (view[1].size[r1] != D || view[2].size[r2] != S) return false;
+    {
+      const size_t r = view[1].size.size();
+      std::swap(view[1].size[r - 1], view[1].size[r - 2]);
+      std::swap(view[1].stride[r - 1], view[1].stride[r - 2]);
+    }
+    auto last = [](const View& v, size_t i) { return v.size[v.size.size() - 2 + i]; };
+    const int64_t L = last(view[0], 0), D = last(view[0], 1), S = last(view[1], 0), Dv = last(view[2], 1);
+    if (last(view[1], 1) != D || last(view[2], 0) != S) return false;
     if (D < 1 || Dv < 1 || D > kMaxHeadDim || Dv > kMaxHeadDim || L < 1 || S < 1) return false;
+    const size_t r1 = size_t(rank - 1), r2 = size_t(rank - 2);
+    if ((*scores_shape)[r2] != L || (*scores_shape)[r1] != S) return false;
+    // The scores' leading dims (the mask's and the result's); q, k and v
+    // may group theirs otherwise (grouped K/V heads: k [B, KVH, G] with G
+    // read at a stride of 0, q [B, H]).
+    const std::vector<int64_t> lead_s(scores_shape->begin(), scores_shape->end() - 2);
+    const int64_t bh = std::accumulate(lead_s.begin(), lead_s.end(), int64_t(1), std::multiplies<>());
+    std::vector<std::vector<int64_t>> leads = {lead_s};
+    for (const View& v : view) {
+      std::vector<int64_t> lead(v.size.begin(), v.size.end() - 2);
+      if (std::accumulate(lead.begin(), lead.end(), int64_t(1), std::multiplies<>()) != bh) return false;
+      leads.push_back(std::move(lead));
+    }
+    std::optional<std::vector<int64_t>> lead_c = common_refinement(leads);
+    if (!lead_c) return false;
     // Over more keys than the one-dispatch kernel takes, wgnn.attention
     // runs two products and a softmax on the regular GEMM kernel, reading
     // q, k and v in place. In float16, where the chain's own products may
@@ -371,16 +453,12 @@ class FuseAttention final : public Pass {
     // number of keys). (H200, Whisper-base encoder, 1500 keys:
     // docs/BENCHMARKS.md.)
     if (g.known_dtype(base[0]) == DType::F16) {
-      int64_t bh = 1;
-      for (int64_t d = 0; d + 2 < rank; ++d) bh *= view[0].size[size_t(d)];
       const int64_t max_keys = pc.device ? ops::attention_max_keys(pc.device->settings()) : 1024;
       if (S > max_keys && !(pc.device && ops::attention_on_tensor_cores(*pc.device, bh, L, D, Dv))) return false;
     }
 
     // The mask broadcast to the scores [.., L, S].
-    std::vector<int64_t> scores(view[0].size.begin(), view[0].size.end());
-    scores[r1] = S;
-    if (Shape(scores.begin(), scores.end()) != *scores_shape) return false;
+    const Shape& scores = *scores_shape;
     View mview;
     if (mask.id >= 0) {
       const std::optional<Shape> ms = g.known_shape(mask);
@@ -400,8 +478,9 @@ class FuseAttention final : public Pass {
 
     // The result O [.., L, Dv], laid out as a following permute (and view)
     // put it.
-    std::vector<int64_t> o_size(view[0].size.begin(), view[0].size.end());
-    o_size[r1] = Dv;
+    std::vector<int64_t> o_size = lead_s;
+    o_size.push_back(L);
+    o_size.push_back(Dv);
     View out = contiguous(Shape(o_size.begin(), o_size.end()));
     Shape out_shape(o_size.begin(), o_size.end());
     if (g.known_shape(pv.outputs[0]) != out_shape) return false;
@@ -437,10 +516,36 @@ class FuseAttention final : public Pass {
         }
       }
     }
-    for (View* v : {&view[0], &view[1], &view[2], &out}) {
-      if (!to_rank4(*v)) return false;
+    // Every view with the same leading dims, at most two of them (the op's
+    // B and H): the refinement, adjacent dims merged where every view's
+    // strides allow, and 1s before.
+    std::vector<View*> all = {&view[0], &view[1], &view[2], &out};
+    if (mask.id >= 0) all.push_back(&mview);
+    auto regroup_all = [&](const std::vector<int64_t>& lead) {
+      std::vector<View> tried;
+      for (View* v : all) {
+        tried.push_back(*v);
+        if (!regroup(tried.back(), lead)) return false;
+      }
+      for (size_t k = 0; k < all.size(); ++k) *all[k] = tried[k];
+      return true;
+    };
+    if (!regroup_all(*lead_c)) return false;
+    while (lead_c->size() > 2) {
+      bool merged = false;
+      for (size_t k = 0; k + 1 < lead_c->size() && !merged; ++k) {
+        std::vector<int64_t> m = *lead_c;
+        m[k] *= m[k + 1];
+        m.erase(m.begin() + long(k) + 1);
+        if (regroup_all(m)) {
+          *lead_c = m;
+          merged = true;
+        }
+      }
+      if (!merged) return false;
     }
-    if (mask.id >= 0 && !to_rank4(mview)) return false;
+    while (lead_c->size() < 2) lead_c->insert(lead_c->begin(), 1);
+    if (!regroup_all(*lead_c)) return false;
 
     // The view nodes go along where nothing outside the chain reads them.
     std::set<int> taken(chain.begin(), chain.end());

@@ -1067,6 +1067,81 @@ TEST(IrPasses, AttentionProjectionsBecomeOneProduct) {
   }
 }
 
+// Attention as exporters write it, with grouped K/V heads (Llama's
+// repeat_kv: k and v [1, KVH, S, D] viewed as [1, KVH, 1, S, D], expanded
+// to G heads each and viewed as [1, H, S, D]), k transposed by a permute, a
+// scalar factor and an additive mask: one wgnn.attention (fuse_attention)
+// that reads k and v where they are, each of their heads at a stride of 0
+// for its G query heads (no copy of the expansion). Against a double
+// reference and the chain unfused.
+TEST(IrPasses, GroupedKeyValueHeadsAreReadInPlace) {
+  const int64_t H = 4, KVH = 2, G = H / KVH, L = 3, S = 7, D = 8;
+  const std::vector<float> q = random_floats(size_t(H * L * D), -1.f, 1.f, 81),
+                           k = random_floats(size_t(KVH * S * D), -1.f, 1.f, 82),
+                           v = random_floats(size_t(KVH * S * D), -1.f, 1.f, 83),
+                           mask = random_floats(size_t(L * S), -2.f, 0.f, 84);
+  auto build = [&]() {
+    ir::Graph g;
+    const TensorRef tq = g.input("q", DType::F32, {1, H, L, D});
+    const TensorRef tk = g.input("k", DType::F32, {1, KVH, S, D});
+    const TensorRef tv = g.input("v", DType::F32, {1, KVH, S, D});
+    const TensorRef m = g.constant(host({1, 1, L, S}, mask));
+    auto repeat = [&](TensorRef x) {
+      const TensorRef a = g.call("aten.view.default", {x, IntList{1, KVH, 1, S, D}});
+      const TensorRef b = g.call("aten.expand.default", {a, IntList{1, KVH, G, S, D}});
+      const TensorRef c = g.call("aten.view.default", {b, IntList{1, H, S, D}});
+      g.set_seen_shape(a, {1, KVH, 1, S, D});
+      g.set_seen_shape(b, {1, KVH, G, S, D});
+      g.set_seen_shape(c, {1, H, S, D});
+      return c;
+    };
+    const TensorRef kr = repeat(tk), vr = repeat(tv);
+    const TensorRef kt = g.call("aten.permute.default", {kr, IntList{0, 1, 3, 2}});
+    const TensorRef sc = g.call("aten.matmul.default", {tq, kt});
+    const TensorRef scaled = g.call("aten.mul.Tensor", {sc, g.constant(host({}, {0.5f}))});
+    const TensorRef masked = g.call("aten.add.Tensor", {scaled, m});
+    const TensorRef p = g.call("aten._softmax.default", {masked, int64_t(-1), false});
+    const TensorRef o = g.call("aten.matmul.default", {p, vr});
+    g.set_seen_shape(kt, {1, H, D, S});
+    for (TensorRef t : {sc, scaled, masked, p}) g.set_seen_shape(t, {1, H, L, S});
+    g.set_seen_shape(o, {1, H, L, D});
+    g.output(o, "y");
+    return g;
+  };
+  // The double reference, per query head h reading K/V head h / G.
+  std::vector<double> ref(size_t(H * L * D));
+  for (int64_t h = 0; h < H; ++h) {
+    const int64_t kh = h / G;
+    for (int64_t i = 0; i < L; ++i) {
+      std::vector<double> pr(static_cast<size_t>(S));
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j < S; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += double(q[size_t((h * L + i) * D + d)]) * k[size_t((kh * S + j) * D + d)];
+        pr[size_t(j)] = 0.5 * dot + mask[size_t(i * S + j)];
+        mx = std::max(mx, pr[size_t(j)]);
+      }
+      for (double& e : pr) sum += (e = std::exp(e - mx));
+      for (int64_t d = 0; d < D; ++d) {
+        double acc = 0;
+        for (int64_t j = 0; j < S; ++j) acc += pr[size_t(j)] * v[size_t((kh * S + j) * D + d)];
+        ref[size_t((h * L + i) * D + d)] = acc / sum;
+      }
+    }
+  }
+  ir::Graph fused = build();
+  const passes::Report r = optimize_with_settings(fused);
+  EXPECT_EQ(r.count("fuse_attention"), 1u) << r.summary();
+  ASSERT_EQ(fused.live_nodes(), 1u) << fused.dump();
+  ir::Program fp(ctx(), std::move(fused)), up(ctx(), build());
+  const std::vector<HostTensor> in = {host({1, H, L, D}, q), host({1, KVH, S, D}, k), host({1, KVH, S, D}, v)};
+  const auto a = fp.run(in);
+  const auto u = up.run(in);
+  EXPECT_EQ(fp.plan({{1, H, L, D}, {1, KVH, S, D}, {1, KVH, S, D}}).dispatches().size(), 1u);
+  EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-5, 1e-4));
+  EXPECT_TRUE(all_close(floats(u[0]), ref, 1e-5, 1e-4));
+}
+
 // A decoder's cross-attention (BART): q a product of the decoder's states,
 // k and v products of the encoder's -> k and v one product with their
 // weights side by side (fuse_qkv_projection), q apart; against the separate
