@@ -6,7 +6,11 @@
 #      17), A and B alternating model by model (bench/run_ab.sh);
 #   2. ExecuTorch programs (.pte) beside their ONNX twins through each build
 #      (bench/run_pte_models.sh), where PTE names a folder bench/pte_prepare.py
-#      filled on the set-up machine.
+#      filled on the set-up machine;
+#   3. the Llama-style decoder of scripts/models/decoders.py at GPT-2-small's
+#      size (torch.onnx.export, Optimum's layout): 64 new tokens after a
+#      16-token prompt, three runs in one process, through each build: the
+#      third run's ms per token and dispatches per step, and the tokens.
 #
 #   A=wgnn-before B=wgnn-after [PTE=DIR] [PRECISIONS=fp32] [ROUNDS=2] [OUT=DIR] \
 #     bash bench/run_one_road.sh [PTE_MODEL ...]
@@ -38,4 +42,33 @@ if [ -n "${PTE:-}" ] && [ $# -gt 0 ]; then
     echo "== .pte and .onnx through $v ($bin)"
     WGNN=$bin bash bench/run_pte_models.sh "$PTE" "$@"
   done
+fi
+P16=5,17,42,99,3,8,150,77,23,61,12,190,4,33,88,120
+if [ -f "$WORK/llama/decoder_with_past_model.onnx" ] ||
+   python3 scripts/models/decoders.py --model llama --size full --out "$WORK" > "$OUT/logs/export_llama.log" 2>&1; then
+  for v in A B; do
+    bin=$A
+    [ $v = B ] && bin=$B
+    "$bin" generate "$WORK/llama/decoder_with_past_model.onnx" --prompt "$P16" --max-new-tokens 64 --repeat 3 --json \
+      > "$OUT/generate_$v.json" 2> "$OUT/generate_$v.err"
+    python3 - "$v" "$OUT/generate_$v.json" <<'EOF'
+import json, sys
+v, path = sys.argv[1], sys.argv[2]
+try:
+    j = json.loads(open(path).read().strip().splitlines()[-1])
+    r = j["last_run"]
+    print(f"llama decoder, {v}: {r['ms_per_token']:.3f} ms/token, {r['step_host']['dispatches']} dispatches a step, "
+          f"tokens {j['tokens'][0][:12]}...")
+except Exception as e:  # noqa: BLE001
+    print(f"llama decoder, {v}: no result ({e})")
+EOF
+  done
+  tokens() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["tokens"])' "$1"; }
+  if [ "$(tokens "$OUT/generate_A.json")" = "$(tokens "$OUT/generate_B.json")" ]; then
+    echo "llama decoder: A and B give the same tokens"
+  else
+    echo "llama decoder: the tokens differ"
+  fi
+else
+  echo "llama decoder: export failed (see $OUT/logs/export_llama.log)"
 fi
