@@ -7,8 +7,8 @@
 // result through its views. One product of 1500 x 1536 x 512 in place of
 // three of 1500 x 512 x 512 fills a large GPU better (Whisper's encoder),
 // as ONNX Runtime's attention fusion packs q, k and v weights. Products
-// are wgnn.matmul_add (no activation, no residual, alpha alike) or
-// aten.matmul; the views must move along whole rows of each result or
+// are wgnn.matmul_add (no activation, no residual, alpha alike),
+// aten.matmul or aten.linear; the views must move along whole rows of each result or
 // stay inside a row. Where q is not such a product of the same input (a
 // decoder's cross-attention: q from its own states, k and v from the
 // encoder's), k and v alone become one product the same way (BART's
@@ -55,6 +55,14 @@ std::optional<Product> product_of(const ir::Graph& g, int p) {
     }
     r.alpha = alpha.is_double() ? std::get<double>(alpha.v) : double(std::get<int64_t>(alpha.v));
     r.trans_b = std::get<bool>(tb.v);
+    if (!bias.is_none()) {
+      if (!bias.is_tensor() || !(r.bias = f32_values(g, bias.tensor()))) return std::nullopt;
+    }
+  } else if (n.op == "aten.linear.default") {
+    // torch's Linear (ExecuTorch programs): weights [N, K], an optional bias.
+    if (n.args.size() > 3) return std::nullopt;
+    r.trans_b = true;
+    const Value& bias = arg_or(n, 2, Value(None{}));
     if (!bias.is_none()) {
       if (!bias.is_tensor() || !(r.bias = f32_values(g, bias.tensor()))) return std::nullopt;
     }
