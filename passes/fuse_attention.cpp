@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -339,49 +340,74 @@ class FuseAttention final : public Pass {
     std::vector<int> chain = {sm};
     double scale = 1.0;
     TensorRef mask{-1};
+    std::vector<TensorRef> conds;  // masked_fill's conditions (-inf where true)
     TensorRef cur = soft.args[0].tensor();
     int p = -1;
     const ir::Node* n = only_for(g, cur, sm, p);
-    if (n && is_plain_add(*n) && n->args.size() >= 2) {
-      bool found = false;
-      for (size_t k = 0; k < 2 && !found; ++k) {
-        const TensorRef in = n->args[k].tensor(), other = n->args[1 - k].tensor();
-        int q = -1;
-        const ir::Node* m = only_for(g, in, p, q);
-        if (!m || in == other) continue;
-        if (m->op != "aten.matmul.default" && m->op != "aten.bmm.default" && m->op != "aten.mul.Tensor" &&
-            m->op != "aten.div.Tensor") {
-          continue;
-        }
-        mask = other;
+    // Back from the softmax to the product: masks (an added tensor, or
+    // -inf where a condition holds), then scalar factors, with views that
+    // only regroup leading dims anywhere between.
+    bool scaled = false;
+    for (;;) {
+      if (!n) return false;
+      if (n->op == "aten.where.self" && !scaled && n->args.size() == 3 && n->args[0].is_tensor() &&
+          n->args[1].is_tensor() && n->args[2].is_tensor()) {
+        const std::optional<double> fill = scalar_value(g, n->args[1].tensor());
+        const TensorRef c = n->args[0].tensor(), x = n->args[2].tensor();
+        if (!fill || !std::isinf(*fill) || *fill > 0 || c == x || !g.known_shape(c)) return false;
+        conds.push_back(c);
         chain.push_back(p);
-        cur = in;
-        found = true;
+        cur = x;
+      } else if (is_plain_add(*n) && !scaled && mask.id < 0) {
+        bool found = false;
+        for (size_t k = 0; k < 2 && !found; ++k) {
+          const TensorRef in = n->args[k].tensor(), other = n->args[1 - k].tensor();
+          int q = -1;
+          const ir::Node* m = only_for(g, in, p, q);
+          if (!m || in == other) continue;
+          if (m->op != "aten.matmul.default" && m->op != "aten.bmm.default" && m->op != "aten.mul.Tensor" &&
+              m->op != "aten.div.Tensor" && m->op != "aten.view.default" && m->op != "aten.where.self") {
+            continue;
+          }
+          mask = other;
+          cur = in;
+          found = true;
+        }
+        if (!found) return false;
+        chain.push_back(p);
+      } else if (n->op == "aten.mul.Tensor") {
+        TensorRef x;
+        double c = 1;
+        if (!scalar_factor(g, *n, x, c)) return false;
+        scale *= c;
+        scaled = true;
+        chain.push_back(p);
+        cur = x;
+      } else if (n->op == "aten.div.Tensor" && n->args.size() == 2 && n->args[0].is_tensor() &&
+                 n->args[1].is_tensor()) {
+        const std::optional<double> c = scalar_value(g, n->args[1].tensor());
+        if (!c || *c == 0 || scalar_value(g, n->args[0].tensor())) return false;
+        scale /= *c;
+        scaled = true;
+        chain.push_back(p);
+        cur = n->args[0].tensor();
+      } else if (n->op == "aten.view.default" && n->args.size() == 2 && n->args[0].is_tensor()) {
+        // Leading dims regrouped ([1, 1, H, L, S] seen as [1, H, L, S]).
+        const std::optional<Shape> in = g.known_shape(n->args[0].tensor()), out = g.known_shape(n->outputs[0]);
+        if (!in || !out || in->size() < 2 || out->size() < 2 || numel(*in) != numel(*out) ||
+            (*in)[in->size() - 1] != (*out)[out->size() - 1] || (*in)[in->size() - 2] != (*out)[out->size() - 2]) {
+          return false;
+        }
+        chain.push_back(p);
+        cur = n->args[0].tensor();
+      } else if (n->op == "aten.matmul.default" || n->op == "aten.bmm.default") {
+        break;
+      } else {
+        return false;
       }
-      if (!found) return false;
       n = only_for(g, cur, p, p);
     }
-    if (n && n->op == "aten.mul.Tensor") {
-      TensorRef x;
-      double c = 1;
-      if (!scalar_factor(g, *n, x, c)) return false;
-      scale *= c;
-      chain.push_back(p);
-      cur = x;
-      n = only_for(g, cur, p, p);
-    } else if (n && n->op == "aten.div.Tensor" && n->args.size() == 2 && n->args[0].is_tensor() &&
-               n->args[1].is_tensor()) {
-      const std::optional<double> c = scalar_value(g, n->args[1].tensor());
-      if (!c || *c == 0 || scalar_value(g, n->args[0].tensor())) return false;
-      scale /= *c;
-      chain.push_back(p);
-      cur = n->args[0].tensor();
-      n = only_for(g, cur, p, p);
-    }
-    if (!n || (n->op != "aten.matmul.default" && n->op != "aten.bmm.default") || n->args.size() != 2 ||
-        !n->args[0].is_tensor() || !n->args[1].is_tensor()) {
-      return false;
-    }
+    if (n->args.size() != 2 || !n->args[0].is_tensor() || !n->args[1].is_tensor()) return false;
     const int mm1 = p;
     chain.push_back(mm1);
     // q and kT, each through an optional scalar factor.
@@ -459,10 +485,33 @@ class FuseAttention final : public Pass {
 
     // The mask broadcast to the scores [.., L, S].
     const Shape& scores = *scores_shape;
-    View mview;
+    // The mask's shape: the added tensor's and the conditions' broadcast.
+    std::optional<Shape> ms;
+    auto broadcast = [](const Shape& x, const Shape& y) -> std::optional<Shape> {
+      Shape r(std::max(x.size(), y.size()), 1);
+      for (size_t d = 0; d < r.size(); ++d) {
+        const int64_t a = d < r.size() - x.size() ? 1 : x[d - (r.size() - x.size())];
+        const int64_t b = d < r.size() - y.size() ? 1 : y[d - (r.size() - y.size())];
+        if (a != b && a != 1 && b != 1) return std::nullopt;
+        r[d] = a == 1 ? b : a;
+      }
+      return r;
+    };
+    std::vector<Shape> cond_shapes;
+    for (TensorRef c : conds) {
+      cond_shapes.push_back(*g.known_shape(c));
+      ms = ms ? broadcast(*ms, cond_shapes.back()) : cond_shapes.back();
+      if (!ms) return false;
+    }
     if (mask.id >= 0) {
-      const std::optional<Shape> ms = g.known_shape(mask);
-      if (!ms || int64_t(ms->size()) > rank) return false;
+      const std::optional<Shape> added = g.known_shape(mask);
+      if (!added) return false;
+      ms = ms ? broadcast(*ms, *added) : added;
+      if (!ms) return false;
+    }
+    View mview;
+    if (ms) {
+      if (int64_t(ms->size()) > rank) return false;
       mview = contiguous(*ms);
       while (int64_t(mview.size.size()) < rank) {
         mview.size.insert(mview.size.begin(), 1);
@@ -520,7 +569,7 @@ class FuseAttention final : public Pass {
     // B and H): the refinement, adjacent dims merged where every view's
     // strides allow, and 1s before.
     std::vector<View*> all = {&view[0], &view[1], &view[2], &out};
-    if (mask.id >= 0) all.push_back(&mview);
+    if (ms) all.push_back(&mview);
     auto regroup_all = [&](const std::vector<int64_t>& lead) {
       std::vector<View> tried;
       for (View* v : all) {
@@ -577,12 +626,51 @@ class FuseAttention final : public Pass {
     }
     if (mask.id >= 0 && g.producer(mask) >= at) return false;
 
+    // masked_fill's conditions as an additive mask (-inf where true, 0
+    // elsewhere), summed with the added one: nodes put before the fused one.
+    std::vector<ir::Node> made;
+    TensorRef full_mask = mask;
+    if (!conds.empty()) {
+      HostTensor ninf(DType::F32, {}), zero(DType::F32, {});
+      ninf.as<float>()[0] = -std::numeric_limits<float>::infinity();
+      zero.as<float>()[0] = 0.f;
+      const TensorRef tn = g.constant(std::move(ninf), "masked_fill -inf"), tz = g.constant(std::move(zero), "0");
+      std::optional<Shape> sum_shape = mask.id >= 0 ? g.known_shape(mask) : std::nullopt;
+      for (size_t k = 0; k < conds.size(); ++k) {
+        ir::Node w;
+        w.op = "aten.where.self";
+        w.args = {conds[k], tn, tz};
+        w.outputs = {g.new_result()};
+        w.label = "fuse_attention";
+        w.origin = soft.origin;
+        g.set_seen_shape(w.outputs[0], cond_shapes[k]);
+        g.set_seen_dtype(w.outputs[0], DType::F32);
+        const TensorRef wt = w.outputs[0];
+        made.push_back(std::move(w));
+        if (full_mask.id < 0) {
+          full_mask = wt;
+          sum_shape = cond_shapes[k];
+          continue;
+        }
+        ir::Node add;
+        add.op = "aten.add.Tensor";
+        add.args = {full_mask, wt};
+        add.outputs = {g.new_result()};
+        add.label = "fuse_attention";
+        add.origin = soft.origin;
+        sum_shape = broadcast(*sum_shape, cond_shapes[k]);
+        g.set_seen_shape(add.outputs[0], *sum_shape);
+        full_mask = add.outputs[0];
+        made.push_back(std::move(add));
+      }
+    }
+
     ir::Node f;
     f.op = "wgnn.attention.default";
-    const Value mask_arg = mask.id >= 0 ? Value(mask) : Value(None{});
-    const IntList mv = mask.id >= 0 ? IntList{mview.offset, mview.stride[0], mview.stride[1], mview.stride[2],
-                                              mview.stride[3]}
-                                    : IntList{};
+    const Value mask_arg = full_mask.id >= 0 ? Value(full_mask) : Value(None{});
+    const IntList mv = full_mask.id >= 0 ? IntList{mview.offset, mview.stride[0], mview.stride[1], mview.stride[2],
+                                                   mview.stride[3]}
+                                         : IntList{};
     f.args = {base[0], base[1], base[2], mask_arg, scale, view_arg(view[0]), view_arg(view[1]), view_arg(view[2]),
               mv, IntList(out_shape.begin(), out_shape.end()),
               IntList{out.offset, out.stride[0], out.stride[1], out.stride[2], out.stride[3]}};
@@ -597,6 +685,7 @@ class FuseAttention final : public Pass {
       if (c != at) g.nodes()[size_t(c)].dead = true;
     }
     g.replace_node(at, std::move(f));
+    for (ir::Node& m : made) g.insert_node(at++, std::move(m));
     return true;
   }
 

@@ -1033,6 +1033,67 @@ TEST(Fusion, HeadSplitAttentionWithAMaskIsOneDispatch) {
   }
 }
 
+// masked_fill as exporters write it (Where(cond, -inf, scores): a causal
+// mask from a constant and a key mask from an input) becomes the fused
+// attention's additive mask (0 or -inf, built from the conditions): one
+// attention and the mask's own small dispatches. A finite fill (torch's
+// finfo.min) is no mask: where it replaces a -inf, a sum would differ, so
+// the chain stays unfused. Against a double reference.
+TEST(Fusion, MaskedFillWithMinusInfinityIsTheAttentionsMask) {
+  const int64_t H = 2, L = 5, S = 5, D = 8;
+  for (const float fill : {-std::numeric_limits<float>::infinity(), -3.4028234663852886e38f}) {
+    SCOPED_TRACE(fill);
+    ModelBuilder b;
+    b.input("q", {1, H, L, D});
+    b.input("k", {1, H, S, D});
+    b.input("v", {1, H, S, D});
+    b.input("keep", {1, 1, 1, S}, onnx::TensorProto::BOOL);
+    b.output("y", {1, H, L, D});
+    auto* causal = b.g->add_initializer();
+    causal->set_name("causal");
+    causal->set_data_type(onnx::TensorProto::BOOL);
+    causal->add_dims(L);
+    causal->add_dims(S);
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t s2 = 0; s2 < S; ++s2) causal->add_int32_data(s2 > l ? 1 : 0);
+    scalar(b, "ninf", -std::numeric_limits<float>::infinity());
+    scalar(b, "fill", fill);
+    scalar(b, "c", 0.25f);
+    ModelBuilder::attr_ints(b.node("Transpose", {"k"}, {"kt"}), "perm", {0, 1, 3, 2});
+    b.node("MatMul", {"q", "kt"}, {"sc"});
+    b.node("Mul", {"sc", "c"}, {"scs"});
+    b.node("Where", {"causal", "ninf", "scs"}, {"m1"});
+    b.node("Not", {"keep"}, {"drop"});
+    b.node("Where", {"drop", "fill", "m1"}, {"m2"});
+    ModelBuilder::attr_int(b.node("Softmax", {"m2"}, {"p"}), "axis", -1);
+    b.node("MatMul", {"p", "v"}, {"y"});
+    const std::string path = b.save(std::isinf(fill) ? "attn_masked_fill_inf.onnx" : "attn_masked_fill_min.onnx");
+    const HostTensor q = seeded({1, H, L, D}, 61, 1.f), k = seeded({1, H, S, D}, 62, 1.f),
+                     v = seeded({1, H, S, D}, 63, 1.f);
+    HostTensor keep(DType::Bool, {1, 1, 1, S});
+    for (int64_t s2 = 0; s2 < S; ++s2) keep.data[size_t(s2)] = s2 == 1 ? 0 : 1;  // key 1 dropped
+    const std::map<std::string, HostTensor> in{{"q", q}, {"k", k}, {"v", v}, {"keep", keep}};
+    auto at = [](const HostTensor& t) {
+      return [&t](int64_t, int64_t h, int64_t n, int64_t d) { return double(t.as<float>()[(h * L + n) * D + d]); };
+    };
+    const std::vector<double> ref = attention_ref(
+        1, H, L, S, D, D, 0.25, at(q), at(k), at(v), [&](int64_t, int64_t, int64_t l, int64_t s2) {
+          return s2 == 1 ? double(fill) : s2 > l ? -std::numeric_limits<double>::infinity() : 0.0;
+        });
+    const Result f = run(path, in, true), u = run(path, in, false);
+    if (std::isinf(fill)) {
+      EXPECT_THAT(f.summary, testing::HasSubstr("fuse_attention 1"));
+      EXPECT_LT(f.dispatches, u.dispatches) << f.summary;
+    } else {
+      EXPECT_THAT(f.summary, testing::Not(testing::HasSubstr("fuse_attention 1"))) << f.summary;
+    }
+    for (int64_t i = 0; i < f.y.numel(); ++i) {
+      EXPECT_NEAR(f.y.as<float>()[i], ref[size_t(i)], 1e-5) << i;
+      EXPECT_NEAR(u.y.as<float>()[i], ref[size_t(i)], 1e-5) << i;
+    }
+  }
+}
+
 // Heads flattened into the batch ([B*H, L, D], rank 3), k transposed by a
 // last-two-dims Transpose, no output transpose.
 TEST(Fusion, Rank3AttentionIsOneDispatch) {
