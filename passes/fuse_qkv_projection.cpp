@@ -13,6 +13,7 @@
 // decoder's cross-attention: q from its own states, k and v from the
 // encoder's), k and v alone become one product the same way (BART's
 // 128 x 1536 x 768 in place of two of 128 x 768 x 768).
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -79,6 +80,75 @@ std::optional<Product> product_of(const ir::Graph& g, int p) {
   return r;
 }
 
+// One product of ps's common input with their weights side by side
+// (stacked when stored [N, K]) and their biases joined (zeros for a product
+// without one), the result's columns theirs in order.
+ir::Node joined(ir::Graph& g, const std::vector<Product>& ps, const std::string& what, const char* label) {
+  const HostTensor& w0 = *ps[0].w;
+  const int64_t K = ps[0].trans_b ? w0.shape[1] : w0.shape[0];
+  const DType stored = g.value(ps[0].b).dtype;
+  int64_t total = 0;
+  for (const Product& p : ps) total += p.n;
+  HostTensor w(DType::F32, ps[0].trans_b ? Shape{total, K} : Shape{K, total});
+  HostTensor bias(DType::F32, {total});
+  bool any_bias = false;
+  for (const Product& p : ps) any_bias = any_bias || p.bias;
+  int64_t c0 = 0;
+  for (const Product& p : ps) {
+    const float* src = p.w->as<float>();
+    for (int64_t r = 0; r < (p.trans_b ? p.n : K); ++r) {
+      for (int64_t c = 0; c < (p.trans_b ? K : p.n); ++c) {
+        if (p.trans_b) w.as<float>()[(c0 + r) * K + c] = src[r * K + c];
+        else w.as<float>()[r * total + c0 + c] = src[r * p.n + c];
+      }
+    }
+    for (int64_t c = 0; c < p.n; ++c) {
+      bias.as<float>()[c0 + c] = p.bias ? p.bias->as<float>()[p.bias->numel() == 1 ? 0 : c] : 0.f;
+    }
+    c0 += p.n;
+  }
+  const TensorRef y = g.new_result();
+  if (const std::optional<Shape> as = g.known_shape(ps[0].a)) {
+    Shape ys = *as;
+    ys.back() = total;
+    g.set_seen_shape(y, ys);
+  }
+  if (const std::optional<DType> d = g.known_dtype(g.nodes()[size_t(ps[0].node)].outputs[0])) g.set_seen_dtype(y, *d);
+  ir::Node prod;
+  prod.op = "wgnn.matmul_add.default";
+  if (stored == DType::F16) {
+    w = to_f16_saturated(w);
+    bias = to_f16_saturated(bias);
+  }
+  prod.args = {ps[0].a, g.constant(std::move(w), what + "_weight"),
+               any_bias ? Value(g.constant(std::move(bias), what + "_bias")) : Value(None{}), ps[0].alpha,
+               std::string("none"), false, ps[0].trans_b};
+  prod.outputs = {y};
+  prod.label = label;
+  prod.origin = g.nodes()[size_t(ps[0].node)].origin;
+  return prod;
+}
+
+// Whether the products can be one: the same input, alpha, layout, K and
+// storage dtype (the bias's too).
+bool joinable(const ir::Graph& g, const std::vector<Product>& ps) {
+  const Product& p0 = ps[0];
+  const int64_t K = p0.trans_b ? p0.w->shape[1] : p0.w->shape[0];
+  const DType stored = g.value(p0.b).dtype;
+  for (const Product& p : ps) {
+    const int64_t pk = p.trans_b ? p.w->shape[1] : p.w->shape[0];
+    if (p.a != p0.a || p.alpha != p0.alpha || p.trans_b != p0.trans_b || pk != K || g.value(p.b).dtype != stored) {
+      return false;
+    }
+    const ir::Node& pn = g.nodes()[size_t(p.node)];
+    if (pn.op == "wgnn.matmul_add.default" && pn.args.size() > 2 && pn.args[2].is_tensor() &&
+        g.value(pn.args[2].tensor()).dtype != stored) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // A view [offset, n0..n3, s0..s3] of a [.., W] result as a view of the
 // [.., total] result whose columns [c0, c0 + W) it becomes: each dim moves
 // along rows (a stride that is a multiple of W) or inside a row.
@@ -124,35 +194,20 @@ class FuseQkvProjection final : public Pass {
       }
       // Whether the products of args[idx] can be one: the same input,
       // alpha, layout, K and storage dtype.
-      const auto joinable = [&](const std::vector<size_t>& idx) {
-        for (size_t k : idx)
-          if (!found[k]) return false;
-        const Product& p0 = *found[idx[0]];
-        const int64_t K = p0.trans_b ? p0.w->shape[1] : p0.w->shape[0];
-        const DType stored = g.value(p0.b).dtype;
+      const auto can_join = [&](const std::vector<size_t>& idx) {
+        std::vector<Product> ps;
         for (size_t k : idx) {
-          const Product& p = *found[k];
-          const int64_t pk = p.trans_b ? p.w->shape[1] : p.w->shape[0];
-          if (p.a != p0.a || p.alpha != p0.alpha || p.trans_b != p0.trans_b || pk != K || g.value(p.b).dtype != stored) {
-            return false;
-          }
-          const ir::Node& pn = g.nodes()[size_t(p.node)];
-          if (pn.op == "wgnn.matmul_add.default" && pn.args.size() > 2 && pn.args[2].is_tensor() &&
-              g.value(pn.args[2].tensor()).dtype != stored) {
-            return false;
-          }
+          if (!found[k]) return false;
+          ps.push_back(*found[k]);
         }
-        return true;
+        return joinable(g, ps);
       };
       std::vector<size_t> idx = {0, 1, 2};
-      if (!joinable(idx)) idx = {1, 2};
-      if (!joinable(idx)) continue;
+      if (!can_join(idx)) idx = {1, 2};
+      if (!can_join(idx)) continue;
       std::vector<Product> ps;
       for (size_t k : idx) ps.push_back(*found[k]);
       bool ok = true;
-      const HostTensor& w0 = *ps[0].w;
-      const int64_t K = ps[0].trans_b ? w0.shape[1] : w0.shape[0];
-      const DType stored = g.value(ps[0].b).dtype;
       int64_t total = 0;
       for (const Product& p : ps) total += p.n;
       // The attention's views of the joined ones, remapped.
@@ -165,44 +220,9 @@ class FuseQkvProjection final : public Pass {
         c0 += ps[j].n;
       }
       if (!ok) continue;
-      // The weights side by side (stacked when stored [N, K]), the biases joined.
-      HostTensor w(DType::F32, ps[0].trans_b ? Shape{total, K} : Shape{K, total});
-      HostTensor bias(DType::F32, {total});
-      bool any_bias = false;
-      for (const Product& p : ps) any_bias = any_bias || p.bias;
-      c0 = 0;
-      for (const Product& p : ps) {
-        const float* src = p.w->as<float>();
-        for (int64_t r = 0; r < (p.trans_b ? p.n : K); ++r) {
-          for (int64_t c = 0; c < (p.trans_b ? K : p.n); ++c) {
-            if (p.trans_b) w.as<float>()[(c0 + r) * K + c] = src[r * K + c];
-            else w.as<float>()[r * total + c0 + c] = src[r * p.n + c];
-          }
-        }
-        for (int64_t c = 0; c < p.n; ++c) {
-          bias.as<float>()[c0 + c] = p.bias ? p.bias->as<float>()[p.bias->numel() == 1 ? 0 : c] : 0.f;
-        }
-        c0 += p.n;
-      }
-      const TensorRef y = g.new_result();
-      if (const std::optional<Shape> as = g.known_shape(ps[0].a)) {
-        Shape ys = *as;
-        ys.back() = total;
-        g.set_seen_shape(y, ys);
-      }
-      ir::Node prod;
-      prod.op = "wgnn.matmul_add.default";
-      if (stored == DType::F16) {
-        w = to_f16_saturated(w);
-        bias = to_f16_saturated(bias);
-      }
       const std::string what = idx.size() == 3 ? "qkv" : "kv";
-      prod.args = {ps[0].a, g.constant(std::move(w), what + "_weight"),
-                   any_bias ? Value(g.constant(std::move(bias), what + "_bias")) : Value(None{}), ps[0].alpha,
-                   std::string("none"), false, ps[0].trans_b};
-      prod.outputs = {y};
-      prod.label = name();
-      prod.origin = g.nodes()[size_t(ps[0].node)].origin;
+      ir::Node prod = joined(g, ps, what, name());
+      const TensorRef y = prod.outputs[0];
       for (size_t k : idx) n.args[k] = y;
       // The chain the attention keeps (fuse_attention's, for a plan whose
       // dtypes or sizes the op refuses) read the separate products: it
@@ -233,8 +253,69 @@ class FuseQkvProjection final : public Pass {
   }
 };
 
+// Products of one input row (a decoder's step: [1, 1, K]) with constant
+// weights, whatever reads them (q, k and v before rotary positions) -> one
+// product with the weights side by side, each result a slice of its
+// columns: with one row a contiguous slice, a view that records nothing,
+// so three dispatches become one. Products with an activation or a
+// residual in their epilogue are left alone; more rows would make the
+// slices copies.
+class FuseRowProducts final : public Pass {
+ public:
+  const char* name() const override { return "fuse_row_products"; }
+  size_t apply(ir::Graph& g, const PassContext&) const override {
+    std::map<int, std::vector<Product>> by_input;
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const ir::Node& n = g.nodes()[i];
+      if (n.dead || n.outputs.size() != 1) continue;
+      std::optional<Product> p = product_of(g, int(i));
+      if (!p) continue;
+      const int64_t K = p->trans_b ? p->w->shape[1] : p->w->shape[0];
+      const std::optional<Shape> as = g.known_shape(p->a), ys = g.known_shape(n.outputs[0]);
+      if (!as || !ys || numel(*as) != K || ys->empty() || ys->back() != p->n) continue;
+      by_input[p->a.id].push_back(*p);
+    }
+    size_t fused = 0;
+    for (auto& [a, found] : by_input) {
+      // The products joinable with the first.
+      std::vector<Product> ps;
+      for (const Product& p : found) {
+        std::vector<Product> trial = ps;
+        trial.push_back(p);
+        if (joinable(g, trial)) ps = std::move(trial);
+      }
+      if (ps.size() < 2) continue;
+      ir::Node prod = joined(g, ps, "joined", name());
+      const TensorRef y = prod.outputs[0];
+      int first = ps[0].node;
+      int64_t c = 0;
+      for (const Product& p : ps) {
+        first = std::min(first, p.node);
+        ir::Node s;
+        s.op = "aten.slice.Tensor";
+        s.args = {y, int64_t(-1), c, c + p.n, int64_t(1)};
+        s.outputs = g.nodes()[size_t(p.node)].outputs;
+        s.label = name();
+        s.origin = g.nodes()[size_t(p.node)].origin;
+        g.replace_node(p.node, std::move(s));
+        c += p.n;
+      }
+      g.insert_node(first, std::move(prod));
+      // The nodes after `first` moved one place down.
+      for (auto& [b, other] : by_input) {
+        for (Product& p : other) {
+          if (p.node >= first) ++p.node;
+        }
+      }
+      ++fused;
+    }
+    return fused;
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<Pass> fuse_qkv_projection() { return std::make_unique<FuseQkvProjection>(); }
+std::unique_ptr<Pass> fuse_row_products() { return std::make_unique<FuseRowProducts>(); }
 
 }  // namespace wgnn::passes

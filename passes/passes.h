@@ -57,6 +57,7 @@ std::unique_ptr<Pass> fuse_conv_channels_last();  // fuse_conv_channels_last.cpp
 std::unique_ptr<Pass> fuse_matmul_residual();  // fuse_matmul_residual.cpp
 std::unique_ptr<Pass> fuse_attention_scale();  // fuse_attention_scale.cpp
 std::unique_ptr<Pass> fuse_qkv_projection();   // fuse_qkv_projection.cpp
+std::unique_ptr<Pass> fuse_row_products();     // fuse_qkv_projection.cpp
 std::unique_ptr<Pass> fuse_matmul_scale();     // fuse_matmul_scale.cpp
 std::unique_ptr<Pass> fuse_permute_add();      // fuse_permute_add.cpp
 std::unique_ptr<Pass> fuse_norm_activation();  // fuse_norm_activation.cpp

@@ -1142,6 +1142,61 @@ TEST(IrPasses, GroupedKeyValueHeadsAreReadInPlace) {
   EXPECT_TRUE(all_close(floats(u[0]), ref, 1e-5, 1e-4));
 }
 
+// A decoder step's products of one row (q, k and v before rotary
+// positions, whatever reads them) -> one product with the weights side by
+// side, each result a slice of its columns: a view with one row, so one
+// dispatch. With three rows the slices would be copies: left alone.
+TEST(IrPasses, ProductsOfOneRowBecomeOne) {
+  const int64_t K = 16;
+  const std::vector<int64_t> ns = {16, 8, 8};
+  std::vector<std::vector<float>> ws;
+  for (size_t j = 0; j < ns.size(); ++j) ws.push_back(random_floats(size_t(K * ns[j]), -0.5f, 0.5f, uint32_t(90 + j)));
+  const std::vector<float> bias = random_floats(size_t(ns[1]), -0.2f, 0.2f, 95);
+  auto build = [&](int64_t rows) {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {1, rows, K});
+    for (size_t j = 0; j < ns.size(); ++j) {
+      TensorRef y = g.call("aten.matmul.default", {x, g.constant(host({K, ns[j]}, ws[j]))});
+      g.set_seen_shape(y, {1, rows, ns[j]});
+      if (j == 1) {  // a bias: fuse_matmul_add's product
+        y = g.call("aten.add.Tensor", {y, g.constant(host({ns[j]}, bias))});
+        g.set_seen_shape(y, {1, rows, ns[j]});
+      }
+      g.output(g.call("aten.neg.default", {y}), "y" + std::to_string(j));  // read by something else
+    }
+    return g;
+  };
+  for (const int64_t rows : {int64_t(1), int64_t(3)}) {
+    SCOPED_TRACE(rows);
+    ir::Graph fused = build(rows);
+    const passes::Report r = optimize_with_settings(fused);
+    EXPECT_EQ(r.count("fuse_row_products"), rows == 1 ? 1u : 0u) << r.summary();
+    const std::vector<float> xv = random_floats(size_t(rows * K), -1.f, 1.f, 96);
+    ir::Program fp(ctx(), std::move(fused)), up(ctx(), build(rows));
+    const auto a = fp.run({host({1, rows, K}, xv)});
+    ir::Graph plain = build(rows);
+    passes::OptimizeOptions off;
+    off.fusion = false;
+    passes::optimize(plain, off);
+    ir::Program pp(ctx(), std::move(plain));
+    const auto u = pp.run({host({1, rows, K}, xv)});
+    // One product and three negations with one row; three products otherwise.
+    EXPECT_EQ(fp.plan({{1, rows, K}}).dispatches().size(), rows == 1 ? 4u : 6u);
+    for (size_t j = 0; j < ns.size(); ++j) {
+      std::vector<double> ref(size_t(rows * ns[j]));
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t n = 0; n < ns[j]; ++n) {
+          double acc = j == 1 ? double(bias[size_t(n)]) : 0.0;
+          for (int64_t k = 0; k < K; ++k) acc += double(xv[size_t(i * K + k)]) * ws[j][size_t(k * ns[j] + n)];
+          ref[size_t(i * ns[j] + n)] = -acc;
+        }
+      }
+      EXPECT_TRUE(all_close(floats(a[j]), ref, 1e-5, 1e-4)) << j;
+      EXPECT_TRUE(all_close(floats(u[j]), ref, 1e-5, 1e-4)) << j;
+    }
+  }
+}
+
 // A decoder's cross-attention (BART): q a product of the decoder's states,
 // k and v products of the encoder's -> k and v one product with their
 // weights side by side (fuse_qkv_projection), q apart; against the separate
