@@ -33,6 +33,7 @@ namespace {
 
 using DTypes = std::vector<DType>;
 const DTypes kNumeric = {DType::F32, DType::F16, DType::I32, DType::I64};
+const DTypes kFloats = {DType::F32, DType::F16};
 const DTypes kAll = {DType::F32, DType::F16, DType::I32, DType::I64, DType::Bool, DType::U8, DType::I8};
 // add, sub, mul, the rounded divisions and remainders also take 8-bit integers.
 const DTypes kArith = {DType::F32, DType::F16, DType::I32, DType::I64, DType::U8, DType::I8};
@@ -299,6 +300,8 @@ const std::vector<BinaryOp>& binary_ops() {
       {"aten.add.Tensor", &kArith, false, "x + params.falpha * y", "x + params.ialpha * y", nullptr, true},
       {"aten.sub.Tensor", &kArith, false, "x - params.falpha * y", "x - params.ialpha * y", nullptr, true},
       {"aten.mul.Tensor", &kArith, false, "x * y", "x * y", nullptr},
+      // silu(x) * y: SwiGLU's gate times its up product (passes/fuse_silu_mul).
+      {"wgnn.silu_mul.default", &kFloats, false, "x / (1.0 + exp(-x)) * y", nullptr, nullptr},
       {"aten.div.Tensor", &kNumeric, false, "x / y", nullptr, nullptr, false, true},
       {"aten.pow.Tensor_Tensor", &kNumeric, false, "pow_f(x, y)", "pow_i(x, y)", nullptr},
       {"aten.minimum.default", &kAll, false, "min_f(x, y)", "min(x, y)", "min(x, y)"},

@@ -92,6 +92,7 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   all.push_back(fuse_rms_norm());            // before fuse_add_layer_norm takes the residual add
   all.push_back(fuse_rotary());
   all.push_back(fuse_silu());                // before the products take it into their epilogue
+  all.push_back(fuse_silu_mul());            // SwiGLU's gate times up, before the gate product takes the SiLU
   all.push_back(sink_views());               // torch.export's views out of the products' way
   // Where nothing reads them, the views on attention's q, k and v go
   // before it looks for readers (a Shape may have read them).

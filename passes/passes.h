@@ -47,6 +47,7 @@ std::unique_ptr<Pass> fuse_rotary();           // fuse_rotary.cpp
 std::unique_ptr<Pass> sink_views();            // sink_views.cpp
 std::unique_ptr<Pass> fuse_attention();        // fuse_attention.cpp
 std::unique_ptr<Pass> fuse_silu();             // fuse_silu.cpp
+std::unique_ptr<Pass> fuse_silu_mul();         // fuse_silu_mul.cpp
 std::unique_ptr<Pass> fuse_matmul_add();       // fuse_matmul_add.cpp
 std::unique_ptr<Pass> fuse_conv_batch_norm();  // fuse_conv_batch_norm.cpp
 std::unique_ptr<Pass> fuse_conv_residual();    // fuse_conv_residual.cpp

@@ -799,3 +799,30 @@ TEST(BinaryOps, AddOfAPermutedOperand) {
               HasSubstr("do not broadcast"));
   EXPECT_THAT(error_of([&] { ops::call(g, "wgnn.add_permuted.default", {a, b}); }), HasSubstr("takes 3 arguments"));
 }
+
+// wgnn.silu_mul (passes/fuse_silu_mul: SwiGLU's gate times its up product):
+// silu(x) * y against a double reference, float32 and float16; integers
+// refused.
+TEST(BinaryOps, SiluMulIsTheGateTimesUp) {
+  std::vector<double> x, y;
+  for (int i = 0; i < 37; ++i) {
+    x.push_back(-9.0 + 0.5 * i);
+    y.push_back(0.25 * (i % 7) - 0.75);
+  }
+  for (DType dt : {DType::F32, DType::F16}) {
+    if (dt == DType::F16 && !ctx().features().shader_f16) continue;
+    SCOPED_TRACE(dtype_name(dt));
+    Graph g(ctx());
+    TensorRef tx = put(g, {37}, x, dt), ty = put(g, {37}, y, dt);
+    TensorRef r = ops::call(g, "wgnn.silu_mul.default", {tx, ty}).tensor();
+    g.run();
+    const std::vector<double> got = get(g, r);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double want = x[i] / (1 + std::exp(-x[i])) * y[i];
+      EXPECT_NEAR(got[i], want, dt == DType::F32 ? 1e-5 : 2e-2) << i;
+    }
+  }
+  Graph g(ctx());
+  TensorRef ti = put(g, {4}, {1, 2, 3, 4}, DType::I32);
+  EXPECT_THROW(ops::call(g, "wgnn.silu_mul.default", {ti, ti}), Error);
+}
