@@ -12,7 +12,7 @@
 #      16-token prompt, three runs in one process, through each build: the
 #      third run's ms per token and dispatches per step, and the tokens.
 #
-#   A=wgnn-before B=wgnn-after [PTE=DIR] [PRECISIONS=fp32] [ROUNDS=2] [OUT=DIR] \
+#   A=wgnn-before B=wgnn-after [PTE=DIR] [ZOO="MODEL ..."] [PRECISIONS=fp32] [ROUNDS=2] [OUT=DIR] \
 #     bash bench/run_one_road.sh [PTE_MODEL ...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,21 +20,24 @@ A=${A:?A=FILE: the wgnn binary before}
 B=${B:?B=FILE: the wgnn binary after}
 OUT=${OUT:-/tmp/out}
 WORK=${WORK:-/tmp/one_road}
-mkdir -p "$OUT" "$WORK"
+mkdir -p "$OUT/logs" "$WORK"
 # shellcheck source=bench/export_zoo.sh
 source bench/export_zoo.sh
-ZOO="modnet resnet50 mobilenetv2 convnext_tiny deit_tiny davit_base whisper_base_encoder bart_base_decoder"
-# shellcheck disable=SC2086
-export_zoo "$WORK" "$OUT/logs" $ZOO
-models=()
-for m in $ZOO; do
-  if [ -f "$WORK/onnx/${m}_opset17.onnx" ]; then
-    models+=("$WORK/onnx/${m}_opset17.onnx")
-  else
-    echo "$m: export failed (see $OUT/logs/export_$m.log)"
-  fi
-done
-A=$A B=$B OUT=$OUT PRECISIONS=${PRECISIONS:-fp32} ROUNDS=${ROUNDS:-2} bash bench/run_ab.sh "${models[@]}"
+# ZOO="" leaves the zoo out.
+ZOO=${ZOO-modnet resnet50 mobilenetv2 convnext_tiny deit_tiny davit_base whisper_base_encoder bart_base_decoder}
+if [ -n "$ZOO" ]; then
+  # shellcheck disable=SC2086
+  export_zoo "$WORK" "$OUT/logs" $ZOO
+  models=()
+  for m in $ZOO; do
+    if [ -f "$WORK/onnx/${m}_opset17.onnx" ]; then
+      models+=("$WORK/onnx/${m}_opset17.onnx")
+    else
+      echo "$m: export failed (see $OUT/logs/export_$m.log)"
+    fi
+  done
+  A=$A B=$B OUT=$OUT PRECISIONS=${PRECISIONS:-fp32} ROUNDS=${ROUNDS:-2} bash bench/run_ab.sh "${models[@]}"
+fi
 if [ -n "${PTE:-}" ] && [ $# -gt 0 ]; then
   for v in A B; do
     bin=$A
