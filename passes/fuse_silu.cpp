@@ -1,8 +1,8 @@
 // SiLU as exporters write it (transformers' nn.SiLU / F.silu traced:
 // x * sigmoid(x), the product in either order) -> one aten.silu.default,
-// where the sigmoid is read by the product alone. fuse_matmul_activation may
-// then move it into the gate product's epilogue (SwiGLU: silu(x @ gate) *
-// (x @ up)).
+// where the sigmoid is read by the product alone. fuse_silu_mul then makes
+// SwiGLU's silu(x @ gate) * (x @ up) one wgnn.silu_mul; a SiLU left alone
+// fuse_matmul_activation may move into its product's epilogue.
 #include "passes/passes.h"
 
 namespace wgnn::passes {
