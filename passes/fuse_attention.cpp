@@ -47,37 +47,20 @@ View contiguous(const Shape& shape) {
   return v;
 }
 
-// `v` reshaped to `shape` without moving elements (how torch's view()
-// decides); false when the reshape would need a copy.
+// `v` reshaped to `shape` without moving elements (view_strides); false
+// when the reshape would need a copy.
 bool reshape(View& v, const Shape& shape) {
   if (numel(Shape(v.size.begin(), v.size.end())) != numel(shape)) return false;
-  std::vector<int64_t> stride(shape.size(), 1);
   if (numel(shape) == 0 || v.size.empty()) {
     const View c = contiguous(shape);
     v.size = c.size, v.stride = c.stride;
     return true;
   }
-  int64_t view_d = int64_t(shape.size()) - 1;
-  int64_t chunk_base = v.stride.back(), tensor_numel = 1, view_numel = 1;
-  for (int64_t td = int64_t(v.size.size()) - 1; td >= 0; --td) {
-    tensor_numel *= v.size[size_t(td)];
-    if (td == 0 || (v.size[size_t(td - 1)] != 1 && v.stride[size_t(td - 1)] != tensor_numel * chunk_base)) {
-      while (view_d >= 0 && (view_numel < tensor_numel || shape[size_t(view_d)] == 1)) {
-        stride[size_t(view_d)] = view_numel * chunk_base;
-        view_numel *= shape[size_t(view_d)];
-        --view_d;
-      }
-      if (view_numel != tensor_numel) return false;
-      if (td > 0) {
-        chunk_base = v.stride[size_t(td - 1)];
-        tensor_numel = 1;
-        view_numel = 1;
-      }
-    }
-  }
-  if (view_d != -1) return false;
+  const std::optional<Shape> stride =
+      view_strides(Shape(v.size.begin(), v.size.end()), Shape(v.stride.begin(), v.stride.end()), shape);
+  if (!stride) return false;
   v.size.assign(shape.begin(), shape.end());
-  v.stride = stride;
+  v.stride.assign(stride->begin(), stride->end());
   return true;
 }
 

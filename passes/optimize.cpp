@@ -59,6 +59,33 @@ std::shared_ptr<const HostTensor> f32_values(const ir::Graph& g, TensorRef v) {
   return wide;
 }
 
+// The strides of a strided view of shape `size`, `stride` read as shape
+// `to` without moving an element, or none where that needs a copy. Runs
+// of dims that are contiguous with each other are matched, from the last,
+// by runs of the new dims with the same number of elements.
+std::optional<Shape> view_strides(const Shape& size, const Shape& stride, const Shape& to) {
+  int64_t n = 1;
+  for (int64_t v : size) n *= v;
+  if (n == 0 || size.empty()) return std::nullopt;
+  Shape out(to.size(), 0);
+  int64_t to_d = int64_t(to.size()) - 1;
+  int64_t base = stride.back(), run = 1, covered = 1;
+  for (int64_t d = int64_t(size.size()) - 1; d >= 0; --d) {
+    run *= size[size_t(d)];
+    const bool run_ends = d == 0 || (size[size_t(d - 1)] != 1 && stride[size_t(d - 1)] != run * base);
+    if (!run_ends) continue;
+    while (to_d >= 0 && (covered < run || to[size_t(to_d)] == 1)) {
+      out[size_t(to_d)] = covered * base;
+      covered *= to[size_t(to_d)];
+      --to_d;
+    }
+    if (covered != run) return std::nullopt;
+    if (d > 0) base = stride[size_t(d - 1)], run = 1, covered = 1;
+  }
+  if (to_d != -1) return std::nullopt;
+  return out;
+}
+
 Value arg_or(const ir::Node& n, size_t i, const Value& def) { return i < n.args.size() ? n.args[i] : def; }
 
 const ir::Node* live_node(const ir::Graph& g, int i, const char* op) {

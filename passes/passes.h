@@ -110,6 +110,10 @@ std::optional<double> scalar_value(const ir::Graph& g, TensorRef v);
 // as float16 made from them, or a float16 constant folded on the host
 // widened; null for anything else (optimize.cpp says more).
 std::shared_ptr<const HostTensor> f32_values(const ir::Graph& g, TensorRef v);
+// The strides of a strided view of shape `size`, `stride` read as shape
+// `to` without moving an element (how torch's view() decides), or none
+// where that needs a copy (and for no elements or no dims).
+std::optional<Shape> view_strides(const Shape& size, const Shape& stride, const Shape& to);
 // An argument, or `def` when the node has fewer; a copy, so that a
 // temporary default may be bound to a reference (`const Value& v =
 // arg_or(n, 3, Value(1.0))`) without dangling.
