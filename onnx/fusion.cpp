@@ -19,7 +19,7 @@ struct Index {
       const auto& n = g.node(i);
       for (const auto& in : n.input()) {
         if (in.empty()) continue;
-        if (uses[in]++ == 0) consumer_of[in] = i;
+        ++uses[in];
       }
       for (const auto& o : n.output())
         if (!o.empty()) producer[o] = i;
@@ -33,7 +33,6 @@ struct Index {
 
   static bool plain(const onnx::NodeProto& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
   const onnx::NodeProto& node(int i) const { return g.node(i); }
-  const std::string& out(int i) const { return g.node(i).output(0); }
   bool is_const(const std::string& v) const { return constants.count(v) > 0; }
   int prod(const std::string& v) const {
     auto it = producer.find(v);
@@ -44,7 +43,6 @@ struct Index {
     auto it = uses.find(v);
     return it != uses.end() && it->second == 1 && !outputs.count(v);
   }
-  int consumer(const std::string& v) const { return consumer_of.at(v); }
   // Node i is `op` of the default domain with `inputs` inputs and one output.
   bool is(int i, const char* op, int inputs) const {
     if (i < 0) return false;
@@ -52,18 +50,9 @@ struct Index {
     return n.op_type() == op && plain(n) && n.input_size() == inputs && n.output_size() == 1 &&
            std::none_of(n.input().begin(), n.input().end(), [](const std::string& s) { return s.empty(); });
   }
-  // Binary node i with one constant input: {the other input, the constant}.
-  bool split_const(int i, std::string& value, std::string& k) const {
-    const auto& n = node(i);
-    const bool c0 = is_const(n.input(0)), c1 = is_const(n.input(1));
-    if (c0 == c1) return false;
-    value = c1 ? n.input(0) : n.input(1);
-    k = c1 ? n.input(1) : n.input(0);
-    return true;
-  }
 
   const onnx::GraphProto& g;
-  std::map<std::string, int> producer, uses, consumer_of;
+  std::map<std::string, int> producer, uses;
   std::set<std::string> outputs, constants;
 };
 
