@@ -45,6 +45,7 @@ DType NodeCtx::dtype(size_t i) const {
 TensorRef NodeCtx::tensor(size_t i) {
   if (!has(i)) fail(fmt::format("input {} is missing", i));
   Slot& s = *in_[i];
+  if (s.ref.id < 0 && s.deferred()) s.ref = s.deferred()->build(graph_, trace);
   if (s.ref.id < 0) s.ref = slot_constant(s, node.input(int(i)));
   return s.ref;
 }

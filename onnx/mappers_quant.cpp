@@ -13,6 +13,7 @@
 #include "graph/half.h"
 #include "onnx/host_ops.h"
 #include "onnx/mappers_quant.h"
+#include "ops/quantized.h"
 
 namespace wgnn::onnx_import {
 namespace {
@@ -109,17 +110,6 @@ QdqLayout qdq_layout(NodeCtx& c) {
   return l;
 }
 
-// The index of element i's scale under layout l (x of shape xs).
-size_t scale_index(const QdqLayout& l, const Shape& xs, int64_t i) {
-  if (l.mode == QMode::Tensor) return 0;
-  int64_t inner = 1;
-  for (size_t d = size_t(l.axis) + 1; d < xs.size(); ++d) inner *= xs[d];
-  const int64_t dim = xs[size_t(l.axis)], a = (i / inner) % dim;
-  if (l.mode == QMode::Axis) return size_t(a);
-  const int64_t sdim = (dim + l.block - 1) / l.block;
-  return size_t(((i / (inner * dim)) * sdim + a / l.block) * inner + i % inner);
-}
-
 OpMapper qdq_mapper(bool quantize) {
   OpMapper m;
   m.dtypes = quantize ? std::vector<DType>{DType::F32, DType::F16}
@@ -167,21 +157,62 @@ OpMapper qdq_mapper(bool quantize) {
       }
       const QdqLayout l = qdq_layout(c);
       const HostTensor* z = c.has(2) ? &c.host(2, "x_zero_point") : nullptr;
-      const DType yd = dequantized_result(c);
-      HostTensor y(yd, x.shape);
-      for (int64_t i = 0; i < x.numel(); ++i) {
-        const size_t si = scale_index(l, x.shape, i);
-        const int64_t q = int64_t(host::get(x, size_t(i))) - (z ? int64_t(host::get(*z, si)) : 0);
-        const float v = float(int32_t(q)) * float(host::get(s, si));
-        if (yd == DType::F32) {
-          y.as<float>()[i] = v;
-        } else {
-          y.as<uint16_t>()[i] = float_to_half(v);
-        }
-      }
+      HostTensor y = ops::dequantize_on_host(x, s, z, l.mode == QMode::Tensor ? 0 : l.axis, l.block,
+                                             dequantized_result(c));
       std::vector<HostTensor> out;
       out.push_back(std::move(y));
       return out;
+    };
+    // Into the IR, the weights are dequantized only where a host value is
+    // read: a product reads them as a node that passes fuse or fold once.
+    m.defer = [fold = m.fold, build = m.build](NodeCtx& c) {
+      if (c.slot_dtype(0) != DType::U8 && c.slot_dtype(0) != DType::I8 && c.slot_dtype(0) != DType::I32) {
+        c.unsupported(fmt::format("x has dtype {}; supported: uint8, int8, int32", dtype_name(c.slot_dtype(0))));
+      }
+      if (c.has(2) && c.slot_dtype(2) != c.slot_dtype(0)) {
+        c.fail(fmt::format("x_zero_point has dtype {}, x {}", dtype_name(c.slot_dtype(2)), dtype_name(c.slot_dtype(0))));
+      }
+      if (c.slot_dtype(1) != DType::F32 && c.slot_dtype(1) != DType::F16) {
+        c.unsupported(fmt::format("x_scale has dtype {}; supported: float32, float16", dtype_name(c.slot_dtype(1))));
+      }
+      qdq_layout(c);
+      const DType yd = dequantized_result(c);
+      // The node's inputs (host values: initializers, or values folded
+      // before it), kept with the node for the deferred fold or build.
+      struct Node {
+        const onnx::NodeProto* proto;
+        int opset;
+        Storage storage;
+        Graph* graph;
+        IrTrace* trace;
+        std::vector<Slot> in;
+        std::vector<bool> present;
+        NodeCtx ctx(Graph& g, IrTrace* t) {
+          std::vector<Slot*> p;
+          for (size_t i = 0; i < in.size(); ++i) p.push_back(present[i] ? &in[i] : nullptr);
+          NodeCtx c(g, *proto, opset, std::move(p), nullptr, storage);
+          c.trace = t;
+          return c;
+        }
+      };
+      auto n = std::make_shared<Node>(Node{&c.node, c.opset, c.storage, &c.mut_graph(), c.trace, {}, {}});
+      for (size_t i = 0; i < c.inputs(); ++i) {
+        n->present.push_back(c.has(i));
+        n->in.push_back(c.has(i) ? c.slot(i) : Slot{});
+      }
+      return one(Slot::of_deferred(
+          yd, c.shape(0),
+          [n, fold] {
+            NodeCtx f = n->ctx(*n->graph, nullptr);
+            return std::move(fold(f).at(0));
+          },
+          [n, build](Graph& g, IrTrace* t) -> TensorRef {
+            // Only into the plan the node was read in (a subgraph's reader
+            // is given the value folded).
+            if (&g != n->graph || !t || t != n->trace) return TensorRef{-1};
+            NodeCtx b = n->ctx(g, t);
+            return build(b).at(0).ref;
+          }));
     };
   }
   return m;

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -23,8 +24,15 @@ class IrTrace;  // onnx/ir_trace.h
 // or folded from constants and shapes), or a tensor of the GPU graph.
 struct Slot {
   bool host = false;
-  // When host: the value, owned, or (an initializer) the Session's own copy.
-  const HostTensor& value() const { return ext_ ? *ext_ : own_; }
+  // When host: the value, owned, or (an initializer) the Session's own copy,
+  // or (deferred) made at the first read.
+  const HostTensor& value() const {
+    if (deferred_) {
+      if (!deferred_->made) deferred_->value = deferred_->fold(), deferred_->made = true;
+      return deferred_->value;
+    }
+    return ext_ ? *ext_ : own_;
+  }
   // A Session's initializer (of_stored): its address is stable for the
   // Session's life.
   bool stored() const { return ext_ != nullptr; }
@@ -54,6 +62,29 @@ struct Slot {
     s.ext_ = &t;
     return s;
   }
+  // A host value made only where it is read (OpMapper::defer): on the host
+  // by `fold` at the first value(); as a GPU tensor by `build`, which
+  // records the node into the graph and trace it is given (NodeCtx::tensor)
+  // and returns the result, or TensorRef{-1} for the value folded and
+  // uploaded instead.
+  struct Deferred {
+    std::function<HostTensor()> fold;
+    std::function<TensorRef(Graph&, IrTrace*)> build;
+    HostTensor value;
+    bool made = false;
+  };
+  static Slot of_deferred(DType dtype, Shape shape, std::function<HostTensor()> fold,
+                          std::function<TensorRef(Graph&, IrTrace*)> build) {
+    Slot s;
+    s.host = true;
+    s.dtype = dtype;
+    s.shape = std::move(shape);
+    s.deferred_ = std::make_shared<Deferred>();
+    s.deferred_->fold = std::move(fold);
+    s.deferred_->build = std::move(build);
+    return s;
+  }
+  const Deferred* deferred() const { return deferred_.get(); }
   static Slot of_tensor(const Graph& g, TensorRef r) {
     Slot s;
     s.ref = r;
@@ -65,6 +96,7 @@ struct Slot {
  private:
   HostTensor own_;
   const HostTensor* ext_ = nullptr;
+  std::shared_ptr<Deferred> deferred_;  // shared by the slot's copies: made once
 };
 
 // How the model's float values are stored on the GPU: the importer's one
@@ -176,6 +208,13 @@ struct OpMapper {
   // Evaluates the node on the host when every input is a host value (shape
   // arithmetic); absent for ops that always run on the GPU.
   std::function<std::vector<HostTensor>(NodeCtx&)> fold;
+  // Called instead of fold where the importer writes IR: results that are
+  // made only where they are read (Slot::of_deferred). A DequantizeLinear
+  // of constant weights: folded on the host where a host value is read (a
+  // Transpose folded in turn), else a node of the IR, which passes fuse
+  // into the product reading it or fold once a Session
+  // (passes/fuse_matmul_dequant.cpp).
+  std::function<std::vector<Slot>(NodeCtx&)> defer;
 };
 
 const std::map<std::string, OpMapper>& op_mappers();

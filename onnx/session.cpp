@@ -22,7 +22,6 @@
 #include "gpu/buffer_batch.h"
 #include "ir/program.h"
 #include "onnx/functions.h"
-#include "onnx/fusion.h"
 #include "onnx/ir_trace.h"
 #include "onnx/host_ops.h"
 #include "onnx/model_bytes.h"
@@ -50,7 +49,7 @@ struct Session::Built {
   // Without shader-f16: float16 inputs widened into these float32 copies
   // before upload, float16 outputs read into these and narrowed (by name).
   std::map<std::string, HostTensor> widened_in, widened_out;
-  int folded = 0, mapped = 0, fused = 0, fused_nodes = 0;
+  int folded = 0, mapped = 0;
   // The IR passes' fusions in this plan ("fuse_gelu 2, fuse_conv_residual 1"; empty: none, or recorded directly).
   std::string ir_fusions;
   // Fused IR nodes this plan lowered as their chains (the op refused the
@@ -72,6 +71,13 @@ struct Session::Built {
 };
 
 namespace {
+
+// The setting WGNN_NO_FUSION (anything but "" or "0") turns the IR's
+// fusion passes off, as SessionOptions::fusion false does.
+bool fusion_setting(const Settings& settings) {
+  const char* e = settings.get("WGNN_NO_FUSION");
+  return !e || !*e || std::string(e) == "0";
+}
 
 // A setting of whole milliseconds, 0 to `max` (`def` when unset or empty);
 // anything else is an Error naming it.
@@ -859,7 +865,7 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
 
 passes::Report Session::optimize_ir(ir::Graph& irg, bool tensor_cores, Built& b) const {
   passes::OptimizeOptions po;
-  po.fusion = options_.fusion && fusion_enabled(ctx_.settings());
+  po.fusion = options_.fusion && fusion_setting(ctx_.settings());
   po.disabled = ctx_.settings().value("WGNN_DISABLE_PASSES");
   po.context.device = &ctx_;
   const char* dump = ctx_.settings().get("WGNN_DUMP_IR");
@@ -989,33 +995,6 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
       outer_reads(n, needed);
     }
   }
-  // Fused chains (onnx/fusion.h): their nodes wait for the last one, which
-  // records the fused op, or, when the values do not allow it, the nodes
-  // one by one.
-  std::vector<Fusion> fusions;
-  if (options_.fusion && fusion_enabled(ctx_.settings())) fusions = plan_fusions(graph);
-  {
-    // A chain whose inner value a subgraph reads stays unfused.
-    std::set<std::string> sub_reads;
-    for (const auto& n : graph.node()) outer_reads(n, sub_reads);
-    if (!sub_reads.empty()) {
-      fusions.erase(std::remove_if(fusions.begin(), fusions.end(),
-                                   [&](const Fusion& f) {
-                                     for (int j : f.nodes)
-                                       for (const auto& o : graph.node(j).output())
-                                         if (sub_reads.count(o)) return true;
-                                     return false;
-                                   }),
-                    fusions.end());
-    }
-  }
-  std::vector<int> fusion_at(size_t(graph.node_size()), -1);
-  std::vector<bool> deferred(size_t(graph.node_size()), false);
-  for (size_t k = 0; k < fusions.size(); ++k) {
-    for (int j : fusions[k].nodes) deferred[size_t(j)] = true;
-    deferred[size_t(fusions[k].nodes.back())] = false;
-    fusion_at[size_t(fusions[k].nodes.back())] = int(k);
-  }
   Builder builder(g, opset_, storage, &value_inputs_, &decisions);
   builder.trace = trace.get();
   std::map<std::string, double> op_ms;
@@ -1025,31 +1004,7 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
   bool probe = false;
   try {
   for (int i = 0; i < graph.node_size(); ++i) {
-    if (!live[size_t(i)] || deferred[size_t(i)]) continue;
-    if (fusion_at[size_t(i)] < 0) {
-      build_node(i);
-      continue;
-    }
-    const Fusion& f = fusions[size_t(fusion_at[size_t(i)])];
-    auto fuse = [&](const Fusion& c) {
-      const auto t0 = std::chrono::steady_clock::now();
-      // Run-time checks and the IR's nodes name the chain's anchor node.
-      g.set_origin(NodeCtx(g, graph.node(c.anchor >= 0 ? c.anchor : c.nodes.back()), opset_, {}).where());
-      std::optional<Slot> r = try_fusion(c, g, trace.get(), graph, opset_, storage, values);
-      if (builder.op_ms) {
-        (*builder.op_ms)["(fused chains)"] +=
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      }
-      if (!r) return false;
-      values[graph.node(c.nodes.back()).output(0)] = std::move(*r);
-      ++b->mapped;
-      ++b->fused;
-      b->fused_nodes += int(c.nodes.size());
-      return true;
-    };
-    if (fuse(f)) continue;
-    // Declined: node by node, in order (the IR passes may still fuse parts).
-    for (int j : f.nodes) build_node(j);
+    if (live[size_t(i)]) build_node(i);
   }
   } catch (const NeedsReadback& r) {
     // The plan so far becomes a probe computing the value (a stage of the
@@ -1576,8 +1531,6 @@ void Session::run_built(Built& b, const Feeds& inputs, Fetches& out) {
 std::string Session::summary() const {
   if (!last_) return "not run yet";
   const Graph& g = *last_->graph;
-  const std::string fused =
-      last_->fused ? fmt::format(" ({} of them fused chains of {} nodes)", last_->fused, last_->fused_nodes) : "";
   std::string ir_fused =
       last_->ir_fusions.empty() ? "" : fmt::format("; fused chains in the IR: {}", last_->ir_fusions);
   if (!last_->ir_fallbacks.empty()) {
@@ -1619,8 +1572,8 @@ std::string Session::summary() const {
                            last_->sizes_read_back, last_->sizes_read_back == 1 ? "" : "s",
                            last_->sizes_read_back == 1 ? "s" : "");
   }
-  return fmt::format("{}{} nodes mapped to GPU work{}, {} folded on the host{}; {} dispatches; {}{}{}{}",
-                     options_.fp16 ? "float16 mode: " : "", last_->mapped, fused, last_->folded, ir_fused,
+  return fmt::format("{}{} nodes mapped to GPU work, {} folded on the host{}; {} dispatches; {}{}{}{}",
+                     options_.fp16 ? "float16 mode: " : "", last_->mapped, last_->folded, ir_fused,
                      g.dispatches().size(), g.memory_summary(), plans, storage, control);
 }
 

@@ -76,9 +76,8 @@ struct SessionOptions {
   bool fp16 = false;
   // Chains of nodes recorded as one op where the result is the same within
   // float rounding: the IR passes (passes/: attention, GELU chains, a
-  // product's scale, bias and activation, ...) and DequantizeLinear +
-  // MatMul (onnx/fusion.h). WGNN_NO_FUSION=1 in the environment turns it
-  // off as well.
+  // product's scale, bias and activation, dequantized 8-bit weights, ...).
+  // WGNN_NO_FUSION=1 in the environment turns it off as well.
   bool fusion = true;
   // Run-time checks (Graph::set_checked): an index out of range (Gather,
   // GatherElements) or an integer division by zero (Div, Mod) fails the

@@ -104,7 +104,11 @@ void Builder::build_node(const onnx::NodeProto& n, Scope& scope, const std::set<
   std::vector<Slot> outs;
   if (fold) {
     try {
-      for (HostTensor& t : m.fold(c)) outs.push_back(Slot::of_host(std::move(t)));
+      if (m.defer && trace) {
+        outs = m.defer(c);
+      } else {
+        for (HostTensor& t : m.fold(c)) outs.push_back(Slot::of_host(std::move(t)));
+      }
     } catch (const Unsupported&) {
       throw;
     } catch (const Error& e) {

@@ -873,7 +873,7 @@ Value matmul(Graph& g, const ValueList& args) {
 // last two dims of an operand whose trans_ flag is set (read transposed by
 // the kernel, never copied). Both operands at least 2-D; the bias broadcasts to the product without
 // enlarging it (a MatMul then an Add of a [N] or [1, .., N] constant, fused
-// by the ONNX importer, onnx/fusion.cpp).
+// by passes/fuse_matmul_add.cpp).
 Value matmul_add(Graph& g, const ValueList& args) {
   Args a{"wgnn.matmul_add.default", args, g};
   if (args.size() < 2 || args.size() > 10) a.fail(fmt::format("takes 2 to 10 arguments, got {}", args.size()));

@@ -26,7 +26,7 @@
 //     unpacked and dequantized in the kernel as its tiles are staged (no
 //     float copy of the weights): 4-bit block-quantized (com.microsoft
 //     MatMulNBits) or 8-bit, four to a word (DequantizeLinear then MatMul,
-//     fused by onnx/fusion.h).
+//     fused by passes/fuse_matmul_dequant.cpp).
 // The integer products multiply i32 values, one per 32-bit word (the
 // tensors' storage). Where the instance offers the WGSL language feature
 // packed_4x8_integer_dot_product (gpu::Features::packed_4x8_dot),
@@ -44,8 +44,10 @@
 
 #include <fmt/format.h>
 
+#include "graph/half.h"
 #include "ops/conv_tile.h"
 #include "ops/helpers.h"
+#include "ops/quantized.h"
 #include "ops/uniforms.h"
 #include "ops/registry.h"
 
@@ -732,6 +734,51 @@ Value matmul_dequant(Graph& g, const ValueList& args) {
 }
 
 }  // namespace
+
+HostTensor dequantize_on_host(const HostTensor& x, const HostTensor& scale, const HostTensor* zero_point, int64_t axis,
+                              int64_t block, DType out) {
+  if (x.dtype != DType::U8 && x.dtype != DType::I8 && x.dtype != DType::I32) {
+    throw Error(fmt::format("dequantize: x has dtype {}; supported: uint8, int8, int32", dtype_name(x.dtype)));
+  }
+  if (scale.dtype != DType::F32 && scale.dtype != DType::F16) {
+    throw Error(fmt::format("dequantize: the scale has dtype {}; supported: float32, float16", dtype_name(scale.dtype)));
+  }
+  if (out != DType::F32 && out != DType::F16) throw Error(fmt::format("dequantize to {}", dtype_name(out)));
+  if (zero_point && (zero_point->dtype != x.dtype || zero_point->numel() != scale.numel())) {
+    throw Error(fmt::format("dequantize: zero point {} {} against x {} and scale {}", dtype_name(zero_point->dtype),
+                            shape_str(zero_point->shape), dtype_name(x.dtype), shape_str(scale.shape)));
+  }
+  const int64_t r = int64_t(x.shape.size()), n = x.numel();
+  const bool per_tensor = block <= 0 && scale.numel() == 1;
+  if (!per_tensor && (axis < 0 || axis >= r)) throw Error(fmt::format("dequantize: axis {} of x {}", axis, shape_str(x.shape)));
+  int64_t inner = 1, dim = 1, sdim = 1;
+  if (!per_tensor) {
+    for (int64_t d = axis + 1; d < r; ++d) inner *= x.shape[size_t(d)];
+    dim = x.shape[size_t(axis)];
+    sdim = block > 0 ? (dim + block - 1) / block : dim;
+    const int64_t want = block > 0 ? n / std::max<int64_t>(dim, 1) * sdim : dim;
+    if (scale.numel() != want) {
+      throw Error(fmt::format("dequantize: scale {} for x {} (axis {}, block {})", shape_str(scale.shape),
+                              shape_str(x.shape), axis, block));
+    }
+  }
+  HostTensor y = HostTensor::uninitialized(out, x.shape);
+  for (int64_t i = 0; i < n; ++i) {
+    size_t si = 0;
+    if (!per_tensor) {
+      const int64_t a = (i / inner) % dim;
+      si = block > 0 ? size_t(((i / (inner * dim)) * sdim + a / block) * inner + i % inner) : size_t(a);
+    }
+    const int64_t q = x.get_int(size_t(i)) - (zero_point ? zero_point->get_int(si) : 0);
+    const float v = float(int32_t(q)) * float(scale.get_double(si));
+    if (out == DType::F32) {
+      y.as<float>()[i] = v;
+    } else {
+      y.as<uint16_t>()[i] = float_to_half_saturate(v);
+    }
+  }
+  return y;
+}
 
 void register_quantized_ops(OpRegistry& r) {
   struct Q {

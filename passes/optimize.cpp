@@ -111,6 +111,8 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   const bool fusion = options.fusion;
   // Every pass in order; which of them run follows.
   std::vector<std::unique_ptr<Pass>> all;
+  all.push_back(fuse_matmul_dequant());  // before fold_dequantize folds the weights it reads as stored
+  all.push_back(fold_dequantize());
   all.push_back(fold_constants());
   all.push_back(cancel_permutes());
   all.push_back(fuse_conv_channels_last());  // before the conv passes give the conv an epilogue
@@ -169,7 +171,8 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   std::vector<std::unique_ptr<Pass>> list;
   for (auto& p : all) {
     const std::string name = p->name();
-    const bool on = name == "dead_code" || (name == "fold_constants" ? options.context.ctx != nullptr : fusion);
+    const bool on = name == "dead_code" || name == "fold_dequantize" ||
+                    (name == "fold_constants" ? options.context.ctx != nullptr : fusion);
     if (on && std::find(disabled.begin(), disabled.end(), name) == disabled.end()) list.push_back(std::move(p));
   }
   Report r;

@@ -66,6 +66,8 @@ std::unique_ptr<Pass> fuse_matmul_layer_norm();  // fuse_matmul_layer_norm.cpp
 std::unique_ptr<Pass> channels_last_blocks();    // channels_last_blocks.cpp
 std::unique_ptr<Pass> fuse_window_partition();   // fuse_window_partition.cpp
 std::unique_ptr<Pass> cancel_permutes();         // cancel_permutes.cpp
+std::unique_ptr<Pass> fuse_matmul_dequant();     // fuse_matmul_dequant.cpp
+std::unique_ptr<Pass> fold_dequantize();         // fuse_matmul_dequant.cpp
 
 struct OptimizeOptions {
   PassContext context;
@@ -84,7 +86,9 @@ struct Report {
   std::string summary() const;  // "fuse_matmul_activation 2, dead_code 1"
 };
 
-// The default pipeline, in order: constant folding (when pc.ctx is set),
+// The default pipeline, in order: a product of dequantized constant
+// weights as one op, and the other dequantized constants folded (both
+// before constant folding), constant folding (when pc.ctx is set),
 // a depthwise convolution between channel permutes, window attention's
 // partition and reverse (with their pad, crop and residual add), GELU chains, scalar
 // factors on attention's q or k, attention as exporters write it (after

@@ -68,6 +68,16 @@ struct ModelBuilder {
     else
       for (auto x : v) t->add_float_data(x);
   }
+  // 8-bit values (elem onnx::TensorProto::INT8 or UINT8), as raw bytes.
+  void init_8bit(const std::string& n, int elem, const std::vector<int64_t>& dims, const std::vector<int>& v) {
+    auto* t = g->add_initializer();
+    t->set_name(n);
+    t->set_data_type(elem);
+    for (auto d : dims) t->add_dims(d);
+    std::string raw;
+    for (int x : v) raw.push_back(char(uint8_t(x & 255)));
+    t->set_raw_data(raw);
+  }
   static void attr_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n->add_attribute();
     a->set_name(name);

@@ -33,7 +33,7 @@ const std::vector<SettingInfo>& Settings::known() {
       {"VK_DRIVER_FILES", "Vulkan driver files the user chose: the automatic driver choice keeps them"},
       {"VK_ICD_FILENAMES", "the older name of VK_DRIVER_FILES"},
       {"CUDA_VISIBLE_DEVICES", "the NVIDIA GPU a scheduler gave this process (docs/ADAPTERS.md)"},
-      // Sessions (onnx/session.cpp, passes/optimize.cpp, onnx/fusion.cpp).
+      // Sessions (onnx/session.cpp, passes/optimize.cpp).
       {"WGNN_NO_FUSION", "1: no fusions (as SessionOptions::fusion = false)"},
       {"WGNN_DISABLE_PASSES", "IR passes to skip, by name, comma-separated"},
       {"WGNN_IR_IMPORT", "0 or 1: overrides SessionOptions::ir_import"},

@@ -1,4 +1,4 @@
-// Fused chains of ONNX nodes (onnx/fusion.h): GELU as exporters write it and
+// Fused chains of ONNX nodes (the IR passes, passes/): GELU as exporters write it and
 // MatMul with a constant scale and bias, each recorded as one dispatch. Every
 // model runs fused and unfused (SessionOptions::fusion) and against a
 // reference computed here; chains that must not be fused (an intermediate
@@ -1301,24 +1301,16 @@ TEST(Fusion, DeclinedAttentionKeepsTheScaledProduct) {
 namespace {
 
 // An 8-bit initializer (uint8 or int8, raw bytes).
-void init_q(ModelBuilder& b, const std::string& name, int elem, const std::vector<int64_t>& dims,
-            const std::vector<int>& v) {
-  auto* t = b.g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(elem);
-  for (auto d : dims) t->add_dims(d);
-  std::string raw;
-  for (int x : v) raw.push_back(char(uint8_t(x & 255)));
-  t->set_raw_data(raw);
-}
 
 }  // namespace
 
-// DequantizeLinear of constant 8-bit weights read by a MatMul alone: one
-// dispatch that reads the weights as stored (wgnn.matmul_dequant); the same
-// values as unfused (the weights dequantized on the host, then a float
-// product) within float32 summation order. Blocked scales, or weights
-// dequantized for a second reader too, stay unfused.
+// DequantizeLinear of constant 8-bit weights read by a MatMul: one
+// dispatch that reads the weights as stored (wgnn.matmul_dequant, made by
+// passes/fuse_matmul_dequant.cpp); the same values as unfused (the weights
+// dequantized on the host, then a float product) within float32 summation
+// order. Blocked scales stay unfused. Weights the model also returns are
+// read as stored by the product all the same (the output is the weights
+// dequantized on the host).
 TEST(Fusion, DequantizeLinearThenMatMulReadsTheWeightsAsStored) {
   const HostTensor x = seeded({2, 5, 12}, 21, 1.f);
   struct Case {
@@ -1330,7 +1322,7 @@ TEST(Fusion, DequantizeLinearThenMatMulReadsTheWeightsAsStored) {
                         Case{onnx::TensorProto::UINT8, 1, true, false, false, true},
                         Case{onnx::TensorProto::UINT8, 12, false, false, false, true},
                         Case{onnx::TensorProto::INT8, 7, false, true, false, false},
-                        Case{onnx::TensorProto::INT8, 1, false, false, true, false}}) {
+                        Case{onnx::TensorProto::INT8, 1, false, false, true, true}}) {
     SCOPED_TRACE(fmt::format("elem {} scales {} zp {} blocked {} second reader {}", c.elem, c.scales, c.zp, c.blocked,
                              c.second_reader));
     ModelBuilder b(c.blocked ? 21 : 13);
@@ -1342,12 +1334,12 @@ TEST(Fusion, DequantizeLinearThenMatMulReadsTheWeightsAsStored) {
     std::vector<int> w(12 * 7), z(size_t(c.blocked ? 28 : c.scales));
     for (int& v : w) v = q(rng);
     for (int& v : z) v = q(rng) / 8;
-    init_q(b, "w", c.elem, {12, 7}, w);
+    b.init_8bit("w", c.elem, {12, 7}, w);
     const Shape ss = c.blocked ? Shape{4, 7} : c.scales == 1 ? Shape{} : Shape{c.scales};
     b.init_f32("s", ss, values(seeded(ss, 9, 0.05f)));
     std::vector<std::string> dq_in = {"w", "s"};
     if (c.zp) {
-      init_q(b, "z", c.elem, ss, z);
+      b.init_8bit("z", c.elem, ss, z);
       dq_in.push_back("z");
     }
     auto* dq = b.node("DequantizeLinear", dq_in, {"wd"});
@@ -1365,7 +1357,14 @@ TEST(Fusion, DequantizeLinearThenMatMulReadsTheWeightsAsStored) {
                                                 c.second_reader));
     SessionOptions o;
     Session s(test::ctx(), path, o);
-    const HostTensor fy = s.run({{"x", x}}).at("y");
+    const auto outs = s.run({{"x", x}});
+    const HostTensor& fy = outs.at("y");
+    if (c.second_reader) {  // the weights returned: (w - 0) * s, one scale
+      const HostTensor& wd = outs.at("wd");
+      ASSERT_EQ(wd.shape, (Shape{12, 7}));
+      const float scale = seeded(ss, 9, 0.05f).as<float>()[0];
+      for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(wd.as<float>()[i], float(w[i]) * scale) << "weight " << i;
+    }
     bool dequant_kernel = false;
     for (const auto& d : s.graph().dispatches()) dequant_kernel |= d.label.find("matmul_dequant") != std::string::npos;
     EXPECT_EQ(dequant_kernel, c.fused);

@@ -245,7 +245,8 @@ TEST(IrImport, ControlFlowThatReadsTheGpuGoesThroughTheIrWithItsFusions) {
   // IR, and the passes fuse on both sides of the readback: attention as
   // exporters write it (fuse_attention) and a GELU after a product
   // (fuse_gelu, fuse_matmul_activation) before the If, a convolution + batch norm
-  // + ReLU after it. Results against the same model recorded directly
+  // + ReLU and a product of dequantized 8-bit weights (fuse_matmul_dequant)
+  // after it. Results against the same model recorded directly
   // without fusion (ir_import off: the importer's op calls, one by one).
   ModelBuilder b(13);
   b.input("q", {1, 2, 8, 16});
@@ -302,6 +303,14 @@ TEST(IrImport, ControlFlowThatReadsTheGpuGoesThroughTheIrWithItsFusions) {
   ModelBuilder::attr_ints(conv, "pads", {1, 1, 1, 1});
   b.node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"bn"});
   b.node("Relu", {"bn"}, {"y"});
+  // z = o @ DequantizeLinear(8-bit weights, a scale per column).
+  b.output("z", {1, 2, 8, 4});
+  std::vector<int> wq(64);
+  for (size_t i = 0; i < wq.size(); ++i) wq[i] = int(i * 37 % 255) - 127;
+  b.init_8bit("wq", onnx::TensorProto::INT8, {16, 4}, wq);
+  b.init_f32("wscale", {4}, {0.01f, 0.02f, 0.03f, 0.04f});
+  b.node("DequantizeLinear", {"wq", "wscale"}, {"wd"});
+  b.node("MatMul", {"o", "wd"}, {"z"});
   const std::string path = b.save("ir_import_if_fusions.onnx");
   std::map<std::string, HostTensor> feed = {
       {"q", tensor({1, 2, 8, 16}, 11)}, {"k", tensor({1, 2, 8, 16}, 12)}, {"v", tensor({1, 2, 8, 16}, 13)},
@@ -310,16 +319,19 @@ TEST(IrImport, ControlFlowThatReadsTheGpuGoesThroughTheIrWithItsFusions) {
   const Outcome direct = run(path, {feed}, false, false, /*fusion=*/false);
   EXPECT_TRUE(r.through_ir);
   EXPECT_THAT(r.summary, testing::Not(HasSubstr("recorded directly")));
-  for (const char* pass : {"fuse_attention", "fuse_gelu", "fuse_matmul_activation", "fuse_conv_batch_norm"}) {
+  for (const char* pass :
+       {"fuse_attention", "fuse_gelu", "fuse_matmul_activation", "fuse_conv_batch_norm", "fuse_matmul_dequant"}) {
     EXPECT_THAT(r.passes, HasSubstr(pass)) << r.passes;
   }
   EXPECT_EQ(r.ops.count("wgnn.attention.default"), 1u);
   EXPECT_EQ(r.ops.count("aten._softmax.default"), 0u);
+  EXPECT_EQ(r.ops.count("wgnn.matmul_dequant.default"), 1u);
   // attention; the product with its GELU; the branch's ReLU; the
-  // convolution with the batch norm and ReLU in it.
-  EXPECT_EQ(r.dispatches, 4u);
+  // convolution with the batch norm and ReLU in it; the product reading
+  // the 8-bit weights.
+  EXPECT_EQ(r.dispatches, 5u);
   EXPECT_LT(r.dispatches, direct.dispatches);
-  for (const char* name : {"o", "y"}) {
+  for (const char* name : {"o", "y", "z"}) {
     const HostTensor& a = r.out.at(name);
     const HostTensor& e = direct.out.at(name);
     ASSERT_EQ(a.shape, e.shape);

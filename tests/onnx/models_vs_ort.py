@@ -235,7 +235,7 @@ MODELS.append((model("argmax", [
      "xi": rng.integers(-2, 3, (3, 7)).astype(np.int64)}))
 
 
-# 10. Chains the importer fuses (onnx/fusion.h): GELU as TorchScript exports
+# 10. Chains the IR passes fuse (passes/): GELU as TorchScript exports
 # nn.GELU() (erf) and approximate='tanh', the erf form with x * (1 / sqrt(2))
 # and 0.5 * x first, a Linear (MatMul + bias) with a GELU after it (one
 # chain: the GELU runs in the product's epilogue) and attention scores
