@@ -452,6 +452,43 @@ Value permute(Graph& g, const ValueList& args) {
   return y;
 }
 
+// Every input of a concatenation copied by one dispatch (kernels/cat.wgsl):
+// two to four inputs, none empty, rows of dim a whole number of 32-bit
+// words, every tensor bound whole. False, and nothing recorded, otherwise.
+bool cat_in_one_dispatch(const Args& a, TensorRef y, const std::vector<TensorRef>& ts, size_t d) {
+  Graph& g = a.g;
+  if (ts.size() < 2 || ts.size() > 4 || element_copies_only(g.ctx().settings())) return false;
+  const TensorInfo& yi = g.info(y);
+  const uint64_t es = gpu_dtype_size(yi.dtype), limit = binding_limit(g);
+  uint64_t inner_bytes = es;
+  for (size_t k = d + 1; k < yi.shape.size(); ++k) inner_bytes *= uint64_t(yi.shape[k]);
+  if (inner_bytes % 4 != 0 || yi.gpu_bytes() > limit || yi.gpu_bytes() / 4 >= (uint64_t(1) << 32)) return false;
+  for (TensorRef t : ts)
+    if (g.info(t).numel() == 0 || g.info(t).gpu_bytes() > limit) return false;
+  uint64_t inner = inner_bytes / 4;
+  const bool vec4 = inner % 4 == 0;
+  if (vec4) inner /= 4;
+  CatParams p{};
+  p.inner = uint32_t(inner);
+  p.dim = uint32_t(yi.shape[d]);
+  p.inputs = uint32_t(ts.size());
+  p.count = uint32_t(yi.gpu_bytes() / (vec4 ? 16 : 4));
+  uint32_t start[4] = {0, 0, 0, 0}, rows[4] = {0, 0, 0, 0};
+  for (size_t k = 0; k < ts.size(); ++k) {
+    start[k] = k == 0 ? 0 : start[k - 1] + rows[k - 1];
+    rows[k] = uint32_t(g.info(ts[k]).shape[d]);
+  }
+  p.start0 = start[0], p.start1 = start[1], p.start2 = start[2], p.start3 = start[3];
+  p.rows0 = rows[0], p.rows1 = rows[1], p.rows2 = rows[2], p.rows3 = rows[3];
+  std::vector<Binding> b{Binding::of(y), g.uniform(p)};
+  for (size_t k = 0; k < 4; ++k) b.push_back(Binding::of(ts[k < ts.size() ? k : 0]));
+  const gpu::Pipeline& pl =
+      kernel(g, "ops/kernels/cat.wgsl", {{"T", vec4 ? "vec4<u32>" : "u32"}, {"ENABLE", ""}});
+  g.add_dispatch(pl, std::move(b), grid_for(g, gpu::ceil_div(uint64_t(p.count), 256)), std::string(a.op),
+                 fmt::format("cat {} inputs{}", ts.size(), vec4 ? " vec4" : ""));
+  return true;
+}
+
 // aten.cat(tensors, dim=0). Legacy 1-D empty tensors ([0]) are skipped as
 // in ATen; other inputs must agree in rank, dtype and every size but dim's.
 Value cat(Graph& g, const ValueList& args) {
@@ -516,6 +553,8 @@ Value cat(Graph& g, const ValueList& args) {
       if (j != i && !skipped(j) && g.storage_root(ts[j]).id == r) return true;
     return false;
   };
+  std::vector<size_t> copied;  // the inputs not placed, each with its first row of dim
+  std::vector<int64_t> starts;
   int64_t offset = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
     if (skipped(i)) continue;
@@ -525,11 +564,17 @@ Value cat(Graph& g, const ValueList& args) {
       offset += s[d];
       continue;
     }
+    copied.push_back(i);
+    starts.push_back(offset);
+    offset += s[d];
+  }
+  if (copied.size() == ts.size() && cat_in_one_dispatch(a, y, ts, d)) return y;
+  for (size_t k = 0; k < copied.size(); ++k) {
+    const Shape s = g.info(ts[copied[k]]).shape;
     CopyPlan p = plain_plan(s, contiguous_strides(s));
     p.dst_stride = out_stride;
-    p.dst_base = offset * out_stride[d];
-    record_copy(a, y, ts[i], p, no_fill(g), "cat");
-    offset += s[d];
+    p.dst_base = starts[k] * out_stride[d];
+    record_copy(a, y, ts[copied[k]], p, no_fill(g), "cat");
   }
   return y;
 }

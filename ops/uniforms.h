@@ -109,6 +109,14 @@ WGNN_UNIFORM(RotaryParams, WGNN_ROTARY_PARAMS);
       F(uint32_t, dst_rows) F(uint32_t, dst_row) F(uint32_t, _pad0)
 WGNN_UNIFORM(CopyRowsParams, WGNN_COPY_ROWS_PARAMS);
 
+// kernels/cat.wgsl: the result as [outer, dim, inner] ({{T}}s), input k
+// its rows [start_k, start_k + rows_k) of dim.
+#define WGNN_CAT_PARAMS(F)                                                                                   \
+  F(uint32_t, count) F(uint32_t, inner) F(uint32_t, dim) F(uint32_t, inputs) F(uint32_t, start0)             \
+      F(uint32_t, start1) F(uint32_t, start2) F(uint32_t, start3) F(uint32_t, rows0) F(uint32_t, rows1)      \
+          F(uint32_t, rows2) F(uint32_t, rows3)
+WGNN_UNIFORM(CatParams, WGNN_CAT_PARAMS);
+
 // kernels/softmax.wgsl: rows of `width` along the last axis.
 #define WGNN_SOFTMAX_PARAMS(F) F(uint32_t, rows) F(uint32_t, width) F(uint32_t, _pad0) F(uint32_t, _pad1)
 WGNN_UNIFORM(SoftmaxParams, WGNN_SOFTMAX_PARAMS);

@@ -196,7 +196,12 @@ TEST_P(Movement, Cat) {
       nonempty += numel(s) > 0;
     }
     ASSERT_EQ(g.info(y).shape, out);
-    EXPECT_EQ(g.dispatches().size(), nonempty);
+    // Two to four inputs, none empty, rows of whole 32-bit words: one
+    // dispatch (kernels/cat.wgsl); otherwise a copy per non-empty input.
+    uint64_t row_bytes = gpu_dtype_size(dt());
+    for (size_t k = d + 1; k < out.size(); ++k) row_bytes *= uint64_t(out[k]);
+    const bool one = c.shapes.size() >= 2 && c.shapes.size() <= 4 && nonempty == c.shapes.size() && row_bytes % 4 == 0;
+    EXPECT_EQ(g.dispatches().size(), one ? 1u : nonempty);
     g.run();
     std::vector<double> ref;
     for (int64_t i = 0; i < numel(out); ++i) {
@@ -931,7 +936,7 @@ TEST(Views, UnalignedOrBatchedConcatenationsCopy) {
     TensorRef r1 = ops::call(g, "aten.relu.default", {a}).tensor();
     TensorRef r2 = ops::call(g, "aten.neg.default", {a}).tensor();
     TensorRef y = ops::call(g, "aten.cat.default", {ValueList{r1, r2}, int64_t(1)}).tensor();
-    EXPECT_EQ(g.dispatches().size(), 4u);
+    EXPECT_EQ(g.dispatches().size(), 3u);  // relu, neg, one dispatch copying both
     g.mark_output(y);
     g.run();
     const auto out = download(g, y);
@@ -948,7 +953,8 @@ TEST(Views, UnalignedOrBatchedConcatenationsCopy) {
 // The same intermediate twice (rotary's cat([freqs, freqs]) at one token),
 // or an intermediate and a view of it: placing the first in the result would
 // make the second's copy read the result's storage while writing it (a
-// WebGPU validation error at submit). Both are copied, and the values hold.
+// WebGPU validation error at submit). Both are copied (by one dispatch,
+// which binds the storage twice, read-only), and the values hold.
 TEST(Views, AnInputTwiceOrWithItsViewIsCopied) {
   const Shape s{1, 1, 32};  // 128 bytes: aligned enough to be placed
   const auto av = random_floats(size_t(numel(s)), -1, 1, 508);
@@ -959,7 +965,7 @@ TEST(Views, AnInputTwiceOrWithItsViewIsCopied) {
     TensorRef r = ops::call(g, "aten.relu.default", {a}).tensor();
     TensorRef second = variant == 0 ? r : g.add_view(r, s);
     TensorRef y = ops::call(g, "aten.cat.default", {ValueList{r, second}, int64_t(-1)}).tensor();
-    EXPECT_EQ(g.dispatches().size(), 3u);  // relu, two copies
+    EXPECT_EQ(g.dispatches().size(), 2u);  // relu, one dispatch copying both (the same storage read twice)
     g.mark_output(y);
     g.run();
     std::vector<float> want = relu_ref(av);
