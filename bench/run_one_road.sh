@@ -12,7 +12,7 @@
 #      16-token prompt, three runs in one process, through each build: the
 #      third run's ms per token and dispatches per step, and the tokens.
 #
-#   A=wgnn-before B=wgnn-after [PTE=DIR] [ZOO="MODEL ..."] [PRECISIONS=fp32] [ROUNDS=2] [OUT=DIR] \
+#   A=wgnn-before B=wgnn-after [PTE=DIR] [ZOO="MODEL ..."] [LLAMA=0] [PRECISIONS=fp32] [ROUNDS=2] [OUT=DIR] \
 #     bash bench/run_one_road.sh [PTE_MODEL ...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +47,9 @@ if [ -n "${PTE:-}" ] && [ $# -gt 0 ]; then
   done
 fi
 P16=5,17,42,99,3,8,150,77,23,61,12,190,4,33,88,120
-if [ -f "$WORK/llama/decoder_with_past_model.onnx" ] ||
+if [ "${LLAMA:-1}" = 0 ]; then
+  :  # LLAMA=0 leaves the decoder out
+elif [ -f "$WORK/llama/decoder_with_past_model.onnx" ] ||
    python3 scripts/models/decoders.py --model llama --size full --out "$WORK" > "$OUT/logs/export_llama.log" 2>&1; then
   for v in A B; do
     bin=$A

@@ -652,7 +652,9 @@ TensorRef record_batch_split(const Args& a, const Gemm& p, const Shape& shape, c
 // so does WGNN_SUBGROUP_MATMUL=emulate (the tests of the tensor-core kernel
 // send it every product it can take, few rows included).
 constexpr int64_t kGemvRows = 8;
-bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) {
+// glu: B is [K, 2 N], the gate's columns then the up product's, and the
+// result silu(gate) * up (wgnn.matmul_silu_mul).
+bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y, bool glu = false) {
   const bool off = [&] {
     const char* e = a.g.ctx().settings().get("WGNN_NO_GEMV");
     return e && std::string_view(e) == "1";
@@ -661,7 +663,8 @@ bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) 
   if (off || !shape.empty() || p.a_trans || p.M > kGemvRows || p.M < 1) return false;
   Graph& g = a.g;
   const DType dt = g.info(p.a).dtype;
-  const int64_t lda = p.lda ? p.lda : p.K, ldb = p.b_trans ? p.K : p.N;
+  if (glu && p.b_trans) return false;
+  const int64_t lda = p.lda ? p.lda : p.K, ldb = p.b_trans ? p.K : glu ? 2 * p.N : p.N;
   GemvParams params{uint32_t(p.M), uint32_t(p.N), uint32_t(p.K), uint32_t(lda), uint32_t(ldb),
                     uint32_t(p.bias_sm), uint32_t(p.bias_sn), 0u, float(p.alpha), float(p.beta), 0u, 0u};
   const bool a_vec = p.K % 4 == 0 && lda % 4 == 0;
@@ -690,15 +693,17 @@ bool record_gemv(const Args& a, const Gemm& p, const Shape& shape, TensorRef y) 
                       {"B_VEC", b_vec ? 1.0 : 0.0},
                       {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0},
                       {"F16_OUT", dt == DType::F16 ? 1.0 : 0.0}};
+  if (glu) c.push_back({"GLU", 1.0});
   for (auto& kv : activation_constants(p.act)) c.push_back(kv);
   const gpu::Pipeline& pl = kernel(g, "ops/kernels/gemv.wgsl", float_subs(g, dt, a.op), c);
   g.add_dispatch(pl,
                  {Binding::of(y), g.uniform(params), Binding::of(p.a), Binding::of(p.b),
                   p.bias.id >= 0 ? Binding::of(p.bias) : Binding::of(g.ctx().dummy_buffer())},
                  grid_for(g, groups), std::string(a.op),
-                 fmt::format("gemv {}x{}x{}{}{}", p.M, p.N, p.K, p.b_trans ? " Bt" : "", p.bias.id >= 0 ? " bias" : "") +
-                     activation_label(p.act.act),
-                 2.0 * double(p.M) * double(p.N) * double(p.K));
+                 fmt::format("gemv {}x{}x{}{}{}", p.M, glu ? 2 * p.N : p.N, p.K, p.b_trans ? " Bt" : "",
+                             p.bias.id >= 0 ? " bias" : "") +
+                     (glu ? std::string(" silu_mul") : activation_label(p.act.act)),
+                 2.0 * double(p.M) * double(glu ? 2 * p.N : p.N) * double(p.K));
   return true;
 }
 
@@ -945,6 +950,58 @@ Value matmul_add(Graph& g, const ValueList& args) {
   return record(a, p);
 }
 
+// wgnn.matmul_silu_mul.default(self, other, bias=None) -> silu(g) * u, where
+// [g, u] = self @ other + bias split in two along the last dim: SwiGLU's
+// gate and up products with their weights side by side (other [K, 2 F],
+// bias None or [2 F]), self [..., M, K] -> [..., M, F], in one dispatch of
+// kernels/gemv.wgsl. Products of at most 8 rows (a decoder's step) only:
+// others are refused before anything is recorded (passes/fuse_silu_mul.cpp
+// keeps the product and wgnn.silu_mul for them).
+Value matmul_silu_mul(Graph& g, const ValueList& args) {
+  Args a{"wgnn.matmul_silu_mul.default", args, g};
+  if (args.size() < 2 || args.size() > 3) a.fail(fmt::format("takes 2 or 3 arguments, got {}", args.size()));
+  const TensorRef x = a.tensor(0, "self"), w = a.tensor(1, "other"), bias = a.optional_tensor(2, "bias");
+  require_operand(a, x, "self");
+  require_operand(a, w, "other");
+  require_same_dtype(a, x, "self", w, "other");
+  const Shape &xs = g.info(x).shape, &ws = g.info(w).shape;
+  if (xs.size() < 2 || ws.size() != 2 || ws[1] % 2 != 0 || xs.back() != ws[0]) {
+    a.fail(fmt::format("self {} and other {}: expected [..., M, K] and [K, 2 F]", shape_str(xs), shape_str(ws)));
+  }
+  Gemm p;
+  p.a = x;
+  p.b = w;
+  p.K = ws[0];
+  p.N = ws[1] / 2;
+  p.M = numel(xs) / p.K;
+  if (p.M > kGemvRows || p.M < 1) {
+    a.fail(fmt::format("{} rows: only products of 1 to {} rows (a decoder's step) are fused", p.M, kGemvRows));
+  }
+  if (bias.id >= 0) {
+    const TensorInfo& bi = g.info(bias);
+    if (bi.shape != Shape{ws[1]} || bi.dtype != g.info(x).dtype) {
+      a.fail(fmt::format("bias {} {}: expected {} [{}]", dtype_name(bi.dtype), shape_str(bi.shape),
+                         dtype_name(g.info(x).dtype), ws[1]));
+    }
+    p.bias = bias;
+    p.bias_sn = 1;
+  } else {
+    p.beta = 0;
+  }
+  p.out_shape = xs;
+  p.out_shape.back() = p.N;
+  const char* no_gemv = g.ctx().settings().get("WGNN_NO_GEMV");
+  if ((no_gemv && std::string_view(no_gemv) == "1") || subgroup_matmul_emulated(g.ctx().settings())) {
+    a.fail("the product kernel for few rows is off (WGNN_NO_GEMV=1 or WGNN_SUBGROUP_MATMUL=emulate)");
+  }
+  for (TensorRef t : {x, w, bias}) {
+    if (t.id >= 0 && g.info(t).gpu_bytes() > binding_limit(g)) a.fail("an operand over the binding limit");
+  }
+  const TensorRef y = g.add_tensor(p.out_shape, g.info(x).dtype);
+  if (!record_gemv(a, p, {}, y, true)) a.fail("the product kernel for few rows refused it");
+  return y;
+}
+
 // Both operands exactly 2-D (mm) or 3-D with one batch (bmm).
 Value mm_like(Graph& g, const ValueList& args, const char* op, size_t rank) {
   Args a{op, args, g};
@@ -1144,6 +1201,7 @@ void register_matmul_ops(OpRegistry& r) {
   r.add("aten.linear.default", linear);
   r.add("wgnn.gemm.default", gemm);
   r.add("wgnn.matmul_add.default", matmul_add);
+  r.add("wgnn.matmul_silu_mul.default", matmul_silu_mul);
 }
 
 SplitSumCapture::SplitSumCapture(int64_t row_width, int64_t rows) : width(row_width), count(rows), prev_(split_capture) {

@@ -138,6 +138,8 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   all.push_back(fuse_conv_activation());
   all.push_back(fuse_matmul_activation());
   all.push_back(fuse_row_products());     // a step's products of one row without an epilogue
+  all.push_back(join_rotary());           // q's and k's rotary, once q and k are one product's columns
+  all.push_back(fuse_matmul_silu_mul());  // SwiGLU's gate and up, once they are one product's columns
   all.push_back(fuse_norm_activation());  // the batch norms no convolution took
   all.push_back(fuse_add_layer_norm());
   all.push_back(fuse_matmul_layer_norm());  // the products whose sum a layer norm reads

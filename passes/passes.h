@@ -59,6 +59,8 @@ std::unique_ptr<Pass> fuse_matmul_residual();  // fuse_matmul_residual.cpp
 std::unique_ptr<Pass> fuse_attention_scale();  // fuse_attention_scale.cpp
 std::unique_ptr<Pass> fuse_qkv_projection();   // fuse_qkv_projection.cpp
 std::unique_ptr<Pass> fuse_row_products();     // fuse_qkv_projection.cpp
+std::unique_ptr<Pass> join_rotary();           // join_rotary.cpp
+std::unique_ptr<Pass> fuse_matmul_silu_mul();  // fuse_silu_mul.cpp
 std::unique_ptr<Pass> fuse_matmul_scale();     // fuse_matmul_scale.cpp
 std::unique_ptr<Pass> fuse_permute_add();      // fuse_permute_add.cpp
 std::unique_ptr<Pass> fuse_norm_activation();  // fuse_norm_activation.cpp
@@ -95,7 +97,8 @@ struct Report {
 // torch.export's views are moved out of the way) as one op, RMS norms, rotary positions and SiLU
 // written out, matmul + scales / transposed operands /
 // bias, attention's q, k and v products as one, a per-column constant
-// scale after a product, conv + batch
+// scale after a product, a step's products of one row as one (then q's and
+// k's rotary positions as one, SwiGLU's gate in the product's epilogue), conv + batch
 // norm, conv + residual add, conv + activation, matmul + activation, batch
 // or instance norm (or a concatenation of them) + activation, add +
 // layer or RMS norm, matmul + residual add, an add of a permute, a channels-first

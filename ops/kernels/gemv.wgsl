@@ -16,6 +16,12 @@
 // columns per workgroup (16 down to 1, again for enough workgroups), each
 // read along K by 256 / CT invocations, four vec4s each in flight. The
 // partial sums over K are added in workgroup memory.
+// GLU (B [K, 2 N], not transposed; wgnn.matmul_silu_mul): SwiGLU's gate and
+// up products side by side, out[m, n] = silu(gate) * up with gate the
+// product's column n and up its column N + n (bias likewise). A workgroup
+// takes the same 4 CV columns of each: 2 CV invocations across, the second
+// CV on the up columns, and each gate column's invocation adds the up
+// column's sum from workgroup memory.
 {{ENABLE}}
 
 const MR: u32 = 8u;  // most rows
@@ -28,6 +34,7 @@ override HAS_BIAS: bool = false;
 override F16_OUT: bool = false;
 override CV: u32 = 4u;  // B [K, N]: vec4s of columns per workgroup
 override CT: u32 = 16u;  // B_TRANS: columns per workgroup (1 to 16, a power of 2)
+override GLU: bool = false;
 
 {{PARAMS}}
 
@@ -82,6 +89,21 @@ fn store(m: u32, n: u32, v: f32) {
   out[m * params.N + n] = {{T}}(y);
 }
 
+// GLU: silu(gate) * up, each with its bias (bias [2 N]).
+fn store_glu(m: u32, n: u32, gate: f32, up: f32) {
+  var g = gate * params.alpha;
+  var u = up * params.alpha;
+  if (HAS_BIAS) {
+    g += params.beta * bias_at(n);
+    u += params.beta * bias_at(params.N + n);
+  }
+  var y = g / (1.0 + exp(-g)) * u;
+  if (F16_OUT && abs(y) >= 65520.0) {
+    y = sign(y) * bitcast<f32>(inf_bits);
+  }
+  out[m * params.N + n] = {{T}}(y);
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -91,19 +113,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let K = params.K;
   var acc: array<vec4<f32>, MR>;
   if (!B_TRANS) {
-    let KT = WG / CV;  // rows of K in flight per vec4 of columns
-    let tx = lid % CV;
-    let ty = lid / CV;
-    let n0 = group * (4u * CV) + tx * 4u;
+    let CX = select(CV, 2u * CV, GLU);  // invocations across
+    let KT = WG / CX;  // rows of K in flight per vec4 of columns
+    let tx = lid % CX;
+    let ty = lid / CX;
+    let up = GLU && tx >= CV;
+    let n0 = group * (4u * CV) + select(tx, tx - CV, up) * 4u;
     let valid = remaining(N, n0);
+    let col = n0 + select(0u, N, up);  // the column of B
     if (valid > 0u) {
       // Four rows of B in flight per step: k, k + KT, k + 2 KT, k + 3 KT.
       var k = ty;
       for (; k + 3u * KT < K; k += 4u * KT) {
-        let b0 = load_b4(k * params.ldb + n0, valid);
-        let b1 = load_b4((k + KT) * params.ldb + n0, valid);
-        let b2 = load_b4((k + 2u * KT) * params.ldb + n0, valid);
-        let b3 = load_b4((k + 3u * KT) * params.ldb + n0, valid);
+        let b0 = load_b4(k * params.ldb + col, valid);
+        let b1 = load_b4((k + KT) * params.ldb + col, valid);
+        let b2 = load_b4((k + 2u * KT) * params.ldb + col, valid);
+        let b3 = load_b4((k + 3u * KT) * params.ldb + col, valid);
         for (var m = 0u; m < MR; m++) {
           if (m < M) {
             let r = m * params.lda + k;
@@ -112,7 +137,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
       }
       for (; k < K; k += KT) {
-        let bv = load_b4(k * params.ldb + n0, valid);
+        let bv = load_b4(k * params.ldb + col, valid);
         for (var m = 0u; m < MR; m++) {
           if (m < M) {
             acc[m] += a_at(m * params.lda + k) * bv;
@@ -128,14 +153,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       workgroupBarrier();
       for (var s = KT / 2u; s > 0u; s = s / 2u) {
         if (ty < s) {
-          red[lid] += red[lid + s * CV];
+          red[lid] += red[lid + s * CX];
         }
         workgroupBarrier();
       }
-      if (ty == 0u) {
+      if (ty == 0u && !up) {
         let v = red[lid];
-        for (var j = 0u; j < min(valid, 4u); j++) {
-          store(m, n0 + j, v[j]);
+        if (GLU) {
+          let u = red[lid + CV];
+          for (var j = 0u; j < min(valid, 4u); j++) {
+            store_glu(m, n0 + j, v[j], u[j]);
+          }
+        } else {
+          for (var j = 0u; j < min(valid, 4u); j++) {
+            store(m, n0 + j, v[j]);
+          }
         }
       }
       workgroupBarrier();

@@ -1197,6 +1197,112 @@ TEST(IrPasses, ProductsOfOneRowBecomeOne) {
   }
 }
 
+// A decoder step's q and k as adjacent column blocks of one product, each
+// through rotary positions with the same cos and sin -> one rotary over
+// both blocks' heads (join_rotary), q and k views of its head blocks:
+// against the two rotaries unjoined and a double reference.
+TEST(IrPasses, RotaryOfOneTokensQAndKIsOneDispatch) {
+  const int64_t Hq = 4, Hk = 2, Hv = 2, D = 16, C = (Hq + Hk + Hv) * D;
+  const std::vector<float> pv = random_floats(size_t(C), -1.f, 1.f, 97), cv = random_floats(size_t(D), -1.f, 1.f, 98),
+                           sv = random_floats(size_t(D), -1.f, 1.f, 99);
+  auto build = [&] {
+    ir::Graph g;
+    const TensorRef p = g.input("p", DType::F32, {1, 1, C});
+    const TensorRef cs = g.input("cos", DType::F32, {1, 1, 1, D});
+    const TensorRef sn = g.input("sin", DType::F32, {1, 1, 1, D});
+    auto heads = [&](int64_t lo, int64_t h) {
+      const TensorRef s = g.call("aten.slice.Tensor", {p, int64_t(-1), lo, lo + h * D, int64_t(1)});
+      const TensorRef v = g.call("aten.view.default", {s, IntList{1, 1, h, D}});
+      const TensorRef t = g.call("aten.permute.default", {v, IntList{0, 2, 1, 3}});
+      g.set_seen_shape(s, {1, 1, h * D});
+      g.set_seen_shape(v, {1, 1, h, D});
+      g.set_seen_shape(t, {1, h, 1, D});
+      const TensorRef r = g.call("wgnn.rotary_half.default", {t, cs, sn, D / 2});
+      g.set_seen_shape(r, {1, h, 1, D});
+      g.set_seen_dtype(r, DType::F32);
+      return r;
+    };
+    const TensorRef q = heads(0, Hq), k = heads(Hq * D, Hk);
+    g.output(g.call("aten.neg.default", {q}), "q");
+    g.output(g.call("aten.neg.default", {k}), "k");
+    return g;
+  };
+  ir::Graph joined = build();
+  const passes::Report r = optimize_with_settings(joined);
+  EXPECT_EQ(r.count("join_rotary"), 1u) << r.summary();
+  ir::Program jp(ctx(), std::move(joined));
+  ir::Graph plain = build();
+  passes::OptimizeOptions off;
+  off.fusion = false;
+  passes::optimize(plain, off);
+  ir::Program pp(ctx(), std::move(plain));
+  const std::vector<HostTensor> in = {host({1, 1, C}, pv), host({1, 1, 1, D}, cv), host({1, 1, 1, D}, sv)};
+  const auto a = jp.run(in), u = pp.run(in);
+  // One rotary and the two negations, against two rotaries.
+  EXPECT_EQ(jp.plan({{1, 1, C}, {1, 1, 1, D}, {1, 1, 1, D}}).dispatches().size(), 3u);
+  EXPECT_EQ(pp.plan({{1, 1, C}, {1, 1, 1, D}, {1, 1, 1, D}}).dispatches().size(), 4u);
+  for (int which = 0; which < 2; ++which) {
+    const int64_t lo = which == 0 ? 0 : Hq * D, h = which == 0 ? Hq : Hk;
+    std::vector<double> ref(size_t(h * D));
+    for (int64_t head = 0; head < h; ++head)
+      for (int64_t i = 0; i < D; ++i) {
+        const double x = pv[size_t(lo + head * D + i)];
+        const double rot = i < D / 2 ? -double(pv[size_t(lo + head * D + i + D / 2)]) : pv[size_t(lo + head * D + i - D / 2)];
+        ref[size_t(head * D + i)] = -(x * cv[size_t(i)] + rot * sv[size_t(i)]);
+      }
+    EXPECT_TRUE(all_close(floats(a[size_t(which)]), ref, 1e-6, 1e-5)) << which;
+    EXPECT_TRUE(all_close(floats(u[size_t(which)]), ref, 1e-6, 1e-5)) << which;
+  }
+}
+
+// SwiGLU at a decoder step: silu(x Wg) * (x Wu) with one row -> the two
+// products one (fuse_row_products), then the gate in its epilogue
+// (fuse_matmul_silu_mul): one dispatch, against the chain unfused and a
+// double reference. Three rows keep three dispatches (no joined product).
+TEST(IrPasses, SwiGluOfOneRowIsOneDispatch) {
+  const int64_t K = 32, F = 24;
+  const std::vector<float> wg = random_floats(size_t(K * F), -0.5f, 0.5f, 110),
+                           wu = random_floats(size_t(K * F), -0.5f, 0.5f, 111);
+  auto build = [&](int64_t rows) {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {1, rows, K});
+    const TensorRef gate = g.call("aten.matmul.default", {x, g.constant(host({K, F}, wg))});
+    const TensorRef up = g.call("aten.matmul.default", {x, g.constant(host({K, F}, wu))});
+    const TensorRef s = g.call("aten.silu.default", {gate});
+    const TensorRef y = g.call("aten.mul.Tensor", {s, up});
+    for (TensorRef t : {gate, up, s, y}) g.set_seen_shape(t, {1, rows, F});
+    g.output(y, "y");
+    return g;
+  };
+  for (const int64_t rows : {int64_t(1), int64_t(3)}) {
+    SCOPED_TRACE(rows);
+    ir::Graph fused = build(rows);
+    const passes::Report r = optimize_with_settings(fused);
+    EXPECT_EQ(r.count("fuse_matmul_silu_mul"), rows == 1 ? 1u : 0u) << r.summary();
+    const std::vector<float> xv = random_floats(size_t(rows * K), -1.f, 1.f, 112);
+    ir::Program fp(ctx(), std::move(fused));
+    ir::Graph plain = build(rows);
+    passes::OptimizeOptions off;
+    off.fusion = false;
+    passes::optimize(plain, off);
+    ir::Program pp(ctx(), std::move(plain));
+    const auto a = fp.run({host({1, rows, K}, xv)}), u = pp.run({host({1, rows, K}, xv)});
+    EXPECT_EQ(fp.plan({{1, rows, K}}).dispatches().size(), rows == 1 ? 1u : 3u);
+    std::vector<double> ref(size_t(rows * F));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t n = 0; n < F; ++n) {
+        double gt = 0, up = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          gt += double(xv[size_t(i * K + k)]) * wg[size_t(k * F + n)];
+          up += double(xv[size_t(i * K + k)]) * wu[size_t(k * F + n)];
+        }
+        ref[size_t(i * F + n)] = gt / (1.0 + std::exp(-gt)) * up;
+      }
+    EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-5, 1e-4));
+    EXPECT_TRUE(all_close(floats(u[0]), ref, 1e-5, 1e-4));
+  }
+}
+
 // A decoder's cross-attention (BART): q a product of the decoder's states,
 // k and v products of the encoder's -> k and v one product with their
 // weights side by side (fuse_qkv_projection), q apart; against the separate

@@ -668,3 +668,50 @@ TEST(Gemv, EpilogueAndFloat16) {
   check_gemv(4, 100, 77, true, "gelu", DType::F16, 403);
   check_gemv(1, 2048, 4, false, "relu", DType::F16, 404);
 }
+
+namespace {
+
+// wgnn.matmul_silu_mul: silu(gate) * up of one product with the gate's and
+// the up product's weights side by side (B [K, 2F], bias [2F]), against the
+// double reference of the two products and the multiply.
+void check_silu_mul(int64_t M, int64_t K, int64_t F, bool bias, DType dt, uint32_t seed) {
+  if (dt == DType::F16 && !has_f16()) GTEST_SKIP() << "no shader-f16";
+  SCOPED_TRACE(fmt::format("M {} K {} F {} bias {} {}", M, K, F, bias, dtype_name(dt)));
+  Graph g(ctx());
+  HostT A = make({1, M, K}, dt, seed), B = make({K, 2 * F}, dt, seed + 1), C = make({2 * F}, dt, seed + 2);
+  ValueList args{upload(g, A.shape, A.v, dt), upload(g, B.shape, B.v, dt)};
+  if (bias) args.push_back(upload(g, C.shape, C.v, dt));
+  TensorRef y = ops::call(g, "wgnn.matmul_silu_mul.default", args).tensor();
+  ASSERT_EQ(g.info(y).shape, (Shape{1, M, F}));
+  EXPECT_EQ(g.dispatches().size(), 1u);
+  g.run();
+  HostT A2 = A;
+  A2.shape = {M, K};
+  const auto p = reference(A2, B, false, false, bias ? &C : nullptr, 1.0, bias ? 1.0 : 0.0);
+  const auto mag = reference(magnitudes(A2), magnitudes(B), false, false, nullptr, 1.0, 0.0);
+  std::vector<double> ref(size_t(M * F)), rmag(size_t(M * F));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < F; ++n) {
+      const double gt = p[size_t(m * 2 * F + n)], up = p[size_t(m * 2 * F + F + n)];
+      ref[size_t(m * F + n)] = gt / (1.0 + std::exp(-gt)) * up;
+      rmag[size_t(m * F + n)] = (mag[size_t(m * 2 * F + n)] + 1) * (mag[size_t(m * 2 * F + F + n)] + 1);
+    }
+  EXPECT_TRUE(dt == DType::F16 ? f16_product_close(download(g, y), ref, rmag)
+                               : all_close(download(g, y), ref, atol_for(K) * 4, kRtol));
+}
+
+}  // namespace
+
+TEST(Gemv, SiluMulOfTheGateAndUpProductsSideBySide) {
+  check_silu_mul(1, 128, 384, false, DType::F32, 500);
+  check_silu_mul(1, 768, 2050, true, DType::F32, 501);  // 8 columns per workgroup, ragged
+  check_silu_mul(3, 100, 10, true, DType::F32, 502);    // few columns, a ragged vec4
+  check_silu_mul(8, 64, 33, false, DType::F32, 503);
+  check_silu_mul(1, 256, 130, true, DType::F16, 504);
+  // More than 8 rows: refused (the pass keeps the chain for those).
+  Graph g(ctx());
+  ValueList args{g.add_tensor({9, 16}, DType::F32, TensorKind::Input), g.add_tensor({16, 8}, DType::F32, TensorKind::Input)};
+  EXPECT_THROW(ops::call(g, "wgnn.matmul_silu_mul.default", args), Error);
+  ValueList odd{g.add_tensor({1, 16}, DType::F32, TensorKind::Input), g.add_tensor({16, 7}, DType::F32, TensorKind::Input)};
+  EXPECT_THROW(ops::call(g, "wgnn.matmul_silu_mul.default", odd), Error);
+}
