@@ -7,9 +7,13 @@
 #      per token, dispatches a step, the tokens;
 #   2. the same decoder, 1,024 new tokens, two runs in one process, through
 #      each build: ms per token over a long context, plans built;
-#   3. one decode step of B profiled kernel by kernel over a cache of 127
+#   3. the decoder in onnxruntime-genai's layout (scripts/models/
+#      genai_decoder.py --size small: GroupQueryAttention, 4-bit
+#      MatMulNBits) at the same width and depth, 64 new tokens, three runs,
+#      through each build;
+#   4. one decode step of B profiled kernel by kernel over a cache of 127
 #      rows (bench/profile_decoder_step.sh);
-#   4. the eight zoo models, A and B alternating (bench/run_one_road.sh's
+#   5. the eight zoo models, A and B alternating (bench/run_one_road.sh's
 #      zoo part), unless ZOO="".
 #
 #   A=wgnn-before B=wgnn-after [OUT=DIR] [ZOO="MODEL ..."] bash bench/run_step_fusions.sh
@@ -44,6 +48,26 @@ except Exception as e:  # noqa: BLE001
     print(f"llama decoder, 1024 new tokens, {v}: no result ({e})")
 PY
   done
+  GEN=$WORK/genai/decoder_with_past_model.onnx
+  if [ -f "$GEN" ] || python3 scripts/models/genai_decoder.py --size small --out "$WORK" > "$OUT/logs/export_genai.log" 2>&1; then
+    for v in A B; do
+      bin=$A
+      [ $v = B ] && bin=$B
+      "$bin" generate "$GEN" --prompt "$P16" --max-new-tokens 64 --repeat 3 --json > "$OUT/generate_genai_$v.json" \
+        2> "$OUT/generate_genai_$v.err"
+      python3 - "$v" "$OUT/generate_genai_$v.json" <<'PY'
+import json, sys
+v, path = sys.argv[1], sys.argv[2]
+try:
+    j = json.loads(open(path).read().strip().splitlines()[-1])
+    r = j["last_run"]
+    print(f"genai decoder (4-bit), {v}: {r['ms_per_token']:.3f} ms/token, {r['step_host']['dispatches']} dispatches "
+          f"a step, tokens {j['tokens'][0][:12]}...")
+except Exception as e:  # noqa: BLE001
+    print(f"genai decoder (4-bit), {v}: no result ({e})")
+PY
+    done
+  fi
   WGNN=$B bash bench/profile_decoder_step.sh "$DEC" 127 --runs 5 --top 0 > "$OUT/profile_step_B.txt" 2>&1 &&
     sed -n '/^kernel/,$p' "$OUT/profile_step_B.txt" | head -40
 fi

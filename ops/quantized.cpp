@@ -607,8 +607,11 @@ const char* kInt8Weight = R"(fn weight(k: u32, n: u32) -> f32 {
 // Records kernels/matmul_qweight.wgsl: a [M, K] float (M from a's shape),
 // b the packed weights, scales of float32 / float16, zero points or None,
 // bias [N] of a's dtype or None; p's q0..q5 and `weight` say how to read b.
+// `nbits`: 4-bit MatMulNBits weights, which a product of at most 8 rows
+// reads on kernels/gemv_nbits.wgsl instead (WGNN_NO_GEMV=1: the tiles).
 TensorRef matmul_qweight(const Args& a, TensorRef A, TensorRef B, TensorRef S, TensorRef Z, TensorRef bias, int64_t K,
-                         int64_t N, MatmulQWeightParams p, const char* weight, const std::string& label) {
+                         int64_t N, MatmulQWeightParams p, const char* weight, const std::string& label,
+                         bool nbits = false) {
   Graph& g = a.g;
   const TensorInfo& ai = g.info(A);
   const int64_t M = ai.shape[0];
@@ -638,8 +641,21 @@ TensorRef matmul_qweight(const Args& a, TensorRef A, TensorRef B, TensorRef S, T
   subs.emplace_back("WEIGHT", weight);
   const TensorRef y = g.add_tensor({M, N}, ai.dtype);
   if (M == 0) return y;
-  const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul_qweight.wgsl", subs);
   auto opt = [&](TensorRef t) { return optional_input(g, t.id >= 0 ? Value(t) : Value(None{})); };
+  const char* no_gemv = g.ctx().settings().get("WGNN_NO_GEMV");
+  if (nbits && M <= 8 && !(no_gemv && std::string_view(no_gemv) == "1")) {
+    // CT columns a workgroup: the most (up to 16) that still make 256
+    // workgroups, so that a narrow product keeps enough loads in flight.
+    int ct = 16;
+    while (ct > 1 && (N + ct - 1) / ct < 256) ct /= 2;
+    const gpu::Pipeline& pl = kernel(g, "ops/kernels/gemv_nbits.wgsl", subs,
+                                     {{"CT", double(ct)}, {"A_VEC", K % 4 == 0 ? 1.0 : 0.0}});
+    g.add_dispatch(pl, {Binding::of(y), g.uniform(p), Binding::of(A), Binding::of(B), Binding::of(S), opt(Z), opt(bias)},
+                   grid_for(g, uint64_t((N + ct - 1) / ct)), std::string(a.op),
+                   fmt::format("{} gemv {}x{}x{}", label, M, N, K), 2.0 * double(M * N) * double(K));
+    return y;
+  }
+  const gpu::Pipeline& pl = kernel(g, "ops/kernels/matmul_qweight.wgsl", subs);
   g.add_dispatch(pl, {Binding::of(y), g.uniform(p), Binding::of(A), Binding::of(B), Binding::of(S), opt(Z), opt(bias)},
                  grid_for(g, uint64_t(p.tiles_m) * p.tiles_n), std::string(a.op),
                  fmt::format("{} {}x{}x{}", label, M, N, K), 2.0 * double(M * N) * double(K));
@@ -691,7 +707,8 @@ Value matmul_nbits(Graph& g, const ValueList& args) {
     }
     p.q4 = 1;
   }
-  return matmul_qweight(a, A, B, S, Z, bias, K, N, p, kNBitsWeight, fmt::format("matmul_nbits 4-bit blocks of {}", block));
+  return matmul_qweight(a, A, B, S, Z, bias, K, N, p, kNBitsWeight, fmt::format("matmul_nbits 4-bit blocks of {}", block),
+                        true);
 }
 
 // wgnn.matmul_dequant.default(a, b, scales, zero_points, N, int8, mode)

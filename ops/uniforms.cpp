@@ -89,6 +89,7 @@ const std::vector<KernelUniform>& kernel_uniforms() {
       {"ops/kernels/resize.wgsl", &ResizeParams::wgsl},
       {"ops/kernels/recurrent.wgsl", &RecurrentParams::wgsl},
       {"ops/kernels/matmul_qweight.wgsl", &MatmulQWeightParams::wgsl},
+      {"ops/kernels/gemv_nbits.wgsl", &MatmulQWeightParams::wgsl},
   };
   return list;
 }

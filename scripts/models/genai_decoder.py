@@ -25,7 +25,8 @@ The float weights are drawn from one seed and quantized here (round to
 nearest per block); MatMulNBits has no accuracy_level, so ONNX Runtime's CPU
 computes in float32. `--size mini` (vocab 211, hidden 64, 4 query heads of
 16, 2 key/value heads, 2 layers, ffn 128) is small enough for a CPU Vulkan
-driver (CI).
+driver (CI); `--size small` has GPT-2-small's width and depth (vocab
+32,000, hidden 768, 12 query heads, 4 key/value heads, 12 layers, ffn 2,048).
 
     python3 genai_decoder.py --out DIR   # writes DIR/genai/decoder_with_past_model.onnx
 """
@@ -38,6 +39,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 SIZES = {
     "mini": dict(vocab=211, d=64, heads=4, kv_heads=2, layers=2, ffn=128, positions=256, block=32),
+    # GPT-2-small's width and depth, as the Llama-style decoder of
+    # decoders.py (--size full), for the GPU machine's measurements.
+    "small": dict(vocab=32000, d=768, heads=12, kv_heads=4, layers=12, ffn=2048, positions=2048, block=32),
 }
 
 

@@ -628,6 +628,10 @@ void check_matmul_nbits(const NBitsCase& c, uint32_t seed, DType dt = DType::F32
                           {upload(g, {c.M, c.K}, a, dt), bt, constant(g, {c.N * kb}, s, dt), zt, biast, c.K, c.N, c.block})
                     .tensor();
   EXPECT_EQ(g.info(y).shape, (Shape{c.M, c.N}));
+  // At most 8 rows (a decoder's step): kernels/gemv_nbits.wgsl; else the tiles.
+  bool gemv = false;
+  for (const auto& d : g.dispatches()) gemv = gemv || d.label.find(" gemv ") != std::string::npos;
+  EXPECT_EQ(gemv, c.M <= 8);
   g.run();
   std::vector<double> ref(size_t(c.M * c.N)), mag(ref.size());
   for (int64_t m = 0; m < c.M; ++m) {
@@ -659,6 +663,11 @@ TEST(MatmulNBits, BlocksZeroPointsBias) {
   check_matmul_nbits({3, 48, 16, 16, true, true}, 102);     // an odd number of blocks: the last zero-point byte half used
   check_matmul_nbits({20, 256, 9, 128, true, true}, 103);
   check_matmul_nbits({33, 96, 40, 32, false, true}, 104);   // tiles partly outside M and N
+  // The few-rows kernel's column widths (16 columns a workgroup from N =
+  // 4096, 1 below 512) and a K that ends inside a word.
+  check_matmul_nbits({1, 1003, 300, 32, true, true}, 105);
+  check_matmul_nbits({8, 256, 4100, 64, false, false}, 106);
+  check_matmul_nbits({2, 512, 1030, 32, true, false}, 107);
 }
 
 TEST(MatmulNBits, Float16) {
