@@ -12,7 +12,10 @@
 //   - factories (full, zeros, ones, arange, scalar_tensor, *_like) as
 //     constants of the declared dtype and shape;
 //   - the Vulkan delegate's own ops: `et_vk.prepack` (a weight's upload:
-//     nothing here) and `et_vk.conv_with_clamp` (convolution, then clamp).
+//     nothing here), `et_vk.conv_with_clamp` (convolution, then clamp) and
+//     the quantized ones (`et_vk.q8ta_*`, `et_vk.linear_*`): int8
+//     activations dequantized, the float op, quantized again, with the
+//     weights dequantized to float32 at load.
 // A dtype argument the Vulkan serializer drops (it writes None for a
 // torch.dtype) is taken from the result's declared dtype.
 #include "pte/aten.h"
@@ -21,6 +24,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -565,6 +569,367 @@ std::vector<TensorRef> rotary_interleaved(OpCall& c) {
   return one(view(c, both, out_shape(c)));
 }
 
+// ---------------------------------------------------------------------------
+// The delegate's quantized ops (et_vk.q8ta_*, et_vk.linear_*), with the
+// semantics of their reference implementations in ExecuTorch's
+// backends/vulkan/custom_ops_lib.py: int8 activations dequantized per
+// tensor, the float op, and the result quantized again (round half to
+// even, clamped to [-128, 127]); the weights (constants of the delegate,
+// int8 per output channel, or 4 bits in bytes) are dequantized to float32
+// once, at load.
+
+const HostTensor& constant_arg(OpCall& c, size_t i, const char* what) {
+  const TensorRef t = c.tensor(i);
+  const HostTensor* h = c.ir.model_values(t);
+  if (!h) c.fail(fmt::format("{} (argument {}) must be a constant of the program", what, i));
+  return *h;
+}
+
+TensorRef dequantized(OpCall& c, TensorRef x, double scale, int64_t zero_point) {
+  const DType q = c.meta_of(x).dtype;
+  if (q != DType::I8) c.fail(fmt::format("an int8 input was expected, got {}", dtype_name(q)));
+  return c.ir.call("quantized_decomposed.dequantize_per_tensor.tensor",
+                   {x, c.constant(DType::F32, {}, scale), c.constant(DType::I8, {}, double(zero_point)), int64_t(-128),
+                    int64_t(127), scalar_type_code(DType::I8), scalar_type_code(DType::F32)});
+}
+
+// round(y * (1 / scale)) + zero_point, clamped: multiplied by the inverse in
+// float32, as quantized_decomposed.quantize_per_tensor computes it (a
+// division rounds differently now and then).
+TensorRef quantized(OpCall& c, TensorRef y, double scale, int64_t zero_point) {
+  if (!(scale > 0) || !std::isfinite(scale)) c.fail(fmt::format("the output scale {} is not a positive number", scale));
+  const TensorRef scaled = c.ir.call("aten.mul.Tensor", {y, c.constant(DType::F32, {}, 1.0 / scale)});
+  return c.ir.call("quantized_decomposed.quantize_per_tensor.tensor",
+                   {scaled, c.constant(DType::F32, {}, 1.0), c.constant(DType::I8, {}, double(zero_point)),
+                    int64_t(-128), int64_t(127), scalar_type_code(DType::I8)});
+}
+
+// The activation argument ("none" or "relu").
+TensorRef activated(OpCall& c, TensorRef y, size_t i) {
+  const std::string act = i < c.args.size() && std::holds_alternative<std::string>(c.args[i].v)
+                              ? std::get<std::string>(c.args[i].v)
+                              : std::string("none");
+  if (act == "relu") return c.ir.call("aten.relu.default", {y});
+  if (act != "none" && !act.empty()) c.fail(fmt::format("activation '{}' is not one of none, relu", act));
+  return y;
+}
+
+// The first n values of a float constant (the delegate pads output channels
+// to a multiple of 4), or None.
+Value float_prefix(OpCall& c, size_t i, int64_t n, const char* what) {
+  if (c.is_none(i)) return Value();
+  const HostTensor& b = constant_arg(c, i, what);
+  if (b.numel() < n) c.fail(fmt::format("{} has {} values, {} are needed", what, b.numel(), n));
+  HostTensor out(DType::F32, {n});
+  for (int64_t k = 0; k < n; ++k) out.as<float>()[k] = float(b.get_double(size_t(k)));
+  return Value(c.ir.constant(std::move(out)));
+}
+
+std::vector<double> scales_of(OpCall& c, size_t i, int64_t n, const char* what) {
+  const HostTensor& s = constant_arg(c, i, what);
+  if (s.numel() < n) c.fail(fmt::format("{} has {} values, {} are needed", what, s.numel(), n));
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) v[size_t(k)] = s.get_double(size_t(k));
+  return v;
+}
+
+// Weights [N, K'] int8 with one scale per row, the first k of each row:
+// float32 [N, k].
+TensorRef rows_dequantized(OpCall& c, size_t wi, size_t si, int64_t k) {
+  const HostTensor& w = constant_arg(c, wi, "the weights");
+  if (w.shape.size() != 2 || w.shape[1] < k) {
+    c.fail(fmt::format("the weights must be [N, K] with K >= {}, got {}", k, shape_str(w.shape)));
+  }
+  const int64_t n = w.shape[0], stride = w.shape[1];
+  const std::vector<double> s = scales_of(c, si, n, "the weight scales");
+  HostTensor out(DType::F32, {n, k});
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < k; ++j) {
+      out.as<float>()[r * k + j] = float(double(w.get_int(size_t(r * stride + j))) * s[size_t(r)]);
+    }
+  }
+  return c.ir.constant(std::move(out));
+}
+
+TensorRef linear_of(OpCall& c, TensorRef x, TensorRef w, const Value& bias) {
+  return c.ir.call("aten.linear.default", {x, w, bias});
+}
+
+// q8ta_relu(input, input_scale, input_zero_point, output_scale, output_zero_point)
+std::vector<TensorRef> q8ta_relu(OpCall& c) {
+  const TensorRef y = c.ir.call("aten.relu.default", {dequantized(c, c.tensor(0), c.scalar(1), c.integer(2))});
+  return one(quantized(c, y, c.scalar(3), c.integer(4)));
+}
+
+// q8ta_add(a, b, a_scale, a_zero_point, b_scale, b_zero_point, output_scale,
+// output_zero_point, alpha): a + alpha * b.
+std::vector<TensorRef> q8ta_add(OpCall& c) {
+  const TensorRef a = dequantized(c, c.tensor(0), c.scalar(2), c.integer(3));
+  TensorRef b = dequantized(c, c.tensor(1), c.scalar(4), c.integer(5));
+  const double alpha = c.scalar(8);
+  if (alpha != 1.0) b = c.ir.call("aten.mul.Tensor", {b, c.constant(DType::F32, {}, alpha)});
+  return one(quantized(c, c.ir.call("aten.add.Tensor", {a, b}), c.scalar(6), c.integer(7)));
+}
+
+// q8ta_pixel_shuffle(input, input_scale, input_zero_point, output_inv_scale,
+// output_zero_point, upscale_factor).
+std::vector<TensorRef> q8ta_pixel_shuffle(OpCall& c) {
+  const TensorRef x = dequantized(c, c.tensor(0), c.scalar(1), c.integer(2));
+  const Shape s = c.meta_of(c.tensor(0)).shape;
+  const int64_t r = c.integer(5);
+  if (s.size() != 4 || r < 1 || s[1] % (r * r) != 0) {
+    c.fail(fmt::format("needs an (N, C, H, W) input with C a multiple of {}, got {}", r * r, shape_str(s)));
+  }
+  const TensorRef v = view(c, x, IntList{s[0], s[1] / (r * r), r, r, s[2], s[3]});
+  const TensorRef p = c.ir.call("aten.permute.default", {v, IntList{0, 1, 4, 2, 5, 3}});
+  const double inv = c.scalar(3);
+  if (!(inv > 0)) c.fail(fmt::format("the output's inverse scale {} is not a positive number", inv));
+  return one(quantized(c, view(c, p, out_shape(c)), 1.0 / inv, c.integer(4)));
+}
+
+// q8ta_linear / q8ta_linear_gemv(x, input_scale, input_zero_point, weights
+// [N, K], weight_sums, weight_scales, output_scale, output_zero_point, bias,
+// activation).
+std::vector<TensorRef> q8ta_linear(OpCall& c) {
+  const TensorRef x = dequantized(c, c.tensor(0), c.scalar(1), c.integer(2));
+  const Shape& xs = c.meta_of(c.tensor(0)).shape;
+  const int64_t n = c.outs.at(0).shape.back();
+  const TensorRef w = rows_dequantized(c, 3, 5, xs.back());
+  const Value bias = float_prefix(c, 8, n, "the bias");
+  const TensorRef y = activated(c, linear_of(c, x, w, bias), 9);
+  return one(quantized(c, y, c.scalar(6), c.integer(7)));
+}
+
+// linear_q8ta_q8csw(x int8, input_scale, input_zero_point, weights [N, K],
+// weight_sums, weight_scales, bias): a float result.
+std::vector<TensorRef> linear_q8ta_q8csw(OpCall& c) {
+  TensorRef x = c.tensor(0);
+  if (c.meta_of(x).dtype == DType::I8) x = dequantized(c, x, c.scalar(1), c.integer(2));
+  const int64_t n = c.outs.at(0).shape.back();
+  const TensorRef w = rows_dequantized(c, 3, 5, c.meta_of(c.tensor(0)).shape.back());
+  return one(linear_of(c, x, w, float_prefix(c, 6, n, "the bias")));
+}
+
+// linear_qcs4w(x, weights [N, K/2] uint8, scales [N]): two 4-bit values a
+// byte (the even input's in the high nibble), stored +8, as the Vulkan
+// backend's fuse_quantized_ops pass packs them; one scale per row.
+std::vector<TensorRef> linear_qcs4w(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  const int64_t k = c.meta_of(x).shape.back();
+  const HostTensor& w = constant_arg(c, 1, "the weights");
+  if (w.shape.size() != 2 || w.shape[1] * 2 < k) {
+    c.fail(fmt::format("the weights must be [N, K/2] bytes for K = {}, got {}", k, shape_str(w.shape)));
+  }
+  const int64_t n = w.shape[0], stride = w.shape[1];
+  const std::vector<double> s = scales_of(c, 2, n, "the scales");
+  HostTensor out(DType::F32, {n, k});
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < k; ++j) {
+      const auto byte = uint8_t(w.get_int(size_t(r * stride + j / 2)));
+      const int q = (j % 2 == 0 ? byte >> 4 : byte & 0x0F) - 8;
+      out.as<float>()[r * k + j] = float(double(q) * s[size_t(r)]);
+    }
+  }
+  return one(linear_of(c, x, c.ir.constant(std::move(out)), Value()));
+}
+
+// torchao.choose_qparams_affine(input, mapping_type, block_size,
+// target_dtype, quant_min, quant_max, eps, scale_dtype, zero_point_dtype,
+// keepdim): a scale and zero point per block, blocks that span whole dims
+// (one per row for dynamic activation quantization). ASYMMETRIC:
+//   scale = max((max(x, 0) - min(x, 0)) / (qmax - qmin), eps),
+//   zero_point = clamp(qmin - round(min(x, 0) / scale), qmin, qmax);
+// SYMMETRIC: scale = max(max(|min(x, 0)|, max(x, 0)) / ((qmax - qmin) / 2),
+// eps), zero_point = (qmax + qmin + 1) / 2.
+std::vector<TensorRef> choose_qparams_affine(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  const Shape s = c.meta_of(x).shape;
+  const std::string mapping =
+      std::holds_alternative<std::string>(c.args.at(1).v) ? std::get<std::string>(c.args[1].v) : std::string();
+  if (!c.args.at(2).is_int_list() || std::get<IntList>(c.args[2].v).size() != s.size()) {
+    c.fail(fmt::format("block_size must list one size per dim of the {} input", shape_str(s)));
+  }
+  const IntList block = std::get<IntList>(c.args[2].v);
+  IntList dims;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (block[i] == s[i] && s[i] > 1) {
+      dims.push_back(int64_t(i));
+    } else if (block[i] != 1 && block[i] != s[i]) {
+      c.fail(fmt::format("block size {} of dim {} (of {}) is neither 1 nor the whole dim: not supported", block[i],
+                         i, s[i]));
+    }
+  }
+  const double qmin = c.is_none(4) ? -128.0 : c.scalar(4), qmax = c.is_none(5) ? 127.0 : c.scalar(5);
+  const double eps = c.is_none(6) ? double(std::numeric_limits<float>::min()) : c.scalar(6);
+  if (c.outs.size() != 2) c.fail("needs two results (scale, zero point)");
+  const TensorRef zero = c.constant(DType::F32, {}, 0.0);
+  TensorRef lo = dims.empty() ? x : c.ir.call("aten.amin.default", {x, dims, false});
+  TensorRef hi = dims.empty() ? x : c.ir.call("aten.amax.default", {x, dims, false});
+  lo = c.ir.call("aten.minimum.default", {lo, zero});
+  hi = c.ir.call("aten.maximum.default", {hi, zero});
+  TensorRef scale, zp;
+  if (mapping == "ASYMMETRIC") {
+    scale = c.ir.call("aten.div.Tensor", {c.ir.call("aten.sub.Tensor", {hi, lo}), c.constant(DType::F32, {}, qmax - qmin)});
+    scale = c.ir.call("aten.clamp.default", {scale, eps, Value()});
+    const TensorRef r = c.ir.call("aten.round.default", {c.ir.call("aten.div.Tensor", {lo, scale})});
+    zp = c.ir.call("aten.sub.Tensor", {c.constant(DType::F32, {}, qmin), r});
+    zp = c.ir.call("aten.clamp.default", {zp, qmin, qmax});
+  } else if (mapping == "SYMMETRIC") {
+    const TensorRef m = c.ir.call("aten.maximum.default", {c.ir.call("aten.neg.default", {lo}), hi});
+    scale = c.ir.call("aten.div.Tensor", {m, c.constant(DType::F32, {}, (qmax - qmin) / 2)});
+    scale = c.ir.call("aten.clamp.default", {scale, eps, Value()});
+    zp = c.ir.call("aten.mul.Tensor", {scale, c.constant(DType::F32, {}, 0.0)});
+    zp = c.ir.call("aten.add.Tensor", {zp, c.constant(DType::F32, {}, std::floor((qmax + qmin + 1) / 2))});
+  } else {
+    c.fail(fmt::format("mapping type '{}' is not one of ASYMMETRIC, SYMMETRIC", mapping));
+  }
+  const auto as = [&](TensorRef t, size_t i) {
+    t = view(c, t, out_shape(c, i));
+    if (c.outs[i].dtype != DType::F32) t = c.ir.call("aten._to_copy.default", {t, scalar_type_code(c.outs[i].dtype)});
+    return t;
+  };
+  return {as(scale, 0), as(zp, 1)};
+}
+
+// 4-bit weights [N, K/2] (argument wi) with a scale per group of inputs
+// ([K/group, N], argument si; the group size argument gi) as float32 [N, K]:
+// two values a byte, the even input's in the low nibble, stored +8, as the
+// Vulkan backend's pack_4bit_weight_tensor writes them.
+std::pair<TensorRef, int64_t> q4gsw_weights(OpCall& c, size_t wi, size_t si, size_t gi) {
+  const int64_t k = c.meta_of(c.tensor(0)).shape.back();
+  const HostTensor& w = constant_arg(c, wi, "the weights");
+  const HostTensor& s = constant_arg(c, si, "the weight scales");
+  const int64_t group = c.integer(gi);
+  if (w.shape.size() != 2 || w.shape[1] * 2 < k || group < 1) {
+    c.fail(fmt::format("the weights must be [N, K/2] bytes for K = {} and a group size >= 1, got {} and {}", k,
+                       shape_str(w.shape), group));
+  }
+  const int64_t n = w.shape[0], stride = w.shape[1];
+  const int64_t groups = (k + group - 1) / group;
+  if (s.shape.size() != 2 || s.shape[0] < groups || s.shape[1] < n) {
+    c.fail(fmt::format("the weight scales must be [K/group, N] = [{}, {}] at least, got {}", groups, n,
+                       shape_str(s.shape)));
+  }
+  HostTensor out(DType::F32, {n, k});
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < k; ++j) {
+      const auto byte = uint8_t(w.get_int(size_t(r * stride + j / 2)));
+      const int q = (j % 2 == 0 ? byte & 0x0F : byte >> 4) - 8;
+      out.as<float>()[r * k + j] = float(double(q) * s.get_double(size_t((j / group) * s.shape[1] + r)));
+    }
+  }
+  return {c.ir.constant(std::move(out)), n};
+}
+
+// linear_dq8ca_q4gsw(x, input_scale, input_zero_point, weights [N, K/2]
+// uint8, weight_sums, weight_scales [K/group, N], group_size, bias): x
+// quantized to int8 with its rows' scales and zero points and dequantized
+// again (the dynamic activation quantization), times the 4-bit weights
+// (q4gsw_weights).
+std::vector<TensorRef> linear_dq8ca_q4gsw(OpCall& c) {
+  TensorRef x = c.tensor(0);
+  if (c.args.at(1).is_tensor() && c.args.at(2).is_tensor()) {
+    const Shape xs = c.meta_of(x).shape;
+    IntList col(xs.begin(), xs.end());
+    col.back() = 1;
+    const TensorRef scale = view(c, c.tensor(1), col);
+    TensorRef zp = view(c, c.tensor(2), col);
+    if (c.meta_of(c.tensor(2)).dtype != DType::F32) zp = c.ir.call("aten._to_copy.default", {zp, scalar_type_code(DType::F32)});
+    const TensorRef inv = c.ir.call("aten.div.Tensor", {c.constant(DType::F32, {}, 1.0), scale});
+    TensorRef q = c.ir.call("aten.round.default", {c.ir.call("aten.mul.Tensor", {x, inv})});
+    q = c.ir.call("aten.clamp.default", {c.ir.call("aten.add.Tensor", {q, zp}), -128.0, 127.0});
+    x = c.ir.call("aten.mul.Tensor", {c.ir.call("aten.sub.Tensor", {q, zp}), scale});
+  }
+  const auto [w, n] = q4gsw_weights(c, 3, 5, 6);
+  return one(linear_of(c, x, w, float_prefix(c, 7, n, "the bias")));
+}
+
+// linear_q4gsw(x, weights, weight_scales, group_size, bias): the same
+// weights, a float x.
+std::vector<TensorRef> linear_q4gsw(OpCall& c) {
+  const auto [w, n] = q4gsw_weights(c, 1, 2, 3);
+  return one(linear_of(c, c.tensor(0), w, float_prefix(c, 4, n, "the bias")));
+}
+
+// q8ta_conv2d / q8ta_conv2d_pw / q8ta_conv2d_dw / q8ta_conv2d_transposed(x,
+// input_scale, input_zero_point, weights, weight_sums, weight_scales,
+// output_scale, output_zero_point, bias, kernel_size, stride, padding,
+// [output_padding,] dilation, groups, activation). Weights as the Vulkan
+// backend's quantized-convolution pattern lays them out: [OC, K'] with K' >=
+// kh * kw * IC/groups in (kh, kw, ic) order (transposed: row o is output
+// channel o), depthwise [kh, kw, OC].
+enum class QConv { Regular, Depthwise, Transposed };
+
+template <QConv Kind>
+std::vector<TensorRef> q8ta_conv2d(OpCall& c) {
+  constexpr bool transposed = Kind == QConv::Transposed;
+  const size_t at_dilation = transposed ? 13 : 12, at_groups = at_dilation + 1, at_act = at_groups + 1;
+  const TensorRef x = dequantized(c, c.tensor(0), c.scalar(1), c.integer(2));
+  const Shape& xs = c.meta_of(c.tensor(0)).shape;
+  if (xs.size() != 4) c.fail(fmt::format("needs an (N, C, H, W) input, got {}", shape_str(xs)));
+  if (!c.args.at(9).is_int_list() || std::get<IntList>(c.args[9].v).size() != 2) c.fail("needs a kernel size [kh, kw]");
+  const IntList ks = std::get<IntList>(c.args[9].v);
+  const int64_t kh = ks[0], kw = ks[1], groups = c.integer(at_groups);
+  if (groups < 1 || xs[1] % groups != 0) c.fail(fmt::format("groups {} do not divide {} channels", groups, xs[1]));
+  const int64_t icg = xs[1] / groups;
+  const HostTensor& w = constant_arg(c, 3, "the weights");
+  int64_t oc = 0;
+  HostTensor wf;
+  if constexpr (Kind == QConv::Depthwise) {
+    if (w.shape.size() != 3 || w.shape[0] != kh || w.shape[1] != kw) {
+      c.fail(fmt::format("depthwise weights must be [kh, kw, OC] = [{}, {}, OC], got {}", kh, kw, shape_str(w.shape)));
+    }
+    oc = w.shape[2];
+    const std::vector<double> s = scales_of(c, 5, oc, "the weight scales");
+    wf = HostTensor(DType::F32, {oc, 1, kh, kw});
+    for (int64_t o = 0; o < oc; ++o) {
+      for (int64_t i = 0; i < kh * kw; ++i) {
+        wf.as<float>()[o * kh * kw + i] = float(double(w.get_int(size_t(i * oc + o))) * s[size_t(o)]);
+      }
+    }
+  } else {
+    const int64_t kdim = icg * kh * kw;
+    if (w.shape.size() != 2 || w.shape[1] < kdim) {
+      c.fail(fmt::format("the weights must be [OC, K] with K >= {}, got {}", kdim, shape_str(w.shape)));
+    }
+    oc = w.shape[0];
+    if (oc % groups != 0) c.fail(fmt::format("groups {} do not divide {} output channels", groups, oc));
+    const std::vector<double> s = scales_of(c, 5, oc, "the weight scales");
+    const int64_t stride = w.shape[1];
+    if constexpr (transposed) {
+      // (OC, icg, kh, kw) -> (groups * icg, OC / groups, kh, kw), the
+      // scale of output channel o on axis 1.
+      const int64_t ocg = oc / groups;
+      wf = HostTensor(DType::F32, {groups * icg, ocg, kh, kw});
+      for (int64_t o = 0; o < oc; ++o) {
+        const int64_t g = o / ocg, og = o % ocg;
+        for (int64_t i = 0; i < icg; ++i) {
+          for (int64_t p = 0; p < kh * kw; ++p) {
+            wf.as<float>()[((g * icg + i) * ocg + og) * kh * kw + p] =
+                float(double(w.get_int(size_t(o * stride + p * icg + i))) * s[size_t(o)]);
+          }
+        }
+      }
+    } else {
+      wf = HostTensor(DType::F32, {oc, icg, kh, kw});
+      for (int64_t o = 0; o < oc; ++o) {
+        for (int64_t i = 0; i < icg; ++i) {
+          for (int64_t p = 0; p < kh * kw; ++p) {
+            wf.as<float>()[(o * icg + i) * kh * kw + p] =
+                float(double(w.get_int(size_t(o * stride + p * icg + i))) * s[size_t(o)]);
+          }
+        }
+      }
+    }
+  }
+  const Value bias = float_prefix(c, 8, oc, "the bias");
+  const Value output_padding = transposed ? c.args.at(12) : Value(IntList{0, 0});
+  const TensorRef y = c.ir.call("aten.convolution.default",
+                                {x, c.ir.constant(std::move(wf)), bias, c.args.at(10), c.args.at(11),
+                                 c.args.at(at_dilation), transposed, output_padding, groups});
+  return one(quantized(c, activated(c, y, at_act), c.scalar(6), c.integer(7)));
+}
+
 // et_vk.grid_priors(self, stride, offset): the anchor points of an H x W
 // feature map (its last two dims), [H * W, 2] of ((j + offset) * stride,
 // (i + offset) * stride) in row-major order: a constant of the shape.
@@ -707,6 +1072,20 @@ const std::map<std::string, Translate>& table() {
     // The Vulkan delegate's own ops.
     m["et_vk.prepack.default"] = identity;
     m["et_vk.conv_with_clamp.default"] = conv_with_clamp;
+    m["et_vk.q8ta_relu.default"] = q8ta_relu;
+    m["et_vk.q8ta_add.default"] = q8ta_add;
+    m["et_vk.q8ta_pixel_shuffle.default"] = q8ta_pixel_shuffle;
+    m["et_vk.q8ta_linear.default"] = q8ta_linear;
+    m["et_vk.q8ta_linear_gemv.default"] = q8ta_linear;
+    m["et_vk.linear_q8ta_q8csw.default"] = linear_q8ta_q8csw;
+    m["et_vk.linear_qcs4w.default"] = linear_qcs4w;
+    m["et_vk.linear_dq8ca_q4gsw.default"] = linear_dq8ca_q4gsw;
+    m["et_vk.linear_q4gsw.default"] = linear_q4gsw;
+    m["torchao.choose_qparams_affine.default"] = choose_qparams_affine;
+    m["et_vk.q8ta_conv2d.default"] = q8ta_conv2d<QConv::Regular>;
+    m["et_vk.q8ta_conv2d_pw.default"] = q8ta_conv2d<QConv::Regular>;
+    m["et_vk.q8ta_conv2d_dw.default"] = q8ta_conv2d<QConv::Depthwise>;
+    m["et_vk.q8ta_conv2d_transposed.default"] = q8ta_conv2d<QConv::Transposed>;
     (void)kMaxPool;
     return m;
   }();
