@@ -16,7 +16,7 @@
 #   5. the eight zoo models, A and B alternating (bench/run_one_road.sh's
 #      zoo part), unless ZOO="".
 #
-#   A=wgnn-before B=wgnn-after [OUT=DIR] [ZOO="MODEL ..."] bash bench/run_step_fusions.sh
+#   A=wgnn-before B=wgnn-after [OUT=DIR] [PACK=FILE.tgz] [ZOO="MODEL ..."] bash bench/run_step_fusions.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 A=${A:?A=FILE: the wgnn binary before}
@@ -74,4 +74,9 @@ fi
 if [ -n "${ZOO-x}" ]; then
   if [ -n "${ZOO+x}" ]; then export ZOO; fi
   A=$A B=$B OUT=$OUT WORK=$WORK LLAMA=0 bash bench/run_one_road.sh
+fi
+# PACK=FILE: everything written under OUT in one archive (a machine that
+# returns few files gets them all).
+if [ -n "${PACK:-}" ]; then
+  tar czf "$PACK" -C "$OUT" .
 fi
