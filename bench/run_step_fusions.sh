@@ -78,5 +78,5 @@ fi
 # PACK=FILE: everything written under OUT in one archive (a machine that
 # returns few files gets them all).
 if [ -n "${PACK:-}" ]; then
-  tar czf "$PACK" -C "$OUT" .
+  tar czf "$PACK" --exclude="$(basename "$PACK")" -C "$OUT" .
 fi
