@@ -6,7 +6,7 @@ inputs and eager PyTorch's float32 outputs as .npy.
     .venv-executorch/bin/python bench/pte_prepare.py OUT_DIR [--mini] [--two-level] [--keep-out=OPS] modnet resnet50 ...
 
 --mini: the zoo's mini sizes (the plain-torch stand-ins have only those).
---two-level: every weight of 4,096 values or more becomes +-(its own
+--two-level: every parameter of 4,096 values or more becomes +-(its own
   standard deviation), signs drawn from a seeded generator, before the
   export: the same shapes, the same arithmetic and activations of the same
   scale, but a .pte that xz packs to about a 25th, so full-size models travel
@@ -74,7 +74,7 @@ def llama_prefill(mini):
 def two_level(m):
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
-        for t in list(m.parameters()) + list(m.buffers()):
+        for t in m.parameters():  # not buffers: masks, positions, norm statistics
             if t.is_floating_point() and t.numel() >= 4096:
                 s = t.float().std().item() or 1.0
                 signs = torch.randint(0, 2, t.shape, generator=g).to(t.dtype) * 2 - 1

@@ -39,8 +39,8 @@ import numpy as np
 d, m = sys.argv[1], sys.argv[2]
 def rel(got, want):
     got, want = got.astype(np.float64), want.astype(np.float64)
-    if got.shape != want.shape:
-        return float("inf")
+    if got.shape != want.shape or not np.isfinite(got).all() or not np.isfinite(want).all():
+        return float("nan")  # shown as nan: never hidden by a max
     return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-12)) if want.size else 0.0
 parts = []
 outs = sorted(glob.glob(f"{d}/wgnn_{m}/output_*.npy"))
@@ -51,9 +51,10 @@ for name, a, b in (("wgnn vs ExecuTorch", "wgnn", "et"), ("wgnn vs eager", "wgnn
         fa = f"{d}/{a}_{m}/output_{k}.npy"
         fb = f"{d}/{b}_{m}/output_{k}.npy" if b else f"{d}/{m}.output_{k}.npy"
         if os.path.exists(fa) and os.path.exists(fb):
-            worst, n = max(worst, rel(np.load(fa), np.load(fb))), n + 1
+            r = rel(np.load(fa), np.load(fb))
+            worst, n = (r if r != r or worst != worst else max(worst, r)), n + 1
     if n:
-        parts.append(f"{name} {worst:.2e}")
+        parts.append(f"{name} {worst:.2e}" if worst == worst else f"{name} nan (a shape differs or a value is not finite)")
 print(f"{m}: outputs, max |diff| / max |ref|: " + (", ".join(parts) if parts else "nothing to compare"))
 PY
   for r in $(seq "$ROUNDS"); do
