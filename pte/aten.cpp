@@ -343,11 +343,9 @@ std::vector<TensorRef> index_tensor(OpCall& c) {
   return one(view(c, rows, out_shape(c)));
 }
 
-// pixel_shuffle(self, r): (..., C*r*r, H, W) -> (..., C, H*r, W*r).
-std::vector<TensorRef> pixel_shuffle(OpCall& c) {
-  const TensorRef x = c.tensor(0);
-  const Shape& s = c.meta_of(x).shape;
-  const int64_t r = c.integer(1);
+// (..., C*r*r, H, W) -> (..., C, H*r, W*r): x of shape s, as a view, a
+// permutation and the result's declared shape.
+TensorRef shuffled_pixels(OpCall& c, TensorRef x, const Shape& s, int64_t r) {
   if (s.size() < 3 || r < 1 || s[s.size() - 3] % (r * r) != 0) {
     c.fail(fmt::format("needs a (..., C, H, W) input with C a multiple of {}, got {}", r * r, shape_str(s)));
   }
@@ -356,7 +354,12 @@ std::vector<TensorRef> pixel_shuffle(OpCall& c) {
   const int64_t ch = s[s.size() - 3] / (r * r), h = s[s.size() - 2], w = s[s.size() - 1];
   const TensorRef v = view(c, x, IntList{n, ch, r, r, h, w});
   const TensorRef p = c.ir.call("aten.permute.default", {v, IntList{0, 1, 4, 2, 5, 3}});
-  return one(view(c, p, out_shape(c)));
+  return view(c, p, out_shape(c));
+}
+
+// pixel_shuffle(self, r).
+std::vector<TensorRef> pixel_shuffle(OpCall& c) {
+  return one(shuffled_pixels(c, c.tensor(0), c.meta_of(c.tensor(0)).shape, c.integer(1)));
 }
 
 // flip(self, dims): each dim read backwards (index_select with the indices
@@ -675,16 +678,10 @@ std::vector<TensorRef> q8ta_add(OpCall& c) {
 // output_zero_point, upscale_factor).
 std::vector<TensorRef> q8ta_pixel_shuffle(OpCall& c) {
   const TensorRef x = dequantized(c, c.tensor(0), c.scalar(1), c.integer(2));
-  const Shape s = c.meta_of(c.tensor(0)).shape;
-  const int64_t r = c.integer(5);
-  if (s.size() != 4 || r < 1 || s[1] % (r * r) != 0) {
-    c.fail(fmt::format("needs an (N, C, H, W) input with C a multiple of {}, got {}", r * r, shape_str(s)));
-  }
-  const TensorRef v = view(c, x, IntList{s[0], s[1] / (r * r), r, r, s[2], s[3]});
-  const TensorRef p = c.ir.call("aten.permute.default", {v, IntList{0, 1, 4, 2, 5, 3}});
+  const TensorRef y = shuffled_pixels(c, x, c.meta_of(c.tensor(0)).shape, c.integer(5));
   const double inv = c.scalar(3);
   if (!(inv > 0)) c.fail(fmt::format("the output's inverse scale {} is not a positive number", inv));
-  return one(quantized(c, view(c, p, out_shape(c)), 1.0 / inv, c.integer(4)));
+  return one(quantized(c, y, 1.0 / inv, c.integer(4)));
 }
 
 // q8ta_linear / q8ta_linear_gemv(x, input_scale, input_zero_point, weights
