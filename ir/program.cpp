@@ -53,6 +53,7 @@ struct Lowering {
   LoweringStats stats;
 
   TensorRef tensor(TensorRef v) {
+    if (map.size() < ir.value_count()) map.resize(ir.value_count());  // an IR that grows (Lowerer)
     if (map[size_t(v.id)].id >= 0) return map[size_t(v.id)];
     const ValueInfo& vi = ir.value(v);
     if (vi.kind != ValueKind::Constant) {
@@ -96,6 +97,7 @@ struct Lowering {
                                    : fmt::format("node '{}' ({})", n.label, n.op));
     const auto t0 = std::chrono::steady_clock::now();
     const Value r = ops::call(g, n.op, args);
+    if (map.size() < ir.value_count()) map.resize(ir.value_count());
     stats.ms_by_label[n.label.empty() ? n.op : n.label] +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (n.outputs.size() == 1 && r.is_tensor()) {
@@ -181,6 +183,41 @@ Lowered lower(const Graph& ir, wgnn::Graph& g, const std::vector<Shape>& input_s
   out.stats = std::move(l.stats);
   return out;
 }
+
+struct Lowerer::Impl {
+  Lowering l;
+  size_t next = 0;  // the first node not lowered
+};
+
+Lowerer::Lowerer(const Graph& ir, wgnn::Graph& g)
+    : impl_(std::make_unique<Impl>(Impl{Lowering{ir, g, std::vector<TensorRef>(ir.value_count()), {}}, 0})) {}
+Lowerer::~Lowerer() = default;
+
+TensorRef Lowerer::input(TensorRef v, const Shape& shape) {
+  Lowering& l = impl_->l;
+  const ValueInfo& vi = l.ir.value(v);
+  const TensorRef r = l.g.add_tensor(shape, vi.dtype, TensorKind::Input, vi.name);
+  if (l.map.size() < l.ir.value_count()) l.map.resize(l.ir.value_count());
+  l.map[size_t(v.id)] = r;
+  return r;
+}
+
+void Lowerer::lower_new() {
+  Lowering& l = impl_->l;
+  const auto& nodes = l.ir.nodes();
+  for (; impl_->next < nodes.size(); ++impl_->next) {
+    const Node& n = nodes[impl_->next];
+    if (n.dead) continue;
+    if (n.unfused.empty()) {
+      l.node(n);
+    } else {
+      l.fused(n);
+    }
+  }
+}
+
+TensorRef Lowerer::tensor(TensorRef v) { return impl_->l.tensor(v); }
+Value Lowerer::arg(const Value& a) { return impl_->l.arg(a); }
 
 struct Program::Plan {
   std::unique_ptr<wgnn::Graph> graph;

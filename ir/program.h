@@ -54,6 +54,29 @@ Lowered lower(const Graph& ir, wgnn::Graph& g, const std::vector<Shape>& input_s
 // fixed size, and one size per symbol. Returns the symbols' sizes.
 std::map<std::string, int64_t> bind_symbols(const Graph& ir, const std::vector<Shape>& input_shapes);
 
+// An IR lowered node by node while it grows: for a front end that needs
+// each result's shape as it imports (the .pte front end at a dynamic
+// program's concrete sizes lowers onto a meta graph, pte/program.cpp).
+class Lowerer {
+ public:
+  Lowerer(const Graph& ir, wgnn::Graph& g);
+  ~Lowerer();
+  Lowerer(const Lowerer&) = delete;
+  Lowerer& operator=(const Lowerer&) = delete;
+  // An IR input, as a graph input of this shape.
+  TensorRef input(TensorRef v, const Shape& shape);
+  // Lowers the nodes added to the IR since the last call.
+  void lower_new();
+  // The graph tensor of an IR value (a constant is added on first use).
+  TensorRef tensor(TensorRef v);
+  // An argument with its IR tensors as graph tensors.
+  Value arg(const Value& a);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 class Program {
  public:
   Program(gpu::Context& ctx, Graph ir, ProgramOptions options = {});

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -403,14 +405,30 @@ void parse_model_bytes(std::string_view bytes, LoadedModel& m, const std::string
 
 namespace {
 // An ExecuTorch program as a LoadedModel: its IR, its inputs and outputs.
-LoadedModel from_pte(pte::Model p, const std::string& path) {
+// `bytes`: the file, kept where the program has dynamic shapes (each new
+// set of input sizes reads it again, pte::load_at_sizes).
+LoadedModel from_pte(pte::Model p, const std::string& path, const std::string& name, std::string bytes) {
   LoadedModel m;
   m.proto = std::make_unique<onnx::ModelProto>();
   m.dir = path.empty() ? std::string() : std::filesystem::absolute(path).parent_path().string();
   m.format = "pte";
-  for (const auto& t : p.inputs) m.inputs.push_back({t.name, t.dtype, t.shape, std::vector<std::string>(t.shape.size()), true});
-  for (const auto& t : p.outputs) m.outputs.push_back({t.name, t.dtype, t.shape, std::vector<std::string>(t.shape.size()), true});
+  for (const auto& t : p.inputs) {
+    m.inputs.push_back({t.name, t.dtype, t.shape, std::vector<std::string>(t.shape.size()), true, t.max_shape});
+  }
+  for (const auto& t : p.outputs) {
+    m.outputs.push_back({t.name, t.dtype, t.shape, std::vector<std::string>(t.shape.size()), true, t.max_shape});
+  }
   m.ir = std::make_shared<const ir::Graph>(std::move(p.ir));
+  if (p.dynamic) {
+    auto file = std::make_shared<const std::string>(std::move(bytes));
+    m.ir_at = [file, name, method = p.method](gpu::Context& ctx, const std::vector<Shape>& shapes) {
+      ir::Graph g = pte::load_at_sizes(*file, name, method, shapes, ctx).ir;
+      // It dies with its plan's recording: the plans' ConstantStore finds
+      // its constants by their bytes, not by an address a later one reuses.
+      g.set_transient(true);
+      return std::make_shared<const ir::Graph>(std::move(g));
+    };
+  }
   return m;
 }
 
@@ -434,7 +452,14 @@ bool file_is_pte(const std::string& path) {
 }  // namespace
 
 LoadedModel load_model(const std::string& path) {
-  if (file_is_pte(path)) return from_pte(pte::load(path), path);
+  if (file_is_pte(path)) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw Error(fmt::format("cannot open '{}'", path));
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (f.bad()) throw Error(fmt::format("reading '{}' failed", path));
+    pte::Model p = pte::load_from_bytes(bytes, path);
+    return from_pte(std::move(p), path, path, std::move(bytes));
+  }
   LoadedModel m;
   m.proto = std::make_unique<onnx::ModelProto>();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -522,7 +547,7 @@ bool Session::reads_input(const std::string& name) const {
 }
 
 LoadedModel load_model_from_bytes(const std::string& bytes, const std::string& name, const std::string& dir) {
-  if (pte::is_pte(bytes)) return from_pte(pte::load_from_bytes(bytes, name), {});
+  if (pte::is_pte(bytes)) return from_pte(pte::load_from_bytes(bytes, name), {}, name, bytes);
   LoadedModel m;
   m.proto = std::make_unique<onnx::ModelProto>();
   m.dir = dir;
@@ -538,6 +563,7 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
       options_(options),
       model_(std::move(model.proto)),
       ir_model_(std::move(model.ir)),
+      ir_at_(std::move(model.ir_at)),
       format_(std::move(model.format)),
       model_dir_(std::move(model.dir)),
       opset_(model.opset),
@@ -670,6 +696,12 @@ void Session::set_input_shape(const std::string& name, const Shape& shape) {
   if (it->ranked && it->shape.size() != shape.size()) {
     throw Error(fmt::format("set_input_shape: input '{}' has rank {}; got shape {}", name, it->shape.size(),
                             shape_str(shape)));
+  }
+  for (size_t k = 0; k < it->max_shape.size(); ++k) {
+    if (shape[k] > it->max_shape[k]) {
+      throw Error(fmt::format("set_input_shape: input '{}' takes at most {}; got {}", name, shape_str(it->max_shape),
+                              shape_str(shape)));
+    }
   }
   it->shape = shape;
   it->dim_names.resize(shape.size());
@@ -887,15 +919,28 @@ std::unique_ptr<Session::Built> Session::record_ir_plan(const Feeds& inputs, boo
   plan.set_checked(options_.checked);
   plan.set_tensor_cores(tensor_cores);
   const auto t0 = std::chrono::steady_clock::now();
-  // The passes rewrite a copy: every plan starts from the model as given.
-  ir::Graph irg = *ir_model_;
-  const passes::Report report = optimize_ir(irg, tensor_cores, *b);
   std::vector<Shape> shapes;
-  for (TensorRef in : irg.inputs()) {
-    const std::string& name = irg.value(in).name;
+  for (TensorRef in : ir_model_->inputs()) {
+    const std::string& name = ir_model_->value(in).name;
     const auto h = inputs.host.find(name);
     shapes.push_back(h != inputs.host.end() ? h->second.shape : inputs.device.at(name)->shape);
   }
+  // The passes rewrite a copy: every plan starts from the model as given
+  // (read again at these sizes where the front end must).
+  std::shared_ptr<const ir::Graph> model = ir_model_;
+  if (ir_at_) {
+    bool at_declared = true;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const auto& dims = ir_model_->value(ir_model_->inputs()[i]).shape;
+      at_declared = at_declared && dims.size() == shapes[i].size();
+      for (size_t k = 0; at_declared && k < dims.size(); ++k) {
+        at_declared = !dims[k].symbolic() && dims[k].size == shapes[i][k];
+      }
+    }
+    if (!at_declared) model = ir_at_(ctx_, shapes);
+  }
+  ir::Graph irg = *model;
+  const passes::Report report = optimize_ir(irg, tensor_cores, *b);
   const auto t1 = std::chrono::steady_clock::now();
   const ir::Lowered low = ir::lower(irg, plan, shapes);
   const auto t2 = std::chrono::steady_clock::now();
@@ -1210,6 +1255,15 @@ void Session::check_feeds(const Feeds& inputs) const {
     if (dtype != in.dtype) {
       throw Error(fmt::format("input '{}' has dtype {}; the model declares {}", in.name, dtype_name(dtype),
                               dtype_name(in.dtype)));
+    }
+    if (!in.max_shape.empty()) {
+      bool ok = shape.size() == in.max_shape.size();
+      for (size_t k = 0; ok && k < shape.size(); ++k) ok = shape[k] <= in.max_shape[k];
+      if (!ok) {
+        throw Error(fmt::format("input '{}' has shape {}; the model takes at most {} (its dynamic-shape bound)",
+                                in.name, shape_str(shape), shape_str(in.max_shape)));
+      }
+      continue;
     }
     bool ok = !in.ranked || shape.size() == in.shape.size();
     for (size_t k = 0; ok && k < in.shape.size(); ++k) ok = in.shape[k] < 0 || in.shape[k] == shape[k];

@@ -28,6 +28,7 @@
 #include <exception>
 #include <map>
 #include <set>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,10 @@ struct ValueInfo {
   // Whether the model declares a shape (then `shape` is its rank, 0 for a
   // scalar); without one any rank is taken.
   bool ranked = false;
+  // An input any of whose dims may be smaller, down to 0: its largest
+  // sizes (an ExecuTorch program's dynamic-shape bound; `shape` is then the
+  // sizes it runs at when none are given). Empty: `shape` as above.
+  Shape max_shape;
 };
 
 struct SessionOptions {
@@ -144,6 +149,10 @@ struct LoadedModel {
   // pte/program.h): `proto` is then an empty graph, and each plan lowers
   // this IR (after the passes) instead of importing ONNX nodes.
   std::shared_ptr<const ir::Graph> ir;
+  // The IR at other input sizes, where the front end must read the model
+  // again for them (an ExecuTorch program with dynamic shapes; `ir` is the
+  // one at the inputs' `shape`). Null: `ir` serves every size.
+  std::function<std::shared_ptr<const ir::Graph>(gpu::Context&, const std::vector<Shape>&)> ir_at;
   std::string format = "onnx";  // "onnx" or "pte"
 };
 
@@ -381,6 +390,7 @@ class Session {
   SessionOptions options_;
   std::unique_ptr<onnx::ModelProto> model_;
   std::shared_ptr<const ir::Graph> ir_model_;  // LoadedModel::ir
+  std::function<std::shared_ptr<const ir::Graph>(gpu::Context&, const std::vector<Shape>&)> ir_at_;  // LoadedModel::ir_at
   std::string format_ = "onnx";
   std::string model_dir_;
   int opset_ = 0;

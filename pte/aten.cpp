@@ -43,6 +43,16 @@ TensorRef OpCall::tensor(size_t i) const {
   return args[i].tensor();
 }
 
+const Shape& OpCall::out_shape(size_t i) const {
+  if (i >= outs.size()) fail(fmt::format("result {} is not declared", i));
+  if (!out_shapes_known) {
+    throw Unsupported(fmt::format("{}: its results' shapes at these input sizes are needed to map it, and wgnn has no "
+                                  "shape rule for it (a dynamic-shape program run below its bounds)",
+                                  where));
+  }
+  return outs[i].shape;
+}
+
 const Meta& OpCall::meta_of(TensorRef t) const {
   auto it = meta.find(t.id);
   if (it == meta.end()) fail("a tensor argument has no declared shape");
@@ -119,7 +129,10 @@ std::vector<TensorRef> renamed(OpCall& c) {
   return c.ir.call_multi(Name, args, c.outs.size());
 }
 
-IntList out_shape(const OpCall& c, size_t i = 0) { return IntList(c.outs.at(i).shape.begin(), c.outs.at(i).shape.end()); }
+IntList out_shape(const OpCall& c, size_t i = 0) {
+  const Shape& s = c.out_shape(i);
+  return IntList(s.begin(), s.end());
+}
 
 TensorRef view(OpCall& c, TensorRef x, const IntList& shape) { return c.ir.call("aten.view.default", {x, shape}); }
 
@@ -133,8 +146,8 @@ std::vector<TensorRef> identity(OpCall& c) {
   if (m.dtype != c.outs.at(0).dtype) {
     return one(c.ir.call("aten._to_copy.default", {x, scalar_type_code(c.outs.at(0).dtype)}));
   }
-  if (m.shape != c.outs.at(0).shape) c.fail(fmt::format("the result's shape {} is not the input's {}",
-                                                        shape_str(c.outs.at(0).shape), shape_str(m.shape)));
+  if (m.shape != c.out_shape()) c.fail(fmt::format("the result's shape {} is not the input's {}",
+                                                  shape_str(c.out_shape()), shape_str(m.shape)));
   return one(x);
 }
 
@@ -175,7 +188,7 @@ std::vector<TensorRef> split_copy(OpCall& c) {
   const TensorRef x = c.tensor(0);
   const int64_t dim = norm_dim(c, c.integer(2), c.meta_of(x).shape.size());
   IntList sizes;
-  for (const Meta& m : c.outs) sizes.push_back(m.shape.at(size_t(dim)));
+  for (size_t i = 0; i < c.outs.size(); ++i) sizes.push_back(c.out_shape(i).at(size_t(dim)));
   return c.ir.call_multi("aten.split_with_sizes.default", {x, sizes, dim}, c.outs.size());
 }
 
@@ -189,17 +202,17 @@ template <int Arg>
 std::vector<TensorRef> filled(OpCall& c) {
   double v = 0;
   if constexpr (Arg >= 0) v = c.scalar(size_t(Arg));
-  return one(c.constant(c.outs.at(0).dtype, c.outs.at(0).shape, v));
+  return one(c.constant(c.outs.at(0).dtype, c.out_shape(), v));
 }
 template <int V>
 std::vector<TensorRef> filled_with(OpCall& c) {
-  return one(c.constant(c.outs.at(0).dtype, c.outs.at(0).shape, double(V)));
+  return one(c.constant(c.outs.at(0).dtype, c.out_shape(), double(V)));
 }
 
 std::vector<TensorRef> arange(OpCall& c) {
   // arange.start_step(start, end, step): the declared length.
   const double start = c.scalar(0), step = c.is_none(2) ? 1.0 : c.scalar(2);
-  const Meta& m = c.outs.at(0);
+  const Meta m{c.outs.at(0).dtype, c.out_shape()};
   if (m.shape.size() != 1) c.fail(fmt::format("the result must have rank 1, declared {}", shape_str(m.shape)));
   HostTensor t(m.dtype, m.shape);
   for (int64_t i = 0; i < m.shape[0]; ++i) put(t, i, start + double(i) * step);
@@ -294,7 +307,7 @@ std::vector<TensorRef> batch_norm_no_stats(OpCall& c) {
   std::vector<TensorRef> out{y};
   const TensorRef stats[2] = {view(c, mean, IntList{ch}), view(c, rstd, IntList{ch})};
   for (size_t k = 1; k < c.outs.size() && k < 3; ++k) {
-    if (c.outs[k].shape != Shape{ch}) {
+    if (c.out_shapes_known && c.outs[k].shape != Shape{ch}) {
       c.fail(fmt::format("result {} is declared {}; the statistics are [{}]", k, shape_str(c.outs[k].shape), ch));
     }
     out.push_back(stats[k - 1]);
@@ -323,7 +336,11 @@ std::vector<TensorRef> embedding(OpCall& c) {
   const TensorRef w = c.tensor(0), idx = c.tensor(1);
   const TensorRef flat = view(c, idx, IntList{numel(c.meta_of(idx).shape)});
   const TensorRef rows = c.ir.call("aten.index_select.default", {w, int64_t(0), flat});
-  return one(view(c, rows, out_shape(c)));
+  const Shape& ws = c.meta_of(w).shape;
+  if (ws.size() != 2) c.fail(fmt::format("the weight must have rank 2, got {}", shape_str(ws)));
+  IntList shape(c.meta_of(idx).shape.begin(), c.meta_of(idx).shape.end());
+  shape.push_back(ws[1]);
+  return one(view(c, rows, shape));
 }
 
 // index.Tensor(self, [indices]): one index tensor along dim 0 only.
@@ -340,7 +357,13 @@ std::vector<TensorRef> index_tensor(OpCall& c) {
   const TensorRef i = idx[dim].tensor();
   const TensorRef flat = view(c, i, IntList{numel(c.meta_of(i).shape)});
   const TensorRef rows = c.ir.call("aten.index_select.default", {x, int64_t(dim), flat});
-  return one(view(c, rows, out_shape(c)));
+  // x's dims with `dim` replaced by the index's.
+  const Shape& xs = c.meta_of(x).shape;
+  if (dim >= xs.size()) c.fail(fmt::format("index dim {} is out of range for shape {}", dim, shape_str(xs)));
+  IntList shape(xs.begin(), xs.begin() + long(dim));
+  for (int64_t d : c.meta_of(i).shape) shape.push_back(d);
+  shape.insert(shape.end(), xs.begin() + long(dim) + 1, xs.end());
+  return one(view(c, rows, shape));
 }
 
 // (..., C*r*r, H, W) -> (..., C, H*r, W*r): x of shape s, as a view, a
@@ -427,7 +450,7 @@ std::vector<TensorRef> conv_with_clamp(OpCall& c) {
 // copy(self, src): src broadcast to self's shape.
 std::vector<TensorRef> copy(OpCall& c) {
   const TensorRef src = c.tensor(1);
-  const Meta& m = c.outs.at(0);
+  const Meta m{c.outs.at(0).dtype, c.out_shape()};
   TensorRef y = c.ir.call("aten.expand.default", {src, IntList(m.shape.begin(), m.shape.end())});
   if (c.meta_of(src).dtype != m.dtype) y = c.ir.call("aten._to_copy.default", {y, scalar_type_code(m.dtype)});
   return one(y);
@@ -494,7 +517,7 @@ std::vector<TensorRef> any(OpCall& c) {
   const TensorRef as_int = c.ir.call("aten._to_copy.default", {nz, scalar_type_code(DType::I32)});
   TensorRef m = s.empty() ? as_int : c.ir.call("aten.amax.default", {as_int, dims, keep});
   m = c.ir.call("aten._to_copy.default", {m, scalar_type_code(DType::Bool)});
-  if (c.outs.at(0).shape.empty() && !s.empty()) m = view(c, m, IntList{});
+  if (c.out_shape().empty() && !s.empty()) m = view(c, m, IntList{});
   return one(m);
 }
 
@@ -690,7 +713,7 @@ std::vector<TensorRef> q8ta_pixel_shuffle(OpCall& c) {
 std::vector<TensorRef> q8ta_linear(OpCall& c) {
   const TensorRef x = dequantized(c, c.tensor(0), c.scalar(1), c.integer(2));
   const Shape& xs = c.meta_of(c.tensor(0)).shape;
-  const int64_t n = c.outs.at(0).shape.back();
+  const int64_t n = c.out_shape().back();
   const TensorRef w = rows_dequantized(c, 3, 5, xs.back());
   const Value bias = float_prefix(c, 8, n, "the bias");
   const TensorRef y = activated(c, linear_of(c, x, w, bias), 9);
@@ -702,7 +725,7 @@ std::vector<TensorRef> q8ta_linear(OpCall& c) {
 std::vector<TensorRef> linear_q8ta_q8csw(OpCall& c) {
   TensorRef x = c.tensor(0);
   if (c.meta_of(x).dtype == DType::I8) x = dequantized(c, x, c.scalar(1), c.integer(2));
-  const int64_t n = c.outs.at(0).shape.back();
+  const int64_t n = c.out_shape().back();
   const TensorRef w = rows_dequantized(c, 3, 5, c.meta_of(c.tensor(0)).shape.back());
   return one(linear_of(c, x, w, float_prefix(c, 6, n, "the bias")));
 }
@@ -935,7 +958,7 @@ std::vector<TensorRef> grid_priors(OpCall& c) {
   if (s.size() < 2) c.fail(fmt::format("needs an input of rank 2 or more, got {}", shape_str(s)));
   const int64_t h = s[s.size() - 2], w = s[s.size() - 1];
   const double stride = c.scalar(1), offset = c.scalar(2);
-  const Meta& m = c.outs.at(0);
+  const Meta m{c.outs.at(0).dtype, c.out_shape()};
   if (m.shape != Shape{h * w, 2}) c.fail(fmt::format("the result is declared {}, expected [{}, 2]", shape_str(m.shape), h * w));
   HostTensor t(m.dtype, m.shape);
   for (int64_t i = 0; i < h; ++i) {
@@ -1090,6 +1113,70 @@ const std::map<std::string, Translate>& table() {
 }
 
 }  // namespace
+
+std::optional<std::vector<Shape>> result_shapes(const OpCall& c) {
+  const std::string& op = c.op;
+  const auto in = [&]() -> const Shape& { return c.meta_of(c.tensor(0)).shape; };
+  const auto one_shape = [](Shape s) { return std::optional<std::vector<Shape>>(std::vector<Shape>{std::move(s)}); };
+  const auto int_list = [&](size_t i) {
+    if (i >= c.args.size() || !c.args[i].is_int_list()) c.fail(fmt::format("argument {} must be a list of ints", i));
+    const IntList& l = std::get<IntList>(c.args[i].v);
+    return Shape(l.begin(), l.end());
+  };
+  if (op == "aten.squeeze_copy.default" || op == "aten.squeeze_copy.dim" || op == "aten.squeeze_copy.dims") {
+    const Shape& s = in();
+    std::vector<bool> drop(s.size(), op == "aten.squeeze_copy.default");
+    if (op == "aten.squeeze_copy.dim") drop.at(size_t(norm_dim(c, c.integer(1), s.size()))) = true;
+    if (op == "aten.squeeze_copy.dims") {
+      for (int64_t d : int_list(1)) drop.at(size_t(norm_dim(c, d, s.size()))) = true;
+    }
+    Shape out;
+    for (size_t d = 0; d < s.size(); ++d) {
+      if (!(drop[d] && s[d] == 1)) out.push_back(s[d]);
+    }
+    return one_shape(out);
+  }
+  if (op == "aten.unsqueeze_copy.default") {
+    Shape s = in();
+    const int64_t d = norm_dim(c, c.integer(1), s.size() + 1);
+    s.insert(s.begin() + d, 1);
+    return one_shape(s);
+  }
+  if (op == "aten.select_copy.int") {
+    Shape s = in();
+    s.erase(s.begin() + norm_dim(c, c.integer(1), s.size()));
+    return one_shape(s);
+  }
+  if (op == "aten.split_copy.Tensor") {
+    const Shape& s = in();
+    const size_t dim = size_t(norm_dim(c, c.integer(2), s.size()));
+    const int64_t step = c.integer(1);
+    if (step <= 0) c.fail(fmt::format("split size {} must be positive", step));
+    std::vector<Shape> out;
+    for (int64_t at = 0; at < s[dim] || (s[dim] == 0 && out.empty()); at += step) {
+      Shape part = s;
+      part[dim] = std::min(step, s[dim] - at);
+      out.push_back(part);
+    }
+    return out;
+  }
+  if (op == "aten.full.default" || op == "aten.zeros.default" || op == "aten.ones.default") return one_shape(int_list(0));
+  if (op == "aten.full_like.default" || op == "aten.zeros_like.default" || op == "aten.ones_like.default" ||
+      op == "aten.alias_copy.default" || op == "aten.clone.default" || op == "aten.detach_copy.default" ||
+      op == "aten.lift_fresh_copy.default" || op == "dim_order_ops._clone_dim_order.default" ||
+      op == "et_vk.prepack.default" || op == "aten.copy.default") {
+    return one_shape(in());
+  }
+  if (op == "aten.scalar_tensor.default") return one_shape({});
+  if (op == "aten.arange.start_step") {
+    const double start = c.scalar(0), end = c.scalar(1), step = c.is_none(2) ? 1.0 : c.scalar(2);
+    if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step)) {
+      c.fail(fmt::format("arange({}, {}, {}) has no length", start, end, step));
+    }
+    return one_shape({std::max<int64_t>(0, int64_t(std::ceil((end - start) / step)))});
+  }
+  return std::nullopt;
+}
 
 Translate find_translation(const std::string& op) {
   const auto& t = table();

@@ -5,6 +5,7 @@
 // IR values and its results' dtypes and shapes as the program declares
 // them.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,14 @@ struct OpCall {
   std::vector<Meta> outs;              // the results the program declares
   const std::map<int, Meta>& meta;     // every IR tensor's, by id
   std::string where;                   // "delegate 0, op 3 (aten.add.Tensor)"
+  // Whether outs' shapes are the results'. A dynamic program read at other
+  // sizes than its bounds (pte/program.cpp) knows them where the inputs
+  // have their declared shapes or the op has a rule (result_shapes); a
+  // translation reads them through out_shape(), which refuses otherwise.
+  bool out_shapes_known = true;
 
   TensorRef tensor(size_t i) const;
+  const Shape& out_shape(size_t i = 0) const;
   const Meta& meta_of(TensorRef t) const;
   int64_t integer(size_t i) const;
   double scalar(size_t i) const;
@@ -40,6 +47,12 @@ struct OpCall {
 // Makes the IR nodes of one op call; returns one IR tensor per declared
 // result (outs), in order.
 using Translate = std::vector<TensorRef> (*)(OpCall&);
+
+// The results' shapes from the arguments' (c.meta), for the ops whose
+// translation reads them (views without an op of wgnn, factories, copies),
+// where the op has a rule; nullopt otherwise. A dynamic program read at
+// sizes below its bounds needs them (pte/program.cpp).
+std::optional<std::vector<Shape>> result_shapes(const OpCall& c);
 
 // The translation of a functional op name; null where there is none.
 Translate find_translation(const std::string& op);

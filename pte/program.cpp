@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <map>
 #include <optional>
 #include <set>
@@ -14,7 +16,9 @@
 #include <fmt/ranges.h>
 
 #include "gpu/error.h"
+#include "graph/graph.h"
 #include "graph/host_tensor.h"
+#include "ir/program.h"
 #include "pte/aten.h"
 #include "pte/generated/program_generated.h"
 #include "pte/generated/vulkan_schema_generated.h"
@@ -120,9 +124,36 @@ std::string functional_name(const std::string& name, const std::string& overload
   return key;
 }
 
+// The delegate's ops on sizes (SymInt values): sym_size.int(self, dim)
+// and Python's int arithmetic on them, as its serializer names them.
+std::optional<std::string> delegate_size_op(const std::string& op) {
+  if (op == "sym_size.int" || op == "aten.sym_size.int") return "sym_size";
+  for (const char* o : {"add", "sub", "mul", "floordiv", "mod"}) {
+    if (op == o || op == std::string("operator.") + o || op == std::string("_operator.") + o) return std::string(o);
+  }
+  return std::nullopt;
+}
+
+bool plan_size_kernel(const std::string& name, const std::string& overload) {
+  if (name == "aten::sym_size") return overload == "int";
+  for (const char* o : {"add", "sub", "mul", "floordiv", "mod"}) {
+    if (name == std::string("executorch_prim::") + o) return true;
+  }
+  return false;
+}
+
 class Importer {
  public:
   Importer(std::string_view file, std::string name) : file_(file), name_(std::move(name)) {}
+  // At concrete input sizes (a dynamic program, pte/program.h): each
+  // result's shape follows from its op, lowered as it is read onto a graph
+  // that only follows shapes.
+  Importer(std::string_view file, std::string name, const std::vector<Shape>& sizes, gpu::Context& ctx)
+      : file_(file), name_(std::move(name)), sizes_(&sizes) {
+    shapes_ = std::make_unique<wgnn::Graph>(ctx);
+    shapes_->set_meta(true);
+    lowerer_ = std::make_unique<ir::Lowerer>(ir_, *shapes_);
+  }
 
   Model run(const std::string& method);
 
@@ -145,6 +176,19 @@ class Importer {
   void kernel_call(const et::KernelCall& k, int at);
   void delegate_call(const et::DelegateCall& d, int at);
   void record(const std::vector<TensorRef>& results, const std::vector<Meta>& outs, const std::string& where);
+  // One op call as IR nodes: its translation, with the results' shapes
+  // followed at concrete sizes. `sized`: an argument is a size computed
+  // from a dynamic shape (a SymInt).
+  std::vector<TensorRef> translate(const std::string& fn, ValueList in, std::vector<Meta> outs, bool sized,
+                                   const std::string& where);
+  // A size that ExecuTorch computes while it runs (aten::sym_size.int and
+  // the executorch_prim arithmetic on sizes): computed here; false for
+  // other kernels.
+  bool size_kernel(const std::string& name, const std::string& overload, const std::vector<int>& args,
+                   const std::string& where);
+  // A tensor's shape as the program declares it (its bound) and as it is.
+  void note(TensorRef t, const Meta& declared, const Shape& shape);
+  const Shape& shape_of(TensorRef t) const { return meta_.at(t.id).shape; }
   void check_ops();
 
   std::string_view file_;
@@ -157,6 +201,16 @@ class Importer {
   std::vector<std::optional<Value>> values_;  // the plan's values, as IR values once known
   std::vector<bool> visiting_;                // evalue(): the values being read now
   Model model_;
+  // At concrete sizes (sizes_ set): the input shapes, the graph that
+  // follows shapes and the IR lowered onto it, each tensor's declared
+  // shape where meta_ holds another, and the plan's values that are sizes
+  // computed at run time.
+  const std::vector<Shape>* sizes_ = nullptr;
+  std::unique_ptr<wgnn::Graph> shapes_;
+  std::unique_ptr<ir::Lowerer> lowerer_;
+  std::map<int, Shape> declared_;
+  std::set<int> sized_values_;
+  bool dynamic_ = false;  // a tensor of the plan has a dynamic shape
 };
 
 Bytes Importer::segment(uint32_t index, const std::string& what) const {
@@ -184,10 +238,10 @@ Meta Importer::tensor_meta(const et::Tensor& t, const std::string& what) const {
     throw Unsupported(fmt::format("'{}': {} has dtype {} (ExecuTorch ScalarType {}), which wgnn does not have", name_,
                                   what, et::EnumNameScalarType(t.scalar_type()), int(t.scalar_type())));
   }
-  if (t.shape_dynamism() != et::TensorShapeDynamism::STATIC) {
-    throw Unsupported(fmt::format("'{}': {} has a dynamic shape (bounded by {}); programs exported with dynamic "
-                                  "shapes are not supported yet: export with static shapes",
-                                  name_, what, t.sizes() ? fmt::format("{}", fmt::join(*t.sizes(), "x")) : "?"));
+  if (t.shape_dynamism() == et::TensorShapeDynamism::DYNAMIC_UNBOUND) {
+    throw Unsupported(fmt::format("'{}': {} has a dynamic shape without a bound; wgnn runs programs exported with "
+                                  "bounded dynamic shapes (torch.export.Dim with a max)",
+                                  name_, what));
   }
   Meta m{*dt, {}};
   if (t.sizes()) {
@@ -344,6 +398,113 @@ void Importer::record(const std::vector<TensorRef>& results, const std::vector<M
   }
 }
 
+void Importer::note(TensorRef t, const Meta& declared, const Shape& shape) {
+  meta_[t.id] = {declared.dtype, shape};
+  if (shape != declared.shape) declared_[t.id] = declared.shape;
+}
+
+std::vector<TensorRef> Importer::translate(const std::string& fn, ValueList in, std::vector<Meta> outs, bool sized,
+                                           const std::string& where) {
+  const Translate tr = find_translation(fn);
+  if (!tr) throw Unsupported(fmt::format("{}: no mapping for {}", where, fn));
+  if (!sizes_) {
+    OpCall c{ir_, fn, std::move(in), outs, meta_, where};
+    const std::vector<TensorRef> results = tr(c);
+    record(results, outs, where);
+    return results;
+  }
+  // At concrete sizes. The declared shapes are the results' where every
+  // tensor argument has its declared shape and no argument is a size
+  // computed at run time; otherwise the op's rule gives them (views and
+  // factories), or they are not known before the translation runs, and
+  // its nodes, lowered, give them.
+  bool declared = !sized;
+  const std::function<void(const Value&)> check = [&](const Value& v) {
+    if (v.is_tensor()) declared = declared && !declared_.count(v.tensor().id);
+    if (v.is_list()) {
+      for (const Value& e : v.list()) check(e);
+    }
+  };
+  for (const Value& v : in) check(v);
+  const std::vector<Meta> bounds = outs;
+  OpCall c{ir_, fn, std::move(in), outs, meta_, where};
+  if (!declared) {
+    if (auto rule = result_shapes(c)) {
+      if (rule->size() != c.outs.size()) {
+        throw Unsupported(fmt::format("{}: makes {} results at these input sizes; the program declares {}", where,
+                                      rule->size(), c.outs.size()));
+      }
+      for (size_t i = 0; i < rule->size(); ++i) c.outs[i].shape = (*rule)[i];
+    } else {
+      c.out_shapes_known = false;
+    }
+  }
+  const std::vector<TensorRef> results = tr(c);
+  if (results.size() != bounds.size()) {
+    throw Error(fmt::format("{}: made {} results, the program declares {}", where, results.size(), bounds.size()));
+  }
+  lowerer_->lower_new();
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (meta_.count(results[i].id)) continue;  // an argument returned as it is
+    const Shape got = shapes_->info(lowerer_->tensor(results[i])).shape;
+    if (c.out_shapes_known && got != c.outs[i].shape) {
+      throw Error(fmt::format("{}: result {} has shape {}; expected {}", where, i, shape_str(got),
+                              shape_str(c.outs[i].shape)));
+    }
+    for (size_t d = 0; d < got.size() && got.size() == bounds[i].shape.size(); ++d) {
+      if (got[d] > bounds[i].shape[d]) {
+        throw Error(fmt::format("{}: result {} has shape {}, beyond the bound {} the program declares", where, i,
+                                shape_str(got), shape_str(bounds[i].shape)));
+      }
+    }
+    note(results[i], bounds[i], got);
+    ir_.set_seen_shape(results[i], got);
+    ir_.set_seen_dtype(results[i], bounds[i].dtype);
+  }
+  return results;
+}
+
+bool Importer::size_kernel(const std::string& name, const std::string& overload, const std::vector<int>& args,
+                           const std::string& where) {
+  if (!plan_size_kernel(name, overload)) return false;
+  const bool sym_size = name == "aten::sym_size";
+  const auto int_of = [&](int id) -> int64_t {
+    const Value v = evalue(id);
+    if (!v.is_int()) bad(fmt::format("{}: value {} is {}, not an Int", where, id, v.describe()));
+    return std::get<int64_t>(v.v);
+  };
+  if (args.empty()) bad(fmt::format("{}: no arguments", where));
+  const int out = args.back();
+  if (out < 0 || size_t(out) >= values_.size() || !plan_->values()->Get(uint32_t(out))->val_as_Int()) {
+    bad(fmt::format("{}: the result is not an Int value", where));
+  }
+  int64_t r = 0;
+  if (sym_size) {
+    if (args.size() != 3) bad(fmt::format("{}: {} arguments (expected self, dim, out)", where, args.size()));
+    const Shape& s = shape_of(tensor_of(args[0], where + " self"));
+    const int64_t rank = int64_t(s.size());
+    int64_t d = int_of(args[1]);
+    if (d < -rank || d >= rank) throw Error(fmt::format("{}: dim {} is out of range for shape {}", where, d, shape_str(s)));
+    r = s[size_t(d < 0 ? d + rank : d)];
+  } else {
+    // executorch_prim::OP.Scalar(a, b, out) on ints.
+    const std::string op = name.substr(std::string("executorch_prim::").size());
+    if (args.size() != 3) bad(fmt::format("{}: {} arguments (expected a, b, out)", where, args.size()));
+    const int64_t a = int_of(args[0]), b = int_of(args[1]);
+    if (op == "add") r = a + b;
+    else if (op == "sub") r = a - b;
+    else if (op == "mul") r = a * b;
+    else {
+      if (b == 0) throw Error(fmt::format("{}: division by zero", where));
+      const int64_t q = a / b - ((a % b != 0) && ((a < 0) != (b < 0)));  // Python's floor division
+      r = op == "floordiv" ? q : a - q * b;
+    }
+  }
+  values_[size_t(out)] = Value(r);
+  sized_values_.insert(out);
+  return true;
+}
+
 // A portable kernel (`aten::mean.out`): its functional op, its arguments
 // without the out arguments (which the call lists twice at its end: as
 // arguments and as the returned values).
@@ -357,6 +518,7 @@ void Importer::kernel_call(const et::KernelCall& k, int at) {
   const std::string where = fmt::format("'{}', instruction {} ({}.{})", name_, at, name, overload);
   std::vector<int> args;
   if (k.args()) args.assign(k.args()->begin(), k.args()->end());
+  if (size_kernel(name, overload, args, where)) return;
   // The returned value(s) follow the out arguments: one out repeated, or a
   // TensorList of the outs (a tuple: native_layer_norm.out), or one
   // TensorList out repeated (split_copy.Tensor_out).
@@ -389,14 +551,18 @@ void Importer::kernel_call(const et::KernelCall& k, int at) {
     outs.push_back(tensor_meta(*ev->val_as_Tensor(), fmt::format("value {}", id)));
   }
   ValueList in;
-  for (size_t i = 0; i < n_args; ++i) in.push_back(evalue(args[i]));
+  bool sized = false;
+  for (size_t i = 0; i < n_args; ++i) {
+    in.push_back(evalue(args[i]));
+    sized = sized || sized_values_.count(args[i]);
+    // A list of sizes: its items are values of their own.
+    if (const auto* l = plan_->values()->Get(uint32_t(args[i]))->val_as_IntList(); l && l->items()) {
+      for (size_t j = 0; j < l->items()->size(); ++j) sized = sized || sized_values_.count(int(element(l->items(), j)));
+    }
+  }
   // The out-variant schema lists the functional arguments first, then the
   // out arguments: the functional op's are the first ones.
-  const Translate tr = find_translation(fn);
-  if (!tr) throw Unsupported(fmt::format("{}: no mapping for {}", where, fn));
-  OpCall c{ir_, fn, std::move(in), outs, meta_, where + " as " + fn};
-  const std::vector<TensorRef> results = tr(c);
-  record(results, outs, where);
+  const std::vector<TensorRef> results = translate(fn, std::move(in), outs, sized, where + " as " + fn);
   for (size_t i = 0; i < out_ids.size(); ++i) values_[size_t(out_ids[i])] = Value(results[i]);
   ++model_.kernel_calls;
 }
@@ -457,6 +623,7 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
                     n_out));
   }
   std::vector<std::optional<Value>> vv(vals->size());
+  std::vector<bool> vsized(vals->size(), false);  // a SymInt, or a list holding one
   const auto vmeta = [&](uint32_t i) -> Meta {
     const vkgraph::VkTensor* t = vals->Get(i)->value_as_VkTensor();
     if (!t) bad(fmt::format("{}: value {} is not a tensor", where, i));
@@ -474,18 +641,32 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
   // Inputs: the plan's values the call passes.
   for (size_t i = 0; i < n_in; ++i) {
     const uint32_t id = g->input_ids()->Get(uint32_t(i));
-    if (id >= vals->size() || !vals->Get(id)->value_as_VkTensor()) bad(fmt::format("{}: input {} is not a tensor", where, i));
+    if (id >= vals->size()) bad(fmt::format("{}: input {} is value {}, out of range", where, i, id));
+    if (vals->Get(id)->value_type() == vkgraph::GraphTypes::SymInt ||
+        vals->Get(id)->value_type() == vkgraph::GraphTypes::Int) {
+      // A size the method computed (a SymInt the program passes in).
+      const int pid = d.args()->Get(uint32_t(i));
+      const Value v = evalue(pid);
+      if (!v.is_int()) bad(fmt::format("{}: input {} (a size) is {}", where, i, v.describe()));
+      vv[id] = v;
+      vsized[id] = sized_values_.count(pid) > 0;
+      continue;
+    }
+    if (!vals->Get(id)->value_as_VkTensor()) bad(fmt::format("{}: input {} is not a tensor", where, i));
     TensorRef t = tensor_of(d.args()->Get(uint32_t(i)), fmt::format("{} input {}", where, i));
     const Meta vm = vmeta(id);
-    if (meta_.at(t.id).shape != vm.shape) {
+    const Shape& program_shape = declared_.count(t.id) ? declared_.at(t.id) : meta_.at(t.id).shape;
+    if (program_shape != vm.shape) {
       bad(fmt::format("{}: input {} has shape {} in the program and {} in the delegate", where, i,
-                      shape_str(meta_.at(t.id).shape), shape_str(vm.shape)));
+                      shape_str(program_shape), shape_str(vm.shape)));
     }
     if (meta_.at(t.id).dtype != vm.dtype) {
       // The delegate's own dtype (int64 as int32, float64 as float32): its
       // runtime converts when it stages the input.
+      const Shape shape = shape_of(t);
       t = ir_.call("aten._to_copy.default", {t, scalar_type_code(vm.dtype)});
-      meta_[t.id] = vm;
+      note(t, vm, shape);
+      if (lowerer_) lowerer_->lower_new();
     }
     vv[id] = Value(t);
   }
@@ -544,16 +725,30 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
       }
       case vkgraph::GraphTypes::ValueList: {
         ValueList l;
+        bool sized = false, ints = true;
         if (const auto* items = v->value_as_ValueList()->items()) {
-          for (int32_t x : *items) l.push_back(value(uint32_t(x)));
+          for (int32_t x : *items) {
+            l.push_back(value(uint32_t(x)));
+            sized = sized || vsized.at(uint32_t(x));
+            ints = ints && l.back().is_int();
+          }
         }
-        out = Value(std::move(l));
+        if (sized && ints) {
+          // Sizes some of which are SymInts (view_copy's): an int list.
+          IntList sizes;
+          for (const Value& e : l) sizes.push_back(std::get<int64_t>(e.v));
+          out = Value(std::move(sizes));
+        } else {
+          out = Value(std::move(l));
+        }
+        vsized[i] = sized;
         break;
       }
       case vkgraph::GraphTypes::SymInt:
-        throw Unsupported(fmt::format("{}: value {} is a symbolic size (a program exported with dynamic shapes); not "
-                                      "supported yet",
-                                      where, i));
+        // Read before an op computes it: the value it was traced with.
+        out = Value(int64_t(v->value_as_SymInt()->value()));
+        vsized[i] = true;
+        break;
       case vkgraph::GraphTypes::VkTensor: {
         const vkgraph::VkTensor* t = v->value_as_VkTensor();
         if (t->constant_id() < 0) {
@@ -598,6 +793,37 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
     if (!call->args() || call->args()->size() < 1) bad(fmt::format("{}: no result value", w));
     const uint32_t out_id = uint32_t(call->args()->Get(call->args()->size() - 1));
     if (out_id >= vals->size()) bad(fmt::format("{}: result value {} is out of range", w, out_id));
+    if (const auto size_op = delegate_size_op(op)) {
+      // A size computed from shapes: computed here, at the sizes read.
+      if (call->args()->size() != 3) bad(fmt::format("{}: {} arguments (expected 2 and the result)", w, call->args()->size()));
+      const auto int_of = [&](uint32_t a) -> int64_t {
+        const Value x = value(uint32_t(call->args()->Get(a)));
+        if (!x.is_int()) bad(fmt::format("{}: argument {} is {}, not an Int", w, a, x.describe()));
+        return std::get<int64_t>(x.v);
+      };
+      int64_t r = 0;
+      if (*size_op == "sym_size") {
+        const Value x = value(uint32_t(call->args()->Get(0)));
+        if (!x.is_tensor()) bad(fmt::format("{}: argument 0 is {}, not a tensor", w, x.describe()));
+        const Shape& sh = shape_of(x.tensor());
+        const int64_t rank = int64_t(sh.size()), dim = int_of(1);
+        if (dim < -rank || dim >= rank) throw Error(fmt::format("{}: dim {} is out of range for shape {}", w, dim, shape_str(sh)));
+        r = sh[size_t(dim < 0 ? dim + rank : dim)];
+      } else {
+        const int64_t a = int_of(0), b = int_of(1);
+        if (*size_op == "add") r = a + b;
+        else if (*size_op == "sub") r = a - b;
+        else if (*size_op == "mul") r = a * b;
+        else {
+          if (b == 0) throw Error(fmt::format("{}: division by zero", w));
+          const int64_t q = a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+          r = *size_op == "floordiv" ? q : a - q * b;
+        }
+      }
+      vv[out_id] = Value(r);
+      vsized[out_id] = true;
+      continue;
+    }
     // The result: a tensor, or a list of them (a tuple).
     std::vector<uint32_t> out_ids;
     if (const auto* list = vals->Get(out_id)->value_as_ValueList()) {
@@ -612,12 +838,13 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
       outs.push_back(vmeta(o));
     }
     ValueList in;
-    for (uint32_t a = 0; a + 1 < call->args()->size(); ++a) in.push_back(value(uint32_t(call->args()->Get(a))));
-    const Translate tr = find_translation(op);
-    if (!tr) throw Unsupported(fmt::format("{}: no mapping for {}", w, op));
-    OpCall c{ir_, op, std::move(in), outs, meta_, w};
-    const std::vector<TensorRef> results = tr(c);
-    record(results, outs, w);
+    bool sized = false;
+    for (uint32_t a = 0; a + 1 < call->args()->size(); ++a) {
+      const uint32_t id = uint32_t(call->args()->Get(a));
+      in.push_back(value(id));
+      sized = sized || vsized.at(id);
+    }
+    const std::vector<TensorRef> results = translate(op, std::move(in), outs, sized, w);
     for (size_t i = 0; i < out_ids.size(); ++i) vv[out_ids[i]] = Value(results[i]);
     std::vector<Value> items;
     if (out_ids.size() > 1 || out_ids[0] != out_id) {
@@ -628,20 +855,29 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
   }
   for (size_t i = 0; i < n_out; ++i) {
     const uint32_t id = g->output_ids()->Get(uint32_t(i));
+    const int pid = d.args()->Get(uint32_t(n_in + i));
+    if (pid < 0 || size_t(pid) >= values_.size()) bad(fmt::format("{}: output {} names value {}", where, i, pid));
+    if (id < vals->size() && vv[id] && vv[id]->is_int() &&
+        vals->Get(id)->value_type() == vkgraph::GraphTypes::SymInt) {
+      // A size the graph computed, for the ops after it.
+      values_[size_t(pid)] = *vv[id];
+      sized_values_.insert(pid);
+      continue;
+    }
     if (id >= vals->size() || !vv[id] || !vv[id]->is_tensor()) {
       bad(fmt::format("{}: output {} is not computed by the graph", where, i));
     }
-    const int pid = d.args()->Get(uint32_t(n_in + i));
-    if (pid < 0 || size_t(pid) >= values_.size()) bad(fmt::format("{}: output {} names value {}", where, i, pid));
     const et::EValue* ev = plan_->values()->Get(uint32_t(pid));
     if (!ev->val_as_Tensor()) bad(fmt::format("{}: output {} is not a tensor in the program", where, i));
     const Meta pm = tensor_meta(*ev->val_as_Tensor(), fmt::format("value {}", pid));
     TensorRef t = vv[id]->tensor();
     if (meta_.at(t.id).dtype != pm.dtype) {
       // Back to the program's dtype, as the delegate's runtime does.
+      const Shape shape = shape_of(t);
       t = ir_.call("aten._to_copy.default", {t, scalar_type_code(pm.dtype)});
-      meta_[t.id] = pm;
-      ir_.set_seen_shape(t, pm.shape);
+      note(t, pm, shape);
+      ir_.set_seen_shape(t, shape);
+      if (lowerer_) lowerer_->lower_new();
     }
     values_[size_t(pid)] = Value(t);
   }
@@ -673,7 +909,7 @@ void Importer::check_ops() {
           const et::Operator* op = ops->Get(uint32_t(k->op_index()));
           const std::string name = op->name() ? op->name()->str() : "";
           const std::string ov = op->overload() ? op->overload()->str() : "";
-          note(name + "." + ov, functional_name(name, ov));
+          if (!plan_size_kernel(name, ov)) note(name + "." + ov, functional_name(name, ov));
           break;
         }
         case et::InstructionArguments::DelegateCall: {
@@ -709,7 +945,7 @@ void Importer::check_ops() {
           for (uint32_t k = 0; g->chain() && k < g->chain()->size(); ++k) {
             const auto* call = g->chain()->Get(k);
             const std::string op = call->name() ? call->name()->str() : "";
-            note(op, op);
+            if (!delegate_size_op(op)) note(op, op);
           }
           break;
         }
@@ -789,12 +1025,32 @@ Model Importer::run(const std::string& method) {
                                       et::EnumNameKernelTypes(ev->val_type())));
       }
       const Meta m = tensor_meta(*ev->val_as_Tensor(), name);
-      std::vector<ir::Dim> dims(m.shape.begin(), m.shape.end());
-      const TensorRef r = ir_.input(name, m.dtype, dims);
-      meta_[r.id] = m;
+      const bool bounded = ev->val_as_Tensor()->shape_dynamism() != et::TensorShapeDynamism::STATIC;
+      dynamic_ = dynamic_ || bounded;
+      Shape shape = m.shape;
+      if (sizes_) {
+        if (i >= sizes_->size()) {
+          throw Error(fmt::format("'{}': {} input shapes given; the method takes {} inputs", name_, sizes_->size(),
+                                  plan_->inputs()->size()));
+        }
+        shape = (*sizes_)[i];
+        bool ok = shape.size() == m.shape.size();
+        for (size_t k = 0; ok && k < shape.size(); ++k) ok = shape[k] >= 0 && (bounded ? shape[k] <= m.shape[k] : shape[k] == m.shape[k]);
+        if (!ok) {
+          throw Error(fmt::format("'{}': {} has shape {}; the program takes {}{}", name_, name, shape_str(shape),
+                                  bounded ? "at most " : "", shape_str(m.shape)));
+        }
+      }
+      const TensorRef r = ir_.input(name, m.dtype, std::vector<ir::Dim>(shape.begin(), shape.end()));
+      note(r, m, shape);
+      if (lowerer_) lowerer_->input(r, shape);
       values_[size_t(id)] = Value(r);
-      model_.inputs.push_back({name, m.dtype, m.shape});
+      model_.inputs.push_back({name, m.dtype, shape, bounded ? m.shape : Shape{}});
     }
+  }
+  if (sizes_ && sizes_->size() != model_.inputs.size()) {
+    throw Error(fmt::format("'{}': {} input shapes given; the method takes {} inputs", name_, sizes_->size(),
+                            model_.inputs.size()));
   }
   // Instructions, in order (chain 0 is the method's).
   const auto* chains = plan_->chains();
@@ -823,21 +1079,39 @@ Model Importer::run(const std::string& method) {
         // An input or a constant returned as it is: a copy of it (a model's
         // outputs are buffers of their own).
         const Meta m = meta_.at(t.id);
+        const Shape declared = declared_.count(t.id) ? declared_.at(t.id) : m.shape;
         t = ir_.call("aten._to_copy.default", {t, scalar_type_code(m.dtype)});
-        meta_[t.id] = m;
+        note(t, {m.dtype, declared}, m.shape);
         ir_.set_seen_shape(t, m.shape);
+        if (lowerer_) lowerer_->lower_new();
       }
       ir_.output(t, name);
       const Meta& m = meta_.at(t.id);
-      model_.outputs.push_back({name, m.dtype, m.shape});
+      const et::Tensor* pt = plan_->values()->Get(uint32_t(id))->val_as_Tensor();
+      const bool bounded = pt && pt->shape_dynamism() != et::TensorShapeDynamism::STATIC;
+      Shape bound;
+      if (bounded) bound = tensor_meta(*pt, name).shape;
+      model_.outputs.push_back({name, m.dtype, m.shape, bound});
     }
   }
   if (model_.outputs.empty()) bad("the method returns no tensor");
+  model_.dynamic = dynamic_;
   model_.ir = std::move(ir_);
   return std::move(model_);
 }
 
 }  // namespace
+
+Model load_at_sizes(std::string_view bytes, const std::string& name, const std::string& method,
+                    const std::vector<Shape>& input_shapes, gpu::Context& ctx) {
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % 8 != 0) {
+    std::vector<uint64_t> copy((bytes.size() + 7) / 8);
+    if (!bytes.empty()) std::memcpy(copy.data(), bytes.data(), bytes.size());
+    return Importer(std::string_view(reinterpret_cast<const char*>(copy.data()), bytes.size()), name, input_shapes, ctx)
+        .run(method);
+  }
+  return Importer(bytes, name, input_shapes, ctx).run(method);
+}
 
 Model load_from_bytes(std::string_view bytes, const std::string& name, const std::string& method) {
   // flatbuffers reads 8-byte fields in place: the program from 8-byte-

@@ -18,12 +18,22 @@
 // rewritten into wgnn ops where ExecuTorch uses an `_copy` or a custom form
 // (pte/aten.cpp). Anything the front end cannot run (another backend's
 // delegate, control flow, an op without a mapping, weights in a separate
-// .ptd file, dynamic shapes) is an Unsupported error at load that lists
-// all of it. The flatbuffers are verified before they are read; every
+// .ptd file, a dynamic shape without a bound) is an Unsupported error at
+// load that lists all of it. The flatbuffers are verified before they are read; every
 // offset and size is checked against the file.
 //
 // Inputs and outputs are named "input_0", ... and "output_0", ... (a .pte
 // carries no names); their dtypes and shapes are the program's.
+//
+// Dynamic shapes: a program exported with torch.export.Dim bounds declares
+// each dynamic tensor at its bound (ExecuTorch plans memory for it).
+// load() reads it at the bounds; load_at_sizes() reads it again for other
+// input sizes (each dim at most its bound), and every result's shape then
+// follows from its op (the IR lowered node by node onto a graph that only
+// follows shapes), or from the op's rule where the translation needs the
+// shape first (views, factories, pte/aten.h). The sizes ExecuTorch computes
+// while it runs (sym_size, and int arithmetic on sizes, in the delegate or
+// as executorch_prim kernels) are computed while it reads.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,12 +41,17 @@
 #include "graph/tensor.h"
 #include "ir/graph.h"
 
+namespace wgnn::gpu {
+class Context;
+}
+
 namespace wgnn::pte {
 
 struct TensorInfo {
   std::string name;
   DType dtype = DType::F32;
   Shape shape;
+  Shape max_shape;  // a dynamic tensor's bound, each dim (empty: static)
 };
 
 struct Model {
@@ -47,6 +62,7 @@ struct Model {
   int delegate_calls = 0;              // delegated subgraphs
   int kernel_calls = 0;                // portable kernels outside a delegate
   std::vector<std::string> ops;        // the distinct ops, as the file names them
+  bool dynamic = false;                // an input has a dynamic shape (max_shape)
 };
 
 // Whether these first bytes of a file are an ExecuTorch program's (the
@@ -57,6 +73,13 @@ bool is_pte(std::string_view head);
 Model load(const std::string& path, const std::string& method = {});
 // The same from bytes in memory (`name` in messages).
 Model load_from_bytes(std::string_view bytes, const std::string& name, const std::string& method = {});
+
+// The same program read for these input shapes (one per input, in order;
+// each dim at most its bound, a static input's exactly): the IR of a plan
+// at those sizes. `ctx` makes the graph that follows shapes (nothing is
+// recorded on the GPU).
+Model load_at_sizes(std::string_view bytes, const std::string& name, const std::string& method,
+                    const std::vector<Shape>& input_shapes, gpu::Context& ctx);
 
 // The ops the front end maps (functional ATen names and ExecuTorch's
 // custom ones), sorted; a portable kernel's out variant maps through its

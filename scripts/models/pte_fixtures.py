@@ -16,7 +16,10 @@ scripts/setup-executorch):
               the same patterns (Whisper, BART, a ViT, two
               transformer blocks): torch.export, lowered with
               WebGPUPartitioner, written in the same manifest format with a
-              float64 eager golden.
+              float64 eager golden. And three exported with dynamic shapes
+              (torch.export.Dim bounds: MODNet's height and width, the BART
+              stand-in's target length, the transformer blocks' sequence),
+              each run at its bound and at smaller sizes.
 
     .venv-executorch/bin/python scripts/models/pte_fixtures.py [--out tests/data/pte] [--only op_tests|models]
 
@@ -97,6 +100,44 @@ def write_raw(t, path):
     return "float32"
 
 
+def _sliced(spec, size):
+    """The mini inputs with the dynamic dims at `size` (a case's sizes)."""
+    base = spec.inputs(True)
+    g = torch.Generator().manual_seed(size[0] * 1000 + size[-1])
+    if "image" in base:
+        return {"image": torch.rand(1, 3, size[0], size[1], generator=g)}
+    if "ids" in base:  # the transformer blocks: one sequence length
+        n = size[0]
+        keep = torch.ones(1, n, dtype=torch.int64)
+        keep[0, n - n // 4:] = 0
+        return {"ids": base["ids"][:, :n].contiguous(), "x": torch.randn(1, n, base["x"].shape[2], generator=g),
+                "keep": keep}
+    out = dict(base)
+    out["input_ids"] = base["input_ids"][:, :size[0]].contiguous()
+    return out
+
+
+def _dynamic(args):
+    """torch.export's dynamic_shapes for a mini model's inputs."""
+    from torch.export import Dim
+    if len(args) == 1:  # an image: height and width, multiples of 32 up to the mini size
+        h = args[0].shape[2]
+        return ({2: 32 * Dim("h", min=1, max=h // 32), 3: 32 * Dim("w", min=1, max=h // 32)},)
+    if len(args) == 3:  # the transformer blocks: ids, x and keep share the sequence
+        seq = Dim("seq", min=2, max=args[0].shape[1])
+        return ({1: seq}, {1: seq}, {1: seq})
+    return ({1: Dim("t", min=2, max=args[0].shape[1])}, None)  # BART: the target length
+
+
+# Models exported with dynamic shapes, and the sizes each case runs at (the
+# first: the bound).
+DYNAMIC = {
+    "modnet": [(256, 256), (64, 96), (160, 128)],
+    "bart_standin": [(32,), (9,), (17,)],
+    "transformer_block": [(24,), (5,), (13,)],
+}
+
+
 def models(out):
     from executorch.backends.webgpu.partitioner import WebGPUPartitioner
     from executorch.exir import to_edge_transform_and_lower
@@ -141,6 +182,39 @@ def models(out):
         delegated = sum(len(p.delegates) for p in prog.executorch_program.execution_plan)
         kernels = sum(len(p.operators) for p in prog.executorch_program.execution_plan)
         print(f"models: {name}: {len(prog.buffer)} bytes, {delegated} delegated subgraphs, {kernels} portable ops")
+    for name, sizes in DYNAMIC.items():
+        atol, rtol = MODELS[name]
+        spec = zoo.MODELS[name]
+        torch.manual_seed(0)
+        model = spec.build(mini=True).eval()
+        args = tuple(spec.inputs(True).values())
+        ep = torch.export.export(model, args, dynamic_shapes=_dynamic(args))
+        prog = to_edge_transform_and_lower(ep, partitioner=[WebGPUPartitioner()]).to_executorch()
+        pte = f"{name}_dynamic.pte"
+        with open(os.path.join(d, pte), "wb") as f:
+            f.write(prog.buffer)
+        for size in sizes:
+            tag = f"{name}_dynamic_{'x'.join(map(str, size))}"
+            case_args = tuple(_sliced(spec, size).values())
+            in_entries = []
+            for i, t in enumerate(case_args):
+                rel = f"{tag}.in{i}.bin"
+                dt = write_raw(t.contiguous(), os.path.join(d, rel))
+                in_entries.append({"path": rel, "shape": list(t.shape), "dtype": dt})
+            with torch.no_grad():
+                golden = copy.deepcopy(model).double()(*[t.double() if t.is_floating_point() else t for t in case_args])
+                eager = model(*case_args)
+            golden = list(golden) if isinstance(golden, (tuple, list)) else [golden]
+            eager = list(eager) if isinstance(eager, (tuple, list)) else [eager]
+            for k, (g, e) in enumerate(zip(golden, eager)):
+                torch.testing.assert_close(e.float(), g.float(), atol=atol, rtol=rtol)
+                suffix = f"_out{k}" if len(golden) > 1 else ""
+                rel = f"{tag}{suffix}.golden.bin"
+                dt = write_raw(g.contiguous(), os.path.join(d, rel))
+                entries.append({"op": "model", "case": f"{tag}{suffix}", "pte": pte, "inputs": in_entries,
+                                "golden": {"path": rel, "shape": list(g.shape), "dtype": dt, "output_index": k},
+                                "atol": atol, "rtol": rtol})
+        print(f"models: {pte}: {len(prog.buffer)} bytes, dynamic, {len(sizes)} sizes")
     with open(os.path.join(d, "manifest.json"), "w") as f:
         json.dump(entries, f, indent=2)
 

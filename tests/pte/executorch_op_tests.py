@@ -177,12 +177,15 @@ def main():
         wgnn = package
     with open(os.path.join(args.data, "manifest.json")) as f:
         manifest = json.load(f)
-    by_pte = {}
+    # The entries of one run: one .pte, one set of inputs (a model with
+    # several outputs has an entry per output; a dynamic-shape program has
+    # runs at several sizes, through one session).
+    by_run = {}
     for e in manifest:
-        by_pte.setdefault(e["pte"], []).append(e)
+        by_run.setdefault((e["pte"], tuple(i["path"] for i in e["inputs"])), []).append(e)
     results = {}
     sessions = {}
-    for pte, entries in by_pte.items():
+    for (pte, _), entries in by_run.items():
         for case, r in run_case(args.data, pte, entries, sessions).items():
             results[f"{entries[0]['op']}/{case}"] = r
     counts = {}

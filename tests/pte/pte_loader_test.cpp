@@ -73,10 +73,22 @@ TEST(PteLoader, EveryUnmappedOpIsListedAtOnce) {
   EXPECT_THAT(e, HasSubstr("trunc"));
 }
 
-TEST(PteLoader, DynamicShapesAreRefusedByName) {
-  const std::string e = load_error(read(kData + "/errors/dynamic_batch.pte"));
-  EXPECT_THAT(e, HasSubstr("Unsupported"));
-  EXPECT_THAT(e, HasSubstr("dynamic shape"));
+TEST(PteLoader, DynamicShapesLoadAtTheirBounds) {
+  const std::string bytes = read(kData + "/errors/dynamic_batch.pte");
+  const pte::Model m = pte::load_from_bytes(bytes, "m.pte");
+  EXPECT_TRUE(m.dynamic);
+  ASSERT_EQ(m.inputs.size(), 1u);
+  EXPECT_EQ(m.inputs[0].shape, (Shape{16, 8}));
+  EXPECT_EQ(m.inputs[0].max_shape, (Shape{16, 8}));
+  EXPECT_EQ(m.outputs.at(0).max_shape, (Shape{16, 4}));
+  // The Session's loader keeps the file to read it at other sizes.
+  const onnx_import::LoadedModel lm = onnx_import::load_model_from_bytes(bytes, "m.pte", "/nonexistent");
+  EXPECT_TRUE(bool(lm.ir_at));
+  EXPECT_EQ(lm.inputs.at(0).max_shape, (Shape{16, 8}));
+  // A static program has no bound.
+  const pte::Model st = pte::load(kData + "/errors/portable_only.pte");
+  EXPECT_FALSE(st.dynamic);
+  EXPECT_TRUE(st.inputs.at(0).max_shape.empty());
 }
 
 TEST(PteLoader, AMethodThatIsNotThereIsNamed) {
