@@ -4,8 +4,8 @@ layout of bench/pte_prepare.py, for bench/run_executorch.sh: OUT/NAME.pte
 
     python3 bench/pte_manifest_npy.py tests/data/pte/models OUT [NAME ...]
 
-Prints the names written (one program per .pte; several golden cases of
-one program become its outputs).
+Prints the names written (one per .pte and set of inputs; several golden
+cases of one run become its outputs).
 """
 import json
 import os
@@ -18,7 +18,9 @@ want = set(sys.argv[3:])
 os.makedirs(out, exist_ok=True)
 done = []
 for case in json.load(open(os.path.join(src, "manifest.json"))):
-    name = case["pte"][:-4]
+    # One program per set of inputs: a dynamic-shape program's runs at
+    # several sizes are named by their inputs ("modnet_dynamic_64x96").
+    name = case["inputs"][0]["path"].rsplit(".in", 1)[0] if case["inputs"] else case["pte"][:-4]
     if want and name not in want:
         continue
     link = os.path.join(out, name + ".pte")

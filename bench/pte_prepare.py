@@ -7,10 +7,10 @@ inputs and eager PyTorch's float32 outputs as .npy.
 
 --mini: the zoo's mini sizes (the plain-torch stand-ins have only those).
 --two-level: every parameter of 4,096 values or more becomes +-(its own
-  standard deviation), signs drawn from a seeded generator, before the
-  export: the same shapes, the same arithmetic and activations of the same
-  scale, but a .pte that xz packs to about a 25th, so full-size models travel
-  to a machine that reaches no registry. Speed is unchanged (float32 weights
+  standard deviation), signs from a seeded block of 4,099 tiled over it,
+  before the export: the same shapes, the same arithmetic and activations of
+  the same scale, but a .pte that xz packs to almost nothing, so full-size
+  models travel to a machine that reaches no registry. Speed is unchanged (float32 weights
   all the same); outputs are still checked against eager PyTorch.
 
 --keep-out=aten.arange.start_step,aten.full.default: edge ops the partitioner
@@ -77,7 +77,11 @@ def two_level(m):
         for t in m.parameters():  # not buffers: masks, positions, norm statistics
             if t.is_floating_point() and t.numel() >= 4096:
                 s = t.float().std().item() or 1.0
-                signs = torch.randint(0, 2, t.shape, generator=g).to(t.dtype) * 2 - 1
+                # One seeded block of 4,099 signs (a prime: no row of any
+                # weight repeats the one before), tiled: xz packs the
+                # repeats to almost nothing.
+                block = torch.randint(0, 2, (4099,), generator=g).to(t.dtype) * 2 - 1
+                signs = block.repeat(t.numel() // 4099 + 1)[: t.numel()].reshape(t.shape)
                 t.copy_(signs * s)
     return m
 
@@ -106,7 +110,10 @@ for name in [a for a in sys.argv[2:] if not a.startswith("--")]:
         prog = to_edge_transform_and_lower(ep, partitioner=[WebGPUPartitioner(operator_blocklist=keep_out)]).to_executorch()
         y = m(*args)
     name = f"{name}_mini" if mini else name
-    with open(os.path.join(out, f"{name}.pte"), "wb") as f:
+    path = os.path.join(out, f"{name}.pte")
+    if os.path.lexists(path):
+        os.remove(path)  # a link (bench/pte_manifest_npy.py) is replaced, never written through
+    with open(path, "wb") as f:
         f.write(prog.buffer)
     for i, t in enumerate(args):
         np.save(os.path.join(out, f"{name}.input_{i}.npy"), t.numpy())
