@@ -289,6 +289,12 @@ wgnn_status wgnn_session_output(const wgnn_session* s, size_t index, wgnn_value_
   return value_info(s, index, out, false);
 }
 
+wgnn_status wgnn_session_reset_state(wgnn_session* session) {
+  const char* what = "wgnn_session_reset_state";
+  if (!session || !session->session) return invalid(what, "session is NULL");
+  return guarded(what, [&] { session->session->reset_state(); });
+}
+
 wgnn_status wgnn_session_run(wgnn_session* session, const char* const* input_names, wgnn_tensor* const* inputs,
                              size_t input_count, wgnn_tensor** outputs) {
   const char* what = "wgnn_session_run";

@@ -419,6 +419,7 @@ LoadedModel from_pte(pte::Model p, const std::string& path, const std::string& n
     m.outputs.push_back({t.name, t.dtype, t.shape, std::vector<std::string>(t.shape.size()), true, t.max_shape});
   }
   m.ir = std::make_shared<const ir::Graph>(std::move(p.ir));
+  for (auto& st : p.states) m.states.push_back({st.input, st.output, std::move(st.initial)});
   if (p.dynamic) {
     auto file = std::make_shared<const std::string>(std::move(bytes));
     m.ir_at = [file, name, method = p.method](gpu::Context& ctx, const std::vector<Shape>& shapes) {
@@ -578,6 +579,11 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
   }
   if (options_.max_plans < 1) {
     throw Error(fmt::format("SessionOptions::max_plans is {}: at least one plan must be kept", options_.max_plans));
+  }
+  for (auto& st : model.states) {
+    StateSlot slot{st.input, st.output, std::move(st.initial), {}, {}};
+    slot.now = to_device(ctx_, slot.initial, slot.input);
+    states_.push_back(std::move(slot));
   }
   if (ir_model_ && options_.fp16) {
     throw Unsupported(fmt::format("float16 mode is not supported for {} models yet; run them in their own dtypes",
@@ -948,11 +954,14 @@ std::unique_ptr<Session::Built> Session::record_ir_plan(const Feeds& inputs, boo
   b->ir_fallbacks = low.stats.fallbacks;
   b->mapped = int(irg.live_nodes());
   for (size_t i = 0; i < irg.inputs().size(); ++i) b->inputs[irg.value(irg.inputs()[i]).name] = low.inputs[i];
-  for (const auto& o : outputs_) {
+  std::vector<std::string> wanted;
+  for (const auto& o : outputs_) wanted.push_back(o.name);
+  for (const auto& st : states_) wanted.push_back(st.output);
+  for (const auto& name : wanted) {
     const auto& names = irg.output_names();
-    const auto it = std::find(names.begin(), names.end(), o.name);
-    if (it == names.end()) throw Error(fmt::format("output '{}' is not an output of the model's IR", o.name));
-    b->outputs.emplace_back(o.name, Slot::of_tensor(plan, low.outputs.at(size_t(it - names.begin()))));
+    const auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) throw Error(fmt::format("output '{}' is not an output of the model's IR", name));
+    b->outputs.emplace_back(name, Slot::of_tensor(plan, low.outputs.at(size_t(it - names.begin()))));
   }
   if (tensor_cores) {
     last_phases_.through_ir = true;
@@ -1298,7 +1307,37 @@ void Session::run(const Feeds& inputs, Fetches& out) {
   }
   check_feeds(inputs);
   check_fetches(out);
-  run_checked(inputs, out);
+  if (states_.empty()) {
+    run_checked(inputs, out);
+    return;
+  }
+  // The state: read from `now`, written to `next`, swapped once the run
+  // has gone through (a run that fails leaves the state as it was).
+  Feeds feeds = inputs;
+  for (auto& st : states_) {
+    feeds.device[st.input] = &st.now;
+    out.device[st.output] = std::move(st.next);
+  }
+  try {
+    run_checked(feeds, out);
+  } catch (...) {
+    for (auto& st : states_) {
+      st.next = std::move(out.device[st.output]);
+      out.device.erase(st.output);
+    }
+    throw;
+  }
+  for (auto& st : states_) {
+    st.next = std::move(st.now);
+    st.now = std::move(out.device.at(st.output));
+    out.device.erase(st.output);
+  }
+}
+
+void Session::reset_state() {
+  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
+  if (!started_.empty()) throw Error("Session::reset_state: a started run is not finished");
+  for (auto& st : states_) st.now = to_device(ctx_, st.initial, st.input);
 }
 
 void Session::run_checked(const Feeds& inputs, Fetches& out) {
@@ -1326,6 +1365,9 @@ void Session::run_checked(const Feeds& inputs, Fetches& out) {
 
 void Session::start(const std::map<std::string, HostTensor>& inputs) {
   const std::unique_lock<std::mutex> turn = ctx_.exclusive();
+  if (!states_.empty()) {
+    throw Unsupported("Session::start: a model with state (mutable buffers) runs one run at a time, with run()");
+  }
   if (started_.size() >= Graph::kMaxInFlight) {
     throw Error(fmt::format("Session::start: {} runs started and not finished (at most {}); finish() one first",
                             started_.size(), Graph::kMaxInFlight));

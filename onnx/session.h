@@ -153,6 +153,15 @@ struct LoadedModel {
   // again for them (an ExecuTorch program with dynamic shapes; `ir` is the
   // one at the inputs' `shape`). Null: `ir` serves every size.
   std::function<std::shared_ptr<const ir::Graph>(gpu::Context&, const std::vector<Shape>&)> ir_at;
+  // State the model keeps from one run to the next (an ExecuTorch
+  // program's mutable buffers: a KV cache): an input of `ir` for its value
+  // before a run and an output for its value after, neither among `inputs`
+  // and `outputs`; the Session feeds each run's output to the next run.
+  struct State {
+    std::string input, output;
+    HostTensor initial;
+  };
+  std::vector<State> states;
   std::string format = "onnx";  // "onnx" or "pte"
 };
 
@@ -219,6 +228,9 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   const std::vector<ValueInfo>& inputs() const { return inputs_; }
+  // The model's state (LoadedModel::states) back to its initial values.
+  void reset_state();
+  size_t state_count() const { return states_.size(); }
   const std::vector<ValueInfo>& outputs() const { return outputs_; }
   int opset() const { return opset_; }
   // "onnx", or "pte" for an ExecuTorch program.
@@ -395,6 +407,14 @@ class Session {
   std::string model_dir_;
   int opset_ = 0;
   std::vector<ValueInfo> inputs_, outputs_;
+  // LoadedModel::states on the GPU: the value the next run reads, and the
+  // buffer its new value is written to (swapped after each run).
+  struct StateSlot {
+    std::string input, output;
+    HostTensor initial;
+    DeviceTensor now, next;
+  };
+  std::vector<StateSlot> states_;
   std::map<std::string, HostTensor> initializers_;
   // Before built_: the plans' graphs release their constants into it.
   std::unique_ptr<ConstantStore> constants_;

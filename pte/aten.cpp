@@ -343,6 +343,39 @@ std::vector<TensorRef> embedding(OpCall& c) {
   return one(view(c, rows, shape));
 }
 
+// index_put(self, [indices], values, accumulate): one index tensor (1-D)
+// at dim d, the other dims whole (None): self with the rows of dim d that
+// the index names replaced by (or, accumulating, added to) values, which
+// broadcast to self's shape with dim d the index's length. A scatter along
+// d with the index expanded to that shape.
+std::vector<TensorRef> index_put(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  if (c.args.size() < 3 || !c.args[1].is_list()) c.fail("argument 1 must be a list of index tensors");
+  const ValueList& idx = c.args[1].list();
+  size_t dim = 0;
+  while (dim < idx.size() && idx[dim].is_none()) ++dim;
+  if (dim >= idx.size() || !idx[dim].is_tensor()) c.fail("no index tensor given");
+  for (size_t k = dim + 1; k < idx.size(); ++k) {
+    if (!idx[k].is_none()) c.fail("indexing with more than one index tensor is not supported");
+  }
+  const TensorRef i = idx[dim].tensor();
+  const Shape& xs = c.meta_of(x).shape;
+  const Shape& is = c.meta_of(i).shape;
+  if (dim >= xs.size()) c.fail(fmt::format("index dim {} is out of range for shape {}", dim, shape_str(xs)));
+  if (is.size() != 1) c.fail(fmt::format("the index must have rank 1, got {}", shape_str(is)));
+  const bool accumulate = c.args.size() > 3 && c.args[3].is_bool() && std::get<bool>(c.args[3].v);
+  IntList target(xs.begin(), xs.end());
+  target[dim] = is[0];
+  const TensorRef values = c.ir.call("aten.expand.default", {c.tensor(2), target});
+  IntList along(xs.size(), 1);
+  along[dim] = is[0];
+  const TensorRef index = c.ir.call("aten.expand.default", {view(c, i, along), target});
+  if (accumulate) {
+    return one(c.ir.call("aten.scatter_reduce.two", {x, int64_t(dim), index, values, std::string("sum"), true}));
+  }
+  return one(c.ir.call("aten.scatter.src", {x, int64_t(dim), index, values}));
+}
+
 // index.Tensor(self, [indices]): one index tensor along dim 0 only.
 std::vector<TensorRef> index_tensor(OpCall& c) {
   const TensorRef x = c.tensor(0);
@@ -1076,6 +1109,7 @@ const std::map<std::string, Translate>& table() {
     m["aten.as_strided_copy.default"] = as_strided;
     m["aten.embedding.default"] = embedding;
     m["aten.index.Tensor"] = index_tensor;
+    m["aten.index_put.default"] = index_put;
     // Elementwise forms.
     m["aten.hardtanh.default"] = hardtanh;
     m["aten.log10.default"] = log10;

@@ -186,6 +186,12 @@ class Importer {
   // other kernels.
   bool size_kernel(const std::string& name, const std::string& overload, const std::vector<int>& args,
                    const std::string& where);
+  // A mutable buffer (a KV cache): an IR input holding its value before the
+  // run, its initial value from the program's mutable data or zeros.
+  TensorRef state(int index, const et::Tensor& t, const Meta& m, const std::string& what);
+  // aten::copy_(self, src, non_blocking): self takes src's values (a
+  // mutable buffer's write-back, at the method's end).
+  void copy_into(const std::vector<int>& args, const std::string& where);
   // A tensor's shape as the program declares it (its bound) and as it is.
   void note(TensorRef t, const Meta& declared, const Shape& shape);
   const Shape& shape_of(TensorRef t) const { return meta_.at(t.id).shape; }
@@ -210,6 +216,8 @@ class Importer {
   std::unique_ptr<ir::Lowerer> lowerer_;
   std::map<int, Shape> declared_;
   std::set<int> sized_values_;
+  std::set<int> copied_into_;            // values an aten::copy_ writes (mutable buffers)
+  std::map<int, size_t> state_of_;       // plan value -> model_.states index
   bool dynamic_ = false;  // a tensor of the plan has a dynamic shape
 };
 
@@ -335,13 +343,17 @@ Value Importer::evalue(int index) {
     case et::KernelTypes::Tensor: {
       const et::Tensor& t = *ev->val_as_Tensor();
       const Meta m = tensor_meta(t, what);
+      if (t.allocation_info() && copied_into_.count(index)) {
+        v = Value(state(index, t, m, what));
+        break;
+      }
       if (t.data_buffer_idx() == 0) {
         bad(fmt::format("{} (a tensor) is read before any instruction computes it", what));
       }
       if (t.allocation_info()) {
-        throw Unsupported(fmt::format("'{}': {} is a mutable buffer with an initial value (a model that updates its "
-                                      "own state, e.g. a KV cache); not supported yet",
-                                      name_, what));
+        bad(fmt::format("{} has an initial value and memory of its own, but no instruction writes it back (a "
+                        "mutable buffer without its copy_)",
+                        what));
       }
       if (t.extra_tensor_info() && t.extra_tensor_info()->location() == et::TensorDataLocation::EXTERNAL) {
         throw Unsupported(fmt::format("'{}': {} is kept in a separate .ptd file; not supported", name_, what));
@@ -396,6 +408,56 @@ void Importer::record(const std::vector<TensorRef>& results, const std::vector<M
       ir_.set_seen_dtype(results[i], outs[i].dtype);
     }
   }
+}
+
+TensorRef Importer::state(int index, const et::Tensor& t, const Meta& m, const std::string& what) {
+  if (t.shape_dynamism() != et::TensorShapeDynamism::STATIC) {
+    throw Unsupported(fmt::format("'{}': {} is a mutable buffer with a dynamic shape; not supported", name_, what));
+  }
+  State st;
+  st.input = fmt::format("state_{}", index);
+  st.output = st.input + ".next";
+  st.initial = HostTensor(m.dtype, m.shape);
+  if (t.data_buffer_idx() > 0) {
+    // The initial value, in the program's mutable data segment.
+    const auto* mds = program_->mutable_data_segments();
+    const uint64_t which = t.extra_tensor_info() ? t.extra_tensor_info()->mutable_data_segments_idx() : 0;
+    if (!mds || which >= mds->size() || !mds->Get(uint32_t(which))->offsets() ||
+        t.data_buffer_idx() >= mds->Get(uint32_t(which))->offsets()->size()) {
+      bad(fmt::format("{}: its initial value ({}) is not in the mutable data segments", what, t.data_buffer_idx()));
+    }
+    const et::SubsegmentOffsets* so = mds->Get(uint32_t(which));
+    const Bytes seg = segment(so->segment_index(), "the mutable data segment");
+    const uint64_t off = element(so->offsets(), t.data_buffer_idx());
+    const size_t nbytes = st.initial.nbytes();
+    if (off > seg.size || nbytes > seg.size - off) bad(fmt::format("{}: its initial value lies outside its segment", what));
+    if (nbytes) std::memcpy(st.initial.data.data(), seg.data + off, nbytes);
+  }
+  const TensorRef r = ir_.input(st.input, m.dtype, std::vector<ir::Dim>(m.shape.begin(), m.shape.end()));
+  note(r, m, m.shape);
+  if (lowerer_) lowerer_->input(r, m.shape);
+  state_of_[index] = model_.states.size();
+  model_.states.push_back(std::move(st));
+  return r;
+}
+
+void Importer::copy_into(const std::vector<int>& args, const std::string& where) {
+  if (args.size() < 2) bad(fmt::format("{}: {} arguments", where, args.size()));
+  const int self = args[0];
+  const TensorRef dst = tensor_of(self, where + " self");
+  const TensorRef src = tensor_of(args[1], where + " src");
+  const Meta dm = meta_.at(dst.id);
+  TensorRef y = ir_.call("aten.expand.default", {src, IntList(dm.shape.begin(), dm.shape.end())});
+  if (meta_.at(src.id).dtype != dm.dtype) y = ir_.call("aten._to_copy.default", {y, scalar_type_code(dm.dtype)});
+  if (lowerer_) lowerer_->lower_new();
+  note(y, dm, dm.shape);
+  ir_.set_seen_shape(y, dm.shape);
+  values_[size_t(self)] = Value(y);
+  // The copy_ returns self: its out argument, the same value.
+  if (args.size() >= 4 && args.back() != self && args.back() >= 0 && size_t(args.back()) < values_.size()) {
+    values_[size_t(args.back())] = Value(y);
+  }
+  ++model_.kernel_calls;
 }
 
 void Importer::note(TensorRef t, const Meta& declared, const Shape& shape) {
@@ -519,6 +581,10 @@ void Importer::kernel_call(const et::KernelCall& k, int at) {
   std::vector<int> args;
   if (k.args()) args.assign(k.args()->begin(), k.args()->end());
   if (size_kernel(name, overload, args, where)) return;
+  if (name == "aten::copy_") {
+    copy_into(args, where);
+    return;
+  }
   // The returned value(s) follow the out arguments: one out repeated, or a
   // TensorList of the outs (a tuple: native_layer_norm.out), or one
   // TensorList out repeated (split_copy.Tensor_out).
@@ -909,6 +975,12 @@ void Importer::check_ops() {
           const et::Operator* op = ops->Get(uint32_t(k->op_index()));
           const std::string name = op->name() ? op->name()->str() : "";
           const std::string ov = op->overload() ? op->overload()->str() : "";
+          if (name == "aten::copy_") {
+            // Writes a mutable buffer (or any tensor) in place.
+            if (k->args() && k->args()->size() >= 1) copied_into_.insert(k->args()->Get(0));
+            if (seen.insert(name).second) model_.ops.push_back(name);
+            break;
+          }
           if (!plan_size_kernel(name, ov)) note(name + "." + ov, functional_name(name, ov));
           break;
         }
@@ -1093,6 +1165,19 @@ Model Importer::run(const std::string& method) {
       if (bounded) bound = tensor_meta(*pt, name).shape;
       model_.outputs.push_back({name, m.dtype, m.shape, bound});
     }
+  }
+  // Each mutable buffer's value after the run: an output the next run
+  // takes as its input.
+  for (const auto& [index, k] : state_of_) {
+    TensorRef t = tensor_of(index, fmt::format("state {}", index));
+    if (ir_.value(t).kind != ir::ValueKind::Result) {
+      const Meta m = meta_.at(t.id);
+      t = ir_.call("aten._to_copy.default", {t, scalar_type_code(m.dtype)});
+      note(t, m, m.shape);
+      ir_.set_seen_shape(t, m.shape);
+      if (lowerer_) lowerer_->lower_new();
+    }
+    ir_.output(t, model_.states[k].output);
   }
   if (model_.outputs.empty()) bad("the method returns no tensor");
   model_.dynamic = dynamic_;

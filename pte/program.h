@@ -19,7 +19,9 @@
 // (pte/aten.cpp). Anything the front end cannot run (another backend's
 // delegate, control flow, an op without a mapping, weights in a separate
 // .ptd file, a dynamic shape without a bound) is an Unsupported error at
-// load that lists all of it. The flatbuffers are verified before they are read; every
+// load that lists all of it. A mutable buffer (memory the program keeps
+// between runs and writes back with aten::copy_: a KV cache) is state:
+// Model::states. The flatbuffers are verified before they are read; every
 // offset and size is checked against the file.
 //
 // Inputs and outputs are named "input_0", ... and "output_0", ... (a .pte
@@ -38,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "graph/host_tensor.h"
 #include "graph/tensor.h"
 #include "ir/graph.h"
 
@@ -54,6 +57,15 @@ struct TensorInfo {
   Shape max_shape;  // a dynamic tensor's bound, each dim (empty: static)
 };
 
+// A mutable buffer the method reads and writes back (aten::copy_ at its
+// end: a KV cache): its value persists from one run to the next. In the IR
+// it is an input (`input`, its value before the run) and an output
+// (`output`, after it); a Session feeds each run's output to the next.
+struct State {
+  std::string input, output;
+  HostTensor initial;  // the program's initial value, or zeros where it stores none
+};
+
 struct Model {
   ir::Graph ir;
   std::vector<TensorInfo> inputs, outputs;
@@ -63,6 +75,7 @@ struct Model {
   int kernel_calls = 0;                // portable kernels outside a delegate
   std::vector<std::string> ops;        // the distinct ops, as the file names them
   bool dynamic = false;                // an input has a dynamic shape (max_shape)
+  std::vector<State> states;           // mutable buffers (not among inputs/outputs)
 };
 
 // Whether these first bytes of a file are an ExecuTorch program's (the

@@ -139,6 +139,12 @@ wgnn_status wgnn_session_output(const wgnn_session* session, size_t index, wgnn_
 wgnn_status wgnn_session_run(wgnn_session* session, const char* const* input_names,
                              wgnn_tensor* const* inputs, size_t input_count, wgnn_tensor** outputs);
 
+/* Sets the model's state back to its initial values: an ExecuTorch
+ * program's mutable buffers (a key/value cache), which otherwise carry over
+ * from each run to the next. WGNN_OK and nothing done for a model without
+ * state. */
+wgnn_status wgnn_session_reset_state(wgnn_session* session);
+
 /* ---- tensors in host memory ---------------------------------------------- */
 /* A tensor of dtype and shape (rank dims, each >= 0; shape may be NULL for
  * rank 0). data: NULL for zeros, else exactly size bytes (numel x dtype size)

@@ -260,6 +260,10 @@ class PySession {
   std::string summary() const { return s_->summary(); }
   int builds() const { return s_->builds(); }
   int plans() const { return s_->plans(); }
+  void reset_state() {
+    nb::gil_scoped_release unlocked;
+    s_->reset_state();
+  }
   // The last run's time inside Session::run (the C++ API), in us: what a
   // call costs beyond it is the binding's (bench/python_overhead.py).
   double last_run_us() const { return last_run_us_; }
@@ -520,6 +524,7 @@ NB_MODULE(_wgnn, m) {
       .def("summary", &PySession::summary)
       .def("builds", &PySession::builds)
       .def("plans", &PySession::plans)
+      .def("reset_state", &PySession::reset_state)
       .def("last_run_us", &PySession::last_run_us);
 
   nb::class_<PyRemover>(m, "_Remover")

@@ -210,6 +210,12 @@ class InferenceSession:
     def summary(self):
         return self._s.summary()
 
+    def reset_state(self):
+        """Sets the model's state back to its initial values: an ExecuTorch
+        program's mutable buffers (a key/value cache), which otherwise carry
+        over from each run to the next. Nothing for a model without state."""
+        self._s.reset_state()
+
 
 def supported_ops():
     """The ONNX operators (default domain) wgnn maps, sorted."""

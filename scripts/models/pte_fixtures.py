@@ -19,7 +19,10 @@ scripts/setup-executorch):
               float64 eager golden. And three exported with dynamic shapes
               (torch.export.Dim bounds: MODNet's height and width, the BART
               stand-in's target length, the transformer blocks' sequence),
-              each run at its bound and at smaller sizes.
+              each run at its bound and at smaller sizes. And a decoder
+              with a key/value cache in mutable buffers (index_copy_ at
+              the step's position, ExecuTorch's static-cache pattern): its
+              steps are cases run in order through one session.
 
     .venv-executorch/bin/python scripts/models/pte_fixtures.py [--out tests/data/pte] [--only op_tests|models]
 
@@ -138,6 +141,71 @@ DYNAMIC = {
 }
 
 
+class KVDecoder(torch.nn.Module):
+    """One token a step; keys and values kept in buffers of max_len slots,
+    written at `pos` (index_copy_), attention over the slots up to pos."""
+
+    def __init__(self, d=32, heads=2, max_len=16, vocab=50):
+        super().__init__()
+        self.h, self.hd = heads, d // heads
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.o = torch.nn.Linear(d, d)
+        self.norm = torch.nn.LayerNorm(d)
+        self.register_buffer("k_cache", torch.zeros(1, heads, max_len, d // heads))
+        self.register_buffer("v_cache", torch.zeros(1, heads, max_len, d // heads))
+        self.register_buffer("slots", torch.arange(max_len))
+
+    def forward(self, tok, pos):
+        x = self.emb(tok)
+        q, k, v = self.qkv(self.norm(x)).view(1, 1, 3, self.h, self.hd).permute(2, 0, 3, 1, 4)
+        self.k_cache.index_copy_(2, pos, k)
+        self.v_cache.index_copy_(2, pos, v)
+        att = (q @ self.k_cache.transpose(2, 3)) / self.hd ** 0.5
+        att = att.masked_fill(self.slots > pos, float("-inf")).softmax(-1)
+        y = (att @ self.v_cache).transpose(1, 2).reshape(1, 1, -1)
+        return (x + self.o(y)) @ self.emb.weight.T
+
+
+def kv_decoder(d, entries, steps=6):
+    """The KV decoder lowered with WebGPUPartitioner, and its steps: each
+    step's token and position, and eager PyTorch's logits after the steps
+    before it (float64 on a float64 copy)."""
+    from executorch.backends.webgpu.partitioner import WebGPUPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    torch.manual_seed(0)
+    model = KVDecoder().eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    with torch.no_grad():
+        ep = torch.export.export(copy.deepcopy(model), (torch.tensor([[3]]), torch.tensor([0])))
+    prog = to_edge_transform_and_lower(ep, partitioner=[WebGPUPartitioner()]).to_executorch()
+    with open(os.path.join(d, "kv_decoder.pte"), "wb") as f:
+        f.write(prog.buffer)
+    ref = copy.deepcopy(model).double()
+    eager = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(7)
+    for step in range(steps):
+        tok = torch.randint(0, 50, (1, 1), generator=g)
+        pos = torch.tensor([step])
+        tag = f"kv_decoder_step{step}"
+        in_entries = []
+        for i, t in enumerate((tok, pos)):
+            rel = f"{tag}.in{i}.bin"
+            dt = write_raw(t, os.path.join(d, rel))
+            in_entries.append({"path": rel, "shape": list(t.shape), "dtype": dt})
+        with torch.no_grad():
+            want = ref(tok, pos)
+            torch.testing.assert_close(eager(tok, pos), want.float(), atol=1e-4, rtol=1e-4)
+        rel = f"{tag}.golden.bin"
+        dt = write_raw(want, os.path.join(d, rel))
+        entries.append({"op": "model", "case": tag, "pte": "kv_decoder.pte", "inputs": in_entries,
+                        "golden": {"path": rel, "shape": list(want.shape), "dtype": dt, "output_index": 0},
+                        "atol": 1e-4, "rtol": 1e-4})
+    print(f"models: kv_decoder.pte: {len(prog.buffer)} bytes, state in mutable buffers, {steps} steps")
+
+
 def models(out):
     from executorch.backends.webgpu.partitioner import WebGPUPartitioner
     from executorch.exir import to_edge_transform_and_lower
@@ -215,6 +283,7 @@ def models(out):
                                 "golden": {"path": rel, "shape": list(g.shape), "dtype": dt, "output_index": k},
                                 "atol": atol, "rtol": rtol})
         print(f"models: {pte}: {len(prog.buffer)} bytes, dynamic, {len(sizes)} sizes")
+    kv_decoder(d, entries)
     with open(os.path.join(d, "manifest.json"), "w") as f:
         json.dump(entries, f, indent=2)
 

@@ -248,3 +248,37 @@ TEST_F(CApi, BadModelsAreStatusesWithMessages) {
 }
 
 }  // namespace
+
+// An ExecuTorch program with a key/value cache in mutable buffers: the state
+// carries from run to run, wgnn_session_reset_state starts over.
+TEST_F(CApi, StateCarriesOverAndResets) {
+  const std::string path = std::string(WGNN_SOURCE_DIR) + "/tests/data/pte/models/kv_decoder.pte";
+  wgnn_session* s = nullptr;
+  ASSERT_EQ(wgnn_session_create_from_file(ctx_, path.c_str(), nullptr, &s), WGNN_OK) << wgnn_last_error();
+  EXPECT_EQ(wgnn_session_input_count(s), 2u);  // the token and its position, not the cache
+  const int64_t tshape[2] = {1, 1}, pshape[1] = {1};
+  auto logits = [&](int64_t tok, int64_t pos) {
+    wgnn_tensor *t = nullptr, *p = nullptr, *y = nullptr;
+    EXPECT_EQ(wgnn_tensor_create(WGNN_DTYPE_INT64, tshape, 2, &tok, sizeof tok, &t), WGNN_OK);
+    EXPECT_EQ(wgnn_tensor_create(WGNN_DTYPE_INT64, pshape, 1, &pos, sizeof pos, &p), WGNN_OK);
+    const char* names[2] = {"input_0", "input_1"};
+    wgnn_tensor* in[2] = {t, p};
+    EXPECT_EQ(wgnn_session_run(s, names, in, 2, &y), WGNN_OK) << wgnn_last_error();
+    const float* v = static_cast<const float*>(wgnn_tensor_data(y));
+    std::vector<float> out(v, v + wgnn_tensor_numel(y));
+    wgnn_tensor_destroy(t);
+    wgnn_tensor_destroy(p);
+    wgnn_tensor_destroy(y);
+    return out;
+  };
+  const std::vector<float> a = logits(3, 0), b = logits(5, 1);
+  ASSERT_EQ(a.size(), 50u);
+  EXPECT_EQ(wgnn_session_reset_state(s), WGNN_OK);
+  EXPECT_EQ(logits(3, 0), a);
+  // Without the reset, step 1 after step 0 again saw the same cache: equal;
+  // after a reset, step 1 alone sees an empty slot 0: not b.
+  EXPECT_EQ(wgnn_session_reset_state(s), WGNN_OK);
+  EXPECT_NE(logits(5, 1), b);
+  EXPECT_EQ(wgnn_session_reset_state(nullptr), WGNN_ERROR_INVALID_ARGUMENT);
+  wgnn_session_destroy(s);
+}

@@ -179,7 +179,11 @@ def main():
         manifest = json.load(f)
     # The entries of one run: one .pte, one set of inputs (a model with
     # several outputs has an entry per output; a dynamic-shape program has
-    # runs at several sizes, through one session).
+    # runs at several sizes, through one session). Runs go in the
+    # manifest's order, so a program with state (mutable buffers: a KV
+    # cache) takes its steps in order through one session (not with --cli,
+    # where every run is a process of its own and starts from the initial
+    # state).
     by_run = {}
     for e in manifest:
         by_run.setdefault((e["pte"], tuple(i["path"] for i in e["inputs"])), []).append(e)

@@ -91,6 +91,21 @@ TEST(PteLoader, DynamicShapesLoadAtTheirBounds) {
   EXPECT_TRUE(st.inputs.at(0).max_shape.empty());
 }
 
+TEST(PteLoader, MutableBuffersAreStateNotInputs) {
+  // The KV decoder: keys and values in buffers it writes with index_copy_
+  // (aten::copy_ back into them at the method's end).
+  const pte::Model m = pte::load(kData + "/models/kv_decoder.pte");
+  EXPECT_EQ(m.inputs.size(), 2u);
+  EXPECT_EQ(m.outputs.size(), 1u);
+  ASSERT_EQ(m.states.size(), 2u);
+  for (const auto& st : m.states) {
+    EXPECT_EQ(st.initial.shape, (Shape{1, 2, 16, 16}));
+    EXPECT_EQ(st.output, st.input + ".next");
+  }
+  EXPECT_EQ(m.ir.inputs().size(), 4u);
+  EXPECT_EQ(m.ir.outputs().size(), 3u);
+}
+
 TEST(PteLoader, AMethodThatIsNotThereIsNamed) {
   try {
     pte::load(kData + "/errors/portable_only.pte", "decode");
