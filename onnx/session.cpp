@@ -422,8 +422,10 @@ LoadedModel from_pte(pte::Model p, const std::string& path, const std::string& n
   for (auto& st : p.states) m.states.push_back({st.input, st.output, std::move(st.initial)});
   if (p.dynamic) {
     auto file = std::make_shared<const std::string>(std::move(bytes));
-    m.ir_at = [file, name, method = p.method](gpu::Context& ctx, const std::vector<Shape>& shapes) {
-      ir::Graph g = pte::load_at_sizes(*file, name, method, shapes, ctx).ir;
+    m.ir_at = [file, name, method = p.method, n = p.inputs.size()](gpu::Context& ctx, const std::vector<Shape>& shapes) {
+      // The IR's inputs: the method's, then its state (whose shapes are fixed).
+      const std::vector<Shape> given(shapes.begin(), shapes.begin() + long(std::min(n, shapes.size())));
+      ir::Graph g = pte::load_at_sizes(*file, name, method, given, ctx).ir;
       // It dies with its plan's recording: the plans' ConstantStore finds
       // its constants by their bytes, not by an address a later one reuses.
       g.set_transient(true);

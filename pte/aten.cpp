@@ -604,6 +604,88 @@ std::vector<TensorRef> sdpa(OpCall& c) {
                         out_shape(c), IntList{0, od[1] * od[2] * od[3], od[2] * od[3], od[3], 1}}));
 }
 
+// et_vk.apply_rotary_emb(xq [B, S, H, D], xk [B, S, Hk, D], freqs_cos
+// [S, D/2], freqs_sin [S, D/2]) -> (xq, xk) rotated: each pair (x[2k],
+// x[2k+1]) of a head by position s's angle k (ExecuTorch's llama rope),
+//   out[2k] = x[2k] cos - x[2k+1] sin, out[2k+1] = x[2k] sin + x[2k+1] cos.
+std::vector<TensorRef> rotary_pairs(OpCall& c) {
+  const TensorRef cs = c.tensor(2), sn = c.tensor(3);
+  std::vector<TensorRef> out;
+  for (size_t i = 0; i < 2; ++i) {
+    const TensorRef x = c.tensor(i);
+    const Shape xs = c.meta_of(x).shape;
+    if (xs.size() != 4 || xs[3] % 2 != 0) c.fail(fmt::format("x must be [B, S, H, D] with D even, got {}", shape_str(xs)));
+    const int64_t b = xs[0], n = xs[1], h = xs[2], half = xs[3] / 2;
+    for (TensorRef f : {cs, sn}) {
+      if (numel(c.meta_of(f).shape) != n * half) {
+        c.fail(fmt::format("the frequencies have shape {}; x {} needs [{}, {}]", shape_str(c.meta_of(f).shape),
+                           shape_str(xs), n, half));
+      }
+    }
+    const TensorRef xv = view(c, x, IntList{b, n, h, half, 2});
+    const TensorRef cv = view(c, cs, IntList{1, n, 1, half, 1}), sv = view(c, sn, IntList{1, n, 1, half, 1});
+    const TensorRef re = c.ir.call("aten.slice.Tensor", {xv, int64_t(4), int64_t(0), int64_t(1), int64_t(1)});
+    const TensorRef im = c.ir.call("aten.slice.Tensor", {xv, int64_t(4), int64_t(1), int64_t(2), int64_t(1)});
+    const auto mul = [&](TensorRef a, TensorRef b2) { return c.ir.call("aten.mul.Tensor", {a, b2}); };
+    const TensorRef out_re = c.ir.call("aten.sub.Tensor", {mul(re, cv), mul(im, sv)});
+    const TensorRef out_im = c.ir.call("aten.add.Tensor", {mul(re, sv), mul(im, cv)});
+    const TensorRef both = c.ir.call("aten.cat.default", {ValueList{out_re, out_im}, int64_t(4)});
+    out.push_back(view(c, both, IntList(xs.begin(), xs.end())));
+  }
+  return out;
+}
+
+// sdpa_with_kv_cache(q [B, S, H, D], k, v [B, S, Hk, D], k_cache, v_cache
+// [B, max, Hk, D], start_pos, seq_len, attn_mask, dropout_p, is_causal,
+// scale) (ExecuTorch's llama op): k and v written into the caches at
+// positions start_pos .. start_pos + S - 1, then q attends to every cached
+// position up to its own (causal), head h to cache head h / (H / Hk).
+// start_pos is read on the GPU: the front end passes argument 5 as the
+// [S] positions (pte/program.cpp), so one plan serves every position.
+// Returns the output and the two caches as written (pte/aten.h,
+// mutated_args).
+std::vector<TensorRef> sdpa_with_kv_cache(OpCall& c) {
+  const TensorRef q = c.tensor(0), k = c.tensor(1), v = c.tensor(2), kc = c.tensor(3), vc = c.tensor(4);
+  const TensorRef pos = c.tensor(5);
+  const Shape qs = c.meta_of(q).shape, ks = c.meta_of(k).shape, cs = c.meta_of(kc).shape;
+  if (qs.size() != 4 || ks.size() != 4 || cs.size() != 4 || c.meta_of(v).shape != ks || c.meta_of(vc).shape != cs ||
+      ks[0] != qs[0] || ks[1] != qs[1] || ks[3] != qs[3] || cs[0] != qs[0] || cs[2] != ks[2] || cs[3] != qs[3] ||
+      qs[2] % ks[2] != 0) {
+    c.fail(fmt::format("q {}, k and v {}, caches {}: expected [B, S, H, D], [B, S, Hk, D], [B, max, Hk, D] with H a "
+                       "multiple of Hk",
+                       shape_str(qs), shape_str(ks), shape_str(cs)));
+  }
+  if (!c.is_none(7)) c.fail("an attention mask is not supported (the causal one is)");
+  if (c.args.size() > 9 && c.args[9].is_bool() && !std::get<bool>(c.args[9].v)) c.fail("is_causal False is not supported");
+  if (c.args.size() > 8 && !c.is_none(8) && c.scalar(8) != 0.0) c.fail("dropout is not supported");
+  const int64_t b = qs[0], s = qs[1], h = qs[2], d = qs[3], hk = ks[2], max_len = cs[1], g = h / hk;
+  const double scale = c.args.size() > 10 && !c.is_none(10) ? c.scalar(10) : 1.0 / std::sqrt(double(d));
+  // The caches written at the positions (a scatter along the position dim).
+  const TensorRef at = c.ir.call("aten.expand.default", {view(c, pos, IntList{1, s, 1, 1}), IntList{b, s, hk, d}});
+  const TensorRef kn = c.ir.call("aten.scatter.src", {kc, int64_t(1), at, k});
+  const TensorRef vn = c.ir.call("aten.scatter.src", {vc, int64_t(1), at, v});
+  // Each cache head repeated for its H / Hk query heads: [B, max, H, D].
+  const auto heads = [&](TensorRef t) {
+    if (g == 1) return t;
+    const TensorRef e = c.ir.call("aten.expand.default", {view(c, t, IntList{b, max_len, hk, 1, d}),
+                                                          IntList{b, max_len, hk, g, d}});
+    return view(c, e, IntList{b, max_len, h, d});
+  };
+  const TensorRef kh = heads(kn), vh = heads(vn);
+  // Causal over absolute positions: query i sees slots j <= pos[i].
+  HostTensor slots(c.meta_of(pos).dtype, {1, max_len});
+  for (int64_t j = 0; j < max_len; ++j) put(slots, j, double(j));
+  const TensorRef allowed = c.ir.call("aten.le.Tensor", {c.ir.constant(std::move(slots)), view(c, pos, IntList{s, 1})});
+  const TensorRef mask = c.ir.call("aten.where.self", {allowed, c.constant(DType::F32, {}, 0.0),
+                                                       c.constant(DType::F32, {}, -std::numeric_limits<double>::infinity())});
+  const IntList qv{0, b, h, s, d, s * h * d, d, h * d, 1};
+  const IntList kvv{0, b, h, max_len, d, max_len * h * d, d, h * d, 1};
+  const TensorRef o = c.ir.call("wgnn.attention.default",
+                                {q, kh, vh, mask, scale, qv, kvv, kvv, IntList{0, 0, 0, max_len, 1},
+                                 IntList{b, s, h, d}, IntList{0, s * h * d, d, h * d, 1}});
+  return {o, kn, vn};
+}
+
 // et_vk.apply_rotary_emb_interleaved(x [B, N, C], freqs_cis (N * C values:
 // (cos, sin) pairs)): (real, imag) pairs along C rotated,
 //   out[2k] = x[2k] cos[k] - x[2k+1] sin[k], out[2k+1] = x[2k] sin[k] + x[2k+1] cos[k].
@@ -1104,6 +1186,9 @@ const std::map<std::string, Translate>& table() {
     m["et_vk.sdpa.default"] = sdpa;
     m["et_vk.grid_priors.default"] = grid_priors;
     m["et_vk.apply_rotary_emb_interleaved.default"] = rotary_interleaved;
+    m["et_vk.apply_rotary_emb.default"] = rotary_pairs;
+    m["sdpa_with_kv_cache.default"] = sdpa_with_kv_cache;
+    m["llama.sdpa_with_kv_cache.default"] = sdpa_with_kv_cache;
     m["quantized_decomposed.quantize_per_tensor.default"] = per_tensor<true>;
     m["quantized_decomposed.dequantize_per_tensor.default"] = per_tensor<false>;
     m["aten.as_strided_copy.default"] = as_strided;
@@ -1147,6 +1232,11 @@ const std::map<std::string, Translate>& table() {
 }
 
 }  // namespace
+
+std::vector<size_t> mutated_args(const std::string& op) {
+  if (op == "sdpa_with_kv_cache.default" || op == "llama.sdpa_with_kv_cache.default") return {3, 4};
+  return {};
+}
 
 std::optional<std::vector<Shape>> result_shapes(const OpCall& c) {
   const std::string& op = c.op;

@@ -54,6 +54,11 @@ using Translate = std::vector<TensorRef> (*)(OpCall&);
 // sizes below its bounds needs them (pte/program.cpp).
 std::optional<std::vector<Shape>> result_shapes(const OpCall& c);
 
+// The arguments an op writes in place (ExecuTorch's llama
+// sdpa_with_kv_cache writes its key and value caches): the translation
+// returns their new values after the declared results, in this order.
+std::vector<size_t> mutated_args(const std::string& op);
+
 // The translation of a functional op name; null where there is none.
 Translate find_translation(const std::string& op);
 std::vector<std::string> translated_ops();

@@ -218,6 +218,8 @@ class Importer {
   std::set<int> sized_values_;
   std::set<int> copied_into_;            // values an aten::copy_ writes (mutable buffers)
   std::map<int, size_t> state_of_;       // plan value -> model_.states index
+  std::vector<TensorRef> state_now_;     // each state's value so far (model_.states order)
+  std::map<int, size_t> delegate_state_; // IR input of a delegate's state -> model_.states index
   bool dynamic_ = false;  // a tensor of the plan has a dynamic shape
 };
 
@@ -438,6 +440,7 @@ TensorRef Importer::state(int index, const et::Tensor& t, const Meta& m, const s
   if (lowerer_) lowerer_->input(r, m.shape);
   state_of_[index] = model_.states.size();
   model_.states.push_back(std::move(st));
+  state_now_.push_back(r);
   return r;
 }
 
@@ -453,6 +456,7 @@ void Importer::copy_into(const std::vector<int>& args, const std::string& where)
   note(y, dm, dm.shape);
   ir_.set_seen_shape(y, dm.shape);
   values_[size_t(self)] = Value(y);
+  if (auto it = state_of_.find(self); it != state_of_.end()) state_now_[it->second] = y;
   // The copy_ returns self: its out argument, the same value.
   if (args.size() >= 4 && args.back() != self && args.back() >= 0 && size_t(args.back()) < values_.size()) {
     values_[size_t(args.back())] = Value(y);
@@ -471,8 +475,16 @@ std::vector<TensorRef> Importer::translate(const std::string& fn, ValueList in, 
   if (!tr) throw Unsupported(fmt::format("{}: no mapping for {}", where, fn));
   if (!sizes_) {
     OpCall c{ir_, fn, std::move(in), outs, meta_, where};
-    const std::vector<TensorRef> results = tr(c);
-    record(results, outs, where);
+    std::vector<TensorRef> results = tr(c);
+    const std::vector<size_t> written = mutated_args(fn);
+    if (results.size() != outs.size() + written.size()) {
+      throw Error(fmt::format("{}: made {} results, the program declares {}", where, results.size(), outs.size()));
+    }
+    for (size_t i = 0; i < written.size(); ++i) {
+      const TensorRef arg = c.tensor(written[i]);
+      meta_[results[outs.size() + i].id] = meta_.at(arg.id);
+    }
+    record(std::vector<TensorRef>(results.begin(), results.begin() + long(outs.size())), outs, where);
     return results;
   }
   // At concrete sizes. The declared shapes are the results' where every
@@ -502,11 +514,18 @@ std::vector<TensorRef> Importer::translate(const std::string& fn, ValueList in, 
     }
   }
   const std::vector<TensorRef> results = tr(c);
-  if (results.size() != bounds.size()) {
+  const std::vector<size_t> written = mutated_args(fn);
+  if (results.size() != bounds.size() + written.size()) {
     throw Error(fmt::format("{}: made {} results, the program declares {}", where, results.size(), bounds.size()));
   }
   lowerer_->lower_new();
-  for (size_t i = 0; i < results.size(); ++i) {
+  for (size_t i = bounds.size(); i < results.size(); ++i) {
+    // An argument written in place: its new value has its shape.
+    const TensorRef arg = c.tensor(written[i - bounds.size()]);
+    note(results[i], {meta_.at(arg.id).dtype, declared_.count(arg.id) ? declared_.at(arg.id) : meta_.at(arg.id).shape},
+         meta_.at(arg.id).shape);
+  }
+  for (size_t i = 0; i < bounds.size(); ++i) {
     if (meta_.count(results[i].id)) continue;  // an argument returned as it is
     const Shape got = shapes_->info(lowerer_->tensor(results[i])).shape;
     if (c.out_shapes_known && got != c.outs[i].shape) {
@@ -690,6 +709,37 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
   }
   std::vector<std::optional<Value>> vv(vals->size());
   std::vector<bool> vsized(vals->size(), false);  // a SymInt, or a list holding one
+  // The constants an op writes in place (a KV cache the delegate keeps):
+  // state, not constants.
+  std::set<uint32_t> written;
+  for (uint32_t k = 0; g->chain() && k < g->chain()->size(); ++k) {
+    const vkgraph::OperatorCall* call = g->chain()->Get(k);
+    if (!call->name() || !call->args()) continue;
+    for (size_t a : mutated_args(call->name()->str())) {
+      if (a < call->args()->size()) written.insert(uint32_t(call->args()->Get(uint32_t(a))));
+    }
+  }
+  // Sizes read from a tensor's values on the GPU (et_vk.select_as_symint:
+  // a KV cache's start position): an int tensor of one value plus an
+  // offset known here. Only the ops below that take them take them.
+  struct DeviceInt {
+    TensorRef base;
+    int64_t offset = 0;
+  };
+  std::map<uint32_t, DeviceInt> device_ints;
+  // The positions base + offset, ..., base + offset + n - 1: an int tensor [n].
+  const auto positions = [&](const DeviceInt& at, int64_t n) {
+    const DType dt = meta_.at(at.base.id).dtype;
+    HostTensor steps(dt, {n});
+    for (int64_t j = 0; j < n; ++j) {
+      if (dt == DType::I64) steps.as<int64_t>()[j] = at.offset + j;
+      else steps.as<int32_t>()[j] = int32_t(at.offset + j);
+    }
+    const TensorRef r = ir_.call("aten.add.Tensor", {at.base, ir_.constant(std::move(steps))});
+    note(r, {dt, {n}}, {n});
+    if (lowerer_) lowerer_->lower_new();
+    return r;
+  };
   const auto vmeta = [&](uint32_t i) -> Meta {
     const vkgraph::VkTensor* t = vals->Get(i)->value_as_VkTensor();
     if (!t) bad(fmt::format("{}: value {} is not a tensor", where, i));
@@ -840,6 +890,21 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
           bad(fmt::format("{}: constant {} holds {} bytes, its tensor ({} {}) needs {}", where, t->constant_id(),
                           std::min<uint64_t>(b->length(), data.size), dtype_name(m.dtype), shape_str(m.shape), nbytes));
         }
+        if (written.count(i)) {
+          // State: an IR input, the constant its initial value.
+          State st;
+          st.input = fmt::format("state_delegate{}_{}", d.delegate_index(), t->constant_id());
+          st.output = st.input + ".next";
+          st.initial = HostTensor(m.dtype, m.shape, data.data);
+          const TensorRef r = ir_.input(st.input, m.dtype, std::vector<ir::Dim>(m.shape.begin(), m.shape.end()));
+          note(r, m, m.shape);
+          if (lowerer_) lowerer_->input(r, m.shape);
+          model_.states.push_back(std::move(st));
+          state_now_.push_back(r);
+          delegate_state_[r.id] = model_.states.size() - 1;
+          out = Value(r);
+          break;
+        }
         const TensorRef r = ir_.constant(HostTensor(m.dtype, m.shape, data.data),
                                          fmt::format("delegate{}_constant{}", d.delegate_index(), t->constant_id()));
         meta_[r.id] = m;
@@ -859,9 +924,48 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
     if (!call->args() || call->args()->size() < 1) bad(fmt::format("{}: no result value", w));
     const uint32_t out_id = uint32_t(call->args()->Get(call->args()->size() - 1));
     if (out_id >= vals->size()) bad(fmt::format("{}: result value {} is out of range", w, out_id));
+    if (op == "et_vk.select_as_symint.default") {
+      // x.select(dim, index).item(): read on the GPU where it is used.
+      if (call->args()->size() != 4) bad(fmt::format("{}: {} arguments (expected 3 and the result)", w, call->args()->size()));
+      const Value x = value(uint32_t(call->args()->Get(0)));
+      const Value dim = value(uint32_t(call->args()->Get(1))), index = value(uint32_t(call->args()->Get(2)));
+      if (!x.is_tensor() || !dim.is_int() || !index.is_int()) bad(fmt::format("{}: expected a tensor, a dim and an index", w));
+      const Shape& xs = shape_of(x.tensor());
+      const int64_t rank = int64_t(xs.size()), dm = std::get<int64_t>(dim.v);
+      if (rank == 0 || dm < -rank || dm >= rank) throw Error(fmt::format("{}: dim {} for shape {}", w, dm, shape_str(xs)));
+      const size_t dd = size_t(dm < 0 ? dm + rank : dm);
+      int64_t at = std::get<int64_t>(index.v);
+      if (at < -xs[dd] || at >= xs[dd]) throw Error(fmt::format("{}: index {} for shape {}", w, at, shape_str(xs)));
+      if (at < 0) at += xs[dd];
+      if (numel(xs) != xs[dd]) throw Unsupported(fmt::format("{}: a tensor of more than one row", w));
+      TensorRef one_value = ir_.call("aten.slice.Tensor", {x.tensor(), int64_t(dd), at, at + 1, int64_t(1)});
+      one_value = ir_.call("aten.view.default", {one_value, IntList{1}});
+      note(one_value, {meta_.at(x.tensor().id).dtype, {1}}, {1});
+      if (lowerer_) lowerer_->lower_new();
+      device_ints[out_id] = {one_value, 0};
+      vv[out_id] = Value(int64_t(0));  // never read as a number: device_ints
+      vsized[out_id] = true;
+      continue;
+    }
     if (const auto size_op = delegate_size_op(op)) {
       // A size computed from shapes: computed here, at the sizes read.
       if (call->args()->size() != 3) bad(fmt::format("{}: {} arguments (expected 2 and the result)", w, call->args()->size()));
+      const uint32_t a0 = uint32_t(call->args()->Get(0)), a1 = uint32_t(call->args()->Get(1));
+      if (device_ints.count(a0) || device_ints.count(a1)) {
+        // A size read on the GPU plus or minus one known here.
+        const bool first = device_ints.count(a0) > 0;
+        if ((*size_op != "add" && !(*size_op == "sub" && first)) || (device_ints.count(a0) && device_ints.count(a1))) {
+          throw Unsupported(fmt::format("{}: {} of a size read from a tensor's values", w, *size_op));
+        }
+        const Value other = value(first ? a1 : a0);
+        if (!other.is_int()) bad(fmt::format("{}: an argument is {}, not an Int", w, other.describe()));
+        DeviceInt r = device_ints.at(first ? a0 : a1);
+        r.offset += (*size_op == "sub" ? -1 : 1) * std::get<int64_t>(other.v);
+        device_ints[out_id] = r;
+        vv[out_id] = Value(int64_t(0));
+        vsized[out_id] = true;
+        continue;
+      }
       const auto int_of = [&](uint32_t a) -> int64_t {
         const Value x = value(uint32_t(call->args()->Get(a)));
         if (!x.is_int()) bad(fmt::format("{}: argument {} is {}, not an Int", w, a, x.describe()));
@@ -905,12 +1009,59 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
     }
     ValueList in;
     bool sized = false;
+    std::map<size_t, DeviceInt> device_args;  // argument index -> a size read on the GPU
     for (uint32_t a = 0; a + 1 < call->args()->size(); ++a) {
       const uint32_t id = uint32_t(call->args()->Get(a));
       in.push_back(value(id));
       sized = sized || vsized.at(id);
+      if (auto it = device_ints.find(id); it != device_ints.end()) device_args[a] = it->second;
     }
-    const std::vector<TensorRef> results = translate(op, std::move(in), outs, sized, w);
+    if (!device_args.empty()) {
+      if ((op == "aten.slice_copy.Tensor" || op == "aten.slice.Tensor") && device_args.count(2) &&
+          device_args.count(3) && device_args.at(2).base.id == device_args.at(3).base.id && in.size() >= 4 &&
+          in[0].is_tensor() && in[1].is_int() && (in.size() < 5 || in[4].is_none() || (in[4].is_int() && std::get<int64_t>(in[4].v) == 1))) {
+        // x[start : end] with both read on the GPU from one value: the rows
+        // at start .. start + (end - start) - 1, gathered.
+        const int64_t n = device_args.at(3).offset - device_args.at(2).offset;
+        if (n < 0) throw Error(fmt::format("{}: the slice's end is before its start", w));
+        const TensorRef x = in[0].tensor();
+        const Shape& xs = shape_of(x);
+        const int64_t rank = int64_t(xs.size()), dm = std::get<int64_t>(in[1].v);
+        if (dm < -rank || dm >= rank) throw Error(fmt::format("{}: dim {} for shape {}", w, dm, shape_str(xs)));
+        const int64_t dd = dm < 0 ? dm + rank : dm;
+        const TensorRef rows = ir_.call("aten.index_select.default", {x, dd, positions(device_args.at(2), n)});
+        Shape shape = xs;
+        shape[size_t(dd)] = n;
+        note(rows, outs.at(0), shape);
+        ir_.set_seen_shape(rows, shape);
+        if (lowerer_) lowerer_->lower_new();
+        vv[out_ids[0]] = Value(rows);
+        continue;
+      }
+      if (mutated_args(op) == std::vector<size_t>{3, 4} && device_args.size() == 1 && device_args.count(5) &&
+          in.size() > 5 && in[0].is_tensor() && shape_of(in[0].tensor()).size() == 4) {
+        // sdpa_with_kv_cache's start position: the query rows' positions.
+        in[5] = Value(positions(device_args.at(5), shape_of(in[0].tensor())[1]));
+      } else {
+        throw Unsupported(fmt::format("{}: takes a size read from a tensor's values (et_vk.select_as_symint), which "
+                                      "wgnn passes to slices and sdpa_with_kv_cache only",
+                                      w));
+      }
+    }
+    const std::vector<size_t> written_args = mutated_args(op);
+    std::vector<TensorRef> results = translate(op, in, outs, sized, w);
+    // Arguments the op wrote: their new values, and a state's.
+    for (size_t i = 0; i < written_args.size(); ++i) {
+      const TensorRef now = results.at(outs.size() + i);
+      const uint32_t id = uint32_t(call->args()->Get(uint32_t(written_args[i])));
+      const TensorRef before = vv[id]->tensor();
+      vv[id] = Value(now);
+      if (auto it = delegate_state_.find(before.id); it != delegate_state_.end()) {
+        state_now_[it->second] = now;
+        delegate_state_[now.id] = it->second;
+      }
+    }
+    results.resize(outs.size());
     for (size_t i = 0; i < out_ids.size(); ++i) vv[out_ids[i]] = Value(results[i]);
     std::vector<Value> items;
     if (out_ids.size() > 1 || out_ids[0] != out_id) {
@@ -1017,7 +1168,7 @@ void Importer::check_ops() {
           for (uint32_t k = 0; g->chain() && k < g->chain()->size(); ++k) {
             const auto* call = g->chain()->Get(k);
             const std::string op = call->name() ? call->name()->str() : "";
-            if (!delegate_size_op(op)) note(op, op);
+            if (!delegate_size_op(op) && op != "et_vk.select_as_symint.default") note(op, op);
           }
           break;
         }
@@ -1168,8 +1319,8 @@ Model Importer::run(const std::string& method) {
   }
   // Each mutable buffer's value after the run: an output the next run
   // takes as its input.
-  for (const auto& [index, k] : state_of_) {
-    TensorRef t = tensor_of(index, fmt::format("state {}", index));
+  for (size_t k = 0; k < model_.states.size(); ++k) {
+    TensorRef t = state_now_[k];
     if (ir_.value(t).kind != ir::ValueKind::Result) {
       const Meta m = meta_.at(t.id);
       t = ir_.call("aten._to_copy.default", {t, scalar_type_code(m.dtype)});

@@ -22,7 +22,13 @@ scripts/setup-executorch):
               each run at its bound and at smaller sizes. And a decoder
               with a key/value cache in mutable buffers (index_copy_ at
               the step's position, ExecuTorch's static-cache pattern): its
-              steps are cases run in order through one session.
+              steps are cases run in order through one session. And a
+              small Llama written by ExecuTorch's own LLM export
+              (examples.models.llama.export_llama -kv
+              --use_sdpa_with_kv_cache -V: rotary, sdpa_with_kv_cache,
+              the cache inside the delegate, the position read from an
+              input), its prompt and three decode steps against eager
+              PyTorch.
 
     .venv-executorch/bin/python scripts/models/pte_fixtures.py [--out tests/data/pte] [--only op_tests|models]
 
@@ -206,6 +212,55 @@ def kv_decoder(d, entries, steps=6):
     print(f"models: kv_decoder.pte: {len(prog.buffer)} bytes, state in mutable buffers, {steps} steps")
 
 
+def et_llama(d, entries):
+    """ExecuTorch's LLM export of a 2-layer Llama (seeded weights written as
+    a checkpoint), lowered for Vulkan/WebGPU, and eager PyTorch's logits for a
+    prompt of 3 tokens and 3 single-token steps after it."""
+    import tempfile
+
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    params = {"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 128, "multiple_of": 32,
+              "norm_eps": 1e-5, "rope_theta": 10000.0}
+    torch.manual_seed(0)
+    model = construct_transformer(ModelArgs(max_seq_len=32, max_context_len=32, max_batch_size=1, use_kv_cache=True,
+                                            enable_dynamic_shape=True, **params)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.08)
+            elif "norm" in name:
+                p.uniform_(0.8, 1.2)
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "params.json"), "w") as f:
+            json.dump(params, f)
+        torch.save(model.state_dict(), os.path.join(tmp, "tiny.pth"))
+        subprocess.run([sys.executable, "-m", "executorch.examples.models.llama.export_llama", "--model", "llama3",
+                        "--params", "params.json", "--checkpoint", "tiny.pth", "-kv", "--use_sdpa_with_kv_cache",
+                        "-V", "--max_seq_length", "32", "--max_context_length", "32", "--output_name", "et_llama.pte"],
+                       cwd=tmp, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.copy(os.path.join(tmp, "et_llama.pte"), os.path.join(d, "et_llama.pte"))
+    steps = [([5, 7, 9], 0), ([11], 3), ([2], 4), ([40], 5)]
+    with torch.no_grad():
+        for i, (toks, pos) in enumerate(steps):
+            tag = f"et_llama_step{i}"
+            args = (torch.tensor([toks]), torch.tensor([pos]))
+            in_entries = []
+            for k, t in enumerate(args):
+                rel = f"{tag}.in{k}.bin"
+                dt = write_raw(t, os.path.join(d, rel))
+                in_entries.append({"path": rel, "shape": list(t.shape), "dtype": dt})
+            y = model(args[0], {"input_pos": args[1]})
+            y = y[0] if isinstance(y, tuple) else y
+            rel = f"{tag}.golden.bin"
+            dt = write_raw(y, os.path.join(d, rel))
+            entries.append({"op": "model", "case": tag, "pte": "et_llama.pte", "inputs": in_entries,
+                            "golden": {"path": rel, "shape": list(y.shape), "dtype": dt, "output_index": 0},
+                            "atol": 1e-4, "rtol": 1e-4})
+    print(f"models: et_llama.pte: {os.path.getsize(os.path.join(d, 'et_llama.pte'))} bytes, {len(steps)} steps")
+
+
 def models(out):
     from executorch.backends.webgpu.partitioner import WebGPUPartitioner
     from executorch.exir import to_edge_transform_and_lower
@@ -284,6 +339,7 @@ def models(out):
                                 "atol": atol, "rtol": rtol})
         print(f"models: {pte}: {len(prog.buffer)} bytes, dynamic, {len(sizes)} sizes")
     kv_decoder(d, entries)
+    et_llama(d, entries)
     with open(os.path.join(d, "manifest.json"), "w") as f:
         json.dump(entries, f, indent=2)
 

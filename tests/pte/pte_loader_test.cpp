@@ -106,6 +106,19 @@ TEST(PteLoader, MutableBuffersAreStateNotInputs) {
   EXPECT_EQ(m.ir.outputs().size(), 3u);
 }
 
+TEST(PteLoader, ExecuTorchsLlmExportKeepsItsCacheAsState) {
+  // export_llama -kv --use_sdpa_with_kv_cache -V: the whole model in one
+  // delegate, each layer's key and value caches constants that
+  // sdpa_with_kv_cache writes, the tokens of a dynamic length.
+  const pte::Model m = pte::load(kData + "/models/et_llama.pte");
+  EXPECT_EQ(m.delegate_calls, 1);
+  ASSERT_EQ(m.inputs.size(), 2u);
+  EXPECT_EQ(m.inputs[0].max_shape, (Shape{1, 31}));
+  EXPECT_TRUE(m.dynamic);
+  EXPECT_EQ(m.states.size(), 4u);  // 2 layers x (keys, values)
+  for (const auto& st : m.states) EXPECT_EQ(st.initial.shape, (Shape{1, 32, 2, 16}));
+}
+
 TEST(PteLoader, AMethodThatIsNotThereIsNamed) {
   try {
     pte::load(kData + "/errors/portable_only.pte", "decode");
