@@ -22,6 +22,13 @@ scripts/models/decoders.py at GPT-2-small's size (12 layers, 12 heads, 4
 K/V heads), one forward over a 128-token prompt with no cache, returning the
 logits (`--mini`: the decoders' mini size).
 
+`et_llama`: the same sizes through ExecuTorch's own LLM export
+(examples.models.llama.export_llama -kv --use_sdpa_with_kv_cache -V, a
+checkpoint of seeded weights, a context of 256): et_llama.pte with the
+inputs of a 128-token prompt (et_llama) and of one decode step at position
+128 (et_llama_decode.*, the same program); eager PyTorch's logits for both,
+each from empty caches.
+
 Writes OUT_DIR/NAME.pte, OUT_DIR/NAME.input_<i>.npy, OUT_DIR/NAME.output_<k>.npy.
 """
 import os
@@ -86,6 +93,65 @@ def two_level(m):
     return m
 
 
+def et_llama(out, mini, two):
+    import json
+    import subprocess
+    import tempfile
+
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    params = ({"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 128} if mini else
+              {"dim": 768, "n_layers": 12, "n_heads": 12, "n_kv_heads": 4, "vocab_size": 32000})
+    params.update({"multiple_of": 256 if not mini else 32, "norm_eps": 1e-5, "rope_theta": 10000.0})
+    ctx = 32 if mini else 256
+    prompt = 16 if mini else 128
+    torch.manual_seed(0)
+    m = construct_transformer(ModelArgs(max_seq_len=ctx, max_context_len=ctx, max_batch_size=1, use_kv_cache=True,
+                                        enable_dynamic_shape=True, **params)).eval()
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.02)
+            elif "norm" in name:
+                p.uniform_(0.8, 1.2)
+    if two:
+        m = two_level(m)
+    name = "et_llama_mini" if mini else "et_llama"
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "params.json"), "w") as f:
+            json.dump(params, f)
+        torch.save(m.state_dict(), os.path.join(tmp, "model.pth"))
+        subprocess.run([sys.executable, "-m", "executorch.examples.models.llama.export_llama", "--model", "llama3",
+                        "--params", "params.json", "--checkpoint", "model.pth", "-kv", "--use_sdpa_with_kv_cache",
+                        "-V", "--max_seq_length", str(ctx), "--max_context_length", str(ctx), "--output_name",
+                        "m.pte"], cwd=tmp, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for n in (name, name + "_decode"):
+            path = os.path.join(out, n + ".pte")
+            if os.path.lexists(path):
+                os.remove(path)
+            with open(os.path.join(tmp, "m.pte"), "rb") as src, open(path, "wb") as dst:
+                dst.write(src.read())
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, params["vocab_size"], (1, prompt), generator=g)
+    nxt = torch.randint(0, params["vocab_size"], (1, 1), generator=g)
+    with torch.no_grad():
+        for n, (t, p) in ((name, (ids, 0)), (name + "_decode", (nxt, prompt))):
+            # Each from empty caches, as a runner started for it has them
+            # (bench/run_executorch.sh starts one per program).
+            for b_name, buf in m.named_buffers():
+                if b_name.endswith("k_cache") or b_name.endswith("v_cache"):
+                    buf.zero_()
+            pos = torch.tensor([p])
+            y = m(t, {"input_pos": pos})
+            y = y[0] if isinstance(y, tuple) else y
+            np.save(os.path.join(out, f"{n}.input_0.npy"), t.numpy())
+            np.save(os.path.join(out, f"{n}.input_1.npy"), pos.numpy())
+            np.save(os.path.join(out, f"{n}.output_0.npy"), y.float().numpy())
+    print(f"{name}: {os.path.getsize(os.path.join(out, name + '.pte')) / 1e6:.1f} MB (export_llama), prompt {prompt}, "
+          f"decode at {prompt}", flush=True)
+
+
 out = sys.argv[1]
 flags = {a.split("=")[0]: a.partition("=")[2] for a in sys.argv[2:] if a.startswith("--")}
 mini = "--mini" in flags
@@ -96,6 +162,9 @@ for op in filter(None, flags.get("--keep-out", "").split(",")):
     keep_out.append(getattr(getattr(getattr(exir_ops.edge, ns), name), overload))
 os.makedirs(out, exist_ok=True)
 for name in [a for a in sys.argv[2:] if not a.startswith("--")]:
+    if name == "et_llama":
+        et_llama(out, mini, "--two-level" in flags)
+        continue
     torch.manual_seed(0)
     if name == "llama_prefill":
         m, args = llama_prefill(mini)
