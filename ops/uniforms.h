@@ -96,10 +96,12 @@ namespace wgnn::ops {
 #define WGNN_UNARY_PARAMS(F) F(uint32_t, count) F(float, p0) F(float, p1) F(uint32_t, _pad)
 WGNN_UNIFORM(UnaryParams, WGNN_UNARY_PARAMS);
 
-// kernels/rotary_half.wgsl: numel outputs of `rank` dims (shape), the half
-// width, and cos's and sin's broadcast strides.
+// kernels/rotary_half.wgsl: numel outputs, the half width, pairs (1: the
+// interleaved form), and the grid cos and sin are read over: `rank` dims
+// (shape: x's, or in the interleaved form x's with the last dim halved)
+// with cos's and sin's broadcast strides.
 #define WGNN_ROTARY_PARAMS(F) \
-  F(uint32_t, numel) F(uint32_t, rank) F(uint32_t, half) F(uint32_t, _pad0) F(Dims, shape) F(Dims, sc) F(Dims, ss)
+  F(uint32_t, numel) F(uint32_t, rank) F(uint32_t, half) F(uint32_t, pairs) F(Dims, shape) F(Dims, sc) F(Dims, ss)
 WGNN_UNIFORM(RotaryParams, WGNN_ROTARY_PARAMS);
 
 // kernels/copy_rows.wgsl (generate/generate.cpp: the cache's rows): rows

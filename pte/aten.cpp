@@ -622,15 +622,11 @@ std::vector<TensorRef> rotary_pairs(OpCall& c) {
                            shape_str(xs), n, half));
       }
     }
-    const TensorRef xv = view(c, x, IntList{b, n, h, half, 2});
-    const TensorRef cv = view(c, cs, IntList{1, n, 1, half, 1}), sv = view(c, sn, IntList{1, n, 1, half, 1});
-    const TensorRef re = c.ir.call("aten.slice.Tensor", {xv, int64_t(4), int64_t(0), int64_t(1), int64_t(1)});
-    const TensorRef im = c.ir.call("aten.slice.Tensor", {xv, int64_t(4), int64_t(1), int64_t(2), int64_t(1)});
-    const auto mul = [&](TensorRef a, TensorRef b2) { return c.ir.call("aten.mul.Tensor", {a, b2}); };
-    const TensorRef out_re = c.ir.call("aten.sub.Tensor", {mul(re, cv), mul(im, sv)});
-    const TensorRef out_im = c.ir.call("aten.add.Tensor", {mul(re, sv), mul(im, cv)});
-    const TensorRef both = c.ir.call("aten.cat.default", {ValueList{out_re, out_im}, int64_t(4)});
-    out.push_back(view(c, both, IntList(xs.begin(), xs.end())));
+    (void)b;
+    (void)h;
+    // One dispatch: cos and sin [1, S, 1, D/2] over the pairs of x.
+    const TensorRef cv = view(c, cs, IntList{1, n, 1, half}), sv = view(c, sn, IntList{1, n, 1, half});
+    out.push_back(c.ir.call("wgnn.rotary_pairs.default", {x, cv, sv}));
   }
   return out;
 }

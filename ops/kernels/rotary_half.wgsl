@@ -2,8 +2,14 @@
 // wgnn.rotary_half): over the last dim of width 2 * half,
 //   out[i] = x[i] * cos[i] + r[i] * sin[i],
 //   r = cat(-x[half:], x[:half]),
-// cos and sin read through broadcast strides (params.sc, params.ss). One
-// element per invocation; the products and the sum in f32, in that order.
+// cos and sin read through broadcast strides (params.sc, params.ss). With
+// params.pairs, the interleaved form (wgnn.rotary_pairs: ExecuTorch's and
+// Meta's Llama): each pair (x[2k], x[2k+1]) rotated by angle k,
+//   out[2k] = x[2k] * cos[k] - x[2k+1] * sin[k],
+//   out[2k+1] = x[2k+1] * cos[k] + x[2k] * sin[k],
+// cos and sin read over the pair grid (x's shape with the last dim halved).
+// One element per invocation; the products and the sum in f32, in that
+// order.
 {{ENABLE}}
 
 {{PARAMS}}
@@ -25,7 +31,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (i >= params.numel) {
     return;
   }
-  var rem = i;
+  let pairs = params.pairs != 0u;
+  var rem = select(i, i / 2u, pairs);
   var oc = 0u;
   var os = 0u;
   for (var d = params.rank; d > 0u; d--) {
@@ -37,7 +44,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   let j = i % (2u * params.half);
   var r: f32;
-  if (j < params.half) {
+  if (pairs) {
+    if ((i & 1u) == 0u) {
+      r = -f32(x[i + 1u]);
+    } else {
+      r = f32(x[i - 1u]);
+    }
+  } else if (j < params.half) {
     r = -f32(x[i + params.half]);
   } else {
     r = f32(x[i - params.half]);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <string>
 
 #include "error_of.h"
@@ -73,4 +74,30 @@ TEST(PteState, StartIsRefused) {
   Session s(test::ctx(), kModel);
   HostTensor t(DType::I64, {1, 1}), p(DType::I64, {1});
   EXPECT_THAT(error_of([&] { s.start({{"input_0", t}, {"input_1", p}}); }), HasSubstr("state"));
+}
+
+// ExecuTorch's own LLM export (export_llama -kv --use_sdpa_with_kv_cache
+// -V): a prompt of 3 tokens and three decode steps through one session
+// against eager PyTorch's logits (the fixture's goldens), in two plans (the
+// start position is read on the GPU).
+TEST(PteState, ExecuTorchsLlmExportStepsMatchPyTorch) {
+  const std::string dir = std::string(WGNN_SOURCE_DIR) + "/tests/data/pte/models/";
+  const auto raw = [&](const std::string& name, DType dt, const Shape& shape) {
+    std::ifstream f(dir + name, std::ios::binary);
+    EXPECT_TRUE(f.good()) << name;
+    HostTensor t(dt, shape);
+    f.read(reinterpret_cast<char*>(t.data.data()), std::streamsize(t.nbytes()));
+    return t;
+  };
+  Session s(test::ctx(), dir + "et_llama.pte");
+  const int64_t lengths[4] = {3, 1, 1, 1};
+  for (int i = 0; i < 4; ++i) {
+    const std::string tag = "et_llama_step" + std::to_string(i);
+    const HostTensor tok = raw(tag + ".in0.bin", DType::I64, {1, lengths[i]});
+    const HostTensor pos = raw(tag + ".in1.bin", DType::I64, {1});
+    const HostTensor want = raw(tag + ".golden.bin", DType::F32, {1, 128});
+    const HostTensor got = s.run({{"input_0", tok}, {"input_1", pos}}).at("output_0");
+    EXPECT_LT(max_diff(got, want), 1e-4) << tag;
+  }
+  EXPECT_EQ(s.builds(), 2);
 }
