@@ -152,6 +152,9 @@ std::vector<TensorRef> identity(OpCall& c) {
 }
 
 std::vector<TensorRef> to_copy(OpCall& c) {
+  // To its own dtype: the same values (the IR's values are never written
+  // in place; a model output gets a buffer of its own where it is one).
+  if (c.meta_of(c.tensor(0)).dtype == c.outs.at(0).dtype) return one(c.tensor(0));
   return one(c.ir.call("aten._to_copy.default", {c.tensor(0), scalar_type_code(c.outs.at(0).dtype)}));
 }
 
@@ -638,8 +641,9 @@ std::vector<TensorRef> rotary_pairs(OpCall& c) {
 // position up to its own (causal), head h to cache head h / (H / Hk).
 // start_pos is read on the GPU: the front end passes argument 5 as the
 // [S] positions (pte/program.cpp), so one plan serves every position.
-// Returns the output and the two caches as written (pte/aten.h,
-// mutated_args).
+// Returns the output, the two caches as written (pte/aten.h,
+// mutated_args) and the mask (for the front end to pass to the next layer:
+// argument 11).
 std::vector<TensorRef> sdpa_with_kv_cache(OpCall& c) {
   const TensorRef q = c.tensor(0), k = c.tensor(1), v = c.tensor(2), kc = c.tensor(3), vc = c.tensor(4);
   const TensorRef pos = c.tensor(5);
@@ -668,18 +672,26 @@ std::vector<TensorRef> sdpa_with_kv_cache(OpCall& c) {
     return view(c, e, IntList{b, max_len, h, d});
   };
   const TensorRef kh = heads(kn), vh = heads(vn);
-  // Causal over absolute positions: query i sees slots j <= pos[i].
-  HostTensor slots(c.meta_of(pos).dtype, {1, max_len});
-  for (int64_t j = 0; j < max_len; ++j) put(slots, j, double(j));
-  const TensorRef allowed = c.ir.call("aten.le.Tensor", {c.ir.constant(std::move(slots)), view(c, pos, IntList{s, 1})});
-  const TensorRef mask = c.ir.call("aten.where.self", {allowed, c.constant(DType::F32, {}, 0.0),
-                                                       c.constant(DType::F32, {}, -std::numeric_limits<double>::infinity())});
+  // Causal over absolute positions: query i sees slots j <= pos[i] (the
+  // additive mask [S, max]; argument 11, where the front end passes the
+  // one it made for an earlier layer at the same positions).
+  TensorRef mask;
+  if (c.args.size() > 11 && c.args[11].is_tensor()) {
+    mask = c.tensor(11);
+  } else {
+    HostTensor slots(c.meta_of(pos).dtype, {1, max_len});
+    for (int64_t j = 0; j < max_len; ++j) put(slots, j, double(j));
+    const TensorRef allowed =
+        c.ir.call("aten.le.Tensor", {c.ir.constant(std::move(slots)), view(c, pos, IntList{s, 1})});
+    mask = c.ir.call("aten.where.self", {allowed, c.constant(DType::F32, {}, 0.0),
+                                         c.constant(DType::F32, {}, -std::numeric_limits<double>::infinity())});
+  }
   const IntList qv{0, b, h, s, d, s * h * d, d, h * d, 1};
   const IntList kvv{0, b, h, max_len, d, max_len * h * d, d, h * d, 1};
   const TensorRef o = c.ir.call("wgnn.attention.default",
                                 {q, kh, vh, mask, scale, qv, kvv, kvv, IntList{0, 0, 0, max_len, 1},
                                  IntList{b, s, h, d}, IntList{0, s * h * d, d, h * d, 1}});
-  return {o, kn, vn};
+  return {o, kn, vn, mask};
 }
 
 // et_vk.apply_rotary_emb_interleaved(x [B, N, C], freqs_cis (N * C values:

@@ -56,7 +56,8 @@ std::optional<std::vector<Shape>> result_shapes(const OpCall& c);
 
 // The arguments an op writes in place (ExecuTorch's llama
 // sdpa_with_kv_cache writes its key and value caches): the translation
-// returns their new values after the declared results, in this order.
+// returns their new values after the declared results, in this order
+// (and after them what the front end may reuse: sdpa_with_kv_cache's mask).
 std::vector<size_t> mutated_args(const std::string& op);
 
 // The translation of a functional op name; null where there is none.

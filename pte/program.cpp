@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -477,7 +478,7 @@ std::vector<TensorRef> Importer::translate(const std::string& fn, ValueList in, 
     OpCall c{ir_, fn, std::move(in), outs, meta_, where};
     std::vector<TensorRef> results = tr(c);
     const std::vector<size_t> written = mutated_args(fn);
-    if (results.size() != outs.size() + written.size()) {
+    if (results.size() < outs.size() + written.size()) {
       throw Error(fmt::format("{}: made {} results, the program declares {}", where, results.size(), outs.size()));
     }
     for (size_t i = 0; i < written.size(); ++i) {
@@ -515,11 +516,11 @@ std::vector<TensorRef> Importer::translate(const std::string& fn, ValueList in, 
   }
   const std::vector<TensorRef> results = tr(c);
   const std::vector<size_t> written = mutated_args(fn);
-  if (results.size() != bounds.size() + written.size()) {
+  if (results.size() < bounds.size() + written.size()) {
     throw Error(fmt::format("{}: made {} results, the program declares {}", where, results.size(), bounds.size()));
   }
   lowerer_->lower_new();
-  for (size_t i = bounds.size(); i < results.size(); ++i) {
+  for (size_t i = bounds.size(); i < bounds.size() + written.size(); ++i) {
     // An argument written in place: its new value has its shape.
     const TensorRef arg = c.tensor(written[i - bounds.size()]);
     note(results[i], {meta_.at(arg.id).dtype, declared_.count(arg.id) ? declared_.at(arg.id) : meta_.at(arg.id).shape},
@@ -728,7 +729,10 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
   };
   std::map<uint32_t, DeviceInt> device_ints;
   // The positions base + offset, ..., base + offset + n - 1: an int tensor [n].
+  std::map<std::tuple<int, int64_t, int64_t>, TensorRef> positions_made;  // one per (base, offset, n)
+  std::map<int, TensorRef> masks_made;  // sdpa_with_kv_cache's mask, by its positions
   const auto positions = [&](const DeviceInt& at, int64_t n) {
+    if (auto it = positions_made.find({at.base.id, at.offset, n}); it != positions_made.end()) return it->second;
     const DType dt = meta_.at(at.base.id).dtype;
     HostTensor steps(dt, {n});
     for (int64_t j = 0; j < n; ++j) {
@@ -738,6 +742,7 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
     const TensorRef r = ir_.call("aten.add.Tensor", {at.base, ir_.constant(std::move(steps))});
     note(r, {dt, {n}}, {n});
     if (lowerer_) lowerer_->lower_new();
+    positions_made[{at.base.id, at.offset, n}] = r;
     return r;
   };
   const auto vmeta = [&](uint32_t i) -> Meta {
@@ -1040,8 +1045,12 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
       }
       if (mutated_args(op) == std::vector<size_t>{3, 4} && device_args.size() == 1 && device_args.count(5) &&
           in.size() > 5 && in[0].is_tensor() && shape_of(in[0].tensor()).size() == 4) {
-        // sdpa_with_kv_cache's start position: the query rows' positions.
-        in[5] = Value(positions(device_args.at(5), shape_of(in[0].tensor())[1]));
+        // sdpa_with_kv_cache's start position: the query rows' positions,
+        // and the causal mask an earlier layer made for them.
+        const TensorRef pos = positions(device_args.at(5), shape_of(in[0].tensor())[1]);
+        in[5] = Value(pos);
+        while (in.size() < 12) in.push_back(Value(None{}));
+        if (auto it = masks_made.find(pos.id); it != masks_made.end()) in[11] = Value(it->second);
       } else {
         throw Unsupported(fmt::format("{}: takes a size read from a tensor's values (et_vk.select_as_symint), which "
                                       "wgnn passes to slices and sdpa_with_kv_cache only",
@@ -1050,6 +1059,12 @@ void Importer::delegate_call(const et::DelegateCall& d, int at) {
     }
     const std::vector<size_t> written_args = mutated_args(op);
     std::vector<TensorRef> results = translate(op, in, outs, sized, w);
+    if (written_args == std::vector<size_t>{3, 4} && results.size() == outs.size() + 3 && in.size() > 5 &&
+        in[5].is_tensor()) {
+      // sdpa_with_kv_cache's mask, for the layers after it.
+      masks_made[in[5].tensor().id] = results.back();
+      results.pop_back();
+    }
     // Arguments the op wrote: their new values, and a state's.
     for (size_t i = 0; i < written_args.size(); ++i) {
       const TensorRef now = results.at(outs.size() + i);
