@@ -75,15 +75,33 @@ double OpCall::scalar(size_t i) const {
 
 namespace {
 
+// A value of the program (a fill value, a scalar) stored as `t`'s dtype:
+// beyond float32's range it is an infinity (as PyTorch stores it); an
+// integer dtype takes the value truncated, and one it cannot hold (or a
+// NaN) is an error, never an undefined conversion.
 void put(HostTensor& t, int64_t i, double v) {
+  const auto integer = [&](double lo, double hi) -> int64_t {
+    if (!(v >= lo && v < hi)) {
+      throw Error(fmt::format("the value {} does not fit a {} tensor", v, dtype_name(t.dtype)));
+    }
+    return int64_t(v);
+  };
+  const auto narrow = [](double x) {
+    const double most = double(std::numeric_limits<float>::max());
+    if (x > most) return std::numeric_limits<float>::infinity();
+    if (x < -most) return -std::numeric_limits<float>::infinity();
+    return float(x);  // NaN stays NaN
+  };
   switch (t.dtype) {
-    case DType::F32: reinterpret_cast<float*>(t.data.data())[i] = float(v); break;
-    case DType::F16: reinterpret_cast<uint16_t*>(t.data.data())[i] = float_to_half(float(v)); break;
-    case DType::I32: reinterpret_cast<int32_t*>(t.data.data())[i] = int32_t(v); break;
-    case DType::I64: reinterpret_cast<int64_t*>(t.data.data())[i] = int64_t(v); break;
-    case DType::Bool:
-    case DType::U8: t.data.data()[i] = uint8_t(v != 0 && t.dtype == DType::Bool ? 1 : int64_t(v)); break;
-    case DType::I8: reinterpret_cast<int8_t*>(t.data.data())[i] = int8_t(v); break;
+    case DType::F32: reinterpret_cast<float*>(t.data.data())[i] = narrow(v); break;
+    case DType::F16: reinterpret_cast<uint16_t*>(t.data.data())[i] = float_to_half(narrow(v)); break;
+    case DType::I32: reinterpret_cast<int32_t*>(t.data.data())[i] = int32_t(integer(-2147483648.0, 2147483648.0)); break;
+    case DType::I64:
+      reinterpret_cast<int64_t*>(t.data.data())[i] = integer(-9223372036854775808.0, 9223372036854775808.0);
+      break;
+    case DType::Bool: t.data.data()[i] = uint8_t(v != 0 ? 1 : 0); break;
+    case DType::U8: t.data.data()[i] = uint8_t(integer(0.0, 256.0)); break;
+    case DType::I8: reinterpret_cast<int8_t*>(t.data.data())[i] = int8_t(integer(-128.0, 128.0)); break;
   }
 }
 
@@ -1305,7 +1323,9 @@ std::optional<std::vector<Shape>> result_shapes(const OpCall& c) {
     if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step)) {
       c.fail(fmt::format("arange({}, {}, {}) has no length", start, end, step));
     }
-    return one_shape({std::max<int64_t>(0, int64_t(std::ceil((end - start) / step)))});
+    const double n = std::ceil((end - start) / step);
+    if (!(n < 4294967296.0)) c.fail(fmt::format("arange({}, {}, {}) has {} values; at most 2^32", start, end, step, n));
+    return one_shape({std::max<int64_t>(0, int64_t(n))});
   }
   return std::nullopt;
 }
