@@ -364,14 +364,11 @@ std::vector<TensorRef> embedding(OpCall& c) {
   return one(view(c, rows, shape));
 }
 
-// index_put(self, [indices], values, accumulate): one index tensor (1-D)
-// at dim d, the other dims whole (None): self with the rows of dim d that
-// the index names replaced by (or, accumulating, added to) values, which
-// broadcast to self's shape with dim d the index's length. A scatter along
-// d with the index expanded to that shape.
-std::vector<TensorRef> index_put(OpCall& c) {
-  const TensorRef x = c.tensor(0);
-  if (c.args.size() < 3 || !c.args[1].is_list()) c.fail("argument 1 must be a list of index tensors");
+// The one index tensor of index.Tensor's and index_put's [indices]
+// argument (argument 1) and the dim it indexes: leading Nones (whole dims),
+// one tensor, nothing indexed after it.
+std::pair<size_t, TensorRef> one_index(const OpCall& c) {
+  if (c.args.size() < 2 || !c.args[1].is_list()) c.fail("argument 1 must be a list of index tensors");
   const ValueList& idx = c.args[1].list();
   size_t dim = 0;
   while (dim < idx.size() && idx[dim].is_none()) ++dim;
@@ -379,7 +376,17 @@ std::vector<TensorRef> index_put(OpCall& c) {
   for (size_t k = dim + 1; k < idx.size(); ++k) {
     if (!idx[k].is_none()) c.fail("indexing with more than one index tensor is not supported");
   }
-  const TensorRef i = idx[dim].tensor();
+  return {dim, idx[dim].tensor()};
+}
+
+// index_put(self, [indices], values, accumulate): one index tensor (1-D)
+// at dim d, the other dims whole (None): self with the rows of dim d that
+// the index names replaced by (or, accumulating, added to) values, which
+// broadcast to self's shape with dim d the index's length. A scatter along
+// d with the index expanded to that shape.
+std::vector<TensorRef> index_put(OpCall& c) {
+  const TensorRef x = c.tensor(0);
+  const auto [dim, i] = one_index(c);
   const Shape& xs = c.meta_of(x).shape;
   const Shape& is = c.meta_of(i).shape;
   if (dim >= xs.size()) c.fail(fmt::format("index dim {} is out of range for shape {}", dim, shape_str(xs)));
@@ -400,15 +407,7 @@ std::vector<TensorRef> index_put(OpCall& c) {
 // index.Tensor(self, [indices]): one index tensor along dim 0 only.
 std::vector<TensorRef> index_tensor(OpCall& c) {
   const TensorRef x = c.tensor(0);
-  if (c.args.size() < 2 || !c.args[1].is_list()) c.fail("argument 1 must be a list of index tensors");
-  const ValueList& idx = c.args[1].list();
-  size_t dim = 0;
-  while (dim < idx.size() && idx[dim].is_none()) ++dim;
-  if (dim >= idx.size() || !idx[dim].is_tensor()) c.fail("no index tensor given");
-  for (size_t k = dim + 1; k < idx.size(); ++k) {
-    if (!idx[k].is_none()) c.fail("indexing with more than one index tensor is not supported");
-  }
-  const TensorRef i = idx[dim].tensor();
+  const auto [dim, i] = one_index(c);
   const TensorRef flat = view(c, i, IntList{numel(c.meta_of(i).shape)});
   const TensorRef rows = c.ir.call("aten.index_select.default", {x, int64_t(dim), flat});
   // x's dims with `dim` replaced by the index's.
