@@ -261,6 +261,31 @@ def et_llama(d, entries):
     print(f"models: et_llama.pte: {os.path.getsize(os.path.join(d, 'et_llama.pte'))} bytes, {len(steps)} steps")
 
 
+def _model_cases(d, entries, tag, pte, model, args, atol, rtol):
+    """One run of `pte` at `args`: the inputs as TAG.in<i>.bin, a float64
+    golden per output (TAG[_out<k>].golden.bin), and a manifest entry per
+    output. The float32 eager run must be within the tolerance of the
+    float64 golden: the tolerance is one PyTorch itself meets."""
+    in_entries = []
+    for i, t in enumerate(args):
+        rel = f"{tag}.in{i}.bin"
+        dt = write_raw(t.contiguous(), os.path.join(d, rel))
+        in_entries.append({"path": rel, "shape": list(t.shape), "dtype": dt})
+    with torch.no_grad():
+        golden = copy.deepcopy(model).double()(*[t.double() if t.is_floating_point() else t for t in args])
+        eager = model(*args)
+    golden = list(golden) if isinstance(golden, (tuple, list)) else [golden]
+    eager = list(eager) if isinstance(eager, (tuple, list)) else [eager]
+    for k, (g, e) in enumerate(zip(golden, eager)):
+        torch.testing.assert_close(e.float(), g.float(), atol=atol, rtol=rtol)
+        suffix = f"_out{k}" if len(golden) > 1 else ""
+        rel = f"{tag}{suffix}.golden.bin"
+        dt = write_raw(g.contiguous(), os.path.join(d, rel))
+        entries.append({"op": "model", "case": f"{tag}{suffix}", "pte": pte, "inputs": in_entries,
+                        "golden": {"path": rel, "shape": list(g.shape), "dtype": dt, "output_index": k},
+                        "atol": atol, "rtol": rtol})
+
+
 def models(out):
     from executorch.backends.webgpu.partitioner import WebGPUPartitioner
     from executorch.exir import to_edge_transform_and_lower
@@ -282,26 +307,7 @@ def models(out):
         prog = to_edge_transform_and_lower(ep, partitioner=[WebGPUPartitioner()]).to_executorch()
         with open(os.path.join(d, f"{name}.pte"), "wb") as f:
             f.write(prog.buffer)
-        in_entries = []
-        for i, t in enumerate(args):
-            rel = f"{name}.in{i}.bin"
-            dt = write_raw(t.contiguous(), os.path.join(d, rel))
-            in_entries.append({"path": rel, "shape": list(t.shape), "dtype": dt})
-        with torch.no_grad():
-            golden = copy.deepcopy(model).double()(*[t.double() if t.is_floating_point() else t for t in args])
-            eager = model(*args)
-        golden = list(golden) if isinstance(golden, (tuple, list)) else [golden]
-        eager = list(eager) if isinstance(eager, (tuple, list)) else [eager]
-        for k, (g, e) in enumerate(zip(golden, eager)):
-            # The float32 eager run within the tolerance of the float64 golden:
-            # the tolerance is one PyTorch itself meets.
-            torch.testing.assert_close(e.float(), g.float(), atol=atol, rtol=rtol)
-            suffix = f"_out{k}" if len(golden) > 1 else ""
-            rel = f"{name}{suffix}.golden.bin"
-            dt = write_raw(g.contiguous(), os.path.join(d, rel))
-            entries.append({"op": "model", "case": f"{name}{suffix}", "pte": f"{name}.pte", "inputs": in_entries,
-                            "golden": {"path": rel, "shape": list(g.shape), "dtype": dt, "output_index": k},
-                            "atol": atol, "rtol": rtol})
+        _model_cases(d, entries, name, f"{name}.pte", model, args, atol, rtol)
         delegated = sum(len(p.delegates) for p in prog.executorch_program.execution_plan)
         kernels = sum(len(p.operators) for p in prog.executorch_program.execution_plan)
         print(f"models: {name}: {len(prog.buffer)} bytes, {delegated} delegated subgraphs, {kernels} portable ops")
@@ -318,25 +324,7 @@ def models(out):
             f.write(prog.buffer)
         for size in sizes:
             tag = f"{name}_dynamic_{'x'.join(map(str, size))}"
-            case_args = tuple(_sliced(spec, size).values())
-            in_entries = []
-            for i, t in enumerate(case_args):
-                rel = f"{tag}.in{i}.bin"
-                dt = write_raw(t.contiguous(), os.path.join(d, rel))
-                in_entries.append({"path": rel, "shape": list(t.shape), "dtype": dt})
-            with torch.no_grad():
-                golden = copy.deepcopy(model).double()(*[t.double() if t.is_floating_point() else t for t in case_args])
-                eager = model(*case_args)
-            golden = list(golden) if isinstance(golden, (tuple, list)) else [golden]
-            eager = list(eager) if isinstance(eager, (tuple, list)) else [eager]
-            for k, (g, e) in enumerate(zip(golden, eager)):
-                torch.testing.assert_close(e.float(), g.float(), atol=atol, rtol=rtol)
-                suffix = f"_out{k}" if len(golden) > 1 else ""
-                rel = f"{tag}{suffix}.golden.bin"
-                dt = write_raw(g.contiguous(), os.path.join(d, rel))
-                entries.append({"op": "model", "case": f"{tag}{suffix}", "pte": pte, "inputs": in_entries,
-                                "golden": {"path": rel, "shape": list(g.shape), "dtype": dt, "output_index": k},
-                                "atol": atol, "rtol": rtol})
+            _model_cases(d, entries, tag, pte, model, tuple(_sliced(spec, size).values()), atol, rtol)
         print(f"models: {pte}: {len(prog.buffer)} bytes, dynamic, {len(sizes)} sizes")
     kv_decoder(d, entries)
     et_llama(d, entries)
