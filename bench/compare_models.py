@@ -233,7 +233,8 @@ def measure(a):
         raise SystemExit(f"compare_models: --wgnn {a.wgnn}: no such file (build it: ninja -C build wgnn_cli)")
     peer = a.ort_peer or ""
     bench_js = os.path.join(peer, "bench.js")
-    if a.ort_peer and not os.path.isfile(bench_js):
+    ort_skipped = {"ort-webgpu", "ort-webgpu-fp16", "ort-cpu"} <= {t for t in a.skip.split(",") if t}
+    if a.ort_peer and not ort_skipped and not os.path.isfile(bench_js):
         raise SystemExit(f"compare_models: --ort-peer {a.ort_peer}: no bench.js there (bench/make_ort_peer.sh "
                          "builds the peer; unpack it with tar xJf)")
     node = os.path.join(peer, "node")

@@ -23,8 +23,9 @@
 # separated: wgnn, torch-fp32, torch-fp16, ort-webgpu, ort-webgpu-fp16, ort-cpu),
 # FP16=1 (also wgnn in float16 mode: compare_models.py --wgnn-fp16),
 # WGNN (the wgnn binary, default build/wgnn; with build-source/wgnn the
-# Dawn built from source is used, with subgroup matrices: float16 on NVIDIA
-# and tensor cores need it).
+# Dawn built from source is used, with build-dawn-node/wgnn npm `webgpu`'s
+# Dawn: either has float16 on NVIDIA and subgroup matrices (tensor cores)).
+# The ONNX Runtime peer is needed only when SKIP leaves an ort-* tool in.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/gpu_env.sh
@@ -32,7 +33,9 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 work=${TMPDIR:-/tmp}/wgnn_compare
 mkdir -p "$work"
-if [ ! -x "$work/ortpeer/node" ]; then
+need_ort=1
+case ",${SKIP:-}," in *,ort-webgpu,*) case ",${SKIP:-}," in *,ort-webgpu-fp16,*) case ",${SKIP:-}," in *,ort-cpu,*) need_ort=0 ;; esac ;; esac ;; esac
+if [ "$need_ort" = 1 ] && [ ! -x "$work/ortpeer/node" ]; then
   if [ ! -f .payload/ortpeer.tar.xz ]; then
     echo "run_compare: .payload/ortpeer.tar.xz is missing: run bench/make_ort_peer.sh and copy .payload here" >&2
     exit 1
@@ -48,6 +51,9 @@ WGNN=${WGNN:-build/wgnn}
 case "$WGNN" in
   build-source/*)
     export LD_LIBRARY_PATH="$(ls -d "$PWD"/.deps/dawn-source-*/lib | head -1):$LD_LIBRARY_PATH"
+    export WGNN_ALLOW_UNSAFE_APIS=1 ;;
+  build-dawn-node/*)
+    export LD_LIBRARY_PATH="$PWD/.deps/dawn-node:$LD_LIBRARY_PATH"
     export WGNN_ALLOW_UNSAFE_APIS=1 ;;
 esac
 "$WGNN" info | tee "$OUT/info.txt"

@@ -35,6 +35,12 @@ if(NOT WGNN_DAWN_NPM)
 endif()
 install(FILES "${WGNN_DAWN_REAL}" DESTINATION "${CMAKE_INSTALL_LIBDIR}" RENAME "${WGNN_DAWN_NAME}" COMPONENT Runtime)
 set(WGNN_INSTALLED_DAWN_NAME "${WGNN_DAWN_NAME}")
+# The dawn-node shim loads dawn.node (and, outside Node.js, the N-API stubs)
+# from its own folder.
+if(WGNN_DAWN STREQUAL "dawn-node")
+  install(FILES "${WGNN_DAWN_DIR}/dawn.node" "${WGNN_DAWN_DIR}/libwgnn_napi_stub.so"
+          DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT Runtime)
+endif()
 
 # lavapipe, where scripts/setup fetched it: the driver and the libdrm it
 # needs, with a manifest whose library path is relative to the manifest

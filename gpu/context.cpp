@@ -29,6 +29,11 @@
 #include "gpu/shaders.h"
 #include "util/file.h"
 
+#if WGNN_DAWN_NODE
+// gpu/dawn_node/shim.cpp: why dawn.node could not be loaded, or "".
+extern "C" const char* wgnn_dawn_node_error();
+#endif
+
 namespace wgnn::gpu {
 namespace {
 
@@ -254,12 +259,55 @@ void setup_disk_cache(Context::Impl& s, const ContextOptions& options) {
       "dawn: {} ({})\n"
       "adapter: {} | vendor {} 0x{:x} | device 0x{:x} | architecture {} | backend {} | driver {}\n"
       "wgnn: {}\n",
-      module_identity(dawn_proc ? address_of(dawn_proc) : address_of(&wgpuCreateInstance)), WGNN_DAWN_NPM ? "npm" : "source", a.name,
+      module_identity(dawn_proc ? address_of(dawn_proc) : address_of(&wgpuCreateInstance)), WGNN_DAWN_NPM ? "npm" : WGNN_DAWN_NODE ? "dawn-node" : "source", a.name,
       a.vendor, a.vendor_id, a.device_id, a.architecture, a.backend, a.description,
       module_identity(address_of(&setup_disk_cache)));
   s.disk_cache = std::make_unique<DiskCache>(root, scope_name(description), description, max_bytes);
 }
 
+}  // namespace
+
+namespace {
+// Whether Dawn's allow_unsafe_apis toggle goes on (ContextOptions says how).
+bool unsafe_apis_wanted(const ContextOptions& options) {
+  if (options.allow_unsafe_apis) return *options.allow_unsafe_apis;
+  if (const char* v = options.settings.get("WGNN_ALLOW_UNSAFE_APIS"); v && *v) {
+    const std::string s(v);
+    if (s == "1") return true;
+    if (s == "0") return false;
+    throw Error("WGNN_ALLOW_UNSAFE_APIS must be 1 or 0, not '" + s + "'");
+  }
+  return !WGNN_DAWN_NPM;
+}
+}  // namespace
+
+namespace {
+// Dawn's blob-cache hooks on the device descriptor: plain functions with one
+// userdata (the Dawn of source builds), or callback infos (newer Dawns: the
+// dawn-node one).
+template <typename D>
+void set_cache_functions(D& d, DiskCache* cache) {
+  if constexpr (requires { d.loadDataFunction; }) {
+    d.loadDataFunction = [](const void* key, size_t key_size, void* value, size_t value_size, void* userdata) -> size_t {
+      return static_cast<DiskCache*>(userdata)->load(key, key_size, value, value_size);
+    };
+    d.storeDataFunction = [](const void* key, size_t key_size, const void* value, size_t value_size, void* userdata) {
+      static_cast<DiskCache*>(userdata)->store(key, key_size, value, value_size);
+    };
+    d.functionUserdata = cache;
+  } else {
+    d.dawnLoadCacheDataCallbackInfo.callback = [](size_t key_size, const uint8_t* key, size_t value_size,
+                                                  uint8_t* value, void* userdata, void*) -> size_t {
+      return static_cast<DiskCache*>(userdata)->load(key, key_size, value, value_size);
+    };
+    d.dawnLoadCacheDataCallbackInfo.userdata1 = cache;
+    d.dawnStoreCacheDataCallbackInfo.callback = [](size_t key_size, const uint8_t* key, size_t value_size,
+                                                   const uint8_t* value, void* userdata, void*) {
+      static_cast<DiskCache*>(userdata)->store(key, key_size, value, value_size);
+    };
+    d.dawnStoreCacheDataCallbackInfo.userdata1 = cache;
+  }
+}
 }  // namespace
 
 namespace {
@@ -305,7 +353,14 @@ OpenedAdapters open_adapters(const std::string& mode, const std::vector<const ch
     idesc.requiredFeatureCount = 1;
     idesc.requiredFeatures = instance_features;
     o.instance = wgpuCreateInstance(&idesc);
-    if (!o.instance) throw GpuError("could not create a WebGPU instance (Dawn)");
+    if (!o.instance) {
+#if WGNN_DAWN_NODE
+      if (const char* why = wgnn_dawn_node_error(); why && *why) {
+        throw GpuError(std::string("could not load Dawn (dawn.node, docs/DAWN.md): ") + why);
+      }
+#endif
+      throw GpuError("could not create a WebGPU instance (Dawn)");
+    }
     // Dawn's Null backend (which computes nothing) is left out of the list:
     // when no real driver loads a device, it is empty.
     o.found = adapters_with(o.instance, toggles);
@@ -442,7 +497,7 @@ std::vector<AdapterDesc> Context::list_adapters(const ContextOptions& options) {
   }
   const std::string mode = is_driver_choice(requested) && !requested.empty() ? requested : "auto";
   std::vector<const char*> toggles = {"vulkan_enable_f16_on_nvidia"};
-  if (options.allow_unsafe_apis) toggles.push_back("allow_unsafe_apis");
+  if (unsafe_apis_wanted(options)) toggles.push_back("allow_unsafe_apis");
   OpenedAdapters opened = open_adapters(mode, toggles, options.settings);
   std::vector<AdapterDesc> out;
   for (const auto& f : opened.found) out.push_back(f.desc);
@@ -501,8 +556,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   // request (and the device, below). allow_unsafe_apis goes the same three
   // ways: the adapter's toggles decide which experimental features (subgroup
   // matrices) and configurations it lists.
-  const char* env_unsafe = options.settings.get("WGNN_ALLOW_UNSAFE_APIS");
-  const bool allow_unsafe = options.allow_unsafe_apis || (env_unsafe && std::string(env_unsafe) == "1");
+  const bool allow_unsafe = unsafe_apis_wanted(options);
   s.features.unsafe_apis = allow_unsafe;
   s.adapter_toggles = {"vulkan_enable_f16_on_nvidia"};
   if (allow_unsafe) s.adapter_toggles.push_back("allow_unsafe_apis");
@@ -629,15 +683,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   WGPUDawnCacheDeviceDescriptor cache_desc{};
   if (s.disk_cache) {
     cache_desc.chain.sType = static_cast<WGPUSType>(dawn::kSTypeCacheDeviceDescriptor);
-    cache_desc.loadDataFunction = [](const void* key, size_t key_size, void* value, size_t value_size,
-                                     void* userdata) -> size_t {
-      return static_cast<DiskCache*>(userdata)->load(key, key_size, value, value_size);
-    };
-    cache_desc.storeDataFunction = [](const void* key, size_t key_size, const void* value, size_t value_size,
-                                      void* userdata) {
-      static_cast<DiskCache*>(userdata)->store(key, key_size, value, value_size);
-    };
-    cache_desc.functionUserdata = s.disk_cache.get();
+    set_cache_functions(cache_desc, s.disk_cache.get());
     toggles.chain.next = &cache_desc.chain;
   }
 
@@ -693,17 +739,22 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   // The shapes and types on offer. (The npm Dawn numbers this sType
   // differently and cannot use subgroup matrices on Vulkan anyway.)
   if (s.features.subgroup_matrix) {
-    WGPUAdapterPropertiesSubgroupMatrixConfigs configs = WGPU_ADAPTER_PROPERTIES_SUBGROUP_MATRIX_CONFIGS_INIT;
-    WGPUAdapterInfo ai = WGPU_ADAPTER_INFO_INIT;
-    ai.nextInChain = &configs.chain;
-    if (wgpuAdapterGetInfo(s.adapter, &ai) == WGPUStatus_Success) {
-      for (size_t i = 0; i < configs.configCount; ++i) {
-        const WGPUSubgroupMatrixConfig& c = configs.configs[i];
+    Guarded<WGPUAdapterPropertiesSubgroupMatrixConfigs> configs;
+    configs.value = WGPU_ADAPTER_PROPERTIES_SUBGROUP_MATRIX_CONFIGS_INIT;
+    Guarded<WGPUAdapterInfo> ai;
+    ai.value = WGPU_ADAPTER_INFO_INIT;
+    ai.value.nextInChain = &configs.value.chain;
+    if (wgpuAdapterGetInfo(s.adapter, &ai.value) == WGPUStatus_Success) {
+      // Each config read at the binary's stride (dawn_values.h).
+      const auto* bytes = reinterpret_cast<const unsigned char*>(configs.value.configs);
+      for (size_t i = 0; bytes && i < configs.value.configCount; ++i) {
+        WGPUSubgroupMatrixConfig c;
+        std::memcpy(&c, bytes + i * dawn::kSubgroupMatrixConfigStride, sizeof(c));
         s.features.subgroup_matrix_configs.push_back(
             {component_type_name(c.componentType), component_type_name(c.resultComponentType), c.M, c.N, c.K});
       }
-      wgpuAdapterPropertiesSubgroupMatrixConfigsFreeMembers(configs);
-      wgpuAdapterInfoFreeMembers(ai);
+      wgpuAdapterPropertiesSubgroupMatrixConfigsFreeMembers(configs.value);
+      wgpuAdapterInfoFreeMembers(ai.value);
     }
   }
 #endif

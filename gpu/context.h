@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -206,10 +207,12 @@ struct ContextOptions {
   // Dawn toggles to enable on the device, e.g. "skip_validation".
   std::vector<std::string> enable_toggles;
   // Dawn's allow_unsafe_apis toggle, on the instance, the adapter request and
-  // the device; needed for experimental features, subgroup matrices above
-  // all, which the device then gets when the adapter offers them. Also turned
-  // on by the environment variable WGNN_ALLOW_UNSAFE_APIS=1.
-  bool allow_unsafe_apis = false;
+  // the device; needed for experimental features, subgroup matrices (tensor
+  // cores) above all, which the device then gets when the adapter offers
+  // them. Unset: the setting WGNN_ALLOW_UNSAFE_APIS (1 on, 0 off), else on
+  // with a Dawn that has subgroup matrices (WGNN_DAWN=dawn-node, the default,
+  // or source) and off with the npm Dawn, which has none.
+  std::optional<bool> allow_unsafe_apis;
   // Dawn's robustness transform (index clamping in every shader): off by
   // default, as in ONNX Runtime's WebGPU provider, since wgnn's kernels
   // check their own bounds; on with this or WGNN_ROBUSTNESS=1.

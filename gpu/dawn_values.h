@@ -10,6 +10,7 @@
 // Every such number lives here and nowhere else; tests/gpu/dawn_values_test
 // proves each against the loaded library. None of this applies to a Dawn
 // built from source (WGNN_DAWN_NPM=0): there the header's names are used.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -76,6 +77,18 @@ inline constexpr uint32_t kFeatureTimestampQueryInsidePasses = WGPUFeatureName_C
 inline constexpr uint32_t kFeatureSubgroupMatrix = WGPUFeatureName_ChromiumExperimentalSubgroupMatrix;
 inline constexpr uint32_t kFeatureImplicitDeviceSynchronization = WGPUFeatureName_ImplicitDeviceSynchronization;
 inline constexpr uint32_t kWgslPacked4x8IntegerDotProduct = WGPUWGSLLanguageFeatureName_Packed4x8IntegerDotProduct;
+// The bytes between two configs in the array of subgroup-matrix
+// configurations the binary returns (AdapterPropertiesSubgroupMatrixConfigs).
+// The Dawn in dawn.node (WGNN_DAWN_NODE) is a few weeks newer than its
+// header and appends two uint32 fields to the header's five (componentType,
+// resultComponentType, M, N, K): read raw on an H100, its ten configs are
+// 7 words apart, each ending in 32, 32. The first five fields keep their
+// offsets. tests/gpu/dawn_values_test checks every config is plausible.
+#if WGNN_DAWN_NODE
+inline constexpr size_t kSubgroupMatrixConfigStride = 7 * sizeof(uint32_t);
+#else
+inline constexpr size_t kSubgroupMatrixConfigStride = sizeof(WGPUSubgroupMatrixConfig);
+#endif
 #endif
 
 // The name of a feature number of the loaded binary ("0x..." if unknown).

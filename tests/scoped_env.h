@@ -14,20 +14,22 @@ namespace wgnn::test {
 
 class ScopedSetting {
  public:
-  ScopedSetting(const char* name, const char* value) : name_(name) {
-    Settings& s = ctx().mutable_settings();
-    if (const char* old = s.get(name)) old_ = old;
-    s.set(name, value);
+  ScopedSetting(const char* name, const char* value) : ScopedSetting(ctx(), name, value) {}
+  // On another Context: a setting on ctx() does not reach a Context made
+  // before it was set.
+  ScopedSetting(gpu::Context& c, const char* name, const char* value) : settings_(&c.mutable_settings()), name_(name) {
+    if (const char* old = settings_->get(name)) old_ = old;
+    settings_->set(name, value);
   }
   ~ScopedSetting() {
-    Settings& s = ctx().mutable_settings();
-    if (old_) s.set(name_, *old_);
-    else s.unset(name_);
+    if (old_) settings_->set(name_, *old_);
+    else settings_->unset(name_);
   }
   ScopedSetting(const ScopedSetting&) = delete;
   ScopedSetting& operator=(const ScopedSetting&) = delete;
 
  private:
+  Settings* settings_;
   std::string name_;
   std::optional<std::string> old_;
 };

@@ -58,7 +58,7 @@ int cmd_info(gpu::Context& ctx, bool as_json) {
   fmt::print("               subgroup-matrix {}\n",
              f.subgroup_matrix ? "yes"
              : f.unsafe_apis   ? "no"
-                               : "no (needs --allow-unsafe-apis, and a Dawn built from source on Vulkan)");
+                               : "no (needs --allow-unsafe-apis, and on Vulkan a Dawn with subgroup matrices: WGNN_DAWN=dawn-node or source)");
   for (const auto& c : f.subgroup_matrix_configs) {
     fmt::print("                 {}x{} -> {}, M{} N{} K{}\n", c.component, c.component, c.result, c.m, c.n, c.k);
   }
@@ -95,8 +95,8 @@ int main(int argc, char** argv) {
                  "vendor:device in hex, pci:ADDRESS or a part of its name; WGNN_ADAPTER sets the default");
   bool allow_unsafe = false;
   app.add_flag("--allow-unsafe-apis", allow_unsafe,
-               "Dawn's allow_unsafe_apis toggle: experimental features such as subgroup matrices "
-               "(WGNN_ALLOW_UNSAFE_APIS=1 does the same)");
+               "Dawn's allow_unsafe_apis toggle: experimental features such as subgroup matrices; on by "
+               "default where Dawn has them (WGNN_ALLOW_UNSAFE_APIS=1 or 0 sets the default)");
 
   auto* info = app.add_subcommand("info", "Show the WebGPU adapter, its features and limits");
   bool info_json = false;
@@ -354,7 +354,7 @@ int main(int argc, char** argv) {
     // reads no environment.
     opts.settings = Settings::from_variables(&std::getenv);
     opts.adapter = adapter;
-    opts.allow_unsafe_apis = allow_unsafe;
+    if (allow_unsafe) opts.allow_unsafe_apis = true;
     if (info->parsed() && info_settings) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& k : Settings::known()) {

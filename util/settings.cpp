@@ -13,7 +13,7 @@ const std::vector<SettingInfo>& Settings::known() {
       // The device (gpu/context.cpp, gpu/driver.cpp, docs/ADAPTERS.md).
       {"WGNN_ADAPTER", "the Vulkan driver (auto, gpu, lavapipe) or one adapter, when the caller names none"},
       {"WGNN_LIMITS", "adapter or default: the limits the device is requested with"},
-      {"WGNN_ALLOW_UNSAFE_APIS", "1: Dawn's allow_unsafe_apis toggle (subgroup matrices)"},
+      {"WGNN_ALLOW_UNSAFE_APIS", "1 on, 0 off: Dawn's allow_unsafe_apis toggle (subgroup matrices); default on with a Dawn that has them"},
       {"WGNN_ROBUSTNESS", "1: Dawn's robustness transform (index clamping in every shader)"},
       {"WGNN_SKIP_VALIDATION", "1: Dawn's skip_validation toggle"},
       {"WGNN_DAWN_TOGGLES", "more Dawn device toggles, comma-separated"},

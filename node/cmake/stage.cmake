@@ -23,7 +23,22 @@ if(NOT EXISTS "${STAGE}/${soname}" OR "${lib}" IS_NEWER_THAN "${STAGE}/${soname}
   file(RENAME "${STAGE}/${soname}.tmp" "${STAGE}/${soname}")
 endif()
 
-file(COPY "${DEPS}/dawn/libwebgpu_wrapper.so" DESTINATION "${STAGE}")
+# Dawn: the build's library, and what the dawn-node shim loads from beside
+# itself (dawn.node; the N-API stubs, which inside Node.js are not loaded).
+get_filename_component(dawn_dir "${DAWN_LIBRARY}" DIRECTORY)
+file(GLOB old_dawn "${STAGE}/libwebgpu_*.so" "${STAGE}/dawn.node" "${STAGE}/libwgnn_napi_stub.so")
+foreach(f ${old_dawn})
+  get_filename_component(n "${f}" NAME)
+  if(NOT EXISTS "${dawn_dir}/${n}")
+    file(REMOVE "${f}")
+  endif()
+endforeach()
+file(COPY "${DAWN_LIBRARY}" DESTINATION "${STAGE}")
+foreach(extra dawn.node libwgnn_napi_stub.so)
+  if(EXISTS "${dawn_dir}/${extra}" AND DAWN_LIBRARY MATCHES "libwebgpu_dawn_node")
+    file(COPY "${dawn_dir}/${extra}" DESTINATION "${STAGE}")
+  endif()
+endforeach()
 
 # lavapipe (where set-up fetched it): the driver, the libdrm it needs, a
 # manifest whose library path is relative to it, and the Debian copyright

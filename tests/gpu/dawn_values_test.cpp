@@ -80,9 +80,12 @@ TEST(DawnValues, SubgroupMatrixFeatureNumber) {
 }
 
 TEST(DawnValues, TimestampInsidePassesFeatureNumber) {
-  if (ctx().features().unsafe_apis) GTEST_SKIP() << "WGNN_ALLOW_UNSAFE_APIS is set";
   // Without allow_unsafe_apis this feature is refused, and named.
-  EXPECT_THAT(gpu::probe_feature_request(ctx(), gpu::dawn::kFeatureTimestampQueryInsidePasses),
+  gpu::ContextOptions opts;
+  opts.allow_unsafe_apis = false;
+  gpu::Context safe(opts);
+  EXPECT_FALSE(safe.features().unsafe_apis);
+  EXPECT_THAT(gpu::probe_feature_request(safe, gpu::dawn::kFeatureTimestampQueryInsidePasses),
               HasSubstr("chromium-experimental-timestamp-query-inside-passes"));
 }
 
@@ -98,7 +101,11 @@ TEST(DawnValues, AllowUnsafeApisReachesAdapterAndDevice) {
   const auto& f = unsafe.features().adapter_features;
   ASSERT_NE(std::find(f.begin(), f.end(), "chromium-experimental-timestamp-query-inside-passes"), f.end());
   EXPECT_EQ(gpu::probe_feature_request(unsafe, gpu::dawn::kFeatureTimestampQueryInsidePasses), "");
-  if (!ctx().features().unsafe_apis) EXPECT_FALSE(adapter_offers("chromium-experimental-timestamp-query-inside-passes"));
+  gpu::ContextOptions safe_opts;
+  safe_opts.allow_unsafe_apis = false;
+  gpu::Context safe(safe_opts);
+  const auto& g = safe.features().adapter_features;
+  EXPECT_EQ(std::find(g.begin(), g.end(), "chromium-experimental-timestamp-query-inside-passes"), g.end());
   // Subgroup matrices are granted whenever offered, with their configurations.
   const bool offered =
       std::find(f.begin(), f.end(), "chromium-experimental-subgroup-matrix") != f.end();
@@ -106,4 +113,31 @@ TEST(DawnValues, AllowUnsafeApisReachesAdapterAndDevice) {
 #if !WGNN_DAWN_NPM
   EXPECT_EQ(!unsafe.features().subgroup_matrix_configs.empty(), offered);
 #endif
+}
+
+// The configurations of subgroup matrices are read at the binary's stride
+// (dawn::kSubgroupMatrixConfigStride): read at the header's, a Dawn whose
+// struct grew gave shifted words (types "unknown", M2 N2 K16) and the
+// tensor-core kernels found no f16 config. Every config must name known
+// component types and tile sizes a GPU has, and at least one must be f16.
+TEST(DawnValues, SubgroupMatrixConfigsAreReadAtTheBinarysStride) {
+  gpu::ContextOptions opts;
+  opts.allow_unsafe_apis = true;
+  gpu::Context unsafe(opts);
+  if (!unsafe.features().subgroup_matrix) GTEST_SKIP() << "no subgroup matrices with this Dawn and adapter";
+  const auto& configs = unsafe.features().subgroup_matrix_configs;
+  ASSERT_FALSE(configs.empty());
+  const std::vector<std::string> types = {"f32", "f16", "u32", "i32", "u8", "i8"};
+  auto known = [&](const std::string& t) { return std::find(types.begin(), types.end(), t) != types.end(); };
+  auto tile = [](uint32_t v) { return v >= 4 && v <= 64 && (v & (v - 1)) == 0; };
+  bool f16 = false;
+  for (const auto& c : configs) {
+    SCOPED_TRACE(c.component + " -> " + c.result + " M" + std::to_string(c.m) + " N" + std::to_string(c.n) + " K" +
+                 std::to_string(c.k));
+    EXPECT_TRUE(known(c.component));
+    EXPECT_TRUE(known(c.result));
+    EXPECT_TRUE(tile(c.m) && tile(c.n) && tile(c.k));
+    f16 |= c.component == "f16";
+  }
+  EXPECT_TRUE(f16);
 }

@@ -554,7 +554,7 @@ TEST(SubgroupMatmul, Convolution) {
   const std::vector<ConvCase> few = {conv_cases()[2], conv_cases()[6], conv_cases()[13], conv_cases()[18], conv_cases()[20]};
   for (const char* text : kConvConfigs) {
     SCOPED_TRACE(text);
-    ScopedSetting env("WGNN_SUBGROUP_MATMUL_CONFIG", text);
+    ScopedSetting env(c, "WGNN_SUBGROUP_MATMUL_CONFIG", text);
     // Tiles over the device's workgroup memory (128x256x32 with two
     // stages: 48 KiB; an H200 under Dawn allows 32) fall back to the
     // regular kernel, still with the right values.

@@ -13,6 +13,7 @@ what to do.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -147,9 +148,15 @@ def main():
     unpacked = sum(names.values())
     print(f"  {os.path.basename(tgz)}: {os.path.getsize(tgz) / 1e6:.1f} MB packed, {unpacked / 1e6:.1f} MB "
           f"unpacked, {len(names)} files")
-    for need in ("package/index.js", "package/index.mjs", "package/index.d.ts", "package/example.mjs",
-                 "package/prebuilt/linux-x64/wgnn.node", "package/prebuilt/linux-x64/libwgnn.so.0.1",
-                 "package/prebuilt/linux-x64/libwebgpu_wrapper.so"):
+    # The build's Dawn (CMakeCache.txt): its library, and with the dawn-node
+    # shim the dawn.node it loads from beside itself.
+    with open(os.path.join(build, "CMakeCache.txt")) as f:
+        cache = dict(re.findall(r"^(WGNN_DAWN_LIBRARY|WGNN_DAWN):[A-Z]+=(.*)$", f.read(), re.M))
+    dawn_lib = os.path.basename(cache["WGNN_DAWN_LIBRARY"])
+    dawn_files = [dawn_lib] + (["dawn.node"] if cache.get("WGNN_DAWN") == "dawn-node" else [])
+    for need in ["package/index.js", "package/index.mjs", "package/index.d.ts", "package/example.mjs",
+                 "package/prebuilt/linux-x64/wgnn.node", "package/prebuilt/linux-x64/libwgnn.so.0.1"] + [
+                 f"package/prebuilt/linux-x64/{n}" for n in dawn_files]:
         if need not in names:
             fail(f"the tarball lacks {need}")
     if os.path.exists(os.path.join(root, ".deps", "lavapipe", "lvp_icd.json")):
@@ -165,7 +172,7 @@ def main():
     pkg = os.path.join(app, "node_modules", "wgnn")
     addon = os.path.join(pkg, "prebuilt", "linux-x64", "wgnn.node")
     ldd = run(["ldd", addon]).stdout
-    for lib in ("libwgnn.so.0.1", "libwebgpu_wrapper.so"):
+    for lib in ("libwgnn.so.0.1", dawn_lib):
         line = next((l for l in ldd.splitlines() if lib in l), "")
         if os.path.realpath(pkg) not in line and pkg not in line:
             fail(f"{lib} does not resolve inside the installed package: {line.strip() or 'not found'}")
