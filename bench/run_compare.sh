@@ -23,7 +23,7 @@
 # separated: wgnn, torch-fp32, torch-fp16, ort-webgpu, ort-webgpu-fp16, ort-cpu),
 # FP16=1 (also wgnn in float16 mode: compare_models.py --wgnn-fp16),
 # WGNN (the wgnn binary, default build/wgnn; with build-source/wgnn the
-# Dawn built from source is used, with build-dawn-node/wgnn npm `webgpu`'s
+# Dawn built from source is used; the default build has npm `webgpu`'s
 # Dawn: either has float16 on NVIDIA and subgroup matrices (tensor cores)).
 # The ONNX Runtime peer is needed only when SKIP leaves an ort-* tool in.
 set -uo pipefail
@@ -52,9 +52,10 @@ case "$WGNN" in
   build-source/*)
     export LD_LIBRARY_PATH="$(ls -d "$PWD"/.deps/dawn-source-*/lib | head -1):$LD_LIBRARY_PATH"
     export WGNN_ALLOW_UNSAFE_APIS=1 ;;
-  build-dawn-node/*)
-    export LD_LIBRARY_PATH="$PWD/.deps/dawn-node:$LD_LIBRARY_PATH"
-    export WGNN_ALLOW_UNSAFE_APIS=1 ;;
+  *)
+    # The default build (dawn-node) loads its Dawn through its rpath; where
+    # the tree moved, from .deps/dawn-node.
+    if [ -d .deps/dawn-node ]; then export LD_LIBRARY_PATH="$PWD/.deps/dawn-node:$LD_LIBRARY_PATH"; fi ;;
 esac
 "$WGNN" info | tee "$OUT/info.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>/dev/null | tee -a "$OUT/info.txt"
