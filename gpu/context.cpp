@@ -8,12 +8,14 @@
 #include <cstring>
 #include <filesystem>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -311,6 +313,64 @@ void set_cache_functions(D& d, DiskCache* cache) {
 }  // namespace
 
 namespace {
+// Dawn prints a few lines of its own on stderr while it starts an instance,
+// lists adapters and makes a device, outside any callback: on lavapipe, "Warning:
+// maxDynamicUniformBuffersPerPipelineLayout artificially reduced from
+// 1000000 to 16 to fit dynamic offset allocation limit." (and the same for
+// storage buffers). They tell a user nothing, and `remove-bg --quiet` must
+// print nothing. For its lifetime this holds stderr in a memory file; at
+// its end such lines are dropped and everything else is written out.
+class QuietDawnStartup {
+ public:
+  QuietDawnStartup() {
+    std::fflush(stderr);
+    fd_ = memfd_create("wgnn-dawn-stderr", MFD_CLOEXEC);
+    if (fd_ < 0) return;
+    saved_ = dup(STDERR_FILENO);
+    if (saved_ < 0 || dup2(fd_, STDERR_FILENO) < 0) {
+      if (saved_ >= 0) close(saved_);
+      close(fd_);
+      fd_ = saved_ = -1;
+    }
+  }
+  ~QuietDawnStartup() {
+    if (fd_ < 0) return;
+    std::fflush(stderr);
+    dup2(saved_, STDERR_FILENO);
+    close(saved_);
+    const off_t n = lseek(fd_, 0, SEEK_END);
+    std::string text(n > 0 ? size_t(n) : 0, '\0');
+    if (n > 0 && pread(fd_, text.data(), text.size(), 0) != n) text.clear();
+    close(fd_);
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      end = end == std::string::npos ? text.size() : end + 1;
+      const std::string_view line(text.data() + start, end - start);
+      // Mesa's window-system code on lavapipe adds "error: XDG_RUNTIME_DIR is
+      // invalid or not set in the environment." (no display here, and none
+      // needed for compute).
+      const bool noise = (line.rfind("Warning: max", 0) == 0 && line.find("artificially reduced from") != line.npos) ||
+                         line.rfind("error: XDG_RUNTIME_DIR is invalid or not set", 0) == 0;
+      if (!noise) {
+        for (size_t done = 0; done < line.size();) {
+          const ssize_t w = write(STDERR_FILENO, line.data() + done, line.size() - done);
+          if (w <= 0) break;
+          done += size_t(w);
+        }
+      }
+      start = end;
+    }
+  }
+  QuietDawnStartup(const QuietDawnStartup&) = delete;
+  QuietDawnStartup& operator=(const QuietDawnStartup&) = delete;
+
+ private:
+  int fd_ = -1, saved_ = -1;
+};
+}  // namespace
+
+namespace {
 // Every adapter `instance` offers with `toggles` (the adapter request's
 // toggles decide which experimental features an adapter lists).
 std::vector<FoundAdapter> adapters_with(WGPUInstance instance, const std::vector<const char*>& toggles) {
@@ -352,6 +412,7 @@ OpenedAdapters open_adapters(const std::string& mode, const std::vector<const ch
     idesc.nextInChain = &instance_toggles.chain;
     idesc.requiredFeatureCount = 1;
     idesc.requiredFeatures = instance_features;
+    QuietDawnStartup quiet;
     o.instance = wgpuCreateInstance(&idesc);
     if (!o.instance) {
 #if WGNN_DAWN_NODE
@@ -485,6 +546,21 @@ namespace {
 std::mutex& lifetime_mutex() {
   static std::mutex m;
   return m;
+}
+
+// The contexts alive now (under lifetime_mutex).
+std::set<Context::Impl*>& live_contexts() {
+  static auto* s = new std::set<Context::Impl*>();
+  return *s;
+}
+
+// At exit, a context never destroyed (a static one, or one a program
+// leaked) still has creations on Dawn's workers, which crash the process
+// once its teardown begins (seen with npm webgpu's Dawn on lavapipe and with
+// the source build on an H200): they are finished first.
+void finish_at_exit() {
+  std::lock_guard<std::mutex> lifetime(lifetime_mutex());
+  for (Context::Impl* s : live_contexts()) Context::finish_pending_pipelines(*s, "finishing a compute pipeline at exit");
 }
 }  // namespace
 
@@ -713,7 +789,10 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
     r->message = str(msg);
   };
   dcb.userdata1 = dr.userdata();
-  s.wait(wgpuAdapterRequestDevice(s.adapter, &ddesc, dcb), "requesting a WebGPU device");
+  {
+    QuietDawnStartup quiet;
+    s.wait(wgpuAdapterRequestDevice(s.adapter, &ddesc, dcb), "requesting a WebGPU device");
+  }
   if (!dr->device) throw GpuError("could not create a WebGPU device on " + s.info.name + ": " + dr->message);
   s.device = dr->device;
   s.queue = wgpuDeviceGetQueue(s.device);
@@ -758,6 +837,10 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
     }
   }
 #endif
+  // Registered last: a constructor that threw leaves nothing behind.
+  static std::once_flag at_exit;
+  std::call_once(at_exit, [] { std::atexit(finish_at_exit); });
+  live_contexts().insert(impl_.get());
 }
 
 
@@ -1140,23 +1223,28 @@ struct Pipeline::Async {
 };
 
 // (After Pipeline::Async, whose pending creations it waits for.)
-Context::~Context() {
-  std::lock_guard<std::mutex> lifetime(lifetime_mutex());
-  Impl& s = *impl_;
-  // Creations still running on Dawn's workers finish before the device
-  // goes: destroying it under them crashed the process at exit on an H200
-  // (a test that asked for many pipelines and never used them; never under
-  // WGNN_ASYNC_PIPELINES=0). Bounded; a destructor never throws.
+void Context::finish_pending_pipelines(Impl& s, const char* why) {
   for (auto& [key, p] : s.pipelines) {
     if (!p || !p->async_) continue;
     Pipeline::Async& a = *p->async_;
     std::lock_guard<std::mutex> lock(a.mutex);
     if (a.done) continue;
     try {
-      s.wait(a.future, "finishing a compute pipeline before the device is destroyed", 60ull * 1000000000ull);
+      s.wait(a.future, why, 60ull * 1000000000ull);
     } catch (const std::exception&) {
     }
   }
+}
+
+Context::~Context() {
+  std::lock_guard<std::mutex> lifetime(lifetime_mutex());
+  Impl& s = *impl_;
+  live_contexts().erase(&s);
+  // Creations still running on Dawn's workers finish before the device
+  // goes: destroying it under them crashed the process at exit on an H200
+  // (a test that asked for many pipelines and never used them; never under
+  // WGNN_ASYNC_PIPELINES=0). Bounded; a destructor never throws.
+  Context::finish_pending_pipelines(s, "finishing a compute pipeline before the device is destroyed");
   s.pipelines.clear();
   s.dummy = Buffer();
   if (s.queue) wgpuQueueRelease(s.queue);
@@ -1275,6 +1363,7 @@ const Pipeline& Context::pipeline(std::string_view name, std::string_view wgsl, 
   auto p = std::make_unique<Pipeline>();
   p->name_ = std::string(name);
   p->wgsl_ = std::string(wgsl);
+  p->tensor_cores_ = p->wgsl_.find("\n// wgnn: tensor-core kernel\n") != std::string::npos;
   p->entry_ = std::string(entry);
   p->constants_ = constants;
   p->writes_ = writable_bindings(wgsl);

@@ -159,6 +159,9 @@ class Pipeline {
   // once, or its asynchronous creation has finished (then taken here; a
   // failed creation counts as ready and throws at its use). Never blocks.
   bool ready() const;
+  // Whether it is a tensor-core kernel (its shader says so on a line
+  // "// wgnn: tensor-core kernel": on subgroup matrices, or their emulation).
+  bool tensor_cores() const { return tensor_cores_; }
 
  private:
   friend class Context;
@@ -166,6 +169,7 @@ class Pipeline {
   void resolve() const;
   void take(Async& a, std::chrono::steady_clock::time_point t_wait) const;  // a's result, under a.mutex
   uint64_t writes_ = 0;
+  bool tensor_cores_ = false;
   mutable std::shared_ptr<WGPUComputePipelineImpl> pipeline_;
   mutable std::shared_ptr<WGPUBindGroupLayoutImpl> layout_;
   std::string name_;
@@ -417,6 +421,9 @@ class Context {
   WGPUInstanceImpl* instance() const;
   struct Impl;
   Impl& impl() const { return *impl_; }
+  // Waits (bounded, never throws) for pipeline creations still running on
+  // Dawn's workers: before a device is destroyed, and at exit.
+  static void finish_pending_pipelines(Impl& s, const char* why);
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -808,7 +808,13 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
       pending = b->graph->pending_pipelines();
     }
     last_phases_.tier_wait_ms = ms_from(tp);
-    if (!pending.empty()) {
+    // Only a tensor-core pipeline still compiling is worth a regular plan:
+    // the rest the regular plan would wait for too (a float32 model on a
+    // GPU with tensor cores was recorded twice for nothing, and its buffer
+    // count depended on how fast its pipelines compiled).
+    const bool tensor_cores_pending =
+        std::any_of(pending.begin(), pending.end(), [](const gpu::Pipeline* p) { return p->tensor_cores(); });
+    if (tensor_cores_pending) {
       std::unique_ptr<Built> regular;
       tp = std::chrono::steady_clock::now();
       try {

@@ -54,6 +54,9 @@ std::string subgroup_attention_wgsl(const SubgroupAttentionConfig& c) {
   };
   add("enable f16;");
   if (shfl) add("enable subgroups;");
+  // The mark gpu::Pipeline::tensor_cores() reads (the emulation's too: a
+  // tiered plan waits for either alike).
+  add("// wgnn: tensor-core kernel");
   if (!c.emulate) {
     add("enable chromium_experimental_subgroup_matrix;");
     add("diagnostic(off, chromium.subgroup_matrix_uniformity);");

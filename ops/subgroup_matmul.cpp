@@ -139,6 +139,9 @@ std::string subgroup_matmul_wgsl(const SubgroupMatmulConfig& c) {
   std::string s;
   auto add = [&](const std::string& line) { s += line; s += '\n'; };
   add("enable f16;");
+  // The mark gpu::Pipeline::tensor_cores() reads (the emulation's too: a
+  // tiered plan waits for either alike).
+  add("// wgnn: tensor-core kernel");
   if (!c.emulate) {
     add("enable chromium_experimental_subgroup_matrix;");
     add("diagnostic(off, chromium.subgroup_matrix_uniformity);");
