@@ -5,7 +5,8 @@ ldconfig
 if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
-export LD_LIBRARY_PATH="$PWD/.deps/dawn${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Both npm Dawns (the default build's shim finds dawn.node beside itself).
+export LD_LIBRARY_PATH="$PWD/.deps/dawn-node:$PWD/.deps/dawn${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Libraries the GPU machine lacks (libonnx_proto, libprotobuf), copied from
 # this machine into .payload/lib by bench/make_payload.sh.
 if [ -d .payload/lib ]; then export LD_LIBRARY_PATH="$PWD/.payload/lib:$LD_LIBRARY_PATH"; fi
