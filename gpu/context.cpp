@@ -555,12 +555,19 @@ std::set<Context::Impl*>& live_contexts() {
 }
 
 // At exit, a context never destroyed (a static one, or one a program
-// leaked) still has creations on Dawn's workers, which crash the process
-// once its teardown begins (seen with npm webgpu's Dawn on lavapipe and with
-// the source build on an H200): they are finished first.
+// leaked) still has work on Dawn's threads (pipeline creations, the
+// device's own), which crashed the process once its teardown began (npm
+// webgpu's Dawn on lavapipe, the source build on an H200): it is shut down
+// first, as its destructor would (its objects released later are released
+// on a destroyed device, which WebGPU allows).
 void finish_at_exit() {
   std::lock_guard<std::mutex> lifetime(lifetime_mutex());
-  for (Context::Impl* s : live_contexts()) Context::finish_pending_pipelines(*s, "finishing a compute pipeline at exit");
+  auto& live = live_contexts();
+  while (!live.empty()) {
+    Context::Impl* s = *live.begin();
+    live.erase(live.begin());
+    Context::shut_down(*s);
+  }
 }
 }  // namespace
 
@@ -1238,24 +1245,27 @@ void Context::finish_pending_pipelines(Impl& s, const char* why) {
 
 Context::~Context() {
   std::lock_guard<std::mutex> lifetime(lifetime_mutex());
-  Impl& s = *impl_;
-  live_contexts().erase(&s);
+  // Shut down at exit already (finish_at_exit) when no longer listed.
+  if (live_contexts().erase(impl_.get())) shut_down(*impl_);
+}
+
+void Context::shut_down(Impl& s) {
   // Creations still running on Dawn's workers finish before the device
   // goes: destroying it under them crashed the process at exit on an H200
   // (a test that asked for many pipelines and never used them; never under
-  // WGNN_ASYNC_PIPELINES=0). Bounded; a destructor never throws.
+  // WGNN_ASYNC_PIPELINES=0). Bounded; never throws.
   Context::finish_pending_pipelines(s, "finishing a compute pipeline before the device is destroyed");
   s.pipelines.clear();
   s.dummy = Buffer();
-  if (s.queue) wgpuQueueRelease(s.queue);
+  if (s.queue) wgpuQueueRelease(std::exchange(s.queue, nullptr));
   if (s.device) {
     wgpuDeviceDestroy(s.device);
-    wgpuDeviceRelease(s.device);
+    wgpuDeviceRelease(std::exchange(s.device, nullptr));
   }
-  if (s.adapter) wgpuAdapterRelease(s.adapter);
+  if (s.adapter) wgpuAdapterRelease(std::exchange(s.adapter, nullptr));
   if (s.instance) {
     wgpuInstanceProcessEvents(s.instance);
-    wgpuInstanceRelease(s.instance);
+    wgpuInstanceRelease(std::exchange(s.instance, nullptr));
   }
   // Releasing the instance calls back every pending callback (cancelled).
   // A state still uncalled would mean the instance lives on (something
