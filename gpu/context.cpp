@@ -548,27 +548,6 @@ std::mutex& lifetime_mutex() {
   return m;
 }
 
-// The contexts alive now (under lifetime_mutex).
-std::set<Context::Impl*>& live_contexts() {
-  static auto* s = new std::set<Context::Impl*>();
-  return *s;
-}
-
-// At exit, a context never destroyed (a static one, or one a program
-// leaked) still has work on Dawn's threads (pipeline creations, the
-// device's own), which crashed the process once its teardown began (npm
-// webgpu's Dawn on lavapipe, the source build on an H200): it is shut down
-// first, as its destructor would (its objects released later are released
-// on a destroyed device, which WebGPU allows).
-void finish_at_exit() {
-  std::lock_guard<std::mutex> lifetime(lifetime_mutex());
-  auto& live = live_contexts();
-  while (!live.empty()) {
-    Context::Impl* s = *live.begin();
-    live.erase(live.begin());
-    Context::shut_down(*s);
-  }
-}
 }  // namespace
 
 std::vector<AdapterDesc> Context::list_adapters(const ContextOptions& options) {
@@ -844,10 +823,6 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
     }
   }
 #endif
-  // Registered last: a constructor that threw leaves nothing behind.
-  static std::once_flag at_exit;
-  std::call_once(at_exit, [] { std::atexit(finish_at_exit); });
-  live_contexts().insert(impl_.get());
 }
 
 
@@ -1245,8 +1220,7 @@ void Context::finish_pending_pipelines(Impl& s, const char* why) {
 
 Context::~Context() {
   std::lock_guard<std::mutex> lifetime(lifetime_mutex());
-  // Shut down at exit already (finish_at_exit) when no longer listed.
-  if (live_contexts().erase(impl_.get())) shut_down(*impl_);
+  shut_down(*impl_);
 }
 
 void Context::shut_down(Impl& s) {

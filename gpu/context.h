@@ -422,10 +422,9 @@ class Context {
   struct Impl;
   Impl& impl() const { return *impl_; }
   // Waits (bounded, never throws) for pipeline creations still running on
-  // Dawn's workers: before a device is destroyed, and at exit.
+  // Dawn's workers, before a device is destroyed.
   static void finish_pending_pipelines(Impl& s, const char* why);
-  // Releases the device, adapter and instance (the destructor's work; at
-  // exit, that of a context never destroyed).
+  // Releases the device, adapter and instance (the destructor's work).
   static void shut_down(Impl& s);
 
  private:
