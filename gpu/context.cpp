@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <regex>
-#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -547,7 +546,6 @@ std::mutex& lifetime_mutex() {
   static std::mutex m;
   return m;
 }
-
 }  // namespace
 
 std::vector<AdapterDesc> Context::list_adapters(const ContextOptions& options) {
