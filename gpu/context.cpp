@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -546,6 +547,21 @@ std::mutex& lifetime_mutex() {
   static std::mutex m;
   return m;
 }
+
+// The contexts alive now (under lifetime_mutex).
+std::set<Context::Impl*>& live_contexts() {
+  static auto* s = new std::set<Context::Impl*>();
+  return *s;
+}
+
+// At exit, pipeline creations of contexts never destroyed (a static one, a
+// leaked one) are finished before the process tears down. Registered once
+// the first device exists, so it runs before the exit handlers that Dawn
+// and the Vulkan driver registered while loading (docs/DAWN.md).
+void finish_at_exit() {
+  std::lock_guard<std::mutex> lifetime(lifetime_mutex());
+  for (Context::Impl* s : live_contexts()) Context::finish_pending_pipelines(*s, "finishing a compute pipeline at exit");
+}
 }  // namespace
 
 std::vector<AdapterDesc> Context::list_adapters(const ContextOptions& options) {
@@ -821,6 +837,10 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
     }
   }
 #endif
+  // Registered last: a constructor that threw leaves nothing behind.
+  static std::once_flag at_exit;
+  std::call_once(at_exit, [] { std::atexit(finish_at_exit); });
+  live_contexts().insert(impl_.get());
 }
 
 
@@ -1218,6 +1238,7 @@ void Context::finish_pending_pipelines(Impl& s, const char* why) {
 
 Context::~Context() {
   std::lock_guard<std::mutex> lifetime(lifetime_mutex());
+  live_contexts().erase(impl_.get());
   shut_down(*impl_);
 }
 

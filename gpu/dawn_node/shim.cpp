@@ -36,6 +36,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "webgpu/webgpu.h"
 
@@ -81,7 +82,16 @@ std::string c_name_of(const char* mangled) {
 // name, and every other dawn::native function by its mangled name (the
 // native C++ API wgnn lists adapters with, gpu/adapters.cpp), as offsets
 // from the load base.
-bool read_symbols(const std::string& path, std::unordered_map<std::string, uint64_t>& out, std::string& why) {
+//
+// Also the places (offsets from the load base) where the file's code finds
+// __cxa_atexit (its PLT or GOT slots), and the RELRO range, in `exit_slots`.
+struct ExitSlots {
+  std::vector<uint64_t> slots;
+  uint64_t relro_begin = 0, relro_end = 0;
+};
+
+bool read_symbols(const std::string& path, std::unordered_map<std::string, uint64_t>& out, ExitSlots& exit_slots,
+                  std::string& why) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) { why = "cannot open " + path + ": " + std::strerror(errno); return false; }
   struct stat st{};
@@ -117,6 +127,36 @@ bool read_symbols(const std::string& path, std::unordered_map<std::string, uint6
                  !std::strchr(name, '.')) {
         out.emplace(name, sym[k].st_value);  // Dawn's native C++ API, by its mangled name
       }
+    }
+  }
+  // The relocations that bind __cxa_atexit, through the dynamic symbols.
+  for (unsigned i = 0; i < eh->e_shnum; ++i) {
+    if (sh[i].sh_type != SHT_RELA || sh[i].sh_link >= eh->e_shnum) continue;
+    const Elf64_Shdr& dsym = sh[sh[i].sh_link];
+    if (dsym.sh_type != SHT_DYNSYM || dsym.sh_link >= eh->e_shnum) continue;
+    const Elf64_Shdr& dstr = sh[dsym.sh_link];
+    if (sh[i].sh_offset + sh[i].sh_size > size || dsym.sh_offset + dsym.sh_size > size ||
+        dstr.sh_offset + dstr.sh_size > size)
+      return fail("a truncated relocation table");
+    const auto* rel = reinterpret_cast<const Elf64_Rela*>(base + sh[i].sh_offset);
+    const auto* sym = reinterpret_cast<const Elf64_Sym*>(base + dsym.sh_offset);
+    const size_t nsym = dsym.sh_size / sizeof(Elf64_Sym);
+    const char* names = reinterpret_cast<const char*>(base + dstr.sh_offset);
+    for (size_t k = 0; k < sh[i].sh_size / sizeof(Elf64_Rela); ++k) {
+      const uint32_t type = ELF64_R_TYPE(rel[k].r_info);
+      const size_t si = ELF64_R_SYM(rel[k].r_info);
+      if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) || si == 0 || si >= nsym ||
+          sym[si].st_name >= dstr.sh_size)
+        continue;
+      if (std::strcmp(names + sym[si].st_name, "__cxa_atexit") == 0) exit_slots.slots.push_back(rel[k].r_offset);
+    }
+  }
+  if (eh->e_phoff != 0 && eh->e_phoff + uint64_t(eh->e_phnum) * sizeof(Elf64_Phdr) <= size) {
+    const auto* ph = reinterpret_cast<const Elf64_Phdr*>(base + eh->e_phoff);
+    for (unsigned i = 0; i < eh->e_phnum; ++i) {
+      if (ph[i].p_type != PT_GNU_RELRO) continue;
+      exit_slots.relro_begin = ph[i].p_vaddr;
+      exit_slots.relro_end = ph[i].p_vaddr + ph[i].p_memsz;
     }
   }
   munmap(map, size);
@@ -164,6 +204,33 @@ void* const kMissing[] = {
 
 WGPUInstance no_instance(const WGPUInstanceDescriptor*) { return nullptr; }
 
+// What dawn.node's code calls for __cxa_atexit once it is loaded: nothing is
+// registered, so the statics it makes from then on live until the process
+// ends. Its function-local statics (SPIRV-Tools' tables, ...) are first made
+// while Dawn compiles a pipeline on one of its worker threads, later than
+// anything the process registered before; at exit they were destroyed first,
+// and a compile still running on a worker crashed (docs/DAWN.md). Its
+// global statics, made while it loads, keep their destructors.
+int keep_until_the_end(void (*)(void*), void*, void*) { return 0; }
+
+// Points each of dawn.node's __cxa_atexit slots at keep_until_the_end.
+bool keep_statics(const link_map* lm, const ExitSlots& e, std::string& why) {
+  if (e.slots.empty()) return true;  // the file never registers one
+  const long page = sysconf(_SC_PAGESIZE);
+  for (uint64_t off : e.slots) {
+    auto* slot = reinterpret_cast<void**>(lm->l_addr + off);
+    const bool relro = off >= e.relro_begin && off < e.relro_end;
+    auto* first = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(slot) & ~uintptr_t(page - 1));
+    if (relro && mprotect(first, size_t(page), PROT_READ | PROT_WRITE) != 0) {
+      why = std::string("cannot make dawn.node's relocations writable: ") + std::strerror(errno);
+      return false;
+    }
+    *slot = reinterpret_cast<void*>(&keep_until_the_end);
+    if (relro) mprotect(first, size_t(page), PROT_READ);
+  }
+  return true;
+}
+
 // Loads dawn.node and fills the table. It is found beside this library (an
 // install, a wheel), else where the build found it.
 void load() {
@@ -190,8 +257,9 @@ void load() {
   std::string path = here + "/dawn.node";
   if (access(path.c_str(), R_OK) != 0) path = WGNN_DAWN_NODE_BUILD_PATH;
   std::unordered_map<std::string, uint64_t> symbols;
+  ExitSlots exit_slots;
   std::string why;
-  if (!read_symbols(path, symbols, why)) { g_error = why; return; }
+  if (!read_symbols(path, symbols, exit_slots, why)) { g_error = why; return; }
   if (!symbols.count("wgpuCreateInstance")) {
     g_error = path + " holds no Dawn C functions (dawn::native::Native*)";
     return;
@@ -203,6 +271,7 @@ void load() {
   if (!handle) { g_error = std::string("cannot load ") + path + ": " + dlerror(); return; }
   link_map* lm = nullptr;
   if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm) { g_error = "dlinfo failed for " + path; return; }
+  if (!keep_statics(lm, exit_slots, why)) { g_error = why; return; }
   for (size_t i = 0; i < kCount; ++i) {
     auto it = symbols.find(kNames[i]);
     if (it != symbols.end()) wgnn_dawn_node_procs[i] = reinterpret_cast<void*>(lm->l_addr + it->second);
