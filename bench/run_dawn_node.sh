@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# On the GPU machine: wgnn built against npm `webgpu`'s Dawn
-# (WGNN_DAWN=dawn-node scripts/setup: build-dawn-node/, .deps/dawn-node/): the adapter's features with and
+# On the GPU machine: wgnn built against npm `webgpu`'s Dawn (the default
+# build, build/, with .deps/dawn-node/): the adapter's features with and
 # without unsafe APIs, the test suite on the real GPU with subgroup matrices
 # (the tensor-core tests run there), and the zoo timed by wgnn in float32 and
 # float16 (tensor cores) in one run; beside it the npm Dawn's build in
-# float32 when NPM_BUILD (default build/) is there, and PyTorch compiled
-# (torch.compile, reduce-overhead) fp32 and fp16 with TORCH=1.
-#   BUILD (build-dawn-node), NPM_BUILD (build), TESTS=0 (no test suite),
+# float32 when NPM_BUILD (default build-npm: WGNN_DAWN=npm scripts/setup)
+# is there, and PyTorch compiled (torch.compile, reduce-overhead) fp32 and
+# fp16 with TORCH=1.
+#   BUILD (build), NPM_BUILD (build-npm), TESTS=0 (no test suite),
 #   GTEST_FILTER (a part of it), MODELS (all, or NAME,NAME), TORCH=1 or fp16
 # Needs .gl and .payload/lib (bench/make_payload.sh) beside the builds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-BUILD=${BUILD:-build-dawn-node}
-NPM_BUILD=${NPM_BUILD:-build}
+BUILD=${BUILD:-build}
+NPM_BUILD=${NPM_BUILD:-build-npm}
 (
   export LD_LIBRARY_PATH="$PWD/.deps/dawn-node:$LD_LIBRARY_PATH"
   WGNN_ALLOW_UNSAFE_APIS=0 "$BUILD/wgnn" info 2>&1 | tee "$OUT/info_dawn_node.txt"

@@ -422,7 +422,7 @@ class Context {
   struct Impl;
   Impl& impl() const { return *impl_; }
   // Waits (bounded, never throws) for pipeline creations still running on
-  // Dawn's workers, before a device is destroyed.
+  // Dawn's workers: before a device is destroyed, and at exit.
   static void finish_pending_pipelines(Impl& s, const char* why);
   // Releases the device, adapter and instance (the destructor's work).
   static void shut_down(Impl& s);
