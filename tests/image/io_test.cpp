@@ -88,6 +88,29 @@ TEST(ImageIo, EncodeDecodeInMemory) {
   EXPECT_EQ(back.pixels, img.pixels);
 }
 
+// Rows that each PNG filter suits (the same row repeated: Up; one colour
+// along the row: Sub) and rows of noise, at an odd width, decoded by
+// libpng: every byte comes back, in RGB and RGBA.
+TEST(ImageIo, PngRowsOfEveryFilterReadBackExactly) {
+  for (int c : {3, 4}) {
+    Image img(37, 24, c);
+    uint32_t state = 7u + uint32_t(c);
+    auto noise = [&] { return uint8_t((state = state * 1664525u + 1013904223u) >> 24); };
+    for (int y = 0; y < img.height; ++y)
+      for (int x = 0; x < img.width; ++x)
+        for (int k = 0; k < c; ++k) {
+          uint8_t v;
+          if (y < 8) v = uint8_t(x * 29 + k * 50);        // repeated rows
+          else if (y < 16) v = uint8_t(y * 13 + k * 70);  // one colour per row
+          else v = noise();
+          img.at(x, y, k) = v;
+        }
+    const Image back = image::decode_photo(image::encode_png(img), "memory.png");
+    ASSERT_EQ(back.channels, c);
+    EXPECT_EQ(back.pixels, img.pixels) << c << " channels";
+  }
+}
+
 TEST(ImageIo, JpegOfSolidBlocksReadsBackClose) {
   // 8x8 blocks of one colour each: JPEG keeps their DC terms; what remains
   // is YCbCr rounding.
@@ -215,8 +238,13 @@ TEST(ImageIo, FailedPngWriteKeepsTheOldFile) {
   image::write_png(p, pattern(8, 8, 3));
   std::string e;
   {
+    // Pixels no encoder can squeeze under the limit (a pattern compresses
+    // to a few hundred bytes).
+    Image noise(512, 512, 3);
+    uint32_t state = 12345;
+    for (uint8_t& v : noise.pixels) v = uint8_t((state = state * 1664525u + 1013904223u) >> 24);
     wgnn::test::FileSizeLimit limit(4096);
-    e = error_of([&] { image::write_png(p, pattern(512, 512, 3)); });
+    e = error_of([&] { image::write_png(p, noise); });
   }
   EXPECT_THAT(e, HasSubstr("kept.png"));
   EXPECT_THAT(e, HasSubstr("file size limit"));
