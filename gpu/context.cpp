@@ -32,8 +32,10 @@
 #include "util/file.h"
 
 #if WGNN_DAWN_NODE
-// gpu/dawn_node/shim.cpp: why dawn.node could not be loaded, or "".
+// gpu/dawn_node/shim.cpp: why dawn.node could not be loaded, or "";
+// the threads of Dawn's worker pool, before the first call loads it.
 extern "C" const char* wgnn_dawn_node_error();
+extern "C" void wgnn_dawn_node_set_workers(unsigned n);
 #endif
 
 namespace wgnn::gpu {
@@ -401,6 +403,23 @@ struct OpenedAdapters {
 OpenedAdapters open_adapters(const std::string& mode, const std::vector<const char*>& toggles,
                               const Settings& settings) {
   OpenedAdapters o;
+#if WGNN_DAWN_NODE
+  // Dawn's pool compiles the pipelines asked for asynchronously; its own
+  // default is 2 threads. One per core, at most 16, unless
+  // WGNN_DAWN_WORKERS says; set once, when the first call loads Dawn.
+  {
+    unsigned workers = std::clamp(std::thread::hardware_concurrency(), 2u, 16u);
+    if (const char* w = settings.get("WGNN_DAWN_WORKERS")) {
+      char* end = nullptr;
+      const unsigned long v = std::strtoul(w, &end, 10);
+      if (!*w || *end || v < 1 || v > 256) {
+        throw Error(fmt::format("WGNN_DAWN_WORKERS must be a number of threads from 1 to 256, not '{}'", w));
+      }
+      workers = unsigned(v);
+    }
+    wgnn_dawn_node_set_workers(workers);
+  }
+#endif
   o.driver = choose_vulkan_driver(mode, settings);
   WGPUDawnTogglesDescriptor instance_toggles{};
   instance_toggles.chain.sType = static_cast<WGPUSType>(dawn::kSTypeTogglesDescriptor);

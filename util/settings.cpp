@@ -20,6 +20,7 @@ const std::vector<SettingInfo>& Settings::known() {
       {"WGNN_GPU_TIMEOUT_S", "seconds a GPU wait may take before it is an error"},
       {"WGNN_SPIN_WAIT_US", "microseconds a GPU wait polls before it blocks"},
       {"WGNN_ASYNC_PIPELINES", "0: compile pipelines one at a time"},
+      {"WGNN_DAWN_WORKERS", "threads that compile pipelines in the dawn-node Dawn (default: one per core, at most 16)"},
       {"WGNN_STAGED_WRITES", "0: large writes as queue writes, not through staging buffers"},
       {"WGNN_LOG_BUFFERS", "1: each counted buffer on stderr"},
       {"WGNN_PIPELINE_TIMES", "1: a line on stderr per pipeline created, with its time"},

@@ -53,6 +53,11 @@ constexpr const char* kNames[] = {
 };
 constexpr size_t kCount = sizeof(kNames) / sizeof(kNames[0]);
 
+// dawn::platform::Platform::CreateWorkerTaskPool(): the default platform's
+// pool of threads that compile pipelines asked for asynchronously.
+constexpr const char* kCreateWorkerTaskPool = "_ZN4dawn8platform8Platform20CreateWorkerTaskPoolEv";
+unsigned g_workers = 0;  // what wgnn_dawn_node_set_workers() asked for; 0: Dawn's own
+
 std::once_flag g_once;
 std::string g_error;  // why load() failed; empty once it succeeded
 
@@ -126,6 +131,8 @@ bool read_symbols(const std::string& path, std::unordered_map<std::string, uint6
       } else if ((std::strncmp(name, "_ZN4dawn6native", 15) == 0 || std::strncmp(name, "_ZNK4dawn6native", 16) == 0) &&
                  !std::strchr(name, '.')) {
         out.emplace(name, sym[k].st_value);  // Dawn's native C++ API, by its mangled name
+      } else if (std::strcmp(name, kCreateWorkerTaskPool) == 0) {
+        out.emplace(name, sym[k].st_value);
       }
     }
   }
@@ -204,6 +211,36 @@ void* const kMissing[] = {
 
 WGPUInstance no_instance(const WGPUInstanceDescriptor*) { return nullptr; }
 
+// dawn.node's default platform makes its worker pool with 2 threads
+// (`mov $2, %esi` before it calls AsyncWorkerThreadPool's constructor), so
+// a model's pipelines compiled two at a time however many cores the host
+// has (docs/DAWN.md). That immediate becomes `n` when the function's bytes
+// are the ones expected (the pinned binary's); otherwise nothing changes.
+bool set_worker_threads(const link_map* lm, uint64_t fn, unsigned n, std::string& why) {
+  if (fn == 0 || n == 0 || n == 2) return true;
+  auto* code = reinterpret_cast<unsigned char*>(lm->l_addr + fn);
+  static const unsigned char kMovTwo[] = {0xbe, 0x02, 0x00, 0x00, 0x00};  // mov $2, %esi
+  unsigned char* at = nullptr;
+  for (size_t i = 0; i + sizeof kMovTwo <= 48; ++i) {
+    if (std::memcmp(code + i, kMovTwo, sizeof kMovTwo) != 0) continue;
+    if (at) return true;  // twice: not the code this expects
+    at = code + i;
+  }
+  if (!at) return true;
+  const long page = sysconf(_SC_PAGESIZE);
+  auto* first = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(at) & ~uintptr_t(page - 1));
+  const size_t span = size_t(at + sizeof kMovTwo - static_cast<unsigned char*>(first)) > size_t(page) ? 2 * size_t(page)
+                                                                                                       : size_t(page);
+  if (mprotect(first, span, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+    why = std::string("cannot set Dawn's worker threads: ") + std::strerror(errno);
+    return false;
+  }
+  std::memcpy(at + 1, &n, sizeof n);
+  mprotect(first, span, PROT_READ | PROT_EXEC);
+  __builtin___clear_cache(reinterpret_cast<char*>(at), reinterpret_cast<char*>(at + sizeof kMovTwo));
+  return true;
+}
+
 // What dawn.node's code calls for __cxa_atexit once it is loaded: nothing is
 // registered, so the statics it makes from then on live until the process
 // ends. Its function-local statics (SPIRV-Tools' tables, ...) are first made
@@ -272,6 +309,8 @@ void load() {
   link_map* lm = nullptr;
   if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm) { g_error = "dlinfo failed for " + path; return; }
   if (!keep_statics(lm, exit_slots, why)) { g_error = why; return; }
+  auto pool = symbols.find(kCreateWorkerTaskPool);
+  if (!set_worker_threads(lm, pool == symbols.end() ? 0 : pool->second, g_workers, why)) { g_error = why; return; }
   for (size_t i = 0; i < kCount; ++i) {
     auto it = symbols.find(kNames[i]);
     if (it != symbols.end()) wgnn_dawn_node_procs[i] = reinterpret_cast<void*>(lm->l_addr + it->second);
@@ -287,6 +326,9 @@ __attribute__((visibility("hidden"))) void* wgnn_dawn_node_resolve(size_t index)
   std::call_once(g_once, load);
   return wgnn_dawn_node_procs[index];
 }
+// How many threads Dawn's worker pool gets (0: Dawn's own 2); read when
+// the first WebGPU call loads Dawn, once for the process.
+__attribute__((visibility("default"))) void wgnn_dawn_node_set_workers(unsigned n) { g_workers = n; }
 // Why Dawn could not be loaded ("" when it was, or was not tried yet).
 __attribute__((visibility("default"))) const char* wgnn_dawn_node_error() { return g_error.c_str(); }
 }
