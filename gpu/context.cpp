@@ -1257,15 +1257,12 @@ void Context::finish_pending_pipelines(Impl& s, const char* why) {
 
 Context::~Context() {
   std::lock_guard<std::mutex> lifetime(lifetime_mutex());
-  live_contexts().erase(impl_.get());
-  shut_down(*impl_);
-}
-
-void Context::shut_down(Impl& s) {
+  Impl& s = *impl_;
+  live_contexts().erase(&s);
   // Creations still running on Dawn's workers finish before the device
   // goes: destroying it under them crashed the process at exit on an H200
   // (a test that asked for many pipelines and never used them; never under
-  // WGNN_ASYNC_PIPELINES=0). Bounded; never throws.
+  // WGNN_ASYNC_PIPELINES=0). Bounded; a destructor never throws.
   Context::finish_pending_pipelines(s, "finishing a compute pipeline before the device is destroyed");
   s.pipelines.clear();
   s.dummy = Buffer();

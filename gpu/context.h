@@ -424,8 +424,6 @@ class Context {
   // Waits (bounded, never throws) for pipeline creations still running on
   // Dawn's workers: before a device is destroyed, and at exit.
   static void finish_pending_pipelines(Impl& s, const char* why);
-  // Releases the device, adapter and instance (the destructor's work).
-  static void shut_down(Impl& s);
 
  private:
   std::unique_ptr<Impl> impl_;

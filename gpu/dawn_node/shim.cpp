@@ -211,6 +211,22 @@ void* const kMissing[] = {
 
 WGPUInstance no_instance(const WGPUInstanceDescriptor*) { return nullptr; }
 
+// Writes `n` bytes at `at`, in pages mapped with `prot`, made writable for
+// the moment.
+bool write_mapped(void* at, const void* bytes, size_t n, int prot, std::string& why) {
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(at) & ~(page - 1);
+  const size_t span = size_t((reinterpret_cast<uintptr_t>(at) + n + page - 1) / page * page - first);
+  if (mprotect(reinterpret_cast<void*>(first), span, prot | PROT_WRITE) != 0) {
+    why = std::string("cannot change dawn.node's mapping: ") + std::strerror(errno);
+    return false;
+  }
+  std::memcpy(at, bytes, n);
+  mprotect(reinterpret_cast<void*>(first), span, prot);
+  if (prot & PROT_EXEC) __builtin___clear_cache(static_cast<char*>(at), static_cast<char*>(at) + n);
+  return true;
+}
+
 // dawn.node's default platform makes its worker pool with 2 threads
 // (`mov $2, %esi` before it calls AsyncWorkerThreadPool's constructor), so
 // a model's pipelines compiled two at a time however many cores the host
@@ -226,19 +242,7 @@ bool set_worker_threads(const link_map* lm, uint64_t fn, unsigned n, std::string
     if (at) return true;  // twice: not the code this expects
     at = code + i;
   }
-  if (!at) return true;
-  const long page = sysconf(_SC_PAGESIZE);
-  auto* first = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(at) & ~uintptr_t(page - 1));
-  const size_t span = size_t(at + sizeof kMovTwo - static_cast<unsigned char*>(first)) > size_t(page) ? 2 * size_t(page)
-                                                                                                       : size_t(page);
-  if (mprotect(first, span, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
-    why = std::string("cannot set Dawn's worker threads: ") + std::strerror(errno);
-    return false;
-  }
-  std::memcpy(at + 1, &n, sizeof n);
-  mprotect(first, span, PROT_READ | PROT_EXEC);
-  __builtin___clear_cache(reinterpret_cast<char*>(at), reinterpret_cast<char*>(at + sizeof kMovTwo));
-  return true;
+  return !at || write_mapped(at + 1, &n, sizeof n, PROT_READ | PROT_EXEC, why);
 }
 
 // What dawn.node's code calls for __cxa_atexit once it is loaded: nothing is
@@ -252,18 +256,12 @@ int keep_until_the_end(void (*)(void*), void*, void*) { return 0; }
 
 // Points each of dawn.node's __cxa_atexit slots at keep_until_the_end.
 bool keep_statics(const link_map* lm, const ExitSlots& e, std::string& why) {
-  if (e.slots.empty()) return true;  // the file never registers one
-  const long page = sysconf(_SC_PAGESIZE);
+  void* const target = reinterpret_cast<void*>(&keep_until_the_end);
   for (uint64_t off : e.slots) {
-    auto* slot = reinterpret_cast<void**>(lm->l_addr + off);
     const bool relro = off >= e.relro_begin && off < e.relro_end;
-    auto* first = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(slot) & ~uintptr_t(page - 1));
-    if (relro && mprotect(first, size_t(page), PROT_READ | PROT_WRITE) != 0) {
-      why = std::string("cannot make dawn.node's relocations writable: ") + std::strerror(errno);
+    if (!write_mapped(reinterpret_cast<void*>(lm->l_addr + off), &target, sizeof target,
+                      relro ? PROT_READ : PROT_READ | PROT_WRITE, why))
       return false;
-    }
-    *slot = reinterpret_cast<void*>(&keep_until_the_end);
-    if (relro) mprotect(first, size_t(page), PROT_READ);
   }
   return true;
 }
