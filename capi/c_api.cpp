@@ -114,6 +114,10 @@ onnx_import::SessionOptions to_options(const wgnn_session_options* o) {
   s.verbose = o->verbose != 0;
   if (o->max_plans < 1) throw Error(fmt::format("wgnn_session_options.max_plans is {}: keep at least 1 plan", o->max_plans));
   s.max_plans = o->max_plans;
+  if (o->max_plan_sizes < 1) {
+    throw Error(fmt::format("wgnn_session_options.max_plan_sizes is {}: keep at least 1 size", o->max_plan_sizes));
+  }
+  s.max_plan_sizes = o->max_plan_sizes;
   s.tiered = o->tiered != 0;
   s.ir_import = o->ir_import != 0;
   if (o->output_count > 0 && !o->outputs) throw Error("wgnn_session_options.outputs is NULL with output_count > 0");
@@ -235,6 +239,7 @@ wgnn_session_options wgnn_session_options_default(void) {
   o.checked = d.checked ? 1 : 0;
   o.verbose = d.verbose ? 1 : 0;
   o.max_plans = d.max_plans;
+  o.max_plan_sizes = d.max_plan_sizes;
   o.tiered = d.tiered ? 1 : 0;
   o.ir_import = d.ir_import ? 1 : 0;
   o.outputs = nullptr;

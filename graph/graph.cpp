@@ -437,40 +437,91 @@ void Graph::prepare() {
         ti.kind == TensorKind::Intermediate && !external[t] && first[t] >= 0 && last[t] > first[t];
     if (intermediate) {
       pooled[t] = true;
-      ti.buffer = gpu::Buffer();  // (re)planned below
       memory_.intermediate_sum += ti.gpu_bytes();
     }
   }
-  std::vector<gpu::Buffer> pool, free_list;
-  std::vector<std::vector<size_t>> dies_at(nodes_.size());
-  for (size_t t = 0; t < n; ++t) {
-    if (pooled[t]) dies_at[size_t(last[t])].push_back(t);
+  // The storage: this graph's own, or one shared with graphs of the same
+  // structure (share_storage). A graph changed since its storage was
+  // assigned gets a new one.
+  const std::vector<int64_t> st = structure();
+  bool left = false;  // left a storage other graphs share
+  if (storage_ && storage_->structure_ != st && storage_.use_count() == 1) {
+    // Only this graph's: assigned again, its inputs' and outputs' buffers kept.
+    storage_->structure_ = st;
+    storage_->assigned_ = false;
+    storage_->slot_of_.clear();
+    storage_->slots_.clear();
+  } else if (!storage_ || storage_->structure_ != st) {
+    left = storage_ != nullptr;
+    storage_ = std::make_shared<SharedStorage>();
+    storage_->structure_ = st;
   }
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    for (const Binding& b : nodes_[i].bindings) {
-      if (b.tensor < 0) continue;
-      const size_t r = size_t(root_of(b.tensor));
-      if (!pooled[r] || tensors_[r].buffer.valid()) continue;
-      TensorInfo& ti = tensors_[r];
-      const uint64_t need = std::max<uint64_t>(16, (ti.gpu_bytes() + 255) / 256 * 256);
-      size_t best = free_list.size();
-      for (size_t k = 0; k < free_list.size(); ++k) {
-        if (free_list[k].size() >= need && (best == free_list.size() || free_list[k].size() < free_list[best].size()))
-          best = k;
-      }
-      if (best < free_list.size()) {
-        ti.buffer = free_list[best];
-        free_list.erase(free_list.begin() + long(best));
-      } else {
-        ti.buffer = ctx_.create_buffer(need, gpu::kStorageUsage, fmt::format("pool {}", pool.size()));
-        pool.push_back(ti.buffer);
-        memory_.intermediate_pool += ti.buffer.size();
-      }
-      ti.offset = 0;
+  SharedStorage& ss = *storage_;
+  auto need_of = [&](size_t t) { return std::max<uint64_t>(16, (tensors_[t].gpu_bytes() + 255) / 256 * 256); };
+  if (!ss.assigned_) {
+    // Pool slots by liveness: a tensor holds a slot from the first
+    // dispatch that touches it (its producer) to the last that reads it;
+    // best fit among the free slots by this graph's sizes, a new slot when
+    // none fits. Which tensors share a slot depends only on liveness, so
+    // the assignment serves the storage's graphs at every size.
+    ss.slot_of_.assign(n, -1);
+    std::vector<uint64_t> slot_bytes;
+    std::vector<int> free_list;
+    std::vector<std::vector<size_t>> dies_at(nodes_.size());
+    for (size_t t = 0; t < n; ++t) {
+      if (pooled[t]) dies_at[size_t(last[t])].push_back(t);
     }
-    for (size_t t : dies_at[i]) free_list.push_back(tensors_[t].buffer);
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      for (const Binding& b : nodes_[i].bindings) {
+        if (b.tensor < 0) continue;
+        const size_t r = size_t(root_of(b.tensor));
+        if (!pooled[r] || ss.slot_of_[r] >= 0) continue;
+        const uint64_t need = need_of(r);
+        size_t best = free_list.size();
+        for (size_t k = 0; k < free_list.size(); ++k) {
+          const uint64_t have = slot_bytes[size_t(free_list[k])];
+          if (have >= need && (best == free_list.size() || have < slot_bytes[size_t(free_list[best])])) best = k;
+        }
+        if (best < free_list.size()) {
+          ss.slot_of_[r] = free_list[best];
+          free_list.erase(free_list.begin() + long(best));
+        } else {
+          ss.slot_of_[r] = int(slot_bytes.size());
+          slot_bytes.push_back(need);
+        }
+      }
+      for (size_t t : dies_at[i]) free_list.push_back(ss.slot_of_[t]);
+    }
+    ss.slots_.resize(slot_bytes.size());
+    ss.assigned_ = true;
   }
-  memory_.pool_buffers = pool.size();
+  // Each slot as large as the largest tensor this graph puts in it.
+  std::vector<uint64_t> slot_need(ss.slots_.size(), 0);
+  for (size_t t = 0; t < n; ++t)
+    if (pooled[t]) slot_need[size_t(ss.slot_of_[t])] = std::max(slot_need[size_t(ss.slot_of_[t])], need_of(t));
+  for (size_t k = 0; k < ss.slots_.size(); ++k) {
+    if (slot_need[k] > 0) shared_buffer(int(k), -1, slot_need[k]);
+  }
+  for (size_t t = 0; t < n; ++t) {
+    TensorInfo& ti = tensors_[t];
+    if (pooled[t]) {
+      ti.buffer = ss.slots_[size_t(ss.slot_of_[t])];
+      ti.offset = 0;
+    } else if (ti.view_of < 0 && ti.kind != TensorKind::Constant && (ti.kind != TensorKind::Intermediate || first[t] >= 0)) {
+      // Inputs, outputs and results (read after a run): the storage's, by
+      // tensor. A buffer the tensor got before (an input written before
+      // the first prepare) becomes the storage's, its data kept.
+      const uint64_t need = (std::max<uint64_t>(ti.gpu_bytes(), 4) + 15) / 16 * 16;
+      if (!left && ti.buffer.valid() && ti.offset == 0 && ti.buffer.size() >= need && !ss.own_.count(int(t))) {
+        ss.own_[int(t)] = ti.buffer;
+      } else {
+        ti.buffer = shared_buffer(-1, int(t), need);
+        ti.offset = 0;
+      }
+    }
+  }
+  memory_.pool_buffers = ss.slots_.size();
+  for (const gpu::Buffer& b : ss.slots_) memory_.intermediate_pool += b.valid() ? b.size() : 0;
   for (size_t t = 0; t < n; ++t) {
     TensorInfo& ti = tensors_[t];
     if (ti.view_of >= 0) {
@@ -513,6 +564,63 @@ void Graph::prepare() {
     init_nodes_.clear();
   }
   prepared_ = true;
+  storage_gen_ = ss.generation_;
+}
+
+size_t SharedStorage::buffers() const {
+  size_t k = own_.size();
+  for (const gpu::Buffer& b : slots_) k += b.valid() ? 1 : 0;
+  return k;
+}
+
+uint64_t SharedStorage::bytes() const {
+  uint64_t sum = 0;
+  for (const gpu::Buffer& b : slots_) sum += b.valid() ? b.size() : 0;
+  for (const auto& [id, b] : own_) sum += b.size();
+  return sum;
+}
+
+std::vector<int64_t> Graph::structure() const {
+  std::vector<int64_t> s;
+  s.reserve(2 + tensors_.size() * 2 + nodes_.size() * 4);
+  s.push_back(int64_t(tensors_.size()));
+  for (const TensorInfo& t : tensors_) {
+    s.push_back(int64_t(t.kind));
+    s.push_back(t.view_of);
+  }
+  s.push_back(int64_t(nodes_.size()));
+  for (const DispatchNode& d : nodes_) {
+    s.push_back(int64_t(d.bindings.size()));
+    for (const Binding& b : d.bindings) s.push_back(b.tensor);
+  }
+  return s;
+}
+
+bool Graph::share_storage(const std::shared_ptr<SharedStorage>& storage) {
+  if (!storage || storage == storage_) return storage != nullptr;
+  if (!pending_.empty()) throw Error("Graph::share_storage: runs are in flight; wait() for them first");
+  if (storage->structure_ != structure()) return false;
+  storage_ = storage;
+  prepared_ = false;
+  return true;
+}
+
+const gpu::Buffer& Graph::shared_buffer(int slot, int id, uint64_t need) {
+  SharedStorage& ss = *storage_;
+  gpu::Buffer& b = slot >= 0 ? ss.slots_[size_t(slot)] : ss.own_[id];
+  if (b.valid() && b.size() >= need) return b;
+  // Grown to twice its size (or what is needed, if more), so a plan run at
+  // growing sizes replaces each buffer a few times, not at every size; not
+  // past maxBufferSize (check_bindings named the tensor that is).
+  uint64_t bytes = need;
+  if (b.valid()) {
+    const uint64_t twice = b.size() * 2;
+    if (twice > need && twice <= ctx_.limits().max_buffer_size) bytes = twice;
+    ++ss.generation_;  // the other graphs' bind groups hold the old buffer
+  }
+  b = ctx_.create_buffer(bytes, gpu::kStorageUsage,
+                         slot >= 0 ? fmt::format("pool {}", slot) : tensors_[size_t(id)].name);
+  return b;
 }
 
 std::vector<const gpu::Pipeline*> Graph::pipelines() const {
@@ -731,7 +839,7 @@ std::vector<size_t> Graph::part_ends() const {
 void Graph::submit_impl(std::span<const HostIn> inputs, std::span<const TensorRef> outputs,
                         std::span<const DeviceIn> device_in, std::span<const DeviceOut> device_out, bool split,
                         bool defer_checks) {
-  if (!prepared_) prepare();
+  ensure_prepared();
   if (pending_.size() >= kMaxInFlight) {
     throw Error(fmt::format("Graph::submit: {} runs are in flight already (at most {}); wait() for one first",
                             pending_.size(), kMaxInFlight));
@@ -937,7 +1045,7 @@ void Graph::wait(std::span<const HostOut> outputs) {
 }
 
 std::vector<Graph::DispatchTime> Graph::run_profiled() {
-  if (!prepared_) prepare();
+  ensure_prepared();
   gpu::Recorder rec(ctx_, gpu::Timing::PerDispatch);
   std::vector<DispatchTime> out;
   for (size_t i = 0; i < nodes_.size(); ++i) {

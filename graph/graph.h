@@ -25,6 +25,37 @@ class BufferBatch;
 namespace wgnn {
 
 class ConstantStore;
+class Graph;
+
+// The buffers of graphs that share one structure: the same tensors (kinds
+// and views) and the same tensors bound by each dispatch, in order, at
+// other sizes. A model recorded at several input sizes (photo sizes,
+// sequence lengths) records that structure each time; the graphs of one
+// structure are one plan's sizes and hold one set of buffers: the pooled
+// intermediates' slots (assigned once, by the first graph prepared, from
+// liveness alone, so valid at every size) and the inputs', outputs' and
+// results' buffers, by tensor. A graph that needs a larger buffer than
+// the set holds replaces it with one of twice the size or what it needs,
+// whichever is more, and bumps generation(): the other graphs make their
+// bind groups again before their next run. Constants, op-owned buffers,
+// uniforms and staging buffers stay each graph's own. The graphs take
+// turns: one run at a time over the set (Session runs one plan at a time).
+class SharedStorage {
+ public:
+  uint64_t generation() const { return generation_; }
+  // Buffers held and their bytes (the pool's slots and the by-tensor ones).
+  size_t buffers() const;
+  uint64_t bytes() const;
+
+ private:
+  friend class Graph;
+  std::vector<int64_t> structure_;  // Graph::structure() of the graphs that share it
+  bool assigned_ = false;           // slot_of_ set (by the first graph prepared)
+  std::vector<int> slot_of_;        // root tensor id -> pool slot, -1: not pooled
+  std::vector<gpu::Buffer> slots_;
+  std::unordered_map<int, gpu::Buffer> own_;  // input, output and result roots by tensor id
+  uint64_t generation_ = 0;
+};
 
 enum class TensorKind { Input, Output, Intermediate, Constant };
 
@@ -214,8 +245,22 @@ class Graph {
   // reads it, then the buffer returns to the pool (best fit, never shared
   // within one dispatch). A tensor that no later dispatch reads is a result
   // and keeps its buffer. Read only outputs and such results after run().
+  //
+  // The buffers come from the graph's SharedStorage (made here if the
+  // graph has none, or a new one if the graph's structure changed since):
+  // share_storage() lets another graph of the same structure use the same.
   void prepare();
-  bool prepared() const { return prepared_; }
+  bool prepared() const { return prepared_ && (!storage_ || storage_gen_ == storage_->generation()); }
+  // What decides whether two graphs can share storage: tensor kinds and
+  // views, and each dispatch's bound tensors (ids, in order). Sizes, dtypes,
+  // kernels, uniforms and constants' values are not part of it.
+  std::vector<int64_t> structure() const;
+  // Takes `storage` (another graph's: Graph::storage()) for its buffers
+  // from the next prepare(), when this graph's structure is the one it
+  // serves; false, and nothing changed, when not.
+  bool share_storage(const std::shared_ptr<SharedStorage>& storage);
+  // The storage prepare() gave this graph (null before the first prepare).
+  const std::shared_ptr<SharedStorage>& storage() const { return storage_; }
   // Drops the dispatches whose every write (bindings the shader declares
   // read_write) lands in storage that no later kept dispatch binds and that
   // is not an input, output or constant: work whose result nobody reads,
@@ -376,6 +421,15 @@ class Graph {
   int root_of(int id) const;
   void check_no_write_alias(const DispatchNode& node, const std::vector<gpu::BufferBinding>& bs) const;
   void ensure_storage(int id);
+  // A buffer of storage_'s for tensor root `id` of `need` bytes at least:
+  // `slot` >= 0 a pool slot, else the root's own (grown as SharedStorage
+  // says).
+  const gpu::Buffer& shared_buffer(int slot, int id, uint64_t need);
+  void ensure_prepared() {
+    if (!prepared()) prepare();
+  }
+  std::shared_ptr<SharedStorage> storage_;
+  uint64_t storage_gen_ = 0;            // storage_'s generation at the last prepare()
 
   gpu::Context& ctx_;
   ConstantStore* store_ = nullptr;

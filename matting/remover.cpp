@@ -23,6 +23,8 @@ using clock = std::chrono::steady_clock;
 double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
 
 constexpr int kISNetDefaultSize = 1024;
+// The metadata key through which a model names its pre-processing.
+constexpr const char* kPreprocessKey = "wgnn.preprocess";
 constexpr int kMODNetDefaultSize = 512;
 constexpr int kMultiple = 32;
 
@@ -68,6 +70,10 @@ Remover::Remover(gpu::Context& ctx, const std::string& model_path, RemoverOption
   // Only the first output (the matte) is run and read back: ISNet's other
   // eleven (side outputs, feature maps) would be tens of MB a photo.
   onnx_import::LoadedModel model = onnx_import::load_model(model_path);
+  // A model may say which pre-processing it needs (isnet_any_size.onnx,
+  // whose height and width are free, says "isnet").
+  const auto said = model.metadata.find(kPreprocessKey);
+  const std::string said_preprocess = said == model.metadata.end() ? "" : said->second;
   onnx_import::SessionOptions so;
   if (!model.outputs.empty()) so.outputs = {model.outputs.front().name};
   session_ = std::make_unique<onnx_import::Session>(ctx, std::move(model), so);
@@ -98,6 +104,15 @@ Remover::Remover(gpu::Context& ctx, const std::string& model_path, RemoverOption
                             "pre-processing resizes to the photo's aspect ratio and normalizes differently, and "
                             "would give a wrong matte: use --preprocess isnet (or auto)",
                             model_path, input_, shape_str(declared_)));
+  }
+  if (kind_ == Preprocess::Auto && !said_preprocess.empty()) {
+    if (said_preprocess == "isnet") kind_ = Preprocess::ISNet;
+    else if (said_preprocess == "modnet") kind_ = Preprocess::MODNet;
+    else {
+      throw Error(fmt::format("model '{}': its metadata '{}' is '{}'; expected 'isnet' or 'modnet' (or give "
+                              "--preprocess)",
+                              model_path, kPreprocessKey, said_preprocess));
+    }
   }
   if (kind_ == Preprocess::Auto) {
     if (static_h && static_w) {

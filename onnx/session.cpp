@@ -110,6 +110,7 @@ constexpr size_t kMaxReadbacks = 4096;
 // Probe plans kept (besides SessionOptions::max_plans plans).
 constexpr size_t kMaxProbes = 256;
 
+
 // Protobuf refuses messages over 2 GB; larger models keep weights as
 // external data.
 void parse_coded(google::protobuf::io::CodedInputStream& coded, onnx::ModelProto& model, const std::string& name) {
@@ -237,6 +238,7 @@ void check_model(LoadedModel& m, const std::string& path, const SplitModel* spli
     throw Unsupported(fmt::format("'{}' uses ONNX opset {}; supported: {} to {}", path, opset, kMinOpset, kMaxOpset));
   }
   m.opset = int(opset);
+  for (const auto& kv : m.proto->metadata_props()) m.metadata[kv.key()] = kv.value();
   inline_local_functions(*m.proto, m.opset);
   const auto& g = m.proto->graph();
   check_graph_rules(g);
@@ -582,6 +584,10 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
   if (options_.max_plans < 1) {
     throw Error(fmt::format("SessionOptions::max_plans is {}: at least one plan must be kept", options_.max_plans));
   }
+  if (options_.max_plan_sizes < 1) {
+    throw Error(fmt::format("SessionOptions::max_plan_sizes is {}: at least one size must be kept",
+                            options_.max_plan_sizes));
+  }
   for (auto& st : model.states) {
     StateSlot slot{st.input, st.output, std::move(st.initial), {}, {}};
     slot.now = to_device(ctx_, slot.initial, slot.input);
@@ -717,9 +723,113 @@ void Session::set_input_shape(const std::string& name, const Shape& shape) {
 }
 
 int Session::plans() const {
+  std::set<const SharedStorage*> families;
+  int alone = 0;
+  for (const auto& [k, b] : built_) {
+    if (!b->probe.empty()) continue;
+    if (const auto& st = b->graph->storage()) families.insert(st.get());
+    else ++alone;
+  }
+  return int(families.size()) + alone;
+}
+
+int Session::plan_sizes() const {
   int n = 0;
   for (const auto& [k, b] : built_) n += b->probe.empty();
   return n;
+}
+
+uint64_t Session::plan_buffer_bytes() const {
+  std::set<const SharedStorage*> seen;
+  uint64_t bytes = 0;
+  for (const auto& [k, b] : built_) {
+    for (const Built* x : {b.get(), b->tier_up.get()}) {
+      if (!x || !x->graph->storage() || !seen.insert(x->graph->storage().get()).second) continue;
+      bytes += x->graph->storage()->bytes();
+    }
+  }
+  return bytes;
+}
+
+void Session::join_plan(Built& b) {
+  // Another size of a plan kept: the new graph's structure is one a kept
+  // graph has (the same tensors bound by the same dispatches), so it uses
+  // that graph's buffers rather than its own.
+  const std::vector<int64_t> structure = b.graph->structure();
+  auto join = [&](Graph& g) {
+    for (auto& [key, other] : built_) {
+      for (Built* o : {other.get(), other->tier_up.get()}) {
+        if (!o || o->graph->storage() == nullptr || o->graph->structure() != structure) continue;
+        if (g.share_storage(o->graph->storage())) return true;
+      }
+    }
+    return false;
+  };
+  join(*b.graph);
+  if (b.tier_up) {
+    // The tensor-core graph at the same size: with the regular one where
+    // their structures agree, else with another size's.
+    if (!(b.graph->storage() && b.tier_up->graph->share_storage(b.graph->storage()))) join(*b.tier_up->graph);
+  }
+}
+
+void Session::evict_for(const Built& b) {
+  // Probes (control flow's readbacks) are kept apart from the plans, at
+  // most kMaxProbes: a run may pass through many, and they must not evict
+  // the plans they lead to. A new plan evicts the least recently used plan
+  // (all its sizes) when max_plans are kept; a new size of a kept plan
+  // evicts that plan's least recently used size when it has max_plan_sizes.
+  auto evict = [&](auto it) {
+    it->second->graph->check_deferred();  // its failures are not lost with it
+    if (last_ == it->second.get()) last_ = nullptr;
+    built_.erase(it);
+    ++evictions_;
+  };
+  if (!b.probe.empty()) {
+    for (;;) {
+      auto lru = built_.end();
+      size_t count = 0;
+      for (auto it = built_.begin(); it != built_.end(); ++it) {
+        if (it->second->probe.empty()) continue;
+        ++count;
+        if (lru == built_.end() || it->second->last_use < lru->second->last_use) lru = it;
+      }
+      if (count < kMaxProbes) return;
+      evict(lru);
+    }
+  }
+  const SharedStorage* mine = b.graph->storage().get();
+  const auto family = [](const Built& x) -> const void* {
+    return x.graph->storage() ? static_cast<const void*>(x.graph->storage().get()) : static_cast<const void*>(&x);
+  };
+  for (;;) {
+    std::map<const void*, uint64_t> last_use;  // family -> its latest use
+    size_t sizes = 0;
+    auto lru_size = built_.end();
+    for (auto it = built_.begin(); it != built_.end(); ++it) {
+      if (!it->second->probe.empty()) continue;
+      uint64_t& u = last_use[family(*it->second)];
+      u = std::max(u, it->second->last_use);
+      if (mine && it->second->graph->storage().get() == mine) {
+        ++sizes;
+        if (lru_size == built_.end() || it->second->last_use < lru_size->second->last_use) lru_size = it;
+      }
+    }
+    if (mine && last_use.count(mine)) {
+      if (sizes < size_t(options_.max_plan_sizes)) return;
+      evict(lru_size);
+      continue;
+    }
+    if (int(last_use.size()) < options_.max_plans) return;
+    const void* oldest = nullptr;
+    for (const auto& [f, u] : last_use)
+      if (!oldest || u < last_use[oldest]) oldest = f;
+    for (auto it = built_.begin(); it != built_.end();) {
+      auto next = std::next(it);
+      if (it->second->probe.empty() && family(*it->second) == oldest) evict(it);
+      it = next;
+    }
+  }
 }
 
 Graph& Session::graph() {
@@ -749,28 +859,6 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
   }
   const std::set<std::string> value_inputs_before = value_inputs_;
   const auto t0 = std::chrono::steady_clock::now();
-  // The least recently used plans go first: their intermediates and the
-  // constants no other plan holds are freed before the new plan allocates.
-  // Probes (control flow's readbacks) are kept apart from the plans, at
-  // most kMaxProbes: a run may pass through many, and they must not evict
-  // the plans they lead to.
-  for (const bool probe : {false, true}) {
-    for (;;) {
-      auto lru = built_.end();
-      int count = 0;
-      for (auto it = built_.begin(); it != built_.end(); ++it) {
-        if (it->second->probe.empty() == probe) continue;
-        ++count;
-        if (lru == built_.end() || it->second->last_use < lru->second->last_use) lru = it;
-      }
-      if (count < (probe ? int(kMaxProbes) : options_.max_plans)) break;
-      lru->second->graph->check_deferred();  // its failures are not lost with it
-      if (last_ == lru->second.get()) last_ = nullptr;
-      built_.erase(lru);
-      ++evictions_;
-    }
-  }
-
   const auto ms_from = [](std::chrono::steady_clock::time_point a) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
   };
@@ -839,6 +927,11 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
     }
   }
   constants_->release_scratch();
+  // Another size of a kept plan shares its buffers; the least recently used
+  // plans (or sizes) go before the new one allocates: their intermediates
+  // and the constants no other plan holds are freed first.
+  join_plan(*b);
+  evict_for(*b);
   tp = std::chrono::steady_clock::now();
   b->graph->prepare();
   last_phases_.prepare_ms = ms_from(tp);
@@ -1654,9 +1747,10 @@ std::string Session::summary() const {
   const auto& cs = constants_->stats();
   const auto mib = [](uint64_t b) { return double(b) / double(1 << 20); };
   const std::string plans = fmt::format(
-      "; {} plan{} kept ({} built in {:.1f} ms, the last in {:.1f} ms{}); constants on the GPU {:.2f} MiB, uploaded "
-      "once for all plans ({:.2f} MiB reused)",
-      this->plans(), this->plans() == 1 ? "" : "s", builds_, total_build_ms_, last_build_ms_,
+      "; {} plan{} kept for {} set{} of input shapes, their buffers {:.2f} MiB ({} built in {:.1f} ms, the last in "
+      "{:.1f} ms{}); constants on the GPU {:.2f} MiB, uploaded once for all plans ({:.2f} MiB reused)",
+      this->plans(), this->plans() == 1 ? "" : "s", plan_sizes(), plan_sizes() == 1 ? "" : "s",
+      mib(plan_buffer_bytes()), builds_, total_build_ms_, last_build_ms_,
       evictions_ ? fmt::format(", {} evicted", evictions_) : "", mib(cs.bytes), mib(cs.reused_bytes));
   std::string control;
   if (last_->plan_time_decisions || last_->readback_decisions || last_->unrolled) {

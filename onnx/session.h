@@ -6,14 +6,20 @@
 //   for (auto& in : s.inputs()) ...                 // names, dtypes, shapes (-1: dynamic)
 //   auto outputs = s.run({{"input", host_tensor}});   // name -> HostTensor
 //
-// A Session builds its Graph (a plan) for the input shapes of the first run
-// (symbolic dims resolved from the actual inputs) and reuses it, with every
-// bind group and uniform made once, for later runs with the same shapes; new
-// shapes build (and cache) another plan. The plans share one copy of the
+// A Session records a Graph for the input shapes of the first run (symbolic
+// dims resolved from the actual inputs) and reuses it, with every bind group
+// and uniform made once, for later runs with the same shapes. New shapes
+// record another Graph (tens of ms: the pipelines come from the cache);
+// when its structure is one a kept Graph has (the same tensors bound by the
+// same dispatches: graph/graph.h, SharedStorage), it is another size of that
+// plan and uses the plan's buffers, grown to the largest size run, rather
+// than its own: a fully convolutional model at ten photo sizes is one plan
+// and the memory of its largest size. Every plan shares one copy of the
 // weights on the GPU (a ConstantStore: each constant is uploaded once per
 // Session, whatever the number of shapes). At most SessionOptions::max_plans
-// plans are kept: the least recently used one is evicted, freeing its
-// intermediates and the constants only it used.
+// plans, each with at most max_plan_sizes sizes, are kept: the least
+// recently used is evicted, freeing its buffers and the constants only it
+// used.
 //
 // Threading: one Session may be used from one thread at a time. Different
 // Sessions may run from different threads: on different Contexts they run
@@ -92,9 +98,15 @@ struct SessionOptions {
   // the outputs each run (docs/RELIABILITY.md). Off: those values are clamped
   // or computed silently.
   bool checked = true;
-  // Plans (one per set of input shapes) kept at once, at least 1; the least
-  // recently used is evicted when a new shape would exceed it.
+  // Plans kept at once, at least 1; the least recently used (with all its
+  // sizes) is evicted when a new plan would exceed it. A plan serves every
+  // set of input shapes whose recording has its structure (Session::plans()).
   int max_plans = 8;
+  // Sets of input shapes one plan keeps, at least 1 (each its dispatch
+  // sizes, uniforms, bind groups and the constants only it uses: kilobytes
+  // to a few MiB; the buffers are the plan's): the least recently used is
+  // evicted when a new one would exceed it.
+  int max_plan_sizes = 64;
   // The graph outputs to compute and return, by name, in this order (empty:
   // all, as the model declares them); outputs() then lists these. The
   // others are not read back, and the work only they need is not run
@@ -163,6 +175,8 @@ struct LoadedModel {
   };
   std::vector<State> states;
   std::string format = "onnx";  // "onnx" or "pte"
+  // The model's metadata_props (ONNX Runtime's custom_metadata_map), by key.
+  std::map<std::string, std::string> metadata;
 };
 
 // From a file (`name` in messages is the path): an ONNX model, or an
@@ -283,8 +297,18 @@ class Session {
   // Whether a node (subgraphs included) reads this graph input.
   bool reads_input(const std::string& name) const;
   // Plans kept now (at most SessionOptions::max_plans; control flow's probe
-  // plans not counted), and how many plans and probes were evicted.
+  // plans not counted), and how many plans, sizes and probes were evicted.
+  // A plan serves every set of input shapes whose recording has its
+  // structure (graph/graph.h, SharedStorage): the same tensors bound by the
+  // same dispatches. Each such set is one of its sizes: its own dispatch
+  // sizes, uniforms and bind groups over the plan's buffers, which grow to
+  // the largest size run.
   int plans() const;
+  // Sets of input shapes kept, over all plans (plans() <= plan_sizes()).
+  int plan_sizes() const;
+  // Bytes of the plans' buffers on the GPU (intermediates, inputs, outputs;
+  // each plan's once, whatever its sizes; constants not counted).
+  uint64_t plan_buffer_bytes() const;
   int evictions() const { return evictions_; }
   // Plans first run on the regular kernels (SessionOptions::tiered), and
   // of them those since switched to their tensor-core plan.
@@ -360,6 +384,10 @@ class Session {
   std::unique_ptr<Built> record_ir_plan(const Feeds& inputs, bool tensor_cores);
   std::unique_ptr<Built> record_plan_as(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
                                         bool tensor_cores, bool through_ir);
+  // A new size b shares the buffers of a kept plan of its structure.
+  void join_plan(Built& b);
+  // Evicts least recently used plans (or sizes of b's plan) to make room for b.
+  void evict_for(const Built& b);
   // SessionOptions::tiered: b becomes its tensor-core plan once every
   // pipeline of it is ready (polled), between runs.
   void try_tier_up(Built& b);

@@ -14,7 +14,9 @@ Where the export folded the whole size into one constant (the uint8 model of
 the same package), sizes becomes Concat(Shape(x)[0:2], Shape(tar)[2:4]).
 At the declared 1024x1024 every size is what it was (checked), so the
 model computes exactly what the original does there; at another input size
-(a multiple of 32) every upsampled map matches the one it joins.
+(a multiple of 32) every upsampled map matches the one it joins. The copy
+declares its input's height and width free, and says in its metadata
+(wgnn.preprocess) that it takes ISNet's pre-processing.
 """
 import os
 import sys
@@ -133,10 +135,21 @@ read = {i for n in g.node for i in n.input}
 keep = [t for t in g.initializer if t.name in read or t.name not in dropped]
 del g.initializer[:]
 g.initializer.extend(keep)
-# The declared input stays 1x3x1024x1024, the size ISNet is meant for (what
-# `wgnn remove-bg` feeds it unless --size says otherwise); the outputs'
-# declared sizes hold at that size.
+# The input's height and width become free ("height", "width"), so that
+# ONNX Runtime, wgnn's InferenceSession and the CLI take any size; the
+# outputs' heights and widths are left unset (each is the input's or a
+# fraction of it). The metadata names the pre-processing, which the free
+# size no longer tells: `wgnn remove-bg` feeds it ISNet's 1024x1024 unless
+# --size says otherwise.
 del g.value_info[:]
+for d, name in zip(dims[2:], ("height", "width")):
+    d.Clear()
+    d.dim_param = name
+for o in g.output:
+    for d in o.type.tensor_type.shape.dim[2:]:
+        d.Clear()
+del m.metadata_props[:]
+helper.set_model_props(m, {"wgnn.preprocess": "isnet"})
 onnx.checker.check_model(m)
 onnx.save(m, dst + ".part")
 os.replace(dst + ".part", dst)

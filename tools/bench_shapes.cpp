@@ -74,8 +74,8 @@ std::pair<std::string, std::vector<int64_t>> parse_dim(const std::string& spec) 
 struct Row {
   std::string inputs;
   double first_ms = 0, build_ms = 0, steady_ms = 0;
-  int plans = 0, evictions = 0;
-  uint64_t constants = 0, intermediates = 0;
+  int plans = 0, sizes = 0, evictions = 0;
+  uint64_t constants = 0, intermediates = 0, plan_bytes = 0;
   uint64_t pipelines = 0;    // compiled for this shape (none cached in the Context)
   double pipeline_ms = 0;    // their creation time, of build_ms
 };
@@ -188,15 +188,18 @@ int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
       r.steady_ms = steady[steady.size() / 2];
     }
     r.plans = s.plans();
+    r.sizes = s.plan_sizes();
     r.evictions = s.evictions();
     r.constants = s.constants().stats().bytes;
     r.intermediates = s.graph().memory().intermediate_pool;
+    r.plan_bytes = s.plan_buffer_bytes();
     rows.push_back(r);
     if (!o.json) {
       fmt::print("{:<44} build {:8.1f} ms (pipelines {} new, {:.1f} ms)  first run {:8.1f} ms  steady {:8.3f} ms  "
-                 "plans {} (evicted {})  constants {:.2f} MiB  intermediates {:.2f} MiB\n",
-                 r.inputs, r.build_ms, r.pipelines, r.pipeline_ms, r.first_ms, r.steady_ms, r.plans, r.evictions,
-                 mib(r.constants), mib(r.intermediates));
+                 "plans {} (sizes {}, evicted {})  constants {:.2f} MiB  intermediates {:.2f} MiB  plans' buffers "
+                 "{:.2f} MiB\n",
+                 r.inputs, r.build_ms, r.pipelines, r.pipeline_ms, r.first_ms, r.steady_ms, r.plans, r.sizes,
+                 r.evictions, mib(r.constants), mib(r.intermediates), mib(r.plan_bytes));
     }
   }
   double total = 0, later_max = 0;
@@ -226,6 +229,8 @@ int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
                              {"first_run_ms", r.first_ms},
                              {"steady_ms", r.steady_ms},
                              {"plans", r.plans},
+                             {"plan_sizes", r.sizes},
+                             {"plan_buffer_bytes", r.plan_bytes},
                              {"evictions", r.evictions},
                              {"constants_bytes", r.constants},
                              {"intermediate_bytes", r.intermediates}});

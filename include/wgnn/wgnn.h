@@ -98,15 +98,16 @@ typedef struct wgnn_session_options {
   int fusion;    /* fuse node chains (GELU, MatMul+bias, ...); 1: on */
   int checked;   /* run-time index and division checks; 1: on */
   int verbose;   /* a summary on stderr after each run that built a plan; 0: off */
-  int max_plans; /* plans (one per set of input shapes) kept at once, at least 1; 8 */
+  int max_plans; /* plans kept at once (each serves the input shapes of one structure), at least 1; 8 */
   int tiered;    /* tiered first runs on tensor-core devices (docs/FP16.md); 1: on */
   int ir_import; /* import to IR and run the passes (else record directly); 1: on */
   /* The outputs to compute, by name (NULL: all, as the model declares
    * them); output_count names. The others are not computed. */
   const char* const* outputs;
   size_t output_count;
+  int max_plan_sizes; /* sets of input shapes one plan keeps, at least 1; 64 */
 } wgnn_session_options;
-/* The defaults: {0, 1, 1, 0, 8, 1, 1, NULL, 0}, the C++ SessionOptions'
+/* The defaults: {0, 1, 1, 0, 8, 1, 1, NULL, 0, 64}, the C++ SessionOptions'
  * (onnx/session.h). NULL options mean these; start from this function
  * rather than zero-filling, so fields added later keep their defaults. */
 wgnn_session_options wgnn_session_options_default(void);

@@ -155,7 +155,7 @@ nb::tuple describe(const onnx_import::ValueInfo& v) {
 struct Options {
   std::string adapter, limits;
   bool verbose = false, fp16 = false, fusion = true, checked = true, tiered = true, ir_import = true;
-  int max_plans = 8;
+  int max_plans = 8, max_plan_sizes = 64;
   std::vector<std::string> outputs;
   onnx_import::SessionOptions session() const {
     onnx_import::SessionOptions o;
@@ -166,6 +166,7 @@ struct Options {
     o.fusion = fusion;
     o.checked = checked;
     o.max_plans = max_plans;
+    o.max_plan_sizes = max_plan_sizes;
     o.tiered = tiered;
     return o;
   }
@@ -260,6 +261,7 @@ class PySession {
   std::string summary() const { return s_->summary(); }
   int builds() const { return s_->builds(); }
   int plans() const { return s_->plans(); }
+  int plan_sizes() const { return s_->plan_sizes(); }
   void reset_state() {
     nb::gil_scoped_release unlocked;
     s_->reset_state();
@@ -510,6 +512,7 @@ NB_MODULE(_wgnn, m) {
       .def_rw("fusion", &Options::fusion)
       .def_rw("checked", &Options::checked)
       .def_rw("max_plans", &Options::max_plans)
+      .def_rw("max_plan_sizes", &Options::max_plan_sizes)
       .def_rw("tiered", &Options::tiered)
       .def_rw("ir_import", &Options::ir_import)
       .def_rw("outputs", &Options::outputs);
@@ -524,6 +527,7 @@ NB_MODULE(_wgnn, m) {
       .def("summary", &PySession::summary)
       .def("builds", &PySession::builds)
       .def("plans", &PySession::plans)
+      .def("plan_sizes", &PySession::plan_sizes)
       .def("reset_state", &PySession::reset_state)
       .def("last_run_us", &PySession::last_run_us);
 

@@ -54,7 +54,7 @@ class SessionOptions:
     verbose: after each run that built a graph (a new set of input shapes),
         print the session's summary to stderr, as `wgnn run --verbose` does
         (also log_severity_level = 0, as in ONNX Runtime).
-    fusion, checked, max_plans, tiered, ir_import, outputs: SessionOptions
+    fusion, checked, max_plans, max_plan_sizes, tiered, ir_import, outputs: SessionOptions
         of the C++ API (onnx/session.h); outputs (a list of names, None: all)
         limits what the session computes, as run(output_names) limits what a
         run returns. tiered (on): where the GPU has tensor cores, a
@@ -74,6 +74,7 @@ class SessionOptions:
         self.fusion = True
         self.checked = True
         self.max_plans = 8
+        self.max_plan_sizes = 64
         self.tiered = True
         self.ir_import = True
         self.outputs = None
@@ -86,7 +87,10 @@ class SessionOptions:
         o.verbose = bool(self.verbose) or self.log_severity_level == 0
         o.fusion = bool(self.fusion)
         o.checked = bool(self.checked)
+        if self.max_plan_sizes is None or int(self.max_plan_sizes) < 1:
+            raise ValueError(f"SessionOptions.max_plan_sizes is {self.max_plan_sizes}: keep at least 1 size")
         o.max_plans = int(self.max_plans)
+        o.max_plan_sizes = int(self.max_plan_sizes)
         o.tiered = bool(self.tiered)
         o.ir_import = bool(self.ir_import)
         if self.max_plans is None or int(self.max_plans) < 1:
@@ -206,6 +210,15 @@ class InferenceSession:
     # wgnn's own: how many graphs were built (one per set of input shapes).
     def builds(self):
         return self._s.builds()
+
+    def plans(self):
+        """Plans kept: each serves every set of input shapes whose recording
+        has its structure, over one set of buffers (onnx/session.h)."""
+        return self._s.plans()
+
+    def plan_sizes(self):
+        """Sets of input shapes kept, over all plans."""
+        return self._s.plan_sizes()
 
     def summary(self):
         return self._s.summary()

@@ -197,6 +197,7 @@ TEST_F(CApi, RunsAModelFromBytesAndFromAFile) {
   EXPECT_EQ(o.fusion, 1);
   EXPECT_EQ(o.checked, 1);
   EXPECT_EQ(o.max_plans, 8);
+  EXPECT_EQ(o.max_plan_sizes, 64);
   EXPECT_EQ(o.tiered, 1);
   EXPECT_EQ(o.ir_import, 1);
   EXPECT_EQ(o.outputs, nullptr);
@@ -213,6 +214,10 @@ TEST_F(CApi, RunsAModelFromBytesAndFromAFile) {
   o.max_plans = 0;
   EXPECT_EQ(wgnn_session_create_from_file(ctx_, path.c_str(), &o, &s), WGNN_ERROR_MODEL);
   EXPECT_NE(std::string(wgnn_last_error()).find("max_plans is 0"), std::string::npos) << wgnn_last_error();
+  o = wgnn_session_options_default();
+  o.max_plan_sizes = 0;
+  EXPECT_EQ(wgnn_session_create_from_file(ctx_, path.c_str(), &o, &s), WGNN_ERROR_MODEL);
+  EXPECT_NE(std::string(wgnn_last_error()).find("max_plan_sizes is 0"), std::string::npos) << wgnn_last_error();
   o = wgnn_session_options_default();
   o.output_count = 1;
   EXPECT_EQ(wgnn_session_create_from_file(ctx_, path.c_str(), &o, &s), WGNN_ERROR_MODEL);

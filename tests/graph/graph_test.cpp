@@ -1,5 +1,6 @@
 #include <gmock/gmock.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -173,4 +174,86 @@ TEST(Graph, ADispatchThatWritesAndReadsOneBufferIsRefusedNamingTheNode) {
     EXPECT_THAT(e.what(), HasSubstr("node 'overlap' (Relu, opset 17): test.relu_into_own_input"));
     EXPECT_THAT(e.what(), HasSubstr("WebGPU forbids"));
   }
+}
+
+namespace {
+// x -> neg -> exp -> + x -> neg: intermediates that share pool slots, an
+// input and an output, at length n.
+struct Chain {
+  TensorRef x, y;
+};
+Chain chain(Graph& g, int64_t n) {
+  Chain c;
+  c.x = g.add_tensor({n}, DType::F32, TensorKind::Input, "x");
+  TensorRef a = ops::call(g, "aten.neg.default", {c.x}).tensor();
+  TensorRef b = ops::call(g, "aten.exp.default", {a}).tensor();
+  TensorRef s = ops::call(g, "aten.add.Tensor", {b, c.x}).tensor();
+  c.y = ops::call(g, "aten.neg.default", {s}).tensor();
+  g.mark_output(c.y);
+  return c;
+}
+std::vector<double> chain_reference(const std::vector<float>& x) {
+  std::vector<double> r;
+  for (float v : x) r.push_back(-(std::exp(-double(v)) + double(v)));
+  return r;
+}
+std::vector<float> run_chain(Graph& g, const Chain& c, const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  const Graph::HostIn in{c.x, x.data(), x.size() * 4};
+  const Graph::HostOut out{c.y, y.data(), y.size() * 4};
+  g.run({&in, 1}, {&out, 1});
+  return y;
+}
+}  // namespace
+
+// One plan at three sizes: the graphs recorded at each share one set of
+// buffers (the pool's slots, the input's and the output's), which grows to
+// the largest; a graph prepared before a buffer grew makes its bind groups
+// again before its next run, and every size computes its own values.
+TEST(Graph, GraphsOfOneStructureShareBuffersAtEverySize) {
+  Graph small(ctx()), large(ctx()), tiny(ctx());
+  const Chain cs = chain(small, 64), cl = chain(large, 5000), ct = chain(tiny, 8);
+  EXPECT_EQ(small.structure(), large.structure());
+  const auto xs = random_floats(64, -2, 2, 7), xl = random_floats(5000, -2, 2, 8), xt = random_floats(8, -2, 2, 9);
+  EXPECT_TRUE(all_close(run_chain(small, cs, xs), chain_reference(xs), 1e-5, 1e-5));
+  const std::shared_ptr<SharedStorage> st = small.storage();
+  ASSERT_TRUE(st);
+  const size_t buffers = st->buffers();
+  const uint64_t gen = st->generation(), bytes = st->bytes();
+  ASSERT_TRUE(large.share_storage(st));
+  ASSERT_TRUE(tiny.share_storage(st));
+  EXPECT_TRUE(all_close(run_chain(large, cl, xl), chain_reference(xl), 1e-5, 1e-5));
+  EXPECT_EQ(large.storage(), st);
+  EXPECT_EQ(st->buffers(), buffers) << "the large graph grew the buffers it shares rather than adding its own";
+  EXPECT_GT(st->generation(), gen);
+  EXPECT_GE(st->bytes(), bytes + (5000 - 64) * 4);
+  EXPECT_FALSE(small.prepared()) << "its bind groups hold the smaller buffers";
+  const uint64_t grown = st->bytes(), gen2 = st->generation();
+  EXPECT_TRUE(all_close(run_chain(tiny, ct, xt), chain_reference(xt), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(run_chain(small, cs, xs), chain_reference(xs), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(run_chain(large, cl, xl), chain_reference(xl), 1e-5, 1e-5));
+  EXPECT_EQ(st->bytes(), grown) << "smaller sizes fit the grown buffers";
+  EXPECT_EQ(st->generation(), gen2);
+  EXPECT_TRUE(large.prepared() && small.prepared() && tiny.prepared());
+}
+
+TEST(Graph, AGraphOfAnotherStructureDoesNotShareBuffers) {
+  Graph a(ctx()), b(ctx());
+  const Chain ca = chain(a, 16);
+  TensorRef x = b.add_tensor({16}, DType::F32, TensorKind::Input, "x");
+  b.mark_output(ops::call(b, "aten.neg.default", {x}).tensor());
+  const auto xs = random_floats(16, -1, 1, 10);
+  run_chain(a, ca, xs);
+  EXPECT_FALSE(b.share_storage(a.storage()));
+  EXPECT_EQ(b.storage(), nullptr);
+  // A graph changed after it was prepared leaves the storage it shared.
+  Graph c(ctx());
+  const Chain cc = chain(c, 32);
+  ASSERT_TRUE(c.share_storage(a.storage()));
+  const auto x32 = random_floats(32, -1, 1, 11);
+  EXPECT_TRUE(all_close(run_chain(c, cc, x32), chain_reference(x32), 1e-5, 1e-5));
+  ops::call(c, "aten.neg.default", {cc.y});
+  EXPECT_TRUE(all_close(run_chain(c, cc, x32), chain_reference(x32), 1e-5, 1e-5));
+  EXPECT_NE(c.storage(), a.storage());
+  EXPECT_TRUE(all_close(run_chain(a, ca, xs), chain_reference(xs), 1e-5, 1e-5));
 }

@@ -86,7 +86,9 @@ TEST(PlanCache, WeightsAreUploadedOnceForEveryShape) {
     expect_reference(x, s.run({{"x", x}}).at("y"));
   }
   EXPECT_EQ(s.builds(), 5);
-  EXPECT_EQ(s.plans(), 5);
+  // One plan: the five sizes record one structure and share its buffers.
+  EXPECT_EQ(s.plans(), 1);
+  EXPECT_EQ(s.plan_sizes(), 5);
   const ConstantStore::Stats after = s.constants().stats();
   // The four later plans uploaded nothing the first one had: W and B again
   // are reuses, and the GPU holds the same bytes as after the first build.
@@ -94,22 +96,107 @@ TEST(PlanCache, WeightsAreUploadedOnceForEveryShape) {
   EXPECT_EQ(after.uploads, first.uploads);
   EXPECT_GE(after.reused_bytes, 4 * uint64_t(kIn * kOut + kOut) * 4);
   EXPECT_THAT(s.summary(), HasSubstr("uploaded once for all plans"));
-  EXPECT_THAT(s.summary(), HasSubstr("5 plans kept (5 built"));
+  EXPECT_THAT(s.summary(), HasSubstr("1 plan kept for 5 sets of input shapes"));
+  EXPECT_THAT(s.summary(), HasSubstr("(5 built"));
   // The first shape again: its plan is still there, no build.
   expect_reference(input(1), s.run({{"x", input(1)}}).at("y"));
   EXPECT_EQ(s.builds(), 5);
 }
 
-TEST(PlanCache, LeastRecentlyUsedPlanIsEvicted) {
+namespace {
+// x [N, 8]; c, a bool read on the host: y = relu(x) if c, else exp(-x). The
+// two branches record two structures (one dispatch, two), so each is a plan
+// of its own, serving every N.
+std::string two_structures_model() {
+  ModelBuilder b(13);
+  b.input("x", {-1, kIn}, onnx::TensorProto::FLOAT, {"batch"});
+  b.input("c", {}, onnx::TensorProto::BOOL);
+  b.output("y", {-1, kIn}, onnx::TensorProto::FLOAT, {"batch"});
+  auto branch = [](const std::string& name, std::vector<std::string> ops) {
+    onnx::GraphProto g;
+    g.set_name(name);
+    std::string v = "x";
+    for (size_t i = 0; i < ops.size(); ++i) {
+      auto* n = g.add_node();
+      n->set_op_type(ops[i]);
+      n->add_input(v);
+      v = name + "_" + std::to_string(i);
+      n->add_output(v);
+    }
+    auto* o = g.add_output();
+    o->set_name(v);
+    o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    return g;
+  };
+  auto* n = b.node("If", {"c"}, {"y"});
+  for (auto [attr, g] : {std::pair<const char*, onnx::GraphProto>{"then_branch", branch("pos", {"Relu"})},
+                         {"else_branch", branch("neg", {"Neg", "Exp"})}}) {
+    auto* a = n->add_attribute();
+    a->set_name(attr);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = g;
+  }
+  return b.save("plan_cache_two_structures.onnx");
+}
+
+HostTensor flag(bool v) {
+  HostTensor t(DType::Bool, {});
+  t.data[0] = v ? 1 : 0;
+  return t;
+}
+
+void expect_branch(const HostTensor& x, bool c, const HostTensor& y) {
+  ASSERT_EQ(y.shape, x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double v = x.as<float>()[i], ref = c ? std::max(0.0, v) : std::exp(-v);
+    EXPECT_NEAR(y.as<float>()[i], ref, 1e-5 + 1e-5 * std::abs(ref)) << "element " << i << ", c " << c;
+  }
+}
+}  // namespace
+
+TEST(PlanCache, LeastRecentlyUsedPlanIsEvictedWithAllItsSizes) {
   SessionOptions o;
-  o.max_plans = 2;
+  o.max_plans = 1;
+  Session s(test::ctx(), two_structures_model(), o);
+  for (int64_t n : {1, 2, 3}) expect_branch(input(n), true, s.run({{"x", input(n)}, {"c", flag(true)}}).at("y"));
+  EXPECT_EQ(s.plans(), 1);
+  EXPECT_EQ(s.plan_sizes(), 3);
+  EXPECT_EQ(s.evictions(), 0);
+  // The other branch: a second plan, over max_plans: the first goes, its three sizes with it.
+  expect_branch(input(2), false, s.run({{"x", input(2)}, {"c", flag(false)}}).at("y"));
+  EXPECT_EQ(s.plans(), 1);
+  EXPECT_EQ(s.plan_sizes(), 1);
+  EXPECT_EQ(s.evictions(), 3);
+  EXPECT_EQ(s.builds(), 4);
+  // Back again: built anew, evicting the other.
+  expect_branch(input(3), true, s.run({{"x", input(3)}, {"c", flag(true)}}).at("y"));
+  EXPECT_EQ(s.builds(), 5);
+  EXPECT_EQ(s.evictions(), 4);
+  EXPECT_THAT(s.summary(), HasSubstr("4 evicted"));
+}
+
+TEST(PlanCache, TwoPlansKeepTheirSizesApartAndEachComputesItsOwn) {
+  Session s(test::ctx(), two_structures_model());
+  // Interleaved: each run's plan grew or reused buffers the other plan does not share.
+  for (int64_t n : {4, 1, 9, 2, 4, 9}) {
+    for (bool c : {true, false}) expect_branch(input(n), c, s.run({{"x", input(n)}, {"c", flag(c)}}).at("y"));
+  }
+  EXPECT_EQ(s.plans(), 2);
+  EXPECT_EQ(s.plan_sizes(), 8);
+  EXPECT_EQ(s.builds(), 8);
+  EXPECT_EQ(s.evictions(), 0);
+}
+
+TEST(PlanCache, APlanKeepsAtMostMaxPlanSizes) {
+  SessionOptions o;
+  o.max_plan_sizes = 2;
   Session s(test::ctx(), linear_relu_model(), o);
   s.run({{"x", input(1)}});
-  const uint64_t weight_bytes = s.constants().stats().bytes;
   s.run({{"x", input(2)}});
   s.run({{"x", input(1)}});  // 1 is now more recent than 2
-  s.run({{"x", input(3)}});  // evicts 2
-  EXPECT_EQ(s.plans(), 2);
+  s.run({{"x", input(3)}});  // evicts size 2
+  EXPECT_EQ(s.plans(), 1);
+  EXPECT_EQ(s.plan_sizes(), 2);
   EXPECT_EQ(s.evictions(), 1);
   EXPECT_EQ(s.builds(), 3);
   s.run({{"x", input(1)}});  // kept: no build
@@ -118,11 +205,12 @@ TEST(PlanCache, LeastRecentlyUsedPlanIsEvicted) {
   expect_reference(x2, s.run({{"x", x2}}).at("y"));  // evicted: built again (evicts 3)
   EXPECT_EQ(s.builds(), 4);
   EXPECT_EQ(s.evictions(), 2);
-  EXPECT_THAT(s.summary(), HasSubstr("2 evicted"));
+  const uint64_t weight_bytes = s.constants().stats().bytes;
+  // Larger batches may record another structure (the product's kernel
+  // changes with the rows): then a second plan, each keeping two sizes.
+  for (int64_t n = 4; n <= 12; ++n) expect_reference(input(n), s.run({{"x", input(n)}}).at("y"));
+  EXPECT_LE(s.plan_sizes(), 2 * s.plans());
   // Memory stays flat: one copy of the weights whatever was evicted.
-  EXPECT_EQ(s.constants().stats().bytes, weight_bytes);
-  for (int64_t n = 4; n <= 12; ++n) s.run({{"x", input(n)}});
-  EXPECT_EQ(s.plans(), 2);
   EXPECT_EQ(s.constants().stats().bytes, weight_bytes);
 }
 
@@ -131,6 +219,10 @@ TEST(PlanCache, MaxPlansMustBePositive) {
   o.max_plans = 0;
   EXPECT_THAT(error_of([&] { Session s(test::ctx(), linear_relu_model(), o); }),
               HasSubstr("at least one plan must be kept"));
+  o.max_plans = 1;
+  o.max_plan_sizes = 0;
+  EXPECT_THAT(error_of([&] { Session s(test::ctx(), linear_relu_model(), o); }),
+              HasSubstr("at least one size must be kept"));
 }
 
 TEST(ConstantStore, GraphsShareEqualConstantsAndFreeThemWithTheLast) {

@@ -77,8 +77,11 @@ r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "isnet_any
                    capture_output=True, text=True)
 check(r.returncode == 0 and "2 Resize nodes" in r.stdout, f"the script rewires both Resizes: {r.stdout}{r.stderr}")
 a = onnx.load(anys)
-check([d.dim_value for d in a.graph.input[0].type.tensor_type.shape.dim] == [1, 3, 64, 64],
-      "the declared input stays 1x3x64x64")
+dims = a.graph.input[0].type.tensor_type.shape.dim
+check([d.dim_value for d in dims[:2]] == [1, 3] and [d.dim_param for d in dims[2:]] == ["height", "width"],
+      "the declared input becomes 1x3 x height x width")
+check({p.key: p.value for p in a.metadata_props}.get("wgnn.preprocess") == "isnet",
+      "the metadata names ISNet's pre-processing")
 
 
 def ort(model, x, tag):
