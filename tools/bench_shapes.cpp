@@ -92,6 +92,9 @@ void check_bench_shapes_options(const BenchShapesOptions& o) {
   parse_int_range(o.int_range, probe);
   if (o.runs < 0) throw Error(fmt::format("bench-shapes: --runs {} is negative", o.runs));
   if (o.max_plans < 1) throw Error(fmt::format("bench-shapes: --max-plans {} must be at least 1", o.max_plans));
+  if (o.max_plan_sizes < 1) {
+    throw Error(fmt::format("bench-shapes: --max-plan-sizes {} must be at least 1", o.max_plan_sizes));
+  }
 }
 
 int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
@@ -100,6 +103,7 @@ int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
   so.fp16 = o.fp16;
   so.checked = !o.unchecked;
   so.max_plans = o.max_plans;
+  so.max_plan_sizes = o.max_plan_sizes;
   const auto t_load = clock::now();
   onnx_import::Session s(ctx, o.model, so);
   const double load_ms = ms_since(t_load);

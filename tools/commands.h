@@ -109,6 +109,7 @@ struct BenchShapesOptions {
   std::string int_range = "0:4";    // LO:HI of random integer inputs, [LO, HI)
   int runs = 3;                     // steady runs per shape (the median is reported)
   int max_plans = 8;                // SessionOptions::max_plans
+  int max_plan_sizes = 64;          // SessionOptions::max_plan_sizes
   std::string output_dir;           // each set's inputs and outputs (.npy) in DIR/<k>/
   bool json = false;
   bool fp16 = false;

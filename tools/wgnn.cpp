@@ -166,6 +166,8 @@ int main(int argc, char** argv) {
   bs->add_option("--int-range", bso.int_range, "LO:HI: random integer inputs are uniform in [LO, HI) (default 0:4)");
   bs->add_option("--runs", bso.runs, "Steady runs per shape, the median reported (default 3)");
   bs->add_option("--max-plans", bso.max_plans, "Plans the session keeps (least recently used evicted; default 8)");
+  bs->add_option("--max-plan-sizes", bso.max_plan_sizes,
+                 "Sets of input shapes one plan keeps (least recently used evicted; default 64)");
   bs->add_option("--output-dir", bso.output_dir,
                  "Write each set's inputs and outputs: DIR/<k>/inputs/<name>.npy and DIR/<k>/<name>.npy");
   bs->add_flag("--json", bso.json, "Print one JSON object");
