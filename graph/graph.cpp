@@ -440,33 +440,31 @@ void Graph::prepare() {
       memory_.intermediate_sum += ti.gpu_bytes();
     }
   }
-  // The storage: this graph's own, or one shared with graphs of the same
-  // structure (share_storage). A graph changed since its storage was
-  // assigned gets a new one.
-  const std::vector<int64_t> st = structure();
-  bool left = false;  // left a storage other graphs share
-  if (storage_ && storage_->structure_ != st && storage_.use_count() == 1) {
-    // Only this graph's: assigned again, its inputs' and outputs' buffers kept.
-    storage_->structure_ = st;
-    storage_->assigned_ = false;
-    storage_->slot_of_.clear();
-    storage_->slots_.clear();
-  } else if (!storage_ || storage_->structure_ != st) {
-    left = storage_ != nullptr;
-    storage_ = std::make_shared<SharedStorage>();
-    storage_->structure_ = st;
-  }
+  // The storage (this graph's own unless share_storage gave another) and
+  // the layout of this graph's structure in it.
+  if (!storage_) storage_ = std::make_shared<SharedStorage>();
   SharedStorage& ss = *storage_;
+  const std::vector<int64_t> st = structure();
   auto need_of = [&](size_t t) { return std::max<uint64_t>(16, (tensors_[t].gpu_bytes() + 255) / 256 * 256); };
-  if (!ss.assigned_) {
+  const SharedStorage::Layout* layout = nullptr;
+  for (const auto& l : ss.layouts_)
+    if (l->structure == st) layout = l.get();
+  if (!layout) {
     // Pool slots by liveness: a tensor holds a slot from the first
-    // dispatch that touches it (its producer) to the last that reads it;
-    // best fit among the free slots by this graph's sizes, a new slot when
-    // none fits. Which tensors share a slot depends only on liveness, so
-    // the assignment serves the storage's graphs at every size.
-    ss.slot_of_.assign(n, -1);
+    // dispatch that touches it (its producer) to the last that reads it.
+    // Best fit among the free slots by this graph's sizes; where none is
+    // large enough, the largest free slot (grown below) rather than a new
+    // one; a new slot only when none is free. The storage's slots (other
+    // structures') start free: the graphs take turns. Which tensors share
+    // a slot depends only on liveness, so the layout serves the
+    // structure's graphs at every size.
+    auto l = std::make_unique<SharedStorage::Layout>();
+    l->structure = st;
+    l->slot_of.assign(n, -1);
     std::vector<uint64_t> slot_bytes;
+    for (const gpu::Buffer& b : ss.slots_) slot_bytes.push_back(b.valid() ? b.size() : 0);
     std::vector<int> free_list;
+    for (size_t k = 0; k < slot_bytes.size(); ++k) free_list.push_back(int(k));
     std::vector<std::vector<size_t>> dies_at(nodes_.size());
     for (size_t t = 0; t < n; ++t) {
       if (pooled[t]) dies_at[size_t(last[t])].push_back(t);
@@ -475,44 +473,50 @@ void Graph::prepare() {
       for (const Binding& b : nodes_[i].bindings) {
         if (b.tensor < 0) continue;
         const size_t r = size_t(root_of(b.tensor));
-        if (!pooled[r] || ss.slot_of_[r] >= 0) continue;
+        if (!pooled[r] || l->slot_of[r] >= 0) continue;
         const uint64_t need = need_of(r);
-        size_t best = free_list.size();
+        size_t best = free_list.size(), largest = free_list.size();
         for (size_t k = 0; k < free_list.size(); ++k) {
           const uint64_t have = slot_bytes[size_t(free_list[k])];
           if (have >= need && (best == free_list.size() || have < slot_bytes[size_t(free_list[best])])) best = k;
+          if (largest == free_list.size() || have > slot_bytes[size_t(free_list[largest])]) largest = k;
         }
+        if (best == free_list.size()) best = largest;
         if (best < free_list.size()) {
-          ss.slot_of_[r] = free_list[best];
+          l->slot_of[r] = free_list[best];
+          slot_bytes[size_t(free_list[best])] = std::max(slot_bytes[size_t(free_list[best])], need);
           free_list.erase(free_list.begin() + long(best));
         } else {
-          ss.slot_of_[r] = int(slot_bytes.size());
+          l->slot_of[r] = int(slot_bytes.size());
           slot_bytes.push_back(need);
         }
       }
-      for (size_t t : dies_at[i]) free_list.push_back(ss.slot_of_[t]);
+      for (size_t t : dies_at[i]) free_list.push_back(l->slot_of[t]);
     }
     ss.slots_.resize(slot_bytes.size());
-    ss.assigned_ = true;
+    ss.layouts_.push_back(std::move(l));
+    layout = ss.layouts_.back().get();
   }
+  layout_ = layout;
+  const std::vector<int>& slot_of = layout->slot_of;
   // Each slot as large as the largest tensor this graph puts in it.
   std::vector<uint64_t> slot_need(ss.slots_.size(), 0);
   for (size_t t = 0; t < n; ++t)
-    if (pooled[t]) slot_need[size_t(ss.slot_of_[t])] = std::max(slot_need[size_t(ss.slot_of_[t])], need_of(t));
+    if (pooled[t]) slot_need[size_t(slot_of[t])] = std::max(slot_need[size_t(slot_of[t])], need_of(t));
   for (size_t k = 0; k < ss.slots_.size(); ++k) {
     if (slot_need[k] > 0) shared_buffer(int(k), -1, slot_need[k]);
   }
   for (size_t t = 0; t < n; ++t) {
     TensorInfo& ti = tensors_[t];
     if (pooled[t]) {
-      ti.buffer = ss.slots_[size_t(ss.slot_of_[t])];
+      ti.buffer = ss.slots_[size_t(slot_of[t])];
       ti.offset = 0;
     } else if (ti.view_of < 0 && ti.kind != TensorKind::Constant && (ti.kind != TensorKind::Intermediate || first[t] >= 0)) {
       // Inputs, outputs and results (read after a run): the storage's, by
       // tensor. A buffer the tensor got before (an input written before
       // the first prepare) becomes the storage's, its data kept.
       const uint64_t need = (std::max<uint64_t>(ti.gpu_bytes(), 4) + 15) / 16 * 16;
-      if (!left && ti.buffer.valid() && ti.offset == 0 && ti.buffer.size() >= need && !ss.own_.count(int(t))) {
+      if (ti.buffer.valid() && ti.offset == 0 && ti.buffer.size() >= need && !ss.own_.count(int(t))) {
         ss.own_[int(t)] = ti.buffer;
       } else {
         ti.buffer = shared_buffer(-1, int(t), need);
@@ -596,13 +600,13 @@ std::vector<int64_t> Graph::structure() const {
   return s;
 }
 
-bool Graph::share_storage(const std::shared_ptr<SharedStorage>& storage) {
-  if (!storage || storage == storage_) return storage != nullptr;
+void Graph::share_storage(const std::shared_ptr<SharedStorage>& storage) {
+  if (!storage) throw Error("Graph::share_storage: no storage given");
+  if (storage == storage_) return;
   if (!pending_.empty()) throw Error("Graph::share_storage: runs are in flight; wait() for them first");
-  if (storage->structure_ != structure()) return false;
   storage_ = storage;
+  layout_ = nullptr;
   prepared_ = false;
-  return true;
 }
 
 const gpu::Buffer& Graph::shared_buffer(int slot, int id, uint64_t need) {

@@ -27,31 +27,38 @@ namespace wgnn {
 class ConstantStore;
 class Graph;
 
-// The buffers of graphs that share one structure: the same tensors (kinds
-// and views) and the same tensors bound by each dispatch, in order, at
-// other sizes. A model recorded at several input sizes (photo sizes,
-// sequence lengths) records that structure each time; the graphs of one
-// structure are one plan's sizes and hold one set of buffers: the pooled
-// intermediates' slots (assigned once, by the first graph prepared, from
-// liveness alone, so valid at every size) and the inputs', outputs' and
-// results' buffers, by tensor. A graph that needs a larger buffer than
-// the set holds replaces it with one of twice the size or what it needs,
-// whichever is more, and bumps generation(): the other graphs make their
-// bind groups again before their next run. Constants, op-owned buffers,
-// uniforms and staging buffers stay each graph's own. The graphs take
-// turns: one run at a time over the set (Session runs one plan at a time).
+// The buffers of graphs that take turns: one run at a time over the set (a
+// Session runs one graph at a time; the GPU's queue orders runs that are
+// not waited for). Graphs of one structure (the same tensors, kinds and
+// views, and the same tensors bound by each dispatch, in order) are one
+// plan's sizes: a model recorded at other input sizes records that
+// structure again. Each structure gets one layout: its pooled
+// intermediates' slots, assigned once, by the first graph of that
+// structure prepared, from liveness alone (valid at every size), over the
+// slots the storage already holds before new ones; the inputs', outputs'
+// and results' buffers are the storage's by tensor id. A graph that needs
+// a larger buffer than the storage holds replaces it with one of twice the
+// size or what it needs, whichever is more, and bumps generation(): the
+// other graphs make their bind groups again before their next run. So the
+// storage is as large as the largest graph run on it, whatever the number
+// of sizes and plans. Constants, op-owned buffers, uniforms and staging
+// buffers stay each graph's own.
 class SharedStorage {
  public:
   uint64_t generation() const { return generation_; }
   // Buffers held and their bytes (the pool's slots and the by-tensor ones).
   size_t buffers() const;
   uint64_t bytes() const;
+  // Structures (plans) laid out on it so far.
+  size_t layouts() const { return layouts_.size(); }
 
  private:
   friend class Graph;
-  std::vector<int64_t> structure_;  // Graph::structure() of the graphs that share it
-  bool assigned_ = false;           // slot_of_ set (by the first graph prepared)
-  std::vector<int> slot_of_;        // root tensor id -> pool slot, -1: not pooled
+  struct Layout {
+    std::vector<int64_t> structure;  // Graph::structure()
+    std::vector<int> slot_of;        // root tensor id -> pool slot, -1: not pooled
+  };
+  std::vector<std::unique_ptr<Layout>> layouts_;
   std::vector<gpu::Buffer> slots_;
   std::unordered_map<int, gpu::Buffer> own_;  // input, output and result roots by tensor id
   uint64_t generation_ = 0;
@@ -247,18 +254,21 @@ class Graph {
   // and keeps its buffer. Read only outputs and such results after run().
   //
   // The buffers come from the graph's SharedStorage (made here if the
-  // graph has none, or a new one if the graph's structure changed since):
-  // share_storage() lets another graph of the same structure use the same.
+  // graph has none): share_storage() lets other graphs use the same.
   void prepare();
   bool prepared() const { return prepared_ && (!storage_ || storage_gen_ == storage_->generation()); }
-  // What decides whether two graphs can share storage: tensor kinds and
-  // views, and each dispatch's bound tensors (ids, in order). Sizes, dtypes,
-  // kernels, uniforms and constants' values are not part of it.
+  // What makes two graphs one plan at two sizes (one layout of their
+  // storage): tensor kinds and views, and each dispatch's bound tensors
+  // (ids, in order). Sizes, dtypes, kernels, uniforms and constants'
+  // values are not part of it.
   std::vector<int64_t> structure() const;
-  // Takes `storage` (another graph's: Graph::storage()) for its buffers
-  // from the next prepare(), when this graph's structure is the one it
-  // serves; false, and nothing changed, when not.
-  bool share_storage(const std::shared_ptr<SharedStorage>& storage);
+  // Takes `storage` (another graph's, or one made for the purpose) for its
+  // buffers from the next prepare(). The graphs of one storage must take
+  // turns (SharedStorage).
+  void share_storage(const std::shared_ptr<SharedStorage>& storage);
+  // The layout of storage() this graph was last prepared on: graphs with
+  // one plan_id() are one plan's sizes (null before the first prepare).
+  const void* plan_id() const { return layout_; }
   // The storage prepare() gave this graph (null before the first prepare).
   const std::shared_ptr<SharedStorage>& storage() const { return storage_; }
   // Drops the dispatches whose every write (bindings the shader declares
@@ -429,6 +439,7 @@ class Graph {
     if (!prepared()) prepare();
   }
   std::shared_ptr<SharedStorage> storage_;
+  const SharedStorage::Layout* layout_ = nullptr;  // in storage_, set by prepare()
   uint64_t storage_gen_ = 0;            // storage_'s generation at the last prepare()
 
   gpu::Context& ctx_;

@@ -723,14 +723,10 @@ void Session::set_input_shape(const std::string& name, const Shape& shape) {
 }
 
 int Session::plans() const {
-  std::set<const SharedStorage*> families;
-  int alone = 0;
-  for (const auto& [k, b] : built_) {
-    if (!b->probe.empty()) continue;
-    if (const auto& st = b->graph->storage()) families.insert(st.get());
-    else ++alone;
-  }
-  return int(families.size()) + alone;
+  std::set<const void*> plans;
+  for (const auto& [k, b] : built_)
+    if (b->probe.empty()) plans.insert(b->graph->plan_id() ? b->graph->plan_id() : b.get());
+  return int(plans.size());
 }
 
 int Session::plan_sizes() const {
@@ -739,38 +735,14 @@ int Session::plan_sizes() const {
   return n;
 }
 
-uint64_t Session::plan_buffer_bytes() const {
-  std::set<const SharedStorage*> seen;
-  uint64_t bytes = 0;
-  for (const auto& [k, b] : built_) {
-    for (const Built* x : {b.get(), b->tier_up.get()}) {
-      if (!x || !x->graph->storage() || !seen.insert(x->graph->storage().get()).second) continue;
-      bytes += x->graph->storage()->bytes();
-    }
-  }
-  return bytes;
-}
+uint64_t Session::plan_buffer_bytes() const { return storage_->bytes(); }
 
 void Session::join_plan(Built& b) {
-  // Another size of a plan kept: the new graph's structure is one a kept
-  // graph has (the same tensors bound by the same dispatches), so it uses
-  // that graph's buffers rather than its own.
-  const std::vector<int64_t> structure = b.graph->structure();
-  auto join = [&](Graph& g) {
-    for (auto& [key, other] : built_) {
-      for (Built* o : {other.get(), other->tier_up.get()}) {
-        if (!o || o->graph->storage() == nullptr || o->graph->structure() != structure) continue;
-        if (g.share_storage(o->graph->storage())) return true;
-      }
-    }
-    return false;
-  };
-  join(*b.graph);
-  if (b.tier_up) {
-    // The tensor-core graph at the same size: with the regular one where
-    // their structures agree, else with another size's.
-    if (!(b.graph->storage() && b.tier_up->graph->share_storage(b.graph->storage()))) join(*b.tier_up->graph);
-  }
+  // Every graph of the Session takes its buffers from one storage: they
+  // run one at a time. A graph whose structure a kept one has is that
+  // plan's other size (one layout of the storage).
+  b.graph->share_storage(storage_);
+  if (b.tier_up) b.tier_up->graph->share_storage(storage_);
 }
 
 void Session::evict_for(const Built& b) {
@@ -779,6 +751,8 @@ void Session::evict_for(const Built& b) {
   // the plans they lead to. A new plan evicts the least recently used plan
   // (all its sizes) when max_plans are kept; a new size of a kept plan
   // evicts that plan's least recently used size when it has max_plan_sizes.
+  // What goes is each size's dispatches, bind groups, uniforms and the
+  // constants only it holds; the buffers are the Session's.
   auto evict = [&](auto it) {
     it->second->graph->check_deferred();  // its failures are not lost with it
     if (last_ == it->second.get()) last_ = nullptr;
@@ -798,10 +772,16 @@ void Session::evict_for(const Built& b) {
       evict(lru);
     }
   }
-  const SharedStorage* mine = b.graph->storage().get();
-  const auto family = [](const Built& x) -> const void* {
-    return x.graph->storage() ? static_cast<const void*>(x.graph->storage().get()) : static_cast<const void*>(&x);
-  };
+  // The plan the new graph is a size of: a kept graph of its structure's.
+  const void* mine = nullptr;
+  const std::vector<int64_t> structure = b.graph->structure();
+  for (const auto& [key, other] : built_) {
+    if (other->probe.empty() && other->graph->plan_id() && other->graph->structure() == structure) {
+      mine = other->graph->plan_id();
+      break;
+    }
+  }
+  const auto family = [](const Built& x) -> const void* { return x.graph->plan_id() ? x.graph->plan_id() : &x; };
   for (;;) {
     std::map<const void*, uint64_t> last_use;  // family -> its latest use
     size_t sizes = 0;
@@ -810,7 +790,7 @@ void Session::evict_for(const Built& b) {
       if (!it->second->probe.empty()) continue;
       uint64_t& u = last_use[family(*it->second)];
       u = std::max(u, it->second->last_use);
-      if (mine && it->second->graph->storage().get() == mine) {
+      if (mine && family(*it->second) == mine) {
         ++sizes;
         if (lru_size == built_.end() || it->second->last_use < lru_size->second->last_use) lru_size = it;
       }

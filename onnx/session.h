@@ -12,14 +12,14 @@
 // record another Graph (tens of ms: the pipelines come from the cache);
 // when its structure is one a kept Graph has (the same tensors bound by the
 // same dispatches: graph/graph.h, SharedStorage), it is another size of that
-// plan and uses the plan's buffers, grown to the largest size run, rather
-// than its own: a fully convolutional model at ten photo sizes is one plan
-// and the memory of its largest size. Every plan shares one copy of the
-// weights on the GPU (a ConstantStore: each constant is uploaded once per
-// Session, whatever the number of shapes). At most SessionOptions::max_plans
-// plans, each with at most max_plan_sizes sizes, are kept: the least
-// recently used is evicted, freeing its buffers and the constants only it
-// used.
+// plan. Every graph of a Session takes its buffers from one storage, grown
+// to the largest graph run, since they run one at a time: a fully
+// convolutional model at ten photo sizes holds the memory of its largest
+// size, not of ten. Every plan shares one copy of the weights on the GPU (a
+// ConstantStore: each constant is uploaded once per Session, whatever the
+// number of shapes). At most SessionOptions::max_plans plans, each with at
+// most max_plan_sizes sizes, are kept: the least recently used is evicted,
+// freeing its bind groups, uniforms and the constants only it used.
 //
 // Threading: one Session may be used from one thread at a time. Different
 // Sessions may run from different threads: on different Contexts they run
@@ -300,14 +300,15 @@ class Session {
   // plans not counted), and how many plans, sizes and probes were evicted.
   // A plan serves every set of input shapes whose recording has its
   // structure (graph/graph.h, SharedStorage): the same tensors bound by the
-  // same dispatches. Each such set is one of its sizes: its own dispatch
-  // sizes, uniforms and bind groups over the plan's buffers, which grow to
-  // the largest size run.
+  // same dispatches, one layout of the Session's buffers. Each such set is
+  // one of its sizes: its own dispatch sizes, uniforms and bind groups over
+  // the buffers, which grow to the largest graph run.
   int plans() const;
   // Sets of input shapes kept, over all plans (plans() <= plan_sizes()).
   int plan_sizes() const;
   // Bytes of the plans' buffers on the GPU (intermediates, inputs, outputs;
-  // each plan's once, whatever its sizes; constants not counted).
+  // constants not counted): one set for every plan and size, as large as
+  // the largest graph run (graph/graph.h, SharedStorage).
   uint64_t plan_buffer_bytes() const;
   int evictions() const { return evictions_; }
   // Plans first run on the regular kernels (SessionOptions::tiered), and
@@ -384,7 +385,7 @@ class Session {
   std::unique_ptr<Built> record_ir_plan(const Feeds& inputs, bool tensor_cores);
   std::unique_ptr<Built> record_plan_as(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
                                         bool tensor_cores, bool through_ir);
-  // A new size b shares the buffers of a kept plan of its structure.
+  // b's graphs take their buffers from the Session's storage.
   void join_plan(Built& b);
   // Evicts least recently used plans (or sizes of b's plan) to make room for b.
   void evict_for(const Built& b);
@@ -446,6 +447,9 @@ class Session {
   std::map<std::string, HostTensor> initializers_;
   // Before built_: the plans' graphs release their constants into it.
   std::unique_ptr<ConstantStore> constants_;
+  // The buffers of every graph of the Session (graph/graph.h): they run
+  // one at a time, so the Session holds the memory of its largest graph.
+  std::shared_ptr<SharedStorage> storage_ = std::make_shared<SharedStorage>();
   std::map<std::string, std::unique_ptr<Built>> built_;
   // Inputs some op read on the host (shape-like data given as a graph
   // input): graphs are cached per value of these.

@@ -213,7 +213,8 @@ class InferenceSession:
 
     def plans(self):
         """Plans kept: each serves every set of input shapes whose recording
-        has its structure, over one set of buffers (onnx/session.h)."""
+        has its structure; every plan takes its buffers from the session's
+        one set (onnx/session.h)."""
         return self._s.plans()
 
     def plan_sizes(self):

@@ -16,9 +16,9 @@ computed from attention_mask), its prompt run with an empty cache. For each:
   - later runs in the same process build no plan and give the same
     tokens, and the third creates no buffer, bind group or pipeline during
     its steps (--repeat 3: where a decoder gets a graph per cache length,
-    bart and whisper here, the lengths are one plan whose buffers grew
-    with the later lengths, so the second run makes each earlier length's
-    bind groups again, once);
+    bart and whisper here, the lengths take their buffers from the
+    Session's one set, which grew with the later lengths, so the second run
+    makes each earlier length's bind groups again, once);
   - two sequences at once (--batch 2) each give the same tokens;
   - bart and whisper: the pair merged into one model as Optimum merges it
     (scripts/models/merge_decoder.py: an If on use_cache_branch) gives the

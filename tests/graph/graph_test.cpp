@@ -220,10 +220,11 @@ TEST(Graph, GraphsOfOneStructureShareBuffersAtEverySize) {
   ASSERT_TRUE(st);
   const size_t buffers = st->buffers();
   const uint64_t gen = st->generation(), bytes = st->bytes();
-  ASSERT_TRUE(large.share_storage(st));
-  ASSERT_TRUE(tiny.share_storage(st));
+  large.share_storage(st);
+  tiny.share_storage(st);
   EXPECT_TRUE(all_close(run_chain(large, cl, xl), chain_reference(xl), 1e-5, 1e-5));
   EXPECT_EQ(large.storage(), st);
+  EXPECT_EQ(large.plan_id(), small.plan_id()) << "one structure: one layout, one plan";
   EXPECT_EQ(st->buffers(), buffers) << "the large graph grew the buffers it shares rather than adding its own";
   EXPECT_GT(st->generation(), gen);
   EXPECT_GE(st->bytes(), bytes + (5000 - 64) * 4);
@@ -235,25 +236,49 @@ TEST(Graph, GraphsOfOneStructureShareBuffersAtEverySize) {
   EXPECT_EQ(st->bytes(), grown) << "smaller sizes fit the grown buffers";
   EXPECT_EQ(st->generation(), gen2);
   EXPECT_TRUE(large.prepared() && small.prepared() && tiny.prepared());
+  EXPECT_EQ(tiny.plan_id(), small.plan_id());
+  EXPECT_EQ(st->layouts(), 1u);
 }
 
-TEST(Graph, AGraphOfAnotherStructureDoesNotShareBuffers) {
-  Graph a(ctx()), b(ctx());
-  const Chain ca = chain(a, 16);
-  TensorRef x = b.add_tensor({16}, DType::F32, TensorKind::Input, "x");
-  b.mark_output(ops::call(b, "aten.neg.default", {x}).tensor());
-  const auto xs = random_floats(16, -1, 1, 10);
-  run_chain(a, ca, xs);
-  EXPECT_FALSE(b.share_storage(a.storage()));
-  EXPECT_EQ(b.storage(), nullptr);
-  // A graph changed after it was prepared leaves the storage it shared.
-  Graph c(ctx());
+// Graphs of other structures (other plans) on one storage take turns too:
+// each gets a layout of its own over the slots already there, so the
+// storage holds what the largest graph needs, not the sum; a graph changed
+// after it was prepared gets a new layout; every graph computes its own.
+TEST(Graph, GraphsOfOtherStructuresTakeTurnsOnOneStorage) {
+  Graph a(ctx()), b(ctx()), c(ctx());
+  const Chain ca = chain(a, 4096);
+  TensorRef x = b.add_tensor({4096}, DType::F32, TensorKind::Input, "x");
+  TensorRef e = ops::call(b, "aten.exp.default", {x}).tensor();
+  TensorRef y = ops::call(b, "aten.neg.default", {e}).tensor();
+  b.mark_output(y);
+  const auto xs = random_floats(4096, -1, 1, 10);
+  EXPECT_TRUE(all_close(run_chain(a, ca, xs), chain_reference(xs), 1e-5, 1e-5));
+  const std::shared_ptr<SharedStorage> st = a.storage();
+  const uint64_t bytes = st->bytes();
+  const size_t buffers = st->buffers();
+  b.share_storage(st);
+  std::vector<float> got(4096);
+  const Graph::HostIn in{x, xs.data(), xs.size() * 4};
+  const Graph::HostOut out{y, got.data(), got.size() * 4};
+  b.run({&in, 1}, {&out, 1});
+  std::vector<double> want;
+  for (float v : xs) want.push_back(-std::exp(double(v)));
+  EXPECT_TRUE(all_close(got, want, 1e-5, 1e-5));
+  EXPECT_NE(b.plan_id(), a.plan_id());
+  EXPECT_EQ(st->layouts(), 2u);
+  // b's one pooled intermediate takes a slot a made; its input is a's
+  // (tensor 0 in both), its output (tensor 2, pooled in a) a buffer more.
+  EXPECT_EQ(st->bytes(), bytes + 4096 * 4);
+  EXPECT_EQ(st->buffers(), buffers + 1);
+  // c: a's structure, then changed after its first run: a new layout.
   const Chain cc = chain(c, 32);
-  ASSERT_TRUE(c.share_storage(a.storage()));
+  c.share_storage(st);
   const auto x32 = random_floats(32, -1, 1, 11);
   EXPECT_TRUE(all_close(run_chain(c, cc, x32), chain_reference(x32), 1e-5, 1e-5));
+  EXPECT_EQ(c.plan_id(), a.plan_id());
   ops::call(c, "aten.neg.default", {cc.y});
   EXPECT_TRUE(all_close(run_chain(c, cc, x32), chain_reference(x32), 1e-5, 1e-5));
-  EXPECT_NE(c.storage(), a.storage());
+  EXPECT_NE(c.plan_id(), a.plan_id());
+  EXPECT_EQ(st->layouts(), 3u);
   EXPECT_TRUE(all_close(run_chain(a, ca, xs), chain_reference(xs), 1e-5, 1e-5));
 }

@@ -79,9 +79,9 @@ def test_session_script_wgnn_vs_onnxruntime(workdir):
 def test_one_session_serves_photo_sizes_of_one_structure_in_one_plan():
     """ISNet (isnet_any_size.onnx declares a free height and width) at two
     photo sizes in one InferenceSession, growing and back: the two sizes
-    record graphs of one structure, so they are one plan over one set of
-    buffers, grown to the larger; the smaller size, run first, runs again
-    over the grown buffers. Each matte is checked against ONNX Runtime's
+    record graphs of one structure, so they are one plan, over the
+    Session's one set of buffers, grown to the larger; the smaller size,
+    run first, runs again over the grown buffers. Each matte is checked against ONNX Runtime's
     (tolerance as in the test above). Which sizes share a structure depends
     on the kernels the device picks (an in-place concatenation where the
     parts are aligned, a split product): on lavapipe 96 and 128 px do, 160
