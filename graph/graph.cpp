@@ -506,20 +506,24 @@ void Graph::prepare() {
   for (size_t k = 0; k < ss.slots_.size(); ++k) {
     if (slot_need[k] > 0) shared_buffer(int(k), -1, slot_need[k]);
   }
+  int ordinal[4] = {0, 0, 0, 0};  // by TensorKind
   for (size_t t = 0; t < n; ++t) {
     TensorInfo& ti = tensors_[t];
     if (pooled[t]) {
       ti.buffer = ss.slots_[size_t(slot_of[t])];
       ti.offset = 0;
     } else if (ti.view_of < 0 && ti.kind != TensorKind::Constant && (ti.kind != TensorKind::Intermediate || first[t] >= 0)) {
-      // Inputs, outputs and results (read after a run): the storage's, by
-      // tensor. A buffer the tensor got before (an input written before
-      // the first prepare) becomes the storage's, its data kept.
+      // Inputs, outputs and results (read after a run): the storage's,
+      // keyed by kind and order (the k-th input of every graph uses one
+      // buffer, whatever its structure). A buffer the tensor got before
+      // (an input written before the first prepare) becomes the storage's,
+      // its data kept.
+      const int key = (int(ti.kind) << 24) | ordinal[int(ti.kind)]++;
       const uint64_t need = (std::max<uint64_t>(ti.gpu_bytes(), 4) + 15) / 16 * 16;
-      if (ti.buffer.valid() && ti.offset == 0 && ti.buffer.size() >= need && !ss.own_.count(int(t))) {
-        ss.own_[int(t)] = ti.buffer;
+      if (ti.buffer.valid() && ti.offset == 0 && ti.buffer.size() >= need && !ss.own_.count(key)) {
+        ss.own_[key] = ti.buffer;
       } else {
-        ti.buffer = shared_buffer(-1, int(t), need);
+        ti.buffer = shared_buffer(-1, key, need);
         ti.offset = 0;
       }
     }
@@ -623,7 +627,7 @@ const gpu::Buffer& Graph::shared_buffer(int slot, int id, uint64_t need) {
     ++ss.generation_;  // the other graphs' bind groups hold the old buffer
   }
   b = ctx_.create_buffer(bytes, gpu::kStorageUsage,
-                         slot >= 0 ? fmt::format("pool {}", slot) : tensors_[size_t(id)].name);
+                         slot >= 0 ? fmt::format("pool {}", slot) : fmt::format("io {}.{}", id >> 24, id & 0xffffff));
   return b;
 }
 

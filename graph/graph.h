@@ -36,7 +36,8 @@ class Graph;
 // intermediates' slots, assigned once, by the first graph of that
 // structure prepared, from liveness alone (valid at every size), over the
 // slots the storage already holds before new ones; the inputs', outputs'
-// and results' buffers are the storage's by tensor id. A graph that needs
+// and results' buffers are the storage's by kind and order (every graph's
+// first input one buffer). A graph that needs
 // a larger buffer than the storage holds replaces it with one of twice the
 // size or what it needs, whichever is more, and bumps generation(): the
 // other graphs make their bind groups again before their next run. So the
@@ -60,7 +61,8 @@ class SharedStorage {
   };
   std::vector<std::unique_ptr<Layout>> layouts_;
   std::vector<gpu::Buffer> slots_;
-  std::unordered_map<int, gpu::Buffer> own_;  // input, output and result roots by tensor id
+  // Input, output and result roots' buffers by kind and order (Graph::prepare).
+  std::unordered_map<int, gpu::Buffer> own_;
   uint64_t generation_ = 0;
 };
 
@@ -431,9 +433,9 @@ class Graph {
   int root_of(int id) const;
   void check_no_write_alias(const DispatchNode& node, const std::vector<gpu::BufferBinding>& bs) const;
   void ensure_storage(int id);
-  // A buffer of storage_'s for tensor root `id` of `need` bytes at least:
-  // `slot` >= 0 a pool slot, else the root's own (grown as SharedStorage
-  // says).
+  // A buffer of storage_'s of `need` bytes at least: `slot` >= 0 a pool
+  // slot, else the input, output or result buffer keyed `id` (grown as
+  // SharedStorage says).
   const gpu::Buffer& shared_buffer(int slot, int id, uint64_t need);
   void ensure_prepared() {
     if (!prepared()) prepare();
