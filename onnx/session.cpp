@@ -110,7 +110,6 @@ constexpr size_t kMaxReadbacks = 4096;
 // Probe plans kept (besides SessionOptions::max_plans plans).
 constexpr size_t kMaxProbes = 256;
 
-
 // Protobuf refuses messages over 2 GB; larger models keep weights as
 // external data.
 void parse_coded(google::protobuf::io::CodedInputStream& coded, onnx::ModelProto& model, const std::string& name) {
@@ -722,10 +721,19 @@ void Session::set_input_shape(const std::string& name, const Shape& shape) {
   it->ranked = true;
 }
 
+namespace {
+// The plan a kept graph is a size of (its layout of the Session's storage),
+// or the graph itself before its first prepare.
+template <class B>
+const void* plan_of(const B& b) {
+  return b.graph->plan_id() ? b.graph->plan_id() : static_cast<const void*>(&b);
+}
+}  // namespace
+
 int Session::plans() const {
   std::set<const void*> plans;
   for (const auto& [k, b] : built_)
-    if (b->probe.empty()) plans.insert(b->graph->plan_id() ? b->graph->plan_id() : b.get());
+    if (b->probe.empty()) plans.insert(plan_of(*b));
   return int(plans.size());
 }
 
@@ -781,16 +789,15 @@ void Session::evict_for(const Built& b) {
       break;
     }
   }
-  const auto family = [](const Built& x) -> const void* { return x.graph->plan_id() ? x.graph->plan_id() : &x; };
   for (;;) {
     std::map<const void*, uint64_t> last_use;  // family -> its latest use
     size_t sizes = 0;
     auto lru_size = built_.end();
     for (auto it = built_.begin(); it != built_.end(); ++it) {
       if (!it->second->probe.empty()) continue;
-      uint64_t& u = last_use[family(*it->second)];
+      uint64_t& u = last_use[plan_of(*it->second)];
       u = std::max(u, it->second->last_use);
-      if (mine && family(*it->second) == mine) {
+      if (mine && plan_of(*it->second) == mine) {
         ++sizes;
         if (lru_size == built_.end() || it->second->last_use < lru_size->second->last_use) lru_size = it;
       }
@@ -806,7 +813,7 @@ void Session::evict_for(const Built& b) {
       if (!oldest || u < last_use[oldest]) oldest = f;
     for (auto it = built_.begin(); it != built_.end();) {
       auto next = std::next(it);
-      if (it->second->probe.empty() && family(*it->second) == oldest) evict(it);
+      if (it->second->probe.empty() && plan_of(*it->second) == oldest) evict(it);
       it = next;
     }
   }
