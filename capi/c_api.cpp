@@ -118,6 +118,7 @@ onnx_import::SessionOptions to_options(const wgnn_session_options* o) {
     throw Error(fmt::format("wgnn_session_options.max_plan_sizes is {}: keep at least 1 size", o->max_plan_sizes));
   }
   s.max_plan_sizes = o->max_plan_sizes;
+  s.size_classes = o->size_classes != 0;
   s.tiered = o->tiered != 0;
   s.ir_import = o->ir_import != 0;
   if (o->output_count > 0 && !o->outputs) throw Error("wgnn_session_options.outputs is NULL with output_count > 0");
@@ -240,6 +241,7 @@ wgnn_session_options wgnn_session_options_default(void) {
   o.verbose = d.verbose ? 1 : 0;
   o.max_plans = d.max_plans;
   o.max_plan_sizes = d.max_plan_sizes;
+  o.size_classes = d.size_classes ? 1 : 0;
   o.tiered = d.tiered ? 1 : 0;
   o.ir_import = d.ir_import ? 1 : 0;
   o.outputs = nullptr;

@@ -114,7 +114,16 @@ TensorRef Graph::add_part_view(TensorRef base, const Shape& shape, uint64_t byte
 }
 
 bool Graph::alias_into(TensorRef x, TensorRef y, uint64_t byte_offset) {
+  if (!can_alias_into(x, y, byte_offset)) return false;
   TensorInfo& xi = info(x);
+  xi.view_of = y.id;
+  xi.view_offset = byte_offset;
+  prepared_ = false;
+  return true;
+}
+
+bool Graph::can_alias_into(TensorRef x, TensorRef y, uint64_t byte_offset) const {
+  const TensorInfo& xi = info(x);
   const TensorInfo& yi = info(y);
   const uint64_t align = std::max<uint64_t>(ctx_.limits().min_storage_buffer_offset_alignment, 16);
   if (x.id == y.id || xi.view_of >= 0 || yi.view_of >= 0 || xi.kind != TensorKind::Intermediate ||
@@ -142,10 +151,37 @@ bool Graph::alias_into(TensorRef x, TensorRef y, uint64_t byte_offset) {
       if (binds_x && binds_y) return false;
     }
   }
-  xi.view_of = y.id;
-  xi.view_offset = byte_offset;
-  prepared_ = false;
   return true;
+}
+
+Graph::Choice Graph::choose(const char* site, int preferred) {
+  if (meta_) return Choice{SIZE_MAX, preferred};
+  const size_t i = choices_.made.size();
+  int value = preferred;
+  if (replay_ && !replay_diverged_) {
+    if (i < replay_->made.size() && std::strcmp(replay_->made[i].first, site) == 0) {
+      value = replay_->made[i].second;
+    } else {
+      replay_diverged_ = true;  // another op at this point: the structure is another
+    }
+  }
+  choices_.made.emplace_back(site, value);
+  return Choice{i, value};
+}
+
+void Graph::made(const Choice& c, int done) {
+  if (c.index >= choices_.made.size()) return;
+  choices_.made[c.index].second = done;
+  if (replay_ && done != c.value) replay_diverged_ = true;
+}
+
+void Graph::replay_choices(std::shared_ptr<const PlanChoices> log) {
+  replay_ = std::move(log);
+  replay_diverged_ = false;
+}
+
+bool Graph::replay_followed() const {
+  return replay_ && !replay_diverged_ && choices_.made.size() == replay_->made.size();
 }
 
 int Graph::root_of(int id) const {

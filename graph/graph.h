@@ -66,6 +66,19 @@ class SharedStorage {
   uint64_t generation_ = 0;
 };
 
+// The choices of a graph's structure that ops make from sizes: whether a
+// product's reduction is cut into ranges (split-K) and a sum pass added,
+// whether a concatenation's input is placed in the result or copied. Each
+// is (site, choice), in the order the ops made them. A Session records
+// them at the first size of a size class and replays them at its other
+// sizes (Graph::replay_choices): a photo at 448 px takes the choices made
+// at 320 px where they still hold, so both record one structure, one plan,
+// where a split that starts at one layer and size would otherwise make
+// every size a plan of its own.
+struct PlanChoices {
+  std::vector<std::pair<const char*, int>> made;  // sites are string literals
+};
+
 enum class TensorKind { Input, Output, Intermediate, Constant };
 
 struct TensorInfo {
@@ -165,6 +178,27 @@ class Graph {
   // add_part_view), or a dispatch that binds x also binds y's storage (a
   // buffer may not be both written and bound again in one dispatch).
   bool alias_into(TensorRef x, TensorRef y, uint64_t byte_offset);
+  // alias_into's test alone: whether it would place x (nothing changed).
+  bool can_alias_into(TensorRef x, TensorRef y, uint64_t byte_offset) const;
+
+  // A choice of the graph's structure that an op makes from sizes
+  // (PlanChoices). choose() returns `preferred`, or, replaying a log whose
+  // entry at this point has this site, the choice made there; the op then
+  // reports what it did with made() (the choice it could not follow, such
+  // as a placement whose offset is not aligned at this size, ends the
+  // replay: the graph records a structure of its own from there, a plan
+  // of its own). A meta graph returns `preferred` and keeps no log.
+  struct Choice {
+    size_t index = SIZE_MAX;
+    int value = 0;
+  };
+  Choice choose(const char* site, int preferred);
+  void made(const Choice& c, int done);
+  // Replays `log` in the choices made from now on.
+  void replay_choices(std::shared_ptr<const PlanChoices> log);
+  // The choices made so far; whether a replay (if any) was followed whole.
+  const PlanChoices& choices() const { return choices_; }
+  bool replay_followed() const;
   // The tensor whose storage `t` is (itself, or what its views lead to).
   // Two tensors with one root share a buffer: a dispatch that writes one
   // may not read the other (prepare() throws, naming the node).
@@ -440,6 +474,9 @@ class Graph {
   void ensure_prepared() {
     if (!prepared()) prepare();
   }
+  PlanChoices choices_;
+  std::shared_ptr<const PlanChoices> replay_;
+  bool replay_diverged_ = false;
   std::shared_ptr<SharedStorage> storage_;
   const SharedStorage::Layout* layout_ = nullptr;  // in storage_, set by prepare()
   uint64_t storage_gen_ = 0;            // storage_'s generation at the last prepare()

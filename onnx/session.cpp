@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iterator>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -984,9 +985,46 @@ void Session::try_tier_up(Built& b) {
 
 std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
                                                      bool tensor_cores) {
-  if (ir_model_) return record_ir_plan(inputs, tensor_cores);
-  if (ir_import_) return record_plan_as(inputs, decisions, tensor_cores, true);
-  return record_plan_as(inputs, decisions, tensor_cores, false);
+  // A size class's later sizes replay the structural choices of its first
+  // (SessionOptions::size_classes); a replay not followed to the end made
+  // a structure of its own, and the class keeps its first choices.
+  std::string cls;
+  replaying_.reset();
+  if (options_.size_classes) {
+    cls = size_class(inputs, decisions, tensor_cores);
+    if (auto it = class_choices_.find(cls); it != class_choices_.end()) replaying_ = it->second;
+  }
+  std::unique_ptr<Built> b = ir_model_      ? record_ir_plan(inputs, tensor_cores)
+                             : ir_import_ ? record_plan_as(inputs, decisions, tensor_cores, true)
+                                          : record_plan_as(inputs, decisions, tensor_cores, false);
+  replaying_.reset();
+  if (!cls.empty() && b->probe.empty() && !class_choices_.count(cls)) {
+    // Bounded: a class's choices are a few bytes per op; past 4,096 classes
+    // the oldest-keyed go first (they are made again from a size's own).
+    if (class_choices_.size() >= 4096) class_choices_.erase(class_choices_.begin());
+    class_choices_.emplace(cls, std::make_shared<const PlanChoices>(b->graph->choices()));
+  }
+  return b;
+}
+
+std::string Session::size_class(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
+                                bool tensor_cores) const {
+  // Inputs in name order by rank (and by value where a plan reads them),
+  // the elements of all inputs by powers of 4, control flow's decisions.
+  std::map<std::string, std::pair<const Shape*, const HostInput*>> all;
+  for (const auto& [n, t] : inputs.host) all[n] = {&t.shape, &t};
+  for (const auto& [n, t] : inputs.device) all[n] = {&t->shape, nullptr};
+  std::string k = tensor_cores ? "tc;" : "regular;";
+  double elements = 0;
+  for (const auto& [n, st] : all) {
+    k += fmt::format("{}:{};", n, st.first->size());
+    elements += double(numel(*st.first));
+    if (value_inputs_.count(n) && st.second) k.append(static_cast<const char*>(st.second->data), st.second->nbytes).push_back(';');
+  }
+  const int power = elements >= 1 ? int(std::floor(std::log2(elements) / 2)) : -1;
+  k += fmt::format("4^{}", power);
+  for (const auto& [what, v] : decisions) k += fmt::format("|{}={}", what, v);
+  return k;
 }
 
 passes::Report Session::optimize_ir(ir::Graph& irg, bool tensor_cores, Built& b) const {
@@ -1010,6 +1048,7 @@ std::unique_ptr<Session::Built> Session::record_ir_plan(const Feeds& inputs, boo
   b->graph = std::make_unique<Graph>(ctx_);
   Graph& plan = *b->graph;
   plan.set_constant_store(constants_.get());
+  if (replaying_) plan.replay_choices(replaying_);
   plan.set_checked(options_.checked);
   plan.set_tensor_cores(tensor_cores);
   const auto t0 = std::chrono::steady_clock::now();
@@ -1075,6 +1114,7 @@ std::unique_ptr<Session::Built> Session::record_plan_as(const Feeds& inputs,
   b->graph = std::make_unique<Graph>(ctx_);
   Graph& plan = *b->graph;
   plan.set_constant_store(constants_.get());
+  if (replaying_) plan.replay_choices(replaying_);
   plan.set_checked(options_.checked);
   plan.set_tensor_cores(tensor_cores);
   // Through the IR, the mappers see a graph that only follows shapes, and

@@ -107,6 +107,17 @@ struct SessionOptions {
   // to a few MiB; the buffers are the plan's): the least recently used is
   // evicted when a new one would exceed it.
   int max_plan_sizes = 64;
+  // Size classes: sets of input shapes whose inputs hold from 4^k up to
+  // 4^(k+1) elements in all (and agree in names, ranks and the values the
+  // plan reads) record the structure the class's first size recorded: the
+  // choices ops make from sizes (a long reduction split into ranges, a
+  // concatenation's input placed in the result) are replayed where they
+  // hold (Graph::replay_choices), so the class's sizes are one plan, its
+  // buffers and layout shared. A replayed split where a size's own tiles
+  // need none costs one sum pass over the result. Off: every size makes
+  // its own choices (a plan per choice set: ISNet at ten sizes from 320 to
+  // 1,600 px made six).
+  bool size_classes = true;
   // The graph outputs to compute and return, by name, in this order (empty:
   // all, as the model declares them); outputs() then lists these. The
   // others are not read back, and the work only they need is not run
@@ -458,6 +469,13 @@ class Session {
   // built then is keyed by the values of those inputs only (it read no
   // other), and build_for finds it through them.
   std::vector<std::set<std::string>> earlier_value_inputs_;
+  // The structural choices of each size class's first plan
+  // (SessionOptions::size_classes), replayed by its later sizes; the one
+  // record_plan is replaying.
+  std::map<std::string, std::shared_ptr<const PlanChoices>> class_choices_;
+  std::shared_ptr<const PlanChoices> replaying_;
+  std::string size_class(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
+                         bool tensor_cores) const;
   Built* last_ = nullptr;
   int builds_ = 0, evictions_ = 0, tiered_plans_ = 0, tier_ups_ = 0;
   bool tiered_ = false;

@@ -623,20 +623,26 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     // down, 26 to 8 tiles over K = 1152 to 4608): split-K on the tensor
     // cores, the bias, affine, residual and activation in the regular
     // convolution's sum pass (whose layout of the parts it shares).
-    const SubgroupSplit split = n == 1 && f16 && tensor_cores_available(g.ctx())
-                                    ? subgroup_gemm_splits(a.g.ctx().settings(), cout, out_vol, cin * kvol, 1, true)
-                                    : SubgroupSplit{};
-    if (split.splits > 1) {
+    // Split or not is a choice of the plan's structure (Graph::choose):
+    // replayed where this size's tiles need no split, one range of K.
+    const bool can_split = n == 1 && f16 && tensor_cores_available(g.ctx());
+    SubgroupSplit split =
+        can_split ? subgroup_gemm_splits(a.g.ctx().settings(), cout, out_vol, cin * kvol, 1, true) : SubgroupSplit{};
+    const Graph::Choice split_choice = can_split ? g.choose("conv.subgroup_splitk", split.kchunk > 0) : Graph::Choice{};
+    if (split_choice.value && split.kchunk == 0) split = SubgroupSplit{1, (cin * kvol + 31) / 32 * 32};
+    if (split_choice.value) {
       SubgroupConv r = q;
       r.bias = r.affine = TensorRef{-1}, r.act = ActivationSpec{};
       r.splits = split.splits, r.kchunk = split.kchunk;
       TensorRef part{-1};
       if (record_subgroup_conv(g, r, a.op, what, &part)) {
+        g.made(split_choice, 1);
         record_conv_splitk_sum(a, y, part, uint64_t(split.splits), s, bias, b.id >= 0, rounded, cout, out_vol,
                                n * out_vol, subs);
         return y;
       }
     }
+    g.made(split_choice, 0);
     if (s.residual.id >= 0) {
       SubgroupConv r = q;
       r.act = s.act, r.residual = s.residual;
@@ -663,13 +669,19 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
   uint64_t splits = pick_splits(uint64_t(groups) * p.mtiles * p.ntiles, uint64_t(kred), t.tk);
   const uint64_t kchunk = gpu::ceil_div(gpu::ceil_div(uint64_t(kred), t.tk), splits) * t.tk;
   splits = gpu::ceil_div(uint64_t(kred), kchunk);
+  // Split or not is a choice of the plan's structure (Graph::choose): a
+  // size that replays a split where its own tiles need none runs one range
+  // (splits = 1) through the same two passes.
+  const Graph::Choice split_choice = g.choose("conv.splitk", splits > 1);
+  const bool split = split_choice.value != 0;
+  if (!split) splits = 1;
   const uint64_t part_elems = splits * uint64_t(cout) * uint64_t(npix);
-  if (splits > 1 && (part_elems > uint64_t(kMaxIndex) ||
-                     part_elems * 4 > g.ctx().limits().max_storage_buffer_binding_size)) {
-    splits = 1;
-  }
+  const bool split_fits = part_elems <= uint64_t(kMaxIndex) &&
+                          part_elems * 4 <= g.ctx().limits().max_storage_buffer_binding_size;
+  if (!split || !split_fits) splits = 0;  // 0: no split
+  g.made(split_choice, splits > 0);
   p.kchunk = uint32_t(splits > 1 ? kchunk : uint64_t(kred));
-  const uint64_t tiles = splits * groups * p.mtiles * p.ntiles;
+  const uint64_t tiles = std::max<uint64_t>(splits, 1) * groups * p.mtiles * p.ntiles;
   if (tiles > UINT32_MAX) a.fail("too many output tiles for 32-bit indexing");
   p.tiles = uint32_t(tiles);
 
@@ -680,11 +692,11 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
     table = Binding::of(g.add_constant({int64_t(tab.size())}, DType::I32, tab.data(), "conv k table"));
   }
   Subs gemm_subs = subs;
-  gemm_subs.emplace_back("O", splits > 1 ? "f32" : xi.dtype == DType::F16 ? "f16" : "f32");
+  gemm_subs.emplace_back("O", splits > 0 ? "f32" : xi.dtype == DType::F16 ? "f16" : "f32");
   // Split-K: the affine and the residual in the second pass.
-  const bool gemm_affine = s.affine.id >= 0 && splits == 1;
+  const bool gemm_affine = s.affine.id >= 0 && splits == 0;
   ConvSpec gemm_epilogue = s;
-  if (splits > 1) gemm_epilogue.affine = gemm_epilogue.residual = TensorRef{-1};
+  if (splits > 0) gemm_epilogue.affine = gemm_epilogue.residual = TensorRef{-1};
   add_epilogue_subs(gemm_subs, gemm_epilogue, 6, "acc[i][j] + b", "c", rounded, f16, "oi");
   const gpu::Pipeline& pipe =
       kernel(g, "ops/kernels/conv.wgsl", gemm_subs,
@@ -693,20 +705,20 @@ TensorRef convolution(const Args& a, TensorRef x, TensorRef w, TensorRef b, cons
               {"TK", double(t.tk)},
               {"TRANSPOSED", s.transposed ? 1.0 : 0.0},
               {"POINTWISE", pointwise ? 1.0 : 0.0},
-              {"SPLITK", splits > 1 ? 1.0 : 0.0},
+              {"SPLITK", splits > 0 ? 1.0 : 0.0},
               {"ACT", double(s.act.code())},
               {"LO", s.act.lo},
               {"HI", s.act.hi}});
   const std::string label = fmt::format("conv{} {} k={} tile={}x{}{}{}{}", s.transposed ? " transposed" : "",
                                         pointwise ? "pointwise" : "gemm", dims_str(k, d), t.tm, t.tn,
-                                        gemm_affine ? " affine" : "", splits == 1 ? res_label : "",
-                                        splits == 1 ? activation_label(s.act.act) : "");
+                                        gemm_affine ? " affine" : "", splits == 0 ? res_label : "",
+                                        splits == 0 ? activation_label(s.act.act) : "");
   // Useful work, 2 per multiply-add: each output takes cin_g * kvol taps
   // forward; transposed, each input element meets cout_g * kvol outputs
   // (the taps the gather skips as zero are not counted).
   const double flops = s.transposed ? 2.0 * double(n * in_vol) * double(cin) * double(cout_g * kvol)
                                     : 2.0 * double(npix) * double(cout) * double(kred);
-  if (splits == 1) {
+  if (splits == 0) {
     std::vector<Binding> bindings{Binding::of(y), g.uniform(p), Binding::of(x), Binding::of(w), bias, table};
     if (gemm_affine) bindings.push_back(Binding::of(s.affine));
     if (s.residual.id >= 0) bindings.push_back(Binding::of(s.residual));

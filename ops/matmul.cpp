@@ -262,13 +262,20 @@ bool record_subgroup(const Args& a, const Gemm& p, const Shape& shape, const std
   // Split-K: a bias the same for every batch entry (the sum pass's), the
   // result contiguous.
   const bool f16_tc = g.info(y).dtype == DType::F16 && g.tensor_cores() && tensor_cores_available(g.ctx());
-  const SubgroupSplit split = f16_tc ? subgroup_gemm_splits(a.g.ctx().settings(), p.M, p.N, p.K, batch) : SubgroupSplit{};
-  if (split.splits > 1 && q.bias_batch == 0 && p.ldc == 0) {
+  // Split or not is a choice of the plan's structure (Graph::choose):
+  // replayed where this size's tiles need no split, one range of K.
+  const bool can_split = f16_tc && q.bias_batch == 0 && p.ldc == 0;
+  SubgroupSplit split = can_split ? subgroup_gemm_splits(a.g.ctx().settings(), p.M, p.N, p.K, batch) : SubgroupSplit{};
+  const Graph::Choice split_choice = can_split ? g.choose("matmul.subgroup_splitk", split.kchunk > 0) : Graph::Choice{};
+  if (split_choice.value && split.kchunk == 0) split = SubgroupSplit{1, (p.K + 31) / 32 * 32};
+  if (split_choice.value) {
     SubgroupGemm r = q;
     r.bias = TensorRef{-1}, r.act = ActivationSpec{};
     r.splits = split.splits, r.kchunk = split.kchunk;
     TensorRef part{-1};
-    if (record_subgroup_gemm(g, r, op, "gemm", &part)) {
+    const bool recorded = record_subgroup_gemm(g, r, op, "gemm", &part);
+    g.made(split_choice, recorded);
+    if (recorded) {
       Gemm s = p;
       s.residual = residual;
       const uint64_t count = uint64_t(p.M) * uint64_t(p.N) * uint64_t(batch);
@@ -418,16 +425,22 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   // The sum pass adds a bias only where it is the same for every batch.
   const bool bias_batch_shared = std::all_of(st[2].begin(), st[2].end(), [](int64_t s) { return s == 0; });
   // The sum pass writes a contiguous result and reads the bias from its start.
-  uint64_t splits = dt == DType::F32 && (p.bias.id < 0 || (bias_batch_shared && p.c_off == 0)) && !strided_out
-                        ? matmul_splits(a.g.ctx().settings(), groups, uint64_t(p.K))
-                        : 1;
+  const bool can_split = dt == DType::F32 && (p.bias.id < 0 || (bias_batch_shared && p.c_off == 0)) && !strided_out;
+  uint64_t splits = can_split ? matmul_splits(a.g.ctx().settings(), groups, uint64_t(p.K)) : 1;
   const uint64_t kchunk =
       gpu::ceil_div(gpu::ceil_div(uint64_t(p.K), uint64_t(cfg.tk)), std::max<uint64_t>(splits, 1)) * cfg.tk;
-  if (splits > 1) {
-    splits = gpu::ceil_div(uint64_t(p.K), kchunk);
+  splits = gpu::ceil_div(uint64_t(p.K), kchunk);
+  // Split or not is a choice of the plan's structure (Graph::choose): a
+  // size that replays a split where its own tiles need none runs one range
+  // (splits = 1) through the same two passes. 0 below: no split.
+  const Graph::Choice split_choice = can_split ? g.choose("matmul.splitk", splits > 1) : Graph::Choice{};
+  if (!split_choice.value) {
+    splits = 0;
+  } else {
     const uint64_t part = splits * uint64_t(p.M) * uint64_t(p.N) * uint64_t(batch);
-    if (part > UINT32_MAX || part * 4 > binding_limit(g) || groups * splits > UINT32_MAX) splits = 1;
+    if (part > UINT32_MAX || part * 4 > binding_limit(g) || groups * splits > UINT32_MAX) splits = 0;
   }
+  g.made(split_choice, splits > 0);
   Params params{};
   params.M = uint32_t(p.M);
   params.N = uint32_t(p.N);
@@ -441,7 +454,7 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
   params.bias_sn = uint32_t(p.bias_sn);
   params.rank = uint32_t(shape.size());
   params.kchunk = uint32_t(splits > 1 ? kchunk : uint64_t(p.K));
-  params.splits = uint32_t(splits);
+  params.splits = uint32_t(std::max<uint64_t>(splits, 1));
   params.alpha = float(p.alpha);
   params.beta = float(p.beta);
   params.shape = pack(shape, a.op);
@@ -476,7 +489,7 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
                                     {"A_VEC", a_vec ? 1.0 : 0.0},
                                     {"B_VEC", b_vec ? 1.0 : 0.0},
                                     {"HAS_BIAS", p.bias.id >= 0 ? 1.0 : 0.0},
-                                    {"SPLITK", splits > 1 ? 1.0 : 0.0},
+                                    {"SPLITK", splits > 0 ? 1.0 : 0.0},
                                     {"HAS_RESIDUAL", p.residual.id >= 0 ? 1.0 : 0.0},
                                     {"WARP_TILES", cfg.warp_tiles ? 1.0 : 0.0},
                                     {"ACT", double(p.act.code())},
@@ -489,7 +502,7 @@ void dispatch(const Args& a, const Gemm& p, const Shape& shape, const std::array
       activation_label(p.act.act) + (p.residual.id >= 0 ? " residual" : "");
   const double flops = 2.0 * double(p.M) * double(p.N) * double(p.K) * double(batch);
   const Binding res = p.residual.id >= 0 ? Binding::of(p.residual) : Binding::of(g.ctx().dummy_buffer());
-  if (splits == 1) {
+  if (splits == 0) {
     g.add_dispatch(pl, {out, g.uniform(params), in_a, in_b, in_c, res}, grid_for(g, groups), std::string(a.op), label,
                    flops);
     return;

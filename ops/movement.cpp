@@ -559,10 +559,18 @@ Value cat(Graph& g, const ValueList& args) {
   for (size_t i = 0; i < ts.size(); ++i) {
     if (skipped(i)) continue;
     const Shape s = g.info(ts[i]).shape;
-    if (place && !shares_storage(i) &&
-        g.alias_into(ts[i], y, uint64_t(offset * out_stride[d]) * gpu_dtype_size(dtype))) {
-      offset += s[d];
-      continue;
+    if (place && !shares_storage(i)) {
+      // Placed or copied is a choice of the plan's structure (Graph::choose):
+      // a size whose offsets are aligned where the plan's first size's were
+      // not copies as that size did.
+      const uint64_t at = uint64_t(offset * out_stride[d]) * gpu_dtype_size(dtype);
+      const Graph::Choice c = g.choose("cat.place", g.can_alias_into(ts[i], y, at));
+      const bool placed = c.value && g.alias_into(ts[i], y, at);
+      g.made(c, placed);
+      if (placed) {
+        offset += s[d];
+        continue;
+      }
     }
     copied.push_back(i);
     starts.push_back(offset);

@@ -925,7 +925,7 @@ SubgroupSplit subgroup_gemm_splits(const Settings& settings, int64_t M, int64_t 
 
 bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, std::string_view what,
                           TensorRef* part) {
-  const bool split = p.splits > 1;
+  const bool split = p.kchunk > 0;  // parts, even of one range (a replayed split)
   if (split ? (!part || g.info(p.a).dtype != DType::F16 || g.info(p.b).dtype != DType::F16 || p.bias.id >= 0 ||
                p.affine.id >= 0 ||
                p.act.act != Activation::None || p.kchunk <= 0 || p.kchunk % 32 != 0 ||
@@ -993,7 +993,7 @@ bool record_subgroup_gemm(Graph& g, const SubgroupGemm& p, std::string_view op, 
 
 bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, std::string_view what,
                           TensorRef* part) {
-  const bool split = p.splits > 1;
+  const bool split = p.kchunk > 0;  // parts, even of one range (a replayed split)
   if (split ? (!part || p.batch != 1 || g.info(p.x).dtype != DType::F16 || g.info(p.w).dtype != DType::F16 ||
                p.bias.id >= 0 || p.affine.id >= 0 || p.act.act != Activation::None || p.kchunk <= 0 ||
                p.kchunk % 32 != 0 || (p.splits - 1) * p.kchunk >= p.cin * p.kh * p.kw ||
@@ -1031,7 +1031,7 @@ bool record_subgroup_conv(Graph& g, const SubgroupConv& p, std::string_view op, 
     if (v > kMax) return false;
   if (p.top < 0 || p.left < 0) return false;
   SubgroupMatmulConfig cfg =
-      epilogue_config(g.ctx().settings(), M, N, K, p.batch, p.splits > 1, mode, p.bias.id >= 0, p.affine.id >= 0, p.affine_rounded,
+      epilogue_config(g.ctx().settings(), M, N, K, p.batch, split, mode, p.bias.id >= 0, p.affine.id >= 0, p.affine_rounded,
                       p.act.act, true);
   cfg.conv = true;
   cfg.odd_n = N % 8 != 0;

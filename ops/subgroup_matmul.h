@@ -189,8 +189,8 @@ struct SubgroupGemm {
   // affine[0][m] + affine[1][m], before the activation.
   TensorRef affine{-1};
   bool affine_rounded = false;  // the value before the affine rounded to float16
-  // Split-K (SubgroupMatmulConfig::splitk): `splits` ranges of `kchunk`
-  // (a multiple of 32) each, written to a new float32 [splits, batch * M *
+  // Split-K (SubgroupMatmulConfig::splitk), where kchunk > 0: `splits`
+  // ranges (one or more) of `kchunk` (a multiple of 32) each, written to a new float32 [splits, batch * M *
   // N] tensor of the ranges' plain sums (no bias, alpha 1, no activation or
   // affine; `out` unused) for the caller's second pass.
   // subgroup_gemm_splits() says how many.
@@ -243,7 +243,7 @@ struct SubgroupConv {
   ActivationSpec act;  // as SubgroupGemm::act
   TensorRef affine{-1};  // as SubgroupGemm::affine (per output channel)
   bool affine_rounded = false;
-  // Split-K (subgroup_gemm_splits), one image only: the ranges' float32
+  // Split-K (subgroup_gemm_splits) where kchunk > 0, one image only: the ranges' float32
   // sums [splits, Co * OH*OW] go to a new tensor, `part` of
   // record_subgroup_conv, with no bias, affine or activation (the caller's
   // sum pass applies them); the layout of the regular convolution's parts.

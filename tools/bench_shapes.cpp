@@ -104,6 +104,7 @@ int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
   so.checked = !o.unchecked;
   so.max_plans = o.max_plans;
   so.max_plan_sizes = o.max_plan_sizes;
+  so.size_classes = !o.no_size_classes;
   const auto t_load = clock::now();
   onnx_import::Session s(ctx, o.model, so);
   const double load_ms = ms_since(t_load);

@@ -106,8 +106,9 @@ typedef struct wgnn_session_options {
   const char* const* outputs;
   size_t output_count;
   int max_plan_sizes; /* sets of input shapes one plan keeps, at least 1; 64 */
+  int size_classes;   /* sizes within a power of 4 of elements record one plan's structure; 1: on */
 } wgnn_session_options;
-/* The defaults: {0, 1, 1, 0, 8, 1, 1, NULL, 0, 64}, the C++ SessionOptions'
+/* The defaults: {0, 1, 1, 0, 8, 1, 1, NULL, 0, 64, 1}, the C++ SessionOptions'
  * (onnx/session.h). NULL options mean these; start from this function
  * rather than zero-filling, so fields added later keep their defaults. */
 wgnn_session_options wgnn_session_options_default(void);

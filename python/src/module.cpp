@@ -154,7 +154,8 @@ nb::tuple describe(const onnx_import::ValueInfo& v) {
 
 struct Options {
   std::string adapter, limits;
-  bool verbose = false, fp16 = false, fusion = true, checked = true, tiered = true, ir_import = true;
+  bool verbose = false, fp16 = false, fusion = true, checked = true, tiered = true, ir_import = true,
+       size_classes = true;
   int max_plans = 8, max_plan_sizes = 64;
   std::vector<std::string> outputs;
   onnx_import::SessionOptions session() const {
@@ -167,6 +168,7 @@ struct Options {
     o.checked = checked;
     o.max_plans = max_plans;
     o.max_plan_sizes = max_plan_sizes;
+    o.size_classes = size_classes;
     o.tiered = tiered;
     return o;
   }
@@ -513,6 +515,7 @@ NB_MODULE(_wgnn, m) {
       .def_rw("checked", &Options::checked)
       .def_rw("max_plans", &Options::max_plans)
       .def_rw("max_plan_sizes", &Options::max_plan_sizes)
+      .def_rw("size_classes", &Options::size_classes)
       .def_rw("tiered", &Options::tiered)
       .def_rw("ir_import", &Options::ir_import)
       .def_rw("outputs", &Options::outputs);

@@ -54,7 +54,7 @@ class SessionOptions:
     verbose: after each run that built a graph (a new set of input shapes),
         print the session's summary to stderr, as `wgnn run --verbose` does
         (also log_severity_level = 0, as in ONNX Runtime).
-    fusion, checked, max_plans, max_plan_sizes, tiered, ir_import, outputs: SessionOptions
+    fusion, checked, max_plans, max_plan_sizes, size_classes, tiered, ir_import, outputs: SessionOptions
         of the C++ API (onnx/session.h); outputs (a list of names, None: all)
         limits what the session computes, as run(output_names) limits what a
         run returns. tiered (on): where the GPU has tensor cores, a
@@ -75,6 +75,7 @@ class SessionOptions:
         self.checked = True
         self.max_plans = 8
         self.max_plan_sizes = 64
+        self.size_classes = True
         self.tiered = True
         self.ir_import = True
         self.outputs = None
@@ -91,6 +92,7 @@ class SessionOptions:
             raise ValueError(f"SessionOptions.max_plan_sizes is {self.max_plan_sizes}: keep at least 1 size")
         o.max_plans = int(self.max_plans)
         o.max_plan_sizes = int(self.max_plan_sizes)
+        o.size_classes = bool(self.size_classes)
         o.tiered = bool(self.tiered)
         o.ir_import = bool(self.ir_import)
         if self.max_plans is None or int(self.max_plans) < 1:

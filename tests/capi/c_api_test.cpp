@@ -198,6 +198,7 @@ TEST_F(CApi, RunsAModelFromBytesAndFromAFile) {
   EXPECT_EQ(o.checked, 1);
   EXPECT_EQ(o.max_plans, 8);
   EXPECT_EQ(o.max_plan_sizes, 64);
+  EXPECT_EQ(o.size_classes, 1);
   EXPECT_EQ(o.tiered, 1);
   EXPECT_EQ(o.ir_import, 1);
   EXPECT_EQ(o.outputs, nullptr);

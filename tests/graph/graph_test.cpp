@@ -282,3 +282,56 @@ TEST(Graph, GraphsOfOtherStructuresTakeTurnsOnOneStorage) {
   EXPECT_EQ(st->layouts(), 3u);
   EXPECT_TRUE(all_close(run_chain(a, ca, xs), chain_reference(xs), 1e-5, 1e-5));
 }
+
+// A graph's structural choices (Graph::choose) replayed: each choice is the
+// replayed one while the sites match and the op does what it chose; after a
+// site that differs, or a choice the op could not follow, the graph makes
+// its own (preferred) choices and the replay is not followed. A meta graph
+// keeps no log.
+TEST(Graph, ChoicesAreReplayedWhileTheSitesMatchAndTheOpsFollow) {
+  Graph first(ctx());
+  Graph::Choice c = first.choose("a.split", 1);
+  EXPECT_EQ(c.value, 1);
+  first.made(c, 1);
+  c = first.choose("b.place", 0);
+  EXPECT_EQ(c.value, 0);
+  first.made(c, 0);
+  EXPECT_FALSE(first.replay_followed()) << "nothing was replayed";
+  const auto log = std::make_shared<const PlanChoices>(first.choices());
+  ASSERT_EQ(log->made.size(), 2u);
+
+  Graph same(ctx());
+  same.replay_choices(log);
+  c = same.choose("a.split", 0);
+  EXPECT_EQ(c.value, 1) << "the replayed choice, not the preferred one";
+  same.made(c, 1);
+  c = same.choose("b.place", 1);
+  EXPECT_EQ(c.value, 0);
+  same.made(c, 0);
+  EXPECT_TRUE(same.replay_followed());
+
+  Graph other_site(ctx());
+  other_site.replay_choices(log);
+  EXPECT_EQ(other_site.choose("c.other", 0).value, 0) << "another op at this point: its own choice";
+  EXPECT_EQ(other_site.choose("b.place", 1).value, 1) << "after a divergence every choice is the graph's own";
+  EXPECT_FALSE(other_site.replay_followed());
+
+  Graph not_followed(ctx());
+  not_followed.replay_choices(log);
+  c = not_followed.choose("a.split", 0);
+  not_followed.made(c, 0);  // the op could not split
+  EXPECT_EQ(not_followed.choices().made[0].second, 0) << "the log holds what was done";
+  EXPECT_EQ(not_followed.choose("b.place", 1).value, 1);
+  EXPECT_FALSE(not_followed.replay_followed());
+
+  Graph fewer(ctx());
+  fewer.replay_choices(log);
+  fewer.made(fewer.choose("a.split", 0), 1);
+  EXPECT_FALSE(fewer.replay_followed()) << "the replayed graph made more choices than this one";
+
+  Graph meta(ctx());
+  meta.set_meta(true);
+  meta.replay_choices(log);
+  EXPECT_EQ(meta.choose("a.split", 0).value, 0);
+  EXPECT_TRUE(meta.choices().made.empty());
+}

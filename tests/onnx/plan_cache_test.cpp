@@ -214,6 +214,47 @@ TEST(PlanCache, APlanKeepsAtMostMaxPlanSizes) {
   EXPECT_EQ(s.constants().stats().bytes, weight_bytes);
 }
 
+// y = concat(relu(x), -x) along the last dim, x [1, N] with N dynamic.
+std::string relu_neg_concat_model() {
+  ModelBuilder b;
+  b.input("x", {1, -1}, onnx::TensorProto::FLOAT, {"", "n"});
+  b.output("y", {1, -1}, onnx::TensorProto::FLOAT, {"", "n2"});
+  b.node("Relu", {"x"}, {"r"});
+  b.node("Neg", {"x"}, {"m"});
+  ModelBuilder::attr_int(b.node("Concat", {"r", "m"}, {"y"}), "axis", 1);
+  return b.save("plan_cache_relu_neg_concat.onnx");
+}
+
+// Size classes (SessionOptions::size_classes): a later size of the first
+// size's class (inputs within one power of 4 of elements) replays its
+// structural choices. Here the first size's parts are not a whole number
+// of 16 bytes, so they are copied into the result; the second size's could
+// be placed, and they are copied too: one plan for both. Without classes each
+// size makes its own choice: two plans. Every size computes its values.
+TEST(PlanCache, SizesOfOneClassReplayTheFirstSizesStructuralChoices) {
+  const uint64_t align = std::max<uint64_t>(test::ctx().limits().min_storage_buffer_offset_alignment, 16);
+  const int64_t aligned = int64_t(align / 4) * 2, unaligned = aligned + 2;  // 8 bytes past 16: never placed
+  const std::string model = relu_neg_concat_model();
+  for (const bool classes : {true, false}) {
+    SCOPED_TRACE(classes ? "size classes" : "no size classes");
+    SessionOptions o;
+    o.size_classes = classes;
+    Session s(test::ctx(), model, o);
+    for (const int64_t n : {unaligned, aligned, unaligned}) {
+      HostTensor x(DType::F32, {1, n});
+      for (int64_t i = 0; i < n; ++i) x.as<float>()[i] = std::sin(float(i) * 0.3f + float(n));
+      const HostTensor y = s.run({{"x", x}}).at("y");
+      ASSERT_EQ(y.shape, (Shape{1, 2 * n}));
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_EQ(y.as<float>()[i], std::max(0.f, x.as<float>()[i])) << i;
+        EXPECT_EQ(y.as<float>()[n + i], -x.as<float>()[i]) << i;
+      }
+    }
+    EXPECT_EQ(s.plan_sizes(), 2);
+    EXPECT_EQ(s.plans(), classes ? 1 : 2);
+  }
+}
+
 TEST(PlanCache, MaxPlansMustBePositive) {
   SessionOptions o;
   o.max_plans = 0;

@@ -881,6 +881,52 @@ TEST(Conv, ManyTilesAndLargeOutputs) {
   run_conv({{1, 16, 56, 56}, {24, 16, 3, 3}, true, {1}, {1}}, 12);
 }
 
+// A convolution's split of its long reduction (split-K, chosen from its
+// tile count) is a choice of the plan's structure (Graph::choose). A size
+// that replays a split its own tiles do not need runs one range of the
+// reduction through the same two passes; one that replays no split runs
+// without. Either way it records the first size's structure (one plan)
+// and computes its own values.
+TEST(Conv, AReplayedSplitRecordsTheFirstSizesStructure) {
+  const Conv small{{1, 64, 6, 6}, {256, 64, 3, 3}, true, {1}, {1}};
+  const Conv large{{1, 64, 40, 40}, {256, 64, 3, 3}, true, {1}, {1}};
+  ASSERT_THAT(conv_label(small), HasSubstr("splitk")) << "premise: the small size splits on its own";
+  ASSERT_THAT(conv_label(large), testing::Not(HasSubstr("splitk"))) << "premise: the large size does not";
+  struct Rec {
+    TensorRef x, y;
+    std::vector<float> xv, wv, bv;
+  };
+  auto record = [](Graph& g, const Conv& c, uint32_t seed) {
+    Rec r;
+    r.xv = random_floats(size_t(numel(c.x)), -1, 1, seed);
+    r.wv = random_floats(size_t(numel(c.w)), -1, 1, 77);
+    r.bv = random_floats(size_t(c.w[0]), -1, 1, 78);
+    r.x = upload(g, c.x, r.xv, DType::F32);
+    TensorRef w = constant(g, c.w, r.wv, DType::F32);
+    TensorRef b = constant(g, {c.w[0]}, r.bv, DType::F32);
+    r.y = ops::call(g, "aten.convolution.default",
+                    {r.x, w, b, c.stride, c.padding, c.dilation, c.transposed, c.output_padding, c.groups})
+              .tensor();
+    g.mark_output(r.y);
+    return r;
+  };
+  for (const bool small_first : {true, false}) {
+    SCOPED_TRACE(small_first ? "the small size first" : "the large size first");
+    const Conv& first = small_first ? small : large;
+    const Conv& then = small_first ? large : small;
+    Graph a(ctx()), replayed(ctx()), own(ctx());
+    record(a, first, 1);
+    replayed.replay_choices(std::make_shared<const PlanChoices>(a.choices()));
+    const Rec r = record(replayed, then, 2);
+    record(own, then, 3);
+    EXPECT_TRUE(replayed.replay_followed());
+    EXPECT_EQ(replayed.structure(), a.structure());
+    EXPECT_NE(own.structure(), a.structure());
+    replayed.run();
+    EXPECT_TRUE(all_close(download(replayed, r.y), ref_conv(then, r.xv, r.wv, r.bv).v, 1e-4, 1e-5));
+  }
+}
+
 TEST(Conv, EmptyBatchRecordsNoDispatch) {
   Graph g(ctx());
   TensorRef x = g.add_tensor({0, 3, 5, 5}, DType::F32, TensorKind::Input);

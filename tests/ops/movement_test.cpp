@@ -973,3 +973,55 @@ TEST(Views, AnInputTwiceOrWithItsViewIsCopied) {
     EXPECT_EQ(download(g, y), want);
   }
 }
+
+// Placing a concatenation's input in the result or copying it is a choice
+// of the plan's structure (Graph::choose). A size that replays a copy where
+// its own sizes allow a placement copies as the first size did: the same
+// structure, one plan. A size that replays a placement its sizes do not
+// allow copies, and the replay ends there: a structure of its own. Every
+// size computes its own values.
+TEST(Views, AReplayedConcatenationCopiesWhereItsFirstSizeCopied) {
+  const uint64_t align = std::max<uint64_t>(ctx().limits().min_storage_buffer_offset_alignment, 16);
+  // Elements of each input: 8 bytes past a multiple of 16 cannot be placed
+  // (nor can what follows it), whatever the device's offset alignment.
+  const int64_t aligned = int64_t(align / 4) * 2, unaligned = aligned + 2;
+  struct Rec {
+    TensorRef x, y;
+  };
+  auto record = [](Graph& g, int64_t n) {
+    TensorRef x = g.add_tensor({1, n}, DType::F32, TensorKind::Input, "x");
+    TensorRef r1 = ops::call(g, "aten.relu.default", {x}).tensor();
+    TensorRef r2 = ops::call(g, "aten.neg.default", {x}).tensor();
+    TensorRef y = ops::call(g, "aten.cat.default", {ValueList{r1, r2}, int64_t(1)}).tensor();
+    g.mark_output(y);
+    return Rec{x, y};
+  };
+  auto check = [](Graph& g, const Rec& r, int64_t n, uint32_t seed) {
+    const auto xv = random_floats(size_t(n), -1, 1, seed);
+    g.write(r.x, xv.data(), xv.size() * 4);
+    g.run();
+    std::vector<float> want = relu_ref(xv);
+    for (float v : xv) want.push_back(-v);
+    EXPECT_EQ(download(g, r.y), want) << n << " elements";
+  };
+  Graph first_unaligned(ctx()), replayed_aligned(ctx()), own_aligned(ctx());
+  const Rec a = record(first_unaligned, unaligned);
+  replayed_aligned.replay_choices(std::make_shared<const PlanChoices>(first_unaligned.choices()));
+  const Rec b = record(replayed_aligned, aligned);
+  const Rec c = record(own_aligned, aligned);
+  EXPECT_EQ(first_unaligned.dispatches().size(), 3u) << "relu, neg, one copy of both";
+  EXPECT_EQ(own_aligned.dispatches().size(), 2u) << "both placed: no copy";
+  EXPECT_TRUE(replayed_aligned.replay_followed());
+  EXPECT_EQ(replayed_aligned.structure(), first_unaligned.structure());
+  EXPECT_NE(own_aligned.structure(), first_unaligned.structure());
+  check(first_unaligned, a, unaligned, 601);
+  check(replayed_aligned, b, aligned, 602);
+  check(own_aligned, c, aligned, 603);
+
+  Graph replayed_unaligned(ctx());
+  replayed_unaligned.replay_choices(std::make_shared<const PlanChoices>(own_aligned.choices()));
+  const Rec d = record(replayed_unaligned, unaligned);
+  EXPECT_FALSE(replayed_unaligned.replay_followed()) << "the inputs cannot be placed at this size";
+  EXPECT_EQ(replayed_unaligned.structure(), first_unaligned.structure());
+  check(replayed_unaligned, d, unaligned, 604);
+}

@@ -796,8 +796,15 @@ namespace {
 // One wgnn.matmul_add (bias [N], GELU, alpha, a residual) through the
 // emulated tensor-core kernel; returns the labels. The result against a
 // double-precision reference of act(alpha * A op(B) + bias) + residual.
-std::vector<std::string> check_matmul_add_split(const Case& k, const char* act, uint32_t seed) {
+// With `replay`, the graph replays those structural choices (and says
+// whether it followed them in `followed`); `made` and `structure` receive
+// its choices and Graph::structure().
+std::vector<std::string> check_matmul_add_split(const Case& k, const char* act, uint32_t seed,
+                                                const PlanChoices* replay = nullptr, bool* followed = nullptr,
+                                                PlanChoices* made = nullptr,
+                                                std::vector<int64_t>* structure = nullptr) {
   Graph g(ctx());
+  if (replay) g.replay_choices(std::make_shared<const PlanChoices>(*replay));
   const Shape as = k.batch > 1 ? Shape{k.batch, k.ta ? k.K : k.M, k.ta ? k.M : k.K}
                                : Shape{k.ta ? k.K : k.M, k.ta ? k.M : k.K};
   Shape bs = k.tb ? Shape{k.N, k.K} : Shape{k.K, k.N};
@@ -815,6 +822,9 @@ std::vector<std::string> check_matmul_add_split(const Case& k, const char* act, 
                           {ta, tb, tc, k.alpha, std::string(act), k.ta, k.tb, 0.0, 0.0, tr})
                     .tensor();
   g.run();
+  if (followed) *followed = g.replay_followed();
+  if (made) *made = g.choices();
+  if (structure) *structure = g.structure();
   std::vector<std::string> labels;
   for (size_t i = before; i < g.dispatches().size(); ++i) labels.push_back(g.dispatches()[i].label);
   Case r = k;
@@ -949,6 +959,39 @@ TEST(SubgroupMatmulEmulated, SplitKForFewTiles) {
     EXPECT_THAT(labels[0], testing::Not(HasSubstr("splitk")));
     EXPECT_THAT(labels[0], HasSubstr("gelu residual"));
   }
+}
+
+// A product's split of K is a choice of the plan's structure
+// (Graph::choose). Replayed where the product's own choice is no split
+// (WGNN_SUBGROUP_SPLITK=0 stands in for a size whose tiles need none), it
+// runs one range of K through the same two passes: the first size's
+// structure, and the values of the product. Replayed the other way, no
+// split where the product would split, one dispatch.
+TEST(SubgroupMatmulEmulated, AReplayedSplitRunsOneRangeOfK) {
+  if (!ctx().features().shader_f16) GTEST_SKIP() << "no shader-f16";
+  ScopedSetting mode("WGNN_SUBGROUP_MATMUL", "emulate");
+  const Case k{1, 32, 768, 64, false, true, std::nullopt, 1, 1, false};
+  PlanChoices split_log, whole_log;
+  std::vector<int64_t> split_structure, whole_structure, s;
+  bool followed = false;
+  const auto split = check_matmul_add_split(k, "gelu", 970, nullptr, nullptr, &split_log, &split_structure);
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_THAT(split[0], HasSubstr("splitk=6"));
+  {
+    ScopedSetting off("WGNN_SUBGROUP_SPLITK", "0");
+    const auto whole = check_matmul_add_split(k, "gelu", 971, nullptr, nullptr, &whole_log, &whole_structure);
+    ASSERT_EQ(whole.size(), 1u);
+    const auto replayed = check_matmul_add_split(k, "gelu", 972, &split_log, &followed, nullptr, &s);
+    EXPECT_TRUE(followed);
+    EXPECT_EQ(s, split_structure);
+    ASSERT_EQ(replayed.size(), 2u);
+    EXPECT_THAT(replayed[0], HasSubstr("splitk=1"));
+    EXPECT_THAT(replayed[1], HasSubstr("gemm splitk sum 1"));
+  }
+  const auto replayed = check_matmul_add_split(k, "gelu", 973, &whole_log, &followed, nullptr, &s);
+  EXPECT_TRUE(followed);
+  EXPECT_EQ(s, whole_structure);
+  EXPECT_EQ(replayed.size(), 1u);
 }
 
 // Every workgroup variable of the subgroup-matrix kernels is a whole number
