@@ -154,6 +154,12 @@ bool Graph::can_alias_into(TensorRef x, TensorRef y, uint64_t byte_offset) const
   return true;
 }
 
+const void* SharedStorage::layout_of(const std::vector<int64_t>& structure) const {
+  for (const auto& l : layouts_)
+    if (l->structure == structure) return l.get();
+  return nullptr;
+}
+
 Graph::Choice Graph::choose(const char* site, int preferred) {
   if (meta_) return Choice{SIZE_MAX, preferred};
   const size_t i = choices_.made.size();

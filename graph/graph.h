@@ -52,6 +52,9 @@ class SharedStorage {
   uint64_t bytes() const;
   // Structures (plans) laid out on it so far.
   size_t layouts() const { return layouts_.size(); }
+  // The layout of `structure` (Graph::structure()), as Graph::plan_id()
+  // gives it; null if no graph of it was prepared on this storage.
+  const void* layout_of(const std::vector<int64_t>& structure) const;
 
  private:
   friend class Graph;

@@ -223,46 +223,65 @@ struct Program::Plan {
   std::unique_ptr<wgnn::Graph> graph;
   Lowered lowered;
   uint64_t last_use = 0;
+  bool is_probe() const { return false; }
 };
 
-Program::Program(gpu::Context& ctx, Graph ir, ProgramOptions options)
-    : ctx_(ctx), ir_(std::move(ir)), options_(options), constants_(std::make_unique<ConstantStore>(ctx)) {
-  if (options_.max_plans < 1) {
-    throw Error(fmt::format("ProgramOptions::max_plans is {}: at least one plan must be kept", options_.max_plans));
+namespace {
+PlanCacheOptions cache_options(const ProgramOptions& o) {
+  if (o.max_plans < 1) {
+    throw Error(fmt::format("ProgramOptions::max_plans is {}: at least one plan must be kept", o.max_plans));
   }
+  if (o.max_plan_sizes < 1) {
+    throw Error(fmt::format("ProgramOptions::max_plan_sizes is {}: at least one size must be kept", o.max_plan_sizes));
+  }
+  PlanCacheOptions c;
+  c.max_plans = o.max_plans;
+  c.max_plan_sizes = o.max_plan_sizes;
+  c.size_classes = o.size_classes;
+  return c;
+}
+}  // namespace
+
+Program::Program(gpu::Context& ctx, Graph ir, ProgramOptions options)
+    : ctx_(ctx),
+      ir_(std::move(ir)),
+      options_(options),
+      constants_(std::make_unique<ConstantStore>(ctx)),
+      cache_(cache_options(options)) {
   if (ir_.outputs().empty()) throw Error("ir: the graph has no output");
 }
 
 Program::~Program() {
   const std::unique_lock<std::mutex> turn = ctx_.exclusive();
-  plans_.clear();
+  cache_.clear();
   constants_.reset();
 }
 
+int Program::plans() const { return cache_.plans(); }
+int Program::plan_sizes() const { return cache_.plan_sizes(); }
+uint64_t Program::plan_buffer_bytes() const { return cache_.buffer_bytes(); }
+int Program::evictions() const { return cache_.evictions(); }
+
 Program::Plan& Program::plan_for(const std::vector<Shape>& shapes) {
-  if (auto it = plans_.find(shapes); it != plans_.end()) {
-    it->second->last_use = ++clock_;
-    return *it->second;
-  }
+  std::string key;
+  for (const Shape& s : shapes) key += shape_str(s) + ";";
+  if (Plan* found = cache_.find(key)) return *found;
   bind_symbols(ir_, shapes);
-  while (int(plans_.size()) >= options_.max_plans) {
-    auto lru = plans_.begin();
-    for (auto it = plans_.begin(); it != plans_.end(); ++it) {
-      if (it->second->last_use < lru->second->last_use) lru = it;
-    }
-    plans_.erase(lru);
-    ++evictions_;
-  }
   auto p = std::make_unique<Plan>();
   p->graph = std::make_unique<wgnn::Graph>(ctx_);
   p->graph->set_constant_store(constants_.get());
   p->graph->set_checked(options_.checked);
+  const std::string cls = size_class(shapes);
+  if (auto replay = cache_.choices_of(cls)) p->graph->replay_choices(replay);
   p->lowered = lower(ir_, *p->graph, shapes);
+  cache_.remember_choices(cls, *p->graph);
+  cache_.join(*p->graph);
+  cache_.make_room(*p);
   p->graph->prepare();
-  p->last_use = ++clock_;
+  cache_.touch(*p);
   last_stats_ = p->lowered.stats;
   ++builds_;
-  return *plans_.emplace(shapes, std::move(p)).first->second;
+  return cache_.keep(key, std::move(p));
 }
 
 wgnn::Graph& Program::plan(const std::vector<Shape>& input_shapes) {

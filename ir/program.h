@@ -1,11 +1,14 @@
 #pragma once
-// An IR graph made runnable: a plan per set of input shapes, each the IR's
+// An IR graph made runnable: a graph per set of input shapes, each the IR's
 // nodes lowered onto a wgnn::Graph by calling their ops (ops::call), with
-// the model's constants uploaded once into a ConstantStore that every plan
+// the model's constants uploaded once into a ConstantStore that every graph
 // shares. A new shape binds the inputs' symbols, lowers again (the ops
 // compute the sizes, uniforms, grids and memory plan) and reuses the
-// uploaded constants and the compiled pipelines. Plans are kept in an LRU
-// of ProgramOptions::max_plans; an evicted plan frees its intermediates.
+// uploaded constants and the compiled pipelines. The graphs are kept as
+// onnx::Session keeps its own (graph/plan_cache.h): graphs of one structure
+// are one plan's sizes, every graph takes its buffers from one storage,
+// sizes of one size class replay their first size's structural choices,
+// and plans and sizes are evicted least recently used first.
 //
 // The IR is taken as it is: passes::optimize (passes/passes.h) rewrites it
 // first where fusion is wanted.
@@ -17,12 +20,15 @@
 
 #include "graph/constant_store.h"
 #include "graph/graph.h"
+#include "graph/plan_cache.h"
 #include "ir/graph.h"
 
 namespace wgnn::ir {
 
 struct ProgramOptions {
-  int max_plans = 8;
+  int max_plans = 8;        // as SessionOptions::max_plans
+  int max_plan_sizes = 64;  // as SessionOptions::max_plan_sizes
+  bool size_classes = true;  // as SessionOptions::size_classes
   bool checked = true;  // Graph::set_checked
 };
 
@@ -92,9 +98,13 @@ class Program {
   // The plan for these input shapes (made if needed): for inspection.
   wgnn::Graph& plan(const std::vector<Shape>& input_shapes);
   const LoweringStats& last_lowering() const { return last_stats_; }
-  int plans() const { return int(plans_.size()); }
+  // Plans (structures) kept, the sets of input shapes they serve, the
+  // buffers they share (graph/plan_cache.h).
+  int plans() const;
+  int plan_sizes() const;
+  uint64_t plan_buffer_bytes() const;
   int builds() const { return builds_; }
-  int evictions() const { return evictions_; }
+  int evictions() const;
   const ConstantStore& constants() const { return *constants_; }
 
  private:
@@ -104,11 +114,10 @@ class Program {
   gpu::Context& ctx_;
   Graph ir_;
   ProgramOptions options_;
-  std::unique_ptr<ConstantStore> constants_;  // before plans_: plans release into it
-  std::map<std::vector<Shape>, std::unique_ptr<Plan>> plans_;
+  std::unique_ptr<ConstantStore> constants_;  // before cache_: plans release into it
+  PlanCache<Plan> cache_;
   LoweringStats last_stats_;
-  int builds_ = 0, evictions_ = 0;
-  uint64_t clock_ = 0;
+  int builds_ = 0;
 };
 
 }  // namespace wgnn::ir

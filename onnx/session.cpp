@@ -66,7 +66,8 @@ struct Session::Built {
   // A probe: the graph up to a value computed on the GPU that control flow
   // needs (its one output), named by the decision's key.
   std::string probe;
-  uint64_t last_use = 0;  // Session::use_clock_ at the last run (LRU eviction)
+  bool is_probe() const { return !probe.empty(); }
+  uint64_t last_use = 0;  // the plan cache's clock at the last run (LRU eviction)
   // SessionOptions::tiered: this plan runs on the regular kernels while the
   // tensor-core plan for the same inputs waits here for its pipelines.
   std::unique_ptr<Built> tier_up;
@@ -560,6 +561,24 @@ LoadedModel load_model_from_bytes(const std::string& bytes, const std::string& n
   return m;
 }
 
+namespace {
+// The plan cache of these options (probes kept apart, at most kMaxProbes).
+PlanCacheOptions cache_options(const SessionOptions& o) {
+  if (o.max_plans < 1) {
+    throw Error(fmt::format("SessionOptions::max_plans is {}: at least one plan must be kept", o.max_plans));
+  }
+  if (o.max_plan_sizes < 1) {
+    throw Error(fmt::format("SessionOptions::max_plan_sizes is {}: at least one size must be kept", o.max_plan_sizes));
+  }
+  PlanCacheOptions c;
+  c.max_plans = o.max_plans;
+  c.max_plan_sizes = o.max_plan_sizes;
+  c.max_probes = kMaxProbes;
+  c.size_classes = o.size_classes;
+  return c;
+}
+}  // namespace
+
 Session::Session(gpu::Context& ctx, const std::string& path, SessionOptions options)
     : Session(ctx, load_model(path), options) {}
 
@@ -574,19 +593,13 @@ Session::Session(gpu::Context& ctx, LoadedModel model, SessionOptions options)
       opset_(model.opset),
       inputs_(std::move(model.inputs)),
       outputs_(std::move(model.outputs)),
-      initializers_(std::move(model.initializers)) {
+      initializers_(std::move(model.initializers)),
+      cache_(cache_options(options)) {
   if (options_.fp16 && !ctx_.features().shader_f16) {
     throw Unsupported(fmt::format(
         "float16 mode needs the shader-f16 feature, which this adapter ({}{}) lacks; run without float16 mode "
         "(a model's own float16 values still run, stored as float32)",
         ctx_.adapter().name, ctx_.limits_mode() == "default" ? ", requested with WebGPU's default limits" : ""));
-  }
-  if (options_.max_plans < 1) {
-    throw Error(fmt::format("SessionOptions::max_plans is {}: at least one plan must be kept", options_.max_plans));
-  }
-  if (options_.max_plan_sizes < 1) {
-    throw Error(fmt::format("SessionOptions::max_plan_sizes is {}: at least one size must be kept",
-                            options_.max_plan_sizes));
   }
   for (auto& st : model.states) {
     StateSlot slot{st.input, st.output, std::move(st.initial), {}, {}};
@@ -700,7 +713,7 @@ Session::~Session() {
   last_ = nullptr;
   readback_batch_.reset();
   started_.clear();
-  built_.clear();  // a Graph with runs in flight waits for the GPU
+  cache_.clear();  // a Graph with runs in flight waits for the GPU
   constants_.reset();
 }
 
@@ -722,102 +735,25 @@ void Session::set_input_shape(const std::string& name, const Shape& shape) {
   it->ranked = true;
 }
 
-namespace {
-// The plan a kept graph is a size of (its layout of the Session's storage),
-// or the graph itself before its first prepare.
-template <class B>
-const void* plan_of(const B& b) {
-  return b.graph->plan_id() ? b.graph->plan_id() : static_cast<const void*>(&b);
-}
-}  // namespace
+int Session::plans() const { return cache_.plans(); }
 
-int Session::plans() const {
-  std::set<const void*> plans;
-  for (const auto& [k, b] : built_)
-    if (b->probe.empty()) plans.insert(plan_of(*b));
-  return int(plans.size());
-}
+int Session::plan_sizes() const { return cache_.plan_sizes(); }
 
-int Session::plan_sizes() const {
-  int n = 0;
-  for (const auto& [k, b] : built_) n += b->probe.empty();
-  return n;
-}
-
-uint64_t Session::plan_buffer_bytes() const { return storage_->bytes(); }
+uint64_t Session::plan_buffer_bytes() const { return cache_.buffer_bytes(); }
 
 void Session::join_plan(Built& b) {
   // Every graph of the Session takes its buffers from one storage: they
   // run one at a time. A graph whose structure a kept one has is that
-  // plan's other size (one layout of the storage).
-  b.graph->share_storage(storage_);
-  if (b.tier_up) b.tier_up->graph->share_storage(storage_);
-}
-
-void Session::evict_for(const Built& b) {
-  // Probes (control flow's readbacks) are kept apart from the plans, at
-  // most kMaxProbes: a run may pass through many, and they must not evict
-  // the plans they lead to. A new plan evicts the least recently used plan
-  // (all its sizes) when max_plans are kept; a new size of a kept plan
-  // evicts that plan's least recently used size when it has max_plan_sizes.
-  // What goes is each size's dispatches, bind groups, uniforms and the
-  // constants only it holds; the buffers are the Session's.
-  auto evict = [&](auto it) {
-    it->second->graph->check_deferred();  // its failures are not lost with it
-    if (last_ == it->second.get()) last_ = nullptr;
-    built_.erase(it);
-    ++evictions_;
-  };
-  if (!b.probe.empty()) {
-    for (;;) {
-      auto lru = built_.end();
-      size_t count = 0;
-      for (auto it = built_.begin(); it != built_.end(); ++it) {
-        if (it->second->probe.empty()) continue;
-        ++count;
-        if (lru == built_.end() || it->second->last_use < lru->second->last_use) lru = it;
-      }
-      if (count < kMaxProbes) return;
-      evict(lru);
-    }
-  }
-  // The plan the new graph is a size of: a kept graph of its structure's.
-  const void* mine = nullptr;
-  const std::vector<int64_t> structure = b.graph->structure();
-  for (const auto& [key, other] : built_) {
-    if (other->probe.empty() && other->graph->plan_id() && other->graph->structure() == structure) {
-      mine = other->graph->plan_id();
-      break;
-    }
-  }
-  for (;;) {
-    std::map<const void*, uint64_t> last_use;  // family -> its latest use
-    size_t sizes = 0;
-    auto lru_size = built_.end();
-    for (auto it = built_.begin(); it != built_.end(); ++it) {
-      if (!it->second->probe.empty()) continue;
-      uint64_t& u = last_use[plan_of(*it->second)];
-      u = std::max(u, it->second->last_use);
-      if (mine && plan_of(*it->second) == mine) {
-        ++sizes;
-        if (lru_size == built_.end() || it->second->last_use < lru_size->second->last_use) lru_size = it;
-      }
-    }
-    if (mine && last_use.count(mine)) {
-      if (sizes < size_t(options_.max_plan_sizes)) return;
-      evict(lru_size);
-      continue;
-    }
-    if (int(last_use.size()) < options_.max_plans) return;
-    const void* oldest = nullptr;
-    for (const auto& [f, u] : last_use)
-      if (!oldest || u < last_use[oldest]) oldest = f;
-    for (auto it = built_.begin(); it != built_.end();) {
-      auto next = std::next(it);
-      if (it->second->probe.empty() && plan_of(*it->second) == oldest) evict(it);
-      it = next;
-    }
-  }
+  // plan's other size (one layout of the storage). What an eviction frees
+  // is each size's dispatches, bind groups, uniforms and the constants only
+  // it holds; the buffers are the Session's. An evicted graph's deferred
+  // check failures are read first, not lost with it.
+  cache_.join(*b.graph);
+  if (b.tier_up) cache_.join(*b.tier_up->graph);
+  cache_.make_room(b, [&](Built& gone) {
+    gone.graph->check_deferred();
+    if (last_ == &gone) last_ = nullptr;
+  });
 }
 
 Graph& Session::graph() {
@@ -827,23 +763,19 @@ Graph& Session::graph() {
 
 Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::string, int64_t>& decisions) {
   const std::string key = plan_key(inputs, decisions);
-  if (auto it = built_.find(key); it != built_.end()) {
-    it->second->last_use = ++use_clock_;
-    if (it->second->tier_up) try_tier_up(*it->second);
-    return *it->second;
+  if (Built* found = cache_.find(key)) {
+    if (found->tier_up) try_tier_up(*found);
+    return *found;
   }
   // A plan built before a later build found more inputs whose values it
   // reads is keyed without their values (it does not read them): found
   // by the inputs read by value then, and keyed again as the plans now are.
   for (auto set = earlier_value_inputs_.rbegin(); set != earlier_value_inputs_.rend(); ++set) {
-    auto it = built_.find(plan_key(inputs, decisions, *set));
-    if (it == built_.end()) continue;
-    std::unique_ptr<Built> b = std::move(it->second);
-    built_.erase(it);
-    Built& found = *built_.emplace(key, std::move(b)).first->second;
-    found.last_use = ++use_clock_;
-    if (found.tier_up) try_tier_up(found);
-    return found;
+    Built* found = cache_.rekey(plan_key(inputs, decisions, *set), key);
+    if (!found) continue;
+    cache_.touch(*found);
+    if (found->tier_up) try_tier_up(*found);
+    return *found;
   }
   const std::set<std::string> value_inputs_before = value_inputs_;
   const auto t0 = std::chrono::steady_clock::now();
@@ -919,7 +851,6 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
   // plans (or sizes) go before the new one allocates: their intermediates
   // and the constants no other plan holds are freed first.
   join_plan(*b);
-  evict_for(*b);
   tp = std::chrono::steady_clock::now();
   b->graph->prepare();
   last_phases_.prepare_ms = ms_from(tp);
@@ -944,15 +875,15 @@ Session::Built& Session::build_for(const Feeds& inputs, const std::map<std::stri
   ++builds_;
   last_build_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   total_build_ms_ += last_build_ms_;
-  b->last_use = ++use_clock_;
+  cache_.touch(*b);
   // The key again: recording may have found inputs whose values the plan
   // reads (value_inputs_), which are part of it.
   if (value_inputs_ != value_inputs_before) earlier_value_inputs_.push_back(value_inputs_before);
-  return *built_.emplace(plan_key(inputs, decisions), std::move(b)).first->second;
+  return cache_.keep(plan_key(inputs, decisions), std::move(b));
 }
 
 void Session::settle() {
-  for (auto& [key, b] : built_) {
+  for (auto& [key, b] : cache_.entries()) {
     if (!b->tier_up) continue;
     // handle() waits for a pipeline still compiling (and throws its error
     // at prepare() below, once, as a poll would).
@@ -992,18 +923,13 @@ std::unique_ptr<Session::Built> Session::record_plan(const Feeds& inputs, const 
   replaying_.reset();
   if (options_.size_classes) {
     cls = size_class(inputs, decisions, tensor_cores);
-    if (auto it = class_choices_.find(cls); it != class_choices_.end()) replaying_ = it->second;
+    replaying_ = cache_.choices_of(cls);
   }
   std::unique_ptr<Built> b = ir_model_      ? record_ir_plan(inputs, tensor_cores)
                              : ir_import_ ? record_plan_as(inputs, decisions, tensor_cores, true)
                                           : record_plan_as(inputs, decisions, tensor_cores, false);
   replaying_.reset();
-  if (!cls.empty() && b->probe.empty() && !class_choices_.count(cls)) {
-    // Bounded: a class's choices are a few bytes per op; past 4,096 classes
-    // the oldest-keyed go first (they are made again from a size's own).
-    if (class_choices_.size() >= 4096) class_choices_.erase(class_choices_.begin());
-    class_choices_.emplace(cls, std::make_shared<const PlanChoices>(b->graph->choices()));
-  }
+  if (!cls.empty() && !b->is_probe()) cache_.remember_choices(cls, *b->graph);
   return b;
 }
 
@@ -1021,8 +947,7 @@ std::string Session::size_class(const Feeds& inputs, const std::map<std::string,
     elements += double(numel(*st.first));
     if (value_inputs_.count(n) && st.second) k.append(static_cast<const char*>(st.second->data), st.second->nbytes).push_back(';');
   }
-  const int power = elements >= 1 ? int(std::floor(std::log2(elements) / 2)) : -1;
-  k += fmt::format("4^{}", power);
+  k += fmt::format("4^{}", power_of_4_class(elements));
   for (const auto& [what, v] : decisions) k += fmt::format("|{}={}", what, v);
   return k;
 }
@@ -1507,13 +1432,11 @@ void Session::start(const std::map<std::string, HostTensor>& inputs) {
   if (!started_.empty()) {
     // Queued behind the run in flight: only on its plan (building another
     // could evict the plan whose outputs are still to be read).
-    auto it = built_.find(plan_key(feeds, {}));
-    if (started_.back().built == nullptr || it == built_.end() || it->second.get() != started_.back().built) {
+    b = cache_.find(plan_key(feeds, {}));
+    if (started_.back().built == nullptr || b != started_.back().built) {
       throw Error("Session::start: these inputs need another plan than the run in flight (other shapes, or control "
                   "flow); finish() it first");
     }
-    b = it->second.get();
-    b->last_use = ++use_clock_;
     // A tiered plan whose tensor-core pipelines are ready switches here
     // too: the runs in flight on it are read back first (finish() hands
     // what they gave). Else a pipelined loop, which always has a run in
@@ -1683,7 +1606,7 @@ void Session::check_deferred() {
   gpu::Recorder rec(ctx_);
   std::vector<const gpu::Buffer*> staging;
   std::vector<Graph*> graphs;
-  for (auto& [key, b] : built_) {
+  for (auto& [key, b] : cache_.entries()) {
     if (const gpu::Buffer* s = b->graph->record_deferred(rec)) {
       staging.push_back(s);
       graphs.push_back(b->graph.get());
@@ -1778,11 +1701,10 @@ std::string Session::summary() const {
       "{:.1f} ms{}); constants on the GPU {:.2f} MiB, uploaded once for all plans ({:.2f} MiB reused)",
       this->plans(), this->plans() == 1 ? "" : "s", plan_sizes(), plan_sizes() == 1 ? "" : "s",
       mib(plan_buffer_bytes()), builds_, total_build_ms_, last_build_ms_,
-      evictions_ ? fmt::format(", {} evicted", evictions_) : "", mib(cs.bytes), mib(cs.reused_bytes));
+      evictions() ? fmt::format(", {} evicted", evictions()) : "", mib(cs.bytes), mib(cs.reused_bytes));
   std::string control;
   if (last_->plan_time_decisions || last_->readback_decisions || last_->unrolled) {
-    int probes = 0;
-    for (const auto& [k, b] : built_) probes += !b->probe.empty();
+    const int probes = cache_.probes();
     control = fmt::format(
         "; control flow: {} condition{} or trip count{} known at plan time, {} decided by reading a GPU value back "
         "({} probe plan{} kept: each run computes those values first, then runs the plan built for them), {} loop "

@@ -12,7 +12,11 @@
 // record another Graph (tens of ms: the pipelines come from the cache);
 // when its structure is one a kept Graph has (the same tensors bound by the
 // same dispatches: graph/graph.h, SharedStorage), it is another size of that
-// plan. Every graph of a Session takes its buffers from one storage, grown
+// plan. Sizes of one size class (inputs within one power of 4 of elements)
+// replay the choices the class's first size made from its sizes (a split
+// of a long reduction, a concatenation placed in place: Graph::choose), so
+// they record its structure: ISNet from 320 to 1,600 px in three plans.
+// Every graph of a Session takes its buffers from one storage, grown
 // to the largest graph run, since they run one at a time: a fully
 // convolutional model at ten photo sizes holds the memory of its largest
 // size, not of ten. Every plan shares one copy of the weights on the GPU (a
@@ -44,6 +48,7 @@
 #include "graph/device_tensor.h"
 #include "graph/graph.h"
 #include "graph/host_tensor.h"
+#include "graph/plan_cache.h"
 
 namespace onnx {
 class ModelProto;
@@ -321,7 +326,7 @@ class Session {
   // constants not counted): one set for every plan and size, as large as
   // the largest graph run (graph/graph.h, SharedStorage).
   uint64_t plan_buffer_bytes() const;
-  int evictions() const { return evictions_; }
+  int evictions() const { return cache_.evictions(); }
   // Plans first run on the regular kernels (SessionOptions::tiered), and
   // of them those since switched to their tensor-core plan.
   int tiered_plans() const { return tiered_plans_; }
@@ -396,10 +401,9 @@ class Session {
   std::unique_ptr<Built> record_ir_plan(const Feeds& inputs, bool tensor_cores);
   std::unique_ptr<Built> record_plan_as(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
                                         bool tensor_cores, bool through_ir);
-  // b's graphs take their buffers from the Session's storage.
+  // b's graphs take their buffers from the Session's storage, and the
+  // least recently used plans (or sizes of b's plan, or probes) make room.
   void join_plan(Built& b);
-  // Evicts least recently used plans (or sizes of b's plan) to make room for b.
-  void evict_for(const Built& b);
   // SessionOptions::tiered: b becomes its tensor-core plan once every
   // pipeline of it is ready (polled), between runs.
   void try_tier_up(Built& b);
@@ -458,10 +462,11 @@ class Session {
   std::map<std::string, HostTensor> initializers_;
   // Before built_: the plans' graphs release their constants into it.
   std::unique_ptr<ConstantStore> constants_;
-  // The buffers of every graph of the Session (graph/graph.h): they run
-  // one at a time, so the Session holds the memory of its largest graph.
-  std::shared_ptr<SharedStorage> storage_ = std::make_shared<SharedStorage>();
-  std::map<std::string, std::unique_ptr<Built>> built_;
+  // The graphs by plan key (graph/plan_cache.h): every graph of the
+  // Session takes its buffers from the cache's one storage (they run one at
+  // a time), plans and sizes evicted least recently used first, and the
+  // size classes' structural choices.
+  PlanCache<Built> cache_;
   // Inputs some op read on the host (shape-like data given as a graph
   // input): graphs are cached per value of these.
   std::set<std::string> value_inputs_;
@@ -469,22 +474,19 @@ class Session {
   // built then is keyed by the values of those inputs only (it read no
   // other), and build_for finds it through them.
   std::vector<std::set<std::string>> earlier_value_inputs_;
-  // The structural choices of each size class's first plan
-  // (SessionOptions::size_classes), replayed by its later sizes; the one
-  // record_plan is replaying.
-  std::map<std::string, std::shared_ptr<const PlanChoices>> class_choices_;
+  // The size class's choices record_plan is replaying
+  // (SessionOptions::size_classes).
   std::shared_ptr<const PlanChoices> replaying_;
   std::string size_class(const Feeds& inputs, const std::map<std::string, int64_t>& decisions,
                          bool tensor_cores) const;
   Built* last_ = nullptr;
-  int builds_ = 0, evictions_ = 0, tiered_plans_ = 0, tier_ups_ = 0;
+  int builds_ = 0, tiered_plans_ = 0, tier_ups_ = 0;
   bool tiered_ = false;
   bool ir_import_ = true;  // SessionOptions::ir_import
   int tier_grace_ms_ = 30;  // WGNN_TIER_GRACE_MS
   // How long a build waits past the grace for tensor-core pipelines that
   // come from the disk cache (WGNN_TIER_DISK_WAIT_MS).
   int tier_disk_wait_ms_ = 1000;
-  uint64_t use_clock_ = 0;
   double last_build_ms_ = 0, total_build_ms_ = 0;
   BuildPhases last_phases_;
   // The pipeline list in the disk cache for this model and these options

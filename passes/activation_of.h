@@ -1,25 +1,27 @@
 #pragma once
-// Internal to passes/: an activation node as the epilogues of ops/epilogue.h
-// name it ('relu', 'clamp' with finite bounds, 'gelu', 'gelu_tanh', 'silu').
+// Internal to passes/: an activation node as an epilogue applies it
+// (ops::ActivationSpec, the one list of ops/epilogue.h: relu, clamp with
+// finite bounds, gelu, gelu_tanh, silu), written into a fused node's
+// arguments by name (ops::NamedArgs::set_activation).
 #include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
 
 #include "ir/graph.h"
+#include "ops/epilogue.h"
+#include "ops/schema.h"
 #include "passes/passes.h"
 
 namespace wgnn::passes {
 
-struct EpilogueActivation {
-  std::string act;
-  double lo = 0, hi = 0;
-};
+using ops::Activation;
+using ops::ActivationSpec;
 
 // The activation node `n` is, when an epilogue with one of `accepted` can
 // apply it instead (clamp: each bound a finite number, or absent: the float
 // range's end; in order); else nullopt.
-inline std::optional<EpilogueActivation> activation_of(const ir::Node& n, bool gelu_ok, bool silu_ok = false) {
+inline std::optional<ActivationSpec> activation_of(const ir::Node& n, bool gelu_ok, bool silu_ok = false) {
   auto number = [&](size_t i) -> std::optional<double> {
     if (i >= n.args.size()) return std::nullopt;
     const Value& v = n.args[i];
@@ -28,7 +30,7 @@ inline std::optional<EpilogueActivation> activation_of(const ir::Node& n, bool g
     return std::nullopt;
   };
   if (n.args.empty() || !n.args[0].is_tensor()) return std::nullopt;
-  if (n.op == "aten.relu.default" && n.args.size() == 1) return EpilogueActivation{"relu"};
+  if (n.op == "aten.relu.default" && n.args.size() == 1) return ActivationSpec{Activation::Relu};
   if (n.op == "aten.clamp.default" && n.args.size() == 3) {
     // An absent bound (None: ONNX's Clip with one bound) is the float
     // range's end, as the epilogue's clamp is in f32.
@@ -37,17 +39,17 @@ inline std::optional<EpilogueActivation> activation_of(const ir::Node& n, bool g
     const auto hi = n.args[2].is_none() ? std::optional<double>(kMax) : number(2);
     if (!lo || !hi || !std::isfinite(*lo) || !std::isfinite(*hi) || *lo > *hi) return std::nullopt;
     if (n.args[1].is_none() && n.args[2].is_none()) return std::nullopt;
-    return EpilogueActivation{"clamp", std::max(*lo, -kMax), std::min(*hi, kMax)};
+    return ActivationSpec{Activation::Clamp, std::max(*lo, -kMax), std::min(*hi, kMax)};
   }
-  if (silu_ok && n.op == "aten.silu.default" && n.args.size() == 1) return EpilogueActivation{"silu"};
+  if (silu_ok && n.op == "aten.silu.default" && n.args.size() == 1) return ActivationSpec{Activation::Silu};
   if (gelu_ok && n.op == "aten.gelu.default" && n.args.size() <= 2) {
     std::string approx = "none";
     if (n.args.size() == 2) {
       if (!std::holds_alternative<std::string>(n.args[1].v)) return std::nullopt;
       approx = std::get<std::string>(n.args[1].v);
     }
-    if (approx == "none") return EpilogueActivation{"gelu"};
-    if (approx == "tanh") return EpilogueActivation{"gelu_tanh"};
+    if (approx == "none") return ActivationSpec{Activation::Gelu};
+    if (approx == "tanh") return ActivationSpec{Activation::GeluTanh};
   }
   return std::nullopt;
 }
@@ -57,7 +59,7 @@ inline std::optional<EpilogueActivation> activation_of(const ir::Node& n, bool g
 // (fuse_conv_activation, fuse_matmul_activation, fuse_norm_activation)
 // start. nullopt for anything else.
 struct ActivationSite {
-  EpilogueActivation act;
+  ActivationSpec act;
   int producer = -1;
 };
 // `silu_ok`: where the epilogue takes SiLU (the products' only).

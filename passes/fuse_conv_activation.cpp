@@ -11,6 +11,8 @@
 namespace wgnn::passes {
 namespace {
 
+constexpr const char* kOp = "wgnn.convolution_padded.default";
+
 class FuseConvActivation final : public Pass {
  public:
   const char* name() const override { return "fuse_conv_activation"; }
@@ -20,18 +22,15 @@ class FuseConvActivation final : public Pass {
       const auto site = activation_site(g, i);
       if (!site) continue;
       const ir::Node& act_node = g.nodes()[i];
-      const EpilogueActivation* act = &site->act;
+      const ActivationSpec& act = site->act;
       const int p = site->producer;
       if (g.nodes()[size_t(p)].outputs.size() != 1) continue;
       const ir::Node& conv = g.nodes()[size_t(p)];
       auto args = as_padded(g, conv);
       if (!args) continue;
-      args->resize(std::max<size_t>(args->size(), 12));
-      (*args)[9] = act->act;
-      (*args)[10] = act->lo;
-      (*args)[11] = act->hi;
+      ops::NamedArgs(kOp, *args).set_activation(act);
       ir::Node n;
-      n.op = "wgnn.convolution_padded.default";
+      n.op = kOp;
       n.args = std::move(*args);
       n.outputs = act_node.outputs;
       n.label = conv.label.empty() ? name() : conv.label;

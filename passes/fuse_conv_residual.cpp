@@ -6,6 +6,7 @@
 // conv an aten.convolution (not transposed) or a wgnn.convolution_padded
 // with no activation and no residual. The op adds a residual of another
 // shape than its result's (broadcasting) by a separate add.
+#include "ops/schema.h"
 #include "passes/conv_args.h"
 #include "passes/passes.h"
 
@@ -26,13 +27,12 @@ class FuseConvResidual final : public Pass {
         if (c.id == r.id || p < 0 || sole_user(g, c) != int(i) || g.nodes()[size_t(p)].outputs.size() != 1) continue;
         const ir::Node& conv = g.nodes()[size_t(p)];
         auto args = as_padded(g, conv);
-        if (!args || (args->size() > 14 && !(*args)[14].is_none())) continue;
-        args->resize(15, Value(None{}));
-        if ((*args)[9].is_none()) (*args)[9] = std::string("none");
-        if ((*args)[10].is_none()) (*args)[10] = 0.0;
-        if ((*args)[11].is_none()) (*args)[11] = 0.0;
-        if ((*args)[13].is_none()) (*args)[13] = false;
-        (*args)[14] = r;
+        if (!args) continue;
+        ops::NamedArgs named("wgnn.convolution_padded.default", *args);
+        if (!named.get("residual").is_none()) continue;
+        // An epilogue argument given as None takes its default.
+        for (const char* k : {"act", "lo", "hi", "affine_rounded"}) named.default_if_none(k);
+        named.set("residual", r);
         ir::Node n;
         n.op = "wgnn.convolution_padded.default";
         n.args = std::move(*args);

@@ -13,6 +13,8 @@
 namespace wgnn::passes {
 namespace {
 
+constexpr const char* kOp = "wgnn.matmul_add.default";
+
 class FuseMatmulActivation final : public Pass {
  public:
   const char* name() const override { return "fuse_matmul_activation"; }
@@ -22,18 +24,15 @@ class FuseMatmulActivation final : public Pass {
       const auto site = activation_site(g, i, true);
       if (!site) continue;
       const ir::Node& act_node = g.nodes()[i];
-      const EpilogueActivation* act = &site->act;
+      const ActivationSpec& act = site->act;
       const int p = site->producer;
       if (g.nodes()[size_t(p)].outputs.size() != 1) continue;
       const ir::Node& prod = g.nodes()[size_t(p)];
       auto args = as_matmul_add(prod, true);
       if (!args) continue;
-      args->at(4).v = act->act;
-      args->resize(9);
-      args->at(7).v = act->lo;
-      args->at(8).v = act->hi;
+      ops::NamedArgs(kOp, *args).set_activation(act);
       ir::Node n;
-      n.op = "wgnn.matmul_add.default";
+      n.op = kOp;
       n.args = std::move(*args);
       n.outputs = act_node.outputs;
       n.label = prod.label.empty() ? name() : prod.label;

@@ -15,7 +15,7 @@ namespace {
 
 // Node `p` as the fused norm applying `act`, or nullopt when it is not a
 // norm this pass takes. Arguments the node leaves out take ATen's defaults.
-std::optional<ir::Node> fused_norm(const ir::Graph& g, int p, const EpilogueActivation& act) {
+std::optional<ir::Node> fused_norm(const ir::Graph& g, int p, const ActivationSpec& act) {
   if (p < 0) return std::nullopt;
   const ir::Node& n = g.nodes()[size_t(p)];
   ir::Node f;
@@ -26,9 +26,6 @@ std::optional<ir::Node> fused_norm(const ir::Graph& g, int p, const EpilogueActi
     }
     f.op = "wgnn.batch_norm_activation.default";
     f.args = n.args;
-    f.args.resize(7);
-    f.args[5] = arg_or(n, 5, Value(0.1));
-    f.args[6] = arg_or(n, 6, Value(1e-5));
   } else if (n.op == "aten.instance_norm.default") {
     if (n.args.size() != 9 || n.outputs.size() != 1) return std::nullopt;
     f.op = "wgnn.instance_norm_activation.default";
@@ -36,7 +33,11 @@ std::optional<ir::Node> fused_norm(const ir::Graph& g, int p, const EpilogueActi
   } else {
     return std::nullopt;
   }
-  f.args.insert(f.args.end(), {Value(act.act), Value(act.lo), Value(act.hi)});
+  ops::NamedArgs named(f.op, f.args);
+  named.set_activation(act);
+  if (f.op == "wgnn.batch_norm_activation.default") {
+    for (const char* k : {"momentum", "eps"}) named.default_if_none(k);  // ATen's defaults
+  }
   f.outputs = {n.outputs[0]};
   f.label = n.label;
   f.origin = n.origin;
@@ -52,7 +53,7 @@ class FuseNormActivation final : public Pass {
       const auto site = activation_site(g, i);
       if (!site) continue;
       const ir::Node& act_node = g.nodes()[i];
-      const EpilogueActivation* act = &site->act;
+      const ActivationSpec* act = &site->act;
       const int p = site->producer;
       if (auto f = fused_norm(g, p, *act)) {  // norm -> activation
         f->outputs = act_node.outputs;

@@ -84,8 +84,7 @@ def test_one_session_serves_photo_sizes_of_one_structure_in_one_plan():
     run first, runs again over the grown buffers. Each matte is checked against ONNX Runtime's
     (tolerance as in the test above). Which sizes share a structure depends
     on the kernels the device picks (an in-place concatenation where the
-    parts are aligned, a split product): on lavapipe 96 and 128 px do, 160
-    px records another plan."""
+    parts are aligned, a split product): on lavapipe 96 and 128 px do."""
     import onnxruntime as ort
     import wgnn
     model = isnet_any_size()
@@ -105,3 +104,29 @@ def test_one_session_serves_photo_sizes_of_one_structure_in_one_plan():
     assert sess.plan_sizes() == 2
     assert sess.plans() == 1, sess.summary()
     assert "1 plan kept for 2 sets of input shapes" in sess.summary()
+
+
+def test_sizes_of_one_class_replay_the_first_sizes_structure():
+    """ISNet at 160 and 192 px: inputs within one power of 4 of elements,
+    one size class. On their own the two record different structures on
+    lavapipe (a layer's split of its reduction stops between them), so
+    with size_classes off they are two plans. With size classes (the
+    default) 192 px replays the choices 160 px made, a split kept as one
+    range: one plan. Each matte against ONNX Runtime's, both ways."""
+    import onnxruntime as ort
+    import wgnn
+    model = isnet_any_size()
+    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(5)
+    photos = {s: rng.uniform(-2, 2, (1, 3, s, s)).astype(np.float32) for s in (160, 192)}
+    for classes, plans in ((True, 1), (False, 2)):
+        opts = wgnn.SessionOptions()
+        opts.size_classes = classes
+        sess = wgnn.InferenceSession(model, sess_options=opts)
+        name, out = sess.get_inputs()[0].name, sess.get_outputs()[0].name
+        for s, x in photos.items():
+            got = sess.run([out], {name: x})[0]
+            want = ref.run([out], {name: x})[0]
+            np.testing.assert_allclose(got, want, rtol=1e-2, atol=5e-3, err_msg=f"{s}x{s}, size_classes={classes}")
+        assert sess.plan_sizes() == 2
+        assert sess.plans() == plans, (classes, sess.summary())
