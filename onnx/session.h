@@ -15,7 +15,8 @@
 // plan. Sizes of one size class (inputs within one power of 4 of elements)
 // replay the choices the class's first size made from its sizes (a split
 // of a long reduction, a concatenation placed in place: Graph::choose), so
-// they record its structure: ISNet from 320 to 1,600 px in three plans.
+// they record its structure (ISNet's sizes from 320 to 1,600 px fall in
+// three classes).
 // Every graph of a Session takes its buffers from one storage, grown
 // to the largest graph run, since they run one at a time: a fully
 // convolutional model at ten photo sizes holds the memory of its largest
