@@ -1352,6 +1352,20 @@ void Session::check_fetches(Fetches& out) const {
   }
 }
 
+void Session::build(const std::map<std::string, HostTensor>& inputs) {
+  const std::unique_lock<std::mutex> turn = ctx_.exclusive();
+  Feeds feeds;
+  for (const auto& [name, t] : inputs) feeds.host[name] = &t;
+  check_feeds(feeds);
+  for (auto& st : states_) feeds.device[st.input] = &st.now;
+  Built& b = build_for(feeds, {});
+  last_ = &b;
+  if (b.is_probe()) {
+    throw Error("Session::build: this model's control flow reads a value computed on the GPU, so its plan depends "
+                "on the data; run() builds it");
+  }
+}
+
 void Session::run(const Feeds& inputs, Fetches& out) {
   // Sessions sharing a Context take turns (gpu/context.h, "Threading").
   const std::unique_lock<std::mutex> turn = ctx_.exclusive();

@@ -285,6 +285,12 @@ class Session {
   // the plan reads on the host (shape data, control flow) must be given on
   // the host: as a device tensor it is an Error.
   void run(const Feeds& inputs, Fetches& outputs);
+  // Records and prepares the plan for these inputs (their shapes, and the
+  // values of the inputs a plan reads on the host) without running it:
+  // sizes a server will see built ahead, or a measure of build times and
+  // plan counts. A model whose control flow reads a value computed on the
+  // GPU has plans that depend on the data: an Error (run() builds those).
+  void build(const std::map<std::string, HostTensor>& inputs);
   // Reads the run-time checks of the runs made with Fetches::wait false
   // (one wait for the GPU per plan that has some) and throws the first
   // failure. A plan evicted with unread checks reads them first.

@@ -95,6 +95,9 @@ void check_bench_shapes_options(const BenchShapesOptions& o) {
   if (o.max_plan_sizes < 1) {
     throw Error(fmt::format("bench-shapes: --max-plan-sizes {} must be at least 1", o.max_plan_sizes));
   }
+  if (o.build_only && !o.output_dir.empty()) {
+    throw Error("bench-shapes: --build-only runs nothing, so --output-dir has no outputs to write");
+  }
 }
 
 int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
@@ -165,12 +168,16 @@ int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
     const int builds0 = s.builds();
     const gpu::CreationStats c0 = ctx.creation_stats();
     const auto t0 = clock::now();
-    s.run(inputs, outputs);
+    if (o.build_only) {
+      s.build(inputs);
+    } else {
+      s.run(inputs, outputs);
+    }
     r.first_ms = ms_since(t0);
     const gpu::CreationStats dc = ctx.creation_stats() - c0;
     r.pipelines = dc.pipelines_created;
     r.pipeline_ms = dc.pipeline_ms + dc.shader_module_ms;
-    if (!o.output_dir.empty()) {
+    if (!o.output_dir.empty() && !o.build_only) {
       // DIR/<k>/inputs/<name>.npy and DIR/<k>/<name>.npy, k counting sets from 0.
       namespace fs = std::filesystem;
       const fs::path dir = fs::path(o.output_dir) / std::to_string(rows.size());
@@ -181,9 +188,9 @@ int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
       for (const auto& [name, t] : outputs) write_npy((dir / (safe_name(name) + ".npy")).string(), t);
     }
     r.build_ms = s.builds() > builds0 ? s.last_build_ms() : 0;
-    s.settle();  // the steady time of the tensor-core plan where the first run was tiered
+    if (!o.build_only) s.settle();  // the steady time of the tensor-core plan where the first run was tiered
     std::vector<double> steady;
-    for (int i = 0; i < o.runs; ++i) {
+    for (int i = 0; i < (o.build_only ? 0 : o.runs); ++i) {
       const auto t = clock::now();
       s.run(inputs, outputs);
       steady.push_back(ms_since(t));
@@ -219,6 +226,8 @@ int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
            {"adapter", ctx.adapter().name},
            {"load_ms", load_ms},
            {"max_plans", o.max_plans},
+           {"size_classes", !o.no_size_classes},
+           {"build_only", o.build_only},
            {"total_build_ms", total},
            {"first_build_ms", rows.empty() ? 0 : rows[0].build_ms},
            {"later_build_max_over_first", ratio},
@@ -231,8 +240,8 @@ int bench_shapes(gpu::Context& ctx, const BenchShapesOptions& o) {
                              {"build_ms", r.build_ms},
                              {"pipelines_created", r.pipelines},
                              {"pipeline_ms", r.pipeline_ms},
-                             {"first_run_ms", r.first_ms},
-                             {"steady_ms", r.steady_ms},
+                             {"first_run_ms", o.build_only ? json(nullptr) : json(r.first_ms)},
+                             {"steady_ms", o.build_only ? json(nullptr) : json(r.steady_ms)},
                              {"plans", r.plans},
                              {"plan_sizes", r.sizes},
                              {"plan_buffer_bytes", r.plan_bytes},

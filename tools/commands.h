@@ -111,6 +111,7 @@ struct BenchShapesOptions {
   int max_plans = 8;                // SessionOptions::max_plans
   int max_plan_sizes = 64;          // SessionOptions::max_plan_sizes
   bool no_size_classes = false;     // SessionOptions::size_classes off
+  bool build_only = false;          // Session::build each set, no runs
   std::string output_dir;           // each set's inputs and outputs (.npy) in DIR/<k>/
   bool json = false;
   bool fp16 = false;

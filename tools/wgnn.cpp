@@ -168,6 +168,8 @@ int main(int argc, char** argv) {
   bs->add_option("--max-plans", bso.max_plans, "Plans the session keeps (least recently used evicted; default 8)");
   bs->add_option("--max-plan-sizes", bso.max_plan_sizes,
                  "Sets of input shapes one plan keeps (least recently used evicted; default 64)");
+  bs->add_flag("--build-only", bso.build_only,
+               "Build each set's plan without running it (Session::build): build times, plans and buffers only");
   bs->add_flag("--no-size-classes", bso.no_size_classes,
                "Every set of input shapes makes its own structural choices (SessionOptions::size_classes off)");
   bs->add_option("--output-dir", bso.output_dir,

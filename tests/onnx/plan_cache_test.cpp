@@ -255,6 +255,22 @@ TEST(PlanCache, SizesOfOneClassReplayTheFirstSizesStructuralChoices) {
   }
 }
 
+// Session::build records and prepares a size's plan without running it:
+// a later run at that size builds nothing, and computes its values.
+TEST(PlanCache, BuildMakesASizesPlanAheadOfItsRun) {
+  Session s(test::ctx(), linear_relu_model());
+  s.build({{"x", input(3)}});
+  s.build({{"x", input(5)}});
+  EXPECT_EQ(s.builds(), 2);
+  EXPECT_EQ(s.plan_sizes(), 2);
+  const HostTensor x = input(3);
+  expect_reference(x, s.run({{"x", x}}).at("y"));
+  const HostTensor x5 = input(5);
+  expect_reference(x5, s.run({{"x", x5}}).at("y"));
+  EXPECT_EQ(s.builds(), 2) << "both sizes were built ahead";
+  EXPECT_THAT(error_of([&] { s.build({{"x", HostTensor(DType::F32, {3, kIn + 1})}}); }), HasSubstr("x"));
+}
+
 TEST(PlanCache, MaxPlansMustBePositive) {
   SessionOptions o;
   o.max_plans = 0;
