@@ -6,7 +6,10 @@
 //   y  = x * (1 / sqrt(ms + eps))                (reciprocal, or a div of 1)
 //   y  = x * rsqrt(ms + eps)
 //   out = y * w  or  w * y                       (optional: w of the
-//                                                 normalized dims' shape)
+//                                                 normalized dims' shape;
+//                                                 views of y to its own
+//                                                 shape between, as a
+//                                                 no-op Cast imports)
 // in any operand order of the products and the sum. Every value inside the
 // chain is read by the next node alone; eps and the constants 1 and 2 are
 // float scalars (the model's values). The normalized shape is x's trailing
@@ -147,12 +150,26 @@ class FuseRmsNorm final : public Pass {
     TensorRef out = y;
     std::optional<Shape> normalized;
     if (xs) normalized = Shape(xs->end() - long(k_dims), xs->end());
-    const int w_at = sole_user(g, y);
+    // Views to y's own shape on the way (a Cast to the dtype it has, which
+    // transformers' RMS norms write before the weight: hidden.to(dtype))
+    // are stepped over.
+    int w_at = sole_user(g, y);
+    TensorRef yv = y;
+    std::vector<int> same_views;
+    const std::optional<Shape> ys = g.known_shape(y);
+    for (const ir::Node* v = live_node(g, w_at, "aten.view.default");
+         v && ys && v->args.size() == 2 && v->args[1].is_int_list() && std::get<IntList>(v->args[1].v) == *ys;
+         v = live_node(g, w_at, "aten.view.default")) {
+      same_views.push_back(w_at);
+      yv = v->outputs[0];
+      w_at = sole_user(g, yv);
+    }
     if (const ir::Node* m = live_node(g, w_at, "aten.mul.Tensor")) {
-      const std::optional<TensorRef> w = other_operand(*m, y);
+      const std::optional<TensorRef> w = other_operand(*m, yv);
       const std::optional<Shape> ws = w ? g.known_shape(*w) : std::nullopt;
       const int w_made = w ? g.producer(*w) : -1;
       if (w && ws && ws->size() == k_dims && (!normalized || *ws == *normalized) && w_made < chain.back()) {
+        chain.insert(chain.end(), same_views.begin(), same_views.end());
         chain.push_back(w_at);
         weight = *w;
         out = m->outputs[0];

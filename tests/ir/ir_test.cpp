@@ -1460,10 +1460,12 @@ TEST(IrPasses, ConvBatchNormResidualAddReluIsOneConvolution) {
 TEST(IrPasses, RmsNormWrittenOutIsOneDispatch) {
   const int64_t R = 3, D = 64;
   const std::vector<float> wv = random_floats(size_t(D), 0.5f, 1.5f, 70);
-  enum Form { kPowDivWeight, kMulRsqrt, kReciprocalWeightFirst, kDivOfOne };
-  for (Form form : {kPowDivWeight, kMulRsqrt, kReciprocalWeightFirst, kDivOfOne}) {
+  // kCastThenWeight: transformers' LlamaRMSNorm, weight * y.to(dtype), the
+  // Cast to y's own dtype imported as a view to y's own shape.
+  enum Form { kPowDivWeight, kMulRsqrt, kReciprocalWeightFirst, kDivOfOne, kCastThenWeight };
+  for (Form form : {kPowDivWeight, kMulRsqrt, kReciprocalWeightFirst, kDivOfOne, kCastThenWeight}) {
     SCOPED_TRACE("form " + std::to_string(int(form)));
-    const bool weighted = form == kPowDivWeight || form == kReciprocalWeightFirst;
+    const bool weighted = form == kPowDivWeight || form == kReciprocalWeightFirst || form == kCastThenWeight;
     auto build = [&] {
       ir::Graph g;
       const TensorRef a = g.input("a", DType::F32, {"rows", D});
@@ -1479,8 +1481,12 @@ TEST(IrPasses, RmsNormWrittenOutIsOneDispatch) {
       TensorRef y{-1};
       if (form == kPowDivWeight) {
         y = g.call("aten.div.Tensor", {x, g.call("aten.sqrt.default", {t})});
-      } else if (form == kMulRsqrt) {
+      } else if (form == kMulRsqrt || form == kCastThenWeight) {
         y = g.call("aten.mul.Tensor", {g.call("aten.rsqrt.default", {t}), x});
+        if (form == kCastThenWeight) {
+          g.set_seen_shape(y, {R, D});
+          y = g.call("aten.view.default", {y, IntList{R, D}});
+        }
       } else if (form == kReciprocalWeightFirst) {
         y = g.call("aten.mul.Tensor", {x, g.call("aten.reciprocal.default", {g.call("aten.sqrt.default", {t})})});
       } else {
