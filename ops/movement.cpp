@@ -536,6 +536,17 @@ Value cat(Graph& g, const ValueList& args) {
     }
     out[d] += s[d];
   }
+  // One input with elements, the others empty along dim (a slice past a
+  // dim's end makes them: Phi-3's rotary pass-through where the rotary
+  // takes the whole head), or a single input: the result is that input, a
+  // view of it, no copy.
+  if (views_enabled(g.ctx().settings())) {
+    size_t only = ts.size(), with_elements = 0;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      if (g.info(ts[i]).numel() > 0) only = i, ++with_elements;
+    }
+    if (with_elements == 1 && g.info(ts[only]).shape == out) return g.add_view(ts[only], out);
+  }
   TensorRef y = add_output(a, out, dtype);
   const Shape out_stride = contiguous_strides(out);
   // Where the dims before `d` are all 1, each input is one contiguous block
