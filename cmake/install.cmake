@@ -74,7 +74,7 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/wgnn" DESTINATION "${CMAKE_INST
 install(FILES "${WGNN_GENERATED_INCLUDE}/wgnn/version.h" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/wgnn"
         COMPONENT Development)
 set(WGNN_DETAIL_HEADERS gpu/adapters.h gpu/context.h gpu/error.h gpu/dispatch.h gpu/recorder.h graph/constant_store.h graph/graph.h graph/tensor.h
-                        graph/host_tensor.h graph/device_tensor.h ir/graph.h ir/program.h onnx/session.h ops/registry.h
+                        graph/plan_cache.h graph/host_tensor.h graph/device_tensor.h ir/graph.h ir/program.h onnx/session.h ops/registry.h
                         passes/passes.h generate/generate.h util/host_memory.h util/settings.h)
 foreach(h IN LISTS WGNN_DETAIL_HEADERS)
   get_filename_component(d "${h}" DIRECTORY)

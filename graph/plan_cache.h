@@ -25,8 +25,6 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "gpu/error.h"
 #include "graph/graph.h"
 
@@ -58,9 +56,11 @@ class PlanCache {
  public:
   using Map = std::map<std::string, std::unique_ptr<Entry>>;
   explicit PlanCache(PlanCacheOptions o) : options_(o) {
-    if (o.max_plans < 1) throw Error(fmt::format("max_plans is {}: at least one plan must be kept", o.max_plans));
+    if (o.max_plans < 1) {
+      throw Error("max_plans is " + std::to_string(o.max_plans) + ": at least one plan must be kept");
+    }
     if (o.max_plan_sizes < 1) {
-      throw Error(fmt::format("max_plan_sizes is {}: at least one size must be kept", o.max_plan_sizes));
+      throw Error("max_plan_sizes is " + std::to_string(o.max_plan_sizes) + ": at least one size must be kept");
     }
   }
   const PlanCacheOptions& options() const { return options_; }
