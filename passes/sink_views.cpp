@@ -10,7 +10,9 @@
 //     as [B*H, M, K]): aten.matmul of the views' inputs, then the view (so
 //     fuse_matmul_add reads a transposed operand in place and takes a scale
 //     into alpha);
-//   - a view of a view: one view; a view to its input's own shape: none.
+//   - a view of a view: one view; a view to its input's own shape: none;
+//   - a slice of a whole dim (from 0 to its end or past it, step 1, as
+//     Phi-3's rotary takes the whole head): none.
 // Each rewrite needs the shapes the IR knows (inputs', constants' and
 // seen_shape), and a view read by the rewritten node alone; it runs to a
 // fixed point. Views record no dispatch, so nothing here adds work.
@@ -65,6 +67,11 @@ class SinkViews final : public Pass {
   // view(view(x)) -> view(x); view(x) of x's own shape -> x.
   static bool collapse(ir::Graph& g, int i) {
     const ir::Node& n = g.nodes()[size_t(i)];
+    if (whole_slice(g, n)) {
+      g.replace_uses(n.outputs[0], n.args[0].tensor());
+      g.nodes()[size_t(i)].dead = true;
+      return true;
+    }
     if (n.op != "aten.view.default" || !view_node(g, n.outputs.at(0))) return false;
     const TensorRef x = n.args[0].tensor();
     const auto xs = g.known_shape(x);
@@ -79,6 +86,28 @@ class SinkViews final : public Pass {
       return true;
     }
     return false;
+  }
+
+  // aten.slice.Tensor(x, dim, start, end, step) taking all of x's dim,
+  // where x's shape is known and the slice is no output.
+  static bool whole_slice(const ir::Graph& g, const ir::Node& n) {
+    if (n.op != "aten.slice.Tensor" || n.dead || n.outputs.size() != 1 || n.args.empty() || n.args.size() > 5 ||
+        !n.args[0].is_tensor() || !n.unfused.empty() || g.is_output(n.outputs[0])) {
+      return false;
+    }
+    const auto xs = g.known_shape(n.args[0].tensor());
+    if (!xs || xs->empty()) return false;
+    auto int_or = [&](size_t k, int64_t def) -> std::optional<int64_t> {
+      if (k >= n.args.size() || n.args[k].is_none()) return def;
+      if (!n.args[k].is_int()) return std::nullopt;
+      return std::get<int64_t>(n.args[k].v);
+    };
+    const auto dim = int_or(1, 0), start = int_or(2, 0), end = int_or(3, INT64_MAX), step = int_or(4, 1);
+    if (!dim || !start || !end || !step) return false;
+    const int64_t rank = int64_t(xs->size());
+    if (*dim < -rank || *dim >= rank) return false;
+    const int64_t size = (*xs)[size_t(*dim < 0 ? *dim + rank : *dim)];
+    return *step == 1 && (*start == 0 || *start <= -size) && *end >= size;
   }
 
   // u(view(x)) -> view(u(x)), u an activation or a linear layer that keeps

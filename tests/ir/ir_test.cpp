@@ -1850,6 +1850,37 @@ TEST(IrGraph, ABadGraphIsAnErrorNotACrash) {
   EXPECT_NE(e4.find("no_such_op"), std::string::npos) << e4;
 }
 
+// A slice of a whole dim (Phi-3's rotary takes the whole head: q[..., :16]
+// of a 16-wide head, and q[..., 16:] the empty pass-through) is no node
+// after sink_views: its readers read the input. Slices of part of a dim,
+// with a step, or that are outputs stay. The values are the IR's as written.
+TEST(IrPasses, SlicesOfAWholeDimAreDropped) {
+  auto build = [] {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {2, 16});
+    const TensorRef whole = g.call("aten.slice.Tensor", {x, int64_t(1), int64_t(0), int64_t(16), int64_t(1)});
+    const TensorRef past_end = g.call("aten.slice.Tensor", {whole, int64_t(-1), int64_t(0), INT64_MAX, int64_t(1)});
+    g.set_seen_shape(whole, {2, 16});
+    g.set_seen_shape(past_end, {2, 16});
+    const TensorRef part = g.call("aten.slice.Tensor", {past_end, int64_t(1), int64_t(0), int64_t(8), int64_t(1)});
+    const TensorRef stepped = g.call("aten.slice.Tensor", {x, int64_t(1), int64_t(0), int64_t(16), int64_t(2)});
+    g.output(g.call("aten.neg.default", {past_end}), "neg");
+    g.output(g.call("aten.relu.default", {part}), "part");
+    g.output(g.call("aten.exp.default", {stepped}), "stepped");
+    return g;
+  };
+  ir::Graph g = build();
+  optimize_with_settings(g);
+  size_t slices = 0;
+  for (const ir::Node& n : g.nodes()) slices += !n.dead && n.op == "aten.slice.Tensor";
+  EXPECT_EQ(slices, 2u) << g.dump();  // the part and the stepped one
+  ir::Program as_written(ctx(), build()), dropped(ctx(), std::move(g));
+  const std::vector<HostTensor> in = {host({2, 16}, random_floats(32, -1.f, 1.f, 97))};
+  const auto want = as_written.run(in);
+  const auto got = dropped.run(in);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(floats(got[i]), floats(want[i])) << "output " << i;
+}
+
 // The views torch.export writes around products (ExecuTorch programs):
 // linear(view(x)) -> view -> gelu, and bmm of views that merge leading
 // dims with a scaled q and a transposed k. passes/sink_views moves the
