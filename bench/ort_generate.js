@@ -1,5 +1,6 @@
 // Greedy generation with ONNX Runtime (onnxruntime-node) over a folder made
-// by scripts/models/decoders.py (Optimum's layout): the same loop as wgnn's
+// by scripts/models/decoders.py (Optimum's layout) or by onnxruntime-genai's
+// model builder (model.onnx and genai_config.json): the same loop as wgnn's
 // generate/generate.h. The CPU provider is the reference of
 // tests/generate/generate_vs_ort.py; the WebGPU provider is the peer of
 // bench/run_generate.sh. Prints one JSON line: the new tokens, the prompt
@@ -82,10 +83,11 @@ async function main() {
   }
   let dec, first, enc, loadMs, fallback = '';
   async function openAll() {
-    dec = await open('decoder_with_past_model.onnx');
+    // Optimum's decoder, or the one model of onnxruntime-genai's builder.
+    dec = (await open('decoder_with_past_model.onnx')) || (await open('model.onnx'));
     first = await open('decoder_model.onnx');
     enc = await open('encoder_model.onnx');
-    if (!dec) usage(a.dir + ': no decoder_with_past_model.onnx');
+    if (!dec) usage(a.dir + ': no decoder_with_past_model.onnx or model.onnx');
     loadMs = performance.now() - t0;
   }
   try {
@@ -95,6 +97,12 @@ async function main() {
     fallback = String(e && e.message || e).split('\n')[0];
     gpuCache = false;
     await openAll();
+  }
+  // The builder leaves the cache's head size symbolic (kv_cache_dim); its
+  // genai_config.json gives it.
+  let headSize = 0;
+  if (fs.existsSync(file('genai_config.json'))) {
+    headSize = JSON.parse(fs.readFileSync(file('genai_config.json'), 'utf8')).model.decoder.head_size || 0;
   }
   const decMeta = {};
   for (const s of [dec, first]) {
@@ -130,7 +138,9 @@ async function main() {
         } else if (nm.startsWith('past')) {
           if (promptStep) {
             const m = decMeta[nm];
-            const shape = m && m.shape ? m.shape.map((d, k) => (k === 0 ? 1 : typeof d === 'number' ? d : 0)) : null;
+            const shape = m && m.shape
+              ? m.shape.map((d, k) => (k === 0 ? 1 : typeof d === 'number' ? d : k === 3 && headSize ? headSize : 0))
+              : null;
             if (!shape) throw new Error(`input ${nm}: its shape is not known (onnxruntime-node lacks inputMetadata)`);
             f[nm] = new ort.Tensor('float32', new Float32Array(0), shape);
           } else {

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 
@@ -185,6 +188,64 @@ struct Generator::Buckets {
   }
 };
 
+namespace {
+
+// model.decoder.head_size of the genai_config.json beside a model file
+// (onnxruntime-genai's model builder writes it there); 0 without one.
+int64_t genai_head_size(const std::string& model_file) {
+  namespace fs = std::filesystem;
+  const fs::path cfg = fs::path(model_file).parent_path() / "genai_config.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(cfg, ec)) return 0;
+  std::ifstream in(cfg, std::ios::binary);
+  if (!in) throw Error(fmt::format("cannot read {}", cfg.string()));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{} is not valid JSON: {}", cfg.string(), e.what()));
+  }
+  const nlohmann::json* h = nullptr;
+  if (j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].contains("decoder") &&
+      j["model"]["decoder"].is_object() && j["model"]["decoder"].contains("head_size"))
+    h = &j["model"]["decoder"]["head_size"];
+  if (!h || !h->is_number_integer() || h->get<int64_t>() <= 0)
+    throw Error(fmt::format("{}: model.decoder.head_size is missing or not a positive integer", cfg.string()));
+  return h->get<int64_t>();
+}
+
+// onnxruntime-genai's model builder leaves the cache's head size symbolic
+// (past_key_values.N.key [batch_size, kv_heads, past_sequence_length,
+// kv_cache_dim]): the empty cache of the prompt step needs it, and keeping
+// the cache at a capacity needs the length to be its one dynamic dim
+// besides the batch. Fixed from Models::cache_head_size, else from the
+// genai_config.json beside the model.
+void fix_cache_head_size(Session& s, const std::string& file, int64_t head) {
+  bool looked = head > 0;
+  std::vector<std::pair<std::string, Shape>> fixes;
+  for (const ValueInfo& in : s.inputs()) {
+    if (in.name.rfind("past", 0) != 0 || in.shape.size() != 4 || in.shape[3] >= 0) continue;
+    int dynamic = 0;
+    for (size_t d = 1; d < 4; ++d) dynamic += in.shape[d] < 0;
+    if (dynamic < 2) continue;
+    if (!looked) head = genai_head_size(file), looked = true;
+    if (head <= 0) {
+      throw Unsupported(fmt::format(
+          "{}: cache input '{}' {} leaves its head size symbolic{}; give it (generate::Models::cache_head_size), or "
+          "put the genai_config.json that onnxruntime-genai's model builder writes (model.decoder.head_size) beside "
+          "the model",
+          file, in.name, shape_str(in.shape),
+          in.dim_names.size() == 4 && !in.dim_names[3].empty() ? fmt::format(" ('{}')", in.dim_names[3]) : ""));
+    }
+    Shape shape = in.shape;
+    shape[3] = head;
+    fixes.emplace_back(in.name, shape);
+  }
+  for (const auto& [name, shape] : fixes) s.set_input_shape(name, shape);
+}
+
+}  // namespace
+
 Generator::Generator(gpu::Context& ctx, const Models& models, onnx_import::SessionOptions options) : ctx_(ctx) {
   if (models.decoder.empty()) throw Error("generation needs a decoder model");
   // A plan per past length: keep those of a long generation.
@@ -194,6 +255,7 @@ Generator::Generator(gpu::Context& ctx, const Models& models, onnx_import::Sessi
   // finish compiling (a tiered plan switches kernels between steps).
   options.tiered = false;
   decoder_ = std::make_unique<Session>(ctx, models.decoder, options);
+  fix_cache_head_size(*decoder_, models.decoder, models.cache_head_size);
   dec_layout_ = std::make_unique<Layout>(*decoder_, models.decoder);
   if (dec_layout_->past.empty()) {
     throw Unsupported(fmt::format("{}: no past_key_values inputs: a decoder without a cache (each step would run the "

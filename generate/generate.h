@@ -69,6 +69,11 @@ struct Models {
   std::string decoder;  // run every step after the prompt (with past inputs)
   std::string first;    // optional: the prompt step (no past inputs)
   std::string encoder;  // optional: run once, its first output is encoder_hidden_states
+  // The cache's head size where the decoder leaves it symbolic (the last
+  // dim of past_key_values.N.*: onnxruntime-genai's model builder writes
+  // kv_cache_dim). 0: from model.decoder.head_size of the genai_config.json
+  // beside the decoder (the builder writes one), needed only then.
+  int64_t cache_head_size = 0;
 };
 
 struct Options {

@@ -69,7 +69,41 @@ ModelFolder read_model_folder(const std::string& dir) {
   };
   const std::string merged = find("decoder_model_merged.onnx"), single = find("model.onnx"),
                     with_past = find("decoder_with_past_model.onnx");
-  if (!merged.empty()) {
+  // onnxruntime-genai's folder: genai_config.json names the decoder and its
+  // end tokens.
+  std::error_code ec;
+  const fs::path genai = root / "genai_config.json";
+  std::string genai_decoder;
+  if (fs::is_regular_file(genai, ec)) {
+    const nlohmann::json cfg = read_json(genai);
+    const nlohmann::json* model = cfg.is_object() && cfg.contains("model") ? &cfg["model"] : nullptr;
+    if (!model || !model->is_object()) throw Error(fmt::format("{}: no \"model\" object", genai.string()));
+    if (model->contains("decoder") && (*model)["decoder"].is_object()) {
+      const nlohmann::json& dec = (*model)["decoder"];
+      if (dec.contains("filename")) {
+        if (!dec["filename"].is_string()) throw Error(fmt::format("{}: model.decoder.filename is not a string", genai.string()));
+        genai_decoder = (root / dec["filename"].get<std::string>()).string();
+        if (!fs::is_regular_file(genai_decoder, ec)) {
+          throw Error(fmt::format("model folder {}: genai_config.json names the decoder {}, which is not there", dir,
+                                  dec["filename"].get<std::string>()));
+        }
+      }
+    }
+    if (auto it = model->find("eos_token_id"); it != model->end()) {
+      if (it->is_number_integer()) {
+        add_id(f.eos_ids, it->get<int64_t>());
+      } else if (it->is_array()) {
+        for (const auto& v : *it) {
+          if (!v.is_number_integer())
+            throw Error(fmt::format("{}: model.eos_token_id holds a value that is not an integer", genai.string()));
+          add_id(f.eos_ids, v.get<int64_t>());
+        }
+      }
+    }
+  }
+  if (!genai_decoder.empty()) {
+    f.decoder = genai_decoder;
+  } else if (!merged.empty()) {
     f.decoder = merged;
   } else if (!single.empty()) {
     f.decoder = single;
@@ -83,7 +117,6 @@ ModelFolder read_model_folder(const std::string& dir) {
         dir));
   }
   const fs::path tok = root / "tokenizer.json";
-  std::error_code ec;
   if (!fs::is_regular_file(tok, ec)) throw Error(fmt::format("model folder {}: no tokenizer.json", dir));
   f.tokenizer = tok.string();
 

@@ -9,7 +9,11 @@
 //     {name, template} whose "default" is taken), bos_token, eos_token
 //     (strings or {"content": ...}); chat_template.jinja beside it wins;
 //   generation_config.json (optional): eos_token_id (an int or a list),
-//     max_new_tokens.
+//     max_new_tokens;
+//   genai_config.json (optional; onnxruntime-genai's model builder writes
+//     it): model.decoder.filename names the decoder (before the names
+//     above), model.eos_token_id (an int or a list) adds end tokens; the
+//     generator reads model.decoder.head_size itself (generate::Models).
 // A folder without a decoder or a tokenizer throws wgnn::Error naming the
 // file looked for.
 #include <cstdint>

@@ -62,6 +62,26 @@ TEST_F(ModelFolderTest, ReadsThePublishedLayout) {
   EXPECT_EQ(f.first, "");
 }
 
+TEST_F(ModelFolderTest, OnnxRuntimeGenAiFolder) {
+  // As onnxruntime-genai's model builder writes it: genai_config.json names
+  // the decoder and adds its end tokens.
+  copy("tokenizer.json");
+  write("model.onnx", "x");
+  write("decoder_int4.onnx", "x");
+  write("genai_config.json",
+        "{\"model\": {\"decoder\": {\"filename\": \"decoder_int4.onnx\", \"head_size\": 16}, "
+        "\"eos_token_id\": [7, 2]}}");
+  ModelFolder f = read_model_folder(dir_.string());
+  EXPECT_EQ(f.decoder, (dir_ / "decoder_int4.onnx").string());
+  EXPECT_EQ(f.eos_ids, (std::vector<int64_t>{7, 2}));
+  write("genai_config.json", "{\"model\": {\"decoder\": {\"filename\": \"gone.onnx\"}}}");
+  EXPECT_NE(error_of().find("names the decoder gone.onnx, which is not there"), std::string::npos) << error_of();
+  write("genai_config.json", "{\"search\": {}}");
+  EXPECT_NE(error_of().find("no \"model\" object"), std::string::npos) << error_of();
+  write("genai_config.json", "{\"model\": {\"eos_token_id\": [1, \"x\"]}}");
+  EXPECT_NE(error_of().find("not an integer"), std::string::npos) << error_of();
+}
+
 TEST_F(ModelFolderTest, ConfigVariants) {
   copy("tokenizer.json");
   write("model.onnx", "x");
