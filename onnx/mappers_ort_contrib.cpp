@@ -178,7 +178,11 @@ std::vector<Slot> group_query_attention(NodeCtx& c) {
       const std::vector<int64_t> lens = host::to_ints(*sk);
       if (P + S == T && std::all_of(lens.begin(), lens.end(), [&](int64_t l) { return l + 1 == T; })) return all;
     }
-    // Row b's key j: past j (j < past_b), new j - past_b (j < n_b), else 0.
+    // Row b's key j: past j (j < past_b), new j - past_b (j < n_b), else 0:
+    // one dispatch.
+    if (has_past && P > 0) {
+      return call(c, "wgnn.kv_present.default", {c.tensor(past), fresh, *past_b, n, Tp});
+    }
     TensorRef j = int_table(c, {1, Tp}, [](int64_t i) { return i; });
     TensorRef pb = c.view(*past_b, {B, 1});
     TensorRef from_new = call(c, "aten.add.Tensor", {call(c, "aten.sub.Tensor", {j, pb}), i64(c, P)});

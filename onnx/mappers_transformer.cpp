@@ -346,6 +346,15 @@ TensorRef rotate(NodeCtx& c, TensorRef x, TensorRef cs, TensorRef sn, int64_t R,
   }
   cs = c.view(cs, {B, S, 1, R / 2});
   sn = c.view(sn, {B, S, 1, R / 2});
+  if (R == D) {
+    // The whole head rotates: one dispatch (ops/rotary.cpp). The halves
+    // form reads cos and sin over the whole width (each angle twice, as
+    // transformers' cos is).
+    if (interleaved) return c.call("wgnn.rotary_pairs.default", {x, cs, sn}).tensor();
+    TensorRef cw = c.call("aten.cat.default", {ValueList{cs, cs}, int64_t(3)}).tensor();
+    TensorRef sw = c.call("aten.cat.default", {ValueList{sn, sn}, int64_t(3)}).tensor();
+    return c.call("wgnn.rotary_half.default", {x, cw, sw, R / 2}).tensor();
+  }
   // The rotated part as pairs [.., R / 2, 2] (interleaved) or halves [.., 2, R / 2].
   ValueList parts = c.call("aten.split_with_sizes.default", {x, IntList{R, D - R}, int64_t(3)}).list();
   if (R == D) parts.resize(1);

@@ -14,6 +14,7 @@ void register_scatter_ops(OpRegistry& r);
 void register_cumsum_ops(OpRegistry& r);
 void register_grid_sample_ops(OpRegistry& r);
 void register_rotary_ops(OpRegistry& r);
+void register_kv_present_ops(OpRegistry& r);
 
 OpRegistry& OpRegistry::global() {
   static OpRegistry* r = [] {
@@ -28,6 +29,7 @@ OpRegistry& OpRegistry::global() {
     register_resize_ops(*reg);
     register_attention_ops(*reg);
     register_rotary_ops(*reg);
+    register_kv_present_ops(*reg);
     register_quantized_ops(*reg);
     register_recurrent_ops(*reg);
     register_sample_ops(*reg);

@@ -38,6 +38,7 @@ const std::vector<KernelUniform>& kernel_uniforms() {
       {"ops/kernels/softmax.wgsl", &SoftmaxParams::wgsl},
       {"ops/kernels/rotary_half.wgsl", &RotaryParams::wgsl},
       {"ops/kernels/copy_rows.wgsl", &CopyRowsParams::wgsl},
+      {"ops/kernels/kv_present.wgsl", &KvPresentParams::wgsl},
       {"ops/kernels/cat.wgsl", &CatParams::wgsl},
       {"ops/kernels/softmax_strided.wgsl", &SoftmaxStridedParams::wgsl},
       {"ops/kernels/argmax.wgsl", &ArgParams::wgsl},

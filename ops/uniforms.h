@@ -111,6 +111,13 @@ WGNN_UNIFORM(RotaryParams, WGNN_ROTARY_PARAMS);
       F(uint32_t, dst_rows) F(uint32_t, dst_row) F(uint32_t, _pad0)
 WGNN_UNIFORM(CopyRowsParams, WGNN_COPY_ROWS_PARAMS);
 
+// kernels/kv_present.wgsl: count words out, rows of `inner` words, `len`
+// rows out, `heads`, the past's rows, the fresh rows.
+#define WGNN_KV_PRESENT_PARAMS(F)                                                                     \
+  F(uint32_t, count) F(uint32_t, inner) F(uint32_t, len) F(uint32_t, heads) F(uint32_t, past)       \
+      F(uint32_t, fresh) F(uint32_t, _pad0) F(uint32_t, _pad1)
+WGNN_UNIFORM(KvPresentParams, WGNN_KV_PRESENT_PARAMS);
+
 // kernels/cat.wgsl: the result as [outer, dim, inner] ({{T}}s), input k
 // its rows [start_k, start_k + rows_k) of dim.
 #define WGNN_CAT_PARAMS(F)                                                                                   \

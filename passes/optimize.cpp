@@ -150,6 +150,9 @@ Report optimize(ir::Graph& g, const OptimizeOptions& options) {
   // products as residuals.
   all.push_back(channels_last_blocks());
   all.push_back(fuse_matmul_residual());
+  // After every fusion: a value shared between layers would have two
+  // readers where a fusion pass wants one.
+  all.push_back(common_subexpressions());
   all.push_back(dead_code());
   // WGNN_DISABLE_PASSES=name,name: leave those passes out (A/B
   // measurements, narrowing down a fault), as ONNX Runtime's

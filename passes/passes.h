@@ -70,6 +70,7 @@ std::unique_ptr<Pass> fuse_window_partition();   // fuse_window_partition.cpp
 std::unique_ptr<Pass> cancel_permutes();         // cancel_permutes.cpp
 std::unique_ptr<Pass> fuse_matmul_dequant();     // fuse_matmul_dequant.cpp
 std::unique_ptr<Pass> fold_dequantize();         // fuse_matmul_dequant.cpp
+std::unique_ptr<Pass> common_subexpressions();   // common_subexpressions.cpp
 
 struct OptimizeOptions {
   PassContext context;

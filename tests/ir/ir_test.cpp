@@ -1937,5 +1937,47 @@ TEST(IrPasses, ExportViewsMoveOutOfTheProductsWay) {
   EXPECT_GT(as_written.plan(shapes).dispatches().size(), 2u);
 }
 
+
+// The same op on the same arguments twice (as GroupQueryAttention's
+// lowering repeats its positions and mask per layer; constants of equal
+// bytes count as the same argument) is computed once; a result the model
+// returns stays its own; the outputs equal the graph run as written.
+TEST(IrPasses, CommonSubexpressionsAreComputedOnce) {
+  auto build = [] {
+    ir::Graph g;
+    const TensorRef x = g.input("x", DType::F32, {4, 8});
+    auto one = [&] {
+      HostTensor t(DType::F32, {});
+      t.as<float>()[0] = 1.5f;
+      return g.constant(t);
+    };
+    const TensorRef a1 = g.call("aten.add.Tensor", {x, one()});
+    const TensorRef a2 = g.call("aten.add.Tensor", {x, one()});  // the same sum, another constant
+    const TensorRef s1 = g.call("aten.sigmoid.default", {a1});
+    const TensorRef s2 = g.call("aten.sigmoid.default", {a2});  // then the same sigmoid
+    const TensorRef other = g.call("aten.add.Tensor", {x, x});
+    g.output(g.call("aten.mul.Tensor", {s1, other}), "first");
+    g.output(g.call("aten.mul.Tensor", {s2, x}), "second");
+    g.output(g.call("aten.add.Tensor", {x, x}), "returned");  // other's twin, but the model returns it
+    return g;
+  };
+  ir::Graph g = build();
+  const passes::Report r = optimize_with_settings(g);
+  EXPECT_EQ(r.count("common_subexpressions"), 2u) << g.dump();  // a2 and s2
+  size_t adds = 0, sigmoids = 0;
+  for (const ir::Node& n : g.nodes()) {
+    adds += !n.dead && n.op == "aten.add.Tensor";
+    sigmoids += !n.dead && n.op == "aten.sigmoid.default";
+  }
+  EXPECT_EQ(sigmoids, 1u) << g.dump();
+  EXPECT_EQ(adds, 3u) << g.dump();  // x + 1.5 once, x + x twice (one returned)
+  ir::Program as_written(ctx(), build()), merged(ctx(), std::move(g));
+  const std::vector<HostTensor> in = {host({4, 8}, random_floats(32, -1.f, 1.f, 98))};
+  const auto want = as_written.run(in);
+  const auto got = merged.run(in);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(floats(got[i]), floats(want[i])) << "output " << i;
+}
+
 }  // namespace
 }  // namespace wgnn::test
