@@ -57,13 +57,6 @@ bool is_conv(const ir::Node& n) {
   return n.args.size() <= 6 || (n.args[6].is_bool() && !std::get<bool>(n.args[6].v));
 }
 
-// The memo naming a constant in the plans' store (a made constant: a
-// model's initializer), or empty.
-std::string memo_of(const ir::Graph& g, const Value& v) {
-  if (v.is_none()) return "none";
-  return v.is_tensor() && g.is_constant(v.tensor()) ? g.value(v.tensor()).memo : std::string();
-}
-
 class FuseConvBatchNorm final : public Pass {
  public:
   const char* name() const override { return "fuse_conv_batch_norm"; }

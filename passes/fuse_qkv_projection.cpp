@@ -13,6 +13,8 @@
 // decoder's cross-attention: q from its own states, k and v from the
 // encoder's), k and v alone become one product the same way (BART's
 // 128 x 1536 x 768 in place of two of 128 x 768 x 768).
+#include <fmt/format.h>
+
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +29,7 @@ struct Product {
   TensorRef a, b;
   std::shared_ptr<const HostTensor> w;     // b's values, float32
   std::shared_ptr<const HostTensor> bias;  // or null
+  std::string w_memo, bias_memo;           // memo_of b and of the bias ("none"), or empty
   double alpha = 1;
   bool trans_b = false;
   int64_t n = 0;  // columns of the result
@@ -77,6 +80,8 @@ std::optional<Product> product_of(const ir::Graph& g, int p) {
     for (size_t d = 0; d + 1 < r.bias->shape.size(); ++d)
       if (r.bias->shape[d] != 1) return std::nullopt;
   }
+  r.w_memo = memo_of(g, n.args[1]);
+  r.bias_memo = n.op == "aten.matmul.default" ? std::string("none") : memo_of(g, arg_or(n, 2, Value(None{})));
   return r;
 }
 
@@ -87,25 +92,63 @@ ir::Node joined(ir::Graph& g, const std::vector<Product>& ps, const std::string&
   const HostTensor& w0 = *ps[0].w;
   const int64_t K = ps[0].trans_b ? w0.shape[1] : w0.shape[0];
   const DType stored = g.value(ps[0].b).dtype;
+  const bool trans_b = ps[0].trans_b;
   int64_t total = 0;
-  for (const Product& p : ps) total += p.n;
-  HostTensor w(DType::F32, ps[0].trans_b ? Shape{total, K} : Shape{K, total});
-  HostTensor bias(DType::F32, {total});
-  bool any_bias = false;
-  for (const Product& p : ps) any_bias = any_bias || p.bias;
-  int64_t c0 = 0;
+  bool any_bias = false, memoized = true;
+  std::string w_memos, bias_memos;
   for (const Product& p : ps) {
-    const float* src = p.w->as<float>();
-    for (int64_t r = 0; r < (p.trans_b ? p.n : K); ++r) {
-      for (int64_t c = 0; c < (p.trans_b ? K : p.n); ++c) {
-        if (p.trans_b) w.as<float>()[(c0 + r) * K + c] = src[r * K + c];
-        else w.as<float>()[r * total + c0 + c] = src[r * p.n + c];
+    total += p.n;
+    any_bias = any_bias || p.bias;
+    memoized = memoized && !p.w_memo.empty() && !p.bias_memo.empty();
+    w_memos += (w_memos.empty() ? "" : ", ") + p.w_memo;
+    bias_memos += (bias_memos.empty() ? "" : ", ") + p.bias_memo;
+  }
+  const Shape w_shape = trans_b ? Shape{total, K} : Shape{K, total};
+  // The weights side by side and the biases joined, made when a plan
+  // uploads them: the sources are the model's, so every plan of a Session
+  // finds the first one's by its memo (a plan per length of a decoder would
+  // otherwise join and hash every layer's weights again).
+  auto make_w = [ps, K, total, trans_b, stored](HostTensor& w) -> const HostTensor& {
+    w = HostTensor(DType::F32, trans_b ? Shape{total, K} : Shape{K, total});
+    int64_t c0 = 0;
+    for (const Product& p : ps) {
+      const float* src = p.w->as<float>();
+      for (int64_t r = 0; r < (trans_b ? p.n : K); ++r) {
+        for (int64_t c = 0; c < (trans_b ? K : p.n); ++c) {
+          if (trans_b) w.as<float>()[(c0 + r) * K + c] = src[r * K + c];
+          else w.as<float>()[r * total + c0 + c] = src[r * p.n + c];
+        }
       }
+      c0 += p.n;
     }
-    for (int64_t c = 0; c < p.n; ++c) {
-      bias.as<float>()[c0 + c] = p.bias ? p.bias->as<float>()[p.bias->numel() == 1 ? 0 : c] : 0.f;
+    if (stored == DType::F16) w = to_f16_saturated(w);
+    return w;
+  };
+  auto make_bias = [ps, total, stored](HostTensor& bias) -> const HostTensor& {
+    bias = HostTensor(DType::F32, {total});
+    int64_t c0 = 0;
+    for (const Product& p : ps) {
+      for (int64_t c = 0; c < p.n; ++c) {
+        bias.as<float>()[c0 + c] = p.bias ? p.bias->as<float>()[p.bias->numel() == 1 ? 0 : c] : 0.f;
+      }
+      c0 += p.n;
     }
-    c0 += p.n;
+    if (stored == DType::F16) bias = to_f16_saturated(bias);
+    return bias;
+  };
+  TensorRef w_ref, bias_ref;
+  if (memoized) {
+    const std::string tail = fmt::format("; {}; {})", trans_b ? "stacked" : "side by side", dtype_name(stored));
+    w_ref = g.made_constant(stored, w_shape, "joined(" + w_memos + tail, make_w, what + "_weight");
+    if (any_bias) bias_ref = g.made_constant(stored, {total}, "joined_bias(" + bias_memos + tail, make_bias, what + "_bias");
+  } else {
+    HostTensor w, bias;
+    make_w(w);
+    w_ref = g.constant(std::move(w), what + "_weight");
+    if (any_bias) {
+      make_bias(bias);
+      bias_ref = g.constant(std::move(bias), what + "_bias");
+    }
   }
   const TensorRef y = g.new_result();
   if (const std::optional<Shape> as = g.known_shape(ps[0].a)) {
@@ -116,13 +159,8 @@ ir::Node joined(ir::Graph& g, const std::vector<Product>& ps, const std::string&
   if (const std::optional<DType> d = g.known_dtype(g.nodes()[size_t(ps[0].node)].outputs[0])) g.set_seen_dtype(y, *d);
   ir::Node prod;
   prod.op = "wgnn.matmul_add.default";
-  if (stored == DType::F16) {
-    w = to_f16_saturated(w);
-    bias = to_f16_saturated(bias);
-  }
-  prod.args = {ps[0].a, g.constant(std::move(w), what + "_weight"),
-               any_bias ? Value(g.constant(std::move(bias), what + "_bias")) : Value(None{}), ps[0].alpha,
-               std::string("none"), false, ps[0].trans_b};
+  prod.args = {ps[0].a, w_ref, any_bias ? Value(bias_ref) : Value(None{}), ps[0].alpha, std::string("none"), false,
+               trans_b};
   prod.outputs = {y};
   prod.label = label;
   prod.origin = g.nodes()[size_t(ps[0].node)].origin;

@@ -86,6 +86,11 @@ std::optional<Shape> view_strides(const Shape& size, const Shape& stride, const 
   return out;
 }
 
+std::string memo_of(const ir::Graph& g, const Value& v) {
+  if (v.is_none()) return "none";
+  return v.is_tensor() && g.is_constant(v.tensor()) ? g.value(v.tensor()).memo : std::string();
+}
+
 Value arg_or(const ir::Node& n, size_t i, const Value& def) { return i < n.args.size() ? n.args[i] : def; }
 
 const ir::Node* live_node(const ir::Graph& g, int i, const char* op) {

@@ -118,6 +118,11 @@ std::optional<double> scalar_value(const ir::Graph& g, TensorRef v);
 // as float16 made from them, or a float16 constant folded on the host
 // widened; null for anything else (optimize.cpp says more).
 std::shared_ptr<const HostTensor> f32_values(const ir::Graph& g, TensorRef v);
+// The memo naming a constant in the plans' store (a made constant: a
+// model's initializer, or one a pass made from such), "none" for None, or
+// empty: a constant made from memoized ones can be memoized too, so that a
+// later plan neither makes nor hashes it again.
+std::string memo_of(const ir::Graph& g, const Value& v);
 // The strides of a strided view of shape `size`, `stride` read as shape
 // `to` without moving an element (how torch's view() decides), or none
 // where that needs a copy (and for no elements or no dims).

@@ -1358,6 +1358,40 @@ TEST(IrPasses, CrossAttentionKeysAndValuesBecomeOneProduct) {
   EXPECT_TRUE(all_close(floats(a[0]), ref, 1e-5, 1e-4));
   EXPECT_TRUE(all_close(floats(u[0]), ref, 1e-5, 1e-4));
   EXPECT_LT(fp.plan({{L, E}, {S, E}}).dispatches().size(), up.plan({{L, E}, {S, E}}).dispatches().size());
+  // The weights and biases as a Session gives them (made constants named
+  // by memos): the joined ones are made constants too, named by their
+  // sources' memos, so a later plan finds them without joining again.
+  auto made = [](ir::Graph& g, const Shape& shape, const std::vector<float>& v, const std::string& memo) {
+    auto src = std::make_shared<const HostTensor>(host(shape, v));
+    return g.made_constant(DType::F32, shape, memo, [src](HostTensor&) -> const HostTensor& { return *src; }, memo, src);
+  };
+  ir::Graph g;
+  const TensorRef y = g.input("y", DType::F32, {L, E});
+  const TensorRef x = g.input("x", DType::F32, {S, E});
+  const TensorRef q = g.call("aten.matmul.default", {y, made(g, {E, E}, wq, "wq")});
+  const TensorRef k = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, made(g, {E, E}, wk, "wk")}), made(g, {E}, bk, "bk")});
+  const TensorRef v = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, made(g, {E, E}, wv, "wv")}), made(g, {E}, bv, "bv")});
+  g.set_seen_shape(q, {L, E});
+  for (TensorRef t : {k, v}) g.set_seen_shape(t, {S, E});
+  g.output(g.call("wgnn.attention.default",
+                  {q, k, v, None{}, 0.25, IntList{0, 1, H, L, D, L * E, D, E, 1}, IntList{0, 1, H, S, D, S * E, D, E, 1},
+                   IntList{0, 1, H, S, D, S * E, D, E, 1}, IntList{}, IntList{1, L, E}, IntList{0, L * E, D, E, 1}}),
+           "out");
+  EXPECT_EQ(optimize_with_settings(g).count("fuse_qkv_projection"), 1u);
+  std::vector<std::string> memos;
+  for (const ir::Node& n : g.nodes()) {
+    if (n.dead || n.op != "wgnn.matmul_add.default" || n.args[1].tensor().id < 0) continue;
+    for (size_t a : {size_t(1), size_t(2)}) {
+      if (n.args[a].is_tensor()) memos.push_back(g.value(n.args[a].tensor()).memo);
+    }
+  }
+  auto has = [&](const std::string& prefix) {
+    return std::any_of(memos.begin(), memos.end(), [&](const std::string& m) { return m.rfind(prefix, 0) == 0; });
+  };
+  EXPECT_TRUE(has("joined(wk, wv;")) << g.dump();
+  EXPECT_TRUE(has("joined_bias(bk, bv;")) << g.dump();
+  ir::Program mp(ctx(), std::move(g));
+  EXPECT_TRUE(all_close(floats(mp.run({host({L, E}, yv), host({S, E}, xv)})[0]), ref, 1e-5, 1e-4));
 }
 
 // (k * scale)^T @ v (DaViT's channel attention): the permute and the scalar
