@@ -159,8 +159,18 @@ std::vector<Slot> group_query_attention(NodeCtx& c) {
     TensorRef cos = call(c, "aten.index_select.default", {c.tensor(7), int64_t(0), ids});
     TensorRef sin = call(c, "aten.index_select.default", {c.tensor(8), int64_t(0), ids});
     const bool inter = c.attr_int("rotary_interleaved", 0) != 0;
-    q = rotate(c, q, cos, sin, 2 * cs[1], inter);
-    k = rotate(c, k, cos, sin, 2 * cs[1], inter);
+    if (packed && 2 * cs[1] == D) {
+      // q and k are the packed query's first Hq + Hkv heads: rotated as one
+      // (one dispatch a layer), then split by head (views where the heads
+      // of a row are the whole row: a decoding step at batch 1).
+      TensorRef qk = call(c, "aten.slice.Tensor", {c.tensor(0), int64_t(2), int64_t(0), (Hq + Hkv) * D, int64_t(1)});
+      qk = rotate(c, c.view(qk, {B, S, Hq + Hkv, D}), cos, sin, D, inter);
+      q = call(c, "aten.slice.Tensor", {qk, int64_t(2), int64_t(0), Hq, int64_t(1)});
+      k = call(c, "aten.slice.Tensor", {qk, int64_t(2), Hq, Hq + Hkv, int64_t(1)});
+    } else {
+      q = rotate(c, q, cos, sin, 2 * cs[1], inter);
+      k = rotate(c, k, cos, sin, 2 * cs[1], inter);
+    }
   }
   q = call(c, "aten.permute.default", {q, IntList{0, 2, 1, 3}});  // [B, Hq, S, D]
   k = call(c, "aten.permute.default", {k, IntList{0, 2, 1, 3}});  // [B, Hkv, S, D]
