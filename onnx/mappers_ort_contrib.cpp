@@ -162,11 +162,15 @@ std::vector<Slot> group_query_attention(NodeCtx& c) {
     if (packed && 2 * cs[1] == D) {
       // q and k are the packed query's first Hq + Hkv heads: rotated as one
       // (one dispatch a layer), then split by head (views where the heads
-      // of a row are the whole row: a decoding step at batch 1).
-      TensorRef qk = call(c, "aten.slice.Tensor", {c.tensor(0), int64_t(2), int64_t(0), (Hq + Hkv) * D, int64_t(1)});
-      qk = rotate(c, c.view(qk, {B, S, Hq + Hkv, D}), cos, sin, D, inter);
-      q = call(c, "aten.slice.Tensor", {qk, int64_t(2), int64_t(0), Hq, int64_t(1)});
-      k = call(c, "aten.slice.Tensor", {qk, int64_t(2), Hq, Hq + Hkv, int64_t(1)});
+      // of a row are the whole row: a decoding step at batch 1). v is its
+      // own slice, so the three-way split above goes unread and is dropped.
+      auto columns = [&](TensorRef t, int64_t from, int64_t to) {
+        return call(c, "aten.slice.Tensor", {t, int64_t(2), from, to, int64_t(1)});
+      };
+      TensorRef qk = rotate(c, c.view(columns(c.tensor(0), 0, (Hq + Hkv) * D), {B, S, Hq + Hkv, D}), cos, sin, D, inter);
+      q = columns(qk, 0, Hq);
+      k = columns(qk, Hq, Hq + Hkv);
+      v = c.view(columns(c.tensor(0), (Hq + Hkv) * D, (Hq + 2 * Hkv) * D), {B, S, Hkv, D});
     } else {
       q = rotate(c, q, cos, sin, 2 * cs[1], inter);
       k = rotate(c, k, cos, sin, 2 * cs[1], inter);

@@ -355,9 +355,9 @@ TensorRef rotate(NodeCtx& c, TensorRef x, TensorRef cs, TensorRef sn, int64_t R,
     TensorRef sw = c.call("aten.cat.default", {ValueList{sn, sn}, int64_t(3)}).tensor();
     return c.call("wgnn.rotary_half.default", {x, cw, sw, R / 2}).tensor();
   }
-  // The rotated part as pairs [.., R / 2, 2] (interleaved) or halves [.., 2, R / 2].
+  // Part of the head rotates: that part as pairs [.., R / 2, 2]
+  // (interleaved) or halves [.., 2, R / 2], the rest passed through.
   ValueList parts = c.call("aten.split_with_sizes.default", {x, IntList{R, D - R}, int64_t(3)}).list();
-  if (R == D) parts.resize(1);
   TensorRef rot = parts[0].tensor();
   TensorRef x1, x2;
   if (interleaved) {
@@ -380,8 +380,7 @@ TensorRef rotate(NodeCtx& c, TensorRef x, TensorRef cs, TensorRef sn, int64_t R,
   } else {
     y = c.call("aten.cat.default", {ValueList{r1, r2}, int64_t(3)}).tensor();
   }
-  if (R < D) y = c.call("aten.cat.default", {ValueList{y, parts[1]}, int64_t(3)}).tensor();
-  return y;
+  return c.call("aten.cat.default", {ValueList{y, parts[1]}, int64_t(3)}).tensor();
 }
 
 namespace {

@@ -47,12 +47,12 @@ Value kv_present(Graph& g, const ValueList& args) {
   if (count > 0xFFFFFFFFull) a.fail("the result is too large for 32-bit indexing");
   for (auto [t, name] : {std::pair{past, "past"}, std::pair{fresh, "fresh"}}) a.require_fits_binding(t, name);
   // An empty past or fresh binds the other in its place (never read).
-  const TensorRef past_b = P > 0 ? past : fresh, fresh_b = S > 0 ? fresh : past;
+  const TensorRef past_bound = P > 0 ? past : fresh, fresh_bound = S > 0 ? fresh : past;
   if (P == 0 && S == 0) a.fail("past and fresh are both empty");
   const gpu::Pipeline& p = kernel(g, "ops/kernels/kv_present.wgsl", {});
   Binding params = g.uniform(KvPresentParams{uint32_t(count), uint32_t(row_bytes / 4), uint32_t(len), uint32_t(H),
                                              uint32_t(P), uint32_t(S), 0, 0});
-  g.add_dispatch(p, {Binding::of(y), params, Binding::of(past_b), Binding::of(fresh_b), Binding::of(past_len),
+  g.add_dispatch(p, {Binding::of(y), params, Binding::of(past_bound), Binding::of(fresh_bound), Binding::of(past_len),
                      Binding::of(valid_len)},
                  grid_for(g, gpu::ceil_div(count, 256)), op, "kv_present");
   return y;

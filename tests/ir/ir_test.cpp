@@ -1313,15 +1313,21 @@ TEST(IrPasses, CrossAttentionKeysAndValuesBecomeOneProduct) {
   const std::vector<float> wq = random_floats(size_t(E * E), -0.3f, 0.3f, 90), wk = random_floats(size_t(E * E), -0.3f, 0.3f, 91),
                            wv = random_floats(size_t(E * E), -0.3f, 0.3f, 92), bk = random_floats(size_t(E), -0.2f, 0.2f, 93),
                            bv = random_floats(size_t(E), -0.2f, 0.2f, 94);
-  auto build = [&] {
+  // The weights and biases as plain constants, or as `made` gives them.
+  using MakeConstant = std::function<TensorRef(ir::Graph&, const Shape&, const std::vector<float>&, const std::string&)>;
+  const MakeConstant plain = [](ir::Graph& g, const Shape& shape, const std::vector<float>& v, const std::string&) {
+    return g.constant(host(shape, v));
+  };
+  auto build = [&](const MakeConstant& w = {}) {
+    const MakeConstant& make = w ? w : plain;
     ir::Graph g;
     const TensorRef y = g.input("y", DType::F32, {L, E});
     const TensorRef x = g.input("x", DType::F32, {S, E});
-    const TensorRef q = g.call("aten.matmul.default", {y, g.constant(host({E, E}, wq))});
-    const TensorRef k = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, g.constant(host({E, E}, wk))}),
-                                                   g.constant(host({E}, bk))});
-    const TensorRef v = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, g.constant(host({E, E}, wv))}),
-                                                   g.constant(host({E}, bv))});
+    const TensorRef q = g.call("aten.matmul.default", {y, make(g, {E, E}, wq, "wq")});
+    const TensorRef k = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, make(g, {E, E}, wk, "wk")}),
+                                                   make(g, {E}, bk, "bk")});
+    const TensorRef v = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, make(g, {E, E}, wv, "wv")}),
+                                                   make(g, {E}, bv, "bv")});
     g.set_seen_shape(q, {L, E});
     for (TensorRef t : {k, v}) g.set_seen_shape(t, {S, E});
     g.output(g.call("wgnn.attention.default",
@@ -1361,22 +1367,11 @@ TEST(IrPasses, CrossAttentionKeysAndValuesBecomeOneProduct) {
   // The weights and biases as a Session gives them (made constants named
   // by memos): the joined ones are made constants too, named by their
   // sources' memos, so a later plan finds them without joining again.
-  auto made = [](ir::Graph& g, const Shape& shape, const std::vector<float>& v, const std::string& memo) {
+  const MakeConstant made = [](ir::Graph& g, const Shape& shape, const std::vector<float>& v, const std::string& memo) {
     auto src = std::make_shared<const HostTensor>(host(shape, v));
     return g.made_constant(DType::F32, shape, memo, [src](HostTensor&) -> const HostTensor& { return *src; }, memo, src);
   };
-  ir::Graph g;
-  const TensorRef y = g.input("y", DType::F32, {L, E});
-  const TensorRef x = g.input("x", DType::F32, {S, E});
-  const TensorRef q = g.call("aten.matmul.default", {y, made(g, {E, E}, wq, "wq")});
-  const TensorRef k = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, made(g, {E, E}, wk, "wk")}), made(g, {E}, bk, "bk")});
-  const TensorRef v = g.call("aten.add.Tensor", {g.call("aten.matmul.default", {x, made(g, {E, E}, wv, "wv")}), made(g, {E}, bv, "bv")});
-  g.set_seen_shape(q, {L, E});
-  for (TensorRef t : {k, v}) g.set_seen_shape(t, {S, E});
-  g.output(g.call("wgnn.attention.default",
-                  {q, k, v, None{}, 0.25, IntList{0, 1, H, L, D, L * E, D, E, 1}, IntList{0, 1, H, S, D, S * E, D, E, 1},
-                   IntList{0, 1, H, S, D, S * E, D, E, 1}, IntList{}, IntList{1, L, E}, IntList{0, L * E, D, E, 1}}),
-           "out");
+  ir::Graph g = build(made);
   EXPECT_EQ(optimize_with_settings(g).count("fuse_qkv_projection"), 1u);
   std::vector<std::string> memos;
   for (const ir::Node& n : g.nodes()) {
